@@ -1,0 +1,87 @@
+/**
+ * The failures that end a run: the loop cannot go on. Everything the loop
+ * chose to stop on (a turn cap, a budget, a stuck model, a cancel) is an
+ * outcome, not an error. Each error is a `Schema.TaggedError`, so it can be
+ * caught by tag, persisted and sent over the wire.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import { AiError } from "effect/ai"
+
+/**
+ * The model transport failed (after the provider's own retries): it wraps the
+ * provider's `AiError` reason.
+ *
+ * @since 0.1.0
+ */
+export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
+  reason: AiError.AiErrorReason,
+  turn: Schema.Finite
+}) {
+  /**
+   * Wraps an `AiError` raised at a turn.
+   *
+   * @since 0.1.0
+   */
+  static fromAiError(error: AiError.AiError, turn: number): ModelError {
+    return new ModelError({ reason: error.reason, turn })
+  }
+  override get message(): string {
+    return `model call failed at turn ${this.turn}: ${this.reason.message}`
+  }
+}
+
+/**
+ * A tool failed in a way its definition declares fatal: an `effect/ai` tool
+ * with `failureMode: "error"` whose handler failed. (Tools with
+ * `failureMode: "return"` fail into a result the model reads.)
+ *
+ * @since 0.1.0
+ */
+export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFatalError", {
+  toolName: Schema.String,
+  toolCallId: Schema.String,
+  description: Schema.String,
+  error: Schema.optionalKey(Schema.Unknown)
+}) {
+  override get message(): string {
+    return `tool ${this.toolName} (${this.toolCallId}) failed fatally: ${this.description}`
+  }
+}
+
+/**
+ * A config broke a rule: `field` names the setting, `rule` what it must be.
+ *
+ * @since 0.1.0
+ */
+export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError", {
+  field: Schema.String,
+  rule: Schema.String
+}) {
+  override get message(): string {
+    return `invalid config: ${this.field}: ${this.rule}`
+  }
+}
+
+/**
+ * `runContinue` was given a state that cannot be continued.
+ *
+ * @since 0.1.0
+ */
+export class InvalidContinuation extends Schema.TaggedError<InvalidContinuation>()("InvalidContinuation", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `cannot continue the run: ${this.reason}`
+  }
+}
+
+/**
+ * Any failure of a run.
+ *
+ * @since 0.1.0
+ */
+export const AgentError = Schema.Union([ModelError, ToolFatalError, ConfigError, InvalidContinuation])
+/** @since 0.1.0 */
+export type AgentError = typeof AgentError.Type

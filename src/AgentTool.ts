@@ -1,0 +1,237 @@
+/**
+ * What the loop needs to know about a tool beyond what `effect/ai` records:
+ * annotations on an `effect/ai` `Tool` for its timeout, how it may run beside
+ * other calls, whether its result ends the run, whether it counts toward the
+ * termination vote and the per-turn call limit, how long its results may be,
+ * per-run and per-turn quotas, and whether a call may be run again after a
+ * crash.
+ *
+ * @example
+ * ```ts
+ * import { Schema } from "effect"
+ * import { Tool } from "effect/ai"
+ * import { AgentTool } from "effect-agent"
+ *
+ * const Deploy = Tool.make("deploy", { parameters: Schema.Struct({ env: Schema.String }) }).pipe(
+ *   AgentTool.annotate({ execution: "exclusive", timeout: "2 minutes", replaySafe: false })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Context, Duration } from "effect"
+import type { Schema } from "effect"
+import type { Tool } from "effect/ai"
+import { dual } from "effect/Function"
+
+/**
+ * How a call runs beside the other calls of its batch: `parallel` calls run
+ * together (up to `maxParallelTools`), `sequential` calls run one at a time
+ * after the parallel ones, and one `exclusive` call makes the whole batch
+ * sequential.
+ *
+ * @since 0.1.0
+ */
+export type ExecutionMode = "parallel" | "sequential" | "exclusive"
+
+/**
+ * How long one call may run before it is interrupted and answered with a
+ * timeout result. Unset: the config's `toolTimeout`.
+ *
+ * @since 0.1.0
+ */
+export const Timeout = Context.Reference<Duration.Duration | undefined>("effect-agent/AgentTool/Timeout", {
+  defaultValue: () => undefined
+})
+
+/**
+ * The tool's {@link ExecutionMode}; `parallel` by default.
+ *
+ * @since 0.1.0
+ */
+export const Execution = Context.Reference<ExecutionMode>("effect-agent/AgentTool/Execution", {
+  defaultValue: () => "parallel"
+})
+
+/**
+ * A successful result of this tool votes to end the run. The run ends when
+ * every counted result of a batch votes so.
+ *
+ * @since 0.1.0
+ */
+export const Terminating = Context.Reference<boolean>("effect-agent/AgentTool/Terminating", {
+  defaultValue: () => false
+})
+
+/**
+ * Whether this tool's results take part in the termination vote (advisory
+ * tools such as progress reports do not); `true` by default.
+ *
+ * @since 0.1.0
+ */
+export const CountsTowardVote = Context.Reference<boolean>("effect-agent/AgentTool/CountsTowardVote", {
+  defaultValue: () => true
+})
+
+/**
+ * Whether this tool's calls count toward `maxToolCallsPerTurn` (read-only
+ * lookups may be exempt); `true` by default.
+ *
+ * @since 0.1.0
+ */
+export const CountsTowardCallLimit = Context.Reference<boolean>("effect-agent/AgentTool/CountsTowardCallLimit", {
+  defaultValue: () => true
+})
+
+/**
+ * The longest result text the model is given; longer results are cut with a
+ * marker and the full text kept in `details`. Unset: the config's
+ * `maxResultChars`.
+ *
+ * @since 0.1.0
+ */
+export const MaxResultChars = Context.Reference<number | undefined>("effect-agent/AgentTool/MaxResultChars", {
+  defaultValue: () => undefined
+})
+
+/**
+ * Whether a call that had started before a crash may simply be run again on
+ * resume; `true` by default. When `false`, the resumed run answers the call
+ * with a result saying the earlier attempt's outcome is unknown.
+ *
+ * @since 0.1.0
+ */
+export const ReplaySafe = Context.Reference<boolean>("effect-agent/AgentTool/ReplaySafe", {
+  defaultValue: () => true
+})
+
+/**
+ * Limits on how often this tool may be called: per run and per turn. Calls
+ * over a quota get an error result and never run.
+ *
+ * @since 0.1.0
+ */
+export interface Quota {
+  readonly perRun?: number | undefined
+  readonly perTurn?: number | undefined
+}
+
+/**
+ * The tool's {@link Quota}; none by default.
+ *
+ * @since 0.1.0
+ */
+export const Quota = Context.Reference<Quota | undefined>("effect-agent/AgentTool/Quota", {
+  defaultValue: () => undefined
+})
+
+/**
+ * The annotations of {@link annotate}, all optional.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  readonly timeout?: Duration.Input | undefined
+  readonly execution?: ExecutionMode | undefined
+  readonly terminating?: boolean | undefined
+  readonly countsTowardVote?: boolean | undefined
+  readonly countsTowardCallLimit?: boolean | undefined
+  readonly maxResultChars?: number | undefined
+  readonly replaySafe?: boolean | undefined
+  readonly quota?: Quota | undefined
+}
+
+type AnyConfig = {
+  readonly parameters: Schema.Constraint
+  readonly success: Schema.Constraint
+  readonly failure: Schema.Constraint
+  readonly failureMode: Tool.FailureMode
+}
+
+const annotateOptions = <Name extends string, Config extends AnyConfig, R>(
+  tool: Tool.Tool<Name, Config, R>,
+  options: Options
+): Tool.Tool<Name, Config, R> => {
+  let out = tool
+  if (options.timeout !== undefined) out = out.annotate(Timeout, Duration.fromInputUnsafe(options.timeout))
+  if (options.execution !== undefined) out = out.annotate(Execution, options.execution)
+  if (options.terminating !== undefined) out = out.annotate(Terminating, options.terminating)
+  if (options.countsTowardVote !== undefined) out = out.annotate(CountsTowardVote, options.countsTowardVote)
+  if (options.countsTowardCallLimit !== undefined) {
+    out = out.annotate(CountsTowardCallLimit, options.countsTowardCallLimit)
+  }
+  if (options.maxResultChars !== undefined) out = out.annotate(MaxResultChars, options.maxResultChars)
+  if (options.replaySafe !== undefined) out = out.annotate(ReplaySafe, options.replaySafe)
+  if (options.quota !== undefined) out = out.annotate(Quota, options.quota)
+  return out
+}
+
+/**
+ * Sets several loop annotations on a tool at once.
+ *
+ * @example
+ * ```ts
+ * import { Schema } from "effect"
+ * import { Tool } from "effect/ai"
+ * import { AgentTool } from "effect-agent"
+ *
+ * const Done = AgentTool.annotate(
+ *   Tool.make("done", { parameters: Schema.Struct({ summary: Schema.String }) }),
+ *   { terminating: true }
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const annotate: {
+  (options: Options): <Name extends string, Config extends AnyConfig, R>(
+    tool: Tool.Tool<Name, Config, R>
+  ) => Tool.Tool<Name, Config, R>
+  <Name extends string, Config extends AnyConfig, R>(
+    tool: Tool.Tool<Name, Config, R>,
+    options: Options
+  ): Tool.Tool<Name, Config, R>
+} = dual(2, annotateOptions)
+
+/**
+ * A tool's loop annotations, resolved with their defaults.
+ *
+ * @since 0.1.0
+ */
+export interface Settings {
+  readonly timeout: Duration.Duration | undefined
+  readonly execution: ExecutionMode
+  readonly terminating: boolean
+  readonly countsTowardVote: boolean
+  readonly countsTowardCallLimit: boolean
+  readonly maxResultChars: number | undefined
+  readonly replaySafe: boolean
+  readonly quota: Quota | undefined
+}
+
+const settingsCache = new WeakMap<Tool.Any, Settings>()
+
+/**
+ * Reads a tool's loop annotations (cached per tool: the loop reads them for
+ * every call).
+ *
+ * @since 0.1.0
+ */
+export const settings = (tool: Tool.Any): Settings => {
+  let cached = settingsCache.get(tool)
+  if (cached === undefined) {
+    const annotations = tool.annotations
+    cached = {
+      timeout: Context.get(annotations, Timeout),
+      execution: Context.get(annotations, Execution),
+      terminating: Context.get(annotations, Terminating),
+      countsTowardVote: Context.get(annotations, CountsTowardVote),
+      countsTowardCallLimit: Context.get(annotations, CountsTowardCallLimit),
+      maxResultChars: Context.get(annotations, MaxResultChars),
+      replaySafe: Context.get(annotations, ReplaySafe),
+      quota: Context.get(annotations, Quota)
+    }
+    settingsCache.set(tool, cached)
+  }
+  return cached
+}

@@ -1,0 +1,69 @@
+/**
+ * Tool-call arguments as a model sent them. Providers parse the JSON text of
+ * each call's arguments with {@link parse}: valid JSON becomes the value, and
+ * anything else becomes a {@link Malformed} value that keeps the raw text, so
+ * the loop can tell the model exactly what it sent instead of failing the
+ * stream. {@link toJsonText} turns either back into the text to replay.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+/**
+ * Arguments that were not valid JSON: the raw text and the parser's complaint.
+ *
+ * @since 0.1.0
+ */
+export const Malformed = Schema.Struct({
+  _tag: Schema.Literal("MalformedToolArguments"),
+  raw: Schema.String,
+  error: Schema.String
+})
+/** @since 0.1.0 */
+export type Malformed = typeof Malformed.Type
+
+/**
+ * Whether arguments are a {@link Malformed} value.
+ *
+ * @since 0.1.0
+ */
+export const isMalformed: (u: unknown) => u is Malformed = Schema.is(Malformed)
+
+/**
+ * Builds a {@link Malformed} value.
+ *
+ * @since 0.1.0
+ */
+export const malformed = (raw: string, error: string): Malformed => ({ _tag: "MalformedToolArguments", raw, error })
+
+/**
+ * Parses the JSON text of a tool call's arguments. Empty text means no
+ * arguments (`{}`), as providers send for parameterless tools.
+ *
+ * @example
+ * ```ts
+ * import { ToolArguments } from "effect-agent"
+ *
+ * ToolArguments.parse('{"a":1}') // { a: 1 }
+ * ToolArguments.parse('{"a":')   // { _tag: "MalformedToolArguments", raw: '{"a":', error: "..." }
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const parse = (text: string): unknown => {
+  if (text.trim() === "") return {}
+  try {
+    return JSON.parse(text)
+  } catch (error) {
+    return malformed(text, error instanceof Error ? error.message : String(error))
+  }
+}
+
+/**
+ * The JSON text to send back to a provider for arguments: the raw text for
+ * malformed arguments, the JSON encoding otherwise.
+ *
+ * @since 0.1.0
+ */
+export const toJsonText = (params: unknown): string =>
+  isMalformed(params) ? params.raw : JSON.stringify(params ?? {})

@@ -1,0 +1,19 @@
+import { fileURLToPath } from "node:url"
+import { defineConfig } from "vitest/config"
+
+const src = (path: string) => fileURLToPath(new URL(`./src/${path}`, import.meta.url))
+
+export default defineConfig({
+  resolve: {
+    // Tests, examples and the README import the package by its public name, as users do.
+    alias: [
+      { find: /^effect-agent\/testing$/, replacement: src("testing/index.ts") },
+      { find: /^effect-agent$/, replacement: src("index.ts") }
+    ]
+  },
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 30_000,
+    hookTimeout: 30_000
+  }
+})
