@@ -95,3 +95,10 @@ export const RunResult = Schema.Struct({
 })
 /** @since 0.1.0 */
 export type RunResult = typeof RunResult.Type
+
+/**
+ * The JSON codec of {@link RunState}, for storing it.
+ *
+ * @since 0.1.0
+ */
+export const RunStateJson = Schema.toCodecJson(RunState)

@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Option, Result, Schema, Stream } from "effect"
+import { Cause, Context, Duration, Effect, Option, Result, Schema, SchemaIssue, Stream } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
@@ -85,12 +85,24 @@ const decoderFor = (tool: Tool.Any): (input: unknown) => Effect.Effect<unknown, 
   const decode: (input: unknown) => Effect.Effect<unknown, Schema.SchemaError> = Schema.isSchema(schema)
     // Tool parameter Schemas decode without services (effect/ai's Toolkit.handle decodes
     // them the same way); `Tool.Any` erases that, so it is restored here.
-    ? Schema.decodeUnknownEffect(tool.parametersSchema) as (input: unknown) => Effect.Effect<unknown, Schema.SchemaError>
+    ? Schema.decodeUnknownEffect(tool.parametersSchema, { errors: "all" }) as (
+      input: unknown
+    ) => Effect.Effect<unknown, Schema.SchemaError>
     // Dynamic tools (MCP) may carry a JSON Schema instead: the server validates.
     : Effect.succeed
   decoders.set(tool, decode)
   return decode
 }
+
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** Every problem with the arguments, each with where it is: `a: Expected number; b: Missing key`. */
+const describeIssue = (error: Schema.SchemaError): string =>
+  formatIssue(error.issue).issues
+    .map((issue) => issue.path === undefined || issue.path.length === 0
+      ? issue.message
+      : `${issue.path.map((key) => typeof key === "object" ? String(key.key) : String(key)).join(".")}: ${issue.message}`)
+    .join("; ")
 
 type Validated =
   | { readonly _tag: "Valid"; readonly params: unknown }
@@ -109,7 +121,7 @@ const validate = (tool: Tool.Any, params: unknown): Effect.Effect<Validated> => 
     onSuccess: (decoded): Validated => ({ _tag: "Valid", params: decoded }),
     onFailure: (error): Validated => ({
       _tag: "Invalid",
-      text: `Invalid arguments for ${tool.name}: ${error.message}\nExpected arguments matching this schema: ${
+      text: `Invalid arguments for ${tool.name}: ${describeIssue(error)}\nExpected arguments matching this schema: ${
         jsonSchemaText(tool)
       }\nYou sent: ${capRaw(ToolArguments.toJsonText(params))}`
     })
