@@ -89,6 +89,8 @@ export interface ContinueOptions<R = never> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /** The steering handle (else the `Steering` service, if provided). */
   readonly steering?: Steering.Service | undefined
+  /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
+  readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
 }
 
 /**
@@ -160,6 +162,11 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       steering,
       callsPerTool: new Map(),
       batchResults: new Map(),
+      startedCalls: new Set(),
+      restored: {
+        results: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
+        started: new Set(state.startedCalls)
+      },
       context: undefined!
     }
     for (const message of state.messages) Run.append(run, message)
@@ -466,6 +473,7 @@ const execute = <R>(setup: Setup<R>): Effect.Effect<RunState.RunResult, AgentErr
   Effect.gen(function*() {
     const run = yield* makeRun(setup)
     yield* Run.emitInput(run, { _tag: "AgentStart", messages: run.messages.slice(run.firstNew) })
+    for (const event of setup.options.announce ?? []) yield* Run.emitInput(run, event)
     const outcome = yield* loop(run).pipe(
       Effect.onExit((exit) => {
         if (exit._tag === "Success") return Effect.void

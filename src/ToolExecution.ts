@@ -39,6 +39,8 @@ export interface BatchResult {
 }
 
 type Immediate = { readonly _tag: "Immediate"; readonly text: string; readonly details?: unknown }
+/** A result the batch had produced before its state was saved: used as it is. */
+type Restored = { readonly _tag: "Restored"; readonly result: Message.ToolResultMessage }
 type Execute = {
   readonly _tag: "Execute"
   readonly tool: Tool.Any
@@ -52,7 +54,7 @@ interface Planned {
   readonly call: Hooks.ToolCall
   /** Whether the call takes part in the termination vote. */
   readonly counted: boolean
-  readonly action: Immediate | Execute
+  readonly action: Immediate | Execute | Restored
 }
 
 interface Finished {
@@ -195,6 +197,12 @@ const plan = <R>(
   Effect.gen(function*() {
     const tool = run.registry.get(part.name)
     const base: Hooks.ToolCall = { id: part.id, name: part.name, params: part.params, rawParams: part.params, tool }
+    const restored = run.restored.results.get(part.id)
+    if (restored !== undefined) {
+      run.restored.results.delete(part.id)
+      return { index, call: base, counted: false, action: { _tag: "Restored", result: restored } }
+    }
+    const startedBefore = run.restored.started.delete(part.id)
     if (tool === undefined) {
       return {
         index,
@@ -204,12 +212,22 @@ const plan = <R>(
       }
     }
     const settings = AgentTool.settings(tool)
-    const planned = (call: Hooks.ToolCall, action: Immediate | Execute): Planned => ({
+    const planned = (call: Hooks.ToolCall, action: Immediate | Execute | Restored): Planned => ({
       index,
       call,
       counted: settings.countsTowardVote,
       action
     })
+    if (startedBefore && !settings.replaySafe) {
+      return planned(
+        base,
+        immediate(
+          `This call to ${tool.name} had started when the run was interrupted, and its outcome is unknown: ` +
+            "it may or may not have taken effect. Check before calling it again.",
+          { kind: "outcomeUnknown" }
+        )
+      )
+    }
     if (over.has(index)) {
       return planned(
         base,
@@ -504,6 +522,10 @@ const runOne = <R>(run: Run.Run<R>, planned: Planned): Effect.Effect<Finished, T
   Effect.gen(function*() {
     const startedAt = Run.now(run)
     const { action, call } = planned
+    if (action._tag === "Restored") {
+      run.batchResults.set(call.id, action.result)
+      return { result: action.result, terminate: false }
+    }
     if (action._tag === "Immediate") {
       return yield* finish(run, planned, makeResult(call, [Message.text(action.text)], true, action.details), false, startedAt)
     }
@@ -529,6 +551,7 @@ const runOne = <R>(run: Run.Run<R>, planned: Planned): Effect.Effect<Finished, T
         )
       }
     }
+    run.startedCalls.add(call.id)
     yield* Run.emitInput(run, {
       _tag: "ToolExecutionStart",
       toolCallId: call.id,
@@ -540,6 +563,7 @@ const runOne = <R>(run: Run.Run<R>, planned: Planned): Effect.Effect<Finished, T
       runHandler(run, planned, action),
       (reason): Handled => ({ _tag: "Result", content: [Message.text(cancelledText(reason))], isError: true })
     )
+    run.startedCalls.delete(call.id)
     if (handled._tag === "Fatal") return yield* handled.error
     return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
   })
@@ -573,7 +597,7 @@ export const executeBatch = <R>(
     const finished: Array<Finished | undefined> = new Array(planned.length)
     const exclusive = planned.some((p) => p.action._tag === "Execute" && p.action.settings.execution === "exclusive")
     const isParallel = (p: Planned) =>
-      !exclusive && (p.action._tag === "Immediate" || p.action.settings.execution === "parallel")
+      !exclusive && (p.action._tag !== "Execute" || p.action.settings.execution === "parallel")
     const parallel = planned.filter(isParallel)
     const sequential = planned.filter((p) => !isParallel(p))
     const store = (p: Planned) => Effect.map(runOne(run, p), (done) => void (finished[p.index] = done))
