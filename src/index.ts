@@ -12,3 +12,5 @@ export * as AgentTool from "./AgentTool.ts"
 export * as Message from "./Message.ts"
 /** @since 0.1.0 */
 export * as ToolArguments from "./ToolArguments.ts"
+/** @since 0.1.0 */
+export * as Sandbox from "./sandbox/Sandbox.ts"
