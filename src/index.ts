@@ -14,3 +14,5 @@ export * as Message from "./Message.ts"
 export * as ToolArguments from "./ToolArguments.ts"
 /** @since 0.1.0 */
 export * as Sandbox from "./sandbox/Sandbox.ts"
+/** @since 0.1.0 */
+export * as BuiltinTools from "./sandbox/BuiltinTools.ts"
