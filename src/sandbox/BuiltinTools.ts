@@ -64,12 +64,25 @@ export const limits = {
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
 
+const WorkspacePath = Schema.String.annotate({ description: "Path relative to the workspace root" })
+
+/** A tool whose result and failure are text the model reads (`failureMode: "return"`), with loop annotations. */
+const textTool = <const Name extends string, Parameters extends Schema.Constraint>(
+  name: Name,
+  options: { readonly description: string; readonly parameters: Parameters },
+  annotations: AgentTool.Options
+) =>
+  AgentTool.annotate(
+    Tool.make(name, { ...options, success: Schema.String, failure: Schema.String, failureMode: "return" }),
+    annotations
+  )
+
 /**
  * Runs a shell command.
  *
  * @since 0.1.0
  */
-export const Bash = AgentTool.annotate(Tool.make("bash", {
+export const Bash = textTool("bash", {
   description: "Run a bash command in the workspace (the working directory is the workspace root). " +
     "Returns stdout, stderr and the exit code; long output keeps its start and end. " +
     "The command and every process it starts are killed at the timeout.",
@@ -79,89 +92,74 @@ export const Bash = AgentTool.annotate(Tool.make("bash", {
       description: `Seconds before the command is killed (default ${limits.defaultTimeoutSeconds}, ` +
         `at most ${limits.maxTimeoutSeconds})`
     }))
-  }),
-  success: Schema.String,
-  failure: Schema.String,
-  failureMode: "return"
-}), { execution: "sequential", replaySafe: false })
+  })
+}, { execution: "sequential", replaySafe: false })
 
 /**
  * Reads a text file, with line numbers.
  *
  * @since 0.1.0
  */
-export const ReadFile = AgentTool.annotate(Tool.make("read_file", {
+export const ReadFile = textTool("read_file", {
   description: "Read a text file of the workspace. Lines are numbered (number, tab, text). " +
     `Reads ${limits.readLines} lines unless given a limit; use offset to continue.`,
   parameters: Schema.Struct({
-    path: Schema.String.annotate({ description: "Path relative to the workspace root" }),
+    path: WorkspacePath,
     offset: Schema.optionalKey(PositiveInt.annotate({ description: "First line to read (1-based)" })),
     limit: Schema.optionalKey(PositiveInt.annotate({ description: "Number of lines to read" }))
-  }),
-  success: Schema.String,
-  failure: Schema.String,
-  failureMode: "return"
-}), { execution: "parallel" })
+  })
+}, { execution: "parallel" })
 
 /**
  * Writes a whole file.
  *
  * @since 0.1.0
  */
-export const WriteFile = AgentTool.annotate(Tool.make("write_file", {
+export const WriteFile = textTool("write_file", {
   description: "Write a file of the workspace with the given content, replacing it if it exists " +
     "and creating missing directories. To change part of a file, use edit_file.",
   parameters: Schema.Struct({
-    path: Schema.String.annotate({ description: "Path relative to the workspace root" }),
+    path: WorkspacePath,
     content: Schema.String.annotate({ description: "The whole new content of the file" })
-  }),
-  success: Schema.String,
-  failure: Schema.String,
-  failureMode: "return"
-}), { execution: "sequential" })
+  })
+}, { execution: "sequential" })
 
 /**
  * Replaces exact text in a file.
  *
  * @since 0.1.0
  */
-export const EditFile = AgentTool.annotate(Tool.make("edit_file", {
+export const EditFile = textTool("edit_file", {
   description: "Replace exact text in a file of the workspace. old_text must match the file exactly, " +
     "whitespace and indentation included, and only once unless replace_all is set.",
   parameters: Schema.Struct({
-    path: Schema.String.annotate({ description: "Path relative to the workspace root" }),
+    path: WorkspacePath,
     old_text: Schema.String.annotate({ description: "The exact text to replace" }),
     new_text: Schema.String.annotate({ description: "The text to put in its place" }),
     replace_all: Schema.optionalKey(Schema.Boolean.annotate({ description: "Replace every occurrence" }))
-  }),
-  success: Schema.String,
-  failure: Schema.String,
-  failureMode: "return"
-}), { execution: "sequential", replaySafe: false })
+  })
+}, { execution: "sequential", replaySafe: false })
 
 /**
  * Lists files matching a glob.
  *
  * @since 0.1.0
  */
-export const ListFiles = AgentTool.annotate(Tool.make("list_files", {
+export const ListFiles = textTool("list_files", {
   description: "List the files of the workspace whose path (relative to `path`) matches a glob " +
     "(`*` within a name, `**` across directories, `{a,b}` alternatives). Skips .git and node_modules.",
   parameters: Schema.Struct({
     pattern: Schema.optionalKey(Schema.String.annotate({ description: "Glob, default **" })),
     path: Schema.optionalKey(Schema.String.annotate({ description: "Directory to search, default the root" }))
-  }),
-  success: Schema.String,
-  failure: Schema.String,
-  failureMode: "return"
-}), { execution: "parallel" })
+  })
+}, { execution: "parallel" })
 
 /**
  * Searches files for a regular expression.
  *
  * @since 0.1.0
  */
-export const Grep = AgentTool.annotate(Tool.make("grep", {
+export const Grep = textTool("grep", {
   description: "Search the text files of the workspace for a regular expression (JavaScript syntax). " +
     "Returns matching lines as path:line:text. Skips .git, node_modules and binary files.",
   parameters: Schema.Struct({
@@ -171,11 +169,8 @@ export const Grep = AgentTool.annotate(Tool.make("grep", {
     ),
     glob: Schema.optionalKey(Schema.String.annotate({ description: "Only files whose path matches this glob" })),
     ignore_case: Schema.optionalKey(Schema.Boolean.annotate({ description: "Match case-insensitively" }))
-  }),
-  success: Schema.String,
-  failure: Schema.String,
-  failureMode: "return"
-}), { execution: "parallel" })
+  })
+}, { execution: "parallel" })
 
 /**
  * Options of {@link make}.

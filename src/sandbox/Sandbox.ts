@@ -413,6 +413,13 @@ const fromPlatformError = (operation: string, path: string) => (error: PlatformE
 const fileType = (type: FileSystem.File.Type): FileType =>
   type === "File" ? "file" : type === "Directory" ? "directory" : type === "SymbolicLink" ? "symlink" : "other"
 
+/** A sandbox from its operations; `readFile` decodes `readFileBytes` as UTF-8. */
+const fromOperations = (operations: Omit<Sandbox["Service"], "readFile">): Sandbox["Service"] =>
+  Sandbox.of({
+    ...operations,
+    readFile: (path) => Effect.map(operations.readFileBytes(path), (bytes) => new TextDecoder().decode(bytes))
+  })
+
 const fsError = (operation: string, path: string, reason: string) => new FileSystemError({ operation, path, reason })
 
 const rootRemoval = (path: string) => fsError("remove", path, "the workspace root cannot be removed")
@@ -572,17 +579,7 @@ const makeHost = Effect.fnUntraced(function*(config: HostConfig) {
     return yield* runCommand(spawner, command, display, timeout, cap)
   })
 
-  return Sandbox.of({
-    kind: config.kind,
-    root,
-    exec,
-    readFile: (input) => Effect.map(readFileBytes(input), (bytes) => new TextDecoder().decode(bytes)),
-    readFileBytes,
-    writeFile,
-    list,
-    stat,
-    remove
-  })
+  return fromOperations({ kind: config.kind, root, exec, readFileBytes, writeFile, list, stat, remove })
 })
 
 /**
@@ -899,14 +896,13 @@ export const memory = (files: Readonly<Record<string, string | Uint8Array>> = {}
           return Effect.void
         })
 
-      return Sandbox.of({
+      return fromOperations({
         kind: "memory",
         root: memoryRoot,
         exec: () =>
           Effect.fail(
             new NotSupportedError({ operation: "exec", reason: "the in-memory sandbox cannot run commands" })
           ),
-        readFile: (input) => Effect.map(readFileBytes(input), (bytes) => new TextDecoder().decode(bytes)),
         readFileBytes,
         writeFile,
         list,
