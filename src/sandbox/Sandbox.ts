@@ -408,7 +408,7 @@ const describe = (error: PlatformError.PlatformError): string => {
 const fromPlatformError = (operation: string, path: string) => (error: PlatformError.PlatformError) =>
   error.reason._tag === "NotFound"
     ? new FileNotFoundError({ path })
-    : new FileSystemError({ operation, path, reason: describe(error) })
+    : fsError(operation, path, describe(error))
 
 const fileType = (type: FileSystem.File.Type): FileType =>
   type === "File" ? "file" : type === "Directory" ? "directory" : type === "SymbolicLink" ? "symlink" : "other"
@@ -725,8 +725,11 @@ const makeBubblewrap = Effect.fnUntraced(function*(root: string, options?: Bubbl
  * and a kill of their whole process group on timeout or interruption.
  *
  * Processes a command leaves in the background are killed when it exits.
- * A process that starts its own session (`setsid`) escapes the group kill;
- * use {@link bubblewrap} where that matters.
+ * A process that starts its own session (`setsid`) escapes the group kill,
+ * and a local command can write anywhere its user can: use
+ * {@link bubblewrap} where that matters. The file operations check paths
+ * just before using them; a process swapping a directory for a link in
+ * between, or a hard link made to an outside file, is not detected.
  *
  * @since 0.1.0
  */
