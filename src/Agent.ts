@@ -136,7 +136,11 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
     const clock = yield* Clock.Clock
     const services = yield* Effect.context<R>()
     const listeners: Array<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>> = []
-    for (const plugin of plugins) if (plugin.onEvent !== undefined) listeners.push(plugin.onEvent)
+    for (const plugin of plugins) {
+      const onEvent = plugin.onEvent
+      // `run.context` is set below, before the first event.
+      if (onEvent !== undefined) listeners.push((event) => onEvent(event, run.context))
+    }
     const run: Run.Run<R> = {
       runId: state.runId,
       config,

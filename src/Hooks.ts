@@ -222,7 +222,8 @@ export interface Plugin<R = never> {
   readonly transformContext?:
     | ((messages: ReadonlyArray<Message.Message>, ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>)
     | undefined
-  readonly onEvent?: ((event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>) | undefined
+  /** Sees every event; the context lets an observer snapshot the run (a checkpoint) or emit events. */
+  readonly onEvent?: ((event: AgentEvent.AgentEvent, ctx: Context) => Effect.Effect<void, never, R>) | undefined
   readonly steering?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
   readonly followUp?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
   readonly state?: State<R> | undefined

@@ -197,3 +197,23 @@ describe("state", () => {
       assert.deepStrictEqual(second.state.pluginState, { counter: 3 })
     }))
 })
+
+describe("onEvent", () => {
+  it.effect("gets the hook context: an observer can snapshot the run and emit events", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const { events } = yield* runOk([{ toolCalls: [call("add", { a: 1, b: 2 }, "a")] }, { text: "3" }], {
+        plugins: [{
+          name: "checkpointer",
+          onEvent: (event, ctx) =>
+            event._tag !== "ToolExecutionStart" ? Effect.void : Effect.gen(function*() {
+              const state = yield* ctx.snapshot
+              seen.push(`${state.startedCalls.join()} of ${state.messages.length} messages`)
+              yield* ctx.emit({ _tag: "CheckpointSaved", sessionId: "s", bytes: 1 })
+            })
+        }]
+      })
+      assert.deepStrictEqual(seen, ["a of 2 messages"])
+      assert.deepStrictEqual(ofTag(events, "CheckpointSaved").map((e) => [e.turn, e.sessionId]), [[1, "s"]])
+    }))
+})
