@@ -38,3 +38,5 @@ export * as ToolRegistry from "./ToolRegistry.ts"
 export * as Sandbox from "./sandbox/Sandbox.ts"
 /** @since 0.1.0 */
 export * as BuiltinTools from "./sandbox/BuiltinTools.ts"
+/** @since 0.1.0 */
+export * as CheckpointStore from "./session/CheckpointStore.ts"

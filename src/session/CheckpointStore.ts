@@ -1,0 +1,693 @@
+/**
+ * Where durable sessions keep their checkpoints. A checkpoint is a run's
+ * state (`RunState`) and the config it runs with, saved under a session id.
+ *
+ * `fileSystem(dir)` keeps each session in `dir/<id>/`:
+ *
+ * - `journal-<n>.ndjson`: the transcript, one message per line, only ever
+ *   appended to. Saving a turn writes the messages the turn added, not the
+ *   whole transcript.
+ * - `head.json`: everything else in the state, and how many journal lines
+ *   and bytes are valid. It is small, and replaced atomically: written to a
+ *   temp file, fsynced, renamed over the old head, and the directory fsynced.
+ *
+ * Journal bytes past the length the head records (a line cut by a crash, or
+ * lines whose head never landed) are ignored, and the next save writes over
+ * them. Loading checks everything and fails with a typed error:
+ * `CheckpointMissing`, `CheckpointCorrupt` (what is wrong, in which file,
+ * at which line and byte), `CheckpointVersionMismatch`. The library never
+ * overwrites or deletes a checkpoint it cannot read; only `remove`, called
+ * by the application, deletes one. One process writes a session at a time.
+ *
+ * @example
+ * ```ts
+ * import { NodeServices } from "@effect/platform-node"
+ * import { Effect } from "effect"
+ * import { CheckpointStore } from "effect-agent"
+ *
+ * const program = Effect.gen(function*() {
+ *   const store = yield* CheckpointStore.fileSystem(".sessions")
+ *   const { state } = yield* store.load("task-42")
+ *   return state.turn
+ * }).pipe(Effect.provide(NodeServices.layer))
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Exit, FileSystem, Layer, Path, type PlatformError, Schema, Semaphore, Struct } from "effect"
+import * as AgentConfig from "../AgentConfig.ts"
+import * as Message from "../Message.ts"
+import * as RunState from "../RunState.ts"
+
+/**
+ * The current version of the checkpoint format (the head file's layout).
+ *
+ * @since 0.1.0
+ */
+export const version = 1 as const
+
+// -----------------------------------------------------------------------------
+// Errors
+// -----------------------------------------------------------------------------
+
+/**
+ * No checkpoint is saved under this session id.
+ *
+ * @since 0.1.0
+ */
+export class CheckpointMissing extends Schema.TaggedError<CheckpointMissing>()("CheckpointMissing", {
+  sessionId: Schema.String
+}) {
+  override get message(): string {
+    return `no checkpoint is saved for session ${this.sessionId}`
+  }
+}
+
+/**
+ * A checkpoint cannot be read: `problem` says what is wrong, `file` where,
+ * and for the journal `line` (1-based) and `offset` (in bytes) which entry.
+ *
+ * @since 0.1.0
+ */
+export class CheckpointCorrupt extends Schema.TaggedError<CheckpointCorrupt>()("CheckpointCorrupt", {
+  sessionId: Schema.String,
+  file: Schema.String,
+  problem: Schema.String,
+  line: Schema.optionalKey(Schema.Finite),
+  offset: Schema.optionalKey(Schema.Finite)
+}) {
+  override get message(): string {
+    const at = this.line === undefined ? "" : ` line ${this.line}${this.offset === undefined ? "" : ` (byte ${this.offset})`}`
+    return `the checkpoint of session ${this.sessionId} is corrupt: ${this.file}${at}: ${this.problem}`
+  }
+}
+
+/**
+ * A checkpoint was written in another version of the format (`checkpoint`)
+ * or of the run state it holds (`RunState`).
+ *
+ * @since 0.1.0
+ */
+export class CheckpointVersionMismatch extends Schema.TaggedError<CheckpointVersionMismatch>()(
+  "CheckpointVersionMismatch",
+  {
+    sessionId: Schema.String,
+    file: Schema.String,
+    format: Schema.Literals(["checkpoint", "RunState"]),
+    found: Schema.Finite,
+    expected: Schema.Finite
+  }
+) {
+  override get message(): string {
+    return `the checkpoint of session ${this.sessionId} has ${this.format} version ${this.found}; this library reads version ${this.expected}`
+  }
+}
+
+/**
+ * A new session was started under an id that already has a checkpoint.
+ *
+ * @since 0.1.0
+ */
+export class CheckpointExists extends Schema.TaggedError<CheckpointExists>()("CheckpointExists", {
+  sessionId: Schema.String
+}) {
+  override get message(): string {
+    return `a checkpoint is already saved for session ${this.sessionId}: resume it, or remove it first`
+  }
+}
+
+/**
+ * A session id breaks the rule for ids: 1 to 128 characters among letters,
+ * digits, `.`, `_` and `-`, not starting with `.` (ids name directories).
+ *
+ * @since 0.1.0
+ */
+export class InvalidSessionId extends Schema.TaggedError<InvalidSessionId>()("InvalidSessionId", {
+  sessionId: Schema.String,
+  rule: Schema.String
+}) {
+  override get message(): string {
+    return `invalid session id ${JSON.stringify(this.sessionId)}: ${this.rule}`
+  }
+}
+
+/**
+ * Reading or writing a checkpoint failed (a file system error, or a state
+ * that cannot be encoded as JSON).
+ *
+ * @since 0.1.0
+ */
+export class CheckpointIoError extends Schema.TaggedError<CheckpointIoError>()("CheckpointIoError", {
+  sessionId: Schema.String,
+  operation: Schema.String,
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `checkpoint ${this.operation} failed for session ${this.sessionId} at ${this.path}: ${this.reason}`
+  }
+}
+
+/**
+ * Why a checkpoint could not be loaded.
+ *
+ * @since 0.1.0
+ */
+export type LoadError =
+  | InvalidSessionId
+  | CheckpointMissing
+  | CheckpointCorrupt
+  | CheckpointVersionMismatch
+  | CheckpointIoError
+
+/**
+ * Every failure of a checkpoint store.
+ *
+ * @since 0.1.0
+ */
+export const CheckpointError = Schema.Union([
+  CheckpointMissing,
+  CheckpointCorrupt,
+  CheckpointVersionMismatch,
+  CheckpointExists,
+  InvalidSessionId,
+  CheckpointIoError
+])
+/** @since 0.1.0 */
+export type CheckpointError = typeof CheckpointError.Type
+
+// -----------------------------------------------------------------------------
+// The service
+// -----------------------------------------------------------------------------
+
+/**
+ * What a store saves: a run's state and, optionally, the config it runs with.
+ *
+ * @since 0.1.0
+ */
+export interface Checkpoint {
+  readonly state: RunState.RunState
+  readonly config?: AgentConfig.AgentConfig | undefined
+}
+
+/**
+ * What a save wrote.
+ *
+ * @since 0.1.0
+ */
+export interface Saved {
+  /** Bytes written: the journal lines added and the head. */
+  readonly bytes: number
+}
+
+/**
+ * The checkpoint store service shape.
+ *
+ * @since 0.1.0
+ */
+export interface Service {
+  /** Saves the first checkpoint of a new session; fails with `CheckpointExists` when the id is taken. */
+  readonly create: (
+    sessionId: string,
+    checkpoint: Checkpoint
+  ) => Effect.Effect<Saved, InvalidSessionId | CheckpointExists | CheckpointIoError>
+  /**
+   * Saves a later checkpoint of a session. Messages already saved are not
+   * written again: when the transcript extends the saved one, only the new
+   * messages are appended (otherwise the journal is rewritten).
+   */
+  readonly save: (sessionId: string, checkpoint: Checkpoint) => Effect.Effect<Saved, LoadError>
+  /** Loads the last checkpoint of a session. */
+  readonly load: (sessionId: string) => Effect.Effect<Checkpoint, LoadError>
+  /** Deletes a session's checkpoint (whatever its state); the library itself never calls it. */
+  readonly remove: (sessionId: string) => Effect.Effect<void, InvalidSessionId | CheckpointIoError>
+}
+
+/**
+ * The checkpoint store service.
+ *
+ * @since 0.1.0
+ */
+export class CheckpointStore extends Context.Service<CheckpointStore, Service>()("effect-agent/CheckpointStore") {}
+
+// -----------------------------------------------------------------------------
+// Encoding
+// -----------------------------------------------------------------------------
+
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+const Head = Schema.Struct({
+  version: Schema.Literal(version),
+  sessionId: Schema.String,
+  journal: Schema.Struct({ generation: Count, entries: Count, bytes: Count }),
+  state: Schema.Struct(Struct.omit(RunState.RunState.fields, ["messages"])),
+  config: Schema.optionalKey(AgentConfig.AgentConfig)
+})
+type Head = typeof Head.Type
+
+const HeadText = Schema.fromJsonString(Schema.toCodecJson(Head))
+const MessageText = Schema.fromJsonString(Schema.toCodecJson(Message.Message))
+const encodeHead = Schema.encodeExit(HeadText)
+const decodeHead = Schema.decodeUnknownExit(HeadText)
+const encodeMessage = Schema.encodeExit(MessageText)
+const decodeMessage = Schema.decodeUnknownExit(MessageText)
+const parseJson = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.Unknown))
+
+const HEAD = "head.json"
+const journalName = (generation: number) => `journal-${generation}.ndjson`
+
+const textEncoder = new TextEncoder()
+const textDecoder = new TextDecoder("utf-8", { fatal: true })
+
+const ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/
+
+const checkId = (sessionId: string): Effect.Effect<void, InvalidSessionId> =>
+  ID.test(sessionId)
+    ? Effect.void
+    : Effect.fail(
+      new InvalidSessionId({
+        sessionId,
+        rule: "1 to 128 characters among letters, digits, '.', '_' and '-', not starting with '.'"
+      })
+    )
+
+/** Schema failures can be long (they quote the input): the first lines say what is wrong. */
+const describe = (error: Schema.SchemaError): string => {
+  const text = error.message
+  return text.length <= 500 ? text : `${text.slice(0, 500)}…`
+}
+
+// -----------------------------------------------------------------------------
+// Storage: the files of a session
+// -----------------------------------------------------------------------------
+
+/**
+ * The few file operations a store needs, so that the file system and the
+ * in-memory store share the format and its checks.
+ */
+interface Disk {
+  /** Where a file is, for errors. */
+  readonly where: (sessionId: string, name: string) => string
+  /** A file's bytes, or `undefined` when it does not exist. */
+  readonly read: (sessionId: string, name: string) => Effect.Effect<Uint8Array | undefined, CheckpointIoError>
+  /** Makes the session's directory (durably). */
+  readonly prepare: (sessionId: string) => Effect.Effect<void, CheckpointIoError>
+  /** Writes `data` at `offset` (0 starts the file afresh), cuts the file there, and makes it durable. */
+  readonly writeAt: (
+    sessionId: string,
+    name: string,
+    offset: number,
+    data: Uint8Array
+  ) => Effect.Effect<void, CheckpointIoError>
+  /** Replaces a file atomically and durably. */
+  readonly replace: (sessionId: string, name: string, data: Uint8Array) => Effect.Effect<void, CheckpointIoError>
+  /** Deletes a file, if it exists. */
+  readonly removeFile: (sessionId: string, name: string) => Effect.Effect<void, CheckpointIoError>
+  /** Deletes a session's files. */
+  readonly removeSession: (sessionId: string) => Effect.Effect<void, CheckpointIoError>
+}
+
+/** What a store knows of a session it has read or written: where its journal ends. */
+interface Known {
+  readonly generation: number
+  readonly entries: number
+  readonly bytes: number
+  /** The last journaled message, and its line, to tell whether a transcript extends the saved one. */
+  readonly last: Message.Message | undefined
+  readonly lastLine: string | undefined
+}
+
+interface Decoded {
+  readonly checkpoint: Checkpoint
+  readonly known: Known
+}
+
+const corrupt = (
+  sessionId: string,
+  file: string,
+  problem: string,
+  at?: { readonly line: number; readonly offset: number }
+): CheckpointCorrupt =>
+  new CheckpointCorrupt(at === undefined ? { sessionId, file, problem } : { sessionId, file, problem, ...at })
+
+const utf8 = (bytes: Uint8Array): string | undefined => {
+  try {
+    return textDecoder.decode(bytes)
+  } catch {
+    return undefined
+  }
+}
+
+const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** Reads the head: its version first (so an old or newer format says so), then the whole Schema. */
+const readHead = (
+  sessionId: string,
+  file: string,
+  bytes: Uint8Array
+): Effect.Effect<Head, CheckpointCorrupt | CheckpointVersionMismatch> => {
+  if (bytes.length === 0) return Effect.fail(corrupt(sessionId, file, "the file is empty"))
+  const text = utf8(bytes)
+  if (text === undefined) return Effect.fail(corrupt(sessionId, file, "the file is not UTF-8 text"))
+  const json = parseJson(text)
+  if (Exit.isFailure(json)) return Effect.fail(corrupt(sessionId, file, "the file is not JSON"))
+  const value = json.value
+  if (!isRecord(value) || typeof value.version !== "number") {
+    return Effect.fail(corrupt(sessionId, file, "the file has no version number"))
+  }
+  if (value.version !== version) {
+    return Effect.fail(
+      new CheckpointVersionMismatch({ sessionId, file, format: "checkpoint", found: value.version, expected: version })
+    )
+  }
+  const state = value.state
+  if (isRecord(state) && typeof state.version === "number" && state.version !== RunState.version) {
+    return Effect.fail(
+      new CheckpointVersionMismatch({ sessionId, file, format: "RunState", found: state.version, expected: RunState.version })
+    )
+  }
+  const head = decodeHead(text)
+  if (Exit.isFailure(head)) {
+    const error = head.cause.reasons.find((reason) => reason._tag === "Fail")
+    return Effect.fail(corrupt(sessionId, file, error === undefined ? "the head does not decode" : describe(error.error)))
+  }
+  if (head.value.sessionId !== sessionId) {
+    return Effect.fail(corrupt(sessionId, file, `the head belongs to session ${JSON.stringify(head.value.sessionId)}`))
+  }
+  return Effect.succeed(head.value)
+}
+
+/** Reads the journal's valid part, line by line: exactly the entries and bytes the head records. */
+const readJournal = (
+  sessionId: string,
+  file: string,
+  bytes: Uint8Array | undefined,
+  journal: Head["journal"]
+): Effect.Effect<{ readonly messages: Array<Message.Message>; readonly lastLine: string | undefined }, CheckpointCorrupt> =>
+  Effect.suspend(() => {
+    const length = journal.bytes
+    if (bytes === undefined) {
+      return length === 0 && journal.entries === 0
+        ? Effect.succeed({ messages: [], lastLine: undefined })
+        : Effect.fail(corrupt(sessionId, file, "the journal is missing"))
+    }
+    if (bytes.length < length) {
+      return Effect.fail(corrupt(sessionId, file, `the journal has ${bytes.length} bytes; the head records ${length}`))
+    }
+    const messages: Array<Message.Message> = []
+    let lastLine: string | undefined
+    let start = 0
+    while (start < length) {
+      const line = messages.length + 1
+      const at = { line, offset: start }
+      const end = bytes.indexOf(10, start)
+      if (end === -1 || end >= length) {
+        return Effect.fail(corrupt(sessionId, file, "the line does not end within the length the head records", at))
+      }
+      if (line > journal.entries) {
+        return Effect.fail(corrupt(sessionId, file, `the journal has more lines than the ${journal.entries} the head records`, at))
+      }
+      const text = utf8(bytes.subarray(start, end))
+      if (text === undefined) return Effect.fail(corrupt(sessionId, file, "the line is not UTF-8 text", at))
+      const decoded = decodeMessage(text)
+      if (Exit.isFailure(decoded)) {
+        const error = decoded.cause.reasons.find((reason) => reason._tag === "Fail")
+        return Effect.fail(corrupt(sessionId, file, error === undefined ? "the message does not decode" : describe(error.error), at))
+      }
+      messages.push(decoded.value)
+      lastLine = text
+      start = end + 1
+    }
+    if (messages.length !== journal.entries) {
+      return Effect.fail(
+        corrupt(sessionId, file, `the journal has ${messages.length} lines; the head records ${journal.entries}`)
+      )
+    }
+    return Effect.succeed({ messages, lastLine })
+  })
+
+const decode = (disk: Disk, sessionId: string): Effect.Effect<Decoded, LoadError> =>
+  Effect.gen(function*() {
+    yield* checkId(sessionId)
+    const headBytes = yield* disk.read(sessionId, HEAD)
+    if (headBytes === undefined) return yield* new CheckpointMissing({ sessionId })
+    const head = yield* readHead(sessionId, disk.where(sessionId, HEAD), headBytes)
+    const name = journalName(head.journal.generation)
+    const journalBytes = yield* disk.read(sessionId, name)
+    const { lastLine, messages } = yield* readJournal(sessionId, disk.where(sessionId, name), journalBytes, head.journal)
+    const state: RunState.RunState = { ...head.state, messages }
+    return {
+      checkpoint: head.config === undefined ? { state } : { state, config: head.config },
+      known: { ...head.journal, last: messages.at(-1), lastLine }
+    }
+  })
+
+const encodeFailure = (sessionId: string, path: string) => (error: Schema.SchemaError) =>
+  new CheckpointIoError({ sessionId, operation: "encode", path, reason: describe(error) })
+
+const encodeLines = (
+  disk: Disk,
+  sessionId: string,
+  name: string,
+  messages: ReadonlyArray<Message.Message>
+): Effect.Effect<{ readonly data: Uint8Array; readonly lastLine: string | undefined }, CheckpointIoError> =>
+  Effect.suspend(() => {
+    let text = ""
+    let lastLine: string | undefined
+    for (const message of messages) {
+      const line = encodeMessage(message)
+      if (Exit.isFailure(line)) {
+        const error = line.cause.reasons.find((reason) => reason._tag === "Fail")
+        return Effect.fail(
+          new CheckpointIoError({
+            sessionId,
+            operation: "encode",
+            path: disk.where(sessionId, name),
+            reason: error === undefined ? "a message does not encode as JSON" : describe(error.error)
+          })
+        )
+      }
+      text += line.value + "\n"
+      lastLine = line.value
+    }
+    return Effect.succeed({ data: textEncoder.encode(text), lastLine })
+  })
+
+const headBytes = (disk: Disk, sessionId: string, head: Head): Effect.Effect<Uint8Array, CheckpointIoError> =>
+  Effect.map(
+    Effect.mapError(encodeHead(head), encodeFailure(sessionId, disk.where(sessionId, HEAD))),
+    (text) => textEncoder.encode(text)
+  )
+
+const makeHead = (sessionId: string, journal: Head["journal"], checkpoint: Checkpoint): Head => {
+  const head: Head = { version, sessionId, journal, state: Struct.omit(checkpoint.state, ["messages"]) }
+  return checkpoint.config === undefined ? head : { ...head, config: checkpoint.config }
+}
+
+/** Whether a transcript extends the one saved: as long, and the same message where the saved one ends. */
+const extendsSaved = (known: Known, messages: ReadonlyArray<Message.Message>): boolean => {
+  if (messages.length < known.entries) return false
+  if (known.entries === 0) return true
+  const boundary = messages[known.entries - 1]!
+  if (boundary === known.last) return true
+  const line = encodeMessage(boundary)
+  return Exit.isSuccess(line) && line.value === known.lastLine
+}
+
+/** A store over a `Disk`: the checkpoint format, its checks, and incremental saves. */
+const make = (disk: Disk): Service => {
+  const lock = Semaphore.makeUnsafe(1)
+  const sessions = new Map<string, Known>()
+
+  /** Writes a whole transcript to a new journal generation, then the head pointing to it. */
+  const writeFresh = (sessionId: string, generation: number, checkpoint: Checkpoint) =>
+    Effect.gen(function*() {
+      const name = journalName(generation)
+      const { data, lastLine } = yield* encodeLines(disk, sessionId, name, checkpoint.state.messages)
+      const journal = { generation, entries: checkpoint.state.messages.length, bytes: data.length }
+      const head = yield* headBytes(disk, sessionId, makeHead(sessionId, journal, checkpoint))
+      yield* disk.writeAt(sessionId, name, 0, data)
+      yield* disk.replace(sessionId, HEAD, head)
+      sessions.set(sessionId, { ...journal, last: checkpoint.state.messages.at(-1), lastLine })
+      return { bytes: data.length + head.length }
+    })
+
+  const create: Service["create"] = (sessionId, checkpoint) =>
+    lock.withPermit(Effect.gen(function*() {
+      yield* checkId(sessionId)
+      if ((yield* disk.read(sessionId, HEAD)) !== undefined) return yield* new CheckpointExists({ sessionId })
+      yield* disk.prepare(sessionId)
+      return yield* writeFresh(sessionId, 0, checkpoint)
+    }))
+
+  const save: Service["save"] = (sessionId, checkpoint) =>
+    lock.withPermit(Effect.gen(function*() {
+      const known = sessions.get(sessionId) ?? (yield* Effect.map(decode(disk, sessionId), (decoded) => decoded.known))
+      const messages = checkpoint.state.messages
+      if (!extendsSaved(known, messages)) {
+        const saved = yield* writeFresh(sessionId, known.generation + 1, checkpoint)
+        // The old journal is garbage now; failing to delete it does not undo the save.
+        yield* Effect.ignore(disk.removeFile(sessionId, journalName(known.generation)))
+        return saved
+      }
+      const name = journalName(known.generation)
+      const added = messages.length === known.entries
+        ? { data: new Uint8Array(0), lastLine: known.lastLine }
+        : yield* encodeLines(disk, sessionId, name, messages.slice(known.entries))
+      const journal = { generation: known.generation, entries: messages.length, bytes: known.bytes + added.data.length }
+      const head = yield* headBytes(disk, sessionId, makeHead(sessionId, journal, checkpoint))
+      if (added.data.length > 0) yield* disk.writeAt(sessionId, name, known.bytes, added.data)
+      yield* disk.replace(sessionId, HEAD, head)
+      sessions.set(sessionId, { ...journal, last: messages.at(-1), lastLine: added.lastLine })
+      return { bytes: added.data.length + head.length }
+    }))
+
+  const load: Service["load"] = (sessionId) =>
+    lock.withPermit(Effect.map(decode(disk, sessionId), ({ checkpoint, known }) => {
+      sessions.set(sessionId, known)
+      return checkpoint
+    }))
+
+  const remove: Service["remove"] = (sessionId) =>
+    lock.withPermit(Effect.andThen(
+      checkId(sessionId),
+      Effect.suspend(() => {
+        sessions.delete(sessionId)
+        return disk.removeSession(sessionId)
+      })
+    ))
+
+  return CheckpointStore.of({ create, save, load, remove })
+}
+
+// -----------------------------------------------------------------------------
+// File system
+// -----------------------------------------------------------------------------
+
+const fileSystemDisk = (dir: string): Effect.Effect<Disk, never, FileSystem.FileSystem | Path.Path> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const root = path.resolve(dir)
+    const sessionDir = (sessionId: string) => path.join(root, sessionId)
+    const where = (sessionId: string, name: string) => path.join(root, sessionId, name)
+    const failed = (sessionId: string, operation: string, at: string) => (error: PlatformError.PlatformError) =>
+      new CheckpointIoError({ sessionId, operation, path: at, reason: error.message })
+    // effect's FileSystem fsyncs open files (`File.sync`); a directory is opened read-only and
+    // fsynced the same way, so a rename or a new file in it survives a power loss.
+    const syncDirectory = (at: string) => Effect.scoped(Effect.flatMap(fs.open(at, { flag: "r" }), (file) => file.sync))
+    return {
+      where,
+      read: (sessionId, name) => {
+        const at = where(sessionId, name)
+        return fs.readFile(at).pipe(
+          Effect.catchIf(
+            (error) => error.reason._tag === "NotFound",
+            () => Effect.succeed(undefined)
+          ),
+          Effect.mapError(failed(sessionId, "read", at))
+        )
+      },
+      prepare: (sessionId) =>
+        Effect.mapError(
+          Effect.andThen(fs.makeDirectory(sessionDir(sessionId), { recursive: true }), syncDirectory(root)),
+          failed(sessionId, "create", sessionDir(sessionId))
+        ),
+      writeAt: (sessionId, name, offset, data) => {
+        const at = where(sessionId, name)
+        const write = Effect.scoped(Effect.gen(function*() {
+          const file = yield* fs.open(at, { flag: offset === 0 ? "w" : "r+" })
+          yield* file.seek(BigInt(offset), "start")
+          yield* file.writeAll(data)
+          yield* file.truncate(offset + data.length)
+          yield* file.sync
+        }))
+        return Effect.mapError(
+          offset === 0 ? Effect.andThen(write, syncDirectory(sessionDir(sessionId))) : write,
+          failed(sessionId, "write", at)
+        )
+      },
+      replace: (sessionId, name, data) => {
+        const at = where(sessionId, name)
+        const temp = `${at}.tmp`
+        return Effect.scoped(Effect.gen(function*() {
+          const file = yield* fs.open(temp, { flag: "w" })
+          yield* file.writeAll(data)
+          yield* file.sync
+        })).pipe(
+          Effect.andThen(fs.rename(temp, at)),
+          Effect.andThen(syncDirectory(sessionDir(sessionId))),
+          Effect.mapError(failed(sessionId, "write", at))
+        )
+      },
+      removeFile: (sessionId, name) => {
+        const at = where(sessionId, name)
+        return Effect.mapError(fs.remove(at, { force: true }), failed(sessionId, "remove", at))
+      },
+      removeSession: (sessionId) =>
+        Effect.mapError(
+          fs.remove(sessionDir(sessionId), { recursive: true, force: true }),
+          failed(sessionId, "remove", sessionDir(sessionId))
+        )
+    } satisfies Disk
+  })
+
+/**
+ * A store keeping each session in `dir/<session id>/` (see the module
+ * documentation for the layout and its guarantees).
+ *
+ * @since 0.1.0
+ */
+export const fileSystem = (dir: string): Effect.Effect<Service, never, FileSystem.FileSystem | Path.Path> =>
+  Effect.map(fileSystemDisk(dir), make)
+
+/**
+ * A layer providing {@link fileSystem}.
+ *
+ * @since 0.1.0
+ */
+export const layerFileSystem = (dir: string): Layer.Layer<CheckpointStore, never, FileSystem.FileSystem | Path.Path> =>
+  Layer.effect(CheckpointStore, fileSystem(dir))
+
+// -----------------------------------------------------------------------------
+// Memory
+// -----------------------------------------------------------------------------
+
+/**
+ * A store in memory, for tests: the same format and checks as the file
+ * system store, without durability.
+ *
+ * @since 0.1.0
+ */
+export const memory = (): Service => {
+  const files = new Map<string, Map<string, Uint8Array>>()
+  const session = (sessionId: string) => {
+    let found = files.get(sessionId)
+    if (found === undefined) files.set(sessionId, found = new Map())
+    return found
+  }
+  return make({
+    where: (sessionId, name) => `memory:${sessionId}/${name}`,
+    read: (sessionId, name) => Effect.sync(() => files.get(sessionId)?.get(name)),
+    prepare: (sessionId) => Effect.sync(() => void session(sessionId)),
+    writeAt: (sessionId, name, offset, data) =>
+      Effect.sync(() => {
+        const before = session(sessionId).get(name) ?? new Uint8Array(0)
+        const after = new Uint8Array(offset + data.length)
+        after.set(before.subarray(0, offset))
+        after.set(data, offset)
+        session(sessionId).set(name, after)
+      }),
+    replace: (sessionId, name, data) => Effect.sync(() => void session(sessionId).set(name, data)),
+    removeFile: (sessionId, name) => Effect.sync(() => void files.get(sessionId)?.delete(name)),
+    removeSession: (sessionId) => Effect.sync(() => void files.delete(sessionId))
+  })
+}
+
+/**
+ * A layer providing {@link memory}.
+ *
+ * @since 0.1.0
+ */
+export const layerMemory: Layer.Layer<CheckpointStore> = Layer.sync(CheckpointStore, memory)
