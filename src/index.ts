@@ -40,3 +40,7 @@ export * as Sandbox from "./sandbox/Sandbox.ts"
 export * as BuiltinTools from "./sandbox/BuiltinTools.ts"
 /** @since 0.1.0 */
 export * as CheckpointStore from "./session/CheckpointStore.ts"
+/** @since 0.1.0 */
+export * as Session from "./session/Session.ts"
+/** @since 0.1.0 */
+export * as Trajectory from "./session/Trajectory.ts"

@@ -498,6 +498,9 @@ const extendsSaved = (known: Known, messages: ReadonlyArray<Message.Message>): b
 /** A store over a `Disk`: the checkpoint format, its checks, and incremental saves. */
 const make = (disk: Disk): Service => {
   const lock = Semaphore.makeUnsafe(1)
+  // A write runs to its end once started (milliseconds): an interrupted save would leave
+  // a stray write in flight that could land after the next save.
+  const writing = <A, E>(effect: Effect.Effect<A, E>) => Effect.uninterruptible(lock.withPermit(effect))
   const sessions = new Map<string, Known>()
 
   /** Writes a whole transcript to a new journal generation, then the head pointing to it. */
@@ -514,7 +517,7 @@ const make = (disk: Disk): Service => {
     })
 
   const create: Service["create"] = (sessionId, checkpoint) =>
-    lock.withPermit(Effect.gen(function*() {
+    writing(Effect.gen(function*() {
       yield* checkId(sessionId)
       if ((yield* disk.read(sessionId, HEAD)) !== undefined) return yield* new CheckpointExists({ sessionId })
       yield* disk.prepare(sessionId)
@@ -522,7 +525,7 @@ const make = (disk: Disk): Service => {
     }))
 
   const save: Service["save"] = (sessionId, checkpoint) =>
-    lock.withPermit(Effect.gen(function*() {
+    writing(Effect.gen(function*() {
       const known = sessions.get(sessionId) ?? (yield* Effect.map(decode(disk, sessionId), (decoded) => decoded.known))
       const messages = checkpoint.state.messages
       if (!extendsSaved(known, messages)) {
@@ -550,7 +553,7 @@ const make = (disk: Disk): Service => {
     }))
 
   const remove: Service["remove"] = (sessionId) =>
-    lock.withPermit(Effect.andThen(
+    writing(Effect.andThen(
       checkId(sessionId),
       Effect.suspend(() => {
         sessions.delete(sessionId)

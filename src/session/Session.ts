@@ -1,0 +1,268 @@
+/**
+ * Durable sessions: a run that saves a checkpoint as it goes, so that after a
+ * crash, a deploy or Ctrl-C it resumes where it stopped, redoing at most the
+ * turn that was in flight.
+ *
+ * A session is `Agent.run` / `Agent.runContinue` with a checkpointing plugin.
+ * It saves a checkpoint:
+ *
+ * - when it starts (the session id must be new);
+ * - after every completed turn (the assistant message and all its results);
+ * - when steering or follow-ups are delivered, and before a model call when
+ *   plugins added messages since the last checkpoint;
+ * - in the middle of a tool batch, before the handler of a tool that is not
+ *   `ReplaySafe` starts, and when it ends, so that a resumed run never runs
+ *   such a call again blindly: a call whose outcome is unknown is answered
+ *   with a result that says so;
+ * - when a call asks for approval, so a pending approval survives a restart
+ *   and is asked again (`ApprovalRequested`) when the session resumes;
+ * - when the run ends. An interrupted or failed run keeps its last
+ *   checkpoint's transcript (the turn in flight is redone on resume) and adds
+ *   the steering and follow-ups that were still undelivered.
+ *
+ * Each save emits `CheckpointSaved` with the bytes it wrote. When a
+ * checkpoint cannot be written the run is stopped at once and the session
+ * fails with the store's error: a durable run does not go on undurably.
+ *
+ * @example
+ * ```ts
+ * import { NodeServices } from "@effect/platform-node"
+ * import { Effect } from "effect"
+ * import { CheckpointStore, Session } from "effect-agent"
+ *
+ * const start = Effect.gen(function*() {
+ *   const store = yield* CheckpointStore.fileSystem(".sessions")
+ *   return yield* Session.run({ id: "task-42", store, prompt: "Tidy up the repository" })
+ * })
+ *
+ * // after a crash, in a new process:
+ * const resume = Effect.gen(function*() {
+ *   const store = yield* CheckpointStore.fileSystem(".sessions")
+ *   return yield* Session.resume("task-42", { store })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Effect, Semaphore } from "effect"
+import * as Agent from "../Agent.ts"
+import * as AgentConfig from "../AgentConfig.ts"
+import type { AgentError } from "../AgentError.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import * as AgentTool from "../AgentTool.ts"
+import * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import * as RunState from "../RunState.ts"
+import * as ToolRegistry from "../ToolRegistry.ts"
+import type * as CheckpointStore from "./CheckpointStore.ts"
+
+/**
+ * What starts a session: a run's options, the session id and the store.
+ *
+ * @since 0.1.0
+ */
+export interface RunOptions<R = never> extends Agent.RunOptions<R> {
+  /** The session id: 1 to 128 letters, digits, `.`, `_` or `-`, not starting with `.`. */
+  readonly id: string
+  readonly store: CheckpointStore.Service
+}
+
+/**
+ * What a resumed session can change. The config is the one saved with the
+ * session, with the settings given here on top.
+ *
+ * @since 0.1.0
+ */
+export interface ResumeOptions<R = never> extends Agent.ContinueOptions<R> {
+  readonly store: CheckpointStore.Service
+}
+
+/**
+ * The name of the checkpointing plugin a session adds after the given plugins.
+ *
+ * @since 0.1.0
+ */
+export const pluginName = "session"
+
+const promptMessages = (prompt: Agent.RunOptions["prompt"]): ReadonlyArray<Message.Message> =>
+  typeof prompt === "string" ? [Message.user(prompt)] : "role" in prompt ? [prompt] : prompt
+
+/** Whether a run ended the way a crash would: interrupted, or failed. */
+const endedAbnormally = (event: AgentEvent.Of<"AgentEnd">): boolean => {
+  const outcome = event.result?.outcome
+  return outcome === undefined || (outcome._tag === "Cancelled" && outcome.reason === "interrupted")
+}
+
+interface Checkpointer {
+  readonly plugin: Hooks.Plugin
+  /** Fails with the store's error when a checkpoint could not be written. */
+  readonly failed: Deferred.Deferred<never, CheckpointStore.CheckpointError>
+}
+
+const checkpointer = (
+  sessionId: string,
+  store: CheckpointStore.Service,
+  config: AgentConfig.AgentConfig,
+  saved: RunState.RunState,
+  registry: ToolRegistry.Service
+): Effect.Effect<Checkpointer> =>
+  Effect.map(Deferred.make<never, CheckpointStore.CheckpointError>(), (failed) => {
+    // Snapshot and save under one lock: concurrent calls of a batch save in order, each a superset of the last.
+    const lock = Semaphore.makeUnsafe(1)
+    let last = saved
+    const unsafeStarted = new Set<string>()
+    const replaySafe = (toolName: string): boolean => {
+      const tool = registry.get(toolName)
+      return tool === undefined || AgentTool.settings(tool).replaySafe
+    }
+    const write = (state: RunState.RunState) =>
+      Effect.tap(store.save(sessionId, { state, config }), () => Effect.sync(() => void (last = state)))
+    /** Saves the run's state now; on failure, stops the run before it goes any further. */
+    const checkpoint = (ctx: Hooks.Context): Effect.Effect<void> =>
+      lock.withPermit(Effect.flatMap(ctx.snapshot, write)).pipe(
+        Effect.matchEffect({
+          onSuccess: ({ bytes }) => ctx.emit({ _tag: "CheckpointSaved", sessionId, bytes }),
+          onFailure: (error) => Effect.andThen(Deferred.fail(failed, error), Effect.never)
+        })
+      )
+    /** The last save, when the run ends: no event may follow `AgentEnd`, and the run must not wait here. */
+    const checkpointEnd = (event: AgentEvent.Of<"AgentEnd">, ctx: Hooks.Context): Effect.Effect<void> =>
+      lock.withPermit(Effect.gen(function*() {
+        if (!endedAbnormally(event) && event.result !== undefined) return yield* write(event.result.state)
+        const final = event.result?.state ?? (yield* ctx.snapshot)
+        return yield* write({ ...last, steering: final.steering, followUps: final.followUps, elapsedMs: final.elapsedMs })
+      })).pipe(Effect.catch((error) => Effect.asVoid(Deferred.fail(failed, error))))
+    const plugin: Hooks.Plugin = {
+      name: pluginName,
+      afterTurn: (_turn, ctx) => Effect.as(checkpoint(ctx), Hooks.proceed),
+      onEvent: (event, ctx) => {
+        switch (event._tag) {
+          case "TurnStart":
+            return ctx.messages.length === last.messages.length ? Effect.void : checkpoint(ctx)
+          case "SteeringDelivered":
+          case "FollowUpDelivered":
+          case "ApprovalRequested":
+            return checkpoint(ctx)
+          case "ToolExecutionStart":
+            if (replaySafe(event.toolName)) return Effect.void
+            unsafeStarted.add(event.toolCallId)
+            return checkpoint(ctx)
+          case "ToolExecutionEnd":
+            return unsafeStarted.delete(event.toolCallId) ? checkpoint(ctx) : Effect.void
+          case "AgentEnd":
+            return checkpointEnd(event, ctx)
+          default:
+            return Effect.void
+        }
+      }
+    }
+    return { plugin, failed }
+  })
+
+/** Runs a session's run, stopping it as soon as a checkpoint cannot be written. */
+const durable = <R>(
+  sessionId: string,
+  store: CheckpointStore.Service,
+  config: AgentConfig.AgentConfig,
+  saved: RunState.RunState,
+  start: (plugin: Hooks.Plugin) => Effect.Effect<RunState.RunResult, AgentError, Agent.Requirements | R>
+): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  Effect.gen(function*() {
+    const registry = yield* ToolRegistry.ToolRegistry
+    const { failed, plugin } = yield* checkpointer(sessionId, store, config, saved, registry)
+    const result = yield* Effect.raceFirst(start(plugin), Deferred.await(failed))
+    // The last save (at `AgentEnd`) may have failed after the run had succeeded.
+    if (Deferred.isDoneUnsafe(failed)) yield* Deferred.await(failed)
+    return result
+  })
+
+/**
+ * Starts a durable session: `Agent.run` with a checkpoint at the start and
+ * as the run goes (see the module documentation). Fails with
+ * `CheckpointExists` when the id already has a checkpoint (resume it, or
+ * remove it first).
+ *
+ * @since 0.1.0
+ */
+export const run = <R = never>(
+  options: RunOptions<R>
+): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  Effect.gen(function*() {
+    const { id, store, ...runOptions } = options
+    const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
+    const runId = options.runId ?? globalThis.crypto.randomUUID()
+    const prompt = promptMessages(options.prompt)
+    const state = RunState.make({ runId, system: options.system, messages: prompt })
+    const created = yield* store.create(id, { state, config })
+    return yield* durable<R>(id, store, config, state, (plugin) =>
+      Agent.run<R>({
+        ...runOptions,
+        runId,
+        prompt,
+        config,
+        plugins: [...(options.plugins ?? []), plugin],
+        announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }, ...(options.announce ?? [])]
+      }))
+  })
+
+/** The saved config with the given settings on top. */
+const resumeConfig = (saved: AgentConfig.AgentConfig | undefined, given: AgentConfig.Input | undefined): AgentConfig.Input => {
+  if (saved === undefined) return given ?? {}
+  if (given === undefined) return saved
+  return { ...saved, ...given, budgets: { ...saved.budgets, ...given.budgets } }
+}
+
+/**
+ * The `SessionResumed` event of a resumed session: where it resumes and what
+ * was restored.
+ *
+ * @since 0.1.0
+ */
+export const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input => ({
+  _tag: "SessionResumed",
+  sessionId,
+  resumedAtTurn: state.turn + 1,
+  restored: {
+    messages: state.messages.length,
+    turns: state.turn,
+    usage: state.usage,
+    elapsedMs: state.elapsedMs,
+    steering: state.steering.length,
+    followUps: state.followUps.length,
+    pendingApprovals: state.pendingApprovals.length
+  }
+})
+
+/**
+ * Resumes a session from its last checkpoint: the transcript, turn counter,
+ * usage, cost and wall time used, plugin state, undelivered steering and
+ * follow-ups, and pending approvals (asked again with `ApprovalRequested`)
+ * are restored, and the run opens with `SessionResumed`. Calls that were in
+ * flight belong to the turn being redone; a call to a tool that is not
+ * `ReplaySafe` that had started is answered "outcome unknown" instead of
+ * being run again.
+ *
+ * Fails with the store's `CheckpointMissing`, `CheckpointCorrupt` or
+ * `CheckpointVersionMismatch` when there is nothing to resume, and with
+ * `InvalidContinuation` when the session had finished (give it a follow-up
+ * through `steering` to go on).
+ *
+ * @since 0.1.0
+ */
+export const resume = <R = never>(
+  sessionId: string,
+  options: ResumeOptions<R>
+): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  Effect.gen(function*() {
+    const { store, ...continueOptions } = options
+    const checkpoint = yield* store.load(sessionId)
+    const config = yield* AgentConfig.validate(AgentConfig.make(resumeConfig(checkpoint.config, options.config)))
+    const state = checkpoint.state
+    return yield* durable<R>(sessionId, store, config, state, (plugin) =>
+      Agent.runContinue<R>(state, {
+        ...continueOptions,
+        config,
+        plugins: [...(options.plugins ?? []), plugin],
+        announce: [resumed(sessionId, state), ...(options.announce ?? [])]
+      }))
+  })

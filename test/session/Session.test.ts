@@ -1,0 +1,344 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Latch, Layer } from "effect"
+import { type Agent, type AgentEvent, Approvals, CheckpointStore, Hooks, Message, type RunState, Session, Steering } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { assertValidTranscript, ofTag, recorder, tags } from "../support.ts"
+import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+
+type Turns = ReadonlyArray<ScriptedModel.Turn>
+
+const layers = (turns: Turns, ran: Array<string>, onStart?: (name: string) => void, maxSleep?: number) =>
+  Layer.merge(ScriptedModel.layer(followTranscript(turns)), toolsLayer(ran, onStart, maxSleep))
+
+const roles = (messages: ReadonlyArray<Message.Message>) => messages.map((m) => m.role)
+
+/**
+ * Runs a session until the handler of `tool` has started (by then every hook
+ * of the call, checkpoints included, has run), then interrupts it: as far as
+ * the checkpoint goes, a crash in the middle of the turn.
+ */
+const interruptWhenStarted = <E>(
+  tool: string,
+  turns: Turns,
+  session: Effect.Effect<RunState.RunResult, E, ScriptedModel.ScriptedModel | Agent.Requirements>,
+  alsoWaitFor: Latch.Latch = Latch.makeUnsafe(true)
+) =>
+  Effect.gen(function*() {
+    const ran: Array<string> = []
+    const started = Latch.makeUnsafe()
+    const fiber = yield* Effect.forkChild(
+      session.pipe(Effect.provide(layers(turns, ran, (name) => void (name === tool && started.openUnsafe()))))
+    )
+    yield* started.await
+    yield* alsoWaitFor.await
+    yield* Fiber.interrupt(fiber)
+    return ran
+  })
+
+/** A plugin that opens a latch at the first checkpoint saved after an event `after` matches. */
+const savedAfter = (after: (event: AgentEvent.AgentEvent) => boolean) => {
+  const latch = Latch.makeUnsafe()
+  let seen = false
+  const plugin = Hooks.plugin({
+    name: "saved-after",
+    onEvent: (event) =>
+      Effect.sync(() => {
+        if (after(event)) seen = true
+        else if (seen && event._tag === "CheckpointSaved") latch.openUnsafe()
+      })
+  })
+  return { latch, plugin }
+}
+
+/** Resumes session "s1" with a new model and new tools (sleeping at most 1 ms), as a new process would. */
+const resume = (store: CheckpointStore.Service, turns: Turns, options: Partial<Session.ResumeOptions> = {}) =>
+  Effect.gen(function*() {
+    const ran: Array<string> = []
+    const { events, plugin } = recorder()
+    const exit = yield* Effect.gen(function*() {
+      const result = yield* Session.resume("s1", { ...options, store, plugins: [...(options.plugins ?? []), plugin] })
+      const model = yield* ScriptedModel.ScriptedModel
+      return { result, calls: yield* model.calls }
+    }).pipe(Effect.provide(layers(turns, ran, undefined, 1)), Effect.exit)
+    return { exit, events, ran }
+  })
+
+const succeeded = <A, E>(exit: import("effect").Exit.Exit<A, E>): A => {
+  if (exit._tag === "Failure") throw new Error(`expected success: ${String(exit.cause)}`)
+  return exit.value
+}
+
+/** Counts the tool calls that finished; its count is saved with the checkpoint. */
+const counting = Effect.sync(() => {
+  let calls = 0
+  return Hooks.plugin({
+    name: "counter",
+    afterToolCall: () => Effect.sync(() => void calls++),
+    state: { save: Effect.sync(() => calls), restore: (saved) => Effect.sync(() => void (calls = Number(saved))) }
+  })
+})
+
+describe("Session.run", () => {
+  it.live("checkpoints at the start and after every turn; the last checkpoint is the run's final state", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const ran: Array<string> = []
+      const { events, plugin } = recorder()
+      const result = yield* Session.run({ id: "s1", store, prompt: "go", plugins: [plugin], config: { maxTurns: 9 } }).pipe(
+        Effect.provide(layers(threeTurns("slow", 1), ran))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      const saved = ofTag(events, "CheckpointSaved")
+      assert.deepStrictEqual(saved.map((e) => [e.turn, e.sessionId]), [[0, "s1"], [1, "s1"], [2, "s1"], [3, "s1"]])
+      assert.isTrue(saved.every((e) => e.bytes > 0))
+      assert.deepStrictEqual(tags(events).slice(0, 2), ["AgentStart", "CheckpointSaved"])
+      assert.deepStrictEqual(tags(events).slice(-4), ["TurnEnd", "BudgetSnapshot", "CheckpointSaved", "AgentEnd"])
+      const checkpoint = yield* store.load("s1")
+      assert.deepStrictEqual(checkpoint.state, result.state)
+      assert.strictEqual(checkpoint.config?.maxTurns, 9)
+    }))
+
+  it.live("a session id that already has a checkpoint is refused before the model is called", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const ran: Array<string> = []
+      yield* Session.run({ id: "s1", store, prompt: "go" }).pipe(Effect.provide(layers([{ text: "hi" }], ran)))
+      const again = yield* Effect.gen(function*() {
+        const error = yield* Effect.flip(Session.run({ id: "s1", store, prompt: "again" }))
+        return { error, calls: yield* (yield* ScriptedModel.ScriptedModel).calls }
+      }).pipe(Effect.provide(layers([{ text: "hi" }], ran)))
+      assert.deepStrictEqual(again.error, new CheckpointStore.CheckpointExists({ sessionId: "s1" }))
+      assert.strictEqual(again.calls, 0)
+      assert.strictEqual(Message.textOf((yield* store.load("s1")).state.messages[0]!), "go")
+    }))
+
+  it.live("when a checkpoint cannot be written the run stops before going further, and the session fails with the error", () =>
+    Effect.gen(function*() {
+      const inner = CheckpointStore.memory()
+      let saves = 0
+      const failing: CheckpointStore.Service = {
+        ...inner,
+        // the save after turn 1 works; the one before the unsafe call's handler fails
+        save: (id, checkpoint) =>
+          ++saves < 2
+            ? inner.save(id, checkpoint)
+            : Effect.fail(new CheckpointStore.CheckpointIoError({ sessionId: id, operation: "write", path: "x", reason: "disk full" }))
+      }
+      const ran: Array<string> = []
+      const { events, plugin } = recorder()
+      const error = yield* Effect.flip(Session.run({ id: "s1", store: failing, prompt: "go", plugins: [plugin] })).pipe(
+        Effect.provide(layers(threeTurns("charge", 1), ran))
+      )
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointIoError({ sessionId: "s1", operation: "write", path: "x", reason: "disk full" }))
+      assert.deepStrictEqual(ran, ["step"])
+      assert.strictEqual(events.at(-1)?._tag, "AgentEnd")
+      // the store still holds the last checkpoint that was written: after turn 1
+      assert.deepStrictEqual(roles((yield* inner.load("s1")).state.messages), ["user", "assistant", "toolResult"])
+    }))
+})
+
+describe("Session.resume", () => {
+  it.live("after a crash in the middle of a turn, redoes that turn once: transcript, counters, usage, wall time and plugin state restored", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const before = yield* interruptWhenStarted(
+        "slow",
+        threeTurns("slow", 60_000),
+        Session.run({ id: "s1", store, prompt: "go", plugins: [counting] })
+      )
+      assert.deepStrictEqual(before, ["step", "slow"])
+      const checkpoint = (yield* store.load("s1")).state
+      assert.deepStrictEqual(roles(checkpoint.messages), ["user", "assistant", "toolResult"])
+      assert.deepStrictEqual([checkpoint.turn, checkpoint.pluginState], [1, { counter: 1 }])
+
+      const { events, exit, ran } = yield* resume(store, threeTurns("slow", 1), { plugins: [counting] })
+      const { calls, result } = succeeded(exit)
+      // the model was called once for the redone turn, once for the last
+      assert.strictEqual(calls, 2)
+      assert.deepStrictEqual(ran, ["slow"])
+      assert.deepStrictEqual(roles(result.state.messages), ["user", "assistant", "toolResult", "assistant", "toolResult", "assistant"])
+      assert.deepStrictEqual(result.state.messages.slice(0, 3), checkpoint.messages)
+      assertValidTranscript(result.state.messages)
+      assert.deepStrictEqual(result.state.usage, { input: 300, output: 60, cacheRead: 0, cacheWrite: 0, reasoning: 0, cost: 0.003 })
+      assert.deepStrictEqual([result.state.turn, result.state.pluginState], [3, { counter: 2 }])
+      assert.isAtLeast(result.state.elapsedMs, checkpoint.elapsedMs)
+      assert.deepStrictEqual(tags(events).slice(0, 3), ["AgentStart", "SessionResumed", "TurnStart"])
+      const [opened] = ofTag(events, "SessionResumed")
+      assert.deepStrictEqual({ ...opened!, timestamp: 0 }, {
+        _tag: "SessionResumed",
+        runId: checkpoint.runId,
+        turn: 1,
+        timestamp: 0,
+        sessionId: "s1",
+        resumedAtTurn: 2,
+        restored: {
+          messages: 3,
+          turns: 1,
+          usage: { input: 100, output: 20, cacheRead: 0, cacheWrite: 0, reasoning: 0, cost: usage.cost },
+          elapsedMs: checkpoint.elapsedMs,
+          steering: 0,
+          followUps: 0,
+          pendingApprovals: 0
+        }
+      })
+      assert.deepStrictEqual((yield* store.load("s1")).state, result.state)
+    }))
+
+  it.live("a started call to a tool that is not ReplaySafe is not run again: its result says the outcome is unknown", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      yield* interruptWhenStarted("charge", threeTurns("charge", 60_000), Session.run({ id: "s1", store, prompt: "go" }))
+      const checkpoint = (yield* store.load("s1")).state
+      // saved before the handler started: the call's message, and the call marked as started
+      assert.deepStrictEqual(roles(checkpoint.messages), ["user", "assistant", "toolResult", "assistant"])
+      assert.deepStrictEqual(checkpoint.startedCalls, ["c2"])
+
+      const { exit, ran } = yield* resume(store, threeTurns("charge", 1))
+      const { calls, result } = succeeded(exit)
+      assert.deepStrictEqual(ran, [])
+      // the turn's model call is not redone: the batch is finished, then the last turn runs
+      assert.strictEqual(calls, 1)
+      const answer = result.state.messages[4]!
+      assert.strictEqual(answer.role === "toolResult" && answer.toolCallId, "c2")
+      assert.match(Message.textOf(answer), /^This call to charge had started when the run was interrupted, and its outcome is unknown/)
+      assertValidTranscript(result.state.messages)
+      assert.strictEqual(result.state.messages.filter((m) => m.role === "assistant").length, 3)
+    }))
+
+  it.live("a call to a tool that is not ReplaySafe that finished before the crash keeps its result", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const batch: Turns = [
+        {
+          toolCalls: [
+            { id: "c1", name: "charge", params: { cents: 100, ms: 1 } },
+            { id: "c2", name: "slow", params: { ms: 60_000 } }
+          ]
+        },
+        { text: "done" }
+      ]
+      // parallel calls: the crash comes once the charge has ended and its result was saved
+      const charged = savedAfter((event) => event._tag === "ToolExecutionEnd" && event.toolCallId === "c1")
+      const before = yield* interruptWhenStarted(
+        "slow",
+        batch,
+        Session.run({ id: "s1", store, prompt: "go", plugins: [charged.plugin] }),
+        charged.latch
+      )
+      assert.deepStrictEqual(before.sort(), ["charge", "slow"])
+      assert.deepStrictEqual((yield* store.load("s1")).state.partialResults.map((r) => r.toolCallId), ["c1"])
+      const { exit, ran } = yield* resume(store, [{ toolCalls: [] }, { text: "done" }])
+      const { result } = succeeded(exit)
+      assert.deepStrictEqual(ran, ["slow"])
+      assert.deepStrictEqual(result.state.messages.slice(2, 4).map(Message.textOf), ["charged 100 cents", "slept 60000 ms"])
+    }))
+
+  it.live("a pending approval survives the restart: the resumed run asks again, and a decision given early answers it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const turns: Turns = [{ toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }] }, { text: "deployed" }]
+      const asked = savedAfter((event) => event._tag === "ApprovalRequested")
+      const nobody = yield* Approvals.interactive()
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store, prompt: "ship it", plugins: [asked.plugin] }).pipe(
+          Effect.provideService(Approvals.Approvals, nobody),
+          Effect.provide(layers(turns, []))
+        )
+      )
+      yield* asked.latch.await
+      yield* Fiber.interrupt(fiber)
+      const checkpoint = (yield* store.load("s1")).state
+      assert.deepStrictEqual(checkpoint.pendingApprovals, [{ toolCallId: "d1", toolName: "deploy", params: { env: "prod" } }])
+
+      const approvals = yield* Approvals.interactive()
+      yield* approvals.approve("d1")
+      const { events, exit, ran } = yield* resume(store, turns).pipe(Effect.provideService(Approvals.Approvals, approvals))
+      const { result } = succeeded(exit)
+      assert.deepStrictEqual(ran, ["deploy"])
+      assert.deepStrictEqual(tags(events).slice(0, 3), ["AgentStart", "SessionResumed", "ApprovalRequested"])
+      assert.strictEqual(ofTag(events, "SessionResumed")[0]!.restored.pendingApprovals, 1)
+      assert.deepStrictEqual(ofTag(events, "ApprovalResolved").map((e) => [e.toolCallId, e.approved]), [["d1", true]])
+      assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed to prod")
+      assert.deepStrictEqual(result.state.pendingApprovals, [])
+    }))
+
+  it.live("steering delivered before the crash stays in the transcript once; undelivered steering and follow-ups are saved and delivered", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const steering = yield* Steering.make()
+      // steer during turn 1 (delivered before turn 2); steer and follow up during turn 2, then crash
+      const steer = Hooks.plugin({
+        name: "steer",
+        onEvent: (event) => {
+          if (event._tag !== "ToolExecutionStart") return Effect.void
+          return event.toolName === "step"
+            ? steering.steer("use metric units")
+            : Effect.andThen(steering.steer("be brief"), steering.followUp("now summarise"))
+        }
+      })
+      yield* interruptWhenStarted(
+        "slow",
+        threeTurns("slow", 60_000),
+        Session.run({ id: "s1", store, prompt: "go", steering, plugins: [steer] })
+      )
+      const checkpoint = (yield* store.load("s1")).state
+      assert.deepStrictEqual(checkpoint.messages.slice(3).map(Message.textOf), ["use metric units"])
+      assert.deepStrictEqual(checkpoint.steering.map(Message.textOf), ["be brief"])
+      assert.deepStrictEqual(checkpoint.followUps.map(Message.textOf), ["now summarise"])
+
+      const turns: Turns = [...threeTurns("slow", 1), { text: "summary" }]
+      const { events, exit } = yield* resume(store, turns)
+      const { calls, result } = succeeded(exit)
+      assert.strictEqual(calls, 3)
+      const [opened] = ofTag(events, "SessionResumed")
+      assert.deepStrictEqual([opened!.restored.steering, opened!.restored.followUps], [1, 1])
+      assert.deepStrictEqual(
+        result.state.messages.map((m) => `${m.role}: ${Message.textOf(m)}`),
+        [
+          "user: go",
+          "assistant: ",
+          "toolResult: step 1 done",
+          "user: use metric units",
+          "user: be brief",
+          "assistant: ",
+          "toolResult: slept 1 ms",
+          "assistant: all done",
+          "user: now summarise",
+          "assistant: summary"
+        ]
+      )
+      assert.deepStrictEqual([result.state.steering, result.state.followUps], [[], []])
+    }))
+
+  it.live("the config saved with the session applies on resume: a turn cap already reached ends the run without a model call", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      yield* interruptWhenStarted(
+        "slow",
+        threeTurns("slow", 60_000),
+        Session.run({ id: "s1", store, prompt: "go", config: { maxTurns: 2, graceTurns: 0 } })
+      )
+      // the redone turn 2 is the last one the cap allows
+      const first = yield* resume(store, threeTurns("slow", 1))
+      const done = succeeded(first.exit)
+      assert.deepStrictEqual([done.result.outcome, done.calls], [{ _tag: "MaxTurns", limit: 2 }, 1])
+      // resuming again: the cap is spent, the model is not called
+      const again = yield* resume(store, threeTurns("slow", 1))
+      const spent = succeeded(again.exit)
+      assert.deepStrictEqual([spent.result.outcome, spent.calls], [{ _tag: "MaxTurns", limit: 2 }, 0])
+      // settings given on resume win over the saved ones
+      const raised = yield* resume(store, threeTurns("slow", 1), { config: { maxTurns: 3 } })
+      const last = succeeded(raised.exit)
+      assert.deepStrictEqual([last.result.outcome, last.calls], [{ _tag: "Completed" }, 1])
+    }))
+
+  it.live("fails with the store's error when there is no checkpoint, and with InvalidContinuation when the session had finished", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const missing = yield* resume(store, [])
+      assert.deepStrictEqual(missing.exit._tag === "Failure" && String(missing.exit.cause).includes("CheckpointMissing"), true)
+      yield* Session.run({ id: "s1", store, prompt: "go" }).pipe(Effect.provide(layers([{ text: "hi" }], [])))
+      const finished = yield* resume(store, [{ text: "again" }])
+      assert.isTrue(finished.exit._tag === "Failure" && String(finished.exit.cause).includes("InvalidContinuation"))
+    }))
+})

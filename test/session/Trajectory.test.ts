@@ -1,0 +1,81 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, FileSystem, Latch, Layer, Path } from "effect"
+import { Agent, AgentEvent, CheckpointStore, Session, Trajectory } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { recorder } from "../support.ts"
+import { followTranscript, threeTurns, toolsLayer } from "./fixture.ts"
+
+const layers = (turns: ReadonlyArray<ScriptedModel.Turn>, onStart?: (name: string) => void) =>
+  Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([], onStart, 60_000), NodeServices.layer)
+
+const setup = Effect.gen(function*() {
+  const fs = yield* FileSystem.FileSystem
+  const dir = yield* fs.makeTempDirectoryScoped()
+  const path = (yield* Path.Path).join(dir, "trajectory.ndjson")
+  const lines = Effect.map(fs.readFileString(path), (text) => text.split("\n"))
+  return { dir, fs, path, lines }
+})
+
+const decodeAll = (lines: ReadonlyArray<string>) =>
+  Effect.forEach(lines.filter((line) => line !== ""), (line) => AgentEvent.decodeJson(JSON.parse(line)))
+
+describe("Trajectory.ndjson", () => {
+  it.live("writes every event of a run, one JSON line each, in order, ending with AgentEnd; a fresh run truncates", () =>
+    Effect.gen(function*() {
+      const { lines, path } = yield* setup
+      const first = recorder()
+      yield* Agent.run({ prompt: "go", plugins: [Trajectory.ndjson(path), first.plugin] }).pipe(
+        Effect.provide(layers(threeTurns("slow", 1)))
+      )
+      const written = yield* lines
+      assert.strictEqual(written.at(-1), "", "the file ends with a newline")
+      assert.deepStrictEqual(yield* decodeAll(written), first.events)
+      assert.strictEqual(first.events.at(-1)?._tag, "AgentEnd")
+
+      const second = recorder()
+      yield* Agent.run({ prompt: "again", plugins: [Trajectory.ndjson(path), second.plugin] }).pipe(
+        Effect.provide(layers([{ text: "hi" }]))
+      )
+      assert.deepStrictEqual(yield* decodeAll(yield* lines), second.events)
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("an interrupted run's trajectory ends with AgentEnd; a resumed session appends after a line cut by a crash", () =>
+    Effect.gen(function*() {
+      const { dir, fs, lines, path } = yield* setup
+      const store = yield* CheckpointStore.fileSystem(dir)
+      const started = Latch.makeUnsafe()
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store, prompt: "go", plugins: [Trajectory.ndjson(path)] }).pipe(
+          Effect.provide(layers(threeTurns("slow", 60_000), (name) => void started.openUnsafe()))
+        )
+      )
+      yield* started.await
+      yield* Fiber.interrupt(fiber)
+      const interrupted = yield* decodeAll(yield* lines)
+      const end = interrupted.at(-1)
+      assert.deepStrictEqual(end?._tag === "AgentEnd" && end.outcome, { _tag: "Cancelled", reason: "interrupted" })
+
+      // a process killed in the middle of writing a line
+      yield* fs.writeFileString(path, "{\"_tag\":\"Turn", { flag: "a" })
+      const resumed = recorder()
+      yield* Session.resume("s1", { store, plugins: [Trajectory.ndjson(path), resumed.plugin] }).pipe(
+        Effect.provide(layers(threeTurns("slow", 1)))
+      )
+      const all = yield* lines
+      assert.strictEqual(all[interrupted.length], "{\"_tag\":\"Turn")
+      assert.deepStrictEqual(yield* decodeAll(all.slice(0, interrupted.length)), interrupted)
+      assert.deepStrictEqual(yield* decodeAll(all.slice(interrupted.length + 1)), resumed.events)
+      assert.deepStrictEqual(resumed.events.slice(0, 2).map((e) => e._tag), ["AgentStart", "SessionResumed"])
+      assert.strictEqual(resumed.events.at(-1)?._tag, "AgentEnd")
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("a trajectory that cannot be written stops writing and leaves the run alone", () =>
+    Effect.gen(function*() {
+      const { dir } = yield* setup
+      const result = yield* Agent.run({ prompt: "go", plugins: [Trajectory.ndjson(`${dir}/missing/dir/t.ndjson`)] }).pipe(
+        Effect.provide(layers([{ text: "hi" }]))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+    }).pipe(Effect.provide(NodeServices.layer)))
+})

@@ -1,0 +1,61 @@
+/**
+ * A process running a durable session, for the crash tests:
+ *
+ *   node --conditions=effect-agent-source test/session/crash-child.ts run|resume DIR slow|charge|deploy MS
+ *
+ * `run` starts session "crash" in DIR, `resume` resumes it. The model replies
+ * from the transcript (see `followTranscript`), so both processes follow one
+ * script. A tool handler prints `started <tool>` when it starts (after its
+ * checkpoint), a pending approval `approval <id>` once it is saved; at the end
+ * the process prints one JSON line: the outcome, how often the model was
+ * called, and which handlers ran.
+ */
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Effect, Layer, Path } from "effect"
+import { Approvals, CheckpointStore, type Hooks, Session, Trajectory } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+
+const [mode, dir, scenario, ms] = process.argv.slice(2)
+if ((mode !== "run" && mode !== "resume") || dir === undefined || ms === undefined) {
+  throw new Error("usage: crash-child.ts run|resume DIR slow|charge|deploy MS")
+}
+
+const turns = scenario === "deploy"
+  ? [{ toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage }, { text: "deployed", usage }]
+  : threeTurns(scenario === "charge" ? "charge" : "slow", Number(ms))
+
+const print = (line: string) => process.stdout.write(line + "\n")
+const ran: Array<string> = []
+
+const program = Effect.gen(function*() {
+  const store = yield* CheckpointStore.fileSystem(dir)
+  const path = yield* Path.Path
+  // Prints `approval <id>` once the checkpoint holding the pending approval is saved.
+  let asked: string | undefined
+  const announce: Hooks.Plugin = {
+    name: "announce",
+    onEvent: (event) =>
+      Effect.sync(() => {
+        if (event._tag === "ApprovalRequested") asked = event.toolCallId
+        else if (event._tag === "CheckpointSaved" && asked !== undefined) print(`approval ${asked}`)
+      })
+  }
+  const plugins = [Trajectory.ndjson(path.join(dir, "trajectory.ndjson")), announce]
+  // The resumed process approves the deploy before the call asks again.
+  const approvals = yield* Approvals.interactive()
+  if (mode === "resume") yield* approvals.approve("d1")
+  const result = yield* (mode === "run"
+    ? Session.run({ id: "crash", store, prompt: "go", plugins })
+    : Session.resume("crash", { store, plugins })).pipe(Effect.provideService(Approvals.Approvals, approvals))
+  const model = yield* ScriptedModel.ScriptedModel
+  print(JSON.stringify({ outcome: result.outcome._tag, modelCalls: yield* model.calls, ran }))
+}).pipe(
+  Effect.provide(Layer.mergeAll(
+    ScriptedModel.layer(followTranscript(turns)),
+    toolsLayer(ran, (name) => print(`started ${name}`)),
+    NodeServices.layer
+  ))
+)
+
+NodeRuntime.runMain(program)
