@@ -42,21 +42,18 @@ export interface ChildResult {
   readonly maxInFlight: number
 }
 
-/** Adapter ids and their modules under adapters/. */
+/** Adapter ids; each loads only its own library. */
 export const ADAPTERS = ["bare", "pi", "ai", "openai", "effect-agent"] as const
 export type AdapterId = (typeof ADAPTERS)[number]
 
 const isAdapterId = (name: string | undefined): name is AdapterId => ADAPTERS.some((a) => a === name)
 
-/**
- * Loads an adapter. The specifier is computed so that the type checker does
- * not pull in adapters whose library is not there yet (effect-agent's, until
- * the loop lands on this branch; see tsconfig.json).
- */
-const load = async (id: AdapterId): Promise<Adapter> => {
-  const module: { readonly adapter?: Adapter } = await import(`./adapters/${id}.ts`)
-  if (module.adapter === undefined) throw new Error(`adapters/${id}.ts exports no adapter`)
-  return module.adapter
+const adapters: Record<AdapterId, () => Promise<Adapter>> = {
+  bare: async () => (await import("./adapters/bare.ts")).adapter,
+  pi: async () => (await import("./adapters/pi.ts")).adapter,
+  ai: async () => (await import("./adapters/ai.ts")).adapter,
+  openai: async () => (await import("./adapters/openai.ts")).adapter,
+  "effect-agent": async () => (await import("./adapters/effect-agent.ts")).adapter
 }
 
 const gc = (): void => {
@@ -183,7 +180,7 @@ const main = async (): Promise<void> => {
   const [name, phase, json] = process.argv.slice(2)
   if (!isAdapterId(name) || json === undefined) throw new Error(`usage: child.ts <${ADAPTERS.join("|")}> <phase> <options>`)
   const options: ChildOptions = JSON.parse(json)
-  const adapter = await load(name)
+  const adapter = await adapters[name]()
   const result = phase === "single"
     ? await measureSessions(adapter, "single", 1, options)
     : phase === "concurrent"

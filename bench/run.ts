@@ -117,9 +117,6 @@ const ensureDependencies = () => {
   }
 }
 
-/** effect-agent runs only once its loop exists on this branch. */
-const effectAgentReady = () => existsSync(path.join(rootDir, "src", "Agent.ts"))
-
 // -----------------------------------------------------------------------------
 // Running
 // -----------------------------------------------------------------------------
@@ -372,7 +369,7 @@ const machine = (): ReadonlyArray<string> => [
   `@openai/agents ${versionOf(benchDir, "@openai/agents")}`
 ]
 
-const report = (all: ReadonlyArray<Table>, skipped: ReadonlyArray<string>): string => {
+const report = (all: ReadonlyArray<Table>): string => {
   const label = smoke
     ? "SMOKE RUN: tiny workload, not a measurement."
     : quick
@@ -415,7 +412,6 @@ const report = (all: ReadonlyArray<Table>, skipped: ReadonlyArray<string>): stri
     "their wall time is one sleep plus overhead and the capped ideal does not apply (`n/a`). @openai/agents",
     "uses its own cap (`maxFunctionToolConcurrency`), effect-agent its `maxParallelTools`, the bare loop a pool.",
     "",
-    ...(skipped.length > 0 ? ["Not measured: " + skipped.join("; "), ""] : []),
     ...all.flatMap((t) => [`## ${t.title}`, "", markdownTable(t.header, t.rows), ""])
   ].join("\n")
 }
@@ -431,12 +427,7 @@ const main = () => {
   }
   ensureDependencies()
   const requested = pick("only", ALL_ADAPTERS)
-  const skipped: Array<string> = []
-  const adapters: Array<AdapterId> = ["bare", ...requested.filter((a) => a !== "bare")]
-  if (adapters.includes("effect-agent") && !effectAgentReady()) {
-    adapters.splice(adapters.indexOf("effect-agent"), 1)
-    skipped.push("effect-agent (src/Agent.ts is not on this branch yet; the adapter is written and waits for it)")
-  }
+  const adapters: ReadonlyArray<AdapterId> = ["bare", ...requested.filter((a) => a !== "bare")]
   console.error(`${runs} run(s) × ${phases.length} phase(s) × ${adapters.length} adapter(s)${quick ? " (quick)" : ""}`)
   const results = runAll(adapters)
   const all = [...tables(results, adapters)]
@@ -445,10 +436,9 @@ const main = () => {
   const goals = targets(results)
   if (goals !== undefined) all.unshift(goals)
   for (const t of all) console.log(`\n${t.title}\n${textTable(t.header, t.rows)}`)
-  if (skipped.length > 0) console.log(`\nNot measured: ${skipped.join("; ")}`)
   if (write) {
     const out = path.join(benchDir, "RESULTS.md")
-    writeFileSync(out, report(all, skipped))
+    writeFileSync(out, report(all))
     console.log(`\nwritten ${path.relative(process.cwd(), out)}`)
   }
 }
