@@ -361,7 +361,11 @@ const gitHead = (): string => {
   return r.status === 0 ? r.stdout.trim() : "unknown"
 }
 
+/** Load averages when the run started: a busy machine makes every figure noisier. */
+const loadAtStart = os.loadavg()
+
 const machine = (): ReadonlyArray<string> => [
+  `- Load average at start: ${loadAtStart.map((l) => l.toFixed(2)).join(" / ")} (1 / 5 / 15 min)`,
   `- Date: ${new Date().toISOString()}`,
   `- Machine: ${os.availableParallelism()} cores (nproc), ${os.cpus()[0]?.model ?? "unknown CPU"}, ${Math.round(os.totalmem() / 1024 ** 3)} GB, ${os.type()} ${os.release()}`,
   `- Node ${process.version}; effect-agent ${gitHead()}; effect ${versionOf(rootDir, "effect")}; ` +
@@ -382,7 +386,7 @@ const report = (all: ReadonlyArray<Table>): string => {
     "",
     ...machine(),
     "",
-    "Reproduce: `npm run bench` from the repository root (`-- --help` in bench/run.ts lists the options).",
+    "Reproduce: `npm run bench` from the repository root (`npm run bench -- --help` lists the options).",
     "",
     "## Workload",
     "",
