@@ -89,6 +89,8 @@ export interface ContinueOptions<R = never> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /** The steering handle (else the `Steering` service, if provided). */
   readonly steering?: Steering.Service | undefined
+  /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
+  readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
 }
 
 /**
@@ -114,6 +116,8 @@ const resolvePlugins = <R>(
 
 interface Setup<R> {
   readonly state: RunState.RunState
+  /** Index of the first message the run reports as its own. */
+  readonly firstNew: number
   readonly options: ContinueOptions<R>
   readonly sinks: ReadonlyArray<Sink>
 }
@@ -139,7 +143,7 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       system: state.system,
       messages: [],
       prompt: state.system === undefined ? [] : [Prompt.makeMessage("system", { content: state.system })],
-      firstNew: state.messages.length,
+      firstNew: setup.firstNew,
       turn: state.turn,
       eventTurn: state.turn,
       usage: state.usage,
@@ -158,6 +162,11 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       steering,
       callsPerTool: new Map(),
       batchResults: new Map(),
+      startedCalls: new Set(),
+      restored: {
+        results: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
+        started: new Set(state.startedCalls)
+      },
       context: undefined!
     }
     for (const message of state.messages) Run.append(run, message)
@@ -395,8 +404,9 @@ const loop = <R>(run: Run.Run<R>): Effect.Effect<Outcome.Outcome, AgentError, La
     if (yield* answerOpenCalls(run)) return Outcome.terminated
     let pending = yield* poll(run, "steering")
     let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
+    // A continued run that stopped naturally goes straight to its follow-ups.
+    let hasToolCalls = !(pending.length === 0 && endsWithReply(run.messages))
     while (true) {
-      let hasToolCalls = true
       while (hasToolCalls || pending.length > 0) {
         yield* deliver(run, pendingTag, pending)
         pendingTag = "SteeringDelivered"
@@ -408,8 +418,14 @@ const loop = <R>(run: Run.Run<R>): Effect.Effect<Outcome.Outcome, AgentError, La
       pending = yield* poll(run, "followUp")
       if (pending.length === 0) return naturalEnd(run)
       pendingTag = "FollowUpDelivered"
+      hasToolCalls = true
     }
   })
+
+const endsWithReply = (messages: ReadonlyArray<Message.Message>): boolean => {
+  const last = messages.at(-1)
+  return last !== undefined && last.role === "assistant" && Message.toolCalls(last).length === 0
+}
 
 /** The calls of the last assistant message that have no result after it. */
 const openCalls = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.ToolCallPart> => {
@@ -436,18 +452,28 @@ const closeOpenCalls = <R>(run: Run.Run<R>, text: string): void => {
   }
 }
 
+/** Moves what is still queued in the steering handle into the run's state, so nothing is dropped. */
+const drainQueues = <R>(run: Run.Run<R>): Effect.Effect<void> => {
+  const steering = run.steering
+  return steering === undefined ? Effect.void : Effect.gen(function*() {
+    run.steeringQueue.push(...yield* steering.takeSteering)
+    run.followUpQueue.push(...yield* steering.takeFollowUps)
+  })
+}
+
 const result = <R>(run: Run.Run<R>, outcome: Outcome.Outcome): Effect.Effect<RunState.RunResult, never, R> =>
-  Effect.map(Run.snapshot(run), (state) => ({
+  Effect.andThen(drainQueues(run), Effect.map(Run.snapshot(run), (state) => ({
     messages: run.messages.slice(run.firstNew),
     state,
     outcome,
     usage: run.usage
-  }))
+  })))
 
 const execute = <R>(setup: Setup<R>): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
   Effect.gen(function*() {
     const run = yield* makeRun(setup)
     yield* Run.emitInput(run, { _tag: "AgentStart", messages: run.messages.slice(run.firstNew) })
+    for (const event of setup.options.announce ?? []) yield* Run.emitInput(run, event)
     const outcome = yield* loop(run).pipe(
       Effect.onExit((exit) => {
         if (exit._tag === "Success") return Effect.void
@@ -480,7 +506,7 @@ const freshState = (options: RunOptions<unknown>): RunState.RunState =>
  * @since 0.1.0
  */
 export const run = <R = never>(options: RunOptions<R>): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
-  Effect.suspend(() => execute({ state: freshState(options), options, sinks: [] }))
+  Effect.suspend(() => execute({ state: freshState(options), firstNew: 0, options, sinks: [] }))
 
 const checkContinuation = (
   state: RunState.RunState,
@@ -511,7 +537,7 @@ export const runContinue = <R = never>(
 ): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
   Effect.andThen(
     checkContinuation(state, options.steering),
-    Effect.suspend(() => execute({ state, options, sinks: [] }))
+    Effect.suspend(() => execute({ state, firstNew: state.messages.length, options, sinks: [] }))
   )
 
 /**
@@ -527,6 +553,7 @@ export const runStream = <R = never>(
   Stream.callback<AgentEvent.AgentEvent, AgentError, Requirements | R>((queue) =>
     execute({
       state: freshState(options),
+      firstNew: 0,
       options,
       sinks: [(event) => void Queue.offerUnsafe(queue, event)]
     }).pipe(

@@ -182,15 +182,23 @@ export type Tag = AgentEvent["_tag"]
 export type Of<T extends Tag> = Extract<AgentEvent, { readonly _tag: T }>
 
 /**
- * Encodes an event to its JSON form (as persisted in trajectories).
+ * The events' JSON codec: what trajectories persist (durations, errors and
+ * every other value in their JSON form).
  *
  * @since 0.1.0
  */
-export const encode = Schema.encodeSync(AgentEvent)
+export const AgentEventJson = Schema.toCodecJson(AgentEvent)
+
+/**
+ * Encodes an event to its JSON form.
+ *
+ * @since 0.1.0
+ */
+export const encodeJson = Schema.encodeSync(AgentEventJson)
 
 /**
  * Decodes an event from its JSON form.
  *
  * @since 0.1.0
  */
-export const decodeUnknown = Schema.decodeUnknownEffect(AgentEvent)
+export const decodeJson = Schema.decodeUnknownEffect(AgentEventJson)

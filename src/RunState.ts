@@ -2,7 +2,9 @@
  * Everything needed to continue a run later: the transcript, the system
  * prompt, the turn counter, usage and wall time used, steering and follow-ups
  * not yet delivered, approvals still pending, the wrap-up flag and each
- * plugin's saved state. It is a versioned Schema: it round-trips through
+ * plugin's saved state. A state saved in the middle of a tool batch also
+ * holds the results the batch had produced and the calls that had started:
+ * continuing it finishes the batch without running those again. It is a versioned Schema: it round-trips through
  * JSON, so it can be stored and resumed in another process.
  *
  * @since 0.1.0
@@ -48,6 +50,10 @@ export const RunState = Schema.Struct({
   steering: Schema.Array(Message.Message),
   followUps: Schema.Array(Message.Message),
   pendingApprovals: Schema.Array(PendingApproval),
+  /** Results of a batch that had not finished when the state was saved (its calls are still open). */
+  partialResults: Schema.Array(Message.ToolResultMessage),
+  /** Ids of calls whose handler had started, without a result yet, when the state was saved. */
+  startedCalls: Schema.Array(Schema.String),
   wrapUpRequested: Schema.Boolean,
   pluginState: Schema.Record(Schema.String, Schema.Unknown)
 })
@@ -74,6 +80,8 @@ export const make = (options: {
     steering: [],
     followUps: [],
     pendingApprovals: [],
+    partialResults: [],
+    startedCalls: [],
     wrapUpRequested: false,
     pluginState: {}
   }
@@ -95,3 +103,10 @@ export const RunResult = Schema.Struct({
 })
 /** @since 0.1.0 */
 export type RunResult = typeof RunResult.Type
+
+/**
+ * The JSON codec of {@link RunState}, for storing it.
+ *
+ * @since 0.1.0
+ */
+export const RunStateJson = Schema.toCodecJson(RunState)

@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Option, Result, Schema, Stream } from "effect"
+import { Cause, Context, Duration, Effect, Option, Result, Schema, SchemaIssue, Stream } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
@@ -39,6 +39,8 @@ export interface BatchResult {
 }
 
 type Immediate = { readonly _tag: "Immediate"; readonly text: string; readonly details?: unknown }
+/** A result the batch had produced before its state was saved: used as it is. */
+type Restored = { readonly _tag: "Restored"; readonly result: Message.ToolResultMessage }
 type Execute = {
   readonly _tag: "Execute"
   readonly tool: Tool.Any
@@ -52,7 +54,7 @@ interface Planned {
   readonly call: Hooks.ToolCall
   /** Whether the call takes part in the termination vote. */
   readonly counted: boolean
-  readonly action: Immediate | Execute
+  readonly action: Immediate | Execute | Restored
 }
 
 interface Finished {
@@ -85,12 +87,24 @@ const decoderFor = (tool: Tool.Any): (input: unknown) => Effect.Effect<unknown, 
   const decode: (input: unknown) => Effect.Effect<unknown, Schema.SchemaError> = Schema.isSchema(schema)
     // Tool parameter Schemas decode without services (effect/ai's Toolkit.handle decodes
     // them the same way); `Tool.Any` erases that, so it is restored here.
-    ? Schema.decodeUnknownEffect(tool.parametersSchema) as (input: unknown) => Effect.Effect<unknown, Schema.SchemaError>
+    ? Schema.decodeUnknownEffect(tool.parametersSchema, { errors: "all" }) as (
+      input: unknown
+    ) => Effect.Effect<unknown, Schema.SchemaError>
     // Dynamic tools (MCP) may carry a JSON Schema instead: the server validates.
     : Effect.succeed
   decoders.set(tool, decode)
   return decode
 }
+
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** Every problem with the arguments, each with where it is: `a: Expected number; b: Missing key`. */
+const describeIssue = (error: Schema.SchemaError): string =>
+  formatIssue(error.issue).issues
+    .map((issue) => issue.path === undefined || issue.path.length === 0
+      ? issue.message
+      : `${issue.path.map((key) => typeof key === "object" ? String(key.key) : String(key)).join(".")}: ${issue.message}`)
+    .join("; ")
 
 type Validated =
   | { readonly _tag: "Valid"; readonly params: unknown }
@@ -109,7 +123,7 @@ const validate = (tool: Tool.Any, params: unknown): Effect.Effect<Validated> => 
     onSuccess: (decoded): Validated => ({ _tag: "Valid", params: decoded }),
     onFailure: (error): Validated => ({
       _tag: "Invalid",
-      text: `Invalid arguments for ${tool.name}: ${error.message}\nExpected arguments matching this schema: ${
+      text: `Invalid arguments for ${tool.name}: ${describeIssue(error)}\nExpected arguments matching this schema: ${
         jsonSchemaText(tool)
       }\nYou sent: ${capRaw(ToolArguments.toJsonText(params))}`
     })
@@ -183,6 +197,12 @@ const plan = <R>(
   Effect.gen(function*() {
     const tool = run.registry.get(part.name)
     const base: Hooks.ToolCall = { id: part.id, name: part.name, params: part.params, rawParams: part.params, tool }
+    const restored = run.restored.results.get(part.id)
+    if (restored !== undefined) {
+      run.restored.results.delete(part.id)
+      return { index, call: base, counted: false, action: { _tag: "Restored", result: restored } }
+    }
+    const startedBefore = run.restored.started.delete(part.id)
     if (tool === undefined) {
       return {
         index,
@@ -192,12 +212,22 @@ const plan = <R>(
       }
     }
     const settings = AgentTool.settings(tool)
-    const planned = (call: Hooks.ToolCall, action: Immediate | Execute): Planned => ({
+    const planned = (call: Hooks.ToolCall, action: Immediate | Execute | Restored): Planned => ({
       index,
       call,
       counted: settings.countsTowardVote,
       action
     })
+    if (startedBefore && !settings.replaySafe) {
+      return planned(
+        base,
+        immediate(
+          `This call to ${tool.name} had started when the run was interrupted, and its outcome is unknown: ` +
+            "it may or may not have taken effect. Check before calling it again.",
+          { kind: "outcomeUnknown" }
+        )
+      )
+    }
     if (over.has(index)) {
       return planned(
         base,
@@ -492,6 +522,10 @@ const runOne = <R>(run: Run.Run<R>, planned: Planned): Effect.Effect<Finished, T
   Effect.gen(function*() {
     const startedAt = Run.now(run)
     const { action, call } = planned
+    if (action._tag === "Restored") {
+      run.batchResults.set(call.id, action.result)
+      return { result: action.result, terminate: false }
+    }
     if (action._tag === "Immediate") {
       return yield* finish(run, planned, makeResult(call, [Message.text(action.text)], true, action.details), false, startedAt)
     }
@@ -517,6 +551,7 @@ const runOne = <R>(run: Run.Run<R>, planned: Planned): Effect.Effect<Finished, T
         )
       }
     }
+    run.startedCalls.add(call.id)
     yield* Run.emitInput(run, {
       _tag: "ToolExecutionStart",
       toolCallId: call.id,
@@ -528,6 +563,7 @@ const runOne = <R>(run: Run.Run<R>, planned: Planned): Effect.Effect<Finished, T
       runHandler(run, planned, action),
       (reason): Handled => ({ _tag: "Result", content: [Message.text(cancelledText(reason))], isError: true })
     )
+    run.startedCalls.delete(call.id)
     if (handled._tag === "Fatal") return yield* handled.error
     return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
   })
@@ -561,7 +597,7 @@ export const executeBatch = <R>(
     const finished: Array<Finished | undefined> = new Array(planned.length)
     const exclusive = planned.some((p) => p.action._tag === "Execute" && p.action.settings.execution === "exclusive")
     const isParallel = (p: Planned) =>
-      !exclusive && (p.action._tag === "Immediate" || p.action.settings.execution === "parallel")
+      !exclusive && (p.action._tag !== "Execute" || p.action.settings.execution === "parallel")
     const parallel = planned.filter(isParallel)
     const sequential = planned.filter((p) => !isParallel(p))
     const store = (p: Planned) => Effect.map(runOne(run, p), (done) => void (finished[p.index] = done))

@@ -21,8 +21,19 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, type Stream } from "effect"
-import { AiError, type Tool, Toolkit } from "effect/ai"
+import { Context, type Duration, Effect, Layer, type Scope, type Stream } from "effect"
+import {
+  AiError,
+  type McpClient,
+  type McpClientError,
+  type McpProtocol,
+  type McpSchema,
+  type Tool,
+  Toolkit
+} from "effect/ai"
+import type { HttpClient } from "effect/http"
+import type { ChildProcess, ChildProcessSpawner } from "effect/process"
+import * as Mcp from "./internal/mcp.ts"
 
 /**
  * Runs one call of a registered tool: decodes the arguments with the tool's
@@ -155,3 +166,116 @@ export const layer = <const Toolkits extends ReadonlyArray<Toolkit.Any>>(
  */
 export const layerEntries = (...entries: ReadonlyArray<Entry>): Layer.Layer<ToolRegistry> =>
   Layer.succeed(ToolRegistry, make(...entries))
+
+// -----------------------------------------------------------------------------
+// MCP
+// -----------------------------------------------------------------------------
+
+/**
+ * How the tools of an MCP server are registered.
+ *
+ * - `prefix`: put before each tool's name (`"fs_"`: `read_file` becomes
+ *   `fs_read_file`); characters a model API refuses become `_`.
+ * - `filter`: keep only the tools it accepts.
+ * - `timeout`: how long one call may wait for the server (unset: the run's
+ *   `toolTimeout` applies).
+ * - `needsApproval`: every tool of the server needs approval.
+ *
+ * @since 0.1.0
+ */
+export interface McpOptions {
+  readonly prefix?: string | undefined
+  readonly filter?: ((tool: McpSchema.Tool) => boolean) | undefined
+  readonly timeout?: Duration.Input | undefined
+  readonly needsApproval?: boolean | undefined
+}
+
+/**
+ * {@link McpOptions}, and how to connect: the MCP protocol revision
+ * (default 2025-11-25) and how long connecting and listing the tools may take
+ * (default 60 seconds).
+ *
+ * @since 0.1.0
+ */
+export interface McpConnectOptions extends McpOptions {
+  readonly protocol?: McpProtocol.ProtocolAdapter<McpClient.ProtocolVersion> | undefined
+  readonly connectTimeout?: Duration.Input | undefined
+}
+
+/**
+ * {@link McpConnectOptions} and the HTTP headers sent with every request.
+ *
+ * @since 0.1.0
+ */
+export interface McpHttpOptions extends McpConnectOptions {
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
+
+/**
+ * The tools of a connected MCP server (`effect/ai`'s `McpClient`, over any
+ * transport) as a registry entry. Each call goes to the server; its result
+ * is text the model reads. A tool-reported error, a server that died and a
+ * timeout all become error results the model reads (and a warning in the
+ * log), never a failed or hung run. The server's hints set the loop
+ * annotations: read-only tools run in parallel, others one at a time.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { McpClient } from "effect/ai"
+ * import { ToolRegistry } from "effect-agent"
+ *
+ * const Tools = Layer.effect(
+ *   ToolRegistry.ToolRegistry,
+ *   Effect.gen(function*() {
+ *     const client = yield* McpClient.McpClient
+ *     return ToolRegistry.make(yield* ToolRegistry.fromMcp(client, { prefix: "docs_" }))
+ *   })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const fromMcp = (
+  client: McpClient.McpClient,
+  options?: McpOptions
+): Effect.Effect<Entry, McpClientError.McpClientError> => Effect.map(Mcp.toolkit(client, options), erase)
+
+/**
+ * Starts an MCP server as a subprocess (stdio transport) and registers its
+ * tools ({@link fromMcp}). The server lives as long as the scope.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { ChildProcess } from "effect/process"
+ * import { ToolRegistry } from "effect-agent"
+ *
+ * const Tools = Layer.effect(
+ *   ToolRegistry.ToolRegistry,
+ *   Effect.map(
+ *     ToolRegistry.fromMcpStdio(ChildProcess.make("npx", ["-y", "@modelcontextprotocol/server-everything"])),
+ *     (entry) => ToolRegistry.make(entry)
+ *   )
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const fromMcpStdio = (
+  command: ChildProcess.Command,
+  options?: McpConnectOptions
+): Effect.Effect<Entry, McpClientError.McpClientError, Scope.Scope | ChildProcessSpawner.ChildProcessSpawner> =>
+  Effect.map(Mcp.stdio(command, options), erase)
+
+/**
+ * Connects to an MCP server over Streamable HTTP and registers its tools
+ * ({@link fromMcp}). The connection lives as long as the scope.
+ *
+ * @since 0.1.0
+ */
+export const fromMcpHttp = (
+  url: string | URL,
+  options?: McpHttpOptions
+): Effect.Effect<Entry, McpClientError.McpClientError, Scope.Scope | HttpClient.HttpClient> =>
+  Effect.map(Mcp.http(url, options), erase)

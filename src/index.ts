@@ -34,3 +34,7 @@ export * as Steering from "./Steering.ts"
 export * as ToolArguments from "./ToolArguments.ts"
 /** @since 0.1.0 */
 export * as ToolRegistry from "./ToolRegistry.ts"
+/** @since 0.1.0 */
+export * as Sandbox from "./sandbox/Sandbox.ts"
+/** @since 0.1.0 */
+export * as BuiltinTools from "./sandbox/BuiltinTools.ts"

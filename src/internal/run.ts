@@ -53,8 +53,15 @@ export interface Run<R> {
   readonly steering: Steering.Service | undefined
   /** Calls per tool name so far (per-run quotas). */
   readonly callsPerTool: Map<string, number>
-  /** Results of the batch in progress, by call id (used when the run is interrupted mid-batch). */
+  /** Results of the batch in progress, by call id (saved in a mid-batch snapshot, kept if the run is interrupted). */
   readonly batchResults: Map<string, Message.ToolResultMessage>
+  /** Calls of the batch in progress whose handler has started and not finished. */
+  readonly startedCalls: Set<string>
+  /** From a state saved mid-batch: results the batch had produced, and calls that had started. */
+  readonly restored: {
+    readonly results: Map<string, Message.ToolResultMessage>
+    readonly started: Set<string>
+  }
   /** The hook context, bound to the run's services. */
   context: Hooks.Context
 }
@@ -159,6 +166,8 @@ export const snapshot = <R>(run: Run<R>): Effect.Effect<RunState.RunState, never
         steering: run.steeringQueue.slice(),
         followUps: run.followUpQueue.slice(),
         pendingApprovals: Array.from(run.pendingApprovals.values()),
+        partialResults: [...run.restored.results.values(), ...run.batchResults.values()],
+        startedCalls: [...run.restored.started, ...run.startedCalls],
         wrapUpRequested: run.wrapUpRequested,
         pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
       }
