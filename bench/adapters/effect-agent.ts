@@ -5,7 +5,8 @@
  * `effect/ai` `Tool`s in a `Toolkit`, handlers from `toolkit.toLayer`, given
  * to the loop through `ToolRegistry.layer`; every event reaches the consumer
  * through a plugin's `onEvent`. The config is the default one, except the
- * turn cap (T + 1 turns) and, for the batch, the per-turn call limit.
+ * turn cap (T + 1 turns, with no wrap-up request, which the script does not
+ * expect) and, for the batch, the per-turn call limit.
  *
  * The bench's own model rather than `ScriptedModel`: the same content as
  * every other adapter's, and no request recording (which would hold every
@@ -95,7 +96,7 @@ export const adapter: Adapter = {
     const result = await Effect.runPromise(
       Agent.run({
         prompt: "go",
-        config: { maxTurns: toolTurns + 1 },
+        config: { maxTurns: toolTurns + 1, graceTurns: 0 },
         plugins: [{
           name: "count",
           onEvent: () =>
