@@ -51,7 +51,6 @@ import * as AgentConfig from "./AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
 import * as Approvals from "./Approvals.ts"
-import * as ContextWindow from "./ContextWindow.ts"
 import * as Guards from "./Guards.ts"
 import type * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
@@ -131,8 +130,9 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
     const steering = options.steering ?? (yield* Effect.serviceOption(Steering.Steering)).pipe(
       (option) => option._tag === "Some" ? option.value : undefined
     )
+    const guards = yield* resolvePlugins(Guards.fromConfig(config))
     const userPlugins = yield* resolvePlugins(options.plugins ?? [])
-    const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...Guards.fromConfig(config), ...userPlugins]
+    const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...guards, ...userPlugins]
     const clock = yield* Clock.Clock
     const services = yield* Effect.context<R>()
     const listeners: Array<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>> = []
@@ -147,6 +147,7 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       system: state.system,
       messages: [],
       prompt: state.system === undefined ? [] : [Prompt.makeMessage("system", { content: state.system })],
+      converted: new WeakMap(),
       firstNew: setup.firstNew,
       turn: state.turn,
       eventTurn: state.turn,
@@ -201,6 +202,12 @@ const hookContext = <R>(run: Run.Run<R>, services: import("effect").Context.Cont
   get config() {
     return run.config
   },
+  get system() {
+    return run.system
+  },
+  get wrapUpRequested() {
+    return run.wrapUpRequested
+  },
   emit: (input) => Effect.provideContext(Run.emitInput(run, input), services),
   get snapshot() {
     return Effect.provideContext(Run.snapshot(run), services)
@@ -217,20 +224,30 @@ const buildPrompt = <R>(run: Run.Run<R>): Effect.Effect<Prompt.Prompt, never, R>
     for (const plugin of run.plugins) {
       if (plugin.transformContext === undefined) continue
       const out = yield* plugin.transformContext(messages, run.context)
-      if (out === messages) continue
-      yield* Run.emitInput(run, {
-        _tag: "ContextTransformed",
-        plugin: plugin.name,
-        messagesBefore: messages.length,
-        messagesAfter: out.length,
-        tokensBefore: ContextWindow.estimateTokens(messages),
-        tokensAfter: ContextWindow.estimateTokens(out)
-      })
-      messages = out
+      const next = "messages" in out ? out.messages : out
+      if (next === messages) continue
+      yield* Run.emitInput(
+        run,
+        "messages" in out
+          ? {
+            _tag: "ContextTransformed",
+            plugin: plugin.name,
+            messagesBefore: messages.length,
+            messagesAfter: next.length,
+            tokensBefore: out.tokensBefore,
+            tokensAfter: out.tokensAfter
+          }
+          : { _tag: "ContextTransformed", plugin: plugin.name, messagesBefore: messages.length, messagesAfter: next.length }
+      )
+      messages = next
     }
     if (messages === run.messages) return Prompt.fromMessages(run.prompt.slice())
-    const system = run.system === undefined ? [] : [Message.system(run.system)]
-    return Message.toPrompt([...system, ...messages])
+    const request: Array<Prompt.Message> = run.system === undefined ? [] : [run.prompt[0]!]
+    for (const message of messages) {
+      const converted = Run.promptMessage(run, message)
+      if (converted !== undefined) request.push(converted)
+    }
+    return Prompt.fromMessages(request)
   })
 
 const modelError = (turn: number) => (error: AiError.AiError) => ModelError.fromAiError(error, turn)
@@ -353,8 +370,8 @@ const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel
       plugin.afterTurn?.({ message: reply.message, toolResults: batch.results, terminated: batch.terminate }, run.context))
     const cancelled = reply.cancelled ?? (yield* Run.cancelReason(run))
     if (cancelled !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelled) }
-    if (after !== undefined) return { _tag: "End", outcome: after }
     if (batch.terminate) return { _tag: "End", outcome: Outcome.terminated }
+    if (after !== undefined) return { _tag: "End", outcome: after }
     return { _tag: "Continue", hasToolCalls: calls.length > 0 }
   })
 

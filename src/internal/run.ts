@@ -29,6 +29,8 @@ export interface Run<R> {
   readonly messages: Array<Message.Message>
   /** The transcript's `Prompt` messages, system prompt first; custom messages have none. */
   readonly prompt: Array<Prompt.Message>
+  /** Each appended message's `Prompt` form, for requests a transform rebuilt. */
+  readonly converted: WeakMap<Message.Message, Prompt.Message>
   /** Index of the first message this run added. */
   readonly firstNew: number
   /** Completed turns. */
@@ -74,7 +76,24 @@ export interface Run<R> {
 export const append = <R>(run: Run<R>, message: Message.Message): void => {
   run.messages.push(message)
   const converted = Message.toPromptMessage(message)
-  if (converted !== undefined) run.prompt.push(converted)
+  if (converted !== undefined) {
+    run.prompt.push(converted)
+    run.converted.set(message, converted)
+  }
+}
+
+/**
+ * The `Prompt` form of a message (converted once, then cached).
+ *
+ * @internal
+ */
+export const promptMessage = <R>(run: Run<R>, message: Message.Message): Prompt.Message | undefined => {
+  let converted = run.converted.get(message)
+  if (converted === undefined) {
+    converted = Message.toPromptMessage(message)
+    if (converted !== undefined) run.converted.set(message, converted)
+  }
+  return converted
 }
 
 /**
