@@ -8,12 +8,16 @@
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Console, Effect, FileSystem, Layer, Path, Schema } from "effect"
-import { CheckpointStore, Hooks, RunState, Session } from "effect-agent"
-import { ScriptedModel } from "effect-agent/testing"
-import { toolsLayer } from "../test/session/fixture.ts"
+import { Tool, Toolkit } from "effect/ai"
+import { CheckpointStore, Hooks, RunState, Session, ToolRegistry } from "../src/index.ts"
+import { ScriptedModel } from "../src/testing/index.ts"
 
 const turns = Number(process.argv[2] ?? 1000)
 const usage = { input: 1200, output: 80, cost: 0.0004 }
+
+const Step = Tool.make("step", { parameters: Schema.Struct({ n: Schema.Finite }), success: Schema.String })
+const Kit = Toolkit.make(Step)
+const tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({ step: ({ n }) => Effect.succeed(`step ${n} checked`) })))
 
 /** The first `turns` turns each call a tool with new arguments; one more answers. */
 const script: ScriptedModel.Script = (index) =>
@@ -43,6 +47,6 @@ const program = Effect.gen(function*() {
   }
   yield* Console.log(`${(seconds * 1000 / result.state.turn).toFixed(1)} ms per turn, checkpoint (3 fsyncs) included`)
   yield* Console.log(`final files: head ${head} bytes, journal ${journal} bytes; the whole state as one JSON: ${whole} bytes`)
-}).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), toolsLayer([]), NodeServices.layer)))
+}).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(ScriptedModel.layer(script), tools, NodeServices.layer)))
 
 NodeRuntime.runMain(program)

@@ -149,7 +149,7 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(before, ["step", "slow"])
       const checkpoint = (yield* store.load("s1")).state
       assert.deepStrictEqual(roles(checkpoint.messages), ["user", "assistant", "toolResult"])
-      assert.deepStrictEqual([checkpoint.turn, checkpoint.pluginState], [1, { counter: 1 }])
+      assert.deepStrictEqual([checkpoint.turn, checkpoint.pluginState.counter], [1, 1])
 
       const { events, exit, ran } = yield* resume(store, threeTurns("slow", 1), { plugins: [counting] })
       const { calls, result } = succeeded(exit)
@@ -160,7 +160,7 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(result.state.messages.slice(0, 3), checkpoint.messages)
       assertValidTranscript(result.state.messages)
       assert.deepStrictEqual(result.state.usage, { input: 300, output: 60, cacheRead: 0, cacheWrite: 0, reasoning: 0, cost: 0.003 })
-      assert.deepStrictEqual([result.state.turn, result.state.pluginState], [3, { counter: 2 }])
+      assert.deepStrictEqual([result.state.turn, result.state.pluginState.counter], [3, 2])
       assert.isAtLeast(result.state.elapsedMs, checkpoint.elapsedMs)
       assert.deepStrictEqual(tags(events).slice(0, 3), ["AgentStart", "SessionResumed", "TurnStart"])
       const [opened] = ofTag(events, "SessionResumed")
@@ -330,6 +330,36 @@ describe("Session.resume", () => {
       const raised = yield* resume(store, threeTurns("slow", 1), { config: { maxTurns: 3 } })
       const last = succeeded(raised.exit)
       assert.deepStrictEqual([last.result.outcome, last.calls], [{ _tag: "Completed" }, 1])
+    }))
+
+  it.live("a resume whose budget is already spent ends with BudgetExceeded without calling the model", () =>
+    Effect.gen(function*() {
+      // cost: the session ends on its budget; resuming it does not spend more
+      const costly = CheckpointStore.memory()
+      const first = yield* Session.run({ id: "s1", store: costly, prompt: "go", config: { budgets: { costUsd: 0.0015 } } }).pipe(
+        Effect.provide(layers(threeTurns("slow", 1), []))
+      )
+      assert.deepStrictEqual(first.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.0015, used: 0.002 })
+      const again = yield* resume(costly, threeTurns("slow", 1))
+      const spent = succeeded(again.exit)
+      assert.deepStrictEqual([spent.result.outcome, spent.calls], [first.outcome, 0])
+
+      // wall time: it ran out while a tool was running; the time used is restored with the checkpoint
+      const store = CheckpointStore.memory()
+      const overtime = Latch.makeUnsafe()
+      const session = Session.run({ id: "s1", store, prompt: "go", config: { budgets: { wallClock: "1 second" } } })
+      yield* Effect.forkChild(Effect.andThen(Effect.sleep("1100 millis"), overtime.open))
+      yield* interruptWhenStarted("slow", threeTurns("slow", 60_000), session, overtime)
+      const saved = (yield* store.load("s1")).state
+      assert.isAtLeast(saved.elapsedMs, 1100)
+      const late = yield* resume(store, threeTurns("slow", 1))
+      const { calls, result } = succeeded(late.exit)
+      assert.strictEqual(calls, 0)
+      assert.deepStrictEqual(
+        result.outcome._tag === "BudgetExceeded" && [result.outcome.budget, result.outcome.limit],
+        ["wallClock", 1000]
+      )
+      assert.deepStrictEqual(ofTag(late.events, "GuardTripped").map((e) => e.guard), ["budget"])
     }))
 
   it.live("fails with the store's error when there is no checkpoint, and with InvalidContinuation when the session had finished", () =>
