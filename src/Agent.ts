@@ -147,7 +147,7 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       system: state.system,
       messages: [],
       prompt: state.system === undefined ? [] : [Prompt.makeMessage("system", { content: state.system })],
-      converted: new WeakMap(),
+      converted: undefined,
       firstNew: setup.firstNew,
       turn: state.turn,
       eventTurn: state.turn,
@@ -160,6 +160,8 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       pendingApprovals: new Map(),
       wrapUpRequested: state.wrapUpRequested,
       plugins,
+      hooks: Run.hookLists(plugins),
+      model: yield* LanguageModel.LanguageModel,
       listeners,
       sinks: setup.sinks,
       registry,
@@ -172,7 +174,8 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
         results: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
         started: new Set(state.startedCalls)
       },
-      context: undefined!
+      context: undefined!,
+      services
     }
     for (const message of state.messages) Run.append(run, message)
     run.context = hookContext(run, services)
@@ -218,10 +221,15 @@ const hookContext = <R>(run: Run.Run<R>, services: import("effect").Context.Cont
 // One turn
 // -----------------------------------------------------------------------------
 
+// The request holds the transcript's Prompt messages as they are, not a copy: the loop appends
+// to them only between model calls, never while one runs (copying them would cost every turn
+// the length of the history).
+const transcriptPrompt = <R>(run: Run.Run<R>) => Effect.sync(() => Prompt.fromMessages(run.prompt))
+
 const buildPrompt = <R>(run: Run.Run<R>): Effect.Effect<Prompt.Prompt, never, R> =>
-  Effect.gen(function*() {
+  run.hooks.transformContext.length === 0 ? transcriptPrompt(run) : Effect.gen(function*() {
     let messages: ReadonlyArray<Message.Message> = run.messages
-    for (const plugin of run.plugins) {
+    for (const plugin of run.hooks.transformContext) {
       if (plugin.transformContext === undefined) continue
       const out = yield* plugin.transformContext(messages, run.context)
       const next = "messages" in out ? out.messages : out
@@ -241,7 +249,7 @@ const buildPrompt = <R>(run: Run.Run<R>): Effect.Effect<Prompt.Prompt, never, R>
       )
       messages = next
     }
-    if (messages === run.messages) return Prompt.fromMessages(run.prompt.slice())
+    if (messages === run.messages) return Prompt.fromMessages(run.prompt)
     const request: Array<Prompt.Message> = run.system === undefined ? [] : [run.prompt[0]!]
     for (const message of messages) {
       const converted = Run.promptMessage(run, message)
@@ -264,7 +272,7 @@ const streamReply = <R>(
   Effect.gen(function*() {
     const builder = new AssistantBuilder()
     yield* Run.emitInput(run, { _tag: "MessageStart", role: "assistant" })
-    const stream = LanguageModel.streamText({
+    const stream = run.model.streamText({
       prompt,
       toolkit: run.registry.toolkit,
       disableToolCallResolution: true,
@@ -303,12 +311,15 @@ type Step =
   | { readonly _tag: "Continue"; readonly hasToolCalls: boolean }
   | { readonly _tag: "End"; readonly outcome: Outcome.Outcome }
 
+const noOutcome = Effect.succeed(undefined)
+
 const runControl = <R>(
   run: Run.Run<R>,
+  plugins: ReadonlyArray<Hooks.Plugin<R>>,
   control: (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
 ): Effect.Effect<Outcome.Outcome | undefined, never, R> =>
-  Effect.gen(function*() {
-    for (const plugin of run.plugins) {
+  plugins.length === 0 ? noOutcome : Effect.gen(function*() {
+    for (const plugin of plugins) {
       const effect = control(plugin)
       if (effect === undefined) continue
       const decision = yield* effect
@@ -348,7 +359,7 @@ const answerOpenCalls = <R>(run: Run.Run<R>) =>
 /** One turn: guards, the model call, the tool batch, the turn's events and hooks. */
 const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel.LanguageModel | R> =>
   Effect.gen(function*() {
-    const guarded = yield* runControl(run, (plugin) => plugin.beforeModelCall?.(run.context))
+    const guarded = yield* runControl(run, run.hooks.beforeModelCall, (plugin) => plugin.beforeModelCall?.(run.context))
     if (guarded !== undefined) return { _tag: "End", outcome: guarded }
     const cancelledBefore = yield* Run.cancelReason(run)
     if (cancelledBefore !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelledBefore) }
@@ -366,7 +377,7 @@ const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel
     run.turn++
     yield* Run.emitInput(run, { _tag: "TurnEnd", message: reply.message, toolResults: batch.results })
     yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
-    const after = yield* runControl(run, (plugin) =>
+    const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
       plugin.afterTurn?.({ message: reply.message, toolResults: batch.results, terminated: batch.terminate }, run.context))
     const cancelled = reply.cancelled ?? (yield* Run.cancelReason(run))
     if (cancelled !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelled) }
@@ -382,16 +393,20 @@ const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel
 const take = (queue: Array<Message.Message>, mode: Steering.DeliveryMode): ReadonlyArray<Message.Message> =>
   mode === "all" ? queue.splice(0) : queue.splice(0, 1)
 
+const nothing: Effect.Effect<ReadonlyArray<Message.Message>> = Effect.succeed([])
+
 const poll = <R>(
   run: Run.Run<R>,
   kind: "steering" | "followUp"
-): Effect.Effect<ReadonlyArray<Message.Message>, never, R> =>
-  Effect.gen(function*() {
-    const queue = kind === "steering" ? run.steeringQueue : run.followUpQueue
+): Effect.Effect<ReadonlyArray<Message.Message>, never, R> => {
+  const queue = kind === "steering" ? run.steeringQueue : run.followUpQueue
+  const hooks = run.hooks[kind]
+  if (run.steering === undefined && hooks.length === 0 && queue.length === 0) return nothing
+  return Effect.gen(function*() {
     if (run.steering !== undefined) {
       queue.push(...yield* (kind === "steering" ? run.steering.takeSteering : run.steering.takeFollowUps))
     }
-    for (const plugin of run.plugins) {
+    for (const plugin of hooks) {
       const hook = kind === "steering" ? plugin.steering : plugin.followUp
       if (hook !== undefined) queue.push(...yield* hook(run.context))
     }
@@ -403,6 +418,7 @@ const poll = <R>(
       : run.steering.followUpMode
     return take(queue, mode)
   })
+}
 
 const deliver = <R>(
   run: Run.Run<R>,

@@ -345,6 +345,16 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
 
 const normalise = (text: string) => text.trim().replace(/\s+/g, " ")
 
+/** FNV-1a, 32 bits: replies are counted by hash, so the saved state stays small. */
+const fnv1a = (text: string): string => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193)
+  }
+  return (hash >>> 0).toString(16)
+}
+
 const StagnationState = Schema.Record(Schema.String, Schema.Finite)
 
 /**
@@ -357,19 +367,19 @@ const StagnationState = Schema.Record(Schema.String, Schema.Finite)
  */
 export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Hooks.Plugin> =>
   Effect.sync(() => {
-    let counts: Record<string, number> = {}
+    const counts = new Map<string, number>()
     return {
       name: "stagnationDetector",
       onEvent: (event) =>
         Effect.sync(() => {
-          if (resetsDetectors(event)) counts = {}
+          if (resetsDetectors(event)) counts.clear()
         }),
       afterTurn: (turn, ctx) =>
         Effect.suspend(() => {
           if (Message.toolCalls(turn.message).length > 0) return Effect.succeed(Hooks.proceed)
-          const text = normalise(Message.textOf(turn.message))
-          const repeats = (counts[text] ?? 0) + 1
-          counts = { ...counts, [text]: repeats }
+          const text = fnv1a(normalise(Message.textOf(turn.message)))
+          const repeats = (counts.get(text) ?? 0) + 1
+          counts.set(text, repeats)
           if (repeats <= maxStagnantReplies) return Effect.succeed(Hooks.proceed)
           return Effect.as(
             ctx.emit({
@@ -383,10 +393,12 @@ export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Ho
           )
         }),
       state: {
-        save: Effect.sync(() => counts),
+        save: Effect.sync(() => Object.fromEntries(counts)),
         restore: (saved) =>
           Effect.sync(() => {
-            if (Schema.is(StagnationState)(saved)) counts = { ...saved }
+            if (!Schema.is(StagnationState)(saved)) return
+            counts.clear()
+            for (const [text, repeats] of Object.entries(saved)) counts.set(text, repeats)
           })
       }
     }

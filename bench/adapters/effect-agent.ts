@@ -1,20 +1,22 @@
 /**
- * effect-agent: `Agent.run` over a `LanguageModel` built with effect/ai's
- * `LanguageModel.make` (the interface every provider implements) whose
- * `streamText` plays the script as encoded stream parts. The tools are
+ * effect-agent: `Agent.run` over effect-agent's `ScriptedModel` (a
+ * `LanguageModel`) playing the script, with request recording off. The tools are
  * `effect/ai` `Tool`s in a `Toolkit`, handlers from `toolkit.toLayer`, given
  * to the loop through `ToolRegistry.layer`; every event reaches the consumer
  * through a plugin's `onEvent`. The config is the default one, except the
  * turn cap (T + 1 turns, with no wrap-up request, which the script does not
  * expect) and, for the batch, the per-turn call limit.
  *
- * The bench's own model rather than `ScriptedModel`: the same content as
- * every other adapter's, and no request recording (which would hold every
- * prompt of the run and inflate the heap figures).
+ * ScriptedModel streams what a provider streams: the text deltas, the tool
+ * call's argument text as it arrives, the call, the finish with usage. In the
+ * loop's mode it builds the decoded parts itself; a provider built on
+ * effect/ai's `LanguageModel.make` pays more per part for Schema decoding
+ * (see RESULTS.md).
  */
-import { Effect, Layer, Schema, Stream } from "effect"
-import { LanguageModel, type Response, Tool, Toolkit } from "effect/ai"
+import { Effect, Layer, Schema } from "effect"
+import { type Prompt, Tool, Toolkit } from "effect/ai"
 import { Agent, Message, ToolRegistry } from "../../src/index.ts"
+import { ScriptedModel } from "../../src/testing/index.ts"
 import {
   type Adapter,
   type BatchSpec,
@@ -28,44 +30,27 @@ import {
   sessionScript
 } from "../workload.ts"
 
-const finish = (turn: Turn): Response.StreamPartEncoded => ({
-  type: "finish",
-  reason: turn.calls.length > 0 ? "tool-calls" : "stop",
-  usage: { inputTokens: { total: 0 }, outputTokens: { total: 0 } }
+/** A workload turn as a scripted turn: the same deltas, the call's arguments as the JSON text a provider sends. */
+const scripted = (turn: Turn): ScriptedModel.Turn => ({
+  text: turn.deltas,
+  toolCalls: turn.calls.map((call) => ({ id: call.id, name: call.name, rawParams: call.json }))
 })
 
-const partsOf = (turn: Turn): Array<Response.StreamPartEncoded> => {
-  const parts: Array<Response.StreamPartEncoded> = [{ type: "text-start", id: "t" }]
-  for (const delta of turn.deltas) parts.push({ type: "text-delta", id: "t", delta })
-  parts.push({ type: "text-end", id: "t" })
-  // A provider parses the arguments' JSON text; so does this one.
-  for (const call of turn.calls) parts.push({ type: "tool-call", id: call.id, name: call.name, params: JSON.parse(call.json) })
-  parts.push(finish(turn))
-  return parts
-}
-
 /** Checks the request ended with the previous turn's tool result. */
-const checkRequest = (script: Script, options: LanguageModel.ProviderOptions): void => {
-  const last = options.prompt.content[options.prompt.content.length - 1]
+const checkRequest = (script: Script, prompt: Prompt.Prompt): void => {
+  const last = prompt.content[prompt.content.length - 1]
   if (last?.role !== "tool") return script.check(undefined, undefined)
   const result = last.content[last.content.length - 1]
   if (result?.type !== "tool-result") return script.check(undefined, undefined)
   script.check(result.id, typeof result.result === "string" ? result.result : JSON.stringify(result.result))
 }
 
-/** A `LanguageModel` whose `streamText` plays the script. */
-const scriptedModel = (script: Script): Layer.Layer<LanguageModel.LanguageModel> =>
-  Layer.effect(
-    LanguageModel.LanguageModel,
-    LanguageModel.make({
-      generateText: () => Effect.die(new Error("the benchmark only streams")),
-      streamText: (options) =>
-        Stream.unwrap(Effect.sync(() => {
-          checkRequest(script, options)
-          return Stream.fromArray(partsOf(script.next()))
-        }))
-    })
-  )
+/** effect-agent's `ScriptedModel` playing the workload, recording nothing. */
+const scriptedModel = (script: Script) =>
+  ScriptedModel.layer((_index, request) => {
+    checkRequest(script, request.prompt)
+    return scripted(script.next())
+  }, { record: false })
 
 const Params = Schema.Struct({ i: Schema.Finite })
 const Noop = Tool.make(NOOP, { description: "Does nothing.", parameters: Params, success: Schema.String })
