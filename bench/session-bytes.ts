@@ -42,7 +42,7 @@ const program = Effect.gen(function*() {
   const journal = (yield* fs.stat(path.join(dir, "bench", "journal-0.ndjson"))).size
   const whole = JSON.stringify(Schema.encodeSync(RunState.RunStateJson)(result.state)).length
   yield* Console.log(`${result.state.turn} turns, ${result.state.messages.length} messages, ${seconds.toFixed(1)} s`)
-  for (const turn of [1, 10, 100, turns]) {
+  for (const turn of new Set([1, 10, 100, turns])) {
     if (bytes.has(turn)) yield* Console.log(`turn ${turn}: ${bytes.get(turn)} bytes written`)
   }
   yield* Console.log(`${(seconds * 1000 / result.state.turn).toFixed(1)} ms per turn, checkpoint (3 fsyncs) included`)
