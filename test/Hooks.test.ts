@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { Agent, Hooks, Message } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { makeTrace, ofTag, runOk, tags, toolResultTexts, toolsLayer } from "./support.ts"
+import { counting, makeTrace, ofTag, runOk, tags, toolResultTexts, toolsLayer } from "./support.ts"
 
 const call = (name: string, params: unknown, id: string) => ({ id, name, params })
 
@@ -178,14 +178,6 @@ describe("beforeModelCall and afterTurn", () => {
 describe("state", () => {
   it.effect("a plugin's state is saved in the result and restored on continue", () =>
     Effect.gen(function*() {
-      const counting = Effect.sync(() => {
-        let calls = 0
-        return Hooks.plugin({
-          name: "counter",
-          afterToolCall: () => Effect.sync(() => void calls++),
-          state: { save: Effect.sync(() => calls), restore: (saved) => Effect.sync(() => void (calls = Number(saved))) }
-        })
-      })
       const layers = (script: ScriptedModel.Script) => Layer.merge(ScriptedModel.layer(script), toolsLayer())
       const first = yield* Agent.run({ prompt: "go", plugins: [counting], config: { maxTurns: 1, graceTurns: 0 } }).pipe(
         Effect.provide(layers([{ toolCalls: [call("add", { a: 1, b: 1 }, "a"), call("add", { a: 1, b: 1 }, "b")] }]))

@@ -200,3 +200,12 @@ export const toolResultTexts = (request: ScriptedModel.Request): Array<string> =
       : []
   )
 
+/** A plugin with state: it counts the tool calls that finished, and saves and restores the count. */
+export const counting = Effect.sync(() => {
+  let calls = 0
+  return Hooks.plugin({
+    name: "counter",
+    afterToolCall: () => Effect.sync(() => void calls++),
+    state: { save: Effect.sync(() => calls), restore: (saved) => Effect.sync(() => void (calls = Number(saved))) }
+  })
+})

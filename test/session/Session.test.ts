@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Latch, Layer } from "effect"
 import { type Agent, type AgentEvent, Approvals, CheckpointStore, Hooks, Message, type RunState, Session, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { assertValidTranscript, ofTag, recorder, tags } from "../support.ts"
+import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
 import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
@@ -67,16 +67,6 @@ const succeeded = <A, E>(exit: import("effect").Exit.Exit<A, E>): A => {
   if (exit._tag === "Failure") throw new Error(`expected success: ${String(exit.cause)}`)
   return exit.value
 }
-
-/** Counts the tool calls that finished; its count is saved with the checkpoint. */
-const counting = Effect.sync(() => {
-  let calls = 0
-  return Hooks.plugin({
-    name: "counter",
-    afterToolCall: () => Effect.sync(() => void calls++),
-    state: { save: Effect.sync(() => calls), restore: (saved) => Effect.sync(() => void (calls = Number(saved))) }
-  })
-})
 
 describe("Session.run", () => {
   it.live("checkpoints at the start and after every turn; the last checkpoint is the run's final state", () =>
