@@ -1,0 +1,38 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, it } from "@effect/vitest"
+import { Effect, Fiber, FileSystem, Latch } from "effect"
+import { durableSession } from "../../examples/durable-session.ts"
+
+it.live("examples/durable-session.ts: stopped while it publishes, the next run resumes and does not publish again", () =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const dir = yield* fs.makeTempDirectoryScoped({ prefix: "durable-session-test-" })
+    const first: Array<string> = []
+    const publishing = Latch.makeUnsafe()
+    const fiber = yield* Effect.forkChild(durableSession(dir, (line) =>
+      Effect.sync(() => {
+        first.push(line)
+        // the checkpoint after the publish call started: what Ctrl-C leaves behind
+        if (first.at(-2)?.startsWith("  publish") && line.startsWith("  checkpoint saved")) publishing.openUnsafe()
+      }), "20 millis"))
+    yield* publishing.await
+    yield* Fiber.interrupt(fiber)
+    assert.deepStrictEqual(first.filter((line) => !line.includes("checkpoint")), [
+      "turn 1",
+      "  fetch_page {\"url\":\"https://example.org/a\"}",
+      "  fetch_page {\"url\":\"https://example.org/b\"}",
+      "  ✓ <h1>https://example.org/a</h1> 42 is the answer.",
+      "  ✓ <h1>https://example.org/b</h1> 42 is the answer.",
+      "turn 2",
+      "  publish {\"title\":\"Both pages agree: 42\"}"
+    ])
+
+    const second: Array<string> = []
+    const result = yield* durableSession(dir, (line) => Effect.sync(() => void second.push(line)), "20 millis")
+    assert.strictEqual(result.outcome._tag, "Completed")
+    assert.strictEqual(second[0], "resumed at turn 2 (5 messages restored)")
+    assert.match(second[1]!, /^ {2}✓ This call to publish had started when the run was interrupted, and its outcome is unknown/)
+    assert.isFalse(second.some((line) => line.startsWith("  publish")))
+    const lines = (yield* fs.readFileString(`${dir}/research.ndjson`)).trim().split("\n")
+    assert.strictEqual(JSON.parse(lines.at(-1)!)._tag, "AgentEnd")
+  }).pipe(Effect.provide(NodeServices.layer)))
