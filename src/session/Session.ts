@@ -77,13 +77,6 @@ export interface ResumeOptions<R = never> extends Agent.ContinueOptions<R> {
   readonly store: CheckpointStore.Service
 }
 
-/**
- * The name of the checkpointing plugin a session adds after the given plugins.
- *
- * @since 0.1.0
- */
-export const pluginName = "session"
-
 const promptMessages = (prompt: Agent.RunOptions["prompt"]): ReadonlyArray<Message.Message> =>
   typeof prompt === "string" ? [Message.user(prompt)] : "role" in prompt ? [prompt] : prompt
 
@@ -133,7 +126,7 @@ const checkpointer = (
         return yield* write({ ...last, steering: final.steering, followUps: final.followUps, elapsedMs: final.elapsedMs })
       })).pipe(Effect.catch((error) => Effect.asVoid(Deferred.fail(failed, error))))
     const plugin: Hooks.Plugin = {
-      name: pluginName,
+      name: "session",
       afterTurn: (_turn, ctx) => Effect.as(checkpoint(ctx), Hooks.proceed),
       onEvent: (event, ctx) => {
         switch (event._tag) {
@@ -212,13 +205,8 @@ const resumeConfig = (saved: AgentConfig.AgentConfig | undefined, given: AgentCo
   return { ...saved, ...given, budgets: { ...saved.budgets, ...given.budgets } }
 }
 
-/**
- * The `SessionResumed` event of a resumed session: where it resumes and what
- * was restored.
- *
- * @since 0.1.0
- */
-export const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input => ({
+/** The `SessionResumed` event of a resumed session: where it resumes and what was restored. */
+const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input => ({
   _tag: "SessionResumed",
   sessionId,
   resumedAtTurn: state.turn + 1,

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Latch, Layer } from "effect"
+import { AiError } from "effect/ai"
 import { type Agent, type AgentEvent, Approvals, CheckpointStore, Hooks, Message, type RunState, Session, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
@@ -320,6 +321,18 @@ describe("Session.resume", () => {
       const raised = yield* resume(store, threeTurns("slow", 1), { config: { maxTurns: 3 } })
       const last = succeeded(raised.exit)
       assert.deepStrictEqual([last.result.outcome, last.calls], [{ _tag: "Completed" }, 1])
+    }))
+
+  it.live("a run that fails (the model is down) keeps its last checkpoint, and resuming retries the turn", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const down: Turns = [threeTurns("slow", 1)[0]!, { fail: new AiError.InternalProviderError({ description: "overloaded" }) }]
+      const failed = yield* Effect.flip(Session.run({ id: "s1", store, prompt: "go" })).pipe(Effect.provide(layers(down, [])))
+      assert.strictEqual(failed._tag, "ModelError")
+      assert.deepStrictEqual(roles((yield* store.load("s1")).state.messages), ["user", "assistant", "toolResult"])
+      const { exit } = yield* resume(store, threeTurns("slow", 1))
+      const { calls, result } = succeeded(exit)
+      assert.deepStrictEqual([result.outcome._tag, calls, result.state.turn], ["Completed", 2, 3])
     }))
 
   it.live("a resume whose budget is already spent ends with BudgetExceeded without calling the model", () =>
