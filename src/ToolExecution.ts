@@ -180,12 +180,13 @@ const plan = <R>(
   Effect.gen(function*() {
     const tool = run.registry.get(part.name)
     const base: Hooks.ToolCall = { id: part.id, name: part.name, params: part.params, rawParams: part.params, tool }
+    // What was restored stays in `run.restored` until the batch ends, so a snapshot taken while the
+    // batch runs still has it (a call that started before the crash must never look unstarted).
     const restored = run.restored.results.get(part.id)
     if (restored !== undefined) {
-      run.restored.results.delete(part.id)
       return { index, call: base, counted: false, action: { _tag: "Restored", result: restored } }
     }
-    const startedBefore = run.restored.started.delete(part.id)
+    const startedBefore = run.restored.started.has(part.id)
     if (tool === undefined) {
       return {
         index,
@@ -589,5 +590,7 @@ export const executeBatch = <R>(
       }
     }
     run.batchResults.clear()
+    run.restored.results.clear()
+    run.restored.started.clear()
     return { results, terminate: over.size === 0 && counted > 0 && votes === counted }
   })

@@ -221,8 +221,14 @@ export const snapshot = <R>(run: Run<R>): Effect.Effect<RunState.RunState, never
         steering: run.steeringQueue.slice(),
         followUps: run.followUpQueue.slice(),
         pendingApprovals: Array.from(run.pendingApprovals.values()),
-        partialResults: [...run.restored.results.values(), ...run.batchResults.values()],
-        startedCalls: [...run.restored.started, ...run.startedCalls],
+        partialResults: [
+          ...Array.from(run.restored.results.values()).filter((result) => !run.batchResults.has(result.toolCallId)),
+          ...run.batchResults.values()
+        ],
+        startedCalls: [
+          ...Array.from(run.restored.started).filter((id) => !run.batchResults.has(id) && !run.startedCalls.has(id)),
+          ...run.startedCalls
+        ],
         wrapUpRequested: run.wrapUpRequested,
         pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
       }

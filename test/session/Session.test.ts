@@ -253,6 +253,55 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(result.state.pendingApprovals, [])
     }))
 
+  it.live("crashing twice: a call that had started before the first crash is still never run after the second", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const turns: Turns = [
+        {
+          toolCalls: [
+            { id: "a", name: "deploy", params: { env: "prod" } },
+            { id: "b", name: "charge", params: { cents: 500, ms: 60_000 } }
+          ]
+        },
+        { text: "done" }
+      ]
+      // 1. the charge runs while the deploy waits for approval: crash
+      const first = savedAfter((event) => event._tag === "ApprovalRequested")
+      const nobody = yield* Approvals.interactive()
+      yield* interruptWhenStarted(
+        "charge",
+        turns,
+        Session.run({ id: "s1", store, prompt: "go", plugins: [first.plugin] }).pipe(
+          Effect.provideService(Approvals.Approvals, nobody)
+        ),
+        first.latch
+      )
+      const once = (yield* store.load("s1")).state
+      assert.deepStrictEqual([once.startedCalls, once.pendingApprovals.map((p) => p.toolCallId)], [["b"], ["a"]])
+      // 2. resumed, the deploy asks again (a checkpoint is saved while the batch runs): crash again
+      const second = savedAfter((event) => event._tag === "ApprovalRequested")
+      const stillNobody = yield* Approvals.interactive()
+      const ran: Array<string> = []
+      const fiber = yield* Effect.forkChild(
+        Session.resume("s1", { store, plugins: [second.plugin] }).pipe(
+          Effect.provideService(Approvals.Approvals, stillNobody),
+          Effect.provide(layers(turns, ran))
+        )
+      )
+      yield* second.latch.await
+      yield* Fiber.interrupt(fiber)
+      const twice = (yield* store.load("s1")).state
+      assert.deepStrictEqual([twice.startedCalls, twice.pendingApprovals.map((p) => p.toolCallId)], [["b"], ["a"]])
+      // 3. resumed and approved: the deploy runs, the charge never does
+      const approvals = yield* Approvals.interactive()
+      yield* approvals.approve("a")
+      const last = yield* resume(store, turns).pipe(Effect.provideService(Approvals.Approvals, approvals))
+      const { result } = succeeded(last.exit)
+      assert.deepStrictEqual([...ran, ...last.ran], ["deploy"])
+      assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed to prod")
+      assert.match(Message.textOf(result.state.messages[3]!), /^This call to charge had started when the run was interrupted/)
+    }))
+
   it.live("steering delivered before the crash stays in the transcript once; undelivered steering and follow-ups are saved and delivered", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
