@@ -20,7 +20,8 @@
  *   checkpoint's transcript (the turn in flight is redone on resume) and adds
  *   the steering and follow-ups that were still undelivered.
  *
- * Each save emits `CheckpointSaved` with the bytes it wrote. When a
+ * Each save but the last emits `CheckpointSaved` with the bytes it wrote
+ * (nothing follows `AgentEnd`). When a
  * checkpoint cannot be written the run is stopped at once and the session
  * fails with the store's error: a durable run does not go on undurably.
  *
