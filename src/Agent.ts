@@ -346,14 +346,44 @@ const appendResults = <R>(run: Run.Run<R>, results: ReadonlyArray<Message.ToolRe
   for (const result of results) Run.append(run, result)
 }
 
-/** Runs the calls of the last assistant message that have no result yet. */
-const answerOpenCalls = <R>(run: Run.Run<R>) =>
+/**
+ * Ends a turn whose reply and results are in the transcript: counts it, emits
+ * its events, runs the `afterTurn` hooks and decides whether the run goes on.
+ */
+const endTurn = <R>(
+  run: Run.Run<R>,
+  message: Message.AssistantMessage,
+  batch: ToolExecution.BatchResult,
+  cancelledReply: string | undefined
+): Effect.Effect<Step, never, R> =>
   Effect.gen(function*() {
-    const open = openCalls(run.messages)
-    if (open.length === 0) return false
+    run.turn++
+    yield* Run.emitInput(run, { _tag: "TurnEnd", message, toolResults: batch.results })
+    yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
+    const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
+      plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
+    const cancelled = cancelledReply ?? (yield* Run.cancelReason(run))
+    if (cancelled !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelled) }
+    if (batch.terminate) return { _tag: "End", outcome: Outcome.terminated }
+    if (after !== undefined) return { _tag: "End", outcome: after }
+    return { _tag: "Continue", hasToolCalls: Message.toolCalls(message).length > 0 }
+  })
+
+const noBatch: ToolExecution.BatchResult = { results: [], terminate: false }
+
+/**
+ * Finishes the turn a continued state stopped in: runs the calls of its last
+ * assistant message that have no result yet, then ends that turn (it counts:
+ * its model call was made).
+ */
+const finishOpenTurn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, R> =>
+  Effect.gen(function*() {
+    const { calls: open, message } = openCalls(run.messages)
+    if (message === undefined || open.length === 0) return { _tag: "Continue", hasToolCalls: false }
+    run.eventTurn = run.turn + 1
     const batch = yield* ToolExecution.executeBatch(run, open)
     appendResults(run, batch.results)
-    return batch.terminate
+    return yield* endTurn(run, message, batch, undefined)
   })
 
 /** One turn: guards, the model call, the tool batch, the turn's events and hooks. */
@@ -370,20 +400,9 @@ const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel
     Run.append(run, reply.message)
     run.usage = Message.addUsage(run.usage, reply.message.usage)
     const calls = Message.toolCalls(reply.message)
-    const batch = calls.length === 0
-      ? { results: [], terminate: false }
-      : yield* ToolExecution.executeBatch(run, calls)
+    const batch = calls.length === 0 ? noBatch : yield* ToolExecution.executeBatch(run, calls)
     appendResults(run, batch.results)
-    run.turn++
-    yield* Run.emitInput(run, { _tag: "TurnEnd", message: reply.message, toolResults: batch.results })
-    yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
-    const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
-      plugin.afterTurn?.({ message: reply.message, toolResults: batch.results, terminated: batch.terminate }, run.context))
-    const cancelled = reply.cancelled ?? (yield* Run.cancelReason(run))
-    if (cancelled !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelled) }
-    if (batch.terminate) return { _tag: "End", outcome: Outcome.terminated }
-    if (after !== undefined) return { _tag: "End", outcome: after }
-    return { _tag: "Continue", hasToolCalls: calls.length > 0 }
+    return yield* endTurn(run, reply.message, batch, reply.cancelled)
   })
 
 // -----------------------------------------------------------------------------
@@ -438,7 +457,8 @@ const naturalEnd = <R>(run: Run.Run<R>): Outcome.Outcome => run.wrapUpRequested 
 
 const loop = <R>(run: Run.Run<R>): Effect.Effect<Outcome.Outcome, AgentError, LanguageModel.LanguageModel | R> =>
   Effect.gen(function*() {
-    if (yield* answerOpenCalls(run)) return Outcome.terminated
+    const finished = yield* finishOpenTurn(run)
+    if (finished._tag === "End") return finished.outcome
     let pending = yield* poll(run, "steering")
     let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
     // A continued run that stopped naturally goes straight to its follow-ups.
@@ -464,23 +484,26 @@ const endsWithReply = (messages: ReadonlyArray<Message.Message>): boolean => {
   return last !== undefined && last.role === "assistant" && Message.toolCalls(last).length === 0
 }
 
-/** The calls of the last assistant message that have no result after it. */
-const openCalls = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.ToolCallPart> => {
+/** The last assistant message and its calls that have no result after it. */
+const openCalls = (messages: ReadonlyArray<Message.Message>): {
+  readonly message: Message.AssistantMessage | undefined
+  readonly calls: ReadonlyArray<Message.ToolCallPart>
+} => {
   let index = messages.length - 1
   while (index >= 0 && messages[index]!.role !== "assistant") index--
   const last = messages[index]
-  if (last === undefined || last.role !== "assistant") return []
+  if (last === undefined || last.role !== "assistant") return { message: undefined, calls: [] }
   const answered = new Set<string>()
   for (let i = index + 1; i < messages.length; i++) {
     const message = messages[i]!
     if (message.role === "toolResult") answered.add(message.toolCallId)
   }
-  return Message.toolCalls(last).filter((call) => !answered.has(call.id))
+  return { message: last, calls: Message.toolCalls(last).filter((call) => !answered.has(call.id)) }
 }
 
 /** Answers the calls left open by a run that ended abnormally, so the transcript stays valid. */
 const closeOpenCalls = <R>(run: Run.Run<R>, text: string): void => {
-  for (const call of openCalls(run.messages)) {
+  for (const call of openCalls(run.messages).calls) {
     Run.append(
       run,
       run.batchResults.get(call.id) ??

@@ -82,6 +82,11 @@ describe("continuing a state saved in the middle of a batch", () => {
       assert.deepStrictEqual(ofTag(events, "ToolExecutionStart").map((e) => e.toolCallId), ["s"])
       assert.deepStrictEqual(result.state.partialResults, [])
       assert.deepStrictEqual(result.state.startedCalls, [])
+      // the interrupted turn is finished and counted (its model call was made), then the next one runs
+      assert.strictEqual(state.turn, 0)
+      assert.strictEqual(result.state.turn, 2)
+      const turnEnds = ofTag(events, "TurnEnd")
+      assert.deepStrictEqual(turnEnds.map((e) => [e.turn, e.toolResults.map((r) => r.toolCallId)]), [[1, ["q", "s", "c"]], [2, []]])
     }))
 
   it.effect("a call that was waiting for approval asks again, and an early decision answers it", () =>

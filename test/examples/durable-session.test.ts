@@ -14,7 +14,7 @@ it.live("examples/durable-session.ts: stopped while it publishes, the next run r
         first.push(line)
         // the checkpoint after the publish call started: what Ctrl-C leaves behind
         if (first.at(-2)?.startsWith("  publish") && line.startsWith("  checkpoint saved")) publishing.openUnsafe()
-      }), "20 millis"))
+      }), "300 millis"))
     yield* publishing.await
     yield* Fiber.interrupt(fiber)
     assert.deepStrictEqual(first.filter((line) => !line.includes("checkpoint")), [
