@@ -12,3 +12,9 @@ export * as AgentTool from "./AgentTool.ts"
 export * as Message from "./Message.ts"
 /** @since 0.1.0 */
 export * as ToolArguments from "./ToolArguments.ts"
+/** @since 0.1.0 */
+export * as Pricing from "./Pricing.ts"
+/** @since 0.1.0 */
+export * as OpenAiChat from "./providers/OpenAiChat.ts"
+/** @since 0.1.0 */
+export * as Anthropic from "./providers/Anthropic.ts"
