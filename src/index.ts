@@ -18,3 +18,5 @@ export * as Pricing from "./Pricing.ts"
 export * as OpenAiChat from "./providers/OpenAiChat.ts"
 /** @since 0.1.0 */
 export * as Anthropic from "./providers/Anthropic.ts"
+/** @since 0.1.0 */
+export * as OpenAiResponses from "./providers/OpenAiResponses.ts"
