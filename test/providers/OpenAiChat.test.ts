@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Redacted } from "effect"
 import { Tool } from "effect/ai"
-import { OpenAiChat } from "../../src/index.ts"
+import { OpenAiChat, ToolArguments } from "../../src/index.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
@@ -164,5 +164,79 @@ describe("OpenAiChat", () => {
       assert.strictEqual(server.requests[0]!.body.keep_alive, "5m")
       assert.strictEqual(server.requests[0]!.body.max_tokens, undefined)
       assert.strictEqual(server.requests[1]!.headers.authorization, "Bearer sk-from-env")
+    }))
+})
+
+describe("OpenAiChat stream decoding", () => {
+  const chunk = (delta: unknown, extra: Record<string, unknown> = {}) => ({
+    id: "chatcmpl-x",
+    model: "qwen3:8b",
+    choices: [{ index: 0, delta, finish_reason: null }],
+    ...extra
+  })
+
+  it.effect("decodes reasoning deltas, cached tokens, and passes malformed arguments and unknown tools through", () =>
+    Effect.gen(function*() {
+      const body = TestServer.events(
+        chunk({ role: "assistant", reasoning_content: "Think" }),
+        chunk({ reasoning_content: "ing." }),
+        chunk({ content: "Calling." }),
+        chunk({ tool_calls: [{ index: 0, id: "call_a", type: "function", function: { name: "search", arguments: "" } }] }),
+        chunk({ tool_calls: [{ index: 0, function: { arguments: "{\"q\": \"Par" } }] }),
+        chunk({ tool_calls: [{ index: 1, id: "call_b", function: { name: "get_weather", arguments: "{}" } }] }),
+        { id: "chatcmpl-x", model: "qwen3:8b", choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }] },
+        {
+          id: "chatcmpl-x",
+          model: "qwen3:8b",
+          choices: [],
+          usage: {
+            prompt_tokens: 100,
+            completion_tokens: 20,
+            prompt_tokens_details: { cached_tokens: 60 },
+            completion_tokens_details: { reasoning_tokens: 5 }
+          }
+        },
+        "[DONE]"
+      )
+      const server = yield* TestServer.start(() => Effect.succeed(TestServer.sse(body)))
+      const response = yield* ProviderTest.generate("hi").pipe(Effect.provide(layer(server.baseUrl)))
+      assert.strictEqual(response.reasoningText, "Thinking.")
+      assert.strictEqual(response.text, "Calling.")
+      const [search, weather] = response.toolCalls
+      assert.deepStrictEqual([search?.id, search?.name, weather?.id, weather?.name, weather?.params], [
+        "call_a",
+        "search",
+        "call_b",
+        "get_weather",
+        {}
+      ])
+      const malformed = search?.params
+      assert(ToolArguments.isMalformed(malformed))
+      assert.strictEqual(malformed.raw, "{\"q\": \"Par")
+      assert.include(malformed.error, "JSON")
+      assert.strictEqual(response.finishReason, "tool-calls")
+      assert.deepStrictEqual({ ...response.usage.inputTokens }, { total: 100, uncached: 40, cacheRead: 60, cacheWrite: 0 })
+      assert.deepStrictEqual({ ...response.usage.outputTokens }, { total: 20, reasoning: 5 })
+      assert.deepStrictEqual(response.content.map((part) => part.type), [
+        "response-metadata",
+        "reasoning",
+        "text",
+        "tool-call",
+        "tool-call",
+        "finish"
+      ])
+      // Not in the price table: no cost.
+      assert.deepStrictEqual(response.content.at(-1)!.metadata, {})
+    }))
+
+  it.effect("a tool call whose first delta has no id is an invalid stream", () =>
+    Effect.gen(function*() {
+      const body = TestServer.events(
+        chunk({ tool_calls: [{ index: 0, function: { name: "search", arguments: "{}" } }] }),
+        "[DONE]"
+      )
+      const server = yield* TestServer.start(() => Effect.succeed(TestServer.sse(body)))
+      const exit = yield* Effect.exit(ProviderTest.generate("hi").pipe(Effect.provide(layer(server.baseUrl))))
+      assert.include(String(exit), "the first delta of tool call 0 has no id")
     }))
 })

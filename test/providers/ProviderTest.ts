@@ -19,13 +19,15 @@ export const GetWeather = Tool.make("get_weather", {
 export const Tools = Toolkit.make(GetWeather)
 
 /** What the loop passes: tool definitions, no resolution, deferred validation. */
-export const streamParts = (prompt: Prompt.RawInput) =>
+export const stream = (prompt: Prompt.RawInput) =>
   LanguageModel.streamText({
     prompt,
     toolkit: Tools,
     disableToolCallResolution: true,
     toolCallValidation: "deferred"
-  }).pipe(Stream.runCollect)
+  })
+
+export const streamParts = (prompt: Prompt.RawInput) => Stream.runCollect(stream(prompt))
 
 export const generate = (prompt: Prompt.RawInput) =>
   LanguageModel.generateText({
