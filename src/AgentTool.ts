@@ -12,8 +12,9 @@
  * import { Tool } from "effect/ai"
  * import { AgentTool } from "effect-agent"
  *
- * const Deploy = Tool.make("deploy", { parameters: Schema.Struct({ env: Schema.String }) }).pipe(
- *   AgentTool.annotate({ execution: "exclusive", timeout: "2 minutes", replaySafe: false })
+ * const Deploy = AgentTool.annotate(
+ *   Tool.make("deploy", { parameters: Schema.Struct({ env: Schema.String }) }),
+ *   { execution: "exclusive", timeout: "2 minutes", replaySafe: false }
  * )
  * ```
  *

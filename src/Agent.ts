@@ -1,0 +1,565 @@
+/**
+ * The agent loop: call the model with the transcript and the tools, run the
+ * tool calls it asks for, append their results, and repeat until the model
+ * stops, a tool ends the run, or a guard does.
+ *
+ * ```
+ * AgentStart
+ * loop (outer: follow-ups)
+ *   loop (inner: while the model asks for tools, or steering is pending)
+ *     deliver steering → guards (beforeModelCall) → TurnStart
+ *     transformContext (request only) → model stream → MessageStart / MessageUpdate… / MessageEnd
+ *     tool batch → ToolExecutionStart / Update / End → results appended in the calls' order
+ *     TurnEnd → BudgetSnapshot → afterTurn hooks → stop if the batch voted terminate
+ *   natural stop → poll follow-ups; none → done
+ * AgentEnd
+ * ```
+ *
+ * Outcomes are values (`RunResult.outcome`); a run fails only when it cannot
+ * go on (`AgentError`). Interrupting the run's fiber interrupts its tools and
+ * still delivers `AgentEnd` to observers.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer, Schema } from "effect"
+ * import { Tool, Toolkit } from "effect/ai"
+ * import { Agent, ToolRegistry } from "effect-agent"
+ * import { ScriptedModel } from "effect-agent/testing"
+ *
+ * const Add = Tool.make("add", {
+ *   parameters: Schema.Struct({ a: Schema.Finite, b: Schema.Finite }),
+ *   success: Schema.Finite
+ * })
+ * const Tools = Toolkit.make(Add)
+ *
+ * const program = Agent.run({ prompt: "What is 1 + 2?" }).pipe(
+ *   Effect.provide(ToolRegistry.layer(Tools).pipe(
+ *     Layer.provide(Tools.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) }))
+ *   )),
+ *   Effect.provide(ScriptedModel.layer([
+ *     { toolCalls: [{ name: "add", params: { a: 1, b: 2 } }] },
+ *     { text: "1 + 2 = 3" }
+ *   ]))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Cause, Clock, Effect, Queue, Stream } from "effect"
+import { type AiError, LanguageModel, Prompt } from "effect/ai"
+import * as AgentConfig from "./AgentConfig.ts"
+import { type AgentError, InvalidContinuation, ModelError } from "./AgentError.ts"
+import type * as AgentEvent from "./AgentEvent.ts"
+import * as Approvals from "./Approvals.ts"
+import * as ContextWindow from "./ContextWindow.ts"
+import * as Guards from "./Guards.ts"
+import type * as Hooks from "./Hooks.ts"
+import * as Message from "./Message.ts"
+import * as Outcome from "./Outcome.ts"
+import * as RunState from "./RunState.ts"
+import * as Steering from "./Steering.ts"
+import * as ToolExecution from "./ToolExecution.ts"
+import { ToolRegistry } from "./ToolRegistry.ts"
+import { AssistantBuilder } from "./internal/assistant.ts"
+import * as Run from "./internal/run.ts"
+
+/**
+ * What starts a run.
+ *
+ * @since 0.1.0
+ */
+export interface RunOptions<R = never> extends ContinueOptions<R> {
+  /** The task: text, a message, or messages. */
+  readonly prompt: string | Message.Message | ReadonlyArray<Message.Message>
+  /** The system prompt. */
+  readonly system?: string | undefined
+  /** The run id (a random UUID by default). */
+  readonly runId?: string | undefined
+}
+
+/**
+ * What a continued run can change.
+ *
+ * @since 0.1.0
+ */
+export interface ContinueOptions<R = never> {
+  /** Settings; defaults for anything left out. Validated by the run. */
+  readonly config?: AgentConfig.Input | undefined
+  /** Plugins, after the guards the config installs. */
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /** The steering handle (else the `Steering` service, if provided). */
+  readonly steering?: Steering.Service | undefined
+  /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
+  readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
+}
+
+/**
+ * What every run needs: a `LanguageModel` and a `ToolRegistry`.
+ *
+ * @since 0.1.0
+ */
+export type Requirements = LanguageModel.LanguageModel | ToolRegistry
+
+type Sink = (event: AgentEvent.AgentEvent) => void
+
+// -----------------------------------------------------------------------------
+// Setting up a run
+// -----------------------------------------------------------------------------
+
+const promptMessages = (prompt: RunOptions["prompt"]): ReadonlyArray<Message.Message> =>
+  typeof prompt === "string" ? [Message.user(prompt)] : "role" in prompt ? [prompt] : prompt
+
+const resolvePlugins = <R>(
+  inputs: ReadonlyArray<Hooks.PluginInput<R>>
+): Effect.Effect<ReadonlyArray<Hooks.Plugin<R>>, never, R> =>
+  Effect.forEach(inputs, (input) => Effect.isEffect(input) ? input : Effect.succeed(input))
+
+interface Setup<R> {
+  readonly state: RunState.RunState
+  /** Index of the first message the run reports as its own. */
+  readonly firstNew: number
+  readonly options: ContinueOptions<R>
+  readonly sinks: ReadonlyArray<Sink>
+}
+
+const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requirements | R> =>
+  Effect.gen(function*() {
+    const { options, state } = setup
+    const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
+    const registry = yield* ToolRegistry
+    const approvals = yield* Effect.serviceOption(Approvals.Approvals)
+    const steering = options.steering ?? (yield* Effect.serviceOption(Steering.Steering)).pipe(
+      (option) => option._tag === "Some" ? option.value : undefined
+    )
+    const userPlugins = yield* resolvePlugins(options.plugins ?? [])
+    const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...Guards.fromConfig(config), ...userPlugins]
+    const clock = yield* Clock.Clock
+    const services = yield* Effect.context<R>()
+    const listeners: Array<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>> = []
+    for (const plugin of plugins) if (plugin.onEvent !== undefined) listeners.push(plugin.onEvent)
+    const run: Run.Run<R> = {
+      runId: state.runId,
+      config,
+      system: state.system,
+      messages: [],
+      prompt: state.system === undefined ? [] : [Prompt.makeMessage("system", { content: state.system })],
+      firstNew: setup.firstNew,
+      turn: state.turn,
+      eventTurn: state.turn,
+      usage: state.usage,
+      elapsedBefore: state.elapsedMs,
+      startedAt: clock.currentTimeMillisUnsafe(),
+      clock,
+      steeringQueue: state.steering.slice(),
+      followUpQueue: state.followUps.slice(),
+      pendingApprovals: new Map(),
+      wrapUpRequested: state.wrapUpRequested,
+      plugins,
+      listeners,
+      sinks: setup.sinks,
+      registry,
+      approvals: approvals._tag === "Some" ? approvals.value : undefined,
+      steering,
+      callsPerTool: new Map(),
+      batchResults: new Map(),
+      startedCalls: new Set(),
+      restored: {
+        results: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
+        started: new Set(state.startedCalls)
+      },
+      context: undefined!
+    }
+    for (const message of state.messages) Run.append(run, message)
+    run.context = hookContext(run, services)
+    for (const plugin of plugins) {
+      const saved = state.pluginState[plugin.name]
+      if (plugin.state !== undefined && saved !== undefined) yield* plugin.state.restore(saved)
+    }
+    return run
+  })
+
+const hookContext = <R>(run: Run.Run<R>, services: import("effect").Context.Context<R>): Hooks.Context => ({
+  get runId() {
+    return run.runId
+  },
+  get turn() {
+    return run.turn
+  },
+  get messages() {
+    return run.messages
+  },
+  get usage() {
+    return run.usage
+  },
+  get elapsedMs() {
+    return Run.elapsedMs(run)
+  },
+  get config() {
+    return run.config
+  },
+  emit: (input) => Effect.provideContext(Run.emitInput(run, input), services),
+  get snapshot() {
+    return Effect.provideContext(Run.snapshot(run), services)
+  }
+})
+
+// -----------------------------------------------------------------------------
+// One turn
+// -----------------------------------------------------------------------------
+
+const buildPrompt = <R>(run: Run.Run<R>): Effect.Effect<Prompt.Prompt, never, R> =>
+  Effect.gen(function*() {
+    let messages: ReadonlyArray<Message.Message> = run.messages
+    for (const plugin of run.plugins) {
+      if (plugin.transformContext === undefined) continue
+      const out = yield* plugin.transformContext(messages, run.context)
+      if (out === messages) continue
+      yield* Run.emitInput(run, {
+        _tag: "ContextTransformed",
+        plugin: plugin.name,
+        messagesBefore: messages.length,
+        messagesAfter: out.length,
+        tokensBefore: ContextWindow.estimateTokens(messages),
+        tokensAfter: ContextWindow.estimateTokens(out)
+      })
+      messages = out
+    }
+    if (messages === run.messages) return Prompt.fromMessages(run.prompt.slice())
+    const system = run.system === undefined ? [] : [Message.system(run.system)]
+    return Message.toPrompt([...system, ...messages])
+  })
+
+const modelError = (turn: number) => (error: AiError.AiError) => ModelError.fromAiError(error, turn)
+
+/** Streams one model reply, emitting its events; `cancelled` when a cancel cut it. */
+const streamReply = <R>(
+  run: Run.Run<R>,
+  prompt: Prompt.Prompt
+): Effect.Effect<
+  { readonly message: Message.AssistantMessage; readonly cancelled: string | undefined },
+  ModelError,
+  LanguageModel.LanguageModel | R
+> =>
+  Effect.gen(function*() {
+    const builder = new AssistantBuilder()
+    yield* Run.emitInput(run, { _tag: "MessageStart", role: "assistant" })
+    const stream = LanguageModel.streamText({
+      prompt,
+      toolkit: run.registry.toolkit,
+      disableToolCallResolution: true,
+      toolCallValidation: "deferred"
+    })
+    const consume = Stream.runForEachArray(stream, (parts) => {
+      let events: Array<AgentEvent.AgentEvent> | undefined
+      for (const part of parts) {
+        const delta = builder.push(part)
+        if (delta === undefined) continue
+        const event: AgentEvent.AgentEvent = {
+          _tag: "MessageUpdate",
+          runId: run.runId,
+          turn: run.eventTurn,
+          timestamp: Run.now(run),
+          delta
+        }
+        if (run.listeners.length === 0) Run.emit(run, event)
+        else (events ??= []).push(event)
+      }
+      return events === undefined ? Effect.void : Effect.forEach(events, (event) => Run.emit(run, event), {
+        discard: true
+      })
+    })
+    const cancelled = yield* Run.raceCancel(
+      run,
+      Effect.as(Effect.mapError(consume, modelError(run.eventTurn)), undefined),
+      (reason): string | undefined => reason
+    )
+    const message = builder.build(cancelled !== undefined)
+    yield* Run.emitInput(run, { _tag: "MessageEnd", message })
+    return { message, cancelled }
+  })
+
+type Step =
+  | { readonly _tag: "Continue"; readonly hasToolCalls: boolean }
+  | { readonly _tag: "End"; readonly outcome: Outcome.Outcome }
+
+const runControl = <R>(
+  run: Run.Run<R>,
+  control: (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
+): Effect.Effect<Outcome.Outcome | undefined, never, R> =>
+  Effect.gen(function*() {
+    for (const plugin of run.plugins) {
+      const effect = control(plugin)
+      if (effect === undefined) continue
+      const decision = yield* effect
+      if (decision._tag === "Stop") return decision.outcome
+      if (decision._tag === "Inject") yield* appendInjected(run, decision.messages)
+    }
+    return undefined
+  })
+
+const appendInjected = <R>(run: Run.Run<R>, messages: ReadonlyArray<Message.Message>): Effect.Effect<void, never, R> =>
+  Effect.forEach(messages, (message) => {
+    Run.append(run, message)
+    return Run.emitInput(run, { _tag: "MessageEnd", message })
+  }, { discard: true })
+
+const budgetFigures = <R>(run: Run.Run<R>): AgentEvent.BudgetFigures => ({
+  turns: run.turn,
+  usage: run.usage,
+  elapsedMs: Run.elapsedMs(run),
+  limits: { turns: run.config.maxTurns, ...run.config.budgets }
+})
+
+const appendResults = <R>(run: Run.Run<R>, results: ReadonlyArray<Message.ToolResultMessage>): void => {
+  for (const result of results) Run.append(run, result)
+}
+
+/** Runs the calls of the last assistant message that have no result yet. */
+const answerOpenCalls = <R>(run: Run.Run<R>) =>
+  Effect.gen(function*() {
+    const open = openCalls(run.messages)
+    if (open.length === 0) return false
+    const batch = yield* ToolExecution.executeBatch(run, open)
+    appendResults(run, batch.results)
+    return batch.terminate
+  })
+
+/** One turn: guards, the model call, the tool batch, the turn's events and hooks. */
+const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel.LanguageModel | R> =>
+  Effect.gen(function*() {
+    const guarded = yield* runControl(run, (plugin) => plugin.beforeModelCall?.(run.context))
+    if (guarded !== undefined) return { _tag: "End", outcome: guarded }
+    const cancelledBefore = yield* Run.cancelReason(run)
+    if (cancelledBefore !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelledBefore) }
+    run.eventTurn = run.turn + 1
+    yield* Run.emitInput(run, { _tag: "TurnStart" })
+    const prompt = yield* buildPrompt(run)
+    const reply = yield* streamReply(run, prompt)
+    Run.append(run, reply.message)
+    run.usage = Message.addUsage(run.usage, reply.message.usage)
+    const calls = Message.toolCalls(reply.message)
+    const batch = calls.length === 0
+      ? { results: [], terminate: false }
+      : yield* ToolExecution.executeBatch(run, calls)
+    appendResults(run, batch.results)
+    run.turn++
+    yield* Run.emitInput(run, { _tag: "TurnEnd", message: reply.message, toolResults: batch.results })
+    yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
+    const after = yield* runControl(run, (plugin) =>
+      plugin.afterTurn?.({ message: reply.message, toolResults: batch.results, terminated: batch.terminate }, run.context))
+    const cancelled = reply.cancelled ?? (yield* Run.cancelReason(run))
+    if (cancelled !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelled) }
+    if (after !== undefined) return { _tag: "End", outcome: after }
+    if (batch.terminate) return { _tag: "End", outcome: Outcome.terminated }
+    return { _tag: "Continue", hasToolCalls: calls.length > 0 }
+  })
+
+// -----------------------------------------------------------------------------
+// Steering and follow-ups
+// -----------------------------------------------------------------------------
+
+const take = (queue: Array<Message.Message>, mode: Steering.DeliveryMode): ReadonlyArray<Message.Message> =>
+  mode === "all" ? queue.splice(0) : queue.splice(0, 1)
+
+const poll = <R>(
+  run: Run.Run<R>,
+  kind: "steering" | "followUp"
+): Effect.Effect<ReadonlyArray<Message.Message>, never, R> =>
+  Effect.gen(function*() {
+    const queue = kind === "steering" ? run.steeringQueue : run.followUpQueue
+    if (run.steering !== undefined) {
+      queue.push(...yield* (kind === "steering" ? run.steering.takeSteering : run.steering.takeFollowUps))
+    }
+    for (const plugin of run.plugins) {
+      const hook = kind === "steering" ? plugin.steering : plugin.followUp
+      if (hook !== undefined) queue.push(...yield* hook(run.context))
+    }
+    if (queue.length === 0) return []
+    const mode = run.steering === undefined
+      ? "all"
+      : kind === "steering"
+      ? run.steering.steeringMode
+      : run.steering.followUpMode
+    return take(queue, mode)
+  })
+
+const deliver = <R>(
+  run: Run.Run<R>,
+  tag: "SteeringDelivered" | "FollowUpDelivered",
+  messages: ReadonlyArray<Message.Message>
+): Effect.Effect<void, never, R> => {
+  if (messages.length === 0) return Effect.void
+  for (const message of messages) Run.append(run, message)
+  return Run.emitInput(run, { _tag: tag, messages })
+}
+
+// -----------------------------------------------------------------------------
+// The loop
+// -----------------------------------------------------------------------------
+
+const naturalEnd = <R>(run: Run.Run<R>): Outcome.Outcome => run.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
+
+const loop = <R>(run: Run.Run<R>): Effect.Effect<Outcome.Outcome, AgentError, LanguageModel.LanguageModel | R> =>
+  Effect.gen(function*() {
+    if (yield* answerOpenCalls(run)) return Outcome.terminated
+    let pending = yield* poll(run, "steering")
+    let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
+    // A continued run that stopped naturally goes straight to its follow-ups.
+    let hasToolCalls = !(pending.length === 0 && endsWithReply(run.messages))
+    while (true) {
+      while (hasToolCalls || pending.length > 0) {
+        yield* deliver(run, pendingTag, pending)
+        pendingTag = "SteeringDelivered"
+        const step = yield* turn(run)
+        if (step._tag === "End") return step.outcome
+        hasToolCalls = step.hasToolCalls
+        pending = yield* poll(run, "steering")
+      }
+      pending = yield* poll(run, "followUp")
+      if (pending.length === 0) return naturalEnd(run)
+      pendingTag = "FollowUpDelivered"
+      hasToolCalls = true
+    }
+  })
+
+const endsWithReply = (messages: ReadonlyArray<Message.Message>): boolean => {
+  const last = messages.at(-1)
+  return last !== undefined && last.role === "assistant" && Message.toolCalls(last).length === 0
+}
+
+/** The calls of the last assistant message that have no result after it. */
+const openCalls = (messages: ReadonlyArray<Message.Message>): ReadonlyArray<Message.ToolCallPart> => {
+  let index = messages.length - 1
+  while (index >= 0 && messages[index]!.role !== "assistant") index--
+  const last = messages[index]
+  if (last === undefined || last.role !== "assistant") return []
+  const answered = new Set<string>()
+  for (let i = index + 1; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role === "toolResult") answered.add(message.toolCallId)
+  }
+  return Message.toolCalls(last).filter((call) => !answered.has(call.id))
+}
+
+/** Answers the calls left open by a run that ended abnormally, so the transcript stays valid. */
+const closeOpenCalls = <R>(run: Run.Run<R>, text: string): void => {
+  for (const call of openCalls(run.messages)) {
+    Run.append(
+      run,
+      run.batchResults.get(call.id) ??
+        Message.toolResult({ toolCallId: call.id, toolName: call.name, text, isError: true })
+    )
+  }
+}
+
+/** Moves what is still queued in the steering handle into the run's state, so nothing is dropped. */
+const drainQueues = <R>(run: Run.Run<R>): Effect.Effect<void> => {
+  const steering = run.steering
+  return steering === undefined ? Effect.void : Effect.gen(function*() {
+    run.steeringQueue.push(...yield* steering.takeSteering)
+    run.followUpQueue.push(...yield* steering.takeFollowUps)
+  })
+}
+
+const result = <R>(run: Run.Run<R>, outcome: Outcome.Outcome): Effect.Effect<RunState.RunResult, never, R> =>
+  Effect.andThen(drainQueues(run), Effect.map(Run.snapshot(run), (state) => ({
+    messages: run.messages.slice(run.firstNew),
+    state,
+    outcome,
+    usage: run.usage
+  })))
+
+const execute = <R>(setup: Setup<R>): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
+  Effect.gen(function*() {
+    const run = yield* makeRun(setup)
+    yield* Run.emitInput(run, { _tag: "AgentStart", messages: run.messages.slice(run.firstNew) })
+    for (const event of setup.options.announce ?? []) yield* Run.emitInput(run, event)
+    const outcome = yield* loop(run).pipe(
+      Effect.onExit((exit) => {
+        if (exit._tag === "Success") return Effect.void
+        const interrupted = Cause.hasInterruptsOnly(exit.cause)
+        closeOpenCalls(run, interrupted ? "Tool call interrupted: the run was stopped." : "Tool call not completed: the run failed.")
+        if (interrupted) {
+          return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
+            Run.emitInput(run, { _tag: "AgentEnd", outcome: final.outcome, result: final }))
+        }
+        const error = Cause.findErrorOption(exit.cause)
+        return Run.emitInput(run, error._tag === "Some" ? { _tag: "AgentEnd", error: error.value } : { _tag: "AgentEnd" })
+      })
+    )
+    const final = yield* result(run, outcome)
+    yield* Run.emitInput(run, { _tag: "AgentEnd", outcome, result: final })
+    return final
+  })
+
+const freshState = (options: RunOptions<unknown>): RunState.RunState =>
+  RunState.make({
+    runId: options.runId ?? globalThis.crypto.randomUUID(),
+    system: options.system,
+    messages: promptMessages(options.prompt)
+  })
+
+/**
+ * Runs an agent on a task until the model stops, a tool ends the run, or a
+ * guard does.
+ *
+ * @since 0.1.0
+ */
+export const run = <R = never>(options: RunOptions<R>): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
+  Effect.suspend(() => execute({ state: freshState(options), firstNew: 0, options, sinks: [] }))
+
+const checkContinuation = (
+  state: RunState.RunState,
+  steering: Steering.Service | undefined
+): Effect.Effect<void, InvalidContinuation> => {
+  const last = state.messages.at(-1)
+  if (last === undefined) return Effect.fail(new InvalidContinuation({ reason: "the transcript is empty" }))
+  if (last.role !== "assistant" || Message.toolCalls(last).length > 0) return Effect.void
+  if (state.steering.length > 0 || state.followUps.length > 0 || steering !== undefined) return Effect.void
+  return Effect.fail(
+    new InvalidContinuation({
+      reason: "the last message is an assistant reply without tool calls and no steering or follow-up is queued"
+    })
+  )
+}
+
+/**
+ * Continues a run from its state: answers tool calls left open, delivers
+ * queued steering and follow-ups, and goes on. Fails with
+ * `InvalidContinuation` when there is nothing to continue (an empty
+ * transcript, or a final assistant reply with nothing queued).
+ *
+ * @since 0.1.0
+ */
+export const runContinue = <R = never>(
+  state: RunState.RunState,
+  options: ContinueOptions<R> = {}
+): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
+  Effect.andThen(
+    checkContinuation(state, options.steering),
+    Effect.suspend(() => execute({ state, firstNew: state.messages.length, options, sinks: [] }))
+  )
+
+/**
+ * Runs an agent and returns its events as a stream; the last element is
+ * `AgentEnd`, which carries the result. Stopping the stream early interrupts
+ * the run.
+ *
+ * @since 0.1.0
+ */
+export const runStream = <R = never>(
+  options: RunOptions<R>
+): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements | R> =>
+  Stream.callback<AgentEvent.AgentEvent, AgentError, Requirements | R>((queue) =>
+    execute({
+      state: freshState(options),
+      firstNew: 0,
+      options,
+      sinks: [(event) => void Queue.offerUnsafe(queue, event)]
+    }).pipe(
+      Effect.matchCauseEffect({
+        onSuccess: () => Queue.end(queue),
+        onFailure: (cause) => Queue.failCause(queue, cause)
+      })
+    )
+  )

@@ -1,0 +1,622 @@
+/**
+ * One batch of tool calls: the calls of one assistant message, from lookup
+ * to results.
+ *
+ * For each call, in the calls' order: the per-turn call limit, lookup,
+ * argument validation against the tool's Schema (malformed JSON, unknown
+ * tools and invalid arguments become error results the model can read),
+ * `beforeToolCall` hooks in order (the first block wins), per-tool quotas and
+ * the approval requirement. Then the calls run: parallel ones on child fibers
+ * (at most `maxParallelTools` at once), sequential ones one at a time after
+ * them, and everything one at a time when any call is `exclusive`. A call
+ * waiting for approval does not hold up the others. Each handler runs with
+ * its timeout; preliminary results stream as `ToolExecutionUpdate` events;
+ * `afterToolCall` hooks see every result, also of calls that never ran.
+ * Results come back in the calls' order whatever order they finish in.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Context, Duration, Effect, Option, Result, Schema, SchemaIssue, Stream } from "effect"
+import { Tool, Toolkit } from "effect/ai"
+import { ToolFatalError } from "./AgentError.ts"
+import * as AgentTool from "./AgentTool.ts"
+import type * as Hooks from "./Hooks.ts"
+import * as Approvals from "./Approvals.ts"
+import * as Message from "./Message.ts"
+import * as ToolArguments from "./ToolArguments.ts"
+import * as Run from "./internal/run.ts"
+
+/**
+ * The outcome of a batch.
+ *
+ * @since 0.1.0
+ */
+export interface BatchResult {
+  /** One result per call, in the calls' order. */
+  readonly results: ReadonlyArray<Message.ToolResultMessage>
+  /** Whether every counted result voted to end the run. */
+  readonly terminate: boolean
+}
+
+type Immediate = { readonly _tag: "Immediate"; readonly text: string; readonly details?: unknown }
+/** A result the batch had produced before its state was saved: used as it is. */
+type Restored = { readonly _tag: "Restored"; readonly result: Message.ToolResultMessage }
+type Execute = {
+  readonly _tag: "Execute"
+  readonly tool: Tool.Any
+  readonly settings: AgentTool.Settings
+  readonly params: unknown
+  readonly approval: { readonly reason: string | undefined } | undefined
+}
+
+interface Planned {
+  readonly index: number
+  readonly call: Hooks.ToolCall
+  /** Whether the call takes part in the termination vote. */
+  readonly counted: boolean
+  readonly action: Immediate | Execute | Restored
+}
+
+interface Finished {
+  readonly result: Message.ToolResultMessage
+  readonly terminate: boolean
+}
+
+const RAW_LIMIT = 1024
+
+const immediate = (text: string, details?: unknown): Immediate =>
+  details === undefined ? { _tag: "Immediate", text } : { _tag: "Immediate", text, details }
+
+const jsonSchemaText = (tool: Tool.Any): string => {
+  try {
+    return JSON.stringify(Tool.getJsonSchema(tool))
+  } catch {
+    return "(schema unavailable)"
+  }
+}
+
+const capRaw = (raw: string): string =>
+  raw.length <= RAW_LIMIT ? raw : `${raw.slice(0, RAW_LIMIT)}… (${raw.length - RAW_LIMIT} more characters)`
+
+const decoders = new WeakMap<Tool.Any, (input: unknown) => Effect.Effect<unknown, Schema.SchemaError>>()
+
+const decoderFor = (tool: Tool.Any): (input: unknown) => Effect.Effect<unknown, Schema.SchemaError> => {
+  const cached = decoders.get(tool)
+  if (cached !== undefined) return cached
+  const schema: unknown = tool.parametersSchema
+  const decode: (input: unknown) => Effect.Effect<unknown, Schema.SchemaError> = Schema.isSchema(schema)
+    // Tool parameter Schemas decode without services (effect/ai's Toolkit.handle decodes
+    // them the same way); `Tool.Any` erases that, so it is restored here.
+    ? Schema.decodeUnknownEffect(tool.parametersSchema, { errors: "all" }) as (
+      input: unknown
+    ) => Effect.Effect<unknown, Schema.SchemaError>
+    // Dynamic tools (MCP) may carry a JSON Schema instead: the server validates.
+    : Effect.succeed
+  decoders.set(tool, decode)
+  return decode
+}
+
+const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** Every problem with the arguments, each with where it is: `a: Expected number; b: Missing key`. */
+const describeIssue = (error: Schema.SchemaError): string =>
+  formatIssue(error.issue).issues
+    .map((issue) => issue.path === undefined || issue.path.length === 0
+      ? issue.message
+      : `${issue.path.map((key) => typeof key === "object" ? String(key.key) : String(key)).join(".")}: ${issue.message}`)
+    .join("; ")
+
+type Validated =
+  | { readonly _tag: "Valid"; readonly params: unknown }
+  | { readonly _tag: "Invalid"; readonly text: string }
+
+const validate = (tool: Tool.Any, params: unknown): Effect.Effect<Validated> => {
+  if (ToolArguments.isMalformed(params)) {
+    return Effect.succeed({
+      _tag: "Invalid",
+      text: `The arguments for ${tool.name} were not valid JSON (${params.error}). You sent (raw): ${
+        capRaw(params.raw)
+      }\nResend the call with a JSON object matching this schema: ${jsonSchemaText(tool)}`
+    })
+  }
+  return Effect.match(decoderFor(tool)(params), {
+    onSuccess: (decoded): Validated => ({ _tag: "Valid", params: decoded }),
+    onFailure: (error): Validated => ({
+      _tag: "Invalid",
+      text: `Invalid arguments for ${tool.name}: ${describeIssue(error)}\nExpected arguments matching this schema: ${
+        jsonSchemaText(tool)
+      }\nYou sent: ${capRaw(ToolArguments.toJsonText(params))}`
+    })
+  })
+}
+
+const unknownToolText = (name: string, available: ReadonlyArray<Tool.Any>): string =>
+  `Unknown tool "${name}". Available tools: ${available.map((tool) => tool.name).join(", ") || "(none)"}.`
+
+/** The calls over the per-turn limit, by index. */
+const overLimit = <R>(run: Run.Run<R>, calls: ReadonlyArray<Message.ToolCallPart>): ReadonlySet<number> => {
+  const limit = run.config.maxToolCallsPerTurn
+  const over = new Set<number>()
+  if (limit === null || calls.length <= limit) return over
+  let counted = 0
+  calls.forEach((call, index) => {
+    const tool = run.registry.get(call.name)
+    if (tool === undefined || !AgentTool.settings(tool).countsTowardCallLimit) return
+    counted++
+    if (counted > limit) over.add(index)
+  })
+  return over
+}
+
+const runBeforeHooks = <R>(
+  run: Run.Run<R>,
+  call: Hooks.ToolCall
+): Effect.Effect<{ readonly decision: Hooks.BeforeToolCall; readonly plugin: string } | undefined, never, R> =>
+  Effect.gen(function*() {
+    let approval: { readonly decision: Hooks.BeforeToolCall; readonly plugin: string } | undefined
+    let current = call
+    let rewritten: { readonly decision: Hooks.BeforeToolCall; readonly plugin: string } | undefined
+    for (const plugin of run.plugins) {
+      if (plugin.beforeToolCall === undefined) continue
+      const decision = yield* plugin.beforeToolCall(current, run.context)
+      switch (decision._tag) {
+        case "Block":
+          return { decision, plugin: plugin.name }
+        case "RequireApproval":
+          approval ??= { decision, plugin: plugin.name }
+          break
+        case "Rewrite":
+          rewritten = { decision, plugin: plugin.name }
+          current = { ...current, rawParams: decision.params }
+          break
+      }
+    }
+    return approval ?? rewritten
+  })
+
+const needsApproval = <R>(
+  run: Run.Run<R>,
+  tool: Tool.Any,
+  params: unknown,
+  toolCallId: string
+): Effect.Effect<boolean> => {
+  const flag = tool.needsApproval
+  if (flag === undefined || flag === false) return Effect.succeed(false)
+  if (flag === true) return Effect.succeed(true)
+  const answer = flag(params, { toolCallId, messages: run.prompt })
+  return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
+}
+
+const plan = <R>(
+  run: Run.Run<R>,
+  part: Message.ToolCallPart,
+  index: number,
+  over: ReadonlySet<number>,
+  perTurn: Map<string, number>
+): Effect.Effect<Planned, never, R> =>
+  Effect.gen(function*() {
+    const tool = run.registry.get(part.name)
+    const base: Hooks.ToolCall = { id: part.id, name: part.name, params: part.params, rawParams: part.params, tool }
+    const restored = run.restored.results.get(part.id)
+    if (restored !== undefined) {
+      run.restored.results.delete(part.id)
+      return { index, call: base, counted: false, action: { _tag: "Restored", result: restored } }
+    }
+    const startedBefore = run.restored.started.delete(part.id)
+    if (tool === undefined) {
+      return {
+        index,
+        call: base,
+        counted: true,
+        action: immediate(unknownToolText(part.name, run.registry.tools))
+      }
+    }
+    const settings = AgentTool.settings(tool)
+    const planned = (call: Hooks.ToolCall, action: Immediate | Execute | Restored): Planned => ({
+      index,
+      call,
+      counted: settings.countsTowardVote,
+      action
+    })
+    if (startedBefore && !settings.replaySafe) {
+      return planned(
+        base,
+        immediate(
+          `This call to ${tool.name} had started when the run was interrupted, and its outcome is unknown: ` +
+            "it may or may not have taken effect. Check before calling it again.",
+          { kind: "outcomeUnknown" }
+        )
+      )
+    }
+    if (over.has(index)) {
+      return planned(
+        base,
+        immediate(
+          `This tool call was not executed: at most ${run.config.maxToolCallsPerTurn} calls per turn. ` +
+            "Reissue the calls that matter in the next turn, fewer at a time.",
+          { kind: "notExecuted", reason: "maxToolCallsPerTurn" }
+        )
+      )
+    }
+    const first = yield* validate(tool, part.params)
+    if (first._tag === "Invalid") return planned(base, immediate(first.text, { kind: "invalidArguments" }))
+    let call: Hooks.ToolCall = { ...base, params: first.params }
+    const hooked = yield* runBeforeHooks(run, call)
+    let approval: { readonly reason: string | undefined } | undefined
+    if (hooked !== undefined) {
+      const decision = hooked.decision
+      if (decision._tag === "Block") {
+        const details = decision.details === undefined
+          ? { kind: "blocked", plugin: hooked.plugin }
+          : { kind: "blocked", plugin: hooked.plugin, details: decision.details }
+        return planned(call, immediate(`Tool call blocked: ${decision.reason}`, details))
+      }
+      if (decision._tag === "Rewrite") {
+        const again = yield* validate(tool, decision.params)
+        if (again._tag === "Invalid") {
+          return planned(call, immediate(again.text, { kind: "invalidArguments", rewrittenBy: hooked.plugin }))
+        }
+        call = { ...call, params: again.params, rawParams: decision.params }
+      }
+      if (decision._tag === "RequireApproval") approval = { reason: decision.reason }
+    }
+    const quota = settings.quota
+    if (quota !== undefined) {
+      const inTurn = (perTurn.get(tool.name) ?? 0) + 1
+      const inRun = (run.callsPerTool.get(tool.name) ?? 0) + 1
+      if (quota.perTurn !== undefined && inTurn > quota.perTurn) {
+        return planned(
+          call,
+          immediate(`Quota exceeded: ${tool.name} may be called at most ${quota.perTurn} times per turn.`, {
+            kind: "quota",
+            scope: "turn",
+            limit: quota.perTurn
+          })
+        )
+      }
+      if (quota.perRun !== undefined && inRun > quota.perRun) {
+        return planned(
+          call,
+          immediate(`Quota exceeded: ${tool.name} may be called at most ${quota.perRun} times per run.`, {
+            kind: "quota",
+            scope: "run",
+            limit: quota.perRun
+          })
+        )
+      }
+      perTurn.set(tool.name, inTurn)
+    }
+    run.callsPerTool.set(tool.name, (run.callsPerTool.get(tool.name) ?? 0) + 1)
+    if (approval === undefined && (yield* needsApproval(run, tool, call.params, call.id))) {
+      approval = { reason: undefined }
+    }
+    return planned(call, { _tag: "Execute", tool, settings, params: call.rawParams, approval })
+  })
+
+// -----------------------------------------------------------------------------
+// Running a call
+// -----------------------------------------------------------------------------
+
+const resultText = (encoded: unknown): string => typeof encoded === "string" ? encoded : JSON.stringify(encoded) ?? ""
+
+const contentOf = (output: Tool.HandlerResult<Tool.Any>): ReadonlyArray<Message.UserContent> => {
+  if (output.modelOutput !== undefined && output.modelOutput.length > 0) {
+    return output.modelOutput.map((part): Message.UserContent =>
+      part.type === "text"
+        ? Message.text(part.text)
+        : {
+          type: "image",
+          mediaType: part.mediaType,
+          source: part.data instanceof URL
+            ? { type: "url", url: part.data.href }
+            : { type: "base64", data: typeof part.data === "string" ? part.data : Buffer.from(part.data).toString("base64") }
+        }
+    )
+  }
+  return [Message.text(resultText(output.encodedResult))]
+}
+
+const describeDefect = (defect: unknown): string =>
+  defect instanceof Error ? `${defect.name}: ${defect.message}` : typeof defect === "string" ? defect : resultText(defect)
+
+type Handled =
+  | { readonly _tag: "Result"; readonly content: ReadonlyArray<Message.UserContent>; readonly isError: boolean }
+  | { readonly _tag: "Fatal"; readonly error: ToolFatalError }
+
+const fromCause = (planned: Planned, tool: Tool.Any, cause: Cause.Cause<unknown>): Handled => {
+  const failure = Cause.findErrorOption(cause)
+  if (Option.isSome(failure)) {
+    const origin = Context.get(Cause.annotations(cause), Toolkit.FailureOrigin)
+    const error = failure.value
+    const description = error instanceof Error ? error.message : resultText(error)
+    if (tool.failureMode === "error" && origin === "handler") {
+      return {
+        _tag: "Fatal",
+        error: new ToolFatalError({
+          toolName: tool.name,
+          toolCallId: planned.call.id,
+          description,
+          error: Schema.is(Schema.Json)(error) ? error : description
+        })
+      }
+    }
+    return { _tag: "Result", content: [Message.text(`Tool ${tool.name} failed: ${description}`)], isError: true }
+  }
+  const defect = Cause.findDefect(cause)
+  if (Result.isSuccess(defect)) {
+    return {
+      _tag: "Result",
+      content: [Message.text(`Tool ${tool.name} crashed: ${describeDefect(defect.success)}`)],
+      isError: true
+    }
+  }
+  return { _tag: "Result", content: [Message.text(`Tool ${tool.name} was interrupted.`)], isError: true }
+}
+
+const timeoutOf = <R>(run: Run.Run<R>, settings: AgentTool.Settings): number | undefined => {
+  if (settings.timeout !== undefined) return Duration.toMillis(settings.timeout)
+  return run.config.toolTimeout ?? undefined
+}
+
+const runHandler = <R>(
+  run: Run.Run<R>,
+  planned: Planned,
+  action: Execute
+): Effect.Effect<Handled, never, R> => {
+  const { tool } = action
+  let final: Tool.HandlerResult<Tool.Any> | undefined
+  const body = Effect.flatMap(
+    run.registry.handle(tool.name, action.params, planned.call.id),
+    (stream) =>
+      Stream.runForEach(stream, (output) => {
+        if (!output.preliminary) {
+          final = output
+          return Effect.void
+        }
+        return Run.emitInput(run, {
+          _tag: "ToolExecutionUpdate",
+          toolCallId: planned.call.id,
+          toolName: tool.name,
+          partial: output.encodedResult
+        })
+      })
+  )
+  const handled = Effect.matchCause(body, {
+    onSuccess: (): Handled =>
+      final === undefined
+        ? { _tag: "Result", content: [Message.text(`Tool ${tool.name} returned no result.`)], isError: true }
+        : { _tag: "Result", content: contentOf(final), isError: final.isFailure },
+    onFailure: (cause): Handled => fromCause(planned, tool, cause)
+  })
+  const timeout = timeoutOf(run, action.settings)
+  if (timeout === undefined) return handled
+  return Effect.timeoutOrElse(handled, {
+    duration: Duration.millis(timeout),
+    orElse: () =>
+      Effect.succeed<Handled>({
+        _tag: "Result",
+        content: [Message.text(`Tool ${tool.name} timed out after ${timeout} ms.`)],
+        isError: true
+      })
+  })
+}
+
+const cutAt = (text: string, limit: number): string => {
+  // Never cut a surrogate pair in half.
+  const code = text.charCodeAt(limit - 1)
+  return text.slice(0, code >= 0xd800 && code <= 0xdbff ? limit - 1 : limit)
+}
+
+/** Caps the text the model reads; the full text stays in `details`. */
+const truncate = (
+  result: Message.ToolResultMessage,
+  limit: number | null | undefined
+): Message.ToolResultMessage => {
+  if (limit === null || limit === undefined) return result
+  const text = Message.textOf(result)
+  if (text.length <= limit) return result
+  const kept = cutAt(text, limit)
+  const marker = `\n[… ${text.length - kept.length} of ${text.length} characters cut]`
+  const images = result.content.filter((part) => part.type === "image")
+  return {
+    ...result,
+    content: [Message.text(kept + marker), ...images],
+    details: result.details === undefined
+      ? { truncated: true, fullText: text }
+      : { truncated: true, fullText: text, original: result.details }
+  }
+}
+
+const makeResult = (
+  call: Hooks.ToolCall,
+  content: ReadonlyArray<Message.UserContent>,
+  isError: boolean,
+  details: unknown
+): Message.ToolResultMessage => {
+  const result: Message.ToolResultMessage = {
+    role: "toolResult",
+    toolCallId: call.id,
+    toolName: call.name,
+    content,
+    isError
+  }
+  return details === undefined ? result : { ...result, details }
+}
+
+const finish = <R>(
+  run: Run.Run<R>,
+  planned: Planned,
+  result: Message.ToolResultMessage,
+  executed: boolean,
+  startedAt: number
+): Effect.Effect<Finished, never, R> =>
+  Effect.gen(function*() {
+    const settings = planned.action._tag === "Execute" ? planned.action.settings : undefined
+    let current = result
+    let terminate = executed && settings !== undefined && settings.terminating && !result.isError
+    for (const plugin of run.plugins) {
+      if (plugin.afterToolCall === undefined) continue
+      const change = yield* plugin.afterToolCall(planned.call, { result: current, terminate, executed }, run.context)
+      if (change === undefined) continue
+      if (change.content !== undefined || change.isError !== undefined || change.details !== undefined) {
+        current = makeResult(
+          planned.call,
+          change.content ?? current.content,
+          change.isError ?? current.isError,
+          change.details !== undefined ? change.details : current.details
+        )
+      }
+      if (change.terminate !== undefined) terminate = change.terminate
+    }
+    current = truncate(current, settings?.maxResultChars ?? run.config.maxResultChars)
+    run.batchResults.set(planned.call.id, current)
+    yield* Run.emitInput(run, {
+      _tag: "ToolExecutionEnd",
+      toolCallId: planned.call.id,
+      toolName: planned.call.name,
+      result: current,
+      durationMs: Run.now(run) - startedAt,
+      terminate
+    })
+    return { result: current, terminate }
+  })
+
+const cancelledText = (reason: string) => `Tool call cancelled: ${reason}`
+
+const decide = <R>(
+  run: Run.Run<R>,
+  planned: Planned,
+  approval: { readonly reason: string | undefined }
+): Effect.Effect<Approvals.Decision, never, R> =>
+  Effect.gen(function*() {
+    const { call } = planned
+    const pending = approval.reason === undefined
+      ? { toolCallId: call.id, toolName: call.name, params: call.rawParams }
+      : { toolCallId: call.id, toolName: call.name, params: call.rawParams, reason: approval.reason }
+    run.pendingApprovals.set(call.id, pending)
+    yield* Run.emitInput(run, { _tag: "ApprovalRequested", ...pending })
+    const decision = run.approvals === undefined
+      ? Approvals.denied("this call needs approval and no approver is configured")
+      : yield* Run.raceCancel(
+        run,
+        run.approvals.decide({ runId: run.runId, ...pending }),
+        (reason) => Approvals.denied(cancelledText(reason))
+      )
+    run.pendingApprovals.delete(call.id)
+    yield* Run.emitInput(
+      run,
+      decision.approved
+        ? { _tag: "ApprovalResolved", toolCallId: call.id, toolName: call.name, approved: true }
+        : {
+          _tag: "ApprovalResolved",
+          toolCallId: call.id,
+          toolName: call.name,
+          approved: false,
+          reason: decision.reason
+        }
+    )
+    return decision
+  })
+
+const runOne = <R>(run: Run.Run<R>, planned: Planned): Effect.Effect<Finished, ToolFatalError, R> =>
+  Effect.gen(function*() {
+    const startedAt = Run.now(run)
+    const { action, call } = planned
+    if (action._tag === "Restored") {
+      run.batchResults.set(call.id, action.result)
+      return { result: action.result, terminate: false }
+    }
+    if (action._tag === "Immediate") {
+      return yield* finish(run, planned, makeResult(call, [Message.text(action.text)], true, action.details), false, startedAt)
+    }
+    const before = yield* Run.cancelReason(run)
+    if (before !== undefined) {
+      return yield* finish(
+        run,
+        planned,
+        makeResult(call, [Message.text(cancelledText(before))], true, { kind: "cancelled" }),
+        false,
+        startedAt
+      )
+    }
+    if (action.approval !== undefined) {
+      const decision = yield* decide(run, planned, action.approval)
+      if (!decision.approved) {
+        return yield* finish(
+          run,
+          planned,
+          makeResult(call, [Message.text(`Tool call denied: ${decision.reason}`)], true, { kind: "denied" }),
+          false,
+          startedAt
+        )
+      }
+    }
+    run.startedCalls.add(call.id)
+    yield* Run.emitInput(run, {
+      _tag: "ToolExecutionStart",
+      toolCallId: call.id,
+      toolName: call.name,
+      params: call.rawParams
+    })
+    const handled = yield* Run.raceCancel(
+      run,
+      runHandler(run, planned, action),
+      (reason): Handled => ({ _tag: "Result", content: [Message.text(cancelledText(reason))], isError: true })
+    )
+    run.startedCalls.delete(call.id)
+    if (handled._tag === "Fatal") return yield* handled.error
+    return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
+  })
+
+/**
+ * Runs the tool calls of one assistant message.
+ *
+ * @since 0.1.0
+ */
+export const executeBatch = <R>(
+  run: Run.Run<R>,
+  calls: ReadonlyArray<Message.ToolCallPart>
+): Effect.Effect<BatchResult, ToolFatalError, R> =>
+  Effect.gen(function*() {
+    run.batchResults.clear()
+    const over = overLimit(run, calls)
+    if (over.size > 0) {
+      yield* Run.emitInput(run, {
+        _tag: "GuardTripped",
+        guard: "maxToolCallsPerTurn",
+        action: "warn",
+        detail: `${over.size} of ${calls.length} calls were not executed: at most ${run.config.maxToolCallsPerTurn} per turn`,
+        figures: { calls: calls.length, limit: run.config.maxToolCallsPerTurn ?? 0, notExecuted: over.size }
+      })
+    }
+    const perTurn = new Map<string, number>()
+    const planned: Array<Planned> = []
+    for (let index = 0; index < calls.length; index++) {
+      planned.push(yield* plan(run, calls[index]!, index, over, perTurn))
+    }
+    const finished: Array<Finished | undefined> = new Array(planned.length)
+    const exclusive = planned.some((p) => p.action._tag === "Execute" && p.action.settings.execution === "exclusive")
+    const isParallel = (p: Planned) =>
+      !exclusive && (p.action._tag !== "Execute" || p.action.settings.execution === "parallel")
+    const parallel = planned.filter(isParallel)
+    const sequential = planned.filter((p) => !isParallel(p))
+    const store = (p: Planned) => Effect.map(runOne(run, p), (done) => void (finished[p.index] = done))
+    if (parallel.length === 1) yield* store(parallel[0]!)
+    else if (parallel.length > 1) {
+      yield* Effect.forEach(parallel, store, { concurrency: run.config.maxParallelTools, discard: true })
+    }
+    for (const p of sequential) yield* store(p)
+    const results: Array<Message.ToolResultMessage> = []
+    let counted = 0
+    let votes = 0
+    for (let i = 0; i < planned.length; i++) {
+      const done = finished[i]!
+      results.push(done.result)
+      if (planned[i]!.counted) {
+        counted++
+        if (done.terminate) votes++
+      }
+    }
+    run.batchResults.clear()
+    return { results, terminate: over.size === 0 && counted > 0 && votes === counted }
+  })

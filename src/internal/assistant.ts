@@ -1,0 +1,238 @@
+/**
+ * Assembles an assistant message from a model's stream parts, part by part,
+ * and reports each delta for `MessageUpdate` events. Each part is looked at
+ * once; text is kept as chunks and joined once at the end.
+ *
+ * @internal
+ */
+import type { Response } from "effect/ai"
+import type * as AgentEvent from "../AgentEvent.ts"
+import type * as Message from "../Message.ts"
+
+interface OpenBlock {
+  readonly kind: "text" | "reasoning"
+  index: number
+  readonly chunks: Array<string>
+  metadata: Record<string, unknown> | undefined
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] }
+
+const isEmptyRecord = (record: Record<string, unknown>): boolean => {
+  for (const _ in record) return false
+  return true
+}
+
+const mergeMetadata = (
+  into: Record<string, unknown> | undefined,
+  metadata: Record<string, unknown>
+): Record<string, unknown> | undefined => isEmptyRecord(metadata) ? into : { ...into, ...metadata }
+
+const findSignature = (metadata: Record<string, unknown>): string | undefined => {
+  for (const key in metadata) {
+    const value = metadata[key]
+    if (typeof value === "object" && value !== null && "signature" in value && typeof value.signature === "string") {
+      return value.signature
+    }
+  }
+  return undefined
+}
+
+const finishToStop = (reason: Response.FinishReason, hasToolCalls: boolean): Message.StopReason => {
+  switch (reason) {
+    case "tool-calls":
+      return "toolUse"
+    case "stop":
+    case "unknown":
+      return hasToolCalls ? "toolUse" : "stop"
+    case "length":
+      return "length"
+    case "error":
+      return "error"
+    default:
+      return "other"
+  }
+}
+
+const costOf = (metadata: Record<string, unknown>): number | undefined => {
+  const ours = metadata["effect-agent"]
+  if (typeof ours === "object" && ours !== null && "costUsd" in ours && typeof ours.costUsd === "number") {
+    return ours.costUsd
+  }
+  return undefined
+}
+
+/**
+ * The usage of one model call, from `effect/ai`'s usage and the finish part's
+ * metadata (where our providers put the cost).
+ *
+ * @internal
+ */
+export const usageFromFinish = (part: Response.FinishPart): Message.Usage => {
+  const input = part.usage.inputTokens
+  const output = part.usage.outputTokens
+  const cacheRead = input.cacheRead ?? 0
+  const cacheWrite = input.cacheWrite ?? 0
+  const reasoning = output.reasoning ?? 0
+  const usage: Mutable<Message.Usage> = {
+    input: input.total ?? (input.uncached ?? 0) + cacheRead + cacheWrite,
+    output: output.total ?? (output.text ?? 0) + reasoning,
+    cacheRead,
+    cacheWrite,
+    reasoning
+  }
+  const cost = costOf(part.metadata)
+  if (cost !== undefined) usage.cost = cost
+  return usage
+}
+
+/**
+ * Builds one assistant message from stream parts.
+ *
+ * @internal
+ */
+export class AssistantBuilder {
+  readonly content: Array<Message.AssistantContent> = []
+  private readonly blocks = new Map<string, OpenBlock>()
+  private readonly toolNames = new Map<string, string>()
+  private toolCallCount = 0
+  private finish: Response.FinishPart | undefined
+  private model: string | undefined
+  private errorMessage: string | undefined
+
+  /** Feeds one part; returns the delta it carries, if any. */
+  push(part: Response.StreamPart<{}, "deferred">): AgentEvent.Delta | undefined {
+    switch (part.type) {
+      case "text-delta":
+        return this.delta("text", part.id, part.delta, part.metadata)
+      case "reasoning-delta":
+        return this.delta("reasoning", part.id, part.delta, part.metadata)
+      case "text-start":
+      case "reasoning-start":
+        this.open(part.type === "text-start" ? "text" : "reasoning", part.id, part.metadata)
+        return undefined
+      case "text-end":
+      case "reasoning-end":
+        this.close(part.id, part.metadata)
+        return undefined
+      case "tool-params-start":
+        this.toolNames.set(part.id, part.name)
+        return undefined
+      case "tool-params-delta":
+        return { type: "toolCall", id: part.id, name: this.toolNames.get(part.id) ?? "", delta: part.delta }
+      case "tool-call":
+        if (part.providerExecuted) return undefined
+        this.content.push(
+          isEmptyRecord(part.metadata)
+            ? { type: "tool-call", id: part.id, name: part.name, params: part.params }
+            : { type: "tool-call", id: part.id, name: part.name, params: part.params, providerData: part.metadata }
+        )
+        this.toolCallCount++
+        return undefined
+      case "response-metadata":
+        if (part.modelId !== undefined) this.model = part.modelId
+        return undefined
+      case "finish":
+        this.finish = part
+        return undefined
+      case "error":
+        this.errorMessage = part.error instanceof Error ? part.error.message : String(part.error)
+        return undefined
+      default:
+        return undefined
+    }
+  }
+
+  private open(kind: OpenBlock["kind"], id: string, metadata: Record<string, unknown>): void {
+    this.blocks.set(id, { kind, index: -1, chunks: [], metadata: mergeMetadata(undefined, metadata) })
+  }
+
+  private delta(
+    kind: OpenBlock["kind"],
+    id: string,
+    delta: string,
+    metadata: Record<string, unknown>
+  ): AgentEvent.Delta | undefined {
+    let block = this.blocks.get(id)
+    if (block === undefined) {
+      block = { kind, index: -1, chunks: [], metadata: undefined }
+      this.blocks.set(id, block)
+    }
+    if (!isEmptyRecord(metadata)) block.metadata = mergeMetadata(block.metadata, metadata)
+    if (delta === "") return undefined
+    if (block.index === -1) {
+      // A block gets its slot at its first non-empty delta, so empty blocks never reach the transcript.
+      block.index = this.content.length
+      this.content.push(kind === "text" ? { type: "text", text: "" } : { type: "reasoning", text: "" })
+    }
+    block.chunks.push(delta)
+    return { type: kind, index: block.index, delta }
+  }
+
+  private close(id: string, metadata: Record<string, unknown>): void {
+    const block = this.blocks.get(id)
+    if (block === undefined) return
+    this.blocks.delete(id)
+    block.metadata = mergeMetadata(block.metadata, metadata)
+    this.seal(block)
+  }
+
+  private seal(block: OpenBlock): void {
+    const text = block.chunks.join("")
+    if (block.kind === "text") {
+      if (block.index !== -1) this.content[block.index] = { type: "text", text }
+      return
+    }
+    // Reasoning may arrive with no text at all (redacted or encrypted reasoning): it still has to be
+    // replayed, so it takes a slot when it carries provider data.
+    if (block.index === -1) {
+      if (block.metadata === undefined) return
+      block.index = this.content.length
+      this.content.push({ type: "reasoning", text: "" })
+    }
+    const part: Mutable<Message.ReasoningPart> = { type: "reasoning", text }
+    if (block.metadata !== undefined) {
+      const signature = findSignature(block.metadata)
+      if (signature !== undefined) part.signature = signature
+      if (text === "") part.redacted = true
+      part.providerData = block.metadata
+    }
+    this.content[block.index] = part
+  }
+
+  /** Whether the stream ended with a finish part. */
+  get finished(): boolean {
+    return this.finish !== undefined
+  }
+
+  /** Whether the message asks for tool calls. */
+  get hasToolCalls(): boolean {
+    return this.toolCallCount > 0
+  }
+
+  /**
+   * The message. `aborted`: the stream was cut by a cancel; complete tool
+   * calls stay (they will be answered), unfinished text is kept as it was.
+   */
+  build(aborted: boolean): Message.AssistantMessage {
+    for (const block of this.blocks.values()) this.seal(block)
+    this.blocks.clear()
+    const message: Mutable<Message.AssistantMessage> = {
+      role: "assistant",
+      content: this.content,
+      stopReason: aborted
+        ? "aborted"
+        : this.errorMessage !== undefined
+        ? "error"
+        : this.finish === undefined
+        ? (this.hasToolCalls ? "toolUse" : "other")
+        : finishToStop(this.finish.reason, this.hasToolCalls),
+      usage: this.finish === undefined
+        ? { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
+        : usageFromFinish(this.finish)
+    }
+    if (this.errorMessage !== undefined) message.errorMessage = this.errorMessage
+    if (this.model !== undefined) message.model = this.model
+    return message
+  }
+}

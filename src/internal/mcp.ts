@@ -1,0 +1,137 @@
+/**
+ * Tools from MCP servers as an `effect/ai` toolkit with handlers (the
+ * implementation of `ToolRegistry.fromMcp`).
+ *
+ * `effect/ai`'s `McpClient.toolkit` is not used as is: its tools fail with
+ * `failureMode: "error"`, which the loop treats as fatal, and it fails on
+ * image content. Here every failure (a tool-reported error, a server that
+ * died, a timeout) becomes an error result the model reads, and the loop
+ * annotations follow the server's hints.
+ *
+ * @internal
+ */
+import { Effect, Schema, type Scope } from "effect"
+import { McpClient, McpClientError, McpProtocol, type McpSchema, Tool, Toolkit } from "effect/ai"
+import type { ChildProcess } from "effect/process"
+import * as AgentTool from "../AgentTool.ts"
+import type { McpConnectOptions as ConnectOptions, McpHttpOptions, McpOptions as Options } from "../ToolRegistry.ts"
+
+const clientInfo = { name: "effect-agent", version: "0.1.0" }
+
+const validName = /^[a-zA-Z0-9_-]{1,64}$/
+
+/** A model-facing name: the prefix and the server's name, other characters replaced by `_`. */
+const modelName = (prefix: string, name: string): string => `${prefix}${name}`.replace(/[^a-zA-Z0-9_-]/g, "_")
+
+const optionalText = (text: string | undefined, before: string, after = "") =>
+  text === undefined ? "" : `${before}${text}${after}`
+
+/** MCP content as text the model reads; content it cannot show as text is named, not dropped silently. */
+const toText = (result: McpSchema.CallToolResult): string => {
+  const parts = result.content.map((block): string => {
+    switch (block.type) {
+      case "text":
+        return block.text
+      case "resource_link":
+        return `${block.title ?? block.name}: ${block.uri}${optionalText(block.description, "\n")}`
+      case "resource":
+        return "text" in block.resource
+          ? block.resource.text
+          : `[resource ${block.resource.uri}${optionalText(block.resource.mimeType, " (", ")")} omitted]`
+      case "image":
+      case "audio":
+        return `[${block.type} ${block.mimeType}, ${block.data.length} bytes, omitted]`
+    }
+  })
+  if (parts.length > 0) return parts.join("\n")
+  return result.structuredContent === undefined ? "" : JSON.stringify(result.structuredContent)
+}
+
+const describeFailure = (server: string, error: McpClientError.McpClientError): string => {
+  switch (error.reason._tag) {
+    case "TransportError":
+    case "ClosedError":
+      return `MCP server ${server} is unavailable: ${error.message}`
+    case "TimeoutError":
+      return `MCP server ${server} did not answer in time: ${error.message}`
+    default:
+      return `MCP server ${server} failed: ${error.message}`
+  }
+}
+
+const isArguments = Schema.is(Schema.Record(Schema.String, Schema.Unknown))
+
+/** @internal */
+export type McpToolkit = Toolkit.WithHandler<Record<string, Tool.Any>>
+
+/** @internal */
+export const toolkit = Effect.fnUntraced(function*(client: McpClient.McpClient, options?: Options) {
+  const server = client.serverInfo?.name ?? "server"
+  const descriptors = (yield* client.listTools()).filter(options?.filter ?? (() => true))
+  const callOptions = options?.timeout === undefined ? undefined : { timeout: options.timeout }
+  const tools: Array<Tool.Any> = []
+  const handlers: Record<string, (params: unknown) => Effect.Effect<string, string>> = {}
+  for (const descriptor of descriptors) {
+    const name = modelName(options?.prefix ?? "", descriptor.name)
+    if (!validName.test(name) || Object.hasOwn(handlers, name)) {
+      return yield* new McpClientError.McpClientError({
+        reason: new McpClientError.ConfigurationError({
+          description: `MCP tool ${descriptor.name} of ${server} has an invalid or duplicate model name: ${name}`
+        })
+      })
+    }
+    const readOnly = descriptor.annotations?.readOnlyHint === true
+    tools.push(AgentTool.annotate(
+      Tool.dynamic(name, {
+        parameters: descriptor.inputSchema,
+        description: descriptor.description ?? descriptor.title,
+        success: Schema.String,
+        failure: Schema.String,
+        failureMode: "return",
+        needsApproval: options?.needsApproval === true
+      }).annotate(Tool.Strict, false),
+      {
+        // The server's hints: read-only tools may run beside others and be replayed.
+        execution: readOnly ? "parallel" : "sequential",
+        replaySafe: readOnly || descriptor.annotations?.idempotentHint === true
+      }
+    ))
+    handlers[name] = (params) =>
+      isArguments(params)
+        ? client.callTool({ tool: descriptor, arguments: params }, callOptions).pipe(
+          Effect.catch((error) =>
+            Effect.logWarning(describeFailure(server, error)).pipe(
+              Effect.andThen(Effect.fail(describeFailure(server, error)))
+            )
+          ),
+          Effect.flatMap((result) =>
+            result.isError === true ? Effect.fail(toText(result)) : Effect.succeed(toText(result))
+          )
+        )
+        : Effect.fail("the arguments must be a JSON object")
+  }
+  const kit = Toolkit.make(...tools)
+  const withHandlers: McpToolkit = yield* kit.pipe(Effect.provideContext(yield* kit.toHandlers(handlers)))
+  return withHandlers
+})
+
+const connect = <R>(
+  transport: Effect.Effect<McpClient.Transport, McpClientError.McpClientError, R>,
+  options: ConnectOptions | undefined
+): Effect.Effect<McpToolkit, McpClientError.McpClientError, R | Scope.Scope> =>
+  Effect.gen(function*() {
+    const client = yield* McpClient.make({ ...clientInfo, timeout: options?.connectTimeout }).pipe(
+      Effect.provideService(McpClient.Transport, yield* transport)
+    )
+    return yield* toolkit(client, options)
+  })
+
+const protocolOf = (options: ConnectOptions | undefined) => options?.protocol ?? McpProtocol.v2025_11_25
+
+/** @internal */
+export const stdio = (command: ChildProcess.Command, options?: ConnectOptions) =>
+  connect(McpClient.stdio({ command, protocol: protocolOf(options) }), options)
+
+/** @internal */
+export const http = (url: string | URL, options?: McpHttpOptions) =>
+  connect(McpClient.http({ url, protocol: protocolOf(options), headers: options?.headers }), options)

@@ -1,0 +1,183 @@
+/**
+ * The live state of one run, shared by the loop and tool execution: the
+ * transcript and its `Prompt` form (kept in step, each message converted
+ * once when appended), counters, queues, plugins and the event fan-out.
+ *
+ * @internal
+ */
+import { Clock, Deferred, Effect } from "effect"
+import type { Prompt } from "effect/ai"
+import type { AgentConfig } from "../AgentConfig.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import type * as Approvals from "../Approvals.ts"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import * as RunState from "../RunState.ts"
+import type * as Steering from "../Steering.ts"
+import type * as ToolRegistry from "../ToolRegistry.ts"
+
+/**
+ * A run in progress.
+ *
+ * @internal
+ */
+export interface Run<R> {
+  readonly runId: string
+  readonly config: AgentConfig
+  readonly system: string | undefined
+  /** The transcript; append with {@link append}. */
+  readonly messages: Array<Message.Message>
+  /** The transcript's `Prompt` messages, system prompt first; custom messages have none. */
+  readonly prompt: Array<Prompt.Message>
+  /** Index of the first message this run added. */
+  readonly firstNew: number
+  /** Completed turns. */
+  turn: number
+  /** The turn events are stamped with. */
+  eventTurn: number
+  usage: Message.Usage
+  readonly elapsedBefore: number
+  readonly startedAt: number
+  readonly clock: Clock.Clock
+  readonly steeringQueue: Array<Message.Message>
+  readonly followUpQueue: Array<Message.Message>
+  readonly pendingApprovals: Map<string, RunState.PendingApproval>
+  wrapUpRequested: boolean
+  readonly plugins: ReadonlyArray<Hooks.Plugin<R>>
+  /** The `onEvent` hooks. */
+  readonly listeners: ReadonlyArray<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>>
+  /** Synchronous event sinks (the stream of `runStream`). */
+  readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
+  readonly registry: ToolRegistry.Service
+  readonly approvals: Approvals.Service | undefined
+  readonly steering: Steering.Service | undefined
+  /** Calls per tool name so far (per-run quotas). */
+  readonly callsPerTool: Map<string, number>
+  /** Results of the batch in progress, by call id (saved in a mid-batch snapshot, kept if the run is interrupted). */
+  readonly batchResults: Map<string, Message.ToolResultMessage>
+  /** Calls of the batch in progress whose handler has started and not finished. */
+  readonly startedCalls: Set<string>
+  /** From a state saved mid-batch: results the batch had produced, and calls that had started. */
+  readonly restored: {
+    readonly results: Map<string, Message.ToolResultMessage>
+    readonly started: Set<string>
+  }
+  /** The hook context, bound to the run's services. */
+  context: Hooks.Context
+}
+
+/**
+ * Appends a message to the transcript and its `Prompt` form.
+ *
+ * @internal
+ */
+export const append = <R>(run: Run<R>, message: Message.Message): void => {
+  run.messages.push(message)
+  const converted = Message.toPromptMessage(message)
+  if (converted !== undefined) run.prompt.push(converted)
+}
+
+/**
+ * Wall time used by the run so far, across continuations.
+ *
+ * @internal
+ */
+export const elapsedMs = <R>(run: Run<R>): number =>
+  run.elapsedBefore + (run.clock.currentTimeMillisUnsafe() - run.startedAt)
+
+/**
+ * Delivers an event to the sinks and the `onEvent` hooks.
+ *
+ * @internal
+ */
+export const emit = <R>(run: Run<R>, event: AgentEvent.AgentEvent): Effect.Effect<void, never, R> => {
+  if (event._tag === "WrapUpRequested") run.wrapUpRequested = true
+  for (const sink of run.sinks) sink(event)
+  const listeners = run.listeners
+  if (listeners.length === 0) return Effect.void
+  if (listeners.length === 1) return listeners[0]!(event)
+  return Effect.forEach(listeners, (listener) => listener(event), { discard: true })
+}
+
+/**
+ * Stamps an event body with the run id, turn and time, and delivers it.
+ *
+ * @internal
+ */
+export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input): Effect.Effect<void, never, R> =>
+  emit(run, stamp(run, input))
+
+/**
+ * Stamps an event body with the run id, turn and time.
+ *
+ * @internal
+ */
+export const stamp = <R>(run: Run<R>, input: AgentEvent.Input): AgentEvent.AgentEvent => ({
+  ...input,
+  runId: run.runId,
+  turn: run.eventTurn,
+  timestamp: run.clock.currentTimeMillisUnsafe()
+})
+
+/**
+ * The reason the run was cancelled through its `Steering`, if it was.
+ *
+ * @internal
+ */
+export const cancelReason = <R>(run: Run<R>): Effect.Effect<string | undefined> =>
+  run.steering !== undefined && Deferred.isDoneUnsafe(run.steering.cancelled)
+    ? Deferred.await(run.steering.cancelled)
+    : Effect.succeed(undefined)
+
+/**
+ * Races an effect with the run's cancellation: when the run is cancelled
+ * first, the effect is interrupted and `onCancel` gives the value.
+ *
+ * @internal
+ */
+export const raceCancel = <R, A, E, R2>(
+  run: Run<R>,
+  effect: Effect.Effect<A, E, R2>,
+  onCancel: (reason: string) => A
+): Effect.Effect<A, E, R2> =>
+  run.steering === undefined
+    ? effect
+    : Effect.raceFirst(effect, Effect.map(Deferred.await(run.steering.cancelled), onCancel))
+
+/**
+ * The run's state as a checkpoint saves it.
+ *
+ * @internal
+ */
+export const snapshot = <R>(run: Run<R>): Effect.Effect<RunState.RunState, never, R> =>
+  Effect.map(
+    Effect.forEach(run.plugins, (plugin) =>
+      plugin.state === undefined
+        ? Effect.succeed(undefined)
+        : Effect.map(plugin.state.save, (saved) => [plugin.name, saved] as const)),
+    (saved): RunState.RunState => {
+      const state: RunState.RunState = {
+        version: RunState.version,
+        runId: run.runId,
+        messages: run.messages.slice(),
+        turn: run.turn,
+        usage: run.usage,
+        elapsedMs: elapsedMs(run),
+        steering: run.steeringQueue.slice(),
+        followUps: run.followUpQueue.slice(),
+        pendingApprovals: Array.from(run.pendingApprovals.values()),
+        partialResults: [...run.restored.results.values(), ...run.batchResults.values()],
+        startedCalls: [...run.restored.started, ...run.startedCalls],
+        wrapUpRequested: run.wrapUpRequested,
+        pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
+      }
+      return run.system === undefined ? state : { ...state, system: run.system }
+    }
+  )
+
+/**
+ * Current time from the run's clock.
+ *
+ * @internal
+ */
+export const now = <R>(run: Run<R>): number => run.clock.currentTimeMillisUnsafe()

@@ -1,0 +1,8 @@
+/**
+ * Test doubles for applications built on effect-agent.
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as ScriptedModel from "./ScriptedModel.ts"

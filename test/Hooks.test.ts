@@ -1,0 +1,199 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { Agent, Hooks, Message } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { makeTrace, ofTag, runOk, tags, toolResultTexts, toolsLayer } from "./support.ts"
+
+const call = (name: string, params: unknown, id: string) => ({ id, name, params })
+
+const resultText = (messages: ReadonlyArray<Message.Message>, id: string) => {
+  const found = messages.find((m) => m.role === "toolResult" && m.toolCallId === id)
+  return found === undefined ? undefined : Message.textOf(found)
+}
+
+describe("beforeToolCall", () => {
+  it.effect("a blocked call gets an error result with the reason, no ToolExecutionStart, and its handler never runs", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const { events, result } = yield* runOk([
+        { toolCalls: [call("deploy", { env: "prod" }, "d"), call("add", { a: 1, b: 2 }, "a")] },
+        { text: "ok" }
+      ], {
+        trace,
+        plugins: [{
+          name: "guard",
+          beforeToolCall: (c) => Effect.succeed(c.name === "deploy" ? Hooks.block("production is frozen") : Hooks.allow)
+        }]
+      })
+      assert.strictEqual(resultText(result.messages, "d"), "Tool call blocked: production is frozen")
+      const blocked = result.messages.find((m) => m.role === "toolResult" && m.toolCallId === "d")
+      assert.deepStrictEqual(blocked?.role === "toolResult" ? [blocked.isError, blocked.details] : [], [true, {
+        kind: "blocked",
+        plugin: "guard"
+      }])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionStart").map((e) => e.toolCallId), ["a"])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd").map((e) => e.toolCallId).sort(), ["a", "d"])
+      assert.deepStrictEqual(trace.started, ["add"])
+    }))
+
+  it.effect("hooks run in order and the first block wins; hooks see the decoded arguments", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const { result } = yield* runOk([{ toolCalls: [call("add", { a: 1, b: 2 }, "a")] }, { text: "ok" }], {
+        plugins: [
+          {
+            name: "first",
+            beforeToolCall: (c) => Effect.sync(() => (seen.push(`first ${JSON.stringify(c.params)}`), Hooks.block("one")))
+          },
+          { name: "second", beforeToolCall: () => Effect.sync(() => (seen.push("second"), Hooks.block("two"))) }
+        ]
+      })
+      assert.deepStrictEqual(seen, ["first {\"a\":1,\"b\":2}"])
+      assert.strictEqual(resultText(result.messages, "a"), "Tool call blocked: one")
+    }))
+
+  it.effect("a hook can rewrite the arguments (validated again)", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runOk([
+        { toolCalls: [call("add", { a: 1, b: 2 }, "a"), call("add", { a: 1, b: 2 }, "b")] },
+        { text: "ok" }
+      ], {
+        plugins: [{
+          name: "rewrite",
+          beforeToolCall: (c) => Effect.succeed(c.id === "a" ? Hooks.rewrite({ a: 10, b: 20 }) : Hooks.rewrite({ a: "x" }))
+        }]
+      })
+      assert.strictEqual(resultText(result.messages, "a"), "30")
+      assert.match(resultText(result.messages, "b")!, /^Invalid arguments for add: a: Expected number; b: Missing key/)
+    }))
+
+  it.effect("hooks can require services, which join the run's requirements", () =>
+    Effect.gen(function*() {
+      class Policy extends Context.Service<Policy, { readonly allowed: ReadonlySet<string> }>()("test/Policy") {}
+      const plugin = Hooks.plugin<Policy>({
+        name: "policy",
+        beforeToolCall: (c) =>
+          Policy.use((p) => Effect.succeed(p.allowed.has(c.name) ? Hooks.allow : Hooks.block(`${c.name} is not allowed`)))
+      })
+      const run = Agent.run({ prompt: "go", plugins: [plugin] })
+      const result = yield* run.pipe(
+        Effect.provideService(Policy, { allowed: new Set(["add"]) }),
+        Effect.provide(Layer.merge(
+          toolsLayer(),
+          ScriptedModel.layer([{ toolCalls: [call("add", { a: 1, b: 1 }, "a"), call("big", { chars: 1 }, "b")] }, {
+            text: "ok"
+          }])
+        ))
+      )
+      assert.strictEqual(resultText(result.messages, "a"), "2")
+      assert.strictEqual(resultText(result.messages, "b"), "Tool call blocked: big is not allowed")
+    }))
+})
+
+describe("afterToolCall", () => {
+  it.effect("runs on every result, also blocked and unknown calls, and may replace content, mark errors, vote", () =>
+    Effect.gen(function*() {
+      const seen: Array<[string, boolean]> = []
+      const { requests, result } = yield* runOk([
+        { toolCalls: [call("add", { a: 1, b: 2 }, "a"), call("ghost", {}, "g"), call("big", { chars: 3 }, "b")] }
+      ], {
+        plugins: [
+          { name: "block-big", beforeToolCall: (c) => Effect.succeed(c.name === "big" ? Hooks.block("no") : Hooks.allow) },
+          {
+            name: "after",
+            afterToolCall: (c, r) =>
+              Effect.sync(() => {
+                seen.push([c.id, r.executed])
+                if (c.id === "a") return { content: [Message.text("three")], details: { redacted: true }, terminate: true }
+                return { isError: false, terminate: true }
+              })
+          }
+        ]
+      })
+      assert.deepStrictEqual(seen.sort(), [["a", true], ["b", false], ["g", false]])
+      assert.strictEqual(resultText(result.messages, "a"), "three")
+      const a = result.messages.find((m) => m.role === "toolResult" && m.toolCallId === "a")
+      assert.deepStrictEqual(a?.role === "toolResult" ? a.details : undefined, { redacted: true })
+      const g = result.messages.find((m) => m.role === "toolResult" && m.toolCallId === "g")
+      assert.strictEqual(g?.role === "toolResult" ? g.isError : undefined, false)
+      // every counted result voted terminate through the hook
+      assert.strictEqual(result.outcome._tag, "Terminated")
+      assert.strictEqual(requests.length, 1)
+    }))
+})
+
+describe("transformContext", () => {
+  it.effect("changes the request only: the transcript is never rewritten", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk([
+        { toolCalls: [call("add", { a: 1, b: 2 }, "a")] },
+        { text: "ok" }
+      ], {
+        plugins: [{
+          name: "redact",
+          transformContext: (messages) =>
+            Effect.succeed(messages.map((m) => m.role === "toolResult" ? { ...m, content: [Message.text("[redacted]")] } : m))
+        }]
+      })
+      assert.deepStrictEqual(toolResultTexts(requests[1]!), ["[redacted]"])
+      assert.strictEqual(resultText(result.messages, "a"), "3")
+      const transformed = ofTag(events, "ContextTransformed")
+      assert.strictEqual(transformed.length, 2)
+      assert.strictEqual(transformed[0]!.plugin, "redact")
+    }))
+
+  it.effect("a transform that returns its input unchanged costs no event", () =>
+    Effect.gen(function*() {
+      const { events } = yield* runOk([{ text: "ok" }], {
+        plugins: [{ name: "noop", transformContext: (messages) => Effect.succeed(messages) }]
+      })
+      assert.deepStrictEqual(ofTag(events, "ContextTransformed"), [])
+    }))
+})
+
+describe("beforeModelCall and afterTurn", () => {
+  it.effect("may inject messages before the next model call and stop the run with an outcome", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk([
+        { toolCalls: [call("add", { a: 1, b: 2 }, "a")] },
+        { toolCalls: [call("add", { a: 2, b: 2 }, "b")] }
+      ], {
+        plugins: [{
+          name: "watch",
+          afterTurn: (turn, ctx) =>
+            Effect.succeed(
+              ctx.turn === 1
+                ? Hooks.inject([Message.system("Be quick.")])
+                : Hooks.stop({ _tag: "Stagnated", repeats: turn.toolResults.length })
+            )
+        }]
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "Stagnated", repeats: 1 })
+      assert.deepStrictEqual(requests[1]!.prompt.content.at(-1)!.role, "system")
+      assert.strictEqual(ofTag(events, "MessageEnd").filter((e) => e.message.role === "system").length, 1)
+      assert.deepStrictEqual(tags(events).slice(-3), ["TurnEnd", "BudgetSnapshot", "AgentEnd"])
+    }))
+})
+
+describe("state", () => {
+  it.effect("a plugin's state is saved in the result and restored on continue", () =>
+    Effect.gen(function*() {
+      const counting = Effect.sync(() => {
+        let calls = 0
+        return Hooks.plugin({
+          name: "counter",
+          afterToolCall: () => Effect.sync(() => void calls++),
+          state: { save: Effect.sync(() => calls), restore: (saved) => Effect.sync(() => void (calls = Number(saved))) }
+        })
+      })
+      const layers = (script: ScriptedModel.Script) => Layer.merge(ScriptedModel.layer(script), toolsLayer())
+      const first = yield* Agent.run({ prompt: "go", plugins: [counting], config: { maxTurns: 1, graceTurns: 0 } }).pipe(
+        Effect.provide(layers([{ toolCalls: [call("add", { a: 1, b: 1 }, "a"), call("add", { a: 1, b: 1 }, "b")] }]))
+      )
+      assert.deepStrictEqual(first.state.pluginState, { counter: 2 })
+      const second = yield* Agent.runContinue(first.state, { plugins: [counting] }).pipe(
+        Effect.provide(layers([{ toolCalls: [call("add", { a: 1, b: 1 }, "c")] }, { text: "done" }]))
+      )
+      assert.deepStrictEqual(second.state.pluginState, { counter: 3 })
+    }))
+})

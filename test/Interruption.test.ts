@@ -1,0 +1,76 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { Agent, Hooks } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { assertValidTranscript, makeTrace, ofTag, recorder, toolsLayer } from "./support.ts"
+
+const call = (name: string, params: unknown, id: string) => ({ id, name, params })
+
+describe("interrupting the run's fiber", () => {
+  it.effect("interrupts running tools (finalizers run), delivers AgentEnd, leaves no fiber running", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const started = yield* Deferred.make<void>()
+      const { events, plugin } = recorder()
+      const signal = Hooks.plugin({
+        name: "signal",
+        onEvent: (e) => e._tag === "ToolExecutionStart" && e.toolCallId === "s2" ? Deferred.succeed(started, undefined) : Effect.void
+      })
+      const fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "go", plugins: [plugin, signal] }).pipe(
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([{
+              toolCalls: [
+                call("sleep", { ms: 10, label: "quick" }, "s1"),
+                call("sleep", { ms: 60_000, label: "long-a" }, "s2"),
+                call("sleep", { ms: 60_000, label: "long-b" }, "s3")
+              ]
+            }, { text: "never" }]),
+            toolsLayer(trace)
+          ))
+        )
+      )
+      yield* Deferred.await(started)
+      yield* TestClock.adjust("10 millis")
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(trace.finished, ["quick"])
+      assert.deepStrictEqual(trace.finalized.slice().sort(), ["long-a", "long-b", "quick"])
+      const end = events.at(-1)!
+      assert.strictEqual(end._tag, "AgentEnd")
+      if (end._tag !== "AgentEnd") return
+      assert.deepStrictEqual(end.outcome, { _tag: "Cancelled", reason: "interrupted" })
+      const messages = end.result!.state.messages
+      assertValidTranscript(messages)
+      const texts = messages.filter((m) => m.role === "toolResult").map((m) => m.role === "toolResult" ? m.content : [])
+      assert.deepStrictEqual(texts.map((c) => c[0]?.type === "text" ? c[0].text : ""), [
+        "slept quick",
+        "Tool call interrupted: the run was stopped.",
+        "Tool call interrupted: the run was stopped."
+      ])
+      // nothing keeps running after the interruption
+      const count = events.length
+      yield* TestClock.adjust("2 minutes")
+      assert.strictEqual(events.length, count)
+      assert.deepStrictEqual(trace.finished, ["quick"])
+      assert.strictEqual(ofTag(events, "AgentEnd").length, 1)
+    }))
+
+  it.effect("interrupting during the model stream delivers AgentEnd with a valid transcript", () =>
+    Effect.gen(function*() {
+      const { events, plugin } = recorder()
+      const fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "go", plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "thinking", hang: true }]), toolsLayer()))
+        )
+      )
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.interrupt(fiber)
+      const end = events.at(-1)!
+      assert.strictEqual(end._tag, "AgentEnd")
+      if (end._tag === "AgentEnd") {
+        assert.strictEqual(end.outcome?._tag, "Cancelled")
+        assertValidTranscript(end.result!.state.messages)
+      }
+    }))
+})

@@ -1,0 +1,127 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
+import { Tool, Toolkit } from "effect/ai"
+import { TestClock } from "effect/testing"
+import { Agent, AgentTool, Approvals, Hooks, Message, RunState, ToolRegistry } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { assertValidTranscript, ofTag, recorder } from "./support.ts"
+
+// Three tools: a quick one, a slow replay-safe one, and a slow one that must not run twice.
+const Quick = Tool.make("quick", { success: Schema.String })
+const SlowSafe = Tool.make("slow_safe", { success: Schema.String })
+const Charge = AgentTool.annotate(
+  Tool.make("charge", { parameters: Schema.Struct({ cents: Schema.Finite }), success: Schema.String }),
+  { replaySafe: false }
+)
+const Kit = Toolkit.make(Quick, SlowSafe, Charge)
+
+const makeTools = (ran: Array<string>) =>
+  ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
+    quick: () => Effect.sync(() => (ran.push("quick"), "quick done")),
+    slow_safe: () => Effect.andThen(Effect.sleep("10 seconds"), Effect.sync(() => (ran.push("slow_safe"), "safe done"))),
+    charge: ({ cents }) => Effect.andThen(Effect.sleep("10 seconds"), Effect.sync(() => (ran.push("charge"), `charged ${cents}`)))
+  })))
+
+const batch = {
+  toolCalls: [
+    { id: "q", name: "quick", params: {} },
+    { id: "s", name: "slow_safe", params: {} },
+    { id: "c", name: "charge", params: { cents: 500 } }
+  ]
+}
+
+describe("continuing a state saved in the middle of a batch", () => {
+  it.effect("keeps finished results, re-runs replay-safe calls, and answers started unsafe calls 'outcome unknown'", () =>
+    Effect.gen(function*() {
+      const ranBefore: Array<string> = []
+      // a plugin that keeps the hook context, so the test can take a snapshot as a checkpointing plugin
+      // would, once `quick` has finished and the two slow calls have started
+      const context = yield* Deferred.make<Hooks.Context>()
+      const ready = yield* Deferred.make<void>()
+      const seen = new Set<string>()
+      const watch = Hooks.plugin({
+        name: "watch",
+        beforeToolCall: (_call, ctx) => Effect.as(Deferred.succeed(context, ctx), Hooks.allow),
+        onEvent: (event) => {
+          if (event._tag === "ToolExecutionEnd" && event.toolCallId === "q") seen.add("q ended")
+          if (event._tag === "ToolExecutionStart" && event.toolCallId !== "q") seen.add(`${event.toolCallId} started`)
+          return seen.size === 3 ? Deferred.succeed(ready, undefined) : Effect.void
+        }
+      })
+      const fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "pay", plugins: [watch] }).pipe(
+          Effect.provide(Layer.merge(makeTools(ranBefore), ScriptedModel.layer([batch])))
+        )
+      )
+      yield* Deferred.await(ready)
+      const state = yield* Effect.flatMap(Deferred.await(context), (ctx) => ctx.snapshot)
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(ranBefore, ["quick"])
+      assert.deepStrictEqual(state.partialResults.map((r) => r.toolCallId), ["q"])
+      assert.deepStrictEqual([...state.startedCalls].sort(), ["c", "s"])
+      assert.strictEqual(state.messages.at(-1)!.role, "assistant")
+      const json = JSON.parse(JSON.stringify(Schema.encodeSync(RunState.RunStateJson)(state)))
+      const decoded = yield* Schema.decodeUnknownEffect(RunState.RunStateJson)(json)
+
+      const ranAfter: Array<string> = []
+      const { events, plugin } = recorder()
+      const resumed = yield* Effect.forkChild(
+        Agent.runContinue(decoded, { plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(makeTools(ranAfter), ScriptedModel.layer([{ text: "done" }])))
+        )
+      )
+      yield* TestClock.adjust("1 minute")
+      const result = yield* Fiber.join(resumed)
+      assert.deepStrictEqual(ranAfter, ["slow_safe"])
+      const results = result.state.messages.filter((m) => m.role === "toolResult")
+      assert.deepStrictEqual(results.map((m) => m.role === "toolResult" ? m.toolCallId : ""), ["q", "s", "c"])
+      assert.deepStrictEqual(results.map(Message.textOf).slice(0, 2), ["quick done", "safe done"])
+      assert.match(Message.textOf(results[2]!), /^This call to charge had started when the run was interrupted, and its outcome is unknown/)
+      assertValidTranscript(result.state.messages)
+      // the restored result produced no new events; the re-run call did
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionStart").map((e) => e.toolCallId), ["s"])
+      assert.deepStrictEqual(result.state.partialResults, [])
+      assert.deepStrictEqual(result.state.startedCalls, [])
+    }))
+
+  it.effect("a call that was waiting for approval asks again, and an early decision answers it", () =>
+    Effect.gen(function*() {
+      const Deploy = Tool.make("deploy", { success: Schema.String, needsApproval: true })
+      const kit = Toolkit.make(Deploy)
+      const tools = ToolRegistry.layer(kit).pipe(Layer.provide(kit.toLayer({ deploy: () => Effect.succeed("deployed") })))
+      const state: RunState.RunState = {
+        ...RunState.make({
+          runId: "r",
+          messages: [
+            Message.user("ship it"),
+            {
+              role: "assistant",
+              content: [{ type: "tool-call", id: "d", name: "deploy", params: {} }],
+              stopReason: "toolUse",
+              usage: Message.emptyUsage
+            }
+          ]
+        }),
+        turn: 1,
+        pendingApprovals: [{ toolCallId: "d", toolName: "deploy", params: {} }]
+      }
+      const approvals = yield* Approvals.interactive()
+      yield* approvals.approve("d")
+      const { events, plugin } = recorder()
+      const result = yield* Agent.runContinue(state, {
+        plugins: [plugin],
+        announce: [{
+          _tag: "SessionResumed",
+          sessionId: "s1",
+          resumedAtTurn: 2,
+          restored: { messages: 2, turns: 1, usage: Message.emptyUsage, elapsedMs: 0, steering: 0, followUps: 0, pendingApprovals: 1 }
+        }]
+      }).pipe(
+        Effect.provideService(Approvals.Approvals, approvals),
+        Effect.provide(Layer.merge(tools, ScriptedModel.layer([{ text: "shipped" }])))
+      )
+      assert.deepStrictEqual(events.slice(0, 3).map((e) => e._tag), ["AgentStart", "SessionResumed", "ApprovalRequested"])
+      assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed")
+      assert.deepStrictEqual(result.state.pendingApprovals, [])
+    }))
+})

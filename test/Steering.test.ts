@@ -1,0 +1,229 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer } from "effect"
+import { TestClock } from "effect/testing"
+import { Agent, Hooks, Message, Steering } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { assertValidTranscript, makeTrace, ofTag, recorder, runOk, tags, toolsLayer } from "./support.ts"
+
+const call = (name: string, params: unknown, id: string) => ({ id, name, params })
+const roles = (request: ScriptedModel.Request) => request.prompt.content.map((m) => m.role)
+const lastUserText = (request: ScriptedModel.Request) => {
+  const user = request.prompt.content.filter((m) => m.role === "user").at(-1)
+  return user?.role === "user" ? user.content.map((p) => p.type === "text" ? p.text : "").join("") : undefined
+}
+
+describe("steer", () => {
+  it.effect("a message steered during a batch is delivered after the batch, before the next model call", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const { events, requests, result } = yield* runOk([
+        { toolCalls: [call("add", { a: 1, b: 2 }, "a"), call("add", { a: 3, b: 4 }, "b")] },
+        { text: "ok, metric" }
+      ], {
+        steering,
+        plugins: [{
+          name: "steer-on-start",
+          onEvent: (e) =>
+            e._tag === "ToolExecutionStart" && e.toolCallId === "a" ? steering.steer("use metric units") : Effect.void
+        }]
+      })
+      assert.deepStrictEqual(roles(requests[1]!), ["user", "assistant", "tool", "tool", "user"])
+      assert.strictEqual(lastUserText(requests[1]!), "use metric units")
+      const order = tags(events)
+      assert.isBelow(order.indexOf("TurnEnd"), order.indexOf("SteeringDelivered"))
+      assert.isBelow(order.lastIndexOf("ToolExecutionEnd"), order.indexOf("SteeringDelivered"))
+      assert.deepStrictEqual(ofTag(events, "SteeringDelivered")[0]!.messages, [Message.user("use metric units")])
+      assertValidTranscript(result.messages)
+    }))
+
+  it.effect("steering queued before the run is delivered with the prompt; steering keeps the loop going", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      yield* steering.steer("first")
+      const { requests, result } = yield* runOk([{ text: "a" }, { text: "b" }], {
+        steering,
+        plugins: [{
+          name: "steer-after-first-reply",
+          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 1 ? steering.steer("second") : Effect.void
+        }]
+      })
+      assert.strictEqual(requests.length, 2)
+      assert.deepStrictEqual(roles(requests[0]!), ["user", "user"])
+      assert.strictEqual(lastUserText(requests[1]!), "second")
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("oneAtATime delivers one steering message per delivery point", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make({ steeringMode: "oneAtATime" })
+      yield* steering.steer("s1")
+      yield* steering.steer("s2")
+      const { requests } = yield* runOk([{ text: "a" }, { text: "b" }], { steering })
+      assert.strictEqual(requests.length, 2)
+      assert.strictEqual(lastUserText(requests[0]!), "s1")
+      assert.strictEqual(lastUserText(requests[1]!), "s2")
+    }))
+
+  it.effect("'all' delivers everything queued at once", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      yield* steering.steer("s1")
+      yield* steering.steer("s2")
+      const { requests } = yield* runOk([{ text: "a" }], { steering })
+      assert.deepStrictEqual(roles(requests[0]!), ["user", "user", "user"])
+    }))
+
+  it.effect("steering not delivered when the run ends is returned in the state", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const { result } = yield* runOk([{ toolCalls: [call("done", { summary: "x" }, "d")] }], {
+        steering,
+        plugins: [{
+          name: "late",
+          onEvent: (e) => e._tag === "ToolExecutionStart" ? steering.steer("too late") : Effect.void
+        }]
+      })
+      assert.strictEqual(result.outcome._tag, "Terminated")
+      // a terminating batch polls nothing: the message is returned in the state, not dropped
+      assert.deepStrictEqual(result.state.steering, [Message.user("too late")])
+    }))
+
+  it.effect("with oneAtATime, messages still queued when a guard ends the run stay in the state", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make({ steeringMode: "oneAtATime" })
+      yield* steering.steer("s1")
+      yield* steering.steer("s2")
+      yield* steering.steer("s3")
+      const { result } = yield* runOk([{ text: "a" }], { steering, config: { maxTurns: 1, graceTurns: 0 } })
+      assert.strictEqual(result.outcome._tag, "MaxTurns")
+      // s2 was delivered into the transcript (a continuation sends it); s3 was never taken
+      assert.deepStrictEqual(result.state.messages.at(-1), Message.user("s2"))
+      assert.deepStrictEqual(result.state.steering, [Message.user("s3")])
+    }))
+})
+
+describe("followUp", () => {
+  it.effect("a follow-up queued during the run restarts it after the natural stop", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const { events, requests, result } = yield* runOk([{ text: "first" }, { text: "second" }], {
+        steering,
+        plugins: [{
+          name: "queue",
+          onEvent: (e) => e._tag === "TurnStart" && e.turn === 1 ? steering.followUp("and another") : Effect.void
+        }]
+      })
+      assert.strictEqual(requests.length, 2)
+      assert.deepStrictEqual(result.messages.map(Message.textOf), ["go", "first", "and another", "second"])
+      assert.strictEqual(ofTag(events, "FollowUpDelivered").length, 1)
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("follow-ups are not delivered while the model is still calling tools", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      yield* steering.followUp("later")
+      const { requests } = yield* runOk([
+        { toolCalls: [call("add", { a: 1, b: 1 }, "a")] },
+        { text: "two" },
+        { text: "done" }
+      ], { steering })
+      assert.strictEqual(lastUserText(requests[1]!), "go")
+      assert.strictEqual(lastUserText(requests[2]!), "later")
+    }))
+
+  it.effect("follow-ups from a plugin hook restart the loop", () =>
+    Effect.gen(function*() {
+      let given = false
+      const { requests } = yield* runOk([{ text: "a" }, { text: "b" }], {
+        plugins: [{
+          name: "more",
+          followUp: () => Effect.sync(() => given ? [] : (given = true, [Message.user("more please")]))
+        }]
+      })
+      assert.strictEqual(requests.length, 2)
+      assert.strictEqual(lastUserText(requests[1]!), "more please")
+    }))
+})
+
+describe("cancel", () => {
+  it.effect("mid-stream: the stream is aborted, the partial reply kept as 'aborted', the outcome Cancelled", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const { events, result } = yield* runOk([{ text: "partial answer", hang: true }], {
+        steering,
+        plugins: [{
+          name: "stop",
+          onEvent: (e) => e._tag === "MessageUpdate" ? steering.cancel("user pressed stop") : Effect.void
+        }]
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "user pressed stop" })
+      const last = result.messages.at(-1)!
+      assert.strictEqual(last.role, "assistant")
+      if (last.role === "assistant") {
+        assert.strictEqual(last.stopReason, "aborted")
+        assert.strictEqual(Message.textOf(last), "partial answer")
+      }
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }))
+
+  it.effect("mid-batch: running tools are interrupted (finalizers run) and answered 'cancelled'", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const steering = yield* Steering.make()
+      const { requests, result } = yield* runOk([
+        { toolCalls: [call("sleep", { ms: 10_000, label: "long" }, "s"), call("add", { a: 1, b: 1 }, "a")] },
+        { text: "never" }
+      ], {
+        trace,
+        steering,
+        plugins: [{
+          name: "stop",
+          onEvent: (e) => e._tag === "ToolExecutionEnd" && e.toolCallId === "a" ? steering.cancel("enough") : Effect.void
+        }]
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "enough" })
+      assert.strictEqual(requests.length, 1)
+      assert.deepStrictEqual(trace.finalized, ["long"])
+      assert.deepStrictEqual(trace.finished, [])
+      const long = result.messages.find((m) => m.role === "toolResult" && m.toolCallId === "s")
+      assert.strictEqual(long === undefined ? undefined : Message.textOf(long), "Tool call cancelled: enough")
+      assertValidTranscript(result.messages)
+    }))
+
+  it.effect("before a model call: the run ends without calling the model", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      yield* steering.cancel()
+      const { requests, result } = yield* runOk([{ text: "x" }], { steering })
+      assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "cancelled" })
+      assert.strictEqual(requests.length, 0)
+    }))
+
+  it.effect("the Steering service from the context works like the option", () =>
+    Effect.gen(function*() {
+      const { events, plugin } = recorder()
+      const fiber = yield* Effect.forkChild(
+        Effect.gen(function*() {
+          const steering = yield* Steering.Steering
+          return yield* Agent.run({
+            prompt: "go",
+            plugins: [plugin, Hooks.plugin({
+              name: "stop",
+              onEvent: (e) => e._tag === "ToolExecutionStart" ? steering.cancel("via service") : Effect.void
+            })]
+          })
+        }).pipe(
+          Effect.provide(Steering.layer()),
+          Effect.provide(Layer.merge(
+            toolsLayer(),
+            ScriptedModel.layer([{ toolCalls: [call("sleep", { ms: 1_000, label: "x" }, "s")] }])
+          ))
+        )
+      )
+      yield* TestClock.adjust("1 second")
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "via service" })
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }))
+})

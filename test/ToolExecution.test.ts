@@ -1,0 +1,366 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Duration, Effect, Exit, Fiber, Layer, Schema } from "effect"
+import { Tool, Toolkit } from "effect/ai"
+import { TestClock } from "effect/testing"
+import { Agent, AgentTool, Message, ToolRegistry } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import {
+  assertValidTranscript,
+  makeTrace,
+  ofTag,
+  runOk,
+  runScript,
+  tags,
+  toolResultTexts,
+  type Trace
+} from "./support.ts"
+
+const call = (name: string, params: unknown, id?: string) => id === undefined ? { name, params } : { id, name, params }
+const sleep = (label: string, ms: number, name = "sleep") => call(name, { ms, label }, label)
+
+/** Runs under TestClock, advancing virtual time until the run ends. */
+const runTimed = (
+  script: ScriptedModel.Script,
+  options: Partial<Agent.RunOptions> & { readonly trace?: Trace } = {}
+) =>
+  Effect.gen(function*() {
+    const fiber = yield* Effect.forkChild(runOk(script, options))
+    yield* TestClock.adjust("10 seconds")
+    const out = yield* Fiber.join(fiber)
+    // virtual milliseconds from AgentStart to AgentEnd
+    return { ...out, endedAt: out.events.at(-1)!.timestamp - out.events[0]!.timestamp }
+  })
+
+const resultOf = (messages: ReadonlyArray<Message.Message>, id: string) => {
+  const found = messages.find((m) => m.role === "toolResult" && m.toolCallId === id)
+  if (found === undefined || found.role !== "toolResult") throw new Error(`no result for ${id}`)
+  return found
+}
+
+describe("bad calls become results the model reads", () => {
+  it.effect("an unknown tool: an error result listing the tools; no ToolExecutionStart; the loop goes on", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk([
+        { toolCalls: [call("nope", {}, "c1")] },
+        { text: "sorry" }
+      ])
+      const answer = resultOf(result.messages, "c1")
+      assert.isTrue(answer.isError)
+      assert.match(Message.textOf(answer), /^Unknown tool "nope"\. Available tools: add, sleep, .*big\.$/)
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionStart"), [])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd").map((e) => e.toolCallId), ["c1"])
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.deepStrictEqual(toolResultTexts(requests[1]!), [Message.textOf(answer)])
+    }))
+
+  it.effect("malformed JSON arguments: the parse error, the raw text and the expected schema", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runOk([
+        { toolCalls: [{ id: "c1", name: "add", rawParams: "{\"a\": 1, \"b\":" }] },
+        { text: "retrying" }
+      ])
+      const text = Message.textOf(resultOf(result.messages, "c1"))
+      assert.match(text, /^The arguments for add were not valid JSON \(.+\)\. You sent \(raw\): \{"a": 1, "b":\n/)
+      assert.include(text, "\"required\":[\"a\",\"b\"]")
+      // the call keeps the raw text, so the transcript replays exactly what the model sent
+      const assistant = result.messages[1]!
+      if (assistant.role !== "assistant") return assert.fail("expected an assistant message")
+      const part = assistant.content[0]!
+      assert.strictEqual(part.type, "tool-call")
+      if (part.type === "tool-call") assert.strictEqual((part.params as { raw: string }).raw, "{\"a\": 1, \"b\":")
+    }))
+
+  it.effect("arguments that do not match the schema: what is wrong, the schema, what was sent", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const { result } = yield* runOk([
+        { toolCalls: [call("add", { a: "one", b: 2 }, "c1"), call("add", { a: 1 }, "c2")] },
+        { text: "ok" }
+      ], { trace })
+      const answer = resultOf(result.messages, "c1")
+      assert.isTrue(answer.isError)
+      const text = Message.textOf(answer)
+      assert.match(text, /^Invalid arguments for add: a: Expected number\n/)
+      assert.include(text, "You sent: {\"a\":\"one\",\"b\":2}")
+      assert.match(Message.textOf(resultOf(result.messages, "c2")), /^Invalid arguments for add: b: Missing key\n/)
+      assert.deepStrictEqual(trace.started, [])
+    }))
+})
+
+describe("handlers", () => {
+  it.effect("a typed failure of a failureMode 'return' tool is an error result", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runOk([{ toolCalls: [call("flaky", { reason: "disk full" }, "c1")] }, { text: "ok" }])
+      const answer = resultOf(result.messages, "c1")
+      assert.isTrue(answer.isError)
+      assert.deepStrictEqual(JSON.parse(Message.textOf(answer)), { reason: "disk full" })
+    }))
+
+  it.effect("a typed failure of a failureMode 'error' tool ends the run with ToolFatalError", () =>
+    Effect.gen(function*() {
+      const { events, exit } = yield* runScript([{ toolCalls: [call("fatal", { reason: "corrupt" }, "c9")] }])
+      const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
+      if (error?._tag !== "Some" || error.value._tag !== "ToolFatalError") return assert.fail("expected ToolFatalError")
+      assert.strictEqual(error.value.toolName, "fatal")
+      assert.strictEqual(error.value.toolCallId, "c9")
+      assert.deepStrictEqual(error.value.error, { reason: "corrupt" })
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }))
+
+  it.effect("a defect in a handler is an error result naming it, never a crashed loop", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runOk([{ toolCalls: [call("crash", {}, "c1")] }, { text: "ok" }])
+      const answer = resultOf(result.messages, "c1")
+      assert.isTrue(answer.isError)
+      assert.strictEqual(Message.textOf(answer), "Tool crash crashed: Error: boom")
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("a timeout interrupts the handler (its finalizer runs) and says after how long", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const { result } = yield* runTimed([
+        { toolCalls: [sleep("slow", 5_000)] },
+        { text: "ok" }
+      ], { trace, config: { toolTimeout: "1 second" } })
+      const answer = resultOf(result.messages, "slow")
+      assert.strictEqual(Message.textOf(answer), "Tool sleep timed out after 1000 ms.")
+      assert.isTrue(answer.isError)
+      assert.deepStrictEqual(trace.started, ["slow"])
+      assert.deepStrictEqual(trace.finished, [])
+      assert.deepStrictEqual(trace.finalized, ["slow"])
+    }))
+
+  it.effect("a tool's Timeout annotation wins over the config", () =>
+    Effect.gen(function*() {
+      const Quick = AgentTool.annotate(
+        Tool.make("quick", { success: Schema.String }),
+        { timeout: "50 millis" }
+      )
+      const kit = Toolkit.make(Quick)
+      const layer = ToolRegistry.layer(kit).pipe(
+        Layer.provide(kit.toLayer({ quick: () => Effect.as(Effect.sleep("1 second"), "late") }))
+      )
+      const fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "go", config: { toolTimeout: "1 minute" } }).pipe(
+          Effect.provide(Layer.merge(layer, ScriptedModel.layer([{ toolCalls: [call("quick", {}, "q")] }, { text: "ok" }])))
+        )
+      )
+      yield* TestClock.adjust("1 second")
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(Message.textOf(resultOf(result.messages, "q")), "Tool quick timed out after 50 ms.")
+    }))
+
+  it.effect("preliminary results stream as ToolExecutionUpdate events", () =>
+    Effect.gen(function*() {
+      const { events, result } = yield* runOk([{ toolCalls: [call("progress", { steps: 4 }, "p")] }, { text: "ok" }])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionUpdate").map((e) => e.partial), [1, 2, 3])
+      assert.strictEqual(Message.textOf(resultOf(result.messages, "p")), "4")
+      const order = tags(events).filter((t) => t.startsWith("ToolExecution"))
+      assert.deepStrictEqual(order, [
+        "ToolExecutionStart",
+        "ToolExecutionUpdate",
+        "ToolExecutionUpdate",
+        "ToolExecutionUpdate",
+        "ToolExecutionEnd"
+      ])
+    }))
+})
+
+describe("scheduling", () => {
+  it.effect("two parallel 100 ms tools finish in 100 ms; one exclusive call makes it 200 ms", () =>
+    Effect.gen(function*() {
+      const parallel = yield* runTimed([{ toolCalls: [sleep("a", 100), sleep("b", 100)] }, { text: "ok" }])
+      assert.strictEqual(parallel.endedAt, 100)
+      const exclusive = yield* runTimed([
+        { toolCalls: [sleep("a", 100), sleep("b", 100, "sleep_exclusive")] },
+        { text: "ok" }
+      ])
+      assert.strictEqual(exclusive.endedAt, 200)
+    }))
+
+  it.live("in real time too: parallel about 100 ms, exclusive about 200 ms", () =>
+    Effect.gen(function*() {
+      const time = (toolCalls: ReadonlyArray<ReturnType<typeof sleep>>) =>
+        Effect.map(Effect.timed(runOk([{ toolCalls }, { text: "ok" }])), ([duration]) => Duration.toMillis(duration))
+      const parallel = yield* time([sleep("a", 100), sleep("b", 100)])
+      const exclusive = yield* time([sleep("a", 100), sleep("b", 100, "sleep_exclusive")])
+      assert.isAtLeast(parallel, 100)
+      assert.isBelow(parallel, 190)
+      assert.isAtLeast(exclusive, 200)
+    }))
+
+  it.effect("results keep the calls' order when the second finishes first", () =>
+    Effect.gen(function*() {
+      const { events, result } = yield* runTimed([{ toolCalls: [sleep("slow", 100), sleep("fast", 10)] }, {
+        text: "ok"
+      }])
+      assert.deepStrictEqual(
+        ofTag(events, "ToolExecutionEnd").map((e) => e.toolCallId),
+        ["fast", "slow"]
+      )
+      assert.deepStrictEqual(
+        result.messages.filter((m) => m.role === "toolResult").map((m) => m.role === "toolResult" ? m.toolCallId : ""),
+        ["slow", "fast"]
+      )
+      assertValidTranscript(result.messages)
+    }))
+
+  it.effect("at most maxParallelTools calls run at once", () =>
+    Effect.gen(function*() {
+      const calls = ["a", "b", "c", "d", "e"].map((label) => sleep(label, 100))
+      const capped = yield* runTimed([{ toolCalls: calls }, { text: "ok" }], { config: { maxParallelTools: 2 } })
+      assert.strictEqual(capped.endedAt, 300)
+      const open = yield* runTimed([{ toolCalls: calls }, { text: "ok" }], { config: { maxParallelTools: 8 } })
+      assert.strictEqual(open.endedAt, 100)
+    }))
+
+  it.effect("sequential calls run one at a time after the parallel ones", () =>
+    Effect.gen(function*() {
+      const trace: Trace = makeTrace()
+      const { endedAt } = yield* runTimed([
+        { toolCalls: [sleep("s1", 50, "sleep_sequential"), sleep("p1", 50), sleep("s2", 50, "sleep_sequential"), sleep("p2", 50)] },
+        { text: "ok" }
+      ], { trace })
+      assert.deepStrictEqual(trace.started, ["p1", "p2", "s1", "s2"])
+      assert.strictEqual(endedAt, 150)
+    }))
+})
+
+describe("limits", () => {
+  it.effect("results longer than maxResultChars are cut with a marker; the full text stays in details", () =>
+    Effect.gen(function*() {
+      const { requests, result } = yield* runOk([{ toolCalls: [call("big", { chars: 100 }, "b")] }, { text: "ok" }], {
+        config: { maxResultChars: 10 }
+      })
+      const answer = resultOf(result.messages, "b")
+      assert.strictEqual(Message.textOf(answer), "xxxxxxxxxx\n[… 90 of 100 characters cut]")
+      assert.deepStrictEqual(answer.details, { truncated: true, fullText: "x".repeat(100) })
+      assert.deepStrictEqual(toolResultTexts(requests[1]!), ["xxxxxxxxxx\n[… 90 of 100 characters cut]"])
+    }))
+
+  it.effect("a cut never splits a surrogate pair", () =>
+    Effect.gen(function*() {
+      const Emoji = Tool.make("emoji", { success: Schema.String })
+      const kit = Toolkit.make(Emoji)
+      const layer = ToolRegistry.layer(kit).pipe(Layer.provide(kit.toLayer({ emoji: () => Effect.succeed("a😀b") })))
+      const result = yield* Agent.run({ prompt: "go", config: { maxResultChars: 2 } }).pipe(
+        Effect.provide(Layer.merge(layer, ScriptedModel.layer([{ toolCalls: [call("emoji", {}, "e")] }, { text: "ok" }])))
+      )
+      assert.strictEqual(Message.textOf(resultOf(result.messages, "e")), "a\n[… 3 of 4 characters cut]")
+    }))
+
+  it.effect("calls over maxToolCallsPerTurn are answered 'not executed', with a warning, and cannot end the run", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const { events, requests, result } = yield* runOk([
+        { toolCalls: [call("done", { summary: "1" }, "d1"), call("done", { summary: "2" }, "d2"), call("done", { summary: "3" }, "d3")] },
+        { text: "ok" }
+      ], { trace, config: { maxToolCallsPerTurn: 2 } })
+      assert.match(Message.textOf(resultOf(result.messages, "d3")), /^This tool call was not executed: at most 2 calls per turn/)
+      assert.isFalse(resultOf(result.messages, "d1").isError)
+      const warning = ofTag(events, "GuardTripped")[0]!
+      assert.deepStrictEqual([warning.guard, warning.action, warning.figures], [
+        "maxToolCallsPerTurn",
+        "warn",
+        { calls: 3, limit: 2, notExecuted: 1 }
+      ])
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.strictEqual(requests.length, 2)
+    }))
+
+  it.effect("tools exempt from the call limit do not count toward it", () =>
+    Effect.gen(function*() {
+      const Lookup = AgentTool.annotate(Tool.make("lookup", { success: Schema.String }), { countsTowardCallLimit: false })
+      const kit = Toolkit.make(Lookup)
+      const layer = ToolRegistry.layer(kit).pipe(Layer.provide(kit.toLayer({ lookup: () => Effect.succeed("found") })))
+      const result = yield* Agent.run({ prompt: "go", config: { maxToolCallsPerTurn: 1 } }).pipe(
+        Effect.provide(Layer.merge(
+          layer,
+          ScriptedModel.layer([{ toolCalls: [call("lookup", {}, "l1"), call("lookup", {}, "l2"), call("lookup", {}, "l3")] }, {
+            text: "ok"
+          }])
+        ))
+      )
+      for (const id of ["l1", "l2", "l3"]) assert.strictEqual(Message.textOf(resultOf(result.messages, id)), "found")
+    }))
+
+  it.effect("per-tool quotas: per turn and per run; excess calls never run", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const Search = AgentTool.annotate(Tool.make("search", { success: Schema.String }), { quota: { perTurn: 1, perRun: 2 } })
+      const kit = Toolkit.make(Search)
+      const layer = ToolRegistry.layer(kit).pipe(
+        Layer.provide(kit.toLayer({ search: () => Effect.sync(() => `hit ${++runs}`) }))
+      )
+      const result = yield* Agent.run({ prompt: "go" }).pipe(
+        Effect.provide(Layer.merge(
+          layer,
+          ScriptedModel.layer([
+            { toolCalls: [call("search", {}, "a"), call("search", {}, "b")] },
+            { toolCalls: [call("search", {}, "c")] },
+            { toolCalls: [call("search", {}, "d")] },
+            { text: "ok" }
+          ])
+        ))
+      )
+      assert.strictEqual(Message.textOf(resultOf(result.messages, "a")), "hit 1")
+      assert.strictEqual(
+        Message.textOf(resultOf(result.messages, "b")),
+        "Quota exceeded: search may be called at most 1 times per turn."
+      )
+      assert.strictEqual(Message.textOf(resultOf(result.messages, "c")), "hit 2")
+      assert.strictEqual(
+        Message.textOf(resultOf(result.messages, "d")),
+        "Quota exceeded: search may be called at most 2 times per run."
+      )
+      assert.strictEqual(runs, 2)
+    }))
+})
+
+describe("termination vote", () => {
+  it.effect("ends the run only when every counted result votes: one model call, no steering polled", () =>
+    Effect.gen(function*() {
+      let polls = 0
+      const { requests, result } = yield* runOk([
+        { toolCalls: [call("done", { summary: "a" }), call("done", { summary: "b" })] }
+      ], {
+        plugins: [{ name: "poll-counter", steering: () => Effect.sync(() => (polls++, [])) }]
+      })
+      assert.strictEqual(result.outcome._tag, "Terminated")
+      assert.strictEqual(requests.length, 1)
+      assert.strictEqual(polls, 1) // only the priming poll before the first model call
+    }))
+
+  it.effect("one of two results voting is not enough", () =>
+    Effect.gen(function*() {
+      const { requests, result } = yield* runOk([
+        { toolCalls: [call("done", { summary: "a" }), call("add", { a: 1, b: 1 })] },
+        { text: "carry on" }
+      ])
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.strictEqual(requests.length, 2)
+    }))
+
+  it.effect("uncounted tools do not block the vote, but an all-uncounted batch does not end the run", () =>
+    Effect.gen(function*() {
+      const mixed = yield* runOk([{ toolCalls: [call("done", { summary: "a" }), call("note", { text: "n" })] }])
+      assert.strictEqual(mixed.result.outcome._tag, "Terminated")
+      const uncounted = yield* runOk([{ toolCalls: [call("note", { text: "n" })] }, { text: "ok" }])
+      assert.strictEqual(uncounted.result.outcome._tag, "Completed")
+    }))
+
+  it.effect("a failed terminating call does not vote; an unknown tool counts as a 'no'", () =>
+    Effect.gen(function*() {
+      const bad = yield* runOk([
+        { toolCalls: [call("done", { summary: 1 })] },
+        { text: "ok" }
+      ])
+      assert.strictEqual(bad.result.outcome._tag, "Completed")
+      const stray = yield* runOk([
+        { toolCalls: [call("done", { summary: "a" }), call("ghost", {})] },
+        { text: "ok" }
+      ])
+      assert.strictEqual(stray.result.outcome._tag, "Completed")
+    }))
+})

@@ -1,0 +1,243 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, FileSystem, Layer, Path } from "effect"
+import { readFileSync } from "node:fs"
+import { Sandbox } from "effect-agent"
+import {
+  bubblewrapLayer,
+  bwrapProbe,
+  eventually,
+  isAlive,
+  localLayer,
+  makeWorkspace,
+  processesRunning
+} from "./fixtures.ts"
+
+const withSandbox = <A, E>(
+  layer: (root: string) => Layer.Layer<Sandbox.Sandbox, Sandbox.SandboxError>,
+  body: (sandbox: Sandbox.Sandbox["Service"], root: string) => Effect.Effect<A, E, FileSystem.FileSystem | Path.Path>
+) =>
+  Effect.gen(function*() {
+    const workspace = yield* makeWorkspace()
+    const sandbox = yield* Effect.provide(Effect.service(Sandbox.Sandbox), layer(workspace.root))
+    return yield* body(sandbox, workspace.root)
+  }).pipe(Effect.provide(NodeServices.layer))
+
+/** Reads a pid a command wrote to a file in the workspace, waiting for it to appear. */
+const pidFrom = (root: string, name: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const file = `${root}/${name}`
+    yield* eventually(() => {
+      try {
+        return /^\d+\n$/.test(readFileSync(file, "utf8"))
+      } catch {
+        return false
+      }
+    })
+    return Number((yield* fs.readFileString(file)).trim())
+  })
+
+describe("Sandbox.local commands", () => {
+  it.live("runs a shell string and an argv, with exit code, stdout, stderr and duration", () =>
+    withSandbox(localLayer, (sandbox) =>
+      Effect.gen(function*() {
+        const shell = yield* sandbox.exec({ command: "echo out; echo err >&2; exit 3" })
+        assert.deepStrictEqual(
+          { ...shell, durationMs: 0 },
+          { exitCode: 3, stdout: "out\n", stderr: "err\n", durationMs: 0, timedOut: false, truncated: false }
+        )
+        assert.isTrue(shell.durationMs >= 0 && shell.durationMs < 5000)
+        // argv: no shell, so `$HOME` and `;` are literal.
+        const argv = yield* sandbox.exec({ command: ["printf", "%s|", "$HOME", "a;b"] })
+        assert.deepStrictEqual([argv.exitCode, argv.stdout], [0, "$HOME|a;b|"])
+      })))
+
+  it.live("feeds stdin; without it stdin is empty", () =>
+    withSandbox(localLayer, (sandbox) =>
+      Effect.gen(function*() {
+        const fed = yield* sandbox.exec({ command: ["wc", "-l"], stdin: "a\nb\nc\n" })
+        assert.strictEqual(fed.stdout.trim(), "3")
+        const empty = yield* sandbox.exec({ command: "cat; echo done" })
+        assert.strictEqual(empty.stdout, "done\n")
+      })))
+
+  it.live("passes only allowlisted environment variables, plus the ones set", () =>
+    Effect.gen(function*() {
+      process.env.EFFECT_AGENT_TEST_SECRET = "hunter2"
+      yield* Effect.addFinalizer(() => Effect.sync(() => delete process.env.EFFECT_AGENT_TEST_SECRET))
+      const workspace = yield* makeWorkspace()
+      const show = "echo secret=${EFFECT_AGENT_TEST_SECRET:-unset} extra=${EXTRA:-unset} call=${CALL:-unset}; " +
+        "test -n \"$PATH\" && echo path=set"
+      const defaults = yield* Effect.provide(Effect.service(Sandbox.Sandbox), localLayer(workspace.root))
+      assert.strictEqual(
+        (yield* defaults.exec({ command: show })).stdout,
+        "secret=unset extra=unset call=unset\npath=set\n"
+      )
+      const custom = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        localLayer(workspace.root, {
+          envAllowlist: ["PATH", "EFFECT_AGENT_TEST_SECRET"],
+          env: { EXTRA: "x" }
+        })
+      )
+      assert.strictEqual(
+        (yield* custom.exec({ command: show, env: { CALL: "y" } })).stdout,
+        "secret=hunter2 extra=x call=y\npath=set\n"
+      )
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("caps output, keeping its start and end around a marker", () =>
+    withSandbox(localLayer, (sandbox) =>
+      Effect.gen(function*() {
+        const result = yield* sandbox.exec({
+          command: "printf 'start'; head -c 100000 /dev/zero | tr '\\0' x; printf 'end'",
+          maxOutputBytes: 1000
+        })
+        assert.strictEqual(
+          result.stdout,
+          `start${"x".repeat(495)}\n[... 99008 bytes truncated ...]\n${"x".repeat(497)}end`
+        )
+        assert.deepStrictEqual([result.truncated, result.exitCode, result.stderr], [true, 0, ""])
+      })))
+
+  it.live("does not split a UTF-8 character at the cut", () =>
+    withSandbox(localLayer, (sandbox) =>
+      Effect.gen(function*() {
+        // 300 three-byte characters: the cuts at 5 and 895 fall inside characters; 6 bytes are shown.
+        const result = yield* sandbox.exec({ command: `printf '${"€".repeat(300)}'`, maxOutputBytes: 10 })
+        assert.strictEqual(result.stdout, "€\n[... 894 bytes truncated ...]\n€")
+      })))
+
+  it.live("fails with a typed error when the program does not exist or the cwd is not a directory", () =>
+    withSandbox(localLayer, (sandbox) =>
+      Effect.gen(function*() {
+        const missing = yield* Effect.flip(sandbox.exec({ command: ["no-such-program-xyz"] }))
+        assert.deepStrictEqual(
+          [missing._tag, missing.message],
+          ["CommandError", "cannot run no-such-program-xyz: program not found: no-such-program-xyz"]
+        )
+        const notDir = yield* Effect.flip(sandbox.exec({ command: "true", cwd: "inside.txt" }))
+        assert.deepStrictEqual([notDir._tag, notDir.message], [
+          "FileSystemError",
+          "exec inside.txt: the working directory is not a directory"
+        ])
+        const gone = yield* Effect.flip(sandbox.exec({ command: "true", cwd: "nope" }))
+        assert.deepStrictEqual([gone._tag, gone.message], ["FileNotFoundError", "no such file or directory: nope"])
+      })))
+})
+
+describe("Sandbox.local kills the whole process tree", () => {
+  it.live("on timeout: the command and its grandchild are gone", () =>
+    withSandbox(localLayer, (sandbox, root) =>
+      Effect.gen(function*() {
+        const result = yield* sandbox.exec({
+          command: "sleep 60 & echo $! > sleeper.pid; echo started; wait",
+          timeout: "500 millis"
+        })
+        assert.deepStrictEqual([result.timedOut, result.exitCode, result.stdout], [true, null, "started\n"])
+        const sleeper = yield* pidFrom(root, "sleeper.pid")
+        assert.isFalse(isAlive(sleeper), `grandchild ${sleeper} survived the timeout`)
+      })))
+
+  it.live("on interruption of the fiber", () =>
+    withSandbox(localLayer, (sandbox, root) =>
+      Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(
+          sandbox.exec({ command: "sh -c 'sleep 60 & echo $! > sleeper.pid; wait'" })
+        )
+        const sleeper = yield* pidFrom(root, "sleeper.pid")
+        assert.isTrue(isAlive(sleeper))
+        yield* Fiber.interrupt(fiber)
+        assert.isFalse(isAlive(sleeper), `grandchild ${sleeper} survived the interruption`)
+      })))
+
+  it.live("escalates to SIGKILL when the tree ignores SIGTERM", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace()
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        localLayer(workspace.root, { killGracePeriod: "200 millis" })
+      )
+      const started = Date.now()
+      const result = yield* sandbox.exec({
+        command: "trap '' TERM; sleep 60 & echo $! > sleeper.pid; wait; wait",
+        timeout: "300 millis"
+      })
+      assert.isTrue(result.timedOut)
+      const sleeper = yield* pidFrom(workspace.root, "sleeper.pid")
+      assert.isFalse(isAlive(sleeper), `grandchild ${sleeper} ignored SIGTERM and survived`)
+      assert.isBelow(Date.now() - started, 5000)
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("kills what a finished command left running in the background", () =>
+    withSandbox(localLayer, (sandbox, root) =>
+      Effect.gen(function*() {
+        const result = yield* sandbox.exec({ command: "sleep 60 & echo $! > sleeper.pid; echo bye" })
+        assert.deepStrictEqual([result.exitCode, result.timedOut, result.stdout], [0, false, "bye\n"])
+        const sleeper = yield* pidFrom(root, "sleeper.pid")
+        assert.isTrue(yield* eventually(() => !isAlive(sleeper)), `background ${sleeper} survived`)
+      })))
+})
+
+describe("Sandbox.bubblewrap commands", () => {
+  it.live.skipIf(!bwrapProbe.works)("runs in the workspace, with the same results as local", () =>
+    withSandbox(bubblewrapLayer, (sandbox, root) =>
+      Effect.gen(function*() {
+        const result = yield* sandbox.exec({ command: "pwd; echo err >&2; exit 4", cwd: "sub" })
+        assert.deepStrictEqual([result.exitCode, result.stdout, result.stderr], [4, `${root}/sub\n`, "err\n"])
+        const fed = yield* sandbox.exec({ command: ["cat"], stdin: "piped" })
+        assert.strictEqual(fed.stdout, "piped")
+      })))
+
+  it.live.skipIf(!bwrapProbe.works)("on timeout and on interruption, no process of the sandbox survives", () =>
+    withSandbox(bubblewrapLayer, (sandbox) =>
+      Effect.gen(function*() {
+        // A marker in the command line finds the sandbox's processes from the host, whatever their PID namespace.
+        const marker = `${(process.pid % 1000) + 1}.${Date.now() % 100000}`
+        const fiber1 = yield* Effect.forkChild(
+          sandbox.exec({ command: `sleep ${marker} & sleep ${marker}; wait`, timeout: "1 second" })
+        )
+        const running = (seconds: string) => processesRunning(["sleep", seconds]).length
+        assert.isTrue(yield* eventually(() => running(marker) === 2), "the sleepers did not start")
+        assert.isTrue((yield* Fiber.join(fiber1)).timedOut)
+        assert.isTrue(yield* eventually(() => running(marker) === 0), "a sleeper survived the timeout")
+
+        const marker2 = `${marker}1`
+        const fiber = yield* Effect.forkChild(sandbox.exec({ command: `sleep ${marker2} & sleep ${marker2}; wait` }))
+        assert.isTrue(yield* eventually(() => running(marker2) === 2), "the sleepers did not start")
+        yield* Fiber.interrupt(fiber)
+        assert.isTrue(
+          yield* eventually(() => running(marker2) === 0),
+          "a sleeper survived the interruption"
+        )
+      })))
+})
+
+describe("Sandbox.auto", () => {
+  it.live("uses bubblewrap where it works, else local, and says which", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace()
+      const auto = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        Sandbox.auto(workspace.root).pipe(Layer.provide(NodeServices.layer))
+      )
+      assert.strictEqual(auto.kind, bwrapProbe.works ? "bubblewrap" : "local")
+      const fallback = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        Sandbox.auto(workspace.root, { bwrap: "/nonexistent/bwrap" }).pipe(Layer.provide(NodeServices.layer))
+      )
+      assert.strictEqual(fallback.kind, "local")
+      const refused = yield* Effect.flip(Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        Sandbox.bubblewrap(workspace.root, { bwrap: "/nonexistent/bwrap" }).pipe(Layer.provide(NodeServices.layer))
+      ))
+      assert.deepStrictEqual(
+        [refused._tag, refused.message],
+        [
+          "NotSupportedError",
+          "bubblewrap is not supported: cannot run true: program not found: /nonexistent/bwrap"
+        ]
+      )
+    }).pipe(Effect.provide(NodeServices.layer)))
+})

@@ -1,0 +1,169 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer } from "effect"
+import { Sandbox } from "effect-agent"
+import { bubblewrapLayer, bwrapProbe, localLayer, makeWorkspace, outsideState, type Workspace } from "./fixtures.ts"
+
+/** Every way out of the workspace we know of, files and directories alike. */
+const escapes = (workspace: Workspace): Array<string> => [
+  "..",
+  "../outside/secret.txt",
+  "sub/../../outside/secret.txt",
+  `${workspace.outside}/secret.txt`,
+  workspace.outside,
+  "/etc/passwd",
+  "link-out", // symlink to a file outside
+  "dir-out", // symlink to a directory outside
+  "dir-out/secret.txt", // existing file under a symlinked parent
+  "dir-out/new.txt", // file that does not exist yet under a symlinked parent
+  "dir-out/deeper/new.txt", // missing directories under a symlinked parent
+  "dangling-out" // dangling symlink whose target is outside
+]
+
+type Operation = (sandbox: Sandbox.Sandbox["Service"], path: string) => Effect.Effect<unknown, Sandbox.SandboxError>
+
+const operations: Record<string, Operation> = {
+  readFile: (sandbox, path) => sandbox.readFile(path),
+  readFileBytes: (sandbox, path) => sandbox.readFileBytes(path),
+  writeFile: (sandbox, path) => sandbox.writeFile(path, "pwned"),
+  list: (sandbox, path) => sandbox.list(path),
+  stat: (sandbox, path) => sandbox.stat(path),
+  remove: (sandbox, path) => sandbox.remove(path, { recursive: true }),
+  "exec cwd": (sandbox, path) => sandbox.exec({ command: "echo pwned > pwned.txt", cwd: path })
+}
+
+/** Runs every operation on every escape path and returns what did not fail with a PathEscapeError naming the path. */
+const attemptEscapes = (workspace: Workspace) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Sandbox.Sandbox
+    const leaks: Array<string> = []
+    for (const [name, operation] of Object.entries(operations)) {
+      for (const path of escapes(workspace)) {
+        const exit = yield* Effect.exit(operation(sandbox, path))
+        const error = Exit.isFailure(exit) ? exit.cause.reasons[0] : undefined
+        const ok = error?._tag === "Fail" && error.error._tag === "PathEscapeError" && error.error.path === path
+        if (!ok) leaks.push(`${name}(${path}): ${Exit.isSuccess(exit) ? "succeeded" : String(exit.cause)}`)
+      }
+    }
+    return leaks
+  })
+
+const securitySuite = (
+  kind: "local" | "bubblewrap",
+  layer: (root: string) => Layer.Layer<Sandbox.Sandbox, Sandbox.SandboxError>
+) =>
+  Effect.gen(function*() {
+    const workspace = yield* makeWorkspace()
+    const leaks = yield* attemptEscapes(workspace).pipe(Effect.provide(layer(workspace.root)))
+    assert.deepStrictEqual(leaks, [], `${kind}: escapes not refused`)
+    assert.deepStrictEqual(yield* outsideState(workspace), { entries: ["secret.txt"], secret: "secret" })
+  })
+
+describe("Sandbox.local security", () => {
+  it.live("refuses every escape (.., absolute, symlink, symlinked parent, dangling link) for every operation", () =>
+    securitySuite("local", localLayer).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("names the path and says how it escapes", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace()
+      const sandbox = yield* Effect.provide(Effect.service(Sandbox.Sandbox), localLayer(workspace.root))
+      const lexical = yield* Effect.flip(sandbox.readFile("../outside/secret.txt"))
+      assert.deepStrictEqual(
+        [lexical._tag, lexical.path, lexical.message],
+        [
+          "PathEscapeError",
+          "../outside/secret.txt",
+          "path escapes the workspace: ../outside/secret.txt (it resolves outside the workspace)"
+        ]
+      )
+      const link = yield* Effect.flip(sandbox.readFile("link-out"))
+      assert.strictEqual(
+        link.message,
+        `path escapes the workspace: link-out (it leads to ${workspace.outside}/secret.txt through a symbolic link)`
+      )
+      const parent = yield* Effect.flip(sandbox.writeFile("dir-out/new.txt", "x"))
+      assert.strictEqual(
+        parent.message,
+        `path escapes the workspace: dir-out/new.txt (it leads to ${workspace.outside} through a symbolic link)`
+      )
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("allows what stays inside: absolute paths under the root, links inside, .. that comes back", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace()
+      const sandbox = yield* Effect.provide(Effect.service(Sandbox.Sandbox), localLayer(workspace.root))
+      assert.strictEqual(sandbox.kind, "local")
+      assert.strictEqual(sandbox.root, workspace.root)
+      assert.strictEqual(yield* sandbox.readFile(`${workspace.root}/inside.txt`), "inside")
+      assert.strictEqual(yield* sandbox.readFile("link-in"), "inside")
+      assert.strictEqual(yield* sandbox.readFile("sub/../inside.txt"), "inside")
+      yield* sandbox.writeFile("new/deep/file.txt", "made")
+      assert.strictEqual(yield* sandbox.readFile("new/deep/file.txt"), "made")
+      const result = yield* sandbox.exec({ command: "pwd", cwd: "new/deep" })
+      assert.strictEqual(result.stdout, `${workspace.root}/new/deep\n`)
+    }).pipe(Effect.provide(NodeServices.layer)))
+})
+
+describe("Sandbox.bubblewrap security", () => {
+  it.live.skipIf(!bwrapProbe.works)("refuses every escape for every operation", () =>
+    securitySuite("bubblewrap", bubblewrapLayer).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live.skipIf(!bwrapProbe.works)("commands cannot write outside the workspace; /tmp is private", () =>
+    Effect.gen(function*() {
+      // Under /var/tmp, not /tmp: the sandbox's private /tmp would hide the outside directory.
+      const workspace = yield* makeWorkspace("/var/tmp")
+      const sandbox = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
+      assert.strictEqual(sandbox.kind, "bubblewrap")
+      const marker = `effect-agent-private-${process.pid}-${Date.now()}`
+      const attempt = (label: string, target: string) =>
+        `echo pwned > ${target} && echo "${label}=written" || echo "${label}=refused"`
+      const result = yield* sandbox.exec({
+        command: [
+          attempt("outside", `${workspace.outside}/new.txt`),
+          attempt("overwrite", `${workspace.outside}/secret.txt`),
+          attempt("through-link", "dir-out/through-link.txt"),
+          attempt("tmp", `/tmp/${marker}`),
+          attempt("inside", "kept.txt")
+        ].join("\n")
+      })
+      assert.strictEqual(
+        result.stdout,
+        "outside=refused\noverwrite=refused\nthrough-link=refused\ntmp=written\ninside=written\n"
+      )
+      assert.match(result.stderr, /Read-only file system/)
+      assert.deepStrictEqual(yield* outsideState(workspace), { entries: ["secret.txt"], secret: "secret" })
+      assert.strictEqual(yield* sandbox.readFile("kept.txt"), "pwned\n")
+      const fs = yield* Effect.promise(() => import("node:fs"))
+      assert.isFalse(fs.existsSync(`/tmp/${marker}`), "a write to /tmp inside the sandbox reached the host's /tmp")
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live.skipIf(!bwrapProbe.works)("no network from inside unless asked", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace()
+      const net = yield* Effect.promise(() => import("node:net"))
+      const server = net.createServer((socket) => socket.end("hello from the host\n"))
+      yield* Effect.acquireRelease(
+        Effect.callback<void>((resume) => {
+          server.listen(0, "127.0.0.1", () => resume(Effect.void))
+        }),
+        () => Effect.sync(() => server.close())
+      )
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      // bash's /dev/tcp: connect to the host's server and print what it says.
+      const connect = `bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port} && cat <&3'`
+      const isolated = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
+      const refused = yield* isolated.exec({ command: connect, timeout: "10 seconds" })
+      assert.deepStrictEqual([refused.exitCode, refused.stdout], [1, ""])
+      assert.match(refused.stderr, /Connection refused/)
+      // /proc/net shows the command's own network namespace: only loopback.
+      const interfaces = yield* isolated.exec({ command: "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '" })
+      assert.strictEqual(interfaces.stdout, "lo\n")
+      const networked = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace.root, { network: true })
+      )
+      const reached = yield* networked.exec({ command: connect, timeout: "10 seconds" })
+      assert.deepStrictEqual([reached.exitCode, reached.stdout], [0, "hello from the host\n"])
+    }).pipe(Effect.provide(NodeServices.layer)))
+})
