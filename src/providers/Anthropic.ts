@@ -32,10 +32,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Redacted, Result, Schema, Stream } from "effect"
+import { Effect, Layer, Redacted, Result, Schema } from "effect"
 import { AiError, LanguageModel, type Prompt, type Response, Tool } from "effect/ai"
 import type { Sse } from "effect/encoding"
-import { HttpClient, HttpClientRequest } from "effect/http"
+import { HttpClientRequest } from "effect/http"
 import * as ToolArguments from "../ToolArguments.ts"
 import * as PromptEncoding from "./PromptEncoding.ts"
 import * as ProviderConfig from "./ProviderConfig.ts"
@@ -80,7 +80,6 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     envVar: "ANTHROPIC_API_KEY",
     keyRequired: true
   })
-  const client = yield* HttpClient.HttpClient
   const caching = options.promptCaching ?? true
   const thinkingBudget = options.thinking === undefined ? undefined : Math.max(1024, Math.floor(options.thinking.budgetTokens))
   const maxTokens = settings.maxOutputTokens ?? defaultMaxOutputTokens + (thinkingBudget ?? 0)
@@ -112,25 +111,12 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     return body
   }
 
-  const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
-    Stream.unwrap(Effect.map(
-      PromptEncoding.encodeRequest(provider, () => requestBody(providerOptions)),
-      (body) =>
-        SseTransport.stream({
-          provider,
-          client,
-          request: HttpClientRequest.bodyJsonUnsafe(request, body),
-          retry: settings.retry,
-          idleTimeout: settings.idleTimeout,
-          redact: settings.redact,
-          decoder: () => new AnthropicDecoder(settings)
-        })
-    ))
-
-  return yield* LanguageModel.make({
-    streamText,
-    generateText: (providerOptions) => ResponseParts.collect(streamText(providerOptions)),
-    supportsSystemMessagesInHistory: Effect.succeed(false)
+  return yield* SseTransport.languageModel(settings, {
+    provider,
+    request,
+    body: requestBody,
+    decoder: () => new AnthropicDecoder(settings),
+    supportsSystemMessagesInHistory: false
   })
 })
 

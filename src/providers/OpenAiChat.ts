@@ -27,10 +27,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Result, Schema, Stream } from "effect"
+import { Effect, Layer, Result, Schema } from "effect"
 import { LanguageModel, OpenAiStructuredOutput, type Prompt, type Response, Tool } from "effect/ai"
 import type { Sse } from "effect/encoding"
-import { HttpClient, HttpClientRequest } from "effect/http"
 import * as ToolArguments from "../ToolArguments.ts"
 import * as PromptEncoding from "./PromptEncoding.ts"
 import * as ProviderConfig from "./ProviderConfig.ts"
@@ -74,14 +73,10 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     envVar: "OPENAI_API_KEY",
     keyRequired: false
   })
-  const client = yield* HttpClient.HttpClient
   const maxTokensField = options.maxTokensField ??
     (settings.baseUrl === defaultBaseUrl ? "max_completion_tokens" : "max_tokens")
   const encodeMessage = PromptEncoding.memo(encodeChatMessage)
-  let request = HttpClientRequest.post(`${settings.baseUrl}/chat/completions`).pipe(
-    HttpClientRequest.setHeaders(settings.headers)
-  )
-  if (settings.apiKey !== undefined) request = HttpClientRequest.bearerToken(request, settings.apiKey)
+  const request = ProviderConfig.bearerRequest(settings, "/chat/completions")
 
   const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
     const body: Record<string, unknown> = {
@@ -101,36 +96,19 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     if (providerOptions.responseFormat.type === "json") {
       body.response_format = {
         type: "json_schema",
-        json_schema: {
-          name: providerOptions.responseFormat.objectName,
-          schema: OpenAiStructuredOutput.toCodecOpenAI(providerOptions.responseFormat.schema).jsonSchema,
-          strict: true
-        }
+        json_schema: PromptEncoding.openAiJsonSchema(providerOptions.responseFormat)
       }
     }
     return options.body === undefined ? body : { ...body, ...options.body }
   }
 
-  const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
-    Stream.unwrap(Effect.map(
-      PromptEncoding.encodeRequest(provider, () => requestBody(providerOptions)),
-      (body) =>
-        SseTransport.stream({
-          provider,
-          client,
-          request: HttpClientRequest.bodyJsonUnsafe(request, body),
-          retry: settings.retry,
-          idleTimeout: settings.idleTimeout,
-          redact: settings.redact,
-          decoder: () => new ChatDecoder(settings)
-        })
-    ))
-
-  return yield* LanguageModel.make({
-    streamText,
-    generateText: (providerOptions) => ResponseParts.collect(streamText(providerOptions)),
+  return yield* SseTransport.languageModel(settings, {
+    provider,
+    request,
+    body: requestBody,
+    decoder: () => new ChatDecoder(settings),
     codecTransformer: OpenAiStructuredOutput.toCodecOpenAI,
-    supportsSystemMessagesInHistory: Effect.succeed(true)
+    supportsSystemMessagesInHistory: true
   })
 })
 

@@ -28,10 +28,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Result, Schema, Stream } from "effect"
+import { Effect, Layer, Result, Schema } from "effect"
 import { type AiError, LanguageModel, OpenAiStructuredOutput, type Prompt, type Response, Tool } from "effect/ai"
 import type { Sse } from "effect/encoding"
-import { HttpClient, HttpClientRequest } from "effect/http"
 import * as ToolArguments from "../ToolArguments.ts"
 import * as PromptEncoding from "./PromptEncoding.ts"
 import * as ProviderConfig from "./ProviderConfig.ts"
@@ -74,13 +73,9 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     envVar: "OPENAI_API_KEY",
     keyRequired: false
   })
-  const client = yield* HttpClient.HttpClient
   const store = options.store ?? false
   const encodeMessage = PromptEncoding.memo((message: Prompt.Message) => encodeInputItems(message, store))
-  let request = HttpClientRequest.post(`${settings.baseUrl}/responses`).pipe(
-    HttpClientRequest.setHeaders(settings.headers)
-  )
-  if (settings.apiKey !== undefined) request = HttpClientRequest.bearerToken(request, settings.apiKey)
+  const request = ProviderConfig.bearerRequest(settings, "/responses")
 
   const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
     const input: Array<InputItem> = []
@@ -100,38 +95,18 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     if (settings.maxOutputTokens !== undefined) body.max_output_tokens = settings.maxOutputTokens
     if (settings.temperature !== undefined) body.temperature = settings.temperature
     if (providerOptions.responseFormat.type === "json") {
-      body.text = {
-        format: {
-          type: "json_schema",
-          name: providerOptions.responseFormat.objectName,
-          schema: OpenAiStructuredOutput.toCodecOpenAI(providerOptions.responseFormat.schema).jsonSchema,
-          strict: true
-        }
-      }
+      body.text = { format: { type: "json_schema", ...PromptEncoding.openAiJsonSchema(providerOptions.responseFormat) } }
     }
     return options.body === undefined ? body : { ...body, ...options.body }
   }
 
-  const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
-    Stream.unwrap(Effect.map(
-      PromptEncoding.encodeRequest(provider, () => requestBody(providerOptions)),
-      (body) =>
-        SseTransport.stream({
-          provider,
-          client,
-          request: HttpClientRequest.bodyJsonUnsafe(request, body),
-          retry: settings.retry,
-          idleTimeout: settings.idleTimeout,
-          redact: settings.redact,
-          decoder: () => new ResponsesDecoder(settings)
-        })
-    ))
-
-  return yield* LanguageModel.make({
-    streamText,
-    generateText: (providerOptions) => ResponseParts.collect(streamText(providerOptions)),
+  return yield* SseTransport.languageModel(settings, {
+    provider,
+    request,
+    body: requestBody,
+    decoder: () => new ResponsesDecoder(settings),
     codecTransformer: OpenAiStructuredOutput.toCodecOpenAI,
-    supportsSystemMessagesInHistory: Effect.succeed(true)
+    supportsSystemMessagesInHistory: true
   })
 })
 

@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { Effect, type JsonSchema } from "effect"
-import { AiError, Prompt, Tool } from "effect/ai"
+import { AiError, type LanguageModel, OpenAiStructuredOutput, Prompt, Tool } from "effect/ai"
 import { Base64 } from "effect/encoding"
 
 const schemas = new WeakMap<Tool.Any, JsonSchema.JsonSchema>()
@@ -172,3 +172,17 @@ export const optionString = (options: { readonly [key: string]: unknown } | unde
   const value = options?.[key]
   return typeof value === "string" ? value : undefined
 }
+
+/**
+ * OpenAI's strict JSON Schema output format for a structured-output request
+ * (`generateObject`), with the schema made strict-compatible.
+ *
+ * @since 0.1.0
+ */
+export const openAiJsonSchema = (
+  format: Extract<LanguageModel.ProviderOptions["responseFormat"], { readonly type: "json" }>
+) => ({
+  name: format.objectName,
+  schema: OpenAiStructuredOutput.toCodecOpenAI(format.schema).jsonSchema,
+  strict: true
+})

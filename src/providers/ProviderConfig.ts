@@ -6,10 +6,10 @@
  *
  * @since 0.1.0
  */
-import { Config, type Duration, Effect, Option, Redacted } from "effect"
+import { Config, Duration, Effect, Option, Redacted } from "effect"
+import { HttpClientRequest } from "effect/http"
 import * as Pricing from "../Pricing.ts"
 import type * as Retry from "./Retry.ts"
-import * as SseTransport from "./SseTransport.ts"
 
 /**
  * An API key, or the `Config` to read it from.
@@ -43,6 +43,13 @@ export interface Options {
   /** Prices used to put each call's cost on its finish part (default `Pricing.defaultTable`). */
   readonly prices?: Pricing.PriceTable | undefined
 }
+
+/**
+ * How long a response may send no bytes when `idleTimeout` is not given.
+ *
+ * @since 0.1.0
+ */
+export const defaultIdleTimeout: Duration.Duration = Duration.minutes(5)
 
 /**
  * Options resolved once, when a layer is built.
@@ -90,7 +97,7 @@ export const resolve = Effect.fnUntraced(function*(
       : Math.max(1, Math.floor(options.maxOutputTokens)),
     temperature: options.temperature,
     retry: options.retry ?? {},
-    idleTimeout: SseTransport.idleTimeout(options.idleTimeout),
+    idleTimeout: Duration.max(Duration.fromInputUnsafe(options.idleTimeout ?? defaultIdleTimeout), Duration.millis(1)),
     prices: options.prices ?? Pricing.defaultTable,
     redact: redactor(apiKey)
   }
@@ -106,4 +113,16 @@ export const resolve = Effect.fnUntraced(function*(
 export const redactor = (apiKey: Redacted.Redacted<string> | undefined): (text: string) => string => {
   const secret = apiKey === undefined ? "" : Redacted.value(apiKey)
   return secret.length < 4 ? (text) => text : (text) => text.split(secret).join("<redacted>")
+}
+
+/**
+ * A POST to `path` under the base URL with the configured headers and, when
+ * there is a key, `Authorization: Bearer <key>` (OpenAI and compatible
+ * servers).
+ *
+ * @since 0.1.0
+ */
+export const bearerRequest = (settings: Settings, path: string): HttpClientRequest.HttpClientRequest => {
+  const request = HttpClientRequest.post(`${settings.baseUrl}${path}`).pipe(HttpClientRequest.setHeaders(settings.headers))
+  return settings.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, settings.apiKey)
 }

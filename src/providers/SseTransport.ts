@@ -17,11 +17,14 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Duration, Effect, Pull, Result, Schema, Stream } from "effect"
-import { AiError, type Response } from "effect/ai"
+import { Cause, Clock, type Duration, Effect, Pull, Result, Schema, Stream } from "effect"
+import { AiError, LanguageModel, type Response } from "effect/ai"
 import { Sse } from "effect/encoding"
-import { type HttpClient, HttpClientError, type HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import * as PromptEncoding from "./PromptEncoding.ts"
+import type * as ProviderConfig from "./ProviderConfig.ts"
 import * as ProviderError from "./ProviderError.ts"
+import * as ResponseParts from "./ResponseParts.ts"
 import * as Retry from "./Retry.ts"
 
 /**
@@ -178,12 +181,50 @@ export const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S, name: s
 }
 
 /**
- * The `Duration` of an idle timeout option (default five minutes; at least a
- * millisecond).
+ * A provider's wire format: how a request body is encoded and how its
+ * stream is decoded.
  *
  * @since 0.1.0
  */
-export const idleTimeout = (input: Duration.Input | undefined): Duration.Duration => {
-  const duration = input === undefined ? Duration.minutes(5) : Duration.fromInputUnsafe(input)
-  return Duration.max(duration, Duration.millis(1))
+export interface WireFormat {
+  /** The module name errors carry. */
+  readonly provider: string
+  /** The request, without its body: URL and headers. */
+  readonly request: HttpClientRequest.HttpClientRequest
+  /** The JSON body for a call; may throw `PromptEncoding.UnsupportedContent`. */
+  readonly body: (options: LanguageModel.ProviderOptions) => unknown
+  /** A fresh decoder for one response. */
+  readonly decoder: () => EventDecoder
+  readonly codecTransformer?: LanguageModel.CodecTransformer | undefined
+  readonly supportsSystemMessagesInHistory: boolean
 }
+
+/**
+ * The `LanguageModel` of a wire format: `streamText` sends the request and
+ * decodes its stream; `generateText` collects that same stream.
+ *
+ * @since 0.1.0
+ */
+export const languageModel = Effect.fnUntraced(function*(settings: ProviderConfig.Settings, format: WireFormat) {
+  const client = yield* HttpClient.HttpClient
+  const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
+    Stream.unwrap(Effect.map(
+      PromptEncoding.encodeRequest(format.provider, () => format.body(providerOptions)),
+      (body) =>
+        stream({
+          provider: format.provider,
+          client,
+          request: HttpClientRequest.bodyJsonUnsafe(format.request, body),
+          retry: settings.retry,
+          idleTimeout: settings.idleTimeout,
+          redact: settings.redact,
+          decoder: format.decoder
+        })
+    ))
+  return yield* LanguageModel.make({
+    streamText,
+    generateText: (providerOptions) => ResponseParts.collect(streamText(providerOptions)),
+    codecTransformer: format.codecTransformer,
+    supportsSystemMessagesInHistory: Effect.succeed(format.supportsSystemMessagesInHistory)
+  })
+})

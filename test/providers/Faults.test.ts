@@ -80,8 +80,28 @@ const retryRecorder = Effect.map(Queue.unbounded<Retry.RetryInfo>(), (queue) => 
   onRetry: (info: Retry.RetryInfo) => Effect.asVoid(Queue.offer(queue, info))
 }))
 
+/** The failure of one call to a provider whose server streams `body`. */
+const failureOf = (provider: Provider, body: string) =>
+  Effect.flatMap(TestServer.start(() => Effect.succeed(TestServer.sse(body))), (server) =>
+    failure(ProviderTest.generate("hi").pipe(Effect.provide(provider.layer({ baseUrl: server.baseUrl })))))
+
+/** A recorded stream with `event` inserted after its first event. */
+const withEventAfterFirst = (text: string, event: string) => {
+  const first = text.indexOf("\n\n") + 2
+  return `${text.slice(0, first)}${event}${text.slice(first)}`
+}
+
 // Lets the client fiber reach its next sleep before the test clock moves.
 const settle = TestClock.withLive(Effect.sleep("20 millis"))
+
+/** Moves the test clock by `step` until the fiber is done (at most 20 steps). */
+const advanceUntilDone = (fiber: Fiber.Fiber<unknown, unknown>, step: Duration.Input) =>
+  Effect.gen(function*() {
+    for (let steps = 0; steps < 20 && fiber.pollUnsafe() === undefined; steps++) {
+      yield* settle
+      yield* TestClock.adjust(step)
+    }
+  })
 
 describe("provider faults", () => {
   it.effect("429 with retry-after: 1 is retried once, after waiting one second", () =>
@@ -209,11 +229,7 @@ describe("provider faults", () => {
     describe(provider.name, () => {
       it.effect("a stream cut in the middle of an event fails, saying it ended before its terminal event", () =>
         Effect.gen(function*() {
-          const text = TestServer.fixture(provider.fixture)
-          const server = yield* TestServer.start(() => Effect.succeed(TestServer.sse(midEvent(text, 0.6))))
-          const error = yield* failure(
-            ProviderTest.generate("hi").pipe(Effect.provide(provider.layer({ baseUrl: server.baseUrl })))
-          )
+          const error = yield* failureOf(provider, midEvent(TestServer.fixture(provider.fixture), 0.6))
           assert(error.reason._tag === "InvalidOutputError")
           assert.include(error.reason.description, "the stream ended before its terminal event")
         }))
@@ -237,12 +253,9 @@ describe("provider faults", () => {
 
       it.effect("a data: line that is not JSON fails, quoting it", () =>
         Effect.gen(function*() {
-          const text = TestServer.fixture(provider.fixture)
-          const first = text.indexOf("\n\n") + 2
-          const garbled = `${text.slice(0, first)}data: {"oops\n\n${text.slice(first)}`
-          const server = yield* TestServer.start(() => Effect.succeed(TestServer.sse(garbled)))
-          const error = yield* failure(
-            ProviderTest.generate("hi").pipe(Effect.provide(provider.layer({ baseUrl: server.baseUrl })))
+          const error = yield* failureOf(
+            provider,
+            withEventAfterFirst(TestServer.fixture(provider.fixture), "data: {\"oops\n\n")
           )
           assert(error.reason._tag === "InvalidOutputError")
           assert.include(error.reason.description, "a data: line is not valid JSON: \"{\\\"oops\"")
@@ -250,13 +263,9 @@ describe("provider faults", () => {
 
       it.effect("an event missing a required field fails, naming the event", () =>
         Effect.gen(function*() {
-          const text = TestServer.fixture(provider.fixture)
-          const first = text.indexOf("\n\n") + 2
-          const server = yield* TestServer.start(() =>
-            Effect.succeed(TestServer.sse(`${text.slice(0, first)}${provider.incomplete}${text.slice(first)}`))
-          )
-          const error = yield* failure(
-            ProviderTest.generate("hi").pipe(Effect.provide(provider.layer({ baseUrl: server.baseUrl })))
+          const error = yield* failureOf(
+            provider,
+            withEventAfterFirst(TestServer.fixture(provider.fixture), provider.incomplete)
           )
           assert(error.reason._tag === "InvalidOutputError")
           assert.include(error.reason.description, "is missing a required field")
@@ -270,12 +279,7 @@ describe("provider faults", () => {
             Effect.provide(provider.layer({ baseUrl: server.baseUrl, idleTimeout: "30 seconds" })),
             Effect.forkChild
           )
-          let waited = 0
-          while (fiber.pollUnsafe() === undefined && waited < 20) {
-            yield* settle
-            yield* TestClock.adjust("30 seconds")
-            waited++
-          }
+          yield* advanceUntilDone(fiber, "30 seconds")
           const error = yield* failure(Fiber.join(fiber))
           assert(error.reason._tag === "NetworkError")
           assert.strictEqual(
@@ -298,12 +302,7 @@ describe("provider faults", () => {
         Effect.provide(chat!.layer({ baseUrl: server.baseUrl, idleTimeout: "10 seconds", retry: { maxRetries: 1, baseDelay: "1 second" } })),
         Effect.forkChild
       )
-      let waited = 0
-      while (fiber.pollUnsafe() === undefined && waited < 20) {
-        yield* settle
-        yield* TestClock.adjust("10 seconds")
-        waited++
-      }
+      yield* advanceUntilDone(fiber, "10 seconds")
       const error = yield* failure(Fiber.join(fiber))
       assert(error.reason._tag === "NetworkError")
       assert.strictEqual(error.reason.description, "no response within the idle timeout of 10s")
@@ -313,13 +312,9 @@ describe("provider faults", () => {
   it.effect("an error event inside an Anthropic stream fails with the provider's error", () =>
     Effect.gen(function*() {
       const text = prefix(TestServer.fixture("anthropic/simple-text_claude-sonnet-4.sse"), 0.4)
-      const server = yield* TestServer.start(() =>
-        Effect.succeed(TestServer.sse(
-          `${text}event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n`
-        ))
-      )
-      const error = yield* failure(
-        ProviderTest.generate("hi").pipe(Effect.provide(providers[2]!.layer({ baseUrl: server.baseUrl })))
+      const error = yield* failureOf(
+        providers[2]!,
+        `${text}event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n`
       )
       assert(error.reason._tag === "InternalProviderError")
       assert.include(error.reason.description, "(overloaded_error): Overloaded")
