@@ -81,7 +81,9 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     keyRequired: true
   })
   const caching = options.promptCaching ?? true
-  const thinkingBudget = options.thinking === undefined ? undefined : Math.max(1024, Math.floor(options.thinking.budgetTokens))
+  const thinkingBudget = options.thinking === undefined
+    ? undefined
+    : Math.max(1024, Math.floor(options.thinking.budgetTokens))
   const maxTokens = settings.maxOutputTokens ?? defaultMaxOutputTokens + (thinkingBudget ?? 0)
   const encodeMessage = PromptEncoding.memo(encodeAnthropicMessage)
   const request = HttpClientRequest.post(`${settings.baseUrl}/v1/messages`).pipe(
@@ -102,7 +104,9 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     const body: Record<string, unknown> = { model: settings.model, max_tokens: maxTokens, stream: true, messages }
     if (system.length > 0) body.system = system
     const tools = PromptEncoding.functionTools(providerOptions.tools)
-    if (tools.length > 0 && providerOptions.toolChoice !== "none") {
+    // Sent even with tool choice "none": the API rejects tool_use blocks in a
+    // transcript when no tools are defined.
+    if (tools.length > 0) {
       body.tools = tools.map((tool, i) => encodeTool(tool, caching && i === tools.length - 1))
       body.tool_choice = encodeToolChoice(providerOptions.toolChoice)
     }
@@ -271,18 +275,24 @@ const encodeMessages = (
     if (lastSystem !== undefined) system[system.length - 1] = { ...lastSystem, cache_control: cacheControl }
     const lastMessage = messages[messages.length - 1]
     const lastBlock = lastMessage?.content[lastMessage.content.length - 1]
-    if (lastMessage !== undefined && lastBlock !== undefined && lastBlock.type !== "thinking" && lastBlock.type !== "redacted_thinking") {
+    // Thinking blocks cannot carry a cache breakpoint.
+    if (lastMessage !== undefined && lastBlock !== undefined && !isThinking(lastBlock)) {
       lastMessage.content[lastMessage.content.length - 1] = { ...lastBlock, cache_control: cacheControl }
     }
   }
   return { system, messages }
 }
 
+const isThinking = (block: Block): boolean => block.type === "thinking" || block.type === "redacted_thinking"
+
 // The API wants a user turn's tool results ahead of its other content.
 const toolResultsFirst = (content: Array<Block>): Array<Block> => {
   const firstOther = content.findIndex((block) => block.type !== "tool_result")
   if (firstOther === -1 || !content.slice(firstOther).some((block) => block.type === "tool_result")) return content
-  return [...content.filter((block) => block.type === "tool_result"), ...content.filter((block) => block.type !== "tool_result")]
+  return [
+    ...content.filter((block) => block.type === "tool_result"),
+    ...content.filter((block) => block.type !== "tool_result")
+  ]
 }
 
 const encodeTool = (tool: Tool.Any, cache: boolean) => {
@@ -352,7 +362,10 @@ const blockDecoders = {
   ),
   thinking: SseTransport.decodeWith(
     Schema.Struct({
-      content_block: Schema.Struct({ thinking: Schema.optional(Schema.String), signature: Schema.optional(Schema.String) })
+      content_block: Schema.Struct({
+        thinking: Schema.optional(Schema.String),
+        signature: Schema.optional(Schema.String)
+      })
     }),
     "content_block_start (thinking)"
   ),
@@ -481,7 +494,8 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
         if (Result.isFailure(block)) return block.failure
         this.blocks.set(index, { kind: "text", id })
         out.push({ type: "text-start", id })
-        if (block.success.content_block.text) out.push({ type: "text-delta", id, delta: block.success.content_block.text })
+        const text = block.success.content_block.text
+        if (text) out.push({ type: "text-delta", id, delta: text })
         return undefined
       }
       case "thinking": {
@@ -489,7 +503,8 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
         if (Result.isFailure(block)) return block.failure
         this.blocks.set(index, { kind: "thinking", id, signature: block.success.content_block.signature ?? "" })
         out.push({ type: "reasoning-start", id })
-        if (block.success.content_block.thinking) out.push({ type: "reasoning-delta", id, delta: block.success.content_block.thinking })
+        const thinking = block.success.content_block.thinking
+        if (thinking) out.push({ type: "reasoning-delta", id, delta: thinking })
         return undefined
       }
       case "redacted_thinking": {
@@ -502,8 +517,9 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
       case "tool_use": {
         const block = blockDecoders.tool_use(json)
         if (Result.isFailure(block)) return block.failure
-        this.blocks.set(index, { kind: "tool", id: block.success.content_block.id, name: block.success.content_block.name, args: "" })
-        out.push({ type: "tool-params-start", id: block.success.content_block.id, name: block.success.content_block.name })
+        const { id: callId, name } = block.success.content_block
+        this.blocks.set(index, { kind: "tool", id: callId, name, args: "" })
+        out.push({ type: "tool-params-start", id: callId, name })
         return undefined
       }
       default:

@@ -148,9 +148,10 @@ interface EncodedMessage {
 
 const encodeFile = (part: Prompt.FilePart): ContentPart => {
   const source = PromptEncoding.fileSource(part)
-  if (part.mediaType.startsWith("image/")) return { type: "image_url", image_url: { url: PromptEncoding.fileUrl(source) } }
+  const url = PromptEncoding.fileUrl(source)
+  if (part.mediaType.startsWith("image/")) return { type: "image_url", image_url: { url } }
   if (part.mediaType === "application/pdf" && source.type === "base64") {
-    return { type: "file", file: { filename: part.fileName ?? "document.pdf", file_data: PromptEncoding.fileUrl(source) } }
+    return { type: "file", file: { filename: part.fileName ?? "document.pdf", file_data: url } }
   }
   throw new PromptEncoding.UnsupportedContent(
     `OpenAI Chat Completions cannot take a file of type ${part.mediaType}${source.type === "url" ? " by URL" : ""}`

@@ -95,7 +95,8 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     if (settings.maxOutputTokens !== undefined) body.max_output_tokens = settings.maxOutputTokens
     if (settings.temperature !== undefined) body.temperature = settings.temperature
     if (providerOptions.responseFormat.type === "json") {
-      body.text = { format: { type: "json_schema", ...PromptEncoding.openAiJsonSchema(providerOptions.responseFormat) } }
+      const format = PromptEncoding.openAiJsonSchema(providerOptions.responseFormat)
+      body.text = { format: { type: "json_schema", ...format } }
     }
     return options.body === undefined ? body : { ...body, ...options.body }
   }
@@ -144,7 +145,11 @@ type InputItem =
     readonly arguments: string
     readonly id?: string
   }
-  | { readonly type: "function_call_output"; readonly call_id: string; readonly output: string | ReadonlyArray<InputContent> }
+  | {
+    readonly type: "function_call_output"
+    readonly call_id: string
+    readonly output: string | ReadonlyArray<InputContent>
+  }
 
 const encodeFile = (part: Prompt.FilePart): InputContent => {
   const source = PromptEncoding.fileSource(part)
@@ -416,7 +421,11 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
         const failed = decoders.failed(value)
         if (Result.isFailure(failed)) return failed.failure
         const error = failed.success.response.error
-        return ProviderError.fromStreamError(error?.code ?? undefined, error?.message ?? undefined, this.settings.redact)
+        return ProviderError.fromStreamError(
+          error?.code ?? undefined,
+          error?.message ?? undefined,
+          this.settings.redact
+        )
       }
       case "error": {
         const error = decoders.error(value)

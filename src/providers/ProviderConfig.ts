@@ -123,6 +123,8 @@ export const redactor = (apiKey: Redacted.Redacted<string> | undefined): (text: 
  * @since 0.1.0
  */
 export const bearerRequest = (settings: Settings, path: string): HttpClientRequest.HttpClientRequest => {
-  const request = HttpClientRequest.post(`${settings.baseUrl}${path}`).pipe(HttpClientRequest.setHeaders(settings.headers))
+  const request = HttpClientRequest.post(`${settings.baseUrl}${path}`).pipe(
+    HttpClientRequest.setHeaders(settings.headers)
+  )
   return settings.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, settings.apiKey)
 }

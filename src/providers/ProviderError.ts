@@ -175,7 +175,8 @@ export const fromStreamError = (
   message: string | undefined,
   redact: (text: string) => string
 ): AiError.AiErrorReason => {
-  const description = redact(`the provider reported an error in the stream${type ? ` (${type})` : ""}: ${message ?? "no message"}`)
+  const kind = type ? ` (${type})` : ""
+  const description = redact(`the provider reported an error in the stream${kind}: ${message ?? "no message"}`)
   const metadata = type === undefined ? {} : { errorType: type }
   switch (type) {
     case "rate_limit_error":

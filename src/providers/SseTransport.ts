@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, type Duration, Effect, Pull, Result, Schema, Stream } from "effect"
+import { Cause, Clock, type Duration, Effect, Pull, Result, type Schedule, Schema, Stream } from "effect"
 import { AiError, LanguageModel, type Response } from "effect/ai"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
@@ -51,7 +51,8 @@ export interface Options {
   readonly provider: string
   readonly client: HttpClient.HttpClient
   readonly request: HttpClientRequest.HttpClientRequest
-  readonly retry: Retry.Options
+  /** The retry schedule (`Retry.schedule`). */
+  readonly retry: Schedule.Schedule<Duration.Duration, AiError.AiError>
   readonly idleTimeout: Duration.Duration
   /** Removes secrets from any text that goes into an error. */
   readonly redact: (text: string) => string
@@ -109,7 +110,7 @@ const send = (
     ),
     Effect.catchIf(HttpClientError.isHttpClientError, (error) =>
       Effect.fail(fail(ProviderError.fromHttpClientError(error, target, options.redact)))),
-    Effect.retry(Retry.schedule(options.retry))
+    Effect.retry(options.retry)
   )
 
 // One stateful step from text chunks to parts: the idle timeout, SSE framing,
@@ -133,7 +134,7 @@ const decodeEvents = <E>(
       })
       const ended = Pull.catchDone(pull, (): Effect.Effect<never, AiError.AiError | Cause.Done> =>
         decoder.finished ? Cause.done() : Effect.fail(fail(ProviderError.truncated(decoder.terminal))))
-      const next: Pull.Pull<readonly [Response.StreamPartEncoded, ...Array<Response.StreamPartEncoded>], E | AiError.AiError> =
+      const next: Pull.Pull<NonEmptyParts, E | AiError.AiError> =
         Effect.suspend(() =>
           decoder.finished ? Cause.done() : Effect.flatMap(ended, (chunks) => {
             for (const chunk of chunks) {
@@ -150,6 +151,8 @@ const decodeEvents = <E>(
         )
       return next
     }))
+
+type NonEmptyParts = readonly [Response.StreamPartEncoded, ...Array<Response.StreamPartEncoded>]
 
 const isNonEmpty = <A>(array: Array<A>): array is [A, ...Array<A>] => array.length > 0
 
@@ -178,7 +181,8 @@ export const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S, name: s
   return (value: unknown): Result.Result<S["Type"], AiError.InvalidOutputError> =>
     Result.mapError(
       decode(value),
-      (error) => ProviderError.invalidStream(`event ${name} is missing a required field or has a wrong one: ${error.message}`)
+      (error) =>
+        ProviderError.invalidStream(`event ${name} is missing a required field or has a wrong one: ${error.message}`)
     )
 }
 
@@ -209,6 +213,7 @@ export interface WireFormat {
  */
 export const languageModel = Effect.fnUntraced(function*(settings: ProviderConfig.Settings, format: WireFormat) {
   const client = yield* HttpClient.HttpClient
+  const retry = Retry.schedule(settings.retry)
   const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
     Stream.unwrap(Effect.map(
       PromptEncoding.encodeRequest(format.provider, () => format.body(providerOptions)),
@@ -217,7 +222,7 @@ export const languageModel = Effect.fnUntraced(function*(settings: ProviderConfi
           provider: format.provider,
           client,
           request: HttpClientRequest.bodyJsonUnsafe(format.request, body),
-          retry: settings.retry,
+          retry,
           idleTimeout: settings.idleTimeout,
           redact: settings.redact,
           decoder: format.decoder

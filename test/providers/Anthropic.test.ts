@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Redacted } from "effect"
-import { Tool } from "effect/ai"
+import { LanguageModel, Tool } from "effect/ai"
 import { Anthropic, Message } from "../../src/index.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
@@ -188,6 +188,21 @@ describe("Anthropic", () => {
       ])
       assert.strictEqual(body.system, undefined)
       assert.strictEqual(JSON.stringify(body).includes("cache_control"), false)
+    }))
+
+  it.effect("tool choice none still declares the tools, which a transcript with tool_use blocks needs", () =>
+    Effect.gen(function*() {
+      const server = yield* replay("simple-text_claude-sonnet-4.sse")
+      yield* LanguageModel.generateText({
+        prompt: ProviderTest.transcript({}),
+        toolkit: ProviderTest.Tools,
+        toolChoice: "none",
+        disableToolCallResolution: true,
+        toolCallValidation: "deferred"
+      }).pipe(Effect.provide(layer(server.baseUrl)))
+      const body = server.requests[0]!.body
+      assert.deepStrictEqual(body.tool_choice, { type: "none" })
+      assert.deepStrictEqual(body.tools.map((tool: { name: string }) => tool.name), ["get_weather"])
     }))
 
   it.effect("fails to build without a key, naming ANTHROPIC_API_KEY; reads it from the environment", () =>

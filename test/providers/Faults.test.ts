@@ -299,7 +299,11 @@ describe("provider faults", () => {
         Effect.as(TestClock.withLive(Effect.sleep("500 millis")), HttpServerResponse.text("too late", { status: 500 }))
       )
       const fiber = yield* ProviderTest.generate("hi").pipe(
-        Effect.provide(chat!.layer({ baseUrl: server.baseUrl, idleTimeout: "10 seconds", retry: { maxRetries: 1, baseDelay: "1 second" } })),
+        Effect.provide(chat!.layer({
+          baseUrl: server.baseUrl,
+          idleTimeout: "10 seconds",
+          retry: { maxRetries: 1, baseDelay: "1 second" }
+        })),
         Effect.forkChild
       )
       yield* advanceUntilDone(fiber, "10 seconds")

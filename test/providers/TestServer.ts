@@ -58,11 +58,14 @@ export const sse = (text: string) =>
   HttpServerResponse.stream(Stream.fromIterable(chunks(text)), { contentType: "text/event-stream" })
 
 /** An SSE response that sends `text`, then destroys the connection. */
-export const sseThenReset = (text: string, request: Recorded) =>
-  HttpServerResponse.stream(
-    Stream.concat(Stream.fromIterable(chunks(text)), Stream.drain(Stream.fromEffect(Effect.andThen(TestClock.withLive(Effect.sleep("20 millis")), request.reset)))),
+export const sseThenReset = (text: string, request: Recorded) => {
+  // The pause (real time: the server runs on the test's clock) lets the bytes reach the client first.
+  const reset = Effect.andThen(TestClock.withLive(Effect.sleep("20 millis")), request.reset)
+  return HttpServerResponse.stream(
+    Stream.concat(Stream.fromIterable(chunks(text)), Stream.drain(Stream.fromEffect(reset))),
     { contentType: "text/event-stream" }
   )
+}
 
 /** An SSE response that sends `text` and then nothing more, without closing. */
 export const sseThenHang = (text: string) =>
