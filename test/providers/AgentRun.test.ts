@@ -6,9 +6,10 @@
  * provider sent it) and the tool result.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Effect, Exit, Layer, Redacted, Schema, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
 import { type LanguageModel, Tool, Toolkit } from "effect/ai"
-import { Agent, Anthropic, Message, OpenAiChat, OpenAiResponses, ToolRegistry } from "../../src/index.ts"
+import { Agent, AgentEvent, Anthropic, Message, OpenAiChat, OpenAiResponses, ToolRegistry } from "../../src/index.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
@@ -171,5 +172,34 @@ describe("Agent.run on the real providers", () => {
       ])
       assert.strictEqual(result.usage.input, 424 + 16)
       assert.strictEqual(result.usage.output, 119 + 38)
+    }))
+
+  it.effect("a provider failure ends the run with a ModelError; no event, error or state holds the key", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start(() =>
+        Effect.succeed(HttpServerResponse.jsonUnsafe(
+          { type: "error", error: { type: "authentication_error", message: `invalid x-api-key ${ProviderTest.apiKey}` } },
+          { status: 401 }
+        ))
+      )
+      const model = Anthropic.layer({ model: "claude-sonnet-4", apiKey: key, baseUrl: server.baseUrl }).pipe(
+        Layer.provide(ProviderTest.client)
+      )
+      const events: Array<AgentEvent.AgentEvent> = []
+      const exit = yield* Agent.runStream({ prompt: "Weather in Florence?" }).pipe(
+        Stream.runForEach((event) => Effect.sync(() => events.push(event))),
+        Effect.provide(Layer.merge(ToolsLive, model)),
+        Effect.exit
+      )
+      assert(Exit.isFailure(exit))
+      const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+      assert(error?._tag === "Fail" && error.error._tag === "ModelError")
+      assert.strictEqual(error.error.reason._tag, "AuthenticationError")
+      assert.strictEqual(events.at(-1)?._tag, "AgentEnd")
+      const persisted = events.map((event) => Schema.encodeSync(AgentEvent.AgentEventJson)(event))
+      for (const text of [JSON.stringify(persisted), JSON.stringify(error.error), String(exit.cause)]) {
+        assert.notInclude(text, ProviderTest.apiKey)
+      }
+      assert.include(JSON.stringify(error.error), "invalid x-api-key <redacted>")
     }))
 })

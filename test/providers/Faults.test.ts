@@ -275,10 +275,15 @@ describe("provider faults", () => {
         Effect.gen(function*() {
           const text = prefix(TestServer.fixture(provider.fixture), 0.3)
           const server = yield* TestServer.start(() => Effect.succeed(TestServer.sseThenHang(text)))
-          const fiber = yield* ProviderTest.generate("hi").pipe(
+          const parts: Array<string> = []
+          const fiber = yield* ProviderTest.stream("hi").pipe(
+            Stream.runForEach((part) => Effect.sync(() => parts.push(part.type))),
             Effect.provide(provider.layer({ baseUrl: server.baseUrl, idleTimeout: "30 seconds" })),
             Effect.forkChild
           )
+          // Move the clock only once the body is streaming: earlier, the wait for
+          // the response itself would time out instead.
+          for (let waits = 0; waits < 250 && parts.length === 0; waits++) yield* settle
           yield* advanceUntilDone(fiber, "30 seconds")
           const error = yield* failure(Fiber.join(fiber))
           assert(error.reason._tag === "NetworkError")
@@ -287,6 +292,8 @@ describe("provider faults", () => {
             "the stream sent no bytes for longer than the idle timeout of 30s"
           )
           assert.strictEqual(server.requests.length, 1)
+          assert.strictEqual(parts[0], "response-metadata")
+          assert.notInclude(parts, "finish")
         }))
     })
   }
