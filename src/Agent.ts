@@ -51,7 +51,6 @@ import * as AgentConfig from "./AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
 import * as Approvals from "./Approvals.ts"
-import * as ContextWindow from "./ContextWindow.ts"
 import * as Guards from "./Guards.ts"
 import type * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
@@ -131,8 +130,9 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
     const steering = options.steering ?? (yield* Effect.serviceOption(Steering.Steering)).pipe(
       (option) => option._tag === "Some" ? option.value : undefined
     )
+    const guards = yield* resolvePlugins(Guards.fromConfig(config))
     const userPlugins = yield* resolvePlugins(options.plugins ?? [])
-    const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...Guards.fromConfig(config), ...userPlugins]
+    const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...guards, ...userPlugins]
     const clock = yield* Clock.Clock
     const services = yield* Effect.context<R>()
     const listeners: Array<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>> = []
@@ -143,6 +143,7 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       system: state.system,
       messages: [],
       prompt: state.system === undefined ? [] : [Prompt.makeMessage("system", { content: state.system })],
+      converted: undefined,
       firstNew: setup.firstNew,
       turn: state.turn,
       eventTurn: state.turn,
@@ -155,6 +156,8 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       pendingApprovals: new Map(),
       wrapUpRequested: state.wrapUpRequested,
       plugins,
+      hooks: Run.hookLists(plugins),
+      model: yield* LanguageModel.LanguageModel,
       listeners,
       sinks: setup.sinks,
       registry,
@@ -167,7 +170,8 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
         results: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
         started: new Set(state.startedCalls)
       },
-      context: undefined!
+      context: undefined!,
+      services
     }
     for (const message of state.messages) Run.append(run, message)
     run.context = hookContext(run, services)
@@ -197,6 +201,12 @@ const hookContext = <R>(run: Run.Run<R>, services: import("effect").Context.Cont
   get config() {
     return run.config
   },
+  get system() {
+    return run.system
+  },
+  get wrapUpRequested() {
+    return run.wrapUpRequested
+  },
   emit: (input) => Effect.provideContext(Run.emitInput(run, input), services),
   get snapshot() {
     return Effect.provideContext(Run.snapshot(run), services)
@@ -207,26 +217,41 @@ const hookContext = <R>(run: Run.Run<R>, services: import("effect").Context.Cont
 // One turn
 // -----------------------------------------------------------------------------
 
+// The request holds the transcript's Prompt messages as they are, not a copy: the loop appends
+// to them only between model calls, never while one runs (copying them would cost every turn
+// the length of the history).
+const transcriptPrompt = <R>(run: Run.Run<R>) => Effect.sync(() => Prompt.fromMessages(run.prompt))
+
 const buildPrompt = <R>(run: Run.Run<R>): Effect.Effect<Prompt.Prompt, never, R> =>
-  Effect.gen(function*() {
+  run.hooks.transformContext.length === 0 ? transcriptPrompt(run) : Effect.gen(function*() {
     let messages: ReadonlyArray<Message.Message> = run.messages
-    for (const plugin of run.plugins) {
+    for (const plugin of run.hooks.transformContext) {
       if (plugin.transformContext === undefined) continue
       const out = yield* plugin.transformContext(messages, run.context)
-      if (out === messages) continue
-      yield* Run.emitInput(run, {
-        _tag: "ContextTransformed",
-        plugin: plugin.name,
-        messagesBefore: messages.length,
-        messagesAfter: out.length,
-        tokensBefore: ContextWindow.estimateTokens(messages),
-        tokensAfter: ContextWindow.estimateTokens(out)
-      })
-      messages = out
+      const next = "messages" in out ? out.messages : out
+      if (next === messages) continue
+      yield* Run.emitInput(
+        run,
+        "messages" in out
+          ? {
+            _tag: "ContextTransformed",
+            plugin: plugin.name,
+            messagesBefore: messages.length,
+            messagesAfter: next.length,
+            tokensBefore: out.tokensBefore,
+            tokensAfter: out.tokensAfter
+          }
+          : { _tag: "ContextTransformed", plugin: plugin.name, messagesBefore: messages.length, messagesAfter: next.length }
+      )
+      messages = next
     }
-    if (messages === run.messages) return Prompt.fromMessages(run.prompt.slice())
-    const system = run.system === undefined ? [] : [Message.system(run.system)]
-    return Message.toPrompt([...system, ...messages])
+    if (messages === run.messages) return Prompt.fromMessages(run.prompt)
+    const request: Array<Prompt.Message> = run.system === undefined ? [] : [run.prompt[0]!]
+    for (const message of messages) {
+      const converted = Run.promptMessage(run, message)
+      if (converted !== undefined) request.push(converted)
+    }
+    return Prompt.fromMessages(request)
   })
 
 const modelError = (turn: number) => (error: AiError.AiError) => ModelError.fromAiError(error, turn)
@@ -243,7 +268,7 @@ const streamReply = <R>(
   Effect.gen(function*() {
     const builder = new AssistantBuilder()
     yield* Run.emitInput(run, { _tag: "MessageStart", role: "assistant" })
-    const stream = LanguageModel.streamText({
+    const stream = run.model.streamText({
       prompt,
       toolkit: run.registry.toolkit,
       disableToolCallResolution: true,
@@ -282,12 +307,15 @@ type Step =
   | { readonly _tag: "Continue"; readonly hasToolCalls: boolean }
   | { readonly _tag: "End"; readonly outcome: Outcome.Outcome }
 
+const noOutcome = Effect.succeed(undefined)
+
 const runControl = <R>(
   run: Run.Run<R>,
+  plugins: ReadonlyArray<Hooks.Plugin<R>>,
   control: (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
 ): Effect.Effect<Outcome.Outcome | undefined, never, R> =>
-  Effect.gen(function*() {
-    for (const plugin of run.plugins) {
+  plugins.length === 0 ? noOutcome : Effect.gen(function*() {
+    for (const plugin of plugins) {
       const effect = control(plugin)
       if (effect === undefined) continue
       const decision = yield* effect
@@ -327,7 +355,7 @@ const answerOpenCalls = <R>(run: Run.Run<R>) =>
 /** One turn: guards, the model call, the tool batch, the turn's events and hooks. */
 const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel.LanguageModel | R> =>
   Effect.gen(function*() {
-    const guarded = yield* runControl(run, (plugin) => plugin.beforeModelCall?.(run.context))
+    const guarded = yield* runControl(run, run.hooks.beforeModelCall, (plugin) => plugin.beforeModelCall?.(run.context))
     if (guarded !== undefined) return { _tag: "End", outcome: guarded }
     const cancelledBefore = yield* Run.cancelReason(run)
     if (cancelledBefore !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelledBefore) }
@@ -345,12 +373,12 @@ const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel
     run.turn++
     yield* Run.emitInput(run, { _tag: "TurnEnd", message: reply.message, toolResults: batch.results })
     yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
-    const after = yield* runControl(run, (plugin) =>
+    const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
       plugin.afterTurn?.({ message: reply.message, toolResults: batch.results, terminated: batch.terminate }, run.context))
     const cancelled = reply.cancelled ?? (yield* Run.cancelReason(run))
     if (cancelled !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelled) }
-    if (after !== undefined) return { _tag: "End", outcome: after }
     if (batch.terminate) return { _tag: "End", outcome: Outcome.terminated }
+    if (after !== undefined) return { _tag: "End", outcome: after }
     return { _tag: "Continue", hasToolCalls: calls.length > 0 }
   })
 
@@ -361,16 +389,20 @@ const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel
 const take = (queue: Array<Message.Message>, mode: Steering.DeliveryMode): ReadonlyArray<Message.Message> =>
   mode === "all" ? queue.splice(0) : queue.splice(0, 1)
 
+const nothing: Effect.Effect<ReadonlyArray<Message.Message>> = Effect.succeed([])
+
 const poll = <R>(
   run: Run.Run<R>,
   kind: "steering" | "followUp"
-): Effect.Effect<ReadonlyArray<Message.Message>, never, R> =>
-  Effect.gen(function*() {
-    const queue = kind === "steering" ? run.steeringQueue : run.followUpQueue
+): Effect.Effect<ReadonlyArray<Message.Message>, never, R> => {
+  const queue = kind === "steering" ? run.steeringQueue : run.followUpQueue
+  const hooks = run.hooks[kind]
+  if (run.steering === undefined && hooks.length === 0 && queue.length === 0) return nothing
+  return Effect.gen(function*() {
     if (run.steering !== undefined) {
       queue.push(...yield* (kind === "steering" ? run.steering.takeSteering : run.steering.takeFollowUps))
     }
-    for (const plugin of run.plugins) {
+    for (const plugin of hooks) {
       const hook = kind === "steering" ? plugin.steering : plugin.followUp
       if (hook !== undefined) queue.push(...yield* hook(run.context))
     }
@@ -382,6 +414,7 @@ const poll = <R>(
       : run.steering.followUpMode
     return take(queue, mode)
   })
+}
 
 const deliver = <R>(
   run: Run.Run<R>,

@@ -185,3 +185,134 @@ const decode = Schema.decodeUnknownEffect(AgentConfig, { onExcessProperty: "erro
  */
 export const validate = (config: unknown): Effect.Effect<AgentConfig, ConfigError> =>
   Effect.mapError(decode(config), configErrorFromSchema)
+
+// -----------------------------------------------------------------------------
+// Untrusted input
+// -----------------------------------------------------------------------------
+
+/**
+ * A safe range for a setting that comes from untrusted input: values outside
+ * it are clamped into it; `nullable` says whether `null` (no limit) may be
+ * asked for.
+ *
+ * @since 0.1.0
+ */
+export interface Range {
+  readonly min: number
+  readonly max: number
+  readonly integer: boolean
+  readonly nullable: boolean
+}
+
+const range = (min: number, max: number, integer: boolean, nullable: boolean): Range => ({
+  min,
+  max,
+  integer,
+  nullable
+})
+
+/**
+ * The settings untrusted input may set, and their safe ranges:
+ *
+ * | setting | range | `null` |
+ * |---|---|---|
+ * | `maxTurns` | 1 – 200 | no |
+ * | `maxParallelTools` | 1 – 64 | no |
+ * | `maxToolCallsPerTurn` | 1 – 256 | no |
+ * | `toolTimeout` (ms) | 100 ms – 10 min | no |
+ * | `contextBudgetTokens` | 1,000 – 2,000,000 | yes |
+ * | `maxResultChars` | 256 – 1,000,000 | no |
+ * | `budgets.tokens`, `budgets.inputTokens`, `budgets.outputTokens` | 1 – 100,000,000 | yes |
+ * | `budgets.costUsd` | $0.0001 – $1,000 | yes |
+ * | `budgets.wallClock` (ms) | 1 s – 24 h | yes |
+ *
+ * Everything else (grace turns, detector thresholds, pruning, the wrap-up
+ * fraction) is an internal tuning knob that untrusted input cannot set.
+ *
+ * @since 0.1.0
+ */
+export const untrustedRanges = {
+  maxTurns: range(1, 200, true, false),
+  maxParallelTools: range(1, 64, true, false),
+  maxToolCallsPerTurn: range(1, 256, true, false),
+  toolTimeout: range(100, 600_000, false, false),
+  contextBudgetTokens: range(1_000, 2_000_000, true, true),
+  maxResultChars: range(256, 1_000_000, true, false),
+  budgets: {
+    tokens: range(1, 100_000_000, true, true),
+    inputTokens: range(1, 100_000_000, true, true),
+    outputTokens: range(1, 100_000_000, true, true),
+    costUsd: range(0.0001, 1_000, false, true),
+    wallClock: range(1_000, 86_400_000, false, true)
+  }
+} as const
+
+const isRecord = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+const clampField = (field: string, value: unknown, rule: Range): Effect.Effect<number | null, ConfigError> => {
+  if (value === null) {
+    return rule.nullable
+      ? Effect.succeed(null)
+      : Effect.fail(new ConfigError({ field, rule: "cannot be switched off (null) from untrusted input" }))
+  }
+  if (typeof value !== "number" || !Number.isFinite(value)) {
+    return Effect.fail(new ConfigError({ field, rule: `must be a finite number${rule.nullable ? " or null" : ""}` }))
+  }
+  if (rule.integer && !Number.isInteger(value)) {
+    return Effect.fail(new ConfigError({ field, rule: "must be an integer" }))
+  }
+  return Effect.succeed(Math.min(rule.max, Math.max(rule.min, value)))
+}
+
+const internalKnobs = new Set(Object.keys(defaults).filter((key) => !(key in untrustedRanges)))
+
+const clampRecord = (
+  input: unknown,
+  rules: Record<string, Range>,
+  prefix: string
+): Effect.Effect<Record<string, number | null>, ConfigError> =>
+  Effect.gen(function*() {
+    if (!isRecord(input)) return yield* new ConfigError({ field: prefix || "config", rule: "must be an object" })
+    const out: Record<string, number | null> = {}
+    for (const [key, value] of Object.entries(input)) {
+      const field = prefix === "" ? key : `${prefix}.${key}`
+      const rule = rules[key]
+      if (rule === undefined) {
+        return yield* new ConfigError({
+          field,
+          rule: prefix === "" && internalKnobs.has(key)
+            ? "is an internal setting that untrusted input cannot set"
+            : "is not a known setting"
+        })
+      }
+      out[key] = yield* clampField(field, value, rule)
+    }
+    return out
+  })
+
+/**
+ * A config from untrusted input (an HTTP body, command-line flags): unknown
+ * fields and internal knobs are rejected, numbers are clamped into the safe
+ * ranges of {@link untrustedRanges}, and the result is validated. Fails with
+ * a `ConfigError` naming the field and the rule.
+ *
+ * @example
+ * ```ts
+ * import { AgentConfig } from "effect-agent"
+ *
+ * // maxTurns 10,000 becomes 200; toolTimeout 5 ms becomes 100 ms
+ * const config = AgentConfig.fromUntrusted({ maxTurns: 10_000, toolTimeout: 5, budgets: { costUsd: 2 } })
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const fromUntrusted = (input: unknown): Effect.Effect<AgentConfig, ConfigError> =>
+  Effect.gen(function*() {
+    const { budgets: budgetRules, ...topRules } = untrustedRanges
+    const { budgets: budgetsInput, ...topInput } = isRecord(input) ? input : { budgets: undefined }
+    if (!isRecord(input)) return yield* new ConfigError({ field: "config", rule: "must be an object" })
+    const top = yield* clampRecord(topInput, topRules, "")
+    const budgets = budgetsInput === undefined ? {} : yield* clampRecord(budgetsInput, budgetRules, "budgets")
+    return yield* validate({ ...defaults, ...top, budgets: { ...defaults.budgets, ...budgets } })
+  })

@@ -74,7 +74,8 @@ export type BudgetFigures = typeof BudgetFigures.Type
  * - `SteeringDelivered` / `FollowUpDelivered`: queued messages entered the run.
  * - `WrapUpRequested`: the model was asked to finish (turn limit, budget).
  * - `GuardTripped`: a guard warned or stopped the run, with its figures.
- * - `ContextTransformed`: a `transformContext` hook changed the request.
+ * - `ContextTransformed`: a `transformContext` hook changed the request (with
+ *   its token estimates, when it reports them).
  * - `BudgetSnapshot`: totals and limits after a turn.
  * - `TurnEnd`: the assistant message and its tool results.
  * - `CheckpointSaved` / `SessionResumed`: durable sessions.
@@ -127,8 +128,8 @@ export const AgentEvent = Schema.TaggedUnion({
     plugin: Schema.String,
     messagesBefore: Schema.Finite,
     messagesAfter: Schema.Finite,
-    tokensBefore: Schema.Finite,
-    tokensAfter: Schema.Finite
+    tokensBefore: Schema.optionalKey(Schema.Finite),
+    tokensAfter: Schema.optionalKey(Schema.Finite)
   },
   BudgetSnapshot: { ...base, figures: BudgetFigures },
   TurnEnd: { ...base, message: Message.AssistantMessage, toolResults: Schema.Array(Message.ToolResultMessage) },

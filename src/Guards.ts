@@ -1,19 +1,36 @@
 /**
- * The guards that end a run before it runs away: each is a plugin, installed
+ * The guards that end a run before it runs away. Each is a plugin, installed
  * from the config by {@link fromConfig}, so an application can see it, switch
- * it off (set its limit to `null`) or replace it with its own plugin.
+ * it off (set its limit to `null`, or `graceTurns` to 0) or replace it with
+ * its own. Every guard ends a run with an outcome and a transcript in which
+ * every tool call has its result, never with an exception.
+ *
+ * - {@link maxTurns}: the turn cap (`MaxTurns`).
+ * - {@link gracefulTurnLimit}: asks the model to wrap up a few turns before the
+ *   cap (`WrappedUp` when it then finishes in time).
+ * - {@link budgets}: tokens, cost and wall clock (`BudgetExceeded`), with the
+ *   same one-shot wrap-up request at `wrapUpAt` of any budget.
+ * - {@link loopDetector}: the same tool calls with the same results again and
+ *   again: one warning, then `LoopDetected`.
+ * - {@link stagnationDetector}: the same reply again and again (`Stagnated`).
+ * - the context window transform (`ContextWindow.prune`).
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import type { AgentConfig } from "./AgentConfig.ts"
+import * as ContextWindow from "./ContextWindow.ts"
 import * as Hooks from "./Hooks.ts"
+import * as Message from "./Message.ts"
 import * as Outcome from "./Outcome.ts"
+
+// -----------------------------------------------------------------------------
+// Turn cap and wrap-up
+// -----------------------------------------------------------------------------
 
 /**
  * The turn cap: before a model call, once `limit` turns have completed, the
- * run ends with `MaxTurns` (every tool call of the last turn already has its
- * result).
+ * run ends with `MaxTurns`.
  *
  * @since 0.1.0
  */
@@ -35,12 +52,386 @@ export const maxTurns = (limit: number): Hooks.Plugin => ({
 })
 
 /**
- * The guards a config asks for, in the order they run.
+ * Why the model is asked to wrap up: the turn limit, or a budget.
  *
  * @since 0.1.0
  */
-export const fromConfig = (config: AgentConfig): ReadonlyArray<Hooks.Plugin> => {
-  const guards: Array<Hooks.Plugin> = []
+export type WrapUpReason =
+  | { readonly _tag: "Turns"; readonly turn: number; readonly maxTurns: number }
+  | { readonly _tag: "Budget"; readonly budget: Outcome.Budget; readonly used: number; readonly limit: number }
+
+/**
+ * The default wrap-up request.
+ *
+ * @since 0.1.0
+ */
+export const wrapUpMessage = (reason: WrapUpReason): string =>
+  (reason._tag === "Turns"
+    ? `You have used ${reason.turn} of your ${reason.maxTurns} turns.`
+    : `You have used ${Math.round((reason.used / reason.limit) * 100)}% of your ${reason.budget} budget.`) +
+  " Stop calling work tools and deliver your final result now: summarise what you accomplished," +
+  " what remains to be done, and any partial findings."
+
+const requestWrapUp = (
+  ctx: Hooks.Context,
+  source: string,
+  text: string
+): Effect.Effect<Hooks.Control> =>
+  Effect.as(
+    ctx.emit({ _tag: "WrapUpRequested", source, message: text }),
+    Hooks.inject([Message.system(text)])
+  )
+
+/**
+ * The graceful turn limit's settings.
+ *
+ * @since 0.1.0
+ */
+export interface GracefulTurnLimitOptions {
+  readonly maxTurns: number
+  /** Turns before the cap at which the model is asked to wrap up. */
+  readonly graceTurns: number
+  /** Gives the grace window at each poll (clamped to 1 … maxTurns − 1), e.g. to widen it as work in flight grows. */
+  readonly grace?: ((info: Hooks.RunInfo) => number) | undefined
+  /** The wrap-up request's wording. */
+  readonly message?: ((reason: WrapUpReason) => string) | undefined
+}
+
+/**
+ * The graceful turn limit, with its soft limit (the completed turns at which
+ * the wrap-up request is delivered, for the static grace window).
+ *
+ * @since 0.1.0
+ */
+export interface GracefulTurnLimit extends Hooks.Plugin {
+  readonly maxTurns: number
+  readonly softLimit: number
+}
+
+const clamp = (value: number, min: number, max: number) => Math.min(max, Math.max(min, Math.floor(value)))
+
+/**
+ * Asks the model, once, to stop calling work tools and deliver its final
+ * result when the completed turns reach `maxTurns - graceTurns`; the request
+ * goes in before the next model call. If the run then ends by itself before
+ * the cap, its outcome is `WrappedUp`; at the cap it is `MaxTurns` (the cap
+ * itself is {@link maxTurns}).
+ *
+ * @example
+ * ```ts
+ * import { Guards } from "effect-agent"
+ *
+ * Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 5 }).softLimit // 45
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const gracefulTurnLimit = (options: GracefulTurnLimitOptions): GracefulTurnLimit => {
+  const window = (info: Hooks.RunInfo) =>
+    clamp(options.grace === undefined ? options.graceTurns : options.grace(info), 1, options.maxTurns - 1)
+  const text = options.message ?? wrapUpMessage
+  return {
+    name: "gracefulTurnLimit",
+    maxTurns: options.maxTurns,
+    softLimit: options.maxTurns - clamp(options.graceTurns, 1, options.maxTurns - 1),
+    beforeModelCall: (ctx) =>
+      ctx.wrapUpRequested || ctx.turn >= options.maxTurns || ctx.turn < options.maxTurns - window(ctx)
+        ? Effect.succeed(Hooks.proceed)
+        : requestWrapUp(ctx, "turns", text({ _tag: "Turns", turn: ctx.turn, maxTurns: options.maxTurns }))
+  }
+}
+
+// -----------------------------------------------------------------------------
+// Budgets
+// -----------------------------------------------------------------------------
+
+/**
+ * The budgets' settings: limits (`null`: none) and the fraction at which the
+ * model is asked to wrap up (`null`: never).
+ *
+ * @since 0.1.0
+ */
+export interface BudgetsOptions {
+  readonly budgets: AgentConfig["budgets"]
+  readonly wrapUpAt: number | null
+  readonly message?: ((reason: WrapUpReason) => string) | undefined
+}
+
+const BUDGETS: ReadonlyArray<Outcome.Budget> = ["tokens", "inputTokens", "outputTokens", "costUsd", "wallClock"]
+
+const usedOf = (budget: Outcome.Budget, info: Hooks.RunInfo): number => {
+  switch (budget) {
+    case "tokens":
+      return Message.totalTokens(info.usage)
+    case "inputTokens":
+      return info.usage.input
+    case "outputTokens":
+      return info.usage.output
+    case "costUsd":
+      return info.usage.cost ?? 0
+    case "wallClock":
+      return info.elapsedMs
+  }
+}
+
+/**
+ * Token, cost and wall-clock budgets, checked before each model call (so a
+ * run, or a resumed run, never calls the model past a budget): an exhausted
+ * budget ends the run with `BudgetExceeded { budget, limit, used }`; at
+ * `wrapUpAt` of any budget the model is asked, once, to wrap up.
+ *
+ * @since 0.1.0
+ */
+export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
+  const active: Array<readonly [Outcome.Budget, number]> = []
+  for (const budget of BUDGETS) {
+    const limit = options.budgets[budget]
+    if (limit !== null) active.push([budget, limit])
+  }
+  const text = options.message ?? wrapUpMessage
+  return {
+    name: "budgets",
+    beforeModelCall: (ctx) =>
+      Effect.suspend(() => {
+        for (const [budget, limit] of active) {
+          const used = usedOf(budget, ctx)
+          if (used >= limit) {
+            return Effect.as(
+              ctx.emit({
+                _tag: "GuardTripped",
+                guard: "budget",
+                action: "stop",
+                detail: `the ${budget} budget is exhausted: ${used} of ${limit}`,
+                figures: { limit, used }
+              }),
+              Hooks.stop(Outcome.budgetExceeded(budget, limit, used))
+            )
+          }
+        }
+        if (options.wrapUpAt === null || ctx.wrapUpRequested) return Effect.succeed(Hooks.proceed)
+        for (const [budget, limit] of active) {
+          const used = usedOf(budget, ctx)
+          if (used >= options.wrapUpAt * limit) {
+            return requestWrapUp(ctx, `budget:${budget}`, text({ _tag: "Budget", budget, used, limit }))
+          }
+        }
+        return Effect.succeed(Hooks.proceed)
+      })
+  }
+}
+
+// -----------------------------------------------------------------------------
+// Stuck detection
+// -----------------------------------------------------------------------------
+
+/**
+ * JSON with object keys sorted at every level, so equal values have equal text.
+ *
+ * @since 0.1.0
+ */
+export const canonicalJson = (value: unknown): string => JSON.stringify(sortKeys(value)) ?? "null"
+
+const sortKeys = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(sortKeys)
+  if (typeof value !== "object" || value === null) return value
+  const out: Record<string, unknown> = {}
+  const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  for (const [key, entry] of entries) out[key] = sortKeys(entry)
+  return out
+}
+
+/**
+ * A batch's signature: its calls' names and canonical arguments, in any order.
+ *
+ * @since 0.1.0
+ */
+export const batchSignature = (calls: ReadonlyArray<Message.ToolCallPart>): string =>
+  calls.map((call) => `${call.name}${canonicalJson(call.params)}`).sort().join("|")
+
+const resultsSignature = (turn: Hooks.Turn): string =>
+  turn.toolResults.map((result) => `${result.toolName}:${result.isError}:${canonicalJson(result.content)}`).sort().join("|")
+
+const startsUserTurn = (event: { readonly _tag: string; readonly messages?: ReadonlyArray<Message.Message> }) =>
+  event.messages?.some((message) => message.role === "user") === true
+
+const resetsDetectors = (event: Parameters<NonNullable<Hooks.Plugin["onEvent"]>>[0]): boolean => {
+  switch (event._tag) {
+    case "SteeringDelivered":
+    case "FollowUpDelivered":
+      return startsUserTurn(event)
+    case "MessageEnd":
+      return event.message.role === "user"
+    default:
+      return false
+  }
+}
+
+const LoopState = Schema.Struct({
+  signature: Schema.NullOr(Schema.String),
+  results: Schema.NullOr(Schema.String),
+  repeats: Schema.Finite,
+  warned: Schema.Boolean
+})
+
+/**
+ * The default warning to a model that repeats itself.
+ *
+ * @since 0.1.0
+ */
+export const loopWarning = (repeats: number): string =>
+  `You have made the same tool calls with the same results ${repeats} times in a row. ` +
+  "They will not give a different answer: change your approach, or deliver your result now."
+
+/**
+ * The loop detector: when the same batch (same calls, same arguments, in any
+ * order) with the same results repeats consecutively more than
+ * `maxRepeatedBatches` times, the first trip warns the model once and the
+ * next ends the run with `LoopDetected`. A repeat whose results differ (the
+ * world changed) starts a new streak; a turn without tool calls or a new user
+ * message resets it.
+ *
+ * @since 0.1.0
+ */
+export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Plugin> =>
+  Effect.sync(() => {
+    let state: typeof LoopState.Type = { signature: null, results: null, repeats: 0, warned: false }
+    return {
+      name: "loopDetector",
+      onEvent: (event) =>
+        Effect.sync(() => {
+          if (resetsDetectors(event)) state = { signature: null, results: null, repeats: 0, warned: false }
+        }),
+      afterTurn: (turn, ctx) =>
+        Effect.suspend(() => {
+          const calls = Message.toolCalls(turn.message)
+          if (calls.length === 0) {
+            state = { ...state, signature: null, results: null, repeats: 0 }
+            return Effect.succeed(Hooks.proceed)
+          }
+          const signature = batchSignature(calls)
+          const results = resultsSignature(turn)
+          const repeats = signature === state.signature && results === state.results ? state.repeats + 1 : 1
+          state = { ...state, signature, results, repeats }
+          if (repeats <= maxRepeatedBatches) return Effect.succeed(Hooks.proceed)
+          const figures = { repeats, limit: maxRepeatedBatches }
+          if (!state.warned) {
+            state = { ...state, warned: true }
+            const text = loopWarning(repeats)
+            return Effect.as(
+              ctx.emit({ _tag: "GuardTripped", guard: "loopDetector", action: "warn", detail: text, figures }),
+              Hooks.inject([Message.system(text)])
+            )
+          }
+          return Effect.as(
+            ctx.emit({
+              _tag: "GuardTripped",
+              guard: "loopDetector",
+              action: "stop",
+              detail: `the same batch repeated ${repeats} times: ${signature}`,
+              figures
+            }),
+            Hooks.stop({ _tag: "LoopDetected", repeats, signature })
+          )
+        }),
+      state: {
+        save: Effect.sync(() => state),
+        restore: (saved) =>
+          Effect.sync(() => {
+            if (Schema.is(LoopState)(saved)) state = saved
+          })
+      }
+    }
+  })
+
+const normalise = (text: string) => text.trim().replace(/\s+/g, " ")
+
+/** FNV-1a, 32 bits: replies are counted by hash, so the saved state stays small. */
+const fnv1a = (text: string): string => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193)
+  }
+  return (hash >>> 0).toString(16)
+}
+
+const StagnationState = Schema.Record(Schema.String, Schema.Finite)
+
+/**
+ * The stagnation detector: counts identical replies (whitespace-normalised)
+ * on turns without tool calls, over the run; a reply seen more than
+ * `maxStagnantReplies` times ends the run with `Stagnated`. A new user
+ * message resets the counts.
+ *
+ * @since 0.1.0
+ */
+export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Hooks.Plugin> =>
+  Effect.sync(() => {
+    const counts = new Map<string, number>()
+    return {
+      name: "stagnationDetector",
+      onEvent: (event) =>
+        Effect.sync(() => {
+          if (resetsDetectors(event)) counts.clear()
+        }),
+      afterTurn: (turn, ctx) =>
+        Effect.suspend(() => {
+          if (Message.toolCalls(turn.message).length > 0) return Effect.succeed(Hooks.proceed)
+          const text = fnv1a(normalise(Message.textOf(turn.message)))
+          const repeats = (counts.get(text) ?? 0) + 1
+          counts.set(text, repeats)
+          if (repeats <= maxStagnantReplies) return Effect.succeed(Hooks.proceed)
+          return Effect.as(
+            ctx.emit({
+              _tag: "GuardTripped",
+              guard: "stagnationDetector",
+              action: "stop",
+              detail: `the same reply ${repeats} times`,
+              figures: { repeats, limit: maxStagnantReplies }
+            }),
+            Hooks.stop({ _tag: "Stagnated", repeats })
+          )
+        }),
+      state: {
+        save: Effect.sync(() => Object.fromEntries(counts)),
+        restore: (saved) =>
+          Effect.sync(() => {
+            if (!Schema.is(StagnationState)(saved)) return
+            counts.clear()
+            for (const [text, repeats] of Object.entries(saved)) counts.set(text, repeats)
+          })
+      }
+    }
+  })
+
+// -----------------------------------------------------------------------------
+// From the config
+// -----------------------------------------------------------------------------
+
+/**
+ * The guards a config asks for, in the order they run: the turn cap, the
+ * budgets, the graceful turn limit, the loop and stagnation detectors, and
+ * the context window transform.
+ *
+ * @since 0.1.0
+ */
+export const fromConfig = (config: AgentConfig): ReadonlyArray<Hooks.PluginInput> => {
+  const guards: Array<Hooks.PluginInput> = []
   if (config.maxTurns !== null) guards.push(maxTurns(config.maxTurns))
+  if (BUDGETS.some((budget) => config.budgets[budget] !== null)) {
+    guards.push(budgets({ budgets: config.budgets, wrapUpAt: config.wrapUpAt }))
+  }
+  if (config.maxTurns !== null && config.graceTurns > 0 && config.graceTurns < config.maxTurns) {
+    guards.push(gracefulTurnLimit({ maxTurns: config.maxTurns, graceTurns: config.graceTurns }))
+  }
+  if (config.maxRepeatedBatches !== null) guards.push(loopDetector(config.maxRepeatedBatches))
+  if (config.maxStagnantReplies !== null) guards.push(stagnationDetector(config.maxStagnantReplies))
+  if (config.contextBudgetTokens !== null) {
+    guards.push(ContextWindow.prune({
+      budgetTokens: config.contextBudgetTokens,
+      keepToolResults: config.pruneKeepToolResults,
+      keepTail: config.pruneKeepTail
+    }))
+  }
   return guards
 }

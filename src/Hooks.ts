@@ -10,7 +10,7 @@
  * | `beforeToolCall` | after a call's arguments are validated, before its handler | allow, block with a reason, require approval, rewrite the arguments |
  * | `afterToolCall` | after every call, also blocked, denied and failed ones | replace the result, mark it an error, vote terminate |
  * | `afterTurn` | after each turn's results are appended | stop the run with an outcome, inject messages |
- * | `transformContext` | before each model call, on the request only | prune, redact, summarise |
+ * | `transformContext` | before each model call, on the request only | prune, redact, summarise (return the input unchanged to do nothing) |
  * | `onEvent` | every event | log, trace, persist |
  * | `steering` / `followUp` | between batches / at a natural stop | inject messages |
  * | `state` | at checkpoint and resume | save and restore the plugin's own counters |
@@ -55,6 +55,10 @@ export interface RunInfo {
   /** Wall time used by the run so far, across continuations. */
   readonly elapsedMs: number
   readonly config: AgentConfig
+  /** The system prompt. */
+  readonly system: string | undefined
+  /** Whether the model has been asked to wrap up (the request is one-shot: guards check this first). */
+  readonly wrapUpRequested: boolean
 }
 
 /**
@@ -197,6 +201,19 @@ export const inject = (messages: ReadonlyArray<Message.Message>): Control => ({ 
 export const stop = (outcome: Outcome): Control => ({ _tag: "Stop", outcome })
 
 /**
+ * What a `transformContext` hook may return instead of the bare messages:
+ * the messages and its own token estimates before and after (reported in the
+ * `ContextTransformed` event).
+ *
+ * @since 0.1.0
+ */
+export interface Transformed {
+  readonly messages: ReadonlyArray<Message.Message>
+  readonly tokensBefore: number
+  readonly tokensAfter: number
+}
+
+/**
  * A plugin's saved state, restored on resume.
  *
  * @since 0.1.0
@@ -220,7 +237,10 @@ export interface Plugin<R = never> {
     | undefined
   readonly afterTurn?: ((turn: Turn, ctx: Context) => Effect.Effect<Control, never, R>) | undefined
   readonly transformContext?:
-    | ((messages: ReadonlyArray<Message.Message>, ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>)
+    | ((
+      messages: ReadonlyArray<Message.Message>,
+      ctx: Context
+    ) => Effect.Effect<ReadonlyArray<Message.Message> | Transformed, never, R>)
     | undefined
   readonly onEvent?: ((event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>) | undefined
   readonly steering?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined

@@ -8,11 +8,11 @@
 import { Schema } from "effect"
 
 /**
- * The budgets a run can exhaust.
+ * The budgets a run can exhaust (the turn cap has its own outcome, `MaxTurns`).
  *
  * @since 0.1.0
  */
-export const Budget = Schema.Literals(["turns", "tokens", "inputTokens", "outputTokens", "costUsd", "wallClock"])
+export const Budget = Schema.Literals(["tokens", "inputTokens", "outputTokens", "costUsd", "wallClock"])
 /** @since 0.1.0 */
 export type Budget = typeof Budget.Type
 

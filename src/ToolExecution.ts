@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Option, Result, Schema, SchemaIssue, Stream } from "effect"
+import { Cause, Context, Duration, Effect, Option, Result, Schema, SchemaIssue } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
@@ -25,6 +25,7 @@ import * as Approvals from "./Approvals.ts"
 import * as Message from "./Message.ts"
 import * as ToolArguments from "./ToolArguments.ts"
 import * as Run from "./internal/run.ts"
+import * as ToolRun from "./internal/toolRun.ts"
 
 /**
  * The outcome of a batch.
@@ -78,24 +79,6 @@ const jsonSchemaText = (tool: Tool.Any): string => {
 const capRaw = (raw: string): string =>
   raw.length <= RAW_LIMIT ? raw : `${raw.slice(0, RAW_LIMIT)}… (${raw.length - RAW_LIMIT} more characters)`
 
-const decoders = new WeakMap<Tool.Any, (input: unknown) => Effect.Effect<unknown, Schema.SchemaError>>()
-
-const decoderFor = (tool: Tool.Any): (input: unknown) => Effect.Effect<unknown, Schema.SchemaError> => {
-  const cached = decoders.get(tool)
-  if (cached !== undefined) return cached
-  const schema: unknown = tool.parametersSchema
-  const decode: (input: unknown) => Effect.Effect<unknown, Schema.SchemaError> = Schema.isSchema(schema)
-    // Tool parameter Schemas decode without services (effect/ai's Toolkit.handle decodes
-    // them the same way); `Tool.Any` erases that, so it is restored here.
-    ? Schema.decodeUnknownEffect(tool.parametersSchema, { errors: "all" }) as (
-      input: unknown
-    ) => Effect.Effect<unknown, Schema.SchemaError>
-    // Dynamic tools (MCP) may carry a JSON Schema instead: the server validates.
-    : Effect.succeed
-  decoders.set(tool, decode)
-  return decode
-}
-
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 
 /** Every problem with the arguments, each with where it is: `a: Expected number; b: Missing key`. */
@@ -119,7 +102,7 @@ const validate = (tool: Tool.Any, params: unknown): Effect.Effect<Validated> => 
       }\nResend the call with a JSON object matching this schema: ${jsonSchemaText(tool)}`
     })
   }
-  return Effect.match(decoderFor(tool)(params), {
+  return Effect.match(ToolRun.decoderFor(tool)(params), {
     onSuccess: (decoded): Validated => ({ _tag: "Valid", params: decoded }),
     onFailure: (error): Validated => ({
       _tag: "Invalid",
@@ -156,7 +139,7 @@ const runBeforeHooks = <R>(
     let approval: { readonly decision: Hooks.BeforeToolCall; readonly plugin: string } | undefined
     let current = call
     let rewritten: { readonly decision: Hooks.BeforeToolCall; readonly plugin: string } | undefined
-    for (const plugin of run.plugins) {
+    for (const plugin of run.hooks.beforeToolCall) {
       if (plugin.beforeToolCall === undefined) continue
       const decision = yield* plugin.beforeToolCall(current, run.context)
       switch (decision._tag) {
@@ -241,7 +224,7 @@ const plan = <R>(
     const first = yield* validate(tool, part.params)
     if (first._tag === "Invalid") return planned(base, immediate(first.text, { kind: "invalidArguments" }))
     let call: Hooks.ToolCall = { ...base, params: first.params }
-    const hooked = yield* runBeforeHooks(run, call)
+    const hooked = run.hooks.beforeToolCall.length === 0 ? undefined : yield* runBeforeHooks(run, call)
     let approval: { readonly reason: string | undefined } | undefined
     if (hooked !== undefined) {
       const decision = hooked.decision
@@ -364,30 +347,18 @@ const runHandler = <R>(
   action: Execute
 ): Effect.Effect<Handled, never, R> => {
   const { tool } = action
-  let final: Tool.HandlerResult<Tool.Any> | undefined
-  const body = Effect.flatMap(
-    run.registry.handle(tool.name, action.params, planned.call.id),
-    (stream) =>
-      Stream.runForEach(stream, (output) => {
-        if (!output.preliminary) {
-          final = output
-          return Effect.void
-        }
-        return Run.emitInput(run, {
-          _tag: "ToolExecutionUpdate",
-          toolCallId: planned.call.id,
-          toolName: tool.name,
-          partial: output.encodedResult
-        })
-      })
+  const { call } = planned
+  const onPreliminary = (partial: unknown) =>
+    Run.emitInput(run, { _tag: "ToolExecutionUpdate", toolCallId: call.id, toolName: tool.name, partial })
+  const handled = Effect.matchCause(
+    run.registry.run(tool.name, { params: call.params, rawParams: action.params, toolCallId: call.id }, (partial) =>
+      // preliminary results are reported through the run's hooks, which may need its services
+      Effect.provideContext(onPreliminary(partial), run.services)),
+    {
+      onSuccess: (output): Handled => ({ _tag: "Result", content: contentOf(output), isError: output.isFailure }),
+      onFailure: (cause): Handled => fromCause(planned, tool, cause)
+    }
   )
-  const handled = Effect.matchCause(body, {
-    onSuccess: (): Handled =>
-      final === undefined
-        ? { _tag: "Result", content: [Message.text(`Tool ${tool.name} returned no result.`)], isError: true }
-        : { _tag: "Result", content: contentOf(final), isError: final.isFailure },
-    onFailure: (cause): Handled => fromCause(planned, tool, cause)
-  })
   const timeout = timeoutOf(run, action.settings)
   if (timeout === undefined) return handled
   return Effect.timeoutOrElse(handled, {
@@ -454,7 +425,7 @@ const finish = <R>(
     const settings = planned.action._tag === "Execute" ? planned.action.settings : undefined
     let current = result
     let terminate = executed && settings !== undefined && settings.terminating && !result.isError
-    for (const plugin of run.plugins) {
+    for (const plugin of run.hooks.afterToolCall) {
       if (plugin.afterToolCall === undefined) continue
       const change = yield* plugin.afterToolCall(planned.call, { result: current, terminate, executed }, run.context)
       if (change === undefined) continue

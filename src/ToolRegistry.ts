@@ -34,6 +34,7 @@ import {
 import type { HttpClient } from "effect/http"
 import type { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Mcp from "./internal/mcp.ts"
+import * as ToolRun from "./internal/toolRun.ts"
 
 /**
  * Runs one call of a registered tool: decodes the arguments with the tool's
@@ -60,6 +61,17 @@ export interface Service {
   /** Runs one call (see {@link Handle}). */
   readonly handle: Handle
   /**
+   * Runs one call whose arguments are already decoded (the loop's path):
+   * the final result, with preliminary results passed to `onPreliminary`.
+   * Handlers from `toolkit.toLayer` run in the caller's fiber; others go
+   * through `Toolkit.handle`.
+   */
+  readonly run: (
+    name: string,
+    call: { readonly params: unknown; readonly rawParams: unknown; readonly toolCallId: string },
+    onPreliminary: (encoded: unknown) => Effect.Effect<void>
+  ) => Effect.Effect<Tool.HandlerResult<Tool.Any>, unknown>
+  /**
    * The tools as a toolkit for `LanguageModel`, which sends their definitions
    * to the model. The loop runs calls itself, so this toolkit's `handle` is
    * never used and fails if called. (Its static type lists no tools: the
@@ -83,6 +95,8 @@ export class ToolRegistry extends Context.Service<ToolRegistry, Service>()("effe
 export interface Entry {
   readonly tools: Record<string, Tool.Any>
   readonly handle: Handle
+  /** Tools whose handlers the loop can run directly, by name. */
+  readonly runners?: ReadonlyMap<string, ToolRun.Runner> | undefined
 }
 
 /**
@@ -91,14 +105,27 @@ export interface Entry {
  *
  * @since 0.1.0
  */
-export const erase = <Tools extends Record<string, Tool.Any>>(kit: Toolkit.WithHandler<Tools>): Entry => ({
-  tools: kit.tools,
-  // `Toolkit.handle` is typed by tool name and encoded parameters. A registry
-  // holds toolkits of different types and receives untyped JSON from the model,
-  // which `handle` validates against the tool's Schema at run time: this is the
-  // one place where the static types are erased.
-  handle: kit.handle as unknown as Handle
-})
+export const erase = <Tools extends Record<string, Tool.Any>>(
+  kit: Toolkit.WithHandler<Tools>,
+  handlers?: Context.Context<never>
+): Entry => {
+  const runners = new Map<string, ToolRun.Runner>()
+  if (handlers !== undefined) {
+    for (const tool of Object.values<Tool.Any>(kit.tools)) {
+      const record = ToolRun.findHandler(handlers, tool)
+      if (record !== undefined) runners.set(tool.name, ToolRun.direct(tool, record))
+    }
+  }
+  return {
+    tools: kit.tools,
+    // `Toolkit.handle` is typed by tool name and encoded parameters. A registry
+    // holds toolkits of different types and receives untyped JSON from the model,
+    // which `handle` validates against the tool's Schema at run time: this is the
+    // one place where the static types are erased.
+    handle: kit.handle as unknown as Handle,
+    runners
+  }
+}
 
 const notUsed: Toolkit.WithHandler<{}>["handle"] = (name) =>
   Effect.fail(AiError.make({
@@ -117,10 +144,19 @@ const notUsed: Toolkit.WithHandler<{}>["handle"] = (name) =>
  * @since 0.1.0
  */
 export const make = (...entries: ReadonlyArray<Entry>): Service => {
-  const byName = new Map<string, { readonly tool: Tool.Any; readonly handle: Handle }>()
+  const byName = new Map<string, { readonly tool: Tool.Any; readonly handle: Handle; readonly run: ToolRun.Runner }>()
   for (const entry of entries) {
-    for (const tool of Object.values(entry.tools)) byName.set(tool.name, { tool, handle: entry.handle })
+    for (const tool of Object.values(entry.tools)) {
+      const run = entry.runners?.get(tool.name) ?? ToolRun.viaHandle(entry.handle, tool.name)
+      byName.set(tool.name, { tool, handle: entry.handle, run })
+    }
   }
+  const notFound = (name: string) =>
+    AiError.make({
+      module: "ToolRegistry",
+      method: "handle",
+      reason: new AiError.ToolNotFoundError({ toolName: name, availableTools: Array.from(byName.keys()) })
+    })
   const tools = Array.from(byName.values(), (registered) => registered.tool)
   const record: Record<string, Tool.Any> = {}
   for (const tool of tools) record[tool.name] = tool
@@ -129,13 +165,13 @@ export const make = (...entries: ReadonlyArray<Entry>): Service => {
     get: (name) => byName.get(name)?.tool,
     handle: (name, params, toolCallId) => {
       const registered = byName.get(name)
+      return registered === undefined ? Effect.fail(notFound(name)) : registered.handle(name, params, toolCallId)
+    },
+    run: (name, call, onPreliminary) => {
+      const registered = byName.get(name)
       return registered === undefined
-        ? Effect.fail(AiError.make({
-          module: "ToolRegistry",
-          method: "handle",
-          reason: new AiError.ToolNotFoundError({ toolName: name, availableTools: Array.from(byName.keys()) })
-        }))
-        : registered.handle(name, params, toolCallId)
+        ? Effect.fail(notFound(name))
+        : registered.run(call.params, call.rawParams, call.toolCallId, onPreliminary)
     },
     toolkit: { tools: record, handle: notUsed }
   }
@@ -157,7 +193,13 @@ export const empty: Service = make()
 export const layer = <const Toolkits extends ReadonlyArray<Toolkit.Any>>(
   ...toolkits: Toolkits
 ): Layer.Layer<ToolRegistry, never, Tool.HandlersFor<Toolkit.MergedTools<Toolkits>>> =>
-  Layer.effect(ToolRegistry, Effect.map(Toolkit.merge(...toolkits), (kit) => make(erase(kit))))
+  Layer.effect(
+    ToolRegistry,
+    Effect.gen(function*() {
+      const kit = yield* Toolkit.merge(...toolkits)
+      return make(erase(kit, yield* Effect.context<never>()))
+    })
+  )
 
 /**
  * The registry as a layer, from toolkits with handlers already built.

@@ -120,7 +120,7 @@ describe("Agent.run", () => {
   it.effect("the turn cap ends the run with MaxTurns after exactly maxTurns model calls", () =>
     Effect.gen(function*() {
       const { events, requests, result } = yield* runOk(
-        () => ({ toolCalls: [{ name: "add", params: { a: 1, b: 1 } }] }),
+        (i) => ({ toolCalls: [{ name: "add", params: { a: i, b: 1 } }] }),
         { config: { maxTurns: 3, graceTurns: 0 } }
       )
       assert.deepStrictEqual(result.outcome, { _tag: "MaxTurns", limit: 3 })

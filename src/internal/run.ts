@@ -5,8 +5,8 @@
  *
  * @internal
  */
-import { Clock, Deferred, Effect } from "effect"
-import type { Prompt } from "effect/ai"
+import { type Clock, type Context, Deferred, Effect } from "effect"
+import type { LanguageModel, Prompt } from "effect/ai"
 import type { AgentConfig } from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Approvals from "../Approvals.ts"
@@ -15,6 +15,38 @@ import * as Message from "../Message.ts"
 import * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import type * as ToolRegistry from "../ToolRegistry.ts"
+
+/**
+ * The hooks a plugin may have that the loop calls in order.
+ *
+ * @internal
+ */
+export type HookName =
+  | "beforeModelCall"
+  | "afterTurn"
+  | "beforeToolCall"
+  | "afterToolCall"
+  | "transformContext"
+  | "steering"
+  | "followUp"
+
+/**
+ * The plugins with each hook.
+ *
+ * @internal
+ */
+export const hookLists = <R>(plugins: ReadonlyArray<Hooks.Plugin<R>>): Run<R>["hooks"] => {
+  const having = (name: HookName) => plugins.filter((plugin) => plugin[name] !== undefined)
+  return {
+    beforeModelCall: having("beforeModelCall"),
+    afterTurn: having("afterTurn"),
+    beforeToolCall: having("beforeToolCall"),
+    afterToolCall: having("afterToolCall"),
+    transformContext: having("transformContext"),
+    steering: having("steering"),
+    followUp: having("followUp")
+  }
+}
 
 /**
  * A run in progress.
@@ -29,6 +61,8 @@ export interface Run<R> {
   readonly messages: Array<Message.Message>
   /** The transcript's `Prompt` messages, system prompt first; custom messages have none. */
   readonly prompt: Array<Prompt.Message>
+  /** `Prompt` forms of messages in requests a transform rebuilt (made on first use). */
+  converted: Map<Message.Message, Prompt.Message> | undefined
   /** Index of the first message this run added. */
   readonly firstNew: number
   /** Completed turns. */
@@ -44,6 +78,10 @@ export interface Run<R> {
   readonly pendingApprovals: Map<string, RunState.PendingApproval>
   wrapUpRequested: boolean
   readonly plugins: ReadonlyArray<Hooks.Plugin<R>>
+  /** The plugins that have each hook, in order (looked up once per run, not per call). */
+  readonly hooks: { readonly [K in HookName]: ReadonlyArray<Hooks.Plugin<R>> }
+  /** The model, looked up once per run. */
+  readonly model: LanguageModel.LanguageModel
   /** The `onEvent` hooks. */
   readonly listeners: ReadonlyArray<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>>
   /** Synchronous event sinks (the stream of `runStream`). */
@@ -64,6 +102,8 @@ export interface Run<R> {
   }
   /** The hook context, bound to the run's services. */
   context: Hooks.Context
+  /** The run's services (those its hooks need). */
+  readonly services: Context.Context<R>
 }
 
 /**
@@ -75,6 +115,21 @@ export const append = <R>(run: Run<R>, message: Message.Message): void => {
   run.messages.push(message)
   const converted = Message.toPromptMessage(message)
   if (converted !== undefined) run.prompt.push(converted)
+}
+
+/**
+ * The `Prompt` form of a message (converted once, then cached).
+ *
+ * @internal
+ */
+export const promptMessage = <R>(run: Run<R>, message: Message.Message): Prompt.Message | undefined => {
+  const cache = run.converted ??= new Map()
+  let converted = cache.get(message)
+  if (converted === undefined) {
+    converted = Message.toPromptMessage(message)
+    if (converted !== undefined) cache.set(message, converted)
+  }
+  return converted
 }
 
 /**

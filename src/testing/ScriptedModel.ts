@@ -18,7 +18,7 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Stream } from "effect"
-import { AiError, LanguageModel, type Prompt, type Response } from "effect/ai"
+import { AiError, LanguageModel, Prompt, Response } from "effect/ai"
 import type * as Message from "../Message.ts"
 import * as ToolArguments from "../ToolArguments.ts"
 
@@ -209,32 +209,116 @@ const exhausted = (method: string, calls: number) =>
 const failWith = (method: string, reason: AiError.AiErrorReason) =>
   AiError.make({ module: "ScriptedModel", method, reason })
 
+type Emitted = ReturnType<typeof streamParts>["head"][number]
+
+/** The part `LanguageModel` would decode from an emitted one (deferred tool-call validation). */
+const decoded = (part: Emitted): Response.StreamPart<{}, "deferred"> => {
+  const metadata = part.metadata ?? {}
+  switch (part.type) {
+    case "response-metadata":
+      return Response.makePart("response-metadata", { id: part.id, modelId: part.modelId, metadata })
+    case "text-start":
+    case "text-end":
+    case "reasoning-start":
+    case "reasoning-end":
+    case "tool-params-end":
+      return Response.makePart(part.type, { id: part.id, metadata })
+    case "text-delta":
+    case "reasoning-delta":
+    case "tool-params-delta":
+      return Response.makePart(part.type, { id: part.id, delta: part.delta, metadata })
+    case "tool-params-start":
+      return Response.makePart("tool-params-start", {
+        id: part.id,
+        name: part.name,
+        providerExecuted: part.providerExecuted ?? false,
+        metadata
+      })
+    case "tool-call":
+      return Response.makePart("tool-call", {
+        id: part.id,
+        name: part.name,
+        params: part.params,
+        providerExecuted: part.providerExecuted ?? false,
+        metadata
+      })
+    case "finish":
+      return Response.makePart("finish", {
+        reason: part.reason,
+        usage: new Response.Usage({
+          inputTokens: part.usage.inputTokens,
+          outputTokens: part.usage.outputTokens
+        }),
+        metadata
+      })
+    default:
+      throw new Error(`ScriptedModel does not emit ${part.type} parts`)
+  }
+}
+
+/**
+ * How the scripted model behaves beyond its script.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  /**
+   * Record every request (default `true`). Off, nothing is kept, and the
+   * request a script function receives holds the run's live transcript:
+   * read it there, do not keep it (benchmarks use this to copy nothing).
+   */
+  readonly record?: boolean | undefined
+}
+
+const toolNames = (toolkit: unknown): ReadonlyArray<string> =>
+  typeof toolkit === "object" && toolkit !== null && "tools" in toolkit && typeof toolkit.tools === "object" &&
+    toolkit.tools !== null
+    ? Object.keys(toolkit.tools)
+    : []
+
 /**
  * Builds a scripted `LanguageModel` and its recorder.
  *
  * @since 0.1.0
  */
-export const make = (script: Script): Effect.Effect<{
+export const make = (script: Script, options: Options = {}): Effect.Effect<{
   readonly model: LanguageModel.LanguageModel
   readonly recorder: Service
 }> =>
   Effect.gen(function*() {
     const requests: Array<Request> = []
-    const next = (options: LanguageModel.ProviderOptions): [Turn | undefined, number] => {
-      const index = requests.length
-      const request: Request = {
-        prompt: options.prompt,
-        tools: options.tools.map((tool) => tool.name),
-        toolChoice: options.toolChoice,
-        toolCallValidation: options.toolCallValidation
-      }
-      requests.push(request)
-      return [typeof script === "function" ? script(index, request) : script[index], index]
+    let calls = 0
+    const next = (request: () => Request): [Turn | undefined, number] => {
+      const index = calls++
+      if (options.record === false && typeof script !== "function") return [script[index], index]
+      const made = request()
+      if (options.record !== false) requests.push(made)
+      return [typeof script === "function" ? script(index, made) : script[index], index]
     }
-    const model = yield* LanguageModel.make({
+    // The loop hands over its live transcript: a recorded request keeps a copy of what it held.
+    const snapshot = (prompt: Prompt.Prompt) =>
+      options.record === false ? prompt : Prompt.fromMessages(prompt.content.slice())
+    const fromProvider = (options: LanguageModel.ProviderOptions) => (): Request => ({
+      prompt: snapshot(options.prompt),
+      tools: options.tools.map((tool) => tool.name),
+      toolChoice: options.toolChoice,
+      toolCallValidation: options.toolCallValidation
+    })
+    const play = <P>(turn: Turn, index: number, method: string, part: (emitted: Emitted) => P) => {
+      const body = turn.fail !== undefined
+        ? Stream.fail(failWith(method, turn.fail))
+        : (() => {
+          const { head, tail } = streamParts(turn, index)
+          return turn.hang === true
+            ? Stream.concat(Stream.fromArray(head.map(part)), Stream.never)
+            : Stream.fromArray(head.concat(tail).map(part))
+        })()
+      return turn.delay === undefined ? body : Stream.concat(Stream.fromEffectDrain(Effect.sleep(turn.delay)), body)
+    }
+    const base = yield* LanguageModel.make({
       generateText: (options) =>
         Effect.suspend(() => {
-          const [turn, index] = next(options)
+          const [turn, index] = next(fromProvider(options))
           if (turn === undefined) return Effect.fail(exhausted("generateText", index))
           const wait = turn.delay === undefined ? Effect.void : Effect.sleep(turn.delay)
           if (turn.fail !== undefined) return Effect.andThen(wait, Effect.fail(failWith("generateText", turn.fail)))
@@ -243,24 +327,40 @@ export const make = (script: Script): Effect.Effect<{
         }),
       streamText: (options) =>
         Stream.unwrap(Effect.sync(() => {
-          const [turn, index] = next(options)
-          if (turn === undefined) return Stream.fail(exhausted("streamText", index))
-          const body = turn.fail !== undefined
-            ? Stream.fail(failWith("streamText", turn.fail))
-            : (() => {
-              const { head, tail } = streamParts(turn, index)
-              return turn.hang === true
-                ? Stream.concat(Stream.fromArray(head), Stream.never)
-                : Stream.fromArray(head.concat(tail))
-            })()
-          return turn.delay === undefined
-            ? body
-            : Stream.concat(Stream.fromEffectDrain(Effect.sleep(turn.delay)), body)
+          const [turn, index] = next(fromProvider(options))
+          return turn === undefined
+            ? Stream.fail(exhausted("streamText", index))
+            : play(turn, index, "streamText", (part): Response.StreamPartEncoded => part)
         }))
     })
+    // The agent loop streams with tool resolution off and tool-call validation deferred, where
+    // decoding a part only fills in its defaults: the scripted model builds those parts itself
+    // instead of encoding them for LanguageModel.make to decode, which costs more than the loop's
+    // own turn. Every other use goes through LanguageModel.make.
+    const deferred = (input: LanguageModel.GenerateTextOptions<{}>) =>
+      Stream.suspend(() => {
+        const [turn, index] = next(() => ({
+          prompt: snapshot(Prompt.make(input.prompt)),
+          tools: toolNames(input.toolkit),
+          toolChoice: input.toolChoice ?? "auto",
+          toolCallValidation: "deferred"
+        }))
+        return turn === undefined ? Stream.fail(exhausted("streamText", index)) : play(turn, index, "streamText", decoded)
+      })
+    const streamText = (input: LanguageModel.GenerateTextOptions<{}>) => {
+      if (input.disableToolCallResolution === true && input.toolCallValidation === "deferred") return deferred(input)
+      const { toolkit, ...rest } = input
+      return toolkit === undefined ? base.streamText(rest) : base.streamText({ ...rest, toolkit })
+    }
+    const model: LanguageModel.LanguageModel = {
+      ...base,
+      // LanguageModel's streamText is typed by overloads on the toolkit given; like
+      // LanguageModel.make itself, the implementation is written once over the widest options.
+      streamText: streamText as LanguageModel.LanguageModel["streamText"]
+    }
     const recorder: Service = {
       requests: Effect.sync(() => requests.slice()),
-      calls: Effect.sync(() => requests.length)
+      calls: Effect.sync(() => calls)
     }
     return { model, recorder }
   })
@@ -281,6 +381,9 @@ export const make = (script: Script): Effect.Effect<{
  *
  * @since 0.1.0
  */
-export const layer = (script: Script): Layer.Layer<LanguageModel.LanguageModel | ScriptedModel> =>
-  Layer.effectContext(Effect.map(make(script), ({ model, recorder }) =>
+export const layer = (
+  script: Script,
+  options?: Options
+): Layer.Layer<LanguageModel.LanguageModel | ScriptedModel> =>
+  Layer.effectContext(Effect.map(make(script, options), ({ model, recorder }) =>
     Context.make(LanguageModel.LanguageModel, model).pipe(Context.add(ScriptedModel, recorder))))

@@ -1,0 +1,195 @@
+/**
+ * Runs one adapter through one phase in a fresh process (so heaps and JIT
+ * state of different libraries never mix) and prints one JSON line: the
+ * timed run first (no instrumentation but the event counter), then a separate
+ * memory run of the same workload that samples the heap once per tool run.
+ *
+ * Usage: node --expose-gc child.ts <adapter> <phase> <json options>
+ */
+import { performance } from "node:perf_hooks"
+import type { Adapter, BatchSpec, SessionOutcome } from "./workload.ts"
+import { verifyBatch, verifySession } from "./workload.ts"
+
+export type Phase = "single" | "concurrent" | "batch"
+
+export interface ChildOptions {
+  /** Tool turns per session (single, concurrent). */
+  readonly turns: number
+  /** Concurrent sessions (concurrent). */
+  readonly sessions: number
+  /** Tool turns run as warm-up before measuring (single, concurrent). */
+  readonly warmupTurns: number
+  /** The batch (batch). */
+  readonly batch: BatchSpec
+}
+
+/** One child's measurements. */
+export interface ChildResult {
+  readonly adapter: string
+  readonly phase: Phase
+  readonly cap: string
+  /** Wall time of the timed run, ms. */
+  readonly ms: number
+  /** Tool turns in the timed run (sessions × T). */
+  readonly turns: number
+  /** Events delivered in the timed run. */
+  readonly events: number
+  /** Peak heap above the pre-run baseline during the memory run, bytes (garbage included). */
+  readonly peakBytes: number
+  /** Heap above the baseline after the memory run and a full GC, every session's result still alive, bytes. */
+  readonly retainedBytes: number
+  /** Largest number of batch tools seen running at once. */
+  readonly maxInFlight: number
+}
+
+/** Adapter ids; each loads only its own library. */
+export const ADAPTERS = ["bare", "pi", "ai", "openai", "effect-agent"] as const
+export type AdapterId = (typeof ADAPTERS)[number]
+
+const isAdapterId = (name: string | undefined): name is AdapterId => ADAPTERS.some((a) => a === name)
+
+const adapters: Record<AdapterId, () => Promise<Adapter>> = {
+  bare: async () => (await import("./adapters/bare.ts")).adapter,
+  pi: async () => (await import("./adapters/pi.ts")).adapter,
+  ai: async () => (await import("./adapters/ai.ts")).adapter,
+  openai: async () => (await import("./adapters/openai.ts")).adapter,
+  "effect-agent": async () => (await import("./adapters/effect-agent.ts")).adapter
+}
+
+const gc = (): void => {
+  if (globalThis.gc === undefined) throw new Error("run node with --expose-gc")
+  globalThis.gc()
+  globalThis.gc()
+}
+
+const heap = (): number => process.memoryUsage().heapUsed
+
+/** A heap sampler for memory runs. */
+const sampler = () => {
+  const base = heap()
+  let peak = base
+  return {
+    base,
+    sample: () => {
+      const h = heap()
+      if (h > peak) peak = h
+    },
+    peak: () => peak - base
+  }
+}
+
+/** Runs `count` sessions at once and verifies each after they all ended. */
+const sessions = async (
+  adapter: Adapter,
+  count: number,
+  turns: number,
+  onTurn?: () => void
+): Promise<ReadonlyArray<SessionOutcome>> => {
+  const all: Array<Promise<SessionOutcome>> = []
+  for (let s = 0; s < count; s++) all.push(adapter.session(turns, onTurn))
+  return Promise.all(all)
+}
+
+const verified = (adapter: Adapter, turns: number, outcomes: ReadonlyArray<SessionOutcome>) => {
+  for (const outcome of outcomes) verifySession(adapter.name, turns, outcome)
+  return outcomes
+}
+
+const warmup = async (adapter: Adapter, options: ChildOptions, concurrent: number): Promise<void> => {
+  const turns = Math.min(options.turns, 200)
+  let done = 0
+  while (done < options.warmupTurns) {
+    verified(adapter, turns, await sessions(adapter, concurrent, turns))
+    done += concurrent * turns
+  }
+}
+
+/** The timed run, in its own frame so nothing of it outlives it (suspended async frames keep their temporaries). */
+const timedRun = async (adapter: Adapter, count: number, turns: number) => {
+  gc()
+  const start = performance.now()
+  const outcomes = await sessions(adapter, count, turns)
+  const ms = performance.now() - start
+  return { ms, events: verified(adapter, turns, outcomes).reduce((n, o) => n + o.events, 0) }
+}
+
+/**
+ * Runs one tiny session and drops it. Some libraries keep a module-level
+ * reference to their last run (the AI SDK does), which would count the timed
+ * run's garbage in the memory run's baseline; after this, only a 1-turn
+ * session can be left behind.
+ */
+const flush = async (adapter: Adapter): Promise<void> => {
+  verifySession(adapter.name, 1, await adapter.session(1))
+}
+
+/**
+ * The memory run, in its own frame: a post-GC baseline, the heap sampled once
+ * per tool run for the peak, then a full GC with every result still alive
+ * for what the results retain.
+ */
+const memoryRun = async (adapter: Adapter, count: number, turns: number) => {
+  gc()
+  const memory = sampler()
+  const kept = await sessions(adapter, count, turns, memory.sample)
+  memory.sample()
+  gc()
+  const retainedBytes = heap() - memory.base
+  return { peakBytes: memory.peak(), retainedBytes, sessions: verified(adapter, turns, kept).length }
+}
+
+const measureSessions = async (adapter: Adapter, phase: Phase, count: number, options: ChildOptions): Promise<ChildResult> => {
+  await warmup(adapter, options, phase === "concurrent" ? Math.min(count, 100) : 1)
+  const timed = await timedRun(adapter, count, options.turns)
+  await flush(adapter)
+  const memory = await memoryRun(adapter, count, options.turns)
+  return {
+    adapter: adapter.name,
+    phase,
+    cap: adapter.cap,
+    ms: timed.ms,
+    turns: count * options.turns,
+    events: timed.events,
+    peakBytes: memory.peakBytes,
+    retainedBytes: memory.retainedBytes,
+    maxInFlight: 0
+  }
+}
+
+const measureBatch = async (adapter: Adapter, spec: BatchSpec): Promise<ChildResult> => {
+  verifyBatch(adapter.name, spec, await adapter.batch(spec))
+  gc()
+  const start = performance.now()
+  const outcome = await adapter.batch(spec)
+  const ms = performance.now() - start
+  verifyBatch(adapter.name, spec, outcome)
+  return {
+    adapter: adapter.name,
+    phase: "batch",
+    cap: adapter.cap,
+    ms,
+    turns: 1,
+    events: 0,
+    peakBytes: 0,
+    retainedBytes: 0,
+    maxInFlight: outcome.maxInFlight
+  }
+}
+
+const main = async (): Promise<void> => {
+  const [name, phase, json] = process.argv.slice(2)
+  if (!isAdapterId(name) || json === undefined) throw new Error(`usage: child.ts <${ADAPTERS.join("|")}> <phase> <options>`)
+  const options: ChildOptions = JSON.parse(json)
+  const adapter = await adapters[name]()
+  const result = phase === "single"
+    ? await measureSessions(adapter, "single", 1, options)
+    : phase === "concurrent"
+    ? await measureSessions(adapter, "concurrent", options.sessions, options)
+    : phase === "batch"
+    ? await measureBatch(adapter, options.batch)
+    : undefined
+  if (result === undefined) throw new Error(`unknown phase ${phase}`)
+  process.stdout.write(JSON.stringify(result) + "\n")
+}
+
+await main()

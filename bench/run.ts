@@ -1,0 +1,450 @@
+/**
+ * The benchmark driver: installs the bench's dependencies when missing, runs
+ * every adapter through every phase in child processes (adapters interleaved,
+ * their order rotated each run), aggregates min / median / max of each figure
+ * and of its ratio to the bare loop of the same run, prints the tables and
+ * writes bench/RESULTS.md.
+ *
+ * Usage (from the repository root): npm run bench [-- options]
+ *   --runs N       measured runs per adapter and phase (default 5; each child warms up first)
+ *   --quick        one run: a smoke test of the harness with the full workload, labelled as such
+ *   --smoke        tiny workload, one run, nothing written: checks the harness works
+ *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent); bare is always included
+ *   --phases p,q   phases to run (single200, single1000, concurrent, batch)
+ *   --no-write     print only
+ */
+import { spawnSync } from "node:child_process"
+import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs"
+import os from "node:os"
+import path from "node:path"
+import { fileURLToPath } from "node:url"
+import type { AdapterId, ChildOptions, ChildResult, Phase } from "./child.ts"
+
+const benchDir = path.dirname(fileURLToPath(import.meta.url))
+const rootDir = path.dirname(benchDir)
+
+// -----------------------------------------------------------------------------
+// Options
+// -----------------------------------------------------------------------------
+
+const ALL_ADAPTERS: ReadonlyArray<AdapterId> = ["bare", "pi", "ai", "openai", "effect-agent"]
+
+interface PhaseSpec {
+  readonly id: string
+  readonly title: string
+  readonly phase: Phase
+  readonly options: ChildOptions
+}
+
+const args = process.argv.slice(2)
+const flag = (name: string) => args.includes(`--${name}`)
+const value = (name: string): string | undefined => {
+  const i = args.indexOf(`--${name}`)
+  return i >= 0 ? args[i + 1] : undefined
+}
+const smoke = flag("smoke")
+const quick = flag("quick") || smoke
+const runs = Number(value("runs") ?? (quick ? 1 : 5))
+if (!Number.isInteger(runs) || runs < 1) throw new Error(`--runs must be a positive integer, got ${value("runs")}`)
+const write = !flag("no-write") && !smoke
+
+const batch = { calls: 50, ms: 20, maxParallel: 8 }
+const IDEAL_BATCH_MS = Math.ceil(batch.calls / batch.maxParallel) * batch.ms
+const size = smoke
+  ? { short: 20, long: 50, sessions: 50, warmup: 100 }
+  : { short: 200, long: 1000, sessions: 1000, warmup: quick ? 200 : 1000 }
+
+const ALL_PHASES: ReadonlyArray<PhaseSpec> = [
+  {
+    id: "single200",
+    title: `One session, T = ${size.short}`,
+    phase: "single",
+    options: { turns: size.short, sessions: 1, warmupTurns: size.warmup, batch }
+  },
+  {
+    id: "single1000",
+    title: `One session, T = ${size.long}`,
+    phase: "single",
+    options: { turns: size.long, sessions: 1, warmupTurns: size.warmup, batch }
+  },
+  {
+    id: "concurrent",
+    title: `${size.sessions} concurrent sessions, T = 10`,
+    phase: "concurrent",
+    options: { turns: 10, sessions: size.sessions, warmupTurns: size.warmup, batch }
+  },
+  {
+    id: "batch",
+    title: `Parallel batch: ${batch.calls} tools × ${batch.ms} ms, maxParallelTools ${batch.maxParallel}`,
+    phase: "batch",
+    options: { turns: 1, sessions: 1, warmupTurns: 0, batch }
+  }
+]
+
+const pick = <A extends string>(name: string, all: ReadonlyArray<A>): ReadonlyArray<A> => {
+  const raw = value(name)
+  if (raw === undefined) return all
+  const wanted = raw.split(",")
+  const unknown = wanted.filter((w) => !all.some((a) => a === w))
+  if (unknown.length > 0) throw new Error(`--${name}: unknown ${unknown.join(", ")}; one of ${all.join(", ")}`)
+  return all.filter((a) => wanted.includes(a))
+}
+
+const phases = (() => {
+  const ids = pick("phases", ALL_PHASES.map((p) => p.id))
+  return ALL_PHASES.filter((p) => ids.includes(p.id))
+})()
+
+// -----------------------------------------------------------------------------
+// Dependencies
+// -----------------------------------------------------------------------------
+
+const npm = (cwd: string, ...npmArgs: Array<string>) => {
+  console.error(`$ (cd ${path.relative(process.cwd(), cwd) || "."} && npm ${npmArgs.join(" ")})`)
+  const result = spawnSync("npm", npmArgs, { cwd, stdio: "inherit", shell: process.platform === "win32" })
+  if (result.status !== 0) throw new Error(`npm ${npmArgs.join(" ")} failed in ${cwd}`)
+}
+
+/** Installs bench/ (the peers) when missing or older than its lockfile; the root (effect, effect-agent) when missing. */
+const ensureDependencies = () => {
+  const installed = path.join(benchDir, "node_modules", ".package-lock.json")
+  const lock = path.join(benchDir, "package-lock.json")
+  if (!existsSync(installed) || statSync(installed).mtimeMs < statSync(lock).mtimeMs) {
+    npm(benchDir, "ci", "--no-audit", "--no-fund")
+  }
+  if (!existsSync(path.join(rootDir, "node_modules", "effect", "package.json"))) {
+    npm(rootDir, "ci", "--no-audit", "--no-fund")
+  }
+}
+
+// -----------------------------------------------------------------------------
+// Running
+// -----------------------------------------------------------------------------
+
+const runChild = (adapter: AdapterId, spec: PhaseSpec): ChildResult => {
+  const child = spawnSync(
+    process.execPath,
+    [
+      "--expose-gc",
+      // 1,000 concurrent AI SDK sessions peak above 1.5 GB.
+      "--max-old-space-size=8192",
+      path.join(benchDir, "child.ts"),
+      adapter,
+      spec.phase,
+      JSON.stringify(spec.options)
+    ],
+    { cwd: benchDir, encoding: "utf8", maxBuffer: 16 * 1024 * 1024 }
+  )
+  if (child.status !== 0) {
+    throw new Error(`${adapter} / ${spec.id} failed (exit ${child.status}):\n${child.stderr}`)
+  }
+  const line = child.stdout.trim().split("\n").at(-1)
+  if (line === undefined || line === "") throw new Error(`${adapter} / ${spec.id} printed nothing:\n${child.stderr}`)
+  return JSON.parse(line)
+}
+
+/** results[phase][adapter] = one ChildResult per run. */
+type Results = Map<string, Map<AdapterId, Array<ChildResult>>>
+
+const runAll = (adapters: ReadonlyArray<AdapterId>): Results => {
+  const results: Results = new Map(phases.map((p) => [p.id, new Map(adapters.map((a) => [a, []]))]))
+  for (let run = 0; run < runs; run++) {
+    for (const spec of phases) {
+      // Interleaved: every adapter once per run, the order rotated so none always goes first.
+      const order = adapters.map((_, i) => adapters[(i + run) % adapters.length]!)
+      for (const adapter of order) {
+        const started = Date.now()
+        const result = runChild(adapter, spec)
+        results.get(spec.id)!.get(adapter)!.push(result)
+        console.error(`run ${run + 1}/${runs} ${spec.id.padEnd(10)} ${adapter.padEnd(12)} ${((Date.now() - started) / 1000).toFixed(1)} s`)
+      }
+    }
+  }
+  return results
+}
+
+// -----------------------------------------------------------------------------
+// Aggregation and formatting
+// -----------------------------------------------------------------------------
+
+interface Stat {
+  readonly min: number
+  readonly median: number
+  readonly max: number
+}
+
+const stat = (xs: ReadonlyArray<number>): Stat => {
+  const s = [...xs].sort((a, b) => a - b)
+  const mid = Math.floor(s.length / 2)
+  const median = s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
+  return { min: s[0]!, median, max: s[s.length - 1]! }
+}
+
+const num = (x: number, digits?: number): string => {
+  const d = digits ?? (Math.abs(x) >= 100 ? 0 : Math.abs(x) >= 10 ? 1 : 2)
+  return x.toFixed(d)
+}
+
+const fmt = (s: Stat, digits?: number): string =>
+  s.min === s.max ? num(s.median, digits) : `${num(s.median, digits)} (${num(s.min, digits)}–${num(s.max, digits)})`
+
+const ratio = (s: Stat): string => (s.min === s.max ? `${num(s.median)}×` : `${num(s.median)}× (${num(s.min)}–${num(s.max)})`)
+
+/** A metric of one child's result. */
+type Metric = (r: ChildResult) => number
+
+const usPerTurn: Metric = (r) => (r.ms * 1000) / r.turns
+const eventsPerTurn: Metric = (r) => r.events / r.turns
+const usPerEvent: Metric = (r) => (r.ms * 1000) / r.events
+const peakMB: Metric = (r) => r.peakBytes / 1024 / 1024
+const retainedKB: Metric = (r) => r.retainedBytes / 1024
+const sessionsOf = (spec: PhaseSpec) => spec.options.sessions
+const wallMs: Metric = (r) => r.ms
+
+/** Per-run ratios to the bare loop of the same run. */
+const ratios = (mine: ReadonlyArray<ChildResult>, bare: ReadonlyArray<ChildResult>, metric: Metric): Stat =>
+  stat(mine.map((r, i) => metric(r) / metric(bare[i]!)))
+
+interface Column {
+  readonly header: string
+  readonly cell: (mine: ReadonlyArray<ChildResult>, bare: ReadonlyArray<ChildResult>) => string
+}
+
+const value_ = (header: string, metric: Metric, digits?: number): Column => ({
+  header,
+  cell: (mine) => fmt(stat(mine.map(metric)), digits)
+})
+const vsBare = (header: string, metric: Metric): Column => ({
+  header,
+  cell: (mine, bare) => ratio(ratios(mine, bare, metric))
+})
+
+const columnsFor = (spec: PhaseSpec): ReadonlyArray<Column> => {
+  if (spec.phase === "single") {
+    return [
+      value_("µs / turn", usPerTurn),
+      vsBare("× bare", usPerTurn),
+      value_("events / turn", eventsPerTurn, 1),
+      value_("µs / event", usPerEvent),
+      value_("peak heap MB", peakMB),
+      vsBare("× bare", peakMB),
+      value_("retained KB", retainedKB, 0),
+      vsBare("× bare", retainedKB)
+    ]
+  }
+  if (spec.phase === "concurrent") {
+    const n = sessionsOf(spec)
+    const peakPerSession: Metric = (r) => r.peakBytes / 1024 / n
+    const afterPerSession: Metric = (r) => r.retainedBytes / 1024 / n
+    return [
+      value_("µs / turn", usPerTurn),
+      vsBare("× bare", usPerTurn),
+      value_("events / turn", eventsPerTurn, 1),
+      value_("KB / session, peak", peakPerSession),
+      vsBare("× bare", peakPerSession),
+      value_("KB / session, after", afterPerSession),
+      vsBare("× bare", afterPerSession)
+    ]
+  }
+  return [
+    value_("wall ms", wallMs),
+    {
+      header: `× ideal (${IDEAL_BATCH_MS} ms)`,
+      // A library without a cap runs the whole batch at once: the ideal of a capped batch does not apply.
+      cell: (mine) =>
+        mine.some((r) => r.maxInFlight > batch.maxParallel)
+          ? "n/a (no cap)"
+          : ratio(stat(mine.map((r) => r.ms / IDEAL_BATCH_MS)))
+    },
+    vsBare("× bare", wallMs),
+    value_("max in flight", (r) => r.maxInFlight, 0),
+    { header: "concurrency cap", cell: (mine) => mine[0]!.cap }
+  ]
+}
+
+const markdownTable = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string =>
+  [
+    `| ${header.join(" | ")} |`,
+    `|${header.map((_, i) => (i === 0 ? "---" : "--:")).join("|")}|`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`)
+  ].join("\n")
+
+const textTable = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+  const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ")
+  return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n")
+}
+
+interface Table {
+  readonly title: string
+  readonly header: ReadonlyArray<string>
+  readonly rows: ReadonlyArray<ReadonlyArray<string>>
+}
+
+const tables = (results: Results, adapters: ReadonlyArray<AdapterId>): ReadonlyArray<Table> =>
+  phases.map((spec) => {
+    const byAdapter = results.get(spec.id)!
+    const bare = byAdapter.get("bare")!
+    const columns = columnsFor(spec)
+    return {
+      title: spec.title,
+      header: ["adapter", ...columns.map((c) => c.header)],
+      rows: adapters.map((a) => {
+        const mine = byAdapter.get(a)!
+        return [mine[0]!.adapter, ...columns.map((c) => c.cell(mine, bare))]
+      })
+    }
+  })
+
+/** µs per turn at the long T over the short T, per run: flat in history means ≈ 1. */
+const flatness = (results: Results, adapters: ReadonlyArray<AdapterId>): Table | undefined => {
+  const short = results.get("single200")
+  const long = results.get("single1000")
+  if (short === undefined || long === undefined) return undefined
+  return {
+    title: `Growth with history: µs / turn at T = ${size.long} ÷ at T = ${size.short}`,
+    header: ["adapter", "ratio"],
+    rows: adapters.map((a) => {
+      const s = short.get(a)!
+      const l = long.get(a)!
+      return [l[0]!.adapter, ratio(stat(l.map((r, i) => usPerTurn(r) / usPerTurn(s[i]!))))]
+    })
+  }
+}
+
+/** effect-agent against the targets of issue 8 (medians). */
+const targets = (results: Results): Table | undefined => {
+  const get = (phase: string, adapter: AdapterId) => results.get(phase)?.get(adapter)
+  const ea = (phase: string) => get(phase, "effect-agent")
+  const bare = (phase: string) => get(phase, "bare")
+  const rows: Array<Array<string>> = []
+  const row = (target: string, measured: number | undefined, limit: number, unit: string) => {
+    if (measured === undefined) return
+    rows.push([target, `${num(measured)}${unit}`, `≤ ${limit}${unit}`, measured <= limit ? "met" : "missed"])
+  }
+  const median = (xs: ReadonlyArray<ChildResult> | undefined, metric: Metric) => xs === undefined ? undefined : stat(xs.map(metric)).median
+  const medianRatio = (phase: string, metric: Metric) => {
+    const mine = ea(phase)
+    const base = bare(phase)
+    return mine === undefined || base === undefined ? undefined : ratios(mine, base, metric).median
+  }
+  if (ea("single1000") === undefined && ea("concurrent") === undefined && ea("batch") === undefined) return undefined
+  row(`µs / turn at T = ${size.long}, × bare`, medianRatio("single1000", usPerTurn), 3, "×")
+  row(`µs / event at T = ${size.long}`, median(ea("single1000"), usPerEvent), 2, " µs")
+  const short = ea("single200")
+  const long = ea("single1000")
+  if (short !== undefined && long !== undefined) {
+    row(`µs / turn, T = ${size.long} ÷ T = ${size.short}`, stat(long.map((r, i) => usPerTurn(r) / usPerTurn(short[i]!))).median, 1.3, "×")
+  }
+  const n = size.sessions
+  row(`${n} sessions: µs / turn, × bare`, medianRatio("concurrent", usPerTurn), 5, "×")
+  row(`${n} sessions: heap / session at peak`, median(ea("concurrent"), (r) => r.peakBytes / 1024 / n), 60, " KB")
+  row(`${n} sessions: heap / session after`, median(ea("concurrent"), (r) => r.retainedBytes / 1024 / n), 20, " KB")
+  row("parallel batch, × ideal", median(ea("batch"), (r) => r.ms / IDEAL_BATCH_MS), 1.1, "×")
+  return { title: "effect-agent against its targets (issue 8)", header: ["target", "measured (median)", "target", ""], rows }
+}
+
+// -----------------------------------------------------------------------------
+// Report
+// -----------------------------------------------------------------------------
+
+const versionOf = (dir: string, pkg: string): string => {
+  try {
+    return JSON.parse(readFileSync(path.join(dir, "node_modules", pkg, "package.json"), "utf8")).version
+  } catch {
+    return "not installed"
+  }
+}
+
+const gitHead = (): string => {
+  const r = spawnSync("git", ["rev-parse", "--short", "HEAD"], { cwd: rootDir, encoding: "utf8" })
+  return r.status === 0 ? r.stdout.trim() : "unknown"
+}
+
+/** Load averages when the run started: a busy machine makes every figure noisier. */
+const loadAtStart = os.loadavg()
+
+const machine = (): ReadonlyArray<string> => [
+  `- Load average at start: ${loadAtStart.map((l) => l.toFixed(2)).join(" / ")} (1 / 5 / 15 min)`,
+  `- Date: ${new Date().toISOString()}`,
+  `- Machine: ${os.availableParallelism()} cores (nproc), ${os.cpus()[0]?.model ?? "unknown CPU"}, ${Math.round(os.totalmem() / 1024 ** 3)} GB, ${os.type()} ${os.release()}`,
+  `- Node ${process.version}; effect-agent ${gitHead()}; effect ${versionOf(rootDir, "effect")}; ` +
+  `@mariozechner/pi-agent-core ${versionOf(benchDir, "@mariozechner/pi-agent-core")}; ai ${versionOf(benchDir, "ai")}; ` +
+  `@openai/agents ${versionOf(benchDir, "@openai/agents")}`
+]
+
+const report = (all: ReadonlyArray<Table>): string => {
+  const label = smoke
+    ? "SMOKE RUN: tiny workload, not a measurement."
+    : quick
+    ? `QUICK RUN: ${runs} run per adapter and phase on a shared, busy machine; a harness check, not the measured result.`
+    : `${runs} runs per adapter and phase after a warm-up in each child process.`
+  return [
+    "# Benchmarks",
+    "",
+    `**${label}**`,
+    "",
+    ...machine(),
+    "",
+    "Reproduce: `npm run bench` from the repository root (`npm run bench -- --help` lists the options).",
+    "",
+    "## Workload",
+    "",
+    "A scripted in-memory model (no network, no timers) streams, per turn, 20 small text deltas and then one",
+    "call to a no-op tool `noop({ i })`; after T turns it streams a final answer (20 deltas) and stops. Each",
+    "library runs it through its own loop, with a fake model written against its documented model interface:",
+    "arguments validated by the library, the tool executed, its result appended, the model called again, and",
+    "every event the library emits delivered to a consumer that counts it. After each session the harness",
+    "checks the tool ran T times, the model was called T + 1 times, each request ended with the previous",
+    "turn's tool result, and the final text is exact; any mismatch fails the run.",
+    "",
+    "- **bare loop**: a hand-written loop over the same stream (async generator of parts, JSON arguments",
+    "  parsed and checked by hand, events to a callback): the lower limit.",
+    "- **pi-agent-core**: `Agent.prompt` with a `streamFn` emitting pi-ai's `AssistantMessageEventStream`; events via `subscribe`.",
+    "- **ai**: `ToolLoopAgent.stream` with `stopWhen: isStepCount(T + 1)` over a `LanguageModelV4`; events = `fullStream` parts.",
+    "- **@openai/agents**: `Runner.run(agent, input, { stream: true })` with a custom `Model`; events = the run's stream events; tracing disabled.",
+    "- **effect-agent**: `Agent.run` with a `LanguageModel` built by `LanguageModel.make`, tools through `ToolRegistry.layer`, events via a plugin's `onEvent`.",
+    "",
+    "Each adapter and phase runs in its own child process (`node --expose-gc`), warmed up first; adapters are",
+    "interleaved within each run, their order rotated. Figures are median (min–max) over the runs; every",
+    "`× bare` is the ratio to the bare loop of the same run, then aggregated. Peak heap is sampled once per",
+    "tool run in a separate, untimed run of the same workload, above a post-GC baseline (uncollected",
+    "garbage included); retained is what the libraries' result objects (the transcript an app would keep)",
+    "hold after a full GC.",
+    "",
+    "In the batch, pi-agent-core and ai have no concurrency cap: they start all 50 calls at once, so",
+    "their wall time is one sleep plus overhead and the capped ideal does not apply (`n/a`). @openai/agents",
+    "uses its own cap (`maxFunctionToolConcurrency`), effect-agent its `maxParallelTools`, the bare loop a pool.",
+    "",
+    ...all.flatMap((t) => [`## ${t.title}`, "", markdownTable(t.header, t.rows), ""])
+  ].join("\n")
+}
+
+// -----------------------------------------------------------------------------
+// Main
+// -----------------------------------------------------------------------------
+
+const main = () => {
+  if (flag("help")) {
+    console.log(readFileSync(fileURLToPath(import.meta.url), "utf8").split("*/")[0])
+    return
+  }
+  ensureDependencies()
+  const requested = pick("only", ALL_ADAPTERS)
+  const adapters: ReadonlyArray<AdapterId> = ["bare", ...requested.filter((a) => a !== "bare")]
+  console.error(`${runs} run(s) × ${phases.length} phase(s) × ${adapters.length} adapter(s)${quick ? " (quick)" : ""}`)
+  const results = runAll(adapters)
+  const all = [...tables(results, adapters)]
+  const flat = flatness(results, adapters)
+  if (flat !== undefined) all.splice(2, 0, flat)
+  const goals = targets(results)
+  if (goals !== undefined) all.unshift(goals)
+  for (const t of all) console.log(`\n${t.title}\n${textTable(t.header, t.rows)}`)
+  if (write) {
+    const out = path.join(benchDir, "RESULTS.md")
+    writeFileSync(out, report(all))
+    console.log(`\nwritten ${path.relative(process.cwd(), out)}`)
+  }
+}
+
+main()

@@ -1,0 +1,368 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer } from "effect"
+import { Tokenizer } from "effect/ai"
+import { TestClock } from "effect/testing"
+import { Agent, AgentConfig, Guards, Hooks, Message, RunState, Steering } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { assertValidTranscript, ofTag, runOk, toolsLayer } from "./support.ts"
+
+const addCall = (i: number) => ({ toolCalls: [{ id: `c${i}`, name: "add", params: { a: i, b: 1 } }] })
+const lastRole = (request: ScriptedModel.Request) => request.prompt.content.at(-1)!.role
+const systemTexts = (request: ScriptedModel.Request) =>
+  request.prompt.content.flatMap((m) => m.role === "system" ? [m.content] : [])
+
+describe("AgentConfig.fromUntrusted", () => {
+  it.effect("clamps numbers into the safe ranges and validates", () =>
+    Effect.gen(function*() {
+      const config = yield* AgentConfig.fromUntrusted({
+        maxTurns: 10_000,
+        maxParallelTools: 0,
+        toolTimeout: 5,
+        maxResultChars: 10,
+        budgets: { costUsd: 5_000, wallClock: 10, tokens: null }
+      })
+      assert.strictEqual(config.maxTurns, 200)
+      assert.strictEqual(config.maxParallelTools, 1)
+      assert.strictEqual(config.toolTimeout, 100)
+      assert.strictEqual(config.maxResultChars, 256)
+      assert.deepStrictEqual(config.budgets, {
+        tokens: null,
+        inputTokens: null,
+        outputTokens: null,
+        costUsd: 1_000,
+        wallClock: 1_000
+      })
+      assert.strictEqual(config.graceTurns, AgentConfig.defaults.graceTurns)
+    }))
+
+  it.effect("rejects unknown fields, internal knobs, wrong types and switching off protections, naming the field", () =>
+    Effect.gen(function*() {
+      const failure = (input: unknown) => Effect.flip(AgentConfig.fromUntrusted(input))
+      const cases: ReadonlyArray<readonly [unknown, string, RegExp]> = [
+        [{ maxTurnz: 5 }, "maxTurnz", /not a known setting/],
+        [{ graceTurns: 1 }, "graceTurns", /internal setting/],
+        [{ maxRepeatedBatches: 100 }, "maxRepeatedBatches", /internal setting/],
+        [{ maxTurns: "50" }, "maxTurns", /finite number/],
+        [{ maxTurns: 2.5 }, "maxTurns", /integer/],
+        [{ maxTurns: null }, "maxTurns", /cannot be switched off/],
+        [{ toolTimeout: Number.NaN }, "toolTimeout", /finite number/],
+        [{ budgets: { dollars: 1 } }, "budgets.dollars", /not a known setting/],
+        [{ budgets: 5 }, "budgets", /must be an object/],
+        ["maxTurns=5", "config", /must be an object/]
+      ]
+      for (const [input, field, rule] of cases) {
+        const error = yield* failure(input)
+        assert.strictEqual(error._tag, "ConfigError")
+        assert.strictEqual(error.field, field)
+        assert.match(error.rule, rule)
+      }
+    }))
+
+  it.effect("Agent.run validates every config however it was made", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(
+        Agent.run({ prompt: "x", config: { ...AgentConfig.defaults, wrapUpAt: 1.5 } }).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "x" }]), toolsLayer()))
+        )
+      )
+      assert.strictEqual(error._tag, "ConfigError")
+      if (error._tag === "ConfigError") assert.strictEqual(error.field, "wrapUpAt")
+    }))
+})
+
+describe("graceful turn limit", () => {
+  it.effect("cap 8, grace 3: wrap-up before the 6th call; five tool turns then an answer is WrappedUp", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk(
+        (i) => i < 5 ? addCall(i) : { text: "Here is what I did." },
+        { config: { maxTurns: 8, graceTurns: 3 } }
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "WrappedUp" })
+      assert.strictEqual(requests.length, 6)
+      const wrapUps = ofTag(events, "WrapUpRequested")
+      assert.strictEqual(wrapUps.length, 1)
+      assert.strictEqual(wrapUps[0]!.source, "turns")
+      assert.strictEqual(wrapUps[0]!.turn, 5)
+      // delivered once, as a system message, right before the 6th model call
+      for (let k = 0; k < 5; k++) assert.deepStrictEqual(systemTexts(requests[k]!), [])
+      assert.strictEqual(lastRole(requests[5]!), "system")
+      assert.match(systemTexts(requests[5]!)[0]!, /^You have used 5 of your 8 turns\. Stop calling work tools/)
+      assert.isTrue(result.state.wrapUpRequested)
+      assertValidTranscript(result.state.messages)
+    }))
+
+  it.effect("cap 6, grace 2, endless tool calls: MaxTurns after exactly 6 model calls", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk(addCall, { config: { maxTurns: 6, graceTurns: 2 } })
+      assert.deepStrictEqual(result.outcome, { _tag: "MaxTurns", limit: 6 })
+      assert.strictEqual(requests.length, 6)
+      assert.deepStrictEqual(ofTag(events, "WrapUpRequested").map((e) => e.turn), [4])
+      assert.strictEqual(lastRole(requests[4]!), "system")
+      assert.deepStrictEqual(systemTexts(requests[5]!).length, 1) // later polls deliver nothing new
+      assertValidTranscript(result.state.messages)
+    }))
+
+  it.effect("is installed only when 0 < grace < cap", () =>
+    Effect.gen(function*() {
+      for (const config of [{ maxTurns: 4, graceTurns: 0 }, { maxTurns: 4, graceTurns: 4 }, { maxTurns: 4, graceTurns: 9 }]) {
+        const { events, result } = yield* runOk(addCall, { config })
+        assert.deepStrictEqual(result.outcome, { _tag: "MaxTurns", limit: 4 })
+        assert.deepStrictEqual(ofTag(events, "WrapUpRequested"), [])
+      }
+      const uncapped = yield* runOk((i) => i < 12 ? addCall(i) : { text: "done" }, {
+        config: { maxTurns: null, graceTurns: 3 }
+      })
+      assert.deepStrictEqual(ofTag(uncapped.events, "WrapUpRequested"), [])
+      assert.strictEqual(uncapped.result.outcome._tag, "Completed")
+    }))
+
+  it("constructed with (50, 5): soft limit 45", () => {
+    assert.strictEqual(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 5 }).softLimit, 45)
+    assert.strictEqual(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 80 }).softLimit, 1)
+  })
+
+  it.effect("the wording and the grace window come from providers; the window is clamped to [1, cap - 1]", () =>
+    Effect.gen(function*() {
+      const polls: Array<number> = []
+      const custom = Guards.gracefulTurnLimit({
+        maxTurns: 10,
+        graceTurns: 2,
+        grace: (info) => (polls.push(info.turn), info.turn >= 3 ? 100 : 0),
+        message: (reason) => reason._tag === "Turns" ? `wrap up now (turn ${reason.turn})` : "?"
+      })
+      const { events, requests, result } = yield* runOk(
+        (i) => i < 20 ? addCall(i) : { text: "done" },
+        { config: { maxTurns: 10, graceTurns: 0 }, plugins: [custom] }
+      )
+      // a window of 0 is clamped to 1 (soft limit 9); at turn 3 the window of 100 is clamped to 9 (soft limit 1)
+      assert.deepStrictEqual(ofTag(events, "WrapUpRequested").map((e) => [e.turn, e.message]), [[3, "wrap up now (turn 3)"]])
+      assert.deepStrictEqual(systemTexts(requests[3]!), ["wrap up now (turn 3)"])
+      assert.deepStrictEqual(polls.slice(0, 4), [0, 1, 2, 3])
+      assert.deepStrictEqual(result.outcome, { _tag: "MaxTurns", limit: 10 })
+    }))
+})
+
+describe("budgets", () => {
+  const usage = { input: 100, output: 50 }
+
+  it.effect("a token budget ends the run with BudgetExceeded before the next model call", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk((i) => ({ ...addCall(i), usage }), {
+        config: { budgets: { tokens: 400 }, wrapUpAt: null }
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "tokens", limit: 400, used: 450 })
+      assert.strictEqual(requests.length, 3)
+      const snapshots = ofTag(events, "BudgetSnapshot")
+      assert.strictEqual(snapshots.length, 3)
+      assert.deepStrictEqual(snapshots.at(-1)!.figures.usage, result.usage)
+      assert.strictEqual(snapshots.at(-1)!.figures.limits.tokens, 400)
+      assertValidTranscript(result.state.messages)
+    }))
+
+  it.effect("input, output and cost budgets", () =>
+    Effect.gen(function*() {
+      const input = yield* runOk((i) => ({ ...addCall(i), usage }), { config: { budgets: { inputTokens: 250 } } })
+      assert.deepStrictEqual(input.result.outcome, { _tag: "BudgetExceeded", budget: "inputTokens", limit: 250, used: 300 })
+      const output = yield* runOk((i) => ({ ...addCall(i), usage }), { config: { budgets: { outputTokens: 100 } } })
+      assert.deepStrictEqual(output.result.outcome, { _tag: "BudgetExceeded", budget: "outputTokens", limit: 100, used: 100 })
+      const cost = yield* runOk((i) => ({ ...addCall(i), usage: { ...usage, cost: 0.25 } }), {
+        config: { budgets: { costUsd: 0.6 } }
+      })
+      assert.deepStrictEqual(cost.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.6, used: 0.75 })
+      assert.strictEqual(cost.requests.length, 3)
+    }))
+
+  it.effect("a wall-clock budget, on virtual time", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(
+        runOk((i) => ({ ...addCall(i), delay: "20 seconds" }), { config: { budgets: { wallClock: "1 minute" }, wrapUpAt: null } })
+      )
+      yield* TestClock.adjust("10 minutes")
+      const { requests, result } = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "wallClock", limit: 60_000, used: 60_000 })
+      assert.strictEqual(requests.length, 3)
+    }))
+
+  it.effect("at wrapUpAt of a budget the one-shot wrap-up request goes in", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk(
+        (i) => i < 3 ? { ...addCall(i), usage } : { text: "summary", usage },
+        { config: { budgets: { tokens: 500 }, wrapUpAt: 0.8 } }
+      )
+      assert.deepStrictEqual(ofTag(events, "WrapUpRequested").map((e) => [e.turn, e.source]), [[3, "budget:tokens"]])
+      assert.match(systemTexts(requests[3]!)[0]!, /^You have used 90% of your tokens budget\./)
+      assert.deepStrictEqual(result.outcome, { _tag: "WrappedUp" })
+    }))
+
+  it.effect("a resumed run whose budget is already exhausted ends without calling the model", () =>
+    Effect.gen(function*() {
+      const state: RunState.RunState = {
+        ...RunState.make({ runId: "r", messages: [Message.user("go")] }),
+        turn: 7,
+        usage: { input: 900, output: 200, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
+      }
+      const result = yield* Agent.runContinue(state, { config: { budgets: { tokens: 1_000 } } }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer([]), toolsLayer()))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "tokens", limit: 1000, used: 1100 })
+    }))
+})
+
+describe("loop detection", () => {
+  const same = { toolCalls: [{ name: "add", params: { a: 1, b: 2 } }, { name: "big", params: { chars: 3 } }] }
+  const reordered = { toolCalls: [{ name: "big", params: { chars: 3 } }, { name: "add", params: { b: 2, a: 1 } }] }
+
+  it.effect("the third identical batch warns once; the fourth ends the run with LoopDetected", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk([same, reordered, same, reordered, { text: "never" }])
+      assert.strictEqual(result.outcome._tag, "LoopDetected")
+      if (result.outcome._tag === "LoopDetected") {
+        assert.strictEqual(result.outcome.repeats, 4)
+        assert.strictEqual(result.outcome.signature, "add{\"a\":1,\"b\":2}|big{\"chars\":3}")
+      }
+      assert.strictEqual(requests.length, 4)
+      const tripped = ofTag(events, "GuardTripped").map((e) => [e.guard, e.action, e.turn])
+      assert.deepStrictEqual(tripped, [["loopDetector", "warn", 3], ["loopDetector", "stop", 4]])
+      assert.match(systemTexts(requests[3]!)[0]!, /same tool calls with the same results 3 times/)
+      assertValidTranscript(result.state.messages)
+    }))
+
+  it.effect("a repeat whose results differ does not count; a text turn or a user message resets the streak", () =>
+    Effect.gen(function*() {
+      // `sleep` answers with its label; the same call gives the same result, so vary the world with `progress`
+      let n = 0
+      const changing = Hooks.plugin({
+        name: "world-changes",
+        afterToolCall: () => Effect.sync(() => ({ content: [Message.text(`state ${n++}`)] }))
+      })
+      const worldChanged = yield* runOk((i) => i < 6 ? same : { text: "done" }, { plugins: [changing] })
+      assert.strictEqual(worldChanged.result.outcome._tag, "Completed")
+
+      const steering = yield* Steering.make()
+      const steered = yield* runOk((i) => i < 6 ? same : { text: "done" }, {
+        steering,
+        plugins: [{
+          name: "nudge",
+          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 2 ? steering.steer("try again") : Effect.void
+        }]
+      })
+      assert.deepStrictEqual(ofTag(steered.events, "GuardTripped").map((e) => [e.action, e.turn]), [["warn", 5], ["stop", 6]])
+    }))
+
+  it.effect("null switches it off", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runOk((i) => i < 8 ? same : { text: "done" }, { config: { maxRepeatedBatches: null } })
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+})
+
+describe("stagnation", () => {
+  // Tool-less turns repeat when the run keeps being pushed on without a new user message.
+  const keepGoing = (times: number) => {
+    let left = times
+    return Hooks.plugin({
+      name: "keep-going",
+      followUp: () => Effect.sync(() => left-- > 0 ? [Message.system("Continue.")] : [])
+    })
+  }
+
+  it.effect("the sixth identical reply (whitespace aside) ends the run with Stagnated", () =>
+    Effect.gen(function*() {
+      const replies = ["I am done.", "I am  done.", " I am done.\n", "I am done.", "I am done.", "I  am done.", "x"]
+      const { events, requests, result } = yield* runOk((i) => ({ text: replies[i] ?? "x" }), {
+        plugins: [keepGoing(100)]
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "Stagnated", repeats: 6 })
+      assert.strictEqual(requests.length, 6)
+      assert.deepStrictEqual(ofTag(events, "GuardTripped").map((e) => [e.guard, e.figures]), [[
+        "stagnationDetector",
+        { repeats: 6, limit: 5 }
+      ]])
+    }))
+
+  it.effect("counts over the run, not only in a row; a new user message resets it", () =>
+    Effect.gen(function*() {
+      const replies = ["same", "other", "same", "same", "other", "same", "same", "same", "x"]
+      const run = yield* runOk((i) => ({ text: replies[i] ?? "x" }), { plugins: [keepGoing(100)] })
+      assert.deepStrictEqual(run.result.outcome, { _tag: "Stagnated", repeats: 6 })
+      assert.strictEqual(run.requests.length, 8)
+
+      const steering = yield* Steering.make()
+      const reset = yield* runOk((i) => ({ text: i < 9 ? "same" : "done" }), {
+        steering,
+        config: { maxStagnantReplies: 3 },
+        plugins: [keepGoing(9), {
+          name: "user",
+          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 3 ? steering.followUp("new question") : Effect.void
+        }]
+      })
+      // 3 "same" replies, then the user's follow-up resets the count: 3 more are tolerated
+      assert.deepStrictEqual(reset.result.outcome, { _tag: "Stagnated", repeats: 4 })
+      assert.strictEqual(reset.requests.length, 7)
+    }))
+})
+
+describe("context window", () => {
+  const big = (i: number) => ({ toolCalls: [{ id: `b${i}`, name: "big", params: { chars: 400 } }] })
+  const resultTexts = (request: ScriptedModel.Request) =>
+    request.prompt.content.flatMap((m) =>
+      m.role === "tool" ? m.content.flatMap((p) => p.type === "tool-result" ? [String(p.result)] : []) : []
+    )
+
+  it.effect("does nothing under budget", () =>
+    Effect.gen(function*() {
+      const { events } = yield* runOk((i) => i < 4 ? big(i) : { text: "ok" }, {
+        config: { contextBudgetTokens: 10_000, maxRepeatedBatches: null }
+      })
+      assert.deepStrictEqual(ofTag(events, "ContextTransformed"), [])
+    }))
+
+  it.effect("pass 1 replaces older tool results with placeholders in the request only", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk((i) => i < 6 ? big(i) : { text: "ok" }, {
+        config: { contextBudgetTokens: 400, pruneKeepToolResults: 2, pruneKeepTail: 50, maxRepeatedBatches: null }
+      })
+      const last = requests.at(-1)!
+      const texts = resultTexts(last)
+      assert.strictEqual(texts.length, 6)
+      assert.deepStrictEqual(texts.slice(0, 4), Array(4).fill("[big result removed to save context: 400 characters]"))
+      assert.deepStrictEqual(texts.slice(4), ["x".repeat(400), "x".repeat(400)])
+      // the transcript keeps everything
+      const kept = result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf)
+      assert.isTrue(kept.every((text) => text === "x".repeat(400)))
+      const transformed = ofTag(events, "ContextTransformed").at(-1)!
+      assert.strictEqual(transformed.plugin, "contextWindow")
+      assert.isAbove(transformed.tokensBefore!, 400)
+      assert.isAtMost(transformed.tokensAfter!, 400)
+      assert.strictEqual(transformed.messagesBefore, transformed.messagesAfter)
+    }))
+
+  it.effect("pass 2 keeps system messages, the task and a tail that never splits a call from its result", () =>
+    Effect.gen(function*() {
+      const { requests } = yield* runOk((i) => i < 12 ? big(i) : { text: "ok" }, {
+        system: "sys",
+        config: { contextBudgetTokens: 300, pruneKeepToolResults: 1, pruneKeepTail: 5, maxRepeatedBatches: null }
+      })
+      const last = requests.at(-1)!.prompt.content
+      assert.deepStrictEqual(last.map((m) => m.role).slice(0, 3), ["system", "user", "assistant"])
+      // every call in the request has its result, every result its call
+      const calls = last.flatMap((m) => m.role === "assistant" ? m.content.flatMap((p) => p.type === "tool-call" ? [p.id] : []) : [])
+      const results = last.flatMap((m) => m.role === "tool" ? m.content.flatMap((p) => p.type === "tool-result" ? [p.id] : []) : [])
+      assert.deepStrictEqual(calls, results)
+      assert.isAtMost(last.length, 2 + 6)
+    }))
+
+  it.effect("uses the Tokenizer service when one is provided", () =>
+    Effect.gen(function*() {
+      // a tokenizer that counts every message as 1,000 tokens
+      const tokenizer = Tokenizer.make({
+        tokenize: (prompt) => Effect.succeed(Array.from({ length: prompt.content.length * 1_000 }, (_, i) => i))
+      })
+      const { events } = yield* runOk((i) => i < 2 ? addCall(i) : { text: "ok" }, {
+        config: { contextBudgetTokens: 2_500, pruneKeepToolResults: 0, pruneKeepTail: 50 }
+      }).pipe(Effect.provideService(Tokenizer.Tokenizer, tokenizer))
+      const transformed = ofTag(events, "ContextTransformed")
+      assert.isAbove(transformed.length, 0)
+      assert.strictEqual(transformed[0]!.tokensBefore, 3_000)
+    }))
+})
