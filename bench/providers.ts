@@ -6,19 +6,21 @@
  * parts, and effect/ai's own decoding of each part). The floor printed beside
  * it is `JSON.parse` of the same `data:` lines alone.
  *
- *   node --conditions=effect-agent-source bench/providers.ts
+ *   node bench/providers.ts
  */
-import { Effect, Layer, Redacted, Stream } from "effect"
+import { type Config, Effect, Layer, Redacted, Stream } from "effect"
 import { LanguageModel } from "effect/ai"
 import { HttpClient, HttpClientResponse } from "effect/http"
 import { readFileSync } from "node:fs"
-import { Anthropic, OpenAiChat, OpenAiResponses } from "effect-agent"
+import { Anthropic, OpenAiChat, OpenAiResponses } from "../src/index.ts"
 
 const fixture = (path: string) => readFileSync(new URL(`../test/fixtures/providers/${path}`, import.meta.url), "utf8")
 
 // One chunk per event, as a network read usually brings.
 const serving = (body: string) => {
-  const chunks = body.split("\n\n").filter((event) => event !== "").map((event) => new TextEncoder().encode(`${event}\n\n`))
+  const chunks = body.split("\n\n").filter((event) => event !== "").map((event) =>
+    new TextEncoder().encode(`${event}\n\n`)
+  )
   const response = () =>
     new Response(new ReadableStream({
       start(controller) {
@@ -32,21 +34,29 @@ const serving = (body: string) => {
   )
 }
 
-const cases = [
-  ["openai-chat text", "openai-chat/openai-python_text-with-usage_gpt-4o.sse", OpenAiChat.layer],
-  ["openai-chat tool call", "openai-chat/openai-python_single-tool-call_gpt-4o.sse", OpenAiChat.layer],
-  ["responses reasoning + tool", "openai-responses/reasoning-summary-plus-tool_gpt-5.sse", OpenAiResponses.layer],
-  ["anthropic thinking + tool", "anthropic/thinking-plus-tool-use_claude-sonnet-4.sse", Anthropic.layer]
-] as const
+const options = { model: "gpt-4o", apiKey: Redacted.make("sk-bench") }
+const cases: ReadonlyArray<
+  readonly [string, string, Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient>]
+> = [
+  ["openai-chat text", "openai-chat/openai-python_text-with-usage_gpt-4o.sse", OpenAiChat.layer(options)],
+  ["openai-chat tool call", "openai-chat/openai-python_single-tool-call_gpt-4o.sse", OpenAiChat.layer(options)],
+  [
+    "responses reasoning + tool",
+    "openai-responses/reasoning-summary-plus-tool_gpt-5.sse",
+    OpenAiResponses.layer(options)
+  ],
+  ["anthropic thinking + tool", "anthropic/thinking-plus-tool-use_claude-sonnet-4.sse", Anthropic.layer(options)]
+]
 
 const runs = 300
 
 for (const [name, path, layer] of cases) {
   const body = fixture(path)
   const data = body.split("\n").filter((line) => line.startsWith("data: ") && line !== "data: [DONE]")
-  const model = layer({ model: "gpt-4o", apiKey: Redacted.make("sk-bench") }).pipe(Layer.provide(serving(body)))
-  const once = LanguageModel.streamText({ prompt: "hi", disableToolCallResolution: true, toolCallValidation: "deferred" })
-    .pipe(Stream.runDrain)
+  const model = layer.pipe(Layer.provide(serving(body)))
+  const once = Stream.runDrain(
+    LanguageModel.streamText({ prompt: "hi", disableToolCallResolution: true, toolCallValidation: "deferred" })
+  )
   const program = Effect.gen(function*() {
     for (let i = 0; i < 30; i++) yield* once // warm up
     const start = performance.now()
