@@ -27,6 +27,8 @@ export * as Message from "./Message.ts"
 /** @since 0.1.0 */
 export * as Outcome from "./Outcome.ts"
 /** @since 0.1.0 */
+export * as Pricing from "./Pricing.ts"
+/** @since 0.1.0 */
 export * as RunState from "./RunState.ts"
 /** @since 0.1.0 */
 export * as Steering from "./Steering.ts"
@@ -44,3 +46,9 @@ export * as CheckpointStore from "./session/CheckpointStore.ts"
 export * as Session from "./session/Session.ts"
 /** @since 0.1.0 */
 export * as Trajectory from "./session/Trajectory.ts"
+/** @since 0.1.0 */
+export * as OpenAiChat from "./providers/OpenAiChat.ts"
+/** @since 0.1.0 */
+export * as OpenAiResponses from "./providers/OpenAiResponses.ts"
+/** @since 0.1.0 */
+export * as Anthropic from "./providers/Anthropic.ts"

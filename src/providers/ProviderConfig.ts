@@ -1,0 +1,130 @@
+/**
+ * The options every provider layer takes, and how they are resolved once,
+ * when the layer is built: the API key (given, or read through `Config` from
+ * the provider's environment variable), the redactor that keeps that key out
+ * of every error, the retry policy, the idle timeout and the price table.
+ *
+ * @since 0.1.0
+ */
+import { Config, Duration, Effect, Option, Redacted } from "effect"
+import { HttpClientRequest } from "effect/http"
+import * as Pricing from "../Pricing.ts"
+import type * as Retry from "./Retry.ts"
+
+/**
+ * An API key, or the `Config` to read it from.
+ *
+ * @since 0.1.0
+ */
+export type ApiKey = Redacted.Redacted<string> | Config.Config<Redacted.Redacted<string>>
+
+/**
+ * Options shared by every provider layer.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  /** The model id sent with each request (`gpt-4o`, `claude-sonnet-4-5`, `llama3.1`…). */
+  readonly model: string
+  /** The API key; by default read from the provider's environment variable. */
+  readonly apiKey?: ApiKey | undefined
+  /** The API root, to reach a proxy or another compatible server. */
+  readonly baseUrl?: string | undefined
+  /** Extra headers sent with each request. */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /** The most tokens the model may generate per call. */
+  readonly maxOutputTokens?: number | undefined
+  /** Sampling temperature. */
+  readonly temperature?: number | undefined
+  /** Retry policy for rate limits, server errors and failed connections. */
+  readonly retry?: Retry.Options | undefined
+  /** How long a response may send no bytes before the call fails (default five minutes). */
+  readonly idleTimeout?: Duration.Input | undefined
+  /** Prices used to put each call's cost on its finish part (default `Pricing.defaultTable`). */
+  readonly prices?: Pricing.PriceTable | undefined
+}
+
+/**
+ * How long a response may send no bytes when `idleTimeout` is not given.
+ *
+ * @since 0.1.0
+ */
+export const defaultIdleTimeout: Duration.Duration = Duration.minutes(5)
+
+/**
+ * Options resolved once, when a layer is built.
+ *
+ * @since 0.1.0
+ */
+export interface Settings {
+  readonly model: string
+  readonly apiKey: Redacted.Redacted<string> | undefined
+  readonly baseUrl: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly maxOutputTokens: number | undefined
+  readonly temperature: number | undefined
+  readonly retry: Retry.Options
+  readonly idleTimeout: Duration.Duration
+  readonly prices: Pricing.PriceTable
+  readonly redact: (text: string) => string
+}
+
+/**
+ * Resolves the options: the key from `options.apiKey`, else from the
+ * environment variable `envVar` (required when `keyRequired`, so a missing key
+ * fails the layer with a `ConfigError` naming the variable).
+ *
+ * @since 0.1.0
+ */
+export const resolve = Effect.fnUntraced(function*(
+  options: Options,
+  defaults: { readonly baseUrl: string; readonly envVar: string; readonly keyRequired: boolean }
+) {
+  const apiKey = options.apiKey === undefined
+    ? defaults.keyRequired
+      ? yield* Config.Redacted(defaults.envVar)
+      : Option.getOrUndefined(yield* Config.option(Config.Redacted(defaults.envVar)))
+    : Redacted.isRedacted(options.apiKey)
+    ? options.apiKey
+    : yield* options.apiKey
+  const settings: Settings = {
+    model: options.model,
+    apiKey,
+    baseUrl: (options.baseUrl ?? defaults.baseUrl).replace(/\/+$/, ""),
+    headers: options.headers ?? {},
+    maxOutputTokens: options.maxOutputTokens === undefined
+      ? undefined
+      : Math.max(1, Math.floor(options.maxOutputTokens)),
+    temperature: options.temperature,
+    retry: options.retry ?? {},
+    idleTimeout: Duration.max(Duration.fromInputUnsafe(options.idleTimeout ?? defaultIdleTimeout), Duration.millis(1)),
+    prices: options.prices ?? Pricing.defaultTable,
+    redact: redactor(apiKey)
+  }
+  return settings
+})
+
+/**
+ * A function that replaces every occurrence of the key in a text, for text a
+ * provider sends back that is about to go into an error.
+ *
+ * @since 0.1.0
+ */
+export const redactor = (apiKey: Redacted.Redacted<string> | undefined): (text: string) => string => {
+  const secret = apiKey === undefined ? "" : Redacted.value(apiKey)
+  return secret.length < 4 ? (text) => text : (text) => text.split(secret).join("<redacted>")
+}
+
+/**
+ * A POST to `path` under the base URL with the configured headers and, when
+ * there is a key, `Authorization: Bearer <key>` (OpenAI and compatible
+ * servers).
+ *
+ * @since 0.1.0
+ */
+export const bearerRequest = (settings: Settings, path: string): HttpClientRequest.HttpClientRequest => {
+  const request = HttpClientRequest.post(`${settings.baseUrl}${path}`).pipe(
+    HttpClientRequest.setHeaders(settings.headers)
+  )
+  return settings.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, settings.apiKey)
+}

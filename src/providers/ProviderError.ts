@@ -1,0 +1,217 @@
+/**
+ * How provider faults become `effect/ai` `AiError` reasons: unsuccessful HTTP
+ * responses (by status, with the provider's own message), transport failures,
+ * error events inside a stream, and streams that break their protocol (cut
+ * short, unparsable, missing a field, idle too long). Every description says
+ * which fault it was; none carries request headers, so an API key cannot leak
+ * through them, and response text passes through the layer's redactor first.
+ *
+ * @since 0.1.0
+ */
+import { Duration } from "effect"
+import { AiError } from "effect/ai"
+import { Headers, type HttpClientError } from "effect/http"
+import * as Retry from "./Retry.ts"
+
+const maxBodyChars = 2000
+
+/**
+ * Where a request went, for error descriptions.
+ *
+ * @since 0.1.0
+ */
+export interface Target {
+  readonly method: string
+  readonly url: string
+}
+
+interface ProviderMessage {
+  readonly message?: string | undefined
+  readonly type?: string | undefined
+  readonly code?: string | undefined
+}
+
+const stringField = (value: unknown, key: string): string | undefined => {
+  if (typeof value !== "object" || value === null) return undefined
+  const field: unknown = Reflect.get(value, key)
+  return typeof field === "string" ? field : typeof field === "number" ? String(field) : undefined
+}
+
+// OpenAI and compatible servers: { error: { message, type, code } }; Anthropic:
+// { type: "error", error: { type, message } }; Ollama: { error: "text" };
+// vLLM and others: { message, type, code } or { detail }.
+const providerMessage = (body: string): ProviderMessage => {
+  let json: unknown
+  try {
+    json = JSON.parse(body)
+  } catch {
+    return {}
+  }
+  if (typeof json !== "object" || json === null) return {}
+  const error: unknown = Reflect.get(json, "error")
+  if (typeof error === "string") return { message: error }
+  const source = typeof error === "object" && error !== null ? error : json
+  return {
+    message: stringField(source, "message") ?? stringField(json, "detail"),
+    type: stringField(source, "type"),
+    code: stringField(source, "code")
+  }
+}
+
+const safeHeaders = (headers: Headers.Headers) =>
+  Headers.redact(headers, ["authorization", "cookie", "set-cookie", "x-api-key", "api-key"])
+
+/**
+ * The reason for an unsuccessful response. 429 is a `RateLimitError` (with
+ * the delay the server asked for) unless the provider says the quota is used
+ * up; 400/404/413/422 are `InvalidRequestError`s; 401/403 are
+ * `AuthenticationError`s; 402 is `QuotaExhaustedError`; 5xx are
+ * `InternalProviderError`s; anything else is an `UnknownError`. Each carries
+ * the status, the response headers and (redacted, truncated) body, and a
+ * description with the provider's own message.
+ *
+ * @since 0.1.0
+ */
+export const fromResponse = (params: {
+  readonly status: number
+  readonly headers: Headers.Headers
+  readonly body: string
+  readonly target: Target
+  readonly nowMillis: number
+  readonly redact: (text: string) => string
+}): AiError.AiErrorReason => {
+  const { status, target } = params
+  const body = params.redact(params.body)
+  const parsed = providerMessage(body)
+  const requestId = params.headers["x-request-id"] ?? params.headers["request-id"]
+  const description = AiError.buildErrorDescription({
+    status,
+    message: parsed.message,
+    method: target.method,
+    url: target.url,
+    errorCode: parsed.code,
+    errorType: parsed.type,
+    requestId,
+    body
+  })
+  const http = {
+    response: { status, headers: safeHeaders(params.headers) },
+    body: body.length > maxBodyChars ? `${body.slice(0, maxBodyChars)}...` : body
+  }
+  const metadata = parsed.message === undefined ? {} : { providerMessage: parsed.message }
+  if (status === 429) {
+    if (parsed.code === "insufficient_quota" || parsed.type === "insufficient_quota") {
+      return new AiError.QuotaExhaustedError({ http, metadata })
+    }
+    const retryAfter = Retry.retryAfter(params.headers, params.nowMillis)
+    return new AiError.RateLimitError(retryAfter === undefined ? { http, metadata } : { http, metadata, retryAfter })
+  }
+  switch (status) {
+    case 400:
+    case 404:
+    case 413:
+    case 422:
+      return new AiError.InvalidRequestError({ description, http, metadata })
+    case 401:
+      return new AiError.AuthenticationError({ kind: "InvalidKey", description, http, metadata })
+    case 403:
+      return new AiError.AuthenticationError({ kind: "InsufficientPermissions", description, http, metadata })
+    case 402:
+      return new AiError.QuotaExhaustedError({ http, metadata })
+  }
+  return status >= 500
+    ? new AiError.InternalProviderError({ description, http, metadata })
+    : new AiError.UnknownError({ description, http, metadata })
+}
+
+/**
+ * The reason for a transport failure: the connection could not be made, was
+ * reset, or the body could not be read. Only the request line is kept.
+ *
+ * @since 0.1.0
+ */
+export const fromHttpClientError = (
+  error: HttpClientError.HttpClientError,
+  target: Target,
+  redact: (text: string) => string
+): AiError.NetworkError => {
+  const reason = error.reason
+  const cause: unknown = "cause" in reason ? reason.cause : undefined
+  const detail = reason.description ?? (cause instanceof Error ? cause.message : undefined)
+  return new AiError.NetworkError({
+    reason: reason._tag === "EncodeError" || reason._tag === "InvalidUrlError" ? reason._tag : "TransportError",
+    method: target.method,
+    url: target.url,
+    description: redact(
+      detail === undefined ? `${reason._tag} while talking to the provider` : `${reason._tag}: ${detail}`
+    )
+  })
+}
+
+/**
+ * No response, or no bytes of a streaming response, for longer than the idle
+ * timeout.
+ *
+ * @since 0.1.0
+ */
+export const idle = (target: Target, timeout: Duration.Duration, phase: "response" | "stream"): AiError.NetworkError =>
+  new AiError.NetworkError({
+    reason: "TransportError",
+    method: target.method,
+    url: target.url,
+    description: phase === "response"
+      ? `no response within the idle timeout of ${Duration.format(timeout)}`
+      : `the stream sent no bytes for longer than the idle timeout of ${Duration.format(timeout)}`
+  })
+
+/**
+ * An error the provider reported inside a stream, by its error type or code
+ * (`overloaded_error`, `rate_limit_error`, `invalid_request_error`, …).
+ *
+ * @since 0.1.0
+ */
+export const fromStreamError = (
+  type: string | undefined,
+  message: string | undefined,
+  redact: (text: string) => string
+): AiError.AiErrorReason => {
+  const kind = type ? ` (${type})` : ""
+  const description = redact(`the provider reported an error in the stream${kind}: ${message ?? "no message"}`)
+  const metadata = type === undefined ? {} : { errorType: type }
+  switch (type) {
+    case "rate_limit_error":
+    case "rate_limit_exceeded":
+      return new AiError.RateLimitError({ metadata: { ...metadata, providerMessage: description } })
+    case "insufficient_quota":
+      return new AiError.QuotaExhaustedError({ metadata: { ...metadata, providerMessage: description } })
+    case "invalid_request_error":
+    case "invalid_prompt":
+    case "context_length_exceeded":
+      return new AiError.InvalidRequestError({ description, metadata })
+    case "authentication_error":
+      return new AiError.AuthenticationError({ kind: "InvalidKey", description, metadata })
+    case "permission_error":
+      return new AiError.AuthenticationError({ kind: "InsufficientPermissions", description, metadata })
+    default:
+      return new AiError.InternalProviderError({ description, metadata })
+  }
+}
+
+/**
+ * A stream that broke its protocol. `what` says how: it ended before its
+ * terminal event, a `data:` line was not JSON, an event missed a required
+ * field.
+ *
+ * @since 0.1.0
+ */
+export const invalidStream = (what: string): AiError.InvalidOutputError =>
+  new AiError.InvalidOutputError({ description: `invalid provider stream: ${what}` })
+
+/**
+ * The stream ended (the connection closed cleanly) before the event that
+ * completes a response.
+ *
+ * @since 0.1.0
+ */
+export const truncated = (terminal: string): AiError.InvalidOutputError =>
+  invalidStream(`the stream ended before its terminal event (${terminal}); the response is incomplete`)

@@ -1,0 +1,237 @@
+/**
+ * The streaming transport every provider shares: send one JSON request with
+ * retries (see `Retry`), then read its Server-Sent Events body into
+ * `effect/ai` stream parts through the provider's {@link EventDecoder}. It
+ * enforces the protocol rules the providers rely on:
+ *
+ * - a response that does not start, or a body that sends no bytes, for longer
+ *   than the idle timeout fails with a `NetworkError` that says so;
+ * - a body that ends before the provider's terminal event fails with an
+ *   `InvalidOutputError` (never a silently short answer);
+ * - after the terminal event the stream ends at once, without waiting for the
+ *   server to close the connection.
+ *
+ * SSE framing is parsed with `effect/encoding`'s `Sse.makeParser`. The
+ * `Sse.decode` channel is not used because it ends the stream with a failure
+ * on a `retry:` field, which providers may send and which must be ignored.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Clock, type Duration, Effect, Pull, Result, type Schedule, Schema, Stream } from "effect"
+import { AiError, LanguageModel, type Response } from "effect/ai"
+import { Sse } from "effect/encoding"
+import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import * as PromptEncoding from "./PromptEncoding.ts"
+import type * as ProviderConfig from "./ProviderConfig.ts"
+import * as ProviderError from "./ProviderError.ts"
+import * as ResponseParts from "./ResponseParts.ts"
+import * as Retry from "./Retry.ts"
+
+/**
+ * Turns one provider's SSE events into stream parts. `push` appends the parts
+ * an event produces to `out` and returns a reason when the event breaks the
+ * protocol; `finished` is true once the terminal event was seen; `terminal`
+ * names that event for error messages.
+ *
+ * @since 0.1.0
+ */
+export interface EventDecoder {
+  readonly push: (event: Sse.Event, out: Array<Response.StreamPartEncoded>) => AiError.AiErrorReason | undefined
+  readonly finished: boolean
+  readonly terminal: string
+}
+
+/**
+ * One streaming call.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  /** The module name errors carry (`OpenAiChat`, `Anthropic`, …). */
+  readonly provider: string
+  readonly client: HttpClient.HttpClient
+  readonly request: HttpClientRequest.HttpClientRequest
+  /** The retry schedule (`Retry.schedule`). */
+  readonly retry: Schedule.Schedule<Duration.Duration, AiError.AiError>
+  readonly idleTimeout: Duration.Duration
+  /** Removes secrets from any text that goes into an error. */
+  readonly redact: (text: string) => string
+  /** Made once per attempt that reaches the body. */
+  readonly decoder: () => EventDecoder
+}
+
+/**
+ * Sends the request and streams the decoded parts.
+ *
+ * @since 0.1.0
+ */
+export const stream = (options: Options): Stream.Stream<Response.StreamPartEncoded, AiError.AiError> => {
+  const target: ProviderError.Target = { method: options.request.method, url: options.request.url }
+  const fail = (reason: AiError.AiErrorReason) =>
+    AiError.make({ module: options.provider, method: "streamText", reason })
+  const idle = Effect.fail(fail(ProviderError.idle(target, options.idleTimeout, "stream")))
+  return Stream.unwrap(Effect.map(send(options, target, fail), (response) =>
+    response.stream.pipe(
+      Stream.decodeText(),
+      (text) => decodeEvents(text, options.decoder(), options.idleTimeout, idle, fail),
+      Stream.mapError((error) =>
+        HttpClientError.isHttpClientError(error)
+          ? fail(ProviderError.fromHttpClientError(error, target, options.redact))
+          : error
+      )
+    )))
+}
+
+const send = (
+  options: Options,
+  target: ProviderError.Target,
+  fail: (reason: AiError.AiErrorReason) => AiError.AiError
+): Effect.Effect<HttpClientResponse.HttpClientResponse, AiError.AiError> =>
+  options.client.execute(options.request).pipe(
+    Effect.timeoutOrElse({
+      duration: options.idleTimeout,
+      orElse: () => Effect.fail(fail(ProviderError.idle(target, options.idleTimeout, "response")))
+    }),
+    Effect.flatMap((response) =>
+      response.status >= 200 && response.status < 300
+        ? Effect.succeed(response)
+        : Effect.flatMap(
+          Effect.zip(Effect.orElseSucceed(response.text, () => ""), Clock.currentTimeMillis),
+          ([body, nowMillis]) =>
+            Effect.fail(fail(ProviderError.fromResponse({
+              status: response.status,
+              headers: response.headers,
+              body,
+              target,
+              nowMillis,
+              redact: options.redact
+            })))
+        )
+    ),
+    Effect.catchIf(HttpClientError.isHttpClientError, (error) =>
+      Effect.fail(fail(ProviderError.fromHttpClientError(error, target, options.redact)))),
+    Effect.retry(options.retry)
+  )
+
+// One stateful step from text chunks to parts: the idle timeout, SSE framing,
+// the provider's decoder, the end-of-body check and the stop after the
+// terminal event. The idle timeout is a timeout on each pull, which costs half
+// as much per chunk as `Stream.timeoutOrElse` (that merges in a timer stream).
+const decodeEvents = <E>(
+  text: Stream.Stream<string, E>,
+  decoder: EventDecoder,
+  idleTimeout: Duration.Duration,
+  idle: Effect.Effect<never, AiError.AiError>,
+  fail: (reason: AiError.AiErrorReason) => AiError.AiError
+): Stream.Stream<Response.StreamPartEncoded, E | AiError.AiError> =>
+  Stream.transformPull(text, (upstream) =>
+    Effect.sync(() => {
+      const pull = Effect.timeoutOrElse(upstream, { duration: idleTimeout, orElse: () => idle })
+      let out: Array<Response.StreamPartEncoded> = []
+      let fault: AiError.AiErrorReason | undefined
+      const parser = Sse.makeParser((event) => {
+        if (event._tag === "Event" && fault === undefined && !decoder.finished) fault = decoder.push(event, out)
+      })
+      const ended = Pull.catchDone(pull, (): Effect.Effect<never, AiError.AiError | Cause.Done> =>
+        decoder.finished ? Cause.done() : Effect.fail(fail(ProviderError.truncated(decoder.terminal))))
+      const next: Pull.Pull<NonEmptyParts, E | AiError.AiError> =
+        Effect.suspend(() =>
+          decoder.finished ? Cause.done() : Effect.flatMap(ended, (chunks) => {
+            for (const chunk of chunks) {
+              const tooLarge = parser.feed(chunk)
+              if (tooLarge !== undefined) fault ??= ProviderError.invalidStream(tooLarge.message)
+              if (fault !== undefined) return Effect.fail(fail(fault))
+              if (decoder.finished) break
+            }
+            if (!isNonEmpty(out)) return next
+            const parts = out
+            out = []
+            return Effect.succeed(parts)
+          })
+        )
+      return next
+    }))
+
+type NonEmptyParts = readonly [Response.StreamPartEncoded, ...Array<Response.StreamPartEncoded>]
+
+const isNonEmpty = <A>(array: Array<A>): array is [A, ...Array<A>] => array.length > 0
+
+/**
+ * Parses an event's `data:` as JSON, or says that it could not.
+ *
+ * @since 0.1.0
+ */
+export const parseData = (event: Sse.Event): Result.Result<unknown, AiError.InvalidOutputError> => {
+  try {
+    return Result.succeed(JSON.parse(event.data))
+  } catch {
+    const data = event.data.length > 200 ? `${event.data.slice(0, 200)}...` : event.data
+    return Result.fail(ProviderError.invalidStream(`a data: line is not valid JSON: ${JSON.stringify(data)}`))
+  }
+}
+
+/**
+ * A decoder for one wire event's Schema, whose failures say which event missed
+ * which field. Unknown fields are ignored.
+ *
+ * @since 0.1.0
+ */
+export const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S, name: string) => {
+  const decode = Schema.decodeUnknownResult(schema)
+  return (value: unknown): Result.Result<S["Type"], AiError.InvalidOutputError> =>
+    Result.mapError(
+      decode(value),
+      (error) =>
+        ProviderError.invalidStream(`event ${name} is missing a required field or has a wrong one: ${error.message}`)
+    )
+}
+
+/**
+ * A provider's wire format: how a request body is encoded and how its
+ * stream is decoded.
+ *
+ * @since 0.1.0
+ */
+export interface WireFormat {
+  /** The module name errors carry. */
+  readonly provider: string
+  /** The request, without its body: URL and headers. */
+  readonly request: HttpClientRequest.HttpClientRequest
+  /** The JSON body for a call; may throw `PromptEncoding.UnsupportedContent`. */
+  readonly body: (options: LanguageModel.ProviderOptions) => unknown
+  /** A fresh decoder for one response. */
+  readonly decoder: () => EventDecoder
+  readonly codecTransformer?: LanguageModel.CodecTransformer | undefined
+  readonly supportsSystemMessagesInHistory: boolean
+}
+
+/**
+ * The `LanguageModel` of a wire format: `streamText` sends the request and
+ * decodes its stream; `generateText` collects that same stream.
+ *
+ * @since 0.1.0
+ */
+export const languageModel = Effect.fnUntraced(function*(settings: ProviderConfig.Settings, format: WireFormat) {
+  const client = yield* HttpClient.HttpClient
+  const retry = Retry.schedule(settings.retry)
+  const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
+    Stream.unwrap(Effect.map(
+      PromptEncoding.encodeRequest(format.provider, () => format.body(providerOptions)),
+      (body) =>
+        stream({
+          provider: format.provider,
+          client,
+          request: HttpClientRequest.bodyJsonUnsafe(format.request, body),
+          retry,
+          idleTimeout: settings.idleTimeout,
+          redact: settings.redact,
+          decoder: format.decoder
+        })
+    ))
+  return yield* LanguageModel.make({
+    streamText,
+    generateText: (providerOptions) => ResponseParts.collect(streamText(providerOptions)),
+    codecTransformer: format.codecTransformer,
+    supportsSystemMessagesInHistory: Effect.succeed(format.supportsSystemMessagesInHistory)
+  })
+})

@@ -1,0 +1,333 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Stream } from "effect"
+import { AiError, type LanguageModel } from "effect/ai"
+import { HttpServerResponse } from "effect/http"
+import { TestClock } from "effect/testing"
+import { Anthropic, OpenAiChat, OpenAiResponses } from "../../src/index.ts"
+import type * as ProviderConfig from "../../src/providers/ProviderConfig.ts"
+import type * as Retry from "../../src/providers/Retry.ts"
+import * as ProviderTest from "./ProviderTest.ts"
+import * as TestServer from "./TestServer.ts"
+
+interface Provider {
+  readonly name: string
+  readonly layer: (
+    options: Omit<ProviderConfig.Options, "model">
+  ) => Layer.Layer<LanguageModel.LanguageModel, unknown>
+  readonly fixture: string
+  /** An event that lacks a required field. */
+  readonly incomplete: string
+}
+
+const common = (options: Omit<ProviderConfig.Options, "model">) => ({ apiKey: Redacted.make(ProviderTest.apiKey), ...options })
+
+const providers: ReadonlyArray<Provider> = [
+  {
+    name: "OpenAiChat",
+    layer: (options) =>
+      OpenAiChat.layer({ model: "gpt-4o", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
+    fixture: "openai-chat/openai-python_text-with-usage_gpt-4o.sse",
+    incomplete: "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\"}\n\n"
+  },
+  {
+    name: "OpenAiResponses",
+    layer: (options) =>
+      OpenAiResponses.layer({ model: "gpt-5", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
+    fixture: "openai-responses/reasoning-summary-plus-tool_gpt-5.sse",
+    incomplete:
+      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\"}\n\n"
+  },
+  {
+    name: "Anthropic",
+    layer: (options) =>
+      Anthropic.layer({ model: "claude-sonnet-4", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
+    fixture: "anthropic/thinking-plus-tool-use_claude-sonnet-4.sse",
+    incomplete:
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+  }
+]
+
+const [chat] = providers
+
+/** The provider's failure (an `AiError`), from a run that must fail. */
+const failure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.map(Effect.exit(effect), (exit) => {
+    assert(Exit.isFailure(exit), "expected a failure")
+    const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+    assert(error?._tag === "Fail", `expected a typed failure, got ${String(exit.cause)}`)
+    assert(AiError.isAiError(error.error), `expected an AiError, got ${String(error.error)}`)
+    return error.error
+  })
+
+/** The first events of a recorded stream: everything before the event that holds `fraction` of its length. */
+const prefix = (text: string, fraction: number) => {
+  const cut = text.lastIndexOf("\n\n", Math.floor(text.length * fraction))
+  return text.slice(0, cut + 2)
+}
+
+/** A point in the middle of an event (not at a line end). */
+const midEvent = (text: string, fraction: number) => {
+  let cut = Math.floor(text.length * fraction)
+  while (text[cut] === "\n" || text[cut - 1] === "\n") cut++
+  return text.slice(0, cut)
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  Effect.succeed(HttpServerResponse.jsonUnsafe(body, { status, headers }))
+
+const retryRecorder = Effect.map(Queue.unbounded<Retry.RetryInfo>(), (queue) => ({
+  queue,
+  onRetry: (info: Retry.RetryInfo) => Effect.asVoid(Queue.offer(queue, info))
+}))
+
+/** The failure of one call to a provider whose server streams `body`. */
+const failureOf = (provider: Provider, body: string) =>
+  Effect.flatMap(TestServer.start(() => Effect.succeed(TestServer.sse(body))), (server) =>
+    failure(ProviderTest.generate("hi").pipe(Effect.provide(provider.layer({ baseUrl: server.baseUrl })))))
+
+/** A recorded stream with `event` inserted after its first event. */
+const withEventAfterFirst = (text: string, event: string) => {
+  const first = text.indexOf("\n\n") + 2
+  return `${text.slice(0, first)}${event}${text.slice(first)}`
+}
+
+// Lets the client fiber reach its next sleep before the test clock moves.
+const settle = TestClock.withLive(Effect.sleep("20 millis"))
+
+/** Moves the test clock by `step` until the fiber is done (at most 20 steps). */
+const advanceUntilDone = (fiber: Fiber.Fiber<unknown, unknown>, step: Duration.Input) =>
+  Effect.gen(function*() {
+    for (let steps = 0; steps < 20 && fiber.pollUnsafe() === undefined; steps++) {
+      yield* settle
+      yield* TestClock.adjust(step)
+    }
+  })
+
+describe("provider faults", () => {
+  it.effect("429 with retry-after: 1 is retried once, after waiting one second", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start((_, index) =>
+        index === 0
+          ? json(429, { error: { message: "Rate limit reached", type: "requests" } }, { "retry-after": "1" })
+          : Effect.succeed(TestServer.sse(TestServer.fixture(chat!.fixture)))
+      )
+      const retries = yield* retryRecorder
+      const fiber = yield* ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({ baseUrl: server.baseUrl, retry: { baseDelay: "10 millis", onRetry: retries.onRetry } })),
+        Effect.forkChild
+      )
+      const retry = yield* Queue.take(retries.queue)
+      assert.strictEqual(retry.attempt, 1)
+      assert.strictEqual(Duration.toMillis(retry.delay), 1000)
+      assert.strictEqual(retry.error.reason._tag, "RateLimitError")
+      yield* settle
+      yield* TestClock.adjust("999 millis")
+      yield* settle
+      assert.strictEqual(server.requests.length, 1)
+      yield* TestClock.adjust("1 millis")
+      const response = yield* Fiber.join(fiber)
+      assert.strictEqual(server.requests.length, 2)
+      assert.strictEqual(response.finishReason, "stop")
+      assert.isTrue(response.text.startsWith("I'm unable to provide real-time weather updates."))
+    }))
+
+  it.effect("retry-after-ms is honoured too", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start((_, index) =>
+        index === 0
+          ? json(503, { error: { message: "busy" } }, { "retry-after-ms": "2500" })
+          : Effect.succeed(TestServer.sse(TestServer.fixture(chat!.fixture)))
+      )
+      const retries = yield* retryRecorder
+      const fiber = yield* ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({ baseUrl: server.baseUrl, retry: { baseDelay: "10 millis", onRetry: retries.onRetry } })),
+        Effect.forkChild
+      )
+      const retry = yield* Queue.take(retries.queue)
+      assert.strictEqual(Duration.toMillis(retry.delay), 2500)
+      assert.strictEqual(retry.error.reason._tag, "InternalProviderError")
+      yield* settle
+      yield* TestClock.adjust("2500 millis")
+      yield* Fiber.join(fiber)
+      assert.strictEqual(server.requests.length, 2)
+    }))
+
+  it.effect("five 503s fail with a typed error after the configured attempts, backing off exponentially", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start(() => json(503, { error: { message: "The server is overloaded" } }))
+      const retries = yield* retryRecorder
+      const fiber = yield* ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({
+          baseUrl: server.baseUrl,
+          retry: { maxRetries: 4, baseDelay: "100 millis", onRetry: retries.onRetry }
+        })),
+        Effect.forkChild
+      )
+      for (let attempt = 1; attempt <= 4; attempt++) {
+        const retry = yield* Queue.take(retries.queue)
+        const expected = 100 * 2 ** (attempt - 1)
+        assert.strictEqual(retry.attempt, attempt)
+        assert.isAtLeast(Duration.toMillis(retry.delay), expected * 0.8)
+        assert.isAtMost(Duration.toMillis(retry.delay), expected * 1.2)
+        yield* settle
+        yield* TestClock.adjust(retry.delay)
+      }
+      const error = yield* failure(Fiber.join(fiber))
+      assert.strictEqual(server.requests.length, 5)
+      assert.strictEqual(error.module, "OpenAiChat")
+      assert(error.reason._tag === "InternalProviderError")
+      assert.strictEqual(error.reason.http?.response?.status, 503)
+      assert.include(error.reason.description, "The server is overloaded")
+    }))
+
+  it.effect("a 400 is not retried and carries the status and the provider's message", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start(() =>
+        json(400, {
+          error: { message: "Invalid schema for function 'get_weather'", type: "invalid_request_error", code: null }
+        }, { "x-request-id": "req_123" })
+      )
+      const error = yield* failure(ProviderTest.generate("hi").pipe(Effect.provide(chat!.layer({ baseUrl: server.baseUrl }))))
+      assert.strictEqual(server.requests.length, 1)
+      assert(error.reason._tag === "InvalidRequestError")
+      assert.strictEqual(error.reason.http?.response?.status, 400)
+      assert.include(error.reason.description, "Invalid schema for function 'get_weather'")
+      assert.include(error.reason.description, "[requestId: req_123]")
+      assert.isFalse(error.isRetryable)
+    }))
+
+  it.effect("a 429 for an exhausted quota is a QuotaExhaustedError and is not retried", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start(() =>
+        json(429, { error: { message: "You exceeded your current quota", type: "insufficient_quota", code: "insufficient_quota" } })
+      )
+      const error = yield* failure(ProviderTest.generate("hi").pipe(Effect.provide(chat!.layer({ baseUrl: server.baseUrl }))))
+      assert.strictEqual(server.requests.length, 1)
+      assert.strictEqual(error.reason._tag, "QuotaExhaustedError")
+    }))
+
+  it.effect("the API key never appears in an error, even when the provider echoes it", () =>
+    Effect.gen(function*() {
+      for (const provider of providers) {
+        const server = yield* TestServer.start(() =>
+          json(401, { error: { message: `Incorrect API key provided: ${ProviderTest.apiKey}.`, type: "invalid_api_key" } })
+        )
+        const error = yield* failure(
+          ProviderTest.generate("hi").pipe(Effect.provide(provider.layer({ baseUrl: server.baseUrl })))
+        )
+        assert.strictEqual(error.reason._tag, "AuthenticationError")
+        const sentKey = server.requests[0]!.headers.authorization ?? server.requests[0]!.headers["x-api-key"]
+        assert.include(sentKey, ProviderTest.apiKey)
+        for (const rendering of [JSON.stringify(error), String(error), error.message, JSON.stringify(error.reason)]) {
+          assert.notInclude(rendering, ProviderTest.apiKey)
+        }
+        assert.include(JSON.stringify(error.reason), "Incorrect API key provided: <redacted>")
+      }
+    }))
+
+  for (const provider of providers) {
+    describe(provider.name, () => {
+      it.effect("a stream cut in the middle of an event fails, saying it ended before its terminal event", () =>
+        Effect.gen(function*() {
+          const error = yield* failureOf(provider, midEvent(TestServer.fixture(provider.fixture), 0.6))
+          assert(error.reason._tag === "InvalidOutputError")
+          assert.include(error.reason.description, "the stream ended before its terminal event")
+        }))
+
+      it.effect("a connection reset mid-stream fails with a NetworkError, after the parts already streamed", () =>
+        Effect.gen(function*() {
+          const text = prefix(TestServer.fixture(provider.fixture), 0.5)
+          const server = yield* TestServer.start((request) => Effect.succeed(TestServer.sseThenReset(text, request)))
+          const parts: Array<string> = []
+          const error = yield* failure(
+            ProviderTest.stream("hi").pipe(
+              Stream.runForEach((part) => Effect.sync(() => parts.push(part.type))),
+              Effect.provide(provider.layer({ baseUrl: server.baseUrl }))
+            )
+          )
+          assert.strictEqual(error.reason._tag, "NetworkError")
+          assert.strictEqual(server.requests.length, 1, "a started stream is not retried")
+          assert.strictEqual(parts[0], "response-metadata")
+          assert.notInclude(parts, "finish")
+        }))
+
+      it.effect("a data: line that is not JSON fails, quoting it", () =>
+        Effect.gen(function*() {
+          const error = yield* failureOf(
+            provider,
+            withEventAfterFirst(TestServer.fixture(provider.fixture), "data: {\"oops\n\n")
+          )
+          assert(error.reason._tag === "InvalidOutputError")
+          assert.include(error.reason.description, "a data: line is not valid JSON: \"{\\\"oops\"")
+        }))
+
+      it.effect("an event missing a required field fails, naming the event", () =>
+        Effect.gen(function*() {
+          const error = yield* failureOf(
+            provider,
+            withEventAfterFirst(TestServer.fixture(provider.fixture), provider.incomplete)
+          )
+          assert(error.reason._tag === "InvalidOutputError")
+          assert.include(error.reason.description, "is missing a required field")
+        }))
+
+      it.effect("a stream that goes quiet fails after the idle timeout", () =>
+        Effect.gen(function*() {
+          const text = prefix(TestServer.fixture(provider.fixture), 0.3)
+          const server = yield* TestServer.start(() => Effect.succeed(TestServer.sseThenHang(text)))
+          const parts: Array<string> = []
+          const fiber = yield* ProviderTest.stream("hi").pipe(
+            Stream.runForEach((part) => Effect.sync(() => parts.push(part.type))),
+            Effect.provide(provider.layer({ baseUrl: server.baseUrl, idleTimeout: "30 seconds" })),
+            Effect.forkChild
+          )
+          // Move the clock only once the body is streaming: earlier, the wait for
+          // the response itself would time out instead.
+          for (let waits = 0; waits < 250 && parts.length === 0; waits++) yield* settle
+          yield* advanceUntilDone(fiber, "30 seconds")
+          const error = yield* failure(Fiber.join(fiber))
+          assert(error.reason._tag === "NetworkError")
+          assert.strictEqual(
+            error.reason.description,
+            "the stream sent no bytes for longer than the idle timeout of 30s"
+          )
+          assert.strictEqual(server.requests.length, 1)
+          assert.strictEqual(parts[0], "response-metadata")
+          assert.notInclude(parts, "finish")
+        }))
+    })
+  }
+
+  it.effect("a response that never starts is retried, then fails after the idle timeout", () =>
+    Effect.gen(function*() {
+      // The server answers only after half a second of real time: far past the
+      // client's idle timeout, which runs on the test clock.
+      const server = yield* TestServer.start(() =>
+        Effect.as(TestClock.withLive(Effect.sleep("500 millis")), HttpServerResponse.text("too late", { status: 500 }))
+      )
+      const fiber = yield* ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({
+          baseUrl: server.baseUrl,
+          idleTimeout: "10 seconds",
+          retry: { maxRetries: 1, baseDelay: "1 second" }
+        })),
+        Effect.forkChild
+      )
+      yield* advanceUntilDone(fiber, "10 seconds")
+      const error = yield* failure(Fiber.join(fiber))
+      assert(error.reason._tag === "NetworkError")
+      assert.strictEqual(error.reason.description, "no response within the idle timeout of 10s")
+      assert.strictEqual(server.requests.length, 2)
+    }))
+
+  it.effect("an error event inside an Anthropic stream fails with the provider's error", () =>
+    Effect.gen(function*() {
+      const text = prefix(TestServer.fixture("anthropic/simple-text_claude-sonnet-4.sse"), 0.4)
+      const error = yield* failureOf(
+        providers[2]!,
+        `${text}event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n\n`
+      )
+      assert(error.reason._tag === "InternalProviderError")
+      assert.include(error.reason.description, "(overloaded_error): Overloaded")
+    }))
+})

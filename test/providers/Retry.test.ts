@@ -1,0 +1,37 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Duration } from "effect"
+import { AiError } from "effect/ai"
+import * as Retry from "../../src/providers/Retry.ts"
+
+const failure = (reason: AiError.AiErrorReason) => AiError.make({ module: "Test", method: "streamText", reason })
+const http = (status: number) => ({ response: { status, headers: {} } })
+
+describe("Retry", () => {
+  it("reads retry-after-ms, then retry-after in seconds or as an HTTP date", () => {
+    const now = Date.parse("2025-01-01T00:00:00Z")
+    assert.strictEqual(Duration.toMillis(Retry.retryAfter({ "retry-after-ms": "1500", "retry-after": "9" }, now)!), 1500)
+    assert.strictEqual(Duration.toMillis(Retry.retryAfter({ "retry-after": "2" }, now)!), 2000)
+    assert.strictEqual(
+      Duration.toMillis(Retry.retryAfter({ "retry-after": "Wed, 01 Jan 2025 00:00:05 GMT" }, now)!),
+      5000
+    )
+    assert.strictEqual(Retry.retryAfter({ "retry-after": "soon" }, now), undefined)
+    assert.strictEqual(Retry.retryAfter({ "retry-after-ms": "-5" }, now), undefined)
+    assert.strictEqual(Retry.retryAfter({}, now), undefined)
+  })
+
+  it("retries rate limits, server errors, timeouts and transport failures, nothing else", () => {
+    assert.isTrue(Retry.isRetryable(failure(new AiError.RateLimitError({ http: http(429) }))))
+    assert.isTrue(Retry.isRetryable(failure(new AiError.InternalProviderError({ description: "", http: http(529) }))))
+    assert.isTrue(Retry.isRetryable(failure(new AiError.UnknownError({ http: http(408) }))))
+    assert.isTrue(
+      Retry.isRetryable(failure(new AiError.NetworkError({ reason: "TransportError", method: "POST", url: "u" })))
+    )
+    assert.isFalse(
+      Retry.isRetryable(failure(new AiError.NetworkError({ reason: "InvalidUrlError", method: "POST", url: "u" })))
+    )
+    assert.isFalse(Retry.isRetryable(failure(new AiError.InvalidRequestError({ http: http(400) }))))
+    assert.isFalse(Retry.isRetryable(failure(new AiError.QuotaExhaustedError({ http: http(429) }))))
+    assert.isFalse(Retry.isRetryable(failure(new AiError.InvalidOutputError({ description: "cut" }))))
+  })
+})
