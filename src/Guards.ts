@@ -251,18 +251,28 @@ export const batchSignature = (calls: ReadonlyArray<Message.ToolCallPart>): stri
 const resultsSignature = (turn: Hooks.Turn): string =>
   turn.toolResults.map((result) => `${result.toolName}:${result.isError}:${canonicalJson(result.content)}`).sort().join("|")
 
-const startsUserTurn = (event: { readonly _tag: string; readonly messages?: ReadonlyArray<Message.Message> }) =>
-  event.messages?.some((message) => message.role === "user") === true
-
-const resetsDetectors = (event: Parameters<NonNullable<Hooks.Plugin["onEvent"]>>[0]): boolean => {
-  switch (event._tag) {
-    case "SteeringDelivered":
-    case "FollowUpDelivered":
-      return startsUserTurn(event)
-    case "MessageEnd":
-      return event.message.role === "user"
-    default:
-      return false
+/**
+ * Watches the transcript for new user messages, which reset the detectors. It
+ * looks only at messages appended since its last look, and remembers how far
+ * it got in the plugin's saved state, so a resumed run does not count the
+ * old transcript again.
+ */
+const userMessages = () => {
+  let seen = 0
+  return {
+    /** Whether a user message was appended since the last call. */
+    arrived: (messages: ReadonlyArray<Message.Message>): boolean => {
+      let found = false
+      for (let i = seen; i < messages.length; i++) if (messages[i]!.role === "user") found = true
+      seen = messages.length
+      return found
+    },
+    get seen() {
+      return seen
+    },
+    set seen(value: number) {
+      seen = value
+    }
   }
 }
 
@@ -270,7 +280,8 @@ const LoopState = Schema.Struct({
   signature: Schema.NullOr(Schema.String),
   results: Schema.NullOr(Schema.String),
   repeats: Schema.Finite,
-  warned: Schema.Boolean
+  warned: Schema.Boolean,
+  seen: Schema.Finite
 })
 
 /**
@@ -294,15 +305,14 @@ export const loopWarning = (repeats: number): string =>
  */
 export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Plugin> =>
   Effect.sync(() => {
-    let state: typeof LoopState.Type = { signature: null, results: null, repeats: 0, warned: false }
+    const fresh = { signature: null, results: null, repeats: 0, warned: false }
+    let state: Omit<typeof LoopState.Type, "seen"> = fresh
+    const users = userMessages()
     return {
       name: "loopDetector",
-      onEvent: (event) =>
-        Effect.sync(() => {
-          if (resetsDetectors(event)) state = { signature: null, results: null, repeats: 0, warned: false }
-        }),
       afterTurn: (turn, ctx) =>
         Effect.suspend(() => {
+          if (users.arrived(ctx.messages)) state = fresh
           const calls = Message.toolCalls(turn.message)
           if (calls.length === 0) {
             state = { ...state, signature: null, results: null, repeats: 0 }
@@ -334,10 +344,13 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
           )
         }),
       state: {
-        save: Effect.sync(() => state),
+        save: Effect.sync(() => ({ ...state, seen: users.seen })),
         restore: (saved) =>
           Effect.sync(() => {
-            if (Schema.is(LoopState)(saved)) state = saved
+            if (!Schema.is(LoopState)(saved)) return
+            const { seen, ...rest } = saved
+            state = rest
+            users.seen = seen
           })
       }
     }
@@ -355,7 +368,7 @@ const fnv1a = (text: string): string => {
   return (hash >>> 0).toString(16)
 }
 
-const StagnationState = Schema.Record(Schema.String, Schema.Finite)
+const StagnationState = Schema.Struct({ counts: Schema.Record(Schema.String, Schema.Finite), seen: Schema.Finite })
 
 /**
  * The stagnation detector: counts identical replies (whitespace-normalised)
@@ -368,14 +381,12 @@ const StagnationState = Schema.Record(Schema.String, Schema.Finite)
 export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Hooks.Plugin> =>
   Effect.sync(() => {
     const counts = new Map<string, number>()
+    const users = userMessages()
     return {
       name: "stagnationDetector",
-      onEvent: (event) =>
-        Effect.sync(() => {
-          if (resetsDetectors(event)) counts.clear()
-        }),
       afterTurn: (turn, ctx) =>
         Effect.suspend(() => {
+          if (users.arrived(ctx.messages)) counts.clear()
           if (Message.toolCalls(turn.message).length > 0) return Effect.succeed(Hooks.proceed)
           const text = fnv1a(normalise(Message.textOf(turn.message)))
           const repeats = (counts.get(text) ?? 0) + 1
@@ -393,12 +404,13 @@ export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Ho
           )
         }),
       state: {
-        save: Effect.sync(() => Object.fromEntries(counts)),
+        save: Effect.sync(() => ({ counts: Object.fromEntries(counts), seen: users.seen })),
         restore: (saved) =>
           Effect.sync(() => {
             if (!Schema.is(StagnationState)(saved)) return
             counts.clear()
-            for (const [text, repeats] of Object.entries(saved)) counts.set(text, repeats)
+            for (const [text, repeats] of Object.entries(saved.counts)) counts.set(text, repeats)
+            users.seen = saved.seen
           })
       }
     }
