@@ -159,8 +159,14 @@ export const emit = <R>(run: Run<R>, event: AgentEvent.AgentEvent): Effect.Effec
  *
  * @internal
  */
-export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input): Effect.Effect<void, never, R> =>
-  emit(run, stamp(run, input))
+export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input): Effect.Effect<void, never, R> => {
+  if (run.listeners.length === 0 && run.sinks.length === 0) {
+    // nobody listens: build nothing
+    if (input._tag === "WrapUpRequested") run.wrapUpRequested = true
+    return Effect.void
+  }
+  return emit(run, stamp(run, input))
+}
 
 /**
  * Stamps an event body with the run id, turn and time.
