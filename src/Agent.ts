@@ -45,7 +45,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Effect, Queue, Stream } from "effect"
+import { Cause, Clock, type Context, Effect, Queue, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt } from "effect/ai"
 import * as AgentConfig from "./AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError } from "./AgentError.ts"
@@ -186,7 +186,7 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
     return run
   })
 
-const hookContext = <R>(run: Run.Run<R>, services: import("effect").Context.Context<R>): Hooks.Context => ({
+const hookContext = <R>(run: Run.Run<R>, services: Context.Context<R>): Hooks.Context => ({
   get runId() {
     return run.runId
   },

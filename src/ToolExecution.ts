@@ -248,24 +248,18 @@ const plan = <R>(
     if (quota !== undefined) {
       const inTurn = (perTurn.get(tool.name) ?? 0) + 1
       const inRun = (run.callsPerTool.get(tool.name) ?? 0) + 1
-      if (quota.perTurn !== undefined && inTurn > quota.perTurn) {
+      const exceeded = quota.perTurn !== undefined && inTurn > quota.perTurn
+        ? { scope: "turn", limit: quota.perTurn }
+        : quota.perRun !== undefined && inRun > quota.perRun
+        ? { scope: "run", limit: quota.perRun }
+        : undefined
+      if (exceeded !== undefined) {
         return planned(
           call,
-          immediate(`Quota exceeded: ${tool.name} may be called at most ${quota.perTurn} times per turn.`, {
-            kind: "quota",
-            scope: "turn",
-            limit: quota.perTurn
-          })
-        )
-      }
-      if (quota.perRun !== undefined && inRun > quota.perRun) {
-        return planned(
-          call,
-          immediate(`Quota exceeded: ${tool.name} may be called at most ${quota.perRun} times per run.`, {
-            kind: "quota",
-            scope: "run",
-            limit: quota.perRun
-          })
+          immediate(
+            `Quota exceeded: ${tool.name} may be called at most ${exceeded.limit} times per ${exceeded.scope}.`,
+            { kind: "quota", ...exceeded }
+          )
         )
       }
       perTurn.set(tool.name, inTurn)
