@@ -157,6 +157,9 @@ const runBeforeHooks = <R>(
     return approval ?? rewritten
   })
 
+const no = Effect.succeed(false)
+const yes = Effect.succeed(true)
+
 const needsApproval = <R>(
   run: Run.Run<R>,
   tool: Tool.Any,
@@ -164,8 +167,8 @@ const needsApproval = <R>(
   toolCallId: string
 ): Effect.Effect<boolean> => {
   const flag = tool.needsApproval
-  if (flag === undefined || flag === false) return Effect.succeed(false)
-  if (flag === true) return Effect.succeed(true)
+  if (flag === undefined || flag === false) return no
+  if (flag === true) return yes
   const answer = flag(params, { toolCallId, messages: run.prompt })
   return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
 }

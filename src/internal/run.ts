@@ -188,7 +188,9 @@ export const stamp = <R>(run: Run<R>, input: AgentEvent.Input): AgentEvent.Agent
 export const cancelReason = <R>(run: Run<R>): Effect.Effect<string | undefined> =>
   run.steering !== undefined && Deferred.isDoneUnsafe(run.steering.cancelled)
     ? Deferred.await(run.steering.cancelled)
-    : Effect.succeed(undefined)
+    : notCancelled
+
+const notCancelled: Effect.Effect<string | undefined> = Effect.succeed(undefined)
 
 /**
  * Races an effect with the run's cancellation: when the run is cancelled
