@@ -109,8 +109,9 @@ const millis = (input: Nullable<Duration.Input>): number | null =>
   input === null ? null : typeof input === "number" ? input : Duration.toMillis(Duration.fromInputUnsafe(input))
 
 /**
- * A config from the defaults and the given settings. It is not validated
- * here; `Agent.run` validates it (see {@link validate}).
+ * A config from the defaults and the given settings (a setting given as
+ * `undefined` keeps its default). It is not validated here; `Agent.run`
+ * validates it (see {@link validate}).
  *
  * @example
  * ```ts
@@ -127,9 +128,12 @@ export const make = (input: Input = {}): AgentConfig => {
     const value = budgets[key]
     return value === undefined ? defaults.budgets[key] : value
   }
+  const given: Partial<AgentConfig> = {}
+  // A field given as `undefined` (an options object built with spreads) keeps its default.
+  for (const [key, value] of Object.entries(rest)) if (value !== undefined) Object.assign(given, { [key]: value })
   return {
     ...defaults,
-    ...rest,
+    ...given,
     toolTimeout: toolTimeout === undefined ? defaults.toolTimeout : millis(toolTimeout),
     budgets: {
       tokens: pick("tokens"),

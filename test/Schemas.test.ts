@@ -106,6 +106,10 @@ describe("contracts round-trip through JSON", () => {
     assert.strictEqual(config.budgets.wallClock, 3_600_000)
     assert.strictEqual(config.maxParallelTools, AgentConfig.defaults.maxParallelTools)
     assert.deepStrictEqual(roundTrip(AgentConfig.AgentConfig, config), config)
+    // a setting given as undefined (JavaScript callers, spreads of partial options) keeps its default
+    const fromJavaScript: AgentConfig.Input = JSON.parse("{}")
+    Object.assign(fromJavaScript, { maxTurns: undefined })
+    assert.deepStrictEqual(AgentConfig.make(fromJavaScript), AgentConfig.defaults)
   })
 
   it.effect("every event of a real run, and one of every other tag", () =>
