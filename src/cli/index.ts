@@ -1,0 +1,18 @@
+/**
+ * The `effect-agent` command's parts, for programs that drive or embed it:
+ * the exit codes, the control protocol, the script file of the scripted
+ * provider, the views and the demo.
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as Control from "./Control.ts"
+/** @since 0.1.0 */
+export * as Demo from "./Demo.ts"
+/** @since 0.1.0 */
+export * as ExitCode from "./ExitCode.ts"
+/** @since 0.1.0 */
+export * as ScriptFile from "./ScriptFile.ts"
+/** @since 0.1.0 */
+export * as View from "./View.ts"
