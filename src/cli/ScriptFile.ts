@@ -124,6 +124,9 @@ export const load = (path: string): Effect.Effect<ScriptedModel.Script, ScriptFi
       (error) =>
         new ScriptFileError({ path, problem: error.reason._tag === "NotFound" ? "no such file" : error.message })
     )
-    const file = yield* Effect.mapError(decode(text), (error) => new ScriptFileError({ path, problem: error.message }))
+    const file = yield* Effect.mapError(
+      decode(text),
+      (error) => new ScriptFileError({ path, problem: error.message.replace(/\n\s*/g, " ") })
+    )
     return toScript(file)
   })

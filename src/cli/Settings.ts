@@ -346,6 +346,15 @@ export const sessionId = "checkpoint"
 
 const resumeFailure = (message: string) => new Failure({ code: codes.resumeFailure, message })
 
+const versionOf = (text: string): unknown => {
+  try {
+    const json: unknown = JSON.parse(text)
+    return typeof json === "object" && json !== null && "version" in json ? json.version : undefined
+  } catch {
+    return undefined
+  }
+}
+
 const readSessionFile = (dir: string) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -361,7 +370,14 @@ const readSessionFile = (dir: string) =>
       )
     )
     const saved = yield* Schema.decodeUnknownEffect(SessionFileJson)(text).pipe(
-      Effect.mapError((error) => resumeFailure(`${file} is not a session file this version reads: ${error.message}`))
+      Effect.mapError((error) => {
+        const version = versionOf(text)
+        return resumeFailure(
+          version !== undefined && version !== 1
+            ? `${file} was written by another version of effect-agent (session format ${version}; this one reads 1)`
+            : `${file} is not a session file: ${error.message.replace(/\n\s*/g, " ")}`
+        )
+      })
     )
     return saved.target
   })
