@@ -34,6 +34,8 @@ export interface Service {
   readonly color: boolean
   /** The working directory. */
   readonly cwd: string
+  /** The environment variables. */
+  readonly env: Readonly<Record<string, string | undefined>>
 }
 
 /**
@@ -60,6 +62,7 @@ export const layerProcess: Layer.Layer<Io> = Layer.sync(Io, () => {
     stdout: output(process.stdout, dumb),
     stderr: output(process.stderr, dumb),
     color: (process.env.NO_COLOR ?? "") === "",
-    cwd: process.cwd()
+    cwd: process.cwd(),
+    env: process.env
   }
 })

@@ -318,7 +318,7 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       })
 
     const program = Effect.gen(function*() {
-      const settings = yield* Settings.resolve(flags, { cwd: io.cwd, stdinIsTerminal })
+      const settings = yield* Settings.resolve(flags, { cwd: io.cwd, env: io.env, stdinIsTerminal })
       json = settings.json
       const shown = yield* makeView(settings)
       view = shown

@@ -145,6 +145,19 @@ export const defaultModels: Record<Provider, string> = {
 }
 
 /**
+ * The environment variable that sets each provider's API root when
+ * `--base-url` is not given.
+ *
+ * @since 0.1.0
+ */
+export const baseUrlEnv: Record<Provider, string | undefined> = {
+  openai: "OPENAI_BASE_URL",
+  "openai-responses": "OPENAI_BASE_URL",
+  anthropic: "ANTHROPIC_BASE_URL",
+  scripted: undefined
+}
+
+/**
  * The names of the built-in tools.
  *
  * @since 0.1.0
@@ -269,11 +282,15 @@ const checkUrl = (url: string): boolean => {
 }
 
 /** The target from the flags over a base (the defaults, or a session's `run.json`). */
-const target = (flags: Flags, base: Target | undefined, cwd: string, path: Path.Path) =>
+const target = (flags: Flags, base: Target | undefined, options: Environment, path: Path.Path) =>
   Effect.gen(function*() {
+    const cwd = options.cwd
     const provider = orUndefined(flags.provider) ?? base?.provider ?? "openai"
-    const model = orUndefined(flags.model) ?? (base?.provider === provider ? base.model : defaultModels[provider])
-    const baseUrl = orUndefined(flags.baseUrl) ?? base?.baseUrl
+    const sameProvider = base?.provider === provider
+    const model = orUndefined(flags.model) ?? (sameProvider ? base.model : defaultModels[provider])
+    const envVar = baseUrlEnv[provider]
+    const fromEnv = envVar === undefined || options.env[envVar] === "" ? undefined : options.env[envVar]
+    const baseUrl = orUndefined(flags.baseUrl) ?? (sameProvider ? base.baseUrl : undefined) ?? fromEnv
     const apiKeyEnv = orUndefined(flags.apiKeyEnv) ?? base?.apiKeyEnv
     const scriptFlag = orUndefined(flags.script)
     const script = scriptFlag === undefined ? base?.script : path.resolve(cwd, scriptFlag)
@@ -410,12 +427,24 @@ export const writeSessionFile = (dir: string, target: Target) =>
 // -----------------------------------------------------------------------------
 
 /**
- * Checks the flags of `effect-agent run` and resolves them into settings.
- * `stdinIsTerminal` says whether a missing task can be read from stdin.
+ * Where the command runs: the working directory, the environment (for
+ * `OPENAI_BASE_URL` and `ANTHROPIC_BASE_URL`), and whether stdin is a
+ * terminal (then a missing task cannot be read from it).
  *
  * @since 0.1.0
  */
-export const resolve = (flags: Flags, options: { readonly cwd: string; readonly stdinIsTerminal: boolean }) =>
+export interface Environment {
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string | undefined>>
+  readonly stdinIsTerminal: boolean
+}
+
+/**
+ * Checks the flags of `effect-agent run` and resolves them into settings.
+ *
+ * @since 0.1.0
+ */
+export const resolve = (flags: Flags, options: Environment) =>
   Effect.gen(function*() {
     const path = yield* Path.Path
     const resumeDir = Option.map(flags.resume, (dir) => path.resolve(options.cwd, dir))
@@ -432,7 +461,7 @@ export const resolve = (flags: Flags, options: { readonly cwd: string; readonly 
       return yield* invalid("no task: give --task TEXT, or pipe the task on stdin")
     }
     const base = resume ? yield* readSessionFile(resumeDir.value) : undefined
-    const resolved = yield* target(flags, base, options.cwd, path)
+    const resolved = yield* target(flags, base, options, path)
     if (taskFromStdin && resolved.approve === "ask") {
       return yield* invalid("--approve ask reads decisions on stdin: give the task with --task")
     }

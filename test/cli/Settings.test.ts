@@ -32,8 +32,8 @@ const flags = (given: Partial<Settings.Flags> = {}): Settings.Flags => ({
   ...given
 })
 
-const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false) =>
-  Settings.resolve(flags(given), { cwd: "/work/here", stdinIsTerminal }).pipe(Effect.provide(NodeServices.layer))
+const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = {}) =>
+  Settings.resolve(flags(given), { cwd: "/work/here", env, stdinIsTerminal }).pipe(Effect.provide(NodeServices.layer))
 
 const problem = (given: Partial<Settings.Flags>, stdinIsTerminal = false) =>
   Effect.map(Effect.flip(resolve(given, stdinIsTerminal)), (failure) => [failure.code, failure.message] as const)
@@ -80,6 +80,15 @@ describe("Settings.resolve", () => {
         yield* problem({ maxWall: some("soon") }),
         [22, "--max-wall: \"soon\" is not a duration (e.g. 90, 90s, 5m, 2h)"]
       )
+    }))
+
+  it.effect("the API root: --base-url, else the provider's variable (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)", () =>
+    Effect.gen(function*() {
+      const env = { OPENAI_BASE_URL: "http://proxy:8080/v1", ANTHROPIC_BASE_URL: "http://claude-proxy" }
+      assert.strictEqual((yield* resolve({}, false, env)).target.baseUrl, "http://proxy:8080/v1")
+      assert.strictEqual((yield* resolve({ provider: some("anthropic") }, false, env)).target.baseUrl, "http://claude-proxy")
+      assert.strictEqual((yield* resolve({ baseUrl: some("http://localhost:11434/v1") }, false, env)).target.baseUrl, "http://localhost:11434/v1")
+      assert.strictEqual((yield* resolve({})).target.baseUrl, undefined)
     }))
 
   it("durations: seconds by default, or ms, s, m, h", () => {

@@ -47,8 +47,12 @@ const environment = (env: Options["env"]): Record<string, string | undefined> =>
 const encoder = new TextEncoder()
 
 /** Starts `node <command> <args>`. */
-export const spawn = (
-  command: string,
+export const spawn = (command: string, args: ReadonlyArray<string>, options: Options) =>
+  spawnProgram(process.execPath, [command, ...args], options)
+
+/** Starts `<program> <args>`. */
+export const spawnProgram = (
+  program: string,
   args: ReadonlyArray<string>,
   options: Options
 ): Effect.Effect<Proc, never, Scope.Scope | ChildProcessSpawner.ChildProcessSpawner> =>
@@ -60,7 +64,7 @@ export const spawn = (
       yield* Queue.offer(input, encoder.encode(options.stdin))
       yield* Queue.end(input)
     }
-    const handle = yield* spawner.spawn(ChildProcess.make(process.execPath, [command, ...args], {
+    const handle = yield* spawner.spawn(ChildProcess.make(program, args, {
       cwd: options.cwd,
       env: environment(options.env),
       extendEnv: false,
@@ -105,9 +109,13 @@ export const spawn = (
     }
   })
 
-/** Runs the command to its end. */
+/** Runs `node <command> <args>` to its end. */
 export const run = (command: string, args: ReadonlyArray<string>, options: Options) =>
-  Effect.scoped(Effect.flatMap(spawn(command, args, { ...options, stdin: options.stdin ?? "" }), (proc) => proc.exit))
+  runProgram(process.execPath, [command, ...args], options)
+
+/** Runs `<program> <args>` to its end. */
+export const runProgram = (program: string, args: ReadonlyArray<string>, options: Options) =>
+  Effect.scoped(Effect.flatMap(spawnProgram(program, args, { ...options, stdin: options.stdin ?? "" }), (proc) => proc.exit))
 
 /** The events of a trajectory file (or of `--emit-jsonl -` output). */
 export const events = (text: string) =>
