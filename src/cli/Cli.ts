@@ -7,7 +7,8 @@
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
-import { Effect, Layer } from "effect"
+import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
+import { Effect, Layer, Terminal } from "effect"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
 import * as Commands from "./Commands.ts"
 import { codes, type ExitCode, OnInterrupt, teardown } from "./ExitCode.ts"
@@ -25,6 +26,8 @@ export const program = Effect.gen(function*() {
   Effect.provide(Layer.unwrap(Effect.map(Effect.service(Io.Io), (io) => CliOutput.layerPresenter(Commands.presenter(io))))),
   // No wizard: the command is driven by scripts as much as by people.
   Effect.provide(CliConfig.layer({ builtIns: GlobalFlag.BuiltIns.filter((flag) => flag !== GlobalFlag.Wizard) })),
+  // Keys typed on the terminal are the run's to read (Ctrl-C, Ctrl-D and Escape included): see TerminalInput.
+  Effect.provide(Layer.effect(Terminal.Terminal, NodeTerminal.make(() => false))),
   Effect.provide(Layer.mergeAll(Io.layerProcess, NodeServices.layer, NodeHttpClient.layerUndici))
 )
 

@@ -138,14 +138,22 @@ const decide = (
 export type OnEof = "ignore" | "cancel"
 
 /**
- * Reads control lines from `input` until it ends, applying each one and
- * reporting bad lines through `report`; at the end, completes `eof` and, with
+ * The lines of a byte stream (stdin when it is not a terminal).
+ *
+ * @since 0.1.0
+ */
+export const lines = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<string, E> =>
+  bytes.pipe(Stream.decodeText(), Stream.splitLines)
+
+/**
+ * Reads control lines until they end, applying each one and reporting bad
+ * lines through `report`; at the end, completes `eof` and, with
  * `onEof: "cancel"`, cancels the run. A failing input counts as its end.
  *
  * @since 0.1.0
  */
 export const serve = <E>(options: {
-  readonly input: Stream.Stream<Uint8Array, E>
+  readonly lines: Stream.Stream<string, E>
   readonly target: Target
   readonly onEof: OnEof
   readonly eof: Deferred.Deferred<void>
@@ -161,9 +169,7 @@ export const serve = <E>(options: {
       return Effect.flatMap(apply(command.success, options.target), (note) =>
         note === undefined ? Effect.void : options.report(`stdin line ${lineNumber}: ${note}`))
     }
-    yield* options.input.pipe(
-      Stream.decodeText(),
-      Stream.splitLines,
+    yield* options.lines.pipe(
       Stream.runForEach(handle),
       Effect.catch(() => options.report("stdin could not be read; treating it as closed"))
     )

@@ -11,7 +11,21 @@
  *
  * @since 0.1.0
  */
-import { Config, Context, Deferred, Effect, FileSystem, Layer, Logger, Path, Result, Stdio, Stream } from "effect"
+import {
+  Config,
+  Context,
+  Deferred,
+  Effect,
+  FileSystem,
+  Layer,
+  Logger,
+  Path,
+  Result,
+  type Scope,
+  Stdio,
+  Stream,
+  type Terminal
+} from "effect"
 import { LanguageModel } from "effect/ai"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, type ChildProcessSpawner } from "effect/process"
@@ -39,6 +53,7 @@ import { codes, type ExitCode, ExitWith, Failure, fromOutcome, OnInterrupt } fro
 import { Io } from "./Io.ts"
 import * as ScriptFile from "./ScriptFile.ts"
 import * as Settings from "./Settings.ts"
+import * as TerminalInput from "./TerminalInput.ts"
 import * as View from "./View.ts"
 
 /**
@@ -53,6 +68,7 @@ export type Requirements =
   | Path.Path
   | ChildProcessSpawner.ChildProcessSpawner
   | HttpClient.HttpClient
+  | Terminal.Terminal
 
 const configError = (message: string) => new Failure({ code: codes.configError, message })
 
@@ -261,20 +277,22 @@ const logText = (message: unknown): string =>
     typeof part === "string" ? part : part instanceof Error ? part.message : View.compact(part, 500)
   ).join(" ")
 
-/** Logs become notes: warnings always, information unless quiet. */
-const logger = (note: (text: string) => void, quiet: boolean) =>
+/** Warnings and errors logged by the run (a sandbox without isolation, a dead MCP server) become notes. */
+const logger = (note: (text: string) => void) =>
   Logger.make<unknown, void>(({ logLevel, message }) => {
-    if (logLevel === "Fatal" || logLevel === "Error" || logLevel === "Warn" || (logLevel === "Info" && !quiet)) {
-      note(logText(message))
-    }
+    if (logLevel === "Fatal" || logLevel === "Error" || logLevel === "Warn") note(logText(message))
   })
 
-const makeView = (settings: Settings.Settings) =>
+/** The view; a live one has an input line when control lines are typed on the terminal. */
+const makeView = (
+  settings: Settings.Settings,
+  input: boolean
+): Effect.Effect<View.View | View.LiveView, never, Io | Scope.Scope> =>
   Effect.gen(function*() {
     const io = yield* Io
     if (settings.quiet) return View.quiet(io.stderr.write)
     if (io.stderr.isTerminal) {
-      return yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color })
+      return yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color, input })
     }
     return View.log(io.stderr.write)
   })
@@ -320,11 +338,12 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
     const program = Effect.gen(function*() {
       const settings = yield* Settings.resolve(flags, { cwd: io.cwd, env: io.env, stdinIsTerminal })
       json = settings.json
-      const shown = yield* makeView(settings)
+      // Stdin carries the control lines, unless it carries the task.
+      const controlled = settings.task !== undefined || settings.session?.resume === true
+      const shown = yield* makeView(settings, controlled && stdinIsTerminal)
       view = shown
       for (const warning of settings.warnings) shown.note(warning)
-      const task = settings.task === undefined && settings.session?.resume !== true ? yield* taskFromStdin : settings.task
-      const controlled = settings.task !== undefined || settings.session?.resume === true
+      const task = controlled ? settings.task : yield* taskFromStdin
 
       // Approvals and the control input
       const steering = yield* Steering.make()
@@ -336,8 +355,11 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
         ? Approvals.allowAll
         : Approvals.denyAll("this call needs approval, and the run was started with --approve none")
       if (controlled) {
+        const lines = stdinIsTerminal && "typing" in shown
+          ? yield* TerminalInput.lines(shown.typing)
+          : Control.lines(stdio.stdin)
         yield* Effect.forkScoped(Control.serve({
-          input: stdio.stdin,
+          lines,
           target: { steering, approvals: interactive },
           onEof: settings.stdinEof,
           eof,
@@ -452,6 +474,6 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
           ? Effect.fail(error)
           : fail(error._tag === "CliFailure" ? error.code : failureCode(error), error)
       ),
-      Effect.provide(Logger.layer([logger(note, flags.quiet)]))
+      Effect.provide(Logger.layer([logger(note)]))
     )
   }).pipe(Effect.scoped)

@@ -243,7 +243,23 @@ export interface Terminal {
   /** Its width, in cells. */
   readonly columns: () => number
   readonly color: boolean
+  /** Show an input line for control lines typed on the terminal (see `TerminalInput`). */
+  readonly input?: boolean | undefined
 }
+
+/**
+ * The live view, and the line being typed in its input line.
+ *
+ * @since 0.1.0
+ */
+export interface LiveView extends View {
+  readonly typing: (text: string) => void
+}
+
+const placeholder = (waiting: ReadonlyMap<string, string>) =>
+  waiting.size > 0
+    ? `{"type":"approve"} or {"type":"deny","reason":"…"} answers the oldest call waiting`
+    : `{"type":"steer","text":"…"}, {"type":"follow_up","text":"…"} or {"type":"cancel"}`
 
 const spinner = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
 
@@ -276,6 +292,18 @@ const fit = (text: string, width: number): string => {
   return split === undefined ? text : split[0]
 }
 
+/** The end of `text` that fits in `width` cells. */
+const fitEnd = (text: string, width: number): string => {
+  const graphemes = Array.from(segmenter.segment(text), ({ segment }) => segment)
+  let cells = 0
+  let start = graphemes.length
+  while (start > 0 && cells + CliOutput.displayWidth(graphemes[start - 1]!) <= width) {
+    start--
+    cells += CliOutput.displayWidth(graphemes[start]!)
+  }
+  return graphemes.slice(start).join("")
+}
+
 interface Running {
   readonly name: string
   readonly params: unknown
@@ -288,7 +316,7 @@ interface Running {
  *
  * @since 0.1.0
  */
-export const live = (terminal: Terminal): Effect.Effect<View, never, Scope.Scope> =>
+export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.Scope> =>
   Effect.gen(function*() {
     const s = style(terminal.color)
     const clock = yield* Clock.Clock
@@ -301,6 +329,7 @@ export const live = (terminal: Terminal): Effect.Effect<View, never, Scope.Scope
     let frame = 0
     let startedAt: number | undefined
     let turn = 0
+    let typed = ""
     let usage = Message.emptyUsage
     /** The totals of the last snapshot (the usage shown adds the replies since). */
     let totals = Message.emptyUsage
@@ -322,6 +351,13 @@ export const live = (terminal: Terminal): Effect.Effect<View, never, Scope.Scope
       if (startedAt !== undefined) {
         const status = `turn ${turn} · ${usage.input + usage.output} tokens · ${dollars(usage.cost)} · ${seconds(time - startedAt)}`
         lines.push(s.dim(fit(status, w)))
+      }
+      if (terminal.input === true) {
+        lines.push(
+          typed === ""
+            ? s.dim(fit(`› type a control line: ${placeholder(waiting)}`, w))
+            : `› ${fitEnd(typed, w - 3)}${s.dim("▏")}`
+        )
       }
       return lines
     }
@@ -377,7 +413,10 @@ export const live = (terminal: Terminal): Effect.Effect<View, never, Scope.Scope
       switch (event._tag) {
         case "AgentStart":
           startedAt = event.timestamp
-          return print(s.bold(`▶ ${compact(event.messages.map(Message.textOf).join(" "), width() - 2)}`))
+          // A continued run starts with no new messages; `SessionResumed` says where it resumes.
+          return event.messages.length === 0
+            ? redraw()
+            : print(s.bold(`▶ ${compact(event.messages.map(Message.textOf).join(" "), width() - 2)}`))
         case "SessionResumed":
           turn = event.restored.turns
           usage = totals = event.restored.usage
@@ -401,12 +440,12 @@ export const live = (terminal: Terminal): Effect.Effect<View, never, Scope.Scope
           const call = running.get(event.toolCallId)
           running.delete(event.toolCallId)
           const mark = event.result.isError ? s.red("✗") : s.green("✓")
-          const params = call === undefined ? "" : ` ${s.dim(compact(call.params, 40))}`
-          return print(
-            `  ${mark} ${event.toolName}${params} ${s.dim(seconds(event.durationMs))} → ${
-              compact(Message.textOf(event.result), Math.max(20, width() - 60))
-            }`
-          )
+          const params = call === undefined ? "" : compact(call.params, 40)
+          const duration = seconds(event.durationMs)
+          // The result gets what is left of the line.
+          const head = `  ✓ ${event.toolName} ${params} ${duration} → `
+          const result = compact(Message.textOf(event.result), Math.max(20, width() - CliOutput.displayWidth(head)))
+          return print(`  ${mark} ${event.toolName}${params === "" ? "" : ` ${s.dim(params)}`} ${s.dim(duration)} → ${result}`)
         }
         case "ApprovalRequested":
           flushPartial()
@@ -458,6 +497,10 @@ export const live = (terminal: Terminal): Effect.Effect<View, never, Scope.Scope
     return {
       plugin: { name: "view", onEvent: (event) => Effect.sync(() => render(event)) },
       note: (text) => print(s.yellow(`! ${text}`)),
-      close
+      close,
+      typing: (text) => {
+        typed = text
+        redraw()
+      }
     }
   })

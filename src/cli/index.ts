@@ -26,4 +26,6 @@ export * as ScriptFile from "./ScriptFile.ts"
 /** @since 0.1.0 */
 export * as Settings from "./Settings.ts"
 /** @since 0.1.0 */
+export * as TerminalInput from "./TerminalInput.ts"
+/** @since 0.1.0 */
 export * as View from "./View.ts"

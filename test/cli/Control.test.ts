@@ -21,7 +21,7 @@ const setup = Effect.gen(function*() {
   const notes: Array<string> = []
   const serve = (text: string, onEof: Control.OnEof = "ignore") =>
     Control.serve({
-      input: input(text),
+      lines: Control.lines(input(text)),
       target: { steering, approvals: interactive },
       onEof,
       eof,
@@ -133,7 +133,7 @@ describe("Control.serve", () => {
       const { steering } = yield* setup
       const notes: Array<string> = []
       yield* Control.serve({
-        input: input(`{"type":"approve","id":"c1"}\n`),
+        lines: Control.lines(input(`{"type":"approve","id":"c1"}\n`)),
         target: { steering, approvals: undefined },
         onEof: "ignore",
         eof: yield* Deferred.make<void>(),

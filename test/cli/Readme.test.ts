@@ -59,7 +59,7 @@ const chat = (reply: { readonly text?: string; readonly calls?: ReadonlyArray<re
 const toolMessages = (body: { readonly messages: ReadonlyArray<{ readonly role: string; readonly content: string }> }) =>
   body.messages.filter((message) => message.role === "tool").map((message) => message.content)
 
-describe.concurrent("README: the effect-agent command", () => {
+describe("README: the effect-agent command", () => {
   live("Run with OpenAI", () =>
     Effect.gen(function*() {
       const server = yield* TestServer.start((_request, index) =>

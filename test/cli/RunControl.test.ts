@@ -29,7 +29,7 @@ const resultOf = (trajectory: ReadonlyArray<{ readonly _tag: string }>, id: stri
   return undefined
 }
 
-describe.concurrent("approvals and steering on stdin", () => {
+describe("approvals and steering on stdin", () => {
   live("--approve ask: the call waits; a steer and an approve on stdin; the file is written, the steering delivered", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([writeNotes, { text: "Wrote notes.txt, in metric." }])

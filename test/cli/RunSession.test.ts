@@ -16,7 +16,7 @@ beforeAll(async () => {
 
 const tagsOf = (events: ReadonlyArray<AgentEvent.AgentEvent>) => events.map((event) => event._tag)
 
-describe.concurrent("sessions", () => {
+describe("sessions", () => {
   live("SIGINT while a tool runs exits 31; --resume finishes the run without running the call again", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([

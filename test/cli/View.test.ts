@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Option, type Terminal } from "effect"
 import { TestClock } from "effect/testing"
 import { type AgentEvent, Message } from "effect-agent"
-import { View } from "effect-agent/cli"
+import { TerminalInput, View } from "effect-agent/cli"
 
 /**
  * A terminal screen for the writes of the live view: it applies line feeds,
@@ -149,6 +149,47 @@ describe("View.live", () => {
       assert.notInclude(screen.text, "waits for approval")
       assert.include(screen.text, "  ✗ denied bash: no")
     }).pipe(Effect.scoped))
+
+  it.effect("with an input line: the line being typed is drawn at the bottom, with a hint when empty", () =>
+    Effect.gen(function*() {
+      const screen = new Screen()
+      const view = yield* View.live({ write: screen.write, columns: () => 120, color: false, input: true })
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user("go")] }, 0)
+      yield* TestClock.adjust("100 millis")
+      assert.strictEqual(
+        screen.lines.at(-1),
+        "› type a control line: {\"type\":\"steer\",\"text\":\"…\"}, {\"type\":\"follow_up\",\"text\":\"…\"} or {\"type\":\"cancel\"}"
+      )
+      view.typing(`{"type":"steer","text":"use metric"}`)
+      assert.strictEqual(screen.lines.at(-1), `› {"type":"steer","text":"use metric"}▏`)
+      // a long line shows its end
+      view.typing("x".repeat(150) + "END")
+      assert.strictEqual(screen.lines.at(-1), `› ${"x".repeat(113)}END▏`)
+      yield* play(view, { _tag: "ApprovalRequested", toolCallId: "c9", toolName: "bash", params: {} })
+      view.typing("")
+      assert.strictEqual(
+        screen.lines.at(-1),
+        "› type a control line: {\"type\":\"approve\"} or {\"type\":\"deny\",\"reason\":\"…\"} answers the oldest call waiting"
+      )
+    }).pipe(Effect.scoped))
+})
+
+describe("TerminalInput.edit", () => {
+  const key = (name: string, input?: string, ctrl = false): Terminal.UserInput => ({
+    input: input === undefined ? Option.none() : Option.some(input),
+    key: { name, ctrl, meta: false, shift: false }
+  })
+  it("types, erases, clears, sends the line; Ctrl-D ends an empty line; Ctrl-C interrupts", () => {
+    assert.deepStrictEqual(TerminalInput.edit("ab", key("c", "c")), { _tag: "Typing", text: "abc" })
+    assert.deepStrictEqual(TerminalInput.edit("abé", key("backspace")), { _tag: "Typing", text: "ab" })
+    assert.deepStrictEqual(TerminalInput.edit("ab", key("u", undefined, true)), { _tag: "Typing", text: "" })
+    assert.deepStrictEqual(TerminalInput.edit("ab", key("return", "\r")), { _tag: "Line", line: "ab" })
+    assert.deepStrictEqual(TerminalInput.edit("", key("d", undefined, true)), { _tag: "End" })
+    assert.deepStrictEqual(TerminalInput.edit("ab", key("d", undefined, true)), { _tag: "Typing", text: "ab" })
+    assert.deepStrictEqual(TerminalInput.edit("ab", key("c", undefined, true)), { _tag: "Interrupt" })
+    // escape sequences (arrows) are not text
+    assert.deepStrictEqual(TerminalInput.edit("ab", key("up", "\x1b[A")), { _tag: "Typing", text: "ab" })
+  })
 })
 
 describe("View.log", () => {
