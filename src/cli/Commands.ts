@@ -10,7 +10,6 @@
  */
 import { Effect, FileSystem, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
-import * as Control from "./Control.ts"
 import * as Demo from "./Demo.ts"
 import { codes, ExitWith } from "./ExitCode.ts"
 import * as Io from "./Io.ts"
@@ -22,77 +21,12 @@ import * as View from "./View.ts"
 // run
 // -----------------------------------------------------------------------------
 
-const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
-
-/**
- * The flags of `effect-agent run`.
- *
- * @since 0.1.0
- */
-export const runFlags = {
-  task: describe(Flag.optional(Flag.String("task")), "The task (else read from stdin; with --resume, a follow-up)"),
-  system: describe(Flag.optional(Flag.String("system")), "The system prompt"),
-  provider: describe(
-    Flag.optional(Flag.Literals("provider", Settings.Provider.literals)),
-    "The model provider (default openai)"
-  ),
-  model: describe(
-    Flag.optional(Flag.String("model")),
-    `The model id (default ${Settings.defaultModels.openai}, ${Settings.defaultModels["openai-responses"]}, ${Settings.defaultModels.anthropic})`
-  ),
-  baseUrl: describe(
-    Flag.optional(Flag.String("base-url")),
-    "The API root, e.g. http://localhost:11434/v1 for a local OpenAI-compatible server"
-  ),
-  apiKeyEnv: describe(
-    Flag.optional(Flag.String("api-key-env")),
-    "The environment variable holding the API key (default OPENAI_API_KEY, ANTHROPIC_API_KEY)"
-  ),
-  script: describe(
-    Flag.optional(Flag.String("script")),
-    "The script file of --provider scripted (replies as JSON; see the README)"
-  ),
-  workspace: describe(Flag.optional(Flag.String("workspace")), "The directory the tools work in (default: here)"),
-  sandbox: describe(
-    Flag.optional(Flag.Literals("sandbox", Settings.SandboxKind.literals)),
-    "Where commands run (default auto: bubblewrap where it works, else local)"
-  ),
-  tools: describe(
-    Flag.optional(Flag.String("tools")),
-    `Built-in tools: builtin (all), none, or names (${Settings.builtinTools.join(",")})`
-  ),
-  mcp: describe(Flag.atLeast(Flag.String("mcp"), 0), "An MCP server to start, as a command line (repeatable)"),
-  maxTurns: describe(Flag.optional(Flag.Int("max-turns")), "Model calls at most (1-200, default 50)"),
-  maxTokens: describe(Flag.optional(Flag.Int("max-tokens")), "Token budget (input and output)"),
-  maxCost: describe(Flag.optional(Flag.Finite("max-cost")), "Cost budget in US dollars"),
-  maxWall: describe(Flag.optional(Flag.String("max-wall")), "Wall-clock budget: 90 (seconds), 90s, 5m, 2h"),
-  approve: describe(
-    Flag.optional(Flag.Literals("approve", Settings.Approve.literals)),
-    "Calls that need approval (bash, write_file, edit_file, MCP tools): all, none (default), ask (decided on stdin)"
-  ),
-  sessionDir: describe(
-    Flag.optional(Flag.String("session-dir")),
-    "Save a checkpoint and the trajectory in this directory, to resume later"
-  ),
-  resume: describe(Flag.optional(Flag.String("resume")), "Resume the session saved in this directory"),
-  emitJsonl: describe(
-    Flag.optional(Flag.String("emit-jsonl")),
-    "Write every event as a JSON line to this file, or - for stdout"
-  ),
-  quiet: describe(Flag.withDefault(Flag.Boolean("quiet"), false), "Show no progress on stderr"),
-  json: describe(Flag.withDefault(Flag.Boolean("json"), false), "Print the result as one JSON object on stdout"),
-  stdinEof: describe(
-    Flag.withDefault(Flag.Literals("stdin-eof", ["ignore", "cancel"] as const satisfies ReadonlyArray<Control.OnEof>), "ignore"),
-    "What the end of stdin does to the run (default ignore)"
-  )
-}
-
 /**
  * `effect-agent run`.
  *
  * @since 0.1.0
  */
-export const run = Command.make("run", runFlags, Runner.run).pipe(
+export const run = Command.make("run", Settings.flags, Runner.run).pipe(
   Command.withDescription("Run an agent on a task, with live progress, approvals and steering on stdin, and resume"),
   Command.withExamples([
     { command: "effect-agent run --task \"Fix the failing test\"", description: "OpenAI (OPENAI_API_KEY)" },
@@ -181,7 +115,10 @@ export const packageInfo = Effect.gen(function*() {
  * @since 0.1.0
  */
 export const version = Command.make("version", {
-  json: describe(Flag.withDefault(Flag.Boolean("json"), false), "Print the version, capabilities and exit codes as JSON")
+  json: Flag.withDescription(
+    Flag.withDefault(Flag.Boolean("json"), false),
+    "Print the version, capabilities and exit codes as JSON"
+  )
 }, ({ json }) =>
   Effect.gen(function*() {
     const io = yield* Io.Io

@@ -135,7 +135,9 @@ const decide = (
  *
  * @since 0.1.0
  */
-export type OnEof = "ignore" | "cancel"
+export const OnEof = Schema.Literals(["ignore", "cancel"])
+/** @since 0.1.0 */
+export type OnEof = typeof OnEof.Type
 
 /**
  * The lines of a byte stream (stdin when it is not a terminal).

@@ -14,10 +14,11 @@
  * @since 0.1.0
  */
 import { Effect, FileSystem, Option, Path, Result, Schema } from "effect"
+import { Command, Flag } from "effect/cli"
 import { CommandLine } from "effect/process"
 import * as AgentConfig from "../AgentConfig.ts"
 import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
-import type * as Control from "./Control.ts"
+import * as Control from "./Control.ts"
 import { codes, Failure } from "./ExitCode.ts"
 
 /**
@@ -80,36 +81,6 @@ export const SessionFile = Schema.Struct({ version: Schema.Literal(1), target: T
 const SessionFileJson = Schema.fromJsonString(SessionFile)
 
 /**
- * The flags of `effect-agent run`, as parsed.
- *
- * @since 0.1.0
- */
-export interface Flags {
-  readonly task: Option.Option<string>
-  readonly system: Option.Option<string>
-  readonly provider: Option.Option<Provider>
-  readonly model: Option.Option<string>
-  readonly baseUrl: Option.Option<string>
-  readonly apiKeyEnv: Option.Option<string>
-  readonly script: Option.Option<string>
-  readonly workspace: Option.Option<string>
-  readonly sandbox: Option.Option<SandboxKind>
-  readonly tools: Option.Option<string>
-  readonly mcp: ReadonlyArray<string>
-  readonly maxTurns: Option.Option<number>
-  readonly maxTokens: Option.Option<number>
-  readonly maxCost: Option.Option<number>
-  readonly maxWall: Option.Option<string>
-  readonly approve: Option.Option<Approve>
-  readonly sessionDir: Option.Option<string>
-  readonly resume: Option.Option<string>
-  readonly emitJsonl: Option.Option<string>
-  readonly quiet: boolean
-  readonly json: boolean
-  readonly stdinEof: Control.OnEof
-}
-
-/**
  * Checked settings of a run.
  *
  * @since 0.1.0
@@ -163,6 +134,78 @@ export const baseUrlEnv: Record<Provider, string | undefined> = {
  * @since 0.1.0
  */
 export const builtinTools: ReadonlyArray<string> = Object.keys(BuiltinTools.toolkit.tools)
+
+const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
+
+/**
+ * The flags of `effect-agent run`.
+ *
+ * @since 0.1.0
+ */
+export const flags = {
+  task: describe(Flag.optional(Flag.String("task")), "The task (else read from stdin; with --resume, a follow-up)"),
+  system: describe(Flag.optional(Flag.String("system")), "The system prompt"),
+  provider: describe(
+    Flag.optional(Flag.Literals("provider", Provider.literals)),
+    "The model provider (default openai)"
+  ),
+  model: describe(
+    Flag.optional(Flag.String("model")),
+    `The model id (default ${defaultModels.openai}, ${defaultModels["openai-responses"]}, ${defaultModels.anthropic})`
+  ),
+  baseUrl: describe(
+    Flag.optional(Flag.String("base-url")),
+    "The API root, e.g. http://localhost:11434/v1 for a local OpenAI-compatible server"
+  ),
+  apiKeyEnv: describe(
+    Flag.optional(Flag.String("api-key-env")),
+    "The environment variable holding the API key (default OPENAI_API_KEY, ANTHROPIC_API_KEY)"
+  ),
+  script: describe(
+    Flag.optional(Flag.String("script")),
+    "The script file of --provider scripted (replies as JSON; see the README)"
+  ),
+  workspace: describe(Flag.optional(Flag.String("workspace")), "The directory the tools work in (default: here)"),
+  sandbox: describe(
+    Flag.optional(Flag.Literals("sandbox", SandboxKind.literals)),
+    "Where commands run (default auto: bubblewrap where it works, else local)"
+  ),
+  tools: describe(
+    Flag.optional(Flag.String("tools")),
+    `Built-in tools: builtin (all), none, or names (${builtinTools.join(",")})`
+  ),
+  mcp: describe(Flag.atLeast(Flag.String("mcp"), 0), "An MCP server to start, as a command line (repeatable)"),
+  maxTurns: describe(Flag.optional(Flag.Int("max-turns")), "Model calls at most (1-200, default 50)"),
+  maxTokens: describe(Flag.optional(Flag.Int("max-tokens")), "Token budget (input and output)"),
+  maxCost: describe(Flag.optional(Flag.Finite("max-cost")), "Cost budget in US dollars"),
+  maxWall: describe(Flag.optional(Flag.String("max-wall")), "Wall-clock budget: 90 (seconds), 90s, 5m, 2h"),
+  approve: describe(
+    Flag.optional(Flag.Literals("approve", Approve.literals)),
+    "Calls that need approval (bash, write_file, edit_file, MCP tools): all, none (default), ask (decided on stdin)"
+  ),
+  sessionDir: describe(
+    Flag.optional(Flag.String("session-dir")),
+    "Save a checkpoint and the trajectory in this directory, to resume later"
+  ),
+  resume: describe(Flag.optional(Flag.String("resume")), "Resume the session saved in this directory"),
+  emitJsonl: describe(
+    Flag.optional(Flag.String("emit-jsonl")),
+    "Write every event as a JSON line to this file, or - for stdout"
+  ),
+  quiet: describe(Flag.withDefault(Flag.Boolean("quiet"), false), "Show no progress on stderr"),
+  json: describe(Flag.withDefault(Flag.Boolean("json"), false), "Print the result as one JSON object on stdout"),
+  stdinEof: describe(
+    Flag.withDefault(Flag.Literals("stdin-eof", Control.OnEof.literals), "ignore"),
+    "What the end of stdin does to the run (default ignore)"
+  )
+}
+
+/**
+ * The flags of `effect-agent run`, as parsed.
+ *
+ * @since 0.1.0
+ */
+export type Flags = Command.Command.Config.Infer<typeof flags>
 
 const invalid = (message: string) => new Failure({ code: codes.configError, message })
 

@@ -10,7 +10,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as TestServer from "../providers/TestServer.ts"
 import { builtCommand, root } from "./build.ts"
-import { live, runProgram, tempDir } from "./support.ts"
+import { chatAnswer, chatToolCall, live, replaying, runProgram, tempDir } from "./support.ts"
 
 const readme = Fs.readFileSync(Path.join(root, "README.md"), "utf8")
 
@@ -62,13 +62,7 @@ const toolMessages = (body: { readonly messages: ReadonlyArray<{ readonly role: 
 describe("README: the effect-agent command", () => {
   live("Run with OpenAI", () =>
     Effect.gen(function*() {
-      const server = yield* TestServer.start((_request, index) =>
-        Effect.succeed(TestServer.sse(TestServer.fixture(
-          index === 0
-            ? "openai-chat/openai-python_single-tool-call_gpt-4o.sse"
-            : "openai-chat/openai-python_text-with-usage_gpt-4o.sse"
-        )))
-      )
+      const server = yield* replaying(chatToolCall, chatAnswer)
       const dir = yield* tempDir
       const out = yield* bash(example("Run with OpenAI"), dir, { OPENAI_BASE_URL: server.baseUrl })
       assert.strictEqual(out.code, 0, out.stderr)
@@ -156,11 +150,7 @@ describe("README: the effect-agent command", () => {
       const fs = yield* FileSystem.FileSystem
       const dir = yield* tempDir
       yield* fs.writeFileString(`${dir}/task.md`, "Say hello in Portuguese.\n")
-      const server = yield* TestServer.start((_request, index) =>
-        Effect.succeed(TestServer.sse(TestServer.fixture(
-          index === 0 ? "anthropic/thinking-plus-tool-use_claude-sonnet-4.sse" : "anthropic/simple-text_claude-sonnet-4.sse"
-        )))
-      )
+      const server = yield* replaying("anthropic/thinking-plus-tool-use_claude-sonnet-4.sse", "anthropic/simple-text_claude-sonnet-4.sse")
       const out = yield* bash(example("Use from CI"), dir, {
         ANTHROPIC_BASE_URL: server.baseUrl,
         ANTHROPIC_API_KEY: "sk-ant-x"

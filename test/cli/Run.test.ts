@@ -10,7 +10,20 @@ import { HttpServerResponse } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as TestServer from "../providers/TestServer.ts"
 import { builtCommand, builtPackage } from "./build.ts"
-import { events, live, noEscapes, readEvents, run, scripted, scriptedArgs, spawn, tempDir } from "./support.ts"
+import {
+  chatAnswer,
+  chatToolCall,
+  events,
+  live,
+  noEscapes,
+  readEvents,
+  replaying,
+  run,
+  scripted,
+  scriptedArgs,
+  spawn,
+  tempDir
+} from "./support.ts"
 
 let cli = ""
 beforeAll(async () => {
@@ -26,13 +39,7 @@ const lastAssistant = (trajectory: ReadonlyArray<AgentEvent.AgentEvent>) => {
 describe("against a local server replaying recorded provider streams", () => {
   live("OpenAI Chat: a tool call, then an answer; stdout is the answer, the session's trajectory has the run, exit 0", () =>
     Effect.gen(function*() {
-      const server = yield* TestServer.start((_request, index) =>
-        Effect.succeed(TestServer.sse(TestServer.fixture(
-          index === 0
-            ? "openai-chat/openai-python_single-tool-call_gpt-4o.sse"
-            : "openai-chat/openai-python_text-with-usage_gpt-4o.sse"
-        )))
-      )
+      const server = yield* replaying(chatToolCall, chatAnswer)
       const dir = yield* tempDir
       const key = "sk-test-cli-4f9c2a7e"
       const out = yield* run(cli, [
@@ -106,9 +113,7 @@ describe("against a local server replaying recorded provider streams", () => {
   ) {
     live(`${provider}: reasoning and a tool call, then an answer; --json gives the result, --emit-jsonl the events`, () =>
       Effect.gen(function*() {
-        const server = yield* TestServer.start((_request, index) =>
-          Effect.succeed(TestServer.sse(TestServer.fixture(index === 0 ? first : second)))
-        )
+        const server = yield* replaying(first, second)
         const dir = yield* tempDir
         const out = yield* run(cli, [
           "run",

@@ -9,6 +9,7 @@ import { it } from "@effect/vitest"
 import { Cause, Effect, Fiber, FileSystem, type Path, Queue, Ref, Schedule, type Scope, Stream } from "effect"
 import { AgentEvent } from "effect-agent"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import * as TestServer from "../providers/TestServer.ts"
 
 export interface Exited {
   readonly code: number
@@ -166,3 +167,11 @@ export const scriptedArgs = (dir: string, ...more: ReadonlyArray<string>) => [
 export const noEscapes = (text: string) => {
   if (text.includes("\x1b")) throw new Error(`escape codes in: ${JSON.stringify(text)}`)
 }
+
+/** A local server replaying two recorded provider streams (test/fixtures/providers): the first request gets the first. */
+export const replaying = (first: string, second: string) =>
+  TestServer.start((_request, index) => Effect.succeed(TestServer.sse(TestServer.fixture(index === 0 ? first : second))))
+
+/** OpenAI's recorded Chat Completions streams: a tool call, then an answer. */
+export const chatToolCall = "openai-chat/openai-python_single-tool-call_gpt-4o.sse"
+export const chatAnswer = "openai-chat/openai-python_text-with-usage_gpt-4o.sse"
