@@ -182,14 +182,32 @@ const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
   onEvent: (event) => Effect.sync(() => write(JSON.stringify(AgentEvent.encodeJson(event)) + "\n"))
 })
 
-/** Keeps the last `AgentEnd`, for what is printed when the run is interrupted. */
-const lastEnd = () => {
+/**
+ * Keeps what the result reports of a run that ended without an outcome
+ * (failed, interrupted): its id, its last figures, and its `AgentEnd`.
+ */
+const tally = () => {
+  let runId: string | null = null
+  let figures: Figures = { turns: 0, usage: Message.emptyUsage, elapsedMs: 0 }
   let end: AgentEvent.Of<"AgentEnd"> | undefined
   const plugin: Hooks.Plugin = {
-    name: "last-end",
-    onEvent: (event) => Effect.sync(() => void (event._tag === "AgentEnd" && (end = event)))
+    name: "tally",
+    onEvent: (event) =>
+      Effect.sync(() => {
+        runId = event.runId
+        if (event._tag === "BudgetSnapshot") {
+          figures = { turns: event.figures.turns, usage: event.figures.usage, elapsedMs: event.figures.elapsedMs }
+        } else if (event._tag === "AgentEnd") end = event
+      })
   }
-  return { plugin, get: () => end }
+  return {
+    plugin,
+    end: () => end,
+    figures: (): Figures & { readonly runId: string | null } => {
+      const state = end?.result?.state
+      return state === undefined ? { runId, ...figures } : { runId: state.runId, ...stateFigures(state) }
+    }
+  }
 }
 
 /** The text of the transcript's last assistant reply. */
@@ -220,11 +238,16 @@ export interface Report {
   readonly session: string | null
 }
 
-const stateFigures = (state: RunState.RunState | undefined) => ({
-  runId: state?.runId ?? null,
-  turns: state?.turn ?? 0,
-  usage: state?.usage ?? Message.emptyUsage,
-  elapsedMs: state?.elapsedMs ?? 0
+interface Figures {
+  readonly turns: number
+  readonly usage: Message.Usage
+  readonly elapsedMs: number
+}
+
+const stateFigures = (state: RunState.RunState): Figures => ({
+  turns: state.turn,
+  usage: state.usage,
+  elapsedMs: state.elapsedMs
 })
 
 // -----------------------------------------------------------------------------
@@ -312,26 +335,31 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
     let view: View.View | undefined
     let json = flags.json
     let sessionDir: string | undefined
-    let endShown = false
+    const runTally = tally()
     // Notes before the view exists (and logs) go to stderr as they are.
     const note = (text: string) => (view ?? View.quiet(io.stderr.write)).note(text)
 
-    const finish = (code: ExitCode, report: Omit<Report, "exitCode" | "session">) =>
+    const printJson = (code: ExitCode, report: Omit<Report, "exitCode" | "session" | "runId" | keyof Figures>) => {
+      const figures = runTally.figures()
+      io.stdout.write(JSON.stringify({ exitCode: code, ...report, ...figures, session: sessionDir ?? null }) + "\n")
+    }
+
+    const finish = (code: ExitCode, report: Parameters<typeof printJson>[1]) =>
       Effect.suspend(() => {
         view?.close()
-        if (json) io.stdout.write(JSON.stringify({ exitCode: code, ...report, session: sessionDir ?? null }) + "\n")
+        if (json) printJson(code, report)
         return code === codes.ok ? Effect.void : Effect.fail(new ExitWith({ code }))
       })
 
-    const fail = (code: ExitCode, error: { readonly _tag: string; readonly message: string }, state?: RunState.RunState) =>
+    const fail = (code: ExitCode, error: { readonly _tag: string; readonly message: string }) =>
       Effect.suspend(() => {
-        if (!endShown || flags.quiet) io.stderr.write(`effect-agent: ${error.message}\n`)
+        // A failed run's view has shown the error already (but a quiet one shows nothing).
+        if (runTally.end() === undefined || flags.quiet) io.stderr.write(`effect-agent: ${error.message}\n`)
         return finish(code, {
           outcome: null,
           summary: error.message,
           answer: null,
-          error: { _tag: error._tag, message: error.message },
-          ...stateFigures(state)
+          error: { _tag: error._tag, message: error.message }
         })
       })
 
@@ -376,23 +404,22 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       )
 
       // Outputs
-      const end = lastEnd()
-      const plugins: Array<Hooks.PluginInput<FileSystem.FileSystem>> = [
-        shown.plugin,
-        end.plugin,
-        { name: "end-shown", onEvent: (event) => Effect.sync(() => void (event._tag === "AgentEnd" && (endShown = true))) }
-      ]
+      const plugins: Array<Hooks.PluginInput<FileSystem.FileSystem>> = [shown.plugin, runTally.plugin]
       if (settings.emitJsonl === "-") plugins.push(jsonLines(io.stdout.write))
       else if (settings.emitJsonl !== undefined) plugins.push(Trajectory.ndjson(settings.emitJsonl))
 
       // The run: plain, a new session, or a resumed one
       const session = settings.session
       const onInterrupt = yield* OnInterrupt
+      /** From here on, SIGINT and SIGTERM leave a session to resume. */
+      const resumable = (dir: string) => {
+        sessionDir = dir
+        onInterrupt.code = codes.interrupted
+      }
       const start = Effect.gen(function*() {
         if (session === undefined) {
           return yield* Agent.run({ prompt: task ?? "", system: settings.system, config: settings.config, plugins, steering })
         }
-        sessionDir = session.dir
         const path = yield* Path.Path
         const paths = Settings.sessionPaths(path, session.dir)
         const store = yield* CheckpointStore.fileSystem(paths.store)
@@ -403,11 +430,11 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
             (error) => new Failure({ code: codes.resumeFailure, message: `cannot resume ${session.dir}: ${error.message}` })
           )
           if (task !== undefined) yield* steering.followUp(task)
-          onInterrupt.code = codes.interrupted
+          resumable(session.dir)
           return yield* Session.resume(Settings.sessionId, { store, config: settings.config, plugins, steering })
         }
         yield* Settings.writeSessionFile(session.dir, settings.target)
-        onInterrupt.code = codes.interrupted
+        resumable(session.dir)
         return yield* Session.run({
           id: Settings.sessionId,
           store,
@@ -422,28 +449,21 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       const result = yield* start.pipe(
         Effect.provideContext(services),
         Effect.onInterrupt(() =>
-          Effect.suspend(() => {
-            const final = end.get()
+          Effect.sync(() => {
             shown.close()
-            const resumable = onInterrupt.code === codes.interrupted && sessionDir !== undefined
             io.stderr.write(
-              resumable
+              sessionDir !== undefined
                 ? `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${sessionDir}\n`
                 : "effect-agent: interrupted\n"
             )
             if (json) {
-              const state = final?.result?.state
-              io.stdout.write(JSON.stringify({
-                exitCode: onInterrupt.code,
-                outcome: final?.outcome ?? null,
+              printJson(onInterrupt.code, {
+                outcome: runTally.end()?.outcome ?? null,
                 summary: "interrupted",
                 answer: null,
-                error: null,
-                ...stateFigures(state),
-                session: sessionDir ?? null
-              }) + "\n")
+                error: null
+              })
             }
-            return Effect.void
           })
         )
       )
@@ -459,13 +479,7 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       if (settings.quiet && (code !== codes.ok || result.outcome._tag === "WrappedUp")) {
         io.stderr.write(`effect-agent: ${summary}\n`)
       }
-      return yield* finish(code, {
-        outcome: result.outcome,
-        summary,
-        answer: answer ?? null,
-        error: null,
-        ...stateFigures(result.state)
-      })
+      return yield* finish(code, { outcome: result.outcome, summary, answer: answer ?? null, error: null })
     })
 
     return yield* program.pipe(

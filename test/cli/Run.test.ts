@@ -4,7 +4,7 @@
  * models for each exit code, with invalid flags and garbage on stdin.
  */
 import { assert, beforeAll, describe } from "@effect/vitest"
-import { Effect, FileSystem, Stream } from "effect"
+import { Effect, FileSystem, Schedule, Stream } from "effect"
 import { type AgentEvent, Message } from "effect-agent"
 import { HttpServerResponse } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
@@ -202,7 +202,7 @@ describe("exit codes, each from a real run", () => {
     ["12: the wall-clock budget", [toolTurn({}, 1200), toolTurn()], ["--max-wall", "1s"], 12, "BudgetExceeded"],
     ["13: the cost budget", [toolTurn({ cost: 0.02 }), toolTurn()], ["--max-cost", "0.01"], 13, "BudgetExceeded"],
     ["14: stuck in a loop", [toolTurn(), toolTurn(), toolTurn(), toolTurn(), toolTurn()], [], 14, "LoopDetected"],
-    ["20: the model fails", [{ fail: "the model is down" }], [], 20, "failed"]
+    ["20: the model fails", [toolTurn({ input: 40, output: 5 }), { fail: "the model is down" }], [], 20, "failed"]
   ]
   for (const [name, turns, flags, code, outcome] of cases) {
     live(name, () =>
@@ -217,7 +217,12 @@ describe("exit codes, each from a real run", () => {
           assert.strictEqual(result.answer, "Done early.")
           assert.match(out.stderr, /■ WrappedUp: the model was asked to wrap up \(turn limit or budget\) and delivered its final answer/)
         }
-        if (code === 20) assert.include(result.error.message, "the model is down")
+        if (code === 20) {
+          assert.strictEqual(result.error.message, "model call failed at turn 2: the model is down")
+          // the figures of the turns before the failure
+          assert.deepStrictEqual([result.turns, result.usage.input, result.usage.output], [1, 40, 5])
+          assert.match(result.runId, /^[0-9a-f-]{36}$/)
+        }
       }))
   }
 
@@ -234,15 +239,26 @@ describe("exit codes, each from a real run", () => {
       assert.include(out.stderr, "■ Cancelled: taking too long")
     }))
 
-  live("30: SIGTERM without a session: nothing to resume", () =>
+  live("30: SIGTERM without a session: nothing to resume; --json still reports", () =>
     Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
       const dir = yield* scripted([{ text: "Thinking...", hang: true }])
-      const proc = yield* spawn(cli, scriptedArgs(dir, "--emit-jsonl", "-"), { cwd: dir })
-      yield* proc.waitFor((line) => line.includes(`"_tag":"MessageUpdate"`))
+      const proc = yield* spawn(cli, scriptedArgs(dir, "--json", "--emit-jsonl", "events.jsonl"), { cwd: dir })
+      // the reply has started streaming
+      yield* fs.readFileString(`${dir}/events.jsonl`).pipe(
+        Effect.orElseSucceed(() => ""),
+        Effect.repeat({ until: (text) => text.includes(`"_tag":"MessageUpdate"`), schedule: Schedule.spaced("20 millis") }),
+        Effect.timeout("30 seconds")
+      )
       yield* proc.signal("SIGTERM")
       const out = yield* proc.exit
       assert.strictEqual(out.code, 30, out.stderr)
       assert.include(out.stderr, "effect-agent: interrupted\n")
+      const result = JSON.parse(out.stdout)
+      assert.deepStrictEqual(
+        [result.exitCode, result.outcome, result.summary, result.session],
+        [30, { _tag: "Cancelled", reason: "interrupted" }, "interrupted", null]
+      )
     }))
 
   live("--stdin-eof cancel: closing stdin cancels the run (30)", () =>
