@@ -58,6 +58,8 @@ describe("against a local server replaying recorded provider streams", () => {
         "none",
         "--session-dir",
         `${dir}/session`,
+        "--system",
+        "Be brief.",
         "--task",
         "What's the weather in New York City?"
       ], { cwd: dir, env: { MY_KEY: key, FORCE_COLOR: "1" } })
@@ -70,6 +72,10 @@ describe("against a local server replaying recorded provider streams", () => {
       assert.strictEqual(server.requests.length, 2)
       assert.strictEqual(server.requests[0]!.headers.authorization, `Bearer ${key}`)
       assert.strictEqual(server.requests[0]!.body.model, "gpt-4o")
+      assert.deepStrictEqual(server.requests[0]!.body.messages.slice(0, 2), [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "What's the weather in New York City?" }
+      ])
       const tool = server.requests[1]!.body.messages.find((m: { role: string }) => m.role === "tool")
       assert.strictEqual(tool.tool_call_id, "call_4XzlGBLtUe9dy3GVNV4jhq7h")
       assert.include(tool.content, "Unknown tool \"get_weather\"")

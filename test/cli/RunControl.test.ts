@@ -79,21 +79,24 @@ describe("approvals and steering on stdin", () => {
       )
     }))
 
-  live("--approve none (the default) denies what needs approval; reading tools run", () =>
+  live("--approve none (the default) denies what needs approval; reading tools run, in --workspace", () =>
     Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
       const dir = yield* scripted([
-        { toolCalls: [{ id: "r1", name: "read_file", params: { path: "a.txt" } }, { id: "b1", name: "bash", params: { command: "touch x" } }] },
+        { toolCalls: [{ id: "r1", name: "read_file", params: { path: "b.txt" } }, { id: "b1", name: "bash", params: { command: "touch x" } }] },
         { text: "Read, not run." }
       ])
-      const out = yield* run(cli, scriptedArgs(dir, "--emit-jsonl", "-"), { cwd: dir })
+      yield* fs.makeDirectory(`${dir}/project`)
+      yield* fs.writeFileString(`${dir}/project/b.txt`, "in the project\n")
+      const out = yield* run(cli, scriptedArgs(dir, "--workspace", "project", "--emit-jsonl", "-"), { cwd: dir })
       assert.strictEqual(out.code, 0, out.stderr)
       const trajectory = yield* events(out.stdout)
-      assert.strictEqual(resultOf(trajectory, "r1"), "1\thello world")
+      assert.strictEqual(resultOf(trajectory, "r1"), "1\tin the project")
       assert.strictEqual(
         resultOf(trajectory, "b1"),
         "Tool call denied: this call needs approval, and the run was started with --approve none"
       )
-      assert.isFalse(yield* (yield* FileSystem.FileSystem).exists(`${dir}/x`))
+      assert.isFalse(yield* fs.exists(`${dir}/project/x`))
     }))
 
   live("a follow-up on stdin restarts the run when it would stop", () =>
