@@ -101,7 +101,7 @@ describe("approvals and steering on stdin", () => {
 
   live("a follow-up on stdin restarts the run when it would stop", () =>
     Effect.gen(function*() {
-      const dir = yield* scripted([{ text: "First answer.", delay: 400 }, { text: "Second answer: tests written." }])
+      const dir = yield* scripted([{ text: "First answer.", delay: 1000 }, { text: "Second answer: tests written." }])
       const out = yield* run(cli, scriptedArgs(dir, "--json"), {
         cwd: dir,
         stdin: `{"type":"follow_up","text":"Now write the tests."}\n`
