@@ -8,6 +8,7 @@ export default defineConfig({
     // Tests, examples and the README import the package by its public name, as users do.
     alias: [
       { find: /^effect-agent\/testing$/, replacement: src("testing/index.ts") },
+      { find: /^effect-agent\/cli$/, replacement: src("cli/index.ts") },
       { find: /^effect-agent$/, replacement: src("index.ts") }
     ]
   },

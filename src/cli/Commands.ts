@@ -1,0 +1,172 @@
+/**
+ * The command tree of `effect-agent`, on `effect/cli`:
+ *
+ * - `effect-agent run`: run an agent (see `Runner`).
+ * - `effect-agent demo`: the offline demo.
+ * - `effect-agent version [--json]`: the version, and with `--json` the
+ *   capabilities a script can check and the exit codes.
+ *
+ * @since 0.1.0
+ */
+import { Effect, FileSystem, Path, Schema } from "effect"
+import { CliOutput, Command, Flag } from "effect/cli"
+import * as Demo from "./Demo.ts"
+import { codes, ExitWith } from "./ExitCode.ts"
+import * as Io from "./Io.ts"
+import * as Runner from "./Runner.ts"
+import * as Settings from "./Settings.ts"
+import * as View from "./View.ts"
+
+// -----------------------------------------------------------------------------
+// run
+// -----------------------------------------------------------------------------
+
+/**
+ * `effect-agent run`.
+ *
+ * @since 0.1.0
+ */
+export const run = Command.make("run", Settings.flags, Runner.run).pipe(
+  Command.withDescription("Run an agent on a task, with live progress, approvals and steering on stdin, and resume"),
+  Command.withExamples([
+    { command: "effect-agent run --task \"Fix the failing test\"", description: "OpenAI (OPENAI_API_KEY)" },
+    {
+      command: "effect-agent run --base-url http://localhost:11434/v1 --model qwen3:8b --task \"…\"",
+      description: "A local OpenAI-compatible server"
+    },
+    { command: "effect-agent run --session-dir .agent --task \"…\"", description: "Resumable: effect-agent run --resume .agent" }
+  ])
+)
+
+// -----------------------------------------------------------------------------
+// demo
+// -----------------------------------------------------------------------------
+
+/**
+ * `effect-agent demo`: the offline demo, on stdout (the live view on a
+ * terminal, the event log elsewhere).
+ *
+ * @since 0.1.0
+ */
+export const demo = Command.make("demo", {}, () =>
+  Effect.gen(function*() {
+    const io = yield* Io.Io
+    const color = io.stdout.isTerminal && io.color
+    const view = io.stdout.isTerminal
+      ? yield* View.live({ write: io.stdout.write, columns: io.stdout.columns, color })
+      : View.log(io.stdout.write)
+    yield* Demo.run({ view, write: io.stdout.write, color }).pipe(
+      Effect.catch((error) =>
+        Effect.andThen(
+          Effect.sync(() => io.stderr.write(`effect-agent: ${error.message}\n`)),
+          Effect.fail(new ExitWith({ code: codes.unexpected }))
+        )
+      )
+    )
+  }).pipe(Effect.scoped)).pipe(
+    Command.withDescription("Run the offline demo: a trip-planning agent on a scripted model (no keys, no network)")
+  )
+
+// -----------------------------------------------------------------------------
+// version
+// -----------------------------------------------------------------------------
+
+/**
+ * What this build of the command can do, for scripts to check.
+ *
+ * @since 0.1.0
+ */
+export const capabilities: ReadonlyArray<string> = [
+  "run",
+  "resume",
+  "control-protocol",
+  "approvals",
+  "steering",
+  "json-result",
+  "emit-jsonl",
+  "mcp",
+  "sandbox-local",
+  "sandbox-bubblewrap",
+  "provider-openai",
+  "provider-openai-responses",
+  "provider-anthropic",
+  "provider-scripted",
+  "demo"
+]
+
+const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, version: Schema.String }))
+
+/**
+ * The package's name and version, from its `package.json`.
+ *
+ * @since 0.1.0
+ */
+export const packageInfo = Effect.gen(function*() {
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  // src/cli/ and dist/cli/ are both two levels below the package root.
+  const file = yield* path.fromFileUrl(new URL("../../package.json", import.meta.url))
+  return yield* Schema.decodeUnknownEffect(PackageJson)(yield* fs.readFileString(file))
+}).pipe(Effect.orDie)
+
+/**
+ * `effect-agent version [--json]`.
+ *
+ * @since 0.1.0
+ */
+export const version = Command.make("version", {
+  json: Flag.withDescription(
+    Flag.withDefault(Flag.Boolean("json"), false),
+    "Print the version, capabilities and exit codes as JSON"
+  )
+}, ({ json }) =>
+  Effect.gen(function*() {
+    const io = yield* Io.Io
+    const info = yield* packageInfo
+    io.stdout.write(
+      json
+        ? JSON.stringify({ name: info.name, version: info.version, node: process.version, capabilities, exitCodes: codes }) +
+          "\n"
+        : `${info.name} ${info.version}\n`
+    )
+  })).pipe(Command.withDescription("Print the version (--json: with the capabilities and exit codes)"))
+
+// -----------------------------------------------------------------------------
+// The command
+// -----------------------------------------------------------------------------
+
+/**
+ * `effect-agent` and its subcommands.
+ *
+ * @since 0.1.0
+ */
+export const root = Command.make("effect-agent").pipe(
+  Command.withDescription("A typed agent runtime: run agents from the shell, in CI and from other programs"),
+  Command.withSubcommands([run, demo, version])
+)
+
+/**
+ * Where effect/cli's output goes: help on stdout; invalid flags on stderr,
+ * as the errors and a pointer to the help (not the whole help, which would
+ * bury them).
+ *
+ * @since 0.1.0
+ */
+export const presenter = (io: Io.Service): CliOutput.Presenter => {
+  const formatter = CliOutput.defaultFormatter({ colors: io.stdout.isTerminal && io.color })
+  return {
+    present: (event) =>
+      Effect.sync(() => {
+        switch (event._tag) {
+          case "Help":
+            return io.stdout.write(formatter.formatHelpDoc(event.helpDoc) + "\n")
+          case "Version":
+            return io.stdout.write(formatter.formatVersion(event.name, event.version) + "\n")
+          case "InvalidInvocation":
+            return io.stderr.write(
+              `${formatter.formatErrors(event.errors).trimStart()}\n\nSee: ${event.commandPath.join(" ")} --help\n`
+            )
+        }
+      })
+  }
+}

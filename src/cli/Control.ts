@@ -1,0 +1,199 @@
+/**
+ * The control protocol: one JSON object per line on the command's stdin,
+ * talking to the run while it runs.
+ *
+ * | line | does |
+ * |---|---|
+ * | `{"type":"approve","id":"call_1"}` | approves the tool call with that id (without `id`: the oldest call waiting) |
+ * | `{"type":"deny","id":"call_1","reason":"not on main"}` | denies it; the model reads the reason |
+ * | `{"type":"steer","text":"Use metric units."}` | delivered before the next model call |
+ * | `{"type":"follow_up","text":"Now write the tests."}` | restarts the run when it would stop |
+ * | `{"type":"cancel","reason":"enough"}` | ends the run at once (`Cancelled`, exit 30) |
+ *
+ * A decision for a call that is not waiting yet is kept, and answers the
+ * call when it asks. Malformed and unknown lines are reported on stderr and
+ * ignored. End of input is not a cancel unless asked (`--stdin-eof cancel`);
+ * once stdin has ended nobody can answer, so calls that wait for approval
+ * then are denied, unless a decision for them came before.
+ *
+ * @since 0.1.0
+ */
+import { Deferred, Effect, Result, Schema, Stream } from "effect"
+import * as Approvals from "../Approvals.ts"
+import type * as Steering from "../Steering.ts"
+
+/**
+ * One control line.
+ *
+ * @since 0.1.0
+ */
+export const Command = Schema.Union([
+  Schema.Struct({ type: Schema.Literal("approve"), id: Schema.optionalKey(Schema.String) }),
+  Schema.Struct({
+    type: Schema.Literal("deny"),
+    id: Schema.optionalKey(Schema.String),
+    reason: Schema.optionalKey(Schema.String)
+  }),
+  Schema.Struct({ type: Schema.Literal("steer"), text: Schema.String }),
+  Schema.Struct({ type: Schema.Literal("follow_up"), text: Schema.String }),
+  Schema.Struct({ type: Schema.Literal("cancel"), reason: Schema.optionalKey(Schema.String) })
+])
+/** @since 0.1.0 */
+export type Command = typeof Command.Type
+
+/**
+ * The `type`s a line may have.
+ *
+ * @since 0.1.0
+ */
+export const types: ReadonlyArray<Command["type"]> = ["approve", "deny", "steer", "follow_up", "cancel"]
+
+/**
+ * The longest line accepted, in characters.
+ *
+ * @since 0.1.0
+ */
+export const maxLineLength = 1_000_000
+
+const decodeJson = Schema.decodeUnknownResult(Schema.fromJsonString(Schema.Unknown))
+const decodeCommand = Schema.decodeUnknownResult(Command)
+
+/**
+ * Parses one line: the command, or what is wrong with the line.
+ *
+ * @example
+ * ```ts
+ * import { Control } from "effect-agent/cli"
+ *
+ * Control.parse(`{"type":"steer","text":"Use metric units."}`) // Result.succeed({ type: "steer", … })
+ * Control.parse(`{"type":"pause"}`) // Result.fail('unknown type "pause" (expected approve, deny, steer, follow_up or cancel)')
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const parse = (line: string): Result.Result<Command, string> => {
+  if (line.length > maxLineLength) return Result.fail(`the line is longer than ${maxLineLength} characters`)
+  const json = decodeJson(line)
+  if (Result.isFailure(json)) return Result.fail("not a JSON object")
+  const value = json.success
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return Result.fail("not a JSON object")
+  const type = "type" in value ? value.type : undefined
+  if (typeof type !== "string") return Result.fail(`no "type" (expected ${expected})`)
+  if (!types.some((known) => known === type)) return Result.fail(`unknown type ${JSON.stringify(type)} (expected ${expected})`)
+  const command = decodeCommand(value)
+  return Result.isFailure(command)
+    ? Result.fail(`${type}: ${command.failure.message.replace(/\n\s*/g, " ")}`)
+    : Result.succeed(command.success)
+}
+
+const expected = "approve, deny, steer, follow_up or cancel"
+
+/**
+ * What control lines act on: the run's steering handle, and its approvals
+ * when they are asked on stdin (`--approve ask`).
+ *
+ * @since 0.1.0
+ */
+export interface Target {
+  readonly steering: Steering.Service
+  readonly approvals: Approvals.Interactive | undefined
+}
+
+/**
+ * Applies a command; returns a note for the user when it could not apply.
+ *
+ * @since 0.1.0
+ */
+export const apply = (command: Command, target: Target): Effect.Effect<string | undefined> => {
+  switch (command.type) {
+    case "steer":
+      return Effect.as(target.steering.steer(command.text), undefined)
+    case "follow_up":
+      return Effect.as(target.steering.followUp(command.text), undefined)
+    case "cancel":
+      return Effect.as(target.steering.cancel(command.reason ?? "cancelled by the user"), undefined)
+    case "approve":
+    case "deny":
+      return decide(command, target.approvals)
+  }
+}
+
+const decide = (
+  command: Extract<Command, { readonly type: "approve" | "deny" }>,
+  approvals: Approvals.Interactive | undefined
+): Effect.Effect<string | undefined> =>
+  Effect.gen(function*() {
+    if (approvals === undefined) return `${command.type}: approvals are not asked on stdin (run with --approve ask)`
+    const id = command.id ?? (yield* approvals.pending)[0]?.toolCallId
+    if (id === undefined) return `${command.type}: no call is waiting for approval (give its "id" to decide ahead)`
+    yield* command.type === "approve" ? approvals.approve(id) : approvals.deny(id, command.reason)
+    return undefined
+  })
+
+/**
+ * What {@link serve} does at the end of input: nothing, or cancel the run.
+ *
+ * @since 0.1.0
+ */
+export const OnEof = Schema.Literals(["ignore", "cancel"])
+/** @since 0.1.0 */
+export type OnEof = typeof OnEof.Type
+
+/**
+ * The lines of a byte stream (stdin when it is not a terminal).
+ *
+ * @since 0.1.0
+ */
+export const lines = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<string, E> =>
+  bytes.pipe(Stream.decodeText(), Stream.splitLines)
+
+/**
+ * Reads control lines until they end, applying each one and reporting bad
+ * lines through `report`; at the end, completes `eof` and, with
+ * `onEof: "cancel"`, cancels the run. A failing input counts as its end.
+ *
+ * @since 0.1.0
+ */
+export const serve = <E>(options: {
+  readonly lines: Stream.Stream<string, E>
+  readonly target: Target
+  readonly onEof: OnEof
+  readonly eof: Deferred.Deferred<void>
+  readonly report: (note: string) => Effect.Effect<void>
+}): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    let lineNumber = 0
+    const handle = (line: string) => {
+      lineNumber++
+      if (line.trim() === "") return Effect.void
+      const command = parse(line)
+      if (Result.isFailure(command)) return options.report(`stdin line ${lineNumber}: ${command.failure}; ignored`)
+      return Effect.flatMap(apply(command.success, options.target), (note) =>
+        note === undefined ? Effect.void : options.report(`stdin line ${lineNumber}: ${note}`))
+    }
+    yield* options.lines.pipe(
+      Stream.runForEach(handle),
+      Effect.catch(() => options.report("stdin could not be read; treating it as closed"))
+    )
+    yield* Deferred.succeed(options.eof, undefined)
+    if (options.onEof === "cancel") yield* options.target.steering.cancel("stdin was closed")
+  })
+
+/**
+ * Approvals asked on stdin: the interactive handle's decisions, and once
+ * `eof` completes (nobody is left to answer), a denial for every call that
+ * has no decision yet.
+ *
+ * @since 0.1.0
+ */
+export const approvalsUntilEof = (
+  interactive: Approvals.Interactive,
+  eof: Deferred.Deferred<void>
+): Approvals.Service => {
+  const closed = Effect.as(
+    Deferred.await(eof),
+    Approvals.denied("no one can approve this call: the control input (stdin) was closed")
+  )
+  // A decision given before the call asked is already there: `decide` completes at once and wins the race.
+  return { decide: (request) => Effect.raceFirst(interactive.decide(request), closed) }
+}

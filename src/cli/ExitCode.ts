@@ -1,0 +1,133 @@
+/**
+ * The exit codes of the `effect-agent` command: stable, so that a script can
+ * branch on how a run ended.
+ *
+ * | code | meaning |
+ * |---|---|
+ * | 0 | completed, terminated by its tools, or wrapped up |
+ * | 1 | an unexpected failure (a tool failed fatally, a checkpoint could not be written, a bug) |
+ * | 10 | the turn cap was reached |
+ * | 11 | a token budget ran out |
+ * | 12 | the wall-clock budget ran out |
+ * | 13 | the cost budget ran out |
+ * | 14 | stuck: the loop or stagnation detector stopped the run |
+ * | 20 | the model or provider failed |
+ * | 21 | the run could not be resumed (missing, corrupt or incompatible checkpoint) |
+ * | 22 | config error, including invalid flags |
+ * | 30 | cancelled by the user (a `cancel` line, or SIGINT/SIGTERM when there is no session to resume) |
+ * | 31 | interrupted by SIGINT/SIGTERM, and resumable with `--resume` |
+ *
+ * @since 0.1.0
+ */
+import { Cause, Context, Data, Exit } from "effect"
+import type { Runtime } from "effect"
+import { CliError } from "effect/cli"
+import type { Outcome } from "../Outcome.ts"
+
+/**
+ * Every exit code, by name.
+ *
+ * @since 0.1.0
+ */
+export const codes = {
+  ok: 0,
+  unexpected: 1,
+  maxTurns: 10,
+  tokenBudget: 11,
+  wallClockBudget: 12,
+  costBudget: 13,
+  stuck: 14,
+  modelFailure: 20,
+  resumeFailure: 21,
+  configError: 22,
+  cancelled: 30,
+  interrupted: 31
+} as const
+
+/**
+ * An exit code.
+ *
+ * @since 0.1.0
+ */
+export type ExitCode = typeof codes[keyof typeof codes]
+
+/**
+ * The exit code of a run that ended with an outcome.
+ *
+ * @since 0.1.0
+ */
+export const fromOutcome = (outcome: Outcome): ExitCode => {
+  switch (outcome._tag) {
+    case "Completed":
+    case "Terminated":
+    case "WrappedUp":
+      return codes.ok
+    case "MaxTurns":
+      return codes.maxTurns
+    case "BudgetExceeded":
+      return outcome.budget === "wallClock"
+        ? codes.wallClockBudget
+        : outcome.budget === "costUsd"
+        ? codes.costBudget
+        : codes.tokenBudget
+    case "LoopDetected":
+    case "Stagnated":
+      return codes.stuck
+    case "Cancelled":
+      return codes.cancelled
+  }
+}
+
+/**
+ * A failure of the command with its exit code and a message for the user
+ * (not yet reported).
+ *
+ * @since 0.1.0
+ */
+export class Failure extends Data.TaggedError("CliFailure")<{ readonly code: ExitCode; readonly message: string }> {}
+
+/**
+ * The command stops with this code; what went wrong has already been
+ * reported to the user.
+ *
+ * @since 0.1.0
+ */
+export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: ExitCode }> {}
+
+/**
+ * The code the process exits with when SIGINT or SIGTERM interrupts it: the
+ * run command sets it to {@link codes.interrupted} once it has a session to
+ * resume.
+ *
+ * @since 0.1.0
+ */
+export class OnInterrupt extends Context.Reference<{ code: ExitCode }>("effect-agent/cli/OnInterrupt", {
+  defaultValue: () => ({ code: codes.cancelled })
+}) {}
+
+/**
+ * The `NodeRuntime.runMain` teardown: maps how the program ended to its
+ * exit code, and exits (stdin may still hold the event loop open).
+ * Unexpected failures are printed, since they were not reported.
+ *
+ * @since 0.1.0
+ */
+export const teardown = (onInterrupt: { readonly code: ExitCode }): Runtime.Teardown => (exit, onExit) => {
+  const code = ofExit(exit, onInterrupt)
+  onExit(code)
+  process.exit(code)
+}
+
+const ofExit = <E, A>(exit: Exit.Exit<A, E>, onInterrupt: { readonly code: ExitCode }): ExitCode => {
+  if (Exit.isSuccess(exit)) return codes.ok
+  if (Cause.hasInterruptsOnly(exit.cause)) return onInterrupt.code
+  const error = Cause.findErrorOption(exit.cause)
+  if (error._tag === "Some") {
+    const value: unknown = error.value
+    if (value instanceof ExitWith) return value.code
+    // Invalid flags: effect/cli has printed the errors.
+    if (CliError.isCliError(value)) return codes.configError
+  }
+  process.stderr.write(`effect-agent: unexpected failure:\n${Cause.pretty(exit.cause)}\n`)
+  return codes.unexpected
+}

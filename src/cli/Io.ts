@@ -1,0 +1,68 @@
+/**
+ * The command's output streams and environment. Output is written
+ * synchronously, one write per piece (Node writes to files, pipes and
+ * terminals synchronously on Linux), so what the command shows is in the
+ * order of the events, and nothing is lost when the process exits; the
+ * `Stdio` service's sinks would need a fiber and a queue for the same.
+ *
+ * @since 0.1.0
+ */
+import { Context, Layer } from "effect"
+
+/**
+ * One output stream.
+ *
+ * @since 0.1.0
+ */
+export interface Output {
+  readonly write: (text: string) => void
+  /** Whether it is a terminal that understands cursor movement (not `TERM=dumb`). */
+  readonly isTerminal: boolean
+  /** Its width in cells (80 when unknown). */
+  readonly columns: () => number
+}
+
+/**
+ * The service shape.
+ *
+ * @since 0.1.0
+ */
+export interface Service {
+  readonly stdout: Output
+  readonly stderr: Output
+  /** Colours allowed on terminals (`NO_COLOR` unset). */
+  readonly color: boolean
+  /** The working directory. */
+  readonly cwd: string
+  /** The environment variables. */
+  readonly env: Readonly<Record<string, string | undefined>>
+}
+
+/**
+ * The command's output streams and environment.
+ *
+ * @since 0.1.0
+ */
+export class Io extends Context.Service<Io, Service>()("effect-agent/cli/Io") {}
+
+const output = (stream: NodeJS.WriteStream, dumb: boolean): Output => ({
+  write: (text) => void stream.write(text),
+  isTerminal: stream.isTTY === true && !dumb,
+  columns: () => stream.columns ?? 80
+})
+
+/**
+ * The process's streams.
+ *
+ * @since 0.1.0
+ */
+export const layerProcess: Layer.Layer<Io> = Layer.sync(Io, () => {
+  const dumb = process.env.TERM === "dumb"
+  return {
+    stdout: output(process.stdout, dumb),
+    stderr: output(process.stderr, dumb),
+    color: (process.env.NO_COLOR ?? "") === "",
+    cwd: process.cwd(),
+    env: process.env
+  }
+})

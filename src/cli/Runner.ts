@@ -1,0 +1,493 @@
+/**
+ * `effect-agent run`: sets up what the settings ask for (the model, the
+ * sandbox and tools, approvals, the control input, the view and the event
+ * outputs), runs the agent (a plain run, a new session or a resumed one),
+ * prints the result and ends with the exit code of how the run ended.
+ *
+ * - stdout: the final answer (unless the live view already streamed it to
+ *   the same terminal), or one JSON object with `--json`, or the events as
+ *   JSON lines with `--emit-jsonl -`.
+ * - stderr: the view (see `View`), warnings, and what went wrong.
+ *
+ * @since 0.1.0
+ */
+import {
+  Config,
+  Context,
+  Deferred,
+  Effect,
+  FileSystem,
+  Layer,
+  Logger,
+  Path,
+  Result,
+  type Scope,
+  Stdio,
+  Stream,
+  type Terminal
+} from "effect"
+import { LanguageModel } from "effect/ai"
+import type { HttpClient } from "effect/http"
+import { ChildProcess, type ChildProcessSpawner } from "effect/process"
+import * as Agent from "../Agent.ts"
+import type { AgentError } from "../AgentError.ts"
+import * as AgentEvent from "../AgentEvent.ts"
+import * as Approvals from "../Approvals.ts"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import type { Outcome } from "../Outcome.ts"
+import * as Anthropic from "../providers/Anthropic.ts"
+import * as OpenAiChat from "../providers/OpenAiChat.ts"
+import * as OpenAiResponses from "../providers/OpenAiResponses.ts"
+import type * as RunState from "../RunState.ts"
+import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
+import * as Sandbox from "../sandbox/Sandbox.ts"
+import * as CheckpointStore from "../session/CheckpointStore.ts"
+import * as Session from "../session/Session.ts"
+import * as Trajectory from "../session/Trajectory.ts"
+import * as Steering from "../Steering.ts"
+import * as ScriptedModel from "../testing/ScriptedModel.ts"
+import * as ToolRegistry from "../ToolRegistry.ts"
+import * as Control from "./Control.ts"
+import { codes, type ExitCode, ExitWith, Failure, fromOutcome, OnInterrupt } from "./ExitCode.ts"
+import { Io } from "./Io.ts"
+import * as ScriptFile from "./ScriptFile.ts"
+import * as Settings from "./Settings.ts"
+import * as TerminalInput from "./TerminalInput.ts"
+import * as View from "./View.ts"
+
+/**
+ * What `run` needs from the platform.
+ *
+ * @since 0.1.0
+ */
+export type Requirements =
+  | Io
+  | Stdio.Stdio
+  | FileSystem.FileSystem
+  | Path.Path
+  | ChildProcessSpawner.ChildProcessSpawner
+  | HttpClient.HttpClient
+  | Terminal.Terminal
+
+const configError = (message: string) => new Failure({ code: codes.configError, message })
+
+// -----------------------------------------------------------------------------
+// The model
+// -----------------------------------------------------------------------------
+
+const providerLayer = (
+  target: Settings.Target
+): Layer.Layer<
+  LanguageModel.LanguageModel,
+  Config.ConfigError | ScriptFile.ScriptFileError,
+  HttpClient.HttpClient | FileSystem.FileSystem
+> => {
+  const options = {
+    model: target.model,
+    baseUrl: target.baseUrl,
+    apiKey: target.apiKeyEnv === undefined ? undefined : Config.Redacted(target.apiKeyEnv)
+  }
+  switch (target.provider) {
+    case "openai":
+      return OpenAiChat.layer(options)
+    case "openai-responses":
+      return OpenAiResponses.layer(options)
+    case "anthropic":
+      return Anthropic.layer(options)
+    case "scripted":
+      return Layer.unwrap(Effect.map(ScriptFile.load(target.script ?? ""), (script) => ScriptedModel.layer(script)))
+  }
+}
+
+/** Builds the model in the scope; a provider that cannot be set up (a missing key, a bad script) is a config error. */
+const model = (target: Settings.Target) =>
+  Layer.build(providerLayer(target)).pipe(
+    Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
+    Effect.mapError((error) =>
+      configError(
+        error._tag === "ScriptFileError"
+          ? error.message
+          : `cannot set up the ${target.provider} provider: ${error.message}`
+      )
+    )
+  )
+
+// -----------------------------------------------------------------------------
+// The tools
+// -----------------------------------------------------------------------------
+
+const sandboxLayer = (target: Settings.Target) => {
+  switch (target.sandbox) {
+    case "bubblewrap":
+      return Sandbox.bubblewrap(target.workspace)
+    case "local":
+      return Sandbox.local(target.workspace)
+    default:
+      return Sandbox.auto(target.workspace)
+  }
+}
+
+/** The built-in tools the target asks for, on its sandbox. */
+const builtinEntry = (target: Settings.Target) =>
+  Effect.gen(function*() {
+    const handlers = yield* Layer.build(BuiltinTools.layer.pipe(Layer.provide(sandboxLayer(target)))).pipe(
+      Effect.mapError((error) => configError(`--sandbox ${target.sandbox} on ${target.workspace}: ${error.message}`))
+    )
+    const kit = BuiltinTools.make({ requireApproval: target.approve !== "all" })
+    const entry = ToolRegistry.erase(yield* Effect.provideContext(kit, handlers), handlers)
+    const tools: Record<string, (typeof entry.tools)[string]> = {}
+    for (const name of target.tools) {
+      const tool = entry.tools[name]
+      if (tool !== undefined) tools[name] = tool
+    }
+    return { ...entry, tools }
+  })
+
+const mcpEntry = (target: Settings.Target, command: string) =>
+  Effect.gen(function*() {
+    const argv = Settings.mcpArgv(command)
+    if (Result.isFailure(argv)) return yield* configError(`--mcp ${JSON.stringify(command)}: ${argv.failure}`)
+    const [program, ...args] = argv.success
+    return yield* ToolRegistry.fromMcpStdio(ChildProcess.make(program, args, { cwd: target.workspace }), {
+      needsApproval: target.approve !== "all"
+    }).pipe(
+      Effect.mapError((error) => configError(`--mcp ${JSON.stringify(command)}: the server did not start: ${error.message}`))
+    )
+  })
+
+/** The registry: built-in tools, then each MCP server's (a later tool replaces an earlier one of the same name). */
+const tools = (target: Settings.Target, note: (text: string) => void) =>
+  Effect.gen(function*() {
+    const entries: Array<ToolRegistry.Entry> = []
+    if (target.tools.length > 0) entries.push(yield* builtinEntry(target))
+    for (const command of target.mcp) entries.push(yield* mcpEntry(target, command))
+    const seen = new Set<string>()
+    for (const entry of entries) {
+      for (const name of Object.keys(entry.tools)) {
+        if (seen.has(name)) note(`two tools are named ${name}: the one from the later --mcp server is used`)
+        seen.add(name)
+      }
+    }
+    return ToolRegistry.make(...entries)
+  })
+
+// -----------------------------------------------------------------------------
+// Outputs
+// -----------------------------------------------------------------------------
+
+/** Events as JSON lines on stdout. */
+const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
+  name: "jsonl",
+  onEvent: (event) => Effect.sync(() => write(JSON.stringify(AgentEvent.encodeJson(event)) + "\n"))
+})
+
+/**
+ * Keeps what the result reports of a run that ended without an outcome
+ * (failed, interrupted): its id, its last figures, and its `AgentEnd`.
+ */
+const tally = () => {
+  let runId: string | null = null
+  let figures: Figures = { turns: 0, usage: Message.emptyUsage, elapsedMs: 0 }
+  let end: AgentEvent.Of<"AgentEnd"> | undefined
+  const plugin: Hooks.Plugin = {
+    name: "tally",
+    onEvent: (event) =>
+      Effect.sync(() => {
+        runId = event.runId
+        if (event._tag === "BudgetSnapshot") {
+          figures = { turns: event.figures.turns, usage: event.figures.usage, elapsedMs: event.figures.elapsedMs }
+        } else if (event._tag === "AgentEnd") end = event
+      })
+  }
+  return {
+    plugin,
+    end: () => end,
+    figures: (): Figures & { readonly runId: string | null } => {
+      const state = end?.result?.state
+      return state === undefined ? { runId, ...figures } : { runId: state.runId, ...stateFigures(state) }
+    }
+  }
+}
+
+/** The text of the transcript's last assistant reply. */
+const answerOf = (messages: ReadonlyArray<Message.Message>): string | undefined => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "assistant") return Message.textOf(message)
+  }
+  return undefined
+}
+
+/**
+ * The JSON object `--json` prints: how the run ended and its figures.
+ *
+ * @since 0.1.0
+ */
+export interface Report {
+  readonly exitCode: ExitCode
+  readonly outcome: Outcome | null
+  /** The outcome or the error, in words. */
+  readonly summary: string
+  readonly answer: string | null
+  readonly error: { readonly _tag: string; readonly message: string } | null
+  readonly runId: string | null
+  readonly turns: number
+  readonly usage: Message.Usage
+  readonly elapsedMs: number
+  readonly session: string | null
+}
+
+interface Figures {
+  readonly turns: number
+  readonly usage: Message.Usage
+  readonly elapsedMs: number
+}
+
+const stateFigures = (state: RunState.RunState): Figures => ({
+  turns: state.turn,
+  usage: state.usage,
+  elapsedMs: state.elapsedMs
+})
+
+// -----------------------------------------------------------------------------
+// The run
+// -----------------------------------------------------------------------------
+
+/** A failure's exit code. */
+const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitCode => {
+  switch (error._tag) {
+    case "ModelError":
+      return codes.modelFailure
+    case "ConfigError":
+      return codes.configError
+    case "InvalidContinuation":
+    case "CheckpointMissing":
+    case "CheckpointCorrupt":
+    case "CheckpointVersionMismatch":
+    case "InvalidSessionId":
+      return codes.resumeFailure
+    case "CheckpointExists":
+      return codes.configError
+    case "ToolFatalError":
+    case "CheckpointIoError":
+      return codes.unexpected
+  }
+}
+
+const maxTaskLength = 10_000_000
+
+/** Reads the task from stdin, to its end. */
+const taskFromStdin = Effect.gen(function*() {
+  const stdio = yield* Stdio.Stdio
+  const text = yield* stdio.stdin.pipe(
+    Stream.decodeText(),
+    Stream.runFoldEffect(
+      () => "",
+      (text, chunk) =>
+        text.length + chunk.length > maxTaskLength
+          ? Effect.fail(configError(`the task on stdin is longer than ${maxTaskLength} characters`))
+          : Effect.succeed(text + chunk)
+    ),
+    Effect.catchTag("PlatformError", (error) => Effect.fail(configError(`cannot read the task from stdin: ${error.message}`)))
+  )
+  if (text.trim() === "") return yield* configError("the task on stdin is empty")
+  return text.trim()
+})
+
+const logText = (message: unknown): string =>
+  (Array.isArray(message) ? message : [message]).map((part) =>
+    typeof part === "string" ? part : part instanceof Error ? part.message : View.compact(part, 500)
+  ).join(" ")
+
+/** Warnings and errors logged by the run (a sandbox without isolation, a dead MCP server) become notes. */
+const logger = (note: (text: string) => void) =>
+  Logger.make<unknown, void>(({ logLevel, message }) => {
+    if (logLevel === "Fatal" || logLevel === "Error" || logLevel === "Warn") note(logText(message))
+  })
+
+/** The view; a live one has an input line when control lines are typed on the terminal. */
+const makeView = (
+  settings: Settings.Settings,
+  input: boolean
+): Effect.Effect<View.View | View.LiveView, never, Io | Scope.Scope> =>
+  Effect.gen(function*() {
+    const io = yield* Io
+    if (settings.quiet) return View.quiet(io.stderr.write)
+    if (io.stderr.isTerminal) {
+      return yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color, input })
+    }
+    return View.log(io.stderr.write)
+  })
+
+/**
+ * Runs `effect-agent run` with its parsed flags. Ends with the run's exit
+ * code: it succeeds for exit code 0 and fails with `ExitWith` otherwise,
+ * having reported what happened.
+ *
+ * @since 0.1.0
+ */
+export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requirements> =>
+  Effect.gen(function*() {
+    const io = yield* Io
+    const stdio = yield* Stdio.Stdio
+    const stdinIsTerminal = yield* stdio.stdinIsTerminal
+    let view: View.View | undefined
+    let json = flags.json
+    let sessionDir: string | undefined
+    const runTally = tally()
+    // Notes before the view exists (and logs) go to stderr as they are.
+    const note = (text: string) => (view ?? View.quiet(io.stderr.write)).note(text)
+
+    const printJson = (code: ExitCode, report: Omit<Report, "exitCode" | "session" | "runId" | keyof Figures>) => {
+      const figures = runTally.figures()
+      io.stdout.write(JSON.stringify({ exitCode: code, ...report, ...figures, session: sessionDir ?? null }) + "\n")
+    }
+
+    const finish = (code: ExitCode, report: Parameters<typeof printJson>[1]) =>
+      Effect.suspend(() => {
+        view?.close()
+        if (json) printJson(code, report)
+        return code === codes.ok ? Effect.void : Effect.fail(new ExitWith({ code }))
+      })
+
+    const fail = (code: ExitCode, error: { readonly _tag: string; readonly message: string }) =>
+      Effect.suspend(() => {
+        // A failed run's view has shown the error already (but a quiet one shows nothing).
+        if (runTally.end() === undefined || flags.quiet) io.stderr.write(`effect-agent: ${error.message}\n`)
+        return finish(code, {
+          outcome: null,
+          summary: error.message,
+          answer: null,
+          error: { _tag: error._tag, message: error.message }
+        })
+      })
+
+    const program = Effect.gen(function*() {
+      const settings = yield* Settings.resolve(flags, { cwd: io.cwd, env: io.env, stdinIsTerminal })
+      json = settings.json
+      // Stdin carries the control lines, unless it carries the task.
+      const controlled = settings.task !== undefined || settings.session?.resume === true
+      const shown = yield* makeView(settings, controlled && stdinIsTerminal)
+      view = shown
+      for (const warning of settings.warnings) shown.note(warning)
+      const task = controlled ? settings.task : yield* taskFromStdin
+
+      // Approvals and the control input
+      const steering = yield* Steering.make()
+      const eof = yield* Deferred.make<void>()
+      const interactive = settings.target.approve === "ask" ? yield* Approvals.interactive() : undefined
+      const approvals = interactive !== undefined
+        ? Control.approvalsUntilEof(interactive, eof)
+        : settings.target.approve === "all"
+        ? Approvals.allowAll
+        : Approvals.denyAll("this call needs approval, and the run was started with --approve none")
+      if (controlled) {
+        const lines = stdinIsTerminal && "typing" in shown
+          ? yield* TerminalInput.lines(shown.typing)
+          : Control.lines(stdio.stdin)
+        yield* Effect.forkScoped(Control.serve({
+          lines,
+          target: { steering, approvals: interactive },
+          onEof: settings.stdinEof,
+          eof,
+          report: (text) => Effect.sync(() => shown.note(text))
+        }))
+      }
+
+      // What the agent runs on
+      const languageModel = yield* model(settings.target)
+      const registry = yield* tools(settings.target, shown.note)
+      const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
+        Context.add(ToolRegistry.ToolRegistry, registry),
+        Context.add(Approvals.Approvals, approvals)
+      )
+
+      // Outputs
+      const plugins: Array<Hooks.PluginInput<FileSystem.FileSystem>> = [shown.plugin, runTally.plugin]
+      if (settings.emitJsonl === "-") plugins.push(jsonLines(io.stdout.write))
+      else if (settings.emitJsonl !== undefined) plugins.push(Trajectory.ndjson(settings.emitJsonl))
+
+      // The run: plain, a new session, or a resumed one
+      const session = settings.session
+      const onInterrupt = yield* OnInterrupt
+      /** From here on, SIGINT and SIGTERM leave a session to resume. */
+      const resumable = (dir: string) => {
+        sessionDir = dir
+        onInterrupt.code = codes.interrupted
+      }
+      const start = Effect.gen(function*() {
+        if (session === undefined) {
+          return yield* Agent.run({ prompt: task ?? "", system: settings.system, config: settings.config, plugins, steering })
+        }
+        const path = yield* Path.Path
+        const paths = Settings.sessionPaths(path, session.dir)
+        const store = yield* CheckpointStore.fileSystem(paths.store)
+        plugins.push(Trajectory.ndjson(paths.trajectory))
+        if (session.resume) {
+          yield* Effect.mapError(
+            store.load(Settings.sessionId),
+            (error) => new Failure({ code: codes.resumeFailure, message: `cannot resume ${session.dir}: ${error.message}` })
+          )
+          if (task !== undefined) yield* steering.followUp(task)
+          resumable(session.dir)
+          return yield* Session.resume(Settings.sessionId, { store, config: settings.config, plugins, steering })
+        }
+        yield* Settings.writeSessionFile(session.dir, settings.target)
+        resumable(session.dir)
+        return yield* Session.run({
+          id: Settings.sessionId,
+          store,
+          prompt: task ?? "",
+          system: settings.system,
+          config: settings.config,
+          plugins,
+          steering
+        })
+      })
+
+      const result = yield* start.pipe(
+        Effect.provideContext(services),
+        Effect.onInterrupt(() =>
+          Effect.sync(() => {
+            shown.close()
+            io.stderr.write(
+              sessionDir !== undefined
+                ? `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${sessionDir}\n`
+                : "effect-agent: interrupted\n"
+            )
+            if (json) {
+              printJson(onInterrupt.code, {
+                outcome: runTally.end()?.outcome ?? null,
+                summary: "interrupted",
+                answer: null,
+                error: null
+              })
+            }
+          })
+        )
+      )
+
+      const code = fromOutcome(result.outcome)
+      const summary = `${result.outcome._tag}: ${View.describe(result.outcome)}`
+      const answer = answerOf(result.state.messages)
+      shown.close()
+      const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
+      if (!settings.json && settings.emitJsonl !== "-" && answer !== undefined && answer !== "" && !streamedHere) {
+        io.stdout.write(answer.endsWith("\n") ? answer : `${answer}\n`)
+      }
+      if (settings.quiet && (code !== codes.ok || result.outcome._tag === "WrappedUp")) {
+        io.stderr.write(`effect-agent: ${summary}\n`)
+      }
+      return yield* finish(code, { outcome: result.outcome, summary, answer: answer ?? null, error: null })
+    })
+
+    return yield* program.pipe(
+      Effect.catch((error) =>
+        error._tag === "ExitWith"
+          ? Effect.fail(error)
+          : fail(error._tag === "CliFailure" ? error.code : failureCode(error), error)
+      ),
+      Effect.provide(Logger.layer([logger(note)]))
+    )
+  }).pipe(Effect.scoped)

@@ -1,0 +1,506 @@
+/**
+ * What the command shows while a run runs, built from the run's events.
+ *
+ * - {@link live}: for a terminal. Streamed text as it comes, each tool call
+ *   with a spinner while it runs and then its duration and outcome, calls
+ *   waiting for approval, and a status line (turn, tokens, cost, elapsed
+ *   time) kept at the bottom. It redraws its bottom lines at most ten times a
+ *   second, however fast the deltas come.
+ * - {@link log}: for pipes, files and CI logs. One line per event (streamed
+ *   text as it comes), each with the time since the start; colours only when
+ *   asked, never cursor movement.
+ * - {@link quiet}: nothing but notes.
+ *
+ * Every view also shows notes: warnings, and reports about the control
+ * input.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Effect, Schedule, type Scope } from "effect"
+import { CliOutput } from "effect/cli"
+import type * as AgentEvent from "../AgentEvent.ts"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import type { Outcome } from "../Outcome.ts"
+
+/**
+ * A view of a run.
+ *
+ * @since 0.1.0
+ */
+export interface View {
+  /** Observes the run's events. */
+  readonly plugin: Hooks.Plugin
+  /** Shows a line that is not an event: a warning, a report about the control input. */
+  readonly note: (text: string) => void
+  /** Ends the view (a live view clears its bottom lines and shows the cursor again). */
+  readonly close: () => void
+}
+
+// -----------------------------------------------------------------------------
+// Text
+// -----------------------------------------------------------------------------
+
+/**
+ * Text styles: ANSI colours, or nothing.
+ *
+ * @since 0.1.0
+ */
+export interface Style {
+  readonly bold: (text: string) => string
+  readonly dim: (text: string) => string
+  readonly cyan: (text: string) => string
+  readonly green: (text: string) => string
+  readonly yellow: (text: string) => string
+  readonly red: (text: string) => string
+}
+
+const ansi = (code: number) => (text: string) => `\x1b[${code}m${text}\x1b[0m`
+const plain = (text: string) => text
+
+/**
+ * The styles, coloured or plain.
+ *
+ * @since 0.1.0
+ */
+export const style = (color: boolean): Style =>
+  color
+    ? { bold: ansi(1), dim: ansi(2), cyan: ansi(36), green: ansi(32), yellow: ansi(33), red: ansi(31) }
+    : { bold: plain, dim: plain, cyan: plain, green: plain, yellow: plain, red: plain }
+
+/**
+ * A value on one line, cut to `max` characters.
+ *
+ * @since 0.1.0
+ */
+export const compact = (value: unknown, max = 70): string => {
+  const text = (typeof value === "string" ? value : JSON.stringify(value) ?? "").replace(/\s+/g, " ")
+  return text.length > max ? `${text.slice(0, max - 3)}...` : text
+}
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`
+
+const dollars = (usd: number | undefined) => `$${(usd ?? 0).toFixed(4)}`
+
+const budgetAmount = (budget: string, amount: number) =>
+  budget === "costUsd" ? dollars(amount) : budget === "wallClock" ? seconds(amount) : `${amount}`
+
+/**
+ * How a run ended, in words.
+ *
+ * @since 0.1.0
+ */
+export const describe = (outcome: Outcome): string => {
+  switch (outcome._tag) {
+    case "Completed":
+      return "the model finished"
+    case "Terminated":
+      return "the tools ended the run"
+    case "WrappedUp":
+      return "the model was asked to wrap up (turn limit or budget) and delivered its final answer"
+    case "MaxTurns":
+      return `the turn cap of ${outcome.limit} turns was reached`
+    case "BudgetExceeded":
+      return `the ${outcome.budget} budget ran out (${budgetAmount(outcome.budget, outcome.used)} used of ${
+        budgetAmount(outcome.budget, outcome.limit)
+      })`
+    case "LoopDetected":
+      return `the model repeated the same tool calls ${outcome.repeats} times`
+    case "Stagnated":
+      return `the model gave the same reply ${outcome.repeats} times`
+    case "Cancelled":
+      return outcome.reason
+  }
+}
+
+const isSuccess = (outcome: Outcome) =>
+  outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp"
+
+const approvalHint = (toolCallId: string) =>
+  `send {"type":"approve","id":${JSON.stringify(toolCallId)}} or {"type":"deny","id":${JSON.stringify(toolCallId)}}`
+
+const endLine = (event: AgentEvent.Of<"AgentEnd">, s: Style): string =>
+  event.outcome !== undefined
+    ? (isSuccess(event.outcome) ? s.green : s.red)(s.bold(`■ ${event.outcome._tag}`)) +
+      (event.outcome._tag === "Completed" ? "" : `: ${describe(event.outcome)}`)
+    : s.bold(s.red(`■ failed: ${event.error?.message ?? "defect"}`))
+
+const usageLine = (usage: Message.Usage, turns: number) =>
+  `tokens ${usage.input} in / ${usage.output} out · ${dollars(usage.cost)} · ${turns} turns`
+
+// -----------------------------------------------------------------------------
+// The log
+// -----------------------------------------------------------------------------
+
+/**
+ * The event log: one line per event, streamed text as it comes, each line
+ * with the time since the run started. `write` receives each piece of
+ * output; there are escape codes only with `color`.
+ *
+ * @since 0.1.0
+ */
+export const log = (write: (text: string) => void, options: { readonly color?: boolean | undefined } = {}): View => {
+  const s = style(options.color === true)
+  let startedAt = 0
+  let streaming: "text" | "reasoning" | undefined
+  const clock = (event: AgentEvent.AgentEvent) => s.dim(`${((event.timestamp - startedAt) / 1000).toFixed(2).padStart(6)}s `)
+  const endStream = () => {
+    if (streaming !== undefined) write("\n")
+    streaming = undefined
+  }
+  const line = (event: AgentEvent.AgentEvent, text: string) => {
+    endStream()
+    write(`${clock(event)}${text}\n`)
+  }
+  const render = (event: AgentEvent.AgentEvent): void => {
+    switch (event._tag) {
+      case "AgentStart":
+        startedAt = event.timestamp
+        return line(event, s.bold(`▶ run ${event.runId.slice(0, 8)}: ${compact(event.messages.map(Message.textOf).join(" "), 200)}`))
+      case "SessionResumed":
+        return line(
+          event,
+          s.bold(`↻ resumed session ${event.sessionId} at turn ${event.resumedAtTurn} (${event.restored.messages} messages restored)`)
+        )
+      case "TurnStart":
+        return line(event, s.bold(s.cyan(`── turn ${event.turn}`)))
+      case "MessageUpdate": {
+        const kind = event.delta.type
+        if (kind === "toolCall") return
+        if (streaming !== kind) {
+          endStream()
+          write(`${clock(event)}${kind === "reasoning" ? s.dim("thinking: ") : "model: "}`)
+          streaming = kind
+        }
+        return write(kind === "reasoning" ? s.dim(event.delta.delta) : event.delta.delta)
+      }
+      case "ToolExecutionStart":
+        return line(event, `${s.yellow("⚙")} ${event.toolName} ${s.dim(compact(event.params))}`)
+      case "ToolExecutionEnd": {
+        const mark = event.result.isError ? s.red("✗") : s.green("✓")
+        return line(event, `${mark} ${event.toolName} ${s.dim(`${event.durationMs} ms`)} → ${compact(Message.textOf(event.result))}`)
+      }
+      case "SteeringDelivered":
+        return line(event, s.yellow(`↪ steering delivered: ${event.messages.map(Message.textOf).join(" ")}`))
+      case "FollowUpDelivered":
+        return line(event, s.yellow(`↪ follow-up delivered: ${event.messages.map(Message.textOf).join(" ")}`))
+      case "ApprovalRequested":
+        return line(
+          event,
+          s.yellow(`? approval requested for ${event.toolName} ${compact(event.params)} (id ${event.toolCallId})`)
+        )
+      case "ApprovalResolved":
+        return line(
+          event,
+          event.approved
+            ? s.green(`✓ approved ${event.toolName}`)
+            : s.red(`✗ denied ${event.toolName}${event.reason === undefined ? "" : `: ${event.reason}`}`)
+        )
+      case "WrapUpRequested":
+        return line(event, s.yellow(`! asked the model to wrap up (${event.source})`))
+      case "GuardTripped":
+        return line(event, s.red(`! ${event.guard}: ${event.detail}`))
+      case "BudgetSnapshot":
+        return line(event, s.dim(`  ${usageLine(event.figures.usage, event.figures.turns)}`))
+      case "AgentEnd":
+        return line(event, endLine(event, s))
+      default:
+        return
+    }
+  }
+  return {
+    plugin: { name: "view", onEvent: (event) => Effect.sync(() => render(event)) },
+    note: (text) => {
+      endStream()
+      write(`${s.yellow(`! ${text}`)}\n`)
+    },
+    close: endStream
+  }
+}
+
+/**
+ * A view that shows notes only.
+ *
+ * @since 0.1.0
+ */
+export const quiet = (write: (text: string) => void): View => ({
+  plugin: { name: "view" },
+  note: (text) => write(`! ${text}\n`),
+  close: () => {}
+})
+
+// -----------------------------------------------------------------------------
+// The live view
+// -----------------------------------------------------------------------------
+
+/**
+ * A terminal the live view draws on.
+ *
+ * @since 0.1.0
+ */
+export interface Terminal {
+  readonly write: (text: string) => void
+  /** Its width, in cells. */
+  readonly columns: () => number
+  readonly color: boolean
+  /** Show an input line for control lines typed on the terminal (see `TerminalInput`). */
+  readonly input?: boolean | undefined
+}
+
+/**
+ * The live view, and the line being typed in its input line.
+ *
+ * @since 0.1.0
+ */
+export interface LiveView extends View {
+  readonly typing: (text: string) => void
+}
+
+const placeholder = (waiting: ReadonlyMap<string, string>) =>
+  waiting.size > 0
+    ? `{"type":"approve"} or {"type":"deny","reason":"…"} answers the oldest call waiting`
+    : `{"type":"steer","text":"…"}, {"type":"follow_up","text":"…"} or {"type":"cancel"}`
+
+const spinner = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"]
+
+const segmenter = new Intl.Segmenter(undefined, { granularity: "grapheme" })
+
+/**
+ * Splits `text` where it reaches `width` cells: at the last space before
+ * that if there is one. Returns the head and the rest, or `undefined` when
+ * the text fits.
+ */
+const wrapAt = (text: string, width: number): readonly [string, string] | undefined => {
+  let cells = 0
+  let index = 0
+  let lastSpace = -1
+  for (const { segment } of segmenter.segment(text)) {
+    cells += CliOutput.displayWidth(segment)
+    if (cells > width) {
+      const cut = lastSpace > 0 ? lastSpace : index
+      return [text.slice(0, cut), text.slice(lastSpace > 0 ? cut + 1 : cut)]
+    }
+    if (segment === " ") lastSpace = index
+    index += segment.length
+  }
+  return undefined
+}
+
+/** `text` cut to `width` cells. */
+const fit = (text: string, width: number): string => {
+  const split = wrapAt(text, width)
+  return split === undefined ? text : split[0]
+}
+
+/** The end of `text` that fits in `width` cells. */
+const fitEnd = (text: string, width: number): string => {
+  const graphemes = Array.from(segmenter.segment(text), ({ segment }) => segment)
+  let cells = 0
+  let start = graphemes.length
+  while (start > 0 && cells + CliOutput.displayWidth(graphemes[start - 1]!) <= width) {
+    start--
+    cells += CliOutput.displayWidth(graphemes[start]!)
+  }
+  return graphemes.slice(start).join("")
+}
+
+interface Running {
+  readonly name: string
+  readonly params: unknown
+  readonly startedAt: number
+}
+
+/**
+ * The live view on a terminal (see the module documentation). Its spinner
+ * and clock tick in a fiber of the given scope.
+ *
+ * @since 0.1.0
+ */
+export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const s = style(terminal.color)
+    const clock = yield* Clock.Clock
+    const now = () => clock.currentTimeMillisUnsafe()
+    const running = new Map<string, Running>()
+    const waiting = new Map<string, string>()
+    let partial = ""
+    let partialKind: "text" | "reasoning" = "text"
+    let footerRows = 0
+    let frame = 0
+    let startedAt: number | undefined
+    let turn = 0
+    let typed = ""
+    let usage = Message.emptyUsage
+    /** The totals of the last snapshot (the usage shown adds the replies since). */
+    let totals = Message.emptyUsage
+    let closed = false
+
+    const width = () => Math.max(20, terminal.columns() - 1)
+    const styled = (text: string, kind: "text" | "reasoning") => kind === "reasoning" ? s.dim(text) : text
+
+    const footer = (): Array<string> => {
+      const lines: Array<string> = []
+      const w = width()
+      if (partial !== "") lines.push(styled(partial, partialKind))
+      const time = now()
+      for (const call of running.values()) {
+        const head = fit(`${call.name} ${compact(call.params, w)}`, w - 10)
+        lines.push(`${s.cyan(spinner[frame % spinner.length]!)} ${head} ${s.dim(seconds(time - call.startedAt))}`)
+      }
+      for (const [id, name] of waiting) lines.push(s.yellow(fit(`? ${name} waits for approval: ${approvalHint(id)}`, w)))
+      if (startedAt !== undefined) {
+        const status = `turn ${turn} · ${usage.input + usage.output} tokens · ${dollars(usage.cost)} · ${seconds(time - startedAt)}`
+        lines.push(s.dim(fit(status, w)))
+      }
+      if (terminal.input === true) {
+        lines.push(
+          typed === ""
+            ? s.dim(fit(`› type a control line: ${placeholder(waiting)}`, w))
+            : `› ${fitEnd(typed, w - 3)}${s.dim("▏")}`
+        )
+      }
+      return lines
+    }
+    const erase = (): string => {
+      if (footerRows === 0) return ""
+      const up = footerRows > 1 ? `\x1b[${footerRows - 1}A` : ""
+      footerRows = 0
+      return `\r${up}\x1b[J`
+    }
+    const draw = (): string => {
+      const lines = closed ? [] : footer()
+      footerRows = lines.length
+      return lines.join("\n")
+    }
+    /** Prints lines above the bottom lines, which are then drawn again. */
+    const print = (...lines: ReadonlyArray<string>) => {
+      terminal.write(erase() + lines.map((line) => `${line}\n`).join("") + draw())
+    }
+    const redraw = () => {
+      if (closed) return
+      frame++
+      terminal.write(erase() + draw())
+    }
+    const flushPartial = () => {
+      if (partial === "") return
+      const line = styled(partial, partialKind)
+      partial = ""
+      print(line)
+    }
+    const stream = (kind: "text" | "reasoning", delta: string) => {
+      if (kind !== partialKind) {
+        flushPartial()
+        partialKind = kind
+      }
+      if (partial === "" && kind === "reasoning") partial = "thinking: "
+      partial += delta
+      const done: Array<string> = []
+      let newline = partial.indexOf("\n")
+      while (newline !== -1) {
+        done.push(styled(partial.slice(0, newline), kind))
+        partial = partial.slice(newline + 1)
+        newline = partial.indexOf("\n")
+      }
+      for (let split = wrapAt(partial, width()); split !== undefined; split = wrapAt(partial, width())) {
+        done.push(styled(split[0], kind))
+        partial = split[1]
+      }
+      // The bottom lines (with the partial line) are redrawn by the next tick.
+      if (done.length > 0) print(...done)
+    }
+
+    const render = (event: AgentEvent.AgentEvent): void => {
+      switch (event._tag) {
+        case "AgentStart":
+          startedAt = event.timestamp
+          // A continued run starts with no new messages; `SessionResumed` says where it resumes.
+          return event.messages.length === 0
+            ? redraw()
+            : print(s.bold(`▶ ${compact(event.messages.map(Message.textOf).join(" "), width() - 2)}`))
+        case "SessionResumed":
+          turn = event.restored.turns
+          usage = totals = event.restored.usage
+          startedAt = event.timestamp - event.restored.elapsedMs
+          return print(s.bold(`↻ resumed at turn ${event.resumedAtTurn} (${event.restored.messages} messages restored)`))
+        case "TurnStart":
+          turn = event.turn
+          flushPartial()
+          return print(s.cyan(`── turn ${event.turn}`))
+        case "MessageUpdate":
+          if (event.delta.type !== "toolCall") stream(event.delta.type, event.delta.delta)
+          return
+        case "MessageEnd":
+          if (event.message.role === "assistant") usage = Message.addUsage(totals, event.message.usage)
+          return flushPartial()
+        case "ToolExecutionStart":
+          flushPartial()
+          running.set(event.toolCallId, { name: event.toolName, params: event.params, startedAt: now() })
+          return redraw()
+        case "ToolExecutionEnd": {
+          const call = running.get(event.toolCallId)
+          running.delete(event.toolCallId)
+          const mark = event.result.isError ? s.red("✗") : s.green("✓")
+          const params = call === undefined ? "" : compact(call.params, 40)
+          const duration = seconds(event.durationMs)
+          // The result gets what is left of the line.
+          const head = `  ✓ ${event.toolName} ${params} ${duration} → `
+          const result = compact(Message.textOf(event.result), Math.max(20, width() - CliOutput.displayWidth(head)))
+          return print(`  ${mark} ${event.toolName}${params === "" ? "" : ` ${s.dim(params)}`} ${s.dim(duration)} → ${result}`)
+        }
+        case "ApprovalRequested":
+          flushPartial()
+          waiting.set(event.toolCallId, event.toolName)
+          return print(s.yellow(`  ? ${event.toolName} ${compact(event.params, 60)} needs approval (id ${event.toolCallId})`))
+        case "ApprovalResolved":
+          waiting.delete(event.toolCallId)
+          return print(
+            event.approved
+              ? s.green(`  ✓ approved ${event.toolName}`)
+              : s.red(`  ✗ denied ${event.toolName}${event.reason === undefined ? "" : `: ${event.reason}`}`)
+          )
+        case "SteeringDelivered":
+          return print(s.yellow(`  ↪ steering: ${compact(event.messages.map(Message.textOf).join(" "), width() - 14)}`))
+        case "FollowUpDelivered":
+          return print(s.yellow(`  ↪ follow-up: ${compact(event.messages.map(Message.textOf).join(" "), width() - 15)}`))
+        case "WrapUpRequested":
+          return print(s.yellow(`  ! asked the model to wrap up (${event.source})`))
+        case "GuardTripped":
+          return print(s.red(`  ! ${event.guard}: ${event.detail}`))
+        case "BudgetSnapshot":
+          turn = event.figures.turns
+          usage = totals = event.figures.usage
+          return
+        case "AgentEnd": {
+          flushPartial()
+          running.clear()
+          waiting.clear()
+          const elapsed = startedAt === undefined ? 0 : event.timestamp - startedAt
+          const figures = s.dim(
+            ` · ${turn} turns · ${usage.input + usage.output} tokens · ${dollars(usage.cost)} · ${seconds(elapsed)}`
+          )
+          startedAt = undefined
+          return print(endLine(event, s) + figures)
+        }
+        default:
+          return
+      }
+    }
+
+    const close = () => {
+      if (closed) return
+      closed = true
+      terminal.write(erase() + "\x1b[?25h")
+    }
+    terminal.write("\x1b[?25l")
+    yield* Effect.addFinalizer(() => Effect.sync(close))
+    yield* Effect.forkScoped(Effect.repeat(Effect.sync(redraw), Schedule.spaced("100 millis")))
+    return {
+      plugin: { name: "view", onEvent: (event) => Effect.sync(() => render(event)) },
+      note: (text) => print(s.yellow(`! ${text}`)),
+      close,
+      typing: (text) => {
+        typed = text
+        redraw()
+      }
+    }
+  })

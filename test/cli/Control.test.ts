@@ -1,0 +1,144 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Result, Stream } from "effect"
+import { Approvals, Message, Steering } from "effect-agent"
+import { Control } from "effect-agent/cli"
+
+const encoder = new TextEncoder()
+
+/** Bytes cut every `size` characters, so lines are split across chunks. */
+const input = (text: string, size = 5) => {
+  const chunks: Array<Uint8Array> = []
+  for (let i = 0; i < text.length; i += size) chunks.push(encoder.encode(text.slice(i, i + size)))
+  return Stream.fromIterable(chunks)
+}
+
+const request = (toolCallId: string): Approvals.Request => ({ runId: "r", toolCallId, toolName: "write_file", params: {} })
+
+const setup = Effect.gen(function*() {
+  const steering = yield* Steering.make()
+  const interactive = yield* Approvals.interactive()
+  const eof = yield* Deferred.make<void>()
+  const notes: Array<string> = []
+  const serve = (text: string, onEof: Control.OnEof = "ignore") =>
+    Control.serve({
+      lines: Control.lines(input(text)),
+      target: { steering, approvals: interactive },
+      onEof,
+      eof,
+      report: (note) => Effect.sync(() => void notes.push(note))
+    })
+  return { steering, interactive, eof, notes, serve, approvals: Control.approvalsUntilEof(interactive, eof) }
+})
+
+describe("Control.parse", () => {
+  it("reads each command", () => {
+    assert.deepStrictEqual(Control.parse(`{"type":"approve","id":"c1"}`), Result.succeed({ type: "approve", id: "c1" }))
+    assert.deepStrictEqual(Control.parse(`{"type":"approve"}`), Result.succeed({ type: "approve" }))
+    assert.deepStrictEqual(
+      Control.parse(`{"type":"deny","id":"c1","reason":"no"}`),
+      Result.succeed({ type: "deny", id: "c1", reason: "no" })
+    )
+    assert.deepStrictEqual(Control.parse(`{"type":"steer","text":"metric"}`), Result.succeed({ type: "steer", text: "metric" }))
+    assert.deepStrictEqual(
+      Control.parse(`{"type":"follow_up","text":"tests"}`),
+      Result.succeed({ type: "follow_up", text: "tests" })
+    )
+    assert.deepStrictEqual(Control.parse(`{"type":"cancel"}`), Result.succeed({ type: "cancel" }))
+  })
+
+  it("says what is wrong with a bad line", () => {
+    assert.deepStrictEqual(Control.parse("garbage"), Result.fail("not a JSON object"))
+    assert.deepStrictEqual(Control.parse("[1,2]"), Result.fail("not a JSON object"))
+    assert.deepStrictEqual(Control.parse(`{"text":"x"}`), Result.fail(`no "type" (expected approve, deny, steer, follow_up or cancel)`))
+    assert.deepStrictEqual(
+      Control.parse(`{"type":"pause"}`),
+      Result.fail(`unknown type "pause" (expected approve, deny, steer, follow_up or cancel)`)
+    )
+    assert.deepStrictEqual(Control.parse(`{"type":"steer"}`), Result.fail(`steer: Missing key at ["text"]`))
+    assert.deepStrictEqual(Control.parse(`{"type":"deny","id":7}`), Result.fail(`deny: Expected string at ["id"]`))
+    assert.deepStrictEqual(
+      Control.parse(`{"type":"steer","text":"${"x".repeat(Control.maxLineLength)}"}`),
+      Result.fail(`the line is longer than ${Control.maxLineLength} characters`)
+    )
+  })
+})
+
+describe("Control.serve", () => {
+  it.effect("applies good lines, reports bad ones with their line numbers, and goes on", () =>
+    Effect.gen(function*() {
+      const { eof, notes, serve, steering } = yield* setup
+      yield* serve([
+        `{"type":"steer","text":"use metric units"}`,
+        "garbage",
+        "",
+        `{"type":"pause"}`,
+        `{"type":"follow_up","text":"now the tests"}`,
+        `{"type":"steer"}`
+      ].join("\n") + "\n")
+      assert.deepStrictEqual(yield* steering.takeSteering, [Message.user("use metric units")])
+      assert.deepStrictEqual(yield* steering.takeFollowUps, [Message.user("now the tests")])
+      assert.deepStrictEqual(notes, [
+        "stdin line 2: not a JSON object; ignored",
+        "stdin line 4: unknown type \"pause\" (expected approve, deny, steer, follow_up or cancel); ignored",
+        "stdin line 6: steer: Missing key at [\"text\"]; ignored"
+      ])
+      // the end of input is recorded, and is not a cancel
+      assert.isTrue(Deferred.isDoneUnsafe(eof))
+      assert.isFalse(Deferred.isDoneUnsafe(steering.cancelled))
+    }))
+
+  it.effect("a cancel line cancels the run with its reason", () =>
+    Effect.gen(function*() {
+      const { serve, steering } = yield* setup
+      yield* serve(`{"type":"cancel","reason":"enough"}\n`)
+      assert.strictEqual(yield* Deferred.await(steering.cancelled), "enough")
+    }))
+
+  it.effect("with onEof cancel, the end of input cancels the run", () =>
+    Effect.gen(function*() {
+      const { serve, steering } = yield* setup
+      yield* serve(`{"type":"steer","text":"x"}`, "cancel")
+      assert.strictEqual(yield* Deferred.await(steering.cancelled), "stdin was closed")
+      // the last line, without a newline, was read too
+      assert.deepStrictEqual(yield* steering.takeSteering, [Message.user("x")])
+    }))
+
+  it.effect("approve without an id answers the oldest call waiting; with none waiting, it says so", () =>
+    Effect.gen(function*() {
+      const { approvals, notes, serve } = yield* setup
+      const first = yield* Effect.forkChild(approvals.decide(request("c1")), { startImmediately: true })
+      const second = yield* Effect.forkChild(approvals.decide(request("c2")), { startImmediately: true })
+      yield* serve(`{"type":"deny","reason":"not now"}\n{"type":"approve"}\n{"type":"approve"}\n`)
+      assert.deepStrictEqual(yield* Fiber.join(first), Approvals.denied("not now"))
+      assert.deepStrictEqual(yield* Fiber.join(second), Approvals.approved)
+      assert.deepStrictEqual(notes, [
+        "stdin line 3: approve: no call is waiting for approval (give its \"id\" to decide ahead)"
+      ])
+    }))
+
+  it.effect("a decision given ahead answers its call after stdin has ended; a call without one is denied", () =>
+    Effect.gen(function*() {
+      const { approvals, serve } = yield* setup
+      const waiting = yield* Effect.forkChild(approvals.decide(request("c0")), { startImmediately: true })
+      yield* serve(`{"type":"approve","id":"c1"}\n{"type":"deny","id":"c2","reason":"no"}\n`)
+      const closed = Approvals.denied("no one can approve this call: the control input (stdin) was closed")
+      assert.deepStrictEqual(yield* Fiber.join(waiting), closed)
+      assert.deepStrictEqual(yield* approvals.decide(request("c1")), Approvals.approved)
+      assert.deepStrictEqual(yield* approvals.decide(request("c2")), Approvals.denied("no"))
+      assert.deepStrictEqual(yield* approvals.decide(request("c3")), closed)
+    }))
+
+  it.effect("approvals not asked on stdin: decisions are reported as not applying", () =>
+    Effect.gen(function*() {
+      const { steering } = yield* setup
+      const notes: Array<string> = []
+      yield* Control.serve({
+        lines: Control.lines(input(`{"type":"approve","id":"c1"}\n`)),
+        target: { steering, approvals: undefined },
+        onEof: "ignore",
+        eof: yield* Deferred.make<void>(),
+        report: (note) => Effect.sync(() => void notes.push(note))
+      })
+      assert.deepStrictEqual(notes, ["stdin line 1: approve: approvals are not asked on stdin (run with --approve ask)"])
+    }))
+})

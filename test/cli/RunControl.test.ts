@@ -1,0 +1,133 @@
+/**
+ * The control protocol of `effect-agent run`, driven on a real process's
+ * stdin: approvals (live, ahead of time, after the end of input), steering
+ * and follow-ups. And MCP servers given with --mcp.
+ */
+import { assert, beforeAll, describe } from "@effect/vitest"
+import { Effect, FileSystem } from "effect"
+import { Message } from "effect-agent"
+import { createRequire } from "node:module"
+import { builtCommand } from "./build.ts"
+import { events, isEvent, live, run, scripted, scriptedArgs, spawn } from "./support.ts"
+
+let cli = ""
+beforeAll(async () => {
+  cli = await builtCommand()
+}, 240_000)
+
+const writeNotes = {
+  text: "Writing the notes.",
+  toolCalls: [{ id: "w1", name: "write_file", params: { path: "notes.txt", content: "hello from the agent\n" } }]
+}
+
+const resultOf = (trajectory: ReadonlyArray<{ readonly _tag: string }>, id: string) => {
+  for (const event of trajectory) {
+    if (event._tag === "ToolExecutionEnd" && "toolCallId" in event && event.toolCallId === id && "result" in event) {
+      return Message.textOf(event.result as Message.ToolResultMessage)
+    }
+  }
+  return undefined
+}
+
+describe("approvals and steering on stdin", () => {
+  live("--approve ask: the call waits; a steer and an approve on stdin; the file is written, the steering delivered", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([writeNotes, { text: "Wrote notes.txt, in metric." }])
+      const proc = yield* spawn(cli, scriptedArgs(dir, "--approve", "ask", "--emit-jsonl", "-"), { cwd: dir })
+      const requested = yield* proc.waitFor(isEvent("ApprovalRequested"))
+      assert.strictEqual(JSON.parse(requested).toolCallId, "w1")
+      yield* proc.send(`{"type":"steer","text":"Use metric units."}`)
+      yield* proc.send(`{"type":"approve"}`)
+      const out = yield* proc.exit
+      assert.strictEqual(out.code, 0, out.stderr)
+      const fs = yield* FileSystem.FileSystem
+      assert.strictEqual(yield* fs.readFileString(`${dir}/notes.txt`), "hello from the agent\n")
+      const trajectory = yield* events(out.stdout)
+      const tags = trajectory.map((event) => event._tag)
+      assert.deepStrictEqual(
+        tags.filter((tag) => tag.startsWith("Approval") || tag.startsWith("ToolExecution")),
+        ["ApprovalRequested", "ApprovalResolved", "ToolExecutionStart", "ToolExecutionEnd"]
+      )
+      const steering = trajectory.find((event) => event._tag === "SteeringDelivered")
+      assert.deepStrictEqual(steering?._tag === "SteeringDelivered" && steering.messages, [Message.user("Use metric units.")])
+      // delivered after the batch, before the second model call
+      assert.isBelow(tags.indexOf("ToolExecutionEnd"), tags.indexOf("SteeringDelivered"))
+      assert.isBelow(tags.indexOf("SteeringDelivered"), tags.lastIndexOf("TurnStart"))
+      assert.include(out.stderr, "? approval requested for write_file")
+    }))
+
+  live("a denial given ahead by id, then the end of input: the call is denied with its reason, never run", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([writeNotes, { text: "Not written." }])
+      const out = yield* run(cli, scriptedArgs(dir, "--approve", "ask", "--emit-jsonl", "-"), {
+        cwd: dir,
+        stdin: `{"type":"deny","id":"w1","reason":"not in this repository"}\n`
+      })
+      assert.strictEqual(out.code, 0, out.stderr)
+      assert.strictEqual(resultOf(yield* events(out.stdout), "w1"), "Tool call denied: not in this repository")
+      assert.isFalse(yield* (yield* FileSystem.FileSystem).exists(`${dir}/notes.txt`))
+    }))
+
+  live("no decision and stdin closed: nobody can approve, so the call is denied", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([writeNotes, { text: "Could not write." }])
+      const out = yield* run(cli, scriptedArgs(dir, "--approve", "ask", "--emit-jsonl", "-"), { cwd: dir, stdin: "" })
+      assert.strictEqual(out.code, 0, out.stderr)
+      assert.strictEqual(
+        resultOf(yield* events(out.stdout), "w1"),
+        "Tool call denied: no one can approve this call: the control input (stdin) was closed"
+      )
+    }))
+
+  live("--approve none (the default) denies what needs approval; reading tools run, in --workspace", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* scripted([
+        { toolCalls: [{ id: "r1", name: "read_file", params: { path: "b.txt" } }, { id: "b1", name: "bash", params: { command: "touch x" } }] },
+        { text: "Read, not run." }
+      ])
+      yield* fs.makeDirectory(`${dir}/project`)
+      yield* fs.writeFileString(`${dir}/project/b.txt`, "in the project\n")
+      const out = yield* run(cli, scriptedArgs(dir, "--workspace", "project", "--emit-jsonl", "-"), { cwd: dir })
+      assert.strictEqual(out.code, 0, out.stderr)
+      const trajectory = yield* events(out.stdout)
+      assert.strictEqual(resultOf(trajectory, "r1"), "1\tin the project")
+      assert.strictEqual(
+        resultOf(trajectory, "b1"),
+        "Tool call denied: this call needs approval, and the run was started with --approve none"
+      )
+      assert.isFalse(yield* fs.exists(`${dir}/project/x`))
+    }))
+
+  live("a follow-up on stdin restarts the run when it would stop", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([{ text: "First answer.", delay: 1000 }, { text: "Second answer: tests written." }])
+      const out = yield* run(cli, scriptedArgs(dir, "--json"), {
+        cwd: dir,
+        stdin: `{"type":"follow_up","text":"Now write the tests."}\n`
+      })
+      assert.strictEqual(out.code, 0, out.stderr)
+      const result = JSON.parse(out.stdout)
+      assert.strictEqual(result.answer, "Second answer: tests written.")
+      assert.strictEqual(result.turns, 2)
+      assert.include(out.stderr, "↪ follow-up delivered: Now write the tests.")
+    }))
+})
+
+describe("MCP servers", () => {
+  live("--mcp starts a server whose tools the model calls", () =>
+    Effect.gen(function*() {
+      const everything = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-everything/dist/index.js")
+      const dir = yield* scripted([
+        { toolCalls: [{ id: "e1", name: "echo", params: { message: "hi from the CLI" } }] },
+        { text: "It echoed." }
+      ])
+      const out = yield* run(
+        cli,
+        scriptedArgs(dir, "--tools", "none", "--approve", "all", "--mcp", `"${process.execPath}" ${everything} stdio`, "--emit-jsonl", "-"),
+        { cwd: dir }
+      )
+      assert.strictEqual(out.code, 0, out.stderr)
+      assert.strictEqual(resultOf(yield* events(out.stdout), "e1"), "Echo: hi from the CLI")
+    }))
+})

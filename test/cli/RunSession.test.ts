@@ -1,0 +1,115 @@
+/**
+ * Sessions of `effect-agent run`, with real processes: SIGINT in the middle
+ * of a tool call, then `--resume` to completion; resuming what cannot be
+ * resumed; a finished session continued with a follow-up.
+ */
+import { assert, beforeAll, describe } from "@effect/vitest"
+import { Effect, FileSystem } from "effect"
+import { type AgentEvent, Message } from "effect-agent"
+import { builtCommand } from "./build.ts"
+import { isEvent, live, readEvents, run, scripted, scriptedArgs, spawn, tempDir } from "./support.ts"
+
+let cli = ""
+beforeAll(async () => {
+  cli = await builtCommand()
+}, 240_000)
+
+const tagsOf = (events: ReadonlyArray<AgentEvent.AgentEvent>) => events.map((event) => event._tag)
+
+describe("sessions", () => {
+  live("SIGINT while a tool runs exits 31; --resume finishes the run without running the call again", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([
+        { text: "Running the slow job.", toolCalls: [{ id: "b1", name: "bash", params: { command: "sleep 30; echo done" } }] },
+        { text: "The job was interrupted; I did not run it again." }
+      ])
+      const session = `${dir}/session`
+      const started = Date.now()
+      const first = yield* spawn(
+        cli,
+        scriptedArgs(dir, "--approve", "all", "--session-dir", session, "--emit-jsonl", "-"),
+        { cwd: dir }
+      )
+      // the checkpoint saved as the call (not safe to replay) starts
+      yield* first.waitFor((line, index, lines) =>
+        isEvent("CheckpointSaved")(line) && lines.slice(0, index).some(isEvent("ToolExecutionStart"))
+      )
+      yield* first.signal("SIGINT")
+      const stopped = yield* first.exit
+      assert.strictEqual(stopped.code, 31, stopped.stderr)
+      assert.include(
+        stopped.stderr,
+        `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}\n`
+      )
+      // the sleep was killed with the run
+      assert.isBelow(Date.now() - started, 20_000)
+
+      // the resumed run needs no flags but the directory: run.json has the rest
+      const resumed = yield* run(cli, ["run", "--resume", session, "--json"], { cwd: dir })
+      assert.strictEqual(resumed.code, 0, resumed.stderr)
+      const result = JSON.parse(resumed.stdout)
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      assert.strictEqual(result.answer, "The job was interrupted; I did not run it again.")
+      assert.strictEqual(result.session, session)
+      assert.strictEqual(result.turns, 2)
+
+      const trajectory = yield* readEvents(`${session}/trajectory.ndjson`)
+      const tags = tagsOf(trajectory)
+      const resumedAt = tags.lastIndexOf("AgentStart")
+      assert.strictEqual(tags.filter((tag) => tag === "AgentStart").length, 2)
+      const interrupted = trajectory[resumedAt - 1]
+      assert.deepStrictEqual(interrupted?._tag === "AgentEnd" && interrupted.outcome, { _tag: "Cancelled", reason: "interrupted" })
+      assert.strictEqual(tags[resumedAt + 1], "SessionResumed")
+      // the call that had started is answered without running it; one model call finishes the run
+      const answered = trajectory.slice(resumedAt).find((event) => event._tag === "ToolExecutionEnd")
+      assert.match(
+        answered?._tag === "ToolExecutionEnd" ? Message.textOf(answered.result) : "",
+        /^This call to bash had started when the run was interrupted/
+      )
+      assert.strictEqual(tagsOf(trajectory.slice(resumedAt)).filter((tag) => tag === "TurnStart").length, 1)
+      assert.strictEqual(tags.at(-1), "AgentEnd")
+    }))
+
+  live("a finished session resumed with --task continues with it as a follow-up", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([{ text: "It says hello world." }, { text: "In French: bonjour le monde." }])
+      const session = `${dir}/session`
+      const first = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.strictEqual(first.stdout, "It says hello world.\n")
+      const again = yield* run(cli, ["run", "--session-dir", session, "--task", "x"], { cwd: dir })
+      assert.strictEqual(again.code, 22)
+      assert.include(again.stderr, `${session} already holds a session: resume it with --resume ${session}`)
+      const more = yield* run(cli, ["run", "--resume", session, "--task", "And in French?"], { cwd: dir })
+      assert.strictEqual(more.code, 0, more.stderr)
+      assert.strictEqual(more.stdout, "In French: bonjour le monde.\n")
+      assert.include(more.stderr, "↪ follow-up delivered: And in French?")
+    }))
+
+  live("21: nothing to resume, a corrupt checkpoint, a checkpoint from another version", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const missing = yield* run(cli, ["run", "--resume", "nowhere"], { cwd: yield* tempDir })
+      assert.strictEqual(missing.code, 21, missing.stderr)
+      assert.match(missing.stderr, /effect-agent: \/.*\/nowhere holds no session to resume \(no run\.json\)\n/)
+
+      const dir = yield* scripted([{ text: "Done." }])
+      const session = `${dir}/session`
+      assert.strictEqual((yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })).code, 0)
+      const head = `${session}/checkpoint/head.json`
+      const saved = yield* fs.readFileString(head)
+
+      yield* fs.writeFileString(head, saved.slice(0, 40))
+      const corrupt = yield* run(cli, ["run", "--resume", session, "--json"], { cwd: dir })
+      assert.strictEqual(corrupt.code, 21, corrupt.stderr)
+      assert.match(
+        JSON.parse(corrupt.stdout).error.message,
+        new RegExp(`^cannot resume ${session}: the checkpoint of session checkpoint is corrupt: .*head\\.json`)
+      )
+
+      yield* fs.writeFileString(head, saved.replace(/"version":\s*1/, "\"version\":99"))
+      const newer = yield* run(cli, ["run", "--resume", session], { cwd: dir })
+      assert.strictEqual(newer.code, 21, newer.stderr)
+      assert.include(newer.stderr, "has checkpoint version 99; this library reads version 1")
+    }))
+})

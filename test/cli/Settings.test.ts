@@ -1,0 +1,185 @@
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, FileSystem, Option, Result } from "effect"
+import { AgentConfig } from "effect-agent"
+import { Settings } from "effect-agent/cli"
+
+const none = Option.none()
+
+const flags = (given: Partial<Settings.Flags> = {}): Settings.Flags => ({
+  task: Option.some("do it"),
+  system: none,
+  provider: none,
+  model: none,
+  baseUrl: none,
+  apiKeyEnv: none,
+  script: none,
+  workspace: none,
+  sandbox: none,
+  tools: none,
+  mcp: [],
+  maxTurns: none,
+  maxTokens: none,
+  maxCost: none,
+  maxWall: none,
+  approve: none,
+  sessionDir: none,
+  resume: none,
+  emitJsonl: none,
+  quiet: false,
+  json: false,
+  stdinEof: "ignore",
+  ...given
+})
+
+const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = {}) =>
+  Settings.resolve(flags(given), { cwd: "/work/here", env, stdinIsTerminal }).pipe(Effect.provide(NodeServices.layer))
+
+const problem = (given: Partial<Settings.Flags>, stdinIsTerminal = false) =>
+  Effect.map(Effect.flip(resolve(given, stdinIsTerminal)), (failure) => [failure.code, failure.message] as const)
+
+const some = Option.some
+
+describe("Settings.resolve", () => {
+  it.effect("defaults: OpenAI's gpt-4o, the built-in tools on the auto sandbox here, approvals denied, the default config", () =>
+    Effect.gen(function*() {
+      const settings = yield* resolve({})
+      assert.deepStrictEqual(settings.target, {
+        provider: "openai",
+        model: "gpt-4o",
+        workspace: "/work/here",
+        sandbox: "auto",
+        tools: ["bash", "read_file", "write_file", "edit_file", "list_files", "grep"],
+        mcp: [],
+        approve: "none"
+      })
+      assert.deepStrictEqual(settings.config, AgentConfig.defaults)
+      assert.strictEqual(settings.session, undefined)
+      assert.deepStrictEqual(settings.warnings, [])
+    }))
+
+  it.effect("the limits go through AgentConfig.fromUntrusted: clamped into range, with a warning each", () =>
+    Effect.gen(function*() {
+      const settings = yield* resolve({
+        maxTurns: some(1000),
+        maxTokens: some(5000),
+        maxCost: some(-1),
+        maxWall: some("90s")
+      })
+      assert.deepStrictEqual(settings.config, {
+        ...AgentConfig.defaults,
+        maxTurns: 200,
+        budgets: { ...AgentConfig.defaults.budgets, tokens: 5000, costUsd: 0.0001, wallClock: 90_000 }
+      })
+      assert.deepStrictEqual(settings.warnings, [
+        "--max-turns 1000 is outside its safe range; using 200",
+        "--max-cost -1 is outside its safe range; using 0.0001"
+      ])
+      assert.deepStrictEqual(yield* problem({ maxTurns: some(2.5) }), [22, "--max-turns: must be an integer"])
+      assert.deepStrictEqual(
+        yield* problem({ maxWall: some("soon") }),
+        [22, "--max-wall: \"soon\" is not a duration (e.g. 90, 90s, 5m, 2h)"]
+      )
+    }))
+
+  it.effect("the API root: --base-url, else the provider's variable (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)", () =>
+    Effect.gen(function*() {
+      const env = { OPENAI_BASE_URL: "http://proxy:8080/v1", ANTHROPIC_BASE_URL: "http://claude-proxy" }
+      assert.strictEqual((yield* resolve({}, false, env)).target.baseUrl, "http://proxy:8080/v1")
+      assert.strictEqual((yield* resolve({ provider: some("anthropic") }, false, env)).target.baseUrl, "http://claude-proxy")
+      assert.strictEqual((yield* resolve({ baseUrl: some("http://localhost:11434/v1") }, false, env)).target.baseUrl, "http://localhost:11434/v1")
+      assert.strictEqual((yield* resolve({})).target.baseUrl, undefined)
+    }))
+
+  it("durations: seconds by default, or ms, s, m, h", () => {
+    assert.deepStrictEqual(
+      ["90", "1500ms", "90s", "2.5m", "2h", "5 m", "-1", "1d", ""].map(Settings.parseDuration),
+      [90_000, 1500, 90_000, 150_000, 7_200_000, 300_000, undefined, undefined, undefined]
+    )
+  })
+
+  it("--mcp command lines are split into words as a shell would", () => {
+    assert.deepStrictEqual(
+      Settings.mcpArgv(`npx -y "@scope/server x" 'a b' c\\ d`),
+      Result.succeed(["npx", "-y", "@scope/server x", "a b", "c d"] as const)
+    )
+    assert.deepStrictEqual(Settings.mcpArgv("  "), Result.fail("the command is empty"))
+  })
+
+  it.effect("--tools: builtin, none, or names", () =>
+    Effect.gen(function*() {
+      assert.deepStrictEqual((yield* resolve({ tools: some("read_file, grep") })).target.tools, ["read_file", "grep"])
+      assert.deepStrictEqual((yield* resolve({ tools: some("none") })).target.tools, [])
+      assert.deepStrictEqual((yield* resolve({ sandbox: some("none") })).target.tools, [])
+      assert.deepStrictEqual(
+        yield* problem({ tools: some("read_file,rm") }),
+        [22, "--tools: unknown tool \"rm\" (expected builtin, none, or some of bash, read_file, write_file, edit_file, list_files, grep)"]
+      )
+    }))
+
+  it.effect("flags that do not go together, or say nothing, are config errors that name the flag", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [Partial<Settings.Flags>, string]> = [
+        [{ sandbox: some("none"), tools: some("bash") }, "--sandbox none leaves no sandbox for the built-in tools: add --tools none, or choose a sandbox"],
+        [{ provider: some("scripted") }, "--provider scripted needs --script FILE (the replies, as JSON)"],
+        [{ script: some("s.json") }, "--script is for --provider scripted"],
+        [{ json: true, emitJsonl: some("-") }, "--emit-jsonl - and --json both want stdout: give --emit-jsonl a file"],
+        [{ baseUrl: some("localhost:11434") }, "--base-url: \"localhost:11434\" is not an http(s) URL"],
+        [{ apiKeyEnv: some("MY-KEY") }, "--api-key-env: \"MY-KEY\" is not an environment variable name"],
+        [{ mcp: ["node \"server.js"] }, "--mcp \"node \\\"server.js\": The quote is not closed in template part 0"],
+        [{ sessionDir: some("a"), resume: some("a") }, "--resume DIR continues the session in DIR: leave out --session-dir"],
+        [{ task: some("  ") }, "--task is empty"],
+        [{ task: none, approve: some("ask") }, "--approve ask reads decisions on stdin: give the task with --task"],
+        [{ task: none, stdinEof: "cancel" }, "--stdin-eof cancel watches the control input on stdin: give the task with --task"]
+      ]
+      for (const [given, message] of cases) assert.deepStrictEqual(yield* problem(given), [22, message])
+      assert.deepStrictEqual(
+        yield* problem({ task: none }, true),
+        [22, "no task: give --task TEXT, or pipe the task on stdin"]
+      )
+    }))
+
+  it.effect("a session directory: run.json keeps the target; --resume runs on it with the flags given on top", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      const first = yield* resolve({
+        sessionDir: some(`${dir}/s`),
+        provider: some("anthropic"),
+        apiKeyEnv: some("WORK_KEY"),
+        tools: some("read_file"),
+        maxTurns: some(10)
+      })
+      yield* Settings.writeSessionFile(`${dir}/s`, first.target)
+      const again = yield* Effect.flip(Settings.writeSessionFile(`${dir}/s`, first.target))
+      assert.deepStrictEqual(
+        [again.code, again.message],
+        [22, `--session-dir: ${dir}/s already holds a session: resume it with --resume ${dir}/s, or choose another directory`]
+      )
+      const resumed = yield* resolve({ task: none, resume: some(`${dir}/s`), maxTokens: some(500) })
+      assert.deepStrictEqual(resumed.target, { ...first.target })
+      assert.strictEqual(resumed.target.model, "claude-sonnet-4-5")
+      // only the limits given change the saved config
+      assert.deepStrictEqual(resumed.config, { budgets: { tokens: 500 } })
+      assert.deepStrictEqual(resumed.session, { dir: `${dir}/s`, resume: true })
+      const other = yield* resolve({ task: none, resume: some(`${dir}/s`), provider: some("openai") })
+      assert.deepStrictEqual([other.target.provider, other.target.model], ["openai", "gpt-4o"])
+      assert.deepStrictEqual(
+        yield* problem({ task: none, resume: some(`${dir}/none`) }),
+        [21, `${dir}/none holds no session to resume (no run.json)`]
+      )
+      yield* fs.writeFileString(`${dir}/s/run.json`, JSON.stringify({ version: 2, target: first.target }))
+      const [code, message] = yield* problem({ task: none, resume: some(`${dir}/s`) })
+      assert.strictEqual(code, 21)
+      assert.strictEqual(
+        message,
+        `${dir}/s/run.json was written by another version of effect-agent (session format 2; this one reads 1)`
+      )
+      yield* fs.writeFileString(`${dir}/s/run.json`, JSON.stringify({ version: 1, target: { provider: "gemini" } }))
+      const [, corrupt] = yield* problem({ task: none, resume: some(`${dir}/s`) })
+      assert.strictEqual(
+        corrupt,
+        `${dir}/s/run.json is not a session file: Expected "openai" | "openai-responses" | "anthropic" | "scripted" at ["target"]["provider"]`
+      )
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+})

@@ -1,0 +1,86 @@
+/**
+ * The built command, for the tests that run it as a real process. The
+ * package is built as `npm run build` builds it (tsc with tsconfig.build.json)
+ * into `node_modules/.cache/effect-agent-cli/<hash of the sources>/dist`,
+ * beside a copy of package.json: a package laid out as installed, whose
+ * `bin` is run. Test files share one build (a lock directory makes the
+ * others wait for the first), and a later run with the same sources reuses
+ * it.
+ */
+import { execFile } from "node:child_process"
+import { createHash } from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+
+export const root = fileURLToPath(new URL("../..", import.meta.url))
+
+const inputs = (): Array<string> => {
+  const files = ["package.json", "tsconfig.json", "tsconfig.build.json"]
+  const walk = (dir: string) => {
+    for (const entry of Fs.readdirSync(Path.join(root, dir), { withFileTypes: true })) {
+      const rel = Path.join(dir, entry.name)
+      if (entry.isDirectory()) walk(rel)
+      else files.push(rel)
+    }
+  }
+  walk("src")
+  return files.sort()
+}
+
+const hashOfSources = (): string => {
+  const hash = createHash("sha256")
+  for (const file of inputs()) hash.update(file).update("\0").update(Fs.readFileSync(Path.join(root, file))).update("\0")
+  return hash.digest("hex").slice(0, 16)
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const build = async (dir: string) => {
+  // Builds of older sources are not needed any more.
+  const cache = Path.dirname(dir)
+  for (const old of Fs.readdirSync(cache)) {
+    if (old !== Path.basename(dir) && !old.endsWith(".lock")) Fs.rmSync(Path.join(cache, old), { recursive: true, force: true })
+  }
+  Fs.rmSync(dir, { recursive: true, force: true })
+  const tsc = Path.join(root, "node_modules/typescript/bin/tsc")
+  await promisify(execFile)(process.execPath, [tsc, "-p", "tsconfig.build.json", "--outDir", Path.join(dir, "dist")], {
+    cwd: root
+  })
+  Fs.copyFileSync(Path.join(root, "package.json"), Path.join(dir, "package.json"))
+  // npm makes a package's bin executable when it installs it.
+  const bin: Record<string, string> = JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8")).bin
+  for (const file of Object.values(bin)) Fs.chmodSync(Path.join(dir, file), 0o755)
+  Fs.writeFileSync(Path.join(dir, "ready"), "")
+}
+
+/** The directory of the built package (building it if needed). */
+export const builtPackage = async (): Promise<string> => {
+  const dir = Path.join(root, "node_modules/.cache/effect-agent-cli", hashOfSources())
+  const lock = `${dir}.lock`
+  const ready = Path.join(dir, "ready")
+  const deadline = Date.now() + 240_000
+  Fs.mkdirSync(Path.dirname(dir), { recursive: true })
+  while (!Fs.existsSync(ready)) {
+    if (Date.now() > deadline) throw new Error(`the build in ${dir} did not finish`)
+    try {
+      Fs.mkdirSync(lock, { recursive: false })
+    } catch {
+      // Another test file is building; a lock left by a killed run is taken over after five minutes.
+      const since = Fs.statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()
+      if (Date.now() - since > 300_000) Fs.rmSync(lock, { recursive: true, force: true })
+      await sleep(250)
+      continue
+    }
+    try {
+      await build(dir)
+    } finally {
+      Fs.rmSync(lock, { recursive: true, force: true })
+    }
+  }
+  return dir
+}
+
+/** The built command: `dist/cli/main.js` of the built package. */
+export const builtCommand = async (): Promise<string> => Path.join(await builtPackage(), "dist/cli/main.js")
