@@ -120,7 +120,8 @@ const runScenario = (scenario: Scenario) =>
     )
     // drive virtual time until the run ends, interrupting it when its trigger fires
     const exit = yield* Effect.gen(function*() {
-      for (let step = 0; step < 200; step++) {
+      // worst case: 6 turns of 5 sequential calls that each time out after 30 s
+      for (let step = 0; step < 2_000; step++) {
         if (Deferred.isDoneUnsafe(interrupt)) {
           yield* Fiber.interrupt(fiber)
           return yield* Fiber.await(fiber)
@@ -134,6 +135,18 @@ const runScenario = (scenario: Scenario) =>
   })
 
 describe("invariants on random runs", () => {
+  it.effect("the slowest scenario ends: every call of every turn times out one after another", () =>
+    Effect.gen(function*() {
+      const { events } = yield* runScenario({
+        turns: Array.from({ length: 6 }, () => ["exclusive", "timeout", "timeout", "timeout", "timeout"] as const),
+        cancelAtEvent: null,
+        interruptAtEvent: null,
+        maxParallelTools: 1,
+        approve: true
+      })
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }), { timeout: 60_000 })
+
   it.effect.prop("1, 2 and 4 hold on every exit path", { scenario: Scenario }, ({ scenario }) =>
     Effect.gen(function*() {
       const { events, exit, trace } = yield* runScenario(scenario)
