@@ -249,7 +249,7 @@ export const batchSignature = (calls: ReadonlyArray<Message.ToolCallPart>): stri
   calls.map((call) => `${call.name}${canonicalJson(call.params)}`).sort().join("|")
 
 const resultsSignature = (turn: Hooks.Turn): string =>
-  turn.toolResults.map((result) => `${result.toolName}:${result.isError}:${canonicalJson(result.content)}`).sort().join("|")
+  turn.toolResults.map((result) => `${result.toolName}:${result.isError}:${Message.textOf(result)}`).sort().join("|")
 
 /**
  * Watches the transcript for new user messages, which reset the detectors. It

@@ -211,46 +211,59 @@ const failWith = (method: string, reason: AiError.AiErrorReason) =>
 
 type Emitted = ReturnType<typeof streamParts>["head"][number]
 
+/**
+ * The marker every decoded part carries (what `Response.makePart` sets). The
+ * parts are written as literals: `makePart`'s generic spread cost more than
+ * the rest of a scripted turn together. If effect changes the marker, these
+ * literals stop type-checking.
+ */
+const Part = "~effect/ai/Response/Part" as const
+
 /** The part `LanguageModel` would decode from an emitted one (deferred tool-call validation). */
 const decoded = (part: Emitted): Response.StreamPart<{}, "deferred"> => {
   const metadata = part.metadata ?? {}
   switch (part.type) {
     case "response-metadata":
-      return Response.makePart("response-metadata", { id: part.id, modelId: part.modelId, metadata })
+      return part.modelId === undefined
+        ? { [Part]: Part, type: part.type, id: part.id, metadata }
+        : { [Part]: Part, type: part.type, id: part.id, modelId: part.modelId, metadata }
     case "text-start":
     case "text-end":
     case "reasoning-start":
     case "reasoning-end":
     case "tool-params-end":
-      return Response.makePart(part.type, { id: part.id, metadata })
+      return { [Part]: Part, type: part.type, id: part.id, metadata }
     case "text-delta":
     case "reasoning-delta":
     case "tool-params-delta":
-      return Response.makePart(part.type, { id: part.id, delta: part.delta, metadata })
+      return { [Part]: Part, type: part.type, id: part.id, delta: part.delta, metadata }
     case "tool-params-start":
-      return Response.makePart("tool-params-start", {
+      return {
+        [Part]: Part,
+        type: part.type,
         id: part.id,
         name: part.name,
         providerExecuted: part.providerExecuted ?? false,
         metadata
-      })
+      }
     case "tool-call":
-      return Response.makePart("tool-call", {
+      return {
+        [Part]: Part,
+        type: part.type,
         id: part.id,
         name: part.name,
         params: part.params,
         providerExecuted: part.providerExecuted ?? false,
         metadata
-      })
+      }
     case "finish":
-      return Response.makePart("finish", {
+      return {
+        [Part]: Part,
+        type: part.type,
         reason: part.reason,
-        usage: new Response.Usage({
-          inputTokens: part.usage.inputTokens,
-          outputTokens: part.usage.outputTokens
-        }),
+        usage: new Response.Usage({ inputTokens: part.usage.inputTokens, outputTokens: part.usage.outputTokens }),
         metadata
-      })
+      }
     default:
       throw new Error(`ScriptedModel does not emit ${part.type} parts`)
   }
