@@ -403,7 +403,7 @@ const report = (all: ReadonlyArray<Table>): string => {
     "- **pi-agent-core**: `Agent.prompt` with a `streamFn` emitting pi-ai's `AssistantMessageEventStream`; events via `subscribe`.",
     "- **ai**: `ToolLoopAgent.stream` with `stopWhen: isStepCount(T + 1)` over a `LanguageModelV4`; events = `fullStream` parts.",
     "- **@openai/agents**: `Runner.run(agent, input, { stream: true })` with a custom `Model`; events = the run's stream events; tracing disabled.",
-    "- **effect-agent**: `Agent.run` with a `LanguageModel` built by `LanguageModel.make`, tools through `ToolRegistry.layer`, events via a plugin's `onEvent`.",
+    "- **effect-agent**: `Agent.run` with effect-agent's `ScriptedModel` (a `LanguageModel`; request recording off), tools through `ToolRegistry.layer`, events via a plugin's `onEvent`. A provider built on effect/ai's `LanguageModel.make` adds its Schema decoding of every part (about 0.5 ms per call, see `bench/providers.ts`).",
     "",
     "Each adapter and phase runs in its own child process (`node --expose-gc`), warmed up first; adapters are",
     "interleaved within each run, their order rotated. Figures are median (min–max) over the runs; every",

@@ -278,11 +278,12 @@ const streamReply = <R>(
       disableToolCallResolution: true,
       toolCallValidation: "deferred"
     })
+    const listened = run.listeners.length > 0 || run.sinks.length > 0
     const consume = Stream.runForEachArray(stream, (parts) => {
       let events: Array<AgentEvent.AgentEvent> | undefined
       for (const part of parts) {
         const delta = builder.push(part)
-        if (delta === undefined) continue
+        if (delta === undefined || !listened) continue
         const event: AgentEvent.AgentEvent = {
           _tag: "MessageUpdate",
           runId: run.runId,
