@@ -86,11 +86,12 @@ export const estimateTokens = (messages: ReadonlyArray<Message.Message>): number
 }
 
 /**
- * Counts a message's tokens: the default estimate, or a tokenizer's count.
+ * Counts a message's tokens: the default estimate (synchronous), or a
+ * tokenizer's count.
  *
  * @since 0.1.0
  */
-export type Measure = (message: Message.Message) => Effect.Effect<number>
+export type Measure = (message: Message.Message) => number | Effect.Effect<number>
 
 /**
  * The tokenizer's count when a `Tokenizer` is provided, else the estimate.
@@ -100,7 +101,7 @@ export type Measure = (message: Message.Message) => Effect.Effect<number>
 export const measure: Effect.Effect<Measure> = Effect.map(
   Effect.serviceOption(Tokenizer.Tokenizer),
   Option.match({
-    onNone: (): Measure => (message) => Effect.succeed(messageTokens(message)),
+    onNone: (): Measure => messageTokens,
     onSome: (tokenizer): Measure => (message) => {
       const converted = Message.toPromptMessage(message)
       if (converted === undefined) return Effect.succeed(0)
@@ -161,7 +162,8 @@ export const prune = (options: PruneOptions): Effect.Effect<Hooks.Plugin> =>
         }
         for (; seen < messages.length; seen++) {
           const message = messages[seen]!
-          const n = yield* count(message)
+          const counted = count(message)
+          const n = typeof counted === "number" ? counted : yield* counted
           tokens.push(n)
           total += n
           if (message.role === "toolResult") {
