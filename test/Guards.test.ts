@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { Tokenizer } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, AgentConfig, Guards, Hooks, Message, RunState, Steering } from "effect-agent"
+import { Agent, AgentConfig, ContextWindow, Guards, Hooks, Message, RunState, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, ofTag, runOk, toolsLayer } from "./support.ts"
 
@@ -308,6 +308,11 @@ describe("context window", () => {
     request.prompt.content.flatMap((m) =>
       m.role === "tool" ? m.content.flatMap((p) => p.type === "tool-result" ? [String(p.result)] : []) : []
     )
+
+  it("estimates tokens as characters / 4, rounded up per message; custom messages cost nothing", () => {
+    assert.strictEqual(ContextWindow.estimateTokens([Message.user("12345678"), Message.system("123")]), 3)
+    assert.strictEqual(ContextWindow.estimateTokens([Message.custom("ui", { big: "x".repeat(1000) })]), 0)
+  })
 
   it.effect("does nothing under budget", () =>
     Effect.gen(function*() {
