@@ -131,30 +131,34 @@ const overLimit = <R>(run: Run.Run<R>, calls: ReadonlyArray<Message.ToolCallPart
   return over
 }
 
-const runBeforeHooks = <R>(
-  run: Run.Run<R>,
-  call: Hooks.ToolCall
-): Effect.Effect<{ readonly decision: Hooks.BeforeToolCall; readonly plugin: string } | undefined, never, R> =>
+/** What the `beforeToolCall` hooks decided together: the first block, the first approval requirement, the last rewrite. */
+interface HookVerdict {
+  readonly block?: { readonly plugin: string; readonly reason: string; readonly details: unknown } | undefined
+  readonly approval?: { readonly reason: string | undefined } | undefined
+  readonly rewrite?: { readonly plugin: string; readonly params: unknown } | undefined
+}
+
+const runBeforeHooks = <R>(run: Run.Run<R>, call: Hooks.ToolCall): Effect.Effect<HookVerdict, never, R> =>
   Effect.gen(function*() {
-    let approval: { readonly decision: Hooks.BeforeToolCall; readonly plugin: string } | undefined
+    let approval: HookVerdict["approval"]
+    let rewrite: HookVerdict["rewrite"]
     let current = call
-    let rewritten: { readonly decision: Hooks.BeforeToolCall; readonly plugin: string } | undefined
     for (const plugin of run.hooks.beforeToolCall) {
       if (plugin.beforeToolCall === undefined) continue
       const decision = yield* plugin.beforeToolCall(current, run.context)
       switch (decision._tag) {
         case "Block":
-          return { decision, plugin: plugin.name }
+          return { block: { plugin: plugin.name, reason: decision.reason, details: decision.details } }
         case "RequireApproval":
-          approval ??= { decision, plugin: plugin.name }
+          approval ??= { reason: decision.reason }
           break
         case "Rewrite":
-          rewritten = { decision, plugin: plugin.name }
+          rewrite = { plugin: plugin.name, params: decision.params }
           current = { ...current, rawParams: decision.params }
           break
       }
     }
-    return approval ?? rewritten
+    return { approval, rewrite }
   })
 
 const no = Effect.succeed(false)
@@ -228,25 +232,20 @@ const plan = <R>(
     const first = yield* validate(tool, part.params)
     if (first._tag === "Invalid") return planned(base, immediate(first.text, { kind: "invalidArguments" }))
     let call: Hooks.ToolCall = { ...base, params: first.params }
-    const hooked = run.hooks.beforeToolCall.length === 0 ? undefined : yield* runBeforeHooks(run, call)
-    let approval: { readonly reason: string | undefined } | undefined
-    if (hooked !== undefined) {
-      const decision = hooked.decision
-      if (decision._tag === "Block") {
-        const details = decision.details === undefined
-          ? { kind: "blocked", plugin: hooked.plugin }
-          : { kind: "blocked", plugin: hooked.plugin, details: decision.details }
-        return planned(call, immediate(`Tool call blocked: ${decision.reason}`, details))
-      }
-      if (decision._tag === "Rewrite") {
-        const again = yield* validate(tool, decision.params)
-        if (again._tag === "Invalid") {
-          return planned(call, immediate(again.text, { kind: "invalidArguments", rewrittenBy: hooked.plugin }))
-        }
-        call = { ...call, params: again.params, rawParams: decision.params }
-      }
-      if (decision._tag === "RequireApproval") approval = { reason: decision.reason }
+    const verdict = run.hooks.beforeToolCall.length === 0 ? {} : yield* runBeforeHooks(run, call)
+    if (verdict.block !== undefined) {
+      const { details, plugin, reason } = verdict.block
+      const kept = details === undefined ? { kind: "blocked", plugin } : { kind: "blocked", plugin, details }
+      return planned(call, immediate(`Tool call blocked: ${reason}`, kept))
     }
+    if (verdict.rewrite !== undefined) {
+      const again = yield* validate(tool, verdict.rewrite.params)
+      if (again._tag === "Invalid") {
+        return planned(call, immediate(again.text, { kind: "invalidArguments", rewrittenBy: verdict.rewrite.plugin }))
+      }
+      call = { ...call, params: again.params, rawParams: verdict.rewrite.params }
+    }
+    let approval = verdict.approval
     const quota = settings.quota
     if (quota !== undefined) {
       const inTurn = (perTurn.get(tool.name) ?? 0) + 1

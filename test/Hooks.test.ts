@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { Agent, Hooks, Message } from "effect-agent"
+import { Agent, Approvals, Hooks, Message } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { counting, makeTrace, ofTag, runOk, tags, toolResultTexts, toolsLayer } from "./support.ts"
 
@@ -65,6 +65,29 @@ describe("beforeToolCall", () => {
       })
       assert.strictEqual(resultText(result.messages, "a"), "30")
       assert.match(resultText(result.messages, "b")!, /^Invalid arguments for add: a: Expected number; b: Missing key/)
+    }))
+
+  it.effect("a rewrite and an approval requirement from different hooks both apply", () =>
+    Effect.gen(function*() {
+      const asked: Array<unknown> = []
+      const result = yield* Agent.run({
+        prompt: "go",
+        plugins: [
+          { name: "ask", beforeToolCall: () => Effect.succeed(Hooks.requireApproval("check")) },
+          { name: "rewrite", beforeToolCall: () => Effect.succeed(Hooks.rewrite({ a: 10, b: 20 })) }
+        ]
+      }).pipe(
+        Effect.provideService(
+          Approvals.Approvals,
+          Approvals.policy((request) => (asked.push(request.params), Approvals.approved))
+        ),
+        Effect.provide(Layer.merge(
+          toolsLayer(),
+          ScriptedModel.layer([{ toolCalls: [call("add", { a: 1, b: 2 }, "a")] }, { text: "ok" }])
+        ))
+      )
+      assert.deepStrictEqual(asked, [{ a: 10, b: 20 }])
+      assert.strictEqual(resultText(result.messages, "a"), "30")
     }))
 
   it.effect("hooks can require services, which join the run's requirements", () =>
