@@ -45,7 +45,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, type Context, Effect, Queue, Stream } from "effect"
+import { Cause, Clock, type Context, Effect, Option, Queue, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt } from "effect/ai"
 import * as AgentConfig from "./AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError } from "./AgentError.ts"
@@ -126,10 +126,8 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
     const { options, state } = setup
     const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
     const registry = yield* ToolRegistry
-    const approvals = yield* Effect.serviceOption(Approvals.Approvals)
-    const steering = options.steering ?? (yield* Effect.serviceOption(Steering.Steering)).pipe(
-      (option) => option._tag === "Some" ? option.value : undefined
-    )
+    const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
+    const steering = options.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))
     const guards = yield* resolvePlugins(Guards.fromConfig(config))
     const userPlugins = yield* resolvePlugins(options.plugins ?? [])
     const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...guards, ...userPlugins]
@@ -165,7 +163,7 @@ const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requ
       listeners,
       sinks: setup.sinks,
       registry,
-      approvals: approvals._tag === "Some" ? approvals.value : undefined,
+      approvals,
       steering,
       callsPerTool: new Map(),
       batchResults: new Map(),
