@@ -121,68 +121,67 @@ interface Setup<R> {
   readonly sinks: ReadonlyArray<Sink>
 }
 
-const makeRun = <R>(setup: Setup<R>): Effect.Effect<Run.Run<R>, AgentError, Requirements | R> =>
-  Effect.gen(function*() {
-    const { options, state } = setup
-    const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
-    const registry = yield* ToolRegistry
-    const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
-    const steering = options.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))
-    const guards = yield* resolvePlugins(Guards.fromConfig(config))
-    const userPlugins = yield* resolvePlugins(options.plugins ?? [])
-    const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...guards, ...userPlugins]
-    const clock = yield* Clock.Clock
-    const services = yield* Effect.context<R>()
-    const listeners: Array<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>> = []
-    for (const plugin of plugins) {
-      const onEvent = plugin.onEvent
-      // `run.context` is set below, before the first event.
-      if (onEvent !== undefined) listeners.push((event) => onEvent(event, run.context))
-    }
-    const run: Run.Run<R> = {
-      runId: state.runId,
-      config,
-      system: state.system,
-      messages: [],
-      prompt: state.system === undefined ? [] : [Prompt.makeMessage("system", { content: state.system })],
-      converted: undefined,
-      firstNew: setup.firstNew,
-      turn: state.turn,
-      eventTurn: state.turn,
-      usage: state.usage,
-      elapsedBefore: state.elapsedMs,
-      startedAt: clock.currentTimeMillisUnsafe(),
-      clock,
-      steeringQueue: state.steering.slice(),
-      followUpQueue: state.followUps.slice(),
-      pendingApprovals: new Map(),
-      wrapUpRequested: state.wrapUpRequested,
-      plugins,
-      hooks: Run.hookLists(plugins),
-      model: yield* LanguageModel.LanguageModel,
-      listeners,
-      sinks: setup.sinks,
-      registry,
-      approvals,
-      steering,
-      callsPerTool: new Map(),
-      batchResults: new Map(),
-      startedCalls: new Set(),
-      restored: {
-        results: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
-        started: new Set(state.startedCalls)
-      },
-      context: undefined!,
-      services
-    }
-    for (const message of state.messages) Run.append(run, message)
-    run.context = hookContext(run, services)
-    for (const plugin of plugins) {
-      const saved = state.pluginState[plugin.name]
-      if (plugin.state !== undefined && saved !== undefined) yield* plugin.state.restore(saved)
-    }
-    return run
-  })
+const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
+  const { options, state } = setup
+  const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
+  const registry = yield* ToolRegistry
+  const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
+  const steering = options.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))
+  const guards = yield* resolvePlugins(Guards.fromConfig(config))
+  const userPlugins = yield* resolvePlugins(options.plugins ?? [])
+  const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...guards, ...userPlugins]
+  const clock = yield* Clock.Clock
+  const services = yield* Effect.context<R>()
+  const listeners: Array<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>> = []
+  for (const plugin of plugins) {
+    const onEvent = plugin.onEvent
+    // `run.context` is set below, before the first event.
+    if (onEvent !== undefined) listeners.push((event) => onEvent(event, run.context))
+  }
+  const run: Run.Run<R> = {
+    runId: state.runId,
+    config,
+    system: state.system,
+    messages: [],
+    prompt: state.system === undefined ? [] : [Prompt.makeMessage("system", { content: state.system })],
+    converted: undefined,
+    firstNew: setup.firstNew,
+    turn: state.turn,
+    eventTurn: state.turn,
+    usage: state.usage,
+    elapsedBefore: state.elapsedMs,
+    startedAt: clock.currentTimeMillisUnsafe(),
+    clock,
+    steeringQueue: state.steering.slice(),
+    followUpQueue: state.followUps.slice(),
+    pendingApprovals: new Map(),
+    wrapUpRequested: state.wrapUpRequested,
+    plugins,
+    hooks: Run.hookLists(plugins),
+    model: yield* LanguageModel.LanguageModel,
+    listeners,
+    sinks: setup.sinks,
+    registry,
+    approvals,
+    steering,
+    callsPerTool: new Map(),
+    batchResults: new Map(),
+    startedCalls: new Set(),
+    restored: {
+      results: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
+      started: new Set(state.startedCalls)
+    },
+    context: undefined!,
+    services
+  }
+  for (const message of state.messages) Run.append(run, message)
+  run.context = hookContext(run, services)
+  for (const plugin of plugins) {
+    const saved = state.pluginState[plugin.name]
+    if (plugin.state !== undefined && saved !== undefined) yield* plugin.state.restore(saved)
+  }
+  return run
+})
 
 const hookContext = <R>(run: Run.Run<R>, services: Context.Context<R>): Hooks.Context => ({
   get runId() {
@@ -225,90 +224,89 @@ const hookContext = <R>(run: Run.Run<R>, services: Context.Context<R>): Hooks.Co
 const transcriptPrompt = <R>(run: Run.Run<R>) => Effect.sync(() => Prompt.fromMessages(run.prompt))
 
 const buildPrompt = <R>(run: Run.Run<R>): Effect.Effect<Prompt.Prompt, never, R> =>
-  run.hooks.transformContext.length === 0 ? transcriptPrompt(run) : Effect.gen(function*() {
-    let messages: ReadonlyArray<Message.Message> = run.messages
-    for (const plugin of run.hooks.transformContext) {
-      if (plugin.transformContext === undefined) continue
-      const out = yield* plugin.transformContext(messages, run.context)
-      const next = "messages" in out ? out.messages : out
-      if (next === messages) continue
-      yield* Run.emitInput(
-        run,
-        "messages" in out
-          ? {
-            _tag: "ContextTransformed",
-            plugin: plugin.name,
-            messagesBefore: messages.length,
-            messagesAfter: next.length,
-            tokensBefore: out.tokensBefore,
-            tokensAfter: out.tokensAfter
-          }
-          : { _tag: "ContextTransformed", plugin: plugin.name, messagesBefore: messages.length, messagesAfter: next.length }
-      )
-      messages = next
-    }
-    if (messages === run.messages) return Prompt.fromMessages(run.prompt)
-    const request: Array<Prompt.Message> = run.system === undefined ? [] : [run.prompt[0]!]
-    for (const message of messages) {
-      const converted = Run.promptMessage(run, message)
-      if (converted !== undefined) request.push(converted)
-    }
-    return Prompt.fromMessages(request)
-  })
+  run.hooks.transformContext.length === 0 ? transcriptPrompt(run) : transformedPrompt(run)
+
+const transformedPrompt = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
+  let messages: ReadonlyArray<Message.Message> = run.messages
+  for (const plugin of run.hooks.transformContext) {
+    if (plugin.transformContext === undefined) continue
+    const out = yield* plugin.transformContext(messages, run.context)
+    const next = "messages" in out ? out.messages : out
+    if (next === messages) continue
+    yield* Run.emitInput(
+      run,
+      "messages" in out
+        ? {
+          _tag: "ContextTransformed",
+          plugin: plugin.name,
+          messagesBefore: messages.length,
+          messagesAfter: next.length,
+          tokensBefore: out.tokensBefore,
+          tokensAfter: out.tokensAfter
+        }
+        : { _tag: "ContextTransformed", plugin: plugin.name, messagesBefore: messages.length, messagesAfter: next.length }
+    )
+    messages = next
+  }
+  if (messages === run.messages) return Prompt.fromMessages(run.prompt)
+  const request: Array<Prompt.Message> = run.system === undefined ? [] : [run.prompt[0]!]
+  for (const message of messages) {
+    const converted = Run.promptMessage(run, message)
+    if (converted !== undefined) request.push(converted)
+  }
+  return Prompt.fromMessages(request)
+})
 
 const modelError = (turn: number) => (error: AiError.AiError) => ModelError.fromAiError(error, turn)
 
 /** Streams one model reply, emitting its events; `cancelled` when a cancel cut it. */
-const streamReply = <R>(
-  run: Run.Run<R>,
-  prompt: Prompt.Prompt
-): Effect.Effect<
-  { readonly message: Message.AssistantMessage; readonly cancelled: string | undefined },
-  ModelError,
-  LanguageModel.LanguageModel | R
-> =>
-  Effect.gen(function*() {
-    const builder = new AssistantBuilder()
-    yield* Run.emitInput(run, { _tag: "MessageStart", role: "assistant" })
-    const stream = run.model.streamText({
-      prompt,
-      toolkit: run.registry.toolkit,
-      disableToolCallResolution: true,
-      toolCallValidation: "deferred"
-    })
-    const listened = run.listeners.length > 0 || run.sinks.length > 0
-    const consume = Stream.runForEachArray(stream, (parts) => {
-      let events: Array<AgentEvent.AgentEvent> | undefined
-      for (const part of parts) {
-        const delta = builder.push(part)
-        if (delta === undefined || !listened) continue
-        const event: AgentEvent.AgentEvent = {
-          _tag: "MessageUpdate",
-          runId: run.runId,
-          turn: run.eventTurn,
-          timestamp: Run.now(run),
-          delta
-        }
-        if (run.listeners.length === 0) Run.emit(run, event)
-        else (events ??= []).push(event)
-      }
-      return events === undefined ? Effect.void : Effect.forEach(events, (event) => Run.emit(run, event), {
-        discard: true
-      })
-    })
-    const cancelled = yield* Run.raceCancel(
-      run,
-      Effect.as(Effect.mapError(consume, modelError(run.eventTurn)), undefined),
-      (reason): string | undefined => reason
-    )
-    const message = builder.build(cancelled !== undefined)
-    yield* Run.emitInput(run, { _tag: "MessageEnd", message })
-    return { message, cancelled }
+const streamReply = Effect.fnUntraced(function*<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
+  const builder = new AssistantBuilder()
+  yield* Run.emitInput(run, { _tag: "MessageStart", role: "assistant" })
+  const stream = run.model.streamText({
+    prompt,
+    toolkit: run.registry.toolkit,
+    disableToolCallResolution: true,
+    toolCallValidation: "deferred"
   })
+  const listened = run.listeners.length > 0 || run.sinks.length > 0
+  const consume = Stream.runForEachArray(stream, (parts) => {
+    let events: Array<AgentEvent.AgentEvent> | undefined
+    // The parts of one chunk arrived together: their events share the time.
+    const timestamp = listened ? Run.now(run) : 0
+    for (const part of parts) {
+      const delta = builder.push(part)
+      if (delta === undefined || !listened) continue
+      const event: AgentEvent.AgentEvent = {
+        _tag: "MessageUpdate",
+        runId: run.runId,
+        turn: run.eventTurn,
+        timestamp,
+        delta
+      }
+      if (run.listeners.length === 0) Run.emit(run, event)
+      else (events ??= []).push(event)
+    }
+    return events === undefined ? Effect.void : Effect.forEach(events, (event) => Run.emit(run, event), {
+      discard: true
+    })
+  })
+  const cancelled = yield* Run.raceCancel(
+    run,
+    Effect.as(Effect.mapError(consume, modelError(run.eventTurn)), undefined),
+    (reason): string | undefined => reason
+  )
+  const message = builder.build(cancelled !== undefined)
+  yield* Run.emitInput(run, { _tag: "MessageEnd", message })
+  return { message, cancelled }
+})
 
 type Step =
   | { readonly _tag: "Continue"; readonly hasToolCalls: boolean }
   | { readonly _tag: "End"; readonly outcome: Outcome.Outcome }
+
+const end = (outcome: Outcome.Outcome): Step => ({ _tag: "End", outcome })
+const proceed = (hasToolCalls: boolean): Step => ({ _tag: "Continue", hasToolCalls })
 
 const noOutcome = Effect.succeed(undefined)
 
@@ -317,16 +315,22 @@ const runControl = <R>(
   plugins: ReadonlyArray<Hooks.Plugin<R>>,
   control: (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
 ): Effect.Effect<Outcome.Outcome | undefined, never, R> =>
-  plugins.length === 0 ? noOutcome : Effect.gen(function*() {
-    for (const plugin of plugins) {
-      const effect = control(plugin)
-      if (effect === undefined) continue
-      const decision = yield* effect
-      if (decision._tag === "Stop") return decision.outcome
-      if (decision._tag === "Inject") yield* appendInjected(run, decision.messages)
-    }
-    return undefined
-  })
+  plugins.length === 0 ? noOutcome : controlAll(run, plugins, control)
+
+const controlAll = Effect.fnUntraced(function*<R>(
+  run: Run.Run<R>,
+  plugins: ReadonlyArray<Hooks.Plugin<R>>,
+  control: (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
+) {
+  for (const plugin of plugins) {
+    const effect = control(plugin)
+    if (effect === undefined) continue
+    const decision = yield* effect
+    if (decision._tag === "Stop") return decision.outcome
+    if (decision._tag === "Inject") yield* appendInjected(run, decision.messages)
+  }
+  return undefined
+})
 
 const appendInjected = <R>(run: Run.Run<R>, messages: ReadonlyArray<Message.Message>): Effect.Effect<void, never, R> =>
   Effect.forEach(messages, (message) => {
@@ -349,24 +353,23 @@ const appendResults = <R>(run: Run.Run<R>, results: ReadonlyArray<Message.ToolRe
  * Ends a turn whose reply and results are in the transcript: counts it, emits
  * its events, runs the `afterTurn` hooks and decides whether the run goes on.
  */
-const endTurn = <R>(
+const endTurn = Effect.fnUntraced(function*<R>(
   run: Run.Run<R>,
   message: Message.AssistantMessage,
   batch: ToolExecution.BatchResult,
   cancelledReply: string | undefined
-): Effect.Effect<Step, never, R> =>
-  Effect.gen(function*() {
-    run.turn++
-    yield* Run.emitInput(run, { _tag: "TurnEnd", message, toolResults: batch.results })
-    yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
-    const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
-      plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
-    const cancelled = cancelledReply ?? (yield* Run.cancelReason(run))
-    if (cancelled !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelled) }
-    if (batch.terminate) return { _tag: "End", outcome: Outcome.terminated }
-    if (after !== undefined) return { _tag: "End", outcome: after }
-    return { _tag: "Continue", hasToolCalls: Message.toolCalls(message).length > 0 }
-  })
+) {
+  run.turn++
+  yield* Run.emitInput(run, { _tag: "TurnEnd", message, toolResults: batch.results })
+  yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
+  const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
+    plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
+  const cancelled = cancelledReply ?? (yield* Run.cancelReason(run))
+  if (cancelled !== undefined) return end(Outcome.cancelled(cancelled))
+  if (batch.terminate) return end(Outcome.terminated)
+  if (after !== undefined) return end(after)
+  return proceed(Message.toolCalls(message).length > 0)
+})
 
 const noBatch: ToolExecution.BatchResult = { results: [], terminate: false }
 
@@ -375,34 +378,32 @@ const noBatch: ToolExecution.BatchResult = { results: [], terminate: false }
  * assistant message that have no result yet, then ends that turn (it counts:
  * its model call was made).
  */
-const finishOpenTurn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, R> =>
-  Effect.gen(function*() {
-    const { calls: open, message } = openCalls(run.messages)
-    if (message === undefined || open.length === 0) return { _tag: "Continue", hasToolCalls: false }
-    run.eventTurn = run.turn + 1
-    const batch = yield* ToolExecution.executeBatch(run, open)
-    appendResults(run, batch.results)
-    return yield* endTurn(run, message, batch, undefined)
-  })
+const finishOpenTurn = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
+  const { calls: open, message } = openCalls(run.messages)
+  if (message === undefined || open.length === 0) return proceed(false)
+  run.eventTurn = run.turn + 1
+  const batch = yield* ToolExecution.executeBatch(run, open)
+  appendResults(run, batch.results)
+  return yield* endTurn(run, message, batch, undefined)
+})
 
 /** One turn: guards, the model call, the tool batch, the turn's events and hooks. */
-const turn = <R>(run: Run.Run<R>): Effect.Effect<Step, AgentError, LanguageModel.LanguageModel | R> =>
-  Effect.gen(function*() {
-    const guarded = yield* runControl(run, run.hooks.beforeModelCall, (plugin) => plugin.beforeModelCall?.(run.context))
-    if (guarded !== undefined) return { _tag: "End", outcome: guarded }
-    const cancelledBefore = yield* Run.cancelReason(run)
-    if (cancelledBefore !== undefined) return { _tag: "End", outcome: Outcome.cancelled(cancelledBefore) }
-    run.eventTurn = run.turn + 1
-    yield* Run.emitInput(run, { _tag: "TurnStart" })
-    const prompt = yield* buildPrompt(run)
-    const reply = yield* streamReply(run, prompt)
-    Run.append(run, reply.message)
-    run.usage = Message.addUsage(run.usage, reply.message.usage)
-    const calls = Message.toolCalls(reply.message)
-    const batch = calls.length === 0 ? noBatch : yield* ToolExecution.executeBatch(run, calls)
-    appendResults(run, batch.results)
-    return yield* endTurn(run, reply.message, batch, reply.cancelled)
-  })
+const turn = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
+  const guarded = yield* runControl(run, run.hooks.beforeModelCall, (plugin) => plugin.beforeModelCall?.(run.context))
+  if (guarded !== undefined) return end(guarded)
+  const cancelledBefore = yield* Run.cancelReason(run)
+  if (cancelledBefore !== undefined) return end(Outcome.cancelled(cancelledBefore))
+  run.eventTurn = run.turn + 1
+  yield* Run.emitInput(run, { _tag: "TurnStart" })
+  const prompt = yield* buildPrompt(run)
+  const reply = yield* streamReply(run, prompt)
+  Run.append(run, reply.message)
+  run.usage = Message.addUsage(run.usage, reply.message.usage)
+  const calls = Message.toolCalls(reply.message)
+  const batch = calls.length === 0 ? noBatch : yield* ToolExecution.executeBatch(run, calls)
+  appendResults(run, batch.results)
+  return yield* endTurn(run, reply.message, batch, reply.cancelled)
+})
 
 // -----------------------------------------------------------------------------
 // Steering and follow-ups
@@ -420,23 +421,30 @@ const poll = <R>(
   const queue = kind === "steering" ? run.steeringQueue : run.followUpQueue
   const hooks = run.hooks[kind]
   if (run.steering === undefined && hooks.length === 0 && queue.length === 0) return nothing
-  return Effect.gen(function*() {
-    if (run.steering !== undefined) {
-      queue.push(...yield* (kind === "steering" ? run.steering.takeSteering : run.steering.takeFollowUps))
-    }
-    for (const plugin of hooks) {
-      const hook = kind === "steering" ? plugin.steering : plugin.followUp
-      if (hook !== undefined) queue.push(...yield* hook(run.context))
-    }
-    if (queue.length === 0) return []
-    const mode = run.steering === undefined
-      ? "all"
-      : kind === "steering"
-      ? run.steering.steeringMode
-      : run.steering.followUpMode
-    return take(queue, mode)
-  })
+  return pollNow(run, kind, queue, hooks)
 }
+
+const pollNow = Effect.fnUntraced(function*<R>(
+  run: Run.Run<R>,
+  kind: "steering" | "followUp",
+  queue: Array<Message.Message>,
+  hooks: ReadonlyArray<Hooks.Plugin<R>>
+) {
+  if (run.steering !== undefined) {
+    queue.push(...yield* (kind === "steering" ? run.steering.takeSteering : run.steering.takeFollowUps))
+  }
+  for (const plugin of hooks) {
+    const hook = kind === "steering" ? plugin.steering : plugin.followUp
+    if (hook !== undefined) queue.push(...yield* hook(run.context))
+  }
+  if (queue.length === 0) return []
+  const mode = run.steering === undefined
+    ? "all"
+    : kind === "steering"
+    ? run.steering.steeringMode
+    : run.steering.followUpMode
+  return take(queue, mode)
+})
 
 const deliver = <R>(
   run: Run.Run<R>,
@@ -454,29 +462,28 @@ const deliver = <R>(
 
 const naturalEnd = <R>(run: Run.Run<R>): Outcome.Outcome => run.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
 
-const loop = <R>(run: Run.Run<R>): Effect.Effect<Outcome.Outcome, AgentError, LanguageModel.LanguageModel | R> =>
-  Effect.gen(function*() {
-    const finished = yield* finishOpenTurn(run)
-    if (finished._tag === "End") return finished.outcome
-    let pending = yield* poll(run, "steering")
-    let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
-    // A continued run that stopped naturally goes straight to its follow-ups.
-    let hasToolCalls = !(pending.length === 0 && endsWithReply(run.messages))
-    while (true) {
-      while (hasToolCalls || pending.length > 0) {
-        yield* deliver(run, pendingTag, pending)
-        pendingTag = "SteeringDelivered"
-        const step = yield* turn(run)
-        if (step._tag === "End") return step.outcome
-        hasToolCalls = step.hasToolCalls
-        pending = yield* poll(run, "steering")
-      }
-      pending = yield* poll(run, "followUp")
-      if (pending.length === 0) return naturalEnd(run)
-      pendingTag = "FollowUpDelivered"
-      hasToolCalls = true
+const loop = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
+  const finished = yield* finishOpenTurn(run)
+  if (finished._tag === "End") return finished.outcome
+  let pending = yield* poll(run, "steering")
+  let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
+  // A continued run that stopped naturally goes straight to its follow-ups.
+  let hasToolCalls = !(pending.length === 0 && endsWithReply(run.messages))
+  while (true) {
+    while (hasToolCalls || pending.length > 0) {
+      yield* deliver(run, pendingTag, pending)
+      pendingTag = "SteeringDelivered"
+      const step = yield* turn(run)
+      if (step._tag === "End") return step.outcome
+      hasToolCalls = step.hasToolCalls
+      pending = yield* poll(run, "steering")
     }
-  })
+    pending = yield* poll(run, "followUp")
+    if (pending.length === 0) return naturalEnd(run)
+    pendingTag = "FollowUpDelivered"
+    hasToolCalls = true
+  }
+})
 
 const endsWithReply = (messages: ReadonlyArray<Message.Message>): boolean => {
   const last = messages.at(-1)
@@ -514,10 +521,14 @@ const closeOpenCalls = <R>(run: Run.Run<R>, text: string): void => {
 /** Moves what is still queued in the steering handle into the run's state, so nothing is dropped. */
 const drainQueues = <R>(run: Run.Run<R>): Effect.Effect<void> => {
   const steering = run.steering
-  return steering === undefined ? Effect.void : Effect.gen(function*() {
-    run.steeringQueue.push(...yield* steering.takeSteering)
-    run.followUpQueue.push(...yield* steering.takeFollowUps)
-  })
+  return steering === undefined ? Effect.void : Effect.flatMap(
+    Effect.all([steering.takeSteering, steering.takeFollowUps]),
+    ([steeringMessages, followUps]) =>
+      Effect.sync(() => {
+        run.steeringQueue.push(...steeringMessages)
+        run.followUpQueue.push(...followUps)
+      })
+  )
 }
 
 const result = <R>(run: Run.Run<R>, outcome: Outcome.Outcome): Effect.Effect<RunState.RunResult, never, R> =>
@@ -528,28 +539,27 @@ const result = <R>(run: Run.Run<R>, outcome: Outcome.Outcome): Effect.Effect<Run
     usage: run.usage
   })))
 
-const execute = <R>(setup: Setup<R>): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
-  Effect.gen(function*() {
-    const run = yield* makeRun(setup)
-    yield* Run.emitInput(run, { _tag: "AgentStart", messages: run.messages.slice(run.firstNew) })
-    for (const event of setup.options.announce ?? []) yield* Run.emitInput(run, event)
-    const outcome = yield* loop(run).pipe(
-      Effect.onExit((exit) => {
-        if (exit._tag === "Success") return Effect.void
-        const interrupted = Cause.hasInterruptsOnly(exit.cause)
-        closeOpenCalls(run, interrupted ? "Tool call interrupted: the run was stopped." : "Tool call not completed: the run failed.")
-        if (interrupted) {
-          return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
-            Run.emitInput(run, { _tag: "AgentEnd", outcome: final.outcome, result: final }))
-        }
-        const error = Cause.findErrorOption(exit.cause)
-        return Run.emitInput(run, error._tag === "Some" ? { _tag: "AgentEnd", error: error.value } : { _tag: "AgentEnd" })
-      })
-    )
-    const final = yield* result(run, outcome)
-    yield* Run.emitInput(run, { _tag: "AgentEnd", outcome, result: final })
-    return final
-  })
+const execute = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
+  const run = yield* makeRun(setup)
+  yield* Run.emitInput(run, { _tag: "AgentStart", messages: run.messages.slice(run.firstNew) })
+  for (const event of setup.options.announce ?? []) yield* Run.emitInput(run, event)
+  const outcome = yield* loop(run).pipe(
+    Effect.onExit((exit) => {
+      if (exit._tag === "Success") return Effect.void
+      const interrupted = Cause.hasInterruptsOnly(exit.cause)
+      closeOpenCalls(run, interrupted ? "Tool call interrupted: the run was stopped." : "Tool call not completed: the run failed.")
+      if (interrupted) {
+        return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
+          Run.emitInput(run, { _tag: "AgentEnd", outcome: final.outcome, result: final }))
+      }
+      const error = Cause.findErrorOption(exit.cause)
+      return Run.emitInput(run, error._tag === "Some" ? { _tag: "AgentEnd", error: error.value } : { _tag: "AgentEnd" })
+    })
+  )
+  const final = yield* result(run, outcome)
+  yield* Run.emitInput(run, { _tag: "AgentEnd", outcome, result: final })
+  return final
+})
 
 const freshState = (options: RunOptions<unknown>): RunState.RunState =>
   RunState.make({

@@ -154,25 +154,24 @@ export const prune = (options: PruneOptions): Effect.Effect<Hooks.Plugin> =>
       firstUser = -1
     }
 
-    const extend = (messages: ReadonlyArray<Message.Message>) =>
-      Effect.gen(function*() {
-        if (messages !== source || messages.length < seen) {
-          source = messages
-          reset()
-        }
-        for (; seen < messages.length; seen++) {
-          const message = messages[seen]!
-          const counted = count(message)
-          const n = typeof counted === "number" ? counted : yield* counted
-          tokens.push(n)
-          total += n
-          if (message.role === "toolResult") {
-            results.push(seen)
-            resultsBefore.push(resultsBefore.at(-1)! + n)
-          } else if (message.role === "system") systems.push(seen)
-          else if (message.role === "user" && firstUser === -1) firstUser = seen
-        }
-      })
+    const extend = Effect.fnUntraced(function*(messages: ReadonlyArray<Message.Message>) {
+      if (messages !== source || messages.length < seen) {
+        source = messages
+        reset()
+      }
+      for (; seen < messages.length; seen++) {
+        const message = messages[seen]!
+        const counted = count(message)
+        const n = typeof counted === "number" ? counted : yield* counted
+        tokens.push(n)
+        total += n
+        if (message.role === "toolResult") {
+          results.push(seen)
+          resultsBefore.push(resultsBefore.at(-1)! + n)
+        } else if (message.role === "system") systems.push(seen)
+        else if (message.role === "user" && firstUser === -1) firstUser = seen
+      }
+    })
 
     const placeholder = (result: Message.ToolResultMessage): Message.ToolResultMessage => {
       let replaced = placeholders.get(result)
@@ -194,37 +193,36 @@ export const prune = (options: PruneOptions): Effect.Effect<Hooks.Plugin> =>
     const withPlaceholders = (message: Message.Message, index: number, keptFrom: number): Message.Message =>
       message.role === "toolResult" && index < keptFrom ? placeholder(message) : message
 
-    const transform = (messages: ReadonlyArray<Message.Message>) =>
-      Effect.gen(function*() {
-        yield* extend(messages)
-        if (total <= options.budgetTokens) return messages
-        const keptFrom = keptResultsFrom()
-        // Pass 1's size, from the running totals.
-        const prunedCount = Math.max(0, results.length - options.keepToolResults)
-        const prunedTokens = resultsBefore[prunedCount]!
-        const afterPass1 = total - prunedTokens + prunedCount * PLACEHOLDER_TOKENS
-        if (afterPass1 <= options.budgetTokens || messages.length <= options.keepTail) {
-          return {
-            messages: messages.map((message, index) => withPlaceholders(message, index, keptFrom)),
-            tokensBefore: total,
-            tokensAfter: afterPass1
-          }
+    const transform = Effect.fnUntraced(function*(messages: ReadonlyArray<Message.Message>) {
+      yield* extend(messages)
+      if (total <= options.budgetTokens) return messages
+      const keptFrom = keptResultsFrom()
+      // Pass 1's size, from the running totals.
+      const prunedCount = Math.max(0, results.length - options.keepToolResults)
+      const prunedTokens = resultsBefore[prunedCount]!
+      const afterPass1 = total - prunedTokens + prunedCount * PLACEHOLDER_TOKENS
+      if (afterPass1 <= options.budgetTokens || messages.length <= options.keepTail) {
+        return {
+          messages: messages.map((message, index) => withPlaceholders(message, index, keptFrom)),
+          tokensBefore: total,
+          tokensAfter: afterPass1
         }
-        // Pass 2: system messages, the task, and the tail from a user or assistant message.
-        let cut = messages.length - options.keepTail
-        while (cut > 0 && messages[cut]!.role === "toolResult") cut--
-        const out: Array<Message.Message> = []
-        let after = 0
-        const keep = (index: number) => {
-          const message = withPlaceholders(messages[index]!, index, keptFrom)
-          out.push(message)
-          after += message === messages[index] ? tokens[index]! : PLACEHOLDER_TOKENS
-        }
-        for (const index of systems) if (index < cut) keep(index)
-        if (firstUser !== -1 && firstUser < cut) keep(firstUser)
-        for (let index = cut; index < messages.length; index++) keep(index)
-        return { messages: out, tokensBefore: total, tokensAfter: after }
-      })
+      }
+      // Pass 2: system messages, the task, and the tail from a user or assistant message.
+      let cut = messages.length - options.keepTail
+      while (cut > 0 && messages[cut]!.role === "toolResult") cut--
+      const out: Array<Message.Message> = []
+      let after = 0
+      const keep = (index: number) => {
+        const message = withPlaceholders(messages[index]!, index, keptFrom)
+        out.push(message)
+        after += message === messages[index] ? tokens[index]! : PLACEHOLDER_TOKENS
+      }
+      for (const index of systems) if (index < cut) keep(index)
+      if (firstUser !== -1 && firstUser < cut) keep(firstUser)
+      for (let index = cut; index < messages.length; index++) keep(index)
+      return { messages: out, tokensBefore: total, tokensAfter: after }
+    })
 
     return Hooks.plugin({ name: "contextWindow", transformContext: transform })
   })

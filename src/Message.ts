@@ -399,9 +399,18 @@ export const textOf = (message: Message): string => {
 // Conversion to effect/ai Prompt
 // -----------------------------------------------------------------------------
 
+// Parts and messages are written as literals carrying the marker `Prompt.makePart` and
+// `Prompt.makeMessage` set, as a plain key: their generic spread is the larger part of converting
+// a message, and a literal with a computed key is built the slow way. Every message is converted
+// once; if effect changes a marker, these literals stop type-checking.
+const PartMarker = "~effect/ai/Prompt/Part" as const
+const MessageMarker = "~effect/ai/Prompt/Message" as const
+
+const promptText = (text: string): Prompt.TextPart => ({ "~effect/ai/Prompt/Part": PartMarker, type: "text", text, options: {} })
+
 const toPromptUserPart = (part: UserContent): Prompt.TextPart | Prompt.FilePart =>
   part.type === "text"
-    ? Prompt.makePart("text", { text: part.text })
+    ? promptText(part.text)
     : Prompt.makePart("file", {
       mediaType: part.mediaType,
       data: part.source.type === "base64" ? part.source.data : new URL(part.source.url)
@@ -412,20 +421,22 @@ const toPromptAssistantPart = (
 ): Prompt.TextPart | Prompt.ReasoningPart | Prompt.ToolCallPart => {
   switch (part.type) {
     case "text":
-      return Prompt.makePart("text", { text: part.text })
+      return promptText(part.text)
     case "reasoning":
       return Prompt.makePart("reasoning", {
         text: part.text,
         options: reasoningOptions(part)
       })
     case "tool-call":
-      return Prompt.makePart("tool-call", {
+      return {
+        "~effect/ai/Prompt/Part": PartMarker,
+        type: "tool-call",
         id: part.id,
         name: part.name,
         params: part.params,
         providerExecuted: false,
         options: jsonOptions(part.providerData)
-      })
+      }
   }
 }
 
@@ -452,15 +463,18 @@ const hasSignature = (value: unknown): boolean =>
  * @since 0.1.0
  */
 export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResultPart => {
-  const hasImage = message.content.some((part) => part.type === "image")
-  return Prompt.makePart("tool-result", {
+  const part: Prompt.ToolResultPart = {
+    "~effect/ai/Prompt/Part": PartMarker,
+    type: "tool-result",
     id: message.toolCallId,
     name: message.toolName,
     isFailure: message.isError,
     result: textOf(message),
     providerExecuted: false,
-    ...(hasImage ? { modelOutput: message.content.map(toPromptUserPart) } : {})
-  })
+    options: {}
+  }
+  const hasImage = message.content.some((content) => content.type === "image")
+  return hasImage ? { ...part, modelOutput: message.content.map(toPromptUserPart) } : part
 }
 
 /**
@@ -471,13 +485,28 @@ export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResul
 export const toPromptMessage = (message: Message): Prompt.Message | undefined => {
   switch (message.role) {
     case "system":
-      return Prompt.makeMessage("system", { content: message.content })
+      return { "~effect/ai/Prompt/Message": MessageMarker, role: "system", content: message.content, options: {} }
     case "user":
-      return Prompt.makeMessage("user", { content: message.content.map(toPromptUserPart) })
+      return {
+        "~effect/ai/Prompt/Message": MessageMarker,
+        role: "user",
+        content: message.content.map(toPromptUserPart),
+        options: {}
+      }
     case "assistant":
-      return Prompt.makeMessage("assistant", { content: message.content.map(toPromptAssistantPart) })
+      return {
+        "~effect/ai/Prompt/Message": MessageMarker,
+        role: "assistant",
+        content: message.content.map(toPromptAssistantPart),
+        options: {}
+      }
     case "toolResult":
-      return Prompt.makeMessage("tool", { content: [toPromptToolResult(message)] })
+      return {
+        "~effect/ai/Prompt/Message": MessageMarker,
+        role: "tool",
+        content: [toPromptToolResult(message)],
+        options: {}
+      }
     case "custom":
       return undefined
   }

@@ -138,28 +138,28 @@ interface HookVerdict {
   readonly rewrite?: { readonly plugin: string; readonly params: unknown } | undefined
 }
 
-const runBeforeHooks = <R>(run: Run.Run<R>, call: Hooks.ToolCall): Effect.Effect<HookVerdict, never, R> =>
-  Effect.gen(function*() {
-    let approval: HookVerdict["approval"]
-    let rewrite: HookVerdict["rewrite"]
-    let current = call
-    for (const plugin of run.hooks.beforeToolCall) {
-      if (plugin.beforeToolCall === undefined) continue
-      const decision = yield* plugin.beforeToolCall(current, run.context)
-      switch (decision._tag) {
-        case "Block":
-          return { block: { plugin: plugin.name, reason: decision.reason, details: decision.details } }
-        case "RequireApproval":
-          approval ??= { reason: decision.reason }
-          break
-        case "Rewrite":
-          rewrite = { plugin: plugin.name, params: decision.params }
-          current = { ...current, rawParams: decision.params }
-          break
-      }
+const runBeforeHooks = Effect.fnUntraced(function*<R>(run: Run.Run<R>, call: Hooks.ToolCall) {
+  let approval: HookVerdict["approval"]
+  let rewrite: HookVerdict["rewrite"]
+  let current = call
+  for (const plugin of run.hooks.beforeToolCall) {
+    if (plugin.beforeToolCall === undefined) continue
+    const decision = yield* plugin.beforeToolCall(current, run.context)
+    switch (decision._tag) {
+      case "Block":
+        return { block: { plugin: plugin.name, reason: decision.reason, details: decision.details } } satisfies HookVerdict
+      case "RequireApproval":
+        approval ??= { reason: decision.reason }
+        break
+      case "Rewrite":
+        rewrite = { plugin: plugin.name, params: decision.params }
+        current = { ...current, rawParams: decision.params }
+        break
     }
-    return { approval, rewrite }
-  })
+  }
+  const verdict: HookVerdict = { approval, rewrite }
+  return verdict
+})
 
 const no = Effect.succeed(false)
 const yes = Effect.succeed(true)
@@ -177,101 +177,100 @@ const needsApproval = <R>(
   return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
 }
 
-const plan = <R>(
+const plan = Effect.fnUntraced(function*<R>(
   run: Run.Run<R>,
   part: Message.ToolCallPart,
   index: number,
   over: ReadonlySet<number>,
   perTurn: Map<string, number>
-): Effect.Effect<Planned, never, R> =>
-  Effect.gen(function*() {
-    const tool = run.registry.get(part.name)
-    const base: Hooks.ToolCall = { id: part.id, name: part.name, params: part.params, rawParams: part.params, tool }
-    // What was restored stays in `run.restored` until the batch ends, so a snapshot taken while the
-    // batch runs still has it (a call that started before the crash must never look unstarted).
-    const restored = run.restored.results.get(part.id)
-    if (restored !== undefined) {
-      return { index, call: base, counted: false, action: { _tag: "Restored", result: restored } }
-    }
-    const startedBefore = run.restored.started.has(part.id)
-    if (tool === undefined) {
-      return {
-        index,
-        call: base,
-        counted: true,
-        action: immediate(unknownToolText(part.name, run.registry.tools))
-      }
-    }
-    const settings = AgentTool.settings(tool)
-    const planned = (call: Hooks.ToolCall, action: Immediate | Execute | Restored): Planned => ({
+) {
+  const tool = run.registry.get(part.name)
+  const base: Hooks.ToolCall = { id: part.id, name: part.name, params: part.params, rawParams: part.params, tool }
+  // What was restored stays in `run.restored` until the batch ends, so a snapshot taken while the
+  // batch runs still has it (a call that started before the crash must never look unstarted).
+  const restored = run.restored.results.get(part.id)
+  if (restored !== undefined) {
+    return { index, call: base, counted: false, action: { _tag: "Restored", result: restored } } satisfies Planned
+  }
+  const startedBefore = run.restored.started.has(part.id)
+  if (tool === undefined) {
+    return {
       index,
-      call,
-      counted: settings.countsTowardVote,
-      action
-    })
-    if (startedBefore && !settings.replaySafe) {
-      return planned(
-        base,
-        immediate(
-          `This call to ${tool.name} had started when the run was interrupted, and its outcome is unknown: ` +
-            "it may or may not have taken effect. Check before calling it again.",
-          { kind: "outcomeUnknown" }
-        )
-      )
-    }
-    if (over.has(index)) {
-      return planned(
-        base,
-        immediate(
-          `This tool call was not executed: at most ${run.config.maxToolCallsPerTurn} calls per turn. ` +
-            "Reissue the calls that matter in the next turn, fewer at a time.",
-          { kind: "notExecuted", reason: "maxToolCallsPerTurn" }
-        )
-      )
-    }
-    const first = yield* validate(tool, part.params)
-    if (first._tag === "Invalid") return planned(base, immediate(first.text, { kind: "invalidArguments" }))
-    let call: Hooks.ToolCall = { ...base, params: first.params }
-    const verdict = run.hooks.beforeToolCall.length === 0 ? {} : yield* runBeforeHooks(run, call)
-    if (verdict.block !== undefined) {
-      const { details, plugin, reason } = verdict.block
-      const kept = details === undefined ? { kind: "blocked", plugin } : { kind: "blocked", plugin, details }
-      return planned(call, immediate(`Tool call blocked: ${reason}`, kept))
-    }
-    if (verdict.rewrite !== undefined) {
-      const again = yield* validate(tool, verdict.rewrite.params)
-      if (again._tag === "Invalid") {
-        return planned(call, immediate(again.text, { kind: "invalidArguments", rewrittenBy: verdict.rewrite.plugin }))
-      }
-      call = { ...call, params: again.params, rawParams: verdict.rewrite.params }
-    }
-    let approval = verdict.approval
-    const quota = settings.quota
-    if (quota !== undefined) {
-      const inTurn = (perTurn.get(tool.name) ?? 0) + 1
-      const inRun = (run.callsPerTool.get(tool.name) ?? 0) + 1
-      const exceeded = quota.perTurn !== undefined && inTurn > quota.perTurn
-        ? { scope: "turn", limit: quota.perTurn }
-        : quota.perRun !== undefined && inRun > quota.perRun
-        ? { scope: "run", limit: quota.perRun }
-        : undefined
-      if (exceeded !== undefined) {
-        return planned(
-          call,
-          immediate(
-            `Quota exceeded: ${tool.name} may be called at most ${exceeded.limit} times per ${exceeded.scope}.`,
-            { kind: "quota", ...exceeded }
-          )
-        )
-      }
-      perTurn.set(tool.name, inTurn)
-    }
-    run.callsPerTool.set(tool.name, (run.callsPerTool.get(tool.name) ?? 0) + 1)
-    if (approval === undefined && (yield* needsApproval(run, tool, call.params, call.id))) {
-      approval = { reason: undefined }
-    }
-    return planned(call, { _tag: "Execute", tool, settings, params: call.rawParams, approval })
+      call: base,
+      counted: true,
+      action: immediate(unknownToolText(part.name, run.registry.tools))
+    } satisfies Planned
+  }
+  const settings = AgentTool.settings(tool)
+  const planned = (call: Hooks.ToolCall, action: Immediate | Execute | Restored): Planned => ({
+    index,
+    call,
+    counted: settings.countsTowardVote,
+    action
   })
+  if (startedBefore && !settings.replaySafe) {
+    return planned(
+      base,
+      immediate(
+        `This call to ${tool.name} had started when the run was interrupted, and its outcome is unknown: ` +
+          "it may or may not have taken effect. Check before calling it again.",
+        { kind: "outcomeUnknown" }
+      )
+    )
+  }
+  if (over.has(index)) {
+    return planned(
+      base,
+      immediate(
+        `This tool call was not executed: at most ${run.config.maxToolCallsPerTurn} calls per turn. ` +
+          "Reissue the calls that matter in the next turn, fewer at a time.",
+        { kind: "notExecuted", reason: "maxToolCallsPerTurn" }
+      )
+    )
+  }
+  const first = yield* validate(tool, part.params)
+  if (first._tag === "Invalid") return planned(base, immediate(first.text, { kind: "invalidArguments" }))
+  let call: Hooks.ToolCall = { ...base, params: first.params }
+  const verdict = run.hooks.beforeToolCall.length === 0 ? {} : yield* runBeforeHooks(run, call)
+  if (verdict.block !== undefined) {
+    const { details, plugin, reason } = verdict.block
+    const kept = details === undefined ? { kind: "blocked", plugin } : { kind: "blocked", plugin, details }
+    return planned(call, immediate(`Tool call blocked: ${reason}`, kept))
+  }
+  if (verdict.rewrite !== undefined) {
+    const again = yield* validate(tool, verdict.rewrite.params)
+    if (again._tag === "Invalid") {
+      return planned(call, immediate(again.text, { kind: "invalidArguments", rewrittenBy: verdict.rewrite.plugin }))
+    }
+    call = { ...call, params: again.params, rawParams: verdict.rewrite.params }
+  }
+  let approval = verdict.approval
+  const quota = settings.quota
+  if (quota !== undefined) {
+    const inTurn = (perTurn.get(tool.name) ?? 0) + 1
+    const inRun = (run.callsPerTool.get(tool.name) ?? 0) + 1
+    const exceeded = quota.perTurn !== undefined && inTurn > quota.perTurn
+      ? { scope: "turn", limit: quota.perTurn }
+      : quota.perRun !== undefined && inRun > quota.perRun
+      ? { scope: "run", limit: quota.perRun }
+      : undefined
+    if (exceeded !== undefined) {
+      return planned(
+        call,
+        immediate(
+          `Quota exceeded: ${tool.name} may be called at most ${exceeded.limit} times per ${exceeded.scope}.`,
+          { kind: "quota", ...exceeded }
+        )
+      )
+    }
+    perTurn.set(tool.name, inTurn)
+  }
+  run.callsPerTool.set(tool.name, (run.callsPerTool.get(tool.name) ?? 0) + 1)
+  if (approval === undefined && (yield* needsApproval(run, tool, call.params, call.id))) {
+    approval = { reason: undefined }
+  }
+  return planned(call, { _tag: "Execute", tool, settings, params: call.rawParams, approval })
+})
 
 // -----------------------------------------------------------------------------
 // Running a call
@@ -411,182 +410,181 @@ const makeResult = (
   return details === undefined ? result : { ...result, details }
 }
 
-const finish = <R>(
+const finish = Effect.fnUntraced(function*<R>(
   run: Run.Run<R>,
   planned: Planned,
   result: Message.ToolResultMessage,
   executed: boolean,
   startedAt: number
-): Effect.Effect<Finished, never, R> =>
-  Effect.gen(function*() {
-    const settings = planned.action._tag === "Execute" ? planned.action.settings : undefined
-    let current = result
-    let terminate = executed && settings !== undefined && settings.terminating && !result.isError
-    for (const plugin of run.hooks.afterToolCall) {
-      if (plugin.afterToolCall === undefined) continue
-      const change = yield* plugin.afterToolCall(planned.call, { result: current, terminate, executed }, run.context)
-      if (change === undefined) continue
-      if (change.content !== undefined || change.isError !== undefined || change.details !== undefined) {
-        current = makeResult(
-          planned.call,
-          change.content ?? current.content,
-          change.isError ?? current.isError,
-          change.details !== undefined ? change.details : current.details
-        )
-      }
-      if (change.terminate !== undefined) terminate = change.terminate
+) {
+  const settings = planned.action._tag === "Execute" ? planned.action.settings : undefined
+  let current = result
+  let terminate = executed && settings !== undefined && settings.terminating && !result.isError
+  for (const plugin of run.hooks.afterToolCall) {
+    if (plugin.afterToolCall === undefined) continue
+    const change = yield* plugin.afterToolCall(planned.call, { result: current, terminate, executed }, run.context)
+    if (change === undefined) continue
+    if (change.content !== undefined || change.isError !== undefined || change.details !== undefined) {
+      current = makeResult(
+        planned.call,
+        change.content ?? current.content,
+        change.isError ?? current.isError,
+        change.details !== undefined ? change.details : current.details
+      )
     }
-    current = truncate(current, settings?.maxResultChars ?? run.config.maxResultChars)
-    run.batchResults.set(planned.call.id, current)
-    yield* Run.emitInput(run, {
-      _tag: "ToolExecutionEnd",
-      toolCallId: planned.call.id,
-      toolName: planned.call.name,
-      result: current,
-      durationMs: Run.now(run) - startedAt,
-      terminate
-    })
-    return { result: current, terminate }
+    if (change.terminate !== undefined) terminate = change.terminate
+  }
+  current = truncate(current, settings?.maxResultChars ?? run.config.maxResultChars)
+  run.batchResults.set(planned.call.id, current)
+  yield* Run.emitInput(run, {
+    _tag: "ToolExecutionEnd",
+    toolCallId: planned.call.id,
+    toolName: planned.call.name,
+    result: current,
+    durationMs: Run.now(run) - startedAt,
+    terminate
   })
+  return { result: current, terminate }
+})
 
 const cancelledText = (reason: string) => `Tool call cancelled: ${reason}`
 
-const decide = <R>(
+const decide = Effect.fnUntraced(function*<R>(
   run: Run.Run<R>,
   planned: Planned,
   approval: { readonly reason: string | undefined }
-): Effect.Effect<Approvals.Decision, never, R> =>
-  Effect.gen(function*() {
-    const { call } = planned
-    const pending = approval.reason === undefined
-      ? { toolCallId: call.id, toolName: call.name, params: call.rawParams }
-      : { toolCallId: call.id, toolName: call.name, params: call.rawParams, reason: approval.reason }
-    run.pendingApprovals.set(call.id, pending)
-    yield* Run.emitInput(run, { _tag: "ApprovalRequested", ...pending })
-    const decision = run.approvals === undefined
-      ? Approvals.denied("this call needs approval and no approver is configured")
-      : yield* Run.raceCancel(
-        run,
-        run.approvals.decide({ runId: run.runId, ...pending }),
-        (reason) => Approvals.denied(cancelledText(reason))
-      )
-    run.pendingApprovals.delete(call.id)
-    yield* Run.emitInput(
+) {
+  const { call } = planned
+  const pending = approval.reason === undefined
+    ? { toolCallId: call.id, toolName: call.name, params: call.rawParams }
+    : { toolCallId: call.id, toolName: call.name, params: call.rawParams, reason: approval.reason }
+  run.pendingApprovals.set(call.id, pending)
+  yield* Run.emitInput(run, { _tag: "ApprovalRequested", ...pending })
+  const decision = run.approvals === undefined
+    ? Approvals.denied("this call needs approval and no approver is configured")
+    : yield* Run.raceCancel(
       run,
-      decision.approved
-        ? { _tag: "ApprovalResolved", toolCallId: call.id, toolName: call.name, approved: true }
-        : {
-          _tag: "ApprovalResolved",
-          toolCallId: call.id,
-          toolName: call.name,
-          approved: false,
-          reason: decision.reason
-        }
+      run.approvals.decide({ runId: run.runId, ...pending }),
+      (reason) => Approvals.denied(cancelledText(reason))
     )
-    return decision
-  })
+  run.pendingApprovals.delete(call.id)
+  yield* Run.emitInput(
+    run,
+    decision.approved
+      ? { _tag: "ApprovalResolved", toolCallId: call.id, toolName: call.name, approved: true }
+      : {
+        _tag: "ApprovalResolved",
+        toolCallId: call.id,
+        toolName: call.name,
+        approved: false,
+        reason: decision.reason
+      }
+  )
+  return decision
+})
 
-const runOne = <R>(run: Run.Run<R>, planned: Planned): Effect.Effect<Finished, ToolFatalError, R> =>
-  Effect.gen(function*() {
-    const startedAt = Run.now(run)
-    const { action, call } = planned
-    if (action._tag === "Restored") {
-      run.batchResults.set(call.id, action.result)
-      return { result: action.result, terminate: false }
-    }
-    if (action._tag === "Immediate") {
-      return yield* finish(run, planned, makeResult(call, [Message.text(action.text)], true, action.details), false, startedAt)
-    }
-    const before = yield* Run.cancelReason(run)
-    if (before !== undefined) {
+const runOne = Effect.fnUntraced(function*<R>(run: Run.Run<R>, planned: Planned) {
+  const startedAt = Run.now(run)
+  const { action, call } = planned
+  if (action._tag === "Restored") {
+    run.batchResults.set(call.id, action.result)
+    return { result: action.result, terminate: false }
+  }
+  if (action._tag === "Immediate") {
+    return yield* finish(run, planned, makeResult(call, [Message.text(action.text)], true, action.details), false, startedAt)
+  }
+  const before = yield* Run.cancelReason(run)
+  if (before !== undefined) {
+    return yield* finish(
+      run,
+      planned,
+      makeResult(call, [Message.text(cancelledText(before))], true, { kind: "cancelled" }),
+      false,
+      startedAt
+    )
+  }
+  if (action.approval !== undefined) {
+    const decision = yield* decide(run, planned, action.approval)
+    if (!decision.approved) {
       return yield* finish(
         run,
         planned,
-        makeResult(call, [Message.text(cancelledText(before))], true, { kind: "cancelled" }),
+        makeResult(call, [Message.text(`Tool call denied: ${decision.reason}`)], true, { kind: "denied" }),
         false,
         startedAt
       )
     }
-    if (action.approval !== undefined) {
-      const decision = yield* decide(run, planned, action.approval)
-      if (!decision.approved) {
-        return yield* finish(
-          run,
-          planned,
-          makeResult(call, [Message.text(`Tool call denied: ${decision.reason}`)], true, { kind: "denied" }),
-          false,
-          startedAt
-        )
-      }
-    }
-    run.startedCalls.add(call.id)
-    yield* Run.emitInput(run, {
-      _tag: "ToolExecutionStart",
-      toolCallId: call.id,
-      toolName: call.name,
-      params: call.rawParams
-    })
-    const handled = yield* Run.raceCancel(
-      run,
-      runHandler(run, planned, action),
-      (reason): Handled => ({ _tag: "Result", content: [Message.text(cancelledText(reason))], isError: true })
-    )
-    run.startedCalls.delete(call.id)
-    if (handled._tag === "Fatal") return yield* handled.error
-    return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
+  }
+  run.startedCalls.add(call.id)
+  yield* Run.emitInput(run, {
+    _tag: "ToolExecutionStart",
+    toolCallId: call.id,
+    toolName: call.name,
+    params: call.rawParams
   })
+  const handled = yield* Run.raceCancel(
+    run,
+    runHandler(run, planned, action),
+    (reason): Handled => ({ _tag: "Result", content: [Message.text(cancelledText(reason))], isError: true })
+  )
+  run.startedCalls.delete(call.id)
+  if (handled._tag === "Fatal") return yield* handled.error
+  return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
+})
 
 /**
  * Runs the tool calls of one assistant message.
  *
  * @since 0.1.0
  */
-export const executeBatch = <R>(
+export const executeBatch: <R>(
   run: Run.Run<R>,
   calls: ReadonlyArray<Message.ToolCallPart>
-): Effect.Effect<BatchResult, ToolFatalError, R> =>
-  Effect.gen(function*() {
-    run.batchResults.clear()
-    const over = overLimit(run, calls)
-    if (over.size > 0) {
-      yield* Run.emitInput(run, {
-        _tag: "GuardTripped",
-        guard: "maxToolCallsPerTurn",
-        action: "warn",
-        detail: `${over.size} of ${calls.length} calls were not executed: at most ${run.config.maxToolCallsPerTurn} per turn`,
-        figures: { calls: calls.length, limit: run.config.maxToolCallsPerTurn ?? 0, notExecuted: over.size }
-      })
+) => Effect.Effect<BatchResult, ToolFatalError, R> = Effect.fnUntraced(function*<R>(
+  run: Run.Run<R>,
+  calls: ReadonlyArray<Message.ToolCallPart>
+) {
+  run.batchResults.clear()
+  const over = overLimit(run, calls)
+  if (over.size > 0) {
+    yield* Run.emitInput(run, {
+      _tag: "GuardTripped",
+      guard: "maxToolCallsPerTurn",
+      action: "warn",
+      detail: `${over.size} of ${calls.length} calls were not executed: at most ${run.config.maxToolCallsPerTurn} per turn`,
+      figures: { calls: calls.length, limit: run.config.maxToolCallsPerTurn ?? 0, notExecuted: over.size }
+    })
+  }
+  const perTurn = new Map<string, number>()
+  const planned: Array<Planned> = []
+  for (let index = 0; index < calls.length; index++) {
+    planned.push(yield* plan(run, calls[index]!, index, over, perTurn))
+  }
+  const finished: Array<Finished | undefined> = new Array(planned.length)
+  const exclusive = planned.some((p) => p.action._tag === "Execute" && p.action.settings.execution === "exclusive")
+  const isParallel = (p: Planned) =>
+    !exclusive && (p.action._tag !== "Execute" || p.action.settings.execution === "parallel")
+  const parallel = planned.filter(isParallel)
+  const sequential = planned.filter((p) => !isParallel(p))
+  const store = (p: Planned) => Effect.map(runOne(run, p), (done) => void (finished[p.index] = done))
+  if (parallel.length === 1) yield* store(parallel[0]!)
+  else if (parallel.length > 1) {
+    yield* Effect.forEach(parallel, store, { concurrency: run.config.maxParallelTools, discard: true })
+  }
+  for (const p of sequential) yield* store(p)
+  const results: Array<Message.ToolResultMessage> = []
+  let counted = 0
+  let votes = 0
+  for (let i = 0; i < planned.length; i++) {
+    const done = finished[i]!
+    results.push(done.result)
+    if (planned[i]!.counted) {
+      counted++
+      if (done.terminate) votes++
     }
-    const perTurn = new Map<string, number>()
-    const planned: Array<Planned> = []
-    for (let index = 0; index < calls.length; index++) {
-      planned.push(yield* plan(run, calls[index]!, index, over, perTurn))
-    }
-    const finished: Array<Finished | undefined> = new Array(planned.length)
-    const exclusive = planned.some((p) => p.action._tag === "Execute" && p.action.settings.execution === "exclusive")
-    const isParallel = (p: Planned) =>
-      !exclusive && (p.action._tag !== "Execute" || p.action.settings.execution === "parallel")
-    const parallel = planned.filter(isParallel)
-    const sequential = planned.filter((p) => !isParallel(p))
-    const store = (p: Planned) => Effect.map(runOne(run, p), (done) => void (finished[p.index] = done))
-    if (parallel.length === 1) yield* store(parallel[0]!)
-    else if (parallel.length > 1) {
-      yield* Effect.forEach(parallel, store, { concurrency: run.config.maxParallelTools, discard: true })
-    }
-    for (const p of sequential) yield* store(p)
-    const results: Array<Message.ToolResultMessage> = []
-    let counted = 0
-    let votes = 0
-    for (let i = 0; i < planned.length; i++) {
-      const done = finished[i]!
-      results.push(done.result)
-      if (planned[i]!.counted) {
-        counted++
-        if (done.terminate) votes++
-      }
-    }
-    run.batchResults.clear()
-    run.restored.results.clear()
-    run.restored.started.clear()
-    return { results, terminate: over.size === 0 && counted > 0 && votes === counted }
-  })
+  }
+  run.batchResults.clear()
+  run.restored.results.clear()
+  run.restored.started.clear()
+  return { results, terminate: over.size === 0 && counted > 0 && votes === counted }
+})

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Schema } from "effect"
-import { AiError } from "effect/ai"
+import { AiError, Prompt } from "effect/ai"
 import { AgentConfig, AgentError, AgentEvent, Message, Outcome, RunState, ToolArguments } from "effect-agent"
 import { runOk } from "./support.ts"
 
@@ -170,6 +170,37 @@ describe("Message.toPrompt", () => {
     if (failed.role !== "tool") return assert.fail("expected a tool message")
     const part = failed.content[0]!
     assert.deepStrictEqual(part.type === "tool-result" ? [part.id, part.isFailure, part.result] : [], ["c2", true, "bad json"])
+  })
+
+  it("builds what Prompt.makeMessage and Prompt.makePart build, and what Prompt's Schema accepts", () => {
+    const prompt = Message.toPrompt([
+      Message.system("be brief"),
+      Message.user("hi"),
+      {
+        role: "assistant",
+        content: [{ type: "text", text: "t" }, { type: "tool-call", id: "c1", name: "add", params: { a: 1 } }],
+        stopReason: "toolUse",
+        usage: Message.emptyUsage
+      },
+      Message.toolResult({ toolCallId: "c1", toolName: "add", text: "3", isError: false })
+    ])
+    assert.deepStrictEqual(prompt.content, [
+      Prompt.makeMessage("system", { content: "be brief" }),
+      Prompt.makeMessage("user", { content: [Prompt.makePart("text", { text: "hi" })] }),
+      Prompt.makeMessage("assistant", {
+        content: [
+          Prompt.makePart("text", { text: "t" }),
+          Prompt.makePart("tool-call", { id: "c1", name: "add", params: { a: 1 }, providerExecuted: false })
+        ]
+      }),
+      Prompt.makeMessage("tool", {
+        content: [
+          Prompt.makePart("tool-result", { id: "c1", name: "add", isFailure: false, result: "3", providerExecuted: false })
+        ]
+      })
+    ])
+    for (const message of prompt.content) assert.isTrue(Prompt.isMessage(message))
+    assert.deepStrictEqual(Schema.decodeUnknownSync(Prompt.Prompt)(Schema.encodeSync(Prompt.Prompt)(prompt)), prompt)
   })
 
   it("a reasoning part with only a signature still carries it", () => {

@@ -214,32 +214,37 @@ type Emitted = ReturnType<typeof streamParts>["head"][number]
 /**
  * The marker every decoded part carries (what `Response.makePart` sets). The
  * parts are written as literals: `makePart`'s generic spread cost more than
- * the rest of a scripted turn together. If effect changes the marker, these
- * literals stop type-checking.
+ * the rest of a scripted turn together. The marker is written as a plain key,
+ * not `[Part]`: a literal with a computed key is built the slow way, and this
+ * runs once per streamed part. If effect changes the marker, these literals
+ * stop type-checking.
  */
 const Part = "~effect/ai/Response/Part" as const
 
+/** The metadata of parts that carry none: one frozen object, not one per part. */
+const noMetadata: Response.ProviderMetadata = Object.freeze({})
+
 /** The part `LanguageModel` would decode from an emitted one (deferred tool-call validation). */
 const decoded = (part: Emitted): Response.StreamPart<{}, "deferred"> => {
-  const metadata = part.metadata ?? {}
+  const metadata = part.metadata ?? noMetadata
   switch (part.type) {
     case "response-metadata":
       return part.modelId === undefined
-        ? { [Part]: Part, type: part.type, id: part.id, metadata }
-        : { [Part]: Part, type: part.type, id: part.id, modelId: part.modelId, metadata }
+        ? { "~effect/ai/Response/Part": Part, type: part.type, id: part.id, metadata }
+        : { "~effect/ai/Response/Part": Part, type: part.type, id: part.id, modelId: part.modelId, metadata }
     case "text-start":
     case "text-end":
     case "reasoning-start":
     case "reasoning-end":
     case "tool-params-end":
-      return { [Part]: Part, type: part.type, id: part.id, metadata }
+      return { "~effect/ai/Response/Part": Part, type: part.type, id: part.id, metadata }
     case "text-delta":
     case "reasoning-delta":
     case "tool-params-delta":
-      return { [Part]: Part, type: part.type, id: part.id, delta: part.delta, metadata }
+      return { "~effect/ai/Response/Part": Part, type: part.type, id: part.id, delta: part.delta, metadata }
     case "tool-params-start":
       return {
-        [Part]: Part,
+        "~effect/ai/Response/Part": Part,
         type: part.type,
         id: part.id,
         name: part.name,
@@ -248,7 +253,7 @@ const decoded = (part: Emitted): Response.StreamPart<{}, "deferred"> => {
       }
     case "tool-call":
       return {
-        [Part]: Part,
+        "~effect/ai/Response/Part": Part,
         type: part.type,
         id: part.id,
         name: part.name,
@@ -258,7 +263,7 @@ const decoded = (part: Emitted): Response.StreamPart<{}, "deferred"> => {
       }
     case "finish":
       return {
-        [Part]: Part,
+        "~effect/ai/Response/Part": Part,
         type: part.type,
         reason: part.reason,
         usage: new Response.Usage({ inputTokens: part.usage.inputTokens, outputTokens: part.usage.outputTokens }),
