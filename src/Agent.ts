@@ -287,9 +287,7 @@ const streamReply = Effect.fnUntraced(function*<R>(run: Run.Run<R>, prompt: Prom
       if (run.listeners.length === 0) Run.emit(run, event)
       else (events ??= []).push(event)
     }
-    return events === undefined ? Effect.void : Effect.forEach(events, (event) => Run.emit(run, event), {
-      discard: true
-    })
+    return events === undefined ? Effect.void : Run.emitAll(run, events)
   })
   const cancelled = yield* Run.raceCancel(
     run,
@@ -368,7 +366,7 @@ const endTurn = Effect.fnUntraced(function*<R>(
   if (cancelled !== undefined) return end(Outcome.cancelled(cancelled))
   if (batch.terminate) return end(Outcome.terminated)
   if (after !== undefined) return end(after)
-  return proceed(Message.toolCalls(message).length > 0)
+  return proceed(Message.hasToolCalls(message))
 })
 
 const noBatch: ToolExecution.BatchResult = { results: [], terminate: false }
@@ -487,7 +485,7 @@ const loop = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
 
 const endsWithReply = (messages: ReadonlyArray<Message.Message>): boolean => {
   const last = messages.at(-1)
-  return last !== undefined && last.role === "assistant" && Message.toolCalls(last).length === 0
+  return last !== undefined && last.role === "assistant" && !Message.hasToolCalls(last)
 }
 
 /** The last assistant message and its calls that have no result after it. */
@@ -583,7 +581,7 @@ const checkContinuation = (
 ): Effect.Effect<void, InvalidContinuation> => {
   const last = state.messages.at(-1)
   if (last === undefined) return Effect.fail(new InvalidContinuation({ reason: "the transcript is empty" }))
-  if (last.role !== "assistant" || Message.toolCalls(last).length > 0) return Effect.void
+  if (last.role !== "assistant" || Message.hasToolCalls(last)) return Effect.void
   if (state.steering.length > 0 || state.followUps.length > 0 || steering !== undefined) return Effect.void
   return Effect.fail(
     new InvalidContinuation({

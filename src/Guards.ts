@@ -229,15 +229,40 @@ export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
  *
  * @since 0.1.0
  */
-export const canonicalJson = (value: unknown): string => JSON.stringify(sortKeys(value)) ?? "null"
+export const canonicalJson = (value: unknown): string => canonical(value) ?? "null"
 
-const sortKeys = (value: unknown): unknown => {
-  if (Array.isArray(value)) return value.map(sortKeys)
-  if (typeof value !== "object" || value === null) return value
-  const out: Record<string, unknown> = {}
-  const entries = Object.entries(value).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  for (const [key, entry] of entries) out[key] = sortKeys(entry)
-  return out
+const isIndex = (key: string): boolean => /^(?:0|[1-9]\d*)$/.test(key) && Number(key) < 4294967295
+
+/**
+ * Keys in the order an object built with sorted keys enumerates them: array
+ * indices first, in numeric order (JavaScript puts them there), then the rest
+ * sorted. `Object.keys` already gives the indices first and in order.
+ */
+const sortedKeys = (value: object): ReadonlyArray<string> => {
+  const keys = Object.keys(value)
+  let indices = 0
+  while (indices < keys.length && isIndex(keys[indices]!)) indices++
+  if (indices === 0) return keys.sort()
+  return indices === keys.length ? keys : keys.slice(0, indices).concat(keys.slice(indices).sort())
+}
+
+// Written out rather than sorting a copy and stringifying it: this runs on every call of every turn
+// (the loop detector), and the copy was most of its cost. `undefined` where JSON.stringify leaves a value out.
+const canonical = (value: unknown): string | undefined => {
+  if (typeof value !== "object" || value === null) return JSON.stringify(value)
+  if (Array.isArray(value)) {
+    let out = "["
+    for (let i = 0; i < value.length; i++) out += (i === 0 ? "" : ",") + (canonical(value[i]) ?? "null")
+    return out + "]"
+  }
+  if ("toJSON" in value && typeof value.toJSON === "function") return canonical(value.toJSON())
+  let out = "{"
+  for (const key of sortedKeys(value)) {
+    const text = canonical(Reflect.get(value, key))
+    if (text === undefined) continue
+    out += (out === "{" ? "" : ",") + JSON.stringify(key) + ":" + text
+  }
+  return out + "}"
 }
 
 /**
@@ -387,7 +412,7 @@ export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Ho
       afterTurn: (turn, ctx) =>
         Effect.suspend(() => {
           if (users.arrived(ctx.messages)) counts.clear()
-          if (Message.toolCalls(turn.message).length > 0) return Effect.succeed(Hooks.proceed)
+          if (Message.hasToolCalls(turn.message)) return Effect.succeed(Hooks.proceed)
           const text = fnv1a(normalise(Message.textOf(turn.message)))
           const repeats = (counts.get(text) ?? 0) + 1
           counts.set(text, repeats)

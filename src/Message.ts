@@ -377,6 +377,16 @@ export const toolCalls = (message: AssistantMessage): ReadonlyArray<ToolCallPart
 }
 
 /**
+ * Whether an assistant message asks for tool calls (without collecting them).
+ *
+ * @since 0.1.0
+ */
+export const hasToolCalls = (message: AssistantMessage): boolean => {
+  for (const part of message.content) if (part.type === "tool-call") return true
+  return false
+}
+
+/**
  * The concatenated text parts of a message (empty for messages without text).
  *
  * @since 0.1.0

@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Option, Result, Schema, SchemaIssue } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Option, Result, Schema, SchemaIssue } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
@@ -102,7 +102,10 @@ const validate = (tool: Tool.Any, params: unknown): Effect.Effect<Validated> => 
       }\nResend the call with a JSON object matching this schema: ${jsonSchemaText(tool)}`
     })
   }
-  return Effect.match(ToolRun.decoderFor(tool)(params), {
+  const decoded = ToolRun.decoderFor(tool)(params)
+  // A Schema without effectful steps decodes to an Exit: a valid call is read here, with no fiber step.
+  if (Exit.isExit(decoded) && Exit.isSuccess(decoded)) return Effect.succeed({ _tag: "Valid", params: decoded.value })
+  return Effect.match(decoded, {
     onSuccess: (decoded): Validated => ({ _tag: "Valid", params: decoded }),
     onFailure: (error): Validated => ({
       _tag: "Invalid",
@@ -116,11 +119,13 @@ const validate = (tool: Tool.Any, params: unknown): Effect.Effect<Validated> => 
 const unknownToolText = (name: string, available: ReadonlyArray<Tool.Any>): string =>
   `Unknown tool "${name}". Available tools: ${available.map((tool) => tool.name).join(", ") || "(none)"}.`
 
+const noneOver: ReadonlySet<number> = new Set()
+
 /** The calls over the per-turn limit, by index. */
 const overLimit = <R>(run: Run.Run<R>, calls: ReadonlyArray<Message.ToolCallPart>): ReadonlySet<number> => {
   const limit = run.config.maxToolCallsPerTurn
+  if (limit === null || calls.length <= limit) return noneOver
   const over = new Set<number>()
-  if (limit === null || calls.length <= limit) return over
   let counted = 0
   calls.forEach((call, index) => {
     const tool = run.registry.get(call.name)
@@ -532,6 +537,26 @@ const runOne = Effect.fnUntraced(function*<R>(run: Run.Run<R>, planned: Planned)
   return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
 })
 
+/** Runs several calls: parallel ones on fibers (bounded), then sequential ones in order; all in order when any is exclusive. */
+const runAll = <R>(
+  run: Run.Run<R>,
+  planned: ReadonlyArray<Planned>,
+  finished: Array<Finished | undefined>
+): Effect.Effect<void, ToolFatalError, R> => {
+  const exclusive = planned.some((p) => p.action._tag === "Execute" && p.action.settings.execution === "exclusive")
+  const isParallel = (p: Planned) =>
+    !exclusive && (p.action._tag !== "Execute" || p.action.settings.execution === "parallel")
+  const parallel = planned.filter(isParallel)
+  const sequential = planned.filter((p) => !isParallel(p))
+  const store = (p: Planned) => Effect.map(runOne(run, p), (done) => void (finished[p.index] = done))
+  const first = parallel.length === 0
+    ? Effect.void
+    : parallel.length === 1
+    ? store(parallel[0]!)
+    : Effect.forEach(parallel, store, { concurrency: run.config.maxParallelTools, discard: true })
+  return sequential.length === 0 ? first : Effect.andThen(first, Effect.forEach(sequential, store, { discard: true }))
+}
+
 /**
  * Runs the tool calls of one assistant message.
  *
@@ -561,17 +586,9 @@ export const executeBatch: <R>(
     planned.push(yield* plan(run, calls[index]!, index, over, perTurn))
   }
   const finished: Array<Finished | undefined> = new Array(planned.length)
-  const exclusive = planned.some((p) => p.action._tag === "Execute" && p.action.settings.execution === "exclusive")
-  const isParallel = (p: Planned) =>
-    !exclusive && (p.action._tag !== "Execute" || p.action.settings.execution === "parallel")
-  const parallel = planned.filter(isParallel)
-  const sequential = planned.filter((p) => !isParallel(p))
-  const store = (p: Planned) => Effect.map(runOne(run, p), (done) => void (finished[p.index] = done))
-  if (parallel.length === 1) yield* store(parallel[0]!)
-  else if (parallel.length > 1) {
-    yield* Effect.forEach(parallel, store, { concurrency: run.config.maxParallelTools, discard: true })
-  }
-  for (const p of sequential) yield* store(p)
+  // One call (most turns): nothing to order or bound.
+  if (planned.length === 1) finished[0] = yield* runOne(run, planned[0]!)
+  else yield* runAll(run, planned, finished)
   const results: Array<Message.ToolResultMessage> = []
   let counted = 0
   let votes = 0

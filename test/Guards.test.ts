@@ -208,6 +208,70 @@ describe("budgets", () => {
     }))
 })
 
+describe("Guards.canonicalJson", () => {
+  // The definition: sort every object's keys, then JSON.stringify.
+  const sortKeys = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(sortKeys)
+    if (typeof value !== "object" || value === null) return value
+    const out: Record<string, unknown> = {}
+    for (const key of Object.keys(value).sort()) out[key] = sortKeys(Reflect.get(value, key))
+    return out
+  }
+  let seed = 7
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
+  const keys = ["a", "b", "zeta", "A", "é", "10", "2", "key with \"quotes\""]
+  const value = (depth: number): unknown => {
+    const pick = Math.floor(random() * (depth > 3 ? 5 : 8))
+    switch (pick) {
+      case 0:
+        return null
+      case 1:
+        return random() < 0.5
+      case 2:
+        return Math.round(random() * 2000 - 1000) / 8
+      case 3:
+        return `s${Math.floor(random() * 100)}\n"x"`
+      case 4:
+        return undefined
+      case 5:
+        return Array.from({ length: Math.floor(random() * 4) }, () => value(depth + 1))
+      default: {
+        const out: Record<string, unknown> = {}
+        for (let i = Math.floor(random() * 5); i > 0; i--) out[keys[Math.floor(random() * keys.length)]!] = value(depth + 1)
+        return out
+      }
+    }
+  }
+  const shuffled = (input: unknown): unknown => {
+    if (Array.isArray(input)) return input.map(shuffled)
+    if (typeof input !== "object" || input === null) return input
+    const entries = Object.entries(input).sort(() => random() - 0.5)
+    return Object.fromEntries(entries.map(([key, entry]) => [key, shuffled(entry)]))
+  }
+
+  it("equals sorting the keys and stringifying, on 500 random values, and ignores key order", () => {
+    for (let i = 0; i < 500; i++) {
+      const input = value(0)
+      const expected = JSON.stringify(sortKeys(input)) ?? "null"
+      assert.strictEqual(Guards.canonicalJson(input), expected)
+      assert.strictEqual(Guards.canonicalJson(shuffled(input)), expected)
+    }
+    assert.strictEqual(Guards.canonicalJson({ b: 1, a: [undefined, { d: undefined, c: 2 }] }), "{\"a\":[null,{\"c\":2}],\"b\":1}")
+    assert.strictEqual(Guards.canonicalJson({ at: new Date(0) }), "{\"at\":\"1970-01-01T00:00:00.000Z\"}")
+  })
+
+  it("Message.hasToolCalls agrees with Message.toolCalls", () => {
+    const reply = (content: Message.AssistantMessage["content"]): Message.AssistantMessage => ({
+      role: "assistant",
+      content,
+      stopReason: "stop",
+      usage: Message.emptyUsage
+    })
+    assert.isFalse(Message.hasToolCalls(reply([{ type: "text", text: "hi" }])))
+    assert.isTrue(Message.hasToolCalls(reply([{ type: "text", text: "hi" }, { type: "tool-call", id: "c", name: "n", params: {} }])))
+  })
+})
+
 describe("loop detection", () => {
   const same = { toolCalls: [{ name: "add", params: { a: 1, b: 2 } }, { name: "big", params: { chars: 3 } }] }
   const reordered = { toolCalls: [{ name: "big", params: { chars: 3 } }, { name: "add", params: { b: 2, a: 1 } }] }

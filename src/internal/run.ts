@@ -6,6 +6,7 @@
  * @internal
  */
 import { type Clock, type Context, Deferred, Effect } from "effect"
+import { constVoid } from "effect/Function"
 import type { LanguageModel, Prompt } from "effect/ai"
 import type { AgentConfig } from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
@@ -152,6 +153,21 @@ export const emit = <R>(run: Run<R>, event: AgentEvent.AgentEvent): Effect.Effec
   if (listeners.length === 0) return Effect.void
   if (listeners.length === 1) return listeners[0]!(event)
   return Effect.forEach(listeners, (listener) => listener(event), { discard: true })
+}
+
+/**
+ * Delivers events in order (a loop, not `Effect.forEach`: it runs for every
+ * chunk of a streamed reply, and allocates less).
+ *
+ * @internal
+ */
+export const emitAll = <R>(run: Run<R>, events: ReadonlyArray<AgentEvent.AgentEvent>): Effect.Effect<void, never, R> => {
+  let i = 0
+  return Effect.whileLoop({
+    while: () => i < events.length,
+    body: () => emit(run, events[i++]!),
+    step: constVoid
+  })
 }
 
 /**

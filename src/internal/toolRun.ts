@@ -17,7 +17,7 @@
  *
  * @internal
  */
-import { Cause, Context, Effect, Predicate, Schema, Stream } from "effect"
+import { Cause, Context, Effect, Exit, identity, Predicate, Schema, Stream } from "effect"
 import { AiError, Tool, Toolkit } from "effect/ai"
 
 /**
@@ -96,28 +96,64 @@ const invalidResult = (tool: Tool.Any, error: Schema.SchemaError) =>
     })
   })
 
+interface Encoders {
+  readonly success: Encode
+  readonly failure: Encode
+}
+
+const encoders = new WeakMap<Tool.Any, Encoders>()
+
+/**
+ * A tool's result encoders, made once per tool: registries are built per run
+ * (a layer per session), and `Tool.failureResultSchema` makes a new Schema,
+ * compiled afresh, on every call.
+ */
+const encodersFor = (tool: Tool.Any): Encoders => {
+  let cached = encoders.get(tool)
+  if (cached === undefined) {
+    cached = { success: encoderOf(tool.successSchema), failure: encoderOf(Tool.failureResultSchema(tool)) }
+    encoders.set(tool, cached)
+  }
+  return cached
+}
+
 /**
  * Runs a handler in the caller's fiber, by `Toolkit.handle`'s rules.
  *
  * @internal
  */
 export const direct = (tool: Tool.Any, record: HandlerRecord): Runner => {
-  const encodeSuccess = encoderOf(tool.successSchema)
-  const encodeFailure = encoderOf(Tool.failureResultSchema(tool))
-  const withContext = (input: Context.Context<never>) => Context.merge(record.context, input)
-  const encode = (value: unknown, isFailure: boolean) =>
-    Effect.catchTag(
-      isFailure ? encodeFailure(value) : encodeSuccess(value),
-      "SchemaError",
-      (error) => Effect.failCause(failedWith(invalidResult(tool, error), "result"))
+  const { failure: encodeFailure, success: encodeSuccess } = encodersFor(tool)
+  // The caller's context is the same object call after call in a run: merge it once.
+  const merged = new WeakMap<Context.Context<never>, Context.Context<never>>()
+  const withContext = (input: Context.Context<never>) => {
+    let context = merged.get(input)
+    if (context === undefined) {
+      context = Context.merge(record.context, input)
+      merged.set(input, context)
+    }
+    return context
+  }
+  const encode = <A>(value: unknown, isFailure: boolean, onEncoded: (encoded: unknown) => A) => {
+    const encoded = isFailure ? encodeFailure(value) : encodeSuccess(value)
+    // A Schema without effectful steps encodes to an Exit: read it here rather than in a fiber step.
+    if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return Effect.succeed(onEncoded(encoded.value))
+    return Effect.map(
+      Effect.catchTag(
+        encoded,
+        "SchemaError",
+        (error) => Effect.failCause(failedWith(invalidResult(tool, error), "result"))
+      ),
+      onEncoded
     )
+  }
   return (params, _rawParams, toolCallId, onPreliminary) => {
     const context: Toolkit.HandlerContext<Tool.Any> = {
       toolCallId,
-      preliminary: (value) => Effect.flatMap(encode(value, false), onPreliminary).pipe(Effect.orDie)
+      preliminary: (value) => Effect.flatMap(encode(value, false, identity), onPreliminary).pipe(Effect.orDie)
     }
     const succeeded = (result: unknown) =>
-      Effect.map(encode(result, false), (encodedResult): Tool.HandlerResult<Tool.Any> => {
+      encode(result, false, (encodedResult): Tool.HandlerResult<Tool.Any> => {
         const modelOutput = tool.toModelOutput?.(result)
         return modelOutput === undefined
           ? { result, encodedResult, isFailure: false, preliminary: false }
@@ -128,7 +164,7 @@ export const direct = (tool: Tool.Any, record: HandlerRecord): Runner => {
         ? AiError.make({ module: "Toolkit", method: `${tool.name}.handle`, reason: error })
         : error
       if (tool.failureMode === "error") return Effect.failCause(failedWith(normalized, "handler"))
-      return Effect.map(encode(normalized, true), (encodedResult): Tool.HandlerResult<Tool.Any> => ({
+      return encode(normalized, true, (encodedResult): Tool.HandlerResult<Tool.Any> => ({
         result: normalized,
         encodedResult,
         isFailure: true,
