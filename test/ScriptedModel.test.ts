@@ -31,7 +31,17 @@ describe("ScriptedModel", () => {
       const { head, tail } = ScriptedModel.streamParts(rich, 0)
       const decode = Schema.decodeUnknownSync(Response.StreamPart())
       assert.deepStrictEqual(fast, [...head, ...tail].map((part) => decode(part)))
-    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([rich]), Handlers))))
+      // a turn without usage (its all-zero usage is shared between turns)
+      for (const index of [1, 2]) {
+        const plain = yield* Stream.runCollect(model.streamText({
+          prompt: "again",
+          disableToolCallResolution: true,
+          toolCallValidation: "deferred"
+        }))
+        const parts = ScriptedModel.streamParts({ text: "done" }, index)
+        assert.deepStrictEqual(plain, [...parts.head, ...parts.tail].map((part) => decode(part)))
+      }
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([rich, { text: "done" }, { text: "done" }]), Handlers))))
 
   it.effect("works as an ordinary LanguageModel: generateText resolves tool calls with the toolkit", () =>
     Effect.gen(function*() {

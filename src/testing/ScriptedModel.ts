@@ -224,6 +224,24 @@ const Part = "~effect/ai/Response/Part" as const
 /** The metadata of parts that carry none: one frozen object, not one per part. */
 const noMetadata: Response.ProviderMetadata = Object.freeze({})
 
+const makeUsage = (usage: Response.FinishPartEncoded["usage"]) =>
+  new Response.Usage({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens })
+
+const isZero = (usage: Response.FinishPartEncoded["usage"]): boolean =>
+  usage.inputTokens.total === 0 && usage.inputTokens.cacheRead === 0 && usage.inputTokens.cacheWrite === 0 &&
+  usage.inputTokens.uncached === undefined && usage.outputTokens.total === 0 && usage.outputTokens.reasoning === 0 &&
+  usage.outputTokens.text === undefined
+
+let zeroUsage: Response.Usage | undefined
+
+/**
+ * A finish part's usage. `Usage` is a Schema class that validates what it is
+ * built from, which cost more than the rest of a scripted part; most scripts
+ * give no usage, so the all-zero one (immutable) is built once.
+ */
+const usageOfPart = (usage: Response.FinishPartEncoded["usage"]): Response.Usage =>
+  isZero(usage) ? (zeroUsage ??= makeUsage(usage)) : makeUsage(usage)
+
 /** The part `LanguageModel` would decode from an emitted one (deferred tool-call validation). */
 const decoded = (part: Emitted): Response.StreamPart<{}, "deferred"> => {
   const metadata = part.metadata ?? noMetadata
@@ -266,7 +284,7 @@ const decoded = (part: Emitted): Response.StreamPart<{}, "deferred"> => {
         "~effect/ai/Response/Part": Part,
         type: part.type,
         reason: part.reason,
-        usage: new Response.Usage({ inputTokens: part.usage.inputTokens, outputTokens: part.usage.outputTokens }),
+        usage: usageOfPart(part.usage),
         metadata
       }
     default:
