@@ -95,10 +95,16 @@ const verified = (adapter: Adapter, turns: number, outcomes: ReadonlyArray<Sessi
   return outcomes
 }
 
+/**
+ * Untimed sessions until at least `warmupTurns` turns and as many turns as the timed run have run, with
+ * as many sessions at once as the timed run (a warm-up shorter than the timed run leaves a large runtime's
+ * code still being optimized while it is timed).
+ */
 const warmup = async (adapter: Adapter, options: ChildOptions, concurrent: number): Promise<void> => {
   const turns = Math.min(options.turns, 200)
+  const target = Math.max(options.warmupTurns, concurrent * options.turns)
   let done = 0
-  while (done < options.warmupTurns) {
+  while (done < target) {
     verified(adapter, turns, await sessions(adapter, concurrent, turns))
     done += concurrent * turns
   }
@@ -144,7 +150,7 @@ const memoryRun = async (adapter: Adapter, count: number, turns: number) => {
 
 const measureSessions = async (adapter: Adapter, phase: Phase, count: number, options: ChildOptions): Promise<ChildResult> => {
   gc()
-  await warmup(adapter, options, phase === "concurrent" ? Math.min(count, 100) : 1)
+  await warmup(adapter, options, count)
   const timed = await timedRun(adapter, count, options.turns)
   await flush(adapter)
   const memory = await memoryRun(adapter, count, options.turns)

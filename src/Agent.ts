@@ -175,7 +175,7 @@ const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     services
   }
   for (const message of state.messages) Run.append(run, message)
-  run.context = hookContext(run, services)
+  run.context = new HookContext(run, services)
   for (const plugin of plugins) {
     const saved = state.pluginState[plugin.name]
     if (plugin.state !== undefined && saved !== undefined) yield* plugin.state.restore(saved)
@@ -183,36 +183,47 @@ const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   return run
 })
 
-const hookContext = <R>(run: Run.Run<R>, services: Context.Context<R>): Hooks.Context => ({
-  get runId() {
-    return run.runId
-  },
-  get turn() {
-    return run.turn
-  },
-  get messages() {
-    return run.messages
-  },
-  get usage() {
-    return run.usage
-  },
-  get elapsedMs() {
-    return Run.elapsedMs(run)
-  },
-  get config() {
-    return run.config
-  },
-  get system() {
-    return run.system
-  },
-  get wrapUpRequested() {
-    return run.wrapUpRequested
-  },
-  emit: (input) => Effect.provideContext(Run.emitInput(run, input), services),
-  get snapshot() {
-    return Effect.provideContext(Run.snapshot(run), services)
+/**
+ * The hook context: a live view of the run. A class, not a literal with getters: a literal's
+ * accessors are set up anew for every run, and cost more than the rest of the view.
+ */
+class HookContext<R> implements Hooks.Context {
+  readonly emit: Hooks.Context["emit"]
+  private readonly run: Run.Run<R>
+  private readonly services: Context.Context<R>
+  constructor(run: Run.Run<R>, services: Context.Context<R>) {
+    this.run = run
+    this.services = services
+    this.emit = (input) => Effect.provideContext(Run.emitInput(run, input), services)
   }
-})
+  get runId() {
+    return this.run.runId
+  }
+  get turn() {
+    return this.run.turn
+  }
+  get messages() {
+    return this.run.messages
+  }
+  get usage() {
+    return this.run.usage
+  }
+  get elapsedMs() {
+    return Run.elapsedMs(this.run)
+  }
+  get config() {
+    return this.run.config
+  }
+  get system() {
+    return this.run.system
+  }
+  get wrapUpRequested() {
+    return this.run.wrapUpRequested
+  }
+  get snapshot() {
+    return Effect.provideContext(Run.snapshot(this.run), this.services)
+  }
+}
 
 // -----------------------------------------------------------------------------
 // One turn

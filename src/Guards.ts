@@ -282,22 +282,15 @@ const resultsSignature = (turn: Hooks.Turn): string =>
  * it got in the plugin's saved state, so a resumed run does not count the
  * old transcript again.
  */
-const userMessages = () => {
-  let seen = 0
-  return {
-    /** Whether a user message was appended since the last call. */
-    arrived: (messages: ReadonlyArray<Message.Message>): boolean => {
-      let found = false
-      for (let i = seen; i < messages.length; i++) if (messages[i]!.role === "user") found = true
-      seen = messages.length
-      return found
-    },
-    get seen() {
-      return seen
-    },
-    set seen(value: number) {
-      seen = value
-    }
+class UserMessages {
+  /** How many messages were looked at. */
+  seen = 0
+  /** Whether a user message was appended since the last call. */
+  arrived(messages: ReadonlyArray<Message.Message>): boolean {
+    let found = false
+    for (let i = this.seen; i < messages.length; i++) if (messages[i]!.role === "user") found = true
+    this.seen = messages.length
+    return found
   }
 }
 
@@ -332,7 +325,7 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
   Effect.sync(() => {
     const fresh = { signature: null, results: null, repeats: 0, warned: false }
     let state: Omit<typeof LoopState.Type, "seen"> = fresh
-    const users = userMessages()
+    const users = new UserMessages()
     return {
       name: "loopDetector",
       afterTurn: (turn, ctx) =>
@@ -406,7 +399,7 @@ const StagnationState = Schema.Struct({ counts: Schema.Record(Schema.String, Sch
 export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Hooks.Plugin> =>
   Effect.sync(() => {
     const counts = new Map<string, number>()
-    const users = userMessages()
+    const users = new UserMessages()
     return {
       name: "stagnationDetector",
       afterTurn: (turn, ctx) =>
