@@ -141,6 +141,7 @@ const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   const run: Run.Run<R> = {
     runId: state.runId,
     config,
+    budgetLimits: { turns: config.maxTurns, ...config.budgets },
     system: state.system,
     messages: [],
     prompt: state.system === undefined ? [] : [Prompt.makeMessage("system", { content: state.system })],
@@ -280,7 +281,7 @@ const streamReply = Effect.fnUntraced(function*<R>(run: Run.Run<R>, prompt: Prom
     disableToolCallResolution: true,
     toolCallValidation: "deferred"
   })
-  const listened = run.listeners.length > 0 || run.sinks.length > 0
+  const listened = Run.observed(run)
   const consume = Stream.runForEachArray(stream, (parts) => {
     let events: Array<AgentEvent.AgentEvent> | undefined
     // The parts of one chunk arrived together: their events share the time.
@@ -351,7 +352,7 @@ const budgetFigures = <R>(run: Run.Run<R>): AgentEvent.BudgetFigures => ({
   turns: run.turn,
   usage: run.usage,
   elapsedMs: Run.elapsedMs(run),
-  limits: { turns: run.config.maxTurns, ...run.config.budgets }
+  limits: run.budgetLimits
 })
 
 const appendResults = <R>(run: Run.Run<R>, results: ReadonlyArray<Message.ToolResultMessage>): void => {
@@ -370,7 +371,7 @@ const endTurn = Effect.fnUntraced(function*<R>(
 ) {
   run.turn++
   yield* Run.emitInput(run, { _tag: "TurnEnd", message, toolResults: batch.results })
-  yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
+  if (Run.observed(run)) yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
   const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
   const cancelled = cancelledReply ?? (yield* Run.cancelReason(run))

@@ -57,6 +57,8 @@ export const hookLists = <R>(plugins: ReadonlyArray<Hooks.Plugin<R>>): Run<R>["h
 export interface Run<R> {
   readonly runId: string
   readonly config: AgentConfig
+  /** The limits `BudgetSnapshot` reports (from the config, made once). */
+  readonly budgetLimits: AgentEvent.BudgetFigures["limits"]
   readonly system: string | undefined
   /** The transcript; append with {@link append}. */
   readonly messages: Array<Message.Message>
@@ -171,12 +173,19 @@ export const emitAll = <R>(run: Run<R>, events: ReadonlyArray<AgentEvent.AgentEv
 }
 
 /**
+ * Whether anything receives the run's events (else the loop builds none).
+ *
+ * @internal
+ */
+export const observed = <R>(run: Run<R>): boolean => run.listeners.length > 0 || run.sinks.length > 0
+
+/**
  * Stamps an event body with the run id, turn and time, and delivers it.
  *
  * @internal
  */
 export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input): Effect.Effect<void, never, R> => {
-  if (run.listeners.length === 0 && run.sinks.length === 0) {
+  if (!observed(run)) {
     // nobody listens: build nothing
     if (input._tag === "WrapUpRequested") run.wrapUpRequested = true
     return Effect.void
