@@ -348,10 +348,10 @@ const appendInjected = <R>(run: Run.Run<R>, messages: ReadonlyArray<Message.Mess
     return Run.emitInput(run, { _tag: "MessageEnd", message })
   }, { discard: true })
 
-const budgetFigures = <R>(run: Run.Run<R>): AgentEvent.BudgetFigures => ({
+const budgetFigures = <R>(run: Run.Run<R>, at: number): AgentEvent.BudgetFigures => ({
   turns: run.turn,
   usage: run.usage,
-  elapsedMs: Run.elapsedMs(run),
+  elapsedMs: Run.elapsedMs(run, at),
   limits: run.budgetLimits
 })
 
@@ -370,8 +370,12 @@ const endTurn = Effect.fnUntraced(function*<R>(
   cancelledReply: string | undefined
 ) {
   run.turn++
-  yield* Run.emitInput(run, { _tag: "TurnEnd", message, toolResults: batch.results })
-  if (Run.observed(run)) yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run) })
+  if (Run.observed(run)) {
+    // the snapshot is of the turn's end: one clock read for both
+    const at = Run.now(run)
+    yield* Run.emitInput(run, { _tag: "TurnEnd", message, toolResults: batch.results }, at)
+    yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run, at) }, at)
+  }
   const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
   const cancelled = cancelledReply ?? (yield* Run.cancelReason(run))

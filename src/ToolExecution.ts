@@ -441,14 +441,15 @@ const finish = Effect.fnUntraced(function*<R>(
   }
   current = truncate(current, settings?.maxResultChars ?? run.config.maxResultChars)
   run.batchResults.set(planned.call.id, current)
+  const endedAt = Run.now(run)
   yield* Run.emitInput(run, {
     _tag: "ToolExecutionEnd",
     toolCallId: planned.call.id,
     toolName: planned.call.name,
     result: current,
-    durationMs: Run.now(run) - startedAt,
+    durationMs: endedAt - startedAt,
     terminate
-  })
+  }, endedAt)
   return { result: current, terminate }
 })
 
@@ -526,7 +527,7 @@ const runOne = Effect.fnUntraced(function*<R>(run: Run.Run<R>, planned: Planned)
     toolCallId: call.id,
     toolName: call.name,
     params: call.rawParams
-  })
+  }, action.approval === undefined ? startedAt : undefined) // after an approval, time has passed
   const handled = yield* Run.raceCancel(
     run,
     runHandler(run, planned, action),

@@ -140,8 +140,7 @@ export const promptMessage = <R>(run: Run<R>, message: Message.Message): Prompt.
  *
  * @internal
  */
-export const elapsedMs = <R>(run: Run<R>): number =>
-  run.elapsedBefore + (run.clock.currentTimeMillisUnsafe() - run.startedAt)
+export const elapsedMs = <R>(run: Run<R>, at: number = now(run)): number => run.elapsedBefore + (at - run.startedAt)
 
 /**
  * Delivers an event to the sinks and the `onEvent` hooks.
@@ -180,17 +179,19 @@ export const emitAll = <R>(run: Run<R>, events: ReadonlyArray<AgentEvent.AgentEv
 export const observed = <R>(run: Run<R>): boolean => run.listeners.length > 0 || run.sinks.length > 0
 
 /**
- * Stamps an event body with the run id, turn and time, and delivers it.
+ * Stamps an event body with the run id, turn and time (now, or `at` when the
+ * caller has just read the clock: each read is a system call on some
+ * machines), and delivers it.
  *
  * @internal
  */
-export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input): Effect.Effect<void, never, R> => {
+export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input, at?: number): Effect.Effect<void, never, R> => {
   if (!observed(run)) {
     // nobody listens: build nothing
     if (input._tag === "WrapUpRequested") run.wrapUpRequested = true
     return Effect.void
   }
-  return emit(run, stamp(run, input))
+  return emit(run, stamp(run, input, at ?? now(run)))
 }
 
 /**
@@ -198,11 +199,11 @@ export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input): Effect.Effec
  *
  * @internal
  */
-export const stamp = <R>(run: Run<R>, input: AgentEvent.Input): AgentEvent.AgentEvent => ({
+export const stamp = <R>(run: Run<R>, input: AgentEvent.Input, at: number): AgentEvent.AgentEvent => ({
   ...input,
   runId: run.runId,
   turn: run.eventTurn,
-  timestamp: run.clock.currentTimeMillisUnsafe()
+  timestamp: at
 })
 
 /**

@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Stream } from "effect"
+import { Channel, Context, Duration, Effect, Layer, Stream } from "effect"
 import { AiError, LanguageModel, Prompt, Response } from "effect/ai"
 import type * as Message from "../Message.ts"
 import * as ToolArguments from "../ToolArguments.ts"
@@ -373,16 +373,20 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
     // decoding a part only fills in its defaults: the scripted model builds those parts itself
     // instead of encoding them for LanguageModel.make to decode, which costs more than the loop's
     // own turn. Every other use goes through LanguageModel.make.
+    // `Channel.suspend`, not `Stream.suspend`: the latter also records every stream it makes in a
+    // WeakMap (for `Stream.concat`), a cost per model call that showed in the benchmark's profile.
     const deferred = (input: LanguageModel.GenerateTextOptions<{}>) =>
-      Stream.suspend(() => {
+      Stream.fromChannel(Channel.suspend(() => {
         const [turn, index] = next(() => ({
           prompt: snapshot(Prompt.make(input.prompt)),
           tools: toolNames(input.toolkit),
           toolChoice: input.toolChoice ?? "auto",
           toolCallValidation: "deferred"
         }))
-        return turn === undefined ? Stream.fail(exhausted("streamText", index)) : play(turn, index, "streamText", decoded)
-      })
+        return Stream.toChannel(
+          turn === undefined ? Stream.fail(exhausted("streamText", index)) : play(turn, index, "streamText", decoded)
+        )
+      }))
     const streamText = (input: LanguageModel.GenerateTextOptions<{}>) => {
       if (input.disableToolCallResolution === true && input.toolCallValidation === "deferred") return deferred(input)
       const { toolkit, ...rest } = input
