@@ -274,14 +274,22 @@ const modelError = (turn: number) => (error: AiError.AiError) => ModelError.from
 /** Streams one model reply, emitting its events; `cancelled` when a cancel cut it. */
 const streamReply = Effect.fnUntraced(function*<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
   const builder = new AssistantBuilder()
-  yield* Run.emitInput(run, { _tag: "MessageStart", role: "assistant" })
+  const listened = Run.observed(run)
+  if (listened) {
+    yield* Run.emit(run, {
+      _tag: "MessageStart",
+      role: "assistant",
+      runId: run.runId,
+      turn: run.eventTurn,
+      timestamp: Run.now(run)
+    })
+  }
   const stream = run.model.streamText({
     prompt,
     toolkit: run.registry.toolkit,
     disableToolCallResolution: true,
     toolCallValidation: "deferred"
   })
-  const listened = Run.observed(run)
   const consume = Stream.runForEachArray(stream, (parts) => {
     let events: Array<AgentEvent.AgentEvent> | undefined
     // The parts of one chunk arrived together: their events share the time.
@@ -307,7 +315,9 @@ const streamReply = Effect.fnUntraced(function*<R>(run: Run.Run<R>, prompt: Prom
     (reason): string | undefined => reason
   )
   const message = builder.build(cancelled !== undefined)
-  yield* Run.emitInput(run, { _tag: "MessageEnd", message })
+  if (listened) {
+    yield* Run.emit(run, { _tag: "MessageEnd", message, runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
+  }
   return { message, cancelled }
 })
 
@@ -373,8 +383,9 @@ const endTurn = Effect.fnUntraced(function*<R>(
   if (Run.observed(run)) {
     // the snapshot is of the turn's end: one clock read for both
     const at = Run.now(run)
-    yield* Run.emitInput(run, { _tag: "TurnEnd", message, toolResults: batch.results }, at)
-    yield* Run.emitInput(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run, at) }, at)
+    const { runId, eventTurn } = run
+    yield* Run.emit(run, { _tag: "TurnEnd", message, toolResults: batch.results, runId, turn: eventTurn, timestamp: at })
+    yield* Run.emit(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run, at), runId, turn: eventTurn, timestamp: at })
   }
   const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
@@ -408,7 +419,9 @@ const turn = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
   const cancelledBefore = yield* Run.cancelReason(run)
   if (cancelledBefore !== undefined) return end(Outcome.cancelled(cancelledBefore))
   run.eventTurn = run.turn + 1
-  yield* Run.emitInput(run, { _tag: "TurnStart" })
+  if (Run.observed(run)) {
+    yield* Run.emit(run, { _tag: "TurnStart", runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
+  }
   const prompt = yield* buildPrompt(run)
   const reply = yield* streamReply(run, prompt)
   Run.append(run, reply.message)

@@ -441,15 +441,20 @@ const finish = Effect.fnUntraced(function*<R>(
   }
   current = truncate(current, settings?.maxResultChars ?? run.config.maxResultChars)
   run.batchResults.set(planned.call.id, current)
-  const endedAt = Run.now(run)
-  yield* Run.emitInput(run, {
-    _tag: "ToolExecutionEnd",
-    toolCallId: planned.call.id,
-    toolName: planned.call.name,
-    result: current,
-    durationMs: endedAt - startedAt,
-    terminate
-  }, endedAt)
+  if (Run.observed(run)) {
+    const endedAt = Run.now(run)
+    yield* Run.emit(run, {
+      _tag: "ToolExecutionEnd",
+      toolCallId: planned.call.id,
+      toolName: planned.call.name,
+      result: current,
+      durationMs: endedAt - startedAt,
+      terminate,
+      runId: run.runId,
+      turn: run.eventTurn,
+      timestamp: endedAt
+    })
+  }
   return { result: current, terminate }
 })
 
@@ -522,12 +527,17 @@ const runOne = Effect.fnUntraced(function*<R>(run: Run.Run<R>, planned: Planned)
     }
   }
   run.startedCalls.add(call.id)
-  yield* Run.emitInput(run, {
-    _tag: "ToolExecutionStart",
-    toolCallId: call.id,
-    toolName: call.name,
-    params: call.rawParams
-  }, action.approval === undefined ? startedAt : undefined) // after an approval, time has passed
+  if (Run.observed(run)) {
+    yield* Run.emit(run, {
+      _tag: "ToolExecutionStart",
+      toolCallId: call.id,
+      toolName: call.name,
+      params: call.rawParams,
+      runId: run.runId,
+      turn: run.eventTurn,
+      timestamp: action.approval === undefined ? startedAt : Run.now(run) // after an approval, time has passed
+    })
+  }
   const handled = yield* Run.raceCancel(
     run,
     runHandler(run, planned, action),

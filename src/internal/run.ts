@@ -179,31 +179,33 @@ export const emitAll = <R>(run: Run<R>, events: ReadonlyArray<AgentEvent.AgentEv
 export const observed = <R>(run: Run<R>): boolean => run.listeners.length > 0 || run.sinks.length > 0
 
 /**
- * Stamps an event body with the run id, turn and time (now, or `at` when the
- * caller has just read the clock: each read is a system call on some
- * machines), and delivers it.
+ * Stamps an event body with the run id, turn and time, and delivers it.
  *
  * @internal
  */
-export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input, at?: number): Effect.Effect<void, never, R> => {
+export const emitInput = <R>(run: Run<R>, input: AgentEvent.Input): Effect.Effect<void, never, R> => {
   if (!observed(run)) {
     // nobody listens: build nothing
     if (input._tag === "WrapUpRequested") run.wrapUpRequested = true
     return Effect.void
   }
-  return emit(run, stamp(run, input, at ?? now(run)))
+  return emit(run, stamp(run, input))
 }
 
 /**
- * Stamps an event body with the run id, turn and time.
+ * Stamps an event body with the run id, turn and time. The events of every
+ * turn (turn, message and tool execution start and end, the budget snapshot)
+ * are written whole where they happen instead: a spread that sees every
+ * kind of event is megamorphic in V8, about 130 ns an event more than a
+ * literal.
  *
  * @internal
  */
-export const stamp = <R>(run: Run<R>, input: AgentEvent.Input, at: number): AgentEvent.AgentEvent => ({
+export const stamp = <R>(run: Run<R>, input: AgentEvent.Input): AgentEvent.AgentEvent => ({
   ...input,
   runId: run.runId,
   turn: run.eventTurn,
-  timestamp: at
+  timestamp: now(run)
 })
 
 /**
