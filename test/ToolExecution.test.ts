@@ -191,6 +191,21 @@ describe("scheduling", () => {
       assert.isBelow(parallel, exclusive - 50)
     }))
 
+  it.effect("event times: a call's end minus its duration is its start; a turn's budget snapshot is at its end", () =>
+    Effect.gen(function*() {
+      const { events } = yield* runTimed([{ toolCalls: [sleep("a", 100), sleep("b", 300)] }, { text: "ok" }])
+      const ends = ofTag(events, "ToolExecutionEnd")
+      assert.deepStrictEqual(ends.map((e) => [e.toolCallId, e.durationMs]), [["a", 100], ["b", 300]])
+      for (const end of ends) {
+        const start = ofTag(events, "ToolExecutionStart").find((e) => e.toolCallId === end.toolCallId)!
+        assert.strictEqual(end.timestamp - end.durationMs, start.timestamp)
+      }
+      const turnEnds = ofTag(events, "TurnEnd")
+      const snapshots = ofTag(events, "BudgetSnapshot")
+      assert.deepStrictEqual(snapshots.map((e) => e.timestamp), turnEnds.map((e) => e.timestamp))
+      assert.strictEqual(snapshots[0]!.figures.elapsedMs, turnEnds[0]!.timestamp - events[0]!.timestamp)
+    }))
+
   it.effect("results keep the calls' order when the second finishes first", () =>
     Effect.gen(function*() {
       const { events, result } = yield* runTimed([{ toolCalls: [sleep("slow", 100), sleep("fast", 10)] }, {
