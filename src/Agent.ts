@@ -45,7 +45,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, type Context, Effect, Option, Queue, Stream } from "effect"
+import { Cause, Clock, type Context, Effect, Exit, Option, Predicate, Queue, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt } from "effect/ai"
 import * as AgentConfig from "./AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError } from "./AgentError.ts"
@@ -330,20 +330,41 @@ const proceed = (hasToolCalls: boolean): Step => ({ _tag: "Continue", hasToolCal
 
 const noOutcome = Effect.succeed(undefined)
 
+/** Whether a hook answered with a finished `Proceed`. */
+const isProceeding = (effect: Effect.Effect<Hooks.Control, never, unknown>): boolean =>
+  Exit.isExit(effect) && Exit.isSuccess(effect) && Predicate.isTagged(effect.value, "Proceed")
+
+type ControlHook<R> = (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
+
+/**
+ * Runs a control hook of each plugin in order: the first `Stop` ends the run,
+ * an `Inject` appends its messages. Hooks that answer with a finished
+ * `Proceed` (an Exit, as the built-in guards do on most turns) are read here,
+ * without a fiber step; the rest from the first other answer on run in
+ * {@link controlFrom}.
+ */
 const runControl = <R>(
   run: Run.Run<R>,
   plugins: ReadonlyArray<Hooks.Plugin<R>>,
-  control: (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
-): Effect.Effect<Outcome.Outcome | undefined, never, R> =>
-  plugins.length === 0 ? noOutcome : controlAll(run, plugins, control)
+  control: ControlHook<R>
+): Effect.Effect<Outcome.Outcome | undefined, never, R> => {
+  for (let i = 0; i < plugins.length; i++) {
+    const effect = control(plugins[i]!)
+    if (effect === undefined || isProceeding(effect)) continue
+    return controlFrom(run, plugins, control, i, effect)
+  }
+  return noOutcome
+}
 
-const controlAll = Effect.fnUntraced(function*<R>(
+const controlFrom = Effect.fnUntraced(function*<R>(
   run: Run.Run<R>,
   plugins: ReadonlyArray<Hooks.Plugin<R>>,
-  control: (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
+  control: ControlHook<R>,
+  start: number,
+  first: Effect.Effect<Hooks.Control, never, R>
 ) {
-  for (const plugin of plugins) {
-    const effect = control(plugin)
+  for (let i = start; i < plugins.length; i++) {
+    const effect = i === start ? first : control(plugins[i]!)
     if (effect === undefined) continue
     const decision = yield* effect
     if (decision._tag === "Stop") return decision.outcome

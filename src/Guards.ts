@@ -24,6 +24,14 @@ import * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
 import * as Outcome from "./Outcome.ts"
 
+/**
+ * The answer of a guard with nothing to say, made once. The guards decide
+ * when their hook is called rather than in an `Effect.suspend`: the loop runs
+ * a hook's effect once, right after calling it, and reads a finished
+ * `Proceed` without a fiber step (every turn, for every guard).
+ */
+const proceeding: Effect.Effect<Hooks.Control> = Effect.succeed(Hooks.proceed)
+
 // -----------------------------------------------------------------------------
 // Turn cap and wrap-up
 // -----------------------------------------------------------------------------
@@ -38,7 +46,7 @@ export const maxTurns = (limit: number): Hooks.Plugin => ({
   name: "maxTurns",
   beforeModelCall: (ctx) =>
     ctx.turn < limit
-      ? Effect.succeed(Hooks.proceed)
+      ? proceeding
       : Effect.as(
         ctx.emit({
           _tag: "GuardTripped",
@@ -136,7 +144,7 @@ export const gracefulTurnLimit = (options: GracefulTurnLimitOptions): GracefulTu
     softLimit: options.maxTurns - clamp(options.graceTurns, 1, options.maxTurns - 1),
     beforeModelCall: (ctx) =>
       ctx.wrapUpRequested || ctx.turn >= options.maxTurns || ctx.turn < options.maxTurns - window(ctx)
-        ? Effect.succeed(Hooks.proceed)
+        ? proceeding
         : requestWrapUp(ctx, "turns", text({ _tag: "Turns", turn: ctx.turn, maxTurns: options.maxTurns }))
   }
 }
@@ -191,32 +199,31 @@ export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
   const text = options.message ?? wrapUpMessage
   return {
     name: "budgets",
-    beforeModelCall: (ctx) =>
-      Effect.suspend(() => {
-        for (const [budget, limit] of active) {
-          const used = usedOf(budget, ctx)
-          if (used >= limit) {
-            return Effect.as(
-              ctx.emit({
-                _tag: "GuardTripped",
-                guard: "budget",
-                action: "stop",
-                detail: `the ${budget} budget is exhausted: ${used} of ${limit}`,
-                figures: { limit, used }
-              }),
-              Hooks.stop(Outcome.budgetExceeded(budget, limit, used))
-            )
-          }
+    beforeModelCall: (ctx) => {
+      for (const [budget, limit] of active) {
+        const used = usedOf(budget, ctx)
+        if (used >= limit) {
+          return Effect.as(
+            ctx.emit({
+              _tag: "GuardTripped",
+              guard: "budget",
+              action: "stop",
+              detail: `the ${budget} budget is exhausted: ${used} of ${limit}`,
+              figures: { limit, used }
+            }),
+            Hooks.stop(Outcome.budgetExceeded(budget, limit, used))
+          )
         }
-        if (options.wrapUpAt === null || ctx.wrapUpRequested) return Effect.succeed(Hooks.proceed)
-        for (const [budget, limit] of active) {
-          const used = usedOf(budget, ctx)
-          if (used >= options.wrapUpAt * limit) {
-            return requestWrapUp(ctx, `budget:${budget}`, text({ _tag: "Budget", budget, used, limit }))
-          }
+      }
+      if (options.wrapUpAt === null || ctx.wrapUpRequested) return proceeding
+      for (const [budget, limit] of active) {
+        const used = usedOf(budget, ctx)
+        if (used >= options.wrapUpAt * limit) {
+          return requestWrapUp(ctx, `budget:${budget}`, text({ _tag: "Budget", budget, used, limit }))
         }
-        return Effect.succeed(Hooks.proceed)
-      })
+      }
+      return proceeding
+    }
   }
 }
 
@@ -328,39 +335,38 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
     const users = new UserMessages()
     return {
       name: "loopDetector",
-      afterTurn: (turn, ctx) =>
-        Effect.suspend(() => {
-          if (users.arrived(ctx.messages)) state = fresh
-          const calls = Message.toolCalls(turn.message)
-          if (calls.length === 0) {
-            state = { ...state, signature: null, results: null, repeats: 0 }
-            return Effect.succeed(Hooks.proceed)
-          }
-          const signature = batchSignature(calls)
-          const results = resultsSignature(turn)
-          const repeats = signature === state.signature && results === state.results ? state.repeats + 1 : 1
-          state = { ...state, signature, results, repeats }
-          if (repeats <= maxRepeatedBatches) return Effect.succeed(Hooks.proceed)
-          const figures = { repeats, limit: maxRepeatedBatches }
-          if (!state.warned) {
-            state = { ...state, warned: true }
-            const text = loopWarning(repeats)
-            return Effect.as(
-              ctx.emit({ _tag: "GuardTripped", guard: "loopDetector", action: "warn", detail: text, figures }),
-              Hooks.inject([Message.system(text)])
-            )
-          }
+      afterTurn: (turn, ctx) => {
+        if (users.arrived(ctx.messages)) state = fresh
+        const calls = Message.toolCalls(turn.message)
+        if (calls.length === 0) {
+          state = { ...state, signature: null, results: null, repeats: 0 }
+          return proceeding
+        }
+        const signature = batchSignature(calls)
+        const results = resultsSignature(turn)
+        const repeats = signature === state.signature && results === state.results ? state.repeats + 1 : 1
+        state = { ...state, signature, results, repeats }
+        if (repeats <= maxRepeatedBatches) return proceeding
+        const figures = { repeats, limit: maxRepeatedBatches }
+        if (!state.warned) {
+          state = { ...state, warned: true }
+          const text = loopWarning(repeats)
           return Effect.as(
-            ctx.emit({
-              _tag: "GuardTripped",
-              guard: "loopDetector",
-              action: "stop",
-              detail: `the same batch repeated ${repeats} times: ${signature}`,
-              figures
-            }),
-            Hooks.stop({ _tag: "LoopDetected", repeats, signature })
+            ctx.emit({ _tag: "GuardTripped", guard: "loopDetector", action: "warn", detail: text, figures }),
+            Hooks.inject([Message.system(text)])
           )
-        }),
+        }
+        return Effect.as(
+          ctx.emit({
+            _tag: "GuardTripped",
+            guard: "loopDetector",
+            action: "stop",
+            detail: `the same batch repeated ${repeats} times: ${signature}`,
+            figures
+          }),
+          Hooks.stop({ _tag: "LoopDetected", repeats, signature })
+        )
+      },
       state: {
         save: Effect.sync(() => ({ ...state, seen: users.seen })),
         restore: (saved) =>
@@ -402,25 +408,24 @@ export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Ho
     const users = new UserMessages()
     return {
       name: "stagnationDetector",
-      afterTurn: (turn, ctx) =>
-        Effect.suspend(() => {
-          if (users.arrived(ctx.messages)) counts.clear()
-          if (Message.hasToolCalls(turn.message)) return Effect.succeed(Hooks.proceed)
-          const text = fnv1a(normalise(Message.textOf(turn.message)))
-          const repeats = (counts.get(text) ?? 0) + 1
-          counts.set(text, repeats)
-          if (repeats <= maxStagnantReplies) return Effect.succeed(Hooks.proceed)
-          return Effect.as(
-            ctx.emit({
-              _tag: "GuardTripped",
-              guard: "stagnationDetector",
-              action: "stop",
-              detail: `the same reply ${repeats} times`,
-              figures: { repeats, limit: maxStagnantReplies }
-            }),
-            Hooks.stop({ _tag: "Stagnated", repeats })
-          )
-        }),
+      afterTurn: (turn, ctx) => {
+        if (users.arrived(ctx.messages)) counts.clear()
+        if (Message.hasToolCalls(turn.message)) return proceeding
+        const text = fnv1a(normalise(Message.textOf(turn.message)))
+        const repeats = (counts.get(text) ?? 0) + 1
+        counts.set(text, repeats)
+        if (repeats <= maxStagnantReplies) return proceeding
+        return Effect.as(
+          ctx.emit({
+            _tag: "GuardTripped",
+            guard: "stagnationDetector",
+            action: "stop",
+            detail: `the same reply ${repeats} times`,
+            figures: { repeats, limit: maxStagnantReplies }
+          }),
+          Hooks.stop({ _tag: "Stagnated", repeats })
+        )
+      },
       state: {
         save: Effect.sync(() => ({ counts: Object.fromEntries(counts), seen: users.seen })),
         restore: (saved) =>
