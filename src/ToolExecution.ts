@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Exit, Option, Result, Schema, SchemaIssue } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Fiber, Option, Result, Schema, SchemaIssue } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
@@ -362,16 +362,37 @@ const runHandler = <R>(
   )
   const timeout = timeoutOf(run, action.settings)
   if (timeout === undefined) return handled
-  return Effect.timeoutOrElse(handled, {
-    duration: Duration.millis(timeout),
-    orElse: () =>
-      Effect.succeed<Handled>({
-        _tag: "Result",
-        content: [Message.text(`Tool ${tool.name} timed out after ${timeout} ms.`)],
-        isError: true
-      })
-  })
+  return withTimeout(handled, timeout, () => ({
+    _tag: "Result",
+    content: [Message.text(`Tool ${tool.name} timed out after ${timeout} ms.`)],
+    isError: true
+  }))
 }
+
+/**
+ * Runs a handler under its timeout. `Effect.timeoutOrElse` races the handler
+ * with a sleeping fiber: two fibers, and a timer set and cleared, for every
+ * call, though most handlers finish without waiting. Here the handler starts
+ * at once on a fiber of its own: one that has already finished is read as it
+ * is, and only one still running is awaited under the timeout. It is
+ * interrupted, its finalizers run, when the timeout fires or the run is
+ * interrupted while it waits.
+ */
+const withTimeout = <R>(
+  handled: Effect.Effect<Handled, never, R>,
+  timeout: number,
+  timedOut: () => Handled
+): Effect.Effect<Handled, never, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(Effect.forkChild(restore(handled), { startImmediately: true }), (fiber) => {
+      const exit = fiber.pollUnsafe()
+      if (exit !== undefined) return exit
+      return restore(Effect.timeoutOrElse(Fiber.join(fiber), {
+        duration: Duration.millis(timeout),
+        orElse: () => Effect.as(Fiber.interrupt(fiber), timedOut())
+      })).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+    })
+  )
 
 const cutAt = (text: string, limit: number): string => {
   // Never cut a surrogate pair in half.
