@@ -113,9 +113,12 @@ const usageOf = (turn: Turn): Response.FinishPartEncoded["usage"] => ({
   outputTokens: { total: turn.usage?.output ?? 0, reasoning: turn.usage?.reasoning ?? 0 }
 })
 
+const finishReasonOf = (turn: Turn): Response.FinishReason =>
+  turn.finishReason ?? ((turn.toolCalls?.length ?? 0) > 0 ? "tool-calls" : "stop")
+
 const finishOf = (turn: Turn): Response.FinishPartEncoded => ({
   type: "finish",
-  reason: turn.finishReason ?? ((turn.toolCalls?.length ?? 0) > 0 ? "tool-calls" : "stop"),
+  reason: finishReasonOf(turn),
   usage: usageOf(turn),
   ...(turn.usage?.cost === undefined ? {} : { metadata: { "effect-agent": { costUsd: turn.usage.cost } } })
 })
@@ -144,6 +147,57 @@ const signatureMetadata = (signature: string | undefined) =>
   signature === undefined ? {} : { metadata: { scripted: { signature } } }
 
 /**
+ * Makes the parts of a turn, one method per kind: {@link encodedParts}, what
+ * a provider streams; {@link decodedParts}, what `LanguageModel` decodes them
+ * to. One builder ({@link turnParts}) puts them in order for both.
+ */
+interface PartMaker<P> {
+  metadata(id: string, modelId: string): P
+  start(type: "text-start" | "reasoning-start", id: string): P
+  delta(type: "text-delta" | "reasoning-delta" | "tool-params-delta", id: string, delta: string): P
+  end(type: "text-end" | "reasoning-end" | "tool-params-end", id: string, signature?: string | undefined): P
+  paramsStart(id: string, name: string): P
+  toolCall(id: string, name: string, params: unknown): P
+  finish(turn: Turn): P
+}
+
+const turnParts = <P>(turn: Turn, index: number, make: PartMaker<P>): { readonly head: Array<P>; readonly tail: Array<P> } => {
+  const head: Array<P> = [make.metadata(`scripted_${index + 1}`, turn.model ?? "scripted")]
+  const reasoning = reasoningOf(turn)
+  if (reasoning !== undefined) {
+    head.push(make.start("reasoning-start", "r"))
+    for (const delta of words(reasoning.text)) head.push(make.delta("reasoning-delta", "r", delta))
+    head.push(make.end("reasoning-end", "r", reasoning.signature))
+  }
+  if (turn.text !== undefined) {
+    head.push(make.start("text-start", "t"))
+    for (const delta of typeof turn.text === "string" ? words(turn.text) : turn.text) {
+      head.push(make.delta("text-delta", "t", delta))
+    }
+    head.push(make.end("text-end", "t"))
+  }
+  const tail: Array<P> = []
+  for (const call of resolveCalls(turn, index)) {
+    tail.push(make.paramsStart(call.id, call.name))
+    if (call.raw !== "") tail.push(make.delta("tool-params-delta", call.id, call.raw))
+    tail.push(make.end("tool-params-end", call.id))
+    tail.push(make.toolCall(call.id, call.name, call.params))
+  }
+  tail.push(make.finish(turn))
+  return { head, tail }
+}
+
+const encodedParts: PartMaker<Response.StreamPartEncoded> = {
+  metadata: (id, modelId) => ({ type: "response-metadata", id, modelId }),
+  start: (type, id) => ({ type, id }),
+  delta: (type, id, delta) => ({ type, id, delta }),
+  end: (type, id, signature) => ({ type, id, ...signatureMetadata(signature) }),
+  paramsStart: (id, name) => ({ type: "tool-params-start", id, name }),
+  toolCall: (id, name, params) => ({ type: "tool-call", id, name, params }),
+  finish: finishOf
+}
+
+/**
  * The parts of a turn as a provider would stream them.
  *
  * @since 0.1.0
@@ -151,35 +205,7 @@ const signatureMetadata = (signature: string | undefined) =>
 export const streamParts = (turn: Turn, index: number): {
   readonly head: Array<Response.StreamPartEncoded>
   readonly tail: Array<Response.StreamPartEncoded>
-} => {
-  const head: Array<Response.StreamPartEncoded> = [{
-    type: "response-metadata",
-    id: `scripted_${index + 1}`,
-    modelId: turn.model ?? "scripted"
-  }]
-  const reasoning = reasoningOf(turn)
-  if (reasoning !== undefined) {
-    head.push({ type: "reasoning-start", id: "r" })
-    for (const delta of words(reasoning.text)) head.push({ type: "reasoning-delta", id: "r", delta })
-    head.push({ type: "reasoning-end", id: "r", ...signatureMetadata(reasoning.signature) })
-  }
-  if (turn.text !== undefined) {
-    head.push({ type: "text-start", id: "t" })
-    for (const delta of typeof turn.text === "string" ? words(turn.text) : turn.text) {
-      head.push({ type: "text-delta", id: "t", delta })
-    }
-    head.push({ type: "text-end", id: "t" })
-  }
-  const tail: Array<Response.StreamPartEncoded> = []
-  for (const call of resolveCalls(turn, index)) {
-    tail.push({ type: "tool-params-start", id: call.id, name: call.name })
-    if (call.raw !== "") tail.push({ type: "tool-params-delta", id: call.id, delta: call.raw })
-    tail.push({ type: "tool-params-end", id: call.id })
-    tail.push({ type: "tool-call", id: call.id, name: call.name, params: call.params })
-  }
-  tail.push(finishOf(turn))
-  return { head, tail }
-}
+} => turnParts(turn, index, encodedParts)
 
 const contentParts = (turn: Turn, index: number): Array<Response.PartEncoded> => {
   const parts: Array<Response.PartEncoded> = []
@@ -209,8 +235,6 @@ const exhausted = (method: string, calls: number) =>
 const failWith = (method: string, reason: AiError.AiErrorReason) =>
   AiError.make({ module: "ScriptedModel", method, reason })
 
-type Emitted = ReturnType<typeof streamParts>["head"][number]
-
 /**
  * The marker every decoded part carries (what `Response.makePart` sets). The
  * parts are written as literals: `makePart`'s generic spread cost more than
@@ -227,11 +251,6 @@ const noMetadata: Response.ProviderMetadata = Object.freeze({})
 const makeUsage = (usage: Response.FinishPartEncoded["usage"]) =>
   new Response.Usage({ inputTokens: usage.inputTokens, outputTokens: usage.outputTokens })
 
-const isZero = (usage: Response.FinishPartEncoded["usage"]): boolean =>
-  usage.inputTokens.total === 0 && usage.inputTokens.cacheRead === 0 && usage.inputTokens.cacheWrite === 0 &&
-  usage.inputTokens.uncached === undefined && usage.outputTokens.total === 0 && usage.outputTokens.reasoning === 0 &&
-  usage.outputTokens.text === undefined
-
 let zeroUsage: Response.Usage | undefined
 
 /**
@@ -239,57 +258,55 @@ let zeroUsage: Response.Usage | undefined
  * built from, which cost more than the rest of a scripted part; most scripts
  * give no usage, so the all-zero one (immutable) is built once.
  */
-const usageOfPart = (usage: Response.FinishPartEncoded["usage"]): Response.Usage =>
-  isZero(usage) ? (zeroUsage ??= makeUsage(usage)) : makeUsage(usage)
+const usageOfPart = (turn: Turn): Response.Usage =>
+  turn.usage === undefined ? (zeroUsage ??= makeUsage(usageOf(turn))) : makeUsage(usageOf(turn))
 
-/** The part `LanguageModel` would decode from an emitted one (deferred tool-call validation). */
-const decoded = (part: Emitted): Response.StreamPart<{}, "deferred"> => {
-  const metadata = part.metadata ?? noMetadata
-  switch (part.type) {
-    case "response-metadata":
-      return part.modelId === undefined
-        ? { "~effect/ai/Response/Part": Part, type: part.type, id: part.id, metadata }
-        : { "~effect/ai/Response/Part": Part, type: part.type, id: part.id, modelId: part.modelId, metadata }
-    case "text-start":
-    case "text-end":
-    case "reasoning-start":
-    case "reasoning-end":
-    case "tool-params-end":
-      return { "~effect/ai/Response/Part": Part, type: part.type, id: part.id, metadata }
-    case "text-delta":
-    case "reasoning-delta":
-    case "tool-params-delta":
-      return { "~effect/ai/Response/Part": Part, type: part.type, id: part.id, delta: part.delta, metadata }
-    case "tool-params-start":
-      return {
-        "~effect/ai/Response/Part": Part,
-        type: part.type,
-        id: part.id,
-        name: part.name,
-        providerExecuted: part.providerExecuted ?? false,
-        metadata
-      }
-    case "tool-call":
-      return {
-        "~effect/ai/Response/Part": Part,
-        type: part.type,
-        id: part.id,
-        name: part.name,
-        params: part.params,
-        providerExecuted: part.providerExecuted ?? false,
-        metadata
-      }
-    case "finish":
-      return {
-        "~effect/ai/Response/Part": Part,
-        type: part.type,
-        reason: part.reason,
-        usage: usageOfPart(part.usage),
-        metadata
-      }
-    default:
-      throw new Error(`ScriptedModel does not emit ${part.type} parts`)
-  }
+type Decoded = Response.StreamPart<{}, "deferred">
+
+/**
+ * The parts `LanguageModel` would decode from {@link encodedParts} (deferred
+ * tool-call validation), made directly: the loop's mode streams these.
+ */
+const decodedParts: PartMaker<Decoded> = {
+  metadata: (id, modelId) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "response-metadata",
+    id,
+    modelId,
+    metadata: noMetadata
+  }),
+  start: (type, id) => ({ "~effect/ai/Response/Part": Part, type, id, metadata: noMetadata }),
+  delta: (type, id, delta) => ({ "~effect/ai/Response/Part": Part, type, id, delta, metadata: noMetadata }),
+  end: (type, id, signature) => ({
+    "~effect/ai/Response/Part": Part,
+    type,
+    id,
+    metadata: signature === undefined ? noMetadata : { scripted: { signature } }
+  }),
+  paramsStart: (id, name) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "tool-params-start",
+    id,
+    name,
+    providerExecuted: false,
+    metadata: noMetadata
+  }),
+  toolCall: (id, name, params) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "tool-call",
+    id,
+    name,
+    params,
+    providerExecuted: false,
+    metadata: noMetadata
+  }),
+  finish: (turn) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "finish",
+    reason: finishReasonOf(turn),
+    usage: usageOfPart(turn),
+    metadata: turn.usage?.cost === undefined ? noMetadata : { "effect-agent": { costUsd: turn.usage.cost } }
+  })
 }
 
 /**
@@ -340,14 +357,12 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
       toolChoice: options.toolChoice,
       toolCallValidation: options.toolCallValidation
     })
-    const play = <P>(turn: Turn, index: number, method: string, part: (emitted: Emitted) => P) => {
+    const play = <P>(turn: Turn, index: number, method: string, make: PartMaker<P>) => {
       const body = turn.fail !== undefined
         ? Stream.fail(failWith(method, turn.fail))
         : (() => {
-          const { head, tail } = streamParts(turn, index)
-          return turn.hang === true
-            ? Stream.concat(Stream.fromArray(head.map(part)), Stream.never)
-            : Stream.fromArray(head.concat(tail).map(part))
+          const { head, tail } = turnParts(turn, index, make)
+          return turn.hang === true ? Stream.concat(Stream.fromArray(head), Stream.never) : Stream.fromArray(head.concat(tail))
         })()
       return turn.delay === undefined ? body : Stream.concat(Stream.fromEffectDrain(Effect.sleep(turn.delay)), body)
     }
@@ -366,7 +381,7 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
           const [turn, index] = next(fromProvider(options))
           return turn === undefined
             ? Stream.fail(exhausted("streamText", index))
-            : play(turn, index, "streamText", (part): Response.StreamPartEncoded => part)
+            : play(turn, index, "streamText", encodedParts)
         }))
     })
     // The agent loop streams with tool resolution off and tool-call validation deferred, where
@@ -384,7 +399,7 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
           toolCallValidation: "deferred"
         }))
         return Stream.toChannel(
-          turn === undefined ? Stream.fail(exhausted("streamText", index)) : play(turn, index, "streamText", decoded)
+          turn === undefined ? Stream.fail(exhausted("streamText", index)) : play(turn, index, "streamText", decodedParts)
         )
       }))
     const streamText = (input: LanguageModel.GenerateTextOptions<{}>) => {
