@@ -233,10 +233,7 @@ class HookContext<R> implements Hooks.Context {
 // The request holds the transcript's Prompt messages as they are, not a copy: the loop appends
 // to them only between model calls, never while one runs (copying them would cost every turn
 // the length of the history).
-const transcriptPrompt = <R>(run: Run.Run<R>) => Effect.sync(() => Prompt.fromMessages(run.prompt))
-
-const buildPrompt = <R>(run: Run.Run<R>): Effect.Effect<Prompt.Prompt, never, R> =>
-  run.hooks.transformContext.length === 0 ? transcriptPrompt(run) : transformedPrompt(run)
+const transcriptPrompt = <R>(run: Run.Run<R>): Prompt.Prompt => Prompt.fromMessages(run.prompt)
 
 const transformedPrompt = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
   let messages: ReadonlyArray<Message.Message> = run.messages
@@ -260,7 +257,7 @@ const transformedPrompt = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
     )
     messages = next
   }
-  if (messages === run.messages) return Prompt.fromMessages(run.prompt)
+  if (messages === run.messages) return transcriptPrompt(run)
   const request: Array<Prompt.Message> = run.system === undefined ? [] : [run.prompt[0]!]
   for (const message of messages) {
     const converted = Run.promptMessage(run, message)
@@ -271,8 +268,11 @@ const transformedPrompt = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
 
 const modelError = (turn: number) => (error: AiError.AiError) => ModelError.fromAiError(error, turn)
 
+// The steps of a turn below are plain generators, delegated to with `yield*` from `turn`'s: each
+// would otherwise cost its own Effect (a suspend, an iterator and a return step) every turn.
+
 /** Streams one model reply, emitting its events; `cancelled` when a cancel cut it. */
-const streamReply = Effect.fnUntraced(function*<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
+function* streamReply<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
   const builder = new AssistantBuilder()
   const listened = Run.observed(run)
   if (listened) {
@@ -319,7 +319,7 @@ const streamReply = Effect.fnUntraced(function*<R>(run: Run.Run<R>, prompt: Prom
     yield* Run.emit(run, { _tag: "MessageEnd", message, runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
   }
   return { message, cancelled }
-})
+}
 
 type Step =
   | { readonly _tag: "Continue"; readonly hasToolCalls: boolean }
@@ -394,7 +394,7 @@ const appendResults = <R>(run: Run.Run<R>, results: ReadonlyArray<Message.ToolRe
  * Ends a turn whose reply and results are in the transcript: counts it, emits
  * its events, runs the `afterTurn` hooks and decides whether the run goes on.
  */
-const endTurn = Effect.fnUntraced(function*<R>(
+function* endTurn<R>(
   run: Run.Run<R>,
   message: Message.AssistantMessage,
   batch: ToolExecution.BatchResult,
@@ -415,7 +415,7 @@ const endTurn = Effect.fnUntraced(function*<R>(
   if (batch.terminate) return end(Outcome.terminated)
   if (after !== undefined) return end(after)
   return proceed(Message.hasToolCalls(message))
-})
+}
 
 const noBatch: ToolExecution.BatchResult = { results: [], terminate: false }
 
@@ -443,7 +443,7 @@ const turn = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
   if (Run.observed(run)) {
     yield* Run.emit(run, { _tag: "TurnStart", runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
   }
-  const prompt = yield* buildPrompt(run)
+  const prompt = run.hooks.transformContext.length === 0 ? transcriptPrompt(run) : yield* transformedPrompt(run)
   const reply = yield* streamReply(run, prompt)
   Run.append(run, reply.message)
   run.usage = Message.addUsage(run.usage, reply.message.usage)

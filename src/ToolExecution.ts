@@ -182,7 +182,10 @@ const needsApproval = <R>(
   return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
 }
 
-const plan = Effect.fnUntraced(function*<R>(
+// `plan`, `runCall` and `finish` are plain generators, delegated to with `yield*` from the batch's:
+// as Effects of their own they would cost a suspend, an iterator and a return step per call.
+
+function* plan<R>(
   run: Run.Run<R>,
   part: Message.ToolCallPart,
   index: number,
@@ -275,7 +278,7 @@ const plan = Effect.fnUntraced(function*<R>(
     approval = { reason: undefined }
   }
   return planned(call, { _tag: "Execute", tool, settings, params: call.rawParams, approval })
-})
+}
 
 // -----------------------------------------------------------------------------
 // Running a call
@@ -436,7 +439,7 @@ const makeResult = (
   return details === undefined ? result : { ...result, details }
 }
 
-const finish = Effect.fnUntraced(function*<R>(
+function* finish<R>(
   run: Run.Run<R>,
   planned: Planned,
   result: Message.ToolResultMessage,
@@ -476,8 +479,9 @@ const finish = Effect.fnUntraced(function*<R>(
       timestamp: endedAt
     })
   }
-  return { result: current, terminate }
-})
+  const finished: Finished = { result: current, terminate }
+  return finished
+}
 
 const cancelledText = (reason: string) => `Tool call cancelled: ${reason}`
 
@@ -515,7 +519,7 @@ const decide = Effect.fnUntraced(function*<R>(
   return decision
 })
 
-const runOne = Effect.fnUntraced(function*<R>(run: Run.Run<R>, planned: Planned) {
+function* runCall<R>(run: Run.Run<R>, planned: Planned) {
   const startedAt = Run.now(run)
   const { action, call } = planned
   if (action._tag === "Restored") {
@@ -567,7 +571,10 @@ const runOne = Effect.fnUntraced(function*<R>(run: Run.Run<R>, planned: Planned)
   run.startedCalls.delete(call.id)
   if (handled._tag === "Fatal") return yield* handled.error
   return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
-})
+}
+
+/** One call as an Effect of its own, for the calls that run on fibers. */
+const runOne = Effect.fnUntraced(runCall)
 
 /** Runs several calls: parallel ones on fibers (bounded), then sequential ones in order; all in order when any is exclusive. */
 const runAll = <R>(
@@ -590,14 +597,12 @@ const runAll = <R>(
 }
 
 /**
- * Runs the tool calls of one assistant message.
+ * Runs the tool calls of one assistant message. A plain generator: the
+ * loop's turn delegates to it with `yield*`.
  *
  * @since 0.1.0
  */
-export const executeBatch: <R>(
-  run: Run.Run<R>,
-  calls: ReadonlyArray<Message.ToolCallPart>
-) => Effect.Effect<BatchResult, ToolFatalError, R> = Effect.fnUntraced(function*<R>(
+export function* executeBatch<R>(
   run: Run.Run<R>,
   calls: ReadonlyArray<Message.ToolCallPart>
 ) {
@@ -619,7 +624,7 @@ export const executeBatch: <R>(
   }
   const finished: Array<Finished | undefined> = new Array(planned.length)
   // One call (most turns): nothing to order or bound.
-  if (planned.length === 1) finished[0] = yield* runOne(run, planned[0]!)
+  if (planned.length === 1) finished[0] = yield* runCall(run, planned[0]!)
   else yield* runAll(run, planned, finished)
   const results: Array<Message.ToolResultMessage> = []
   let counted = 0
@@ -635,5 +640,6 @@ export const executeBatch: <R>(
   run.batchResults.clear()
   run.restored.results.clear()
   run.restored.started.clear()
-  return { results, terminate: over.size === 0 && counted > 0 && votes === counted }
-})
+  const batch: BatchResult = { results, terminate: over.size === 0 && counted > 0 && votes === counted }
+  return batch
+}
