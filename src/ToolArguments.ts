@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Predicate, Schema } from "effect"
 
 /**
  * Arguments that were not valid JSON: the raw text and the parser's complaint.
@@ -22,12 +22,16 @@ export const Malformed = Schema.Struct({
 /** @since 0.1.0 */
 export type Malformed = typeof Malformed.Type
 
+const isMalformedValue = Schema.is(Malformed)
+
 /**
  * Whether arguments are a {@link Malformed} value.
  *
  * @since 0.1.0
  */
-export const isMalformed: (u: unknown) => u is Malformed = Schema.is(Malformed)
+export const isMalformed = (u: unknown): u is Malformed =>
+  // the tag first: every call's arguments are checked, and most are not malformed
+  Predicate.isTagged(u, "MalformedToolArguments") && isMalformedValue(u)
 
 /**
  * Builds a {@link Malformed} value.
