@@ -133,9 +133,11 @@ const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   const clock = yield* Clock.Clock
   const services = yield* Effect.context<R>()
   const listeners: Array<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>> = []
+  const sinks = setup.sinks.slice()
   for (const plugin of plugins) {
-    const onEvent = plugin.onEvent
+    const { observe, onEvent } = plugin
     // `run.context` is set below, before the first event.
+    if (observe !== undefined) sinks.push((event) => observe(event, run.context))
     if (onEvent !== undefined) listeners.push((event) => onEvent(event, run.context))
   }
   const run: Run.Run<R> = {
@@ -161,7 +163,7 @@ const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     hooks: Run.hookLists(plugins),
     model: yield* LanguageModel.LanguageModel,
     listeners,
-    sinks: setup.sinks,
+    sinks,
     registry,
     approvals,
     steering,

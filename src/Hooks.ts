@@ -242,8 +242,32 @@ export interface Plugin<R = never> {
       ctx: Context
     ) => Effect.Effect<ReadonlyArray<Message.Message> | Transformed, never, R>)
     | undefined
-  /** Sees every event; the context lets an observer snapshot the run (a checkpoint) or emit events. */
+  /**
+   * Sees every event, as an Effect: an observer that needs services, or to
+   * snapshot the run (a checkpoint) or emit events through the context. An
+   * event it ignores costs nothing when it answers `Effect.void`.
+   */
   readonly onEvent?: ((event: AgentEvent.AgentEvent, ctx: Context) => Effect.Effect<void, never, R>) | undefined
+  /**
+   * Sees every event synchronously, where it happens, before the `onEvent`
+   * hooks: for observers that only look (count, render, buffer), with no
+   * Effect to build and run per event. It must not throw: a throw is a
+   * defect that ends the run.
+   *
+   * @example
+   * ```ts
+   * import { Hooks } from "effect-agent"
+   *
+   * let deltas = 0
+   * const counter = Hooks.plugin({
+   *   name: "counter",
+   *   observe: (event) => {
+   *     if (event._tag === "MessageUpdate") deltas++
+   *   }
+   * })
+   * ```
+   */
+  readonly observe?: ((event: AgentEvent.AgentEvent, ctx: Context) => void) | undefined
   readonly steering?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
   readonly followUp?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
   readonly state?: State<R> | undefined

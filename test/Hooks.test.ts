@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Cause, Context, Effect, Layer } from "effect"
 import { Agent, Approvals, Hooks, Message } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { counting, makeTrace, ofTag, runOk, tags, toolResultTexts, toolsLayer } from "./support.ts"
+import { counting, makeTrace, ofTag, runOk, runScript, tags, toolResultTexts, toolsLayer } from "./support.ts"
 
 const call = (name: string, params: unknown, id: string) => ({ id, name, params })
 
@@ -230,5 +230,51 @@ describe("onEvent", () => {
       })
       assert.deepStrictEqual(seen, ["a of 2 messages"])
       assert.deepStrictEqual(ofTag(events, "CheckpointSaved").map((e) => [e.turn, e.sessionId]), [[1, "s"]])
+    }))
+})
+
+describe("observe", () => {
+  it.effect("sees every event where it happens, in the order onEvent hooks see them, hooks that skip events included", () =>
+    Effect.gen(function*() {
+      const observed: Array<string> = []
+      const skipping: Array<string> = []
+      const { events, result } = yield* runOk([
+        { text: ["Let ", "me ", "add."], toolCalls: [call("add", { a: 1, b: 2 }, "a")] },
+        { text: "3" }
+      ], {
+        plugins: [
+          { name: "observer", observe: (event, ctx) => void observed.push(`${event._tag}@${ctx.turn}`) },
+          {
+            name: "skipping",
+            // text deltas are answered with a finished effect, the rest with work: the order must hold across both
+            onEvent: (event) =>
+              event._tag === "MessageUpdate" && event.delta.type === "text"
+                ? Effect.void
+                : Effect.sync(() => void skipping.push(event._tag))
+          }
+        ]
+      })
+      assert.deepStrictEqual(observed.map((entry) => entry.split("@")[0]), tags(events))
+      assert.deepStrictEqual(skipping, events.filter((e) => !(e._tag === "MessageUpdate" && e.delta.type === "text")).map((e) => e._tag))
+      assert.strictEqual(observed.filter((entry) => entry.startsWith("MessageUpdate")).length, 5)
+      // the context is live: events of the first turn see no completed turn, the run's end sees two
+      assert.strictEqual(observed[1], "TurnStart@0")
+      assert.strictEqual(observed.at(-1), "AgentEnd@2")
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("an observer that throws ends the run with a defect; AgentEnd still comes last", () =>
+    Effect.gen(function*() {
+      const { events, exit } = yield* runScript([{ toolCalls: [call("add", { a: 1, b: 2 }, "a")] }, { text: "3" }], {
+        plugins: [{
+          name: "broken",
+          observe: (event) => {
+            if (event._tag === "TurnEnd") throw new Error("observer bug")
+          }
+        }]
+      })
+      assert.isTrue(exit._tag === "Failure" && Cause.hasDies(exit.cause))
+      assert.strictEqual(events.at(-1)?._tag, "AgentEnd")
+      assert.strictEqual(ofTag(events, "MessageStart").length, 1)
     }))
 })

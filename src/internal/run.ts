@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { type Clock, type Context, Deferred, Effect } from "effect"
+import { type Clock, type Context, Deferred, Effect, Exit } from "effect"
 import { constVoid } from "effect/Function"
 import type { LanguageModel, Prompt } from "effect/ai"
 import type { AgentConfig } from "../AgentConfig.ts"
@@ -87,7 +87,7 @@ export interface Run<R> {
   readonly model: LanguageModel.LanguageModel
   /** The `onEvent` hooks. */
   readonly listeners: ReadonlyArray<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>>
-  /** Synchronous event sinks (the stream of `runStream`). */
+  /** Synchronous event sinks: the stream of `runStream`, then the plugins' `observe` hooks. */
   readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
   readonly registry: ToolRegistry.Service
   readonly approvals: Approvals.Service | undefined
@@ -157,19 +157,27 @@ export const emit = <R>(run: Run<R>, event: AgentEvent.AgentEvent): Effect.Effec
 }
 
 /**
- * Delivers events in order (a loop, not `Effect.forEach`: it runs for every
- * chunk of a streamed reply, and allocates less).
+ * Delivers events in order. Hooks that answer with a finished effect (most
+ * answer `Effect.void` to the events they ignore) are passed over here; the
+ * fiber runs only the rest. It runs for every chunk of a streamed reply.
  *
  * @internal
  */
 export const emitAll = <R>(run: Run<R>, events: ReadonlyArray<AgentEvent.AgentEvent>): Effect.Effect<void, never, R> => {
   let i = 0
-  return Effect.whileLoop({
-    while: () => i < events.length,
-    body: () => emit(run, events[i++]!),
-    step: constVoid
-  })
+  const next = (): Effect.Effect<void, never, R> => {
+    while (i < events.length) {
+      const effect = emit(run, events[i++]!)
+      if (!isFinished(effect)) return effect
+    }
+    return Effect.void
+  }
+  const first = next()
+  if (i === events.length) return first
+  return Effect.andThen(first, Effect.whileLoop({ while: () => i < events.length, body: next, step: constVoid }))
 }
+
+const isFinished = (effect: Effect.Effect<void, never, unknown>): boolean => Exit.isExit(effect) && Exit.isSuccess(effect)
 
 /**
  * Whether anything receives the run's events (else the loop builds none).
