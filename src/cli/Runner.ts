@@ -179,7 +179,7 @@ const tools = (target: Settings.Target, note: (text: string) => void) =>
 /** Events as JSON lines on stdout. */
 const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
   name: "jsonl",
-  onEvent: (event) => Effect.sync(() => write(JSON.stringify(AgentEvent.encodeJson(event)) + "\n"))
+  observe: (event) => write(JSON.stringify(AgentEvent.encodeJson(event)) + "\n")
 })
 
 /**
@@ -192,13 +192,12 @@ const tally = () => {
   let end: AgentEvent.Of<"AgentEnd"> | undefined
   const plugin: Hooks.Plugin = {
     name: "tally",
-    onEvent: (event) =>
-      Effect.sync(() => {
-        runId = event.runId
-        if (event._tag === "BudgetSnapshot") {
-          figures = { turns: event.figures.turns, usage: event.figures.usage, elapsedMs: event.figures.elapsedMs }
-        } else if (event._tag === "AgentEnd") end = event
-      })
+    observe: (event) => {
+      runId = event.runId
+      if (event._tag === "BudgetSnapshot") {
+        figures = { turns: event.figures.turns, usage: event.figures.usage, elapsedMs: event.figures.elapsedMs }
+      } else if (event._tag === "AgentEnd") end = event
+    }
   }
   return {
     plugin,

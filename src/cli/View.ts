@@ -209,7 +209,7 @@ export const log = (write: (text: string) => void, options: { readonly color?: b
     }
   }
   return {
-    plugin: { name: "view", onEvent: (event) => Effect.sync(() => render(event)) },
+    plugin: { name: "view", observe: render },
     note: (text) => {
       endStream()
       write(`${s.yellow(`! ${text}`)}\n`)
@@ -495,7 +495,7 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
     yield* Effect.addFinalizer(() => Effect.sync(close))
     yield* Effect.forkScoped(Effect.repeat(Effect.sync(redraw), Schedule.spaced("100 millis")))
     return {
-      plugin: { name: "view", onEvent: (event) => Effect.sync(() => render(event)) },
+      plugin: { name: "view", observe: render },
       note: (text) => print(s.yellow(`! ${text}`)),
       close,
       typing: (text) => {

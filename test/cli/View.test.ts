@@ -67,7 +67,7 @@ const event = (input: AgentEvent.Input, turn = 1) =>
   Effect.map(Clock.currentTimeMillis, (timestamp): AgentEvent.AgentEvent => ({ ...input, runId: "run-1", turn, timestamp }))
 
 const play = (view: View.View, input: AgentEvent.Input, turn = 1) =>
-  Effect.flatMap(event(input, turn), (e) => view.plugin.onEvent!(e, undefined!))
+  Effect.map(event(input, turn), (e) => view.plugin.observe!(e, undefined!))
 
 const figures = (turns: number, u: Message.Usage): AgentEvent.BudgetFigures => ({
   turns,
