@@ -48,7 +48,7 @@ export interface ChildResult {
 }
 
 /** Adapter ids; each loads only its own library. */
-export const ADAPTERS = ["bare", "pi", "ai", "openai", "effect-agent"] as const
+export const ADAPTERS = ["bare", "pi", "ai", "openai", "effect-agent", "effect-agent-onevent"] as const
 export type AdapterId = (typeof ADAPTERS)[number]
 
 const isAdapterId = (name: string | undefined): name is AdapterId => ADAPTERS.some((a) => a === name)
@@ -58,7 +58,8 @@ const adapters: Record<AdapterId, () => Promise<Adapter>> = {
   pi: async () => (await import("./adapters/pi.ts")).adapter,
   ai: async () => (await import("./adapters/ai.ts")).adapter,
   openai: async () => (await import("./adapters/openai.ts")).adapter,
-  "effect-agent": async () => (await import("./adapters/effect-agent.ts")).adapter
+  "effect-agent": async () => (await import("./adapters/effect-agent.ts")).adapter,
+  "effect-agent-onevent": async () => (await import("./adapters/effect-agent.ts")).onEventAdapter
 }
 
 const gc = (): void => {

@@ -9,7 +9,7 @@
  *   --runs N       measured runs per adapter and phase (default 5; each child warms up first)
  *   --quick        one run: a smoke test of the harness with the full workload, labelled as such
  *   --smoke        tiny workload, one run, nothing written: checks the harness works
- *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent); bare is always included
+ *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent); bare is always included
  *   --phases p,q   phases to run (single200, single1000, concurrent, batch)
  *   --no-write     print only
  */
@@ -27,7 +27,7 @@ const rootDir = path.dirname(benchDir)
 // Options
 // -----------------------------------------------------------------------------
 
-const ALL_ADAPTERS: ReadonlyArray<AdapterId> = ["bare", "pi", "ai", "openai", "effect-agent"]
+const ALL_ADAPTERS: ReadonlyArray<AdapterId> = ["bare", "pi", "ai", "openai", "effect-agent", "effect-agent-onevent"]
 
 interface PhaseSpec {
   readonly id: string
@@ -415,7 +415,8 @@ const report = (all: ReadonlyArray<Table>): string => {
     "- **pi-agent-core**: `Agent.prompt` with a `streamFn` emitting pi-ai's `AssistantMessageEventStream`; events via `subscribe`.",
     "- **ai**: `ToolLoopAgent.stream` with `stopWhen: isStepCount(T + 1)` over a `LanguageModelV4`; events = `fullStream` parts.",
     "- **@openai/agents**: `Runner.run(agent, input, { stream: true })` with a custom `Model`; events = the run's stream events; tracing disabled.",
-    "- **effect-agent**: `Agent.run` with effect-agent's `ScriptedModel` (a `LanguageModel`; request recording off), tools through `ToolRegistry.layer`, events via a plugin's `onEvent`. A provider built on effect/ai's `LanguageModel.make` adds its Schema decoding of every part (about 0.5 ms per call, see `bench/providers.ts`).",
+    "- **effect-agent**: `Agent.run` with effect-agent's `ScriptedModel` (a `LanguageModel`; request recording off), tools through `ToolRegistry.layer`, events via a plugin's `observe` (the synchronous observer an app that counts or renders uses). A provider built on effect/ai's `LanguageModel.make` adds its Schema decoding of every part (about 0.5 ms per call, see `bench/providers.ts`).",
+    "- **effect-agent (onEvent)**: the same, with the events counted by a plugin's `onEvent` instead, an `Effect.sync` per event (an observer that needs services). The targets are checked against the first.",
     "",
     "Each adapter and phase runs in its own child process (`node --expose-gc`): a full GC, a warm-up (at least",
     `${size.warmup.toLocaleString("en-US")} turns, at least the timed run's workload with as many sessions at once, and at least ${size.warmupMs / 1000} s:`,

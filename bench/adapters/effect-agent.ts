@@ -15,7 +15,7 @@
  */
 import { Effect, Layer, Schema } from "effect"
 import { type Prompt, Tool, Toolkit } from "effect/ai"
-import { Agent, Message, ToolRegistry } from "../../src/index.ts"
+import { Agent, type Hooks, Message, ToolRegistry } from "../../src/index.ts"
 import { ScriptedModel } from "../../src/testing/index.ts"
 import {
   type Adapter,
@@ -63,8 +63,16 @@ const finalText = (messages: ReadonlyArray<Message.Message>): string => {
   return last === undefined ? "" : Message.textOf(last)
 }
 
-export const adapter: Adapter = {
-  name: "effect-agent",
+/** How the consumer is given the events: a synchronous `observe`, or an `onEvent` Effect per event. */
+type Consumer = "observe" | "onEvent"
+
+const counter = (consumer: Consumer, count: () => void): Hooks.Plugin =>
+  consumer === "observe"
+    ? { name: "count", observe: count }
+    : { name: "count", onEvent: () => Effect.sync(count) }
+
+const make = (name: string, consumer: Consumer): Adapter => ({
+  name,
   cap: "maxParallelTools: 8",
   async session(toolTurns, onTurn) {
     const script = sessionScript("effect-agent", toolTurns)
@@ -82,13 +90,9 @@ export const adapter: Adapter = {
       Agent.run({
         prompt: "go",
         config: { maxTurns: toolTurns + 1, graceTurns: 0 },
-        plugins: [{
-          name: "count",
-          onEvent: () =>
-            Effect.sync(() => {
-              events++
-            })
-        }]
+        plugins: [counter(consumer, () => {
+          events++
+        })]
       }).pipe(Effect.provide(Layer.mergeAll(scriptedModel(script), tools)))
     )
     if (result.outcome._tag !== "Completed") throw new Error(`effect-agent: the run ended with ${result.outcome._tag}`)
@@ -109,4 +113,10 @@ export const adapter: Adapter = {
     if (result.outcome._tag !== "Completed") throw new Error(`effect-agent: the batch ended with ${result.outcome._tag}`)
     return { text: finalText(result.messages), toolRuns: observed.runs, maxInFlight: observed.max, modelCalls: script.calls }
   }
-}
+})
+
+/** effect-agent, events counted by a plugin's `observe`. */
+export const adapter: Adapter = make("effect-agent", "observe")
+
+/** effect-agent, events counted by a plugin's `onEvent`, an `Effect.sync` per event. */
+export const onEventAdapter: Adapter = make("effect-agent (onEvent)", "onEvent")
