@@ -332,19 +332,39 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
   Effect.sync(() => {
     const fresh = { signature: null, results: null, repeats: 0, warned: false }
     let state: Omit<typeof LoopState.Type, "seen"> = fresh
+    // The last batch's results, signed only when the next batch has the same calls (or the state is
+    // saved): most batches differ from the one before, and signing the results cost more than the rest.
+    let unsigned: Hooks.Turn | undefined
+    const lastResults = (): string | null => {
+      if (unsigned !== undefined) {
+        state = { ...state, results: resultsSignature(unsigned) }
+        unsigned = undefined
+      }
+      return state.results
+    }
     const users = new UserMessages()
     return {
       name: "loopDetector",
       afterTurn: (turn, ctx) => {
-        if (users.arrived(ctx.messages)) state = fresh
+        if (users.arrived(ctx.messages)) {
+          state = fresh
+          unsigned = undefined
+        }
         const calls = Message.toolCalls(turn.message)
         if (calls.length === 0) {
           state = { ...state, signature: null, results: null, repeats: 0 }
+          unsigned = undefined
           return proceeding
         }
         const signature = batchSignature(calls)
+        if (signature !== state.signature) {
+          state = { ...state, signature, results: null, repeats: 1 }
+          unsigned = turn
+          return proceeding
+        }
+        const previous = lastResults()
         const results = resultsSignature(turn)
-        const repeats = signature === state.signature && results === state.results ? state.repeats + 1 : 1
+        const repeats = results === previous ? state.repeats + 1 : 1
         state = { ...state, signature, results, repeats }
         if (repeats <= maxRepeatedBatches) return proceeding
         const figures = { repeats, limit: maxRepeatedBatches }
@@ -368,12 +388,16 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
         )
       },
       state: {
-        save: Effect.sync(() => ({ ...state, seen: users.seen })),
+        save: Effect.sync(() => {
+          lastResults()
+          return { ...state, seen: users.seen }
+        }),
         restore: (saved) =>
           Effect.sync(() => {
             if (!Schema.is(LoopState)(saved)) return
             const { seen, ...rest } = saved
             state = rest
+            unsigned = undefined
             users.seen = seen
           })
       }

@@ -313,6 +313,24 @@ describe("loop detection", () => {
       assert.deepStrictEqual(ofTag(steered.events, "GuardTripped").map((e) => [e.action, e.turn]), [["warn", 5], ["stop", 6]])
     }))
 
+  it.effect("the streak is saved with the run: a continued run warns at the third identical batch", () =>
+    Effect.gen(function*() {
+      // the saved streak's last batch is the first of its kind: its results are signed when the state is saved
+      const other = { toolCalls: [{ name: "add", params: { a: 5, b: 5 } }] }
+      const first = yield* runOk([other, same], { config: { maxTurns: 2, graceTurns: 0 } })
+      assert.strictEqual(first.result.outcome._tag, "MaxTurns")
+      const saved = first.result.state.pluginState["loopDetector"]
+      assert.deepInclude(saved, { repeats: 1, signature: "add{\"a\":1,\"b\":2}|big{\"chars\":3}", warned: false })
+      assert.isString(typeof saved === "object" && saved !== null && "results" in saved ? saved.results : undefined)
+      const second = yield* Agent.runContinue(first.result.state, { config: { maxTurns: 10, graceTurns: 0 } }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer([reordered, same, { text: "done" }]), toolsLayer()))
+      )
+      // the warning went in before the model's next call, and the final text turn then reset the streak
+      assert.deepInclude(second.state.pluginState["loopDetector"], { warned: true, repeats: 0 })
+      assert.isTrue(second.messages.some((m) => m.role === "system" && /same results 3 times/.test(Message.textOf(m))))
+      assert.strictEqual(second.outcome._tag, "Completed")
+    }))
+
   it.effect("null switches it off", () =>
     Effect.gen(function*() {
       const { result } = yield* runOk((i) => i < 8 ? same : { text: "done" }, { config: { maxRepeatedBatches: null } })
