@@ -116,12 +116,15 @@ const usageOf = (turn: Turn): Response.FinishPartEncoded["usage"] => ({
 const finishReasonOf = (turn: Turn): Response.FinishReason =>
   turn.finishReason ?? ((turn.toolCalls?.length ?? 0) > 0 ? "tool-calls" : "stop")
 
-const finishOf = (turn: Turn): Response.FinishPartEncoded => ({
-  type: "finish",
-  reason: finishReasonOf(turn),
-  usage: usageOf(turn),
-  ...(turn.usage?.cost === undefined ? {} : { metadata: { "effect-agent": { costUsd: turn.usage.cost } } })
-})
+/** Where our providers put a call's cost: the finish part's metadata. */
+const costMetadata = (turn: Turn) =>
+  turn.usage?.cost === undefined ? undefined : { "effect-agent": { costUsd: turn.usage.cost } }
+
+const finishOf = (turn: Turn): Response.FinishPartEncoded => {
+  const metadata = costMetadata(turn)
+  const part: Response.FinishPartEncoded = { type: "finish", reason: finishReasonOf(turn), usage: usageOf(turn) }
+  return metadata === undefined ? part : { ...part, metadata }
+}
 
 interface ResolvedCall {
   readonly id: string
@@ -143,8 +146,13 @@ const reasoningOf = (turn: Turn) =>
     ? { text: turn.reasoning, signature: undefined }
     : turn.reasoning
 
-const signatureMetadata = (signature: string | undefined) =>
-  signature === undefined ? {} : { metadata: { scripted: { signature } } }
+/** How a scripted reasoning signature travels: in the part's metadata, as a provider's would. */
+const signatureOf = (signature: string | undefined) => signature === undefined ? undefined : { scripted: { signature } }
+
+const signatureMetadata = (signature: string | undefined) => {
+  const metadata = signatureOf(signature)
+  return metadata === undefined ? {} : { metadata }
+}
 
 /**
  * Makes the parts of a turn, one method per kind: {@link encodedParts}, what
@@ -281,7 +289,7 @@ const decodedParts: PartMaker<Decoded> = {
     "~effect/ai/Response/Part": Part,
     type,
     id,
-    metadata: signature === undefined ? noMetadata : { scripted: { signature } }
+    metadata: signatureOf(signature) ?? noMetadata
   }),
   paramsStart: (id, name) => ({
     "~effect/ai/Response/Part": Part,
@@ -305,7 +313,7 @@ const decodedParts: PartMaker<Decoded> = {
     type: "finish",
     reason: finishReasonOf(turn),
     usage: usageOfPart(turn),
-    metadata: turn.usage?.cost === undefined ? noMetadata : { "effect-agent": { costUsd: turn.usage.cost } }
+    metadata: costMetadata(turn) ?? noMetadata
   })
 }
 
