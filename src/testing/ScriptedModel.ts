@@ -17,7 +17,7 @@
  *
  * @since 0.1.0
  */
-import { Channel, Context, Duration, Effect, Layer, Stream } from "effect"
+import { type Array as Arr, Cause, Channel, Context, Duration, Effect, Layer, type Pull, Stream } from "effect"
 import { AiError, LanguageModel, Prompt, Response } from "effect/ai"
 import type * as Message from "../Message.ts"
 import * as ToolArguments from "../ToolArguments.ts"
@@ -126,18 +126,9 @@ const finishOf = (turn: Turn): Response.FinishPartEncoded => {
   return metadata === undefined ? part : { ...part, metadata }
 }
 
-interface ResolvedCall {
-  readonly id: string
-  readonly name: string
-  readonly raw: string
-  readonly params: unknown
-}
+const callId = (call: ToolCall, index: number, i: number): string => call.id ?? `call_${index + 1}_${i + 1}`
 
-const resolveCalls = (turn: Turn, index: number): ReadonlyArray<ResolvedCall> =>
-  (turn.toolCalls ?? []).map((call, i) => {
-    const raw = call.rawParams ?? JSON.stringify(call.params ?? {})
-    return { id: call.id ?? `call_${index + 1}_${i + 1}`, name: call.name, raw, params: ToolArguments.parse(raw) }
-  })
+const rawParamsOf = (call: ToolCall): string => call.rawParams ?? JSON.stringify(call.params ?? {})
 
 const reasoningOf = (turn: Turn) =>
   turn.reasoning === undefined
@@ -169,30 +160,40 @@ interface PartMaker<P> {
   finish(turn: Turn): P
 }
 
-const turnParts = <P>(turn: Turn, index: number, make: PartMaker<P>): { readonly head: Array<P>; readonly tail: Array<P> } => {
-  const head: Array<P> = [make.metadata(`scripted_${index + 1}`, turn.model ?? "scripted")]
+/** A turn's parts in stream order; the first `beforeCalls` are what a `hang` turn streams. */
+interface Parts<P> {
+  readonly all: [P, ...Array<P>]
+  readonly beforeCalls: number
+}
+
+const turnParts = <P>(turn: Turn, index: number, make: PartMaker<P>): Parts<P> => {
+  const all: [P, ...Array<P>] = [make.metadata(`scripted_${index + 1}`, turn.model ?? "scripted")]
   const reasoning = reasoningOf(turn)
   if (reasoning !== undefined) {
-    head.push(make.start("reasoning-start", "r"))
-    for (const delta of words(reasoning.text)) head.push(make.delta("reasoning-delta", "r", delta))
-    head.push(make.end("reasoning-end", "r", reasoning.signature))
+    all.push(make.start("reasoning-start", "r"))
+    for (const delta of words(reasoning.text)) all.push(make.delta("reasoning-delta", "r", delta))
+    all.push(make.end("reasoning-end", "r", reasoning.signature))
   }
   if (turn.text !== undefined) {
-    head.push(make.start("text-start", "t"))
+    all.push(make.start("text-start", "t"))
     for (const delta of typeof turn.text === "string" ? words(turn.text) : turn.text) {
-      head.push(make.delta("text-delta", "t", delta))
+      all.push(make.delta("text-delta", "t", delta))
     }
-    head.push(make.end("text-end", "t"))
+    all.push(make.end("text-end", "t"))
   }
-  const tail: Array<P> = []
-  for (const call of resolveCalls(turn, index)) {
-    tail.push(make.paramsStart(call.id, call.name))
-    if (call.raw !== "") tail.push(make.delta("tool-params-delta", call.id, call.raw))
-    tail.push(make.end("tool-params-end", call.id))
-    tail.push(make.toolCall(call.id, call.name, call.params))
+  const beforeCalls = all.length
+  const calls = turn.toolCalls ?? []
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i]!
+    const id = callId(call, index, i)
+    const raw = rawParamsOf(call)
+    all.push(make.paramsStart(id, call.name))
+    if (raw !== "") all.push(make.delta("tool-params-delta", id, raw))
+    all.push(make.end("tool-params-end", id))
+    all.push(make.toolCall(id, call.name, ToolArguments.parse(raw)))
   }
-  tail.push(make.finish(turn))
-  return { head, tail }
+  all.push(make.finish(turn))
+  return { all, beforeCalls }
 }
 
 const encodedParts: PartMaker<Response.StreamPartEncoded> = {
@@ -213,7 +214,10 @@ const encodedParts: PartMaker<Response.StreamPartEncoded> = {
 export const streamParts = (turn: Turn, index: number): {
   readonly head: Array<Response.StreamPartEncoded>
   readonly tail: Array<Response.StreamPartEncoded>
-} => turnParts(turn, index, encodedParts)
+} => {
+  const { all, beforeCalls } = turnParts(turn, index, encodedParts)
+  return { head: all.slice(0, beforeCalls), tail: all.slice(beforeCalls) }
+}
 
 const contentParts = (turn: Turn, index: number): Array<Response.PartEncoded> => {
   const parts: Array<Response.PartEncoded> = []
@@ -224,8 +228,10 @@ const contentParts = (turn: Turn, index: number): Array<Response.PartEncoded> =>
   if (turn.text !== undefined) {
     parts.push({ type: "text", text: typeof turn.text === "string" ? turn.text : turn.text.join("") })
   }
-  for (const call of resolveCalls(turn, index)) {
-    parts.push({ type: "tool-call", id: call.id, name: call.name, params: call.params })
+  const calls = turn.toolCalls ?? []
+  for (let i = 0; i < calls.length; i++) {
+    const call = calls[i]!
+    parts.push({ type: "tool-call", id: callId(call, index, i), name: call.name, params: ToolArguments.parse(rawParamsOf(call)) })
   }
   parts.push(finishOf(turn))
   return parts
@@ -331,11 +337,18 @@ export interface Options {
   readonly record?: boolean | undefined
 }
 
-const toolNames = (toolkit: unknown): ReadonlyArray<string> =>
-  typeof toolkit === "object" && toolkit !== null && "tools" in toolkit && typeof toolkit.tools === "object" &&
-    toolkit.tools !== null
-    ? Object.keys(toolkit.tools)
-    : []
+const toolNamesOf = new WeakMap<object, ReadonlyArray<string>>()
+
+/** The names of a toolkit's tools (read once per toolkit: the loop passes the same one on every call). */
+const toolNames = (toolkit: unknown): ReadonlyArray<string> => {
+  if (typeof toolkit !== "object" || toolkit === null || !("tools" in toolkit)) return []
+  let names = toolNamesOf.get(toolkit)
+  if (names === undefined) {
+    names = typeof toolkit.tools === "object" && toolkit.tools !== null ? Object.keys(toolkit.tools) : []
+    toolNamesOf.set(toolkit, names)
+  }
+  return names
+}
 
 /**
  * Builds a scripted `LanguageModel` and its recorder.
@@ -349,12 +362,12 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
   Effect.gen(function*() {
     const requests: Array<Request> = []
     let calls = 0
-    const next = (request: () => Request): [Turn | undefined, number] => {
-      const index = calls++
-      if (options.record === false && typeof script !== "function") return [script[index], index]
+    /** The turn the script gives call `index`, the request recorded (and made only when needed). */
+    const turnFor = (index: number, request: () => Request): Turn | undefined => {
+      if (options.record === false && typeof script !== "function") return script[index]
       const made = request()
       if (options.record !== false) requests.push(made)
-      return [typeof script === "function" ? script(index, made) : script[index], index]
+      return typeof script === "function" ? script(index, made) : script[index]
     }
     // The loop hands over its live transcript: a recorded request keeps a copy of what it held.
     const snapshot = (prompt: Prompt.Prompt) =>
@@ -369,15 +382,18 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
       const body = turn.fail !== undefined
         ? Stream.fail(failWith(method, turn.fail))
         : (() => {
-          const { head, tail } = turnParts(turn, index, make)
-          return turn.hang === true ? Stream.concat(Stream.fromArray(head), Stream.never) : Stream.fromArray(head.concat(tail))
+          const { all, beforeCalls } = turnParts(turn, index, make)
+          return turn.hang === true
+            ? Stream.concat(Stream.fromArray(all.slice(0, beforeCalls)), Stream.never)
+            : Stream.fromArray(all)
         })()
       return turn.delay === undefined ? body : Stream.concat(Stream.fromEffectDrain(Effect.sleep(turn.delay)), body)
     }
     const base = yield* LanguageModel.make({
       generateText: (options) =>
         Effect.suspend(() => {
-          const [turn, index] = next(fromProvider(options))
+          const index = calls++
+          const turn = turnFor(index, fromProvider(options))
           if (turn === undefined) return Effect.fail(exhausted("generateText", index))
           const wait = turn.delay === undefined ? Effect.void : Effect.sleep(turn.delay)
           if (turn.fail !== undefined) return Effect.andThen(wait, Effect.fail(failWith("generateText", turn.fail)))
@@ -386,7 +402,8 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
         }),
       streamText: (options) =>
         Stream.unwrap(Effect.sync(() => {
-          const [turn, index] = next(fromProvider(options))
+          const index = calls++
+          const turn = turnFor(index, fromProvider(options))
           return turn === undefined
             ? Stream.fail(exhausted("streamText", index))
             : play(turn, index, "streamText", encodedParts)
@@ -396,20 +413,33 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
     // decoding a part only fills in its defaults: the scripted model builds those parts itself
     // instead of encoding them for LanguageModel.make to decode, which costs more than the loop's
     // own turn. Every other use goes through LanguageModel.make.
-    // `Channel.suspend`, not `Stream.suspend`: the latter also records every stream it makes in a
-    // WeakMap (for `Stream.concat`), a cost per model call that showed in the benchmark's profile.
-    const deferred = (input: LanguageModel.GenerateTextOptions<{}>) =>
-      Stream.fromChannel(Channel.suspend(() => {
-        const [turn, index] = next(() => ({
-          prompt: snapshot(Prompt.make(input.prompt)),
-          tools: toolNames(input.toolkit),
-          toolChoice: input.toolChoice ?? "auto",
-          toolCallValidation: "deferred"
-        }))
-        return Stream.toChannel(
-          turn === undefined ? Stream.fail(exhausted("streamText", index)) : play(turn, index, "streamText", decodedParts)
-        )
+    const deferred = (input: LanguageModel.GenerateTextOptions<{}>) => {
+      const request = (): Request => ({
+        prompt: snapshot(Prompt.make(input.prompt)),
+        tools: toolNames(input.toolkit),
+        toolChoice: input.toolChoice ?? "auto",
+        toolCallValidation: "deferred"
+      })
+      // The turn is taken when the stream runs, as a provider sends its request then. A plain
+      // turn is one chunk, pulled once: a channel of its own, not `Channel.suspend` over
+      // `Stream.fromArray`, whose two more channel layers cost fiber steps on every model call.
+      return Stream.fromChannel(Channel.fromTransform((upstream, scope) => {
+        const index = calls++
+        const turn = turnFor(index, request)
+        if (turn === undefined) return Channel.toTransform(Stream.toChannel(Stream.fail(exhausted("streamText", index))))(upstream, scope)
+        if (turn.fail !== undefined || turn.delay !== undefined || turn.hang === true) {
+          return Channel.toTransform(Stream.toChannel(play(turn, index, "streamText", decodedParts)))(upstream, scope)
+        }
+        const { all } = turnParts(turn, index, decodedParts)
+        let pulled = false
+        const pull: Pull.Pull<Arr.NonEmptyReadonlyArray<Decoded>, AiError.AiError, void> = Effect.suspend(() => {
+          if (pulled) return Cause.done()
+          pulled = true
+          return Effect.succeed(all)
+        })
+        return Effect.succeed(pull)
       }))
+    }
     const streamText = (input: LanguageModel.GenerateTextOptions<{}>) => {
       if (input.disableToolCallResolution === true && input.toolCallValidation === "deferred") return deferred(input)
       const { toolkit, ...rest } = input
