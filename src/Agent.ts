@@ -278,7 +278,7 @@ function* streamReply<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
   const builder = new AssistantBuilder()
   const listened = Run.observed(run)
   if (listened) {
-    yield* Run.emit(run, {
+    yield* Run.deliver(run, {
       _tag: "MessageStart",
       role: "assistant",
       runId: run.runId,
@@ -311,14 +311,16 @@ function* streamReply<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
     }
     return events === undefined ? Effect.void : Run.emitAll(run, events)
   })
-  const cancelled = yield* Run.raceCancel(
+  // The stream ends with `void`, a cancel with its reason: no step to map the one to `undefined`.
+  const ended: void | string = yield* Run.raceCancel(
     run,
-    Effect.as(Effect.mapError(consume, modelError(run.eventTurn)), undefined),
-    (reason): string | undefined => reason
+    Effect.mapError(consume, modelError(run.eventTurn)),
+    (reason): void | string => reason
   )
+  const cancelled = typeof ended === "string" ? ended : undefined
   const message = builder.build(cancelled !== undefined)
   if (listened) {
-    yield* Run.emit(run, { _tag: "MessageEnd", message, runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
+    yield* Run.deliver(run, { _tag: "MessageEnd", message, runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
   }
   return { message, cancelled }
 }
@@ -330,8 +332,6 @@ type Step =
 const end = (outcome: Outcome.Outcome): Step => ({ _tag: "End", outcome })
 const proceed = (hasToolCalls: boolean): Step => ({ _tag: "Continue", hasToolCalls })
 
-const noOutcome = Effect.succeed(undefined)
-
 /** Whether a hook answered with a finished `Proceed`. */
 const isProceeding = (effect: Effect.Effect<Hooks.Control, never, unknown>): boolean =>
   Exit.isExit(effect) && Exit.isSuccess(effect) && Predicate.isTagged(effect.value, "Proceed")
@@ -340,40 +340,20 @@ type ControlHook<R> = (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, 
 
 /**
  * Runs a control hook of each plugin in order: the first `Stop` ends the run,
- * an `Inject` appends its messages. Hooks that answer with a finished
- * `Proceed` (an Exit, as the built-in guards do on most turns) are read here,
- * without a fiber step; the rest from the first other answer on run in
- * {@link controlFrom}.
+ * an `Inject` appends its messages. A plain generator: hooks that answer with
+ * a finished `Proceed` (an Exit, as the built-in guards do on most turns) are
+ * read here, without a fiber step.
  */
-const runControl = <R>(
-  run: Run.Run<R>,
-  plugins: ReadonlyArray<Hooks.Plugin<R>>,
-  control: ControlHook<R>
-): Effect.Effect<Outcome.Outcome | undefined, never, R> => {
+function* runControl<R>(run: Run.Run<R>, plugins: ReadonlyArray<Hooks.Plugin<R>>, control: ControlHook<R>) {
   for (let i = 0; i < plugins.length; i++) {
     const effect = control(plugins[i]!)
     if (effect === undefined || isProceeding(effect)) continue
-    return controlFrom(run, plugins, control, i, effect)
-  }
-  return noOutcome
-}
-
-const controlFrom = Effect.fnUntraced(function*<R>(
-  run: Run.Run<R>,
-  plugins: ReadonlyArray<Hooks.Plugin<R>>,
-  control: ControlHook<R>,
-  start: number,
-  first: Effect.Effect<Hooks.Control, never, R>
-) {
-  for (let i = start; i < plugins.length; i++) {
-    const effect = i === start ? first : control(plugins[i]!)
-    if (effect === undefined) continue
     const decision = yield* effect
     if (decision._tag === "Stop") return decision.outcome
     if (decision._tag === "Inject") yield* appendInjected(run, decision.messages)
   }
   return undefined
-})
+}
 
 const appendInjected = <R>(run: Run.Run<R>, messages: ReadonlyArray<Message.Message>): Effect.Effect<void, never, R> =>
   Effect.forEach(messages, (message) => {
@@ -407,8 +387,8 @@ function* endTurn<R>(
     // the snapshot is of the turn's end: one clock read for both
     const at = Run.now(run)
     const { runId, eventTurn } = run
-    yield* Run.emit(run, { _tag: "TurnEnd", message, toolResults: batch.results, runId, turn: eventTurn, timestamp: at })
-    yield* Run.emit(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run, at), runId, turn: eventTurn, timestamp: at })
+    yield* Run.deliver(run, { _tag: "TurnEnd", message, toolResults: batch.results, runId, turn: eventTurn, timestamp: at })
+    yield* Run.deliver(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run, at), runId, turn: eventTurn, timestamp: at })
   }
   const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
@@ -443,7 +423,7 @@ const turn = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
   if (cancelledBefore !== undefined) return end(Outcome.cancelled(cancelledBefore))
   run.eventTurn = run.turn + 1
   if (Run.observed(run)) {
-    yield* Run.emit(run, { _tag: "TurnStart", runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
+    yield* Run.deliver(run, { _tag: "TurnStart", runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
   }
   const prompt = run.hooks.transformContext.length === 0 ? transcriptPrompt(run) : yield* transformedPrompt(run)
   const reply = yield* streamReply(run, prompt)

@@ -93,27 +93,32 @@ type Validated =
   | { readonly _tag: "Valid"; readonly params: unknown }
   | { readonly _tag: "Invalid"; readonly text: string }
 
-const validate = (tool: Tool.Any, params: unknown): Effect.Effect<Validated> => {
+const valid = (params: unknown): Validated => ({ _tag: "Valid", params })
+
+const invalidArguments = (tool: Tool.Any, params: unknown, error: Schema.SchemaError): Validated => ({
+  _tag: "Invalid",
+  text: `Invalid arguments for ${tool.name}: ${describeIssue(error)}\nExpected arguments matching this schema: ${
+    jsonSchemaText(tool)
+  }\nYou sent: ${capRaw(ToolArguments.toJsonText(params))}`
+})
+
+/**
+ * Decodes a call's arguments with its tool's Schema. A plain generator: a
+ * Schema without effectful steps decodes to an Exit, read here with no fiber step.
+ */
+function* validate(tool: Tool.Any, params: unknown) {
   if (ToolArguments.isMalformed(params)) {
-    return Effect.succeed({
+    const malformed: Validated = {
       _tag: "Invalid",
       text: `The arguments for ${tool.name} were not valid JSON (${params.error}). You sent (raw): ${
         capRaw(params.raw)
       }\nResend the call with a JSON object matching this schema: ${jsonSchemaText(tool)}`
-    })
+    }
+    return malformed
   }
   const decoded = ToolRun.decoderFor(tool)(params)
-  // A Schema without effectful steps decodes to an Exit: a valid call is read here, with no fiber step.
-  if (Exit.isExit(decoded) && Exit.isSuccess(decoded)) return Effect.succeed({ _tag: "Valid", params: decoded.value })
-  return Effect.match(decoded, {
-    onSuccess: (decoded): Validated => ({ _tag: "Valid", params: decoded }),
-    onFailure: (error): Validated => ({
-      _tag: "Invalid",
-      text: `Invalid arguments for ${tool.name}: ${describeIssue(error)}\nExpected arguments matching this schema: ${
-        jsonSchemaText(tool)
-      }\nYou sent: ${capRaw(ToolArguments.toJsonText(params))}`
-    })
-  })
+  if (Exit.isExit(decoded) && Exit.isSuccess(decoded)) return valid(decoded.value)
+  return yield* Effect.match(decoded, { onSuccess: valid, onFailure: (error) => invalidArguments(tool, params, error) })
 }
 
 const unknownToolText = (name: string, available: ReadonlyArray<Tool.Any>): string =>
@@ -166,23 +171,16 @@ const runBeforeHooks = Effect.fnUntraced(function*<R>(run: Run.Run<R>, call: Hoo
   return verdict
 })
 
-const no = Effect.succeed(false)
-const yes = Effect.succeed(true)
-
-const needsApproval = <R>(
-  run: Run.Run<R>,
-  tool: Tool.Any,
-  params: unknown,
-  toolCallId: string
-): Effect.Effect<boolean> => {
+/** Whether a call needs approval by its tool's `needsApproval`. A plain generator: a flag costs no fiber step. */
+function* needsApproval<R>(run: Run.Run<R>, tool: Tool.Any, params: unknown, toolCallId: string) {
   const flag = tool.needsApproval
-  if (flag === undefined || flag === false) return no
-  if (flag === true) return yes
+  if (flag === undefined || typeof flag === "boolean") return flag === true
   const answer = flag(params, { toolCallId, messages: run.prompt })
-  return Effect.isEffect(answer) ? answer : Effect.succeed(answer)
+  const needed: boolean = Effect.isEffect(answer) ? yield* answer : answer
+  return needed
 }
 
-// `plan`, `runCall` and `finish` are plain generators, delegated to with `yield*` from the batch's:
+// `validate`, `plan`, `runCall` and `finish` are plain generators, delegated to with `yield*` from the batch's:
 // as Effects of their own they would cost a suspend, an iterator and a return step per call.
 
 function* plan<R>(
@@ -467,7 +465,7 @@ function* finish<R>(
   run.batchResults.set(planned.call.id, current)
   if (Run.observed(run)) {
     const endedAt = Run.now(run)
-    yield* Run.emit(run, {
+    yield* Run.deliver(run, {
       _tag: "ToolExecutionEnd",
       toolCallId: planned.call.id,
       toolName: planned.call.name,
@@ -553,7 +551,7 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
   }
   run.startedCalls.add(call.id)
   if (Run.observed(run)) {
-    yield* Run.emit(run, {
+    yield* Run.deliver(run, {
       _tag: "ToolExecutionStart",
       toolCallId: call.id,
       toolName: call.name,

@@ -157,6 +157,18 @@ export const emit = <R>(run: Run<R>, event: AgentEvent.AgentEvent): Effect.Effec
 }
 
 /**
+ * Delivers an event from one of the loop's generators (`yield* Run.deliver(run, event)`):
+ * a plain generator, so an event no `onEvent` hook waits on (the sinks are
+ * synchronous, and most hooks answer `Effect.void`) takes no fiber step.
+ *
+ * @internal
+ */
+export function* deliver<R>(run: Run<R>, event: AgentEvent.AgentEvent) {
+  const effect = emit(run, event)
+  if (!isFinished(effect)) yield* effect
+}
+
+/**
  * Delivers events in order. Hooks that answer with a finished effect (most
  * answer `Effect.void` to the events they ignore) are passed over here; the
  * fiber runs only the rest. It runs for every chunk of a streamed reply.
@@ -217,16 +229,17 @@ export const stamp = <R>(run: Run<R>, input: AgentEvent.Input): AgentEvent.Agent
 })
 
 /**
- * The reason the run was cancelled through its `Steering`, if it was.
+ * The reason the run was cancelled through its `Steering`, if it was. A plain
+ * generator, for `yield*` in the loop's generators: it takes no fiber step
+ * unless the run was cancelled.
  *
  * @internal
  */
-export const cancelReason = <R>(run: Run<R>): Effect.Effect<string | undefined> =>
-  run.steering !== undefined && Deferred.isDoneUnsafe(run.steering.cancelled)
-    ? Deferred.await(run.steering.cancelled)
-    : notCancelled
-
-const notCancelled: Effect.Effect<string | undefined> = Effect.succeed(undefined)
+export function* cancelReason<R>(run: Run<R>) {
+  if (run.steering === undefined || !Deferred.isDoneUnsafe(run.steering.cancelled)) return undefined
+  const reason: string = yield* Deferred.await(run.steering.cancelled)
+  return reason
+}
 
 /**
  * Races an effect with the run's cancellation: when the run is cancelled
