@@ -61,6 +61,7 @@ import * as ToolExecution from "./ToolExecution.ts"
 import { ToolRegistry } from "./ToolRegistry.ts"
 import { AssistantBuilder } from "./internal/assistant.ts"
 import * as Run from "./internal/run.ts"
+import * as Settled from "./internal/settled.ts"
 
 /**
  * What starts a run.
@@ -340,13 +341,32 @@ type ControlHook<R> = (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, 
 
 /**
  * Runs a control hook of each plugin in order: the first `Stop` ends the run,
- * an `Inject` appends its messages. A plain generator: hooks that answer with
- * a finished `Proceed` (an Exit, as the built-in guards do on most turns) are
- * read here, without a fiber step.
+ * an `Inject` appends its messages. Hooks that answer with a finished
+ * `Proceed` (an Exit, as the built-in guards do on most turns) are read here,
+ * without a fiber step; when all do, the answer is settled at once.
  */
-function* runControl<R>(run: Run.Run<R>, plugins: ReadonlyArray<Hooks.Plugin<R>>, control: ControlHook<R>) {
+const runControl = <R>(
+  run: Run.Run<R>,
+  plugins: ReadonlyArray<Hooks.Plugin<R>>,
+  control: ControlHook<R>
+) => {
   for (let i = 0; i < plugins.length; i++) {
     const effect = control(plugins[i]!)
+    if (effect === undefined || isProceeding(effect)) continue
+    return controlFrom(run, plugins, control, i, effect)
+  }
+  return Settled.undefined_
+}
+
+function* controlFrom<R>(
+  run: Run.Run<R>,
+  plugins: ReadonlyArray<Hooks.Plugin<R>>,
+  control: ControlHook<R>,
+  start: number,
+  first: Effect.Effect<Hooks.Control, never, R>
+) {
+  for (let i = start; i < plugins.length; i++) {
+    const effect = i === start ? first : control(plugins[i]!)
     if (effect === undefined || isProceeding(effect)) continue
     const decision = yield* effect
     if (decision._tag === "Stop") return decision.outcome

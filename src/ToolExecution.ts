@@ -25,6 +25,7 @@ import * as Approvals from "./Approvals.ts"
 import * as Message from "./Message.ts"
 import * as ToolArguments from "./ToolArguments.ts"
 import * as Run from "./internal/run.ts"
+import * as Settled from "./internal/settled.ts"
 import * as ToolRun from "./internal/toolRun.ts"
 
 /**
@@ -171,13 +172,21 @@ const runBeforeHooks = Effect.fnUntraced(function*<R>(run: Run.Run<R>, call: Hoo
   return verdict
 })
 
-/** Whether a call needs approval by its tool's `needsApproval`. A plain generator: a flag costs no fiber step. */
-function* needsApproval<R>(run: Run.Run<R>, tool: Tool.Any, params: unknown, toolCallId: string) {
+const noApproval = Settled.make(false)
+const approvalNeeded = Settled.make(true)
+
+/** Whether a call needs approval by its tool's `needsApproval`; a flag is settled at once. */
+const needsApproval = <R>(
+  run: Run.Run<R>,
+  tool: Tool.Any,
+  params: unknown,
+  toolCallId: string
+): Effect.Effect<boolean> | Settled.Settled<boolean> => {
   const flag = tool.needsApproval
-  if (flag === undefined || typeof flag === "boolean") return flag === true
+  if (flag === undefined || flag === false) return noApproval
+  if (flag === true) return approvalNeeded
   const answer = flag(params, { toolCallId, messages: run.prompt })
-  const needed: boolean = Effect.isEffect(answer) ? yield* answer : answer
-  return needed
+  return Effect.isEffect(answer) ? answer : answer ? approvalNeeded : noApproval
 }
 
 // `validate`, `plan`, `runCall` and `finish` are plain generators, delegated to with `yield*` from the batch's:

@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer } from "effect"
+import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
+import { Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, Approvals, Hooks, Message } from "effect-agent"
+import { Agent, Approvals, Hooks, Message, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { makeTrace, ofTag, recorder, runOk, tags, toolsLayer } from "./support.ts"
 
@@ -149,6 +150,49 @@ describe("approvals", () => {
       assert.strictEqual(textOf(result.messages, "b1"), "xxxxx")
       assert.strictEqual(textOf(result.messages, "b2"), "Tool call denied: too big")
       assert.strictEqual(textOf(result.messages, "a"), "2")
+    }))
+
+  it.effect("a needsApproval function decides per call, answering a boolean or an Effect", () =>
+    Effect.gen(function*() {
+      const Params = Schema.Struct({ amount: Schema.Finite })
+      const seen: Array<string> = []
+      const Pay = Tool.make("pay", {
+        parameters: Params,
+        success: Schema.String,
+        needsApproval: ({ amount }, { toolCallId }) => {
+          seen.push(toolCallId)
+          return amount > 100
+        }
+      })
+      const Refund = Tool.make("refund", {
+        parameters: Params,
+        success: Schema.String,
+        needsApproval: ({ amount }) => Effect.succeed(amount > 10)
+      })
+      const Kit = Toolkit.make(Pay, Refund)
+      const handlers = Kit.toLayer({
+        pay: ({ amount }) => Effect.succeed(`paid ${amount}`),
+        refund: ({ amount }) => Effect.succeed(`refunded ${amount}`)
+      })
+      const result = yield* Agent.run({ prompt: "go" }).pipe(
+        Effect.provideService(Approvals.Approvals, Approvals.denyAll("over the limit")),
+        Effect.provide(Layer.mergeAll(
+          ScriptedModel.layer([{
+            toolCalls: [
+              call("pay", { amount: 5 }, "p1"),
+              call("pay", { amount: 500 }, "p2"),
+              call("refund", { amount: 1 }, "r1"),
+              call("refund", { amount: 50 }, "r2")
+            ]
+          }, { text: "ok" }]),
+          ToolRegistry.layer(Kit).pipe(Layer.provide(handlers))
+        ))
+      )
+      assert.strictEqual(textOf(result.messages, "p1"), "paid 5")
+      assert.strictEqual(textOf(result.messages, "p2"), "Tool call denied: over the limit")
+      assert.strictEqual(textOf(result.messages, "r1"), "refunded 1")
+      assert.strictEqual(textOf(result.messages, "r2"), "Tool call denied: over the limit")
+      assert.deepStrictEqual(seen, ["p1", "p2"])
     }))
 
   it.effect("allowAll and denyAll", () =>

@@ -16,6 +16,7 @@ import * as Message from "../Message.ts"
 import * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import type * as ToolRegistry from "../ToolRegistry.ts"
+import * as Settled from "./settled.ts"
 
 /**
  * The hooks a plugin may have that the loop calls in order.
@@ -158,14 +159,17 @@ export const emit = <R>(run: Run<R>, event: AgentEvent.AgentEvent): Effect.Effec
 
 /**
  * Delivers an event from one of the loop's generators (`yield* Run.deliver(run, event)`):
- * a plain generator, so an event no `onEvent` hook waits on (the sinks are
- * synchronous, and most hooks answer `Effect.void`) takes no fiber step.
+ * an event no `onEvent` hook waits on (the sinks are synchronous, and most
+ * hooks answer `Effect.void`) is settled at once.
  *
  * @internal
  */
-export function* deliver<R>(run: Run<R>, event: AgentEvent.AgentEvent) {
+export const deliver = <R>(
+  run: Run<R>,
+  event: AgentEvent.AgentEvent
+): Effect.Effect<void, never, R> | Settled.Settled<undefined> => {
   const effect = emit(run, event)
-  if (!isFinished(effect)) yield* effect
+  return isFinished(effect) ? Settled.undefined_ : effect
 }
 
 /**
@@ -229,17 +233,15 @@ export const stamp = <R>(run: Run<R>, input: AgentEvent.Input): AgentEvent.Agent
 })
 
 /**
- * The reason the run was cancelled through its `Steering`, if it was. A plain
- * generator, for `yield*` in the loop's generators: it takes no fiber step
- * unless the run was cancelled.
+ * The reason the run was cancelled through its `Steering`, if it was; for
+ * `yield*` in the loop's generators, settled at once unless it was.
  *
  * @internal
  */
-export function* cancelReason<R>(run: Run<R>) {
-  if (run.steering === undefined || !Deferred.isDoneUnsafe(run.steering.cancelled)) return undefined
-  const reason: string = yield* Deferred.await(run.steering.cancelled)
-  return reason
-}
+export const cancelReason = <R>(run: Run<R>): Effect.Effect<string> | Settled.Settled<undefined> =>
+  run.steering !== undefined && Deferred.isDoneUnsafe(run.steering.cancelled)
+    ? Deferred.await(run.steering.cancelled)
+    : Settled.undefined_
 
 /**
  * Races an effect with the run's cancellation: when the run is cancelled
