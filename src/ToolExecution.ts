@@ -317,6 +317,12 @@ type Handled =
   | { readonly _tag: "Result"; readonly content: ReadonlyArray<Message.UserContent>; readonly isError: boolean }
   | { readonly _tag: "Fatal"; readonly error: ToolFatalError }
 
+const fromOutput = (output: Tool.HandlerResult<Tool.Any>): Handled => ({
+  _tag: "Result",
+  content: contentOf(output),
+  isError: output.isFailure
+})
+
 const fromCause = (planned: Planned, tool: Tool.Any, cause: Cause.Cause<unknown>): Handled => {
   const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure)) {
@@ -359,16 +365,14 @@ const runHandler = <R>(
 ): Effect.Effect<Handled, never, R> => {
   const { tool } = action
   const { call } = planned
-  const onPreliminary = (partial: unknown) =>
-    Run.emitInput(run, { _tag: "ToolExecutionUpdate", toolCallId: call.id, toolName: tool.name, partial })
   const handled = Effect.matchCause(
     run.registry.run(tool.name, { params: call.params, rawParams: action.params, toolCallId: call.id }, (partial) =>
       // preliminary results are reported through the run's hooks, which may need its services
-      Effect.provideContext(onPreliminary(partial), run.services)),
-    {
-      onSuccess: (output): Handled => ({ _tag: "Result", content: contentOf(output), isError: output.isFailure }),
-      onFailure: (cause): Handled => fromCause(planned, tool, cause)
-    }
+      Effect.provideContext(
+        Run.emitInput(run, { _tag: "ToolExecutionUpdate", toolCallId: call.id, toolName: tool.name, partial }),
+        run.services
+      )),
+    { onSuccess: fromOutput, onFailure: (cause): Handled => fromCause(planned, tool, cause) }
   )
   const timeout = timeoutOf(run, action.settings)
   if (timeout === undefined) return handled
@@ -394,7 +398,8 @@ const withTimeout = <R>(
   timedOut: () => Handled
 ): Effect.Effect<Handled, never, R> =>
   Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(Effect.forkChild(restore(handled), { startImmediately: true }), (fiber) => {
+    // A forked fiber is interruptible whatever its parent's mask: the handler needs no `restore`.
+    Effect.flatMap(Effect.forkChild(handled, { startImmediately: true }), (fiber) => {
       const exit = fiber.pollUnsafe()
       if (exit !== undefined) return exit
       return restore(Effect.timeoutOrElse(Fiber.join(fiber), {

@@ -147,35 +147,34 @@ export const direct = (tool: Tool.Any, record: HandlerRecord): Runner => {
       onEncoded
     )
   }
+  // Made once per tool, not per call.
+  const succeeded = (result: unknown) =>
+    encode(result, false, (encodedResult): Tool.HandlerResult<Tool.Any> => {
+      const modelOutput = tool.toModelOutput?.(result)
+      return modelOutput === undefined
+        ? { result, encodedResult, isFailure: false, preliminary: false }
+        : { result, encodedResult, modelOutput, isFailure: false, preliminary: false }
+    })
+  const failed = (error: unknown) => {
+    const normalized = AiError.isAiErrorReason(error)
+      ? AiError.make({ module: "Toolkit", method: `${tool.name}.handle`, reason: error })
+      : error
+    if (tool.failureMode === "error") return Effect.failCause(failedWith(normalized, "handler"))
+    return encode(normalized, true, (encodedResult): Tool.HandlerResult<Tool.Any> => ({
+      result: normalized,
+      encodedResult,
+      isFailure: true,
+      failureOrigin: "handler",
+      preliminary: false
+    }))
+  }
+  const settle = { onSuccess: succeeded, onFailure: failed }
   return (params, _rawParams, toolCallId, onPreliminary) => {
     const context: Toolkit.HandlerContext<Tool.Any> = {
       toolCallId,
       preliminary: (value) => Effect.flatMap(encode(value, false, identity), onPreliminary).pipe(Effect.orDie)
     }
-    const succeeded = (result: unknown) =>
-      encode(result, false, (encodedResult): Tool.HandlerResult<Tool.Any> => {
-        const modelOutput = tool.toModelOutput?.(result)
-        return modelOutput === undefined
-          ? { result, encodedResult, isFailure: false, preliminary: false }
-          : { result, encodedResult, modelOutput, isFailure: false, preliminary: false }
-      })
-    const failed = (error: unknown) => {
-      const normalized = AiError.isAiErrorReason(error)
-        ? AiError.make({ module: "Toolkit", method: `${tool.name}.handle`, reason: error })
-        : error
-      if (tool.failureMode === "error") return Effect.failCause(failedWith(normalized, "handler"))
-      return encode(normalized, true, (encodedResult): Tool.HandlerResult<Tool.Any> => ({
-        result: normalized,
-        encodedResult,
-        isFailure: true,
-        failureOrigin: "handler",
-        preliminary: false
-      }))
-    }
-    return record.handler(params, context).pipe(
-      Effect.updateContext(withContext),
-      Effect.matchEffect({ onSuccess: succeeded, onFailure: failed })
-    )
+    return Effect.matchEffect(Effect.updateContext(record.handler(params, context), withContext), settle)
   }
 }
 
