@@ -238,7 +238,11 @@ export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
  */
 export const canonicalJson = (value: unknown): string => canonical(value) ?? "null"
 
-const isIndex = (key: string): boolean => /^(?:0|[1-9]\d*)$/.test(key) && Number(key) < 4294967295
+const isIndex = (key: string): boolean => {
+  // Most keys do not start with a digit: answered without the regular expression.
+  const first = key.charCodeAt(0)
+  return first >= 48 && first <= 57 && /^(?:0|[1-9]\d*)$/.test(key) && Number(key) < 4294967295
+}
 
 /**
  * Keys in the order an object built with sorted keys enumerates them: array
@@ -352,20 +356,20 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
         }
         const calls = Message.toolCalls(turn.message)
         if (calls.length === 0) {
-          state = { ...state, signature: null, results: null, repeats: 0 }
+          state = { signature: null, results: null, repeats: 0, warned: state.warned }
           unsigned = undefined
           return proceeding
         }
         const signature = batchSignature(calls)
         if (signature !== state.signature) {
-          state = { ...state, signature, results: null, repeats: 1 }
+          state = { signature, results: null, repeats: 1, warned: state.warned }
           unsigned = turn
           return proceeding
         }
         const previous = lastResults()
         const results = resultsSignature(turn)
         const repeats = results === previous ? state.repeats + 1 : 1
-        state = { ...state, signature, results, repeats }
+        state = { signature, results, repeats, warned: state.warned }
         if (repeats <= maxRepeatedBatches) return proceeding
         const figures = { repeats, limit: maxRepeatedBatches }
         if (!state.warned) {

@@ -466,6 +466,8 @@ const reasoningOptions = (part: ReasoningPart): Prompt.ProviderOptions => {
 const hasSignature = (value: unknown): boolean =>
   typeof value === "object" && value !== null && "signature" in value
 
+const isImage = (content: UserContent): boolean => content.type === "image"
+
 /**
  * The `Prompt` content a tool result becomes: its text as the result, and its
  * parts as the model output when it holds images.
@@ -483,8 +485,7 @@ export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResul
     providerExecuted: false,
     options: {}
   }
-  const hasImage = message.content.some((content) => content.type === "image")
-  return hasImage ? { ...part, modelOutput: message.content.map(toPromptUserPart) } : part
+  return message.content.some(isImage) ? { ...part, modelOutput: message.content.map(toPromptUserPart) } : part
 }
 
 /**

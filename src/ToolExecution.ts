@@ -245,7 +245,7 @@ function* plan<R>(
   }
   const first = yield* validate(tool, part.params)
   if (first._tag === "Invalid") return planned(base, immediate(first.text, { kind: "invalidArguments" }))
-  let call: Hooks.ToolCall = { ...base, params: first.params }
+  let call: Hooks.ToolCall = { id: part.id, name: part.name, params: first.params, rawParams: part.params, tool }
   const verdict = run.hooks.beforeToolCall.length === 0 ? {} : yield* runBeforeHooks(run, call)
   if (verdict.block !== undefined) {
     const { details, plugin, reason } = verdict.block

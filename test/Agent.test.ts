@@ -1,9 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Schema, Stream } from "effect"
-import { AiError } from "effect/ai"
+import { AiError, LanguageModel, type Response } from "effect/ai"
 import { Agent, type AgentEvent, Message, RunState } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { assertValidTranscript, ofTag, runOk, runScript, tags, toolResultTexts, toolsLayer } from "./support.ts"
+import { assertValidTranscript, ofTag, recorder, runOk, runScript, tags, toolResultTexts, toolsLayer } from "./support.ts"
 
 describe("Agent.run", () => {
   it.effect("runs a tool call and answers: transcript, events, outcome", () =>
@@ -179,6 +179,52 @@ describe("Agent.run", () => {
       if (error?._tag === "Some" && error.value._tag === "ConfigError") {
         assert.strictEqual(error.value.field, "maxParallelTools")
       } else assert.fail("expected a ConfigError")
+    }))
+})
+
+describe("streamed replies", () => {
+  it.effect("deltas of interleaved text blocks are assembled per block, each at its own index", () =>
+    Effect.gen(function*() {
+      const parts: ReadonlyArray<Response.StreamPartEncoded> = [
+        { type: "text-start", id: "a" },
+        { type: "text-start", id: "b" },
+        { type: "text-delta", id: "a", delta: "Hel" },
+        { type: "text-delta", id: "b", delta: "Wor" },
+        { type: "text-delta", id: "a", delta: "lo" },
+        { type: "text-delta", id: "b", delta: "ld" },
+        { type: "text-end", id: "a" },
+        { type: "text-delta", id: "b", delta: "!" },
+        { type: "text-end", id: "b" },
+        // a delta for a closed block (no new start) opens a new one
+        { type: "text-delta", id: "b", delta: "?" },
+        { type: "text-start", id: "a" },
+        { type: "text-delta", id: "a", delta: "again" },
+        { type: "text-end", id: "a" },
+        {
+          type: "finish",
+          reason: "stop",
+          usage: { inputTokens: { total: 1, cacheRead: 0, cacheWrite: 0 }, outputTokens: { total: 1, reasoning: 0 } }
+        }
+      ]
+      const model = yield* LanguageModel.make({
+        generateText: () => Effect.die("not used"),
+        streamText: () => Stream.fromIterable(parts)
+      })
+      const { events, plugin } = recorder()
+      const result = yield* Agent.run({ prompt: "go", plugins: [plugin] }).pipe(
+        Effect.provideService(LanguageModel.LanguageModel, model),
+        Effect.provide(toolsLayer())
+      )
+      assert.deepStrictEqual(result.messages[1], {
+        role: "assistant",
+        content: [Message.text("Hello"), Message.text("World!"), Message.text("?"), Message.text("again")],
+        stopReason: "stop",
+        usage: { input: 1, output: 1, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
+      })
+      assert.deepStrictEqual(
+        ofTag(events, "MessageUpdate").map((e) => `${e.delta.type === "text" ? e.delta.index : "?"}:${e.delta.delta}`),
+        ["0:Hel", "1:Wor", "0:lo", "1:ld", "1:!", "2:?", "3:again"]
+      )
     }))
 })
 

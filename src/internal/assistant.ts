@@ -95,6 +95,9 @@ export class AssistantBuilder {
   readonly content: Array<Message.AssistantContent> = []
   private readonly blocks = new Map<string, OpenBlock>()
   private readonly toolNames = new Map<string, string>()
+  /** The block deltas last went to: most deltas go to the same one, read without a lookup. */
+  private current: OpenBlock | undefined
+  private currentId: string | undefined
   private toolCallCount = 0
   private finish: Response.FinishPart | undefined
   private model: string | undefined
@@ -144,7 +147,10 @@ export class AssistantBuilder {
   }
 
   private open(kind: OpenBlock["kind"], id: string, metadata: Record<string, unknown>): void {
-    this.blocks.set(id, { kind, index: -1, chunks: [], metadata: mergeMetadata(undefined, metadata) })
+    const block: OpenBlock = { kind, index: -1, chunks: [], metadata: mergeMetadata(undefined, metadata) }
+    this.blocks.set(id, block)
+    this.current = block
+    this.currentId = id
   }
 
   private delta(
@@ -153,11 +159,13 @@ export class AssistantBuilder {
     delta: string,
     metadata: Record<string, unknown>
   ): AgentEvent.Delta | undefined {
-    let block = this.blocks.get(id)
+    let block = id === this.currentId ? this.current : this.blocks.get(id)
     if (block === undefined) {
       block = { kind, index: -1, chunks: [], metadata: undefined }
       this.blocks.set(id, block)
     }
+    this.current = block
+    this.currentId = id
     if (!isEmptyRecord(metadata)) block.metadata = mergeMetadata(block.metadata, metadata)
     if (delta === "") return undefined
     if (block.index === -1) {
@@ -173,6 +181,7 @@ export class AssistantBuilder {
     const block = this.blocks.get(id)
     if (block === undefined) return
     this.blocks.delete(id)
+    if (id === this.currentId) this.current = this.currentId = undefined
     block.metadata = mergeMetadata(block.metadata, metadata)
     this.seal(block)
   }
@@ -217,6 +226,7 @@ export class AssistantBuilder {
   build(aborted: boolean): Message.AssistantMessage {
     for (const block of this.blocks.values()) this.seal(block)
     this.blocks.clear()
+    this.current = this.currentId = undefined
     const message: Mutable<Message.AssistantMessage> = {
       role: "assistant",
       content: this.content,
