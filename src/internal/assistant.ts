@@ -10,6 +10,7 @@ import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Message from "../Message.ts"
 
 interface OpenBlock {
+  readonly id: string
   readonly kind: "text" | "reasoning"
   index: number
   readonly chunks: Array<string>
@@ -93,11 +94,14 @@ export const usageFromFinish = (part: Response.FinishPart): Message.Usage => {
  */
 export class AssistantBuilder {
   readonly content: Array<Message.AssistantContent> = []
-  private readonly blocks = new Map<string, OpenBlock>()
-  private readonly toolNames = new Map<string, string>()
-  /** The block deltas last went to: most deltas go to the same one, read without a lookup. */
-  private current: OpenBlock | undefined
-  private currentId: string | undefined
+  /**
+   * The open blocks, in the order they opened: an array, not a Map. A reply
+   * has one or two open at a time, and a Map allocated a table per reply and
+   * another each time a close shrank it.
+   */
+  private readonly blocks: Array<OpenBlock> = []
+  /** Tool names by call id, for the argument deltas (made at the first call). */
+  private toolNames: Map<string, string> | undefined
   private toolCallCount = 0
   private finish: Response.FinishPart | undefined
   private model: string | undefined
@@ -119,10 +123,10 @@ export class AssistantBuilder {
         this.close(part.id, part.metadata)
         return undefined
       case "tool-params-start":
-        this.toolNames.set(part.id, part.name)
+        ;(this.toolNames ??= new Map()).set(part.id, part.name)
         return undefined
       case "tool-params-delta":
-        return { type: "toolCall", id: part.id, name: this.toolNames.get(part.id) ?? "", delta: part.delta }
+        return { type: "toolCall", id: part.id, name: this.toolNames?.get(part.id) ?? "", delta: part.delta }
       case "tool-call":
         if (part.providerExecuted) return undefined
         this.content.push(
@@ -146,11 +150,18 @@ export class AssistantBuilder {
     }
   }
 
+  private indexOf(id: string): number {
+    const blocks = this.blocks
+    for (let i = blocks.length - 1; i >= 0; i--) if (blocks[i]!.id === id) return i
+    return -1
+  }
+
   private open(kind: OpenBlock["kind"], id: string, metadata: Record<string, unknown>): void {
-    const block: OpenBlock = { kind, index: -1, chunks: [], metadata: mergeMetadata(undefined, metadata) }
-    this.blocks.set(id, block)
-    this.current = block
-    this.currentId = id
+    const index = this.indexOf(id)
+    const block: OpenBlock = { id, kind, index: -1, chunks: [], metadata: mergeMetadata(undefined, metadata) }
+    // A start for an id already open replaces that block, as it would replace a Map entry.
+    if (index === -1) this.blocks.push(block)
+    else this.blocks[index] = block
   }
 
   private delta(
@@ -159,13 +170,12 @@ export class AssistantBuilder {
     delta: string,
     metadata: Record<string, unknown>
   ): AgentEvent.Delta | undefined {
-    let block = id === this.currentId ? this.current : this.blocks.get(id)
+    const at = this.indexOf(id)
+    let block = at === -1 ? undefined : this.blocks[at]
     if (block === undefined) {
-      block = { kind, index: -1, chunks: [], metadata: undefined }
-      this.blocks.set(id, block)
+      block = { id, kind, index: -1, chunks: [], metadata: undefined }
+      this.blocks.push(block)
     }
-    this.current = block
-    this.currentId = id
     if (!isEmptyRecord(metadata)) block.metadata = mergeMetadata(block.metadata, metadata)
     if (delta === "") return undefined
     if (block.index === -1) {
@@ -178,10 +188,10 @@ export class AssistantBuilder {
   }
 
   private close(id: string, metadata: Record<string, unknown>): void {
-    const block = this.blocks.get(id)
-    if (block === undefined) return
-    this.blocks.delete(id)
-    if (id === this.currentId) this.current = this.currentId = undefined
+    const index = this.indexOf(id)
+    if (index === -1) return
+    const block = this.blocks[index]!
+    this.blocks.splice(index, 1)
     block.metadata = mergeMetadata(block.metadata, metadata)
     this.seal(block)
   }
@@ -224,9 +234,8 @@ export class AssistantBuilder {
    * calls stay (they will be answered), unfinished text is kept as it was.
    */
   build(aborted: boolean): Message.AssistantMessage {
-    for (const block of this.blocks.values()) this.seal(block)
-    this.blocks.clear()
-    this.current = this.currentId = undefined
+    for (const block of this.blocks) this.seal(block)
+    this.blocks.length = 0
     const message: Mutable<Message.AssistantMessage> = {
       role: "assistant",
       content: this.content,
