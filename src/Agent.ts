@@ -321,7 +321,8 @@ function* streamReply<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
   const cancelled = typeof ended === "string" ? ended : undefined
   const message = builder.build(cancelled !== undefined)
   if (listened) {
-    yield* Run.deliver(run, { _tag: "MessageEnd", message, runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
+    const { runId, eventTurn } = run
+    yield* Run.deliver(run, { _tag: "MessageEnd", message, runId, turn: eventTurn, timestamp: Run.now(run) })
   }
   return { message, cancelled }
 }
@@ -407,8 +408,10 @@ function* endTurn<R>(
     // the snapshot is of the turn's end: one clock read for both
     const at = Run.now(run)
     const { runId, eventTurn } = run
-    yield* Run.deliver(run, { _tag: "TurnEnd", message, toolResults: batch.results, runId, turn: eventTurn, timestamp: at })
-    yield* Run.deliver(run, { _tag: "BudgetSnapshot", figures: budgetFigures(run, at), runId, turn: eventTurn, timestamp: at })
+    const { results } = batch
+    yield* Run.deliver(run, { _tag: "TurnEnd", message, toolResults: results, runId, turn: eventTurn, timestamp: at })
+    const figures = budgetFigures(run, at)
+    yield* Run.deliver(run, { _tag: "BudgetSnapshot", figures, runId, turn: eventTurn, timestamp: at })
   }
   const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))

@@ -231,7 +231,8 @@ const contentParts = (turn: Turn, index: number): Array<Response.PartEncoded> =>
   const calls = turn.toolCalls ?? []
   for (let i = 0; i < calls.length; i++) {
     const call = calls[i]!
-    parts.push({ type: "tool-call", id: callId(call, index, i), name: call.name, params: ToolArguments.parse(rawParamsOf(call)) })
+    const params = ToolArguments.parse(rawParamsOf(call))
+    parts.push({ type: "tool-call", id: callId(call, index, i), name: call.name, params })
   }
   parts.push(finishOf(turn))
   return parts
@@ -426,9 +427,11 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
       return Stream.fromChannel(Channel.fromTransform((upstream, scope) => {
         const index = calls++
         const turn = turnFor(index, request)
-        if (turn === undefined) return Channel.toTransform(Stream.toChannel(Stream.fail(exhausted("streamText", index))))(upstream, scope)
-        if (turn.fail !== undefined || turn.delay !== undefined || turn.hang === true) {
-          return Channel.toTransform(Stream.toChannel(play(turn, index, "streamText", decodedParts)))(upstream, scope)
+        if (turn === undefined || turn.fail !== undefined || turn.delay !== undefined || turn.hang === true) {
+          const stream = turn === undefined
+            ? Stream.fail(exhausted("streamText", index))
+            : play(turn, index, "streamText", decodedParts)
+          return Channel.toTransform(Stream.toChannel(stream))(upstream, scope)
         }
         const { all } = turnParts(turn, index, decodedParts)
         let pulled = false
