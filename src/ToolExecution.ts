@@ -585,14 +585,6 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
   return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
 }
 
-/** Calls per tool this turn, for batches without a tool under a quota: never written to. */
-const noQuotas: Map<string, number> = new Map()
-
-const hasQuota = <R>(run: Run.Run<R>, call: Message.ToolCallPart): boolean => {
-  const tool = run.registry.get(call.name)
-  return tool !== undefined && AgentTool.settings(tool).quota !== undefined
-}
-
 /** One call as an Effect of its own, for the calls that run on fibers. */
 const runOne = Effect.fnUntraced(runCall)
 
@@ -637,7 +629,7 @@ export function* executeBatch<R>(
       figures: { calls: calls.length, limit: run.config.maxToolCallsPerTurn ?? 0, notExecuted: over.size }
     })
   }
-  const perTurn = calls.some((call) => hasQuota(run, call)) ? new Map<string, number>() : noQuotas
+  const perTurn = new Map<string, number>()
   const planned: Array<Planned> = []
   for (let index = 0; index < calls.length; index++) {
     planned.push(yield* plan(run, calls[index]!, index, over, perTurn))
