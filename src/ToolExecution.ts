@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Exit, Fiber, Option, Result, Schema, SchemaIssue } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Fiber, Option, Result, Schema, SchemaIssue, Semaphore } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
@@ -604,9 +604,30 @@ const runAll = <R>(
     ? Effect.void
     : parallel.length === 1
     ? store(parallel[0]!)
-    : Effect.forEach(parallel, store, { concurrency: run.config.maxParallelTools, discard: true })
+    : runBounded(parallel, store, run.config.maxParallelTools)
   return sequential.length === 0 ? first : Effect.andThen(first, Effect.forEach(sequential, store, { discard: true }))
 }
+
+/**
+ * Runs every item on a fiber of its own, at most `limit` at once, starting
+ * them in order. Not `Effect.forEach` with a numeric `concurrency`: in effect
+ * 4.1 it starts an item twice when an item it starts in a freed slot makes
+ * another running item finish on the spot (a call that completes a Deferred
+ * another call waits on, a hook that cancels the run as a call starts).
+ * Unbounded `forEach` never pauses, so it is not affected; a fair
+ * `Semaphore` (waiters wake in order) bounds it instead.
+ */
+const runBounded = <A, E, R>(
+  items: ReadonlyArray<A>,
+  f: (item: A) => Effect.Effect<void, E, R>,
+  limit: number
+): Effect.Effect<void, E, R> =>
+  items.length <= limit
+    ? Effect.forEach(items, f, { concurrency: "unbounded", discard: true })
+    : Effect.flatMap(
+      Semaphore.make(limit),
+      (slots) => Effect.forEach(items, (item) => slots.withPermit(f(item)), { concurrency: "unbounded", discard: true })
+    )
 
 /**
  * Runs the tool calls of one assistant message. A plain generator: the

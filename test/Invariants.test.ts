@@ -11,7 +11,7 @@ import { Deferred, Effect, Exit, Fiber, Layer, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { Agent, Approvals, Hooks, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { assertValidTranscript, makeTrace, recorder, toolsLayer } from "./support.ts"
+import { assertValidTranscript, makeTrace, ofTag, recorder, toolsLayer } from "./support.ts"
 
 const CallKind = Schema.Literals([
   "add",
@@ -146,6 +146,22 @@ describe("invariants on random runs", () => {
       })
       assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
     }), { timeout: 60_000 })
+
+  it.effect("a cancel from a hook as a queued call starts: that call runs once and AgentEnd is last", () =>
+    Effect.gen(function*() {
+      // found by the property below: the cancel ends the running calls at once, inside the queued call's start
+      const { events, trace } = yield* runScenario({
+        turns: [["sleep", "sleep", "unknown", "sleep", "add"]],
+        cancelAtEvent: 16,
+        interruptAtEvent: null,
+        maxParallelTools: 3,
+        approve: false
+      })
+      const ended = ofTag(events, "ToolExecutionEnd").map((e) => e.toolCallId)
+      assert.deepStrictEqual(ended.slice().sort(), ["t0c0", "t0c1", "t0c2", "t0c3", "t0c4"])
+      assert.deepStrictEqual(trace.started.filter((label) => label === "add"), ["add"])
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }))
 
   it.effect.prop("1, 2 and 4 hold on every exit path", { scenario: Scenario }, ({ scenario }) =>
     Effect.gen(function*() {

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Duration, Effect, Exit, Fiber, Layer, Schema } from "effect"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
 import { Agent, AgentTool, Message, ToolRegistry } from "effect-agent"
@@ -8,6 +8,7 @@ import {
   assertValidTranscript,
   makeTrace,
   ofTag,
+  recorder,
   runOk,
   runScript,
   tags,
@@ -229,6 +230,43 @@ describe("scheduling", () => {
       assert.strictEqual(capped.endedAt, 300)
       const open = yield* runTimed([{ toolCalls: calls }, { text: "ok" }], { config: { maxParallelTools: 8 } })
       assert.strictEqual(open.endedAt, 100)
+    }))
+
+  it.effect("a call that frees another as it starts in a freed slot: every handler runs once, AgentEnd is last", () =>
+    Effect.gen(function*() {
+      // `open` starts when `sleep` frees its slot and completes the gate `wait` is blocked on, so `wait`
+      // finishes inside `open`'s start. Effect 4.1's bounded `Effect.forEach` then starts `open` a second time.
+      const gate = yield* Deferred.make<void>()
+      const started: Array<string> = []
+      const Wait = Tool.make("wait", { success: Schema.String })
+      const Open = Tool.make("open", { success: Schema.String })
+      const Nap = Tool.make("nap", { success: Schema.String })
+      const kit = Toolkit.make(Wait, Open, Nap)
+      const layer = ToolRegistry.layer(kit).pipe(Layer.provide(kit.toLayer({
+        wait: () => Effect.sync(() => started.push("wait")).pipe(Effect.andThen(Deferred.await(gate)), Effect.as("waited")),
+        open: () => Effect.sync(() => started.push("open")).pipe(Effect.andThen(Deferred.succeed(gate, undefined)), Effect.as("opened")),
+        nap: () => Effect.sync(() => started.push("nap")).pipe(Effect.andThen(Effect.sleep("10 millis")), Effect.as("napped"))
+      })))
+      const { events, plugin } = recorder()
+      const fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "go", plugins: [plugin], config: { maxParallelTools: 2 } }).pipe(
+          Effect.provide(Layer.merge(
+            layer,
+            ScriptedModel.layer([{ toolCalls: [call("wait", {}, "w"), call("nap", {}, "n"), call("open", {}, "o")] }, {
+              text: "ok"
+            }])
+          ))
+        )
+      )
+      yield* TestClock.adjust("1 second")
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(started, ["wait", "nap", "open"])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd").map((e) => e.toolCallId).sort(), ["n", "o", "w"])
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+      assert.deepStrictEqual(
+        result.messages.flatMap((m) => m.role === "toolResult" ? [Message.textOf(m)] : []),
+        ["waited", "napped", "opened"]
+      )
     }))
 
   it.effect("sequential calls run one at a time after the parallel ones", () =>
