@@ -12,7 +12,8 @@
  * @since 0.1.0
  */
 import {
-  Config,
+  type Config,
+  ConfigProvider,
   Context,
   Deferred,
   Effect,
@@ -20,6 +21,7 @@ import {
   Layer,
   Logger,
   Path,
+  type Redacted,
   Result,
   type Scope,
   Stdio,
@@ -77,17 +79,14 @@ const configError = (message: string) => new Failure({ code: codes.configError, 
 // -----------------------------------------------------------------------------
 
 const providerLayer = (
-  target: Settings.Target
+  target: Settings.Target,
+  apiKey: Redacted.Redacted<string> | undefined
 ): Layer.Layer<
   LanguageModel.LanguageModel,
   Config.ConfigError | ScriptFile.ScriptFileError,
   HttpClient.HttpClient | FileSystem.FileSystem
 > => {
-  const options = {
-    model: target.model,
-    baseUrl: target.baseUrl,
-    apiKey: target.apiKeyEnv === undefined ? undefined : Config.Redacted(target.apiKeyEnv)
-  }
+  const options = { model: target.model, baseUrl: target.baseUrl, apiKey }
   switch (target.provider) {
     case "openai":
       return OpenAiChat.layer(options)
@@ -100,15 +99,21 @@ const providerLayer = (
   }
 }
 
-/** Builds the model in the scope; a provider that cannot be set up (a missing key, a bad script) is a config error. */
-const model = (target: Settings.Target) =>
-  Layer.build(providerLayer(target)).pipe(
+/**
+ * Builds the model in the scope; a provider that cannot be set up (a bad
+ * script) is a config error. The key was read by `Settings` from the
+ * command's environment, which is also where the layer reads anything else
+ * (and without a key, finds none there either).
+ */
+const model = (settings: Settings.Settings, env: Io["Service"]["env"]) =>
+  Layer.build(providerLayer(settings.target, settings.apiKey)).pipe(
     Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
+    Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...env })),
     Effect.mapError((error) =>
       configError(
         error._tag === "ScriptFileError"
           ? error.message
-          : `cannot set up the ${target.provider} provider: ${error.message}`
+          : `cannot set up the ${settings.target.provider} provider: ${error.message}`
       )
     )
   )
@@ -395,7 +400,7 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       }
 
       // What the agent runs on
-      const languageModel = yield* model(settings.target)
+      const languageModel = yield* model(settings, io.env)
       const registry = yield* tools(settings.target, shown.note)
       const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
         Context.add(ToolRegistry.ToolRegistry, registry),

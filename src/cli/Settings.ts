@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Option, Path, Result, Schema } from "effect"
+import { Effect, FileSystem, Option, Path, Redacted, Result, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import { CommandLine } from "effect/process"
 import * as AgentConfig from "../AgentConfig.ts"
@@ -87,6 +87,8 @@ const SessionFileJson = Schema.fromJsonString(SessionFile)
  */
 export interface Settings {
   readonly target: Target
+  /** The API key, read from the environment (see {@link apiKey}). */
+  readonly apiKey: Redacted.Redacted<string> | undefined
   /** The task; when resuming, a follow-up. `undefined`: read it from stdin (a new run), or none (a resume). */
   readonly task: string | undefined
   readonly system: string | undefined
@@ -126,6 +128,60 @@ export const baseUrlEnv: Record<Provider, string | undefined> = {
   "openai-responses": "OPENAI_BASE_URL",
   anthropic: "ANTHROPIC_BASE_URL",
   scripted: undefined
+}
+
+/**
+ * The environment variable each provider reads its API key from when
+ * `--api-key-env` is not given.
+ *
+ * @since 0.1.0
+ */
+export const apiKeyEnv: Record<Provider, string | undefined> = {
+  openai: "OPENAI_API_KEY",
+  "openai-responses": "OPENAI_API_KEY",
+  anthropic: "ANTHROPIC_API_KEY",
+  scripted: undefined
+}
+
+/** The providers' own API hosts, which answer nothing without a key. */
+const keyedHosts = new Set(["api.openai.com", "api.anthropic.com"])
+
+const hostOf = (url: string): string => {
+  try {
+    return new URL(url).hostname
+  } catch {
+    return ""
+  }
+}
+
+/**
+ * The target's API key, read from the environment: from the variable
+ * `--api-key-env` names, else the provider's (see {@link apiKeyEnv}). A key
+ * is required when a variable was named, for Anthropic, and for OpenAI's own
+ * API (no `--base-url`, or one on api.openai.com); a server behind another
+ * base URL may need none. A missing key fails with a sentence saying what to
+ * do, so that no request goes out without it. An empty variable is not set.
+ *
+ * @since 0.1.0
+ */
+export const apiKey = (
+  target: Target,
+  env: Readonly<Record<string, string | undefined>>
+): Result.Result<Redacted.Redacted<string> | undefined, string> => {
+  const name = target.apiKeyEnv ?? apiKeyEnv[target.provider]
+  if (name === undefined) return Result.succeed(undefined)
+  const value = env[name]
+  if (value !== undefined && value !== "") return Result.succeed(Redacted.make(value))
+  if (target.apiKeyEnv !== undefined) {
+    return Result.fail(`${name} is not set; set it, or pass --api-key-env NAME to read the key from another variable`)
+  }
+  if (target.provider === "anthropic") {
+    return Result.fail(`${name} is not set; pass --api-key-env NAME to read the key from another variable`)
+  }
+  const ownApi = target.baseUrl === undefined || keyedHosts.has(hostOf(target.baseUrl))
+  return ownApi
+    ? Result.fail(`${name} is not set; pass --api-key-env NAME, or --base-url for a server that needs no key`)
+    : Result.succeed(undefined)
 }
 
 /**
@@ -514,9 +570,12 @@ export const resolve = (flags: Flags, options: Environment) =>
     const emitJsonl = orUndefined(flags.emitJsonl)
     if (emitJsonl === "-" && flags.json) return yield* invalid("--emit-jsonl - and --json both want stdout: give --emit-jsonl a file")
     const { config, warnings } = yield* limits(flags, resume)
+    const key = apiKey(resolved, options.env)
+    if (Result.isFailure(key)) return yield* invalid(key.failure)
     const dir = Option.isSome(resumeDir) ? resumeDir : sessionDir
     const settings: Settings = {
       target: resolved,
+      apiKey: key.success,
       task,
       system: orUndefined(flags.system),
       config,

@@ -283,7 +283,10 @@ describe("bad input", () => {
   const invalid: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
     [["run", "--bogus"], "Unrecognized flag: --bogus in command effect-agent run\n\nSee: effect-agent run --help\n"],
     [["run", "--task", "x", "--max-turns", "many"], "Invalid value for flag --max-turns: \"many\""],
-    [["run", "--task", "x", "--provider", "anthropic", "--tools", "none"], "effect-agent: cannot set up the anthropic provider"]
+    [
+      ["run", "--task", "x", "--provider", "anthropic", "--tools", "none"],
+      "effect-agent: ANTHROPIC_API_KEY is not set; pass --api-key-env NAME to read the key from another variable\n"
+    ]
   ]
   for (const [args, message] of invalid) {
     live(`22: ${args.slice(1).join(" ")}`, () =>

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Option, Result } from "effect"
+import { Effect, FileSystem, Option, Redacted, Result } from "effect"
 import { AgentConfig } from "effect-agent"
 import { Settings } from "effect-agent/cli"
 
@@ -32,11 +32,13 @@ const flags = (given: Partial<Settings.Flags> = {}): Settings.Flags => ({
   ...given
 })
 
-const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = {}) =>
+const keys = { OPENAI_API_KEY: "sk-openai", ANTHROPIC_API_KEY: "sk-ant", WORK_KEY: "sk-work" }
+
+const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
   Settings.resolve(flags(given), { cwd: "/work/here", env, stdinIsTerminal }).pipe(Effect.provide(NodeServices.layer))
 
-const problem = (given: Partial<Settings.Flags>, stdinIsTerminal = false) =>
-  Effect.map(Effect.flip(resolve(given, stdinIsTerminal)), (failure) => [failure.code, failure.message] as const)
+const problem = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
+  Effect.map(Effect.flip(resolve(given, stdinIsTerminal, env)), (failure) => [failure.code, failure.message] as const)
 
 const some = Option.some
 
@@ -84,11 +86,44 @@ describe("Settings.resolve", () => {
 
   it.effect("the API root: --base-url, else the provider's variable (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)", () =>
     Effect.gen(function*() {
-      const env = { OPENAI_BASE_URL: "http://proxy:8080/v1", ANTHROPIC_BASE_URL: "http://claude-proxy" }
+      const env = { ...keys, OPENAI_BASE_URL: "http://proxy:8080/v1", ANTHROPIC_BASE_URL: "http://claude-proxy" }
       assert.strictEqual((yield* resolve({}, false, env)).target.baseUrl, "http://proxy:8080/v1")
       assert.strictEqual((yield* resolve({ provider: some("anthropic") }, false, env)).target.baseUrl, "http://claude-proxy")
       assert.strictEqual((yield* resolve({ baseUrl: some("http://localhost:11434/v1") }, false, env)).target.baseUrl, "http://localhost:11434/v1")
       assert.strictEqual((yield* resolve({})).target.baseUrl, undefined)
+    }))
+
+  it.effect("a missing key is a config error that says what to do, before any request; a server behind --base-url may need none", () =>
+    Effect.gen(function*() {
+      const openAi = "OPENAI_API_KEY is not set; pass --api-key-env NAME, or --base-url for a server that needs no key"
+      assert.deepStrictEqual(yield* problem({}, false, {}), [22, openAi])
+      assert.deepStrictEqual(yield* problem({ provider: some("openai-responses") }, false, {}), [22, openAi])
+      // an empty variable is not set; OpenAI's own host needs the key whoever names it
+      assert.deepStrictEqual(yield* problem({}, false, { OPENAI_API_KEY: "" }), [22, openAi])
+      assert.deepStrictEqual(yield* problem({ baseUrl: some("https://api.openai.com/v1") }, false, {}), [22, openAi])
+      assert.deepStrictEqual(
+        yield* problem({ provider: some("anthropic") }, false, { OPENAI_API_KEY: "sk-openai" }),
+        [22, "ANTHROPIC_API_KEY is not set; pass --api-key-env NAME to read the key from another variable"]
+      )
+      assert.deepStrictEqual(
+        yield* problem({ provider: some("anthropic"), baseUrl: some("http://claude-proxy") }, false, {}),
+        [22, "ANTHROPIC_API_KEY is not set; pass --api-key-env NAME to read the key from another variable"]
+      )
+      assert.deepStrictEqual(
+        yield* problem({ apiKeyEnv: some("MY_KEY"), baseUrl: some("http://localhost:11434/v1") }, false, {}),
+        [22, "MY_KEY is not set; set it, or pass --api-key-env NAME to read the key from another variable"]
+      )
+      // a local server: no key needed, none sent
+      const local = yield* resolve({ baseUrl: some("http://localhost:11434/v1") }, false, {})
+      assert.strictEqual(local.apiKey, undefined)
+      const viaEnv = yield* resolve({}, false, { OPENAI_BASE_URL: "http://localhost:8000/v1" })
+      assert.strictEqual(viaEnv.apiKey, undefined)
+      // the key read from the variable named, as a Redacted
+      const named = yield* resolve({ provider: some("anthropic"), apiKeyEnv: some("MY_KEY") }, false, { MY_KEY: "sk-mine" })
+      assert.strictEqual(named.apiKey === undefined ? undefined : Redacted.value(named.apiKey), "sk-mine")
+      assert.notInclude(JSON.stringify(named), "sk-mine")
+      // the scripted model needs none
+      assert.strictEqual((yield* resolve({ provider: some("scripted"), script: some("s.json") }, false, {})).apiKey, undefined)
     }))
 
   it("durations: seconds by default, or ms, s, m, h", () => {
