@@ -33,8 +33,28 @@ export interface View {
   readonly plugin: Hooks.Plugin
   /** Shows a line that is not an event: a warning, a report about the control input. */
   readonly note: (text: string) => void
+  /** Shows that the provider is about to send a failed request again. */
+  readonly retrying: (retry: Retry) => void
   /** Ends the view (a live view clears its bottom lines and shows the cursor again). */
   readonly close: () => void
+}
+
+/**
+ * A provider's retry, as the view shows it: "retrying in 2.1 s after 503
+ * (2 of 4)".
+ *
+ * @since 0.1.0
+ */
+export interface Retry {
+  /** 1 for the first retry. */
+  readonly attempt: number
+  /** The most retries the provider makes. */
+  readonly of: number
+  readonly delayMs: number
+  /** What failed: a status (`503`), or a transport failure in words. */
+  readonly after: string
+  /** When the failure was seen (the clock of the events). */
+  readonly timestamp: number
 }
 
 // -----------------------------------------------------------------------------
@@ -80,6 +100,24 @@ export const compact = (value: unknown, max = 70): string => {
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`
 
+/**
+ * A retry in words: `retrying in 2.1 s after 503 (2 of 4)`.
+ *
+ * @since 0.1.0
+ */
+export const retryText = (retry: Retry): string =>
+  `retrying in ${(retry.delayMs / 1000).toFixed(1)} s after ${retry.after} (${retry.attempt} of ${retry.of})`
+
+/**
+ * An error's message as the command shows it, on one line: a tag repeated
+ * by the layers it went through (`TransportError: TransportError: …`) is said
+ * once, and the lines of a message are joined.
+ *
+ * @since 0.1.0
+ */
+export const errorText = (message: string): string =>
+  message.replace(/\b([A-Z][A-Za-z]*Error): (?:\1: )+/g, "$1: ").split(/\s*\n\s*/).filter((line) => line !== "").join(" ")
+
 const dollars = (usd: number | undefined) => `$${(usd ?? 0).toFixed(4)}`
 
 const budgetAmount = (budget: string, amount: number) =>
@@ -123,7 +161,7 @@ const endLine = (event: AgentEvent.Of<"AgentEnd">, s: Style): string =>
   event.outcome !== undefined
     ? (isSuccess(event.outcome) ? s.green : s.red)(s.bold(`■ ${event.outcome._tag}`)) +
       (event.outcome._tag === "Completed" ? "" : `: ${describe(event.outcome)}`)
-    : s.bold(s.red(`■ failed: ${event.error?.message ?? "defect"}`))
+    : s.bold(s.red(`■ failed: ${event.error === undefined ? "defect" : errorText(event.error.message)}`))
 
 const usageLine = (usage: Message.Usage, turns: number) =>
   `tokens ${usage.input} in / ${usage.output} out · ${dollars(usage.cost)} · ${turns} turns`
@@ -214,6 +252,10 @@ export const log = (write: (text: string) => void, options: { readonly color?: b
       endStream()
       write(`${s.yellow(`! ${text}`)}\n`)
     },
+    retrying: (retry) => {
+      endStream()
+      write(`${s.dim(`${((retry.timestamp - startedAt) / 1000).toFixed(2).padStart(6)}s `)}${s.yellow(`↻ ${retryText(retry)}`)}\n`)
+    },
     close: endStream
   }
 }
@@ -226,6 +268,7 @@ export const log = (write: (text: string) => void, options: { readonly color?: b
 export const quiet = (write: (text: string) => void): View => ({
   plugin: { name: "view" },
   note: (text) => write(`! ${text}\n`),
+  retrying: () => {},
   close: () => {}
 })
 
@@ -497,6 +540,10 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
     return {
       plugin: { name: "view", observe: render },
       note: (text) => print(s.yellow(`! ${text}`)),
+      retrying: (retry) => {
+        flushPartial()
+        print(s.yellow(`  ↻ ${retryText(retry)}`))
+      },
       close,
       typing: (text) => {
         typed = text

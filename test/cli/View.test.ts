@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Option, type Terminal } from "effect"
 import { TestClock } from "effect/testing"
-import { type AgentEvent, Message } from "effect-agent"
+import { AgentError, type AgentEvent, Message } from "effect-agent"
 import { TerminalInput, View } from "effect-agent/cli"
 
 /**
@@ -148,6 +148,24 @@ describe("View.live", () => {
       yield* TestClock.adjust("100 millis")
       assert.notInclude(screen.text, "waits for approval")
       assert.include(screen.text, "  ✗ denied bash: no")
+    }).pipe(Effect.scoped))
+
+  it.effect("a provider's retry is a line of its own, above the bottom lines; a failure's tag is said once", () =>
+    Effect.gen(function*() {
+      const screen = new Screen()
+      const view = yield* View.live({ write: screen.write, columns: () => 120, color: false })
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user("go")] }, 0)
+      yield* play(view, { _tag: "TurnStart" })
+      view.retrying({ attempt: 2, of: 4, delayMs: 2140, after: "503", timestamp: 0 })
+      yield* TestClock.adjust("100 millis")
+      assert.deepStrictEqual(screen.lines.slice(0, 3), ["▶ go", "── turn 1", "  ↻ retrying in 2.1 s after 503 (2 of 4)"])
+      yield* play(view, {
+        _tag: "AgentEnd",
+        error: new AgentError.ConfigError({ field: "x", rule: "ConfigError: ConfigError: bad\n\nreally" })
+      })
+      view.close()
+      assert.include(screen.text, "■ failed: ")
+      assert.strictEqual(screen.text.split("ConfigError: ").length, 2)
     }).pipe(Effect.scoped))
 
   it.effect("with an input line: the line being typed is drawn at the bottom, with a hint when empty", () =>
