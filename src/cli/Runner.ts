@@ -466,6 +466,8 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
     const fail = (code: ExitCode, error: { readonly _tag: string; readonly message: string }) =>
       Effect.suspend(() => {
         const message = View.errorText(error.message)
+        // A live view's bottom lines (the control prompt) go first, so the error starts on a clean line.
+        view?.close()
         // A failed run's view has shown the error already (but a quiet one shows nothing).
         if (runTally.end() === undefined || flags.quiet) io.stderr.write(`effect-agent: ${message}\n`)
         return finish(code, { outcome: null, summary: message, answer: null, error: { _tag: error._tag, message } })

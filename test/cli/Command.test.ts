@@ -12,6 +12,7 @@ import { AgentError } from "effect-agent"
 import { View } from "effect-agent/cli"
 import * as TestServer from "../providers/TestServer.ts"
 import { runCommand } from "./inProcess.ts"
+import { Screen } from "./screen.ts"
 
 const live = (name: string, test: () => Effect.Effect<void, unknown, FileSystem.FileSystem | Scope.Scope>) =>
   it.live(name, () => test().pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 30_000)
@@ -147,5 +148,34 @@ describe("retries and failures", () => {
       assert.strictEqual(dies.code, 22, dies.stderr)
       assert.include(dies.stderr, "the server did not start: ")
       assert.include(dies.stderr, "it exited with code 3; its stderr ends: \"starting\\nconfig file not found: ~/.mcp.json\"\n")
+    }))
+})
+
+describe("on a terminal", () => {
+  live("a setup error starts on a clean line, not after the control prompt", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([{ text: "unused" }])
+      const out = yield* runCommand([
+        "run",
+        ...noTools,
+        "--provider",
+        "scripted",
+        "--script",
+        `${dir}/script.json`,
+        "--task",
+        "hi",
+        "--mcp",
+        "sh -c 'sleep 0.4; exit 3'"
+      ], { cwd: dir, stderrIsTerminal: true, stdinIsTerminal: true })
+      assert.strictEqual(out.code, 22)
+      // the prompt was drawn while the server started
+      assert.include(out.stderr, "› type a control line")
+      const screen = new Screen()
+      screen.write(out.stderr)
+      assert.strictEqual(screen.text, `effect-agent: --mcp "sh -c 'sleep 0.4; exit 3'": the server did not start: ${
+        screen.text.split("the server did not start: ")[1]
+      }`)
+      assert.match(screen.text, /it exited with code 3$/)
+      assert.isTrue(screen.cursorVisible)
     }))
 })
