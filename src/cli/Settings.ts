@@ -296,7 +296,29 @@ interface Limit {
   readonly flag: string
   readonly given: number
   readonly read: (config: AgentConfig.AgentConfig) => number | null
+  /** A value as the flag takes it. */
+  readonly show?: (value: number | null) => string
 }
+
+const { budgets: budgetRanges, maxTurns: turnRange } = AgentConfig.untrustedRanges
+
+/** Each limit flag's safe range, in the flag's own unit. */
+const rangeText: Record<string, string> = {
+  "--max-turns": `${turnRange.min} to ${turnRange.max}`,
+  "--max-tokens": `${budgetRanges.tokens.min} to ${budgetRanges.tokens.max.toLocaleString("en-US")}`,
+  "--max-cost": `${budgetRanges.costUsd.min} to ${budgetRanges.costUsd.max.toLocaleString("en-US")} (US dollars)`,
+  "--max-wall": `${budgetRanges.wallClock.min / 1000}s to ${budgetRanges.wallClock.max / 3_600_000}h`
+}
+
+/**
+ * A limit no run can have (zero or less: not one model call would fit) is
+ * refused; one in its safe range's direction but past it is clamped later,
+ * with a warning.
+ */
+const possible = (flag: string, given: Option.Option<number>, shown: string | undefined = undefined) =>
+  Option.isSome(given) && !(given.value > 0)
+    ? invalid(`${flag}: ${shown ?? given.value} is not a limit a run can have; give ${rangeText[flag]}`)
+    : Effect.void
 
 /** The config from the limit flags, through `AgentConfig.fromUntrusted`; only the given settings when resuming. */
 const limits = (flags: Flags, resume: boolean) =>
@@ -306,6 +328,10 @@ const limits = (flags: Flags, resume: boolean) =>
       return yield* invalid(`--max-wall: ${JSON.stringify(wall.value.text)} is not a duration (e.g. 90, 90s, 5m, 2h)`)
     }
     const wallMs = Option.flatMap(wall, ({ ms }) => Option.fromNullishOr(ms))
+    yield* possible("--max-turns", flags.maxTurns)
+    yield* possible("--max-tokens", flags.maxTokens)
+    yield* possible("--max-cost", flags.maxCost)
+    yield* possible("--max-wall", wallMs, Option.getOrUndefined(flags.maxWall))
     const budgets = {
       ...(Option.isSome(flags.maxTokens) ? { tokens: flags.maxTokens.value } : {}),
       ...(Option.isSome(flags.maxCost) ? { costUsd: flags.maxCost.value } : {}),
@@ -322,11 +348,19 @@ const limits = (flags: Flags, resume: boolean) =>
     if (budgets.tokens !== undefined) given.push({ flag: "--max-tokens", given: budgets.tokens, read: (c) => c.budgets.tokens })
     if (budgets.costUsd !== undefined) given.push({ flag: "--max-cost", given: budgets.costUsd, read: (c) => c.budgets.costUsd })
     if (budgets.wallClock !== undefined) {
-      given.push({ flag: "--max-wall", given: budgets.wallClock, read: (c) => c.budgets.wallClock })
+      given.push({
+        flag: "--max-wall",
+        given: budgets.wallClock,
+        read: (c) => c.budgets.wallClock,
+        show: (ms) => ms === null ? "none" : `${ms / 1000}s`
+      })
     }
     const warnings = given.flatMap((limit) => {
       const used = limit.read(config)
-      return used === limit.given ? [] : [`${limit.flag} ${limit.given} is outside its safe range; using ${used}`]
+      const show = limit.show ?? String
+      return used === limit.given
+        ? []
+        : [`${limit.flag} ${show(limit.given)} is outside its safe range; using ${show(used)}`]
     })
     const chosen: AgentConfig.Input = resume
       ? {

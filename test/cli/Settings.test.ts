@@ -60,12 +60,12 @@ describe("Settings.resolve", () => {
       assert.deepStrictEqual(settings.warnings, [])
     }))
 
-  it.effect("the limits go through AgentConfig.fromUntrusted: clamped into range, with a warning each", () =>
+  it.effect("the limits go through AgentConfig.fromUntrusted: extreme ones clamped into range, with a warning each", () =>
     Effect.gen(function*() {
       const settings = yield* resolve({
         maxTurns: some(1000),
         maxTokens: some(5000),
-        maxCost: some(-1),
+        maxCost: some(0.00001),
         maxWall: some("90s")
       })
       assert.deepStrictEqual(settings.config, {
@@ -75,9 +75,21 @@ describe("Settings.resolve", () => {
       })
       assert.deepStrictEqual(settings.warnings, [
         "--max-turns 1000 is outside its safe range; using 200",
-        "--max-cost -1 is outside its safe range; using 0.0001"
+        "--max-cost 0.00001 is outside its safe range; using 0.0001"
+      ])
+      assert.deepStrictEqual((yield* resolve({ maxWall: some("200ms") })).warnings, [
+        "--max-wall 0.2s is outside its safe range; using 1s"
       ])
       assert.deepStrictEqual(yield* problem({ maxTurns: some(2.5) }), [22, "--max-turns: must be an integer"])
+      // impossible limits are refused, naming the flag and the range
+      const impossible: ReadonlyArray<readonly [Partial<Settings.Flags>, string]> = [
+        [{ maxTurns: some(-1) }, "--max-turns: -1 is not a limit a run can have; give 1 to 200"],
+        [{ maxTurns: some(0) }, "--max-turns: 0 is not a limit a run can have; give 1 to 200"],
+        [{ maxCost: some(-3) }, "--max-cost: -3 is not a limit a run can have; give 0.0001 to 1,000 (US dollars)"],
+        [{ maxTokens: some(0) }, "--max-tokens: 0 is not a limit a run can have; give 1 to 100,000,000"],
+        [{ maxWall: some("0s") }, "--max-wall: 0s is not a limit a run can have; give 1s to 24h"]
+      ]
+      for (const [given, message] of impossible) assert.deepStrictEqual(yield* problem(given), [22, message])
       assert.deepStrictEqual(
         yield* problem({ maxWall: some("soon") }),
         [22, "--max-wall: \"soon\" is not a duration (e.g. 90, 90s, 5m, 2h)"]
