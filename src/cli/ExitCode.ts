@@ -119,8 +119,9 @@ export const teardown = (onInterrupt: { readonly code: ExitCode }): Runtime.Tear
 }
 
 /**
- * The exit code of how the command ended: its `ExitWith` code, 22 for
- * invalid flags (effect/cli has printed the errors), the `onInterrupt` code
+ * The exit code of how the command ended: its `ExitWith` code, 0 when it
+ * printed the help it was asked for, 22 for invalid flags (effect/cli has
+ * printed the errors), the `onInterrupt` code
  * when it was interrupted, and 1 for anything else, which was not reported
  * yet and is written to `stderr`.
  *
@@ -137,7 +138,8 @@ export const fromExit = <E, A>(
   if (error._tag === "Some") {
     const value: unknown = error.value
     if (value instanceof ExitWith) return value.code
-    if (CliError.isCliError(value)) return codes.configError
+    // Help asked for (`effect-agent` alone prints it) is not an error; invalid flags are (effect/cli printed them).
+    if (CliError.isCliError(value)) return value._tag === "ShowHelp" && value.errors.length === 0 ? codes.ok : codes.configError
   }
   stderr(`effect-agent: unexpected failure:\n${Cause.pretty(exit.cause)}\n`)
   return codes.unexpected

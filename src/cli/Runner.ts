@@ -426,10 +426,11 @@ const makeView = (
   Effect.gen(function*() {
     const io = yield* Io
     if (settings.quiet) return View.quiet(io.stderr.write)
+    const session = settings.session?.dir
     if (io.stderr.isTerminal) {
-      return yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color, input })
+      return yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color, input, session })
     }
-    return View.log(io.stderr.write)
+    return View.log(io.stderr.write, { session })
   })
 
 /**

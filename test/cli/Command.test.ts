@@ -25,6 +25,18 @@ const tempDir = Effect.flatMap(
 const noTools = ["--sandbox", "none", "--tools", "none"]
 
 describe("before the run", () => {
+  live("effect-agent alone prints its help and exits 0; an unknown subcommand exits 22", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const help = yield* runCommand([], { cwd: dir })
+      assert.strictEqual(help.code, 0, help.stderr)
+      assert.include(help.stdout, "SUBCOMMANDS")
+      assert.strictEqual(help.stderr, "")
+      const unknown = yield* runCommand(["bogus"], { cwd: dir })
+      assert.strictEqual(unknown.code, 22)
+      assert.include(unknown.stderr, "Unknown subcommand \"bogus\"")
+    }))
+
   live("a missing key: exit 22 and a sentence, for every provider, and no request goes out", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir

@@ -41,12 +41,15 @@ describe("sessions", () => {
         stopped.stderr,
         `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}\n`
       )
-      // the sleep was killed with the run
+      // the sleep was killed with the run, and the log shows the call cancelled, not vanished
       assert.isBelow(Date.now() - started, 20_000)
+      assert.match(stopped.stderr, /✗ bash \d+ ms → cancelled: interrupted\n/)
 
       // the resumed run needs no flags but the directory: run.json has the rest
       const resumed = yield* run(cli, ["run", "--resume", session, "--json"], { cwd: dir })
       assert.strictEqual(resumed.code, 0, resumed.stderr)
+      // the resumed run's log names the session, not its id in the store
+      assert.match(resumed.stderr, new RegExp(`↻ resumed ${session} at turn 1 \\(\\d+ messages restored\\)`))
       const result = JSON.parse(resumed.stdout)
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
       assert.strictEqual(result.answer, "The job was interrupted; I did not run it again.")
@@ -77,7 +80,7 @@ describe("sessions", () => {
       const first = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
       assert.strictEqual(first.code, 0, first.stderr)
       assert.strictEqual(first.stdout, "It says hello world.\n")
-      const again = yield* run(cli, ["run", "--session-dir", session, "--task", "x"], { cwd: dir })
+      const again = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
       assert.strictEqual(again.code, 22)
       assert.include(again.stderr, `${session} already holds a session: resume it with --resume ${session}`)
       const more = yield* run(cli, ["run", "--resume", session, "--task", "And in French?"], { cwd: dir })
