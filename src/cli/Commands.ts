@@ -35,7 +35,10 @@ export const run = Command.make("run", Settings.flags, Runner.run).pipe(
       command: "effect-agent run --base-url http://localhost:11434/v1 --model qwen3:8b --task \"…\"",
       description: "A local OpenAI-compatible server"
     },
-    { command: "effect-agent run --session-dir .agent --task \"…\"", description: "Resumable: effect-agent run --resume .agent" }
+    {
+      command: "effect-agent run --session-dir ~/.agent-sessions/fix --task \"…\"",
+      description: "Resumable: effect-agent run --resume ~/.agent-sessions/fix"
+    }
   ])
 )
 

@@ -139,7 +139,9 @@ export const fromExit = <E, A>(
     const value: unknown = error.value
     if (value instanceof ExitWith) return value.code
     // Help asked for (`effect-agent` alone prints it) is not an error; invalid flags are (effect/cli printed them).
-    if (CliError.isCliError(value)) return value._tag === "ShowHelp" && value.errors.length === 0 ? codes.ok : codes.configError
+    if (CliError.isCliError(value)) {
+      return value._tag === "ShowHelp" && value.errors.length === 0 ? codes.ok : codes.configError
+    }
   }
   stderr(`effect-agent: unexpected failure:\n${Cause.pretty(exit.cause)}\n`)
   return codes.unexpected

@@ -279,11 +279,59 @@ const tools = (target: Settings.Target, note: (text: string) => void) =>
 // Outputs
 // -----------------------------------------------------------------------------
 
+const eventLine = (event: AgentEvent.AgentEvent) => JSON.stringify(AgentEvent.encodeJson(event)) + "\n"
+
 /** Events as JSON lines on stdout. */
 const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
   name: "jsonl",
-  observe: (event) => write(JSON.stringify(AgentEvent.encodeJson(event)) + "\n")
+  observe: (event) => write(eventLine(event))
 })
+
+/**
+ * Events as JSON lines in the `--emit-jsonl` file, opened once for the
+ * command (appended to by a resumed run) without following a link at its
+ * name: the file may be in the workspace, where the agent could plant one.
+ * A file that cannot be written is a note, and the run goes on.
+ */
+const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (text: string) => void) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    // In the workspace, a directory on the way could be a link the agent made to lead the file elsewhere.
+    const dir = path.dirname(file)
+    if (Settings.isWithin(path, dir, workspace)) {
+      const real = yield* Effect.all([fs.realPath(dir), fs.realPath(workspace)]).pipe(Effect.option)
+      if (Option.isSome(real) && !Settings.isWithin(path, real.value[0], real.value[1])) {
+        return yield* configError(
+          `--emit-jsonl: ${dir} is a link out of the workspace: the command does not write through it`
+        )
+      }
+    }
+    const handle = yield* fs.open(file, { flag: append ? "a" : "w", noFollow: true }).pipe(
+      Effect.catch((error) =>
+        Effect.flatMap(Effect.option(fs.lstat(file)), (info) =>
+          configError(
+            Option.isSome(info) && info.value.type === "SymbolicLink"
+              ? `--emit-jsonl: ${file} is a symbolic link: the command does not write through it`
+              : `--emit-jsonl: cannot open ${file}: ${error.message}`
+          ))
+      )
+    )
+    const encoder = new TextEncoder()
+    let open = true
+    const plugin: Hooks.Plugin = {
+      name: "jsonl",
+      onEvent: (event) =>
+        open
+          ? Effect.catch(handle.writeAll(encoder.encode(eventLine(event))), (error) =>
+            Effect.sync(() => {
+              open = false
+              note(`--emit-jsonl ${file}: stopped writing: ${error.message}`)
+            }))
+          : Effect.void
+    }
+    return plugin
+  })
 
 /**
  * Keeps what the result reports of a run that ended without an outcome
@@ -517,21 +565,26 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       // Outputs
       const plugins: Array<Hooks.PluginInput<FileSystem.FileSystem>> = [shown.plugin, runTally.plugin]
       if (settings.emitJsonl === "-") plugins.push(jsonLines(io.stdout.write))
-      else if (settings.emitJsonl !== undefined) plugins.push(Trajectory.ndjson(settings.emitJsonl))
+      else if (settings.emitJsonl !== undefined) {
+        const append = settings.session?.resume === true
+        plugins.push(yield* jsonLinesFile(settings.emitJsonl, append, settings.target.workspace, shown.note))
+      }
 
       // The run: plain, a new session, or a resumed one
       const session = settings.session
       const onInterrupt = yield* OnInterrupt
       /** From here on, SIGINT and SIGTERM leave a session to resume. */
+      const path = yield* Path.Path
+      let resumeHint = ""
       const resumable = (dir: string) => {
         sessionDir = dir
+        resumeHint = Settings.resumeCommand(dir, settings.target, { cwd: io.cwd, env: io.env, stdinIsTerminal }, path)
         onInterrupt.code = codes.interrupted
       }
       const start = Effect.gen(function*() {
         if (session === undefined) {
           return yield* Agent.run({ prompt: task ?? "", system: settings.system, config: settings.config, plugins, steering })
         }
-        const path = yield* Path.Path
         const paths = Settings.sessionPaths(path, session.dir)
         const store = yield* CheckpointStore.fileSystem(paths.store)
         plugins.push(Trajectory.ndjson(paths.trajectory))
@@ -544,7 +597,7 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
           resumable(session.dir)
           return yield* Session.resume(Settings.sessionId, { store, config: settings.config, plugins, steering })
         }
-        yield* Settings.writeSessionFile(session.dir, settings.target)
+        yield* Settings.writeSessionFile(session.dir, settings.target, io.env)
         resumable(session.dir)
         return yield* Session.run({
           id: Settings.sessionId,
@@ -564,7 +617,7 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
             shown.close()
             io.stderr.write(
               sessionDir !== undefined
-                ? `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${sessionDir}\n`
+                ? `effect-agent: interrupted; the session is saved: resume it with ${resumeHint}\n`
                 : "effect-agent: interrupted\n"
             )
             if (json) {

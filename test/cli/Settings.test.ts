@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Option, Redacted, Result } from "effect"
 import { AgentConfig } from "effect-agent"
 import { Settings } from "effect-agent/cli"
+import { stateHome } from "./support.ts"
 
 const none = Option.none()
 
@@ -32,7 +33,7 @@ const flags = (given: Partial<Settings.Flags> = {}): Settings.Flags => ({
   ...given
 })
 
-const keys = { OPENAI_API_KEY: "sk-openai", ANTHROPIC_API_KEY: "sk-ant", WORK_KEY: "sk-work" }
+const keys = { OPENAI_API_KEY: "sk-openai", ANTHROPIC_API_KEY: "sk-ant", WORK_KEY: "sk-work", XDG_STATE_HOME: stateHome }
 
 const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
   Settings.resolve(flags(given), { cwd: "/work/here", env, stdinIsTerminal }).pipe(Effect.provide(NodeServices.layer))
@@ -197,19 +198,30 @@ describe("Settings.resolve", () => {
         tools: some("read_file"),
         maxTurns: some(10)
       })
-      yield* Settings.writeSessionFile(`${dir}/s`, first.target)
-      const again = yield* Effect.flip(Settings.writeSessionFile(`${dir}/s`, first.target))
+      yield* Settings.writeSessionFile(`${dir}/s`, first.target, keys)
+      const again = yield* Effect.flip(Settings.writeSessionFile(`${dir}/s`, first.target, keys))
       assert.deepStrictEqual(
         [again.code, again.message],
         [22, `--session-dir: ${dir}/s already holds a session: resume it with --resume ${dir}/s, or choose another directory`]
       )
-      const resumed = yield* resolve({ task: none, resume: some(`${dir}/s`), maxTokens: some(500) })
+      // the key's variable widens what the run may send: it is given again
+      assert.deepStrictEqual(yield* problem({ task: none, resume: some(`${dir}/s`) }), [
+        22,
+        "--resume: the session was started with --api-key-env WORK_KEY; a resumed run takes what widens the agent's " +
+        "reach only from its own flags, never from the session directory: pass them again (or others) to go on"
+      ])
+      const resumed = yield* resolve({ task: none, resume: some(`${dir}/s`), maxTokens: some(500), apiKeyEnv: some("WORK_KEY") })
       assert.deepStrictEqual(resumed.target, { ...first.target })
       assert.strictEqual(resumed.target.model, "claude-sonnet-4-5")
       // only the limits given change the saved config
       assert.deepStrictEqual(resumed.config, { budgets: { tokens: 500 } })
       assert.deepStrictEqual(resumed.session, { dir: `${dir}/s`, resume: true })
-      const other = yield* resolve({ task: none, resume: some(`${dir}/s`), provider: some("openai") })
+      const other = yield* resolve({
+        task: none,
+        resume: some(`${dir}/s`),
+        provider: some("openai"),
+        apiKeyEnv: some("WORK_KEY")
+      })
       assert.deepStrictEqual([other.target.provider, other.target.model], ["openai", "gpt-4o"])
       assert.deepStrictEqual(
         yield* problem({ task: none, resume: some(`${dir}/none`) }),

@@ -7,10 +7,11 @@
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { Effect, Layer, Queue, Stdio, Stream, Terminal } from "effect"
 import { Cli, ExitCode, Io } from "effect-agent/cli"
+import { stateHome } from "./support.ts"
 
 export interface Options {
   readonly cwd: string
-  /** The whole environment the command sees, on top of `PATH` and `HOME`. */
+  /** The whole environment the command sees, on top of `PATH`, `HOME` and the tests' `XDG_STATE_HOME`. */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
   /** What stdin holds; it ends after it. */
   readonly stdin?: string | undefined
@@ -49,7 +50,7 @@ export const runCommand = (args: ReadonlyArray<string>, options: Options): Effec
       },
       color: false,
       cwd: options.cwd,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...options.env }
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, XDG_STATE_HOME: stateHome, ...options.env }
     }
     const onInterrupt: { code: ExitCode.ExitCode } = { code: ExitCode.codes.cancelled }
     const stdin = options.stdin === undefined ? Stream.empty : Stream.make(new TextEncoder().encode(options.stdin))
