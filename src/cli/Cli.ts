@@ -15,17 +15,28 @@ import { codes, type ExitCode, OnInterrupt, teardown } from "./ExitCode.ts"
 import * as Io from "./Io.ts"
 
 /**
- * The command, reading its arguments from the process.
+ * The command, reading its arguments from `Stdio` and writing through `Io`:
+ * what {@link program} runs on the process's streams, and what a test or an
+ * embedding program runs on its own.
  *
  * @since 0.1.0
  */
-export const program = Effect.gen(function*() {
+export const command = Effect.gen(function*() {
   const { version } = yield* Commands.packageInfo
   yield* Command.run(Commands.root, { version })
 }).pipe(
   Effect.provide(Layer.unwrap(Effect.map(Effect.service(Io.Io), (io) => CliOutput.layerPresenter(Commands.presenter(io))))),
   // No wizard: the command is driven by scripts as much as by people.
-  Effect.provide(CliConfig.layer({ builtIns: GlobalFlag.BuiltIns.filter((flag) => flag !== GlobalFlag.Wizard) })),
+  Effect.provide(CliConfig.layer({ builtIns: GlobalFlag.BuiltIns.filter((flag) => flag !== GlobalFlag.Wizard) }))
+)
+
+/**
+ * The command on the process: its arguments, streams, terminal and
+ * environment.
+ *
+ * @since 0.1.0
+ */
+export const program = command.pipe(
   // Keys typed on the terminal are the run's to read (Ctrl-C, Ctrl-D and Escape included): see TerminalInput.
   Effect.provide(Layer.effect(Terminal.Terminal, NodeTerminal.make(() => false))),
   Effect.provide(Layer.mergeAll(Io.layerProcess, NodeServices.layer, NodeHttpClient.layerUndici))

@@ -10,6 +10,7 @@
  */
 import { Effect, FileSystem, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
+import * as Message from "../Message.ts"
 import * as Demo from "./Demo.ts"
 import { codes, ExitWith } from "./ExitCode.ts"
 import * as Io from "./Io.ts"
@@ -34,7 +35,10 @@ export const run = Command.make("run", Settings.flags, Runner.run).pipe(
       command: "effect-agent run --base-url http://localhost:11434/v1 --model qwen3:8b --task \"…\"",
       description: "A local OpenAI-compatible server"
     },
-    { command: "effect-agent run --session-dir .agent --task \"…\"", description: "Resumable: effect-agent run --resume .agent" }
+    {
+      command: "effect-agent run --session-dir ~/.agent-sessions/fix --task \"…\"",
+      description: "Resumable: effect-agent run --resume ~/.agent-sessions/fix"
+    }
   ])
 )
 
@@ -43,26 +47,30 @@ export const run = Command.make("run", Settings.flags, Runner.run).pipe(
 // -----------------------------------------------------------------------------
 
 /**
- * `effect-agent demo`: the offline demo, on stdout (the live view on a
- * terminal, the event log elsewhere).
+ * `effect-agent demo`: the offline demo, with the rule of `run`: the
+ * progress on stderr (the live view on a terminal, the event log
+ * elsewhere), the answer on stdout (unless the live view already showed it
+ * on the same terminal).
  *
  * @since 0.1.0
  */
 export const demo = Command.make("demo", {}, () =>
   Effect.gen(function*() {
     const io = yield* Io.Io
-    const color = io.stdout.isTerminal && io.color
-    const view = io.stdout.isTerminal
-      ? yield* View.live({ write: io.stdout.write, columns: io.stdout.columns, color })
-      : View.log(io.stdout.write)
-    yield* Demo.run({ view, write: io.stdout.write, color }).pipe(
+    const view = io.stderr.isTerminal
+      ? yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color })
+      : View.log(io.stderr.write)
+    const result = yield* Demo.run({ view }).pipe(
       Effect.catch((error) =>
         Effect.andThen(
-          Effect.sync(() => io.stderr.write(`effect-agent: ${error.message}\n`)),
+          Effect.sync(() => io.stderr.write(`effect-agent: ${View.errorText(error.message)}\n`)),
           Effect.fail(new ExitWith({ code: codes.unexpected }))
         )
       )
     )
+    const last = result.messages.at(-1)
+    const answer = last === undefined ? "" : Message.textOf(last)
+    if (answer !== "" && !(io.stderr.isTerminal && io.stdout.isTerminal)) io.stdout.write(`${answer}\n`)
   }).pipe(Effect.scoped)).pipe(
     Command.withDescription("Run the offline demo: a trip-planning agent on a scripted model (no keys, no network)")
   )

@@ -103,14 +103,15 @@ const script: ScriptedModel.Script = (index, request) => {
 // ---------------------------------------------------------------------------
 
 /**
- * Runs the demo, showing it in `view`; `write` receives the answer and the
- * totals, styled with colours when `color` is set.
+ * Runs the demo, showing it in `view`; `write`, when given, receives the
+ * answer and the totals, styled with colours when `color` is set. The result
+ * holds them too.
  *
  * @since 0.1.0
  */
 export const run = (options: {
   readonly view: View.View
-  readonly write: (text: string) => void
+  readonly write?: ((text: string) => void) | undefined
   readonly color?: boolean | undefined
 }) =>
   Effect.gen(function*() {
@@ -128,10 +129,13 @@ export const run = (options: {
       config: { maxParallelTools: 4 }
     })
     options.view.close()
-    options.write(`\n${s.bold("Answer:")} ${Message.textOf(result.messages.at(-1)!)}\n`)
-    options.write(s.dim(
-      `${result.state.turn} turns · ${result.messages.length} messages · ` +
-        `${result.usage.input + result.usage.output} tokens · $${(result.usage.cost ?? 0).toFixed(4)}\n`
-    ))
+    const write = options.write
+    if (write !== undefined) {
+      write(`\n${s.bold("Answer:")} ${Message.textOf(result.messages.at(-1)!)}\n`)
+      write(s.dim(
+        `${View.count(result.state.turn, "turn")} · ${View.count(result.messages.length, "message")} · ` +
+          `${result.usage.input + result.usage.output} tokens · $${(result.usage.cost ?? 0).toFixed(4)}\n`
+      ))
+    }
     return result
   }).pipe(Effect.scoped, Effect.provide(Layer.merge(TripToolsLive, ScriptedModel.layer(script))))

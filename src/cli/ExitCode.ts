@@ -113,21 +113,36 @@ export class OnInterrupt extends Context.Reference<{ code: ExitCode }>("effect-a
  * @since 0.1.0
  */
 export const teardown = (onInterrupt: { readonly code: ExitCode }): Runtime.Teardown => (exit, onExit) => {
-  const code = ofExit(exit, onInterrupt)
+  const code = fromExit(exit, onInterrupt, (text) => process.stderr.write(text))
   onExit(code)
   process.exit(code)
 }
 
-const ofExit = <E, A>(exit: Exit.Exit<A, E>, onInterrupt: { readonly code: ExitCode }): ExitCode => {
+/**
+ * The exit code of how the command ended: its `ExitWith` code, 0 when it
+ * printed the help it was asked for, 22 for invalid flags (effect/cli has
+ * printed the errors), the `onInterrupt` code
+ * when it was interrupted, and 1 for anything else, which was not reported
+ * yet and is written to `stderr`.
+ *
+ * @since 0.1.0
+ */
+export const fromExit = <E, A>(
+  exit: Exit.Exit<A, E>,
+  onInterrupt: { readonly code: ExitCode },
+  stderr: (text: string) => void
+): ExitCode => {
   if (Exit.isSuccess(exit)) return codes.ok
   if (Cause.hasInterruptsOnly(exit.cause)) return onInterrupt.code
   const error = Cause.findErrorOption(exit.cause)
   if (error._tag === "Some") {
     const value: unknown = error.value
     if (value instanceof ExitWith) return value.code
-    // Invalid flags: effect/cli has printed the errors.
-    if (CliError.isCliError(value)) return codes.configError
+    // Help asked for (`effect-agent` alone prints it) is not an error; invalid flags are (effect/cli printed them).
+    if (CliError.isCliError(value)) {
+      return value._tag === "ShowHelp" && value.errors.length === 0 ? codes.ok : codes.configError
+    }
   }
-  process.stderr.write(`effect-agent: unexpected failure:\n${Cause.pretty(exit.cause)}\n`)
+  stderr(`effect-agent: unexpected failure:\n${Cause.pretty(exit.cause)}\n`)
   return codes.unexpected
 }

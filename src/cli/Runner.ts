@@ -12,23 +12,28 @@
  * @since 0.1.0
  */
 import {
-  Config,
+  Clock,
+  type Config,
+  ConfigProvider,
   Context,
   Deferred,
+  Duration,
   Effect,
   FileSystem,
   Layer,
   Logger,
+  Option,
   Path,
+  type Redacted,
   Result,
   type Scope,
   Stdio,
   Stream,
   type Terminal
 } from "effect"
-import { LanguageModel } from "effect/ai"
+import { type AiError, LanguageModel, type McpClientError } from "effect/ai"
 import type { HttpClient } from "effect/http"
-import { ChildProcess, type ChildProcessSpawner } from "effect/process"
+import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Agent from "../Agent.ts"
 import type { AgentError } from "../AgentError.ts"
 import * as AgentEvent from "../AgentEvent.ts"
@@ -39,6 +44,7 @@ import type { Outcome } from "../Outcome.ts"
 import * as Anthropic from "../providers/Anthropic.ts"
 import * as OpenAiChat from "../providers/OpenAiChat.ts"
 import * as OpenAiResponses from "../providers/OpenAiResponses.ts"
+import * as Retry from "../providers/Retry.ts"
 import type * as RunState from "../RunState.ts"
 import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
 import * as Sandbox from "../sandbox/Sandbox.ts"
@@ -77,17 +83,15 @@ const configError = (message: string) => new Failure({ code: codes.configError, 
 // -----------------------------------------------------------------------------
 
 const providerLayer = (
-  target: Settings.Target
+  target: Settings.Target,
+  apiKey: Redacted.Redacted<string> | undefined,
+  retry: Retry.Options
 ): Layer.Layer<
   LanguageModel.LanguageModel,
   Config.ConfigError | ScriptFile.ScriptFileError,
   HttpClient.HttpClient | FileSystem.FileSystem
 > => {
-  const options = {
-    model: target.model,
-    baseUrl: target.baseUrl,
-    apiKey: target.apiKeyEnv === undefined ? undefined : Config.Redacted(target.apiKeyEnv)
-  }
+  const options = { model: target.model, baseUrl: target.baseUrl, apiKey, retry }
   switch (target.provider) {
     case "openai":
       return OpenAiChat.layer(options)
@@ -100,15 +104,49 @@ const providerLayer = (
   }
 }
 
-/** Builds the model in the scope; a provider that cannot be set up (a missing key, a bad script) is a config error. */
-const model = (target: Settings.Target) =>
-  Layer.build(providerLayer(target)).pipe(
+/** What a retried failure was: its HTTP status, or the transport failure in words. */
+const retriedAfter = (error: AiError.AiError): string => {
+  const reason = error.reason
+  const status = "http" in reason ? reason.http?.response?.status : undefined
+  if (status !== undefined) return `${status}`
+  if (reason._tag === "NetworkError") {
+    const detail = reason.description?.replace(/^TransportError: /, "")
+    return detail === undefined ? "a network failure" : `a network failure (${detail})`
+  }
+  return reason._tag
+}
+
+/** The provider's retries, shown in the view as they happen. */
+const showRetries = (view: View.View): Retry.Options => ({
+  maxRetries: Retry.defaultPolicy.maxRetries,
+  onRetry: (info) =>
+    Effect.flatMap(Clock.currentTimeMillis, (timestamp) =>
+      Effect.sync(() =>
+        view.retrying({
+          attempt: info.attempt,
+          of: Retry.defaultPolicy.maxRetries,
+          delayMs: Duration.toMillis(info.delay),
+          after: retriedAfter(info.error),
+          timestamp
+        })
+      ))
+})
+
+/**
+ * Builds the model in the scope; a provider that cannot be set up (a bad
+ * script) is a config error. The key was read by `Settings` from the
+ * command's environment, which is also where the layer reads anything else
+ * (and without a key, finds none there either).
+ */
+const model = (settings: Settings.Settings, env: Io["Service"]["env"], view: View.View) =>
+  Layer.build(providerLayer(settings.target, settings.apiKey, showRetries(view))).pipe(
     Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
+    Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...env })),
     Effect.mapError((error) =>
       configError(
         error._tag === "ScriptFileError"
           ? error.message
-          : `cannot set up the ${target.provider} provider: ${error.message}`
+          : `cannot set up the ${settings.target.provider} provider: ${error.message}`
       )
     )
   )
@@ -144,15 +182,80 @@ const builtinEntry = (target: Settings.Target) =>
     return { ...entry, tools }
   })
 
+const decoder = () => new TextDecoder()
+
+/**
+ * A spawner that watches the process it starts: the end of what it writes on
+ * stderr (which the MCP client reads and drops) and its exit code, to say why
+ * a server did not start.
+ */
+const watchingSpawner = (spawner: ChildProcessSpawner.ChildProcessSpawner["Service"]) => {
+  let stderr = ""
+  let handle: ChildProcessSpawner.ChildProcessHandle | undefined
+  const text = decoder()
+  const service = ChildProcessSpawner.make((command) =>
+    Effect.map(spawner.spawn(command), (spawned) => {
+      handle = spawned
+      return ChildProcessSpawner.makeHandle({
+        ...spawned,
+        stderr: Stream.tap(spawned.stderr, (chunk) =>
+          Effect.sync(() => {
+            stderr = (stderr + text.decode(chunk, { stream: true })).slice(-maxStderrTail * 2)
+          }))
+      })
+    })
+  )
+  /** The process's exit code (when it exits within a second) and the end of its stderr. */
+  const report = Effect.gen(function*() {
+    const exited = handle === undefined
+      ? undefined
+      : yield* handle.exitCode.pipe(Effect.timeoutOption("1 second"), Effect.orElseSucceed(() => Option.none()))
+    const tail = stderr.trim().slice(-maxStderrTail).trim()
+    const parts: Array<string> = []
+    if (exited !== undefined && Option.isSome(exited)) parts.push(`it exited with code ${exited.value}`)
+    if (tail !== "") parts.push(`its stderr ends: ${JSON.stringify(tail)}`)
+    return parts
+  })
+  return { service, report }
+}
+
+const maxStderrTail = 500
+
+/** The system error code (`ENOENT`, `EPIPE`) somewhere in a chain of causes. */
+const errnoOf = (cause: unknown): string | undefined => {
+  for (let depth = 0; depth < 4 && typeof cause === "object" && cause !== null; depth++) {
+    const code: unknown = Reflect.get(cause, "code")
+    if (typeof code === "string" && /^E[A-Z]+$/.test(code)) return code
+    cause = Reflect.get(cause, "cause") ?? Reflect.get(cause, "reason")
+  }
+  return undefined
+}
+
+/** Why the client failed, with the cause it carries (a spawn's ENOENT, a broken pipe). */
+const mcpFailure = (error: McpClientError.McpClientError): string => {
+  const cause: unknown = "cause" in error.reason ? error.reason.cause : undefined
+  const detail = cause instanceof Error ? cause.message : cause === undefined ? undefined : String(cause)
+  const errno = errnoOf(cause)
+  const text = detail === undefined || error.message.includes(detail) ? error.message : `${error.message}: ${detail}`
+  return errno === undefined || text.includes(errno) ? text : `${text} (${errno})`
+}
+
 const mcpEntry = (target: Settings.Target, command: string) =>
   Effect.gen(function*() {
     const argv = Settings.mcpArgv(command)
     if (Result.isFailure(argv)) return yield* configError(`--mcp ${JSON.stringify(command)}: ${argv.failure}`)
     const [program, ...args] = argv.success
+    const watched = watchingSpawner(yield* ChildProcessSpawner.ChildProcessSpawner)
     return yield* ToolRegistry.fromMcpStdio(ChildProcess.make(program, args, { cwd: target.workspace }), {
       needsApproval: target.approve !== "all"
     }).pipe(
-      Effect.mapError((error) => configError(`--mcp ${JSON.stringify(command)}: the server did not start: ${error.message}`))
+      Effect.provideService(ChildProcessSpawner.ChildProcessSpawner, watched.service),
+      Effect.catch((error) =>
+        Effect.flatMap(watched.report, (more) =>
+          configError(
+            `--mcp ${JSON.stringify(command)}: the server did not start: ${[mcpFailure(error), ...more].join("; ")}`
+          ))
+      )
     )
   })
 
@@ -176,25 +279,81 @@ const tools = (target: Settings.Target, note: (text: string) => void) =>
 // Outputs
 // -----------------------------------------------------------------------------
 
+const eventLine = (event: AgentEvent.AgentEvent) => JSON.stringify(AgentEvent.encodeJson(event)) + "\n"
+
 /** Events as JSON lines on stdout. */
 const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
   name: "jsonl",
-  observe: (event) => write(JSON.stringify(AgentEvent.encodeJson(event)) + "\n")
+  observe: (event) => write(eventLine(event))
 })
 
 /**
+ * Events as JSON lines in the `--emit-jsonl` file, opened once for the
+ * command (appended to by a resumed run) without following a link at its
+ * name: the file may be in the workspace, where the agent could plant one.
+ * A file that cannot be written is a note, and the run goes on.
+ */
+const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (text: string) => void) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    // In the workspace, a directory on the way could be a link the agent made to lead the file elsewhere.
+    const dir = path.dirname(file)
+    if (Settings.isWithin(path, dir, workspace)) {
+      const real = yield* Effect.all([fs.realPath(dir), fs.realPath(workspace)]).pipe(Effect.option)
+      if (Option.isSome(real) && !Settings.isWithin(path, real.value[0], real.value[1])) {
+        return yield* configError(
+          `--emit-jsonl: ${dir} is a link out of the workspace: the command does not write through it`
+        )
+      }
+    }
+    const handle = yield* fs.open(file, { flag: append ? "a" : "w", noFollow: true }).pipe(
+      Effect.catch((error) =>
+        Effect.flatMap(Effect.option(fs.lstat(file)), (info) =>
+          configError(
+            Option.isSome(info) && info.value.type === "SymbolicLink"
+              ? `--emit-jsonl: ${file} is a symbolic link: the command does not write through it`
+              : `--emit-jsonl: cannot open ${file}: ${error.message}`
+          ))
+      )
+    )
+    const encoder = new TextEncoder()
+    let open = true
+    const plugin: Hooks.Plugin = {
+      name: "jsonl",
+      onEvent: (event) =>
+        open
+          ? Effect.catch(handle.writeAll(encoder.encode(eventLine(event))), (error) =>
+            Effect.sync(() => {
+              open = false
+              note(`--emit-jsonl ${file}: stopped writing: ${error.message}`)
+            }))
+          : Effect.void
+    }
+    return plugin
+  })
+
+/**
  * Keeps what the result reports of a run that ended without an outcome
- * (failed, interrupted): its id, its last figures, and its `AgentEnd`.
+ * (failed, interrupted): its id, its last figures, its `AgentEnd`, and the
+ * time it ran (from its events' timestamps, with the time a resumed session
+ * had used before).
  */
 const tally = () => {
   let runId: string | null = null
   let figures: Figures = { turns: 0, usage: Message.emptyUsage, elapsedMs: 0 }
   let end: AgentEvent.Of<"AgentEnd"> | undefined
+  let startedAt: number | undefined
+  let lastAt = 0
+  let before = 0
   const plugin: Hooks.Plugin = {
     name: "tally",
     observe: (event) => {
       runId = event.runId
-      if (event._tag === "BudgetSnapshot") {
+      lastAt = event.timestamp
+      if (event._tag === "AgentStart") startedAt = event.timestamp
+      else if (event._tag === "SessionResumed") before = event.restored.elapsedMs
+      else if (event._tag === "BudgetSnapshot") {
         figures = { turns: event.figures.turns, usage: event.figures.usage, elapsedMs: event.figures.elapsedMs }
       } else if (event._tag === "AgentEnd") end = event
     }
@@ -204,7 +363,9 @@ const tally = () => {
     end: () => end,
     figures: (): Figures & { readonly runId: string | null } => {
       const state = end?.result?.state
-      return state === undefined ? { runId, ...figures } : { runId: state.runId, ...stateFigures(state) }
+      if (state !== undefined) return { runId: state.runId, ...stateFigures(state) }
+      const elapsedMs = startedAt === undefined ? figures.elapsedMs : before + lastAt - startedAt
+      return { runId, ...figures, elapsedMs: Math.max(figures.elapsedMs, elapsedMs) }
     }
   }
 }
@@ -313,10 +474,11 @@ const makeView = (
   Effect.gen(function*() {
     const io = yield* Io
     if (settings.quiet) return View.quiet(io.stderr.write)
+    const session = settings.session?.dir
     if (io.stderr.isTerminal) {
-      return yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color, input })
+      return yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color, input, session })
     }
-    return View.log(io.stderr.write)
+    return View.log(io.stderr.write, { session })
   })
 
 /**
@@ -352,14 +514,12 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
 
     const fail = (code: ExitCode, error: { readonly _tag: string; readonly message: string }) =>
       Effect.suspend(() => {
+        const message = View.errorText(error.message)
+        // A live view's bottom lines (the control prompt) go first, so the error starts on a clean line.
+        view?.close()
         // A failed run's view has shown the error already (but a quiet one shows nothing).
-        if (runTally.end() === undefined || flags.quiet) io.stderr.write(`effect-agent: ${error.message}\n`)
-        return finish(code, {
-          outcome: null,
-          summary: error.message,
-          answer: null,
-          error: { _tag: error._tag, message: error.message }
-        })
+        if (runTally.end() === undefined || flags.quiet) io.stderr.write(`effect-agent: ${message}\n`)
+        return finish(code, { outcome: null, summary: message, answer: null, error: { _tag: error._tag, message } })
       })
 
     const program = Effect.gen(function*() {
@@ -395,7 +555,7 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       }
 
       // What the agent runs on
-      const languageModel = yield* model(settings.target)
+      const languageModel = yield* model(settings, io.env, shown)
       const registry = yield* tools(settings.target, shown.note)
       const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
         Context.add(ToolRegistry.ToolRegistry, registry),
@@ -405,21 +565,26 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       // Outputs
       const plugins: Array<Hooks.PluginInput<FileSystem.FileSystem>> = [shown.plugin, runTally.plugin]
       if (settings.emitJsonl === "-") plugins.push(jsonLines(io.stdout.write))
-      else if (settings.emitJsonl !== undefined) plugins.push(Trajectory.ndjson(settings.emitJsonl))
+      else if (settings.emitJsonl !== undefined) {
+        const append = settings.session?.resume === true
+        plugins.push(yield* jsonLinesFile(settings.emitJsonl, append, settings.target.workspace, shown.note))
+      }
 
       // The run: plain, a new session, or a resumed one
       const session = settings.session
       const onInterrupt = yield* OnInterrupt
       /** From here on, SIGINT and SIGTERM leave a session to resume. */
+      const path = yield* Path.Path
+      let resumeHint = ""
       const resumable = (dir: string) => {
         sessionDir = dir
+        resumeHint = Settings.resumeCommand(dir, settings.target, { cwd: io.cwd, env: io.env, stdinIsTerminal }, path)
         onInterrupt.code = codes.interrupted
       }
       const start = Effect.gen(function*() {
         if (session === undefined) {
           return yield* Agent.run({ prompt: task ?? "", system: settings.system, config: settings.config, plugins, steering })
         }
-        const path = yield* Path.Path
         const paths = Settings.sessionPaths(path, session.dir)
         const store = yield* CheckpointStore.fileSystem(paths.store)
         plugins.push(Trajectory.ndjson(paths.trajectory))
@@ -432,7 +597,7 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
           resumable(session.dir)
           return yield* Session.resume(Settings.sessionId, { store, config: settings.config, plugins, steering })
         }
-        yield* Settings.writeSessionFile(session.dir, settings.target)
+        yield* Settings.writeSessionFile(session.dir, settings.target, io.env)
         resumable(session.dir)
         return yield* Session.run({
           id: Settings.sessionId,
@@ -452,7 +617,7 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
             shown.close()
             io.stderr.write(
               sessionDir !== undefined
-                ? `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${sessionDir}\n`
+                ? `effect-agent: interrupted; the session is saved: resume it with ${resumeHint}\n`
                 : "effect-agent: interrupted\n"
             )
             if (json) {

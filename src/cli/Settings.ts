@@ -8,18 +8,23 @@
  * A session directory holds `run.json` (what the agent runs on: provider,
  * model, base URL, the name of the key's variable, never a key; workspace,
  * sandbox, tools, MCP servers, approvals), the checkpoint (`checkpoint/`) and
- * the trajectory (`trajectory.ndjson`). `--resume DIR` runs on what
- * `run.json` says, with the flags given on top.
+ * the trajectory (`trajectory.ndjson`). It may not overlap the workspace of
+ * an agent with tools, and the command does not write through links in it.
+ * `run.json` is sealed (see `Seal`); `--resume DIR` runs on what a `run.json`
+ * with a matching seal says, with the flags given on top, except what widens
+ * the agent's reach (workspace, local sandbox, approvals, MCP servers, base
+ * URL, key variable), which must be given again as flags.
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Option, Path, Result, Schema } from "effect"
+import { Effect, FileSystem, Option, Path, Redacted, Result, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import { CommandLine } from "effect/process"
 import * as AgentConfig from "../AgentConfig.ts"
 import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
 import * as Control from "./Control.ts"
 import { codes, Failure } from "./ExitCode.ts"
+import * as Seal from "./Seal.ts"
 
 /**
  * The providers: `openai` (Chat Completions, and any compatible server),
@@ -78,7 +83,8 @@ export type Target = typeof Target.Type
  */
 export const SessionFile = Schema.Struct({ version: Schema.Literal(1), target: Target })
 
-const SessionFileJson = Schema.fromJsonString(SessionFile)
+/** `run.json` as written: the session file and its seal (see `Seal`). */
+const SessionFileSealed = Schema.Struct({ ...SessionFile.fields, seal: Schema.optionalKey(Schema.String) })
 
 /**
  * Checked settings of a run.
@@ -87,6 +93,8 @@ const SessionFileJson = Schema.fromJsonString(SessionFile)
  */
 export interface Settings {
   readonly target: Target
+  /** The API key, read from the environment (see {@link apiKey}). */
+  readonly apiKey: Redacted.Redacted<string> | undefined
   /** The task; when resuming, a follow-up. `undefined`: read it from stdin (a new run), or none (a resume). */
   readonly task: string | undefined
   readonly system: string | undefined
@@ -126,6 +134,60 @@ export const baseUrlEnv: Record<Provider, string | undefined> = {
   "openai-responses": "OPENAI_BASE_URL",
   anthropic: "ANTHROPIC_BASE_URL",
   scripted: undefined
+}
+
+/**
+ * The environment variable each provider reads its API key from when
+ * `--api-key-env` is not given.
+ *
+ * @since 0.1.0
+ */
+export const apiKeyEnv: Record<Provider, string | undefined> = {
+  openai: "OPENAI_API_KEY",
+  "openai-responses": "OPENAI_API_KEY",
+  anthropic: "ANTHROPIC_API_KEY",
+  scripted: undefined
+}
+
+/** The providers' own API hosts, which answer nothing without a key. */
+const keyedHosts = new Set(["api.openai.com", "api.anthropic.com"])
+
+const hostOf = (url: string): string => {
+  try {
+    return new URL(url).hostname
+  } catch {
+    return ""
+  }
+}
+
+/**
+ * The target's API key, read from the environment: from the variable
+ * `--api-key-env` names, else the provider's (see {@link apiKeyEnv}). A key
+ * is required when a variable was named, for Anthropic, and for OpenAI's own
+ * API (no `--base-url`, or one on api.openai.com); a server behind another
+ * base URL may need none. A missing key fails with a sentence saying what to
+ * do, so that no request goes out without it. An empty variable is not set.
+ *
+ * @since 0.1.0
+ */
+export const apiKey = (
+  target: Target,
+  env: Readonly<Record<string, string | undefined>>
+): Result.Result<Redacted.Redacted<string> | undefined, string> => {
+  const name = target.apiKeyEnv ?? apiKeyEnv[target.provider]
+  if (name === undefined) return Result.succeed(undefined)
+  const value = env[name]
+  if (value !== undefined && value !== "") return Result.succeed(Redacted.make(value))
+  if (target.apiKeyEnv !== undefined) {
+    return Result.fail(`${name} is not set; set it, or pass --api-key-env NAME to read the key from another variable`)
+  }
+  if (target.provider === "anthropic") {
+    return Result.fail(`${name} is not set; pass --api-key-env NAME to read the key from another variable`)
+  }
+  const ownApi = target.baseUrl === undefined || keyedHosts.has(hostOf(target.baseUrl))
+  return ownApi
+    ? Result.fail(`${name} is not set; pass --api-key-env NAME, or --base-url for a server that needs no key`)
+    : Result.succeed(undefined)
 }
 
 /**
@@ -185,7 +247,7 @@ export const flags = {
   ),
   sessionDir: describe(
     Flag.optional(Flag.String("session-dir")),
-    "Save a checkpoint and the trajectory in this directory, to resume later"
+    "Save a checkpoint and the trajectory in this directory (outside the workspace), to resume later"
   ),
   resume: describe(Flag.optional(Flag.String("resume")), "Resume the session saved in this directory"),
   emitJsonl: describe(
@@ -240,7 +302,29 @@ interface Limit {
   readonly flag: string
   readonly given: number
   readonly read: (config: AgentConfig.AgentConfig) => number | null
+  /** A value as the flag takes it. */
+  readonly show?: (value: number | null) => string
 }
+
+const { budgets: budgetRanges, maxTurns: turnRange } = AgentConfig.untrustedRanges
+
+/** Each limit flag's safe range, in the flag's own unit. */
+const rangeText: Record<string, string> = {
+  "--max-turns": `${turnRange.min} to ${turnRange.max}`,
+  "--max-tokens": `${budgetRanges.tokens.min} to ${budgetRanges.tokens.max.toLocaleString("en-US")}`,
+  "--max-cost": `${budgetRanges.costUsd.min} to ${budgetRanges.costUsd.max.toLocaleString("en-US")} (US dollars)`,
+  "--max-wall": `${budgetRanges.wallClock.min / 1000}s to ${budgetRanges.wallClock.max / 3_600_000}h`
+}
+
+/**
+ * A limit no run can have (zero or less: not one model call would fit) is
+ * refused; one in its safe range's direction but past it is clamped later,
+ * with a warning.
+ */
+const possible = (flag: string, given: Option.Option<number>, shown: string | undefined = undefined) =>
+  Option.isSome(given) && !(given.value > 0)
+    ? invalid(`${flag}: ${shown ?? given.value} is not a limit a run can have; give ${rangeText[flag]}`)
+    : Effect.void
 
 /** The config from the limit flags, through `AgentConfig.fromUntrusted`; only the given settings when resuming. */
 const limits = (flags: Flags, resume: boolean) =>
@@ -250,6 +334,10 @@ const limits = (flags: Flags, resume: boolean) =>
       return yield* invalid(`--max-wall: ${JSON.stringify(wall.value.text)} is not a duration (e.g. 90, 90s, 5m, 2h)`)
     }
     const wallMs = Option.flatMap(wall, ({ ms }) => Option.fromNullishOr(ms))
+    yield* possible("--max-turns", flags.maxTurns)
+    yield* possible("--max-tokens", flags.maxTokens)
+    yield* possible("--max-cost", flags.maxCost)
+    yield* possible("--max-wall", wallMs, Option.getOrUndefined(flags.maxWall))
     const budgets = {
       ...(Option.isSome(flags.maxTokens) ? { tokens: flags.maxTokens.value } : {}),
       ...(Option.isSome(flags.maxCost) ? { costUsd: flags.maxCost.value } : {}),
@@ -266,11 +354,19 @@ const limits = (flags: Flags, resume: boolean) =>
     if (budgets.tokens !== undefined) given.push({ flag: "--max-tokens", given: budgets.tokens, read: (c) => c.budgets.tokens })
     if (budgets.costUsd !== undefined) given.push({ flag: "--max-cost", given: budgets.costUsd, read: (c) => c.budgets.costUsd })
     if (budgets.wallClock !== undefined) {
-      given.push({ flag: "--max-wall", given: budgets.wallClock, read: (c) => c.budgets.wallClock })
+      given.push({
+        flag: "--max-wall",
+        given: budgets.wallClock,
+        read: (c) => c.budgets.wallClock,
+        show: (ms) => ms === null ? "none" : `${ms / 1000}s`
+      })
     }
     const warnings = given.flatMap((limit) => {
       const used = limit.read(config)
-      return used === limit.given ? [] : [`${limit.flag} ${limit.given} is outside its safe range; using ${used}`]
+      const show = limit.show ?? String
+      return used === limit.given
+        ? []
+        : [`${limit.flag} ${show(limit.given)} is outside its safe range; using ${show(used)}`]
     })
     const chosen: AgentConfig.Input = resume
       ? {
@@ -324,6 +420,44 @@ const checkUrl = (url: string): boolean => {
   }
 }
 
+interface Widening {
+  readonly flag: "workspace" | "sandbox" | "approve" | "mcp" | "baseUrl" | "apiKeyEnv"
+  readonly text: string
+}
+
+/**
+ * What a target lets the agent (or the command) do past the defaults, as the
+ * flags that ask for it: another workspace than the working directory, the
+ * local sandbox, every call approved, MCP servers, another API root than the
+ * provider's variable gives, another key variable.
+ */
+const widening = (target: Target, options: Environment, path: Path.Path): ReadonlyArray<Widening> => {
+  const out: Array<Widening> = []
+  if (target.workspace !== path.resolve(options.cwd)) {
+    out.push({ flag: "workspace", text: `--workspace ${target.workspace}` })
+  }
+  if (target.sandbox === "local") out.push({ flag: "sandbox", text: "--sandbox local" })
+  if (target.approve === "all") out.push({ flag: "approve", text: "--approve all" })
+  for (const command of target.mcp) out.push({ flag: "mcp", text: `--mcp ${JSON.stringify(command)}` })
+  const envVar = baseUrlEnv[target.provider]
+  const fromEnv = envVar === undefined || options.env[envVar] === "" ? undefined : options.env[envVar]
+  if (target.baseUrl !== undefined && target.baseUrl !== fromEnv) {
+    out.push({ flag: "baseUrl", text: `--base-url ${target.baseUrl}` })
+  }
+  if (target.apiKeyEnv !== undefined) out.push({ flag: "apiKeyEnv", text: `--api-key-env ${target.apiKeyEnv}` })
+  return out
+}
+
+/**
+ * The command that resumes the session in `dir` run on `target`: `--resume`
+ * with the flags a resumed run must be given again (see the module
+ * documentation).
+ *
+ * @since 0.1.0
+ */
+export const resumeCommand = (dir: string, target: Target, options: Environment, path: Path.Path): string =>
+  ["effect-agent run --resume", dir, ...widening(target, options, path).map((item) => item.text)].join(" ")
+
 /** The target from the flags over a base (the defaults, or a session's `run.json`). */
 const target = (flags: Flags, base: Target | undefined, options: Environment, path: Path.Path) =>
   Effect.gen(function*() {
@@ -366,6 +500,24 @@ const target = (flags: Flags, base: Target | undefined, options: Environment, pa
       const argv = mcpArgv(command)
       if (Result.isFailure(argv)) return yield* invalid(`--mcp ${JSON.stringify(command)}: ${argv.failure}`)
     }
+    if (base !== undefined) {
+      // What widens the agent's reach past the defaults comes from the flags, never from the session directory.
+      const given: Record<Widening["flag"], boolean> = {
+        workspace: Option.isSome(flags.workspace),
+        sandbox: Option.isSome(flags.sandbox),
+        approve: Option.isSome(flags.approve),
+        mcp: flags.mcp.length > 0,
+        baseUrl: Option.isSome(flags.baseUrl) || !sameProvider,
+        apiKeyEnv: Option.isSome(flags.apiKeyEnv)
+      }
+      const confirm = widening(base, options, path).filter((item) => !given[item.flag]).map((item) => item.text)
+      if (confirm.length > 0) {
+        return yield* invalid(
+          `--resume: the session was started with ${confirm.join(" ")}; a resumed run takes what widens the agent's ` +
+            "reach only from its own flags, never from the session directory: pass them again (or others) to go on"
+        )
+      }
+    }
     const result: Target = {
       provider,
       model,
@@ -406,21 +558,42 @@ export const sessionId = "checkpoint"
 
 const resumeFailure = (message: string) => new Failure({ code: codes.resumeFailure, message })
 
-const versionOf = (text: string): unknown => {
+const versionOf = (json: unknown): unknown =>
+  typeof json === "object" && json !== null && "version" in json ? json.version : undefined
+
+const parseJson = (text: string): unknown => {
   try {
-    const json: unknown = JSON.parse(text)
-    return typeof json === "object" && json !== null && "version" in json ? json.version : undefined
+    return JSON.parse(text)
   } catch {
     return undefined
   }
 }
 
-const readSessionFile = (dir: string) =>
+/** The text a seal covers: the file's content in its one encoding. */
+const sealedText = (file: typeof SessionFile.Type) => JSON.stringify(Schema.encodeSync(SessionFile)(file))
+
+const maxSessionFileBytes = 256 * 1024
+
+/**
+ * A small regular file's text, read through one handle that does not follow
+ * a link; anything else (a FIFO would block the open) is `None`.
+ */
+const readRegularFile = (fs: FileSystem.FileSystem, file: string, maxBytes: number) =>
+  Effect.scoped(Effect.gen(function*() {
+    if ((yield* fs.lstat(file)).type !== "File") return Option.none<string>()
+    const handle = yield* fs.open(file, { flag: "r", noFollow: true })
+    const info = yield* handle.stat
+    if (info.type !== "File") return Option.none<string>()
+    const bytes = yield* handle.readAlloc(maxBytes + 1)
+    return Option.some(Option.match(bytes, { onNone: () => "", onSome: (b) => new TextDecoder().decode(b) }))
+  }))
+
+const readSessionFile = (dir: string, env: Environment["env"]) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const file = sessionPaths(path, dir).settings
-    const text = yield* fs.readFileString(file).pipe(
+    const read = yield* readRegularFile(fs, file, maxSessionFileBytes).pipe(
       Effect.mapError((error) =>
         resumeFailure(
           error.reason._tag === "NotFound"
@@ -429,9 +602,13 @@ const readSessionFile = (dir: string) =>
         )
       )
     )
-    const saved = yield* Schema.decodeUnknownEffect(SessionFileJson)(text).pipe(
+    if (Option.isNone(read) || read.value.length > maxSessionFileBytes) {
+      return yield* resumeFailure(`${file} is not a session file (not a small regular file)`)
+    }
+    const json = parseJson(read.value)
+    const saved = yield* Schema.decodeUnknownEffect(SessionFileSealed)(json).pipe(
       Effect.mapError((error) => {
-        const version = versionOf(text)
+        const version = versionOf(json)
         return resumeFailure(
           version !== undefined && version !== 1
             ? `${file} was written by another version of effect-agent (session format ${version}; this one reads 1)`
@@ -439,30 +616,132 @@ const readSessionFile = (dir: string) =>
         )
       })
     )
+    const key = yield* Effect.mapError(
+      Seal.key(env),
+      (error) => resumeFailure(`cannot check ${file}: ${error.message}`)
+    )
+    if (saved.seal === undefined) {
+      return yield* resumeFailure(`${file} has no seal (it was written by an earlier effect-agent): it is not trusted`)
+    }
+    if (!Seal.verify(key, sealedText({ version: saved.version, target: saved.target }), saved.seal)) {
+      return yield* resumeFailure(
+        `${file} was changed after the session was written (its seal does not match): it is not trusted ` +
+          `(a session sealed with another key than ${Seal.keyPath(path, env)} is not resumed either)`
+      )
+    }
     return saved.target
   })
 
 /**
- * Writes a new session's `run.json` (creating the directory); fails when the
- * directory already holds a session.
+ * Writes a new session's `run.json` (creating the directory), sealed with
+ * the key of `Seal` (found through `env`). The file is created exclusively:
+ * the command fails when the directory already holds a session, and never
+ * writes through a link planted at its name.
  *
  * @since 0.1.0
  */
-export const writeSessionFile = (dir: string, target: Target) =>
+export const writeSessionFile = (dir: string, target: Target, env: Environment["env"]) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const file = sessionPaths(path, dir).settings
     const ioError = (error: { readonly message: string }) =>
       new Failure({ code: codes.configError, message: `--session-dir: cannot write ${file}: ${error.message}` })
+    const key = yield* Effect.mapError(Seal.key(env), ioError)
     yield* Effect.mapError(fs.makeDirectory(dir, { recursive: true }), ioError)
-    if (yield* Effect.mapError(fs.exists(file), ioError)) {
-      return yield* invalid(`--session-dir: ${dir} already holds a session: resume it with --resume ${dir}, or choose another directory`)
-    }
-    yield* Effect.mapError(
-      fs.writeFileString(file, JSON.stringify(Schema.encodeSync(SessionFile)({ version: 1, target }), null, 2) + "\n"),
-      ioError
+    const content = { version: 1 as const, target }
+    const sealed = { ...Schema.encodeSync(SessionFile)(content), seal: Seal.sign(key, sealedText(content)) }
+    yield* fs.writeFileString(file, JSON.stringify(sealed, null, 2) + "\n", { flag: "wx" }).pipe(
+      Effect.mapError((error) =>
+        error.reason._tag === "AlreadyExists"
+          ? invalid(`--session-dir: ${dir} already holds a session: resume it with --resume ${dir}, or choose another directory`)
+          : ioError(error)
+      )
     )
+  })
+
+// -----------------------------------------------------------------------------
+// Where a session may be
+// -----------------------------------------------------------------------------
+
+/** The real path of `file`: the links of the part that exists resolved (the rest may not exist yet). */
+const realPathOf = (fs: FileSystem.FileSystem, path: Path.Path, file: string) =>
+  Effect.gen(function*() {
+    const rest: Array<string> = []
+    let head = file
+    for (let depth = 0; depth < 256; depth++) {
+      const real = yield* Effect.option(fs.realPath(head))
+      if (Option.isSome(real)) return path.join(real.value, ...rest)
+      const parent = path.dirname(head)
+      if (parent === head) break
+      rest.unshift(path.basename(head))
+      head = parent
+    }
+    return file
+  })
+
+/**
+ * Whether `inner` is `outer` or below it (absolute paths, compared as
+ * given).
+ *
+ * @since 0.1.0
+ */
+export const isWithin = (path: Path.Path, inner: string, outer: string): boolean => {
+  const relative = path.relative(outer, inner)
+  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative))
+}
+
+/** Whether the agent has anything that can write in its workspace: built-in tools, or MCP servers (run there). */
+const touchesWorkspace = (target: Target) => target.tools.length > 0 || target.mcp.length > 0
+
+/**
+ * Refuses a session directory that overlaps the workspace (inside it, or
+ * holding it), compared as given and on real paths (links resolved): the
+ * agent can write its workspace, and the host trusts what the session
+ * directory holds.
+ */
+const checkPlacement = (flag: string, dir: string, target: Target) =>
+  Effect.gen(function*() {
+    if (!touchesWorkspace(target)) return
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const dirs = [dir, yield* realPathOf(fs, path, dir)]
+    const spaces = [target.workspace, yield* realPathOf(fs, path, target.workspace)]
+    for (const d of dirs) {
+      for (const w of spaces) {
+        if (isWithin(path, d, w) || isWithin(path, w, d)) {
+          return yield* invalid(
+            `${flag}: ${dir} ${isWithin(path, d, w) ? "is inside" : "holds"} the workspace ${target.workspace}, ` +
+              "where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"
+          )
+        }
+      }
+    }
+  })
+
+/**
+ * Refuses a session directory whose parts are links or special files: the
+ * command writes them, and does not write through a link.
+ */
+const checkEntries = (dir: string, fail: (message: string) => Failure) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const paths = sessionPaths(path, dir)
+    const kind = (file: string) =>
+      Effect.map(Effect.option(fs.lstat(file)), Option.map((info) => info.type))
+    const expect = (file: string, type: "File" | "Directory") =>
+      Effect.flatMap(kind(file), (found) => {
+        if (Option.isNone(found) || found.value === type) return Effect.void
+        const what = found.value === "SymbolicLink" ? "a symbolic link" : `not a ${type === "File" ? "regular file" : "directory"}`
+        return Effect.fail(fail(`${file} is ${what}: the command does not write through it`))
+      })
+    yield* expect(paths.settings, "File")
+    yield* expect(paths.trajectory, "File")
+    const store = path.join(paths.store, sessionId)
+    yield* expect(store, "Directory")
+    const entries = yield* Effect.orElseSucceed(fs.readDirectory(store), () => [])
+    for (const entry of entries) yield* expect(path.join(store, entry), "File")
   })
 
 // -----------------------------------------------------------------------------
@@ -503,8 +782,15 @@ export const resolve = (flags: Flags, options: Environment) =>
     if (taskFromStdin && options.stdinIsTerminal) {
       return yield* invalid("no task: give --task TEXT, or pipe the task on stdin")
     }
-    const base = resume ? yield* readSessionFile(resumeDir.value) : undefined
+    const base = resume ? yield* readSessionFile(resumeDir.value, options.env) : undefined
     const resolved = yield* target(flags, base, options, path)
+    if (Option.isSome(resumeDir)) {
+      yield* checkPlacement("--resume", resumeDir.value, resolved)
+      yield* checkEntries(resumeDir.value, resumeFailure)
+    } else if (Option.isSome(sessionDir)) {
+      yield* checkPlacement("--session-dir", sessionDir.value, resolved)
+      yield* checkEntries(sessionDir.value, invalid)
+    }
     if (taskFromStdin && resolved.approve === "ask") {
       return yield* invalid("--approve ask reads decisions on stdin: give the task with --task")
     }
@@ -514,9 +800,12 @@ export const resolve = (flags: Flags, options: Environment) =>
     const emitJsonl = orUndefined(flags.emitJsonl)
     if (emitJsonl === "-" && flags.json) return yield* invalid("--emit-jsonl - and --json both want stdout: give --emit-jsonl a file")
     const { config, warnings } = yield* limits(flags, resume)
+    const key = apiKey(resolved, options.env)
+    if (Result.isFailure(key)) return yield* invalid(key.failure)
     const dir = Option.isSome(resumeDir) ? resumeDir : sessionDir
     const settings: Settings = {
       target: resolved,
+      apiKey: key.success,
       task,
       system: orUndefined(flags.system),
       config,

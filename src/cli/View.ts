@@ -33,8 +33,28 @@ export interface View {
   readonly plugin: Hooks.Plugin
   /** Shows a line that is not an event: a warning, a report about the control input. */
   readonly note: (text: string) => void
+  /** Shows that the provider is about to send a failed request again. */
+  readonly retrying: (retry: Retry) => void
   /** Ends the view (a live view clears its bottom lines and shows the cursor again). */
   readonly close: () => void
+}
+
+/**
+ * A provider's retry, as the view shows it: "retrying in 2.1 s after 503
+ * (2 of 4)".
+ *
+ * @since 0.1.0
+ */
+export interface Retry {
+  /** 1 for the first retry. */
+  readonly attempt: number
+  /** The most retries the provider makes. */
+  readonly of: number
+  readonly delayMs: number
+  /** What failed: a status (`503`), or a transport failure in words. */
+  readonly after: string
+  /** When the failure was seen (the clock of the events). */
+  readonly timestamp: number
 }
 
 // -----------------------------------------------------------------------------
@@ -80,6 +100,31 @@ export const compact = (value: unknown, max = 70): string => {
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`
 
+/**
+ * A count and its noun: `1 turn`, `3 turns`.
+ *
+ * @since 0.1.0
+ */
+export const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? "" : "s"}`
+
+/**
+ * A retry in words: `retrying in 2.1 s after 503 (2 of 4)`.
+ *
+ * @since 0.1.0
+ */
+export const retryText = (retry: Retry): string =>
+  `retrying in ${(retry.delayMs / 1000).toFixed(1)} s after ${retry.after} (${retry.attempt} of ${retry.of})`
+
+/**
+ * An error's message as the command shows it, on one line: a tag repeated
+ * by the layers it went through (`TransportError: TransportError: …`) is said
+ * once, and the lines of a message are joined.
+ *
+ * @since 0.1.0
+ */
+export const errorText = (message: string): string =>
+  message.replace(/\b([A-Z][A-Za-z]*Error): (?:\1: )+/g, "$1: ").split(/\s*\n\s*/).filter((line) => line !== "").join(" ")
+
 const dollars = (usd: number | undefined) => `$${(usd ?? 0).toFixed(4)}`
 
 const budgetAmount = (budget: string, amount: number) =>
@@ -99,7 +144,7 @@ export const describe = (outcome: Outcome): string => {
     case "WrappedUp":
       return "the model was asked to wrap up (turn limit or budget) and delivered its final answer"
     case "MaxTurns":
-      return `the turn cap of ${outcome.limit} turns was reached`
+      return `the turn cap of ${count(outcome.limit, "turn")} was reached`
     case "BudgetExceeded":
       return `the ${outcome.budget} budget ran out (${budgetAmount(outcome.budget, outcome.used)} used of ${
         budgetAmount(outcome.budget, outcome.limit)
@@ -123,10 +168,61 @@ const endLine = (event: AgentEvent.Of<"AgentEnd">, s: Style): string =>
   event.outcome !== undefined
     ? (isSuccess(event.outcome) ? s.green : s.red)(s.bold(`■ ${event.outcome._tag}`)) +
       (event.outcome._tag === "Completed" ? "" : `: ${describe(event.outcome)}`)
-    : s.bold(s.red(`■ failed: ${event.error?.message ?? "defect"}`))
+    : s.bold(s.red(`■ failed: ${event.error === undefined ? "defect" : errorText(event.error.message)}`))
+
+/**
+ * The calls of a run as the views follow them: when each started, and how
+ * long it waited for approval first (the `durationMs` of its end counts from
+ * before the wait), so a view can show the two apart.
+ */
+const calls = () => {
+  const requested = new Map<string, number>()
+  const waited = new Map<string, number>()
+  const started = new Map<string, { readonly name: string; readonly params: unknown; readonly at: number }>()
+  return {
+    requested: (event: AgentEvent.Of<"ApprovalRequested">) => void requested.set(event.toolCallId, event.timestamp),
+    resolved: (event: AgentEvent.Of<"ApprovalResolved">) => {
+      const at = requested.get(event.toolCallId)
+      requested.delete(event.toolCallId)
+      if (at !== undefined) waited.set(event.toolCallId, event.timestamp - at)
+    },
+    started: (event: AgentEvent.Of<"ToolExecutionStart">) =>
+      void started.set(event.toolCallId, { name: event.toolName, params: event.params, at: event.timestamp }),
+    /** The call's own run time, and its wait for approval (if it waited). */
+    ended: (event: AgentEvent.Of<"ToolExecutionEnd">) => {
+      const start = started.get(event.toolCallId)
+      const wait = waited.get(event.toolCallId)
+      started.delete(event.toolCallId)
+      waited.delete(event.toolCallId)
+      const ranMs = start === undefined ? event.durationMs : event.timestamp - start.at
+      return { ranMs, waitMs: wait }
+    },
+    /** The calls still running, and those still waiting for approval, when the run ends without their results. */
+    unfinished: (at: number) => {
+      const running = Array.from(started.values(), (call) => ({ ...call, forMs: at - call.at }))
+      const waiting = Array.from(requested.keys())
+      started.clear()
+      requested.clear()
+      waited.clear()
+      return { running, waiting }
+    }
+  }
+}
+
+const waitedText = (waitMs: number | undefined) =>
+  waitMs === undefined ? "" : ` (after ${(waitMs / 1000).toFixed(1)} s waiting for approval)`
+
+/** Why calls still open at the end got no result. */
+const cutShort = (event: AgentEvent.Of<"AgentEnd">) =>
+  event.outcome?._tag === "Cancelled" ? `cancelled: ${event.outcome.reason}` : "cancelled: the run ended"
+
+const resumedText = (event: AgentEvent.Of<"SessionResumed">, session: string | undefined) =>
+  `resumed ${session ?? `session ${event.sessionId}`} at turn ${event.resumedAtTurn} (${
+    count(event.restored.messages, "message")
+  } restored)`
 
 const usageLine = (usage: Message.Usage, turns: number) =>
-  `tokens ${usage.input} in / ${usage.output} out · ${dollars(usage.cost)} · ${turns} turns`
+  `tokens ${usage.input} in / ${usage.output} out · ${dollars(usage.cost)} · ${count(turns, "turn")}`
 
 // -----------------------------------------------------------------------------
 // The log
@@ -139,8 +235,16 @@ const usageLine = (usage: Message.Usage, turns: number) =>
  *
  * @since 0.1.0
  */
-export const log = (write: (text: string) => void, options: { readonly color?: boolean | undefined } = {}): View => {
+export const log = (
+  write: (text: string) => void,
+  options: {
+    readonly color?: boolean | undefined
+    /** How to name the session a resumed run continues (e.g. its directory); else its id. */
+    readonly session?: string | undefined
+  } = {}
+): View => {
   const s = style(options.color === true)
+  const tracked = calls()
   let startedAt = 0
   let streaming: "text" | "reasoning" | undefined
   const clock = (event: AgentEvent.AgentEvent) => s.dim(`${((event.timestamp - startedAt) / 1000).toFixed(2).padStart(6)}s `)
@@ -154,14 +258,14 @@ export const log = (write: (text: string) => void, options: { readonly color?: b
   }
   const render = (event: AgentEvent.AgentEvent): void => {
     switch (event._tag) {
-      case "AgentStart":
+      case "AgentStart": {
         startedAt = event.timestamp
-        return line(event, s.bold(`▶ run ${event.runId.slice(0, 8)}: ${compact(event.messages.map(Message.textOf).join(" "), 200)}`))
+        // A continued run starts with no new messages: `SessionResumed` (or its first follow-up) says what it does.
+        const task = compact(event.messages.map(Message.textOf).join(" "), 200)
+        return line(event, s.bold(`▶ run ${event.runId.slice(0, 8)}${task === "" ? "" : `: ${task}`}`))
+      }
       case "SessionResumed":
-        return line(
-          event,
-          s.bold(`↻ resumed session ${event.sessionId} at turn ${event.resumedAtTurn} (${event.restored.messages} messages restored)`)
-        )
+        return line(event, s.bold(`↻ ${resumedText(event, options.session)}`))
       case "TurnStart":
         return line(event, s.bold(s.cyan(`── turn ${event.turn}`)))
       case "MessageUpdate": {
@@ -175,21 +279,26 @@ export const log = (write: (text: string) => void, options: { readonly color?: b
         return write(kind === "reasoning" ? s.dim(event.delta.delta) : event.delta.delta)
       }
       case "ToolExecutionStart":
+        tracked.started(event)
         return line(event, `${s.yellow("⚙")} ${event.toolName} ${s.dim(compact(event.params))}`)
       case "ToolExecutionEnd": {
+        const { ranMs, waitMs } = tracked.ended(event)
         const mark = event.result.isError ? s.red("✗") : s.green("✓")
-        return line(event, `${mark} ${event.toolName} ${s.dim(`${event.durationMs} ms`)} → ${compact(Message.textOf(event.result))}`)
+        const time = s.dim(`${ranMs} ms${waitedText(waitMs)}`)
+        return line(event, `${mark} ${event.toolName} ${time} → ${compact(Message.textOf(event.result))}`)
       }
       case "SteeringDelivered":
         return line(event, s.yellow(`↪ steering delivered: ${event.messages.map(Message.textOf).join(" ")}`))
       case "FollowUpDelivered":
         return line(event, s.yellow(`↪ follow-up delivered: ${event.messages.map(Message.textOf).join(" ")}`))
       case "ApprovalRequested":
+        tracked.requested(event)
         return line(
           event,
           s.yellow(`? approval requested for ${event.toolName} ${compact(event.params)} (id ${event.toolCallId})`)
         )
       case "ApprovalResolved":
+        tracked.resolved(event)
         return line(
           event,
           event.approved
@@ -202,8 +311,14 @@ export const log = (write: (text: string) => void, options: { readonly color?: b
         return line(event, s.red(`! ${event.guard}: ${event.detail}`))
       case "BudgetSnapshot":
         return line(event, s.dim(`  ${usageLine(event.figures.usage, event.figures.turns)}`))
-      case "AgentEnd":
+      case "AgentEnd": {
+        const { running, waiting } = tracked.unfinished(event.timestamp)
+        for (const call of running) {
+          line(event, s.red(`✗ ${call.name} ${s.dim(`${call.forMs} ms`)} → ${cutShort(event)}`))
+        }
+        if (waiting.length > 0) line(event, s.red(`✗ ${count(waiting.length, "call")} waiting for approval → ${cutShort(event)}`))
         return line(event, endLine(event, s))
+      }
       default:
         return
     }
@@ -213,6 +328,10 @@ export const log = (write: (text: string) => void, options: { readonly color?: b
     note: (text) => {
       endStream()
       write(`${s.yellow(`! ${text}`)}\n`)
+    },
+    retrying: (retry) => {
+      endStream()
+      write(`${s.dim(`${((retry.timestamp - startedAt) / 1000).toFixed(2).padStart(6)}s `)}${s.yellow(`↻ ${retryText(retry)}`)}\n`)
     },
     close: endStream
   }
@@ -226,6 +345,7 @@ export const log = (write: (text: string) => void, options: { readonly color?: b
 export const quiet = (write: (text: string) => void): View => ({
   plugin: { name: "view" },
   note: (text) => write(`! ${text}\n`),
+  retrying: () => {},
   close: () => {}
 })
 
@@ -245,6 +365,8 @@ export interface Terminal {
   readonly color: boolean
   /** Show an input line for control lines typed on the terminal (see `TerminalInput`). */
   readonly input?: boolean | undefined
+  /** How to name the session a resumed run continues (e.g. its directory); else its id. */
+  readonly session?: string | undefined
 }
 
 /**
@@ -323,6 +445,7 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
     const now = () => clock.currentTimeMillisUnsafe()
     const running = new Map<string, Running>()
     const waiting = new Map<string, string>()
+    const tracked = calls()
     let partial = ""
     let partialKind: "text" | "reasoning" = "text"
     let footerRows = 0
@@ -376,6 +499,12 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
     const print = (...lines: ReadonlyArray<string>) => {
       terminal.write(erase() + lines.map((line) => `${line}\n`).join("") + draw())
     }
+    /** A finished call: its mark, name, arguments, time and result, the result cut to what is left of the line. */
+    const printCall = (mark: string, name: string, params: string, time: string, text: string) => {
+      const head = `  ✓ ${name} ${params} ${time} → `
+      const result = compact(text, Math.max(20, width() - CliOutput.displayWidth(head)))
+      print(`  ${mark} ${name}${params === "" ? "" : ` ${s.dim(params)}`} ${s.dim(time)} → ${result}`)
+    }
     const redraw = () => {
       if (closed) return
       frame++
@@ -421,7 +550,7 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           turn = event.restored.turns
           usage = totals = event.restored.usage
           startedAt = event.timestamp - event.restored.elapsedMs
-          return print(s.bold(`↻ resumed at turn ${event.resumedAtTurn} (${event.restored.messages} messages restored)`))
+          return print(s.bold(`↻ ${resumedText(event, terminal.session)}`))
         case "TurnStart":
           turn = event.turn
           flushPartial()
@@ -434,24 +563,28 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           return flushPartial()
         case "ToolExecutionStart":
           flushPartial()
+          tracked.started(event)
           running.set(event.toolCallId, { name: event.toolName, params: event.params, startedAt: now() })
           return redraw()
         case "ToolExecutionEnd": {
           const call = running.get(event.toolCallId)
           running.delete(event.toolCallId)
-          const mark = event.result.isError ? s.red("✗") : s.green("✓")
-          const params = call === undefined ? "" : compact(call.params, 40)
-          const duration = seconds(event.durationMs)
-          // The result gets what is left of the line.
-          const head = `  ✓ ${event.toolName} ${params} ${duration} → `
-          const result = compact(Message.textOf(event.result), Math.max(20, width() - CliOutput.displayWidth(head)))
-          return print(`  ${mark} ${event.toolName}${params === "" ? "" : ` ${s.dim(params)}`} ${s.dim(duration)} → ${result}`)
+          const { ranMs, waitMs } = tracked.ended(event)
+          return printCall(
+            event.result.isError ? s.red("✗") : s.green("✓"),
+            event.toolName,
+            call === undefined ? "" : compact(call.params, 40),
+            `${seconds(ranMs)}${waitedText(waitMs)}`,
+            Message.textOf(event.result)
+          )
         }
         case "ApprovalRequested":
           flushPartial()
+          tracked.requested(event)
           waiting.set(event.toolCallId, event.toolName)
           return print(s.yellow(`  ? ${event.toolName} ${compact(event.params, 60)} needs approval (id ${event.toolCallId})`))
         case "ApprovalResolved":
+          tracked.resolved(event)
           waiting.delete(event.toolCallId)
           return print(
             event.approved
@@ -472,11 +605,20 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           return
         case "AgentEnd": {
           flushPartial()
+          // Calls the run ended without a result for (Ctrl-C) are shown as cancelled, not dropped.
+          const unfinished = tracked.unfinished(event.timestamp)
+          const names = new Map(waiting)
           running.clear()
           waiting.clear()
+          for (const call of unfinished.running) {
+            printCall(s.red("✗"), call.name, compact(call.params, 40), seconds(call.forMs), cutShort(event))
+          }
+          for (const id of unfinished.waiting) {
+            printCall(s.red("✗"), names.get(id) ?? "call", "", "waiting for approval", cutShort(event))
+          }
           const elapsed = startedAt === undefined ? 0 : event.timestamp - startedAt
           const figures = s.dim(
-            ` · ${turn} turns · ${usage.input + usage.output} tokens · ${dollars(usage.cost)} · ${seconds(elapsed)}`
+            ` · ${count(turn, "turn")} · ${usage.input + usage.output} tokens · ${dollars(usage.cost)} · ${seconds(elapsed)}`
           )
           startedAt = undefined
           return print(endLine(event, s) + figures)
@@ -497,6 +639,10 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
     return {
       plugin: { name: "view", observe: render },
       note: (text) => print(s.yellow(`! ${text}`)),
+      retrying: (retry) => {
+        flushPartial()
+        print(s.yellow(`  ↻ ${retryText(retry)}`))
+      },
       close,
       typing: (text) => {
         typed = text

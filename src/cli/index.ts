@@ -24,6 +24,8 @@ export * as Runner from "./Runner.ts"
 /** @since 0.1.0 */
 export * as ScriptFile from "./ScriptFile.ts"
 /** @since 0.1.0 */
+export * as Seal from "./Seal.ts"
+/** @since 0.1.0 */
 export * as Settings from "./Settings.ts"
 /** @since 0.1.0 */
 export * as TerminalInput from "./TerminalInput.ts"

@@ -127,11 +127,19 @@ describe("README: the effect-agent command", () => {
 
   live("Resume", () =>
     Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
       const dir = yield* tempDir
+      // the project (the workspace) and the home that holds the sessions, apart
+      yield* fs.makeDirectory(`${dir}/project`)
+      yield* fs.makeDirectory(`${dir}/home`)
       const server = yield* TestServer.start((_request, index) =>
         Effect.succeed(chat({ text: index === 0 ? "Release notes: faster, smaller." : "- Faster\n- Smaller" }))
       )
-      const out = yield* bash(example("Resume"), dir, { OPENAI_BASE_URL: server.baseUrl, OPENAI_API_KEY: "sk-x" })
+      const out = yield* bash(example("Resume"), `${dir}/project`, {
+        HOME: `${dir}/home`,
+        OPENAI_BASE_URL: server.baseUrl,
+        OPENAI_API_KEY: "sk-x"
+      })
       assert.strictEqual(out.code, 0, out.stderr)
       // the second command resumes a finished session: its answer again, no model call
       assert.strictEqual(
@@ -143,6 +151,8 @@ describe("README: the effect-agent command", () => {
         server.requests[1]!.body.messages.at(-1).content,
         "Now shorten them to five bullet points"
       )
+      assert.isTrue(yield* fs.exists(`${dir}/home/.agent-sessions/release/run.json`))
+      assert.deepStrictEqual(yield* fs.readDirectory(`${dir}/project`), [])
     }))
 
   live("Use from CI", () =>

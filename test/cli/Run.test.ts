@@ -283,7 +283,10 @@ describe("bad input", () => {
   const invalid: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
     [["run", "--bogus"], "Unrecognized flag: --bogus in command effect-agent run\n\nSee: effect-agent run --help\n"],
     [["run", "--task", "x", "--max-turns", "many"], "Invalid value for flag --max-turns: \"many\""],
-    [["run", "--task", "x", "--provider", "anthropic", "--tools", "none"], "effect-agent: cannot set up the anthropic provider"]
+    [
+      ["run", "--task", "x", "--provider", "anthropic", "--tools", "none"],
+      "effect-agent: ANTHROPIC_API_KEY is not set; pass --api-key-env NAME to read the key from another variable\n"
+    ]
   ]
   for (const [args, message] of invalid) {
     live(`22: ${args.slice(1).join(" ")}`, () =>
@@ -319,7 +322,7 @@ describe("bad input", () => {
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "Fine.", delay: 300 }])
       // and a limit out of range is clamped, with a warning
-      const out = yield* run(cli, scriptedArgs(dir, "--max-cost", "-1", "--max-turns", "500"), {
+      const out = yield* run(cli, scriptedArgs(dir, "--max-cost", "5000", "--max-turns", "500"), {
         cwd: dir,
         stdin: `not json\n{"type":"pause"}\n\n[1,2]\n{"type":"steer"}\n${"\u0000\u0001binary"}\n`
       })
@@ -334,7 +337,7 @@ describe("bad input", () => {
       assert.include(out.stderr, "! stdin line 5: steer: Missing key at [\"text\"]; ignored\n")
       assert.include(out.stderr, "! stdin line 6: not a JSON object; ignored\n")
       assert.include(out.stderr, "! --max-turns 500 is outside its safe range; using 200\n")
-      assert.include(out.stderr, "! --max-cost -1 is outside its safe range; using 0.0001\n")
+      assert.include(out.stderr, "! --max-cost 5000 is outside its safe range; using 1000\n")
     }))
 
   live("without --task, the task is read from stdin", () =>
@@ -389,13 +392,13 @@ describe("the package", () => {
       assert.strictEqual(plain.stdout, `effect-agent ${json.version}\n`)
     }))
 
-  live("demo: the offline demo, piped: the event log without escape codes", () =>
+  live("demo: the offline demo, piped: as run does, the event log on stderr (no escape codes), the answer on stdout", () =>
     Effect.gen(function*() {
       const out = yield* run(cli, ["demo"], { cwd: yield* tempDir, env: { FORCE_COLOR: "1" } })
       assert.strictEqual(out.code, 0, out.stderr)
-      noEscapes(out.stdout)
-      assert.include(out.stdout, "↪ steering delivered: Actually, I'd rather take the train than fly.")
-      assert.include(out.stdout, "■ Completed")
-      assert.include(out.stdout, "Answer: Take the 08:25 Bergensbanen")
+      noEscapes(out.stderr)
+      assert.include(out.stderr, "↪ steering delivered: Actually, I'd rather take the train than fly.")
+      assert.include(out.stderr, "■ Completed")
+      assert.match(out.stdout, /^Take the 08:25 Bergensbanen from Oslo.*\n$/)
     }))
 })

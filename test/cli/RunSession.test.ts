@@ -23,7 +23,8 @@ describe("sessions", () => {
         { text: "Running the slow job.", toolCalls: [{ id: "b1", name: "bash", params: { command: "sleep 30; echo done" } }] },
         { text: "The job was interrupted; I did not run it again." }
       ])
-      const session = `${dir}/session`
+      // outside the workspace (the scripted run's directory), where the agent cannot write
+      const session = `${yield* tempDir}/session`
       const started = Date.now()
       const first = yield* spawn(
         cli,
@@ -39,14 +40,20 @@ describe("sessions", () => {
       assert.strictEqual(stopped.code, 31, stopped.stderr)
       assert.include(
         stopped.stderr,
-        `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}\n`
+        `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session} ` +
+          "--sandbox local --approve all\n"
       )
-      // the sleep was killed with the run
+      // the sleep was killed with the run, and the log shows the call cancelled, not vanished
       assert.isBelow(Date.now() - started, 20_000)
+      assert.match(stopped.stderr, /✗ bash \d+ ms → cancelled: interrupted\n/)
 
-      // the resumed run needs no flags but the directory: run.json has the rest
-      const resumed = yield* run(cli, ["run", "--resume", session, "--json"], { cwd: dir })
+      // the resumed run needs the directory, and what widens the agent's reach again (the rest is in run.json)
+      const resumed = yield* run(cli, ["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--json"], {
+        cwd: dir
+      })
       assert.strictEqual(resumed.code, 0, resumed.stderr)
+      // the resumed run's log names the session, not its id in the store
+      assert.match(resumed.stderr, new RegExp(`↻ resumed ${session} at turn 1 \\(\\d+ messages restored\\)`))
       const result = JSON.parse(resumed.stdout)
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
       assert.strictEqual(result.answer, "The job was interrupted; I did not run it again.")
@@ -73,14 +80,14 @@ describe("sessions", () => {
   live("a finished session resumed with --task continues with it as a follow-up", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "It says hello world." }, { text: "In French: bonjour le monde." }])
-      const session = `${dir}/session`
+      const session = `${yield* tempDir}/session`
       const first = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
       assert.strictEqual(first.code, 0, first.stderr)
       assert.strictEqual(first.stdout, "It says hello world.\n")
-      const again = yield* run(cli, ["run", "--session-dir", session, "--task", "x"], { cwd: dir })
+      const again = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
       assert.strictEqual(again.code, 22)
       assert.include(again.stderr, `${session} already holds a session: resume it with --resume ${session}`)
-      const more = yield* run(cli, ["run", "--resume", session, "--task", "And in French?"], { cwd: dir })
+      const more = yield* run(cli, ["run", "--resume", session, "--sandbox", "local", "--task", "And in French?"], { cwd: dir })
       assert.strictEqual(more.code, 0, more.stderr)
       assert.strictEqual(more.stdout, "In French: bonjour le monde.\n")
       assert.include(more.stderr, "↪ follow-up delivered: And in French?")
@@ -94,13 +101,13 @@ describe("sessions", () => {
       assert.match(missing.stderr, /effect-agent: \/.*\/nowhere holds no session to resume \(no run\.json\)\n/)
 
       const dir = yield* scripted([{ text: "Done." }])
-      const session = `${dir}/session`
+      const session = `${yield* tempDir}/session`
       assert.strictEqual((yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })).code, 0)
       const head = `${session}/checkpoint/head.json`
       const saved = yield* fs.readFileString(head)
 
       yield* fs.writeFileString(head, saved.slice(0, 40))
-      const corrupt = yield* run(cli, ["run", "--resume", session, "--json"], { cwd: dir })
+      const corrupt = yield* run(cli, ["run", "--resume", session, "--sandbox", "local", "--json"], { cwd: dir })
       assert.strictEqual(corrupt.code, 21, corrupt.stderr)
       assert.match(
         JSON.parse(corrupt.stdout).error.message,
@@ -108,7 +115,7 @@ describe("sessions", () => {
       )
 
       yield* fs.writeFileString(head, saved.replace(/"version":\s*1/, "\"version\":99"))
-      const newer = yield* run(cli, ["run", "--resume", session], { cwd: dir })
+      const newer = yield* run(cli, ["run", "--resume", session, "--sandbox", "local"], { cwd: dir })
       assert.strictEqual(newer.code, 21, newer.stderr)
       assert.include(newer.stderr, "has checkpoint version 99; this library reads version 1")
     }))

@@ -1,8 +1,9 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Option, Result } from "effect"
+import { Effect, FileSystem, Option, Redacted, Result } from "effect"
 import { AgentConfig } from "effect-agent"
 import { Settings } from "effect-agent/cli"
+import { stateHome } from "./support.ts"
 
 const none = Option.none()
 
@@ -32,11 +33,13 @@ const flags = (given: Partial<Settings.Flags> = {}): Settings.Flags => ({
   ...given
 })
 
-const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = {}) =>
+const keys = { OPENAI_API_KEY: "sk-openai", ANTHROPIC_API_KEY: "sk-ant", WORK_KEY: "sk-work", XDG_STATE_HOME: stateHome }
+
+const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
   Settings.resolve(flags(given), { cwd: "/work/here", env, stdinIsTerminal }).pipe(Effect.provide(NodeServices.layer))
 
-const problem = (given: Partial<Settings.Flags>, stdinIsTerminal = false) =>
-  Effect.map(Effect.flip(resolve(given, stdinIsTerminal)), (failure) => [failure.code, failure.message] as const)
+const problem = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
+  Effect.map(Effect.flip(resolve(given, stdinIsTerminal, env)), (failure) => [failure.code, failure.message] as const)
 
 const some = Option.some
 
@@ -58,12 +61,12 @@ describe("Settings.resolve", () => {
       assert.deepStrictEqual(settings.warnings, [])
     }))
 
-  it.effect("the limits go through AgentConfig.fromUntrusted: clamped into range, with a warning each", () =>
+  it.effect("the limits go through AgentConfig.fromUntrusted: extreme ones clamped into range, with a warning each", () =>
     Effect.gen(function*() {
       const settings = yield* resolve({
         maxTurns: some(1000),
         maxTokens: some(5000),
-        maxCost: some(-1),
+        maxCost: some(0.00001),
         maxWall: some("90s")
       })
       assert.deepStrictEqual(settings.config, {
@@ -73,9 +76,21 @@ describe("Settings.resolve", () => {
       })
       assert.deepStrictEqual(settings.warnings, [
         "--max-turns 1000 is outside its safe range; using 200",
-        "--max-cost -1 is outside its safe range; using 0.0001"
+        "--max-cost 0.00001 is outside its safe range; using 0.0001"
+      ])
+      assert.deepStrictEqual((yield* resolve({ maxWall: some("200ms") })).warnings, [
+        "--max-wall 0.2s is outside its safe range; using 1s"
       ])
       assert.deepStrictEqual(yield* problem({ maxTurns: some(2.5) }), [22, "--max-turns: must be an integer"])
+      // impossible limits are refused, naming the flag and the range
+      const impossible: ReadonlyArray<readonly [Partial<Settings.Flags>, string]> = [
+        [{ maxTurns: some(-1) }, "--max-turns: -1 is not a limit a run can have; give 1 to 200"],
+        [{ maxTurns: some(0) }, "--max-turns: 0 is not a limit a run can have; give 1 to 200"],
+        [{ maxCost: some(-3) }, "--max-cost: -3 is not a limit a run can have; give 0.0001 to 1,000 (US dollars)"],
+        [{ maxTokens: some(0) }, "--max-tokens: 0 is not a limit a run can have; give 1 to 100,000,000"],
+        [{ maxWall: some("0s") }, "--max-wall: 0s is not a limit a run can have; give 1s to 24h"]
+      ]
+      for (const [given, message] of impossible) assert.deepStrictEqual(yield* problem(given), [22, message])
       assert.deepStrictEqual(
         yield* problem({ maxWall: some("soon") }),
         [22, "--max-wall: \"soon\" is not a duration (e.g. 90, 90s, 5m, 2h)"]
@@ -84,11 +99,44 @@ describe("Settings.resolve", () => {
 
   it.effect("the API root: --base-url, else the provider's variable (OPENAI_BASE_URL, ANTHROPIC_BASE_URL)", () =>
     Effect.gen(function*() {
-      const env = { OPENAI_BASE_URL: "http://proxy:8080/v1", ANTHROPIC_BASE_URL: "http://claude-proxy" }
+      const env = { ...keys, OPENAI_BASE_URL: "http://proxy:8080/v1", ANTHROPIC_BASE_URL: "http://claude-proxy" }
       assert.strictEqual((yield* resolve({}, false, env)).target.baseUrl, "http://proxy:8080/v1")
       assert.strictEqual((yield* resolve({ provider: some("anthropic") }, false, env)).target.baseUrl, "http://claude-proxy")
       assert.strictEqual((yield* resolve({ baseUrl: some("http://localhost:11434/v1") }, false, env)).target.baseUrl, "http://localhost:11434/v1")
       assert.strictEqual((yield* resolve({})).target.baseUrl, undefined)
+    }))
+
+  it.effect("a missing key is a config error that says what to do, before any request; a server behind --base-url may need none", () =>
+    Effect.gen(function*() {
+      const openAi = "OPENAI_API_KEY is not set; pass --api-key-env NAME, or --base-url for a server that needs no key"
+      assert.deepStrictEqual(yield* problem({}, false, {}), [22, openAi])
+      assert.deepStrictEqual(yield* problem({ provider: some("openai-responses") }, false, {}), [22, openAi])
+      // an empty variable is not set; OpenAI's own host needs the key whoever names it
+      assert.deepStrictEqual(yield* problem({}, false, { OPENAI_API_KEY: "" }), [22, openAi])
+      assert.deepStrictEqual(yield* problem({ baseUrl: some("https://api.openai.com/v1") }, false, {}), [22, openAi])
+      assert.deepStrictEqual(
+        yield* problem({ provider: some("anthropic") }, false, { OPENAI_API_KEY: "sk-openai" }),
+        [22, "ANTHROPIC_API_KEY is not set; pass --api-key-env NAME to read the key from another variable"]
+      )
+      assert.deepStrictEqual(
+        yield* problem({ provider: some("anthropic"), baseUrl: some("http://claude-proxy") }, false, {}),
+        [22, "ANTHROPIC_API_KEY is not set; pass --api-key-env NAME to read the key from another variable"]
+      )
+      assert.deepStrictEqual(
+        yield* problem({ apiKeyEnv: some("MY_KEY"), baseUrl: some("http://localhost:11434/v1") }, false, {}),
+        [22, "MY_KEY is not set; set it, or pass --api-key-env NAME to read the key from another variable"]
+      )
+      // a local server: no key needed, none sent
+      const local = yield* resolve({ baseUrl: some("http://localhost:11434/v1") }, false, {})
+      assert.strictEqual(local.apiKey, undefined)
+      const viaEnv = yield* resolve({}, false, { OPENAI_BASE_URL: "http://localhost:8000/v1" })
+      assert.strictEqual(viaEnv.apiKey, undefined)
+      // the key read from the variable named, as a Redacted
+      const named = yield* resolve({ provider: some("anthropic"), apiKeyEnv: some("MY_KEY") }, false, { MY_KEY: "sk-mine" })
+      assert.strictEqual(named.apiKey === undefined ? undefined : Redacted.value(named.apiKey), "sk-mine")
+      assert.notInclude(JSON.stringify(named), "sk-mine")
+      // the scripted model needs none
+      assert.strictEqual((yield* resolve({ provider: some("scripted"), script: some("s.json") }, false, {})).apiKey, undefined)
     }))
 
   it("durations: seconds by default, or ms, s, m, h", () => {
@@ -150,19 +198,30 @@ describe("Settings.resolve", () => {
         tools: some("read_file"),
         maxTurns: some(10)
       })
-      yield* Settings.writeSessionFile(`${dir}/s`, first.target)
-      const again = yield* Effect.flip(Settings.writeSessionFile(`${dir}/s`, first.target))
+      yield* Settings.writeSessionFile(`${dir}/s`, first.target, keys)
+      const again = yield* Effect.flip(Settings.writeSessionFile(`${dir}/s`, first.target, keys))
       assert.deepStrictEqual(
         [again.code, again.message],
         [22, `--session-dir: ${dir}/s already holds a session: resume it with --resume ${dir}/s, or choose another directory`]
       )
-      const resumed = yield* resolve({ task: none, resume: some(`${dir}/s`), maxTokens: some(500) })
+      // the key's variable widens what the run may send: it is given again
+      assert.deepStrictEqual(yield* problem({ task: none, resume: some(`${dir}/s`) }), [
+        22,
+        "--resume: the session was started with --api-key-env WORK_KEY; a resumed run takes what widens the agent's " +
+        "reach only from its own flags, never from the session directory: pass them again (or others) to go on"
+      ])
+      const resumed = yield* resolve({ task: none, resume: some(`${dir}/s`), maxTokens: some(500), apiKeyEnv: some("WORK_KEY") })
       assert.deepStrictEqual(resumed.target, { ...first.target })
       assert.strictEqual(resumed.target.model, "claude-sonnet-4-5")
       // only the limits given change the saved config
       assert.deepStrictEqual(resumed.config, { budgets: { tokens: 500 } })
       assert.deepStrictEqual(resumed.session, { dir: `${dir}/s`, resume: true })
-      const other = yield* resolve({ task: none, resume: some(`${dir}/s`), provider: some("openai") })
+      const other = yield* resolve({
+        task: none,
+        resume: some(`${dir}/s`),
+        provider: some("openai"),
+        apiKeyEnv: some("WORK_KEY")
+      })
       assert.deepStrictEqual([other.target.provider, other.target.model], ["openai", "gpt-4o"])
       assert.deepStrictEqual(
         yield* problem({ task: none, resume: some(`${dir}/none`) }),

@@ -1,50 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Option, type Terminal } from "effect"
 import { TestClock } from "effect/testing"
-import { type AgentEvent, Message } from "effect-agent"
+import { AgentError, type AgentEvent, Message } from "effect-agent"
 import { TerminalInput, View } from "effect-agent/cli"
-
-/**
- * A terminal screen for the writes of the live view: it applies line feeds,
- * carriage returns, cursor-up, erase-below and cursor visibility, and drops
- * colours, so a test can read what a user would see.
- */
-class Screen {
-  lines: Array<string> = [""]
-  row = 0
-  col = 0
-  cursorVisible = true
-  write = (text: string) => {
-    // eslint-disable-next-line no-control-regex
-    const tokens = text.match(/\x1b\[[0-9;?]*[A-Za-z]|[\s\S]/gu) ?? []
-    for (const token of tokens) {
-      if (token === "\n") {
-        this.row++
-        this.col = 0
-        if (this.lines.length <= this.row) this.lines.push("")
-      } else if (token === "\r") {
-        this.col = 0
-      } else if (token.startsWith("\x1b[")) {
-        const code = token.slice(2)
-        if (code.endsWith("A")) this.row -= Number(code.slice(0, -1) || 1)
-        else if (code === "J") {
-          this.lines[this.row] = Array.from(this.lines[this.row]!).slice(0, this.col).join("")
-          this.lines.length = this.row + 1
-        } else if (code === "?25l") this.cursorVisible = false
-        else if (code === "?25h") this.cursorVisible = true
-      } else {
-        const chars = Array.from(this.lines[this.row]!)
-        while (chars.length < this.col) chars.push(" ")
-        chars[this.col] = token
-        this.lines[this.row] = chars.join("")
-        this.col++
-      }
-    }
-  }
-  get text() {
-    return this.lines.join("\n").replace(/\n+$/, "")
-  }
-}
+import { Screen } from "./screen.ts"
 
 const usage = (input: number, output: number, cost: number): Message.Usage => ({
   ...Message.emptyUsage,
@@ -61,6 +20,28 @@ const reply: Message.AssistantMessage = {
 }
 
 const result = Message.toolResult({ toolCallId: "c1", toolName: "read_file", text: "hello\nworld", isError: false })
+
+/** What a resumed run gives a call that is not replay-safe and had started. */
+const unknownOutcome = Message.toolResult({
+  toolCallId: "p1",
+  toolName: "publish",
+  text: "This call to publish had started when the run was interrupted, and its outcome is unknown",
+  isError: true
+})
+
+const resumed = {
+  sessionId: "checkpoint",
+  resumedAtTurn: 2,
+  restored: {
+    messages: 1,
+    turns: 1,
+    usage: Message.emptyUsage,
+    elapsedMs: 0,
+    steering: 0,
+    followUps: 0,
+    pendingApprovals: 0
+  }
+}
 
 /** An event at the test clock's time. */
 const event = (input: AgentEvent.Input, turn = 1) =>
@@ -114,7 +95,7 @@ describe("View.live", () => {
           "── turn 1",
           "Hello world",
           "  ✓ read_file {\"path\":\"a.txt\"} 1.2s → hello world",
-          "■ Completed · 1 turns · 110 tokens · $0.0010 · 1.3s"
+          "■ Completed · 1 turn · 110 tokens · $0.0010 · 1.3s"
         ].join("\n")
       )
       assert.isTrue(screen.cursorVisible)
@@ -148,6 +129,68 @@ describe("View.live", () => {
       yield* TestClock.adjust("100 millis")
       assert.notInclude(screen.text, "waits for approval")
       assert.include(screen.text, "  ✗ denied bash: no")
+    }).pipe(Effect.scoped))
+
+  it.effect("a provider's retry is a line of its own, above the bottom lines; a failure's tag is said once", () =>
+    Effect.gen(function*() {
+      const screen = new Screen()
+      const view = yield* View.live({ write: screen.write, columns: () => 120, color: false })
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user("go")] }, 0)
+      yield* play(view, { _tag: "TurnStart" })
+      view.retrying({ attempt: 2, of: 4, delayMs: 2140, after: "503", timestamp: 0 })
+      yield* TestClock.adjust("100 millis")
+      assert.deepStrictEqual(screen.lines.slice(0, 3), ["▶ go", "── turn 1", "  ↻ retrying in 2.1 s after 503 (2 of 4)"])
+      yield* play(view, {
+        _tag: "AgentEnd",
+        error: new AgentError.ConfigError({ field: "x", rule: "ConfigError: ConfigError: bad\n\nreally" })
+      })
+      view.close()
+      assert.include(screen.text, "■ failed: ")
+      assert.strictEqual(screen.text.split("ConfigError: ").length, 2)
+    }).pipe(Effect.scoped))
+
+  it.effect("an approved call shows its own time and its wait for approval apart; calls the run ends without are shown cancelled", () =>
+    Effect.gen(function*() {
+      const screen = new Screen()
+      const view = yield* View.live({ write: screen.write, columns: () => 120, color: false })
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user("go")] }, 0)
+      yield* play(view, { _tag: "ApprovalRequested", toolCallId: "w1", toolName: "write_file", params: { path: "a" } })
+      yield* TestClock.adjust("4200 millis")
+      yield* play(view, { _tag: "ApprovalResolved", toolCallId: "w1", toolName: "write_file", approved: true })
+      yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "w1", toolName: "write_file", params: { path: "a" } })
+      yield* TestClock.adjust("300 millis")
+      yield* play(view, {
+        _tag: "ToolExecutionEnd",
+        toolCallId: "w1",
+        toolName: "write_file",
+        result: Message.toolResult({ toolCallId: "w1", toolName: "write_file", text: "Created a", isError: false }),
+        durationMs: 4500,
+        terminate: false
+      })
+      yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "b1", toolName: "bash", params: { command: "sleep 30" } })
+      yield* play(view, { _tag: "ApprovalRequested", toolCallId: "b2", toolName: "bash", params: { command: "ls" } })
+      yield* TestClock.adjust("1500 millis")
+      yield* play(view, { _tag: "AgentEnd", outcome: { _tag: "Cancelled", reason: "interrupted" } })
+      view.close()
+      const lines = screen.text.split("\n")
+      assert.include(lines, "  ✓ write_file {\"path\":\"a\"} 0.3s (after 4.2 s waiting for approval) → Created a")
+      assert.include(lines, "  ✗ bash {\"command\":\"sleep 30\"} 1.5s → cancelled: interrupted")
+      assert.include(lines, "  ✗ bash waiting for approval → cancelled: interrupted")
+      assert.strictEqual(lines.at(-1), "■ Cancelled: interrupted · 0 turns · 0 tokens · $0.0000 · 6.0s")
+    }).pipe(Effect.scoped))
+
+  it.effect("a resumed run says which session it resumes, and a result whose outcome is unknown is marked ✗", () =>
+    Effect.gen(function*() {
+      const screen = new Screen()
+      const view = yield* View.live({ write: screen.write, columns: () => 120, color: false, session: "/home/me/sessions/release" })
+      yield* play(view, { _tag: "AgentStart", messages: [] }, 2)
+      yield* play(view, { _tag: "SessionResumed", ...resumed }, 2)
+      yield* play(view, { _tag: "ToolExecutionEnd", toolCallId: "p1", toolName: "publish", result: unknownOutcome, durationMs: 0, terminate: false }, 2)
+      view.close()
+      assert.deepStrictEqual(screen.text.split("\n"), [
+        "↻ resumed /home/me/sessions/release at turn 2 (1 message restored)",
+        "  ✗ publish 0.0s → This call to publish had started when the run was interrupted, and its outcome is unknown"
+      ])
     }).pipe(Effect.scoped))
 
   it.effect("with an input line: the line being typed is drawn at the bottom, with a hint when empty", () =>
@@ -226,6 +269,50 @@ describe("View.log", () => {
           ""
         ].join("\n")
       )
+    }))
+
+  it.effect("a resumed run's header names the session; waits for approval and cancelled calls are shown; 1 turn", () =>
+    Effect.gen(function*() {
+      let out = ""
+      const view = View.log((text) => void (out += text), { session: "/home/me/sessions/release" })
+      yield* play(view, { _tag: "AgentStart", messages: [] }, 0)
+      yield* play(view, { _tag: "SessionResumed", ...resumed })
+      yield* play(view, { _tag: "ToolExecutionEnd", toolCallId: "p1", toolName: "publish", result: unknownOutcome, durationMs: 0, terminate: false })
+      yield* play(view, { _tag: "ApprovalRequested", toolCallId: "w1", toolName: "write_file", params: {} })
+      yield* TestClock.adjust("2 seconds")
+      yield* play(view, { _tag: "ApprovalResolved", toolCallId: "w1", toolName: "write_file", approved: true })
+      yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "w1", toolName: "write_file", params: {} })
+      yield* TestClock.adjust("40 millis")
+      yield* play(view, {
+        _tag: "ToolExecutionEnd",
+        toolCallId: "w1",
+        toolName: "write_file",
+        result: Message.toolResult({ toolCallId: "w1", toolName: "write_file", text: "ok", isError: false }),
+        durationMs: 2040,
+        terminate: false
+      })
+      yield* play(view, { _tag: "BudgetSnapshot", figures: figures(1, usage(10, 2, 0)) })
+      yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "b1", toolName: "bash", params: {} })
+      yield* TestClock.adjust("1 second")
+      yield* play(view, { _tag: "AgentEnd", outcome: { _tag: "Cancelled", reason: "interrupted" } })
+      assert.strictEqual(
+        out,
+        [
+          "  0.00s ▶ run run-1",
+          "  0.00s ↻ resumed /home/me/sessions/release at turn 2 (1 message restored)",
+          "  0.00s ✗ publish 0 ms → This call to publish had started when the run was interrupted, and ...",
+          "  0.00s ? approval requested for write_file {} (id w1)",
+          "  2.00s ✓ approved write_file",
+          "  2.00s ⚙ write_file {}",
+          "  2.04s ✓ write_file 40 ms (after 2.0 s waiting for approval) → ok",
+          "  2.04s   tokens 10 in / 2 out · $0.0000 · 1 turn",
+          "  2.04s ⚙ bash {}",
+          "  3.04s ✗ bash 1000 ms → cancelled: interrupted",
+          "  3.04s ■ Cancelled: interrupted",
+          ""
+        ].join("\n")
+      )
+      assert.strictEqual(View.describe({ _tag: "MaxTurns", limit: 1 }), "the turn cap of 1 turn was reached")
     }))
 
   it("describes every outcome", () => {

@@ -1,11 +1,12 @@
 /**
- * The built command, for the tests that run it as a real process. The
- * package is built as `npm run build` builds it (tsc with tsconfig.build.json)
- * into `node_modules/.cache/effect-agent-cli/<hash of the sources>/dist`,
- * beside a copy of package.json: a package laid out as installed, whose
- * `bin` is run. Test files share one build (a lock directory makes the
- * others wait for the first), and a later run with the same sources reuses
- * it.
+ * The built command, for the tests that run it as a real process: the
+ * package as `npm pack` makes it (its `prepack` script builds `dist/`), in
+ * `node_modules/.cache/effect-agent-cli/<hash of the sources>/`: the tarball,
+ * and the tarball unpacked as `package/`, laid out as installed, whose `bin`
+ * is run. The pack runs in a copy of the package's files (the working tree's
+ * `dist/` is not touched). Test files share one build (a lock directory
+ * makes the others wait for the first), and a later run with the same
+ * sources reuses it.
  */
 import { execFile } from "node:child_process"
 import { createHash } from "node:crypto"
@@ -16,8 +17,19 @@ import { promisify } from "node:util"
 
 export const root = fileURLToPath(new URL("../..", import.meta.url))
 
+/** The files the pack needs besides `src/`: what the package ships, and the build's configuration. */
+const packageFiles = ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "tsconfig.json", "tsconfig.build.json"]
+
+/** Runs npm: the one running the tests when there is one, else npm on the PATH. */
+export const npm = (args: ReadonlyArray<string>, cwd: string) => {
+  const cli = process.env.npm_execpath
+  return cli !== undefined && cli.endsWith("npm-cli.js")
+    ? promisify(execFile)(process.execPath, [cli, ...args], { cwd })
+    : promisify(execFile)("npm", args, { cwd })
+}
+
 const inputs = (): Array<string> => {
-  const files = ["package.json", "tsconfig.json", "tsconfig.build.json"]
+  const files = [...packageFiles]
   const walk = (dir: string) => {
     for (const entry of Fs.readdirSync(Path.join(root, dir), { withFileTypes: true })) {
       const rel = Path.join(dir, entry.name)
@@ -44,19 +56,25 @@ const build = async (dir: string) => {
     if (old !== Path.basename(dir) && !old.endsWith(".lock")) Fs.rmSync(Path.join(cache, old), { recursive: true, force: true })
   }
   Fs.rmSync(dir, { recursive: true, force: true })
-  const tsc = Path.join(root, "node_modules/typescript/bin/tsc")
-  await promisify(execFile)(process.execPath, [tsc, "-p", "tsconfig.build.json", "--outDir", Path.join(dir, "dist")], {
-    cwd: root
-  })
-  Fs.copyFileSync(Path.join(root, "package.json"), Path.join(dir, "package.json"))
+  const stage = Path.join(dir, "stage")
+  Fs.mkdirSync(stage, { recursive: true })
+  for (const file of packageFiles) Fs.copyFileSync(Path.join(root, file), Path.join(stage, file))
+  Fs.cpSync(Path.join(root, "src"), Path.join(stage, "src"), { recursive: true })
+  Fs.symlinkSync(Path.join(root, "node_modules"), Path.join(stage, "node_modules"))
+  await npm(["pack", "--pack-destination", dir], stage)
+  const tarball = Fs.readdirSync(dir).find((file) => file.endsWith(".tgz"))
+  if (tarball === undefined) throw new Error(`npm pack left no tarball in ${dir}`)
+  Fs.renameSync(Path.join(dir, tarball), Path.join(dir, "package.tgz"))
+  await promisify(execFile)("tar", ["-xzf", "package.tgz"], { cwd: dir })
+  Fs.rmSync(stage, { recursive: true, force: true })
   // npm makes a package's bin executable when it installs it.
-  const bin: Record<string, string> = JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8")).bin
-  for (const file of Object.values(bin)) Fs.chmodSync(Path.join(dir, file), 0o755)
+  const bin: Record<string, string> = JSON.parse(Fs.readFileSync(Path.join(dir, "package/package.json"), "utf8")).bin
+  for (const file of Object.values(bin)) Fs.chmodSync(Path.join(dir, "package", file), 0o755)
   Fs.writeFileSync(Path.join(dir, "ready"), "")
 }
 
-/** The directory of the built package (building it if needed). */
-export const builtPackage = async (): Promise<string> => {
+/** The directory of the packed tarball and the package unpacked from it (building them if needed). */
+const built = async (): Promise<string> => {
   const dir = Path.join(root, "node_modules/.cache/effect-agent-cli", hashOfSources())
   const lock = `${dir}.lock`
   const ready = Path.join(dir, "ready")
@@ -81,6 +99,12 @@ export const builtPackage = async (): Promise<string> => {
   }
   return dir
 }
+
+/** The tarball `npm pack` made. */
+export const builtTarball = async (): Promise<string> => Path.join(await built(), "package.tgz")
+
+/** The directory of the built package, unpacked from its tarball (building it if needed). */
+export const builtPackage = async (): Promise<string> => Path.join(await built(), "package")
 
 /** The built command: `dist/cli/main.js` of the built package. */
 export const builtCommand = async (): Promise<string> => Path.join(await builtPackage(), "dist/cli/main.js")

@@ -9,6 +9,9 @@ import { it } from "@effect/vitest"
 import { Cause, Effect, Fiber, FileSystem, type Path, Queue, Ref, Schedule, type Scope, Stream } from "effect"
 import { AgentEvent } from "effect-agent"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import { fileURLToPath } from "node:url"
 import * as TestServer from "../providers/TestServer.ts"
 
 export interface Exited {
@@ -37,9 +40,19 @@ export interface Proc {
   readonly exit: Effect.Effect<Exited>
 }
 
-/** The environment: the test's, without provider keys, with the given variables on top. */
+/**
+ * Where the commands the tests run keep their state (the key that seals session files), so the tests never
+ * write into the user's home.
+ */
+export const stateHome = (() => {
+  const dir = NodePath.join(fileURLToPath(new URL("../../node_modules/.cache", import.meta.url)), "effect-agent-state")
+  Fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  return dir
+})()
+
+/** The environment: the test's, without provider keys, with the test's state directory and the given variables on top. */
 const environment = (env: Options["env"]): Record<string, string | undefined> => {
-  const base: Record<string, string | undefined> = { ...process.env }
+  const base: Record<string, string | undefined> = { ...process.env, XDG_STATE_HOME: stateHome }
   delete base.OPENAI_API_KEY
   delete base.ANTHROPIC_API_KEY
   return { ...base, ...env }

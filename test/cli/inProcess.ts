@@ -1,0 +1,73 @@
+/**
+ * The `effect-agent` command run inside the test process: the same command
+ * tree and exit codes as the built `bin`, on captured output streams, a
+ * given environment and stdin, and a terminal that can be faked. Faster than
+ * a process, and the only way to see what the command draws on a terminal.
+ */
+import { NodeHttpClient, NodeServices } from "@effect/platform-node"
+import { Effect, Layer, Queue, Stdio, Stream, Terminal } from "effect"
+import { Cli, ExitCode, Io } from "effect-agent/cli"
+import { stateHome } from "./support.ts"
+
+export interface Options {
+  readonly cwd: string
+  /** The whole environment the command sees, on top of `PATH`, `HOME` and the tests' `XDG_STATE_HOME`. */
+  readonly env?: Readonly<Record<string, string | undefined>> | undefined
+  /** What stdin holds; it ends after it. */
+  readonly stdin?: string | undefined
+  /** Make stderr (and stdin, with `stdinIsTerminal`) a terminal. */
+  readonly stderrIsTerminal?: boolean | undefined
+  readonly stdinIsTerminal?: boolean | undefined
+}
+
+export interface Ran {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** A terminal whose keyboard is never pressed. */
+const quietTerminal = Terminal.make({
+  columns: Effect.succeed(100),
+  rows: Effect.succeed(40),
+  size: Effect.flatMap(Queue.unbounded<Terminal.Size, never>(), (queue) => Effect.succeed(queue)),
+  readInput: Effect.flatMap(Queue.unbounded<Terminal.UserInput, never>(), (queue) => Effect.succeed(queue)),
+  readLine: Effect.never,
+  display: () => Effect.void
+})
+
+/** Runs `effect-agent <args>` in this process, to its exit code. */
+export const runCommand = (args: ReadonlyArray<string>, options: Options): Effect.Effect<Ran> =>
+  Effect.gen(function*() {
+    let stdout = ""
+    let stderr = ""
+    const io: Io.Service = {
+      stdout: { write: (text) => void (stdout += text), isTerminal: false, columns: () => 100 },
+      stderr: {
+        write: (text) => void (stderr += text),
+        isTerminal: options.stderrIsTerminal === true,
+        columns: () => 100
+      },
+      color: false,
+      cwd: options.cwd,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, XDG_STATE_HOME: stateHome, ...options.env }
+    }
+    const onInterrupt: { code: ExitCode.ExitCode } = { code: ExitCode.codes.cancelled }
+    const stdin = options.stdin === undefined ? Stream.empty : Stream.make(new TextEncoder().encode(options.stdin))
+    const exit = yield* Cli.command.pipe(
+      Effect.provideService(ExitCode.OnInterrupt, onInterrupt),
+      Effect.provide(Layer.mergeAll(
+        Layer.succeed(Io.Io, io),
+        Stdio.layerTest({
+          args: Effect.succeed(args),
+          stdin,
+          stdinIsTerminal: Effect.succeed(options.stdinIsTerminal === true)
+        }),
+        Layer.succeed(Terminal.Terminal, quietTerminal)
+      )),
+      Effect.provide(Layer.mergeAll(NodeServices.layer, NodeHttpClient.layerUndici)),
+      Effect.exit
+    )
+    const code = ExitCode.fromExit(exit, onInterrupt, (text) => void (stderr += text))
+    return { code, stdout, stderr }
+  })
