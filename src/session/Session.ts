@@ -18,7 +18,10 @@
  *   and is asked again (`ApprovalRequested`) when the session resumes;
  * - when the run ends. An interrupted or failed run keeps its last
  *   checkpoint's transcript (the turn in flight is redone on resume) and adds
- *   the steering and follow-ups that were still undelivered.
+ *   the steering and follow-ups that were still undelivered, and, back at the
+ *   front of their queues, those delivered after that checkpoint. A save and
+ *   the session's record of it are one uninterruptible step, so this last
+ *   save never writes a state older than one saved before it.
  *
  * Each save but the last emits `CheckpointSaved` with the bytes it wrote
  * (nothing follows `AgentEnd`). When a
@@ -87,6 +90,13 @@ const endedAbnormally = (event: AgentEvent.Of<"AgentEnd">): boolean => {
   return outcome === undefined || (outcome._tag === "Cancelled" && outcome.reason === "interrupted")
 }
 
+/** A steering message or follow-up the run delivered: appended to the transcript at `index`. */
+interface Delivered {
+  readonly kind: "steering" | "followUp"
+  readonly message: Message.Message
+  readonly index: number
+}
+
 interface Checkpointer {
   readonly plugin: Hooks.Plugin
   /** Fails with the store's error when a checkpoint could not be written. */
@@ -103,14 +113,23 @@ const checkpointer = (
   Effect.map(Deferred.make<never, CheckpointStore.CheckpointError>(), (failed) => {
     // Snapshot and save under one lock: concurrent calls of a batch save in order, each a superset of the last.
     const lock = Semaphore.makeUnsafe(1)
+    /** The last state saved: the store's save and this record are one uninterruptible step. */
     let last = saved
+    /** Steering and follow-ups delivered since `last` (by their index in the transcript), not saved yet. */
+    let delivered: Array<Delivered> = []
     const unsafeStarted = new Set<string>()
     const replaySafe = (toolName: string): boolean => {
       const tool = registry.get(toolName)
       return tool === undefined || AgentTool.settings(tool).replaySafe
     }
+    // An interruption between the save and `last = state` would leave `last` behind what the store holds,
+    // and the last save of the interrupted run would then write that older state over the newer one.
     const write = (state: RunState.RunState) =>
-      Effect.tap(store.save(sessionId, { state, config }), () => Effect.sync(() => void (last = state)))
+      Effect.uninterruptible(Effect.tap(store.save(sessionId, { state, config }), () =>
+        Effect.sync(() => {
+          last = state
+          if (delivered.length > 0) delivered = delivered.filter((entry) => entry.index >= state.messages.length)
+        })))
     /** Saves the run's state now; on failure, stops the run before it goes any further. */
     const checkpoint = (ctx: Hooks.Context): Effect.Effect<void> =>
       lock.withPermit(Effect.flatMap(ctx.snapshot, write)).pipe(
@@ -119,15 +138,37 @@ const checkpointer = (
           onFailure: (error) => Effect.andThen(Deferred.fail(failed, error), Effect.never)
         })
       )
+    /**
+     * The last save of a run that ended abnormally: the last checkpoint's transcript (the turn in flight
+     * is redone), the queues as they are now, and, back at the front of their queues, the steering and
+     * follow-ups delivered after that checkpoint (they are not in its transcript).
+     */
+    const abnormalEnd = (final: RunState.RunState): RunState.RunState => {
+      const undelivered = (kind: Delivered["kind"]) =>
+        delivered.flatMap((entry) => entry.kind === kind && entry.index >= last.messages.length ? [entry.message] : [])
+      return {
+        ...last,
+        steering: [...undelivered("steering"), ...final.steering],
+        followUps: [...undelivered("followUp"), ...final.followUps],
+        elapsedMs: final.elapsedMs
+      }
+    }
     /** The last save, when the run ends: no event may follow `AgentEnd`, and the run must not wait here. */
     const checkpointEnd = (event: AgentEvent.Of<"AgentEnd">, ctx: Hooks.Context): Effect.Effect<void> =>
       lock.withPermit(Effect.gen(function*() {
         if (!endedAbnormally(event) && event.result !== undefined) return yield* write(event.result.state)
-        const final = event.result?.state ?? (yield* ctx.snapshot)
-        return yield* write({ ...last, steering: final.steering, followUps: final.followUps, elapsedMs: final.elapsedMs })
+        return yield* write(abnormalEnd(event.result?.state ?? (yield* ctx.snapshot)))
       })).pipe(Effect.catch((error) => Effect.asVoid(Deferred.fail(failed, error))))
+    /** Records delivered messages where they are appended (synchronously: no interruption can come between). */
+    const observeDelivery = (event: AgentEvent.AgentEvent, ctx: Hooks.Context): void => {
+      if (event._tag !== "SteeringDelivered" && event._tag !== "FollowUpDelivered") return
+      const kind = event._tag === "SteeringDelivered" ? "steering" : "followUp"
+      const start = ctx.messages.length - event.messages.length
+      event.messages.forEach((message, i) => delivered.push({ kind, message, index: start + i }))
+    }
     const plugin: Hooks.Plugin = {
       name: "session",
+      observe: observeDelivery,
       afterTurn: (_turn, ctx) => Effect.as(checkpoint(ctx), Hooks.proceed),
       onEvent: (event, ctx) => {
         switch (event._tag) {

@@ -126,6 +126,27 @@ describe("Session.run", () => {
       // the store still holds the last checkpoint that was written: after turn 1
       assert.deepStrictEqual(roles((yield* inner.load("s1")).state.messages), ["user", "assistant", "toolResult"])
     }))
+  it.live("an interruption that arrives while a checkpoint is written never rolls the checkpoint back", () =>
+    Effect.gen(function*() {
+      const inner = CheckpointStore.memory()
+      const writing = Latch.makeUnsafe()
+      let saves = 0
+      // the save after turn 1 lands, then the interruption arrives before the store returns
+      const slow: CheckpointStore.Service = {
+        ...inner,
+        save: (id, checkpoint) =>
+          Effect.uninterruptible(Effect.tap(inner.save(id, checkpoint), () =>
+            ++saves === 1 ? Effect.andThen(writing.open, Effect.sleep("20 millis")) : Effect.void))
+      }
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store: slow, prompt: "go" }).pipe(Effect.provide(layers(threeTurns("slow", 60_000), [])))
+      )
+      yield* writing.await
+      yield* Fiber.interrupt(fiber)
+      // the last save of the interrupted run kept turn 1, which had been saved
+      const { state } = yield* inner.load("s1")
+      assert.deepStrictEqual([roles(state.messages), state.turn], [["user", "assistant", "toolResult"], 1])
+    }))
 })
 
 describe("Session.resume", () => {
