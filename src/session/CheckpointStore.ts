@@ -7,9 +7,10 @@
  * - `journal-<n>.ndjson`: the transcript, one message per line, only ever
  *   appended to. Saving a turn writes the messages the turn added, not the
  *   whole transcript.
- * - `head.json`: everything else in the state, and how many journal lines
- *   and bytes are valid. It is small, and replaced atomically: written to a
- *   temp file, fsynced, renamed over the old head, and the directory fsynced.
+ * - `head.json`: everything else in the state, how many journal lines and
+ *   bytes are valid, and, once the session has finished, how it ended. It is
+ *   small, and replaced atomically: written to a temp file, fsynced, renamed
+ *   over the old head, and the directory fsynced.
  *
  * Journal bytes past the length the head records (a line cut by a crash, or
  * lines whose head never landed) are ignored, and the next save writes over
@@ -37,14 +38,16 @@
 import { Context, Effect, Exit, FileSystem, Layer, Path, type PlatformError, Schema, Semaphore, Struct } from "effect"
 import * as AgentConfig from "../AgentConfig.ts"
 import * as Message from "../Message.ts"
+import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
 
 /**
  * The current version of the checkpoint format (the head file's layout).
+ * Version 1 checkpoints (without `finished`) still load.
  *
  * @since 0.1.0
  */
-export const version = 1 as const
+export const version = 2 as const
 
 // -----------------------------------------------------------------------------
 // Errors
@@ -181,13 +184,29 @@ export type CheckpointError = typeof CheckpointError.Type
 // -----------------------------------------------------------------------------
 
 /**
- * What a store saves: a run's state and, optionally, the config it runs with.
+ * How a session's last run ended, when the loop ended it (not an
+ * interruption or a failure): the session is finished.
+ *
+ * @since 0.1.0
+ */
+export const Finished = Schema.Struct({
+  outcome: Outcome.Outcome,
+  /** Where that run's own messages start in the transcript (its `RunResult.messages`). */
+  firstMessage: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+})
+/** @since 0.1.0 */
+export type Finished = typeof Finished.Type
+
+/**
+ * What a store saves: a run's state, optionally the config it runs with,
+ * and, once the session has finished, how it ended.
  *
  * @since 0.1.0
  */
 export interface Checkpoint {
   readonly state: RunState.RunState
   readonly config?: AgentConfig.AgentConfig | undefined
+  readonly finished?: Finished | undefined
 }
 
 /**
@@ -236,19 +255,32 @@ export class CheckpointStore extends Context.Service<CheckpointStore, Service>()
 
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
+const HeadState = Schema.Struct(Struct.omit(RunState.RunState.fields, ["messages"]))
+
 const Head = Schema.Struct({
   version: Schema.Literal(version),
   sessionId: Schema.String,
   journal: Schema.Struct({ generation: Count, entries: Count, bytes: Count }),
-  state: Schema.Struct(Struct.omit(RunState.RunState.fields, ["messages"])),
-  config: Schema.optionalKey(AgentConfig.AgentConfig)
+  state: HeadState,
+  config: Schema.optionalKey(AgentConfig.AgentConfig),
+  finished: Schema.optionalKey(Finished)
 })
 type Head = typeof Head.Type
+
+/** The head of version 1: the same, without `finished`. */
+const HeadV1 = Schema.Struct({
+  version: Schema.Literal(1),
+  sessionId: Schema.String,
+  journal: Schema.Struct({ generation: Count, entries: Count, bytes: Count }),
+  state: HeadState,
+  config: Schema.optionalKey(AgentConfig.AgentConfig)
+})
 
 const HeadText = Schema.fromJsonString(Schema.toCodecJson(Head))
 const MessageText = Schema.fromJsonString(Schema.toCodecJson(Message.Message))
 const encodeHead = Schema.encodeExit(HeadText)
 const decodeHead = Schema.decodeUnknownExit(HeadText)
+const decodeHeadV1 = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.toCodecJson(HeadV1)))
 const encodeMessage = Schema.encodeExit(MessageText)
 const decodeMessage = Schema.decodeUnknownExit(MessageText)
 const parseJson = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.Unknown))
@@ -356,7 +388,7 @@ const readHead = (
   if (!isRecord(value) || typeof value.version !== "number") {
     return Effect.fail(corrupt(sessionId, file, "the file has no version number"))
   }
-  if (value.version !== version) {
+  if (value.version !== version && value.version !== 1) {
     return Effect.fail(
       new CheckpointVersionMismatch({ sessionId, file, format: "checkpoint", found: value.version, expected: version })
     )
@@ -367,7 +399,9 @@ const readHead = (
       new CheckpointVersionMismatch({ sessionId, file, format: "RunState", found: state.version, expected: RunState.version })
     )
   }
-  const head = decodeHead(text)
+  const head: Exit.Exit<Head, Schema.SchemaError> = value.version === 1
+    ? Exit.map(decodeHeadV1(text), (old) => ({ ...old, version }))
+    : decodeHead(text)
   if (Exit.isFailure(head)) {
     const error = head.cause.reasons.find((reason) => reason._tag === "Fail")
     return Effect.fail(corrupt(sessionId, file, error === undefined ? "the head does not decode" : describe(error.error)))
@@ -437,8 +471,9 @@ const decode = (disk: Disk, sessionId: string): Effect.Effect<Decoded, LoadError
     const journalBytes = yield* disk.read(sessionId, name)
     const { lastLine, messages } = yield* readJournal(sessionId, disk.where(sessionId, name), journalBytes, head.journal)
     const state: RunState.RunState = { ...head.state, messages }
+    const checkpoint: Checkpoint = head.config === undefined ? { state } : { state, config: head.config }
     return {
-      checkpoint: head.config === undefined ? { state } : { state, config: head.config },
+      checkpoint: head.finished === undefined ? checkpoint : { ...checkpoint, finished: head.finished },
       known: { ...head.journal, last: messages.at(-1), lastLine }
     }
   })
@@ -481,8 +516,9 @@ const headBytes = (disk: Disk, sessionId: string, head: Head): Effect.Effect<Uin
   )
 
 const makeHead = (sessionId: string, journal: Head["journal"], checkpoint: Checkpoint): Head => {
-  const head: Head = { version, sessionId, journal, state: Struct.omit(checkpoint.state, ["messages"]) }
-  return checkpoint.config === undefined ? head : { ...head, config: checkpoint.config }
+  let head: Head = { version, sessionId, journal, state: Struct.omit(checkpoint.state, ["messages"]) }
+  if (checkpoint.config !== undefined) head = { ...head, config: checkpoint.config }
+  return checkpoint.finished === undefined ? head : { ...head, finished: checkpoint.finished }
 }
 
 /** Whether a transcript extends the one saved: as long, and the same message where the saved one ends. */

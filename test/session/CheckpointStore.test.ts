@@ -42,13 +42,18 @@ const fileStore = Effect.gen(function*() {
 })
 
 describe("CheckpointStore", () => {
-  it.effect("a checkpoint round-trips: state and config, exactly", () =>
+  it.effect("a checkpoint round-trips: state, config and how a finished session ended, exactly", () =>
     Effect.gen(function*() {
       for (const store of [CheckpointStore.memory(), (yield* fileStore).store]) {
         const state = stateOf(transcript(3), 3)
         yield* store.create("s1", { state, config })
-        const loaded = yield* store.load("s1")
-        assert.deepStrictEqual(loaded, { state, config })
+        assert.deepStrictEqual(yield* store.load("s1"), { state, config })
+        const finished: CheckpointStore.Finished = { outcome: { _tag: "MaxTurns", limit: 3 }, firstMessage: 1 }
+        yield* store.save("s1", { state, config, finished })
+        assert.deepStrictEqual(yield* store.load("s1"), { state, config, finished })
+        // a later save that does not say the session has finished: it has not
+        yield* store.save("s1", { state, config })
+        assert.deepStrictEqual(yield* store.load("s1"), { state, config })
       }
     }).pipe(Effect.provide(NodeServices.layer)))
 
@@ -179,10 +184,10 @@ describe("a corrupt checkpoint", () => {
 
   it.effect("a head of another format version", () =>
     Effect.gen(function*() {
-      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/^\{"version":1/, "{\"version\":2")))
+      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/^\{"version":2/, "{\"version\":3")))
       assert.deepStrictEqual(
         error,
-        new CheckpointStore.CheckpointVersionMismatch({ sessionId: "s1", file: path, format: "checkpoint", found: 2, expected: 1 })
+        new CheckpointStore.CheckpointVersionMismatch({ sessionId: "s1", file: path, format: "checkpoint", found: 3, expected: 2 })
       )
     }))
 

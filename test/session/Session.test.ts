@@ -1,10 +1,12 @@
+import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Latch, Layer } from "effect"
+import { Effect, Fiber, FileSystem, Latch, Layer } from "effect"
 import { AiError } from "effect/ai"
 import { type Agent, type AgentEvent, Approvals, CheckpointStore, Hooks, Message, type RunState, Session, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
 import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { fileURLToPath } from "node:url"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -445,4 +447,115 @@ describe("Session.resume", () => {
       const finished = yield* resume(store, [{ text: "again" }])
       assert.isTrue(finished.exit._tag === "Failure" && String(finished.exit.cause).includes("InvalidContinuation"))
     }))
+})
+
+describe("Session.open", () => {
+  /** Opens session "s1" with a new model and new tools, as a new process would. */
+  const open = (store: CheckpointStore.Service, turns: Turns, options: Partial<Session.OpenOptions> = {}) =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const { events, plugin } = recorder()
+      const exit = yield* Effect.gen(function*() {
+        const result = yield* Session.open("s1", {
+          prompt: "go",
+          ...options,
+          store,
+          plugins: [...(options.plugins ?? []), plugin]
+        })
+        return { result, calls: yield* (yield* ScriptedModel.ScriptedModel).calls }
+      }).pipe(Effect.provide(layers(turns, ran, undefined, 1)), Effect.exit)
+      return { exit, events, ran }
+    })
+
+  it.live("starts a new session, resumes it after a crash, and then returns its stored result without running it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      // 1. a new id: started, as Session.run would
+      const crashed = yield* interruptWhenStarted(
+        "slow",
+        threeTurns("slow", 60_000),
+        Session.open("s1", { store, prompt: "go", config: { maxTurns: 9 } })
+      )
+      assert.deepStrictEqual(crashed, ["step", "slow"])
+      assert.isUndefined((yield* store.load("s1")).finished)
+      // 2. unfinished: resumed, with the saved config
+      const second = yield* open(store, threeTurns("slow", 1), { prompt: "ignored: the session exists" })
+      const resumed = succeeded(second.exit)
+      assert.deepStrictEqual(tags(second.events).slice(0, 2), ["AgentStart", "SessionResumed"])
+      assert.deepStrictEqual([resumed.result.outcome, resumed.calls], [{ _tag: "Completed" }, 2])
+      assert.strictEqual(Message.textOf(resumed.result.state.messages[0]!), "go")
+      const checkpoint = yield* store.load("s1")
+      assert.deepStrictEqual(checkpoint.finished, { outcome: { _tag: "Completed" }, firstMessage: 3 })
+      assert.strictEqual(checkpoint.config?.maxTurns, 9)
+      // 3. finished: the result the last run returned, and nothing runs
+      const third = yield* open(store, threeTurns("slow", 1))
+      const stored = succeeded(third.exit)
+      assert.deepStrictEqual(stored.result, resumed.result)
+      assert.deepStrictEqual([stored.calls, third.ran, third.events], [0, [], []])
+    }))
+
+  it.live("a session that ended on a guard is finished too: its outcome is returned, not run again", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const first = yield* open(store, threeTurns("slow", 1), { config: { budgets: { costUsd: 0.0015 } } })
+      const ended = succeeded(first.exit)
+      assert.deepStrictEqual(ended.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.0015, used: 0.002 })
+      const again = yield* open(store, threeTurns("slow", 1), { config: { budgets: { costUsd: 0.0015 } } })
+      assert.deepStrictEqual(succeeded(again.exit), { result: ended.result, calls: 0 })
+    }))
+
+  it.live("a finished session given a follow-up through resume goes on, and open then returns the new result", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const turns: Turns = [{ text: "first answer" }, { text: "second answer" }]
+      succeeded((yield* open(store, turns)).exit)
+      const steering = yield* Steering.make()
+      yield* steering.followUp("and then?")
+      const more = succeeded((yield* resume(store, turns, { steering })).exit)
+      assert.deepStrictEqual(more.result.messages.map(Message.textOf), ["and then?", "second answer"])
+      const stored = succeeded((yield* open(store, turns)).exit)
+      assert.deepStrictEqual(stored, { result: more.result, calls: 0 })
+    }))
+
+  it.live("a failed run leaves the session unfinished: open resumes it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const down: Turns = [threeTurns("slow", 1)[0]!, { fail: new AiError.InternalProviderError({ description: "overloaded" }) }]
+      const failed = yield* open(store, down)
+      assert.isTrue(failed.exit._tag === "Failure" && String(failed.exit.cause).includes("ModelError"))
+      assert.isUndefined((yield* store.load("s1")).finished)
+      const retried = succeeded((yield* open(store, threeTurns("slow", 1))).exit)
+      assert.deepStrictEqual([retried.result.outcome._tag, retried.calls, retried.result.state.turn], ["Completed", 2, 3])
+    }))
+
+  it.live("checkpoints of format version 1 still load: an unfinished one resumes, a finished one returns its result", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      yield* fs.copy(fileURLToPath(new URL("../fixtures/checkpoint-v1", import.meta.url)), dir, { overwrite: true })
+      const store = yield* CheckpointStore.fileSystem(dir)
+      const stopped = yield* store.load("stopped")
+      assert.deepStrictEqual([roles(stopped.state.messages), stopped.state.turn, stopped.config?.maxTurns], [
+        ["user", "assistant", "toolResult"],
+        1,
+        7
+      ])
+      const resumed = yield* Session.open("stopped", { store, prompt: "go" }).pipe(
+        Effect.provide(layers(threeTurns("slow", 1), []))
+      )
+      assert.deepStrictEqual([resumed.outcome, resumed.state.turn], [{ _tag: "Completed" }, 3])
+      // saved again in the current format, finished
+      assert.deepStrictEqual((yield* store.load("stopped")).finished, { outcome: { _tag: "Completed" }, firstMessage: 3 })
+
+      const finished = yield* store.load("finished")
+      assert.isUndefined(finished.finished)
+      const result = yield* Effect.gen(function*() {
+        const result = yield* Session.open("finished", { store, prompt: "go" })
+        return { result, calls: yield* (yield* ScriptedModel.ScriptedModel).calls }
+      }).pipe(Effect.provide(layers(threeTurns("slow", 1), [])))
+      assert.deepStrictEqual(result, {
+        result: { messages: [], state: finished.state, outcome: { _tag: "Completed" }, usage: finished.state.usage },
+        calls: 0
+      })
+    }).pipe(Effect.provide(NodeServices.layer)))
 })
