@@ -12,11 +12,16 @@
  *   small, and replaced atomically: written to a temp file, fsynced, renamed
  *   over the old head, and the directory fsynced.
  *
- * Journal bytes past the length the head records (a line cut by a crash, or
- * lines whose head never landed) are ignored, and the next save writes over
- * them. Loading checks everything and fails with a typed error:
+ * The head records the CRC-32 of the journal's valid bytes (extended with
+ * each append), and its own CRC-32 as its last key. Journal bytes past the
+ * length the head records (a line cut by a crash, or lines whose head never
+ * landed) are ignored, and the next save writes over them. Loading checks
+ * everything (both checksums, every key, and that a run can go on from the
+ * transcript: `RunState.validate`) and fails with a typed error:
  * `CheckpointMissing`, `CheckpointCorrupt` (what is wrong, in which file,
- * at which line and byte), `CheckpointVersionMismatch`. The library never
+ * at which line and byte), `CheckpointVersionMismatch`. The checksums catch
+ * damage, not tampering: whoever can write the files can write matching
+ * checksums. The library never
  * overwrites or deletes a checkpoint it cannot read; only `remove`, called
  * by the application, deletes one. One process writes a session at a time.
  *
@@ -36,6 +41,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Exit, FileSystem, Layer, Path, type PlatformError, Schema, Semaphore, Struct } from "effect"
+import { crc32 } from "node:zlib"
 import * as AgentConfig from "../AgentConfig.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
@@ -43,7 +49,7 @@ import * as RunState from "../RunState.ts"
 
 /**
  * The current version of the checkpoint format (the head file's layout).
- * Version 1 checkpoints (without `finished`) still load.
+ * Version 1 checkpoints (without `finished` and checksums) still load.
  *
  * @since 0.1.0
  */
@@ -240,6 +246,8 @@ export interface Service {
   readonly load: (sessionId: string) => Effect.Effect<Checkpoint, LoadError>
   /** Deletes a session's checkpoint (whatever its state); the library itself never calls it. */
   readonly remove: (sessionId: string) => Effect.Effect<void, InvalidSessionId | CheckpointIoError>
+  /** Where a session's head is, for errors about what it holds (such as a plugin's state). */
+  readonly headFile: (sessionId: string) => string
 }
 
 /**
@@ -257,17 +265,21 @@ const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 const HeadState = Schema.Struct(Struct.omit(RunState.RunState.fields, ["messages"]))
 
+/** A CRC-32, as 8 lowercase hex digits. */
+const Checksum = Schema.String.check(Schema.isPattern(/^[0-9a-f]{8}$/))
+
 const Head = Schema.Struct({
   version: Schema.Literal(version),
   sessionId: Schema.String,
-  journal: Schema.Struct({ generation: Count, entries: Count, bytes: Count }),
+  /** The journal's valid part: its lines, its bytes and their CRC-32. */
+  journal: Schema.Struct({ generation: Count, entries: Count, bytes: Count, checksum: Checksum }),
   state: HeadState,
   config: Schema.optionalKey(AgentConfig.AgentConfig),
   finished: Schema.optionalKey(Finished)
 })
 type Head = typeof Head.Type
 
-/** The head of version 1: the same, without `finished`. */
+/** The head of version 1: no `finished`, and no checksums. */
 const HeadV1 = Schema.Struct({
   version: Schema.Literal(1),
   sessionId: Schema.String,
@@ -275,15 +287,42 @@ const HeadV1 = Schema.Struct({
   state: HeadState,
   config: Schema.optionalKey(AgentConfig.AgentConfig)
 })
+type HeadV1 = typeof HeadV1.Type
 
+// What the store wrote is read back exactly: an unknown key (a bit flip in a key name turns "config" into
+// "konfig") is an error, not a key to ignore while the real one falls back to its default.
+const strict = { onExcessProperty: "error" } as const
 const HeadText = Schema.fromJsonString(Schema.toCodecJson(Head))
 const MessageText = Schema.fromJsonString(Schema.toCodecJson(Message.Message))
 const encodeHead = Schema.encodeExit(HeadText)
-const decodeHead = Schema.decodeUnknownExit(HeadText)
-const decodeHeadV1 = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.toCodecJson(HeadV1)))
+const decodeHead = Schema.decodeUnknownExit(HeadText, strict)
+const decodeHeadV1 = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.toCodecJson(HeadV1)), strict)
 const encodeMessage = Schema.encodeExit(MessageText)
-const decodeMessage = Schema.decodeUnknownExit(MessageText)
+const decodeMessage = Schema.decodeUnknownExit(MessageText, strict)
 const parseJson = Schema.decodeUnknownExit(Schema.fromJsonString(Schema.Unknown))
+
+/** A CRC-32 as the head records it. */
+const hex = (crc: number): string => crc.toString(16).padStart(8, "0")
+
+/**
+ * The head's own checksum is its last key: the file is the head's JSON with
+ * `,"checksum":"<CRC-32 of that JSON>"` put before the closing brace, so it
+ * stays one JSON object and the checksum covers every byte before it.
+ */
+const SEAL_START = ',"checksum":"'
+const SEAL_LENGTH = SEAL_START.length + 8 + 2
+
+const seal = (json: string): string => `${json.slice(0, -1)}${SEAL_START}${hex(crc32(json))}"}`
+
+/** The JSON a sealed head was made from, and whether its checksum matches; `undefined` when it has no seal. */
+const unseal = (text: string): { readonly json: string; readonly intact: boolean } | undefined => {
+  if (text.length < SEAL_LENGTH + 2) return undefined
+  const tail = text.slice(-SEAL_LENGTH)
+  const digits = tail.slice(SEAL_START.length, -2)
+  if (!tail.startsWith(SEAL_START) || !tail.endsWith("\"}") || !/^[0-9a-f]{8}$/.test(digits)) return undefined
+  const json = `${text.slice(0, -SEAL_LENGTH)}}`
+  return { json, intact: hex(crc32(json)) === digits }
+}
 
 const HEAD = "head.json"
 const journalName = (generation: number) => `journal-${generation}.ndjson`
@@ -344,6 +383,8 @@ interface Known {
   readonly generation: number
   readonly entries: number
   readonly bytes: number
+  /** The CRC-32 of the journal's valid bytes, extended by each append. */
+  readonly checksum: number
   /** The last journaled message, and its line, to tell whether a transcript extends the saved one. */
   readonly last: Message.Message | undefined
   readonly lastLine: string | undefined
@@ -373,25 +414,42 @@ const utf8 = (bytes: Uint8Array): string | undefined => {
 const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-/** Reads the head: its version first (so an old or newer format says so), then the whole Schema. */
+const failure = (exit: Exit.Failure<unknown, Schema.SchemaError>, otherwise: string): string => {
+  const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+  return error === undefined ? otherwise : describe(error.error)
+}
+
+/** A head as it was read: the current layout, or version 1's (whose journal has no checksum). */
+type ReadHead = Head | HeadV1
+
+/**
+ * Reads the head: its checksum first, then its version (so an old or a newer
+ * format says so), then the whole Schema.
+ */
 const readHead = (
   sessionId: string,
   file: string,
   bytes: Uint8Array
-): Effect.Effect<Head, CheckpointCorrupt | CheckpointVersionMismatch> => {
-  if (bytes.length === 0) return Effect.fail(corrupt(sessionId, file, "the file is empty"))
+): Effect.Effect<ReadHead, CheckpointCorrupt | CheckpointVersionMismatch> => {
+  const fail = (problem: string) => Effect.fail(corrupt(sessionId, file, problem))
+  if (bytes.length === 0) return fail("the file is empty")
   const text = utf8(bytes)
-  if (text === undefined) return Effect.fail(corrupt(sessionId, file, "the file is not UTF-8 text"))
-  const json = parseJson(text)
-  if (Exit.isFailure(json)) return Effect.fail(corrupt(sessionId, file, "the file is not JSON"))
+  if (text === undefined) return fail("the file is not UTF-8 text")
+  const sealed = unseal(text)
+  const damaged = sealed !== undefined && !sealed.intact
+  const json = parseJson(sealed?.intact === true ? sealed.json : text)
+  if (damaged) return fail("the file does not match its checksum")
+  if (Exit.isFailure(json)) return fail("the file is not JSON")
   const value = json.value
-  if (!isRecord(value) || typeof value.version !== "number") {
-    return Effect.fail(corrupt(sessionId, file, "the file has no version number"))
-  }
+  if (!isRecord(value) || typeof value.version !== "number") return fail("the file has no version number")
   if (value.version !== version && value.version !== 1) {
     return Effect.fail(
       new CheckpointVersionMismatch({ sessionId, file, format: "checkpoint", found: value.version, expected: version })
     )
+  }
+  // Version 1 had no checksums; from version 2 on, a head without one is damaged.
+  if ((value.version === version) !== (sealed !== undefined)) {
+    return fail(sealed === undefined ? "the file has no checksum" : "a version 1 head has a checksum")
   }
   const state = value.state
   if (isRecord(state) && typeof state.version === "number" && state.version !== RunState.version) {
@@ -399,82 +457,118 @@ const readHead = (
       new CheckpointVersionMismatch({ sessionId, file, format: "RunState", found: state.version, expected: RunState.version })
     )
   }
-  const head: Exit.Exit<Head, Schema.SchemaError> = value.version === 1
-    ? Exit.map(decodeHeadV1(text), (old) => ({ ...old, version }))
-    : decodeHead(text)
-  if (Exit.isFailure(head)) {
-    const error = head.cause.reasons.find((reason) => reason._tag === "Fail")
-    return Effect.fail(corrupt(sessionId, file, error === undefined ? "the head does not decode" : describe(error.error)))
-  }
-  if (head.value.sessionId !== sessionId) {
-    return Effect.fail(corrupt(sessionId, file, `the head belongs to session ${JSON.stringify(head.value.sessionId)}`))
-  }
+  const head: Exit.Exit<ReadHead, Schema.SchemaError> = sealed === undefined ? decodeHeadV1(text) : decodeHead(sealed.json)
+  if (Exit.isFailure(head)) return fail(failure(head, "the head does not decode"))
+  if (head.value.sessionId !== sessionId) return fail(`the head belongs to session ${JSON.stringify(head.value.sessionId)}`)
   return Effect.succeed(head.value)
 }
 
-/** Reads the journal's valid part, line by line: exactly the entries and bytes the head records. */
+interface Journal {
+  readonly messages: Array<Message.Message>
+  /** Where each line starts, in bytes. */
+  readonly offsets: Array<number>
+  readonly lastLine: string | undefined
+  readonly checksum: number
+}
+
+/**
+ * Reads the journal's valid part, line by line: exactly the entries and bytes
+ * the head records, and their checksum (a version 1 head records none).
+ */
 const readJournal = (
   sessionId: string,
   file: string,
   bytes: Uint8Array | undefined,
-  journal: Head["journal"]
-): Effect.Effect<{ readonly messages: Array<Message.Message>; readonly lastLine: string | undefined }, CheckpointCorrupt> =>
+  journal: ReadHead["journal"]
+): Effect.Effect<Journal, CheckpointCorrupt> =>
   Effect.suspend(() => {
+    const fail = (problem: string, at?: { readonly line: number; readonly offset: number }) =>
+      Effect.fail(corrupt(sessionId, file, problem, at))
     const length = journal.bytes
     if (bytes === undefined) {
       return length === 0 && journal.entries === 0
-        ? Effect.succeed({ messages: [], lastLine: undefined })
-        : Effect.fail(corrupt(sessionId, file, "the journal is missing"))
+        ? Effect.succeed({ messages: [], offsets: [], lastLine: undefined, checksum: crc32(new Uint8Array(0)) })
+        : fail("the journal is missing")
     }
-    if (bytes.length < length) {
-      return Effect.fail(corrupt(sessionId, file, `the journal has ${bytes.length} bytes; the head records ${length}`))
-    }
+    if (bytes.length < length) return fail(`the journal has ${bytes.length} bytes; the head records ${length}`)
     const messages: Array<Message.Message> = []
+    const offsets: Array<number> = []
     let lastLine: string | undefined
     let start = 0
     while (start < length) {
       const line = messages.length + 1
       const at = { line, offset: start }
       const end = bytes.indexOf(10, start)
-      if (end === -1 || end >= length) {
-        return Effect.fail(corrupt(sessionId, file, "the line does not end within the length the head records", at))
-      }
-      if (line > journal.entries) {
-        return Effect.fail(corrupt(sessionId, file, `the journal has more lines than the ${journal.entries} the head records`, at))
-      }
+      if (end === -1 || end >= length) return fail("the line does not end within the length the head records", at)
+      if (line > journal.entries) return fail(`the journal has more lines than the ${journal.entries} the head records`, at)
       const text = utf8(bytes.subarray(start, end))
-      if (text === undefined) return Effect.fail(corrupt(sessionId, file, "the line is not UTF-8 text", at))
+      if (text === undefined) return fail("the line is not UTF-8 text", at)
       const decoded = decodeMessage(text)
-      if (Exit.isFailure(decoded)) {
-        const error = decoded.cause.reasons.find((reason) => reason._tag === "Fail")
-        return Effect.fail(corrupt(sessionId, file, error === undefined ? "the message does not decode" : describe(error.error), at))
-      }
+      if (Exit.isFailure(decoded)) return fail(failure(decoded, "the message does not decode"), at)
       messages.push(decoded.value)
+      offsets.push(start)
       lastLine = text
       start = end + 1
     }
     if (messages.length !== journal.entries) {
-      return Effect.fail(
-        corrupt(sessionId, file, `the journal has ${messages.length} lines; the head records ${journal.entries}`)
-      )
+      return fail(`the journal has ${messages.length} lines; the head records ${journal.entries}`)
     }
-    return Effect.succeed({ messages, lastLine })
+    const checksum = crc32(bytes.subarray(0, length))
+    if ("checksum" in journal && hex(checksum) !== journal.checksum) {
+      return fail(`the journal's first ${length} bytes do not match the checksum the head records`)
+    }
+    return Effect.succeed({ messages, offsets, lastLine, checksum })
   })
+
+/**
+ * Checks what the Schemas cannot: a transcript and batch a run can go on from
+ * (`RunState.validate`), and where a finished run's messages start.
+ */
+const checkState = (
+  sessionId: string,
+  files: { readonly head: string; readonly journal: string },
+  journal: Journal,
+  state: RunState.RunState,
+  finished: Finished | undefined
+): Effect.Effect<void, CheckpointCorrupt> => {
+  const invalid = RunState.validate(state)
+  if (invalid !== undefined) {
+    const index = invalid.message
+    return Effect.fail(
+      index === undefined
+        ? corrupt(sessionId, files.head, invalid.problem)
+        : corrupt(sessionId, files.journal, invalid.problem, { line: index + 1, offset: journal.offsets[index]! })
+    )
+  }
+  if (finished !== undefined && finished.firstMessage > state.messages.length) {
+    return Effect.fail(corrupt(
+      sessionId,
+      files.head,
+      `finished.firstMessage is ${finished.firstMessage}; the transcript has ${state.messages.length} messages`
+    ))
+  }
+  return Effect.void
+}
 
 const decode = (disk: Disk, sessionId: string): Effect.Effect<Decoded, LoadError> =>
   Effect.gen(function*() {
     yield* checkId(sessionId)
     const headBytes = yield* disk.read(sessionId, HEAD)
     if (headBytes === undefined) return yield* new CheckpointMissing({ sessionId })
-    const head = yield* readHead(sessionId, disk.where(sessionId, HEAD), headBytes)
+    const files = { head: disk.where(sessionId, HEAD), journal: disk.where(sessionId, journalName(0)) }
+    const head = yield* readHead(sessionId, files.head, headBytes)
     const name = journalName(head.journal.generation)
-    const journalBytes = yield* disk.read(sessionId, name)
-    const { lastLine, messages } = yield* readJournal(sessionId, disk.where(sessionId, name), journalBytes, head.journal)
+    const journalFile = disk.where(sessionId, name)
+    const journal = yield* readJournal(sessionId, journalFile, yield* disk.read(sessionId, name), head.journal)
+    const messages = journal.messages
     const state: RunState.RunState = { ...head.state, messages }
+    const finished = "finished" in head ? head.finished : undefined
+    yield* checkState(sessionId, { head: files.head, journal: journalFile }, journal, state, finished)
     const checkpoint: Checkpoint = head.config === undefined ? { state } : { state, config: head.config }
+    const { entries, bytes, generation } = head.journal
     return {
-      checkpoint: head.finished === undefined ? checkpoint : { ...checkpoint, finished: head.finished },
-      known: { ...head.journal, last: messages.at(-1), lastLine }
+      checkpoint: finished === undefined ? checkpoint : { ...checkpoint, finished },
+      known: { generation, entries, bytes, checksum: journal.checksum, last: messages.at(-1), lastLine: journal.lastLine }
     }
   })
 
@@ -512,10 +606,19 @@ const encodeLines = (
 const headBytes = (disk: Disk, sessionId: string, head: Head): Effect.Effect<Uint8Array, CheckpointIoError> =>
   Effect.map(
     Effect.mapError(encodeHead(head), encodeFailure(sessionId, disk.where(sessionId, HEAD))),
-    (text) => textEncoder.encode(text)
+    (json) => textEncoder.encode(seal(json))
   )
 
-const makeHead = (sessionId: string, journal: Head["journal"], checkpoint: Checkpoint): Head => {
+/** Where a journal ends: the lines and bytes to record, and their checksum. */
+interface JournalEnd {
+  readonly generation: number
+  readonly entries: number
+  readonly bytes: number
+  readonly checksum: number
+}
+
+const makeHead = (sessionId: string, end: JournalEnd, checkpoint: Checkpoint): Head => {
+  const journal = { generation: end.generation, entries: end.entries, bytes: end.bytes, checksum: hex(end.checksum) }
   let head: Head = { version, sessionId, journal, state: Struct.omit(checkpoint.state, ["messages"]) }
   if (checkpoint.config !== undefined) head = { ...head, config: checkpoint.config }
   return checkpoint.finished === undefined ? head : { ...head, finished: checkpoint.finished }
@@ -544,7 +647,7 @@ const make = (disk: Disk): Service => {
     Effect.gen(function*() {
       const name = journalName(generation)
       const { data, lastLine } = yield* encodeLines(disk, sessionId, name, checkpoint.state.messages)
-      const journal = { generation, entries: checkpoint.state.messages.length, bytes: data.length }
+      const journal = { generation, entries: checkpoint.state.messages.length, bytes: data.length, checksum: crc32(data) }
       const head = yield* headBytes(disk, sessionId, makeHead(sessionId, journal, checkpoint))
       yield* disk.writeAt(sessionId, name, 0, data)
       yield* disk.replace(sessionId, HEAD, head)
@@ -574,7 +677,12 @@ const make = (disk: Disk): Service => {
       const added = messages.length === known.entries
         ? { data: new Uint8Array(0), lastLine: known.lastLine }
         : yield* encodeLines(disk, sessionId, name, messages.slice(known.entries))
-      const journal = { generation: known.generation, entries: messages.length, bytes: known.bytes + added.data.length }
+      const journal = {
+        generation: known.generation,
+        entries: messages.length,
+        bytes: known.bytes + added.data.length,
+        checksum: crc32(added.data, known.checksum)
+      }
       const head = yield* headBytes(disk, sessionId, makeHead(sessionId, journal, checkpoint))
       if (added.data.length > 0) yield* disk.writeAt(sessionId, name, known.bytes, added.data)
       yield* disk.replace(sessionId, HEAD, head)
@@ -597,7 +705,7 @@ const make = (disk: Disk): Service => {
       })
     ))
 
-  return CheckpointStore.of({ create, save, load, remove })
+  return CheckpointStore.of({ create, save, load, remove, headFile: (sessionId) => disk.where(sessionId, HEAD) })
 }
 
 // -----------------------------------------------------------------------------

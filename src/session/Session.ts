@@ -58,7 +58,7 @@ import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import * as ToolRegistry from "../ToolRegistry.ts"
-import type * as CheckpointStore from "./CheckpointStore.ts"
+import * as CheckpointStore from "./CheckpointStore.ts"
 
 /**
  * What starts a session: a run's options, the session id and the store.
@@ -277,7 +277,8 @@ const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input 
  * being run again.
  *
  * Fails with the store's `CheckpointMissing`, `CheckpointCorrupt` or
- * `CheckpointVersionMismatch` when there is nothing to resume, and with
+ * `CheckpointVersionMismatch` when there is nothing to resume (also
+ * `CheckpointCorrupt` when a plugin refuses its saved state), and with
  * `InvalidContinuation` when the session had finished (give it a follow-up
  * through `steering` to go on; {@link open} returns a finished session's
  * result instead).
@@ -305,7 +306,17 @@ const resumeFrom = <R>(
         config,
         plugins: [...(options.plugins ?? []), plugin],
         announce: [resumed(sessionId, state), ...(options.announce ?? [])]
-      }))
+      })).pipe(
+        // A plugin refused its saved state before the run started: the checkpoint holds what it cannot use.
+        Effect.catchTag("InvalidPluginState", (error) =>
+          Effect.fail(
+            new CheckpointStore.CheckpointCorrupt({
+              sessionId,
+              file: store.headFile(sessionId),
+              problem: `state.pluginState.${error.plugin}: ${error.reason}`
+            })
+          ))
+      )
   })
 
 /**

@@ -1,7 +1,8 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Path, Schema } from "effect"
+import { Effect, FileSystem, Path, Random, Schema } from "effect"
 import { AgentConfig, CheckpointStore, Message, RunState } from "effect-agent"
+import { crc32 } from "node:zlib"
 
 const assistant = (id: string): Message.AssistantMessage => ({
   role: "assistant",
@@ -25,9 +26,30 @@ const stateOf = (messages: ReadonlyArray<Message.Message>, turn = 0): RunState.R
   usage: { ...Message.emptyUsage, input: 10 * turn, output: 2 * turn, cost: 0.0001 * turn },
   elapsedMs: 1234.5,
   steering: [Message.user("later")],
-  pendingApprovals: [{ toolCallId: "d", toolName: "deploy", params: { env: "prod" }, reason: "production" }],
   pluginState: { counter: { calls: 3 } }
 })
+
+/** A state saved in the middle of a batch: calls d, e and f asked for, f done, e started, d waiting for approval. */
+const midBatch = (): RunState.RunState => {
+  const calls: Message.AssistantMessage = {
+    role: "assistant",
+    content: ["d", "e", "f"].map((id) => ({ type: "tool-call", id, name: "deploy", params: { env: id } })),
+    stopReason: "toolUse",
+    usage: Message.emptyUsage
+  }
+  return {
+    ...stateOf([...transcript(1), calls], 1),
+    partialResults: [Message.toolResult({ toolCallId: "f", toolName: "deploy", text: "deployed f", isError: false })],
+    startedCalls: ["e"],
+    pendingApprovals: [{ toolCallId: "d", toolName: "deploy", params: { env: "d" }, reason: "production" }]
+  }
+}
+
+/** The head with its checksum made again, as a writer of that text would have made it. */
+const reseal = (head: string): string => {
+  const json = `${head.slice(0, head.lastIndexOf(",\"checksum\":\""))}}`
+  return `${json.slice(0, -1)},"checksum":"${crc32(json).toString(16).padStart(8, "0")}"}`
+}
 
 const config = AgentConfig.make({ maxTurns: 7, budgets: { costUsd: 2 } })
 
@@ -48,6 +70,8 @@ describe("CheckpointStore", () => {
         const state = stateOf(transcript(3), 3)
         yield* store.create("s1", { state, config })
         assert.deepStrictEqual(yield* store.load("s1"), { state, config })
+        yield* store.save("s1", { state: midBatch(), config })
+        assert.deepStrictEqual(yield* store.load("s1"), { state: midBatch(), config })
         const finished: CheckpointStore.Finished = { outcome: { _tag: "MaxTurns", limit: 3 }, firstMessage: 1 }
         yield* store.save("s1", { state, config, finished })
         assert.deepStrictEqual(yield* store.load("s1"), { state, config, finished })
@@ -153,6 +177,9 @@ describe("a corrupt checkpoint", () => {
     }).pipe(Effect.provide(NodeServices.layer))
 
   const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+  const journalLength = new TextEncoder().encode(
+    transcript(3).map((m) => JSON.stringify(Schema.encodeSync(Schema.toCodecJson(Message.Message))(m)) + "\n").join("")
+  ).length
   const bytes = (text: string) => new TextEncoder().encode(text)
 
   it.effect("an empty head", () =>
@@ -175,7 +202,7 @@ describe("a corrupt checkpoint", () => {
 
   it.effect("a head that is JSON but not a head says what does not decode", () =>
     Effect.gen(function*() {
-      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/"turn":3/, "\"turn\":\"three\"")))
+      const { error, path } = yield* damaged("head.json", (head) => bytes(reseal(text(head).replace(/"turn":3/, "\"turn\":\"three\""))))
       assert.strictEqual(error._tag, "CheckpointCorrupt")
       if (error._tag !== "CheckpointCorrupt") return
       assert.strictEqual(error.file, path)
@@ -184,7 +211,7 @@ describe("a corrupt checkpoint", () => {
 
   it.effect("a head of another format version", () =>
     Effect.gen(function*() {
-      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/^\{"version":2/, "{\"version\":3")))
+      const { error, path } = yield* damaged("head.json", (head) => bytes(reseal(text(head).replace(/^\{"version":2/, "{\"version\":3"))))
       assert.deepStrictEqual(
         error,
         new CheckpointStore.CheckpointVersionMismatch({ sessionId: "s1", file: path, format: "checkpoint", found: 3, expected: 2 })
@@ -193,7 +220,10 @@ describe("a corrupt checkpoint", () => {
 
   it.effect("a run state of another version", () =>
     Effect.gen(function*() {
-      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/"state":\{"version":1/, "\"state\":{\"version\":0")))
+      const { error, path } = yield* damaged(
+        "head.json",
+        (head) => bytes(reseal(text(head).replace(/"state":\{"version":1/, "\"state\":{\"version\":0")))
+      )
       assert.deepStrictEqual(
         error,
         new CheckpointStore.CheckpointVersionMismatch({ sessionId: "s1", file: path, format: "RunState", found: 0, expected: 1 })
@@ -235,6 +265,128 @@ describe("a corrupt checkpoint", () => {
         new CheckpointStore.CheckpointCorrupt({ sessionId: "s1", file: file("journal-0.ndjson"), problem: "the journal is missing" })
       )
     }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a bit flip that turns \"config\" into \"konfig\" is refused: the checksum, then the unknown key", () =>
+    Effect.gen(function*() {
+      // 'c' (0x63) and 'k' (0x6b) are one bit apart: without a checksum the config fell back to the defaults
+      const flipped = yield* damaged("head.json", (head) => bytes(text(head).replace("\"config\":", "\"konfig\":")))
+      assert.deepStrictEqual(flipped.error, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: flipped.path,
+        problem: "the file does not match its checksum"
+      }))
+      // written that way, with a checksum that matches: an unknown key is still an error
+      const written = yield* damaged("head.json", (head) => bytes(reseal(text(head).replace("\"config\":", "\"konfig\":"))))
+      assert.strictEqual(written.error._tag, "CheckpointCorrupt")
+      assert.match(written.error._tag === "CheckpointCorrupt" ? written.error.problem : "", /konfig/)
+    }))
+
+  it.effect("a head without its checksum is refused", () =>
+    Effect.gen(function*() {
+      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/,"checksum":"[0-9a-f]{8}"\}$/, "}")))
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointCorrupt({ sessionId: "s1", file: path, problem: "the file has no checksum" }))
+    }))
+
+  it.effect("a journal line changed in a way that still decodes is refused by the journal's checksum", () =>
+    Effect.gen(function*() {
+      const { error, path } = yield* damaged("journal-0.ndjson", (journal) => bytes(text(journal).replace("result 1", "result 7")))
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: path,
+        problem: `the journal's first ${journalLength} bytes do not match the checksum the head records`
+      }))
+    }))
+
+  it.effect("no single-bit flip in the head or the journal loads: each is a typed error (100 random flips)", () =>
+    Effect.gen(function*() {
+      const { file, fs, reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: stateOf(transcript(3), 3), config })
+      const originals = {
+        "head.json": yield* fs.readFile(file("head.json")),
+        "journal-0.ndjson": yield* fs.readFile(file("journal-0.ndjson"))
+      }
+      const loaded: Array<string> = []
+      for (let i = 0; i < 100; i++) {
+        const name = i % 2 === 0 ? "head.json" : "journal-0.ndjson"
+        const flipped = new Uint8Array(originals[name])
+        const at = yield* Random.nextIntBetween(0, flipped.length - 1)
+        flipped[at] = flipped[at]! ^ (1 << (yield* Random.nextIntBetween(0, 7)))
+        yield* fs.writeFile(file(name), flipped)
+        const exit = yield* Effect.exit((yield* reopen).load("s1"))
+        if (exit._tag === "Success") loaded.push(`${name} byte ${at}`)
+        else {
+          const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")?.error
+          assert.include(["CheckpointCorrupt", "CheckpointVersionMismatch"], error?._tag, String(exit.cause))
+        }
+        yield* fs.writeFile(file(name), originals[name])
+      }
+      assert.deepStrictEqual(loaded, [])
+    }).pipe(Effect.provide(NodeServices.layer), Random.withSeed("bit flips")))
+
+  /** A checkpoint whose transcript was written as `messages`, the head's checksums matching: what loading gives. */
+  const written = (messages: ReadonlyArray<Message.Message>, state: Partial<RunState.RunState> = {}) =>
+    Effect.gen(function*() {
+      const { file, reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: { ...stateOf(messages, 1), ...state } })
+      return { error: yield* Effect.flip((yield* reopen).load("s1")), file }
+    }).pipe(Effect.provide(NodeServices.layer))
+
+  const lines = (messages: ReadonlyArray<Message.Message>) =>
+    messages.map((m) => JSON.stringify(Schema.encodeSync(Schema.toCodecJson(Message.Message))(m)) + "\n")
+  const offsetOf = (messages: ReadonlyArray<Message.Message>, index: number) =>
+    bytes(lines(messages).slice(0, index).join("")).length
+
+  it.effect("a transcript a run cannot go on from is refused at its line: reordered, duplicate ids, orphan results", () =>
+    Effect.gen(function*() {
+      const [user, a0, r0, a1, r1] = transcript(2)
+      const twoCalls: Message.AssistantMessage = {
+        ...assistant("c0"),
+        content: [...assistant("c0").content, { type: "tool-call", id: "c9", name: "step", params: {} }]
+      }
+      const cases: ReadonlyArray<readonly [ReadonlyArray<Message.Message>, number, RegExp]> = [
+        // the last two lines swapped: a result before its call
+        [[user!, a0!, r0!, r1!, a1!], 3, /^the result of call "c1" answers no call waiting for its result$/],
+        // a result between a call and the results before it
+        [[user!, a0!, a1!, r0!, r1!], 2, /^an assistant message comes before every call of message 2 has its result$/],
+        // the same call id twice
+        [[user!, a0!, r0!, a0!, r0!], 3, /^the tool call id "c0" appears twice$/],
+        // a result for a call that was never made
+        [[user!, a0!, r0!, r0!], 3, /^the result of call "c0" answers no call waiting for its result$/],
+        // a message in the middle of a batch's results
+        [[user!, twoCalls, r0!, user!], 3, /^a user message comes before every call of message 2 has its result$/]
+      ]
+      for (const [messages, index, problem] of cases) {
+        const { error, file } = yield* written(messages)
+        assert.strictEqual(error._tag, "CheckpointCorrupt")
+        if (error._tag !== "CheckpointCorrupt") continue
+        assert.deepStrictEqual([error.file, error.line, error.offset], [file("journal-0.ndjson"), index + 1, offsetOf(messages, index)])
+        assert.match(error.problem, problem)
+      }
+      // a batch's saved results, started calls and approvals are for calls of the last assistant message
+      const open = transcript(1).slice(0, 2)
+      for (const state of [
+        { partialResults: [Message.toolResult({ toolCallId: "zz", toolName: "step", text: "?", isError: false })] },
+        { startedCalls: ["c0", "c0"] },
+        { pendingApprovals: [{ toolCallId: "c7", toolName: "deploy", params: {} }] }
+      ]) {
+        const { error, file } = yield* written(open, state)
+        assert.strictEqual(error._tag, "CheckpointCorrupt")
+        assert.strictEqual(error._tag === "CheckpointCorrupt" && error.file, file("head.json"))
+      }
+    }))
+
+  it.effect("lines reordered in the journal are refused by its checksum", () =>
+    Effect.gen(function*() {
+      const { error, path } = yield* damaged("journal-0.ndjson", (journal) => {
+        const all = text(journal).split("\n")
+        return bytes([all[0], all[3], all[4], all[1], all[2], ...all.slice(5)].join("\n"))
+      })
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: path,
+        problem: `the journal's first ${journalLength} bytes do not match the checksum the head records`
+      }))
+    }))
 
   const Damage = Schema.Struct({
     file: Schema.Literals(["head.json", "journal-0.ndjson"]),

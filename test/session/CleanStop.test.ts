@@ -66,7 +66,7 @@ const stopOnce = (dir: string, id: string, stopAfter: number, figures: Figures) 
     const steering = yield* Steering.make()
     const given: Array<string> = []
     const steerer = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
-      yield* Effect.sleep(`${yield* Random.nextIntBetween(0, 4)} millis`)
+      yield* Effect.sleep(`${yield* Random.nextIntBetween(0, 3)} millis`)
       const text = `${id} steer ${given.length}`
       given.push(text)
       yield* steering.steer(text)
@@ -105,7 +105,6 @@ const stopOnce = (dir: string, id: string, stopAfter: number, figures: Figures) 
       if (!extendsTranscript(state.messages, saved[i]!.messages) || state.turn < saved[i]!.turn) rolledBack = true
       if (i > 0 && !extendsTranscript(saved[i]!.messages, saved[i - 1]!.messages)) rolledBack = true
     }
-    if (process.env.DEBUG_STOPS) console.log(stopAfter, saved.map((s) => s.messages.length).join(","), "loaded", state.messages.length)
     if (rolledBack) figures.rollbacks++
     const kept = [...texts(state.messages), ...texts(state.steering), ...texts(state.followUps), ...leftover]
     for (const text of given) {
@@ -122,7 +121,7 @@ describe("a session stopped cleanly at a random moment", () => {
       const dir = yield* fs.makeTempDirectoryScoped({ prefix: "clean-stop-" })
       const figures: Figures = { stops: 0, rollbacks: 0, lostSteering: 0, duplicatedSteering: 0, steered: 0 }
       for (let i = 0; i < stops; i++) {
-        yield* stopOnce(dir, `s${i}`, yield* Random.nextIntBetween(0, 61), figures)
+        yield* stopOnce(dir, `s${i}`, yield* Random.nextIntBetween(0, 60), figures)
       }
       if (stops > 30) console.log(`clean stops (seed ${seed}):`, figures)
       assert.deepStrictEqual(
@@ -182,7 +181,7 @@ describe("a session process stopped by SIGINT or SIGTERM at a random moment", ()
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const figures: Figures = { stops: 0, rollbacks: 0, lostSteering: 0, duplicatedSteering: 0, steered: 0 }
-      const delays = yield* Effect.forEach(Array.from({ length: signalStops }), () => Random.nextIntBetween(0, 201))
+      const delays = yield* Effect.forEach(Array.from({ length: signalStops }), () => Random.nextIntBetween(0, 200))
       yield* Effect.forEach(delays, (delay, i) =>
         Effect.flatMap(
           fs.makeTempDirectoryScoped({ prefix: "signal-stop-" }),

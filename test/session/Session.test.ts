@@ -2,7 +2,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, FileSystem, Latch, Layer } from "effect"
 import { AiError } from "effect/ai"
-import { type Agent, type AgentEvent, Approvals, CheckpointStore, Hooks, Message, type RunState, Session, Steering } from "effect-agent"
+import { Agent, type AgentEvent, Approvals, CheckpointStore, Hooks, Message, RunState, Session, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
 import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
@@ -446,6 +446,70 @@ describe("Session.resume", () => {
       yield* Session.run({ id: "s1", store, prompt: "go" }).pipe(Effect.provide(layers([{ text: "hi" }], [])))
       const finished = yield* resume(store, [{ text: "again" }])
       assert.isTrue(finished.exit._tag === "Failure" && String(finished.exit.cause).includes("InvalidContinuation"))
+    }))
+})
+
+describe("a guard's saved state is checked as tightly as the guard uses it", () => {
+  const bad: ReadonlyArray<readonly [string, unknown, RegExp]> = [
+    ["loopDetector", { signature: null, results: null, repeats: 0, warned: false, seen: -1 }, /seen/],
+    ["loopDetector", { signature: null, results: null, repeats: 0, warned: false, seen: 0.5 }, /seen/],
+    ["loopDetector", { signature: null, results: null, repeats: 0, warned: false, seen: 4 }, /looked at 4 messages; the transcript has 3/],
+    ["loopDetector", { signature: null, results: null, repeats: "x", warned: false, seen: 0 }, /repeats/],
+    ["loopDetector", "garbage", /Expected/],
+    ["stagnationDetector", { counts: { a1b2: 0 }, seen: 3 }, /a1b2/],
+    ["stagnationDetector", { counts: {}, seen: -2 }, /seen/]
+  ]
+  const stateWith = (plugin: string, saved: unknown): RunState.RunState => ({
+    ...RunState.make({ runId: "r", messages: threeMessages }),
+    turn: 1,
+    pluginState: { [plugin]: saved }
+  })
+  const threeMessages: ReadonlyArray<Message.Message> = [
+    Message.user("go"),
+    {
+      role: "assistant",
+      content: [{ type: "tool-call", id: "c1", name: "step", params: { n: 1 } }],
+      stopReason: "toolUse",
+      usage: Message.emptyUsage
+    },
+    Message.toolResult({ toolCallId: "c1", toolName: "step", text: "step 1 done", isError: false })
+  ]
+
+  it.live("a session whose checkpoint holds one that does not fit fails to resume with CheckpointCorrupt, not a defect", () =>
+    Effect.gen(function*() {
+      for (const [plugin, saved, problem] of bad) {
+        const store = CheckpointStore.memory()
+        yield* store.create("s1", { state: stateWith(plugin, saved) })
+        const { exit, ran } = yield* resume(store, threeTurns("slow", 1))
+        const error = exit._tag === "Failure" ? exit.cause.reasons.find((reason) => reason._tag === "Fail")?.error : undefined
+        assert.strictEqual(error?._tag, "CheckpointCorrupt", `${plugin} ${JSON.stringify(saved)}: ${String(exit)}`)
+        if (error?._tag !== "CheckpointCorrupt") continue
+        assert.strictEqual(error.file, "memory:s1/head.json")
+        assert.match(error.problem, new RegExp(`^state\\.pluginState\\.${plugin}: `))
+        assert.match(error.problem, problem)
+        assert.deepStrictEqual(ran, [])
+      }
+    }))
+
+  it.live("Agent.runContinue fails with InvalidPluginState before the run starts", () =>
+    Effect.gen(function*() {
+      const { events, plugin } = recorder()
+      const error = yield* Effect.flip(Agent.runContinue(stateWith("loopDetector", bad[0]![1]), {
+        plugins: [plugin]
+      })).pipe(Effect.provide(layers(threeTurns("slow", 1), [])))
+      assert.strictEqual(error._tag, "InvalidPluginState")
+      assert.strictEqual(error._tag === "InvalidPluginState" && error.plugin, "loopDetector")
+      assert.deepStrictEqual(events, [])
+    }))
+
+  it.live("a state that fits is restored: the counters go on from it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const saved = { signature: null, results: null, repeats: 0, warned: true, seen: 3 }
+      yield* store.create("s1", { state: stateWith("loopDetector", saved) })
+      const { exit } = yield* resume(store, threeTurns("slow", 1))
+      const { result } = succeeded(exit)
+      assert.propertyVal(result.state.pluginState.loopDetector, "warned", true)
     }))
 })
 
