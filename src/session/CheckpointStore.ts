@@ -21,7 +21,10 @@
  * `CheckpointMissing`, `CheckpointCorrupt` (what is wrong, in which file,
  * at which line and byte), `CheckpointVersionMismatch`. The checksums catch
  * damage, not tampering: whoever can write the files can write matching
- * checksums. The library never
+ * checksums. It reads only regular files, never through a link, and no
+ * more than the head records (a head at most 64 MiB, a journal at most
+ * 1 GiB): a FIFO, a device or a directory in their place is
+ * `CheckpointCorrupt`, not a hang. The library never
  * overwrites or deletes a checkpoint it cannot read; only `remove`, called
  * by the application, deletes one. One process writes a session at a time.
  *
@@ -41,6 +44,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Exit, FileSystem, Layer, Path, type PlatformError, Schema, Semaphore, Struct } from "effect"
+import * as NodeFs from "node:fs"
 import { crc32 } from "node:zlib"
 import * as AgentConfig from "../AgentConfig.ts"
 import * as Message from "../Message.ts"
@@ -231,11 +235,15 @@ export interface Saved {
  * @since 0.1.0
  */
 export interface Service {
-  /** Saves the first checkpoint of a new session; fails with `CheckpointExists` when the id is taken. */
+  /**
+   * Saves the first checkpoint of a new session; fails with `CheckpointExists`
+   * when the id is taken, and with `CheckpointCorrupt` when something that is
+   * not the store's is where the session's files go.
+   */
   readonly create: (
     sessionId: string,
     checkpoint: Checkpoint
-  ) => Effect.Effect<Saved, InvalidSessionId | CheckpointExists | CheckpointIoError>
+  ) => Effect.Effect<Saved, InvalidSessionId | CheckpointExists | CheckpointCorrupt | CheckpointIoError>
   /**
    * Saves a later checkpoint of a session. Messages already saved are not
    * written again: when the transcript extends the saved one, only the new
@@ -359,8 +367,17 @@ const describe = (error: Schema.SchemaError): string => {
 interface Disk {
   /** Where a file is, for errors. */
   readonly where: (sessionId: string, name: string) => string
-  /** A file's bytes, or `undefined` when it does not exist. */
-  readonly read: (sessionId: string, name: string) => Effect.Effect<Uint8Array | undefined, CheckpointIoError>
+  /**
+   * The first `limit` bytes of a file and its size, or `undefined` when it
+   * does not exist. Only a regular file is read (not a link, a device, a
+   * FIFO or a directory: that is `CheckpointCorrupt`), and never past the
+   * size it had when it was opened.
+   */
+  readonly read: (
+    sessionId: string,
+    name: string,
+    limit: number
+  ) => Effect.Effect<FileBytes | undefined, CheckpointCorrupt | CheckpointIoError>
   /** Makes the session's directory (durably). */
   readonly prepare: (sessionId: string) => Effect.Effect<void, CheckpointIoError>
   /** Writes `data` at `offset` (0 starts the file afresh), cuts the file there, and makes it durable. */
@@ -377,6 +394,24 @@ interface Disk {
   /** Deletes a session's files. */
   readonly removeSession: (sessionId: string) => Effect.Effect<void, CheckpointIoError>
 }
+
+/** What {@link Disk.read} read. */
+interface FileBytes {
+  readonly bytes: Uint8Array
+  /** The file's size when it was opened. */
+  readonly size: number
+}
+
+/**
+ * The largest head a store reads. A head holds no transcript, only queues,
+ * counters and plugin state: a few KB.
+ */
+const MAX_HEAD_BYTES = 64 * 1024 * 1024
+
+/** The largest journal a store reads (its valid part, as the head records it). */
+const MAX_JOURNAL_BYTES = 1024 * 1024 * 1024
+
+const mib = (bytes: number) => `${bytes / 1024 / 1024} MiB`
 
 /** What a store knows of a session it has read or written: where its journal ends. */
 interface Known {
@@ -478,18 +513,19 @@ interface Journal {
 const readJournal = (
   sessionId: string,
   file: string,
-  bytes: Uint8Array | undefined,
+  read: FileBytes | undefined,
   journal: ReadHead["journal"]
 ): Effect.Effect<Journal, CheckpointCorrupt> =>
   Effect.suspend(() => {
     const fail = (problem: string, at?: { readonly line: number; readonly offset: number }) =>
       Effect.fail(corrupt(sessionId, file, problem, at))
     const length = journal.bytes
-    if (bytes === undefined) {
+    if (read === undefined) {
       return length === 0 && journal.entries === 0
         ? Effect.succeed({ messages: [], offsets: [], lastLine: undefined, checksum: crc32(new Uint8Array(0)) })
         : fail("the journal is missing")
     }
+    const bytes = read.bytes
     if (bytes.length < length) return fail(`the journal has ${bytes.length} bytes; the head records ${length}`)
     const messages: Array<Message.Message> = []
     const offsets: Array<number> = []
@@ -553,17 +589,28 @@ const checkState = (
 const decode = (disk: Disk, sessionId: string): Effect.Effect<Decoded, LoadError> =>
   Effect.gen(function*() {
     yield* checkId(sessionId)
-    const headBytes = yield* disk.read(sessionId, HEAD)
+    const headFile = disk.where(sessionId, HEAD)
+    const headBytes = yield* disk.read(sessionId, HEAD, MAX_HEAD_BYTES)
     if (headBytes === undefined) return yield* new CheckpointMissing({ sessionId })
-    const files = { head: disk.where(sessionId, HEAD), journal: disk.where(sessionId, journalName(0)) }
-    const head = yield* readHead(sessionId, files.head, headBytes)
+    if (headBytes.size > MAX_HEAD_BYTES) {
+      return yield* corrupt(sessionId, headFile, `the file has ${headBytes.size} bytes; a head has at most ${mib(MAX_HEAD_BYTES)}`)
+    }
+    const head = yield* readHead(sessionId, headFile, headBytes.bytes)
     const name = journalName(head.journal.generation)
     const journalFile = disk.where(sessionId, name)
-    const journal = yield* readJournal(sessionId, journalFile, yield* disk.read(sessionId, name), head.journal)
+    if (head.journal.bytes > MAX_JOURNAL_BYTES) {
+      return yield* corrupt(
+        sessionId,
+        headFile,
+        `the head records a journal of ${head.journal.bytes} bytes; a store reads at most ${mib(MAX_JOURNAL_BYTES)}`
+      )
+    }
+    const journalBytes = yield* disk.read(sessionId, name, head.journal.bytes)
+    const journal = yield* readJournal(sessionId, journalFile, journalBytes, head.journal)
     const messages = journal.messages
     const state: RunState.RunState = { ...head.state, messages }
     const finished = "finished" in head ? head.finished : undefined
-    yield* checkState(sessionId, { head: files.head, journal: journalFile }, journal, state, finished)
+    yield* checkState(sessionId, { head: headFile, journal: journalFile }, journal, state, finished)
     const checkpoint: Checkpoint = head.config === undefined ? { state } : { state, config: head.config }
     const { entries, bytes, generation } = head.journal
     return {
@@ -658,7 +705,7 @@ const make = (disk: Disk): Service => {
   const create: Service["create"] = (sessionId, checkpoint) =>
     writing(Effect.gen(function*() {
       yield* checkId(sessionId)
-      if ((yield* disk.read(sessionId, HEAD)) !== undefined) return yield* new CheckpointExists({ sessionId })
+      if ((yield* disk.read(sessionId, HEAD, 0)) !== undefined) return yield* new CheckpointExists({ sessionId })
       yield* disk.prepare(sessionId)
       return yield* writeFresh(sessionId, 0, checkpoint)
     }))
@@ -712,6 +759,66 @@ const make = (disk: Disk): Service => {
 // File system
 // -----------------------------------------------------------------------------
 
+// effect's FileSystem cannot open a file without blocking on a FIFO (it has no O_NONBLOCK), so the store
+// reads with node:fs directly: O_NOFOLLOW refuses a link, O_NONBLOCK keeps a FIFO from hanging the open,
+// fstat on the open file refuses anything but a regular file, and its size bounds the read (a device such
+// as /dev/zero never ends).
+const { O_NOFOLLOW = 0, O_NONBLOCK = 0, O_RDONLY } = NodeFs.constants
+
+const kindOf = (stat: NodeFs.Stats): string =>
+  stat.isDirectory()
+    ? "a directory"
+    : stat.isSymbolicLink()
+    ? "a symbolic link"
+    : stat.isFIFO()
+    ? "a FIFO"
+    : stat.isSocket()
+    ? "a socket"
+    : stat.isCharacterDevice() || stat.isBlockDevice()
+    ? "a device"
+    : "not a regular file"
+
+const errnoCode = (error: unknown): string | undefined =>
+  error instanceof Error && "code" in error && typeof error.code === "string" ? error.code : undefined
+
+const ioFailure = (sessionId: string, operation: string, at: string) => (error: unknown) =>
+  new CheckpointIoError({
+    sessionId,
+    operation,
+    path: at,
+    reason: error instanceof Error ? error.message : String(error)
+  })
+
+/** The first `limit` bytes of a regular file; `undefined` when it is missing; what it is when it is something else. */
+const readRegular = async (
+  at: string,
+  limit: number
+): Promise<FileBytes | { readonly not: string } | undefined> => {
+  let handle: NodeFs.promises.FileHandle
+  try {
+    handle = await NodeFs.promises.open(at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+  } catch (error) {
+    const code = errnoCode(error)
+    if (code === "ENOENT") return undefined
+    if (code === "ELOOP") return { not: "a symbolic link" }
+    throw error
+  }
+  try {
+    const stat = await handle.stat()
+    if (!stat.isFile()) return { not: kindOf(stat) }
+    const bytes = new Uint8Array(Math.min(stat.size, limit))
+    let read = 0
+    while (read < bytes.length) {
+      const { bytesRead } = await handle.read(bytes, read, bytes.length - read, read)
+      if (bytesRead === 0) break
+      read += bytesRead
+    }
+    return { bytes: bytes.subarray(0, read), size: stat.size }
+  } finally {
+    await handle.close()
+  }
+}
+
 const fileSystemDisk = (dir: string): Effect.Effect<Disk, never, FileSystem.FileSystem | Path.Path> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -726,14 +833,14 @@ const fileSystemDisk = (dir: string): Effect.Effect<Disk, never, FileSystem.File
     const syncDirectory = (at: string) => Effect.scoped(Effect.flatMap(fs.open(at, { flag: "r" }), (file) => file.sync))
     return {
       where,
-      read: (sessionId, name) => {
+      read: (sessionId, name, limit) => {
         const at = where(sessionId, name)
-        return fs.readFile(at).pipe(
-          Effect.catchIf(
-            (error) => error.reason._tag === "NotFound",
-            () => Effect.succeed(undefined)
-          ),
-          Effect.mapError(failed(sessionId, "read", at))
+        return Effect.flatMap(
+          Effect.tryPromise({ try: () => readRegular(at, limit), catch: ioFailure(sessionId, "read", at) }),
+          (read) =>
+            read === undefined || "bytes" in read
+              ? Effect.succeed(read)
+              : Effect.fail(corrupt(sessionId, at, `the file is ${read.not}, not a regular file: a store reads no other`))
         )
       },
       prepare: (sessionId) =>
@@ -816,7 +923,11 @@ export const memory = (): Service => {
   }
   return make({
     where: (sessionId, name) => `memory:${sessionId}/${name}`,
-    read: (sessionId, name) => Effect.sync(() => files.get(sessionId)?.get(name)),
+    read: (sessionId, name, limit) =>
+      Effect.sync(() => {
+        const bytes = files.get(sessionId)?.get(name)
+        return bytes === undefined ? undefined : { bytes: bytes.subarray(0, limit), size: bytes.length }
+      }),
     prepare: (sessionId) => Effect.sync(() => void session(sessionId)),
     writeAt: (sessionId, name, offset, data) =>
       Effect.sync(() => {

@@ -2,6 +2,8 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Path, Random, Schema } from "effect"
 import { AgentConfig, CheckpointStore, Message, RunState } from "effect-agent"
+import { execFileSync } from "node:child_process"
+import * as NodeFs from "node:fs"
 import { crc32 } from "node:zlib"
 
 const assistant = (id: string): Message.AssistantMessage => ({
@@ -387,6 +389,86 @@ describe("a corrupt checkpoint", () => {
         problem: `the journal's first ${journalLength} bytes do not match the checksum the head records`
       }))
     }))
+
+  /**
+   * Loads a checkpoint whose `name` was replaced by `make(path)`, under a time limit: a store
+   * that opened a FIFO or read a device would hang or fill the memory. A FIFO is opened for
+   * writing and closed afterwards, so that a read blocked on it ends.
+   */
+  const special = (name: string, make: (path: string) => void) =>
+    Effect.gen(function*() {
+      const { file, fs, reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: stateOf(transcript(3), 3), config })
+      yield* fs.remove(file(name), { recursive: true })
+      make(file(name))
+      yield* Effect.addFinalizer(() => Effect.sync(() => releaseFifo(file(name))))
+      const exit = yield* Effect.exit((yield* reopen).load("s1").pipe(Effect.timeout("2 seconds")))
+      return { exit, path: file(name) }
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
+
+  const releaseFifo = (path: string) => {
+    try {
+      if (!NodeFs.lstatSync(path).isFIFO()) return
+      NodeFs.closeSync(NodeFs.openSync(path, NodeFs.constants.O_WRONLY | NodeFs.constants.O_NONBLOCK))
+    } catch {
+      // no reader waits on it
+    }
+  }
+
+  const mkfifo = (path: string) => execFileSync("mkfifo", [path])
+  const specials: ReadonlyArray<readonly [string, (path: string) => void, RegExp]> = [
+    ["a FIFO", mkfifo, /^the file is a FIFO, not a regular file/],
+    ["a link to /dev/zero", (path) => NodeFs.symlinkSync("/dev/zero", path), /^the file is a symbolic link, not a regular file/],
+    ["a link to /dev/urandom", (path) => NodeFs.symlinkSync("/dev/urandom", path), /^the file is a symbolic link/],
+    ["a directory", (path) => NodeFs.mkdirSync(path), /^the file is a directory, not a regular file/]
+  ]
+
+  for (const name of ["head.json", "journal-0.ndjson"]) {
+    for (const [what, make, problem] of specials) {
+      it.live(`${name} that is ${what} fails to load with CheckpointCorrupt, at once`, () =>
+        Effect.gen(function*() {
+          const { exit, path } = yield* special(name, make)
+          const error = exit._tag === "Failure" ? exit.cause.reasons.find((reason) => reason._tag === "Fail")?.error : undefined
+          assert.strictEqual(error?._tag, "CheckpointCorrupt", String(exit))
+          assert.strictEqual(error?._tag === "CheckpointCorrupt" && error.file, path)
+          assert.match(error?._tag === "CheckpointCorrupt" ? error.problem : "", problem)
+        }))
+    }
+  }
+
+  it.effect("a head larger than a head can be is not read; nor is a journal larger than a store reads", () =>
+    Effect.gen(function*() {
+      const { file, fs, reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: stateOf(transcript(3), 3), config })
+      const head = yield* fs.readFileString(file("head.json"))
+      // 65 MiB, without writing them: a sparse file
+      NodeFs.truncateSync(file("head.json"), 65 * 1024 * 1024)
+      const big = yield* Effect.flip((yield* reopen).load("s1"))
+      assert.deepStrictEqual(big, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: file("head.json"),
+        problem: "the file has 68157440 bytes; a head has at most 64 MiB"
+      }))
+      yield* fs.writeFileString(file("head.json"), reseal(head.replace(/"bytes":\d+/, "\"bytes\":4000000000")))
+      const huge = yield* Effect.flip((yield* reopen).load("s1"))
+      assert.deepStrictEqual(huge, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: file("head.json"),
+        problem: "the head records a journal of 4000000000 bytes; a store reads at most 1024 MiB"
+      }))
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a journal longer than the head records is read only as far as the head records", () =>
+    Effect.gen(function*() {
+      const { file, fs, reopen, store } = yield* fileStore
+      const state = stateOf(transcript(3), 3)
+      yield* store.create("s1", { state, config })
+      NodeFs.truncateSync(file("journal-0.ndjson"), 900 * 1024 * 1024)
+      const rss = process.memoryUsage().rss
+      assert.deepStrictEqual((yield* (yield* reopen).load("s1")).state, state)
+      assert.isBelow(process.memoryUsage().rss - rss, 100 * 1024 * 1024)
+      assert.strictEqual((yield* fs.stat(file("journal-0.ndjson"))).size, BigInt(900 * 1024 * 1024))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   const Damage = Schema.Struct({
     file: Schema.Literals(["head.json", "journal-0.ndjson"]),
