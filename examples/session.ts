@@ -32,6 +32,6 @@ const program = Effect.gen(function*() {
   console.log(result.outcome._tag, "-", Message.textOf(result.messages.at(-1)!))
 })
 
-// The store and the trajectory write files through @effect/platform-node's NodeServices.
+// The trajectory writes its file through @effect/platform-node's NodeServices.
 // runMain turns SIGINT and SIGTERM into a clean stop, which keeps the checkpoint.
 NodeRuntime.runMain(program.pipe(Effect.provide(Layer.mergeAll(ToolsLive, Model, NodeServices.layer))))

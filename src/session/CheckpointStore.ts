@@ -24,13 +24,19 @@
  * checksums. It reads only regular files, never through a link, and no
  * more than the head records (a head at most 64 MiB, a journal at most
  * 1 GiB): a FIFO, a device or a directory in their place is
- * `CheckpointCorrupt`, not a hang. The library never
+ * `CheckpointCorrupt`, not a hang. It writes through no link either: the
+ * journal it appends to must be a regular file, files it writes anew (the
+ * temp head, a new journal) are created exclusively after whatever had
+ * their name is unlinked, and a session directory that is a link is
+ * refused. (Node has no `openat`: a process that can write the store's
+ * directory while the store runs could still swap a session directory for
+ * a link between the check and an open. Keep the store out of reach of
+ * what it must not trust, such as an agent's workspace.) The library never
  * overwrites or deletes a checkpoint it cannot read; only `remove`, called
  * by the application, deletes one. One process writes a session at a time.
  *
  * @example
  * ```ts
- * import { NodeServices } from "@effect/platform-node"
  * import { Effect } from "effect"
  * import { CheckpointStore } from "effect-agent"
  *
@@ -38,13 +44,14 @@
  *   const store = yield* CheckpointStore.fileSystem(".sessions")
  *   const { state } = yield* store.load("task-42")
  *   return state.turn
- * }).pipe(Effect.provide(NodeServices.layer))
+ * })
  * ```
  *
  * @since 0.1.0
  */
-import { Context, Effect, Exit, FileSystem, Layer, Path, type PlatformError, Schema, Semaphore, Struct } from "effect"
+import { Context, Effect, Exit, Layer, Schema, Semaphore, Struct } from "effect"
 import * as NodeFs from "node:fs"
+import * as NodePath from "node:path"
 import { crc32 } from "node:zlib"
 import * as AgentConfig from "../AgentConfig.ts"
 import * as Message from "../Message.ts"
@@ -379,18 +386,25 @@ interface Disk {
     limit: number
   ) => Effect.Effect<FileBytes | undefined, CheckpointCorrupt | CheckpointIoError>
   /** Makes the session's directory (durably). */
-  readonly prepare: (sessionId: string) => Effect.Effect<void, CheckpointIoError>
-  /** Writes `data` at `offset` (0 starts the file afresh), cuts the file there, and makes it durable. */
+  readonly prepare: (sessionId: string) => Effect.Effect<void, CheckpointCorrupt | CheckpointIoError>
+  /**
+   * Writes `data` at `offset` (0 starts a new file), cuts the file there, and
+   * makes it durable. A file that is not the store's is `CheckpointCorrupt`.
+   */
   readonly writeAt: (
     sessionId: string,
     name: string,
     offset: number,
     data: Uint8Array
-  ) => Effect.Effect<void, CheckpointIoError>
+  ) => Effect.Effect<void, CheckpointCorrupt | CheckpointIoError>
   /** Replaces a file atomically and durably. */
-  readonly replace: (sessionId: string, name: string, data: Uint8Array) => Effect.Effect<void, CheckpointIoError>
+  readonly replace: (
+    sessionId: string,
+    name: string,
+    data: Uint8Array
+  ) => Effect.Effect<void, CheckpointCorrupt | CheckpointIoError>
   /** Deletes a file, if it exists. */
-  readonly removeFile: (sessionId: string, name: string) => Effect.Effect<void, CheckpointIoError>
+  readonly removeFile: (sessionId: string, name: string) => Effect.Effect<void, CheckpointCorrupt | CheckpointIoError>
   /** Deletes a session's files. */
   readonly removeSession: (sessionId: string) => Effect.Effect<void, CheckpointIoError>
 }
@@ -759,11 +773,23 @@ const make = (disk: Disk): Service => {
 // File system
 // -----------------------------------------------------------------------------
 
-// effect's FileSystem cannot open a file without blocking on a FIFO (it has no O_NONBLOCK), so the store
-// reads with node:fs directly: O_NOFOLLOW refuses a link, O_NONBLOCK keeps a FIFO from hanging the open,
-// fstat on the open file refuses anything but a regular file, and its size bounds the read (a device such
-// as /dev/zero never ends).
-const { O_NOFOLLOW = 0, O_NONBLOCK = 0, O_RDONLY } = NodeFs.constants
+// The store opens its files with node:fs directly. effect's FileSystem has `noFollow` and "wx"
+// (O_EXCL), but not O_NONBLOCK (without it, opening a FIFO blocks a libuv thread until a writer
+// comes) nor O_DIRECTORY. So: O_NOFOLLOW refuses a link at every file the store opens; O_NONBLOCK
+// keeps a FIFO from hanging an open; fstat on the open file refuses anything but a regular file,
+// and its size bounds a read (a device such as /dev/zero never ends); files written anew are
+// created with O_CREAT | O_EXCL, after unlinking whatever had their name (unlink removes a link,
+// not what it points to). Errors stay typed: CheckpointCorrupt for what is in the way, else
+// CheckpointIoError.
+const {
+  O_CREAT,
+  O_DIRECTORY = 0,
+  O_EXCL,
+  O_NOFOLLOW = 0,
+  O_NONBLOCK = 0,
+  O_RDONLY,
+  O_WRONLY
+} = NodeFs.constants
 
 const kindOf = (stat: NodeFs.Stats): string =>
   stat.isDirectory()
@@ -781,128 +807,254 @@ const kindOf = (stat: NodeFs.Stats): string =>
 const errnoCode = (error: unknown): string | undefined =>
   error instanceof Error && "code" in error && typeof error.code === "string" ? error.code : undefined
 
-const ioFailure = (sessionId: string, operation: string, at: string) => (error: unknown) =>
-  new CheckpointIoError({
-    sessionId,
-    operation,
-    path: at,
-    reason: error instanceof Error ? error.message : String(error)
+/** Something other than a regular file (or, for the session, a directory) where the store keeps one. */
+class InTheWay {
+  readonly at: string
+  readonly problem: string
+  constructor(at: string, problem: string) {
+    this.at = at
+    this.problem = problem
+  }
+}
+
+const notRegular = (at: string, what: string) =>
+  new InTheWay(at, `the file is ${what}, not a regular file: a store uses no other`)
+
+/** Runs a node:fs operation: what is in the way is `CheckpointCorrupt`, any other error `CheckpointIoError`. */
+const nodeFs = <A>(
+  sessionId: string,
+  operation: string,
+  at: string,
+  run: () => Promise<A>
+): Effect.Effect<A, CheckpointCorrupt | CheckpointIoError> =>
+  Effect.tryPromise({
+    try: run,
+    catch: (error) =>
+      error instanceof InTheWay
+        ? corrupt(sessionId, error.at, error.problem)
+        : new CheckpointIoError({
+          sessionId,
+          operation,
+          path: at,
+          reason: error instanceof Error ? error.message : String(error)
+        })
   })
 
-/** The first `limit` bytes of a regular file; `undefined` when it is missing; what it is when it is something else. */
-const readRegular = async (
-  at: string,
-  limit: number
-): Promise<FileBytes | { readonly not: string } | undefined> => {
+interface Opened {
+  readonly handle: NodeFs.promises.FileHandle
+  /** The file's size when it was opened. */
+  readonly size: number
+}
+
+/** Opens a file that must be a regular file, not following a link; `undefined` when it does not exist. */
+const openRegular = async (at: string, flags: number): Promise<Opened | undefined> => {
   let handle: NodeFs.promises.FileHandle
   try {
-    handle = await NodeFs.promises.open(at, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+    handle = await NodeFs.promises.open(at, flags | O_NOFOLLOW | O_NONBLOCK)
   } catch (error) {
     const code = errnoCode(error)
     if (code === "ENOENT") return undefined
-    if (code === "ELOOP") return { not: "a symbolic link" }
+    if (code === "ELOOP") throw notRegular(at, "a symbolic link")
+    if (code === "EISDIR") throw notRegular(at, "a directory")
     throw error
   }
+  const stat = await handle.stat().catch(async (error: unknown) => {
+    await handle.close()
+    throw error
+  })
+  if (!stat.isFile()) {
+    await handle.close()
+    throw notRegular(at, kindOf(stat))
+  }
+  return { handle, size: stat.size }
+}
+
+const using = async <A>(handle: NodeFs.promises.FileHandle, use: () => Promise<A>): Promise<A> => {
   try {
-    const stat = await handle.stat()
-    if (!stat.isFile()) return { not: kindOf(stat) }
-    const bytes = new Uint8Array(Math.min(stat.size, limit))
+    return await use()
+  } finally {
+    await handle.close()
+  }
+}
+
+/** The first `limit` bytes of a regular file, and its size; `undefined` when it is missing. */
+const readRegular = async (at: string, limit: number): Promise<FileBytes | undefined> => {
+  const opened = await openRegular(at, O_RDONLY)
+  if (opened === undefined) return undefined
+  const { handle, size } = opened
+  return using(handle, async () => {
+    const bytes = new Uint8Array(Math.min(size, limit))
     let read = 0
     while (read < bytes.length) {
       const { bytesRead } = await handle.read(bytes, read, bytes.length - read, read)
       if (bytesRead === 0) break
       read += bytesRead
     }
-    return { bytes: bytes.subarray(0, read), size: stat.size }
-  } finally {
-    await handle.close()
+    return { bytes: bytes.subarray(0, read), size }
+  })
+}
+
+const writeAll = async (handle: NodeFs.promises.FileHandle, data: Uint8Array, offset: number): Promise<void> => {
+  let written = 0
+  while (written < data.length) {
+    const { bytesWritten } = await handle.write(data, written, data.length - written, offset + written)
+    written += bytesWritten
   }
 }
 
-const fileSystemDisk = (dir: string): Effect.Effect<Disk, never, FileSystem.FileSystem | Path.Path> =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const path = yield* Path.Path
-    const root = path.resolve(dir)
-    const sessionDir = (sessionId: string) => path.join(root, sessionId)
-    const where = (sessionId: string, name: string) => path.join(root, sessionId, name)
-    const failed = (sessionId: string, operation: string, at: string) => (error: PlatformError.PlatformError) =>
-      new CheckpointIoError({ sessionId, operation, path: at, reason: error.message })
-    // effect's FileSystem fsyncs open files (`File.sync`); a directory is opened read-only and
-    // fsynced the same way, so a rename or a new file in it survives a power loss.
-    const syncDirectory = (at: string) => Effect.scoped(Effect.flatMap(fs.open(at, { flag: "r" }), (file) => file.sync))
-    return {
-      where,
-      read: (sessionId, name, limit) => {
-        const at = where(sessionId, name)
-        return Effect.flatMap(
-          Effect.tryPromise({ try: () => readRegular(at, limit), catch: ioFailure(sessionId, "read", at) }),
-          (read) =>
-            read === undefined || "bytes" in read
-              ? Effect.succeed(read)
-              : Effect.fail(corrupt(sessionId, at, `the file is ${read.not}, not a regular file: a store reads no other`))
-        )
-      },
-      prepare: (sessionId) =>
-        Effect.mapError(
-          Effect.andThen(fs.makeDirectory(sessionDir(sessionId), { recursive: true }), syncDirectory(root)),
-          failed(sessionId, "create", sessionDir(sessionId))
-        ),
-      writeAt: (sessionId, name, offset, data) => {
-        const at = where(sessionId, name)
-        const write = Effect.scoped(Effect.gen(function*() {
-          const file = yield* fs.open(at, { flag: offset === 0 ? "w" : "r+" })
-          yield* file.seek(BigInt(offset), "start")
-          yield* file.writeAll(data)
-          yield* file.truncate(offset + data.length)
-          yield* file.sync
-        }))
-        return Effect.mapError(
-          offset === 0 ? Effect.andThen(write, syncDirectory(sessionDir(sessionId))) : write,
-          failed(sessionId, "write", at)
-        )
-      },
-      replace: (sessionId, name, data) => {
-        const at = where(sessionId, name)
-        const temp = `${at}.tmp`
-        return Effect.scoped(Effect.gen(function*() {
-          const file = yield* fs.open(temp, { flag: "w" })
-          yield* file.writeAll(data)
-          yield* file.sync
-        })).pipe(
-          Effect.andThen(fs.rename(temp, at)),
-          Effect.andThen(syncDirectory(sessionDir(sessionId))),
-          Effect.mapError(failed(sessionId, "write", at))
-        )
-      },
-      removeFile: (sessionId, name) => {
-        const at = where(sessionId, name)
-        return Effect.mapError(fs.remove(at, { force: true }), failed(sessionId, "remove", at))
-      },
-      removeSession: (sessionId) =>
-        Effect.mapError(
-          fs.remove(sessionDir(sessionId), { recursive: true, force: true }),
-          failed(sessionId, "remove", sessionDir(sessionId))
-        )
-    } satisfies Disk
+/** Unlinks whatever has this name (a link goes, not what it points to); a directory is in the way. */
+const clear = async (at: string): Promise<void> => {
+  try {
+    await NodeFs.promises.unlink(at)
+  } catch (error) {
+    const code = errnoCode(error)
+    if (code === "ENOENT") return
+    // unlink of a directory is EISDIR on Linux, EPERM elsewhere (EPERM may also be a real permission error)
+    if (code === "EISDIR" || (code === "EPERM" && (await NodeFs.promises.lstat(at)).isDirectory())) {
+      throw notRegular(at, "a directory")
+    }
+    throw error
+  }
+}
+
+/** Creates a file that did not exist (after clearing its name), writes it whole and makes it durable. */
+const writeNew = async (at: string, data: Uint8Array): Promise<void> => {
+  await clear(at)
+  let handle: NodeFs.promises.FileHandle
+  try {
+    // O_EXCL with O_CREAT fails on any name that exists, a link (even dangling) included
+    handle = await NodeFs.promises.open(at, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, 0o666)
+  } catch (error) {
+    if (errnoCode(error) === "EEXIST") throw new InTheWay(at, "something took the file's name while it was written")
+    throw error
+  }
+  await using(handle, async () => {
+    await writeAll(handle, data, 0)
+    await handle.sync()
   })
+}
+
+/** Opens a directory to fsync it, so that a rename or a new file in it survives a power loss. */
+const syncDirectory = async (at: string): Promise<void> => {
+  const handle = await NodeFs.promises.open(at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK)
+  await using(handle, () => handle.sync())
+}
+
+/**
+ * Checks that a session's directory is one (when it exists): a link there
+ * could lead the store's reads and writes out of the store.
+ */
+const checkDirectory = async (at: string): Promise<boolean> => {
+  let stat: NodeFs.Stats
+  try {
+    stat = await NodeFs.promises.lstat(at)
+  } catch (error) {
+    if (errnoCode(error) === "ENOENT") return false
+    throw error
+  }
+  if (stat.isDirectory()) return true
+  throw new InTheWay(at, `the session directory is ${kindOf(stat)}, not a directory: a store never follows one`)
+}
+
+const fileSystemDisk = (dir: string): Disk => {
+  const root = NodePath.resolve(dir)
+  const sessionDir = (sessionId: string) => NodePath.join(root, sessionId)
+  const where = (sessionId: string, name: string) => NodePath.join(root, sessionId, name)
+  return {
+    where,
+    read: (sessionId, name, limit) => {
+      const at = where(sessionId, name)
+      return nodeFs(
+        sessionId,
+        "read",
+        at,
+        async () => (await checkDirectory(sessionDir(sessionId))) ? readRegular(at, limit) : undefined
+      )
+    },
+    prepare: (sessionId) => {
+      const at = sessionDir(sessionId)
+      return nodeFs(sessionId, "create", at, async () => {
+        await NodeFs.promises.mkdir(root, { recursive: true })
+        await NodeFs.promises.mkdir(at).catch((error: unknown) => {
+          if (errnoCode(error) !== "EEXIST") throw error
+        })
+        await checkDirectory(at)
+        await syncDirectory(root)
+      })
+    },
+    writeAt: (sessionId, name, offset, data) => {
+      const at = where(sessionId, name)
+      return nodeFs(sessionId, "write", at, async () => {
+        await checkDirectory(sessionDir(sessionId))
+        if (offset === 0) {
+          await writeNew(at, data)
+          return syncDirectory(sessionDir(sessionId))
+        }
+        const opened = await openRegular(at, O_WRONLY)
+        if (opened === undefined) throw new InTheWay(at, "the journal is missing")
+        const { handle, size } = opened
+        await using(handle, async () => {
+          if (size < offset) throw new InTheWay(at, `the journal has ${size} bytes; the head records ${offset}`)
+          await writeAll(handle, data, offset)
+          await handle.truncate(offset + data.length)
+          await handle.sync()
+        })
+      })
+    },
+    replace: (sessionId, name, data) => {
+      const at = where(sessionId, name)
+      return nodeFs(sessionId, "write", at, async () => {
+        await checkDirectory(sessionDir(sessionId))
+        const temp = `${at}.tmp`
+        await writeNew(temp, data)
+        // rename replaces whatever has the name, a link included, and follows none
+        await NodeFs.promises.rename(temp, at).catch((error: unknown) => {
+          const code = errnoCode(error)
+          if (code === "EISDIR" || code === "ENOTEMPTY" || code === "EEXIST") throw notRegular(at, "a directory")
+          throw error
+        })
+        await syncDirectory(sessionDir(sessionId))
+      })
+    },
+    removeFile: (sessionId, name) => {
+      const at = where(sessionId, name)
+      return nodeFs(sessionId, "remove", at, async () => {
+        if (await checkDirectory(sessionDir(sessionId))) await clear(at)
+      })
+    },
+    // `rm` removes a link in the session's place, not what it points to
+    removeSession: (sessionId) => {
+      const at = sessionDir(sessionId)
+      return Effect.tryPromise({
+        try: () => NodeFs.promises.rm(at, { recursive: true, force: true }),
+        catch: (error) =>
+          new CheckpointIoError({
+            sessionId,
+            operation: "remove",
+            path: at,
+            reason: error instanceof Error ? error.message : String(error)
+          })
+      })
+    }
+  }
+}
 
 /**
  * A store keeping each session in `dir/<session id>/` (see the module
- * documentation for the layout and its guarantees).
+ * documentation for the layout and its guarantees). It uses `node:fs`
+ * itself (see the comment above `fileSystemDisk`), not effect's
+ * `FileSystem`.
  *
  * @since 0.1.0
  */
-export const fileSystem = (dir: string): Effect.Effect<Service, never, FileSystem.FileSystem | Path.Path> =>
-  Effect.map(fileSystemDisk(dir), make)
+export const fileSystem = (dir: string): Effect.Effect<Service> => Effect.sync(() => make(fileSystemDisk(dir)))
 
 /**
  * A layer providing {@link fileSystem}.
  *
  * @since 0.1.0
  */
-export const layerFileSystem = (dir: string): Layer.Layer<CheckpointStore, never, FileSystem.FileSystem | Path.Path> =>
-  Layer.effect(CheckpointStore, fileSystem(dir))
+export const layerFileSystem = (dir: string): Layer.Layer<CheckpointStore> => Layer.effect(CheckpointStore, fileSystem(dir))
 
 // -----------------------------------------------------------------------------
 // Memory

@@ -33,7 +33,6 @@
  *
  * @example
  * ```ts
- * import { NodeServices } from "@effect/platform-node"
  * import { Effect } from "effect"
  * import { CheckpointStore, Session } from "effect-agent"
  *
@@ -41,7 +40,7 @@
  * const tidy = Effect.gen(function*() {
  *   const store = yield* CheckpointStore.fileSystem(".sessions")
  *   return yield* Session.open("task-42", { store, prompt: "Tidy up the repository" })
- * }).pipe(Effect.provide(NodeServices.layer))
+ * })
  * ```
  *
  * @since 0.1.0
@@ -364,7 +363,6 @@ const naturalEnd = (state: RunState.RunState): Outcome.Outcome =>
  *
  * @example
  * ```ts
- * import { NodeServices } from "@effect/platform-node"
  * import { Effect } from "effect"
  * import { CheckpointStore, Session } from "effect-agent"
  *

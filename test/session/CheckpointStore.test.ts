@@ -508,3 +508,91 @@ describe("a corrupt checkpoint", () => {
       assert.deepStrictEqual(yield* fs.readFile(file(damage.file)), changed)
     }).pipe(Effect.provide(NodeServices.layer)), { timeout: 60_000, arbitrary: { runs: 150 } })
 })
+
+describe("links planted in a session directory", () => {
+  /**
+   * A store in a temp directory and, outside it, decoy files (named as the store's files, so a
+   * link to their directory looks like a session) whose bytes must never change.
+   */
+  const withDecoys = Effect.gen(function*() {
+    const { dir, file, fs, reopen, store } = yield* fileStore
+    const outside = yield* fs.makeTempDirectoryScoped()
+    const decoys = ["decoy.txt", "head.json", "journal-0.ndjson", "journal-1.ndjson"].map((name) => `${outside}/${name}`)
+    for (const decoy of decoys) yield* fs.writeFileString(decoy, `precious ${decoy}\n`)
+    const snapshot = () => Effect.forEach(decoys, (decoy) => fs.readFileString(decoy))
+    const before = yield* snapshot()
+    const unchanged = Effect.gen(function*() {
+      assert.deepStrictEqual(yield* snapshot(), before)
+      assert.deepStrictEqual((yield* fs.readDirectory(outside)).sort(), decoys.map((d) => d.slice(outside.length + 1)).sort())
+    })
+    return { dir, file, fs, outside, reopen, store, unchanged }
+  })
+
+  /** What an operation gives: success, or a typed failure's tag (a defect fails the test). */
+  const outcome = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
+    Effect.map(Effect.exit(effect), (exit) => {
+      if (exit._tag === "Success") return "ok"
+      const failure = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+      assert.isDefined(failure, String(exit.cause))
+      return failure!.error._tag
+    })
+
+  const first = transcript(2)
+  const next = [...first, ...transcript(1, 2)]
+  const other = [Message.user("another task"), ...transcript(1, 5)]
+
+  for (const name of ["head.json.tmp", "head.json", "journal-0.ndjson", "journal-1.ndjson"]) {
+    it.effect(`${name} as a link out of the store: no byte outside changes, and what cannot go on fails typed`, () =>
+      Effect.gen(function*() {
+        const { file, fs, outside, reopen, store, unchanged } = yield* withDecoys
+        yield* store.create("s1", { state: stateOf(first, 2), config })
+        yield* fs.remove(file(name), { force: true })
+        yield* fs.symlink(`${outside}/${name === "head.json.tmp" ? "decoy.txt" : name}`, file(name))
+        // appending to the journal, replacing the head, and writing a new journal generation
+        const appended = yield* outcome(store.save("s1", { state: stateOf(next, 3), config }))
+        const fresh = yield* outcome(store.save("s1", { state: stateOf(other, 1), config }))
+        const loaded = yield* outcome((yield* reopen).load("s1"))
+        yield* unchanged
+        // the journal in use refuses its link; a link in place of a file that is written anew is replaced
+        assert.deepStrictEqual([appended, fresh, loaded], name === "journal-0.ndjson"
+          ? ["CheckpointCorrupt", "ok", "ok"]
+          : ["ok", "ok", "ok"])
+        if (loaded === "ok") assert.deepStrictEqual((yield* (yield* reopen).load("s1")).state.messages, other)
+      }).pipe(Effect.provide(NodeServices.layer)))
+  }
+
+  it.effect("a head that is a link is not read through", () =>
+    Effect.gen(function*() {
+      const { file, fs, outside, reopen, store, unchanged } = yield* withDecoys
+      yield* store.create("s1", { state: stateOf(first, 2), config })
+      yield* fs.rename(file("head.json"), `${outside}/real-head.json`)
+      yield* fs.symlink(`${outside}/real-head.json`, file("head.json"))
+      const error = yield* Effect.flip((yield* reopen).load("s1"))
+      assert.strictEqual(error._tag, "CheckpointCorrupt")
+      yield* fs.remove(`${outside}/real-head.json`)
+      yield* unchanged
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a session directory that is a link out of the store is refused by every operation", () =>
+    Effect.gen(function*() {
+      const { dir, fs, outside, reopen, store, unchanged } = yield* withDecoys
+      yield* fs.symlink(outside, `${dir}/s1`)
+      const results = [
+        yield* outcome(store.create("s1", { state: stateOf(first, 2), config })),
+        yield* outcome(store.save("s1", { state: stateOf(next, 3), config })),
+        yield* outcome((yield* reopen).load("s1")),
+        yield* outcome((yield* reopen).save("s1", { state: stateOf(next, 3), config }))
+      ]
+      assert.deepStrictEqual(results, ["CheckpointCorrupt", "CheckpointCorrupt", "CheckpointCorrupt", "CheckpointCorrupt"])
+      const error = yield* Effect.flip((yield* reopen).load("s1"))
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: `${dir}/s1`,
+        problem: "the session directory is a symbolic link, not a directory: a store never follows one"
+      }))
+      // remove deletes the link, not what it points to
+      yield* store.remove("s1")
+      assert.isFalse(yield* fs.exists(`${dir}/s1`))
+      yield* unchanged
+    }).pipe(Effect.provide(NodeServices.layer)))
+})
