@@ -98,6 +98,12 @@ export class InvalidPluginState extends Schema.TaggedError<InvalidPluginState>()
  *
  * @since 0.1.0
  */
-export const AgentError = Schema.Union([ModelError, ToolFatalError, ConfigError, InvalidContinuation, InvalidPluginState])
+export const AgentError = Schema.Union([
+  ModelError,
+  ToolFatalError,
+  ConfigError,
+  InvalidContinuation,
+  InvalidPluginState
+])
 /** @since 0.1.0 */
 export type AgentError = typeof AgentError.Type

@@ -320,7 +320,10 @@ const restoreState = <S extends Schema.Decoder<{ readonly seen: number }>>(
   info: Hooks.RunInfo
 ): Effect.Effect<S["Type"], InvalidPluginState> =>
   Effect.flatMap(
-    Effect.mapError(Schema.decodeUnknownEffect(schema)(saved), (error) => new InvalidPluginState({ plugin, reason: error.message })),
+    Effect.mapError(
+      Schema.decodeUnknownEffect(schema)(saved),
+      (error) => new InvalidPluginState({ plugin, reason: error.message })
+    ),
     (state) =>
       state.seen <= info.messages.length ? Effect.succeed(state) : Effect.fail(
         new InvalidPluginState({

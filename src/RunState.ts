@@ -88,8 +88,8 @@ const strayId = (ids: ReadonlyArray<string>, calls: ReadonlySet<string>): string
 }
 
 /**
- * Checks what the Schema cannot, and a run relies on: each tool call id
- * appears once; every tool result answers the next unanswered call of the
+ * Checks what the Schema cannot, and a run relies on: no tool call id twice
+ * in one assistant message; every tool result answers the next unanswered call of the
  * assistant message before it, in the calls' order, before any other
  * message; only the last assistant message may have calls without results
  * (a batch in progress); and the batch's saved results, started calls and
@@ -100,7 +100,6 @@ const strayId = (ids: ReadonlyArray<string>, calls: ReadonlySet<string>): string
  * @since 0.1.0
  */
 export const validate = (state: RunState): Problem | undefined => {
-  const ids = new Set<string>()
   let open: Array<string> = []
   let openAt = -1
   let lastCalls: ReadonlySet<string> = new Set()
@@ -128,14 +127,16 @@ export const validate = (state: RunState): Problem | undefined => {
       }
     }
     if (message.role !== "assistant") continue
+    // A batch keys its calls by id. Ids are not checked across messages: a result answers a call of the
+    // message just before it, and some servers (and a scripted model in a new process) reuse ids.
     const calls = callIds(message)
-    for (const id of calls) {
-      if (ids.has(id)) return { message: i, problem: `the tool call id ${JSON.stringify(id)} appears twice` }
-      ids.add(id)
+    lastCalls = new Set(calls)
+    if (lastCalls.size !== calls.length) {
+      const twice = calls.find((id, k) => calls.indexOf(id) !== k)!
+      return { message: i, problem: `the tool call id ${JSON.stringify(twice)} appears twice in the message` }
     }
     open = calls
     openAt = i
-    lastCalls = new Set(calls)
   }
   const batch: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
     ["partialResults", state.partialResults.map((result) => result.toolCallId)],
@@ -145,7 +146,9 @@ export const validate = (state: RunState): Problem | undefined => {
   for (const [field, list] of batch) {
     const stray = strayId(list, lastCalls)
     if (stray !== undefined) {
-      return { problem: `${field}: ${JSON.stringify(stray)} is not a call of the last assistant message, or is there twice` }
+      return {
+        problem: `${field}: ${JSON.stringify(stray)} is not a call of the last assistant message, or is there twice`
+      }
     }
   }
   return undefined

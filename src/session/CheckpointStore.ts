@@ -506,9 +506,13 @@ const readHead = (
       new CheckpointVersionMismatch({ sessionId, file, format: "RunState", found: state.version, expected: RunState.version })
     )
   }
-  const head: Exit.Exit<ReadHead, Schema.SchemaError> = sealed === undefined ? decodeHeadV1(text) : decodeHead(sealed.json)
+  const head: Exit.Exit<ReadHead, Schema.SchemaError> = sealed === undefined
+    ? decodeHeadV1(text)
+    : decodeHead(sealed.json)
   if (Exit.isFailure(head)) return fail(failure(head, "the head does not decode"))
-  if (head.value.sessionId !== sessionId) return fail(`the head belongs to session ${JSON.stringify(head.value.sessionId)}`)
+  if (head.value.sessionId !== sessionId) {
+    return fail(`the head belongs to session ${JSON.stringify(head.value.sessionId)}`)
+  }
   return Effect.succeed(head.value)
 }
 
@@ -550,7 +554,9 @@ const readJournal = (
       const at = { line, offset: start }
       const end = bytes.indexOf(10, start)
       if (end === -1 || end >= length) return fail("the line does not end within the length the head records", at)
-      if (line > journal.entries) return fail(`the journal has more lines than the ${journal.entries} the head records`, at)
+      if (line > journal.entries) {
+        return fail(`the journal has more lines than the ${journal.entries} the head records`, at)
+      }
       const text = utf8(bytes.subarray(start, end))
       if (text === undefined) return fail("the line is not UTF-8 text", at)
       const decoded = decodeMessage(text)
@@ -607,7 +613,8 @@ const decode = (disk: Disk, sessionId: string): Effect.Effect<Decoded, LoadError
     const headBytes = yield* disk.read(sessionId, HEAD, MAX_HEAD_BYTES)
     if (headBytes === undefined) return yield* new CheckpointMissing({ sessionId })
     if (headBytes.size > MAX_HEAD_BYTES) {
-      return yield* corrupt(sessionId, headFile, `the file has ${headBytes.size} bytes; a head has at most ${mib(MAX_HEAD_BYTES)}`)
+      const problem = `the file has ${headBytes.size} bytes; a head has at most ${mib(MAX_HEAD_BYTES)}`
+      return yield* corrupt(sessionId, headFile, problem)
     }
     const head = yield* readHead(sessionId, headFile, headBytes.bytes)
     const name = journalName(head.journal.generation)
@@ -629,7 +636,14 @@ const decode = (disk: Disk, sessionId: string): Effect.Effect<Decoded, LoadError
     const { entries, bytes, generation } = head.journal
     return {
       checkpoint: finished === undefined ? checkpoint : { ...checkpoint, finished },
-      known: { generation, entries, bytes, checksum: journal.checksum, last: messages.at(-1), lastLine: journal.lastLine }
+      known: {
+        generation,
+        entries,
+        bytes,
+        checksum: journal.checksum,
+        last: messages.at(-1),
+        lastLine: journal.lastLine
+      }
     }
   })
 
@@ -708,7 +722,8 @@ const make = (disk: Disk): Service => {
     Effect.gen(function*() {
       const name = journalName(generation)
       const { data, lastLine } = yield* encodeLines(disk, sessionId, name, checkpoint.state.messages)
-      const journal = { generation, entries: checkpoint.state.messages.length, bytes: data.length, checksum: crc32(data) }
+      const entries = checkpoint.state.messages.length
+      const journal = { generation, entries, bytes: data.length, checksum: crc32(data) }
       const head = yield* headBytes(disk, sessionId, makeHead(sessionId, journal, checkpoint))
       yield* disk.writeAt(sessionId, name, 0, data)
       yield* disk.replace(sessionId, HEAD, head)
@@ -1054,7 +1069,8 @@ export const fileSystem = (dir: string): Effect.Effect<Service> => Effect.sync((
  *
  * @since 0.1.0
  */
-export const layerFileSystem = (dir: string): Layer.Layer<CheckpointStore> => Layer.effect(CheckpointStore, fileSystem(dir))
+export const layerFileSystem = (dir: string): Layer.Layer<CheckpointStore> =>
+  Layer.effect(CheckpointStore, fileSystem(dir))
 
 // -----------------------------------------------------------------------------
 // Memory

@@ -339,7 +339,8 @@ const finishedResult = (
 ): RunState.RunResult | undefined => {
   const { finished, state } = checkpoint
   if (finished !== undefined) {
-    return { messages: state.messages.slice(finished.firstMessage), state, outcome: finished.outcome, usage: state.usage }
+    const messages = state.messages.slice(finished.firstMessage)
+    return { messages, state, outcome: finished.outcome, usage: state.usage }
   }
   const last = state.messages.at(-1)
   const idle = last !== undefined && last.role === "assistant" && !Message.hasToolCalls(last) &&

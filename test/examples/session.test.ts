@@ -15,7 +15,7 @@ const durableSessions = (): string => {
   return match[1]!
 }
 
-it("the README's durable session is examples/session.ts, which the typecheck compiles, and it is safe to run again", () => {
+it("the README's durable session is examples/session.ts, compiled by the typecheck, and safe to run again", () => {
   assert.strictEqual(durableSessions(), readFileSync(join(root, "examples/session.ts"), "utf8"))
   const cwd = mkdtempSync(join(tmpdir(), "session-example-"))
   try {

@@ -40,7 +40,9 @@ const recording = (inner: CheckpointStore.Service) => {
           created.openUnsafe()
         }))),
     save: (id, checkpoint) =>
-      Effect.uninterruptible(Effect.tap(inner.save(id, checkpoint), () => Effect.sync(() => void saved.push(checkpoint.state))))
+      Effect.uninterruptible(
+        Effect.tap(inner.save(id, checkpoint), () => Effect.sync(() => void saved.push(checkpoint.state)))
+      )
   }
   return { created, saved, store }
 }
@@ -49,7 +51,8 @@ const texts = (messages: ReadonlyArray<Message.Message>) =>
   messages.flatMap((message) => message.role === "user" ? [Message.textOf(message)] : [])
 
 const extendsTranscript = (longer: ReadonlyArray<Message.Message>, shorter: ReadonlyArray<Message.Message>) =>
-  longer.length >= shorter.length && shorter.every((message, i) => JSON.stringify(message) === JSON.stringify(longer[i]))
+  longer.length >= shorter.length &&
+  shorter.every((message, i) => JSON.stringify(message) === JSON.stringify(longer[i]))
 
 interface Figures {
   stops: number
@@ -58,6 +61,12 @@ interface Figures {
   duplicatedSteering: number
   steered: number
 }
+
+const failures = ({ duplicatedSteering, lostSteering, rollbacks }: Figures) => ({
+  rollbacks,
+  lostSteering,
+  duplicatedSteering
+})
 
 /** One session, stopped `stopAfter` ms after it started; adds what went wrong to `figures`. */
 const stopOnce = (dir: string, id: string, stopAfter: number, figures: Figures) =>
@@ -125,7 +134,7 @@ describe("a session stopped cleanly at a random moment", () => {
       }
       if (stops > 30) console.log(`clean stops (seed ${seed}):`, figures)
       assert.deepStrictEqual(
-        { rollbacks: figures.rollbacks, lostSteering: figures.lostSteering, duplicatedSteering: figures.duplicatedSteering },
+        failures(figures),
         { rollbacks: 0, lostSteering: 0, duplicatedSteering: 0 },
         `seed ${seed}, ${figures.steered} steering messages given`
       )
@@ -190,7 +199,7 @@ describe("a session process stopped by SIGINT or SIGTERM at a random moment", ()
       if (signalStops > 2) console.log(`signal stops (seed ${seed}):`, figures)
       assert.isAbove(figures.steered, 0)
       assert.deepStrictEqual(
-        { rollbacks: figures.rollbacks, lostSteering: figures.lostSteering, duplicatedSteering: figures.duplicatedSteering },
+        failures(figures),
         { rollbacks: 0, lostSteering: 0, duplicatedSteering: 0 },
         `seed ${seed}, ${figures.steered} steering messages given`
       )
