@@ -114,7 +114,7 @@ const checkpointer = (
     const lock = Semaphore.makeUnsafe(1)
     /** The last state saved: the store's save and this record are one uninterruptible step. */
     let last = saved
-    /** Steering and follow-ups delivered since `last` (by their index in the transcript), not saved yet. */
+    /** Steering and follow-ups delivered past `last`'s transcript (by their index in it), not saved yet. */
     let delivered: Array<Delivered> = []
     const unsafeStarted = new Set<string>()
     const replaySafe = (toolName: string): boolean => {
@@ -144,7 +144,7 @@ const checkpointer = (
      */
     const abnormalEnd = (final: RunState.RunState): RunState.RunState => {
       const undelivered = (kind: Delivered["kind"]) =>
-        delivered.flatMap((entry) => entry.kind === kind && entry.index >= last.messages.length ? [entry.message] : [])
+        delivered.flatMap((entry) => entry.kind === kind ? [entry.message] : [])
       return {
         ...last,
         steering: [...undelivered("steering"), ...final.steering],

@@ -138,7 +138,7 @@ describe("a session stopped cleanly at a random moment", () => {
         { rollbacks: 0, lostSteering: 0, duplicatedSteering: 0 },
         `seed ${seed}, ${figures.steered} steering messages given`
       )
-    }).pipe(Effect.provide(NodeServices.layer), Random.withSeed(seed)), 120_000)
+    }).pipe(Effect.provide(NodeServices.layer), Random.withSeed(seed)), 60_000 + stops * 500)
 })
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -203,5 +203,5 @@ describe("a session process stopped by SIGINT or SIGTERM at a random moment", ()
         { rollbacks: 0, lostSteering: 0, duplicatedSteering: 0 },
         `seed ${seed}, ${figures.steered} steering messages given`
       )
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer), Random.withSeed(seed)), 120_000)
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer), Random.withSeed(seed)), 60_000 + signalStops * 5_000)
 })
