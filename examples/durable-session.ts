@@ -10,8 +10,9 @@
  *   its outcome is unknown.
  *
  * Checkpoints and the trajectory (every event, one JSON line each) go to the
- * directory given (`.sessions` by default); delete it to start over. The
- * model is `ScriptedModel`, so it runs offline.
+ * directory given (`.sessions` by default); once the session has finished,
+ * running it again prints its outcome; delete the directory to start over.
+ * The model is `ScriptedModel`, so it runs offline.
  *
  * Run it: `node --conditions=effect-agent-source examples/durable-session.ts [dir]`
  */
@@ -65,7 +66,7 @@ const describe = (event: AgentEvent.AgentEvent): string | undefined => {
     case "ToolExecutionStart":
       return `  ${event.toolName} ${JSON.stringify(event.params)}`
     case "ToolExecutionEnd":
-      return `  ✓ ${Message.textOf(event.result)}`
+      return `  ${event.result.isError ? "✗" : "✓"} ${Message.textOf(event.result)}`
     case "CheckpointSaved":
       return `  checkpoint saved (${event.bytes} bytes)`
     case "MessageEnd":
@@ -78,8 +79,8 @@ const describe = (event: AgentEvent.AgentEvent): string | undefined => {
 }
 
 /**
- * Resumes the session in `dir` if it has a checkpoint, else starts it.
- * `delay` is how long each tool call takes.
+ * Opens the session in `dir`: starts it, resumes it, or, once it has
+ * finished, returns its result. `delay` is how long each tool call takes.
  */
 export const durableSession = (
   dir: string,
@@ -96,22 +97,17 @@ export const durableSession = (
       }
     }
     const plugins = [Trajectory.ndjson((yield* Path.Path).join(dir, "research.ndjson")), printer]
-    return yield* Session.resume("research", { store, plugins }).pipe(
-      Effect.catchTag("CheckpointMissing", () =>
-        Session.run({
-          id: "research",
-          store,
-          prompt: "Find out what example.org says, and publish a summary.",
-          plugins,
-          config: { maxTurns: 10, budgets: { costUsd: 1 } }
-        }))
-    )
+    return yield* Session.open("research", {
+      store,
+      prompt: "Find out what example.org says, and publish a summary.",
+      plugins,
+      config: { maxTurns: 10, budgets: { costUsd: 1 } }
+    })
   }).pipe(Effect.provide(Layer.merge(model, tools(delay))))
 
 const dir = process.argv[2] ?? ".sessions"
 const main = durableSession(dir, Console.log).pipe(
-  Effect.flatMap((result) => Console.log(`outcome: ${result.outcome._tag}`)),
-  Effect.catchTag("InvalidContinuation", () => Console.log(`The session has finished; delete ${dir} to start over.`)),
+  Effect.flatMap((result) => Console.log(`outcome: ${result.outcome._tag} (delete ${dir} to start over)`)),
   Effect.provide(NodeServices.layer)
 )
 

@@ -182,7 +182,7 @@ const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   run.context = new HookContext(run, services)
   for (const plugin of plugins) {
     const saved = state.pluginState[plugin.name]
-    if (plugin.state !== undefined && saved !== undefined) yield* plugin.state.restore(saved)
+    if (plugin.state !== undefined && saved !== undefined) yield* plugin.state.restore(saved, run.context)
   }
   return run
 })

@@ -78,10 +78,32 @@ export class InvalidContinuation extends Schema.TaggedError<InvalidContinuation>
 }
 
 /**
+ * A plugin's saved state cannot be restored (a plugin's `state.restore`
+ * refused it): a continued run would misbehave with it. A session reports it
+ * as its checkpoint being corrupt.
+ *
+ * @since 0.1.0
+ */
+export class InvalidPluginState extends Schema.TaggedError<InvalidPluginState>()("InvalidPluginState", {
+  plugin: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `the saved state of plugin ${this.plugin} cannot be restored: ${this.reason}`
+  }
+}
+
+/**
  * Any failure of a run.
  *
  * @since 0.1.0
  */
-export const AgentError = Schema.Union([ModelError, ToolFatalError, ConfigError, InvalidContinuation])
+export const AgentError = Schema.Union([
+  ModelError,
+  ToolFatalError,
+  ConfigError,
+  InvalidContinuation,
+  InvalidPluginState
+])
 /** @since 0.1.0 */
 export type AgentError = typeof AgentError.Type

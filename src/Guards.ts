@@ -19,6 +19,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { AgentConfig } from "./AgentConfig.ts"
+import { InvalidPluginState } from "./AgentError.ts"
 import * as ContextWindow from "./ContextWindow.ts"
 import * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
@@ -305,12 +306,39 @@ class UserMessages {
   }
 }
 
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+/**
+ * Decodes a detector's saved state, which comes from a checkpoint: it must
+ * fit the Schema, and must not have looked at more messages than the
+ * restored transcript has (it indexes the transcript from there).
+ */
+const restoreState = <S extends Schema.Decoder<{ readonly seen: number }>>(
+  plugin: string,
+  schema: S,
+  saved: unknown,
+  info: Hooks.RunInfo
+): Effect.Effect<S["Type"], InvalidPluginState> =>
+  Effect.flatMap(
+    Effect.mapError(
+      Schema.decodeUnknownEffect(schema)(saved),
+      (error) => new InvalidPluginState({ plugin, reason: error.message })
+    ),
+    (state) =>
+      state.seen <= info.messages.length ? Effect.succeed(state) : Effect.fail(
+        new InvalidPluginState({
+          plugin,
+          reason: `it has looked at ${state.seen} messages; the transcript has ${info.messages.length}`
+        })
+      )
+  )
+
 const LoopState = Schema.Struct({
   signature: Schema.NullOr(Schema.String),
   results: Schema.NullOr(Schema.String),
-  repeats: Schema.Finite,
+  repeats: Count,
   warned: Schema.Boolean,
-  seen: Schema.Finite
+  seen: Count
 })
 
 /**
@@ -396,10 +424,8 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
           lastResults()
           return { ...state, seen: users.seen }
         }),
-        restore: (saved) =>
-          Effect.sync(() => {
-            if (!Schema.is(LoopState)(saved)) return
-            const { seen, ...rest } = saved
+        restore: (saved, info) =>
+          Effect.map(restoreState("loopDetector", LoopState, saved, info), ({ seen, ...rest }) => {
             state = rest
             unsigned = undefined
             users.seen = seen
@@ -420,7 +446,10 @@ const fnv1a = (text: string): string => {
   return (hash >>> 0).toString(16)
 }
 
-const StagnationState = Schema.Struct({ counts: Schema.Record(Schema.String, Schema.Finite), seen: Schema.Finite })
+const StagnationState = Schema.Struct({
+  counts: Schema.Record(Schema.String, Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
+  seen: Count
+})
 
 /**
  * The stagnation detector: counts identical replies (whitespace-normalised)
@@ -456,12 +485,11 @@ export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Ho
       },
       state: {
         save: Effect.sync(() => ({ counts: Object.fromEntries(counts), seen: users.seen })),
-        restore: (saved) =>
-          Effect.sync(() => {
-            if (!Schema.is(StagnationState)(saved)) return
+        restore: (saved, info) =>
+          Effect.map(restoreState("stagnationDetector", StagnationState, saved, info), (restored) => {
             counts.clear()
-            for (const [text, repeats] of Object.entries(saved.counts)) counts.set(text, repeats)
-            users.seen = saved.seen
+            for (const [text, repeats] of Object.entries(restored.counts)) counts.set(text, repeats)
+            users.seen = restored.seen
           })
       }
     }

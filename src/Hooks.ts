@@ -35,6 +35,7 @@
 import type { Effect } from "effect"
 import type { Tool } from "effect/ai"
 import type { AgentConfig } from "./AgentConfig.ts"
+import type { InvalidPluginState } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
 import type * as Message from "./Message.ts"
 import type { Outcome } from "./Outcome.ts"
@@ -220,7 +221,14 @@ export interface Transformed {
  */
 export interface State<R = never> {
   readonly save: Effect.Effect<unknown, never, R>
-  readonly restore: (saved: unknown) => Effect.Effect<void, never, R>
+  /**
+   * Restores what `save` returned, once the run's transcript is restored
+   * (`info` is the run, to check the state against). Saved state comes from
+   * a checkpoint: check it as tightly as the plugin uses it, and fail with
+   * `InvalidPluginState` rather than use what does not fit (the run fails
+   * with that error before it starts; a session reports a corrupt checkpoint).
+   */
+  readonly restore: (saved: unknown, info: RunInfo) => Effect.Effect<void, InvalidPluginState, R>
 }
 
 /**

@@ -44,9 +44,9 @@ export const RunState = Schema.Struct({
   runId: Schema.String,
   system: Schema.optionalKey(Schema.String),
   messages: Message.Transcript,
-  turn: Schema.Finite,
+  turn: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   usage: Message.Usage,
-  elapsedMs: Schema.Finite,
+  elapsedMs: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)),
   steering: Schema.Array(Message.Message),
   followUps: Schema.Array(Message.Message),
   pendingApprovals: Schema.Array(PendingApproval),
@@ -59,6 +59,100 @@ export const RunState = Schema.Struct({
 })
 /** @since 0.1.0 */
 export type RunState = typeof RunState.Type
+
+/**
+ * What {@link validate} found wrong: what, and the index of the message it is
+ * at when it is in the transcript.
+ *
+ * @since 0.1.0
+ */
+export interface Problem {
+  readonly problem: string
+  readonly message?: number | undefined
+}
+
+const callIds = (message: Message.AssistantMessage): Array<string> => {
+  const ids: Array<string> = []
+  for (const part of message.content) if (part.type === "tool-call") ids.push(part.id)
+  return ids
+}
+
+/** The first id of `ids` that is not one of `calls`, or seen twice; `undefined` when there is none. */
+const strayId = (ids: ReadonlyArray<string>, calls: ReadonlySet<string>): string | undefined => {
+  const seen = new Set<string>()
+  for (const id of ids) {
+    if (!calls.has(id) || seen.has(id)) return id
+    seen.add(id)
+  }
+  return undefined
+}
+
+/**
+ * Checks what the Schema cannot, and a run relies on: no tool call id twice
+ * in one assistant message; every tool result answers the next unanswered call of the
+ * assistant message before it, in the calls' order, before any other
+ * message; only the last assistant message may have calls without results
+ * (a batch in progress); and the batch's saved results, started calls and
+ * pending approvals are for calls of the last assistant message, once each.
+ * A checkpoint that breaks these would make a request no provider accepts, or
+ * run a call twice.
+ *
+ * @since 0.1.0
+ */
+export const validate = (state: RunState): Problem | undefined => {
+  let open: Array<string> = []
+  let openAt = -1
+  let lastCalls: ReadonlySet<string> = new Set()
+  const messages = state.messages
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!
+    if (message.role === "toolResult") {
+      const id = message.toolCallId
+      if (open.length === 0 || open[0] !== id) {
+        return {
+          message: i,
+          problem: open.includes(id)
+            ? `the result of call ${JSON.stringify(id)} comes before the result of ${JSON.stringify(open[0])}`
+            : `the result of call ${JSON.stringify(id)} answers no call waiting for its result`
+        }
+      }
+      open.shift()
+      continue
+    }
+    if (open.length > 0) {
+      return {
+        message: i,
+        problem: `${message.role === "assistant" ? "an" : "a"} ${message.role} message comes before every call of ` +
+          `message ${openAt + 1} has its result`
+      }
+    }
+    if (message.role !== "assistant") continue
+    // A batch keys its calls by id. Ids are not checked across messages: a result answers a call of the
+    // message just before it, and some servers (and a scripted model in a new process) reuse ids.
+    const calls = callIds(message)
+    lastCalls = new Set(calls)
+    if (lastCalls.size !== calls.length) {
+      const twice = calls.find((id, k) => calls.indexOf(id) !== k)!
+      return { message: i, problem: `the tool call id ${JSON.stringify(twice)} appears twice in the message` }
+    }
+    open = calls
+    openAt = i
+  }
+  const batch: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
+    ["partialResults", state.partialResults.map((result) => result.toolCallId)],
+    ["startedCalls", state.startedCalls],
+    ["pendingApprovals", state.pendingApprovals.map((pending) => pending.toolCallId)]
+  ]
+  for (const [field, list] of batch) {
+    const stray = strayId(list, lastCalls)
+    if (stray !== undefined) {
+      return {
+        problem: `${field}: ${JSON.stringify(stray)} is not a call of the last assistant message, or is there twice`
+      }
+    }
+  }
+  return undefined
+}
 
 /**
  * A fresh state for a run.

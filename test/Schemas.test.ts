@@ -88,7 +88,8 @@ describe("contracts round-trip through JSON", () => {
       new AgentError.ModelError({ reason: new AiError.RateLimitError({ retryAfter: Duration.seconds(3) }), turn: 2 }),
       new AgentError.ToolFatalError({ toolName: "t", toolCallId: "c", description: "boom", error: { code: 1 } }),
       new AgentError.ConfigError({ field: "maxTurns", rule: "must be at least 1" }),
-      new AgentError.InvalidContinuation({ reason: "empty" })
+      new AgentError.InvalidContinuation({ reason: "empty" }),
+      new AgentError.InvalidPluginState({ plugin: "loopDetector", reason: "seen is -1" })
     ]
     for (const error of errors) {
       const back = roundTrip(AgentError.AgentError, error)

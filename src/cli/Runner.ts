@@ -422,6 +422,7 @@ const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitC
     case "ConfigError":
       return codes.configError
     case "InvalidContinuation":
+    case "InvalidPluginState":
     case "CheckpointMissing":
     case "CheckpointCorrupt":
     case "CheckpointVersionMismatch":

@@ -4,7 +4,8 @@
  * turn that was in flight.
  *
  * A session is `Agent.run` / `Agent.runContinue` with a checkpointing plugin.
- * It saves a checkpoint:
+ * {@link open} starts it, resumes it or returns its stored result, whichever
+ * applies; {@link run} and {@link resume} do one each. It saves a checkpoint:
  *
  * - when it starts (the session id must be new);
  * - after every completed turn (the assistant message and all its results);
@@ -16,9 +17,14 @@
  *   with a result that says so;
  * - when a call asks for approval, so a pending approval survives a restart
  *   and is asked again (`ApprovalRequested`) when the session resumes;
- * - when the run ends. An interrupted or failed run keeps its last
+ * - when the run ends; a run the loop ended (not an interruption or a
+ *   failure) saves its outcome too, and the session is finished. An
+ *   interrupted or failed run keeps its last
  *   checkpoint's transcript (the turn in flight is redone on resume) and adds
- *   the steering and follow-ups that were still undelivered.
+ *   the steering and follow-ups that were still undelivered, and, back at the
+ *   front of their queues, those delivered after that checkpoint. A save and
+ *   the session's record of it are one uninterruptible step, so this last
+ *   save never writes a state older than one saved before it.
  *
  * Each save but the last emits `CheckpointSaved` with the bytes it wrote
  * (nothing follows `AgentEnd`). When a
@@ -27,19 +33,13 @@
  *
  * @example
  * ```ts
- * import { NodeServices } from "@effect/platform-node"
  * import { Effect } from "effect"
  * import { CheckpointStore, Session } from "effect-agent"
  *
- * const start = Effect.gen(function*() {
+ * // the first time it starts the session; after a crash it resumes it; once it has finished, its result
+ * const tidy = Effect.gen(function*() {
  *   const store = yield* CheckpointStore.fileSystem(".sessions")
- *   return yield* Session.run({ id: "task-42", store, prompt: "Tidy up the repository" })
- * })
- *
- * // after a crash, in a new process:
- * const resume = Effect.gen(function*() {
- *   const store = yield* CheckpointStore.fileSystem(".sessions")
- *   return yield* Session.resume("task-42", { store })
+ *   return yield* Session.open("task-42", { store, prompt: "Tidy up the repository" })
  * })
  * ```
  *
@@ -53,9 +53,11 @@ import type * as AgentEvent from "../AgentEvent.ts"
 import * as AgentTool from "../AgentTool.ts"
 import * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
+import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
+import type * as Steering from "../Steering.ts"
 import * as ToolRegistry from "../ToolRegistry.ts"
-import type * as CheckpointStore from "./CheckpointStore.ts"
+import * as CheckpointStore from "./CheckpointStore.ts"
 
 /**
  * What starts a session: a run's options, the session id and the store.
@@ -87,6 +89,13 @@ const endedAbnormally = (event: AgentEvent.Of<"AgentEnd">): boolean => {
   return outcome === undefined || (outcome._tag === "Cancelled" && outcome.reason === "interrupted")
 }
 
+/** A steering message or follow-up the run delivered: appended to the transcript at `index`. */
+interface Delivered {
+  readonly kind: "steering" | "followUp"
+  readonly message: Message.Message
+  readonly index: number
+}
+
 interface Checkpointer {
   readonly plugin: Hooks.Plugin
   /** Fails with the store's error when a checkpoint could not be written. */
@@ -103,14 +112,23 @@ const checkpointer = (
   Effect.map(Deferred.make<never, CheckpointStore.CheckpointError>(), (failed) => {
     // Snapshot and save under one lock: concurrent calls of a batch save in order, each a superset of the last.
     const lock = Semaphore.makeUnsafe(1)
+    /** The last state saved: the store's save and this record are one uninterruptible step. */
     let last = saved
+    /** Steering and follow-ups delivered past `last`'s transcript (by their index in it), not saved yet. */
+    let delivered: Array<Delivered> = []
     const unsafeStarted = new Set<string>()
     const replaySafe = (toolName: string): boolean => {
       const tool = registry.get(toolName)
       return tool === undefined || AgentTool.settings(tool).replaySafe
     }
-    const write = (state: RunState.RunState) =>
-      Effect.tap(store.save(sessionId, { state, config }), () => Effect.sync(() => void (last = state)))
+    // An interruption between the save and `last = state` would leave `last` behind what the store holds,
+    // and the last save of the interrupted run would then write that older state over the newer one.
+    const write = (state: RunState.RunState, finished?: CheckpointStore.Finished) =>
+      Effect.uninterruptible(Effect.tap(store.save(sessionId, { state, config, finished }), () =>
+        Effect.sync(() => {
+          last = state
+          if (delivered.length > 0) delivered = delivered.filter((entry) => entry.index >= state.messages.length)
+        })))
     /** Saves the run's state now; on failure, stops the run before it goes any further. */
     const checkpoint = (ctx: Hooks.Context): Effect.Effect<void> =>
       lock.withPermit(Effect.flatMap(ctx.snapshot, write)).pipe(
@@ -119,15 +137,41 @@ const checkpointer = (
           onFailure: (error) => Effect.andThen(Deferred.fail(failed, error), Effect.never)
         })
       )
+    /**
+     * The last save of a run that ended abnormally: the last checkpoint's transcript (the turn in flight
+     * is redone), the queues as they are now, and, back at the front of their queues, the steering and
+     * follow-ups delivered after that checkpoint (they are not in its transcript).
+     */
+    const abnormalEnd = (final: RunState.RunState): RunState.RunState => {
+      const undelivered = (kind: Delivered["kind"]) =>
+        delivered.flatMap((entry) => entry.kind === kind ? [entry.message] : [])
+      return {
+        ...last,
+        steering: [...undelivered("steering"), ...final.steering],
+        followUps: [...undelivered("followUp"), ...final.followUps],
+        elapsedMs: final.elapsedMs
+      }
+    }
     /** The last save, when the run ends: no event may follow `AgentEnd`, and the run must not wait here. */
     const checkpointEnd = (event: AgentEvent.Of<"AgentEnd">, ctx: Hooks.Context): Effect.Effect<void> =>
       lock.withPermit(Effect.gen(function*() {
-        if (!endedAbnormally(event) && event.result !== undefined) return yield* write(event.result.state)
-        const final = event.result?.state ?? (yield* ctx.snapshot)
-        return yield* write({ ...last, steering: final.steering, followUps: final.followUps, elapsedMs: final.elapsedMs })
+        const result = event.result
+        if (!endedAbnormally(event) && result !== undefined) {
+          const firstMessage = result.state.messages.length - result.messages.length
+          return yield* write(result.state, { outcome: result.outcome, firstMessage })
+        }
+        return yield* write(abnormalEnd(result?.state ?? (yield* ctx.snapshot)))
       })).pipe(Effect.catch((error) => Effect.asVoid(Deferred.fail(failed, error))))
+    /** Records delivered messages where they are appended (synchronously: no interruption can come between). */
+    const observeDelivery = (event: AgentEvent.AgentEvent, ctx: Hooks.Context): void => {
+      if (event._tag !== "SteeringDelivered" && event._tag !== "FollowUpDelivered") return
+      const kind = event._tag === "SteeringDelivered" ? "steering" : "followUp"
+      const start = ctx.messages.length - event.messages.length
+      event.messages.forEach((message, i) => delivered.push({ kind, message, index: start + i }))
+    }
     const plugin: Hooks.Plugin = {
       name: "session",
+      observe: observeDelivery,
       afterTurn: (_turn, ctx) => Effect.as(checkpoint(ctx), Hooks.proceed),
       onEvent: (event, ctx) => {
         switch (event._tag) {
@@ -174,7 +218,7 @@ const durable = <R>(
  * Starts a durable session: `Agent.run` with a checkpoint at the start and
  * as the run goes (see the module documentation). Fails with
  * `CheckpointExists` when the id already has a checkpoint (resume it, or
- * remove it first).
+ * remove it first; {@link open} does whichever applies).
  *
  * @since 0.1.0
  */
@@ -232,9 +276,11 @@ const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input 
  * being run again.
  *
  * Fails with the store's `CheckpointMissing`, `CheckpointCorrupt` or
- * `CheckpointVersionMismatch` when there is nothing to resume, and with
+ * `CheckpointVersionMismatch` when there is nothing to resume (also
+ * `CheckpointCorrupt` when a plugin refuses its saved state), and with
  * `InvalidContinuation` when the session had finished (give it a follow-up
- * through `steering` to go on).
+ * through `steering` to go on; {@link open} returns a finished session's
+ * result instead).
  *
  * @since 0.1.0
  */
@@ -242,9 +288,15 @@ export const resume = <R = never>(
   sessionId: string,
   options: ResumeOptions<R>
 ): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  Effect.flatMap(options.store.load(sessionId), (checkpoint) => resumeFrom<R>(sessionId, checkpoint, options))
+
+const resumeFrom = <R>(
+  sessionId: string,
+  checkpoint: CheckpointStore.Checkpoint,
+  options: ResumeOptions<R>
+): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { store, ...continueOptions } = options
-    const checkpoint = yield* store.load(sessionId)
     const config = yield* AgentConfig.validate(AgentConfig.make(resumeConfig(checkpoint.config, options.config)))
     const state = checkpoint.state
     return yield* durable<R>(sessionId, store, config, state, (plugin) =>
@@ -253,5 +305,84 @@ export const resume = <R = never>(
         config,
         plugins: [...(options.plugins ?? []), plugin],
         announce: [resumed(sessionId, state), ...(options.announce ?? [])]
-      }))
+      })).pipe(
+        // A plugin refused its saved state before the run started: the checkpoint holds what it cannot use.
+        Effect.catchTag("InvalidPluginState", (error) =>
+          Effect.fail(
+            new CheckpointStore.CheckpointCorrupt({
+              sessionId,
+              file: store.headFile(sessionId),
+              problem: `state.pluginState.${error.plugin}: ${error.reason}`
+            })
+          ))
+      )
+  })
+
+/**
+ * What opens a session: what starts it when it is new (a run's options and
+ * the store); when it exists, its saved config applies, with `config` on top.
+ *
+ * @since 0.1.0
+ */
+export interface OpenOptions<R = never> extends Agent.RunOptions<R> {
+  readonly store: CheckpointStore.Service
+}
+
+/**
+ * The result a finished session's checkpoint holds, if it has finished: saved
+ * with it at its end, or, for a checkpoint that does not say (written by an
+ * older version), a transcript that ends with a reply and nothing queued.
+ */
+const finishedResult = (
+  checkpoint: CheckpointStore.Checkpoint,
+  steering: Steering.Service | undefined
+): RunState.RunResult | undefined => {
+  const { finished, state } = checkpoint
+  if (finished !== undefined) {
+    const messages = state.messages.slice(finished.firstMessage)
+    return { messages, state, outcome: finished.outcome, usage: state.usage }
+  }
+  const last = state.messages.at(-1)
+  const idle = last !== undefined && last.role === "assistant" && !Message.hasToolCalls(last) &&
+    state.steering.length === 0 && state.followUps.length === 0 && steering === undefined
+  return idle ? { messages: [], state, outcome: naturalEnd(state), usage: state.usage } : undefined
+}
+
+const naturalEnd = (state: RunState.RunState): Outcome.Outcome =>
+  state.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
+
+/**
+ * Opens a durable session, whatever state it is in: starts it when the id
+ * has no checkpoint (as {@link run}), resumes it when it has not finished (as
+ * {@link resume}), and returns its stored result when it has finished (no
+ * run, no events: the result is the one its last run returned, its outcome,
+ * messages, state and usage). So a program that opens a session is safe to
+ * run again, after a crash or after the session finished.
+ *
+ * To go on with a finished session, give it a follow-up: {@link resume} with
+ * a `steering` handle that has one queued.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { CheckpointStore, Session } from "effect-agent"
+ *
+ * const research = Effect.gen(function*() {
+ *   const store = yield* CheckpointStore.fileSystem(".sessions")
+ *   return yield* Session.open("research", { store, prompt: "Research effect agents" })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const open = <R = never>(
+  sessionId: string,
+  options: OpenOptions<R>
+): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  Effect.gen(function*() {
+    const checkpoint = yield* options.store.load(sessionId).pipe(
+      Effect.catchTag("CheckpointMissing", () => Effect.succeed(undefined))
+    )
+    if (checkpoint === undefined) return yield* run<R>({ ...options, id: sessionId })
+    return finishedResult(checkpoint, options.steering) ?? (yield* resumeFrom<R>(sessionId, checkpoint, options))
   })

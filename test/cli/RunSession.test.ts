@@ -8,6 +8,7 @@ import { Effect, FileSystem } from "effect"
 import { type AgentEvent, Message } from "effect-agent"
 import { builtCommand } from "./build.ts"
 import { isEvent, live, readEvents, run, scripted, scriptedArgs, spawn, tempDir } from "./support.ts"
+import { crc32 } from "node:zlib"
 
 let cli = ""
 beforeAll(async () => {
@@ -114,9 +115,12 @@ describe("sessions", () => {
         new RegExp(`^cannot resume ${session}: the checkpoint of session checkpoint is corrupt: .*head\\.json`)
       )
 
-      yield* fs.writeFileString(head, saved.replace(/"version":\s*1/, "\"version\":99"))
+      // a newer version's head, its checksum (the last key: a CRC-32 of the JSON before it) made again
+      const newerHead = saved.replace(/"version":\s*2/, "\"version\":99")
+      const json = `${newerHead.slice(0, newerHead.lastIndexOf(",\"checksum\":"))}}`
+      yield* fs.writeFileString(head, `${json.slice(0, -1)},"checksum":"${crc32(json).toString(16).padStart(8, "0")}"}`)
       const newer = yield* run(cli, ["run", "--resume", session, "--sandbox", "local"], { cwd: dir })
       assert.strictEqual(newer.code, 21, newer.stderr)
-      assert.include(newer.stderr, "has checkpoint version 99; this library reads version 1")
+      assert.include(newer.stderr, "has checkpoint version 99; this library reads version 2")
     }))
 })

@@ -31,8 +31,14 @@ it.live("examples/durable-session.ts: stopped while it publishes, the next run r
     const result = yield* durableSession(dir, (line) => Effect.sync(() => void second.push(line)), "20 millis")
     assert.strictEqual(result.outcome._tag, "Completed")
     assert.strictEqual(second[0], "resumed at turn 2 (5 messages restored)")
-    assert.match(second[1]!, /^ {2}✓ This call to publish had started when the run was interrupted, and its outcome is unknown/)
+    // an error result: the outcome is unknown, not a success
+    assert.match(second[1]!, /^ {2}✗ This call to publish had started when the run was interrupted, and its outcome is unknown/)
     assert.isFalse(second.some((line) => line.startsWith("  publish")))
     const lines = (yield* fs.readFileString(`${dir}/research.ndjson`)).trim().split("\n")
     assert.strictEqual(JSON.parse(lines.at(-1)!)._tag, "AgentEnd")
+
+    // once finished, running it again returns the same result and runs nothing
+    const third: Array<string> = []
+    const again = yield* durableSession(dir, (line) => Effect.sync(() => void third.push(line)), "20 millis")
+    assert.deepStrictEqual([again, third], [result, []])
   }).pipe(Effect.provide(NodeServices.layer)))

@@ -1,7 +1,10 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Path, Schema } from "effect"
+import { Effect, FileSystem, Path, Random, Schema } from "effect"
 import { AgentConfig, CheckpointStore, Message, RunState } from "effect-agent"
+import { execFileSync } from "node:child_process"
+import * as NodeFs from "node:fs"
+import { crc32 } from "node:zlib"
 
 const assistant = (id: string): Message.AssistantMessage => ({
   role: "assistant",
@@ -25,9 +28,30 @@ const stateOf = (messages: ReadonlyArray<Message.Message>, turn = 0): RunState.R
   usage: { ...Message.emptyUsage, input: 10 * turn, output: 2 * turn, cost: 0.0001 * turn },
   elapsedMs: 1234.5,
   steering: [Message.user("later")],
-  pendingApprovals: [{ toolCallId: "d", toolName: "deploy", params: { env: "prod" }, reason: "production" }],
   pluginState: { counter: { calls: 3 } }
 })
+
+/** A state saved in the middle of a batch: calls d, e and f asked for, f done, e started, d waiting for approval. */
+const midBatch = (): RunState.RunState => {
+  const calls: Message.AssistantMessage = {
+    role: "assistant",
+    content: ["d", "e", "f"].map((id) => ({ type: "tool-call", id, name: "deploy", params: { env: id } })),
+    stopReason: "toolUse",
+    usage: Message.emptyUsage
+  }
+  return {
+    ...stateOf([...transcript(1), calls], 1),
+    partialResults: [Message.toolResult({ toolCallId: "f", toolName: "deploy", text: "deployed f", isError: false })],
+    startedCalls: ["e"],
+    pendingApprovals: [{ toolCallId: "d", toolName: "deploy", params: { env: "d" }, reason: "production" }]
+  }
+}
+
+/** The head with its checksum made again, as a writer of that text would have made it. */
+const reseal = (head: string): string => {
+  const json = `${head.slice(0, head.lastIndexOf(",\"checksum\":\""))}}`
+  return `${json.slice(0, -1)},"checksum":"${crc32(json).toString(16).padStart(8, "0")}"}`
+}
 
 const config = AgentConfig.make({ maxTurns: 7, budgets: { costUsd: 2 } })
 
@@ -42,13 +66,20 @@ const fileStore = Effect.gen(function*() {
 })
 
 describe("CheckpointStore", () => {
-  it.effect("a checkpoint round-trips: state and config, exactly", () =>
+  it.effect("a checkpoint round-trips: state, config and how a finished session ended, exactly", () =>
     Effect.gen(function*() {
       for (const store of [CheckpointStore.memory(), (yield* fileStore).store]) {
         const state = stateOf(transcript(3), 3)
         yield* store.create("s1", { state, config })
-        const loaded = yield* store.load("s1")
-        assert.deepStrictEqual(loaded, { state, config })
+        assert.deepStrictEqual(yield* store.load("s1"), { state, config })
+        yield* store.save("s1", { state: midBatch(), config })
+        assert.deepStrictEqual(yield* store.load("s1"), { state: midBatch(), config })
+        const finished: CheckpointStore.Finished = { outcome: { _tag: "MaxTurns", limit: 3 }, firstMessage: 1 }
+        yield* store.save("s1", { state, config, finished })
+        assert.deepStrictEqual(yield* store.load("s1"), { state, config, finished })
+        // a later save that does not say the session has finished: it has not
+        yield* store.save("s1", { state, config })
+        assert.deepStrictEqual(yield* store.load("s1"), { state, config })
       }
     }).pipe(Effect.provide(NodeServices.layer)))
 
@@ -148,6 +179,9 @@ describe("a corrupt checkpoint", () => {
     }).pipe(Effect.provide(NodeServices.layer))
 
   const text = (bytes: Uint8Array) => new TextDecoder().decode(bytes)
+  const journalLength = new TextEncoder().encode(
+    transcript(3).map((m) => JSON.stringify(Schema.encodeSync(Schema.toCodecJson(Message.Message))(m)) + "\n").join("")
+  ).length
   const bytes = (text: string) => new TextEncoder().encode(text)
 
   it.effect("an empty head", () =>
@@ -170,7 +204,7 @@ describe("a corrupt checkpoint", () => {
 
   it.effect("a head that is JSON but not a head says what does not decode", () =>
     Effect.gen(function*() {
-      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/"turn":3/, "\"turn\":\"three\"")))
+      const { error, path } = yield* damaged("head.json", (head) => bytes(reseal(text(head).replace(/"turn":3/, "\"turn\":\"three\""))))
       assert.strictEqual(error._tag, "CheckpointCorrupt")
       if (error._tag !== "CheckpointCorrupt") return
       assert.strictEqual(error.file, path)
@@ -179,16 +213,19 @@ describe("a corrupt checkpoint", () => {
 
   it.effect("a head of another format version", () =>
     Effect.gen(function*() {
-      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/^\{"version":1/, "{\"version\":2")))
+      const { error, path } = yield* damaged("head.json", (head) => bytes(reseal(text(head).replace(/^\{"version":2/, "{\"version\":3"))))
       assert.deepStrictEqual(
         error,
-        new CheckpointStore.CheckpointVersionMismatch({ sessionId: "s1", file: path, format: "checkpoint", found: 2, expected: 1 })
+        new CheckpointStore.CheckpointVersionMismatch({ sessionId: "s1", file: path, format: "checkpoint", found: 3, expected: 2 })
       )
     }))
 
   it.effect("a run state of another version", () =>
     Effect.gen(function*() {
-      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/"state":\{"version":1/, "\"state\":{\"version\":0")))
+      const { error, path } = yield* damaged(
+        "head.json",
+        (head) => bytes(reseal(text(head).replace(/"state":\{"version":1/, "\"state\":{\"version\":0")))
+      )
       assert.deepStrictEqual(
         error,
         new CheckpointStore.CheckpointVersionMismatch({ sessionId: "s1", file: path, format: "RunState", found: 0, expected: 1 })
@@ -231,6 +268,219 @@ describe("a corrupt checkpoint", () => {
       )
     }).pipe(Effect.provide(NodeServices.layer)))
 
+  it.effect("a bit flip that turns \"config\" into \"konfig\" is refused: the checksum, then the unknown key", () =>
+    Effect.gen(function*() {
+      // 'c' (0x63) and 'k' (0x6b) are one bit apart: without a checksum the config fell back to the defaults
+      const flipped = yield* damaged("head.json", (head) => bytes(text(head).replace("\"config\":", "\"konfig\":")))
+      assert.deepStrictEqual(flipped.error, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: flipped.path,
+        problem: "the file does not match its checksum"
+      }))
+      // written that way, with a checksum that matches: an unknown key is still an error
+      const written = yield* damaged("head.json", (head) => bytes(reseal(text(head).replace("\"config\":", "\"konfig\":"))))
+      assert.strictEqual(written.error._tag, "CheckpointCorrupt")
+      assert.match(written.error._tag === "CheckpointCorrupt" ? written.error.problem : "", /konfig/)
+    }))
+
+  it.effect("a head without its checksum is refused", () =>
+    Effect.gen(function*() {
+      const { error, path } = yield* damaged("head.json", (head) => bytes(text(head).replace(/,"checksum":"[0-9a-f]{8}"\}$/, "}")))
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointCorrupt({ sessionId: "s1", file: path, problem: "the file has no checksum" }))
+    }))
+
+  it.effect("a journal line changed in a way that still decodes is refused by the journal's checksum", () =>
+    Effect.gen(function*() {
+      const { error, path } = yield* damaged("journal-0.ndjson", (journal) => bytes(text(journal).replace("result 1", "result 7")))
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: path,
+        problem: `the journal's first ${journalLength} bytes do not match the checksum the head records`
+      }))
+    }))
+
+  it.effect("no single-bit flip in the head or the journal loads: each is a typed error (100 random flips)", () =>
+    Effect.gen(function*() {
+      const { file, fs, reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: stateOf(transcript(3), 3), config })
+      const originals = {
+        "head.json": yield* fs.readFile(file("head.json")),
+        "journal-0.ndjson": yield* fs.readFile(file("journal-0.ndjson"))
+      }
+      const loaded: Array<string> = []
+      for (let i = 0; i < 100; i++) {
+        const name = i % 2 === 0 ? "head.json" : "journal-0.ndjson"
+        const flipped = new Uint8Array(originals[name])
+        const at = yield* Random.nextIntBetween(0, flipped.length - 1)
+        flipped[at] = flipped[at]! ^ (1 << (yield* Random.nextIntBetween(0, 7)))
+        yield* fs.writeFile(file(name), flipped)
+        const exit = yield* Effect.exit((yield* reopen).load("s1"))
+        if (exit._tag === "Success") loaded.push(`${name} byte ${at}`)
+        else {
+          const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")?.error
+          assert.include(["CheckpointCorrupt", "CheckpointVersionMismatch"], error?._tag, String(exit.cause))
+        }
+        yield* fs.writeFile(file(name), originals[name])
+      }
+      assert.deepStrictEqual(loaded, [])
+    }).pipe(Effect.provide(NodeServices.layer), Random.withSeed("bit flips")))
+
+  /** A checkpoint whose transcript was written as `messages`, the head's checksums matching: what loading gives. */
+  const written = (messages: ReadonlyArray<Message.Message>, state: Partial<RunState.RunState> = {}) =>
+    Effect.gen(function*() {
+      const { file, reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: { ...stateOf(messages, 1), ...state } })
+      return { error: yield* Effect.flip((yield* reopen).load("s1")), file }
+    }).pipe(Effect.provide(NodeServices.layer))
+
+  const loadWritten = (messages: ReadonlyArray<Message.Message>) =>
+    Effect.gen(function*() {
+      const { reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: stateOf(messages, 1) })
+      return yield* (yield* reopen).load("s1")
+    }).pipe(Effect.provide(NodeServices.layer))
+
+  const lines = (messages: ReadonlyArray<Message.Message>) =>
+    messages.map((m) => JSON.stringify(Schema.encodeSync(Schema.toCodecJson(Message.Message))(m)) + "\n")
+  const offsetOf = (messages: ReadonlyArray<Message.Message>, index: number) =>
+    bytes(lines(messages).slice(0, index).join("")).length
+
+  it.effect("a transcript a run cannot go on from is refused at its line: reordered, duplicate ids, orphan results", () =>
+    Effect.gen(function*() {
+      const [user, a0, r0, a1, r1] = transcript(2)
+      // across messages an id may come again (some servers reuse them): each result answers the message before it
+      const reused = [user!, a0!, r0!, a0!, r0!]
+      assert.deepStrictEqual((yield* loadWritten(reused)).state.messages, reused)
+      const sameIdTwice: Message.AssistantMessage = { ...assistant("c1"), content: [...assistant("c1").content, ...assistant("c1").content] }
+      const twoCalls: Message.AssistantMessage = {
+        ...assistant("c0"),
+        content: [...assistant("c0").content, { type: "tool-call", id: "c9", name: "step", params: {} }]
+      }
+      const cases: ReadonlyArray<readonly [ReadonlyArray<Message.Message>, number, RegExp]> = [
+        // the last two lines swapped: a result before its call
+        [[user!, a0!, r0!, r1!, a1!], 3, /^the result of call "c1" answers no call waiting for its result$/],
+        // a result between a call and the results before it
+        [[user!, a0!, a1!, r0!, r1!], 2, /^an assistant message comes before every call of message 2 has its result$/],
+        // the same call id twice in a message
+        [[user!, a0!, r0!, sameIdTwice, r1!, r1!], 3, /^the tool call id "c1" appears twice in the message$/],
+        // a result for a call that was never made
+        [[user!, a0!, r0!, r0!], 3, /^the result of call "c0" answers no call waiting for its result$/],
+        // a message in the middle of a batch's results
+        [[user!, twoCalls, r0!, user!], 3, /^a user message comes before every call of message 2 has its result$/]
+      ]
+      for (const [messages, index, problem] of cases) {
+        const { error, file } = yield* written(messages)
+        assert.strictEqual(error._tag, "CheckpointCorrupt")
+        if (error._tag !== "CheckpointCorrupt") continue
+        assert.deepStrictEqual([error.file, error.line, error.offset], [file("journal-0.ndjson"), index + 1, offsetOf(messages, index)])
+        assert.match(error.problem, problem)
+      }
+      // a batch's saved results, started calls and approvals are for calls of the last assistant message
+      const open = transcript(1).slice(0, 2)
+      for (const state of [
+        { partialResults: [Message.toolResult({ toolCallId: "zz", toolName: "step", text: "?", isError: false })] },
+        { startedCalls: ["c0", "c0"] },
+        { pendingApprovals: [{ toolCallId: "c7", toolName: "deploy", params: {} }] }
+      ]) {
+        const { error, file } = yield* written(open, state)
+        assert.strictEqual(error._tag, "CheckpointCorrupt")
+        assert.strictEqual(error._tag === "CheckpointCorrupt" && error.file, file("head.json"))
+      }
+    }))
+
+  it.effect("lines reordered in the journal are refused by its checksum", () =>
+    Effect.gen(function*() {
+      const { error, path } = yield* damaged("journal-0.ndjson", (journal) => {
+        const all = text(journal).split("\n")
+        return bytes([all[0], all[3], all[4], all[1], all[2], ...all.slice(5)].join("\n"))
+      })
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: path,
+        problem: `the journal's first ${journalLength} bytes do not match the checksum the head records`
+      }))
+    }))
+
+  /**
+   * Loads a checkpoint whose `name` was replaced by `make(path)`, under a time limit: a store
+   * that opened a FIFO or read a device would hang or fill the memory. A FIFO is opened for
+   * writing and closed afterwards, so that a read blocked on it ends.
+   */
+  const special = (name: string, make: (path: string) => void) =>
+    Effect.gen(function*() {
+      const { file, fs, reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: stateOf(transcript(3), 3), config })
+      yield* fs.remove(file(name), { recursive: true })
+      make(file(name))
+      yield* Effect.addFinalizer(() => Effect.sync(() => releaseFifo(file(name))))
+      const exit = yield* Effect.exit((yield* reopen).load("s1").pipe(Effect.timeout("2 seconds")))
+      return { exit, path: file(name) }
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
+
+  const releaseFifo = (path: string) => {
+    try {
+      if (!NodeFs.lstatSync(path).isFIFO()) return
+      NodeFs.closeSync(NodeFs.openSync(path, NodeFs.constants.O_WRONLY | NodeFs.constants.O_NONBLOCK))
+    } catch {
+      // no reader waits on it
+    }
+  }
+
+  const mkfifo = (path: string) => execFileSync("mkfifo", [path])
+  const specials: ReadonlyArray<readonly [string, (path: string) => void, RegExp]> = [
+    ["a FIFO", mkfifo, /^the file is a FIFO, not a regular file/],
+    ["a link to /dev/zero", (path) => NodeFs.symlinkSync("/dev/zero", path), /^the file is a symbolic link, not a regular file/],
+    ["a link to /dev/urandom", (path) => NodeFs.symlinkSync("/dev/urandom", path), /^the file is a symbolic link/],
+    ["a directory", (path) => NodeFs.mkdirSync(path), /^the file is a directory, not a regular file/]
+  ]
+
+  for (const name of ["head.json", "journal-0.ndjson"]) {
+    for (const [what, make, problem] of specials) {
+      it.live(`${name} that is ${what} fails to load with CheckpointCorrupt, at once`, () =>
+        Effect.gen(function*() {
+          const { exit, path } = yield* special(name, make)
+          const error = exit._tag === "Failure" ? exit.cause.reasons.find((reason) => reason._tag === "Fail")?.error : undefined
+          assert.strictEqual(error?._tag, "CheckpointCorrupt", String(exit))
+          assert.strictEqual(error?._tag === "CheckpointCorrupt" && error.file, path)
+          assert.match(error?._tag === "CheckpointCorrupt" ? error.problem : "", problem)
+        }))
+    }
+  }
+
+  it.effect("a head larger than a head can be is not read; nor is a journal larger than a store reads", () =>
+    Effect.gen(function*() {
+      const { file, fs, reopen, store } = yield* fileStore
+      yield* store.create("s1", { state: stateOf(transcript(3), 3), config })
+      const head = yield* fs.readFileString(file("head.json"))
+      // 65 MiB, without writing them: a sparse file
+      NodeFs.truncateSync(file("head.json"), 65 * 1024 * 1024)
+      const big = yield* Effect.flip((yield* reopen).load("s1"))
+      assert.deepStrictEqual(big, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: file("head.json"),
+        problem: "the file has 68157440 bytes; a head has at most 64 MiB"
+      }))
+      yield* fs.writeFileString(file("head.json"), reseal(head.replace(/"bytes":\d+/, "\"bytes\":4000000000")))
+      const huge = yield* Effect.flip((yield* reopen).load("s1"))
+      assert.deepStrictEqual(huge, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: file("head.json"),
+        problem: "the head records a journal of 4000000000 bytes; a store reads at most 1024 MiB"
+      }))
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a journal longer than the head records is read only as far as the head records", () =>
+    Effect.gen(function*() {
+      const { file, fs, reopen, store } = yield* fileStore
+      const state = stateOf(transcript(3), 3)
+      yield* store.create("s1", { state, config })
+      NodeFs.truncateSync(file("journal-0.ndjson"), 900 * 1024 * 1024)
+      const rss = process.memoryUsage().rss
+      assert.deepStrictEqual((yield* (yield* reopen).load("s1")).state, state)
+      assert.isBelow(process.memoryUsage().rss - rss, 100 * 1024 * 1024)
+      assert.strictEqual((yield* fs.stat(file("journal-0.ndjson"))).size, BigInt(900 * 1024 * 1024))
+    }).pipe(Effect.provide(NodeServices.layer)))
+
   const Damage = Schema.Struct({
     file: Schema.Literals(["head.json", "journal-0.ndjson"]),
     how: Schema.Literals(["replace", "overwrite", "cut", "append"]),
@@ -268,4 +518,92 @@ describe("a corrupt checkpoint", () => {
       }
       assert.deepStrictEqual(yield* fs.readFile(file(damage.file)), changed)
     }).pipe(Effect.provide(NodeServices.layer)), { timeout: 60_000, arbitrary: { runs: 150 } })
+})
+
+describe("links planted in a session directory", () => {
+  /**
+   * A store in a temp directory and, outside it, decoy files (named as the store's files, so a
+   * link to their directory looks like a session) whose bytes must never change.
+   */
+  const withDecoys = Effect.gen(function*() {
+    const { dir, file, fs, reopen, store } = yield* fileStore
+    const outside = yield* fs.makeTempDirectoryScoped()
+    const decoys = ["decoy.txt", "head.json", "journal-0.ndjson", "journal-1.ndjson"].map((name) => `${outside}/${name}`)
+    for (const decoy of decoys) yield* fs.writeFileString(decoy, `precious ${decoy}\n`)
+    const snapshot = () => Effect.forEach(decoys, (decoy) => fs.readFileString(decoy))
+    const before = yield* snapshot()
+    const unchanged = Effect.gen(function*() {
+      assert.deepStrictEqual(yield* snapshot(), before)
+      assert.deepStrictEqual((yield* fs.readDirectory(outside)).sort(), decoys.map((d) => d.slice(outside.length + 1)).sort())
+    })
+    return { dir, file, fs, outside, reopen, store, unchanged }
+  })
+
+  /** What an operation gives: success, or a typed failure's tag (a defect fails the test). */
+  const outcome = <A, E extends { readonly _tag: string }>(effect: Effect.Effect<A, E>) =>
+    Effect.map(Effect.exit(effect), (exit) => {
+      if (exit._tag === "Success") return "ok"
+      const failure = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+      assert.isDefined(failure, String(exit.cause))
+      return failure!.error._tag
+    })
+
+  const first = transcript(2)
+  const next = [...first, ...transcript(1, 2)]
+  const other = [Message.user("another task"), ...transcript(1, 5)]
+
+  for (const name of ["head.json.tmp", "head.json", "journal-0.ndjson", "journal-1.ndjson"]) {
+    it.effect(`${name} as a link out of the store: no byte outside changes, and what cannot go on fails typed`, () =>
+      Effect.gen(function*() {
+        const { file, fs, outside, reopen, store, unchanged } = yield* withDecoys
+        yield* store.create("s1", { state: stateOf(first, 2), config })
+        yield* fs.remove(file(name), { force: true })
+        yield* fs.symlink(`${outside}/${name === "head.json.tmp" ? "decoy.txt" : name}`, file(name))
+        // appending to the journal, replacing the head, and writing a new journal generation
+        const appended = yield* outcome(store.save("s1", { state: stateOf(next, 3), config }))
+        const fresh = yield* outcome(store.save("s1", { state: stateOf(other, 1), config }))
+        const loaded = yield* outcome((yield* reopen).load("s1"))
+        yield* unchanged
+        // the journal in use refuses its link; a link in place of a file that is written anew is replaced
+        assert.deepStrictEqual([appended, fresh, loaded], name === "journal-0.ndjson"
+          ? ["CheckpointCorrupt", "ok", "ok"]
+          : ["ok", "ok", "ok"])
+        if (loaded === "ok") assert.deepStrictEqual((yield* (yield* reopen).load("s1")).state.messages, other)
+      }).pipe(Effect.provide(NodeServices.layer)))
+  }
+
+  it.effect("a head that is a link is not read through", () =>
+    Effect.gen(function*() {
+      const { file, fs, outside, reopen, store, unchanged } = yield* withDecoys
+      yield* store.create("s1", { state: stateOf(first, 2), config })
+      yield* fs.rename(file("head.json"), `${outside}/real-head.json`)
+      yield* fs.symlink(`${outside}/real-head.json`, file("head.json"))
+      const error = yield* Effect.flip((yield* reopen).load("s1"))
+      assert.strictEqual(error._tag, "CheckpointCorrupt")
+      yield* fs.remove(`${outside}/real-head.json`)
+      yield* unchanged
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a session directory that is a link out of the store is refused by every operation", () =>
+    Effect.gen(function*() {
+      const { dir, fs, outside, reopen, store, unchanged } = yield* withDecoys
+      yield* fs.symlink(outside, `${dir}/s1`)
+      const results = [
+        yield* outcome(store.create("s1", { state: stateOf(first, 2), config })),
+        yield* outcome(store.save("s1", { state: stateOf(next, 3), config })),
+        yield* outcome((yield* reopen).load("s1")),
+        yield* outcome((yield* reopen).save("s1", { state: stateOf(next, 3), config }))
+      ]
+      assert.deepStrictEqual(results, ["CheckpointCorrupt", "CheckpointCorrupt", "CheckpointCorrupt", "CheckpointCorrupt"])
+      const error = yield* Effect.flip((yield* reopen).load("s1"))
+      assert.deepStrictEqual(error, new CheckpointStore.CheckpointCorrupt({
+        sessionId: "s1",
+        file: `${dir}/s1`,
+        problem: "the session directory is a symbolic link, not a directory: a store never follows one"
+      }))
+      // remove deletes the link, not what it points to
+      yield* store.remove("s1")
+      assert.isFalse(yield* fs.exists(`${dir}/s1`))
+      yield* unchanged
+    }).pipe(Effect.provide(NodeServices.layer)))
 })

@@ -1,10 +1,12 @@
+import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Latch, Layer } from "effect"
+import { Effect, Fiber, FileSystem, Latch, Layer } from "effect"
 import { AiError } from "effect/ai"
-import { type Agent, type AgentEvent, Approvals, CheckpointStore, Hooks, Message, type RunState, Session, Steering } from "effect-agent"
+import { Agent, type AgentEvent, Approvals, CheckpointStore, Hooks, Message, RunState, Session, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
 import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { fileURLToPath } from "node:url"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -125,6 +127,27 @@ describe("Session.run", () => {
       assert.strictEqual(events.at(-1)?._tag, "AgentEnd")
       // the store still holds the last checkpoint that was written: after turn 1
       assert.deepStrictEqual(roles((yield* inner.load("s1")).state.messages), ["user", "assistant", "toolResult"])
+    }))
+  it.live("an interruption that arrives while a checkpoint is written never rolls the checkpoint back", () =>
+    Effect.gen(function*() {
+      const inner = CheckpointStore.memory()
+      const writing = Latch.makeUnsafe()
+      let saves = 0
+      // the save after turn 1 lands, then the interruption arrives before the store returns
+      const slow: CheckpointStore.Service = {
+        ...inner,
+        save: (id, checkpoint) =>
+          Effect.uninterruptible(Effect.tap(inner.save(id, checkpoint), () =>
+            ++saves === 1 ? Effect.andThen(writing.open, Effect.sleep("20 millis")) : Effect.void))
+      }
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store: slow, prompt: "go" }).pipe(Effect.provide(layers(threeTurns("slow", 60_000), [])))
+      )
+      yield* writing.await
+      yield* Fiber.interrupt(fiber)
+      // the last save of the interrupted run kept turn 1, which had been saved
+      const { state } = yield* inner.load("s1")
+      assert.deepStrictEqual([roles(state.messages), state.turn], [["user", "assistant", "toolResult"], 1])
     }))
 })
 
@@ -424,4 +447,179 @@ describe("Session.resume", () => {
       const finished = yield* resume(store, [{ text: "again" }])
       assert.isTrue(finished.exit._tag === "Failure" && String(finished.exit.cause).includes("InvalidContinuation"))
     }))
+})
+
+describe("a guard's saved state is checked as tightly as the guard uses it", () => {
+  const bad: ReadonlyArray<readonly [string, unknown, RegExp]> = [
+    ["loopDetector", { signature: null, results: null, repeats: 0, warned: false, seen: -1 }, /seen/],
+    ["loopDetector", { signature: null, results: null, repeats: 0, warned: false, seen: 0.5 }, /seen/],
+    ["loopDetector", { signature: null, results: null, repeats: 0, warned: false, seen: 4 }, /looked at 4 messages; the transcript has 3/],
+    ["loopDetector", { signature: null, results: null, repeats: "x", warned: false, seen: 0 }, /repeats/],
+    ["loopDetector", "garbage", /Expected/],
+    ["stagnationDetector", { counts: { a1b2: 0 }, seen: 3 }, /a1b2/],
+    ["stagnationDetector", { counts: {}, seen: -2 }, /seen/]
+  ]
+  const stateWith = (plugin: string, saved: unknown): RunState.RunState => ({
+    ...RunState.make({ runId: "r", messages: threeMessages }),
+    turn: 1,
+    pluginState: { [plugin]: saved }
+  })
+  const threeMessages: ReadonlyArray<Message.Message> = [
+    Message.user("go"),
+    {
+      role: "assistant",
+      content: [{ type: "tool-call", id: "c1", name: "step", params: { n: 1 } }],
+      stopReason: "toolUse",
+      usage: Message.emptyUsage
+    },
+    Message.toolResult({ toolCallId: "c1", toolName: "step", text: "step 1 done", isError: false })
+  ]
+
+  it.live("a session whose checkpoint holds one that does not fit fails to resume with CheckpointCorrupt, not a defect", () =>
+    Effect.gen(function*() {
+      for (const [plugin, saved, problem] of bad) {
+        const store = CheckpointStore.memory()
+        yield* store.create("s1", { state: stateWith(plugin, saved) })
+        const { exit, ran } = yield* resume(store, threeTurns("slow", 1))
+        const error = exit._tag === "Failure" ? exit.cause.reasons.find((reason) => reason._tag === "Fail")?.error : undefined
+        assert.strictEqual(error?._tag, "CheckpointCorrupt", `${plugin} ${JSON.stringify(saved)}: ${String(exit)}`)
+        if (error?._tag !== "CheckpointCorrupt") continue
+        assert.strictEqual(error.file, "memory:s1/head.json")
+        assert.match(error.problem, new RegExp(`^state\\.pluginState\\.${plugin}: `))
+        assert.match(error.problem, problem)
+        assert.deepStrictEqual(ran, [])
+      }
+    }))
+
+  it.live("Agent.runContinue fails with InvalidPluginState before the run starts", () =>
+    Effect.gen(function*() {
+      const { events, plugin } = recorder()
+      const error = yield* Effect.flip(Agent.runContinue(stateWith("loopDetector", bad[0]![1]), {
+        plugins: [plugin]
+      })).pipe(Effect.provide(layers(threeTurns("slow", 1), [])))
+      assert.strictEqual(error._tag, "InvalidPluginState")
+      assert.strictEqual(error._tag === "InvalidPluginState" && error.plugin, "loopDetector")
+      assert.deepStrictEqual(events, [])
+    }))
+
+  it.live("a state that fits is restored: the counters go on from it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const saved = { signature: null, results: null, repeats: 0, warned: true, seen: 3 }
+      yield* store.create("s1", { state: stateWith("loopDetector", saved) })
+      const { exit } = yield* resume(store, threeTurns("slow", 1))
+      const { result } = succeeded(exit)
+      assert.propertyVal(result.state.pluginState.loopDetector, "warned", true)
+    }))
+})
+
+describe("Session.open", () => {
+  /** Opens session "s1" with a new model and new tools, as a new process would. */
+  const open = (store: CheckpointStore.Service, turns: Turns, options: Partial<Session.OpenOptions> = {}) =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const { events, plugin } = recorder()
+      const exit = yield* Effect.gen(function*() {
+        const result = yield* Session.open("s1", {
+          prompt: "go",
+          ...options,
+          store,
+          plugins: [...(options.plugins ?? []), plugin]
+        })
+        return { result, calls: yield* (yield* ScriptedModel.ScriptedModel).calls }
+      }).pipe(Effect.provide(layers(turns, ran, undefined, 1)), Effect.exit)
+      return { exit, events, ran }
+    })
+
+  it.live("starts a new session, resumes it after a crash, and then returns its stored result without running it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      // 1. a new id: started, as Session.run would
+      const crashed = yield* interruptWhenStarted(
+        "slow",
+        threeTurns("slow", 60_000),
+        Session.open("s1", { store, prompt: "go", config: { maxTurns: 9 } })
+      )
+      assert.deepStrictEqual(crashed, ["step", "slow"])
+      assert.isUndefined((yield* store.load("s1")).finished)
+      // 2. unfinished: resumed, with the saved config
+      const second = yield* open(store, threeTurns("slow", 1), { prompt: "ignored: the session exists" })
+      const resumed = succeeded(second.exit)
+      assert.deepStrictEqual(tags(second.events).slice(0, 2), ["AgentStart", "SessionResumed"])
+      assert.deepStrictEqual([resumed.result.outcome, resumed.calls], [{ _tag: "Completed" }, 2])
+      assert.strictEqual(Message.textOf(resumed.result.state.messages[0]!), "go")
+      const checkpoint = yield* store.load("s1")
+      assert.deepStrictEqual(checkpoint.finished, { outcome: { _tag: "Completed" }, firstMessage: 3 })
+      assert.strictEqual(checkpoint.config?.maxTurns, 9)
+      // 3. finished: the result the last run returned, and nothing runs
+      const third = yield* open(store, threeTurns("slow", 1))
+      const stored = succeeded(third.exit)
+      assert.deepStrictEqual(stored.result, resumed.result)
+      assert.deepStrictEqual([stored.calls, third.ran, third.events], [0, [], []])
+    }))
+
+  it.live("a session that ended on a guard is finished too: its outcome is returned, not run again", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const first = yield* open(store, threeTurns("slow", 1), { config: { budgets: { costUsd: 0.0015 } } })
+      const ended = succeeded(first.exit)
+      assert.deepStrictEqual(ended.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.0015, used: 0.002 })
+      const again = yield* open(store, threeTurns("slow", 1), { config: { budgets: { costUsd: 0.0015 } } })
+      assert.deepStrictEqual(succeeded(again.exit), { result: ended.result, calls: 0 })
+    }))
+
+  it.live("a finished session given a follow-up through resume goes on, and open then returns the new result", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const turns: Turns = [{ text: "first answer" }, { text: "second answer" }]
+      succeeded((yield* open(store, turns)).exit)
+      const steering = yield* Steering.make()
+      yield* steering.followUp("and then?")
+      const more = succeeded((yield* resume(store, turns, { steering })).exit)
+      assert.deepStrictEqual(more.result.messages.map(Message.textOf), ["and then?", "second answer"])
+      const stored = succeeded((yield* open(store, turns)).exit)
+      assert.deepStrictEqual(stored, { result: more.result, calls: 0 })
+    }))
+
+  it.live("a failed run leaves the session unfinished: open resumes it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const down: Turns = [threeTurns("slow", 1)[0]!, { fail: new AiError.InternalProviderError({ description: "overloaded" }) }]
+      const failed = yield* open(store, down)
+      assert.isTrue(failed.exit._tag === "Failure" && String(failed.exit.cause).includes("ModelError"))
+      assert.isUndefined((yield* store.load("s1")).finished)
+      const retried = succeeded((yield* open(store, threeTurns("slow", 1))).exit)
+      assert.deepStrictEqual([retried.result.outcome._tag, retried.calls, retried.result.state.turn], ["Completed", 2, 3])
+    }))
+
+  it.live("checkpoints of format version 1 still load: an unfinished one resumes, a finished one returns its result", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      yield* fs.copy(fileURLToPath(new URL("../fixtures/checkpoint-v1", import.meta.url)), dir, { overwrite: true })
+      const store = yield* CheckpointStore.fileSystem(dir)
+      const stopped = yield* store.load("stopped")
+      assert.deepStrictEqual([roles(stopped.state.messages), stopped.state.turn, stopped.config?.maxTurns], [
+        ["user", "assistant", "toolResult"],
+        1,
+        7
+      ])
+      const resumed = yield* Session.open("stopped", { store, prompt: "go" }).pipe(
+        Effect.provide(layers(threeTurns("slow", 1), []))
+      )
+      assert.deepStrictEqual([resumed.outcome, resumed.state.turn], [{ _tag: "Completed" }, 3])
+      // saved again in the current format, finished
+      assert.deepStrictEqual((yield* store.load("stopped")).finished, { outcome: { _tag: "Completed" }, firstMessage: 3 })
+
+      const finished = yield* store.load("finished")
+      assert.isUndefined(finished.finished)
+      const result = yield* Effect.gen(function*() {
+        const result = yield* Session.open("finished", { store, prompt: "go" })
+        return { result, calls: yield* (yield* ScriptedModel.ScriptedModel).calls }
+      }).pipe(Effect.provide(layers(threeTurns("slow", 1), [])))
+      assert.deepStrictEqual(result, {
+        result: { messages: [], state: finished.state, outcome: { _tag: "Completed" }, usage: finished.state.usage },
+        calls: 0
+      })
+    }).pipe(Effect.provide(NodeServices.layer)))
 })

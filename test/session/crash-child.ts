@@ -1,7 +1,7 @@
 /**
  * A process running a durable session, for the crash tests:
  *
- *   node --conditions=effect-agent-source test/session/crash-child.ts run|resume DIR slow|charge|deploy MS
+ *   node --conditions=effect-agent-source test/session/crash-child.ts run|resume DIR slow|charge|deploy|steer MS
  *
  * `run` starts session "crash" in DIR, `resume` resumes it. The model replies
  * from the transcript (see `followTranscript`), so both processes follow one
@@ -9,16 +9,21 @@
  * checkpoint), a pending approval `approval <id>` once it is saved; at the end
  * the process prints one JSON line: the outcome, how often the model was
  * called, and which handlers ran.
+ *
+ * `steer` runs a session that never ends (see `endless`) and steers it at
+ * every tool call's start and end; it prints `steer <text>` for each message
+ * given and `saved <messages> <turn>` for each checkpoint the store saved (each
+ * in the same uninterruptible step as what it reports), until a signal stops it.
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect, Layer, Path } from "effect"
-import { Approvals, CheckpointStore, type Hooks, Session, Trajectory } from "effect-agent"
+import { Approvals, CheckpointStore, type Hooks, Session, Steering, Trajectory } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { endless, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 
 const [mode, dir, scenario, ms] = process.argv.slice(2)
 if ((mode !== "run" && mode !== "resume") || dir === undefined || ms === undefined) {
-  throw new Error("usage: crash-child.ts run|resume DIR slow|charge|deploy MS")
+  throw new Error("usage: crash-child.ts run|resume DIR slow|charge|deploy|steer MS")
 }
 
 const turns = scenario === "deploy"
@@ -27,6 +32,43 @@ const turns = scenario === "deploy"
 
 const print = (line: string) => process.stdout.write(line + "\n")
 const ran: Array<string> = []
+
+/** The store, printing what each save wrote once it is written. */
+const printing = (store: CheckpointStore.Service): CheckpointStore.Service => {
+  const saved = (checkpoint: CheckpointStore.Checkpoint) =>
+    Effect.sync(() => print(`saved ${checkpoint.state.messages.length} ${checkpoint.state.turn}`))
+  return {
+    ...store,
+    create: (id, checkpoint) => Effect.uninterruptible(Effect.tap(store.create(id, checkpoint), () => saved(checkpoint))),
+    save: (id, checkpoint) => Effect.uninterruptible(Effect.tap(store.save(id, checkpoint), () => saved(checkpoint)))
+  }
+}
+
+const steered = Effect.gen(function*() {
+  const store = printing(yield* CheckpointStore.fileSystem(dir))
+  const steering = yield* Steering.make()
+  let given = 0
+  const steer: Hooks.Plugin = {
+    name: "steer",
+    onEvent: (event) => {
+      if (event._tag !== "ToolExecutionStart" && event._tag !== "ToolExecutionEnd") return Effect.void
+      const text = `steer ${given++}`
+      return Effect.uninterruptible(Effect.andThen(steering.steer(text), Effect.sync(() => print(text))))
+    }
+  }
+  const path = yield* Path.Path
+  const plugins = [Trajectory.ndjson(path.join(dir, "trajectory.ndjson")), steer]
+  yield* Session.run({
+    id: "crash",
+    store,
+    prompt: "go",
+    steering,
+    plugins,
+    config: { maxTurns: null, maxRepeatedBatches: null }
+  })
+}).pipe(
+  Effect.provide(Layer.mergeAll(ScriptedModel.layer(endless), toolsLayer([]), NodeServices.layer))
+)
 
 const program = Effect.gen(function*() {
   const store = yield* CheckpointStore.fileSystem(dir)
@@ -58,4 +100,4 @@ const program = Effect.gen(function*() {
   ))
 )
 
-NodeRuntime.runMain(program)
+NodeRuntime.runMain(scenario === "steer" ? steered : program)

@@ -70,3 +70,14 @@ export const threeTurns = (tool: "slow" | "charge", ms: number): ReadonlyArray<S
   },
   { text: "all done", usage }
 ]
+
+/** A model that never stops calling tools: a quick and a slow call, a quick one, a charge, and again. */
+export const endless: ScriptedModel.Script = (index) => ({
+  text: `turn ${index + 1}`,
+  toolCalls: index % 3 === 0
+    ? [{ name: "step", params: { n: index } }, { name: "slow", params: { ms: 2 } }]
+    : index % 3 === 1
+    ? [{ name: "step", params: { n: index } }]
+    : [{ name: "charge", params: { cents: 1, ms: 1 } }],
+  usage
+})
