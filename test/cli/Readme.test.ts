@@ -9,6 +9,7 @@ import { Effect, FileSystem } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as TestServer from "../providers/TestServer.ts"
+import { bubblewrap } from "../bubblewrap.ts"
 import { builtCommand, root } from "./build.ts"
 import { chatAnswer, chatToolCall, live, replaying, runProgram, tempDir } from "./support.ts"
 
@@ -157,7 +158,11 @@ describe("README: the effect-agent command", () => {
       })
       assert.strictEqual(out.code, 0, out.stderr)
       assert.strictEqual(out.stdout, "exit 0: Completed: the model finished\n")
-      assert.strictEqual(out.stderr, "")
+      // --quiet leaves only warnings: none under bubblewrap, the fallback to no isolation without it
+      assert.strictEqual(
+        out.stderr,
+        bubblewrap.works ? "" : `! Sandbox.auto: using local (no isolation) for ${Fs.realpathSync(dir)}: ${bubblewrap.reason}\n`
+      )
       assert.strictEqual(server.requests[0]!.body.messages[0].content[0].text, "Say hello in Portuguese.")
       const result = JSON.parse(yield* fs.readFileString(`${dir}/result.json`))
       assert.include(result.answer, "Olá")

@@ -5,13 +5,13 @@ import { readFileSync } from "node:fs"
 import { Sandbox } from "effect-agent"
 import {
   bubblewrapLayer,
-  bwrapProbe,
   eventually,
   isAlive,
   localLayer,
   makeWorkspace,
   processesRunning
 } from "./fixtures.ts"
+import { bubblewrap, needsBubblewrap } from "../bubblewrap.ts"
 
 const withSandbox = <A, E>(
   layer: (root: string) => Layer.Layer<Sandbox.Sandbox, Sandbox.SandboxError>,
@@ -181,7 +181,7 @@ describe("Sandbox.local kills the whole process tree", () => {
 })
 
 describe("Sandbox.bubblewrap commands", () => {
-  it.live.skipIf(!bwrapProbe.works)("runs in the workspace, with the same results as local", () =>
+  needsBubblewrap(it.live)("runs in the workspace, with the same results as local", () =>
     withSandbox(bubblewrapLayer, (sandbox, root) =>
       Effect.gen(function*() {
         const result = yield* sandbox.exec({ command: "pwd; echo err >&2; exit 4", cwd: "sub" })
@@ -190,7 +190,7 @@ describe("Sandbox.bubblewrap commands", () => {
         assert.strictEqual(fed.stdout, "piped")
       })))
 
-  it.live.skipIf(!bwrapProbe.works)("on timeout and on interruption, no process of the sandbox survives", () =>
+  needsBubblewrap(it.live)("on timeout and on interruption, no process of the sandbox survives", () =>
     withSandbox(bubblewrapLayer, (sandbox) =>
       Effect.gen(function*() {
         // A marker in the command line finds the sandbox's processes from the host, whatever their PID namespace.
@@ -222,7 +222,7 @@ describe("Sandbox.auto", () => {
         Effect.service(Sandbox.Sandbox),
         Sandbox.auto(workspace.root).pipe(Layer.provide(NodeServices.layer))
       )
-      assert.strictEqual(auto.kind, bwrapProbe.works ? "bubblewrap" : "local")
+      assert.strictEqual(auto.kind, bubblewrap.works ? "bubblewrap" : "local")
       const fallback = yield* Effect.provide(
         Effect.service(Sandbox.Sandbox),
         Sandbox.auto(workspace.root, { bwrap: "/nonexistent/bwrap" }).pipe(Layer.provide(NodeServices.layer))

@@ -2,7 +2,8 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
 import { Sandbox } from "effect-agent"
-import { bubblewrapLayer, bwrapProbe, localLayer, makeWorkspace, outsideState, type Workspace } from "./fixtures.ts"
+import { bubblewrapLayer, localLayer, makeWorkspace, outsideState, type Workspace } from "./fixtures.ts"
+import { needsBubblewrap } from "../bubblewrap.ts"
 
 /** Every way out of the workspace we know of, files and directories alike. */
 const escapes = (workspace: Workspace): Array<string> => [
@@ -105,10 +106,10 @@ describe("Sandbox.local security", () => {
 })
 
 describe("Sandbox.bubblewrap security", () => {
-  it.live.skipIf(!bwrapProbe.works)("refuses every escape for every operation", () =>
+  needsBubblewrap(it.live)("refuses every escape for every operation", () =>
     securitySuite("bubblewrap", bubblewrapLayer).pipe(Effect.provide(NodeServices.layer)))
 
-  it.live.skipIf(!bwrapProbe.works)("commands cannot write outside the workspace; /tmp is private", () =>
+  needsBubblewrap(it.live)("commands cannot write outside the workspace; /tmp is private", () =>
     Effect.gen(function*() {
       // Under /var/tmp, not /tmp: the sandbox's private /tmp would hide the outside directory.
       const workspace = yield* makeWorkspace("/var/tmp")
@@ -137,7 +138,7 @@ describe("Sandbox.bubblewrap security", () => {
       assert.isFalse(fs.existsSync(`/tmp/${marker}`), "a write to /tmp inside the sandbox reached the host's /tmp")
     }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.live.skipIf(!bwrapProbe.works)("no network from inside unless asked", () =>
+  needsBubblewrap(it.live)("no network from inside unless asked", () =>
     Effect.gen(function*() {
       const workspace = yield* makeWorkspace()
       const net = yield* Effect.promise(() => import("node:net"))
