@@ -29,7 +29,8 @@ export const bubblewrap: { readonly works: boolean; readonly reason: string } = 
 )
 
 /** Why the tests that need bubblewrap are skipped. */
-export const skipReason = `bubblewrap cannot run here (${bubblewrap.reason}); install it with apt-get install -y bubblewrap`
+export const skipReason =
+  `bubblewrap cannot run here (${bubblewrap.reason}); install it with apt-get install -y bubblewrap`
 
 if (!bubblewrap.works) console.warn(`SKIPPING the tests that need bubblewrap: ${skipReason}`)
 

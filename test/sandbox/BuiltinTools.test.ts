@@ -250,7 +250,10 @@ describe("BuiltinTools on Sandbox.memory", () => {
       const exact = yield* call("grep", { pattern: "pin", path: "exact.txt" })
       assert.strictEqual(exact.text.split("\n").length, grepMatches)
       assert.strictEqual(exact.text.split("\n").at(-1), `exact.txt:${grepMatches}:pin`)
-      assert.deepStrictEqual(yield* call("grep", { pattern: "needl", glob: "*.dat" }), ok("No matches for /needl/ in ."))
+      assert.deepStrictEqual(
+        yield* call("grep", { pattern: "needl", glob: "*.dat" }),
+        ok("No matches for /needl/ in .")
+      )
     }).pipe(Effect.provide(BuiltinTools.layer.pipe(Layer.provide(Sandbox.memory(many)))))
   })
 
