@@ -6,12 +6,14 @@
  * - {@link local}: a directory on the host. Every path is resolved inside the
  *   workspace root, on the real path, so `..`, absolute paths and symbolic
  *   links that lead outside are refused with a {@link PathEscapeError}.
- *   Commands run with the host's privileges, in the workspace.
+ *   Commands run with the host's privileges, in the workspace; they can read
+ *   the host process's environment through `/proc`, keys included.
  * - {@link bubblewrap}: the same file access, and commands run under `bwrap`
  *   with the host read-only, the workspace read-write, a private `/tmp`, every
  *   namespace unshared and no network unless asked; without the network, the
  *   host's Unix sockets are out of reach too.
- * - {@link auto}: bubblewrap when `bwrap` works on this machine, else local.
+ * - {@link auto}: bubblewrap when `bwrap` works on this machine, else local
+ *   (unless secrets are in the environment and the caller says so).
  * - {@link memory}: an in-memory workspace for tests of apps; it cannot run
  *   commands.
  *
@@ -129,6 +131,25 @@ export class CommandError extends Schema.TaggedError<CommandError>()("CommandErr
 }) {
   override get message(): string {
     return `cannot run ${this.command}: ${this.reason}`
+  }
+}
+
+/**
+ * {@link auto} would fall back to {@link local}, where commands could read
+ * the host process's environment, while variables holding secrets are set
+ * there (`variables`, by name). `reason` says why bubblewrap does not work.
+ *
+ * @since 0.1.0
+ */
+export class IsolationUnavailableError extends Schema.TaggedError<IsolationUnavailableError>()(
+  "IsolationUnavailableError",
+  { reason: Schema.String, variables: Schema.Array(Schema.String) }
+) {
+  override get message(): string {
+    const names = this.variables.join(", ")
+    return `bubblewrap is not usable here (${this.reason}) and ${names} ${
+      this.variables.length === 1 ? "is" : "are"
+    } in the environment, which commands without isolation could read`
   }
 }
 
@@ -309,6 +330,32 @@ export interface BubblewrapOptions extends HostOptions {
   /** The `bwrap` program. Default: `"bwrap"`, looked up on the allowlisted `PATH`. */
   readonly bwrap?: string | undefined
 }
+
+/**
+ * Options of {@link auto}.
+ *
+ * @since 0.1.0
+ */
+export interface AutoOptions extends BubblewrapOptions {
+  /**
+   * Host variables commands must not read (API keys, tokens). While one of
+   * them is set (not empty), `auto` does not fall back to {@link local}: it
+   * fails with an {@link IsolationUnavailableError}. Default: none.
+   */
+  readonly secretVariables?: ReadonlyArray<string> | undefined
+}
+
+const secretName = /API_?KEY|SECRET|PASSWORD|PASSWD|PRIVATE_?KEY|ACCESS_?KEY|CREDENTIAL|(^|_)TOKEN(_|$)/i
+
+/**
+ * Whether a variable's name says it holds a secret: `*API_KEY*`, `*SECRET*`,
+ * `*PASSWORD*`, `*PRIVATE_KEY*`, `*ACCESS_KEY*`, `*CREDENTIAL*`, or `TOKEN`
+ * as a word (`GITHUB_TOKEN`, not `TOKENIZERS_PARALLELISM`). Case is ignored.
+ * Meant to err on the side of caution, for {@link AutoOptions}.
+ *
+ * @since 0.1.0
+ */
+export const isSecretName = (name: string): boolean => secretName.test(name)
 
 // -----------------------------------------------------------------------------
 // Output capture
@@ -839,7 +886,9 @@ const makeBubblewrap = Effect.fnUntraced(function*(root: string, options?: Bubbl
  *
  * Processes a command leaves in the background are killed when it exits.
  * A process that starts its own session (`setsid`) escapes the group kill,
- * and a local command can write anywhere its user can: use
+ * and a local command can write anywhere its user can, and read the host
+ * process's whole environment (API keys included) through
+ * `/proc/<pid>/environ`, whatever `envAllowlist` says: use
  * {@link bubblewrap} where that matters. The file operations check paths
  * just before using them; a process swapping a directory for a link in
  * between, or a hard link made to an outside file, is not detected.
@@ -874,25 +923,40 @@ export const bubblewrap = (
 /**
  * {@link bubblewrap} when `bwrap` works on this machine, else {@link local};
  * the chosen one is the service's `kind`, and a log line says which and why.
+ * Under `local`, commands can read the host process's environment through
+ * `/proc` whatever the allowlist: with `secretVariables`, `auto` fails with an
+ * {@link IsolationUnavailableError} rather than fall back while one is set.
  *
  * @since 0.1.0
  */
 export const auto = (
   root: string,
-  options?: BubblewrapOptions
-): Layer.Layer<Sandbox, SandboxError, HostRequirements> =>
+  options?: AutoOptions
+): Layer.Layer<Sandbox, SandboxError | IsolationUnavailableError, HostRequirements> =>
   Layer.effect(
     Sandbox,
     makeBubblewrap(root, options).pipe(
       Effect.tap((sandbox) => Effect.logInfo(`Sandbox.auto: using bubblewrap for ${sandbox.root}`)),
-      Effect.catchTag("NotSupportedError", (error) =>
-        makeLocal(root, options).pipe(
-          Effect.tap((sandbox) =>
-            Effect.logWarning(`Sandbox.auto: using local (no isolation) for ${sandbox.root}: ${error.reason}`)
-          )
-        ))
+      Effect.catchTag("NotSupportedError", (error) => fallBack(root, options, error))
     )
   )
+
+/** {@link local} in place of bubblewrap, with a warning; refused while a secret variable is set. */
+const fallBack = (
+  root: string,
+  options: AutoOptions | undefined,
+  error: NotSupportedError
+): Effect.Effect<Sandbox["Service"], SandboxError | IsolationUnavailableError, HostRequirements> => {
+  const set = new Set((options?.secretVariables ?? []).filter((name) => (process.env[name] ?? "") !== ""))
+  if (set.size > 0) {
+    return Effect.fail(new IsolationUnavailableError({ reason: error.reason, variables: [...set].sort() }))
+  }
+  return makeLocal(root, options).pipe(
+    Effect.tap((sandbox) =>
+      Effect.logWarning(`Sandbox.auto: using local (no isolation) for ${sandbox.root}: ${error.reason}`)
+    )
+  )
+}
 
 // -----------------------------------------------------------------------------
 // In-memory sandbox

@@ -7,7 +7,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { it } from "@effect/vitest"
 import { Cause, Effect, Fiber, FileSystem, type Path, Queue, Ref, Schedule, type Scope, Stream } from "effect"
-import { AgentEvent } from "effect-agent"
+import { AgentEvent, Sandbox } from "effect-agent"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as TestServer from "../providers/TestServer.ts"
 
@@ -37,9 +37,16 @@ export interface Proc {
   readonly exit: Effect.Effect<Exited>
 }
 
-/** The environment: the test's, without provider keys, with the given variables on top. */
+/**
+ * The environment: the test's, without provider keys or anything that looks
+ * like a secret (the command's `--sandbox auto` refuses to run commands
+ * without isolation beside one), with the given variables on top.
+ */
 const environment = (env: Options["env"]): Record<string, string | undefined> => {
-  const base: Record<string, string | undefined> = { ...process.env }
+  const base: Record<string, string | undefined> = {}
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!Sandbox.isSecretName(name)) base[name] = value
+  }
   delete base.OPENAI_API_KEY
   delete base.ANTHROPIC_API_KEY
   return { ...base, ...env }

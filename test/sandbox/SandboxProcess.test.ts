@@ -240,4 +240,66 @@ describe("Sandbox.auto", () => {
         ]
       )
     }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("does not fall back to local while a secret variable is set: commands could read it through /proc", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace()
+      const name = "EFFECT_AGENT_TEST_SECRET"
+      yield* Effect.acquireRelease(
+        Effect.sync(() => void (process.env[name] = "s-1")),
+        () => Effect.sync(() => void delete process.env[name])
+      )
+      const auto = (secretVariables: ReadonlyArray<string>) =>
+        Effect.provide(
+          Effect.service(Sandbox.Sandbox),
+          Sandbox.auto(workspace.root, { bwrap: "/nonexistent/bwrap", secretVariables }).pipe(
+            Layer.provide(NodeServices.layer)
+          )
+        )
+      const refused = yield* Effect.flip(auto([name, "EFFECT_AGENT_TEST_UNSET", name]))
+      assert.deepStrictEqual(
+        [refused._tag, refused._tag === "IsolationUnavailableError" && refused.variables, refused.message],
+        [
+          "IsolationUnavailableError",
+          [name],
+          "bubblewrap is not usable here (cannot run true: program not found: /nonexistent/bwrap) and " +
+          `${name} is in the environment, which commands without isolation could read`
+        ]
+      )
+      // Set but empty, or not named: it falls back.
+      process.env[name] = ""
+      assert.strictEqual((yield* auto([name])).kind, "local")
+      process.env[name] = "s-1"
+      assert.strictEqual((yield* auto(["EFFECT_AGENT_TEST_UNSET"])).kind, "local")
+      // Where bubblewrap works, the secrets do not matter.
+      if (bubblewrap.works) {
+        const isolated = yield* Effect.provide(
+          Effect.service(Sandbox.Sandbox),
+          Sandbox.auto(workspace.root, { secretVariables: [name] }).pipe(Layer.provide(NodeServices.layer))
+        )
+        assert.strictEqual(isolated.kind, "bubblewrap")
+      }
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+
+  it("names that hold secrets, as Sandbox.isSecretName sees them", () => {
+    const secret = [
+      "OPENAI_API_KEY",
+      "ANTHROPIC_API_KEY",
+      "MY_APIKEY",
+      "GITHUB_TOKEN",
+      "NPM_TOKEN",
+      "token",
+      "AWS_SECRET_ACCESS_KEY",
+      "AWS_ACCESS_KEY_ID",
+      "AWS_SESSION_TOKEN",
+      "CLIENT_SECRET",
+      "PGPASSWORD",
+      "DB_PASSWD",
+      "SSH_PRIVATE_KEY",
+      "GOOGLE_APPLICATION_CREDENTIALS"
+    ]
+    const plain = ["PATH", "HOME", "TOKENIZERS_PARALLELISM", "KEYBOARD", "SSH_AUTH_SOCK", "OPENAI_BASE_URL", "LANG"]
+    assert.deepStrictEqual(secret.filter((name) => !Sandbox.isSecretName(name)), [])
+    assert.deepStrictEqual(plain.filter(Sandbox.isSecretName), [])
+  })
 })
