@@ -155,6 +155,18 @@ const model = (settings: Settings.Settings, env: Io["Service"]["env"], view: Vie
 // The tools
 // -----------------------------------------------------------------------------
 
+/**
+ * The variables commands must not read: the providers' keys, `--api-key-env`,
+ * and every name that looks like a secret's (`Sandbox.isSecretName`).
+ */
+const secretVariables = (target: Settings.Target): Array<string> => [
+  "OPENAI_API_KEY",
+  "ANTHROPIC_API_KEY",
+  ...(target.apiKeyEnv === undefined ? [] : [target.apiKeyEnv]),
+  ...Object.keys(process.env).filter(Sandbox.isSecretName)
+]
+
+/** `auto` does not fall back to local while secrets are in the environment; `--sandbox local` accepts it. */
 const sandboxLayer = (target: Settings.Target) => {
   switch (target.sandbox) {
     case "bubblewrap":
@@ -162,15 +174,31 @@ const sandboxLayer = (target: Settings.Target) => {
     case "local":
       return Sandbox.local(target.workspace)
     default:
-      return Sandbox.auto(target.workspace)
+      return Sandbox.auto(target.workspace, { secretVariables: secretVariables(target) })
   }
+}
+
+const sandboxFailure = (
+  target: Settings.Target,
+  error: Sandbox.SandboxError | Sandbox.IsolationUnavailableError
+) => {
+  if (error._tag !== "IsolationUnavailableError") {
+    return configError(`--sandbox ${target.sandbox} on ${target.workspace}: ${error.message}`)
+  }
+  const [names, verb, pronoun] = error.variables.length === 1
+    ? [error.variables[0], "is", "it"]
+    : [error.variables.join(", "), "are", "them"]
+  return configError(
+    `bubblewrap is not usable here (${error.reason}) and ${names} ${verb} in the environment: ` +
+      `install bubblewrap, or pass --sandbox local to accept that commands can read ${pronoun}`
+  )
 }
 
 /** The built-in tools the target asks for, on its sandbox. */
 const builtinEntry = (target: Settings.Target) =>
   Effect.gen(function*() {
     const handlers = yield* Layer.build(BuiltinTools.layer.pipe(Layer.provide(sandboxLayer(target)))).pipe(
-      Effect.mapError((error) => configError(`--sandbox ${target.sandbox} on ${target.workspace}: ${error.message}`))
+      Effect.mapError((error) => sandboxFailure(target, error))
     )
     const kit = BuiltinTools.make({ requireApproval: target.approve !== "all" })
     const entry = ToolRegistry.erase(yield* Effect.provideContext(kit, handlers), handlers)

@@ -7,7 +7,10 @@
  * (`failureMode: "return"`).
  *
  * Reading tools run in parallel; `bash` and the writing tools run one at a
- * time ({@link AgentTool.annotate}). `make({ requireApproval: true })` makes
+ * time ({@link AgentTool.annotate}). `grep` runs the model's regular
+ * expression in a worker thread: a pattern that backtracks exponentially ends
+ * with the call's timeout (the thread is terminated) and never stalls the
+ * event loop. `make({ requireApproval: true })` makes
  * `bash`, `write_file` and `edit_file` need approval (`effect/ai`'s
  * `needsApproval`).
  *
@@ -25,6 +28,7 @@
 import { Effect, Glob, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import * as AgentTool from "../AgentTool.ts"
+import * as LineMatcher from "./internal/lineMatcher.ts"
 import { type CommandResult, Sandbox, type SandboxError } from "./Sandbox.ts"
 
 // -----------------------------------------------------------------------------
@@ -155,7 +159,8 @@ export const ListFiles = textTool("list_files", {
 }, { execution: "parallel" })
 
 /**
- * Searches files for a regular expression.
+ * Searches files for a regular expression (matched in a worker thread, which
+ * the call's timeout or interruption terminates).
  *
  * @since 0.1.0
  */
@@ -252,11 +257,11 @@ const joinPath = (dir: string, name: string) => (dir === "" || dir === "." ? nam
  * The sandbox's own listing does the path checks. Written here rather than
  * with `FileSystem.glob` so it works on every sandbox, the in-memory one too.
  */
-const walkFiles = (
+const walkFiles = <E>(
   sandbox: Sandbox["Service"],
   dir: string,
-  visit: (found: Found) => Effect.Effect<boolean, SandboxError>
-): Effect.Effect<{ readonly complete: boolean }, SandboxError> =>
+  visit: (found: Found) => Effect.Effect<boolean, E>
+): Effect.Effect<{ readonly complete: boolean }, SandboxError | E> =>
   Effect.gen(function*() {
     const stack: Array<Found> = [{ path: dir.replace(/\/+$/, "").replace(/^(\.\/)+/, "") || ".", relative: "" }]
     let seen = 0
@@ -440,42 +445,84 @@ const listFiles = (sandbox: Sandbox["Service"]) => (params: typeof ListFiles.par
     return matches.join("\n")
   }).pipe(Effect.mapError(describeError))
 
-const grep = (sandbox: Sandbox["Service"]) => (params: typeof Grep.parametersSchema.Type) =>
+/**
+ * A batch of files for the matcher is sent when it holds this many files or
+ * characters. Batches start at one file and double: a search that reaches its
+ * cap early reads few files past it.
+ */
+const batchFiles = 64
+const batchChars = 1024 * 1024
+
+/**
+ * The regular expression runs off the event loop ({@link LineMatcher}): a
+ * pattern that backtracks exponentially ends with the call's timeout and
+ * stalls no other fiber. Files are read here, through the sandbox, and
+ * matched in batches.
+ */
+const grep = (sandbox: Sandbox["Service"], matcher: LineMatcher.LineMatcher) =>
+(params: typeof Grep.parametersSchema.Type) =>
   Effect.gen(function*() {
-    const regex = yield* Effect.try({
-      try: () => new RegExp(params.pattern, params.ignore_case === true ? "i" : ""),
+    const flags = params.ignore_case === true ? "i" : ""
+    // Compiling checks the syntax here; only matching can take long.
+    yield* Effect.try({
+      try: () => new RegExp(params.pattern, flags),
       catch: (error) => (error instanceof Error ? error.message : `invalid regular expression: ${String(error)}`)
     })
     const dir = params.path ?? "."
     const glob = params.glob === undefined ? undefined : Glob.make(params.glob, { dot: true })
     const matches: Array<string> = []
     let more = false
-    // Adds the matching lines of a file; false once the cap is reached.
-    const search = (file: string, text: string): boolean => {
-      const lines = splitLines(text)
-      for (let i = 0; i < lines.length; i++) {
-        const line = lines[i]!.replace(/\r$/, "")
-        if (!regex.test(line)) continue
-        if (matches.length === limits.grepMatches) {
-          more = true
-          return false
-        }
-        matches.push(`${file}:${i + 1}:${clip(line, limits.grepLineChars)}`)
+    let batch: Array<{ readonly path: string; readonly text: string }> = []
+    let chars = 0
+    let batchSize = 1
+    // Matches the batch, adding its matching lines; false once the cap is reached.
+    const flush = Effect.suspend(() => {
+      const files = batch
+      batch = []
+      chars = 0
+      batchSize = Math.min(batchFiles, batchSize * 2)
+      if (files.length === 0) return Effect.succeed(true)
+      const request = {
+        pattern: params.pattern,
+        flags,
+        texts: files.map((file) => file.text),
+        wanted: limits.grepMatches - matches.length + 1
       }
-      return true
+      return matcher.match(request).pipe(
+        Effect.mapError((error) => error.message),
+        Effect.map((found) => {
+          for (let i = 0; i < files.length; i++) {
+            const { path, text } = files[i]!
+            const lines = found[i] ?? []
+            for (let j = 0; j + 2 < lines.length; j += 3) {
+              if (matches.length === limits.grepMatches) {
+                more = true
+                return false
+              }
+              matches.push(`${path}:${lines[j]}:${clip(text.slice(lines[j + 1], lines[j + 2]), limits.grepLineChars)}`)
+            }
+          }
+          return true
+        })
+      )
+    })
+    const add = (path: string, text: string) => {
+      batch.push({ path, text })
+      chars += text.length
+      return batch.length >= batchSize || chars >= batchChars ? flush : Effect.succeed(true)
     }
     const info = yield* Effect.mapError(sandbox.stat(dir), describeError)
     const walk = info.type === "directory"
-      ? yield* Effect.mapError(
-        walkFiles(sandbox, dir, (found) =>
-          glob === undefined || Glob.match(glob, found.relative)
-            // Unreadable, binary and huge files are skipped in a directory search.
-            ? Effect.map(Effect.option(readText(sandbox, found.path)), (text) =>
-              text._tag === "None" || search(found.path, text.value))
-            : Effect.succeed(true)),
-        describeError
-      )
-      : { complete: search(dir, yield* readText(sandbox, dir)) }
+      ? yield* walkFiles(sandbox, dir, (found) =>
+        glob === undefined || Glob.match(glob, found.relative)
+          // Unreadable, binary and huge files are skipped in a directory search.
+          ? Effect.flatMap(Effect.option(readText(sandbox, found.path)), (text) =>
+            text._tag === "None" ? Effect.succeed(true) : add(found.path, text.value))
+          : Effect.succeed(true)).pipe(
+          Effect.mapError((error) => (typeof error === "string" ? error : describeError(error)))
+        )
+      : { complete: yield* add(dir, yield* readText(sandbox, dir)) }
+    yield* flush
     if (matches.length === 0) return `No matches for /${params.pattern}/ in ${dir}`
     if (more) matches.push(`[first ${limits.grepMatches} matches shown; narrow the pattern or the path]`)
     else if (!walk.complete) matches.push(`[stopped after ${limits.walkEntries} entries; narrow the path]`)
@@ -488,12 +535,15 @@ const grep = (sandbox: Sandbox["Service"]) => (params: typeof Grep.parametersSch
  *
  * @since 0.1.0
  */
-export const layer = toolkit.toLayer(Effect.map(Effect.service(Sandbox), (sandbox) =>
-  toolkit.of({
+export const layer = toolkit.toLayer(Effect.gen(function*() {
+  const sandbox = yield* Sandbox
+  const matcher = yield* LineMatcher.make
+  return toolkit.of({
     bash: bash(sandbox),
     read_file: readFile(sandbox),
     write_file: writeFile(sandbox),
     edit_file: editFile(sandbox),
     list_files: listFiles(sandbox),
-    grep: grep(sandbox)
-  })))
+    grep: grep(sandbox, matcher)
+  })
+}))

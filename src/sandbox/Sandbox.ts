@@ -6,11 +6,14 @@
  * - {@link local}: a directory on the host. Every path is resolved inside the
  *   workspace root, on the real path, so `..`, absolute paths and symbolic
  *   links that lead outside are refused with a {@link PathEscapeError}.
- *   Commands run with the host's privileges, in the workspace.
+ *   Commands run with the host's privileges, in the workspace; they can read
+ *   the host process's environment through `/proc`, keys included.
  * - {@link bubblewrap}: the same file access, and commands run under `bwrap`
  *   with the host read-only, the workspace read-write, a private `/tmp`, every
- *   namespace unshared and no network unless asked.
- * - {@link auto}: bubblewrap when `bwrap` works on this machine, else local.
+ *   namespace unshared and no network unless asked; without the network, the
+ *   host's Unix sockets are out of reach too.
+ * - {@link auto}: bubblewrap when `bwrap` works on this machine, else local
+ *   (unless secrets are in the environment and the caller says so).
  * - {@link memory}: an in-memory workspace for tests of apps; it cannot run
  *   commands.
  *
@@ -128,6 +131,25 @@ export class CommandError extends Schema.TaggedError<CommandError>()("CommandErr
 }) {
   override get message(): string {
     return `cannot run ${this.command}: ${this.reason}`
+  }
+}
+
+/**
+ * {@link auto} would fall back to {@link local}, where commands could read
+ * the host process's environment, while variables holding secrets are set
+ * there (`variables`, by name). `reason` says why bubblewrap does not work.
+ *
+ * @since 0.1.0
+ */
+export class IsolationUnavailableError extends Schema.TaggedError<IsolationUnavailableError>()(
+  "IsolationUnavailableError",
+  { reason: Schema.String, variables: Schema.Array(Schema.String) }
+) {
+  override get message(): string {
+    const names = this.variables.join(", ")
+    return `bubblewrap is not usable here (${this.reason}) and ${names} ${
+      this.variables.length === 1 ? "is" : "are"
+    } in the environment, which commands without isolation could read`
   }
 }
 
@@ -309,6 +331,32 @@ export interface BubblewrapOptions extends HostOptions {
   readonly bwrap?: string | undefined
 }
 
+/**
+ * Options of {@link auto}.
+ *
+ * @since 0.1.0
+ */
+export interface AutoOptions extends BubblewrapOptions {
+  /**
+   * Host variables commands must not read (API keys, tokens). While one of
+   * them is set (not empty), `auto` does not fall back to {@link local}: it
+   * fails with an {@link IsolationUnavailableError}. Default: none.
+   */
+  readonly secretVariables?: ReadonlyArray<string> | undefined
+}
+
+const secretName = /API_?KEY|SECRET|PASSWORD|PASSWD|PRIVATE_?KEY|ACCESS_?KEY|CREDENTIAL|(^|_)TOKEN(_|$)/i
+
+/**
+ * Whether a variable's name says it holds a secret: `*API_KEY*`, `*SECRET*`,
+ * `*PASSWORD*`, `*PRIVATE_KEY*`, `*ACCESS_KEY*`, `*CREDENTIAL*`, or `TOKEN`
+ * as a word (`GITHUB_TOKEN`, not `TOKENIZERS_PARALLELISM`). Case is ignored.
+ * Meant to err on the side of caution, for {@link AutoOptions}.
+ *
+ * @since 0.1.0
+ */
+export const isSecretName = (name: string): boolean => secretName.test(name)
+
 // -----------------------------------------------------------------------------
 // Output capture
 // -----------------------------------------------------------------------------
@@ -451,7 +499,7 @@ interface HostConfig {
   readonly root: string
   readonly kind: "local" | "bubblewrap"
   /** Turns the command's argv into the argv actually spawned. */
-  readonly wrap: (argv: Argv, cwd: string) => Argv
+  readonly wrap: (argv: Argv, cwd: string) => Effect.Effect<Argv>
   readonly env: Record<string, string>
   readonly timeout: Duration.Duration
   readonly maxOutputBytes: number
@@ -562,7 +610,7 @@ const makeHost = Effect.fnUntraced(function*(config: HostConfig) {
       return yield* fsError("exec", cwdInput, "the working directory is not a directory")
     }
     const argv: Argv = typeof options.command === "string" ? ["/bin/sh", "-c", options.command] : options.command
-    const [program, ...args] = config.wrap(argv, cwd)
+    const [program, ...args] = yield* config.wrap(argv, cwd)
     const display = typeof options.command === "string" ? options.command : options.command.join(" ")
     const timeout = options.timeout === undefined ? config.timeout : Duration.fromInputUnsafe(options.timeout)
     const cap = Math.max(0, options.maxOutputBytes ?? config.maxOutputBytes)
@@ -667,43 +715,155 @@ const hostConfig = Effect.fnUntraced(function*(
 type HostRequirements = FileSystem.FileSystem | Path.Path | ChildProcessSpawner.ChildProcessSpawner
 
 const makeLocal = (root: string, options?: HostOptions) =>
-  Effect.flatMap(hostConfig(root, options, "local", () => (argv) => argv), makeHost)
+  Effect.flatMap(hostConfig(root, options, "local", () => (argv) => Effect.succeed(argv)), makeHost)
+
+/** Where host services keep their Unix sockets, walked for them before every command. */
+const socketDirectories = ["/run", "/var/run"]
+const socketWalkDepth = 10
+const socketWalkEntries = 10_000
+
+/** The paths of the pathname sockets bound in this network namespace (`/proc/net/unix`, path last). */
+const boundSockets = (fs: FileSystem.FileSystem): Effect.Effect<Array<string>> =>
+  fs.readFileString("/proc/net/unix").pipe(
+    Effect.map((table) =>
+      table.split("\n").slice(1).flatMap((line) => {
+        const match = /^(?:\S+\s+){7}(\/.*)$/.exec(line)
+        return match === null ? [] : [match[1]!]
+      })
+    ),
+    Effect.orElseSucceed(() => [])
+  )
+
+/** The socket files under `dir`, not following links, and whether the walk's bounds let it see everything. */
+const socketFilesUnder = (fs: FileSystem.FileSystem, path: Path.Path, dir: string) =>
+  Effect.gen(function*() {
+    const found: Array<string> = []
+    const stack: Array<readonly [string, number]> = [[dir, 0]]
+    let seen = 0
+    let complete = true
+    while (stack.length > 0) {
+      const [current, depth] = stack.pop()!
+      const entries = yield* Effect.orElseSucceed(fs.readDirectoryEntries(current), () => [])
+      for (const entry of entries) {
+        if (++seen > socketWalkEntries) return { found, complete: false }
+        const child = path.join(current, entry.name)
+        if (entry.type === "Socket") found.push(child)
+        else if (entry.type !== "Directory") continue
+        else if (depth < socketWalkDepth) stack.push([child, depth + 1])
+        else complete = false
+      }
+    }
+    return { found, complete }
+  })
+
+/**
+ * The host's Unix sockets a command could reach through the read-only view
+ * of `/` (the Docker daemon's, an ssh ControlMaster's, a database's, the
+ * session bus'), on their real paths, looked up anew for each command: the
+ * socket files under `/run` (whatever network namespace bound them), and
+ * every other pathname socket bound in this network namespace. Those under
+ * `/tmp`, which commands see as a private tmpfs, are left out unless they lie
+ * in the workspace, and so are those under `/dev` and `/proc`, fresh too.
+ */
+const hostSockets = (fs: FileSystem.FileSystem, path: Path.Path, root: string) =>
+  Effect.gen(function*() {
+    const directories: Array<readonly [given: string, real: string]> = []
+    for (const dir of socketDirectories) {
+      const real = yield* Effect.option(fs.realPath(dir))
+      if (real._tag === "Some") directories.push([dir, real.value])
+    }
+    const walked = [...new Set(directories.map(([, real]) => real))]
+    // The walk starts on real paths and follows no link: what it finds is a socket, on its real path.
+    const walks = yield* Effect.forEach(walked, (dir) => socketFilesUnder(fs, path, dir))
+    const sockets = new Set(walks.flatMap((walk) => walk.found))
+    // A bound socket under a directory walked to its end was found there.
+    const isWalked = (socket: string) =>
+      walks.every((walk) => walk.complete) && directories.some(([given]) => isWithin(path, given, socket))
+    const others = new Set((yield* boundSockets(fs)).filter((socket) => !isWalked(socket)))
+    yield* Effect.forEach(others, (candidate) =>
+      fs.realPath(candidate).pipe(
+        Effect.flatMap((real) => Effect.map(fs.stat(real), (info) => ({ real, type: info.type }))),
+        Effect.map(({ real, type }) => {
+          const fresh = isWithin(path, "/dev", real) || isWithin(path, "/proc", real) ||
+            (isWithin(path, "/tmp", real) && !isWithin(path, root, real))
+          if (type === "Socket" && !fresh) sockets.add(real)
+        }),
+        Effect.ignore
+      ), { concurrency: 16, discard: true })
+    return { sockets: [...sockets].sort(), directories: walked }
+  })
+
+/**
+ * The `bwrap` arguments that hide the host's Unix sockets ({@link hostSockets}):
+ * a tmpfs over each directory directly under `/run` that holds sockets (one
+ * mount where there may be dozens of sockets: a bind costs about a millisecond
+ * of the command's start), `/dev/null` over every other socket (a connection to
+ * it is refused). `/run` itself stays (NixOS keeps its programs under
+ * `/run/current-system`), and so does a directory holding the workspace.
+ */
+const hideSockets = (fs: FileSystem.FileSystem, path: Path.Path) => (root: string) =>
+  Effect.map(hostSockets(fs, path, root), ({ directories, sockets }) => {
+    const hidden = new Map<string, ReadonlyArray<string>>()
+    for (const socket of sockets) {
+      const dir = directories.find((dir) => isWithin(path, dir, socket) && socket !== dir)
+      const top = dir === undefined ? undefined : path.join(dir, path.relative(dir, socket).split(path.sep)[0]!)
+      if (top !== undefined && top !== socket && !isWithin(path, top, root)) hidden.set(top, ["--tmpfs", top])
+      else hidden.set(socket, ["--ro-bind", "/dev/null", socket])
+    }
+    return [...hidden.keys()].sort().flatMap((key) => hidden.get(key)!)
+  })
 
 /**
  * The `bwrap` argument vector: the host read-only, a minimal `/dev`, a fresh
  * `/proc`, a private `/tmp`, the workspace read-write (mounted after `/tmp`, so
- * a workspace under `/tmp` stays visible), every namespace unshared (network
- * too, unless asked), a new session (no terminal injection), and death with
- * the parent: killing `bwrap` kills the sandbox's init, which takes every
- * process of the PID namespace with it.
+ * a workspace under `/tmp` stays visible), every namespace unshared, a new
+ * session (no terminal injection), and death with the parent: killing `bwrap`
+ * kills the sandbox's init, which takes every process of the PID namespace
+ * with it.
+ *
+ * Without the network, no host socket is reachable either: the network
+ * namespace keeps the abstract ones out, and the pathname ones, which the
+ * read-only `/` would show, are hidden ({@link hideSockets}). A socket removed
+ * between its lookup and the start of `bwrap` makes the command fail ("Can't
+ * create file at …"), a narrow window. With the network, commands share the
+ * host's network namespace, and its sockets.
  */
-const bwrapArgv = (bwrap: string, network: boolean) => (root: string) =>
-(argv: Argv, cwd: string): Argv => [
-  bwrap,
-  "--ro-bind",
-  "/",
-  "/",
-  "--dev",
-  "/dev",
-  "--proc",
-  "/proc",
-  "--tmpfs",
-  "/tmp",
-  "--bind",
-  root,
-  root,
-  "--unshare-all",
-  ...(network ? ["--share-net"] : []),
-  "--die-with-parent",
-  "--new-session",
-  "--chdir",
-  cwd,
-  "--",
-  ...argv
-]
+const bwrapArgv = (
+  bwrap: string,
+  network: boolean,
+  hide: (root: string) => Effect.Effect<ReadonlyArray<string>>
+) =>
+(root: string) =>
+(argv: Argv, cwd: string): Effect.Effect<Argv> =>
+  Effect.map(network ? Effect.succeed([]) : hide(root), (hidden): Argv => [
+    bwrap,
+    "--ro-bind",
+    "/",
+    "/",
+    "--dev",
+    "/dev",
+    "--proc",
+    "/proc",
+    "--tmpfs",
+    "/tmp",
+    "--bind",
+    root,
+    root,
+    ...hidden,
+    "--unshare-all",
+    ...(network ? ["--share-net"] : []),
+    "--die-with-parent",
+    "--new-session",
+    "--chdir",
+    cwd,
+    "--",
+    ...argv
+  ])
 
 const makeBubblewrap = Effect.fnUntraced(function*(root: string, options?: BubblewrapOptions) {
-  const wrap = bwrapArgv(options?.bwrap ?? "bwrap", options?.network === true)
+  const fs = yield* FileSystem.FileSystem
+  const path = yield* Path.Path
+  const wrap = bwrapArgv(options?.bwrap ?? "bwrap", options?.network === true, hideSockets(fs, path))
   const config = yield* hostConfig(root, options, "bubblewrap", wrap)
   const sandbox = yield* makeHost(config)
   // Probe with the very flags commands get: in some containers user
@@ -726,7 +886,9 @@ const makeBubblewrap = Effect.fnUntraced(function*(root: string, options?: Bubbl
  *
  * Processes a command leaves in the background are killed when it exits.
  * A process that starts its own session (`setsid`) escapes the group kill,
- * and a local command can write anywhere its user can: use
+ * and a local command can write anywhere its user can, and read the host
+ * process's whole environment (API keys included) through
+ * `/proc/<pid>/environ`, whatever `envAllowlist` says: use
  * {@link bubblewrap} where that matters. The file operations check paths
  * just before using them; a process swapping a directory for a link in
  * between, or a hard link made to an outside file, is not detected.
@@ -743,6 +905,14 @@ export const local = (root: string, options?: HostOptions): Layer.Layer<Sandbox,
  * operations are those of {@link local}. Building the layer fails with a
  * {@link NotSupportedError} when `bwrap` does not work on the machine.
  *
+ * Without the network, commands reach no host service over a Unix socket
+ * either (the Docker daemon's, an ssh ControlMaster's, the session bus'):
+ * abstract sockets stay in the host's network namespace, and the pathname
+ * sockets the read-only `/` would show are hidden, looked up before each
+ * command (every socket under `/run`, and every other one bound in the host's
+ * network namespace). With `network: true`, commands share the host's network
+ * namespace and its sockets.
+ *
  * @since 0.1.0
  */
 export const bubblewrap = (
@@ -753,25 +923,40 @@ export const bubblewrap = (
 /**
  * {@link bubblewrap} when `bwrap` works on this machine, else {@link local};
  * the chosen one is the service's `kind`, and a log line says which and why.
+ * Under `local`, commands can read the host process's environment through
+ * `/proc` whatever the allowlist: with `secretVariables`, `auto` fails with an
+ * {@link IsolationUnavailableError} rather than fall back while one is set.
  *
  * @since 0.1.0
  */
 export const auto = (
   root: string,
-  options?: BubblewrapOptions
-): Layer.Layer<Sandbox, SandboxError, HostRequirements> =>
+  options?: AutoOptions
+): Layer.Layer<Sandbox, SandboxError | IsolationUnavailableError, HostRequirements> =>
   Layer.effect(
     Sandbox,
     makeBubblewrap(root, options).pipe(
       Effect.tap((sandbox) => Effect.logInfo(`Sandbox.auto: using bubblewrap for ${sandbox.root}`)),
-      Effect.catchTag("NotSupportedError", (error) =>
-        makeLocal(root, options).pipe(
-          Effect.tap((sandbox) =>
-            Effect.logWarning(`Sandbox.auto: using local (no isolation) for ${sandbox.root}: ${error.reason}`)
-          )
-        ))
+      Effect.catchTag("NotSupportedError", (error) => fallBack(root, options, error))
     )
   )
+
+/** {@link local} in place of bubblewrap, with a warning; refused while a secret variable is set. */
+const fallBack = (
+  root: string,
+  options: AutoOptions | undefined,
+  error: NotSupportedError
+): Effect.Effect<Sandbox["Service"], SandboxError | IsolationUnavailableError, HostRequirements> => {
+  const set = new Set((options?.secretVariables ?? []).filter((name) => (process.env[name] ?? "") !== ""))
+  if (set.size > 0) {
+    return Effect.fail(new IsolationUnavailableError({ reason: error.reason, variables: [...set].sort() }))
+  }
+  return makeLocal(root, options).pipe(
+    Effect.tap((sandbox) =>
+      Effect.logWarning(`Sandbox.auto: using local (no isolation) for ${sandbox.root}: ${error.reason}`)
+    )
+  )
+}
 
 // -----------------------------------------------------------------------------
 // In-memory sandbox

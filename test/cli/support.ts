@@ -7,7 +7,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { it } from "@effect/vitest"
 import { Cause, Effect, Fiber, FileSystem, type Path, Queue, Ref, Schedule, type Scope, Stream } from "effect"
-import { AgentEvent } from "effect-agent"
+import { AgentEvent, Sandbox } from "effect-agent"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
@@ -41,6 +41,7 @@ export interface Proc {
 }
 
 /**
+/**
  * Where the commands the tests run keep their state (the key that seals session files), so the tests never
  * write into the user's home.
  */
@@ -50,9 +51,18 @@ export const stateHome = (() => {
   return dir
 })()
 
-/** The environment: the test's, without provider keys, with the test's state directory and the given variables on top. */
+/**
+ * The environment: the test's, without provider keys or anything that looks
+ * like a secret (the command's `--sandbox auto` refuses to run commands
+ * without isolation beside one), with the test's state directory and the
+ * given variables on top.
+ */
 const environment = (env: Options["env"]): Record<string, string | undefined> => {
-  const base: Record<string, string | undefined> = { ...process.env, XDG_STATE_HOME: stateHome }
+  const base: Record<string, string | undefined> = {}
+  for (const [name, value] of Object.entries(process.env)) {
+    if (!Sandbox.isSecretName(name)) base[name] = value
+  }
+  base.XDG_STATE_HOME = stateHome
   delete base.OPENAI_API_KEY
   delete base.ANTHROPIC_API_KEY
   return { ...base, ...env }

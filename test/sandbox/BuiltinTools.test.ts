@@ -1,9 +1,11 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Predicate, Stream } from "effect"
+import { Clock, Effect, Exit, Fiber, Layer, Predicate, Stream } from "effect"
 import { Tool } from "effect/ai"
-import { AgentTool, BuiltinTools, Sandbox } from "effect-agent"
-import { localLayer, makeWorkspace, type Workspace } from "./fixtures.ts"
+import { Agent, type AgentEvent, AgentTool, BuiltinTools, Hooks, Message, Sandbox, ToolRegistry } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
+import { readdirSync, readFileSync } from "node:fs"
+import { eventually, localLayer, makeWorkspace, type Workspace } from "./fixtures.ts"
 
 type Tools = typeof BuiltinTools.toolkit.tools
 
@@ -218,6 +220,43 @@ describe("BuiltinTools on Sandbox.memory", () => {
       )
     })))
 
+  it.effect("grep caps its matches across files, clips long lines, drops a line's CR, skips binary files", () => {
+    const { grepLineChars, grepMatches } = BuiltinTools.limits
+    const long = `${"x".repeat(grepLineChars)}needle tail`
+    const many = {
+      // 90 matches per file; a directory's files come before its subdirectories: b.txt, c.txt, then a/
+      "a/one.txt": Array.from({ length: 90 }, (_, i) => `needle ${i}`).join("\n"),
+      "b.txt": Array.from({ length: 90 }, (_, i) => `needle ${i}\r\nhay`).join("\n") + "\n",
+      "c.txt": Array.from({ length: 90 }, (_, i) => `needle ${i}`).join("\n") + "\n",
+      "bin.dat": new Uint8Array([110, 101, 101, 100, 108, 101, 0]),
+      "long.txt": `${long}\n`,
+      "exact.txt": Array.from({ length: grepMatches }, () => "pin").join("\n")
+    }
+    return Effect.gen(function*() {
+      const all = yield* call("grep", { pattern: "^needle \\d+$" })
+      const lines = all.text.split("\n")
+      assert.strictEqual(lines.length, grepMatches + 1)
+      assert.deepStrictEqual(lines.slice(0, 2), ["b.txt:1:needle 0", "b.txt:3:needle 1"])
+      assert.deepStrictEqual(lines.slice(90, 92), ["c.txt:1:needle 0", "c.txt:2:needle 1"])
+      assert.deepStrictEqual(lines.slice(grepMatches - 1), [
+        `a/one.txt:${grepMatches - 180}:needle ${grepMatches - 181}`,
+        `[first ${grepMatches} matches shown; narrow the pattern or the path]`
+      ])
+      assert.deepStrictEqual(
+        yield* call("grep", { pattern: "needle tail", path: "long.txt" }),
+        ok(`long.txt:1:${"x".repeat(grepLineChars)}… [11 more characters]`)
+      )
+      // exactly the cap: no "more" marker
+      const exact = yield* call("grep", { pattern: "pin", path: "exact.txt" })
+      assert.strictEqual(exact.text.split("\n").length, grepMatches)
+      assert.strictEqual(exact.text.split("\n").at(-1), `exact.txt:${grepMatches}:pin`)
+      assert.deepStrictEqual(
+        yield* call("grep", { pattern: "needl", glob: "*.dat" }),
+        ok("No matches for /needl/ in .")
+      )
+    }).pipe(Effect.provide(BuiltinTools.layer.pipe(Layer.provide(Sandbox.memory(many)))))
+  })
+
   it.effect("bash says the in-memory sandbox cannot run commands", () =>
     onMemory(Effect.gen(function*() {
       assert.deepStrictEqual(
@@ -283,4 +322,81 @@ describe("BuiltinTools on Sandbox.local", () => {
       assert.deepStrictEqual(yield* call("grep", { pattern: "secret" }), ok("No matches for /secret/ in ."))
       assert.deepStrictEqual(yield* call("grep", { pattern: "inside" }), ok("inside.txt:1:inside\nlink-in:1:inside"))
     })))
+})
+
+/** The ids of this process's worker threads (Node names them `WorkerThread`). */
+const workerThreads = (): Array<string> =>
+  readdirSync("/proc/self/task").filter((task) => {
+    try {
+      return readFileSync(`/proc/self/task/${task}/comm`, "utf8").trim() === "WorkerThread"
+    } catch {
+      return false // the thread ended while we looked
+    }
+  })
+
+describe("grep and a pattern that backtracks exponentially", () => {
+  // `(a+)+$` on 28 a's and a final "!": about ten seconds of backtracking, and a few more a's make it hours.
+  const evil = { "evil.txt": `${"a".repeat(28)}!\n` }
+
+  it.live("the call ends at the tool's timeout, other fibers keep running, and the next grep works", () =>
+    Effect.gen(function*() {
+      const ends: Array<AgentEvent.Of<"ToolExecutionEnd">> = []
+      const plugin = Hooks.plugin({
+        name: "ends",
+        onEvent: (event) => Effect.sync(() => void (event._tag === "ToolExecutionEnd" && ends.push(event)))
+      })
+      // A 100 ms timer, again and again while the run goes: how late each fires.
+      const lateness: Array<number> = []
+      const ticker = yield* Effect.forkChild(Effect.gen(function*() {
+        for (let i = 0; i < 100; i++) {
+          const before = yield* Clock.currentTimeMillis
+          yield* Effect.sleep("100 millis")
+          lateness.push((yield* Clock.currentTimeMillis) - before - 100)
+        }
+      }))
+      const result = yield* Agent.run({ prompt: "go", plugins: [plugin], config: { toolTimeout: "1 second" } }).pipe(
+        Effect.provide(Layer.mergeAll(
+          ScriptedModel.layer([
+            { toolCalls: [{ id: "evil", name: "grep", params: { pattern: "(a+)+$" } }] },
+            { toolCalls: [{ id: "plain", name: "grep", params: { pattern: "a!" } }] },
+            { text: "done" }
+          ]),
+          ToolRegistry.layer(BuiltinTools.toolkit).pipe(
+            Layer.provide(BuiltinTools.layer),
+            Layer.provide(Sandbox.memory(evil))
+          )
+        ))
+      )
+      yield* Fiber.interrupt(ticker)
+      assert.strictEqual(result.outcome._tag, "Completed")
+      const [timedOut, plain] = ends
+      assert.deepStrictEqual(
+        [timedOut!.toolCallId, timedOut!.result.isError, Message.textOf(timedOut!.result)],
+        ["evil", true, "Tool grep timed out after 1000 ms."]
+      )
+      assert.isAtLeast(timedOut!.durationMs, 1000)
+      assert.isBelow(timedOut!.durationMs, 1500, "the call outlived its timeout")
+      assert.deepStrictEqual(
+        [plain!.toolCallId, plain!.result.isError, Message.textOf(plain!.result)],
+        ["plain", false, `evil.txt:1:${"a".repeat(28)}!`]
+      )
+      assert.isAtLeast(lateness.length, 5)
+      assert.isBelow(Math.max(...lateness), 250, `timers fired late: ${lateness.join(", ")} ms`)
+    }))
+
+  it.live("interrupted, the search stops burning CPU: its worker thread is terminated", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(call("grep", { pattern: "(a+)+$" }))
+      assert.isTrue(yield* eventually(() => workerThreads().length === 1), "no worker thread started")
+      const [searching] = workerThreads()
+      yield* Effect.sleep("200 millis")
+      yield* Fiber.interrupt(fiber)
+      // still running at 200 ms (on the event loop it would have blocked this fiber until it finished)
+      assert.isTrue(Exit.hasInterrupts(yield* Fiber.await(fiber)))
+      // (the pool may start a fresh worker in its place)
+      assert.isTrue(
+        yield* eventually(() => !workerThreads().includes(searching!), 2000),
+        "the worker thread still runs the pattern"
+      )
+    }).pipe(Effect.provide(BuiltinTools.layer.pipe(Layer.provide(Sandbox.memory(evil))))))
 })

@@ -5,13 +5,13 @@ import { readFileSync } from "node:fs"
 import { Sandbox } from "effect-agent"
 import {
   bubblewrapLayer,
-  bwrapProbe,
   eventually,
   isAlive,
   localLayer,
   makeWorkspace,
   processesRunning
 } from "./fixtures.ts"
+import { bubblewrap, needsBubblewrap } from "../bubblewrap.ts"
 
 const withSandbox = <A, E>(
   layer: (root: string) => Layer.Layer<Sandbox.Sandbox, Sandbox.SandboxError>,
@@ -181,7 +181,7 @@ describe("Sandbox.local kills the whole process tree", () => {
 })
 
 describe("Sandbox.bubblewrap commands", () => {
-  it.live.skipIf(!bwrapProbe.works)("runs in the workspace, with the same results as local", () =>
+  needsBubblewrap(it.live)("runs in the workspace, with the same results as local", () =>
     withSandbox(bubblewrapLayer, (sandbox, root) =>
       Effect.gen(function*() {
         const result = yield* sandbox.exec({ command: "pwd; echo err >&2; exit 4", cwd: "sub" })
@@ -190,7 +190,7 @@ describe("Sandbox.bubblewrap commands", () => {
         assert.strictEqual(fed.stdout, "piped")
       })))
 
-  it.live.skipIf(!bwrapProbe.works)("on timeout and on interruption, no process of the sandbox survives", () =>
+  needsBubblewrap(it.live)("on timeout and on interruption, no process of the sandbox survives", () =>
     withSandbox(bubblewrapLayer, (sandbox) =>
       Effect.gen(function*() {
         // A marker in the command line finds the sandbox's processes from the host, whatever their PID namespace.
@@ -222,7 +222,7 @@ describe("Sandbox.auto", () => {
         Effect.service(Sandbox.Sandbox),
         Sandbox.auto(workspace.root).pipe(Layer.provide(NodeServices.layer))
       )
-      assert.strictEqual(auto.kind, bwrapProbe.works ? "bubblewrap" : "local")
+      assert.strictEqual(auto.kind, bubblewrap.works ? "bubblewrap" : "local")
       const fallback = yield* Effect.provide(
         Effect.service(Sandbox.Sandbox),
         Sandbox.auto(workspace.root, { bwrap: "/nonexistent/bwrap" }).pipe(Layer.provide(NodeServices.layer))
@@ -240,4 +240,66 @@ describe("Sandbox.auto", () => {
         ]
       )
     }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("does not fall back to local while a secret variable is set: commands could read it through /proc", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace()
+      const name = "EFFECT_AGENT_TEST_SECRET"
+      yield* Effect.acquireRelease(
+        Effect.sync(() => void (process.env[name] = "s-1")),
+        () => Effect.sync(() => void delete process.env[name])
+      )
+      const auto = (secretVariables: ReadonlyArray<string>) =>
+        Effect.provide(
+          Effect.service(Sandbox.Sandbox),
+          Sandbox.auto(workspace.root, { bwrap: "/nonexistent/bwrap", secretVariables }).pipe(
+            Layer.provide(NodeServices.layer)
+          )
+        )
+      const refused = yield* Effect.flip(auto([name, "EFFECT_AGENT_TEST_UNSET", name]))
+      assert.deepStrictEqual(
+        [refused._tag, refused._tag === "IsolationUnavailableError" && refused.variables, refused.message],
+        [
+          "IsolationUnavailableError",
+          [name],
+          "bubblewrap is not usable here (cannot run true: program not found: /nonexistent/bwrap) and " +
+          `${name} is in the environment, which commands without isolation could read`
+        ]
+      )
+      // Set but empty, or not named: it falls back.
+      process.env[name] = ""
+      assert.strictEqual((yield* auto([name])).kind, "local")
+      process.env[name] = "s-1"
+      assert.strictEqual((yield* auto(["EFFECT_AGENT_TEST_UNSET"])).kind, "local")
+      // Where bubblewrap works, the secrets do not matter.
+      if (bubblewrap.works) {
+        const isolated = yield* Effect.provide(
+          Effect.service(Sandbox.Sandbox),
+          Sandbox.auto(workspace.root, { secretVariables: [name] }).pipe(Layer.provide(NodeServices.layer))
+        )
+        assert.strictEqual(isolated.kind, "bubblewrap")
+      }
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+
+  it("names that hold secrets, as Sandbox.isSecretName sees them", () => {
+    const secret = [
+      "OPENAI_API_KEY",
+      "ANTHROPIC_API_KEY",
+      "MY_APIKEY",
+      "GITHUB_TOKEN",
+      "NPM_TOKEN",
+      "token",
+      "AWS_SECRET_ACCESS_KEY",
+      "AWS_ACCESS_KEY_ID",
+      "AWS_SESSION_TOKEN",
+      "CLIENT_SECRET",
+      "PGPASSWORD",
+      "DB_PASSWD",
+      "SSH_PRIVATE_KEY",
+      "GOOGLE_APPLICATION_CREDENTIALS"
+    ]
+    const plain = ["PATH", "HOME", "TOKENIZERS_PARALLELISM", "KEYBOARD", "SSH_AUTH_SOCK", "OPENAI_BASE_URL", "LANG"]
+    assert.deepStrictEqual(secret.filter((name) => !Sandbox.isSecretName(name)), [])
+    assert.deepStrictEqual(plain.filter(Sandbox.isSecretName), [])
+  })
 })

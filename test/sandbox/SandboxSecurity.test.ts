@@ -2,7 +2,10 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
 import { Sandbox } from "effect-agent"
-import { bubblewrapLayer, bwrapProbe, localLayer, makeWorkspace, outsideState, type Workspace } from "./fixtures.ts"
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import { bubblewrapLayer, localLayer, makeWorkspace, outsideState, type Workspace } from "./fixtures.ts"
+import { needsBubblewrap } from "../bubblewrap.ts"
 
 /** Every way out of the workspace we know of, files and directories alike. */
 const escapes = (workspace: Workspace): Array<string> => [
@@ -105,10 +108,10 @@ describe("Sandbox.local security", () => {
 })
 
 describe("Sandbox.bubblewrap security", () => {
-  it.live.skipIf(!bwrapProbe.works)("refuses every escape for every operation", () =>
+  needsBubblewrap(it.live)("refuses every escape for every operation", () =>
     securitySuite("bubblewrap", bubblewrapLayer).pipe(Effect.provide(NodeServices.layer)))
 
-  it.live.skipIf(!bwrapProbe.works)("commands cannot write outside the workspace; /tmp is private", () =>
+  needsBubblewrap(it.live)("commands cannot write outside the workspace; /tmp is private", () =>
     Effect.gen(function*() {
       // Under /var/tmp, not /tmp: the sandbox's private /tmp would hide the outside directory.
       const workspace = yield* makeWorkspace("/var/tmp")
@@ -137,7 +140,7 @@ describe("Sandbox.bubblewrap security", () => {
       assert.isFalse(fs.existsSync(`/tmp/${marker}`), "a write to /tmp inside the sandbox reached the host's /tmp")
     }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.live.skipIf(!bwrapProbe.works)("no network from inside unless asked", () =>
+  needsBubblewrap(it.live)("no network from inside unless asked", () =>
     Effect.gen(function*() {
       const workspace = yield* makeWorkspace()
       const net = yield* Effect.promise(() => import("node:net"))
@@ -166,4 +169,82 @@ describe("Sandbox.bubblewrap security", () => {
       const reached = yield* networked.exec({ command: connect, timeout: "10 seconds" })
       assert.deepStrictEqual([reached.exitCode, reached.stdout], [0, "hello from the host\n"])
     }).pipe(Effect.provide(NodeServices.layer)))
+})
+
+describe("Sandbox.bubblewrap and the host's Unix sockets", () => {
+  /** A Unix socket server that greets whoever connects; closed with the scope. */
+  const serve = (name: string, address: string) =>
+    Effect.acquireRelease(
+      Effect.callback<Net.Server>((resume) => {
+        const server = Net.createServer((socket) => socket.end(`hello from ${name}\n`))
+        server.once("error", (error) => resume(Effect.die(error)))
+        server.listen(address, () => resume(Effect.succeed(server)))
+      }),
+      (server) => Effect.callback<void>((resume) => void server.close(() => resume(Effect.void)))
+    ).pipe(Effect.as({ name, address }))
+
+  /** A command that connects to each address and prints `name=connected` or `name=refused`. */
+  const probe = (servers: ReadonlyArray<{ readonly name: string; readonly address: string }>) =>
+    [process.execPath, "-e", `
+      const net = require("node:net")
+      const servers = ${JSON.stringify(servers)}
+      const attempt = ({ name, address }) => new Promise((resolve) => {
+        const socket = net.connect(address)
+        socket.setTimeout(3000, () => { socket.destroy(); resolve(name + "=refused") })
+        socket.once("data", () => { socket.destroy(); resolve(name + "=connected") })
+        socket.once("error", () => resolve(name + "=refused"))
+      })
+      Promise.all(servers.map(attempt)).then((lines) => console.log(lines.join("\\n")))
+    `] as const
+
+  /** A writable directory for a socket under /run (or /var/run), where host services keep theirs. */
+  const runDirectory = ["/run", "/var/run"].find((dir) => {
+    try {
+      Fs.accessSync(dir, Fs.constants.W_OK)
+      return true
+    } catch {
+      return false
+    }
+  })
+  if (runDirectory === undefined) console.warn("no writable /run or /var/run: the socket there is not tried")
+
+  needsBubblewrap(it.live)("with the network off, no host socket is reachable: /run, /tmp, elsewhere, abstract", () =>
+    Effect.gen(function*() {
+      // Under /var/tmp, not /tmp: a socket in the workspace is then visible inside the sandbox but for the fix.
+      const workspace = yield* makeWorkspace("/var/tmp")
+      const tag = `${process.pid}-${Date.now()}`
+      const tmp = Fs.mkdtempSync("/tmp/effect-agent-sock-")
+      const run = runDirectory === undefined ? undefined : Fs.mkdtempSync(`${runDirectory}/effect-agent-sock-`)
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => [tmp, run].forEach((dir) => dir && Fs.rmSync(dir, { recursive: true, force: true })))
+      )
+      const servers = [
+        yield* serve("tmp", `${tmp}/s.sock`),
+        ...(run === undefined ? [] : [yield* serve("run", `${run}/s.sock`)]),
+        // like ~/.ssh's ControlMaster sockets or ~/.docker/run/docker.sock: anywhere on the host
+        yield* serve("elsewhere", `${workspace.outside}/s.sock`),
+        yield* serve("workspace", `${workspace.root}/dev.sock`),
+        yield* serve("abstract", `\0effect-agent-${tag}`)
+      ]
+      const connected = servers.map(({ name }) => `${name}=connected`).join("\n") + "\n"
+      // The same command outside the sandbox reaches every one of them.
+      const local = yield* Effect.provide(Effect.service(Sandbox.Sandbox), localLayer(workspace.root))
+      assert.strictEqual((yield* local.exec({ command: probe(servers) })).stdout, connected)
+      const isolated = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
+      const result = yield* isolated.exec({ command: probe(servers), timeout: "20 seconds" })
+      assert.strictEqual(result.stdout, servers.map(({ name }) => `${name}=refused`).join("\n") + "\n", result.stderr)
+      // The workspace's other files are still there, and the socket's name too.
+      const named = yield* isolated.exec({ command: "cat inside.txt; test -e dev.sock && echo named" })
+      assert.strictEqual(named.stdout, "insidenamed\n")
+      // With the network on, commands share the host's network namespace, and its sockets (but for the private /tmp).
+      const networked = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace.root, { network: true })
+      )
+      const shared = yield* networked.exec({ command: probe(servers), timeout: "20 seconds" })
+      assert.strictEqual(
+        shared.stdout,
+        servers.map(({ name }) => `${name}=${name === "tmp" ? "refused" : "connected"}`).join("\n") + "\n"
+      )
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })

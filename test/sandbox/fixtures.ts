@@ -5,24 +5,8 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { Effect, FileSystem, Layer, Path } from "effect"
-import { spawnSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import { Sandbox } from "effect-agent"
-
-/** Whether `bwrap` runs here with the flags the bubblewrap sandbox uses; why not, if not. */
-export const bwrapProbe = ((): { readonly works: boolean; readonly reason: string } => {
-  const probe = spawnSync("bwrap", [
-    "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-    "--unshare-all", "--die-with-parent", "--new-session", "--", "true"
-  ], { encoding: "utf8" })
-  if (probe.error !== undefined) return { works: false, reason: `bwrap is not installed (${probe.error.message})` }
-  if (probe.status !== 0) return { works: false, reason: `bwrap fails here: ${probe.stderr.trim()}` }
-  return { works: true, reason: "" }
-})()
-
-if (!bwrapProbe.works) {
-  console.warn(`SKIPPING bubblewrap tests: ${bwrapProbe.reason}. Install it with: apt-get install -y bubblewrap`)
-}
 
 export interface Workspace {
   /** The workspace root (real path). */

@@ -1,0 +1,45 @@
+/**
+ * Whether bubblewrap works on this machine, for the tests whose outcome
+ * depends on it. The probe is `Sandbox.bubblewrap` itself (the very `bwrap`
+ * flags commands get, the `bwrap` found on `PATH`), so a test skipped here is
+ * one the sandbox would refuse to run. Importing this module on a machine
+ * where bubblewrap does not work prints why, once per test file; the tests
+ * that need it are skipped with that reason as their note (shown by
+ * `--reporter=verbose`).
+ */
+import { NodeServices } from "@effect/platform-node"
+import { it, type Vitest } from "@effect/vitest"
+import { Effect, FileSystem, Layer } from "effect"
+import { Sandbox } from "effect-agent"
+
+/** Whether `Sandbox.bubblewrap` can be built here; why not, if not. */
+export const bubblewrap: { readonly works: boolean; readonly reason: string } = await Effect.gen(function*() {
+  const fs = yield* FileSystem.FileSystem
+  const dir = yield* fs.makeTempDirectoryScoped({ prefix: "effect-agent-bwrap-probe-" })
+  return yield* Layer.build(Sandbox.bubblewrap(dir))
+}).pipe(
+  Effect.scoped,
+  Effect.match({
+    // The reason as `Sandbox.auto` words it when it falls back.
+    onFailure: (error) => ({ works: false, reason: error._tag === "NotSupportedError" ? error.reason : error.message }),
+    onSuccess: () => ({ works: true, reason: "" })
+  }),
+  Effect.provide(NodeServices.layer),
+  Effect.runPromise
+)
+
+/** Why the tests that need bubblewrap are skipped. */
+export const skipReason =
+  `bubblewrap cannot run here (${bubblewrap.reason}); install it with apt-get install -y bubblewrap`
+
+if (!bubblewrap.works) console.warn(`SKIPPING the tests that need bubblewrap: ${skipReason}`)
+
+/**
+ * `test` where bubblewrap works; elsewhere a test of the same name that is
+ * skipped with {@link skipReason} as its note.
+ *
+ * @example
+ * needsBubblewrap(it.live)("commands cannot write outside the workspace", () => …)
+ */
+export const needsBubblewrap = <R>(test: Vitest.Test<R>): Vitest.Test<R> =>
+  bubblewrap.works ? test : (name) => it(name, (context) => context.skip(skipReason))
