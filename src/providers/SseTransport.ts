@@ -7,7 +7,9 @@
  * - a response that does not start, or a body that sends no bytes, for longer
  *   than the idle timeout fails with a `NetworkError` that says so;
  * - a body that ends before the provider's terminal event fails with an
- *   `InvalidOutputError` (never a silently short answer);
+ *   `InvalidOutputError` (never a silently short answer); a last event whose
+ *   lines all ended with a line break counts even without the blank line
+ *   that should follow it, but a body cut inside a line is cut short;
  * - after the terminal event the stream ends at once, without waiting for the
  *   server to close the connection.
  *
@@ -117,6 +119,15 @@ const send = (
 // the provider's decoder, the end-of-body check and the stop after the
 // terminal event. The idle timeout is a timeout on each pull, which costs half
 // as much per chunk as `Stream.timeoutOrElse` (that merges in a timer stream).
+//
+// A body may end without the blank line that dispatches its last event (some
+// proxies and recordings strip it). When the body's last line was complete
+// (it ended with a line break), the end of the body is read as that blank
+// line, so a complete last event still counts; a body cut inside a line is
+// cut short, whatever the partial line holds. If the event dispatched this way
+// is not the provider's terminal event, or does not parse (it may be the head
+// of a longer event), the body still ended too early; an error the provider
+// reported in it is kept.
 const decodeEvents = <E>(
   text: Stream.Stream<string, E>,
   decoder: EventDecoder,
@@ -129,20 +140,34 @@ const decodeEvents = <E>(
       const pull = Effect.timeoutOrElse(upstream, { duration: idleTimeout, orElse: () => idle })
       let out: Array<Response.StreamPartEncoded> = []
       let fault: AiError.AiErrorReason | undefined
+      // Whether the text so far ends inside a line, and whether the body has ended.
+      let lineOpen = false
+      let ending = false
       const parser = Sse.makeParser((event) => {
         if (event._tag === "Event" && fault === undefined && !decoder.finished) fault = decoder.push(event, out)
       })
-      const ended = Pull.catchDone(pull, (): Effect.Effect<never, AiError.AiError | Cause.Done> =>
-        decoder.finished ? Cause.done() : Effect.fail(fail(ProviderError.truncated(decoder.terminal))))
+      const truncated = () => Effect.fail(fail(ProviderError.truncated(decoder.terminal)))
+      const ended = Pull.catchDone(pull, (): Effect.Effect<ReadonlyArray<string>, AiError.AiError> => {
+        if (lineOpen) return truncated()
+        ending = true
+        return Effect.succeed(endOfBody)
+      })
       const next: Pull.Pull<NonEmptyParts, E | AiError.AiError> =
         Effect.suspend(() =>
           decoder.finished ? Cause.done() : Effect.flatMap(ended, (chunks) => {
             for (const chunk of chunks) {
               const tooLarge = parser.feed(chunk)
               if (tooLarge !== undefined) fault ??= ProviderError.invalidStream(tooLarge.message)
-              if (fault !== undefined) return Effect.fail(fail(fault))
+              if (fault !== undefined) {
+                return ending && fault._tag === "InvalidOutputError" ? truncated() : Effect.fail(fail(fault))
+              }
               if (decoder.finished) break
+              if (chunk.length > 0) {
+                const last = chunk.charCodeAt(chunk.length - 1)
+                lineOpen = last !== LF && last !== CR
+              }
             }
+            if (ending && !decoder.finished) return truncated()
             if (!isNonEmpty(out)) return next
             const parts = out
             out = []
@@ -151,6 +176,12 @@ const decodeEvents = <E>(
         )
       return next
     }))
+
+// Fed at the end of a body whose last line is complete: a blank line after a
+// line feed, or after the LF the parser skips following a CR.
+const endOfBody: ReadonlyArray<string> = ["\n\n"]
+const LF = 10
+const CR = 13
 
 type NonEmptyParts = readonly [Response.StreamPartEncoded, ...Array<Response.StreamPartEncoded>]
 

@@ -234,6 +234,40 @@ describe("provider faults", () => {
           assert.include(error.reason.description, "the stream ended before its terminal event")
         }))
 
+      it.effect("a recorded stream whose last event lacks the final blank line is accepted, with LF or CRLF", () =>
+        Effect.gen(function*() {
+          const text = TestServer.fixture(provider.fixture)
+          assert.isTrue(text.endsWith("\n\n"))
+          const partsOf = (body: string) =>
+            Effect.flatMap(TestServer.start(() => Effect.succeed(TestServer.sse(body))), (server) =>
+              ProviderTest.streamParts("hi").pipe(
+                Effect.provide(provider.layer({ baseUrl: server.baseUrl })),
+                Effect.map(ProviderTest.plain)
+              ))
+          const whole = yield* partsOf(text)
+          assert.strictEqual(whole.at(-1) && Reflect.get(Object(whole.at(-1)), "type"), "finish")
+          assert.deepStrictEqual(yield* partsOf(text.slice(0, -1)), whole)
+          const crlf = text.replaceAll("\n", "\r\n")
+          assert.deepStrictEqual(yield* partsOf(crlf.slice(0, -2)), whole)
+        }))
+
+      it.effect("a body whose last line has no line break is cut, even when that line is the terminal event", () =>
+        Effect.gen(function*() {
+          const error = yield* failureOf(provider, TestServer.fixture(provider.fixture).trimEnd())
+          assert(error.reason._tag === "InvalidOutputError")
+          assert.include(error.reason.description, "the stream ended before its terminal event")
+        }))
+
+      it.effect("a body ending after a complete non-terminal event, without its blank line, is cut", () =>
+        Effect.gen(function*() {
+          const text = prefix(TestServer.fixture(provider.fixture), 0.5)
+          for (const body of [text.slice(0, -1), text.slice(0, text.lastIndexOf("data:"))]) {
+            const error = yield* failureOf(provider, body)
+            assert(error.reason._tag === "InvalidOutputError")
+            assert.include(error.reason.description, "the stream ended before its terminal event")
+          }
+        }))
+
       it.effect("a connection reset mid-stream fails with a NetworkError, after the parts already streamed", () =>
         Effect.gen(function*() {
           const text = prefix(TestServer.fixture(provider.fixture), 0.5)
@@ -318,6 +352,17 @@ describe("provider faults", () => {
       assert(error.reason._tag === "NetworkError")
       assert.strictEqual(error.reason.description, "no response within the idle timeout of 10s")
       assert.strictEqual(server.requests.length, 2)
+    }))
+
+  it.effect("an Anthropic error event that ends the body without its blank line is reported as itself", () =>
+    Effect.gen(function*() {
+      const text = prefix(TestServer.fixture("anthropic/simple-text_claude-sonnet-4.sse"), 0.4)
+      const error = yield* failureOf(
+        providers[2]!,
+        `${text}event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n`
+      )
+      assert(error.reason._tag === "InternalProviderError")
+      assert.include(error.reason.description, "(overloaded_error): Overloaded")
     }))
 
   it.effect("an error event inside an Anthropic stream fails with the provider's error", () =>
