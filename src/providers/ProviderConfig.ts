@@ -2,7 +2,7 @@
  * The options every provider layer takes, and how they are resolved once,
  * when the layer is built: the API key (given, or read through `Config` from
  * the provider's environment variable), the redactor that keeps that key out
- * of every error, the retry policy, the idle timeout and the price table.
+ * of every error, the retry policy, the timeouts, the size limit and the price table.
  *
  * @since 0.1.0
  */
@@ -38,8 +38,19 @@ export interface Options {
   readonly temperature?: number | undefined
   /** Retry policy for rate limits, server errors and failed connections. */
   readonly retry?: Retry.Options | undefined
-  /** How long a response may send no bytes before the call fails (default five minutes). */
+  /**
+   * How long the response may take to start, and then how long it may go
+   * without a complete event, before the call fails (default five minutes).
+   * Bytes and SSE comments that complete no event do not count.
+   */
   readonly idleTimeout?: Duration.Input | undefined
+  /**
+   * The longest a whole call may take, from the first request to the end of
+   * the response, retries included (default ten minutes).
+   */
+  readonly responseTimeout?: Duration.Input | undefined
+  /** The most bytes a response body may have (default 64 MiB). */
+  readonly maxResponseBytes?: number | undefined
   /** Prices used to put each call's cost on its finish part (default `Pricing.defaultTable`). */
   readonly prices?: Pricing.PriceTable | undefined
 }
@@ -50,6 +61,23 @@ export interface Options {
  * @since 0.1.0
  */
 export const defaultIdleTimeout: Duration.Duration = Duration.minutes(5)
+
+/**
+ * How long a whole call may take when `responseTimeout` is not given.
+ *
+ * @since 0.1.0
+ */
+export const defaultResponseTimeout: Duration.Duration = Duration.minutes(10)
+
+/**
+ * The most bytes a response body may have when `maxResponseBytes` is not
+ * given: room for the longest answers (a 128k-token output streams about
+ * 50 MB of SSE, at 300 to 400 bytes of JSON per token) while bounding what
+ * a misbehaving server can make the process hold.
+ *
+ * @since 0.1.0
+ */
+export const defaultMaxResponseBytes = 64 * 1024 * 1024
 
 /**
  * Options resolved once, when a layer is built.
@@ -65,6 +93,8 @@ export interface Settings {
   readonly temperature: number | undefined
   readonly retry: Retry.Options
   readonly idleTimeout: Duration.Duration
+  readonly responseTimeout: Duration.Duration
+  readonly maxResponseBytes: number
   readonly prices: Pricing.PriceTable
   readonly redact: (text: string) => string
 }
@@ -97,12 +127,19 @@ export const resolve = Effect.fnUntraced(function*(
       : Math.max(1, Math.floor(options.maxOutputTokens)),
     temperature: options.temperature,
     retry: options.retry ?? {},
-    idleTimeout: Duration.max(Duration.fromInputUnsafe(options.idleTimeout ?? defaultIdleTimeout), Duration.millis(1)),
+    idleTimeout: atLeastOneMilli(options.idleTimeout ?? defaultIdleTimeout),
+    responseTimeout: atLeastOneMilli(options.responseTimeout ?? defaultResponseTimeout),
+    maxResponseBytes: options.maxResponseBytes === undefined || Number.isNaN(options.maxResponseBytes)
+      ? defaultMaxResponseBytes
+      : Math.max(1, Math.floor(options.maxResponseBytes)),
     prices: options.prices ?? Pricing.defaultTable,
     redact: redactor(apiKey)
   }
   return settings
 })
+
+const atLeastOneMilli = (input: Duration.Input): Duration.Duration =>
+  Duration.max(Duration.fromInputUnsafe(input), Duration.millis(1))
 
 /**
  * A function that replaces every occurrence of the key in a text, for text a

@@ -149,8 +149,8 @@ export const fromHttpClientError = (
 }
 
 /**
- * No response, or no bytes of a streaming response, for longer than the idle
- * timeout.
+ * No response, or no complete event of a streaming response, for longer than
+ * the idle timeout.
  *
  * @since 0.1.0
  */
@@ -160,8 +160,33 @@ export const idle = (target: Target, timeout: Duration.Duration, phase: "respons
     method: target.method,
     url: target.url,
     description: phase === "response"
-      ? `no response within the idle timeout of ${Duration.format(timeout)}`
-      : `the stream sent no bytes for longer than the idle timeout of ${Duration.format(timeout)}`
+      ? `no response within the idle timeout (idleTimeout: ${Duration.format(timeout)})`
+      : `the stream completed no event within the idle timeout (idleTimeout: ${Duration.format(timeout)})`
+  })
+
+/**
+ * The call did not end within the response timeout, retries included.
+ *
+ * @since 0.1.0
+ */
+export const responseTimeout = (target: Target, timeout: Duration.Duration): AiError.NetworkError =>
+  new AiError.NetworkError({
+    reason: "TransportError",
+    method: target.method,
+    url: target.url,
+    description: `the response did not end within the response timeout (responseTimeout: ${Duration.format(timeout)})`
+  })
+
+/**
+ * The response body grew past the size limit. The limit is also on the
+ * metadata, as `{ "effect-agent": { limit: "maxResponseBytes", maxResponseBytes } }`.
+ *
+ * @since 0.1.0
+ */
+export const tooLarge = (maxResponseBytes: number): AiError.InvalidResponseError =>
+  new AiError.InvalidResponseError({
+    description: `the response is larger than the size limit (maxResponseBytes: ${maxResponseBytes})`,
+    metadata: { "effect-agent": { limit: "maxResponseBytes", maxResponseBytes } }
   })
 
 /**

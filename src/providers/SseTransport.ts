@@ -4,8 +4,12 @@
  * `effect/ai` stream parts through the provider's {@link EventDecoder}. It
  * enforces the protocol rules the providers rely on:
  *
- * - a response that does not start, or a body that sends no bytes, for longer
- *   than the idle timeout fails with a `NetworkError` that says so;
+ * - a response that does not start, or a body that completes no event, for
+ *   longer than the idle timeout fails with a `NetworkError` that says so (a
+ *   byte, or a comment line, is not an event);
+ * - a call that has not ended within the response timeout, retries included,
+ *   fails with a `NetworkError`, and a body larger than the size limit with an
+ *   `InvalidResponseError`, each naming its option;
  * - a body that ends before the provider's terminal event fails with an
  *   `InvalidOutputError` (never a silently short answer); a last event whose
  *   lines all ended with a line break counts even without the blank line
@@ -19,7 +23,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, type Duration, Effect, Pull, Result, type Schedule, Schema, Stream } from "effect"
+import { Cause, Clock, Duration, Effect, Pull, Result, type Schedule, Schema, Stream } from "effect"
 import { AiError, LanguageModel, type Response } from "effect/ai"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
@@ -55,7 +59,12 @@ export interface Options {
   readonly request: HttpClientRequest.HttpClientRequest
   /** The retry schedule (`Retry.schedule`). */
   readonly retry: Schedule.Schedule<Duration.Duration, AiError.AiError>
+  /** The longest wait for the response to start, or for the next complete event. */
   readonly idleTimeout: Duration.Duration
+  /** The longest a whole call may take, retries included, from the request to the terminal event. */
+  readonly responseTimeout: Duration.Duration
+  /** The most bytes a response body may have. */
+  readonly maxResponseBytes: number
   /** Removes secrets from any text that goes into an error. */
   readonly redact: (text: string) => string
   /** Made once per attempt that reaches the body. */
@@ -71,18 +80,28 @@ export const stream = (options: Options): Stream.Stream<Response.StreamPartEncod
   const target: ProviderError.Target = { method: options.request.method, url: options.request.url }
   const fail = (reason: AiError.AiErrorReason) =>
     AiError.make({ module: options.provider, method: "streamText", reason })
-  const idle = Effect.fail(fail(ProviderError.idle(target, options.idleTimeout, "stream")))
-  return Stream.unwrap(Effect.map(send(options, target, fail), (response) =>
-    response.stream.pipe(
-      Stream.decodeText(),
-      (text) => decodeEvents(text, options.decoder(), options.idleTimeout, idle, fail),
-      Stream.mapError((error) =>
-        HttpClientError.isHttpClientError(error)
-          ? fail(ProviderError.fromHttpClientError(error, target, options.redact))
-          : error
+  const overdue = Effect.fail(fail(ProviderError.responseTimeout(target, options.responseTimeout)))
+  return Stream.unwrap(Clock.clockWith((clock) => {
+    const deadline = clock.currentTimeMillisUnsafe() + Duration.toMillis(options.responseTimeout)
+    return send(options, target, fail).pipe(
+      Effect.timeoutOrElse({ duration: options.responseTimeout, orElse: () => overdue }),
+      Effect.map((response) =>
+        response.stream.pipe(
+          (bytes) => decodeEvents(bytes, options, { clock, deadline, target, overdue, fail }),
+          Stream.mapError((error) =>
+            HttpClientError.isHttpClientError(error)
+              ? fail(ProviderError.fromHttpClientError(error, target, options.redact))
+              : error
+          )
+        )
       )
-    )))
+    )
+  }))
 }
+
+// The most of an unsuccessful response's body that is read: enough for any
+// provider's error JSON, of which an error keeps 2,000 characters.
+const maxErrorBodyBytes = 64 * 1024
 
 const send = (
   options: Options,
@@ -98,7 +117,7 @@ const send = (
       response.status >= 200 && response.status < 300
         ? Effect.succeed(response)
         : Effect.flatMap(
-          Effect.zip(Effect.orElseSucceed(response.text, () => ""), Clock.currentTimeMillis),
+          Effect.zip(errorBody(response, options.idleTimeout), Clock.currentTimeMillis),
           ([body, nowMillis]) =>
             Effect.fail(fail(ProviderError.fromResponse({
               status: response.status,
@@ -115,10 +134,41 @@ const send = (
     Effect.retry(options.retry)
   )
 
-// One stateful step from text chunks to parts: the idle timeout, SSE framing,
-// the provider's decoder, the end-of-body check and the stop after the
-// terminal event. The idle timeout is a timeout on each pull, which costs half
-// as much per chunk as `Stream.timeoutOrElse` (that merges in a timer stream).
+// The start of an error response's body, or "" when it cannot be read within
+// the idle timeout: a server that trickles an endless error body must not
+// hold the call.
+const errorBody = (response: HttpClientResponse.HttpClientResponse, idleTimeout: Duration.Duration) => {
+  let bytes = 0
+  return response.stream.pipe(
+    Stream.takeUntil((chunk) => (bytes += chunk.length) >= maxErrorBodyBytes),
+    Stream.decodeText(),
+    Stream.mkString,
+    Effect.timeoutOrElse({ duration: idleTimeout, orElse: () => Effect.succeed("") }),
+    Effect.orElseSucceed(() => "")
+  )
+}
+
+interface Call {
+  readonly clock: Clock.Clock
+  /** When the call must have ended, in the clock's milliseconds. */
+  readonly deadline: number
+  readonly target: ProviderError.Target
+  readonly overdue: Effect.Effect<never, AiError.AiError>
+  readonly fail: (reason: AiError.AiErrorReason) => AiError.AiError
+}
+
+// One stateful step from the body's bytes to parts: the size limit, UTF-8
+// decoding, SSE framing, the provider's decoder, the end-of-body check, the
+// stop after the terminal event, and the two timeouts. The bytes are decoded
+// here rather than by `Stream.decodeText`, so that the size limit counts bytes
+// without another stage per chunk.
+//
+// The idle timeout counts the time without a complete event, not without a
+// byte: a server that trickles bytes or comment lines must not keep a call
+// alive. It is one timeout around the reads that complete the next event(s),
+// which costs no more per chunk than a timeout on each read. Near the
+// deadline, that timeout is cut to the time left, and running out of it fails
+// the call with the response timeout instead.
 //
 // A body may end without the blank line that dispatches its last event (some
 // proxies and recordings strip it). When the body's last line was complete
@@ -129,57 +179,88 @@ const send = (
 // of a longer event), the body still ended too early; an error the provider
 // reported in it is kept.
 const decodeEvents = <E>(
-  text: Stream.Stream<string, E>,
-  decoder: EventDecoder,
-  idleTimeout: Duration.Duration,
-  idle: Effect.Effect<never, AiError.AiError>,
-  fail: (reason: AiError.AiErrorReason) => AiError.AiError
+  body: Stream.Stream<Uint8Array, E>,
+  options: Options,
+  call: Call
 ): Stream.Stream<Response.StreamPartEncoded, E | AiError.AiError> =>
-  Stream.transformPull(text, (upstream) =>
+  Stream.transformPull(body, (upstream) =>
     Effect.sync(() => {
-      const pull = Effect.timeoutOrElse(upstream, { duration: idleTimeout, orElse: () => idle })
+      const { clock, deadline, fail } = call
+      const decoder = options.decoder()
+      const idleMillis = Duration.toMillis(options.idleTimeout)
+      const idle = Effect.fail(fail(ProviderError.idle(call.target, options.idleTimeout, "stream")))
+      const text = new TextDecoder()
       let out: Array<Response.StreamPartEncoded> = []
       let fault: AiError.AiErrorReason | undefined
+      let bytes = 0
+      let events = 0
       // Whether the text so far ends inside a line, and whether the body has ended.
       let lineOpen = false
       let ending = false
       const parser = Sse.makeParser((event) => {
-        if (event._tag === "Event" && fault === undefined && !decoder.finished) fault = decoder.push(event, out)
+        if (event._tag !== "Event") return
+        events++
+        if (fault === undefined && !decoder.finished) fault = decoder.push(event, out)
       })
-      const truncated = () => Effect.fail(fail(ProviderError.truncated(decoder.terminal)))
-      const ended = Pull.catchDone(pull, (): Effect.Effect<ReadonlyArray<string>, AiError.AiError> => {
-        if (lineOpen) return truncated()
+      const truncated = Effect.suspend(() => Effect.fail(fail(ProviderError.truncated(decoder.terminal))))
+      // Feeds text to the parser; a failure to return, or undefined.
+      const feed = (chunk: string): Effect.Effect<never, AiError.AiError> | undefined => {
+        if (chunk.length === 0) return undefined
+        const tooLarge = parser.feed(chunk)
+        if (tooLarge !== undefined) fault ??= ProviderError.invalidStream(tooLarge.message)
+        if (fault !== undefined) {
+          return ending && fault._tag === "InvalidOutputError" ? truncated : Effect.fail(fail(fault))
+        }
+        const last = chunk.charCodeAt(chunk.length - 1)
+        lineOpen = last !== LF && last !== CR
+        return undefined
+      }
+      const end = (): Effect.Effect<void, AiError.AiError> => {
+        const failed = feed(text.decode())
+        if (failed !== undefined) return failed
+        if (lineOpen) return truncated
         ending = true
-        return Effect.succeed(endOfBody)
-      })
-      const next: Pull.Pull<NonEmptyParts, E | AiError.AiError> =
-        Effect.suspend(() =>
-          decoder.finished ? Cause.done() : Effect.flatMap(ended, (chunks) => {
-            for (const chunk of chunks) {
-              const tooLarge = parser.feed(chunk)
-              if (tooLarge !== undefined) fault ??= ProviderError.invalidStream(tooLarge.message)
-              if (fault !== undefined) {
-                return ending && fault._tag === "InvalidOutputError" ? truncated() : Effect.fail(fail(fault))
-              }
-              if (decoder.finished) break
-              if (chunk.length > 0) {
-                const last = chunk.charCodeAt(chunk.length - 1)
-                lineOpen = last !== LF && last !== CR
-              }
+        return feed(endOfBody) ?? (decoder.finished ? Effect.void : truncated)
+      }
+      // Reads until an event completes (or the body ends, or the decoder is done).
+      const read: Effect.Effect<void, E | AiError.AiError> = Effect.flatMap(
+        Pull.catchDone(upstream, () => Effect.succeed(undefined)),
+        (chunks) => {
+          if (chunks === undefined) return end()
+          for (const chunk of chunks) {
+            bytes += chunk.length
+            if (bytes > options.maxResponseBytes) {
+              return Effect.fail(fail(ProviderError.tooLarge(options.maxResponseBytes)))
             }
-            if (ending && !decoder.finished) return truncated()
-            if (!isNonEmpty(out)) return next
-            const parts = out
-            out = []
-            return Effect.succeed(parts)
-          })
-        )
+            const failed = feed(text.decode(chunk, streaming))
+            if (failed !== undefined) return failed
+            if (decoder.finished) return Effect.void
+          }
+          return events === 0 ? read : Effect.void
+        }
+      )
+      const next: Pull.Pull<NonEmptyParts, E | AiError.AiError> = Effect.suspend(() => {
+        if (decoder.finished) return Cause.done()
+        events = 0
+        const left = deadline - clock.currentTimeMillisUnsafe()
+        const timed = left > idleMillis
+          ? Effect.timeoutOrElse(read, { duration: idleMillis, orElse: () => idle })
+          : Effect.timeoutOrElse(read, { duration: Math.max(left, 0), orElse: () => call.overdue })
+        return Effect.flatMap(timed, () => {
+          if (!isNonEmpty(out)) return next
+          const parts = out
+          out = []
+          return Effect.succeed(parts)
+        })
+      })
       return next
     }))
 
+const streaming = { stream: true }
+
 // Fed at the end of a body whose last line is complete: a blank line after a
 // line feed, or after the LF the parser skips following a CR.
-const endOfBody: ReadonlyArray<string> = ["\n\n"]
+const endOfBody = "\n\n"
 const LF = 10
 const CR = 13
 
@@ -255,6 +336,8 @@ export const languageModel = Effect.fnUntraced(function*(settings: ProviderConfi
           request: HttpClientRequest.bodyJsonUnsafe(format.request, body),
           retry,
           idleTimeout: settings.idleTimeout,
+          responseTimeout: settings.responseTimeout,
+          maxResponseBytes: settings.maxResponseBytes,
           redact: settings.redact,
           decoder: format.decoder
         })

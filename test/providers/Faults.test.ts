@@ -17,6 +17,8 @@ interface Provider {
   readonly fixture: string
   /** An event that lacks a required field. */
   readonly incomplete: string
+  /** A complete event that adds nothing to the response. */
+  readonly keepAlive: string
 }
 
 const common = (options: Omit<ProviderConfig.Options, "model">) => ({ apiKey: Redacted.make(ProviderTest.apiKey), ...options })
@@ -27,7 +29,8 @@ const providers: ReadonlyArray<Provider> = [
     layer: (options) =>
       OpenAiChat.layer({ model: "gpt-4o", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
     fixture: "openai-chat/openai-python_text-with-usage_gpt-4o.sse",
-    incomplete: "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\"}\n\n"
+    incomplete: "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\"}\n\n",
+    keepAlive: "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{}}]}\n\n"
   },
   {
     name: "OpenAiResponses",
@@ -35,7 +38,8 @@ const providers: ReadonlyArray<Provider> = [
       OpenAiResponses.layer({ model: "gpt-5", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
     fixture: "openai-responses/reasoning-summary-plus-tool_gpt-5.sse",
     incomplete:
-      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\"}\n\n"
+      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\"}\n\n",
+    keepAlive: "event: response.in_progress\ndata: {\"type\":\"response.in_progress\"}\n\n"
   },
   {
     name: "Anthropic",
@@ -43,7 +47,8 @@ const providers: ReadonlyArray<Provider> = [
       Anthropic.layer({ model: "claude-sonnet-4", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
     fixture: "anthropic/thinking-plus-tool-use_claude-sonnet-4.sse",
     incomplete:
-      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+    keepAlive: "event: ping\ndata: {\"type\": \"ping\"}\n\n"
   }
 ]
 
@@ -305,6 +310,96 @@ describe("provider faults", () => {
           assert.include(error.reason.description, "is missing a required field")
         }))
 
+      it.effect("a server that trickles bytes or comments, completing no event, fails after the idle timeout", () =>
+        Effect.gen(function*() {
+          const head = prefix(TestServer.fixture(provider.fixture), 0.3)
+          const next = TestServer.fixture(provider.fixture).slice(head.length)
+          const trickles: ReadonlyArray<ReadonlyArray<string | Uint8Array>> = [
+            Array.from({ length: 40 }, () => ": keep-alive\n\n"),
+            Array.from({ length: 40 }, () => "event: ping\n\n"),
+            TestServer.chunks(next, 1).slice(0, 40)
+          ]
+          for (const pieces of trickles) {
+            const server = yield* TestServer.start(() => Effect.succeed(TestServer.trickle(head, pieces, "500 millis")))
+            const parts: Array<string> = []
+            const fiber = yield* ProviderTest.stream("hi").pipe(
+              Stream.runForEach((part) => Effect.sync(() => parts.push(part.type))),
+              Effect.provide(provider.layer({ baseUrl: server.baseUrl, idleTimeout: "2 seconds" })),
+              Effect.forkChild
+            )
+            for (let waits = 0; waits < 250 && parts.length === 0; waits++) yield* settle
+            // 500 ms at a time: each step lets the server send one more piece.
+            let steps = 0
+            for (; steps < 20 && fiber.pollUnsafe() === undefined; steps++) {
+              yield* settle
+              yield* TestClock.adjust("500 millis")
+            }
+            yield* settle
+            assert.isDefined(fiber.pollUnsafe(), "a trickle must not keep the call alive")
+            assert.isAtMost(steps, 5)
+            const error = yield* failure(Fiber.join(fiber))
+            assert(error.reason._tag === "NetworkError")
+            assert.strictEqual(
+              error.reason.description,
+              "the stream completed no event within the idle timeout (idleTimeout: 2s)"
+            )
+          }
+        }))
+
+      it.effect("complete events that add nothing keep the idle timeout at bay, but not the response timeout", () =>
+        Effect.gen(function*() {
+          const head = prefix(TestServer.fixture(provider.fixture), 0.3)
+          const pieces = Array.from({ length: 40 }, () => provider.keepAlive)
+          const server = yield* TestServer.start(() => Effect.succeed(TestServer.trickle(head, pieces, "500 millis")))
+          const parts: Array<string> = []
+          const fiber = yield* ProviderTest.stream("hi").pipe(
+            Stream.runForEach((part) => Effect.sync(() => parts.push(part.type))),
+            Effect.provide(
+              provider.layer({ baseUrl: server.baseUrl, idleTimeout: "4 seconds", responseTimeout: "6 seconds" })
+            ),
+            Effect.forkChild
+          )
+          for (let waits = 0; waits < 250 && parts.length === 0; waits++) yield* settle
+          let steps = 0
+          for (; steps < 20 && fiber.pollUnsafe() === undefined; steps++) {
+            yield* settle
+            yield* TestClock.adjust("500 millis")
+          }
+          yield* settle
+          assert.isDefined(fiber.pollUnsafe(), "the response timeout must end the call")
+          assert.isAtLeast(steps, 11)
+          assert.isAtMost(steps, 13)
+          const error = yield* failure(Fiber.join(fiber))
+          assert(error.reason._tag === "NetworkError")
+          assert.strictEqual(
+            error.reason.description,
+            "the response did not end within the response timeout (responseTimeout: 6s)"
+          )
+          assert.notInclude(parts, "finish")
+        }))
+
+      it.effect("a response larger than maxResponseBytes fails with a typed error naming the limit", () =>
+        Effect.gen(function*() {
+          const text = TestServer.fixture(provider.fixture)
+          const size = new TextEncoder().encode(text).length
+          const run = (maxResponseBytes: number) =>
+            Effect.flatMap(TestServer.start(() => Effect.succeed(TestServer.sse(text))), (server) =>
+              Effect.exit(ProviderTest.generate("hi").pipe(
+                Effect.provide(provider.layer({ baseUrl: server.baseUrl, maxResponseBytes }))
+              )))
+          assert.isTrue(Exit.isSuccess(yield* run(size)))
+          const error = yield* failure(Effect.flatten(run(size - 1)))
+          assert(error.reason._tag === "InvalidResponseError")
+          assert.strictEqual(
+            error.reason.description,
+            `the response is larger than the size limit (maxResponseBytes: ${size - 1})`
+          )
+          assert.deepStrictEqual(error.reason.metadata, {
+            "effect-agent": { limit: "maxResponseBytes", maxResponseBytes: size - 1 }
+          })
+          assert.isFalse(error.isRetryable)
+        }))
+
       it.effect("a stream that goes quiet fails after the idle timeout", () =>
         Effect.gen(function*() {
           const text = prefix(TestServer.fixture(provider.fixture), 0.3)
@@ -323,7 +418,7 @@ describe("provider faults", () => {
           assert(error.reason._tag === "NetworkError")
           assert.strictEqual(
             error.reason.description,
-            "the stream sent no bytes for longer than the idle timeout of 30s"
+            "the stream completed no event within the idle timeout (idleTimeout: 30s)"
           )
           assert.strictEqual(server.requests.length, 1)
           assert.strictEqual(parts[0], "response-metadata")
@@ -331,6 +426,47 @@ describe("provider faults", () => {
         }))
     })
   }
+
+  it.effect("an error response whose body never ends fails after the idle timeout, with the status", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start(() =>
+        Effect.succeed(HttpServerResponse.stream(
+          Stream.concat(Stream.fromIterable(TestServer.chunks("{\"error\":{\"message\":\"bu")), Stream.never),
+          { status: 500, contentType: "application/json" }
+        ))
+      )
+      const fiber = yield* ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({ baseUrl: server.baseUrl, idleTimeout: "2 seconds", retry: { maxRetries: 0 } })),
+        Effect.forkChild
+      )
+      yield* advanceUntilDone(fiber, "1 second")
+      assert.isDefined(fiber.pollUnsafe(), "the call must end")
+      const error = yield* failure(Fiber.join(fiber))
+      assert(error.reason._tag === "InternalProviderError")
+      assert.strictEqual(error.reason.http?.response?.status, 500)
+    }))
+
+  it.effect("the response timeout bounds retries too", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start(() => json(503, { error: { message: "busy" } }, { "retry-after": "1" }))
+      const fiber = yield* ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({
+          baseUrl: server.baseUrl,
+          responseTimeout: "2500 millis",
+          retry: { maxRetries: 100, maxElapsed: "1 hour" }
+        })),
+        Effect.forkChild
+      )
+      yield* advanceUntilDone(fiber, "500 millis")
+      assert.isDefined(fiber.pollUnsafe(), "the call must end")
+      const error = yield* failure(Fiber.join(fiber))
+      assert(error.reason._tag === "NetworkError")
+      assert.strictEqual(
+        error.reason.description,
+        "the response did not end within the response timeout (responseTimeout: 2s 500ms)"
+      )
+      assert.isAtMost(server.requests.length, 3)
+    }))
 
   it.effect("a response that never starts is retried, then fails after the idle timeout", () =>
     Effect.gen(function*() {
@@ -350,7 +486,7 @@ describe("provider faults", () => {
       yield* advanceUntilDone(fiber, "10 seconds")
       const error = yield* failure(Fiber.join(fiber))
       assert(error.reason._tag === "NetworkError")
-      assert.strictEqual(error.reason.description, "no response within the idle timeout of 10s")
+      assert.strictEqual(error.reason.description, "no response within the idle timeout (idleTimeout: 10s)")
       assert.strictEqual(server.requests.length, 2)
     }))
 
