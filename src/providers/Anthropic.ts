@@ -472,11 +472,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
       case "error": {
         const decoded = decoders.error(json.success)
         if (Result.isFailure(decoded)) return decoded.failure
-        return ProviderError.fromStreamError(
-          decoded.success.error.type,
-          decoded.success.error.message,
-          this.settings.redact
-        )
+        return ProviderError.fromStreamError(decoded.success.error.type, decoded.success.error.message)
       }
       default:
         return undefined

@@ -331,7 +331,7 @@ class ChatDecoder implements SseTransport.EventDecoder {
     const json = SseTransport.parseData(event)
     if (Result.isFailure(json)) return json.failure
     const error = streamError(json.success)
-    if (error !== undefined) return ProviderError.fromStreamError(error.type, error.message, this.settings.redact)
+    if (error !== undefined) return ProviderError.fromStreamError(error.type, error.message)
     const chunk = decodeChunk(json.success)
     if (Result.isFailure(chunk)) return chunk.failure
     return this.onChunk(chunk.success, out)

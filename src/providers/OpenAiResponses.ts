@@ -421,20 +421,12 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
         const failed = decoders.failed(value)
         if (Result.isFailure(failed)) return failed.failure
         const error = failed.success.response.error
-        return ProviderError.fromStreamError(
-          error?.code ?? undefined,
-          error?.message ?? undefined,
-          this.settings.redact
-        )
+        return ProviderError.fromStreamError(error?.code ?? undefined, error?.message ?? undefined)
       }
       case "error": {
         const error = decoders.error(value)
         if (Result.isFailure(error)) return error.failure
-        return ProviderError.fromStreamError(
-          error.success.code ?? undefined,
-          error.success.message ?? undefined,
-          this.settings.redact
-        )
+        return ProviderError.fromStreamError(error.success.code ?? undefined, error.success.message ?? undefined)
       }
       default:
         return undefined

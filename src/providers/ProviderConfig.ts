@@ -9,6 +9,7 @@
 import { Config, Duration, Effect, Option, Redacted } from "effect"
 import { HttpClientRequest } from "effect/http"
 import * as Pricing from "../Pricing.ts"
+import * as Redaction from "./Redaction.ts"
 import type * as Retry from "./Retry.ts"
 
 /**
@@ -133,24 +134,13 @@ export const resolve = Effect.fnUntraced(function*(
       ? defaultMaxResponseBytes
       : Math.max(1, Math.floor(options.maxResponseBytes)),
     prices: options.prices ?? Pricing.defaultTable,
-    redact: redactor(apiKey)
+    redact: Redaction.redactor(apiKey === undefined ? undefined : Redacted.value(apiKey))
   }
   return settings
 })
 
 const atLeastOneMilli = (input: Duration.Input): Duration.Duration =>
   Duration.max(Duration.fromInputUnsafe(input), Duration.millis(1))
-
-/**
- * A function that replaces every occurrence of the key in a text, for text a
- * provider sends back that is about to go into an error.
- *
- * @since 0.1.0
- */
-export const redactor = (apiKey: Redacted.Redacted<string> | undefined): (text: string) => string => {
-  const secret = apiKey === undefined ? "" : Redacted.value(apiKey)
-  return secret.length < 4 ? (text) => text : (text) => text.split(secret).join("<redacted>")
-}
 
 /**
  * A POST to `path` under the base URL with the configured headers and, when

@@ -3,8 +3,11 @@
  * responses (by status, with the provider's own message), transport failures,
  * error events inside a stream, and streams that break their protocol (cut
  * short, unparsable, missing a field, idle too long). Every description says
- * which fault it was; none carries request headers, so an API key cannot leak
- * through them, and response text passes through the layer's redactor first.
+ * which fault it was; none carries request headers. Their text is not
+ * redacted here: the transport redacts every reason it fails with
+ * (`Redaction.redactReason`), except that an error body is redacted before
+ * it is cut to its first 2,000 characters, where a cut key would no longer
+ * match.
  *
  * @since 0.1.0
  */
@@ -132,8 +135,7 @@ export const fromResponse = (params: {
  */
 export const fromHttpClientError = (
   error: HttpClientError.HttpClientError,
-  target: Target,
-  redact: (text: string) => string
+  target: Target
 ): AiError.NetworkError => {
   const reason = error.reason
   const cause: unknown = "cause" in reason ? reason.cause : undefined
@@ -142,9 +144,7 @@ export const fromHttpClientError = (
     reason: reason._tag === "EncodeError" || reason._tag === "InvalidUrlError" ? reason._tag : "TransportError",
     method: target.method,
     url: target.url,
-    description: redact(
-      detail === undefined ? `${reason._tag} while talking to the provider` : `${reason._tag}: ${detail}`
-    )
+    description: detail === undefined ? `${reason._tag} while talking to the provider` : `${reason._tag}: ${detail}`
   })
 }
 
@@ -197,11 +197,10 @@ export const tooLarge = (maxResponseBytes: number): AiError.InvalidResponseError
  */
 export const fromStreamError = (
   type: string | undefined,
-  message: string | undefined,
-  redact: (text: string) => string
+  message: string | undefined
 ): AiError.AiErrorReason => {
   const kind = type ? ` (${type})` : ""
-  const description = redact(`the provider reported an error in the stream${kind}: ${message ?? "no message"}`)
+  const description = `the provider reported an error in the stream${kind}: ${message ?? "no message"}`
   const metadata = type === undefined ? {} : { errorType: type }
   switch (type) {
     case "rate_limit_error":

@@ -30,6 +30,7 @@ import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse
 import * as PromptEncoding from "./PromptEncoding.ts"
 import type * as ProviderConfig from "./ProviderConfig.ts"
 import * as ProviderError from "./ProviderError.ts"
+import * as Redaction from "./Redaction.ts"
 import * as ResponseParts from "./ResponseParts.ts"
 import * as Retry from "./Retry.ts"
 
@@ -65,7 +66,7 @@ export interface Options {
   readonly responseTimeout: Duration.Duration
   /** The most bytes a response body may have. */
   readonly maxResponseBytes: number
-  /** Removes secrets from any text that goes into an error. */
+  /** Removes the key from the text of every failure (`Redaction.redactor`). */
   readonly redact: (text: string) => string
   /** Made once per attempt that reaches the body. */
   readonly decoder: () => EventDecoder
@@ -78,8 +79,13 @@ export interface Options {
  */
 export const stream = (options: Options): Stream.Stream<Response.StreamPartEncoded, AiError.AiError> => {
   const target: ProviderError.Target = { method: options.request.method, url: options.request.url }
+  // Every failure passes here: its texts are redacted once, after decoding.
   const fail = (reason: AiError.AiErrorReason) =>
-    AiError.make({ module: options.provider, method: "streamText", reason })
+    AiError.make({
+      module: options.provider,
+      method: "streamText",
+      reason: Redaction.redactReason(reason, options.redact)
+    })
   const overdue = Effect.fail(fail(ProviderError.responseTimeout(target, options.responseTimeout)))
   return Stream.unwrap(Clock.clockWith((clock) => {
     const deadline = clock.currentTimeMillisUnsafe() + Duration.toMillis(options.responseTimeout)
@@ -90,7 +96,7 @@ export const stream = (options: Options): Stream.Stream<Response.StreamPartEncod
           (bytes) => decodeEvents(bytes, options, { clock, deadline, target, overdue, fail }),
           Stream.mapError((error) =>
             HttpClientError.isHttpClientError(error)
-              ? fail(ProviderError.fromHttpClientError(error, target, options.redact))
+              ? fail(ProviderError.fromHttpClientError(error, target))
               : error
           )
         )
@@ -130,7 +136,7 @@ const send = (
         )
     ),
     Effect.catchIf(HttpClientError.isHttpClientError, (error) =>
-      Effect.fail(fail(ProviderError.fromHttpClientError(error, target, options.redact)))),
+      Effect.fail(fail(ProviderError.fromHttpClientError(error, target)))),
     Effect.retry(options.retry)
   )
 
