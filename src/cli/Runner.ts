@@ -39,6 +39,7 @@ import type { Outcome } from "../Outcome.ts"
 import * as Anthropic from "../providers/Anthropic.ts"
 import * as OpenAiChat from "../providers/OpenAiChat.ts"
 import * as OpenAiResponses from "../providers/OpenAiResponses.ts"
+import type * as ProviderConfig from "../providers/ProviderConfig.ts"
 import type * as RunState from "../RunState.ts"
 import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
 import * as Sandbox from "../sandbox/Sandbox.ts"
@@ -80,7 +81,7 @@ const providerLayer = (
   target: Settings.Target
 ): Layer.Layer<
   LanguageModel.LanguageModel,
-  Config.ConfigError | ScriptFile.ScriptFileError,
+  Config.ConfigError | ProviderConfig.MissingApiKey | ScriptFile.ScriptFileError,
   HttpClient.HttpClient | FileSystem.FileSystem
 > => {
   const options = {

@@ -63,15 +63,18 @@ export interface Options extends ProviderConfig.Options {
 
 /**
  * Builds the `LanguageModel` service. Needs an `HttpClient`; the API key is
- * read from `OPENAI_API_KEY` when not given.
+ * read from `OPENAI_API_KEY` when not given. OpenAI's own API needs one (the
+ * layer fails with `ProviderConfig.MissingApiKey` when there is none); a
+ * compatible server at another `baseUrl` may need none.
  *
  * @since 0.1.0
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
   const settings = yield* ProviderConfig.resolve(options, {
+    provider,
     baseUrl: "https://api.openai.com/v1",
     envVar: "OPENAI_API_KEY",
-    keyRequired: false
+    keyRequired: ProviderConfig.isOpenAi
   })
   const store = options.store ?? false
   const encodeMessage = PromptEncoding.memo((message: Prompt.Message) => encodeInputItems(message, store))

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Config, Duration, Effect, Option, Redacted } from "effect"
+import { Config, Duration, Effect, Option, Redacted, Schema } from "effect"
 import { HttpClientRequest } from "effect/http"
 import * as Pricing from "../Pricing.ts"
 import * as Redaction from "./Redaction.ts"
@@ -101,27 +101,72 @@ export interface Settings {
 }
 
 /**
- * Resolves the options: the key from `options.apiKey`, else from the
- * environment variable `envVar` (required when `keyRequired`, so a missing key
- * fails the layer with a `ConfigError` naming the variable).
+ * A provider that needs an API key has none: its environment variable (or
+ * the `Config` given as `apiKey`) is not set or empty. Raised when the layer
+ * is built, before any request. `variable` names what was read, `provider`
+ * the layer (`OpenAiChat`, `OpenAiResponses`, `Anthropic`), `baseUrl` the
+ * server the key was for.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class MissingApiKey extends Schema.TaggedError<MissingApiKey>()("MissingApiKey", {
+  provider: Schema.String,
+  variable: Schema.String,
+  baseUrl: Schema.String
+}) {
+  override get message(): string {
+    return `${this.variable} is not set: ${this.provider} needs an API key for ${this.baseUrl}`
+  }
+}
+
+/**
+ * What a provider layer reads by default, and when it cannot do without a
+ * key.
  *
  * @since 0.1.0
  */
-export const resolve = Effect.fnUntraced(function*(
-  options: Options,
-  defaults: { readonly baseUrl: string; readonly envVar: string; readonly keyRequired: boolean }
-) {
-  const apiKey = options.apiKey === undefined
-    ? defaults.keyRequired
-      ? yield* Config.Redacted(defaults.envVar)
-      : Option.getOrUndefined(yield* Config.option(Config.Redacted(defaults.envVar)))
-    : Redacted.isRedacted(options.apiKey)
-    ? options.apiKey
-    : yield* options.apiKey
+export interface Defaults {
+  /** The module name errors carry. */
+  readonly provider: string
+  readonly baseUrl: string
+  /** The environment variable the key is read from when `apiKey` is not given. */
+  readonly envVar: string
+  /** Whether a server at this base URL needs a key. */
+  readonly keyRequired: (baseUrl: string) => boolean
+}
+
+/**
+ * Whether a base URL is OpenAI's own API (`api.openai.com`), which needs a
+ * key, unlike the compatible servers other URLs point to.
+ *
+ * @since 0.1.0
+ */
+export const isOpenAi = (baseUrl: string): boolean => {
+  try {
+    return new URL(baseUrl).hostname === "api.openai.com"
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Resolves the options. The key is `options.apiKey` when it is a `Redacted`;
+ * read from it when it is a `Config`; else read from the environment variable
+ * `envVar`. A `Config` given as `apiKey` must be set, and so must `envVar` when
+ * the base URL needs a key: otherwise the layer fails with
+ * {@link MissingApiKey}. A `Config` that is set but invalid fails with its own
+ * `ConfigError`.
+ *
+ * @since 0.1.0
+ */
+export const resolve = Effect.fnUntraced(function*(options: Options, defaults: Defaults) {
+  const baseUrl = (options.baseUrl ?? defaults.baseUrl).replace(/\/+$/, "")
+  const apiKey = yield* resolveKey(options.apiKey, defaults, baseUrl)
   const settings: Settings = {
     model: options.model,
     apiKey,
-    baseUrl: (options.baseUrl ?? defaults.baseUrl).replace(/\/+$/, ""),
+    baseUrl,
     headers: options.headers ?? {},
     maxOutputTokens: options.maxOutputTokens === undefined
       ? undefined
@@ -138,6 +183,32 @@ export const resolve = Effect.fnUntraced(function*(
   }
   return settings
 })
+
+const resolveKey = Effect.fnUntraced(function*(
+  apiKey: ApiKey | undefined,
+  defaults: Defaults,
+  baseUrl: string
+): Effect.fn.Return<Redacted.Redacted<string> | undefined, Config.ConfigError | MissingApiKey> {
+  if (apiKey !== undefined && Redacted.isRedacted(apiKey)) return apiKey
+  const value = yield* Config.option(apiKey ?? Config.Redacted(defaults.envVar))
+  if (Option.isSome(value)) return value.value
+  if (apiKey === undefined && !defaults.keyRequired(baseUrl)) return undefined
+  const variable = apiKey === undefined ? defaults.envVar : yield* absentName(apiKey)
+  return yield* new MissingApiKey({ provider: defaults.provider, variable, baseUrl })
+})
+
+// The name of what an absent `Config` read (its path, as the environment
+// provider joins it), from the error it fails with; "apiKey" if it names none.
+const absentName = (config: Config.Config<Redacted.Redacted<string>>): Effect.Effect<string> =>
+  Effect.match(Effect.gen(function*() {
+    return yield* config
+  }), {
+    onSuccess: () => "apiKey",
+    onFailure: (error) => {
+      const issue = Schema.isSchemaError(error.cause) ? error.cause.issue : undefined
+      return issue?._tag === "Pointer" && issue.path.length > 0 ? issue.path.map(String).join("_") : "apiKey"
+    }
+  })
 
 const atLeastOneMilli = (input: Duration.Input): Duration.Duration =>
   Duration.max(Duration.fromInputUnsafe(input), Duration.millis(1))
