@@ -127,9 +127,40 @@ export const fromResponse = (params: {
     : new AiError.UnknownError({ description, http, metadata })
 }
 
+// Node's and undici's error codes, as a person would say them.
+const connectionProblems: Record<string, string> = {
+  ECONNREFUSED: "connection refused",
+  ECONNRESET: "connection reset",
+  EPIPE: "connection closed",
+  UND_ERR_SOCKET: "connection closed by the server",
+  ETIMEDOUT: "connection timed out",
+  UND_ERR_CONNECT_TIMEOUT: "connection timed out",
+  ENOTFOUND: "host not found",
+  EAI_AGAIN: "host name lookup failed",
+  EHOSTUNREACH: "host unreachable",
+  ENETUNREACH: "network unreachable",
+  CERT_HAS_EXPIRED: "TLS certificate rejected",
+  DEPTH_ZERO_SELF_SIGNED_CERT: "TLS certificate rejected",
+  SELF_SIGNED_CERT_IN_CHAIN: "TLS certificate rejected",
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "TLS certificate rejected",
+  ERR_TLS_CERT_ALTNAME_INVALID: "TLS certificate rejected"
+}
+
+// The first error code along a cause chain that names a known problem.
+const knownProblem = (cause: unknown): string | undefined => {
+  for (let depth = 0; depth < 4 && typeof cause === "object" && cause !== null; depth++) {
+    const code: unknown = Reflect.get(cause, "code")
+    if (typeof code === "string" && code in connectionProblems) return connectionProblems[code]
+    cause = Reflect.get(cause, "cause")
+  }
+  return undefined
+}
+
 /**
  * The reason for a transport failure: the connection could not be made, was
- * reset, or the body could not be read. Only the request line is kept.
+ * reset, or the body could not be read. Only the request line is kept. The
+ * description says what happened in words ("connection refused"), without
+ * the reason's tag, which the error's message already starts with.
  *
  * @since 0.1.0
  */
@@ -140,12 +171,18 @@ export const fromHttpClientError = (
   const reason = error.reason
   const cause: unknown = "cause" in reason ? reason.cause : undefined
   const detail = reason.description ?? (cause instanceof Error ? cause.message : undefined)
-  return new AiError.NetworkError({
-    reason: reason._tag === "EncodeError" || reason._tag === "InvalidUrlError" ? reason._tag : "TransportError",
-    method: target.method,
-    url: target.url,
-    description: detail === undefined ? `${reason._tag} while talking to the provider` : `${reason._tag}: ${detail}`
-  })
+  const network = (kind: "TransportError" | "EncodeError" | "InvalidUrlError", description: string) =>
+    new AiError.NetworkError({ reason: kind, method: target.method, url: target.url, description })
+  switch (reason._tag) {
+    case "EncodeError":
+      return network(reason._tag, detail ?? "the request could not be encoded")
+    case "InvalidUrlError":
+      return network(reason._tag, detail ?? "the URL is not valid")
+  }
+  const known = knownProblem(cause)
+  if (known !== undefined) return network("TransportError", known)
+  const what = reason._tag === "TransportError" ? "the connection failed" : "the response could not be read"
+  return network("TransportError", detail === undefined ? what : `${what}: ${detail}`)
 }
 
 /**

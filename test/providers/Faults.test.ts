@@ -5,6 +5,7 @@ import { HttpServerResponse } from "effect/http"
 import { TestClock } from "effect/testing"
 import { Anthropic, OpenAiChat, OpenAiResponses } from "../../src/index.ts"
 import type * as ProviderConfig from "../../src/providers/ProviderConfig.ts"
+import * as RetryModule from "../../src/providers/Retry.ts"
 import type * as Retry from "../../src/providers/Retry.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
@@ -151,6 +152,9 @@ describe("provider faults", () => {
       const retry = yield* Queue.take(retries.queue)
       assert.strictEqual(Duration.toMillis(retry.delay), 2500)
       assert.strictEqual(retry.error.reason._tag, "InternalProviderError")
+      assert.deepStrictEqual(retry.reason, { _tag: "HttpStatus", status: 503 })
+      assert.strictEqual(retry.maxRetries, 4)
+      assert.strictEqual(RetryModule.describe(retry), "retrying in 2.5 s after 503 (1 of 4)")
       yield* settle
       yield* TestClock.adjust("2500 millis")
       yield* Fiber.join(fiber)
@@ -172,6 +176,8 @@ describe("provider faults", () => {
         const retry = yield* Queue.take(retries.queue)
         const expected = 100 * 2 ** (attempt - 1)
         assert.strictEqual(retry.attempt, attempt)
+        assert.strictEqual(retry.maxRetries, 4)
+        assert.deepStrictEqual(retry.reason, { _tag: "HttpStatus", status: 503 })
         assert.isAtLeast(Duration.toMillis(retry.delay), expected * 0.8)
         assert.isAtMost(Duration.toMillis(retry.delay), expected * 1.2)
         yield* settle
@@ -183,6 +189,34 @@ describe("provider faults", () => {
       assert(error.reason._tag === "InternalProviderError")
       assert.strictEqual(error.reason.http?.response?.status, 503)
       assert.include(error.reason.description, "The server is overloaded")
+    }))
+
+  it.live("a refused connection is retried, each retry saying so, then fails naming its tag once", () =>
+    Effect.gen(function*() {
+      // A port that was just free: nothing listens there.
+      const closed = yield* Effect.scoped(TestServer.start(() => json(200, {})))
+      const retries: Array<Retry.RetryInfo> = []
+      const error = yield* failure(ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({
+          baseUrl: closed.baseUrl,
+          retry: {
+            maxRetries: 2,
+            baseDelay: "1 millis",
+            maxDelay: "5 millis",
+            onRetry: (info) => Effect.sync(() => retries.push(info))
+          }
+        }))
+      ))
+      assert.deepStrictEqual(retries.map((info) => [info.attempt, info.maxRetries, info.reason]), [
+        [1, 2, { _tag: "Network", description: "connection refused" }],
+        [2, 2, { _tag: "Network", description: "connection refused" }]
+      ])
+      assert.match(RetryModule.describe(retries[1]!), /^retrying in 0\.0 s after connection refused \(2 of 2\)$/)
+      assert(error.reason._tag === "NetworkError")
+      assert.strictEqual(error.reason.description, "connection refused")
+      assert.strictEqual(error.message.split("TransportError").length, 2, error.message)
+      const expected = `OpenAiChat.streamText: TransportError: connection refused (POST ${closed.baseUrl}`
+      assert.isTrue(error.message.startsWith(expected), error.message)
     }))
 
   it.effect("a 400 is not retried and carries the status and the provider's message", () =>
@@ -284,7 +318,9 @@ describe("provider faults", () => {
               Effect.provide(provider.layer({ baseUrl: server.baseUrl }))
             )
           )
-          assert.strictEqual(error.reason._tag, "NetworkError")
+          assert(error.reason._tag === "NetworkError")
+          assert.strictEqual(error.reason.description, "connection closed by the server")
+          assert.strictEqual(error.message.split("TransportError").length, 2, error.message)
           assert.strictEqual(server.requests.length, 1, "a started stream is not retried")
           assert.strictEqual(parts[0], "response-metadata")
           assert.notInclude(parts, "finish")
@@ -475,11 +511,12 @@ describe("provider faults", () => {
       const server = yield* TestServer.start(() =>
         Effect.as(TestClock.withLive(Effect.sleep("500 millis")), HttpServerResponse.text("too late", { status: 500 }))
       )
+      const retries: Array<Retry.RetryInfo> = []
       const fiber = yield* ProviderTest.generate("hi").pipe(
         Effect.provide(chat!.layer({
           baseUrl: server.baseUrl,
           idleTimeout: "10 seconds",
-          retry: { maxRetries: 1, baseDelay: "1 second" }
+          retry: { maxRetries: 1, baseDelay: "1 second", onRetry: (info) => Effect.sync(() => retries.push(info)) }
         })),
         Effect.forkChild
       )
@@ -487,6 +524,9 @@ describe("provider faults", () => {
       const error = yield* failure(Fiber.join(fiber))
       assert(error.reason._tag === "NetworkError")
       assert.strictEqual(error.reason.description, "no response within the idle timeout (idleTimeout: 10s)")
+      assert.deepStrictEqual(retries.map((info) => info.reason), [
+        { _tag: "Network", description: "no response within the idle timeout (idleTimeout: 10s)" }
+      ])
       assert.strictEqual(server.requests.length, 2)
     }))
 
