@@ -86,7 +86,8 @@ export const stream = (options: Options): Stream.Stream<Response.StreamPartEncod
       method: "streamText",
       reason: Redaction.redactReason(reason, options.redact)
     })
-  const overdue = Effect.fail(fail(ProviderError.responseTimeout(target, options.responseTimeout)))
+  // Failures are made when they happen: making one redacts it, which is not free.
+  const overdue = Effect.failSync(() => fail(ProviderError.responseTimeout(target, options.responseTimeout)))
   return Stream.unwrap(Clock.clockWith((clock) => {
     const deadline = clock.currentTimeMillisUnsafe() + Duration.toMillis(options.responseTimeout)
     return send(options, target, fail).pipe(
@@ -194,7 +195,7 @@ const decodeEvents = <E>(
       const { clock, deadline, fail } = call
       const decoder = options.decoder()
       const idleMillis = Duration.toMillis(options.idleTimeout)
-      const idle = Effect.fail(fail(ProviderError.idle(call.target, options.idleTimeout, "stream")))
+      const idle = Effect.failSync(() => fail(ProviderError.idle(call.target, options.idleTimeout, "stream")))
       const text = new TextDecoder()
       let out: Array<Response.StreamPartEncoded> = []
       let fault: AiError.AiErrorReason | undefined
@@ -208,7 +209,7 @@ const decodeEvents = <E>(
         events++
         if (fault === undefined && !decoder.finished) fault = decoder.push(event, out)
       })
-      const truncated = Effect.suspend(() => Effect.fail(fail(ProviderError.truncated(decoder.terminal))))
+      const truncated = Effect.failSync(() => fail(ProviderError.truncated(decoder.terminal)))
       // Feeds text to the parser; a failure to return, or undefined.
       const feed = (chunk: string): Effect.Effect<never, AiError.AiError> | undefined => {
         if (chunk.length === 0) return undefined

@@ -1,11 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Stream } from "effect"
 import { AiError, type LanguageModel } from "effect/ai"
-import { HttpServerResponse } from "effect/http"
+import { HttpClient, HttpClientRequest, HttpServerResponse } from "effect/http"
 import { TestClock } from "effect/testing"
 import { Anthropic, OpenAiChat, OpenAiResponses } from "../../src/index.ts"
 import type * as ProviderConfig from "../../src/providers/ProviderConfig.ts"
 import * as RetryModule from "../../src/providers/Retry.ts"
+import * as SseTransport from "../../src/providers/SseTransport.ts"
 import type * as Retry from "../../src/providers/Retry.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
@@ -550,5 +551,39 @@ describe("provider faults", () => {
       )
       assert(error.reason._tag === "InternalProviderError")
       assert.include(error.reason.description, "(overloaded_error): Overloaded")
+    }))
+
+  it.effect("a call that succeeds never runs the redactor (it costs a Schema round trip per failure)", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start((_, index) =>
+        index === 0 ? Effect.succeed(TestServer.sse("data: {}\n\ndata: [DONE]\n\n")) : json(500, {})
+      )
+      const client = Context.get(yield* Layer.build(ProviderTest.client), HttpClient.HttpClient)
+      let redactions = 0
+      const call = SseTransport.stream({
+        provider: "Test",
+        client,
+        request: HttpClientRequest.post(`${server.baseUrl}/`),
+        retry: RetryModule.schedule({ maxRetries: 0 }),
+        idleTimeout: Duration.seconds(30),
+        responseTimeout: Duration.minutes(1),
+        maxResponseBytes: 1024,
+        redact: (text) => (redactions++, text),
+        decoder: () => {
+          const decoder = {
+            terminal: "data: [DONE]",
+            finished: false,
+            push: (event: { readonly data: string }) => {
+              decoder.finished = event.data === "[DONE]"
+              return undefined
+            }
+          }
+          return decoder
+        }
+      })
+      yield* Stream.runDrain(call)
+      assert.strictEqual(redactions, 0)
+      yield* Effect.exit(Stream.runDrain(call))
+      assert.isAbove(redactions, 0)
     }))
 })
