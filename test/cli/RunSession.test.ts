@@ -77,7 +77,11 @@ describe("sessions", () => {
       const first = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
       assert.strictEqual(first.code, 0, first.stderr)
       assert.strictEqual(first.stdout, "It says hello world.\n")
-      const again = yield* run(cli, ["run", "--session-dir", session, "--task", "x"], { cwd: dir })
+      // A key, so that the openai provider (the default) is set up and the session directory is what fails.
+      const again = yield* run(cli, ["run", "--session-dir", session, "--task", "x"], {
+        cwd: dir,
+        env: { OPENAI_API_KEY: "sk-test" }
+      })
       assert.strictEqual(again.code, 22)
       assert.include(again.stderr, `${session} already holds a session: resume it with --resume ${session}`)
       const more = yield* run(cli, ["run", "--resume", session, "--task", "And in French?"], { cwd: dir })
