@@ -8,7 +8,7 @@
  *
  *   node bench/providers.ts
  */
-import { type Config, Effect, Layer, Redacted, Stream } from "effect"
+import { Effect, Layer, Redacted, Stream } from "effect"
 import { LanguageModel } from "effect/ai"
 import { HttpClient, HttpClientResponse } from "effect/http"
 import { readFileSync } from "node:fs"
@@ -36,7 +36,7 @@ const serving = (body: string) => {
 
 const options = { model: "gpt-4o", apiKey: Redacted.make("sk-bench") }
 const cases: ReadonlyArray<
-  readonly [string, string, Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient>]
+  readonly [string, string, Layer.Layer<LanguageModel.LanguageModel, unknown, HttpClient.HttpClient>]
 > = [
   ["openai-chat text", "openai-chat/openai-python_text-with-usage_gpt-4o.sse", OpenAiChat.layer(options)],
   ["openai-chat tool call", "openai-chat/openai-python_single-tool-call_gpt-4o.sse", OpenAiChat.layer(options)],

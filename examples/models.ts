@@ -10,7 +10,7 @@ import { NodeHttpClient, NodeRuntime } from "@effect/platform-node"
 import { type Config, Console, Effect, Layer, Schema } from "effect"
 import { type LanguageModel, Tool, Toolkit } from "effect/ai"
 import type { HttpClient } from "effect/http"
-import { Agent, Anthropic, Message, OpenAiChat, OpenAiResponses, ToolRegistry } from "effect-agent"
+import { Agent, Anthropic, Message, OpenAiChat, OpenAiResponses, type ProviderConfig, ToolRegistry } from "effect-agent"
 
 const GetWeather = Tool.make("get_weather", {
   description: "Current temperature in a city",
@@ -32,8 +32,15 @@ export const models = {
   local: (baseUrl = "http://localhost:11434/v1") => OpenAiChat.layer({ model: "qwen3:8b", baseUrl })
 }
 
-/** Runs the agent on a model layer; the layers need an `HttpClient`. */
-export const ask = (model: Layer.Layer<LanguageModel.LanguageModel, Config.ConfigError, HttpClient.HttpClient>) =>
+/** A model layer: it fails to build when its key is missing, and needs an `HttpClient`. */
+type Model = Layer.Layer<
+  LanguageModel.LanguageModel,
+  Config.ConfigError | ProviderConfig.MissingApiKey,
+  HttpClient.HttpClient
+>
+
+/** Runs the agent on a model layer. */
+export const ask = (model: Model) =>
   Agent.run({ system: "You answer weather questions. Use the tools.", prompt: "How cold is it in Oslo?" }).pipe(
     Effect.provide(Layer.merge(ToolsLive, model.pipe(Layer.provide(NodeHttpClient.layerUndici))))
   )

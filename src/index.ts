@@ -52,3 +52,7 @@ export * as OpenAiChat from "./providers/OpenAiChat.ts"
 export * as OpenAiResponses from "./providers/OpenAiResponses.ts"
 /** @since 0.1.0 */
 export * as Anthropic from "./providers/Anthropic.ts"
+/** @since 0.1.0 */
+export * as ProviderConfig from "./providers/ProviderConfig.ts"
+/** @since 0.1.0 */
+export * as Retry from "./providers/Retry.ts"

@@ -31,7 +31,7 @@ import {
   Stream,
   type Terminal
 } from "effect"
-import { type AiError, LanguageModel, type McpClientError } from "effect/ai"
+import { LanguageModel, type McpClientError } from "effect/ai"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Agent from "../Agent.ts"
@@ -44,6 +44,7 @@ import type { Outcome } from "../Outcome.ts"
 import * as Anthropic from "../providers/Anthropic.ts"
 import * as OpenAiChat from "../providers/OpenAiChat.ts"
 import * as OpenAiResponses from "../providers/OpenAiResponses.ts"
+import type * as ProviderConfig from "../providers/ProviderConfig.ts"
 import * as Retry from "../providers/Retry.ts"
 import type * as RunState from "../RunState.ts"
 import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
@@ -88,7 +89,7 @@ const providerLayer = (
   retry: Retry.Options
 ): Layer.Layer<
   LanguageModel.LanguageModel,
-  Config.ConfigError | ScriptFile.ScriptFileError,
+  Config.ConfigError | ProviderConfig.MissingApiKey | ScriptFile.ScriptFileError,
   HttpClient.HttpClient | FileSystem.FileSystem
 > => {
   const options = { model: target.model, baseUrl: target.baseUrl, apiKey, retry }
@@ -105,16 +106,8 @@ const providerLayer = (
 }
 
 /** What a retried failure was: its HTTP status, or the transport failure in words. */
-const retriedAfter = (error: AiError.AiError): string => {
-  const reason = error.reason
-  const status = "http" in reason ? reason.http?.response?.status : undefined
-  if (status !== undefined) return `${status}`
-  if (reason._tag === "NetworkError") {
-    const detail = reason.description?.replace(/^TransportError: /, "")
-    return detail === undefined ? "a network failure" : `a network failure (${detail})`
-  }
-  return reason._tag
-}
+const retriedAfter = (reason: Retry.RetryReason): string =>
+  reason._tag === "HttpStatus" ? `${reason.status}` : `a network failure (${reason.description})`
 
 /** The provider's retries, shown in the view as they happen. */
 const showRetries = (view: View.View): Retry.Options => ({
@@ -124,9 +117,9 @@ const showRetries = (view: View.View): Retry.Options => ({
       Effect.sync(() =>
         view.retrying({
           attempt: info.attempt,
-          of: Retry.defaultPolicy.maxRetries,
+          of: info.maxRetries,
           delayMs: Duration.toMillis(info.delay),
-          after: retriedAfter(info.error),
+          after: retriedAfter(info.reason),
           timestamp
         })
       ))

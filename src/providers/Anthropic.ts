@@ -69,16 +69,17 @@ export const defaultMaxOutputTokens = 8192
 
 /**
  * Builds the `LanguageModel` service. Needs an `HttpClient`, and an API key:
- * given, or read from `ANTHROPIC_API_KEY` (the layer fails with a
- * `ConfigError` when there is none).
+ * given, or read from `ANTHROPIC_API_KEY` (the layer fails with
+ * `ProviderConfig.MissingApiKey` when there is none).
  *
  * @since 0.1.0
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
   const settings = yield* ProviderConfig.resolve(options, {
+    provider,
     baseUrl: "https://api.anthropic.com",
     envVar: "ANTHROPIC_API_KEY",
-    keyRequired: true
+    keyRequired: () => true
   })
   const caching = options.promptCaching ?? true
   const thinkingBudget = options.thinking === undefined
@@ -472,11 +473,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
       case "error": {
         const decoded = decoders.error(json.success)
         if (Result.isFailure(decoded)) return decoded.failure
-        return ProviderError.fromStreamError(
-          decoded.success.error.type,
-          decoded.success.error.message,
-          this.settings.redact
-        )
+        return ProviderError.fromStreamError(decoded.success.error.type, decoded.success.error.message)
       }
       default:
         return undefined

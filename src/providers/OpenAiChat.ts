@@ -62,16 +62,18 @@ const defaultBaseUrl = "https://api.openai.com/v1"
 
 /**
  * Builds the `LanguageModel` service. Needs an `HttpClient`; the API key is
- * optional (local servers need none) and read from `OPENAI_API_KEY` when not
- * given.
+ * read from `OPENAI_API_KEY` when not given. OpenAI's own API needs one (the
+ * layer fails with `ProviderConfig.MissingApiKey` when there is none); a
+ * server at another `baseUrl` may need none.
  *
  * @since 0.1.0
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
   const settings = yield* ProviderConfig.resolve(options, {
+    provider,
     baseUrl: defaultBaseUrl,
     envVar: "OPENAI_API_KEY",
-    keyRequired: false
+    keyRequired: ProviderConfig.isOpenAi
   })
   const maxTokensField = options.maxTokensField ??
     (settings.baseUrl === defaultBaseUrl ? "max_completion_tokens" : "max_tokens")
@@ -331,7 +333,7 @@ class ChatDecoder implements SseTransport.EventDecoder {
     const json = SseTransport.parseData(event)
     if (Result.isFailure(json)) return json.failure
     const error = streamError(json.success)
-    if (error !== undefined) return ProviderError.fromStreamError(error.type, error.message, this.settings.redact)
+    if (error !== undefined) return ProviderError.fromStreamError(error.type, error.message)
     const chunk = decodeChunk(json.success)
     if (Result.isFailure(chunk)) return chunk.failure
     return this.onChunk(chunk.success, out)

@@ -63,15 +63,18 @@ export interface Options extends ProviderConfig.Options {
 
 /**
  * Builds the `LanguageModel` service. Needs an `HttpClient`; the API key is
- * read from `OPENAI_API_KEY` when not given.
+ * read from `OPENAI_API_KEY` when not given. OpenAI's own API needs one (the
+ * layer fails with `ProviderConfig.MissingApiKey` when there is none); a
+ * compatible server at another `baseUrl` may need none.
  *
  * @since 0.1.0
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
   const settings = yield* ProviderConfig.resolve(options, {
+    provider,
     baseUrl: "https://api.openai.com/v1",
     envVar: "OPENAI_API_KEY",
-    keyRequired: false
+    keyRequired: ProviderConfig.isOpenAi
   })
   const store = options.store ?? false
   const encodeMessage = PromptEncoding.memo((message: Prompt.Message) => encodeInputItems(message, store))
@@ -421,20 +424,12 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
         const failed = decoders.failed(value)
         if (Result.isFailure(failed)) return failed.failure
         const error = failed.success.response.error
-        return ProviderError.fromStreamError(
-          error?.code ?? undefined,
-          error?.message ?? undefined,
-          this.settings.redact
-        )
+        return ProviderError.fromStreamError(error?.code ?? undefined, error?.message ?? undefined)
       }
       case "error": {
         const error = decoders.error(value)
         if (Result.isFailure(error)) return error.failure
-        return ProviderError.fromStreamError(
-          error.success.code ?? undefined,
-          error.success.message ?? undefined,
-          this.settings.redact
-        )
+        return ProviderError.fromStreamError(error.success.code ?? undefined, error.success.message ?? undefined)
       }
       default:
         return undefined

@@ -3,8 +3,11 @@
  * responses (by status, with the provider's own message), transport failures,
  * error events inside a stream, and streams that break their protocol (cut
  * short, unparsable, missing a field, idle too long). Every description says
- * which fault it was; none carries request headers, so an API key cannot leak
- * through them, and response text passes through the layer's redactor first.
+ * which fault it was; none carries request headers. Their text is not
+ * redacted here: the transport redacts every reason it fails with
+ * (`Redaction.redactReason`), except that an error body is redacted before
+ * it is cut to its first 2,000 characters, where a cut key would no longer
+ * match.
  *
  * @since 0.1.0
  */
@@ -124,33 +127,67 @@ export const fromResponse = (params: {
     : new AiError.UnknownError({ description, http, metadata })
 }
 
+// Node's and undici's error codes, as a person would say them.
+const connectionProblems: Record<string, string> = {
+  ECONNREFUSED: "connection refused",
+  ECONNRESET: "connection reset",
+  EPIPE: "connection closed",
+  UND_ERR_SOCKET: "connection closed by the server",
+  ETIMEDOUT: "connection timed out",
+  UND_ERR_CONNECT_TIMEOUT: "connection timed out",
+  ENOTFOUND: "host not found",
+  EAI_AGAIN: "host name lookup failed",
+  EHOSTUNREACH: "host unreachable",
+  ENETUNREACH: "network unreachable",
+  CERT_HAS_EXPIRED: "TLS certificate rejected",
+  DEPTH_ZERO_SELF_SIGNED_CERT: "TLS certificate rejected",
+  SELF_SIGNED_CERT_IN_CHAIN: "TLS certificate rejected",
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: "TLS certificate rejected",
+  ERR_TLS_CERT_ALTNAME_INVALID: "TLS certificate rejected"
+}
+
+// The first error code along a cause chain that names a known problem.
+const knownProblem = (cause: unknown): string | undefined => {
+  for (let depth = 0; depth < 4 && typeof cause === "object" && cause !== null; depth++) {
+    const code: unknown = Reflect.get(cause, "code")
+    if (typeof code === "string" && code in connectionProblems) return connectionProblems[code]
+    cause = Reflect.get(cause, "cause")
+  }
+  return undefined
+}
+
 /**
  * The reason for a transport failure: the connection could not be made, was
- * reset, or the body could not be read. Only the request line is kept.
+ * reset, or the body could not be read. Only the request line is kept. The
+ * description says what happened in words ("connection refused"), without
+ * the reason's tag, which the error's message already starts with.
  *
  * @since 0.1.0
  */
 export const fromHttpClientError = (
   error: HttpClientError.HttpClientError,
-  target: Target,
-  redact: (text: string) => string
+  target: Target
 ): AiError.NetworkError => {
   const reason = error.reason
   const cause: unknown = "cause" in reason ? reason.cause : undefined
   const detail = reason.description ?? (cause instanceof Error ? cause.message : undefined)
-  return new AiError.NetworkError({
-    reason: reason._tag === "EncodeError" || reason._tag === "InvalidUrlError" ? reason._tag : "TransportError",
-    method: target.method,
-    url: target.url,
-    description: redact(
-      detail === undefined ? `${reason._tag} while talking to the provider` : `${reason._tag}: ${detail}`
-    )
-  })
+  const network = (kind: "TransportError" | "EncodeError" | "InvalidUrlError", description: string) =>
+    new AiError.NetworkError({ reason: kind, method: target.method, url: target.url, description })
+  switch (reason._tag) {
+    case "EncodeError":
+      return network(reason._tag, detail ?? "the request could not be encoded")
+    case "InvalidUrlError":
+      return network(reason._tag, detail ?? "the URL is not valid")
+  }
+  const known = knownProblem(cause)
+  if (known !== undefined) return network("TransportError", known)
+  const what = reason._tag === "TransportError" ? "the connection failed" : "the response could not be read"
+  return network("TransportError", detail === undefined ? what : `${what}: ${detail}`)
 }
 
 /**
- * No response, or no bytes of a streaming response, for longer than the idle
- * timeout.
+ * No response, or no complete event of a streaming response, for longer than
+ * the idle timeout.
  *
  * @since 0.1.0
  */
@@ -160,8 +197,33 @@ export const idle = (target: Target, timeout: Duration.Duration, phase: "respons
     method: target.method,
     url: target.url,
     description: phase === "response"
-      ? `no response within the idle timeout of ${Duration.format(timeout)}`
-      : `the stream sent no bytes for longer than the idle timeout of ${Duration.format(timeout)}`
+      ? `no response within the idle timeout (idleTimeout: ${Duration.format(timeout)})`
+      : `the stream completed no event within the idle timeout (idleTimeout: ${Duration.format(timeout)})`
+  })
+
+/**
+ * The call did not end within the response timeout, retries included.
+ *
+ * @since 0.1.0
+ */
+export const responseTimeout = (target: Target, timeout: Duration.Duration): AiError.NetworkError =>
+  new AiError.NetworkError({
+    reason: "TransportError",
+    method: target.method,
+    url: target.url,
+    description: `the response did not end within the response timeout (responseTimeout: ${Duration.format(timeout)})`
+  })
+
+/**
+ * The response body grew past the size limit. The limit is also on the
+ * metadata, as `{ "effect-agent": { limit: "maxResponseBytes", maxResponseBytes } }`.
+ *
+ * @since 0.1.0
+ */
+export const tooLarge = (maxResponseBytes: number): AiError.InvalidResponseError =>
+  new AiError.InvalidResponseError({
+    description: `the response is larger than the size limit (maxResponseBytes: ${maxResponseBytes})`,
+    metadata: { "effect-agent": { limit: "maxResponseBytes", maxResponseBytes } }
   })
 
 /**
@@ -172,11 +234,10 @@ export const idle = (target: Target, timeout: Duration.Duration, phase: "respons
  */
 export const fromStreamError = (
   type: string | undefined,
-  message: string | undefined,
-  redact: (text: string) => string
+  message: string | undefined
 ): AiError.AiErrorReason => {
   const kind = type ? ` (${type})` : ""
-  const description = redact(`the provider reported an error in the stream${kind}: ${message ?? "no message"}`)
+  const description = `the provider reported an error in the stream${kind}: ${message ?? "no message"}`
   const metadata = type === undefined ? {} : { errorType: type }
   switch (type) {
     case "rate_limit_error":

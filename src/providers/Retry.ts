@@ -45,17 +45,59 @@ export const defaultPolicy: Policy = {
 }
 
 /**
- * What a retry is about to do, for {@link Options.onRetry}.
+ * Why a call is retried: the status of an unsuccessful response (429, 503,
+ * Anthropic's 529, …), or a network failure in words ("connection refused",
+ * "no response within the idle timeout (idleTimeout: 30s)").
+ *
+ * @since 0.1.0
+ */
+export type RetryReason =
+  | { readonly _tag: "HttpStatus"; readonly status: number }
+  | { readonly _tag: "Network"; readonly description: string }
+
+/**
+ * What a retry is about to do, for {@link Options.onRetry}: retry `attempt`
+ * of at most `maxRetries` (retrying may stop sooner, at `maxElapsed`), after
+ * waiting `delay`, because of `reason`.
  *
  * @since 0.1.0
  */
 export interface RetryInfo {
   /** 1 for the first retry. */
   readonly attempt: number
+  /** The policy's `maxRetries`. */
+  readonly maxRetries: number
   /** How long the provider waits before it. */
   readonly delay: Duration.Duration
-  /** The failure being retried. */
+  /** Why, as a view shows it. */
+  readonly reason: RetryReason
+  /** The failure being retried (its texts redacted). */
   readonly error: AiError.AiError
+}
+
+/**
+ * The reason of a retryable failure: its HTTP status, or its description as
+ * a network failure.
+ *
+ * @since 0.1.0
+ */
+export const reasonOf = (error: AiError.AiError): RetryReason => {
+  const reason = error.reason
+  const status = "http" in reason ? reason.http?.response?.status : undefined
+  if (status !== undefined) return { _tag: "HttpStatus", status }
+  const description = reason._tag === "NetworkError" ? reason.description : undefined
+  return { _tag: "Network", description: description ?? reason._tag }
+}
+
+/**
+ * A retry in one line: `retrying in 2.1 s after 503 (2 of 4)`.
+ *
+ * @since 0.1.0
+ */
+export const describe = (info: RetryInfo): string => {
+  const after = info.reason._tag === "HttpStatus" ? String(info.reason.status) : info.reason.description
+  const seconds = (Duration.toMillis(info.delay) / 1000).toFixed(1)
+  return `retrying in ${seconds} s after ${after} (${info.attempt} of ${info.maxRetries})`
 }
 
 /**
@@ -138,7 +180,15 @@ export const schedule = (options: Options = {}): Schedule.Schedule<Duration.Dura
   const onRetry = options.onRetry
   return onRetry === undefined
     ? base
-    : Schedule.tap(base, ({ attempt, duration, input }) => onRetry({ attempt, delay: duration, error: input }))
+    : Schedule.tap(base, ({ attempt, duration, input }) =>
+      onRetry({
+        attempt,
+        maxRetries: policy.maxRetries,
+        delay: duration,
+        reason: reasonOf(input),
+        error: input
+      })
+    )
 }
 
 const definedOnly = (options: Options): Partial<Policy> => {

@@ -1,10 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Stream } from "effect"
 import { AiError, type LanguageModel } from "effect/ai"
-import { HttpServerResponse } from "effect/http"
+import { HttpClient, HttpClientRequest, HttpServerResponse } from "effect/http"
 import { TestClock } from "effect/testing"
 import { Anthropic, OpenAiChat, OpenAiResponses } from "../../src/index.ts"
 import type * as ProviderConfig from "../../src/providers/ProviderConfig.ts"
+import * as RetryModule from "../../src/providers/Retry.ts"
+import * as SseTransport from "../../src/providers/SseTransport.ts"
 import type * as Retry from "../../src/providers/Retry.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
@@ -17,6 +19,8 @@ interface Provider {
   readonly fixture: string
   /** An event that lacks a required field. */
   readonly incomplete: string
+  /** A complete event that adds nothing to the response. */
+  readonly keepAlive: string
 }
 
 const common = (options: Omit<ProviderConfig.Options, "model">) => ({ apiKey: Redacted.make(ProviderTest.apiKey), ...options })
@@ -27,7 +31,8 @@ const providers: ReadonlyArray<Provider> = [
     layer: (options) =>
       OpenAiChat.layer({ model: "gpt-4o", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
     fixture: "openai-chat/openai-python_text-with-usage_gpt-4o.sse",
-    incomplete: "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\"}\n\n"
+    incomplete: "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\"}\n\n",
+    keepAlive: "data: {\"id\":\"chatcmpl-1\",\"model\":\"gpt-4o\",\"choices\":[{\"index\":0,\"delta\":{}}]}\n\n"
   },
   {
     name: "OpenAiResponses",
@@ -35,7 +40,8 @@ const providers: ReadonlyArray<Provider> = [
       OpenAiResponses.layer({ model: "gpt-5", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
     fixture: "openai-responses/reasoning-summary-plus-tool_gpt-5.sse",
     incomplete:
-      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\"}\n\n"
+      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\"}\n\n",
+    keepAlive: "event: response.in_progress\ndata: {\"type\":\"response.in_progress\"}\n\n"
   },
   {
     name: "Anthropic",
@@ -43,7 +49,8 @@ const providers: ReadonlyArray<Provider> = [
       Anthropic.layer({ model: "claude-sonnet-4", ...common(options) }).pipe(Layer.provide(ProviderTest.client)),
     fixture: "anthropic/thinking-plus-tool-use_claude-sonnet-4.sse",
     incomplete:
-      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n"
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+    keepAlive: "event: ping\ndata: {\"type\": \"ping\"}\n\n"
   }
 ]
 
@@ -146,6 +153,9 @@ describe("provider faults", () => {
       const retry = yield* Queue.take(retries.queue)
       assert.strictEqual(Duration.toMillis(retry.delay), 2500)
       assert.strictEqual(retry.error.reason._tag, "InternalProviderError")
+      assert.deepStrictEqual(retry.reason, { _tag: "HttpStatus", status: 503 })
+      assert.strictEqual(retry.maxRetries, 4)
+      assert.strictEqual(RetryModule.describe(retry), "retrying in 2.5 s after 503 (1 of 4)")
       yield* settle
       yield* TestClock.adjust("2500 millis")
       yield* Fiber.join(fiber)
@@ -167,6 +177,8 @@ describe("provider faults", () => {
         const retry = yield* Queue.take(retries.queue)
         const expected = 100 * 2 ** (attempt - 1)
         assert.strictEqual(retry.attempt, attempt)
+        assert.strictEqual(retry.maxRetries, 4)
+        assert.deepStrictEqual(retry.reason, { _tag: "HttpStatus", status: 503 })
         assert.isAtLeast(Duration.toMillis(retry.delay), expected * 0.8)
         assert.isAtMost(Duration.toMillis(retry.delay), expected * 1.2)
         yield* settle
@@ -178,6 +190,34 @@ describe("provider faults", () => {
       assert(error.reason._tag === "InternalProviderError")
       assert.strictEqual(error.reason.http?.response?.status, 503)
       assert.include(error.reason.description, "The server is overloaded")
+    }))
+
+  it.live("a refused connection is retried, each retry saying so, then fails naming its tag once", () =>
+    Effect.gen(function*() {
+      // A port that was just free: nothing listens there.
+      const closed = yield* Effect.scoped(TestServer.start(() => json(200, {})))
+      const retries: Array<Retry.RetryInfo> = []
+      const error = yield* failure(ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({
+          baseUrl: closed.baseUrl,
+          retry: {
+            maxRetries: 2,
+            baseDelay: "1 millis",
+            maxDelay: "5 millis",
+            onRetry: (info) => Effect.sync(() => retries.push(info))
+          }
+        }))
+      ))
+      assert.deepStrictEqual(retries.map((info) => [info.attempt, info.maxRetries, info.reason]), [
+        [1, 2, { _tag: "Network", description: "connection refused" }],
+        [2, 2, { _tag: "Network", description: "connection refused" }]
+      ])
+      assert.match(RetryModule.describe(retries[1]!), /^retrying in 0\.0 s after connection refused \(2 of 2\)$/)
+      assert(error.reason._tag === "NetworkError")
+      assert.strictEqual(error.reason.description, "connection refused")
+      assert.strictEqual(error.message.split("TransportError").length, 2, error.message)
+      const expected = `OpenAiChat.streamText: TransportError: connection refused (POST ${closed.baseUrl}`
+      assert.isTrue(error.message.startsWith(expected), error.message)
     }))
 
   it.effect("a 400 is not retried and carries the status and the provider's message", () =>
@@ -234,6 +274,40 @@ describe("provider faults", () => {
           assert.include(error.reason.description, "the stream ended before its terminal event")
         }))
 
+      it.effect("a recorded stream whose last event lacks the final blank line is accepted, with LF or CRLF", () =>
+        Effect.gen(function*() {
+          const text = TestServer.fixture(provider.fixture)
+          assert.isTrue(text.endsWith("\n\n"))
+          const partsOf = (body: string) =>
+            Effect.flatMap(TestServer.start(() => Effect.succeed(TestServer.sse(body))), (server) =>
+              ProviderTest.streamParts("hi").pipe(
+                Effect.provide(provider.layer({ baseUrl: server.baseUrl })),
+                Effect.map(ProviderTest.plain)
+              ))
+          const whole = yield* partsOf(text)
+          assert.strictEqual(whole.at(-1) && Reflect.get(Object(whole.at(-1)), "type"), "finish")
+          assert.deepStrictEqual(yield* partsOf(text.slice(0, -1)), whole)
+          const crlf = text.replaceAll("\n", "\r\n")
+          assert.deepStrictEqual(yield* partsOf(crlf.slice(0, -2)), whole)
+        }))
+
+      it.effect("a body whose last line has no line break is cut, even when that line is the terminal event", () =>
+        Effect.gen(function*() {
+          const error = yield* failureOf(provider, TestServer.fixture(provider.fixture).trimEnd())
+          assert(error.reason._tag === "InvalidOutputError")
+          assert.include(error.reason.description, "the stream ended before its terminal event")
+        }))
+
+      it.effect("a body ending after a complete non-terminal event, without its blank line, is cut", () =>
+        Effect.gen(function*() {
+          const text = prefix(TestServer.fixture(provider.fixture), 0.5)
+          for (const body of [text.slice(0, -1), text.slice(0, text.lastIndexOf("data:"))]) {
+            const error = yield* failureOf(provider, body)
+            assert(error.reason._tag === "InvalidOutputError")
+            assert.include(error.reason.description, "the stream ended before its terminal event")
+          }
+        }))
+
       it.effect("a connection reset mid-stream fails with a NetworkError, after the parts already streamed", () =>
         Effect.gen(function*() {
           const text = prefix(TestServer.fixture(provider.fixture), 0.5)
@@ -245,7 +319,9 @@ describe("provider faults", () => {
               Effect.provide(provider.layer({ baseUrl: server.baseUrl }))
             )
           )
-          assert.strictEqual(error.reason._tag, "NetworkError")
+          assert(error.reason._tag === "NetworkError")
+          assert.strictEqual(error.reason.description, "connection closed by the server")
+          assert.strictEqual(error.message.split("TransportError").length, 2, error.message)
           assert.strictEqual(server.requests.length, 1, "a started stream is not retried")
           assert.strictEqual(parts[0], "response-metadata")
           assert.notInclude(parts, "finish")
@@ -271,6 +347,96 @@ describe("provider faults", () => {
           assert.include(error.reason.description, "is missing a required field")
         }))
 
+      it.effect("a server that trickles bytes or comments, completing no event, fails after the idle timeout", () =>
+        Effect.gen(function*() {
+          const head = prefix(TestServer.fixture(provider.fixture), 0.3)
+          const next = TestServer.fixture(provider.fixture).slice(head.length)
+          const trickles: ReadonlyArray<ReadonlyArray<string | Uint8Array>> = [
+            Array.from({ length: 40 }, () => ": keep-alive\n\n"),
+            Array.from({ length: 40 }, () => "event: ping\n\n"),
+            TestServer.chunks(next, 1).slice(0, 40)
+          ]
+          for (const pieces of trickles) {
+            const server = yield* TestServer.start(() => Effect.succeed(TestServer.trickle(head, pieces, "500 millis")))
+            const parts: Array<string> = []
+            const fiber = yield* ProviderTest.stream("hi").pipe(
+              Stream.runForEach((part) => Effect.sync(() => parts.push(part.type))),
+              Effect.provide(provider.layer({ baseUrl: server.baseUrl, idleTimeout: "2 seconds" })),
+              Effect.forkChild
+            )
+            for (let waits = 0; waits < 250 && parts.length === 0; waits++) yield* settle
+            // 500 ms at a time: each step lets the server send one more piece.
+            let steps = 0
+            for (; steps < 20 && fiber.pollUnsafe() === undefined; steps++) {
+              yield* settle
+              yield* TestClock.adjust("500 millis")
+            }
+            yield* settle
+            assert.isDefined(fiber.pollUnsafe(), "a trickle must not keep the call alive")
+            assert.isAtMost(steps, 5)
+            const error = yield* failure(Fiber.join(fiber))
+            assert(error.reason._tag === "NetworkError")
+            assert.strictEqual(
+              error.reason.description,
+              "the stream completed no event within the idle timeout (idleTimeout: 2s)"
+            )
+          }
+        }))
+
+      it.effect("complete events that add nothing keep the idle timeout at bay, but not the response timeout", () =>
+        Effect.gen(function*() {
+          const head = prefix(TestServer.fixture(provider.fixture), 0.3)
+          const pieces = Array.from({ length: 40 }, () => provider.keepAlive)
+          const server = yield* TestServer.start(() => Effect.succeed(TestServer.trickle(head, pieces, "500 millis")))
+          const parts: Array<string> = []
+          const fiber = yield* ProviderTest.stream("hi").pipe(
+            Stream.runForEach((part) => Effect.sync(() => parts.push(part.type))),
+            Effect.provide(
+              provider.layer({ baseUrl: server.baseUrl, idleTimeout: "4 seconds", responseTimeout: "6 seconds" })
+            ),
+            Effect.forkChild
+          )
+          for (let waits = 0; waits < 250 && parts.length === 0; waits++) yield* settle
+          let steps = 0
+          for (; steps < 20 && fiber.pollUnsafe() === undefined; steps++) {
+            yield* settle
+            yield* TestClock.adjust("500 millis")
+          }
+          yield* settle
+          assert.isDefined(fiber.pollUnsafe(), "the response timeout must end the call")
+          assert.isAtLeast(steps, 11)
+          assert.isAtMost(steps, 13)
+          const error = yield* failure(Fiber.join(fiber))
+          assert(error.reason._tag === "NetworkError")
+          assert.strictEqual(
+            error.reason.description,
+            "the response did not end within the response timeout (responseTimeout: 6s)"
+          )
+          assert.notInclude(parts, "finish")
+        }))
+
+      it.effect("a response larger than maxResponseBytes fails with a typed error naming the limit", () =>
+        Effect.gen(function*() {
+          const text = TestServer.fixture(provider.fixture)
+          const size = new TextEncoder().encode(text).length
+          const run = (maxResponseBytes: number) =>
+            Effect.flatMap(TestServer.start(() => Effect.succeed(TestServer.sse(text))), (server) =>
+              Effect.exit(ProviderTest.generate("hi").pipe(
+                Effect.provide(provider.layer({ baseUrl: server.baseUrl, maxResponseBytes }))
+              )))
+          assert.isTrue(Exit.isSuccess(yield* run(size)))
+          const error = yield* failure(Effect.flatten(run(size - 1)))
+          assert(error.reason._tag === "InvalidResponseError")
+          assert.strictEqual(
+            error.reason.description,
+            `the response is larger than the size limit (maxResponseBytes: ${size - 1})`
+          )
+          assert.deepStrictEqual(error.reason.metadata, {
+            "effect-agent": { limit: "maxResponseBytes", maxResponseBytes: size - 1 }
+          })
+          assert.isFalse(error.isRetryable)
+        }))
+
       it.effect("a stream that goes quiet fails after the idle timeout", () =>
         Effect.gen(function*() {
           const text = prefix(TestServer.fixture(provider.fixture), 0.3)
@@ -289,7 +455,7 @@ describe("provider faults", () => {
           assert(error.reason._tag === "NetworkError")
           assert.strictEqual(
             error.reason.description,
-            "the stream sent no bytes for longer than the idle timeout of 30s"
+            "the stream completed no event within the idle timeout (idleTimeout: 30s)"
           )
           assert.strictEqual(server.requests.length, 1)
           assert.strictEqual(parts[0], "response-metadata")
@@ -298,6 +464,47 @@ describe("provider faults", () => {
     })
   }
 
+  it.effect("an error response whose body never ends fails after the idle timeout, with the status", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start(() =>
+        Effect.succeed(HttpServerResponse.stream(
+          Stream.concat(Stream.fromIterable(TestServer.chunks("{\"error\":{\"message\":\"bu")), Stream.never),
+          { status: 500, contentType: "application/json" }
+        ))
+      )
+      const fiber = yield* ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({ baseUrl: server.baseUrl, idleTimeout: "2 seconds", retry: { maxRetries: 0 } })),
+        Effect.forkChild
+      )
+      yield* advanceUntilDone(fiber, "1 second")
+      assert.isDefined(fiber.pollUnsafe(), "the call must end")
+      const error = yield* failure(Fiber.join(fiber))
+      assert(error.reason._tag === "InternalProviderError")
+      assert.strictEqual(error.reason.http?.response?.status, 500)
+    }))
+
+  it.effect("the response timeout bounds retries too", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start(() => json(503, { error: { message: "busy" } }, { "retry-after": "1" }))
+      const fiber = yield* ProviderTest.generate("hi").pipe(
+        Effect.provide(chat!.layer({
+          baseUrl: server.baseUrl,
+          responseTimeout: "2500 millis",
+          retry: { maxRetries: 100, maxElapsed: "1 hour" }
+        })),
+        Effect.forkChild
+      )
+      yield* advanceUntilDone(fiber, "500 millis")
+      assert.isDefined(fiber.pollUnsafe(), "the call must end")
+      const error = yield* failure(Fiber.join(fiber))
+      assert(error.reason._tag === "NetworkError")
+      assert.strictEqual(
+        error.reason.description,
+        "the response did not end within the response timeout (responseTimeout: 2s 500ms)"
+      )
+      assert.isAtMost(server.requests.length, 3)
+    }))
+
   it.effect("a response that never starts is retried, then fails after the idle timeout", () =>
     Effect.gen(function*() {
       // The server answers only after half a second of real time: far past the
@@ -305,19 +512,34 @@ describe("provider faults", () => {
       const server = yield* TestServer.start(() =>
         Effect.as(TestClock.withLive(Effect.sleep("500 millis")), HttpServerResponse.text("too late", { status: 500 }))
       )
+      const retries: Array<Retry.RetryInfo> = []
       const fiber = yield* ProviderTest.generate("hi").pipe(
         Effect.provide(chat!.layer({
           baseUrl: server.baseUrl,
           idleTimeout: "10 seconds",
-          retry: { maxRetries: 1, baseDelay: "1 second" }
+          retry: { maxRetries: 1, baseDelay: "1 second", onRetry: (info) => Effect.sync(() => retries.push(info)) }
         })),
         Effect.forkChild
       )
       yield* advanceUntilDone(fiber, "10 seconds")
       const error = yield* failure(Fiber.join(fiber))
       assert(error.reason._tag === "NetworkError")
-      assert.strictEqual(error.reason.description, "no response within the idle timeout of 10s")
+      assert.strictEqual(error.reason.description, "no response within the idle timeout (idleTimeout: 10s)")
+      assert.deepStrictEqual(retries.map((info) => info.reason), [
+        { _tag: "Network", description: "no response within the idle timeout (idleTimeout: 10s)" }
+      ])
       assert.strictEqual(server.requests.length, 2)
+    }))
+
+  it.effect("an Anthropic error event that ends the body without its blank line is reported as itself", () =>
+    Effect.gen(function*() {
+      const text = prefix(TestServer.fixture("anthropic/simple-text_claude-sonnet-4.sse"), 0.4)
+      const error = yield* failureOf(
+        providers[2]!,
+        `${text}event: error\ndata: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}\n`
+      )
+      assert(error.reason._tag === "InternalProviderError")
+      assert.include(error.reason.description, "(overloaded_error): Overloaded")
     }))
 
   it.effect("an error event inside an Anthropic stream fails with the provider's error", () =>
@@ -329,5 +551,39 @@ describe("provider faults", () => {
       )
       assert(error.reason._tag === "InternalProviderError")
       assert.include(error.reason.description, "(overloaded_error): Overloaded")
+    }))
+
+  it.effect("a call that succeeds never runs the redactor (it costs a Schema round trip per failure)", () =>
+    Effect.gen(function*() {
+      const server = yield* TestServer.start((_, index) =>
+        index === 0 ? Effect.succeed(TestServer.sse("data: {}\n\ndata: [DONE]\n\n")) : json(500, {})
+      )
+      const client = Context.get(yield* Layer.build(ProviderTest.client), HttpClient.HttpClient)
+      let redactions = 0
+      const call = SseTransport.stream({
+        provider: "Test",
+        client,
+        request: HttpClientRequest.post(`${server.baseUrl}/`),
+        retry: RetryModule.schedule({ maxRetries: 0 }),
+        idleTimeout: Duration.seconds(30),
+        responseTimeout: Duration.minutes(1),
+        maxResponseBytes: 1024,
+        redact: (text) => (redactions++, text),
+        decoder: () => {
+          const decoder = {
+            terminal: "data: [DONE]",
+            finished: false,
+            push: (event: { readonly data: string }) => {
+              decoder.finished = event.data === "[DONE]"
+              return undefined
+            }
+          }
+          return decoder
+        }
+      })
+      yield* Stream.runDrain(call)
+      assert.strictEqual(redactions, 0)
+      yield* Effect.exit(Stream.runDrain(call))
+      assert.isAbove(redactions, 0)
     }))
 })

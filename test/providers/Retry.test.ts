@@ -34,4 +34,25 @@ describe("Retry", () => {
     assert.isFalse(Retry.isRetryable(failure(new AiError.QuotaExhaustedError({ http: http(429) }))))
     assert.isFalse(Retry.isRetryable(failure(new AiError.InvalidOutputError({ description: "cut" }))))
   })
+
+  it("says why and when a retry happens, as a view shows it", () => {
+    const overloaded = failure(new AiError.InternalProviderError({ description: "", http: http(529) }))
+    assert.deepStrictEqual(Retry.reasonOf(overloaded), { _tag: "HttpStatus", status: 529 })
+    const refused = failure(
+      new AiError.NetworkError({ reason: "TransportError", method: "POST", url: "u", description: "connection refused" })
+    )
+    assert.deepStrictEqual(Retry.reasonOf(refused), { _tag: "Network", description: "connection refused" })
+    const info = (error: AiError.AiError): Retry.RetryInfo => ({
+      attempt: 2,
+      maxRetries: 4,
+      delay: Duration.millis(2100),
+      reason: Retry.reasonOf(error),
+      error
+    })
+    assert.strictEqual(
+      Retry.describe(info(failure(new AiError.InternalProviderError({ description: "", http: http(503) })))),
+      "retrying in 2.1 s after 503 (2 of 4)"
+    )
+    assert.strictEqual(Retry.describe(info(refused)), "retrying in 2.1 s after connection refused (2 of 4)")
+  })
 })

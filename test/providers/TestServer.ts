@@ -4,7 +4,7 @@
  * typically a recorded SSE stream sent in small chunks.
  */
 import { NodeHttpServer, NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect, Stream } from "effect"
+import { type Duration, Effect, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Fs from "node:fs"
@@ -72,6 +72,26 @@ export const sseThenHang = (text: string) =>
   HttpServerResponse.stream(Stream.concat(Stream.fromIterable(chunks(text)), Stream.never), {
     contentType: "text/event-stream"
   })
+
+/**
+ * An SSE response that sends `head`, then `pieces` one at a time, each after
+ * `every` (on the server's clock: the test clock in `it.effect`), then
+ * hangs without closing.
+ */
+export const trickle = (head: string, pieces: ReadonlyArray<string | Uint8Array>, every: Duration.Input) =>
+  HttpServerResponse.stream(
+    Stream.concat(
+      Stream.fromIterable(chunks(head)),
+      Stream.concat(
+        Stream.mapEffect(
+          Stream.fromIterable(pieces),
+          (piece) => Effect.as(Effect.sleep(every), typeof piece === "string" ? encoder.encode(piece) : piece)
+        ),
+        Stream.never
+      )
+    ),
+    { contentType: "text/event-stream" }
+  )
 
 export const fixture = (path: string): string =>
   Fs.readFileSync(new URL(`../fixtures/providers/${path}`, import.meta.url), "utf8")

@@ -1,0 +1,160 @@
+/**
+ * Keeps an API key out of the text a provider sends back. A server may echo
+ * the key it was sent (a 401's message, a request id, a proxy's debug page),
+ * and not always verbatim, so a redactor replaces with `<redacted>`:
+ *
+ * - the key itself, and the key with any of its characters JSON-escaped
+ *   (`\u0073`) or percent-encoded (`%73`), as a body that was not decoded
+ *   shows it;
+ * - the key in base64 or base64url, at any alignment inside a longer
+ *   encoded text (as in `Basic …` credentials), all but the one or two
+ *   characters at each end that it shares with its neighbours;
+ * - an elided key, as servers print one: at least 3 of its first characters
+ *   before a mask (`…`, `..`, `**` or `•`), with any of its last characters
+ *   after it, or a mask and at least 3 of its last characters (`sk-abc…xyz`,
+ *   `sk-proj-****wxyz`, `sk-abc…`, `…wxyz`), in any of the encodings above.
+ *   Keys shorter than 12 characters are matched whole only.
+ *
+ * {@link redactReason} applies a redactor to every text of an error reason
+ * (descriptions, bodies, header names and values, metadata), after the
+ * provider's JSON has been decoded, so an escaped key cannot pass through
+ * `JSON.parse` in clear.
+ *
+ * Matching is a single regular expression built once per key, run only on the
+ * text of a failure (never on a streamed part), and linear in that text for
+ * a given key.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import { AiError } from "effect/ai"
+
+/**
+ * What a redactor puts in place of a key.
+ *
+ * @since 0.1.0
+ */
+export const placeholder = "<redacted>"
+
+const minKeyLength = 4
+const minElidedKeyLength = 12
+const minVisible = 3
+
+const escapeRegExp = (text: string): string => text.replace(/[\\^$.*+?()[\]{}|/-]/g, "\\$&")
+
+// Hex digits in either case: `2f` matches `2f`, `2F`.
+const anyCaseHex = (hex: string): string =>
+  hex.replace(/[a-f]/gi, (digit) => `[${digit.toLowerCase()}${digit.toUpperCase()}]`)
+
+const utf8 = new TextEncoder()
+
+// One character as it may appear: itself, JSON-escaped, or percent-encoded.
+const character = (char: string): string => {
+  const code = char.charCodeAt(0).toString(16).padStart(4, "0")
+  const percent = Array.from(utf8.encode(char), (byte) => `%${anyCaseHex(byte.toString(16).padStart(2, "0"))}`)
+  return `(?:${escapeRegExp(char)}|\\\\u${anyCaseHex(code)}|${percent.join("")})`
+}
+
+const sequence = (chars: ReadonlyArray<string>): string => chars.map(character).join("")
+
+// At least `min` of the first characters: c0 c1 c2 (?:c3 (?:c4 …)?)?
+const prefix = (chars: ReadonlyArray<string>, min: number): string => {
+  let tail = ""
+  for (let i = chars.length - 1; i >= min; i--) tail = `(?:${character(chars[i]!)}${tail})?`
+  return sequence(chars.slice(0, min)) + tail
+}
+
+// At least `min` of the last characters: (?:(?:c0)? c1)? … cn-3 cn-2 cn-1
+const suffix = (chars: ReadonlyArray<string>, min: number): string => {
+  let head = ""
+  for (let i = 0; i < chars.length - min; i++) head = `(?:${head}${character(chars[i]!)})?`
+  return head + sequence(chars.slice(chars.length - min))
+}
+
+// What stands for the hidden part of an elided key: an ellipsis, two or more
+// dots or stars, bullets. Server text is hostile, so the run is matched as an
+// atomic group (a lookahead that captures, then a backreference: the engine
+// cannot backtrack into it) and only from its first character (the
+// lookbehind), which keeps matching linear in the text.
+const maskCharacters = ["\u2026", ".", "*", "\u2022"].map(character)
+const maskRun = (group: number): string => {
+  const [ellipsis, dot, star, bullet] = maskCharacters
+  const run = `(?:${ellipsis})+|(?:${dot}){2,}|(?:${star}){2,}|(?:${bullet})+`
+  return `(?<!${maskCharacters.join("|")})(?=(${run}))\\${group}`
+}
+
+const base64 = (bytes: Uint8Array): string => btoa(String.fromCharCode(...bytes))
+
+// The characters of the key's base64 that do not depend on the bytes around
+// it, for each of the three alignments, in base64 and base64url.
+const base64Cores = (key: string): Array<string> => {
+  const bytes = utf8.encode(key)
+  const cores = new Set<string>()
+  for (let offset = 0; offset < 3; offset++) {
+    const padded = new Uint8Array(offset + bytes.length)
+    padded.set(bytes, offset)
+    const encoded = base64(padded)
+    const first = Math.ceil((8 * offset) / 6)
+    const end = Math.floor((8 * (offset + bytes.length)) / 6)
+    const core = encoded.slice(first, end)
+    if (core.length >= 6) {
+      cores.add(core)
+      cores.add(core.replaceAll("+", "-").replaceAll("/", "_"))
+    }
+  }
+  return Array.from(cores, escapeRegExp)
+}
+
+/**
+ * A function that replaces every form of `key` listed in the module
+ * description with {@link placeholder}. Keys shorter than 4 characters are
+ * not looked for.
+ *
+ * @since 0.1.0
+ */
+export const redactor = (key: string | undefined): (text: string) => string => {
+  if (key === undefined || key.length < minKeyLength) return (text) => text
+  const chars = Array.from(key)
+  const forms = [sequence(chars), ...base64Cores(key)]
+  if (chars.length >= minElidedKeyLength) {
+    // The only capturing groups, numbered in order.
+    forms.push(
+      `${prefix(chars, minVisible)}${maskRun(1)}(?:${suffix(chars, 1)})?`,
+      `${maskRun(2)}${suffix(chars, minVisible)}`
+    )
+  }
+  const pattern = new RegExp(forms.join("|"), "g")
+  return (text) => text.replace(pattern, placeholder)
+}
+
+const redactJson = (value: unknown, redact: (text: string) => string): unknown => {
+  if (typeof value === "string") return redact(value)
+  if (Array.isArray(value)) return value.map((item) => redactJson(item, redact))
+  if (typeof value === "object" && value !== null) {
+    return Object.fromEntries(Object.entries(value).map(([key, item]) => [redact(key), redactJson(item, redact)]))
+  }
+  return value
+}
+
+const ReasonJson = Schema.toCodecJson(AiError.AiErrorReason)
+const encodeReason = Schema.encodeSync(ReasonJson)
+const decodeReason = Schema.decodeUnknownSync(ReasonJson)
+
+/**
+ * The reason with `redact` applied to every string in it, header names and
+ * metadata included. Should the result no longer decode (a key that is also
+ * part of a tag), the reason becomes an `UnknownError` with the redacted
+ * message.
+ *
+ * @since 0.1.0
+ */
+export const redactReason = (
+  reason: AiError.AiErrorReason,
+  redact: (text: string) => string
+): AiError.AiErrorReason => {
+  try {
+    return decodeReason(redactJson(encodeReason(reason), redact))
+  } catch {
+    return new AiError.UnknownError({ description: redact(`${reason._tag}: ${reason.message}`) })
+  }
+}
