@@ -365,13 +365,16 @@ const runHandler = <R>(
 ): Effect.Effect<Handled, never, R> => {
   const { tool } = action
   const { call } = planned
+  // `guard`: a registry of the application's own may throw rather than fail.
   const handled = Effect.matchCause(
-    run.registry.run(tool.name, { params: call.params, rawParams: action.params, toolCallId: call.id }, (partial) =>
-      // preliminary results are reported through the run's hooks, which may need its services
-      Effect.provideContext(
-        Run.emitInput(run, { _tag: "ToolExecutionUpdate", toolCallId: call.id, toolName: tool.name, partial }),
-        run.services
-      )),
+    ToolRun.guard(() =>
+      run.registry.run(tool.name, { params: call.params, rawParams: action.params, toolCallId: call.id }, (partial) =>
+        // preliminary results are reported through the run's hooks, which may need its services
+        Effect.provideContext(
+          Run.emitInput(run, { _tag: "ToolExecutionUpdate", toolCallId: call.id, toolName: tool.name, partial }),
+          run.services
+        ))
+    ),
     { onSuccess: fromOutput, onFailure: (cause): Handled => fromCause(planned, tool, cause) }
   )
   const timeout = timeoutOf(run, action.settings)

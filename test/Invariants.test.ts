@@ -1,6 +1,6 @@
 /**
  * The ARCHITECTURE invariants on random runs: random tool calls, failures,
- * defects, timeouts, blocks, denials, cancellation and interruption points.
+ * defects, synchronous throws, timeouts, blocks, denials, cancellation and interruption points.
  *
  * 1. Every tool call gets exactly one result, in the calls' order.
  * 2. AgentEnd is the last event of every run, however it ends.
@@ -17,6 +17,7 @@ const CallKind = Schema.Literals([
   "add",
   "flaky",
   "crash",
+  "throw",
   "fatal",
   "timeout",
   "sleep",
@@ -52,6 +53,8 @@ const toCall = (kind: CallKind, turn: number, index: number): ScriptedModel.Tool
       return { id, name: "flaky", params: { reason: "nope" } }
     case "crash":
       return { id, name: "crash", params: {} }
+    case "throw":
+      return { id, name: "throw", params: {} }
     case "fatal":
       return { id, name: "fatal", params: { reason: "corrupt" } }
     case "timeout":

@@ -117,6 +117,89 @@ describe("handlers", () => {
       assert.strictEqual(result.outcome._tag, "Completed")
     }))
 
+  it.effect("a handler that throws synchronously is an error result naming it, like a defect", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runOk([{ toolCalls: [call("throw", {}, "c1"), call("add", { a: 1, b: 2 }, "c2")] }, {
+        text: "ok"
+      }])
+      const answer = resultOf(result.messages, "c1")
+      assert.isTrue(answer.isError)
+      assert.strictEqual(Message.textOf(answer), "Tool throw crashed: Error: thrown")
+      assert.strictEqual(Message.textOf(resultOf(result.messages, "c2")), "3")
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("every other way a handler can break is one error result: Effect.sync throwing, toModelOutput throwing, " +
+    "an unencodable preliminary, a throw through Toolkit.handle, a registry whose handle throws", () =>
+    Effect.gen(function*() {
+      const Sync = Tool.make("sync", { success: Schema.String })
+      const Shown = Tool.make("shown", {
+        success: Schema.String,
+        toModelOutput: () => {
+          throw new Error("cannot render")
+        }
+      })
+      const Partial = Tool.make("partial", { success: Schema.Finite })
+      const Handled = Tool.make("handled", { success: Schema.String })
+      const kit = Toolkit.make(Sync, Shown, Partial)
+      const handledKit = Toolkit.make(Handled)
+      const registry = Layer.effect(
+        ToolRegistry.ToolRegistry,
+        Effect.gen(function*() {
+          const direct = yield* kit
+          // no handler context: these calls go through Toolkit.handle
+          const viaHandle = ToolRegistry.erase(yield* handledKit)
+          const broken: ToolRegistry.Entry = {
+            tools: { broken: Tool.make("broken", { success: Schema.String }) },
+            handle: () => {
+              throw new Error("no handle")
+            }
+          }
+          return ToolRegistry.make(ToolRegistry.erase(direct, yield* Effect.context<never>()), viaHandle, broken)
+        })
+      ).pipe(Layer.provide(Layer.merge(
+        kit.toLayer({
+          sync: () =>
+            Effect.sync(() => {
+              throw new Error("in sync")
+            }),
+          shown: () => Effect.succeed("fine"),
+          // a string where the success Schema wants a number
+          partial: (_, ctx) => Effect.as(ctx.preliminary("not a number" as unknown as number), 1)
+        }),
+        handledKit.toLayer({
+          handled: () => {
+            throw new Error("thrown via handle")
+          }
+        })
+      )))
+      const result = yield* Agent.run({ prompt: "go" }).pipe(
+        Effect.provide(Layer.merge(
+          registry,
+          ScriptedModel.layer([{
+            toolCalls: ["sync", "shown", "partial", "handled", "broken"].map((name) => call(name, {}, name))
+          }, { text: "ok" }])
+        ))
+      )
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assertValidTranscript(result.messages)
+      const texts = Object.fromEntries(
+        ["sync", "shown", "partial", "handled", "broken"].map((id) => {
+          const answer = resultOf(result.messages, id)
+          assert.isTrue(answer.isError, id)
+          return [id, Message.textOf(answer)]
+        })
+      )
+      const { partial, ...others } = texts
+      assert.deepStrictEqual(others, {
+        sync: "Tool sync crashed: Error: in sync",
+        shown: "Tool shown crashed: Error: cannot render",
+        handled: "Tool handled crashed: Error: thrown via handle",
+        broken: "Tool broken crashed: Error: no handle"
+      })
+      assert.match(partial!, /^Tool partial crashed: .*Expected number/s)
+    }))
+
   it.effect("a timeout interrupts the handler (its finalizer runs) and says after how long", () =>
     Effect.gen(function*() {
       const trace = makeTrace()

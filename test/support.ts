@@ -45,6 +45,9 @@ export const Fatal = Tool.make("fatal", {
 /** Dies with a defect. */
 export const Crash = Tool.make("crash", { success: Schema.String })
 
+/** Throws synchronously, before returning an Effect. */
+export const Throw = Tool.make("throw", { success: Schema.String })
+
 /** Reports progress, then finishes. */
 export const Progress = Tool.make("progress", {
   parameters: Schema.Struct({ steps: Schema.Finite }),
@@ -84,6 +87,7 @@ export const Tools = Toolkit.make(
   Flaky,
   Fatal,
   Crash,
+  Throw,
   Progress,
   Done,
   Note,
@@ -120,6 +124,9 @@ export const toolsLayer = (trace: Trace = makeTrace()) =>
       flaky: ({ reason }) => Effect.fail({ reason }),
       fatal: ({ reason }) => Effect.fail({ reason }),
       crash: () => Effect.die(new Error("boom")),
+      throw: () => {
+        throw new Error("thrown")
+      },
       progress: ({ steps }, ctx) =>
         Effect.gen(function*() {
           for (let i = 1; i < steps; i++) yield* ctx.preliminary(i)

@@ -174,9 +174,31 @@ export const direct = (tool: Tool.Any, record: HandlerRecord): Runner => {
       toolCallId,
       preliminary: (value) => Effect.flatMap(encode(value, false, identity), onPreliminary).pipe(Effect.orDie)
     }
-    return Effect.matchEffect(Effect.updateContext(record.handler(params, context), withContext), settle)
+    return Effect.matchEffect(Effect.updateContext(guard(() => record.handler(params, context)), withContext), settle)
   }
 }
+
+/**
+ * Calls a function that should return an Effect: a synchronous throw, or a
+ * value that is not an Effect, becomes a defect of the returned Effect, as a
+ * throw inside `Effect.sync` would. A `try` rather than `Effect.suspend`: the
+ * handler is called at once, with no fiber step added to every call.
+ *
+ * @internal
+ */
+export const guard = <A, E, R>(f: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  let effect: Effect.Effect<A, E, R>
+  try {
+    effect = f()
+  } catch (defect) {
+    return Effect.die(defect)
+  }
+  // A handler written in JavaScript, or typed `any`, may return anything.
+  if (!Effect.isEffect(effect)) return Effect.die(new TypeError(`expected an Effect, got ${describe(effect)}`))
+  return effect
+}
+
+const describe = (value: unknown): string => value === null ? "null" : typeof value
 
 /**
  * Runs a call through `Toolkit.handle`: the final result, with preliminary
@@ -192,7 +214,7 @@ export const viaHandle = (
   name: string
 ): Runner =>
 (_params, rawParams, toolCallId, onPreliminary) =>
-  Effect.flatMap(handle(name, rawParams, toolCallId), (stream) => {
+  Effect.flatMap(guard(() => handle(name, rawParams, toolCallId)), (stream) => {
     let final: Tool.HandlerResult<Tool.Any> | undefined
     return Stream.runForEach(stream, (output) => {
       if (!output.preliminary) {
