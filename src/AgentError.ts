@@ -33,9 +33,11 @@ export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
 }
 
 /**
- * A tool failed in a way its definition declares fatal: an `effect/ai` tool
- * with `failureMode: "error"` whose handler failed. (Tools with
- * `failureMode: "return"` fail into a result the model reads.)
+ * A tool failed in a way declared fatal: its handler failed and the tool is
+ * annotated `fatal: true` (`AgentTool.annotate`), or the handler failed or
+ * died with `AgentTool.FatalFailure`. Every other failure of a tool is an
+ * error result the model reads, whatever the tool's `failureMode`. `error`
+ * holds the failure, encoded with the tool's failure Schema when it can be.
  *
  * @since 0.1.0
  */

@@ -10,7 +10,9 @@
  * (at most `maxParallelTools` at once), sequential ones one at a time after
  * them, and everything one at a time when any call is `exclusive`. A call
  * waiting for approval does not hold up the others. Each handler runs with
- * its timeout; preliminary results stream as `ToolExecutionUpdate` events;
+ * its timeout; a failure, a defect or a timeout is an error result (a
+ * failure ends the run only when declared fatal, see `AgentTool.Fatal`);
+ * preliminary results stream as `ToolExecutionUpdate` events;
  * `afterToolCall` hooks see every result, also of calls that never ran.
  * Results come back in the calls' order whatever order they finish in.
  *
@@ -317,40 +319,67 @@ type Handled =
   | { readonly _tag: "Result"; readonly content: ReadonlyArray<Message.UserContent>; readonly isError: boolean }
   | { readonly _tag: "Fatal"; readonly error: ToolFatalError }
 
-const fromOutput = (output: Tool.HandlerResult<Tool.Any>): Handled => ({
-  _tag: "Result",
-  content: contentOf(output),
-  isError: output.isFailure
-})
+const errorResult = (text: string): Handled => ({ _tag: "Result", content: [Message.text(text)], isError: true })
 
-const fromCause = (planned: Planned, tool: Tool.Any, cause: Cause.Cause<unknown>): Handled => {
+const describeError = (error: unknown): string => error instanceof Error ? error.message : resultText(error)
+
+/** Whether a handler's failure ends the run: the tool says its failures do, or the handler said so. */
+const isFatal = (settings: AgentTool.Settings, error: unknown): boolean =>
+  settings.fatal || error instanceof AgentTool.FatalFailure
+
+const fatal = (planned: Planned, tool: Tool.Any, error: unknown, encoded: Option.Option<unknown>): Handled => {
+  const description = describeError(error)
+  return {
+    _tag: "Fatal",
+    error: new ToolFatalError({
+      toolName: tool.name,
+      toolCallId: planned.call.id,
+      description,
+      error: Option.isSome(encoded) ? encoded.value : Schema.is(Schema.Json)(error) ? error : description
+    })
+  }
+}
+
+const fromOutput = (planned: Planned, action: Execute, output: Tool.HandlerResult<Tool.Any>): Handled =>
+  output.isFailure && output.failureOrigin === "handler" && isFatal(action.settings, output.result)
+    ? fatal(planned, action.tool, output.result, Option.some(output.encodedResult))
+    : { _tag: "Result", content: contentOf(output), isError: output.isFailure }
+
+/**
+ * A typed failure of the handler, whatever the tool's `failureMode`: an error
+ * result holding the failure encoded with the tool's failure Schema (what
+ * `failureMode: "return"` gives the model), or the run's end when it is
+ * fatal. A failure the Schema cannot encode is described in words.
+ */
+const fromHandlerFailure = (planned: Planned, action: Execute, error: unknown): Effect.Effect<Handled> =>
+  Effect.match(ToolRun.encodeFailure(action.tool, error), {
+    onSuccess: (encoded) =>
+      isFatal(action.settings, error)
+        ? fatal(planned, action.tool, error, Option.some(encoded))
+        : errorResult(resultText(encoded)),
+    onFailure: () =>
+      isFatal(action.settings, error)
+        ? fatal(planned, action.tool, error, Option.none())
+        : errorResult(`Tool ${action.tool.name} failed: ${describeError(error)}`)
+  })
+
+const fromCause = (planned: Planned, action: Execute, cause: Cause.Cause<unknown>): Effect.Effect<Handled> => {
+  const { tool } = action
   const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure)) {
     const origin = Context.get(Cause.annotations(cause), Toolkit.FailureOrigin)
-    const error = failure.value
-    const description = error instanceof Error ? error.message : resultText(error)
-    if (tool.failureMode === "error" && origin === "handler") {
-      return {
-        _tag: "Fatal",
-        error: new ToolFatalError({
-          toolName: tool.name,
-          toolCallId: planned.call.id,
-          description,
-          error: Schema.is(Schema.Json)(error) ? error : description
-        })
-      }
-    }
-    return { _tag: "Result", content: [Message.text(`Tool ${tool.name} failed: ${description}`)], isError: true }
+    if (origin === "handler") return fromHandlerFailure(planned, action, failure.value)
+    return Effect.succeed(errorResult(`Tool ${tool.name} failed: ${describeError(failure.value)}`))
   }
   const defect = Cause.findDefect(cause)
   if (Result.isSuccess(defect)) {
-    return {
-      _tag: "Result",
-      content: [Message.text(`Tool ${tool.name} crashed: ${describeDefect(defect.success)}`)],
-      isError: true
-    }
+    return Effect.succeed(
+      defect.success instanceof AgentTool.FatalFailure
+        ? fatal(planned, tool, defect.success, Option.none())
+        : errorResult(`Tool ${tool.name} crashed: ${describeDefect(defect.success)}`)
+    )
   }
-  return { _tag: "Result", content: [Message.text(`Tool ${tool.name} was interrupted.`)], isError: true }
+  return Effect.succeed(errorResult(`Tool ${tool.name} was interrupted.`))
 }
 
 const timeoutOf = <R>(run: Run.Run<R>, settings: AgentTool.Settings): number | undefined => {
@@ -366,7 +395,7 @@ const runHandler = <R>(
   const { tool } = action
   const { call } = planned
   // `guard`: a registry of the application's own may throw rather than fail.
-  const handled = Effect.matchCause(
+  const handled = Effect.matchCauseEffect(
     ToolRun.guard(() =>
       run.registry.run(tool.name, { params: call.params, rawParams: action.params, toolCallId: call.id }, (partial) =>
         // preliminary results are reported through the run's hooks, which may need its services
@@ -375,7 +404,10 @@ const runHandler = <R>(
           run.services
         ))
     ),
-    { onSuccess: fromOutput, onFailure: (cause): Handled => fromCause(planned, tool, cause) }
+    {
+      onSuccess: (output) => Effect.succeed(fromOutput(planned, action, output)),
+      onFailure: (cause) => fromCause(planned, action, cause)
+    }
   )
   const timeout = timeoutOf(run, action.settings)
   if (timeout === undefined) return handled

@@ -18,6 +18,7 @@ const CallKind = Schema.Literals([
   "flaky",
   "crash",
   "throw",
+  "failing",
   "fatal",
   "timeout",
   "sleep",
@@ -55,6 +56,8 @@ const toCall = (kind: CallKind, turn: number, index: number): ScriptedModel.Tool
       return { id, name: "crash", params: {} }
     case "throw":
       return { id, name: "throw", params: {} }
+    case "failing":
+      return { id, name: "failing", params: { reason: "not found" } }
     case "fatal":
       return { id, name: "fatal", params: { reason: "corrupt" } }
     case "timeout":

@@ -97,7 +97,20 @@ describe("handlers", () => {
       assert.deepStrictEqual(JSON.parse(Message.textOf(answer)), { reason: "disk full" })
     }))
 
-  it.effect("a typed failure of a failureMode 'error' tool ends the run with ToolFatalError", () =>
+  it.effect("a typed failure with the default failureMode ('error') is an error result too, encoded by its Schema", () =>
+    Effect.gen(function*() {
+      const { events, result } = yield* runOk([
+        { toolCalls: [call("failing", { reason: "not found" }, "c1")] },
+        { text: "ok" }
+      ])
+      const answer = resultOf(result.messages, "c1")
+      assert.isTrue(answer.isError)
+      assert.deepStrictEqual(JSON.parse(Message.textOf(answer)), { reason: "not found" })
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd")[0]!.result, answer)
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("a tool annotated fatal: its typed failure ends the run with ToolFatalError", () =>
     Effect.gen(function*() {
       const { events, exit } = yield* runScript([{ toolCalls: [call("fatal", { reason: "corrupt" }, "c9")] }])
       const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
@@ -106,6 +119,67 @@ describe("handlers", () => {
       assert.strictEqual(error.value.toolCallId, "c9")
       assert.deepStrictEqual(error.value.error, { reason: "corrupt" })
       assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }))
+
+  it.effect("FatalFailure ends the run from any tool (failed or died with); fatal also holds for failureMode 'return'", () =>
+    Effect.gen(function*() {
+      const Query = Tool.make("query", {
+        parameters: Schema.Struct({ sql: Schema.String }),
+        success: Schema.String,
+        failure: Schema.Union([Schema.String, AgentTool.FatalFailure])
+      })
+      const Gone = Tool.make("gone", { success: Schema.String })
+      const Returning = AgentTool.annotate(
+        Tool.make("returning", { success: Schema.String, failure: Schema.String, failureMode: "return" }),
+        { fatal: true }
+      )
+      // through the direct runner, and through Toolkit.handle (no handler context)
+      const kit = Toolkit.make(Query, Gone, Returning)
+      const handlers = kit.toLayer({
+        query: ({ sql }) =>
+          sql === "" ? Effect.fail("empty query") : Effect.fail(new AgentTool.FatalFailure({ reason: "database is gone" })),
+        gone: () => Effect.die(new AgentTool.FatalFailure({ reason: "credentials revoked" })),
+        returning: () => Effect.fail("out of disk")
+      })
+      const registries = {
+        direct: ToolRegistry.layer(kit).pipe(Layer.provide(handlers)),
+        viaHandle: Layer.effect(ToolRegistry.ToolRegistry, Effect.map(kit, (k) => ToolRegistry.make(ToolRegistry.erase(k))))
+          .pipe(Layer.provide(handlers))
+      }
+      for (const [path, registry] of Object.entries(registries)) {
+        const failure = (toolCalls: ReadonlyArray<ScriptedModel.ToolCall>) =>
+          Effect.flip(Agent.run({ prompt: "go" }).pipe(
+            Effect.provide(Layer.merge(registry, ScriptedModel.layer([{ toolCalls }, { text: "ok" }])))
+          ))
+        const query = yield* failure([call("query", { sql: "" }, "q1"), call("query", { sql: "drop" }, "q2")])
+        if (query._tag !== "ToolFatalError") return assert.fail(`${path}: expected ToolFatalError, got ${query._tag}`)
+        assert.deepStrictEqual([query.toolCallId, query.description], ["q2", "database is gone"], path)
+        assert.deepStrictEqual(query.error, { _tag: "FatalFailure", reason: "database is gone" }, path)
+        const gone = yield* failure([call("gone", {}, "g")])
+        assert.deepStrictEqual(gone._tag === "ToolFatalError" && [gone.toolCallId, gone.description], ["g", "credentials revoked"], path)
+        const returning = yield* failure([call("returning", {}, "r")])
+        assert.deepStrictEqual(
+          returning._tag === "ToolFatalError" && [returning.toolCallId, returning.error],
+          ["r", "out of disk"],
+          path
+        )
+      }
+    }))
+
+  it.effect("a failure its Schema cannot encode is described in words", () =>
+    Effect.gen(function*() {
+      const Odd = Tool.make("odd", { success: Schema.String, failure: Schema.Struct({ code: Schema.Finite }) })
+      const kit = Toolkit.make(Odd)
+      const layer = ToolRegistry.layer(kit).pipe(
+        // a handler written without types fails with something its Schema does not describe
+        Layer.provide(kit.toLayer({ odd: () => Effect.fail(JSON.parse("{\"code\":\"x\"}")) }))
+      )
+      const result = yield* Agent.run({ prompt: "go" }).pipe(
+        Effect.provide(Layer.merge(layer, ScriptedModel.layer([{ toolCalls: [call("odd", {}, "o")] }, { text: "ok" }])))
+      )
+      const answer = resultOf(result.messages, "o")
+      assert.isTrue(answer.isError)
+      assert.strictEqual(Message.textOf(answer), "Tool odd failed: {\"code\":\"x\"}")
     }))
 
   it.effect("a defect in a handler is an error result naming it, never a crashed loop", () =>

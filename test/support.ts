@@ -35,12 +35,22 @@ export const Flaky = Tool.make("flaky", {
   failureMode: "return"
 })
 
-/** Fails fatally (failureMode "error"). */
-export const Fatal = Tool.make("fatal", {
+/** Fails with the default failureMode ("error"): still a result the model reads. */
+export const Failing = Tool.make("failing", {
   parameters: Schema.Struct({ reason: Schema.String }),
   success: Schema.String,
   failure: Schema.Struct({ reason: Schema.String })
 })
+
+/** Fails fatally: its failures are declared to end the run. */
+export const Fatal = AgentTool.annotate(
+  Tool.make("fatal", {
+    parameters: Schema.Struct({ reason: Schema.String }),
+    success: Schema.String,
+    failure: Schema.Struct({ reason: Schema.String })
+  }),
+  { fatal: true }
+)
 
 /** Dies with a defect. */
 export const Crash = Tool.make("crash", { success: Schema.String })
@@ -85,6 +95,7 @@ export const Tools = Toolkit.make(
   SleepExclusive,
   SleepSequential,
   Flaky,
+  Failing,
   Fatal,
   Crash,
   Throw,
@@ -122,6 +133,7 @@ export const toolsLayer = (trace: Trace = makeTrace()) =>
       sleep_exclusive: sleepHandler(trace),
       sleep_sequential: sleepHandler(trace),
       flaky: ({ reason }) => Effect.fail({ reason }),
+      failing: ({ reason }) => Effect.fail({ reason }),
       fatal: ({ reason }) => Effect.fail({ reason }),
       crash: () => Effect.die(new Error("boom")),
       throw: () => {

@@ -12,8 +12,9 @@
  * caller's services win), its result is encoded with the tool's success
  * Schema (and `toModelOutput`), a typed failure is encoded with the failure
  * Schema for `failureMode: "return"` and fails annotated with
- * `Toolkit.FailureOrigin` otherwise. Other toolkits (MCP tools, hand-built
- * toolkits) go through `Toolkit.handle`.
+ * `Toolkit.FailureOrigin` otherwise (the loop then encodes it, see
+ * {@link encodeFailure}). Other toolkits (MCP tools, hand-built toolkits) go
+ * through `Toolkit.handle`.
  *
  * @internal
  */
@@ -116,6 +117,15 @@ const encodersFor = (tool: Tool.Any): Encoders => {
   }
   return cached
 }
+
+/**
+ * Encodes a failure of a tool's handler with its failure Schema (the tool's
+ * failure or an `AiError`), as `failureMode: "return"` would.
+ *
+ * @internal
+ */
+export const encodeFailure = (tool: Tool.Any, error: unknown): Effect.Effect<unknown, Schema.SchemaError> =>
+  encodersFor(tool).failure(error)
 
 /**
  * Runs a handler in the caller's fiber, by `Toolkit.handle`'s rules.
