@@ -511,7 +511,10 @@ function* finish<R>(
     if (change.terminate !== undefined) terminate = change.terminate
   }
   current = truncate(current, settings?.maxResultChars ?? run.config.maxResultChars)
+  // From "started" to "has a result" in one step: a snapshot taken in between (while an afterToolCall hook
+  // waits) must not see a call that ran as never started, or a resume would run it again.
   run.batchResults.set(planned.call.id, current)
+  run.startedCalls.delete(planned.call.id)
   if (Run.observed(run)) {
     const endedAt = Run.now(run)
     yield* Run.deliver(run, {
@@ -615,7 +618,6 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
     runHandler(run, planned, action),
     (reason): Handled => ({ _tag: "Result", content: [Message.text(cancelledText(reason))], isError: true })
   )
-  run.startedCalls.delete(call.id)
   if (handled._tag === "Fatal") return yield* handled.error
   return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
 }
