@@ -533,7 +533,8 @@ function* finish<R>(
   return finished
 }
 
-const cancelledText = (reason: string) => `Tool call cancelled: ${reason}`
+/** Whether the approval wait was cut by a stop rather than answered. */
+const isStop = (answer: Approvals.Decision | Run.Stop): answer is Run.Stop => "_tag" in answer
 
 const decide = Effect.fnUntraced(function*<R>(
   run: Run.Run<R>,
@@ -546,27 +547,28 @@ const decide = Effect.fnUntraced(function*<R>(
     : { toolCallId: call.id, toolName: call.name, params: call.rawParams, reason: approval.reason }
   run.pendingApprovals.set(call.id, pending)
   yield* Run.emitInput(run, { _tag: "ApprovalRequested", ...pending })
-  const decision = run.approvals === undefined
+  const answer = run.approvals === undefined
     ? Approvals.denied("this call needs approval and no approver is configured")
-    : yield* Run.raceCancel(
+    : yield* Run.raceStop(
       run,
       run.approvals.decide({ runId: run.runId, ...pending }),
-      (reason) => Approvals.denied(cancelledText(reason))
+      (stop): Approvals.Decision | Run.Stop => stop
     )
   run.pendingApprovals.delete(call.id)
+  const resolved = isStop(answer) ? { approved: false, reason: Run.stopText(run, answer) } as const : answer
   yield* Run.emitInput(
     run,
-    decision.approved
+    resolved.approved
       ? { _tag: "ApprovalResolved", toolCallId: call.id, toolName: call.name, approved: true }
       : {
         _tag: "ApprovalResolved",
         toolCallId: call.id,
         toolName: call.name,
         approved: false,
-        reason: decision.reason
+        reason: resolved.reason
       }
   )
-  return decision
+  return answer
 })
 
 function* runCall<R>(run: Run.Run<R>, planned: Planned) {
@@ -579,18 +581,27 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
   if (action._tag === "Immediate") {
     return yield* finish(run, planned, makeResult(call, [Message.text(action.text)], true, action.details), false, startedAt)
   }
-  const before = yield* Run.cancelReason(run)
+  const before = yield* Run.stopReason(run)
   if (before !== undefined) {
     return yield* finish(
       run,
       planned,
-      makeResult(call, [Message.text(cancelledText(before))], true, { kind: "cancelled" }),
+      makeResult(call, [Message.text(Run.stopText(run, before))], true, Run.stopDetails(before)),
       false,
       startedAt
     )
   }
   if (action.approval !== undefined) {
     const decision = yield* decide(run, planned, action.approval)
+    if (isStop(decision)) {
+      return yield* finish(
+        run,
+        planned,
+        makeResult(call, [Message.text(Run.stopText(run, decision))], true, Run.stopDetails(decision)),
+        false,
+        startedAt
+      )
+    }
     if (!decision.approved) {
       return yield* finish(
         run,
@@ -613,11 +624,7 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
       timestamp: action.approval === undefined ? startedAt : Run.now(run) // after an approval, time has passed
     })
   }
-  const handled = yield* Run.raceCancel(
-    run,
-    runHandler(run, planned, action),
-    (reason): Handled => ({ _tag: "Result", content: [Message.text(cancelledText(reason))], isError: true })
-  )
+  const handled = yield* Run.raceStop(run, runHandler(run, planned, action), (stop) => errorResult(Run.stopText(run, stop)))
   if (handled._tag === "Fatal") return yield* handled.error
   return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
 }

@@ -1,10 +1,22 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
-import { Tokenizer } from "effect/ai"
+import { Effect, Fiber, Layer, Stream } from "effect"
+import { LanguageModel, type Response, Tokenizer } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, AgentConfig, ContextWindow, Guards, Hooks, Message, RunState, Steering } from "effect-agent"
+import {
+  Agent,
+  AgentConfig,
+  type AgentEvent,
+  Approvals,
+  ContextWindow,
+  Guards,
+  Hooks,
+  Message,
+  Outcome,
+  RunState,
+  Steering
+} from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { assertValidTranscript, ofTag, runOk, toolsLayer } from "./support.ts"
+import { assertValidTranscript, makeTrace, ofTag, recorder, runOk, tags, toolsLayer } from "./support.ts"
 
 const addCall = (i: number) => ({ toolCalls: [{ id: `c${i}`, name: "add", params: { a: i, b: 1 } }] })
 const lastRole = (request: ScriptedModel.Request) => request.prompt.content.at(-1)!.role
@@ -205,6 +217,177 @@ describe("budgets", () => {
         Effect.provide(Layer.merge(ScriptedModel.layer([]), toolsLayer()))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "tokens", limit: 1000, used: 1100 })
+    }))
+})
+
+describe("the wall-clock budget is a deadline", () => {
+  const wall = (ms: number) => ({ budgets: { wallClock: ms }, wrapUpAt: null })
+  const exceeded = (used: number) => Outcome.budgetExceeded("wallClock", 2_000, used)
+  const stoppedText = "Tool call stopped: the run's wall-clock budget of 2000 ms ran out."
+
+  /**
+   * Runs until virtual time `deadline`: the run must not have ended 1 ms
+   * before, and must have ended at it. Returns what it recorded and the
+   * virtual time from AgentStart to AgentEnd.
+   */
+  const untilDeadline = <E>(run: Effect.Effect<RunState.RunResult, E>, deadline: number, events: ReadonlyArray<AgentEvent.AgentEvent>) =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(run)
+      yield* TestClock.adjust(deadline - 1)
+      assert.isUndefined(fiber.pollUnsafe(), "ended before its deadline")
+      yield* TestClock.adjust(1)
+      const result = yield* Fiber.join(fiber)
+      return { result, endedAfter: events.at(-1)!.timestamp - events[0]!.timestamp }
+    })
+
+  it.effect("a model that hangs is cut at the deadline; what it streamed is kept", () =>
+    Effect.gen(function*() {
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "think", config: wall(2_000), plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "thinking about", hang: true }]), toolsLayer()))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      const reply = result.messages.at(-1)!
+      assert.deepStrictEqual(reply.role === "assistant" && [Message.textOf(reply), reply.stopReason], ["thinking about", "aborted"])
+      const tripped = ofTag(events, "GuardTripped")
+      assert.deepStrictEqual(tripped.map((e) => [e.guard, e.action, e.figures]), [["budget", "stop", { limit: 2_000, used: 2_000 }]])
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }))
+
+  it.effect("a reply cut after a complete tool call: the call is answered, never run", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const model = yield* LanguageModel.make({
+        generateText: () => Effect.die("not used"),
+        streamText: () =>
+          Stream.concat(
+            Stream.make<Array<Response.StreamPartEncoded>>(
+              { type: "text-delta", id: "t", delta: "Let me add." },
+              { type: "tool-call", id: "c1", name: "add", params: { a: 1, b: 2 } }
+            ),
+            Stream.never
+          )
+      })
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "add", config: wall(2_000), plugins: [plugin] }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provide(toolsLayer(trace))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assertValidTranscript(result.messages)
+      const answer = result.messages.at(-1)!
+      assert.deepStrictEqual(answer.role === "toolResult" && [answer.toolCallId, Message.textOf(answer), answer.isError], [
+        "c1",
+        stoppedText,
+        true
+      ])
+      assert.deepStrictEqual(trace.started, [])
+    }))
+
+  it.effect("a tool that sleeps past the deadline is interrupted (its finalizer runs) and answered", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "sleep", config: { ...wall(2_000), toolTimeout: "1 minute" }, plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([{ toolCalls: [{ id: "s", name: "sleep", params: { ms: 8_000, label: "s" } }] }, { text: "never" }]),
+            toolsLayer(trace)
+          ))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assert.deepStrictEqual([trace.started, trace.finished, trace.finalized], [["s"], [], ["s"]])
+      assert.strictEqual(Message.textOf(result.messages.at(-1)!), stoppedText)
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd").map((e) => [e.toolCallId, e.durationMs]), [["s", 2_000]])
+      assert.deepStrictEqual(tags(events).slice(-4), ["TurnEnd", "BudgetSnapshot", "GuardTripped", "AgentEnd"])
+    }))
+
+  it.effect("a parallel batch: finished calls keep their results, running ones are stopped, queued ones never start", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const sleep = (label: string, ms: number) => ({ id: label, name: "sleep", params: { ms, label } })
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "sleep", config: { ...wall(2_000), maxParallelTools: 2 }, plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([
+              { toolCalls: [sleep("a", 500), sleep("b", 5_000), sleep("c", 5_000), sleep("d", 5_000)] },
+              { text: "never" }
+            ]),
+            toolsLayer(trace)
+          ))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assertValidTranscript(result.messages)
+      assert.deepStrictEqual(
+        result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, Message.textOf(m)]] : []),
+        [["a", "slept a"], ["b", stoppedText], ["c", stoppedText], ["d", stoppedText]]
+      )
+      assert.deepStrictEqual(trace.started, ["a", "b", "c"])
+      assert.deepStrictEqual(trace.finalized.slice().sort(), ["a", "b", "c"])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionStart").map((e) => e.toolCallId), ["a", "b", "c"])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd").map((e) => e.toolCallId).sort(), ["a", "b", "c", "d"])
+    }))
+
+  it.effect("an approval that never comes is cut at the deadline; the call never runs", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const approvals = yield* Approvals.interactive()
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "deploy", config: wall(2_000), plugins: [plugin] }).pipe(
+          Effect.provideService(Approvals.Approvals, approvals),
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([{ toolCalls: [{ id: "d", name: "deploy", params: { env: "prod" } }] }, { text: "never" }]),
+            toolsLayer(trace)
+          ))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assert.deepStrictEqual(trace.started, [])
+      assert.strictEqual(Message.textOf(result.messages.at(-1)!), stoppedText)
+      assert.deepStrictEqual(
+        ofTag(events, "ApprovalResolved").map((e) => [e.approved, e.reason]),
+        [[false, stoppedText]]
+      )
+      assert.deepStrictEqual(result.state.pendingApprovals, [])
+    }))
+
+  it.effect("a continued run counts the time used before: 1.5 s of 2 s used, it stops 0.5 s in", () =>
+    Effect.gen(function*() {
+      const state: RunState.RunState = { ...RunState.make({ runId: "r", messages: [Message.user("go")] }), elapsedMs: 1_500 }
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.runContinue(state, { config: wall(2_000), plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "slow", hang: true }]), toolsLayer()))
+        ),
+        500,
+        events
+      )
+      assert.strictEqual(endedAfter, 500)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assert.strictEqual(result.state.elapsedMs, 2_000)
     }))
 })
 
