@@ -124,7 +124,7 @@ interface Setup<R> {
 
 const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   const { options, state } = setup
-  const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
+  const config = yield* AgentConfig.make(options.config)
   const registry = yield* ToolRegistry
   const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
   const steering = options.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))

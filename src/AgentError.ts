@@ -53,13 +53,16 @@ export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFa
 }
 
 /**
- * A config broke a rule: `field` names the setting, `rule` what it must be.
+ * A config broke a rule: `field` names the setting (`budgets.costUsd`),
+ * `rule` says what it must be, and `range` gives the allowed range when the
+ * setting came from untrusted input (`AgentConfig.fromUntrusted`).
  *
  * @since 0.1.0
  */
 export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError", {
   field: Schema.String,
-  rule: Schema.String
+  rule: Schema.String,
+  range: Schema.optionalKey(Schema.Struct({ min: Schema.Finite, max: Schema.Finite }))
 }) {
   override get message(): string {
     return `invalid config: ${this.field}: ${this.rule}`

@@ -120,6 +120,7 @@ export const ReplaySafe = Context.Reference<boolean>("effect-agent/AgentTool/Rep
  * stay results either way.
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const Fatal = Context.Reference<boolean>("effect-agent/AgentTool/Fatal", {
   defaultValue: () => false
@@ -148,6 +149,7 @@ export const Fatal = Context.Reference<boolean>("effect-agent/AgentTool/Fatal", 
  * ```
  *
  * @since 0.1.0
+ * @category errors
  */
 export class FatalFailure extends Schema.TaggedError<FatalFailure>()("FatalFailure", {
   reason: Schema.String

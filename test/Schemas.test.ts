@@ -101,7 +101,7 @@ describe("contracts round-trip through JSON", () => {
   })
 
   it("AgentConfig with its defaults", () => {
-    const config = AgentConfig.make({ maxTurns: 10, toolTimeout: "30 seconds", budgets: { costUsd: 2, wallClock: "1 hour" } })
+    const config = AgentConfig.makeUnsafe({ maxTurns: 10, toolTimeout: "30 seconds", budgets: { costUsd: 2, wallClock: "1 hour" } })
     assert.strictEqual(config.toolTimeout, 30_000)
     assert.strictEqual(config.budgets.wallClock, 3_600_000)
     assert.strictEqual(config.maxParallelTools, AgentConfig.defaults.maxParallelTools)
@@ -109,7 +109,7 @@ describe("contracts round-trip through JSON", () => {
     // a setting given as undefined (JavaScript callers, spreads of partial options) keeps its default
     const fromJavaScript: AgentConfig.Input = JSON.parse("{}")
     Object.assign(fromJavaScript, { maxTurns: undefined })
-    assert.deepStrictEqual(AgentConfig.make(fromJavaScript), AgentConfig.defaults)
+    assert.deepStrictEqual(AgentConfig.makeUnsafe(fromJavaScript), AgentConfig.defaults)
   })
 
   it.effect("every event of a real run, and one of every other tag", () =>

@@ -183,7 +183,7 @@ export const run = <R = never>(
 ): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { id, store, ...runOptions } = options
-    const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
+    const config = yield* AgentConfig.make(options.config)
     const runId = options.runId ?? globalThis.crypto.randomUUID()
     const prompt = promptMessages(options.prompt)
     const state = RunState.make({ runId, system: options.system, messages: prompt })
@@ -245,7 +245,7 @@ export const resume = <R = never>(
   Effect.gen(function*() {
     const { store, ...continueOptions } = options
     const checkpoint = yield* store.load(sessionId)
-    const config = yield* AgentConfig.validate(AgentConfig.make(resumeConfig(checkpoint.config, options.config)))
+    const config = yield* AgentConfig.make(resumeConfig(checkpoint.config, options.config))
     const state = checkpoint.state
     return yield* durable<R>(sessionId, store, config, state, (plugin) =>
       Agent.runContinue<R>(state, {

@@ -319,7 +319,7 @@ describe("bad input", () => {
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "Fine.", delay: 300 }])
       // and a limit out of range is clamped, with a warning
-      const out = yield* run(cli, scriptedArgs(dir, "--max-cost", "-1", "--max-turns", "500"), {
+      const out = yield* run(cli, scriptedArgs(dir, "--max-cost", "0.00001", "--max-turns", "500"), {
         cwd: dir,
         stdin: `not json\n{"type":"pause"}\n\n[1,2]\n{"type":"steer"}\n${"\u0000\u0001binary"}\n`
       })
@@ -334,7 +334,7 @@ describe("bad input", () => {
       assert.include(out.stderr, "! stdin line 5: steer: Missing key at [\"text\"]; ignored\n")
       assert.include(out.stderr, "! stdin line 6: not a JSON object; ignored\n")
       assert.include(out.stderr, "! --max-turns 500 is outside its safe range; using 200\n")
-      assert.include(out.stderr, "! --max-cost -1 is outside its safe range; using 0.0001\n")
+      assert.include(out.stderr, "! --max-cost 0.00001 is outside its safe range; using 0.0001\n")
     }))
 
   live("without --task, the task is read from stdin", () =>

@@ -63,7 +63,7 @@ describe("Settings.resolve", () => {
       const settings = yield* resolve({
         maxTurns: some(1000),
         maxTokens: some(5000),
-        maxCost: some(-1),
+        maxCost: some(0.00001),
         maxWall: some("90s")
       })
       assert.deepStrictEqual(settings.config, {
@@ -73,9 +73,17 @@ describe("Settings.resolve", () => {
       })
       assert.deepStrictEqual(settings.warnings, [
         "--max-turns 1000 is outside its safe range; using 200",
-        "--max-cost -1 is outside its safe range; using 0.0001"
+        "--max-cost 0.00001 is outside its safe range; using 0.0001"
       ])
-      assert.deepStrictEqual(yield* problem({ maxTurns: some(2.5) }), [22, "--max-turns: must be an integer"])
+      assert.deepStrictEqual(
+        yield* problem({ maxTurns: some(2.5) }),
+        [22, "--max-turns: must be an integer from 1 to 200; got 2.5"]
+      )
+      // an impossible limit is refused, naming the flag and its range
+      assert.deepStrictEqual(
+        yield* problem({ maxCost: some(-1) }),
+        [22, "--max-cost: must be a number from 0.0001 to 1000 (USD), or null; got -1"]
+      )
       assert.deepStrictEqual(
         yield* problem({ maxWall: some("soon") }),
         [22, "--max-wall: \"soon\" is not a duration (e.g. 90, 90s, 5m, 2h)"]

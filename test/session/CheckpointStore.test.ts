@@ -29,7 +29,7 @@ const stateOf = (messages: ReadonlyArray<Message.Message>, turn = 0): RunState.R
   pluginState: { counter: { calls: 3 } }
 })
 
-const config = AgentConfig.make({ maxTurns: 7, budgets: { costUsd: 2 } })
+const config = AgentConfig.makeUnsafe({ maxTurns: 7, budgets: { costUsd: 2 } })
 
 /** A file store in a fresh temp directory, with helpers to look at its files. */
 const fileStore = Effect.gen(function*() {
