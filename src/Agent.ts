@@ -48,7 +48,7 @@
 import { Cause, Clock, type Context, Deferred, Effect, Exit, Option, Predicate, Queue, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt } from "effect/ai"
 import * as AgentConfig from "./AgentConfig.ts"
-import { type AgentError, InvalidContinuation, ModelError } from "./AgentError.ts"
+import { type AgentError, InvalidContinuation, ModelError, ToolFatalError } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
 import * as Approvals from "./Approvals.ts"
 import * as Guards from "./Guards.ts"
@@ -612,22 +612,70 @@ const result = <R>(run: Run.Run<R>, outcome: Outcome.Outcome): Effect.Effect<Run
     usage: run.usage
   })))
 
+/** What a defect was, in a line: the `AgentEnd` of a run that died says it. */
+const describeDefect = (cause: Cause.Cause<unknown>): string => {
+  const defect = Cause.squash(cause)
+  return defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect)
+}
+
+/** The error a failed run fails with: the loop's, with the run's state (its open calls answered, its queues drained). */
+const withState = (error: AgentError, state: RunState.RunState): AgentError => {
+  switch (error._tag) {
+    case "ModelError":
+      return new ModelError({ reason: error.reason, turn: error.turn, state })
+    case "ToolFatalError": {
+      const { description, toolCallId, toolName } = error
+      return new ToolFatalError(
+        error.error === undefined
+          ? { toolName, toolCallId, description, state }
+          : { toolName, toolCallId, description, error: error.error, state }
+      )
+    }
+    default:
+      return error
+  }
+}
+
+/**
+ * Ends a run that did not end with an outcome: answers its open calls and
+ * delivers `AgentEnd`. An interrupted run ends `Cancelled` with its result;
+ * a failed one with its error, to which the run's state is added (and the
+ * error is returned, for the run to fail with); a run that died with its
+ * defect.
+ */
+const endAbnormally = <R>(
+  run: Run.Run<R>,
+  cause: Cause.Cause<AgentError>
+): Effect.Effect<AgentError | undefined, never, R> => {
+  if (Cause.hasInterruptsOnly(cause)) {
+    closeOpenCalls(run, "Tool call interrupted: the run was stopped.")
+    return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
+      Effect.as(Run.emitInput(run, { _tag: "AgentEnd", outcome: final.outcome, result: final }), undefined))
+  }
+  closeOpenCalls(run, "Tool call not completed: the run failed.")
+  const error = Cause.findErrorOption(cause)
+  if (error._tag === "None") {
+    return Effect.as(Run.emitInput(run, { _tag: "AgentEnd", defect: describeDefect(cause) }), undefined)
+  }
+  return Effect.flatMap(Effect.andThen(drainQueues(run), Run.snapshot(run)), (state) => {
+    const failed = withState(error.value, state)
+    return Effect.as(Run.emitInput(run, { _tag: "AgentEnd", error: failed }), failed)
+  })
+}
+
 const execute = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   const run = yield* makeRun(setup)
   yield* Run.emitInput(run, { _tag: "AgentStart", messages: run.messages.slice(run.firstNew) })
   for (const event of setup.options.announce ?? []) yield* Run.emitInput(run, event)
+  // Set when the run fails: the loop's error with the run's state on it.
+  let failed: AgentError | undefined
   const outcome = yield* Run.withDeadline(run, loop(run)).pipe(
-    Effect.onExit((exit) => {
-      if (exit._tag === "Success") return Effect.void
-      const interrupted = Cause.hasInterruptsOnly(exit.cause)
-      closeOpenCalls(run, interrupted ? "Tool call interrupted: the run was stopped." : "Tool call not completed: the run failed.")
-      if (interrupted) {
-        return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
-          Run.emitInput(run, { _tag: "AgentEnd", outcome: final.outcome, result: final }))
-      }
-      const error = Cause.findErrorOption(exit.cause)
-      return Run.emitInput(run, error._tag === "Some" ? { _tag: "AgentEnd", error: error.value } : { _tag: "AgentEnd" })
-    })
+    Effect.onExit((exit) =>
+      exit._tag === "Success"
+        ? Effect.void
+        : Effect.map(endAbnormally(run, exit.cause), (error) => void (failed = error))
+    ),
+    Effect.mapError((error) => failed ?? error)
   )
   const final = yield* result(run, outcome)
   yield* Run.emitInput(run, { _tag: "AgentEnd", outcome, result: final })

@@ -8,16 +8,23 @@
  */
 import { Schema } from "effect"
 import { AiError } from "effect/ai"
+import { RunState } from "./RunState.ts"
 
 /**
  * The model transport failed (after the provider's own retries): it wraps the
  * provider's `AiError` reason.
  *
+ * When a run fails with it, `state` holds the run's state at the failure:
+ * the transcript with every open call answered, and the steering and
+ * follow-ups not yet delivered. Nothing queued is lost: continue it with
+ * `Agent.runContinue(error.state)` once the model is reachable again.
+ *
  * @since 0.1.0
  */
 export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
   reason: AiError.AiErrorReason,
-  turn: Schema.Finite
+  turn: Schema.Finite,
+  state: Schema.optionalKey(RunState)
 }) {
   /**
    * Wraps an `AiError` raised at a turn.
@@ -38,6 +45,8 @@ export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
  * died with `AgentTool.FatalFailure`. Every other failure of a tool is an
  * error result the model reads, whatever the tool's `failureMode`. `error`
  * holds the failure, encoded with the tool's failure Schema when it can be.
+ * Like {@link ModelError}, it carries the run's `state` when a run fails
+ * with it (the fatal call answered with its failure).
  *
  * @since 0.1.0
  */
@@ -45,7 +54,8 @@ export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFa
   toolName: Schema.String,
   toolCallId: Schema.String,
   description: Schema.String,
-  error: Schema.optionalKey(Schema.Unknown)
+  error: Schema.optionalKey(Schema.Unknown),
+  state: Schema.optionalKey(RunState)
 }) {
   override get message(): string {
     return `tool ${this.toolName} (${this.toolCallId}) failed fatally: ${this.description}`

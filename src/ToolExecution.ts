@@ -625,7 +625,16 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
     })
   }
   const handled = yield* Run.raceStop(run, runHandler(run, planned, action), (stop) => errorResult(Run.stopText(run, stop)))
-  if (handled._tag === "Fatal") return yield* handled.error
+  if (handled._tag === "Fatal") {
+    // the call is answered with its failure in the state the run fails with (see `Agent`)
+    const { error } = handled
+    run.batchResults.set(
+      call.id,
+      makeResult(call, [Message.text(`Tool ${call.name} failed fatally: ${error.description}`)], true, { kind: "fatal" })
+    )
+    run.startedCalls.delete(call.id)
+    return yield* error
+  }
   return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
 }
 

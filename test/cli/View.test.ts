@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Option, type Terminal } from "effect"
 import { TestClock } from "effect/testing"
-import { type AgentEvent, Message } from "effect-agent"
+import { type AgentEvent, Message, type Outcome, RunState } from "effect-agent"
 import { TerminalInput, View } from "effect-agent/cli"
 
 /**
@@ -69,6 +69,13 @@ const event = (input: AgentEvent.Input, turn = 1) =>
 const play = (view: View.View, input: AgentEvent.Input, turn = 1) =>
   Effect.map(event(input, turn), (e) => view.plugin.observe!(e, undefined!))
 
+/** An AgentEnd with an outcome carries the run's result. */
+const ended = (outcome: Outcome.Outcome): AgentEvent.Input => ({
+  _tag: "AgentEnd",
+  outcome,
+  result: { messages: [], state: RunState.make({ runId: "run-1" }), outcome, usage: Message.emptyUsage }
+})
+
 const figures = (turns: number, u: Message.Usage): AgentEvent.BudgetFigures => ({
   turns,
   usage: u,
@@ -105,7 +112,7 @@ describe("View.live", () => {
         terminate: false
       })
       yield* play(view, { _tag: "BudgetSnapshot", figures: figures(1, usage(100, 10, 0.001)) })
-      yield* play(view, { _tag: "AgentEnd", outcome: { _tag: "Completed" } })
+      yield* play(view, ended({ _tag: "Completed" }))
       view.close()
       assert.strictEqual(
         screen.text,
@@ -211,7 +218,7 @@ describe("View.log", () => {
         terminate: false
       })
       view.note("stdin line 2: not a JSON object; ignored")
-      yield* play(view, { _tag: "AgentEnd", outcome: { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.01, used: 0.0125 } })
+      yield* play(view, ended({ _tag: "BudgetExceeded", budget: "costUsd", limit: 0.01, used: 0.0125 }))
       assert.notInclude(out, "\x1b")
       assert.strictEqual(
         out,
