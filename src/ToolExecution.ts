@@ -19,7 +19,7 @@
  * @since 0.1.0
  */
 import { Cause, Context, Duration, Effect, Exit, Fiber, Option, Result, Schema, SchemaIssue, Semaphore } from "effect"
-import { Tool, Toolkit } from "effect/ai"
+import { Prompt, Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
 import type * as Hooks from "./Hooks.ts"
@@ -295,20 +295,21 @@ function* plan<R>(
 
 const resultText = (encoded: unknown): string => typeof encoded === "string" ? encoded : JSON.stringify(encoded) ?? ""
 
-const contentOf = (output: Tool.HandlerResult<Tool.Any>): ReadonlyArray<Message.UserContent> => {
-  if (output.modelOutput !== undefined && output.modelOutput.length > 0) {
-    return output.modelOutput.map((part): Message.UserContent =>
-      part.type === "text"
-        ? Message.text(part.text)
-        : {
-          type: "image",
-          mediaType: part.mediaType,
-          source: part.data instanceof URL
-            ? { type: "url", url: part.data.href }
-            : { type: "base64", data: typeof part.data === "string" ? part.data : Buffer.from(part.data).toString("base64") }
-        }
-    )
+/** A part of a tool's model output as transcript content: text and images as they are, other files named. */
+const modelOutputContent = (part: Prompt.ToolModelOutputPart): Message.UserContent => {
+  if (part.type === "text") return Message.text(part.text)
+  if (!part.mediaType.startsWith("image/")) return Message.text(Prompt.toolModelOutputToText([part]))
+  return {
+    type: "image",
+    mediaType: part.mediaType,
+    source: part.data instanceof URL
+      ? { type: "url", url: part.data.href }
+      : { type: "base64", data: typeof part.data === "string" ? part.data : Buffer.from(part.data).toString("base64") }
   }
+}
+
+const contentOf = (output: Tool.HandlerResult<Tool.Any>): ReadonlyArray<Message.UserContent> => {
+  if (output.modelOutput !== undefined && output.modelOutput.length > 0) return output.modelOutput.map(modelOutputContent)
   return [Message.text(resultText(output.encodedResult))]
 }
 
