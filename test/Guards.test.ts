@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Cause, Effect, Exit, Fiber, Layer, Redacted, Stream } from "effect"
 import { LanguageModel, type Response, Tokenizer } from "effect/ai"
 import { TestClock } from "effect/testing"
 import {
@@ -11,11 +12,13 @@ import {
   Guards,
   Hooks,
   Message,
+  OpenAiChat,
   Outcome,
   RunState,
   Steering
 } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
+import { createServer } from "node:net"
 import { assertValidTranscript, makeTrace, ofTag, recorder, runOk, tags, toolsLayer } from "./support.ts"
 
 const addCall = (i: number) => ({ toolCalls: [{ id: `c${i}`, name: "add", params: { a: i, b: 1 } }] })
@@ -315,6 +318,16 @@ describe("budgets", () => {
     }))
 })
 
+/** A local TCP port nobody listens on. */
+const closedPort = Effect.callback<number>((resume) => {
+  const probe = createServer()
+  probe.listen(0, "127.0.0.1", () => {
+    const address = probe.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    probe.close(() => resume(Effect.succeed(port)))
+  })
+})
+
 describe("the wall-clock budget is a deadline", () => {
   const wall = (ms: number) => ({ budgets: { wallClock: ms }, wrapUpAt: null })
   const exceeded = (used: number) => Outcome.budgetExceeded("wallClock", 2_000, used)
@@ -467,6 +480,25 @@ describe("the wall-clock budget is a deadline", () => {
         [[false, stoppedText]]
       )
       assert.deepStrictEqual(result.state.pendingApprovals, [])
+    }))
+
+  it.live("a provider retrying a server that is not there is cut at the deadline too (real time)", () =>
+    Effect.gen(function*() {
+      const port = yield* closedPort
+      // without the deadline: 20 retries, up to a second apart
+      const model = OpenAiChat.layer({
+        model: "gpt-4o",
+        apiKey: Redacted.make("sk-test"),
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        retry: { maxRetries: 20, baseDelay: "200 millis", maxDelay: "1 second", maxElapsed: "1 minute" }
+      }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      const started = Date.now()
+      const result = yield* Agent.run({ prompt: "hi", config: wall(500) }).pipe(
+        Effect.provide(Layer.merge(model, toolsLayer()))
+      )
+      const elapsed = Date.now() - started
+      assert.strictEqual(result.outcome._tag, "BudgetExceeded")
+      assert.isBelow(elapsed, 5_000, "the retries ran on past the deadline")
     }))
 
   it.effect("a continued run counts the time used before: 1.5 s of 2 s used, it stops 0.5 s in", () =>
