@@ -285,7 +285,7 @@ export const raceStop = <R, A, E, R2>(
     raced = Effect.raceFirst(raced, Effect.map(Deferred.await(run.steering.cancelled), (reason) => onStop(cancelStop(reason))))
   }
   if (run.deadline !== undefined) {
-    raced = Effect.raceFirst(raced, Effect.as(Deferred.await(run.deadline), onStop(deadlineStop)))
+    raced = Effect.raceFirst(raced, Effect.map(Deferred.await(run.deadline), () => onStop(deadlineStop)))
   }
   return raced
 }
