@@ -148,12 +148,15 @@ type Nullable<A> = A | null
  *
  * @since 0.1.0
  */
-export interface Input extends Partial<Omit<AgentConfig, "toolTimeout" | "budgets">> {
+export interface Input extends Settings<Omit<AgentConfig, "toolTimeout" | "budgets">> {
   readonly toolTimeout?: Nullable<Duration.Input> | undefined
-  readonly budgets?: Partial<Omit<Budgets, "wallClock">> & {
+  readonly budgets?: Settings<Omit<Budgets, "wallClock">> & {
     readonly wallClock?: Nullable<Duration.Input> | undefined
   } | undefined
 }
+
+/** Each setting optional; `undefined` keeps the default. */
+type Settings<A> = { readonly [K in keyof A]?: A[K] | undefined }
 
 /** Milliseconds from a duration input; `undefined` when it is not one (the config check then names it). */
 const millis = (input: Nullable<Duration.Input>): number | null | undefined => {

@@ -2,7 +2,18 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, AgentTool, Approvals, Hooks, Message, RunState, ToolRegistry } from "effect-agent"
+import {
+  Agent,
+  AgentConfig,
+  AgentTool,
+  Approvals,
+  CheckpointStore,
+  Hooks,
+  Message,
+  RunState,
+  Session,
+  ToolRegistry
+} from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, ofTag, recorder } from "./support.ts"
 
@@ -190,5 +201,21 @@ describe("continuing a state saved in the middle of a batch", () => {
       assert.deepStrictEqual(events.slice(0, 3).map((e) => e._tag), ["AgentStart", "SessionResumed", "ApprovalRequested"])
       assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed")
       assert.deepStrictEqual(result.state.pendingApprovals, [])
+    }))
+})
+
+describe("resuming a session with a new turn cap", () => {
+  it.effect("a cap at or under the saved grace window resumes: the window is fitted to the cap, not a ConfigError", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const saved = RunState.make({ runId: "r", messages: [Message.user("go")] })
+      // saved with the defaults: maxTurns 50, graceTurns 3
+      yield* store.create("s", { state: saved, config: AgentConfig.makeUnsafe() })
+      const result = yield* Session.resume("s", { store, config: { maxTurns: 2 } }).pipe(
+        Effect.provide(Layer.merge(makeTools([]), ScriptedModel.layer([{ text: "done" }])))
+      )
+      assert.strictEqual(result.outcome._tag, "Completed")
+      const { config } = yield* store.load("s")
+      assert.deepStrictEqual([config?.maxTurns, config?.graceTurns], [2, 0])
     }))
 })

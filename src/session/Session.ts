@@ -199,11 +199,22 @@ export const run = <R = never>(
       }))
   })
 
-/** The saved config with the given settings on top. */
+/**
+ * The saved config with the given settings on top. A new turn cap without a
+ * grace window keeps the saved window only if it still fits under the cap
+ * (else `AgentConfig.make` picks the default for the cap).
+ */
 const resumeConfig = (saved: AgentConfig.AgentConfig | undefined, given: AgentConfig.Input | undefined): AgentConfig.Input => {
   if (saved === undefined) return given ?? {}
   if (given === undefined) return saved
-  return { ...saved, ...given, budgets: { ...saved.budgets, ...given.budgets } }
+  const cap = given.maxTurns
+  const graceFits = given.graceTurns !== undefined || cap === undefined || cap === null || saved.graceTurns < cap
+  return {
+    ...saved,
+    ...(graceFits ? {} : { graceTurns: undefined }),
+    ...given,
+    budgets: { ...saved.budgets, ...given.budgets }
+  }
 }
 
 /** The `SessionResumed` event of a resumed session: where it resumes and what was restored. */
