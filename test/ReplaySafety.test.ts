@@ -139,13 +139,22 @@ const doubles = (effects: ReadonlyArray<string>): ReadonlyArray<string> => {
 describe("a tool that is not ReplaySafe, across SIGKILLs at random moments", () => {
   it.live(`never runs a call twice (${kills} random kills, seeds from ${baseSeed})`, () =>
     Effect.gen(function*() {
-      const trials = Math.ceil(kills / KILLS_PER_TRIAL)
-      const outcomes = yield* Effect.forEach(
-        Array.from({ length: trials }, (_, i) => baseSeed + i),
-        (seed, i) => trial(seed, Math.min(KILLS_PER_TRIAL, kills - i * KILLS_PER_TRIAL)),
-        { concurrency: 2 }
-      )
-      const killed = outcomes.reduce((n, o) => n + o.kills, 0)
+      // sessions two at a time until they were killed `kills` times (a session may finish before its kills)
+      const outcomes: Array<Trial> = []
+      let killed = 0
+      const maxSessions = 3 * Math.ceil(kills / KILLS_PER_TRIAL)
+      while (killed < kills && outcomes.length < maxSessions) {
+        const remaining = kills - killed
+        const seeds = remaining > KILLS_PER_TRIAL ? [0, 1] : [0]
+        const done = yield* Effect.forEach(
+          seeds,
+          (i) => trial(baseSeed + outcomes.length + i, Math.min(KILLS_PER_TRIAL, remaining - i * KILLS_PER_TRIAL)),
+          { concurrency: 2 }
+        )
+        outcomes.push(...done)
+        killed += done.reduce((n, o) => n + o.kills, 0)
+      }
+      const trials = outcomes.length
       const doubled = outcomes.flatMap((o) => doubles(o.effects).map((id) => `seed ${o.seed}: ${id}`))
       const unknown = outcomes.reduce((n, o) => n + o.outcomeUnknown, 0)
       const ran = outcomes.reduce((n, o) => n + o.effects.length, 0)
