@@ -618,7 +618,7 @@ const describeDefect = (cause: Cause.Cause<unknown>): string => {
   return defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect)
 }
 
-/** The error a failed run fails with: the loop's, with the run's state (its open calls answered, its queues drained). */
+/** The error a failed run fails with: the loop's, with the run's state (open calls answered, queues drained). */
 const withState = (error: AgentError, state: RunState.RunState): AgentError => {
   switch (error._tag) {
     case "ModelError":

@@ -39,7 +39,7 @@ export type Budgets = typeof Budgets.Type
  * | field | default | meaning |
  * |---|---|---|
  * | `maxTurns` | 50 | model calls per run (`null`: no cap) |
- * | `graceTurns` | 3 | turns before the cap at which the model is asked to wrap up (0: never); less than `maxTurns` |
+ * | `graceTurns` | 3 | turns before the cap to ask for a wrap-up (0: never); under `maxTurns` |
  * | `maxParallelTools` | 8 | tool calls running at once |
  * | `maxToolCallsPerTurn` | 32 | counted calls executed per turn; the rest are answered "not executed" |
  * | `toolTimeout` | 120000 | ms a tool call may run (a tool's `AgentTool.Timeout` wins) |
@@ -168,7 +168,9 @@ const millis = (input: Nullable<Duration.Input>): number | null | undefined => {
 const fromDuration = (field: string, input: Nullable<Duration.Input>): Result.Result<number | null, ConfigError> => {
   const ms = millis(input)
   return ms === undefined
-    ? Result.fail(new ConfigError({ field, rule: `must be ${expectationAt(field.split("."))}; got ${describeValue(input)}` }))
+    ? Result.fail(
+      new ConfigError({ field, rule: `must be ${expectationAt(field.split("."))}; got ${describeValue(input)}` })
+    )
     : Result.succeed(ms)
 }
 
@@ -446,12 +448,17 @@ const clampField = (
     return rule.nullable
       ? Result.succeed(null)
       : Result.fail(
-        new ConfigError({ field, rule: `cannot be switched off (null) from untrusted input: must be ${describeRange(rule)}` })
+        new ConfigError({
+          field,
+          rule: `cannot be switched off (null) from untrusted input: must be ${describeRange(rule)}`
+        })
       )
   }
   // Not a number, not an integer, or impossible (no turns, a negative cost): refused, never guessed at.
   if (typeof value !== "number" || !Number.isFinite(value)) return Result.fail(outOfRange(field, rule, value))
-  if ((rule.integer && !Number.isInteger(value)) || !possible(field, value)) return Result.fail(outOfRange(field, rule, value))
+  if ((rule.integer && !Number.isInteger(value)) || !possible(field, value)) {
+    return Result.fail(outOfRange(field, rule, value))
+  }
   // Possible but extreme: clamped into the safe range, and reported.
   const used = Math.min(rule.max, Math.max(rule.min, value))
   if (used !== value) clamped.push({ field, given: value, used, range: rule })
@@ -467,7 +474,9 @@ const clampRecord = (
   clamped: Array<Clamped>
 ): Result.Result<Record<string, number | null>, ConfigError> =>
   Result.gen(function*() {
-    if (!isRecord(input)) return yield* Result.fail(new ConfigError({ field: prefix || "config", rule: "must be an object" }))
+    if (!isRecord(input)) {
+      return yield* Result.fail(new ConfigError({ field: prefix || "config", rule: "must be an object" }))
+    }
     const out: Record<string, number | null> = {}
     for (const [key, value] of Object.entries(input)) {
       const field = prefix === "" ? key : `${prefix}.${key}`

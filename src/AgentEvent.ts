@@ -151,8 +151,18 @@ export const AgentEvent = Schema.Union([
   Schema.TaggedStruct("MessageStart", { ...base, role: Schema.Literals(["assistant", "user", "system", "custom"]) }),
   Schema.TaggedStruct("MessageUpdate", { ...base, delta: Delta }),
   Schema.TaggedStruct("MessageEnd", { ...base, message: Message.Message }),
-  Schema.TaggedStruct("ToolExecutionStart", { ...base, toolCallId: Schema.String, toolName: Schema.String, params: Schema.Unknown }),
-  Schema.TaggedStruct("ToolExecutionUpdate", { ...base, toolCallId: Schema.String, toolName: Schema.String, partial: Schema.Unknown }),
+  Schema.TaggedStruct("ToolExecutionStart", {
+    ...base,
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    params: Schema.Unknown
+  }),
+  Schema.TaggedStruct("ToolExecutionUpdate", {
+    ...base,
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    partial: Schema.Unknown
+  }),
   Schema.TaggedStruct("ToolExecutionEnd", {
     ...base,
     toolCallId: Schema.String,
@@ -194,7 +204,11 @@ export const AgentEvent = Schema.Union([
     tokensAfter: Schema.optionalKey(Schema.Finite)
   }),
   Schema.TaggedStruct("BudgetSnapshot", { ...base, figures: BudgetFigures }),
-  Schema.TaggedStruct("TurnEnd", { ...base, message: Message.AssistantMessage, toolResults: Schema.Array(Message.ToolResultMessage) }),
+  Schema.TaggedStruct("TurnEnd", {
+    ...base,
+    message: Message.AssistantMessage,
+    toolResults: Schema.Array(Message.ToolResultMessage)
+  }),
   Schema.TaggedStruct("CheckpointSaved", { ...base, sessionId: Schema.String, bytes: Schema.Finite }),
   Schema.TaggedStruct("SessionResumed", {
     ...base,

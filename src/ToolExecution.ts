@@ -309,7 +309,8 @@ const modelOutputContent = (part: Prompt.ToolModelOutputPart): Message.UserConte
 }
 
 const contentOf = (output: Tool.HandlerResult<Tool.Any>): ReadonlyArray<Message.UserContent> => {
-  if (output.modelOutput !== undefined && output.modelOutput.length > 0) return output.modelOutput.map(modelOutputContent)
+  const { modelOutput } = output
+  if (modelOutput !== undefined && modelOutput.length > 0) return modelOutput.map(modelOutputContent)
   return [Message.text(resultText(output.encodedResult))]
 }
 
@@ -625,13 +626,19 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
       timestamp: action.approval === undefined ? startedAt : Run.now(run) // after an approval, time has passed
     })
   }
-  const handled = yield* Run.raceStop(run, runHandler(run, planned, action), (stop) => errorResult(Run.stopText(run, stop)))
+  const handled = yield* Run.raceStop(
+    run,
+    runHandler(run, planned, action),
+    (stop) => errorResult(Run.stopText(run, stop))
+  )
   if (handled._tag === "Fatal") {
     // the call is answered with its failure in the state the run fails with (see `Agent`)
     const { error } = handled
     run.batchResults.set(
       call.id,
-      makeResult(call, [Message.text(`Tool ${call.name} failed fatally: ${error.description}`)], true, { kind: "fatal" })
+      makeResult(call, [Message.text(`Tool ${call.name} failed fatally: ${error.description}`)], true, {
+        kind: "fatal"
+      })
     )
     run.startedCalls.delete(call.id)
     return yield* error

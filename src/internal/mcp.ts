@@ -74,7 +74,9 @@ const toContent = (result: McpSchema.CallToolResult): Content => {
       parts.push({ type: "image", mediaType: block.mimeType, data: Base64.encode(block.data) })
     } else pushText(describeBlock(block))
   }
-  if (parts.length === 0) pushText(result.structuredContent === undefined ? "" : JSON.stringify(result.structuredContent))
+  if (parts.length === 0) {
+    pushText(result.structuredContent === undefined ? "" : JSON.stringify(result.structuredContent))
+  }
   return parts
 }
 

@@ -282,7 +282,8 @@ export const raceStop = <R, A, E, R2>(
 ): Effect.Effect<A, E, R2> => {
   let raced = effect
   if (run.steering !== undefined) {
-    raced = Effect.raceFirst(raced, Effect.map(Deferred.await(run.steering.cancelled), (reason) => onStop(cancelStop(reason))))
+    const { cancelled } = run.steering
+    raced = Effect.raceFirst(raced, Effect.map(Deferred.await(cancelled), (reason) => onStop(cancelStop(reason))))
   }
   if (run.deadline !== undefined) {
     raced = Effect.raceFirst(raced, Effect.map(Deferred.await(run.deadline), () => onStop(deadlineStop)))
