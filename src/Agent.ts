@@ -45,10 +45,10 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, type Context, Effect, Exit, Option, Predicate, Queue, Stream } from "effect"
+import { Cause, Clock, type Context, Deferred, Effect, Exit, Option, Predicate, Queue, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt } from "effect/ai"
 import * as AgentConfig from "./AgentConfig.ts"
-import { type AgentError, InvalidContinuation, ModelError } from "./AgentError.ts"
+import { type AgentError, InvalidContinuation, ModelError, ToolFatalError } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
 import * as Approvals from "./Approvals.ts"
 import * as Guards from "./Guards.ts"
@@ -124,7 +124,7 @@ interface Setup<R> {
 
 const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   const { options, state } = setup
-  const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
+  const config = yield* AgentConfig.make(options.config)
   const registry = yield* ToolRegistry
   const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
   const steering = options.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))
@@ -175,6 +175,7 @@ const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
       results: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
       started: new Set(state.startedCalls)
     },
+    deadline: config.budgets.wallClock === null ? undefined : Deferred.makeUnsafe<void>(),
     context: undefined!,
     services
   }
@@ -274,7 +275,7 @@ const modelError = (turn: number) => (error: AiError.AiError) => ModelError.from
 // The steps of a turn below are plain generators, delegated to with `yield*` from `turn`'s: each
 // would otherwise cost its own Effect (a suspend, an iterator and a return step) every turn.
 
-/** Streams one model reply, emitting its events; `cancelled` when a cancel cut it. */
+/** Streams one model reply, emitting its events; `stopped` when a cancel or the deadline cut it. */
 function* streamReply<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
   const builder = new AssistantBuilder()
   const listened = Run.observed(run)
@@ -312,19 +313,20 @@ function* streamReply<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
     }
     return events === undefined ? Effect.void : Run.emitAll(run, events)
   })
-  // The stream ends with `void`, a cancel with its reason: no step to map the one to `undefined`.
-  const ended: void | string = yield* Run.raceCancel(
+  // The stream ends with `void`, a stop with its reason: no step to map the one to `undefined`.
+  const ended: void | Run.Stop = yield* Run.raceStop(
     run,
     Effect.mapError(consume, modelError(run.eventTurn)),
-    (reason): void | string => reason
+    (stop): void | Run.Stop => stop
   )
-  const cancelled = typeof ended === "string" ? ended : undefined
-  const message = builder.build(cancelled !== undefined)
+  const stop = ended === undefined ? undefined : ended
+  // What streamed before a stop is kept; its complete tool calls are answered by the batch.
+  const message = builder.build(stop !== undefined)
   if (listened) {
     const { runId, eventTurn } = run
     yield* Run.deliver(run, { _tag: "MessageEnd", message, runId, turn: eventTurn, timestamp: Run.now(run) })
   }
-  return { message, cancelled }
+  return { message, stopped: stop }
 }
 
 type Step =
@@ -394,6 +396,24 @@ const appendResults = <R>(run: Run.Run<R>, results: ReadonlyArray<Message.ToolRe
 }
 
 /**
+ * How a stop ends the run: a cancel with `Cancelled`; the deadline with
+ * `BudgetExceeded`, announced as the budget guard announces it.
+ */
+function* stopped<R>(run: Run.Run<R>, stop: Run.Stop) {
+  if (stop._tag === "Cancel") return Outcome.cancelled(stop.reason)
+  const limit = run.config.budgets.wallClock ?? 0
+  const used = Run.elapsedMs(run)
+  yield* Run.emitInput(run, {
+    _tag: "GuardTripped",
+    guard: "budget",
+    action: "stop",
+    detail: `the wallClock budget is exhausted: ${used} of ${limit}`,
+    figures: { limit, used }
+  })
+  return Outcome.budgetExceeded("wallClock", limit, used)
+}
+
+/**
  * Ends a turn whose reply and results are in the transcript: counts it, emits
  * its events, runs the `afterTurn` hooks and decides whether the run goes on.
  */
@@ -401,7 +421,7 @@ function* endTurn<R>(
   run: Run.Run<R>,
   message: Message.AssistantMessage,
   batch: ToolExecution.BatchResult,
-  cancelledReply: string | undefined
+  stoppedReply: Run.Stop | undefined
 ) {
   run.turn++
   if (Run.observed(run)) {
@@ -415,8 +435,8 @@ function* endTurn<R>(
   }
   const after = yield* runControl(run, run.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
-  const cancelled = cancelledReply ?? (yield* Run.cancelReason(run))
-  if (cancelled !== undefined) return end(Outcome.cancelled(cancelled))
+  const stop = stoppedReply ?? (yield* Run.stopReason(run))
+  if (stop !== undefined) return end(yield* stopped(run, stop))
   if (batch.terminate) return end(Outcome.terminated)
   if (after !== undefined) return end(after)
   return proceed(Message.hasToolCalls(message))
@@ -442,8 +462,8 @@ const finishOpenTurn = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
 const turn = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
   const guarded = yield* runControl(run, run.hooks.beforeModelCall, (plugin) => plugin.beforeModelCall?.(run.context))
   if (guarded !== undefined) return end(guarded)
-  const cancelledBefore = yield* Run.cancelReason(run)
-  if (cancelledBefore !== undefined) return end(Outcome.cancelled(cancelledBefore))
+  const stoppedBefore = yield* Run.stopReason(run)
+  if (stoppedBefore !== undefined) return end(yield* stopped(run, stoppedBefore))
   run.eventTurn = run.turn + 1
   if (Run.observed(run)) {
     yield* Run.deliver(run, { _tag: "TurnStart", runId: run.runId, turn: run.eventTurn, timestamp: Run.now(run) })
@@ -455,7 +475,7 @@ const turn = Effect.fnUntraced(function*<R>(run: Run.Run<R>) {
   const calls = Message.toolCalls(reply.message)
   const batch = calls.length === 0 ? noBatch : yield* ToolExecution.executeBatch(run, calls)
   appendResults(run, batch.results)
-  return yield* endTurn(run, reply.message, batch, reply.cancelled)
+  return yield* endTurn(run, reply.message, batch, reply.stopped)
 })
 
 // -----------------------------------------------------------------------------
@@ -592,22 +612,70 @@ const result = <R>(run: Run.Run<R>, outcome: Outcome.Outcome): Effect.Effect<Run
     usage: run.usage
   })))
 
+/** What a defect was, in a line: the `AgentEnd` of a run that died says it. */
+const describeDefect = (cause: Cause.Cause<unknown>): string => {
+  const defect = Cause.squash(cause)
+  return defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect)
+}
+
+/** The error a failed run fails with: the loop's, with the run's state (open calls answered, queues drained). */
+const withState = (error: AgentError, state: RunState.RunState): AgentError => {
+  switch (error._tag) {
+    case "ModelError":
+      return new ModelError({ reason: error.reason, turn: error.turn, state })
+    case "ToolFatalError": {
+      const { description, toolCallId, toolName } = error
+      return new ToolFatalError(
+        error.error === undefined
+          ? { toolName, toolCallId, description, state }
+          : { toolName, toolCallId, description, error: error.error, state }
+      )
+    }
+    default:
+      return error
+  }
+}
+
+/**
+ * Ends a run that did not end with an outcome: answers its open calls and
+ * delivers `AgentEnd`. An interrupted run ends `Cancelled` with its result;
+ * a failed one with its error, to which the run's state is added (and the
+ * error is returned, for the run to fail with); a run that died with its
+ * defect.
+ */
+const endAbnormally = <R>(
+  run: Run.Run<R>,
+  cause: Cause.Cause<AgentError>
+): Effect.Effect<AgentError | undefined, never, R> => {
+  if (Cause.hasInterruptsOnly(cause)) {
+    closeOpenCalls(run, "Tool call interrupted: the run was stopped.")
+    return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
+      Effect.as(Run.emitInput(run, { _tag: "AgentEnd", outcome: final.outcome, result: final }), undefined))
+  }
+  closeOpenCalls(run, "Tool call not completed: the run failed.")
+  const error = Cause.findErrorOption(cause)
+  if (error._tag === "None") {
+    return Effect.as(Run.emitInput(run, { _tag: "AgentEnd", defect: describeDefect(cause) }), undefined)
+  }
+  return Effect.flatMap(Effect.andThen(drainQueues(run), Run.snapshot(run)), (state) => {
+    const failed = withState(error.value, state)
+    return Effect.as(Run.emitInput(run, { _tag: "AgentEnd", error: failed }), failed)
+  })
+}
+
 const execute = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   const run = yield* makeRun(setup)
   yield* Run.emitInput(run, { _tag: "AgentStart", messages: run.messages.slice(run.firstNew) })
   for (const event of setup.options.announce ?? []) yield* Run.emitInput(run, event)
-  const outcome = yield* loop(run).pipe(
-    Effect.onExit((exit) => {
-      if (exit._tag === "Success") return Effect.void
-      const interrupted = Cause.hasInterruptsOnly(exit.cause)
-      closeOpenCalls(run, interrupted ? "Tool call interrupted: the run was stopped." : "Tool call not completed: the run failed.")
-      if (interrupted) {
-        return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
-          Run.emitInput(run, { _tag: "AgentEnd", outcome: final.outcome, result: final }))
-      }
-      const error = Cause.findErrorOption(exit.cause)
-      return Run.emitInput(run, error._tag === "Some" ? { _tag: "AgentEnd", error: error.value } : { _tag: "AgentEnd" })
-    })
+  // Set when the run fails: the loop's error with the run's state on it.
+  let failed: AgentError | undefined
+  const outcome = yield* Run.withDeadline(run, loop(run)).pipe(
+    Effect.onExit((exit) =>
+      exit._tag === "Success"
+        ? Effect.void
+        : Effect.map(endAbnormally(run, exit.cause), (error) => void (failed = error))
+    ),
+    Effect.mapError((error) => failed ?? error)
   )
   const final = yield* result(run, outcome)
   yield* Run.emitInput(run, { _tag: "AgentEnd", outcome, result: final })

@@ -2,12 +2,15 @@
  * The settings of a run, as a Schema with defaults. Every limit that can be
  * switched off is nullable: `null` means "no limit". Durations are in
  * milliseconds so a config round-trips through JSON; {@link make} also takes
- * `Duration` inputs (`"30 seconds"`). `Agent.run` validates every config it
- * is given, however it was made.
+ * `Duration` inputs (`"30 seconds"`). Every way to build a config validates
+ * it: {@link make} fails with a `ConfigError` naming the field and what it
+ * must be, {@link makeUnsafe} throws that error, {@link validate} checks a
+ * whole config from anywhere, and `Agent.run` validates the config it is
+ * given, however it was made.
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Schema, SchemaIssue } from "effect"
+import { Duration, Effect, Result, Schema, SchemaIssue } from "effect"
 import { ConfigError } from "./AgentError.ts"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
@@ -36,7 +39,7 @@ export type Budgets = typeof Budgets.Type
  * | field | default | meaning |
  * |---|---|---|
  * | `maxTurns` | 50 | model calls per run (`null`: no cap) |
- * | `graceTurns` | 3 | turns before the cap at which the model is asked to wrap up (0: never) |
+ * | `graceTurns` | 3 | turns before the cap to ask for a wrap-up (0: never); under `maxTurns` |
  * | `maxParallelTools` | 8 | tool calls running at once |
  * | `maxToolCallsPerTurn` | 32 | counted calls executed per turn; the rest are answered "not executed" |
  * | `toolTimeout` | 120000 | ms a tool call may run (a tool's `AgentTool.Timeout` wins) |
@@ -90,6 +93,53 @@ export const defaults: AgentConfig = {
   wrapUpAt: 0.9
 }
 
+/**
+ * What each setting must be, as the `ConfigError`s say it.
+ */
+const expectations: { readonly [K in Exclude<keyof AgentConfig, "budgets">]: string } & {
+  readonly budgets: { readonly [K in keyof Budgets]: string }
+} = {
+  maxTurns: "an integer ≥ 1, or null (no cap)",
+  graceTurns: "an integer ≥ 0, less than maxTurns",
+  maxParallelTools: "an integer ≥ 1",
+  maxToolCallsPerTurn: "an integer ≥ 1, or null (no limit)",
+  toolTimeout: "a duration > 0 (milliseconds, or a Duration such as \"30 seconds\"), or null (none)",
+  contextBudgetTokens: "an integer ≥ 1, or null (no pruning)",
+  maxResultChars: "an integer ≥ 1, or null (no limit)",
+  maxRepeatedBatches: "an integer ≥ 1, or null (off)",
+  maxStagnantReplies: "an integer ≥ 1, or null (off)",
+  pruneKeepToolResults: "an integer ≥ 0",
+  pruneKeepTail: "an integer ≥ 1",
+  budgets: {
+    tokens: "an integer ≥ 1, or null (no budget)",
+    inputTokens: "an integer ≥ 1, or null (no budget)",
+    outputTokens: "an integer ≥ 1, or null (no budget)",
+    costUsd: "a number > 0, or null (no budget)",
+    wallClock: "a duration > 0 (milliseconds, or a Duration such as \"1 hour\"), or null (no budget)"
+  },
+  wrapUpAt: "a number > 0 and ≤ 1, or null (never)"
+}
+
+const describeValue = (value: unknown): string => {
+  if (value === undefined) return "nothing"
+  if (typeof value === "number" || typeof value === "boolean" || value === null) return String(value)
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const expectationByField: ReadonlyMap<string, string> = (() => {
+  const { budgets, ...top } = expectations
+  return new Map([
+    ...Object.entries(top),
+    ...Object.entries(budgets).map(([key, text]): [string, string] => [`budgets.${key}`, text])
+  ])
+})()
+
+const expectationAt = (path: ReadonlyArray<string>): string | undefined => expectationByField.get(path.join("."))
+
 type Nullable<A> = A | null
 
 /**
@@ -98,52 +148,108 @@ type Nullable<A> = A | null
  *
  * @since 0.1.0
  */
-export interface Input extends Partial<Omit<AgentConfig, "toolTimeout" | "budgets">> {
+export interface Input extends Settings<Omit<AgentConfig, "toolTimeout" | "budgets">> {
   readonly toolTimeout?: Nullable<Duration.Input> | undefined
-  readonly budgets?: Partial<Omit<Budgets, "wallClock">> & {
+  readonly budgets?: Settings<Omit<Budgets, "wallClock">> & {
     readonly wallClock?: Nullable<Duration.Input> | undefined
   } | undefined
 }
 
-const millis = (input: Nullable<Duration.Input>): number | null =>
-  input === null ? null : typeof input === "number" ? input : Duration.toMillis(Duration.fromInputUnsafe(input))
+/** Each setting optional; `undefined` keeps the default. */
+type Settings<A> = { readonly [K in keyof A]?: A[K] | undefined }
+
+/** Milliseconds from a duration input; `undefined` when it is not one (the config check then names it). */
+const millis = (input: Nullable<Duration.Input>): number | null | undefined => {
+  if (input === null || typeof input === "number") return input
+  const duration = Duration.fromInput(input)
+  return duration._tag === "Some" ? Duration.toMillis(duration.value) : undefined
+}
+
+const fromDuration = (field: string, input: Nullable<Duration.Input>): Result.Result<number | null, ConfigError> => {
+  const ms = millis(input)
+  return ms === undefined
+    ? Result.fail(
+      new ConfigError({ field, rule: `must be ${expectationAt(field.split("."))}; got ${describeValue(input)}` })
+    )
+    : Result.succeed(ms)
+}
+
+/**
+ * The default grace window for a cap: the default's 3 turns, or none when
+ * the cap leaves no room for it (a cap of 3 or less).
+ */
+const defaultGrace = (maxTurns: number | null): number =>
+  maxTurns !== null && defaults.graceTurns >= maxTurns ? 0 : defaults.graceTurns
+
+/** The defaults with the given settings on top, durations in milliseconds; not yet checked. */
+const fill = (input: Input): Result.Result<Record<string, unknown>, ConfigError> =>
+  Result.gen(function*() {
+    const { budgets = {}, graceTurns, toolTimeout, ...rest } = input
+    const given: Record<string, unknown> = {}
+    // A field given as `undefined` (an options object built with spreads) keeps its default.
+    for (const [key, value] of Object.entries(rest)) if (value !== undefined) given[key] = value
+    const givenBudgets: Record<string, unknown> = {}
+    for (const [key, value] of Object.entries(budgets)) if (value !== undefined) givenBudgets[key] = value
+    const maxTurns = input.maxTurns === undefined ? defaults.maxTurns : input.maxTurns
+    return {
+      ...defaults,
+      ...given,
+      graceTurns: graceTurns ?? defaultGrace(maxTurns),
+      toolTimeout: toolTimeout === undefined ? defaults.toolTimeout : yield* fromDuration("toolTimeout", toolTimeout),
+      budgets: {
+        ...defaults.budgets,
+        ...givenBudgets,
+        wallClock: budgets.wallClock === undefined
+          ? defaults.budgets.wallClock
+          : yield* fromDuration("budgets.wallClock", budgets.wallClock)
+      }
+    }
+  })
 
 /**
  * A config from the defaults and the given settings (a setting given as
- * `undefined` keeps its default). It is not validated here; `Agent.run`
- * validates it (see {@link validate}).
+ * `undefined` keeps its default), validated: fails with a `ConfigError`
+ * naming the field and what it must be. Without `graceTurns`, a cap of 3
+ * turns or less gets no wrap-up request.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { AgentConfig } from "effect-agent"
+ *
+ * const program = Effect.gen(function*() {
+ *   const config = yield* AgentConfig.make({ maxTurns: 10, toolTimeout: "30 seconds", budgets: { costUsd: 0.5 } })
+ *   return config.toolTimeout // 30000
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = (input: Input = {}): Effect.Effect<AgentConfig, ConfigError> => Effect.fromResult(parse(input))
+
+/**
+ * {@link make}, synchronously: throws the `ConfigError` when the settings are
+ * invalid. For settings fixed in code (a module-level constant); use
+ * {@link make} for anything that comes from elsewhere.
  *
  * @example
  * ```ts
  * import { AgentConfig } from "effect-agent"
  *
- * const config = AgentConfig.make({ maxTurns: 10, toolTimeout: "30 seconds", budgets: { costUsd: 0.5 } })
+ * const config = AgentConfig.makeUnsafe({ maxTurns: 10, budgets: { wallClock: "5 minutes" } })
  * ```
  *
  * @since 0.1.0
+ * @category constructors
  */
-export const make = (input: Input = {}): AgentConfig => {
-  const { toolTimeout, budgets = {}, ...rest } = input
-  const pick = <K extends Exclude<keyof Budgets, "wallClock">>(key: K): Budgets[K] => {
-    const value = budgets[key]
-    return value === undefined ? defaults.budgets[key] : value
-  }
-  const given: Partial<AgentConfig> = {}
-  // A field given as `undefined` (an options object built with spreads) keeps its default.
-  for (const [key, value] of Object.entries(rest)) if (value !== undefined) Object.assign(given, { [key]: value })
-  return {
-    ...defaults,
-    ...given,
-    toolTimeout: toolTimeout === undefined ? defaults.toolTimeout : millis(toolTimeout),
-    budgets: {
-      tokens: pick("tokens"),
-      inputTokens: pick("inputTokens"),
-      outputTokens: pick("outputTokens"),
-      costUsd: pick("costUsd"),
-      wallClock: budgets.wallClock === undefined ? defaults.budgets.wallClock : millis(budgets.wallClock)
-    }
-  }
+export const makeUnsafe = (input: Input = {}): AgentConfig => {
+  const parsed = parse(input)
+  if (Result.isFailure(parsed)) throw parsed.failure
+  return parsed.success
 }
+
+const parse = (input: Input): Result.Result<AgentConfig, ConfigError> => Result.flatMap(fill(input), check)
 
 const firstPath = (issue: SchemaIssue.Issue): ReadonlyArray<PropertyKey> => {
   const path: Array<PropertyKey> = []
@@ -168,27 +274,55 @@ const firstPath = (issue: SchemaIssue.Issue): ReadonlyArray<PropertyKey> => {
   return path
 }
 
-/**
- * Turns a Schema failure on a config into a `ConfigError` naming the field.
- *
- * @since 0.1.0
- */
-export const configErrorFromSchema = (error: Schema.SchemaError): ConfigError => {
-  const path = firstPath(error.issue)
-  const field = path.length === 0 ? "config" : path.map(String).join(".")
-  return new ConfigError({ field, rule: error.message })
+const valueAt = (value: unknown, path: ReadonlyArray<string>): unknown => {
+  let current = value
+  for (const key of path) {
+    if (!isRecord(current) || !Object.hasOwn(current, key)) return undefined
+    current = current[key]
+  }
+  return current
 }
 
-const decode = Schema.decodeUnknownEffect(AgentConfig, { onExcessProperty: "error" })
-
 /**
- * Validates a config: every field present, every number in its range,
- * nothing unknown. Fails with `ConfigError` naming the field and the rule.
+ * Turns a Schema failure on a config into a `ConfigError` naming the field
+ * and what it must be (and, given the config, what it was).
  *
  * @since 0.1.0
  */
-export const validate = (config: unknown): Effect.Effect<AgentConfig, ConfigError> =>
-  Effect.mapError(decode(config), configErrorFromSchema)
+export const configErrorFromSchema = (error: Schema.SchemaError, config?: unknown): ConfigError => {
+  const path = firstPath(error.issue).map(String)
+  if (path.length === 0) return new ConfigError({ field: "config", rule: `must be an object of settings` })
+  const field = path.join(".")
+  const expected = expectationAt(path)
+  if (expected === undefined) return new ConfigError({ field, rule: "is not a known setting" })
+  const got = config === undefined ? "" : `; got ${describeValue(valueAt(config, path))}`
+  return new ConfigError({ field, rule: `must be ${expected}${got}` })
+}
+
+const decode = Schema.decodeUnknownResult(AgentConfig, { onExcessProperty: "error" })
+
+/** The rules between fields, once each field is in its range. */
+const checkFields = (config: AgentConfig): Result.Result<AgentConfig, ConfigError> =>
+  config.maxTurns !== null && config.graceTurns > 0 && config.graceTurns >= config.maxTurns
+    ? Result.fail(
+      new ConfigError({
+        field: "graceTurns",
+        rule: `must be less than maxTurns (${config.maxTurns}), or 0 for no wrap-up request; got ${config.graceTurns}`
+      })
+    )
+    : Result.succeed(config)
+
+const check = (config: unknown): Result.Result<AgentConfig, ConfigError> =>
+  Result.flatMap(Result.mapError(decode(config), (error) => configErrorFromSchema(error, config)), checkFields)
+
+/**
+ * Validates a config: every field present, every number in its range, the
+ * grace window inside the turn cap, nothing unknown. Fails with a
+ * `ConfigError` naming the field and what it must be.
+ *
+ * @since 0.1.0
+ */
+export const validate = (config: unknown): Effect.Effect<AgentConfig, ConfigError> => Effect.fromResult(check(config))
 
 // -----------------------------------------------------------------------------
 // Untrusted input
@@ -206,14 +340,12 @@ export interface Range {
   readonly max: number
   readonly integer: boolean
   readonly nullable: boolean
+  /** The unit the numbers are in, when they have one (`"ms"`, `"USD"`). */
+  readonly unit?: string | undefined
 }
 
-const range = (min: number, max: number, integer: boolean, nullable: boolean): Range => ({
-  min,
-  max,
-  integer,
-  nullable
-})
+const range = (min: number, max: number, integer: boolean, nullable: boolean, unit?: string): Range =>
+  unit === undefined ? { min, max, integer, nullable } : { min, max, integer, nullable, unit }
 
 /**
  * The settings untrusted input may set, and their safe ranges:
@@ -239,34 +371,98 @@ export const untrustedRanges = {
   maxTurns: range(1, 200, true, false),
   maxParallelTools: range(1, 64, true, false),
   maxToolCallsPerTurn: range(1, 256, true, false),
-  toolTimeout: range(100, 600_000, false, false),
+  toolTimeout: range(100, 600_000, false, false, "ms"),
   contextBudgetTokens: range(1_000, 2_000_000, true, true),
   maxResultChars: range(256, 1_000_000, true, false),
   budgets: {
     tokens: range(1, 100_000_000, true, true),
     inputTokens: range(1, 100_000_000, true, true),
     outputTokens: range(1, 100_000_000, true, true),
-    costUsd: range(0.0001, 1_000, false, true),
-    wallClock: range(1_000, 86_400_000, false, true)
+    costUsd: range(0.0001, 1_000, false, true, "USD"),
+    wallClock: range(1_000, 86_400_000, false, true, "ms")
   }
 } as const
 
 const isRecord = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
-const clampField = (field: string, value: unknown, rule: Range): Effect.Effect<number | null, ConfigError> => {
+/**
+ * A range in words: `an integer from 1 to 200`, `a number from 100 to 600000 (ms), or null`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
+export const describeRange = (rule: Range): string =>
+  `${rule.integer ? "an integer" : "a number"} from ${rule.min} to ${rule.max}` +
+  (rule.unit === undefined ? "" : ` (${rule.unit})`) + (rule.nullable ? ", or null" : "")
+
+/**
+ * A setting from untrusted input that was outside its safe range, and the
+ * value used instead.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Clamped {
+  readonly field: string
+  readonly given: number
+  readonly used: number
+  readonly range: Range
+}
+
+/**
+ * A config from untrusted input, and the settings that were clamped into
+ * their safe ranges (to warn about).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Untrusted {
+  readonly config: AgentConfig
+  readonly clamped: ReadonlyArray<Clamped>
+}
+
+/** Each setting's check, by field (`budgets.costUsd`): whether a value is one it can have at all. */
+const isPossible: ReadonlyMap<string, (value: unknown) => boolean> = new Map([
+  ...Object.entries(AgentConfig.fields).map(([key, schema]) => [key, Schema.is(schema)] as const),
+  ...Object.entries(Budgets.fields).map(([key, schema]) => [`budgets.${key}`, Schema.is(schema)] as const)
+])
+
+/** Whether a value is one the setting can have at all (its Schema's range), whatever the safe range. */
+const possible = (field: string, value: number): boolean => isPossible.get(field)?.(value) ?? false
+
+const outOfRange = (field: string, rule: Range, value: unknown): ConfigError =>
+  new ConfigError({
+    field,
+    rule: `must be ${describeRange(rule)}; got ${describeValue(value)}`,
+    range: { min: rule.min, max: rule.max }
+  })
+
+const clampField = (
+  field: string,
+  value: unknown,
+  rule: Range,
+  clamped: Array<Clamped>
+): Result.Result<number | null, ConfigError> => {
   if (value === null) {
     return rule.nullable
-      ? Effect.succeed(null)
-      : Effect.fail(new ConfigError({ field, rule: "cannot be switched off (null) from untrusted input" }))
+      ? Result.succeed(null)
+      : Result.fail(
+        new ConfigError({
+          field,
+          rule: `cannot be switched off (null) from untrusted input: must be ${describeRange(rule)}`
+        })
+      )
   }
-  if (typeof value !== "number" || !Number.isFinite(value)) {
-    return Effect.fail(new ConfigError({ field, rule: `must be a finite number${rule.nullable ? " or null" : ""}` }))
+  // Not a number, not an integer, or impossible (no turns, a negative cost): refused, never guessed at.
+  if (typeof value !== "number" || !Number.isFinite(value)) return Result.fail(outOfRange(field, rule, value))
+  if ((rule.integer && !Number.isInteger(value)) || !possible(field, value)) {
+    return Result.fail(outOfRange(field, rule, value))
   }
-  if (rule.integer && !Number.isInteger(value)) {
-    return Effect.fail(new ConfigError({ field, rule: "must be an integer" }))
-  }
-  return Effect.succeed(Math.min(rule.max, Math.max(rule.min, value)))
+  // Possible but extreme: clamped into the safe range, and reported.
+  const used = Math.min(rule.max, Math.max(rule.min, value))
+  if (used !== value) clamped.push({ field, given: value, used, range: rule })
+  return Result.succeed(used)
 }
 
 const internalKnobs = new Set(Object.keys(defaults).filter((key) => !(key in untrustedRanges)))
@@ -274,49 +470,75 @@ const internalKnobs = new Set(Object.keys(defaults).filter((key) => !(key in unt
 const clampRecord = (
   input: unknown,
   rules: Record<string, Range>,
-  prefix: string
-): Effect.Effect<Record<string, number | null>, ConfigError> =>
-  Effect.gen(function*() {
-    if (!isRecord(input)) return yield* new ConfigError({ field: prefix || "config", rule: "must be an object" })
+  prefix: string,
+  clamped: Array<Clamped>
+): Result.Result<Record<string, number | null>, ConfigError> =>
+  Result.gen(function*() {
+    if (!isRecord(input)) {
+      return yield* Result.fail(new ConfigError({ field: prefix || "config", rule: "must be an object" }))
+    }
     const out: Record<string, number | null> = {}
     for (const [key, value] of Object.entries(input)) {
       const field = prefix === "" ? key : `${prefix}.${key}`
-      const rule = rules[key]
+      const rule = Object.hasOwn(rules, key) ? rules[key] : undefined
       if (rule === undefined) {
-        return yield* new ConfigError({
-          field,
-          rule: prefix === "" && internalKnobs.has(key)
-            ? "is an internal setting that untrusted input cannot set"
-            : "is not a known setting"
-        })
+        return yield* Result.fail(
+          new ConfigError({
+            field,
+            rule: prefix === "" && internalKnobs.has(key)
+              ? "is an internal setting that untrusted input cannot set"
+              : "is not a known setting"
+          })
+        )
       }
-      out[key] = yield* clampField(field, value, rule)
+      out[key] = yield* clampField(field, value, rule, clamped)
     }
     return out
   })
 
 /**
+ * {@link fromUntrusted}, with the settings it clamped: a caller warns about
+ * each (the command does, naming its flag).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromUntrustedClamped = (input: unknown): Effect.Effect<Untrusted, ConfigError> =>
+  Effect.fromResult(Result.gen(function*() {
+    if (!isRecord(input)) return yield* Result.fail(new ConfigError({ field: "config", rule: "must be an object" }))
+    const { budgets: budgetRules, ...topRules } = untrustedRanges
+    const { budgets: budgetsInput, ...topInput } = input
+    const clamped: Array<Clamped> = []
+    const top = yield* clampRecord(topInput, topRules, "", clamped)
+    const budgets = budgetsInput === undefined ? {} : yield* clampRecord(budgetsInput, budgetRules, "budgets", clamped)
+    const maxTurns = top.maxTurns ?? defaults.maxTurns
+    const config = yield* check({
+      ...defaults,
+      ...top,
+      graceTurns: defaultGrace(maxTurns),
+      budgets: { ...defaults.budgets, ...budgets }
+    })
+    return { config, clamped }
+  }))
+
+/**
  * A config from untrusted input (an HTTP body, command-line flags): unknown
- * fields and internal knobs are rejected, numbers are clamped into the safe
- * ranges of {@link untrustedRanges}, and the result is validated. Fails with
- * a `ConfigError` naming the field and the rule.
+ * fields and internal knobs are rejected; a value a setting cannot have (not
+ * a number, a fraction of a turn, no turns, a negative cost, `null` for a
+ * limit that cannot be switched off) fails with a `ConfigError` naming the
+ * field and its safe range (`range`); a possible but extreme value is
+ * clamped into the safe range of {@link untrustedRanges} (see
+ * {@link fromUntrustedClamped} to warn about it).
  *
  * @example
  * ```ts
  * import { AgentConfig } from "effect-agent"
  *
- * // maxTurns 10,000 becomes 200; toolTimeout 5 ms becomes 100 ms
+ * // maxTurns 10,000 becomes 200; toolTimeout 5 ms becomes 100 ms; maxTurns -1 would fail
  * const config = AgentConfig.fromUntrusted({ maxTurns: 10_000, toolTimeout: 5, budgets: { costUsd: 2 } })
  * ```
  *
  * @since 0.1.0
  */
 export const fromUntrusted = (input: unknown): Effect.Effect<AgentConfig, ConfigError> =>
-  Effect.gen(function*() {
-    const { budgets: budgetRules, ...topRules } = untrustedRanges
-    const { budgets: budgetsInput, ...topInput } = isRecord(input) ? input : { budgets: undefined }
-    if (!isRecord(input)) return yield* new ConfigError({ field: "config", rule: "must be an object" })
-    const top = yield* clampRecord(topInput, topRules, "")
-    const budgets = budgetsInput === undefined ? {} : yield* clampRecord(budgetsInput, budgetRules, "budgets")
-    return yield* validate({ ...defaults, ...top, budgets: { ...defaults.budgets, ...budgets } })
-  })
+  Effect.map(fromUntrustedClamped(input), (untrusted) => untrusted.config)

@@ -8,16 +8,23 @@
  */
 import { Schema } from "effect"
 import { AiError } from "effect/ai"
+import { RunState } from "./RunState.ts"
 
 /**
  * The model transport failed (after the provider's own retries): it wraps the
  * provider's `AiError` reason.
  *
+ * When a run fails with it, `state` holds the run's state at the failure:
+ * the transcript with every open call answered, and the steering and
+ * follow-ups not yet delivered. Nothing queued is lost: continue it with
+ * `Agent.runContinue(error.state)` once the model is reachable again.
+ *
  * @since 0.1.0
  */
 export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
   reason: AiError.AiErrorReason,
-  turn: Schema.Finite
+  turn: Schema.Finite,
+  state: Schema.optionalKey(RunState)
 }) {
   /**
    * Wraps an `AiError` raised at a turn.
@@ -33,9 +40,13 @@ export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
 }
 
 /**
- * A tool failed in a way its definition declares fatal: an `effect/ai` tool
- * with `failureMode: "error"` whose handler failed. (Tools with
- * `failureMode: "return"` fail into a result the model reads.)
+ * A tool failed in a way declared fatal: its handler failed and the tool is
+ * annotated `fatal: true` (`AgentTool.annotate`), or the handler failed or
+ * died with `AgentTool.FatalFailure`. Every other failure of a tool is an
+ * error result the model reads, whatever the tool's `failureMode`. `error`
+ * holds the failure, encoded with the tool's failure Schema when it can be.
+ * Like {@link ModelError}, it carries the run's `state` when a run fails
+ * with it (the fatal call answered with its failure).
  *
  * @since 0.1.0
  */
@@ -43,7 +54,8 @@ export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFa
   toolName: Schema.String,
   toolCallId: Schema.String,
   description: Schema.String,
-  error: Schema.optionalKey(Schema.Unknown)
+  error: Schema.optionalKey(Schema.Unknown),
+  state: Schema.optionalKey(RunState)
 }) {
   override get message(): string {
     return `tool ${this.toolName} (${this.toolCallId}) failed fatally: ${this.description}`
@@ -51,13 +63,16 @@ export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFa
 }
 
 /**
- * A config broke a rule: `field` names the setting, `rule` what it must be.
+ * A config broke a rule: `field` names the setting (`budgets.costUsd`),
+ * `rule` says what it must be, and `range` gives the allowed range when the
+ * setting came from untrusted input (`AgentConfig.fromUntrusted`).
  *
  * @since 0.1.0
  */
 export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError", {
   field: Schema.String,
-  rule: Schema.String
+  rule: Schema.String,
+  range: Schema.optionalKey(Schema.Struct({ min: Schema.Finite, max: Schema.Finite }))
 }) {
   override get message(): string {
     return `invalid config: ${this.field}: ${this.rule}`

@@ -59,6 +59,67 @@ export const BudgetFigures = Schema.Struct({
 /** @since 0.1.0 */
 export type BudgetFigures = typeof BudgetFigures.Type
 
+const AgentEndFields = Schema.TaggedStruct("AgentEnd", {
+  ...base,
+  outcome: Schema.optionalKey(Outcome.Outcome),
+  result: Schema.optionalKey(RunState.RunResult),
+  error: Schema.optionalKey(AgentError),
+  defect: Schema.optionalKey(Schema.String)
+})
+
+type AgentEndBase = Omit<typeof AgentEndFields.Type, "outcome" | "result" | "error" | "defect">
+
+/**
+ * How a run ended, as its last event says it. Exactly one of three:
+ *
+ * - the loop chose the ending: `outcome` and `result` (the `RunResult` the
+ *   run returns; an interrupted run's outcome is `Cancelled`);
+ * - the run failed: `error`, the `AgentError` it fails with (carrying the
+ *   run's state, see `AgentError.ModelError`);
+ * - the run died of a defect (a bug): `defect`, what it was.
+ *
+ * Tell them apart with `event.outcome !== undefined`, `event.error !==
+ * undefined` or `event.defect !== undefined`; the fields of the others are
+ * absent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type AgentEnd =
+  | AgentEndBase & {
+    readonly outcome: Outcome.Outcome
+    readonly result: RunState.RunResult
+    readonly error?: never
+    readonly defect?: never
+  }
+  | AgentEndBase & {
+    readonly error: AgentError
+    readonly outcome?: never
+    readonly result?: never
+    readonly defect?: never
+  }
+  | AgentEndBase & {
+    readonly defect: string
+    readonly outcome?: never
+    readonly result?: never
+    readonly error?: never
+  }
+
+const isAgentEnd = (event: typeof AgentEndFields.Type): event is AgentEnd =>
+  event.outcome !== undefined
+    ? event.result !== undefined && event.error === undefined && event.defect === undefined
+    : event.result === undefined && (event.error === undefined) !== (event.defect === undefined)
+
+/**
+ * The Schema of the {@link AgentEnd} event.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AgentEnd = AgentEndFields.pipe(Schema.refine(isAgentEnd, {
+  expected: "an AgentEnd with an outcome and a result, or an error, or a defect"
+}))
+
 /**
  * The events of a run:
  *
@@ -79,62 +140,77 @@ export type BudgetFigures = typeof BudgetFigures.Type
  * - `BudgetSnapshot`: totals and limits after a turn.
  * - `TurnEnd`: the assistant message and its tool results.
  * - `CheckpointSaved` / `SessionResumed`: durable sessions.
- * - `AgentEnd`: always the last event: the outcome and result, or the error.
+ * - `AgentEnd`: always the last event: the outcome and the result, or the
+ *   error, or the defect (see {@link AgentEnd}).
  *
  * @since 0.1.0
  */
-export const AgentEvent = Schema.TaggedUnion({
-  AgentStart: { ...base, messages: Message.Transcript },
-  TurnStart: { ...base },
-  MessageStart: { ...base, role: Schema.Literals(["assistant", "user", "system", "custom"]) },
-  MessageUpdate: { ...base, delta: Delta },
-  MessageEnd: { ...base, message: Message.Message },
-  ToolExecutionStart: { ...base, toolCallId: Schema.String, toolName: Schema.String, params: Schema.Unknown },
-  ToolExecutionUpdate: { ...base, toolCallId: Schema.String, toolName: Schema.String, partial: Schema.Unknown },
-  ToolExecutionEnd: {
+export const AgentEvent = Schema.Union([
+  Schema.TaggedStruct("AgentStart", { ...base, messages: Message.Transcript }),
+  Schema.TaggedStruct("TurnStart", { ...base }),
+  Schema.TaggedStruct("MessageStart", { ...base, role: Schema.Literals(["assistant", "user", "system", "custom"]) }),
+  Schema.TaggedStruct("MessageUpdate", { ...base, delta: Delta }),
+  Schema.TaggedStruct("MessageEnd", { ...base, message: Message.Message }),
+  Schema.TaggedStruct("ToolExecutionStart", {
+    ...base,
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    params: Schema.Unknown
+  }),
+  Schema.TaggedStruct("ToolExecutionUpdate", {
+    ...base,
+    toolCallId: Schema.String,
+    toolName: Schema.String,
+    partial: Schema.Unknown
+  }),
+  Schema.TaggedStruct("ToolExecutionEnd", {
     ...base,
     toolCallId: Schema.String,
     toolName: Schema.String,
     result: Message.ToolResultMessage,
     durationMs: Schema.Finite,
     terminate: Schema.Boolean
-  },
-  ApprovalRequested: {
+  }),
+  Schema.TaggedStruct("ApprovalRequested", {
     ...base,
     toolCallId: Schema.String,
     toolName: Schema.String,
     params: Schema.Unknown,
     reason: Schema.optionalKey(Schema.String)
-  },
-  ApprovalResolved: {
+  }),
+  Schema.TaggedStruct("ApprovalResolved", {
     ...base,
     toolCallId: Schema.String,
     toolName: Schema.String,
     approved: Schema.Boolean,
     reason: Schema.optionalKey(Schema.String)
-  },
-  SteeringDelivered: { ...base, messages: Message.Transcript },
-  FollowUpDelivered: { ...base, messages: Message.Transcript },
-  WrapUpRequested: { ...base, source: Schema.String, message: Schema.String },
-  GuardTripped: {
+  }),
+  Schema.TaggedStruct("SteeringDelivered", { ...base, messages: Message.Transcript }),
+  Schema.TaggedStruct("FollowUpDelivered", { ...base, messages: Message.Transcript }),
+  Schema.TaggedStruct("WrapUpRequested", { ...base, source: Schema.String, message: Schema.String }),
+  Schema.TaggedStruct("GuardTripped", {
     ...base,
     guard: Schema.String,
     action: Schema.Literals(["warn", "stop"]),
     detail: Schema.String,
     figures: Schema.Record(Schema.String, Schema.Finite)
-  },
-  ContextTransformed: {
+  }),
+  Schema.TaggedStruct("ContextTransformed", {
     ...base,
     plugin: Schema.String,
     messagesBefore: Schema.Finite,
     messagesAfter: Schema.Finite,
     tokensBefore: Schema.optionalKey(Schema.Finite),
     tokensAfter: Schema.optionalKey(Schema.Finite)
-  },
-  BudgetSnapshot: { ...base, figures: BudgetFigures },
-  TurnEnd: { ...base, message: Message.AssistantMessage, toolResults: Schema.Array(Message.ToolResultMessage) },
-  CheckpointSaved: { ...base, sessionId: Schema.String, bytes: Schema.Finite },
-  SessionResumed: {
+  }),
+  Schema.TaggedStruct("BudgetSnapshot", { ...base, figures: BudgetFigures }),
+  Schema.TaggedStruct("TurnEnd", {
+    ...base,
+    message: Message.AssistantMessage,
+    toolResults: Schema.Array(Message.ToolResultMessage)
+  }),
+  Schema.TaggedStruct("CheckpointSaved", { ...base, sessionId: Schema.String, bytes: Schema.Finite }),
+  Schema.TaggedStruct("SessionResumed", {
     ...base,
     sessionId: Schema.String,
     resumedAtTurn: Schema.Finite,
@@ -147,14 +223,9 @@ export const AgentEvent = Schema.TaggedUnion({
       followUps: Schema.Finite,
       pendingApprovals: Schema.Finite
     })
-  },
-  AgentEnd: {
-    ...base,
-    outcome: Schema.optionalKey(Outcome.Outcome),
-    error: Schema.optionalKey(AgentError),
-    result: Schema.optionalKey(RunState.RunResult)
-  }
-})
+  }),
+  AgentEnd
+]).pipe(Schema.toTaggedUnion("_tag"))
 /** @since 0.1.0 */
 export type AgentEvent = typeof AgentEvent.Type
 

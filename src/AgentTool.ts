@@ -3,8 +3,16 @@
  * annotations on an `effect/ai` `Tool` for its timeout, how it may run beside
  * other calls, whether its result ends the run, whether it counts toward the
  * termination vote and the per-turn call limit, how long its results may be,
- * per-run and per-turn quotas, and whether a call may be run again after a
- * crash.
+ * per-run and per-turn quotas, whether a call may be run again after a
+ * crash, and whether its failures end the run.
+ *
+ * How a call's failure reaches the model: whatever the tool's `failureMode`,
+ * a typed failure of its handler (`Effect.fail`) is an error result
+ * (`isError: true`) whose text is the failure encoded with the tool's failure
+ * Schema, so the model reads the structured failure; a defect (`Effect.die`,
+ * a throw), a timeout and invalid arguments are error results too. A failure
+ * ends the run (`ToolFatalError`) only when asked for: the tool is annotated
+ * `fatal: true`, or the handler fails or dies with {@link FatalFailure}.
  *
  * @example
  * ```ts
@@ -20,8 +28,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration } from "effect"
-import type { Schema } from "effect"
+import { Context, Duration, Schema } from "effect"
 import type { Tool } from "effect/ai"
 import { dual } from "effect/Function"
 
@@ -107,6 +114,52 @@ export const ReplaySafe = Context.Reference<boolean>("effect-agent/AgentTool/Rep
 })
 
 /**
+ * Whether a typed failure of this tool's handler ends the run with
+ * `ToolFatalError`; `false` by default, when the failure is an error result
+ * the model reads (whatever the tool's `failureMode`). Defects and timeouts
+ * stay results either way.
+ *
+ * @since 0.1.0
+ * @category annotations
+ */
+export const Fatal = Context.Reference<boolean>("effect-agent/AgentTool/Fatal", {
+  defaultValue: () => false
+})
+
+/**
+ * A failure that ends the run. A handler fails with it (when the tool's
+ * failure Schema includes it) or dies with it to stop the run with
+ * `ToolFatalError`, whatever the tool's annotations: for the one failure a
+ * model cannot work around (a corrupt store, revoked credentials), where its
+ * other failures stay results.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Tool } from "effect/ai"
+ * import { AgentTool } from "effect-agent"
+ *
+ * const Query = Tool.make("query", {
+ *   parameters: Schema.Struct({ sql: Schema.String }),
+ *   success: Schema.String,
+ *   failure: Schema.Union([Schema.String, AgentTool.FatalFailure])
+ * })
+ * const handler = ({ sql }: { readonly sql: string }) =>
+ *   sql === "" ? Effect.fail("empty query") : Effect.fail(new AgentTool.FatalFailure({ reason: "database is gone" }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class FatalFailure extends Schema.TaggedError<FatalFailure>()("FatalFailure", {
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+/**
  * Limits on how often this tool may be called: per run and per turn. Calls
  * over a quota get an error result and never run.
  *
@@ -140,6 +193,7 @@ export interface Options {
   readonly maxResultChars?: number | undefined
   readonly replaySafe?: boolean | undefined
   readonly quota?: Quota | undefined
+  readonly fatal?: boolean | undefined
 }
 
 type AnyConfig = {
@@ -164,6 +218,7 @@ const annotateOptions = <Name extends string, Config extends AnyConfig, R>(
   if (options.maxResultChars !== undefined) out = out.annotate(MaxResultChars, options.maxResultChars)
   if (options.replaySafe !== undefined) out = out.annotate(ReplaySafe, options.replaySafe)
   if (options.quota !== undefined) out = out.annotate(Quota, options.quota)
+  if (options.fatal !== undefined) out = out.annotate(Fatal, options.fatal)
   return out
 }
 
@@ -208,6 +263,7 @@ export interface Settings {
   readonly maxResultChars: number | undefined
   readonly replaySafe: boolean
   readonly quota: Quota | undefined
+  readonly fatal: boolean
 }
 
 const settingsCache = new WeakMap<Tool.Any, Settings>()
@@ -230,7 +286,8 @@ export const settings = (tool: Tool.Any): Settings => {
       countsTowardCallLimit: Context.get(annotations, CountsTowardCallLimit),
       maxResultChars: Context.get(annotations, MaxResultChars),
       replaySafe: Context.get(annotations, ReplaySafe),
-      quota: Context.get(annotations, Quota)
+      quota: Context.get(annotations, Quota),
+      fatal: Context.get(annotations, Fatal)
     }
     settingsCache.set(tool, cached)
   }

@@ -189,6 +189,13 @@ const usedOf = (budget: Outcome.Budget, info: Hooks.RunInfo): number => {
  * budget ends the run with `BudgetExceeded { budget, limit, used }`; at
  * `wrapUpAt` of any budget the model is asked, once, to wrap up.
  *
+ * The wall clock is also a deadline the loop itself keeps, whatever the
+ * plugins: when the config's `budgets.wallClock` runs out (counting the time
+ * a continued run had used), the model stream, the tool calls in flight
+ * (their finalizers run) and approval waits are stopped at once, every open
+ * call is answered that the budget ran out, and the run ends with the same
+ * outcome.
+ *
  * @since 0.1.0
  */
 export const budgets = (options: BudgetsOptions): Hooks.Plugin => {

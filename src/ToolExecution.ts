@@ -10,14 +10,16 @@
  * (at most `maxParallelTools` at once), sequential ones one at a time after
  * them, and everything one at a time when any call is `exclusive`. A call
  * waiting for approval does not hold up the others. Each handler runs with
- * its timeout; preliminary results stream as `ToolExecutionUpdate` events;
+ * its timeout; a failure, a defect or a timeout is an error result (a
+ * failure ends the run only when declared fatal, see `AgentTool.Fatal`);
+ * preliminary results stream as `ToolExecutionUpdate` events;
  * `afterToolCall` hooks see every result, also of calls that never ran.
  * Results come back in the calls' order whatever order they finish in.
  *
  * @since 0.1.0
  */
 import { Cause, Context, Duration, Effect, Exit, Fiber, Option, Result, Schema, SchemaIssue, Semaphore } from "effect"
-import { Tool, Toolkit } from "effect/ai"
+import { Prompt, Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
 import type * as Hooks from "./Hooks.ts"
@@ -293,20 +295,22 @@ function* plan<R>(
 
 const resultText = (encoded: unknown): string => typeof encoded === "string" ? encoded : JSON.stringify(encoded) ?? ""
 
-const contentOf = (output: Tool.HandlerResult<Tool.Any>): ReadonlyArray<Message.UserContent> => {
-  if (output.modelOutput !== undefined && output.modelOutput.length > 0) {
-    return output.modelOutput.map((part): Message.UserContent =>
-      part.type === "text"
-        ? Message.text(part.text)
-        : {
-          type: "image",
-          mediaType: part.mediaType,
-          source: part.data instanceof URL
-            ? { type: "url", url: part.data.href }
-            : { type: "base64", data: typeof part.data === "string" ? part.data : Buffer.from(part.data).toString("base64") }
-        }
-    )
+/** A part of a tool's model output as transcript content: text and images as they are, other files named. */
+const modelOutputContent = (part: Prompt.ToolModelOutputPart): Message.UserContent => {
+  if (part.type === "text") return Message.text(part.text)
+  if (!part.mediaType.startsWith("image/")) return Message.text(Prompt.toolModelOutputToText([part]))
+  return {
+    type: "image",
+    mediaType: part.mediaType,
+    source: part.data instanceof URL
+      ? { type: "url", url: part.data.href }
+      : { type: "base64", data: typeof part.data === "string" ? part.data : Buffer.from(part.data).toString("base64") }
   }
+}
+
+const contentOf = (output: Tool.HandlerResult<Tool.Any>): ReadonlyArray<Message.UserContent> => {
+  const { modelOutput } = output
+  if (modelOutput !== undefined && modelOutput.length > 0) return modelOutput.map(modelOutputContent)
   return [Message.text(resultText(output.encodedResult))]
 }
 
@@ -317,40 +321,67 @@ type Handled =
   | { readonly _tag: "Result"; readonly content: ReadonlyArray<Message.UserContent>; readonly isError: boolean }
   | { readonly _tag: "Fatal"; readonly error: ToolFatalError }
 
-const fromOutput = (output: Tool.HandlerResult<Tool.Any>): Handled => ({
-  _tag: "Result",
-  content: contentOf(output),
-  isError: output.isFailure
-})
+const errorResult = (text: string): Handled => ({ _tag: "Result", content: [Message.text(text)], isError: true })
 
-const fromCause = (planned: Planned, tool: Tool.Any, cause: Cause.Cause<unknown>): Handled => {
+const describeError = (error: unknown): string => error instanceof Error ? error.message : resultText(error)
+
+/** Whether a handler's failure ends the run: the tool says its failures do, or the handler said so. */
+const isFatal = (settings: AgentTool.Settings, error: unknown): boolean =>
+  settings.fatal || error instanceof AgentTool.FatalFailure
+
+const fatal = (planned: Planned, tool: Tool.Any, error: unknown, encoded: Option.Option<unknown>): Handled => {
+  const description = describeError(error)
+  return {
+    _tag: "Fatal",
+    error: new ToolFatalError({
+      toolName: tool.name,
+      toolCallId: planned.call.id,
+      description,
+      error: Option.isSome(encoded) ? encoded.value : Schema.is(Schema.Json)(error) ? error : description
+    })
+  }
+}
+
+const fromOutput = (planned: Planned, action: Execute, output: Tool.HandlerResult<Tool.Any>): Handled =>
+  output.isFailure && output.failureOrigin === "handler" && isFatal(action.settings, output.result)
+    ? fatal(planned, action.tool, output.result, Option.some(output.encodedResult))
+    : { _tag: "Result", content: contentOf(output), isError: output.isFailure }
+
+/**
+ * A typed failure of the handler, whatever the tool's `failureMode`: an error
+ * result holding the failure encoded with the tool's failure Schema (what
+ * `failureMode: "return"` gives the model), or the run's end when it is
+ * fatal. A failure the Schema cannot encode is described in words.
+ */
+const fromHandlerFailure = (planned: Planned, action: Execute, error: unknown): Effect.Effect<Handled> =>
+  Effect.match(ToolRun.encodeFailure(action.tool, error), {
+    onSuccess: (encoded) =>
+      isFatal(action.settings, error)
+        ? fatal(planned, action.tool, error, Option.some(encoded))
+        : errorResult(resultText(encoded)),
+    onFailure: () =>
+      isFatal(action.settings, error)
+        ? fatal(planned, action.tool, error, Option.none())
+        : errorResult(`Tool ${action.tool.name} failed: ${describeError(error)}`)
+  })
+
+const fromCause = (planned: Planned, action: Execute, cause: Cause.Cause<unknown>): Effect.Effect<Handled> => {
+  const { tool } = action
   const failure = Cause.findErrorOption(cause)
   if (Option.isSome(failure)) {
     const origin = Context.get(Cause.annotations(cause), Toolkit.FailureOrigin)
-    const error = failure.value
-    const description = error instanceof Error ? error.message : resultText(error)
-    if (tool.failureMode === "error" && origin === "handler") {
-      return {
-        _tag: "Fatal",
-        error: new ToolFatalError({
-          toolName: tool.name,
-          toolCallId: planned.call.id,
-          description,
-          error: Schema.is(Schema.Json)(error) ? error : description
-        })
-      }
-    }
-    return { _tag: "Result", content: [Message.text(`Tool ${tool.name} failed: ${description}`)], isError: true }
+    if (origin === "handler") return fromHandlerFailure(planned, action, failure.value)
+    return Effect.succeed(errorResult(`Tool ${tool.name} failed: ${describeError(failure.value)}`))
   }
   const defect = Cause.findDefect(cause)
   if (Result.isSuccess(defect)) {
-    return {
-      _tag: "Result",
-      content: [Message.text(`Tool ${tool.name} crashed: ${describeDefect(defect.success)}`)],
-      isError: true
-    }
+    return Effect.succeed(
+      defect.success instanceof AgentTool.FatalFailure
+        ? fatal(planned, tool, defect.success, Option.none())
+        : errorResult(`Tool ${tool.name} crashed: ${describeDefect(defect.success)}`)
+    )
   }
-  return { _tag: "Result", content: [Message.text(`Tool ${tool.name} was interrupted.`)], isError: true }
+  return Effect.succeed(errorResult(`Tool ${tool.name} was interrupted.`))
 }
 
 const timeoutOf = <R>(run: Run.Run<R>, settings: AgentTool.Settings): number | undefined => {
@@ -365,14 +396,20 @@ const runHandler = <R>(
 ): Effect.Effect<Handled, never, R> => {
   const { tool } = action
   const { call } = planned
-  const handled = Effect.matchCause(
-    run.registry.run(tool.name, { params: call.params, rawParams: action.params, toolCallId: call.id }, (partial) =>
-      // preliminary results are reported through the run's hooks, which may need its services
-      Effect.provideContext(
-        Run.emitInput(run, { _tag: "ToolExecutionUpdate", toolCallId: call.id, toolName: tool.name, partial }),
-        run.services
-      )),
-    { onSuccess: fromOutput, onFailure: (cause): Handled => fromCause(planned, tool, cause) }
+  // `guard`: a registry of the application's own may throw rather than fail.
+  const handled = Effect.matchCauseEffect(
+    ToolRun.guard(() =>
+      run.registry.run(tool.name, { params: call.params, rawParams: action.params, toolCallId: call.id }, (partial) =>
+        // preliminary results are reported through the run's hooks, which may need its services
+        Effect.provideContext(
+          Run.emitInput(run, { _tag: "ToolExecutionUpdate", toolCallId: call.id, toolName: tool.name, partial }),
+          run.services
+        ))
+    ),
+    {
+      onSuccess: (output) => Effect.succeed(fromOutput(planned, action, output)),
+      onFailure: (cause) => fromCause(planned, action, cause)
+    }
   )
   const timeout = timeoutOf(run, action.settings)
   if (timeout === undefined) return handled
@@ -476,7 +513,10 @@ function* finish<R>(
     if (change.terminate !== undefined) terminate = change.terminate
   }
   current = truncate(current, settings?.maxResultChars ?? run.config.maxResultChars)
+  // From "started" to "has a result" in one step: a snapshot taken in between (while an afterToolCall hook
+  // waits) must not see a call that ran as never started, or a resume would run it again.
   run.batchResults.set(planned.call.id, current)
+  run.startedCalls.delete(planned.call.id)
   if (Run.observed(run)) {
     const endedAt = Run.now(run)
     yield* Run.deliver(run, {
@@ -495,7 +535,8 @@ function* finish<R>(
   return finished
 }
 
-const cancelledText = (reason: string) => `Tool call cancelled: ${reason}`
+/** Whether the approval wait was cut by a stop rather than answered. */
+const isStop = (answer: Approvals.Decision | Run.Stop): answer is Run.Stop => "_tag" in answer
 
 const decide = Effect.fnUntraced(function*<R>(
   run: Run.Run<R>,
@@ -508,27 +549,28 @@ const decide = Effect.fnUntraced(function*<R>(
     : { toolCallId: call.id, toolName: call.name, params: call.rawParams, reason: approval.reason }
   run.pendingApprovals.set(call.id, pending)
   yield* Run.emitInput(run, { _tag: "ApprovalRequested", ...pending })
-  const decision = run.approvals === undefined
+  const answer = run.approvals === undefined
     ? Approvals.denied("this call needs approval and no approver is configured")
-    : yield* Run.raceCancel(
+    : yield* Run.raceStop(
       run,
       run.approvals.decide({ runId: run.runId, ...pending }),
-      (reason) => Approvals.denied(cancelledText(reason))
+      (stop): Approvals.Decision | Run.Stop => stop
     )
   run.pendingApprovals.delete(call.id)
+  const resolved = isStop(answer) ? { approved: false, reason: Run.stopText(run, answer) } as const : answer
   yield* Run.emitInput(
     run,
-    decision.approved
+    resolved.approved
       ? { _tag: "ApprovalResolved", toolCallId: call.id, toolName: call.name, approved: true }
       : {
         _tag: "ApprovalResolved",
         toolCallId: call.id,
         toolName: call.name,
         approved: false,
-        reason: decision.reason
+        reason: resolved.reason
       }
   )
-  return decision
+  return answer
 })
 
 function* runCall<R>(run: Run.Run<R>, planned: Planned) {
@@ -541,18 +583,27 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
   if (action._tag === "Immediate") {
     return yield* finish(run, planned, makeResult(call, [Message.text(action.text)], true, action.details), false, startedAt)
   }
-  const before = yield* Run.cancelReason(run)
+  const before = yield* Run.stopReason(run)
   if (before !== undefined) {
     return yield* finish(
       run,
       planned,
-      makeResult(call, [Message.text(cancelledText(before))], true, { kind: "cancelled" }),
+      makeResult(call, [Message.text(Run.stopText(run, before))], true, Run.stopDetails(before)),
       false,
       startedAt
     )
   }
   if (action.approval !== undefined) {
     const decision = yield* decide(run, planned, action.approval)
+    if (isStop(decision)) {
+      return yield* finish(
+        run,
+        planned,
+        makeResult(call, [Message.text(Run.stopText(run, decision))], true, Run.stopDetails(decision)),
+        false,
+        startedAt
+      )
+    }
     if (!decision.approved) {
       return yield* finish(
         run,
@@ -575,13 +626,23 @@ function* runCall<R>(run: Run.Run<R>, planned: Planned) {
       timestamp: action.approval === undefined ? startedAt : Run.now(run) // after an approval, time has passed
     })
   }
-  const handled = yield* Run.raceCancel(
+  const handled = yield* Run.raceStop(
     run,
     runHandler(run, planned, action),
-    (reason): Handled => ({ _tag: "Result", content: [Message.text(cancelledText(reason))], isError: true })
+    (stop) => errorResult(Run.stopText(run, stop))
   )
-  run.startedCalls.delete(call.id)
-  if (handled._tag === "Fatal") return yield* handled.error
+  if (handled._tag === "Fatal") {
+    // the call is answered with its failure in the state the run fails with (see `Agent`)
+    const { error } = handled
+    run.batchResults.set(
+      call.id,
+      makeResult(call, [Message.text(`Tool ${call.name} failed fatally: ${error.description}`)], true, {
+        kind: "fatal"
+      })
+    )
+    run.startedCalls.delete(call.id)
+    return yield* error
+  }
   return yield* finish(run, planned, makeResult(call, handled.content, handled.isError, undefined), true, startedAt)
 }
 

@@ -256,7 +256,9 @@ export interface McpHttpOptions extends McpConnectOptions {
 /**
  * The tools of a connected MCP server (`effect/ai`'s `McpClient`, over any
  * transport) as a registry entry. Each call goes to the server; its result
- * is text the model reads. A tool-reported error, a server that died and a
+ * reaches the model as the server gave it: text, and images as image parts
+ * of the tool result (audio and other binary content is named in the text).
+ * A tool-reported error, a server that died and a
  * timeout all become error results the model reads (and a warning in the
  * log), never a failed or hung run. The server's hints set the loop
  * annotations: read-only tools run in parallel, others one at a time.

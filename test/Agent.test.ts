@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Schema, Stream } from "effect"
 import { AiError, LanguageModel, type Response } from "effect/ai"
-import { Agent, type AgentEvent, Message, RunState } from "effect-agent"
+import { Agent, type AgentEvent, Hooks, Message, RunState, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, ofTag, recorder, runOk, runScript, tags, toolResultTexts, toolsLayer } from "./support.ts"
 
@@ -160,6 +160,60 @@ describe("Agent.run", () => {
       const end = events.at(-1)!
       assert.strictEqual(end._tag, "AgentEnd")
       if (end._tag === "AgentEnd") assert.strictEqual(end.error?._tag, "ModelError")
+    }))
+
+  it.effect("a failed run's error carries its state: the transcript answered, and steering not yet delivered", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      // steered while the second model call runs: the failure comes before it could be delivered
+      const steer = Hooks.plugin({
+        name: "steer",
+        onEvent: (event) => event._tag === "TurnStart" && event.turn === 2 ? steering.steer("use the cache") : Effect.void
+      })
+      const { events, exit } = yield* runScript([
+        { toolCalls: [{ id: "c1", name: "add", params: { a: 1, b: 2 } }] },
+        { fail: new AiError.RateLimitError({}) }
+      ], { steering, plugins: [steer] })
+      const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
+      if (error?._tag !== "Some" || error.value._tag !== "ModelError") return assert.fail("expected a ModelError")
+      const state = error.value.state
+      if (state === undefined) return assert.fail("expected the run's state on the error")
+      assert.deepStrictEqual(state.steering.map(Message.textOf), ["use the cache"])
+      assert.deepStrictEqual(state.messages.map((m) => m.role), ["user", "assistant", "toolResult"])
+      assertValidTranscript(state.messages)
+      const end = ofTag(events, "AgentEnd")[0]!
+      assert.deepStrictEqual(end.error, error.value)
+      // the state continues once the model is back: the steering is delivered before the next call
+      const resumed = yield* Agent.runContinue(state).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "cached: 3" }]), toolsLayer()))
+      )
+      const model = resumed.state.messages.slice(state.messages.length)
+      assert.deepStrictEqual(model.map((m) => [m.role, Message.textOf(m)]), [["user", "use the cache"], ["assistant", "cached: 3"]])
+      assert.strictEqual(resumed.outcome._tag, "Completed")
+    }))
+
+  it.effect("so does a fatal tool failure: the fatal call is answered with its failure; queued steering is kept", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const steer = Hooks.plugin({
+        name: "steer",
+        onEvent: (event) => event._tag === "ToolExecutionStart" ? steering.steer("stop and report") : Effect.void
+      })
+      const { events, exit } = yield* runScript([
+        { toolCalls: [{ id: "f", name: "fatal", params: { reason: "disk corrupt" } }] }
+      ], { steering, plugins: [steer] })
+      const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
+      if (error?._tag !== "Some" || error.value._tag !== "ToolFatalError") return assert.fail("expected a ToolFatalError")
+      const state = error.value.state!
+      assert.deepStrictEqual(state.steering.map(Message.textOf), ["stop and report"])
+      assertValidTranscript(state.messages)
+      const answer = state.messages.at(-1)!
+      assert.deepStrictEqual(answer.role === "toolResult" && [answer.toolCallId, Message.textOf(answer), answer.isError], [
+        "f",
+        "Tool fatal failed fatally: {\"reason\":\"disk corrupt\"}",
+        true
+      ])
+      assert.deepStrictEqual(ofTag(events, "AgentEnd")[0]!.error, error.value)
     }))
 
   it.effect("running past the script is a clear failure", () =>

@@ -1,28 +1,91 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
-import { Tokenizer } from "effect/ai"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Cause, Effect, Exit, Fiber, Layer, Redacted, Stream } from "effect"
+import { LanguageModel, type Response, Tokenizer } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, AgentConfig, ContextWindow, Guards, Hooks, Message, RunState, Steering } from "effect-agent"
+import {
+  Agent,
+  AgentConfig,
+  type AgentEvent,
+  Approvals,
+  ContextWindow,
+  Guards,
+  Hooks,
+  Message,
+  OpenAiChat,
+  Outcome,
+  RunState,
+  Steering
+} from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { assertValidTranscript, ofTag, runOk, toolsLayer } from "./support.ts"
+import { createServer } from "node:net"
+import { assertValidTranscript, makeTrace, ofTag, recorder, runOk, tags, toolsLayer } from "./support.ts"
 
 const addCall = (i: number) => ({ toolCalls: [{ id: `c${i}`, name: "add", params: { a: i, b: 1 } }] })
 const lastRole = (request: ScriptedModel.Request) => request.prompt.content.at(-1)!.role
 const systemTexts = (request: ScriptedModel.Request) =>
   request.prompt.content.flatMap((m) => m.role === "system" ? [m.content] : [])
 
-describe("AgentConfig.fromUntrusted", () => {
-  it.effect("clamps numbers into the safe ranges and validates", () =>
+describe("AgentConfig.make", () => {
+  const bad: ReadonlyArray<readonly [AgentConfig.Input, string, string]> = [
+    [{ maxTurns: 0 }, "maxTurns", "must be an integer ≥ 1, or null (no cap); got 0"],
+    [{ maxParallelTools: 2.5 }, "maxParallelTools", "must be an integer ≥ 1; got 2.5"],
+    [{ budgets: { costUsd: -3 } }, "budgets.costUsd", "must be a number > 0, or null (no budget); got -3"],
+    [{ wrapUpAt: 1.5 }, "wrapUpAt", "must be a number > 0 and ≤ 1, or null (never); got 1.5"],
+    [
+      // as a JavaScript caller, or a config read from a file, might give it
+      JSON.parse("{\"toolTimeout\": \"soon\"}"),
+      "toolTimeout",
+      "must be a duration > 0 (milliseconds, or a Duration such as \"30 seconds\"), or null (none); got \"soon\""
+    ],
+    [{ maxTurns: 5, graceTurns: 5 }, "graceTurns", "must be less than maxTurns (5), or 0 for no wrap-up request; got 5"]
+  ]
+
+  it.effect("rejects at construction what validate rejects: a ConfigError naming the field and what it must be", () =>
     Effect.gen(function*() {
-      const config = yield* AgentConfig.fromUntrusted({
+      for (const [input, field, rule] of bad) {
+        const error = yield* Effect.flip(AgentConfig.make(input))
+        assert.deepStrictEqual([error._tag, error.field, error.rule], ["ConfigError", field, rule])
+        // makeUnsafe throws the same error
+        assert.throws(() => AgentConfig.makeUnsafe(input), rule)
+      }
+      const unknown = yield* Effect.flip(AgentConfig.make(JSON.parse("{\"maxTurnz\": 5}")))
+      assert.deepStrictEqual([unknown.field, unknown.rule], ["maxTurnz", "is not a known setting"])
+      const whole = yield* Effect.flip(AgentConfig.validate({ ...AgentConfig.defaults, maxTurns: 2 }))
+      assert.strictEqual(whole.field, "graceTurns")
+      assert.strictEqual((yield* AgentConfig.make({ maxTurns: 10, toolTimeout: "30 seconds" })).toolTimeout, 30_000)
+    }))
+
+  it.effect("Agent.run fails with the ConfigError, never a defect, for every bad setting", () =>
+    Effect.gen(function*() {
+      for (const [config, field] of bad) {
+        const exit = yield* Effect.exit(
+          Agent.run({ prompt: "x", config }).pipe(
+            Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "x" }]), toolsLayer()))
+          )
+        )
+        const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
+        assert.deepStrictEqual(error?._tag === "Some" && [error.value._tag, error.value._tag === "ConfigError" && error.value.field], [
+          "ConfigError",
+          field
+        ])
+      }
+    }))
+})
+
+describe("AgentConfig.fromUntrusted", () => {
+  it.effect("clamps possible but extreme numbers into the safe ranges, and says which", () =>
+    Effect.gen(function*() {
+      const input = {
         maxTurns: 10_000,
-        maxParallelTools: 0,
+        maxParallelTools: 1_000,
         toolTimeout: 5,
         maxResultChars: 10,
         budgets: { costUsd: 5_000, wallClock: 10, tokens: null }
-      })
+      }
+      const config = yield* AgentConfig.fromUntrusted(input)
       assert.strictEqual(config.maxTurns, 200)
-      assert.strictEqual(config.maxParallelTools, 1)
+      assert.strictEqual(config.maxParallelTools, 64)
       assert.strictEqual(config.toolTimeout, 100)
       assert.strictEqual(config.maxResultChars, 256)
       assert.deepStrictEqual(config.budgets, {
@@ -33,6 +96,42 @@ describe("AgentConfig.fromUntrusted", () => {
         wallClock: 1_000
       })
       assert.strictEqual(config.graceTurns, AgentConfig.defaults.graceTurns)
+      const { clamped } = yield* AgentConfig.fromUntrustedClamped(input)
+      assert.deepStrictEqual(clamped.map((c) => [c.field, c.given, c.used]), [
+        ["maxTurns", 10_000, 200],
+        ["maxParallelTools", 1_000, 64],
+        ["toolTimeout", 5, 100],
+        ["maxResultChars", 10, 256],
+        ["budgets.costUsd", 5_000, 1_000],
+        ["budgets.wallClock", 10, 1_000]
+      ])
+      // a small cap gets no wrap-up request rather than an impossible grace window
+      assert.strictEqual((yield* AgentConfig.fromUntrusted({ maxTurns: 2 })).graceTurns, 0)
+    }))
+
+  it.effect("refuses impossible values (no turns, a negative cost), naming the field and its safe range", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [unknown, string, string, { min: number; max: number }]> = [
+        [{ maxTurns: -1 }, "maxTurns", "must be an integer from 1 to 200; got -1", { min: 1, max: 200 }],
+        [{ maxTurns: 0 }, "maxTurns", "must be an integer from 1 to 200; got 0", { min: 1, max: 200 }],
+        [{ maxParallelTools: 0 }, "maxParallelTools", "must be an integer from 1 to 64; got 0", { min: 1, max: 64 }],
+        [
+          { budgets: { costUsd: -3 } },
+          "budgets.costUsd",
+          "must be a number from 0.0001 to 1000 (USD), or null; got -3",
+          { min: 0.0001, max: 1_000 }
+        ],
+        [
+          { budgets: { wallClock: 0 } },
+          "budgets.wallClock",
+          "must be a number from 1000 to 86400000 (ms), or null; got 0",
+          { min: 1_000, max: 86_400_000 }
+        ]
+      ]
+      for (const [input, field, rule, range] of cases) {
+        const error = yield* Effect.flip(AgentConfig.fromUntrusted(input))
+        assert.deepStrictEqual([error._tag, error.field, error.rule, error.range], ["ConfigError", field, rule, range])
+      }
     }))
 
   it.effect("rejects unknown fields, internal knobs, wrong types and switching off protections, naming the field", () =>
@@ -42,10 +141,10 @@ describe("AgentConfig.fromUntrusted", () => {
         [{ maxTurnz: 5 }, "maxTurnz", /not a known setting/],
         [{ graceTurns: 1 }, "graceTurns", /internal setting/],
         [{ maxRepeatedBatches: 100 }, "maxRepeatedBatches", /internal setting/],
-        [{ maxTurns: "50" }, "maxTurns", /finite number/],
-        [{ maxTurns: 2.5 }, "maxTurns", /integer/],
+        [{ maxTurns: "50" }, "maxTurns", /^must be an integer from 1 to 200; got "50"$/],
+        [{ maxTurns: 2.5 }, "maxTurns", /^must be an integer from 1 to 200; got 2\.5$/],
         [{ maxTurns: null }, "maxTurns", /cannot be switched off/],
-        [{ toolTimeout: Number.NaN }, "toolTimeout", /finite number/],
+        [{ toolTimeout: Number.NaN }, "toolTimeout", /^must be a number from 100 to 600000 \(ms\); got NaN$/],
         [{ budgets: { dollars: 1 } }, "budgets.dollars", /not a known setting/],
         [{ budgets: 5 }, "budgets", /must be an object/],
         ["maxTurns=5", "config", /must be an object/]
@@ -102,12 +201,23 @@ describe("graceful turn limit", () => {
       assertValidTranscript(result.state.messages)
     }))
 
-  it.effect("is installed only when 0 < grace < cap", () =>
+  it.effect("grace 0 switches it off; a cap of 3 or less has none by default; a grace at or over the cap is a ConfigError", () =>
     Effect.gen(function*() {
-      for (const config of [{ maxTurns: 4, graceTurns: 0 }, { maxTurns: 4, graceTurns: 4 }, { maxTurns: 4, graceTurns: 9 }]) {
+      for (const config of [{ maxTurns: 4, graceTurns: 0 }, { maxTurns: 3 }, { maxTurns: 1 }]) {
         const { events, result } = yield* runOk(addCall, { config })
-        assert.deepStrictEqual(result.outcome, { _tag: "MaxTurns", limit: 4 })
+        assert.deepStrictEqual(result.outcome, { _tag: "MaxTurns", limit: config.maxTurns })
         assert.deepStrictEqual(ofTag(events, "WrapUpRequested"), [])
+      }
+      for (const graceTurns of [4, 9]) {
+        const error = yield* Effect.flip(
+          Agent.run({ prompt: "go", config: { maxTurns: 4, graceTurns } }).pipe(
+            Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "x" }]), toolsLayer()))
+          )
+        )
+        assert.deepStrictEqual(
+          error._tag === "ConfigError" && [error.field, error.rule],
+          ["graceTurns", `must be less than maxTurns (4), or 0 for no wrap-up request; got ${graceTurns}`]
+        )
       }
       const uncapped = yield* runOk((i) => i < 12 ? addCall(i) : { text: "done" }, {
         config: { maxTurns: null, graceTurns: 3 }
@@ -205,6 +315,206 @@ describe("budgets", () => {
         Effect.provide(Layer.merge(ScriptedModel.layer([]), toolsLayer()))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "tokens", limit: 1000, used: 1100 })
+    }))
+})
+
+/** A local TCP port nobody listens on. */
+const closedPort = Effect.callback<number>((resume) => {
+  const probe = createServer()
+  probe.listen(0, "127.0.0.1", () => {
+    const address = probe.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    probe.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+describe("the wall-clock budget is a deadline", () => {
+  const wall = (ms: number) => ({ budgets: { wallClock: ms }, wrapUpAt: null })
+  const exceeded = (used: number) => Outcome.budgetExceeded("wallClock", 2_000, used)
+  const stoppedText = "Tool call stopped: the run's wall-clock budget of 2000 ms ran out."
+
+  /**
+   * Runs until virtual time `deadline`: the run must not have ended 1 ms
+   * before, and must have ended at it. Returns what it recorded and the
+   * virtual time from AgentStart to AgentEnd.
+   */
+  const untilDeadline = <E>(run: Effect.Effect<RunState.RunResult, E>, deadline: number, events: ReadonlyArray<AgentEvent.AgentEvent>) =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(run)
+      yield* TestClock.adjust(deadline - 1)
+      assert.isUndefined(fiber.pollUnsafe(), "ended before its deadline")
+      yield* TestClock.adjust(1)
+      const result = yield* Fiber.join(fiber)
+      return { result, endedAfter: events.at(-1)!.timestamp - events[0]!.timestamp }
+    })
+
+  it.effect("a model that hangs is cut at the deadline; what it streamed is kept", () =>
+    Effect.gen(function*() {
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "think", config: wall(2_000), plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "thinking about", hang: true }]), toolsLayer()))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      const reply = result.messages.at(-1)!
+      assert.deepStrictEqual(reply.role === "assistant" && [Message.textOf(reply), reply.stopReason], ["thinking about", "aborted"])
+      const tripped = ofTag(events, "GuardTripped")
+      assert.deepStrictEqual(tripped.map((e) => [e.guard, e.action, e.figures]), [["budget", "stop", { limit: 2_000, used: 2_000 }]])
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }))
+
+  it.effect("a reply cut after a complete tool call: the call is answered, never run", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const model = yield* LanguageModel.make({
+        generateText: () => Effect.die("not used"),
+        streamText: () =>
+          Stream.concat(
+            Stream.make<Array<Response.StreamPartEncoded>>(
+              { type: "text-delta", id: "t", delta: "Let me add." },
+              { type: "tool-call", id: "c1", name: "add", params: { a: 1, b: 2 } }
+            ),
+            Stream.never
+          )
+      })
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "add", config: wall(2_000), plugins: [plugin] }).pipe(
+          Effect.provideService(LanguageModel.LanguageModel, model),
+          Effect.provide(toolsLayer(trace))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assertValidTranscript(result.messages)
+      const answer = result.messages.at(-1)!
+      assert.deepStrictEqual(answer.role === "toolResult" && [answer.toolCallId, Message.textOf(answer), answer.isError], [
+        "c1",
+        stoppedText,
+        true
+      ])
+      assert.deepStrictEqual(trace.started, [])
+    }))
+
+  it.effect("a tool that sleeps past the deadline is interrupted (its finalizer runs) and answered", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "sleep", config: { ...wall(2_000), toolTimeout: "1 minute" }, plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([{ toolCalls: [{ id: "s", name: "sleep", params: { ms: 8_000, label: "s" } }] }, { text: "never" }]),
+            toolsLayer(trace)
+          ))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assert.deepStrictEqual([trace.started, trace.finished, trace.finalized], [["s"], [], ["s"]])
+      assert.strictEqual(Message.textOf(result.messages.at(-1)!), stoppedText)
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd").map((e) => [e.toolCallId, e.durationMs]), [["s", 2_000]])
+      assert.deepStrictEqual(tags(events).slice(-4), ["TurnEnd", "BudgetSnapshot", "GuardTripped", "AgentEnd"])
+    }))
+
+  it.effect("a parallel batch: finished calls keep their results, running ones are stopped, queued ones never start", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const sleep = (label: string, ms: number) => ({ id: label, name: "sleep", params: { ms, label } })
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "sleep", config: { ...wall(2_000), maxParallelTools: 2 }, plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([
+              { toolCalls: [sleep("a", 500), sleep("b", 5_000), sleep("c", 5_000), sleep("d", 5_000)] },
+              { text: "never" }
+            ]),
+            toolsLayer(trace)
+          ))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assertValidTranscript(result.messages)
+      assert.deepStrictEqual(
+        result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, Message.textOf(m)]] : []),
+        [["a", "slept a"], ["b", stoppedText], ["c", stoppedText], ["d", stoppedText]]
+      )
+      assert.deepStrictEqual(trace.started, ["a", "b", "c"])
+      assert.deepStrictEqual(trace.finalized.slice().sort(), ["a", "b", "c"])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionStart").map((e) => e.toolCallId), ["a", "b", "c"])
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd").map((e) => e.toolCallId).sort(), ["a", "b", "c", "d"])
+    }))
+
+  it.effect("an approval that never comes is cut at the deadline; the call never runs", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const approvals = yield* Approvals.interactive()
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.run({ prompt: "deploy", config: wall(2_000), plugins: [plugin] }).pipe(
+          Effect.provideService(Approvals.Approvals, approvals),
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([{ toolCalls: [{ id: "d", name: "deploy", params: { env: "prod" } }] }, { text: "never" }]),
+            toolsLayer(trace)
+          ))
+        ),
+        2_000,
+        events
+      )
+      assert.strictEqual(endedAfter, 2_000)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assert.deepStrictEqual(trace.started, [])
+      assert.strictEqual(Message.textOf(result.messages.at(-1)!), stoppedText)
+      assert.deepStrictEqual(
+        ofTag(events, "ApprovalResolved").map((e) => [e.approved, e.reason]),
+        [[false, stoppedText]]
+      )
+      assert.deepStrictEqual(result.state.pendingApprovals, [])
+    }))
+
+  it.live("a provider retrying a server that is not there is cut at the deadline too (real time)", () =>
+    Effect.gen(function*() {
+      const port = yield* closedPort
+      // without the deadline: 20 retries, up to a second apart
+      const model = OpenAiChat.layer({
+        model: "gpt-4o",
+        apiKey: Redacted.make("sk-test"),
+        baseUrl: `http://127.0.0.1:${port}/v1`,
+        retry: { maxRetries: 20, baseDelay: "200 millis", maxDelay: "1 second", maxElapsed: "1 minute" }
+      }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      const started = Date.now()
+      const result = yield* Agent.run({ prompt: "hi", config: wall(500) }).pipe(
+        Effect.provide(Layer.merge(model, toolsLayer()))
+      )
+      const elapsed = Date.now() - started
+      assert.strictEqual(result.outcome._tag, "BudgetExceeded")
+      assert.isBelow(elapsed, 5_000, "the retries ran on past the deadline")
+    }))
+
+  it.effect("a continued run counts the time used before: 1.5 s of 2 s used, it stops 0.5 s in", () =>
+    Effect.gen(function*() {
+      const state: RunState.RunState = { ...RunState.make({ runId: "r", messages: [Message.user("go")] }), elapsedMs: 1_500 }
+      const { events, plugin } = recorder()
+      const { endedAfter, result } = yield* untilDeadline(
+        Agent.runContinue(state, { config: wall(2_000), plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "slow", hang: true }]), toolsLayer()))
+        ),
+        500,
+        events
+      )
+      assert.strictEqual(endedAfter, 500)
+      assert.deepStrictEqual(result.outcome, exceeded(2_000))
+      assert.strictEqual(result.state.elapsedMs, 2_000)
     }))
 })
 

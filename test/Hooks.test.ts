@@ -284,6 +284,9 @@ describe("observe", () => {
       })
       assert.isTrue(exit._tag === "Failure" && Cause.hasDies(exit.cause))
       assert.strictEqual(events.at(-1)?._tag, "AgentEnd")
+      // the AgentEnd of a run that died says what it died of
+      const end = ofTag(events, "AgentEnd")[0]!
+      assert.deepStrictEqual([end.defect, end.outcome, end.error], ["Error: observer bug", undefined, undefined])
       assert.strictEqual(ofTag(events, "MessageStart").length, 1)
     }))
 })

@@ -1,6 +1,7 @@
 /**
  * The ARCHITECTURE invariants on random runs: random tool calls, failures,
- * defects, timeouts, blocks, denials, cancellation and interruption points.
+ * defects, synchronous throws, timeouts, blocks, denials, cancellation, wall-clock deadlines and
+ * interruption points.
  *
  * 1. Every tool call gets exactly one result, in the calls' order.
  * 2. AgentEnd is the last event of every run, however it ends.
@@ -17,6 +18,8 @@ const CallKind = Schema.Literals([
   "add",
   "flaky",
   "crash",
+  "throw",
+  "failing",
   "fatal",
   "timeout",
   "sleep",
@@ -38,7 +41,9 @@ const Scenario = Schema.Struct({
   cancelAtEvent: Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 60 }))),
   interruptAtEvent: Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 60 }))),
   maxParallelTools: Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4 })),
-  approve: Schema.Boolean
+  approve: Schema.Boolean,
+  /** A wall-clock deadline, in virtual seconds, that may cut a model call, a batch or an approval wait. */
+  wallClockSeconds: Schema.NullOr(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 90 })))
 })
 type Scenario = typeof Scenario.Type
 
@@ -52,6 +57,10 @@ const toCall = (kind: CallKind, turn: number, index: number): ScriptedModel.Tool
       return { id, name: "flaky", params: { reason: "nope" } }
     case "crash":
       return { id, name: "crash", params: {} }
+    case "throw":
+      return { id, name: "throw", params: {} }
+    case "failing":
+      return { id, name: "failing", params: { reason: "not found" } }
     case "fatal":
       return { id, name: "fatal", params: { reason: "corrupt" } }
     case "timeout":
@@ -112,7 +121,12 @@ const runScenario = (scenario: Scenario) =>
         prompt: "go",
         steering,
         plugins: [plugin, triggers, blocker],
-        config: { maxParallelTools: scenario.maxParallelTools, toolTimeout: "30 seconds", maxTurns: 20 }
+        config: {
+          maxParallelTools: scenario.maxParallelTools,
+          toolTimeout: "30 seconds",
+          maxTurns: 20,
+          budgets: { wallClock: scenario.wallClockSeconds === null ? null : scenario.wallClockSeconds * 1_000 }
+        }
       }).pipe(
         Effect.provide(Approvals.layer(scenario.approve ? Approvals.allowAll : Approvals.denyAll("no"))),
         Effect.provide(Layer.merge(ScriptedModel.layer(scriptOf(scenario)), toolsLayer(trace)))
@@ -142,7 +156,8 @@ describe("invariants on random runs", () => {
         cancelAtEvent: null,
         interruptAtEvent: null,
         maxParallelTools: 1,
-        approve: true
+        approve: true,
+        wallClockSeconds: null
       })
       assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
     }), { timeout: 60_000 })
@@ -155,7 +170,8 @@ describe("invariants on random runs", () => {
         cancelAtEvent: 16,
         interruptAtEvent: null,
         maxParallelTools: 3,
-        approve: false
+        approve: false,
+        wallClockSeconds: null
       })
       const ended = ofTag(events, "ToolExecutionEnd").map((e) => e.toolCallId)
       assert.deepStrictEqual(ended.slice().sort(), ["t0c0", "t0c1", "t0c2", "t0c3", "t0c4"])

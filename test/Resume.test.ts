@@ -2,7 +2,18 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, AgentTool, Approvals, Hooks, Message, RunState, ToolRegistry } from "effect-agent"
+import {
+  Agent,
+  AgentConfig,
+  AgentTool,
+  Approvals,
+  CheckpointStore,
+  Hooks,
+  Message,
+  RunState,
+  Session,
+  ToolRegistry
+} from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, ofTag, recorder } from "./support.ts"
 
@@ -89,6 +100,68 @@ describe("continuing a state saved in the middle of a batch", () => {
       assert.deepStrictEqual(turnEnds.map((e) => [e.turn, e.toolResults.map((r) => r.toolCallId)]), [[1, ["q", "s", "c"]], [2, []]])
     }))
 
+  it.effect("a call goes from started to having a result in one step: a snapshot taken while its afterToolCall " +
+    "hook waits shows it started or answered, never neither (D1)", () =>
+    Effect.gen(function*() {
+      // `a` (10 s) ends first; its afterToolCall hook waits until `b` (30 s) has ended, and `b`'s end
+      // takes a snapshot, as a checkpointing plugin would after a call of a tool that is not ReplaySafe
+      const ran: Array<string> = []
+      const Pay = AgentTool.annotate(
+        Tool.make("pay", { parameters: Schema.Struct({ ms: Schema.Finite }), success: Schema.String }),
+        { replaySafe: false }
+      )
+      const kit = Toolkit.make(Pay)
+      const tools = ToolRegistry.layer(kit).pipe(Layer.provide(kit.toLayer({
+        pay: ({ ms }) => Effect.andThen(Effect.sleep(ms), Effect.sync(() => (ran.push(`${ms}`), `paid after ${ms}`)))
+      })))
+      const bEnded = yield* Deferred.make<void>()
+      const snapshots: Array<RunState.RunState> = []
+      const probe = Hooks.plugin({
+        name: "probe",
+        afterToolCall: (call) => call.id === "a" ? Effect.as(Deferred.await(bEnded), undefined) : Effect.void,
+        onEvent: (event, ctx) =>
+          event._tag === "ToolExecutionEnd" && event.toolCallId === "b"
+            ? Effect.andThen(Effect.map(ctx.snapshot, (state) => void snapshots.push(state)), Deferred.succeed(bEnded, undefined))
+            : Effect.void
+      })
+      const fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "pay twice", plugins: [probe] }).pipe(
+          Effect.provide(Layer.merge(
+            tools,
+            ScriptedModel.layer([
+              { toolCalls: [{ id: "a", name: "pay", params: { ms: 10_000 } }, { id: "b", name: "pay", params: { ms: 30_000 } }] },
+              { text: "paid" }
+            ])
+          ))
+        )
+      )
+      yield* TestClock.adjust("1 minute")
+      const result = yield* Fiber.join(fiber)
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.deepStrictEqual(ran, ["10000", "30000"])
+      assert.strictEqual(snapshots.length, 1)
+      const state = snapshots[0]!
+      const answered = state.partialResults.map((r) => r.toolCallId)
+      for (const id of ["a", "b"]) {
+        assert.isTrue(state.startedCalls.includes(id) || answered.includes(id), `${id} is neither started nor answered`)
+      }
+      // and so a resume from that snapshot never runs `a` again
+      const ranAgain: Array<string> = []
+      const resumed = yield* Effect.forkChild(
+        Agent.runContinue(state).pipe(
+          Effect.provide(Layer.merge(
+            ToolRegistry.layer(kit).pipe(Layer.provide(kit.toLayer({
+              pay: ({ ms }) => Effect.sync(() => (ranAgain.push(`${ms}`), "paid again"))
+            }))),
+            ScriptedModel.layer([{ text: "paid" }])
+          ))
+        )
+      )
+      yield* TestClock.adjust("1 minute")
+      yield* Fiber.join(resumed)
+      assert.deepStrictEqual(ranAgain, [])
+    }))
+
   it.effect("a call that was waiting for approval asks again, and an early decision answers it", () =>
     Effect.gen(function*() {
       const Deploy = Tool.make("deploy", { success: Schema.String, needsApproval: true })
@@ -128,5 +201,21 @@ describe("continuing a state saved in the middle of a batch", () => {
       assert.deepStrictEqual(events.slice(0, 3).map((e) => e._tag), ["AgentStart", "SessionResumed", "ApprovalRequested"])
       assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed")
       assert.deepStrictEqual(result.state.pendingApprovals, [])
+    }))
+})
+
+describe("resuming a session with a new turn cap", () => {
+  it.effect("a cap at or under the saved grace window resumes: the window is fitted to the cap, not a ConfigError", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const saved = RunState.make({ runId: "r", messages: [Message.user("go")] })
+      // saved with the defaults: maxTurns 50, graceTurns 3
+      yield* store.create("s", { state: saved, config: AgentConfig.makeUnsafe() })
+      const result = yield* Session.resume("s", { store, config: { maxTurns: 2 } }).pipe(
+        Effect.provide(Layer.merge(makeTools([]), ScriptedModel.layer([{ text: "done" }])))
+      )
+      assert.strictEqual(result.outcome._tag, "Completed")
+      const { config } = yield* store.load("s")
+      assert.deepStrictEqual([config?.maxTurns, config?.graceTurns], [2, 0])
     }))
 })

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Duration, Effect, Schema } from "effect"
+import { Duration, Effect, Exit, Schema } from "effect"
 import { AiError, Prompt } from "effect/ai"
 import { AgentConfig, AgentError, AgentEvent, Message, Outcome, RunState, ToolArguments } from "effect-agent"
 import { runOk } from "./support.ts"
@@ -102,7 +102,7 @@ describe("contracts round-trip through JSON", () => {
   })
 
   it("AgentConfig with its defaults", () => {
-    const config = AgentConfig.make({ maxTurns: 10, toolTimeout: "30 seconds", budgets: { costUsd: 2, wallClock: "1 hour" } })
+    const config = AgentConfig.makeUnsafe({ maxTurns: 10, toolTimeout: "30 seconds", budgets: { costUsd: 2, wallClock: "1 hour" } })
     assert.strictEqual(config.toolTimeout, 30_000)
     assert.strictEqual(config.budgets.wallClock, 3_600_000)
     assert.strictEqual(config.maxParallelTools, AgentConfig.defaults.maxParallelTools)
@@ -110,7 +110,7 @@ describe("contracts round-trip through JSON", () => {
     // a setting given as undefined (JavaScript callers, spreads of partial options) keeps its default
     const fromJavaScript: AgentConfig.Input = JSON.parse("{}")
     Object.assign(fromJavaScript, { maxTurns: undefined })
-    assert.deepStrictEqual(AgentConfig.make(fromJavaScript), AgentConfig.defaults)
+    assert.deepStrictEqual(AgentConfig.makeUnsafe(fromJavaScript), AgentConfig.defaults)
   })
 
   it.effect("every event of a real run, and one of every other tag", () =>
@@ -136,13 +136,64 @@ describe("contracts round-trip through JSON", () => {
           resumedAtTurn: 3,
           restored: { messages: 5, turns: 2, usage: Message.emptyUsage, elapsedMs: 10, steering: 0, followUps: 1, pendingApprovals: 0 }
         },
-        { ...base, _tag: "AgentEnd", error: new AgentError.ConfigError({ field: "x", rule: "y" }) }
+        { ...base, _tag: "AgentEnd", error: new AgentError.ConfigError({ field: "x", rule: "y" }) },
+        {
+          ...base,
+          _tag: "AgentEnd",
+          error: new AgentError.ModelError({
+            reason: new AiError.RateLimitError({}),
+            turn: 2,
+            state: RunState.make({ runId: "r", messages: [Message.user("go")] })
+          })
+        },
+        { ...base, _tag: "AgentEnd", defect: "Error: bug" }
       ]
       const all = [...events, ...more]
       const tagsSeen = new Set(all.map((e) => e._tag))
       assert.strictEqual(tagsSeen.size, Object.keys(AgentEvent.AgentEvent.cases).length)
       for (const event of all) roundTrip(AgentEvent.AgentEvent, event)
     }))
+})
+
+describe("AgentEnd", () => {
+  it("its type says what is present: an outcome comes with the result, an error or a defect alone", () => {
+    const summary = (end: AgentEvent.Of<"AgentEnd">): string => {
+      // no `?.` or `!`: the type guarantees the result when there is an outcome
+      if (end.outcome !== undefined) return `${end.outcome._tag} after ${end.result.state.turn} turns`
+      if (end.error !== undefined) return `failed: ${end.error._tag}`
+      return `died: ${end.defect}`
+    }
+    const base = { runId: "r", turn: 1, timestamp: 1 }
+    const state = RunState.make({ runId: "r" })
+    const ended: AgentEvent.AgentEvent = {
+      ...base,
+      _tag: "AgentEnd",
+      outcome: { _tag: "Completed" },
+      result: { messages: [], state, outcome: { _tag: "Completed" }, usage: Message.emptyUsage }
+    }
+    assert.strictEqual(ended._tag === "AgentEnd" && summary(ended), "Completed after 0 turns")
+    assert.strictEqual(summary({ ...base, _tag: "AgentEnd", defect: "Error: bug" }), "died: Error: bug")
+  })
+
+  it("decoding refuses an AgentEnd that is none of the three, or two at once", () => {
+    const base = { runId: "r", turn: 1, timestamp: 1, _tag: "AgentEnd" } as const
+    const encode = (event: AgentEvent.AgentEvent): Record<string, unknown> =>
+      Object.fromEntries(Object.entries(Schema.encodeSync(AgentEvent.AgentEventJson)(event) ?? {}))
+    const decode = Schema.decodeUnknownExit(AgentEvent.AgentEventJson)
+    const failed = encode({ ...base, error: new AgentError.ConfigError({ field: "x", rule: "y" }) })
+    const outcome = { _tag: "Completed" } as const
+    const ended = encode({
+      ...base,
+      outcome,
+      result: { messages: [], state: RunState.make({ runId: "r" }), outcome, usage: Message.emptyUsage }
+    })
+    assert.isTrue(Exit.isSuccess(decode(failed)))
+    assert.isTrue(Exit.isSuccess(decode(ended)))
+    const error = failed.error
+    for (const bad of [base, { ...base, outcome }, { ...failed, defect: "x" }, { ...ended, error }]) {
+      assert.isTrue(Exit.isFailure(decode(bad)), JSON.stringify(bad))
+    }
+  })
 })
 
 describe("Message.toPrompt", () => {

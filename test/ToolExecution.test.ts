@@ -97,7 +97,20 @@ describe("handlers", () => {
       assert.deepStrictEqual(JSON.parse(Message.textOf(answer)), { reason: "disk full" })
     }))
 
-  it.effect("a typed failure of a failureMode 'error' tool ends the run with ToolFatalError", () =>
+  it.effect("a typed failure with the default failureMode ('error') is an error result too, encoded by its Schema", () =>
+    Effect.gen(function*() {
+      const { events, result } = yield* runOk([
+        { toolCalls: [call("failing", { reason: "not found" }, "c1")] },
+        { text: "ok" }
+      ])
+      const answer = resultOf(result.messages, "c1")
+      assert.isTrue(answer.isError)
+      assert.deepStrictEqual(JSON.parse(Message.textOf(answer)), { reason: "not found" })
+      assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd")[0]!.result, answer)
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("a tool annotated fatal: its typed failure ends the run with ToolFatalError", () =>
     Effect.gen(function*() {
       const { events, exit } = yield* runScript([{ toolCalls: [call("fatal", { reason: "corrupt" }, "c9")] }])
       const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
@@ -108,6 +121,67 @@ describe("handlers", () => {
       assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
     }))
 
+  it.effect("FatalFailure ends the run from any tool (failed or died with); fatal also holds for failureMode 'return'", () =>
+    Effect.gen(function*() {
+      const Query = Tool.make("query", {
+        parameters: Schema.Struct({ sql: Schema.String }),
+        success: Schema.String,
+        failure: Schema.Union([Schema.String, AgentTool.FatalFailure])
+      })
+      const Gone = Tool.make("gone", { success: Schema.String })
+      const Returning = AgentTool.annotate(
+        Tool.make("returning", { success: Schema.String, failure: Schema.String, failureMode: "return" }),
+        { fatal: true }
+      )
+      // through the direct runner, and through Toolkit.handle (no handler context)
+      const kit = Toolkit.make(Query, Gone, Returning)
+      const handlers = kit.toLayer({
+        query: ({ sql }) =>
+          sql === "" ? Effect.fail("empty query") : Effect.fail(new AgentTool.FatalFailure({ reason: "database is gone" })),
+        gone: () => Effect.die(new AgentTool.FatalFailure({ reason: "credentials revoked" })),
+        returning: () => Effect.fail("out of disk")
+      })
+      const registries = {
+        direct: ToolRegistry.layer(kit).pipe(Layer.provide(handlers)),
+        viaHandle: Layer.effect(ToolRegistry.ToolRegistry, Effect.map(kit, (k) => ToolRegistry.make(ToolRegistry.erase(k))))
+          .pipe(Layer.provide(handlers))
+      }
+      for (const [path, registry] of Object.entries(registries)) {
+        const failure = (toolCalls: ReadonlyArray<ScriptedModel.ToolCall>) =>
+          Effect.flip(Agent.run({ prompt: "go" }).pipe(
+            Effect.provide(Layer.merge(registry, ScriptedModel.layer([{ toolCalls }, { text: "ok" }])))
+          ))
+        const query = yield* failure([call("query", { sql: "" }, "q1"), call("query", { sql: "drop" }, "q2")])
+        if (query._tag !== "ToolFatalError") return assert.fail(`${path}: expected ToolFatalError, got ${query._tag}`)
+        assert.deepStrictEqual([query.toolCallId, query.description], ["q2", "database is gone"], path)
+        assert.deepStrictEqual(query.error, { _tag: "FatalFailure", reason: "database is gone" }, path)
+        const gone = yield* failure([call("gone", {}, "g")])
+        assert.deepStrictEqual(gone._tag === "ToolFatalError" && [gone.toolCallId, gone.description], ["g", "credentials revoked"], path)
+        const returning = yield* failure([call("returning", {}, "r")])
+        assert.deepStrictEqual(
+          returning._tag === "ToolFatalError" && [returning.toolCallId, returning.error],
+          ["r", "out of disk"],
+          path
+        )
+      }
+    }))
+
+  it.effect("a failure its Schema cannot encode is described in words", () =>
+    Effect.gen(function*() {
+      const Odd = Tool.make("odd", { success: Schema.String, failure: Schema.Struct({ code: Schema.Finite }) })
+      const kit = Toolkit.make(Odd)
+      const layer = ToolRegistry.layer(kit).pipe(
+        // a handler written without types fails with something its Schema does not describe
+        Layer.provide(kit.toLayer({ odd: () => Effect.fail(JSON.parse("{\"code\":\"x\"}")) }))
+      )
+      const result = yield* Agent.run({ prompt: "go" }).pipe(
+        Effect.provide(Layer.merge(layer, ScriptedModel.layer([{ toolCalls: [call("odd", {}, "o")] }, { text: "ok" }])))
+      )
+      const answer = resultOf(result.messages, "o")
+      assert.isTrue(answer.isError)
+      assert.strictEqual(Message.textOf(answer), "Tool odd failed: {\"code\":\"x\"}")
+    }))
+
   it.effect("a defect in a handler is an error result naming it, never a crashed loop", () =>
     Effect.gen(function*() {
       const { result } = yield* runOk([{ toolCalls: [call("crash", {}, "c1")] }, { text: "ok" }])
@@ -115,6 +189,89 @@ describe("handlers", () => {
       assert.isTrue(answer.isError)
       assert.strictEqual(Message.textOf(answer), "Tool crash crashed: Error: boom")
       assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("a handler that throws synchronously is an error result naming it, like a defect", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runOk([{ toolCalls: [call("throw", {}, "c1"), call("add", { a: 1, b: 2 }, "c2")] }, {
+        text: "ok"
+      }])
+      const answer = resultOf(result.messages, "c1")
+      assert.isTrue(answer.isError)
+      assert.strictEqual(Message.textOf(answer), "Tool throw crashed: Error: thrown")
+      assert.strictEqual(Message.textOf(resultOf(result.messages, "c2")), "3")
+      assert.strictEqual(result.outcome._tag, "Completed")
+    }))
+
+  it.effect("every other way a handler can break is one error result: Effect.sync throwing, toModelOutput throwing, " +
+    "an unencodable preliminary, a throw through Toolkit.handle, a registry whose handle throws", () =>
+    Effect.gen(function*() {
+      const Sync = Tool.make("sync", { success: Schema.String })
+      const Shown = Tool.make("shown", {
+        success: Schema.String,
+        toModelOutput: () => {
+          throw new Error("cannot render")
+        }
+      })
+      const Partial = Tool.make("partial", { success: Schema.Finite })
+      const Handled = Tool.make("handled", { success: Schema.String })
+      const kit = Toolkit.make(Sync, Shown, Partial)
+      const handledKit = Toolkit.make(Handled)
+      const registry = Layer.effect(
+        ToolRegistry.ToolRegistry,
+        Effect.gen(function*() {
+          const direct = yield* kit
+          // no handler context: these calls go through Toolkit.handle
+          const viaHandle = ToolRegistry.erase(yield* handledKit)
+          const broken: ToolRegistry.Entry = {
+            tools: { broken: Tool.make("broken", { success: Schema.String }) },
+            handle: () => {
+              throw new Error("no handle")
+            }
+          }
+          return ToolRegistry.make(ToolRegistry.erase(direct, yield* Effect.context<never>()), viaHandle, broken)
+        })
+      ).pipe(Layer.provide(Layer.merge(
+        kit.toLayer({
+          sync: () =>
+            Effect.sync(() => {
+              throw new Error("in sync")
+            }),
+          shown: () => Effect.succeed("fine"),
+          // a string where the success Schema wants a number
+          partial: (_, ctx) => Effect.as(ctx.preliminary("not a number" as unknown as number), 1)
+        }),
+        handledKit.toLayer({
+          handled: () => {
+            throw new Error("thrown via handle")
+          }
+        })
+      )))
+      const result = yield* Agent.run({ prompt: "go" }).pipe(
+        Effect.provide(Layer.merge(
+          registry,
+          ScriptedModel.layer([{
+            toolCalls: ["sync", "shown", "partial", "handled", "broken"].map((name) => call(name, {}, name))
+          }, { text: "ok" }])
+        ))
+      )
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assertValidTranscript(result.messages)
+      const texts = Object.fromEntries(
+        ["sync", "shown", "partial", "handled", "broken"].map((id) => {
+          const answer = resultOf(result.messages, id)
+          assert.isTrue(answer.isError, id)
+          return [id, Message.textOf(answer)]
+        })
+      )
+      const { partial, ...others } = texts
+      assert.deepStrictEqual(others, {
+        sync: "Tool sync crashed: Error: in sync",
+        shown: "Tool shown crashed: Error: cannot render",
+        handled: "Tool handled crashed: Error: thrown via handle",
+        broken: "Tool broken crashed: Error: no handle"
+      })
+      assert.match(partial!, /^Tool partial crashed: .*Expected number/s)
     }))
 
   it.effect("a timeout interrupts the handler (its finalizer runs) and says after how long", () =>

@@ -7,11 +7,13 @@ import { ScriptedModel } from "effect-agent/testing"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { createServer } from "node:net"
+import { fileURLToPath } from "node:url"
 
 // Both servers are dev dependencies, run offline with this Node.
 const require = createRequire(import.meta.url)
 const everything = require.resolve("@modelcontextprotocol/server-everything/dist/index.js")
 const filesystem = require.resolve("@modelcontextprotocol/server-filesystem/dist/index.js")
+const mediaServer = fileURLToPath(new URL("fixtures/mcp-media-server.mjs", import.meta.url))
 
 const everythingTools = new Set(["echo", "get-sum", "trigger-long-running-operation"])
 
@@ -77,6 +79,56 @@ describe("ToolRegistry.fromMcp", () => {
         { text: "hi; 2 + 3 = 5" }
       ]))
     ))
+
+  it.live("images in a result reach the model as image parts of the tool result; audio is named in the text", () =>
+    Effect.gen(function*() {
+      const registry = (command: ChildProcess.Command, name: string) =>
+        Layer.effect(
+          ToolRegistry.ToolRegistry,
+          Effect.map(ToolRegistry.fromMcpStdio(command, { filter: (tool) => tool.name === name }), (entry) => ToolRegistry.make(entry))
+        )
+      const run = (command: ChildProcess.Command, name: string) =>
+        Effect.gen(function*() {
+          const result = yield* Agent.run({ prompt: "Show me." })
+          const requests = yield* ScriptedModel.ScriptedModel.use((model) => model.requests)
+          return { result, request: requests[1]! }
+        }).pipe(
+          Effect.provide(registry(command, name)),
+          Effect.provide(ScriptedModel.layer([{ toolCalls: [{ id: "m", name, params: {} }] }, { text: "seen" }]))
+        )
+
+      // server-everything's get-tiny-image: text, a PNG, text
+      const tiny = yield* run(ChildProcess.make(process.execPath, [everything, "stdio"]), "get-tiny-image")
+      const answer = tiny.result.messages.find((m) => m.role === "toolResult")!
+      if (answer.role !== "toolResult") return assert.fail("expected a tool result")
+      assert.isFalse(answer.isError)
+      assert.deepStrictEqual(answer.content.map((part) => part.type === "text" ? part.text : [part.mediaType, part.source.type]), [
+        "Here's the image you requested:",
+        ["image/png", "base64"],
+        "The image above is the MCP logo."
+      ])
+      const image = answer.content[1]!
+      assert.match(image.type === "image" && image.source.type === "base64" ? image.source.data : "", /^iVBORw0KGgo/)
+      // the model's request carries the image as a file part of the tool result
+      const sent = tiny.request.prompt.content.flatMap((message) =>
+        message.role === "tool" ? message.content.flatMap((part) => part.type === "tool-result" ? [part] : []) : []
+      )[0]!
+      assert.deepStrictEqual(sent.modelOutput?.map((part) => part.type === "text" ? part.type : part.mediaType), [
+        "text",
+        "image/png",
+        "text"
+      ])
+
+      // a server answering with text, an image and audio: the audio is named, never dropped silently
+      const media = yield* run(ChildProcess.make(process.execPath, [mediaServer]), "media")
+      assert.deepStrictEqual(toolResults(media.result.messages), [
+        {
+          tool: "media",
+          isError: false,
+          text: "Here they are:[image][audio audio/wav, 16 bytes, omitted]\nThat is all."
+        }
+      ])
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it.live("server-filesystem on a temp directory: writes and reads a real file", () =>
     Effect.gen(function*() {

@@ -35,15 +35,28 @@ export const Flaky = Tool.make("flaky", {
   failureMode: "return"
 })
 
-/** Fails fatally (failureMode "error"). */
-export const Fatal = Tool.make("fatal", {
+/** Fails with the default failureMode ("error"): still a result the model reads. */
+export const Failing = Tool.make("failing", {
   parameters: Schema.Struct({ reason: Schema.String }),
   success: Schema.String,
   failure: Schema.Struct({ reason: Schema.String })
 })
 
+/** Fails fatally: its failures are declared to end the run. */
+export const Fatal = AgentTool.annotate(
+  Tool.make("fatal", {
+    parameters: Schema.Struct({ reason: Schema.String }),
+    success: Schema.String,
+    failure: Schema.Struct({ reason: Schema.String })
+  }),
+  { fatal: true }
+)
+
 /** Dies with a defect. */
 export const Crash = Tool.make("crash", { success: Schema.String })
+
+/** Throws synchronously, before returning an Effect. */
+export const Throw = Tool.make("throw", { success: Schema.String })
 
 /** Reports progress, then finishes. */
 export const Progress = Tool.make("progress", {
@@ -82,8 +95,10 @@ export const Tools = Toolkit.make(
   SleepExclusive,
   SleepSequential,
   Flaky,
+  Failing,
   Fatal,
   Crash,
+  Throw,
   Progress,
   Done,
   Note,
@@ -118,8 +133,12 @@ export const toolsLayer = (trace: Trace = makeTrace()) =>
       sleep_exclusive: sleepHandler(trace),
       sleep_sequential: sleepHandler(trace),
       flaky: ({ reason }) => Effect.fail({ reason }),
+      failing: ({ reason }) => Effect.fail({ reason }),
       fatal: ({ reason }) => Effect.fail({ reason }),
       crash: () => Effect.die(new Error("boom")),
+      throw: () => {
+        throw new Error("thrown")
+      },
       progress: ({ steps }, ctx) =>
         Effect.gen(function*() {
           for (let i = 1; i < steps; i++) yield* ctx.preliminary(i)

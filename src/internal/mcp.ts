@@ -2,16 +2,18 @@
  * Tools from MCP servers as an `effect/ai` toolkit with handlers (the
  * implementation of `ToolRegistry.fromMcp`).
  *
- * `effect/ai`'s `McpClient.toolkit` is not used as is: its tools fail with
- * `failureMode: "error"`, which the loop treats as fatal, and it fails on
- * image content. Here every failure (a tool-reported error, a server that
+ * `effect/ai`'s `McpClient.toolkit` is not used as is: it fails on image
+ * content. Here a result's text and images reach the model as they are
+ * (images as image parts of the tool result; audio and other binary content
+ * named in the text), every failure (a tool-reported error, a server that
  * died, a timeout) becomes an error result the model reads, and the loop
  * annotations follow the server's hints.
  *
  * @internal
  */
 import { Effect, Schema, type Scope } from "effect"
-import { McpClient, McpClientError, McpProtocol, type McpSchema, Tool, Toolkit } from "effect/ai"
+import { McpClient, McpClientError, McpProtocol, type McpSchema, Prompt, Tool, Toolkit } from "effect/ai"
+import { Base64 } from "effect/encoding"
 import type { ChildProcess } from "effect/process"
 import * as AgentTool from "../AgentTool.ts"
 import type { McpConnectOptions as ConnectOptions, McpHttpOptions, McpOptions as Options } from "../ToolRegistry.ts"
@@ -27,25 +29,64 @@ const optionalText = (text: string | undefined, before: string, after = "") =>
   text === undefined ? "" : `${before}${text}${after}`
 
 /** MCP content as text the model reads; content it cannot show as text is named, not dropped silently. */
+const describeBlock = (block: McpSchema.ContentBlock): string => {
+  switch (block.type) {
+    case "text":
+      return block.text
+    case "resource_link":
+      return `${block.title ?? block.name}: ${block.uri}${optionalText(block.description, "\n")}`
+    case "resource":
+      return "text" in block.resource
+        ? block.resource.text
+        : `[resource ${block.resource.uri}${optionalText(block.resource.mimeType, " (", ")")} omitted]`
+    case "image":
+    case "audio":
+      return `[${block.type} ${block.mimeType}, ${block.data.length} bytes, omitted]`
+  }
+}
+
+/** A tool-reported error, as text. */
 const toText = (result: McpSchema.CallToolResult): string => {
-  const parts = result.content.map((block): string => {
-    switch (block.type) {
-      case "text":
-        return block.text
-      case "resource_link":
-        return `${block.title ?? block.name}: ${block.uri}${optionalText(block.description, "\n")}`
-      case "resource":
-        return "text" in block.resource
-          ? block.resource.text
-          : `[resource ${block.resource.uri}${optionalText(block.resource.mimeType, " (", ")")} omitted]`
-      case "image":
-      case "audio":
-        return `[${block.type} ${block.mimeType}, ${block.data.length} bytes, omitted]`
-    }
-  })
-  if (parts.length > 0) return parts.join("\n")
+  if (result.content.length > 0) return result.content.map(describeBlock).join("\n")
   return result.structuredContent === undefined ? "" : JSON.stringify(result.structuredContent)
 }
+
+/**
+ * What a call of an MCP tool returns to the loop: its content in order, text
+ * (consecutive blocks joined by a line break) and images (base64, with their
+ * media type). Audio and other binary content are named in the text.
+ */
+const Content = Schema.Array(Schema.Union([
+  Schema.Struct({ type: Schema.Literal("text"), text: Schema.String }),
+  Schema.Struct({ type: Schema.Literal("image"), mediaType: Schema.String, data: Schema.String })
+]))
+type Content = typeof Content.Type
+
+const toContent = (result: McpSchema.CallToolResult): Content => {
+  const parts: Array<Content[number]> = []
+  const pushText = (text: string) => {
+    const last = parts.at(-1)
+    if (last?.type === "text") parts[parts.length - 1] = { type: "text", text: `${last.text}\n${text}` }
+    else parts.push({ type: "text", text })
+  }
+  for (const block of result.content) {
+    if (block.type === "image" && block.mimeType.startsWith("image/")) {
+      parts.push({ type: "image", mediaType: block.mimeType, data: Base64.encode(block.data) })
+    } else pushText(describeBlock(block))
+  }
+  if (parts.length === 0) {
+    pushText(result.structuredContent === undefined ? "" : JSON.stringify(result.structuredContent))
+  }
+  return parts
+}
+
+/** The content as the parts the model is given (images as image parts of the tool result). */
+const toModelOutput = (content: Content): ReadonlyArray<Prompt.ToolModelOutputPart> =>
+  content.map((part) =>
+    part.type === "text"
+      ? Prompt.makePart("text", { text: part.text })
+      : Prompt.makePart("file", { mediaType: part.mediaType, data: part.data })
+  )
 
 const describeFailure = (server: string, error: McpClientError.McpClientError): string => {
   switch (error.reason._tag) {
@@ -70,7 +111,7 @@ export const toolkit = Effect.fnUntraced(function*(client: McpClient.McpClient, 
   const descriptors = (yield* client.listTools()).filter(options?.filter ?? (() => true))
   const callOptions = options?.timeout === undefined ? undefined : { timeout: options.timeout }
   const tools: Array<Tool.Any> = []
-  const handlers: Record<string, (params: unknown) => Effect.Effect<string, string>> = {}
+  const handlers: Record<string, (params: unknown) => Effect.Effect<Content, string>> = {}
   for (const descriptor of descriptors) {
     const name = modelName(options?.prefix ?? "", descriptor.name)
     if (!validName.test(name) || Object.hasOwn(handlers, name)) {
@@ -85,10 +126,11 @@ export const toolkit = Effect.fnUntraced(function*(client: McpClient.McpClient, 
       Tool.dynamic(name, {
         parameters: descriptor.inputSchema,
         description: descriptor.description ?? descriptor.title,
-        success: Schema.String,
+        success: Content,
         failure: Schema.String,
         failureMode: "return",
-        needsApproval: options?.needsApproval === true
+        needsApproval: options?.needsApproval === true,
+        toModelOutput
       }).annotate(Tool.Strict, false),
       {
         // The server's hints: read-only tools may run beside others and be replayed.
@@ -105,7 +147,7 @@ export const toolkit = Effect.fnUntraced(function*(client: McpClient.McpClient, 
             )
           ),
           Effect.flatMap((result) =>
-            result.isError === true ? Effect.fail(toText(result)) : Effect.succeed(toText(result))
+            result.isError === true ? Effect.fail(toText(result)) : Effect.succeed(toContent(result))
           )
         )
         : Effect.fail("the arguments must be a JSON object")

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { type Clock, type Context, Deferred, Effect, Exit } from "effect"
+import { type Clock, type Context, Deferred, Effect, Exit, Fiber } from "effect"
 import { constVoid } from "effect/Function"
 import type { LanguageModel, Prompt } from "effect/ai"
 import type { AgentConfig } from "../AgentConfig.ts"
@@ -104,6 +104,12 @@ export interface Run<R> {
     readonly results: Map<string, Message.ToolResultMessage>
     readonly started: Set<string>
   }
+  /**
+   * Completed when the wall-clock budget runs out (by one timer per run, see
+   * {@link withDeadline}); the model stream, tool calls and approval waits
+   * race it. Absent without a wall-clock budget.
+   */
+  readonly deadline: Deferred.Deferred<void> | undefined
   /** The hook context, bound to the run's services. */
   context: Hooks.Context
   /** The run's services (those its hooks need). */
@@ -233,30 +239,96 @@ export const stamp = <R>(run: Run<R>, input: AgentEvent.Input): AgentEvent.Agent
 })
 
 /**
- * The reason the run was cancelled through its `Steering`, if it was; for
- * `yield*` in the loop's generators, settled at once unless it was.
+ * Why a run stops before its work is done: a cancel through its `Steering`
+ * (with the reason), or its wall-clock deadline.
  *
  * @internal
  */
-export const cancelReason = <R>(run: Run<R>): Effect.Effect<string> | Settled.Settled<undefined> =>
-  run.steering !== undefined && Deferred.isDoneUnsafe(run.steering.cancelled)
-    ? Deferred.await(run.steering.cancelled)
-    : Settled.undefined_
+export type Stop =
+  | { readonly _tag: "Cancel"; readonly reason: string }
+  | { readonly _tag: "Deadline" }
+
+const cancelStop = (reason: string): Stop => ({ _tag: "Cancel", reason })
+
+const deadlineStop: Stop = { _tag: "Deadline" }
+
+const deadlineReached = Settled.make(deadlineStop)
 
 /**
- * Races an effect with the run's cancellation: when the run is cancelled
- * first, the effect is interrupted and `onCancel` gives the value.
+ * Why the run stops, if it does: for `yield*` in the loop's generators,
+ * settled at once unless it was cancelled.
  *
  * @internal
  */
-export const raceCancel = <R, A, E, R2>(
+export const stopReason = <R>(run: Run<R>): Effect.Effect<Stop> | Settled.Settled<Stop | undefined> => {
+  if (run.steering !== undefined && Deferred.isDoneUnsafe(run.steering.cancelled)) {
+    return Effect.map(Deferred.await(run.steering.cancelled), cancelStop)
+  }
+  return run.deadline !== undefined && Deferred.isDoneUnsafe(run.deadline) ? deadlineReached : Settled.undefined_
+}
+
+/**
+ * Races an effect with the run's cancellation and its deadline: when either
+ * comes first, the effect is interrupted (its finalizers run) and `onStop`
+ * gives the value. Nothing is raced when the run can be neither cancelled
+ * nor run out of time.
+ *
+ * @internal
+ */
+export const raceStop = <R, A, E, R2>(
   run: Run<R>,
   effect: Effect.Effect<A, E, R2>,
-  onCancel: (reason: string) => A
-): Effect.Effect<A, E, R2> =>
-  run.steering === undefined
-    ? effect
-    : Effect.raceFirst(effect, Effect.map(Deferred.await(run.steering.cancelled), onCancel))
+  onStop: (stop: Stop) => A
+): Effect.Effect<A, E, R2> => {
+  let raced = effect
+  if (run.steering !== undefined) {
+    const { cancelled } = run.steering
+    raced = Effect.raceFirst(raced, Effect.map(Deferred.await(cancelled), (reason) => onStop(cancelStop(reason))))
+  }
+  if (run.deadline !== undefined) {
+    raced = Effect.raceFirst(raced, Effect.map(Deferred.await(run.deadline), () => onStop(deadlineStop)))
+  }
+  return raced
+}
+
+/**
+ * The text of a result for a call a stop cut short or never let start.
+ *
+ * @internal
+ */
+export const stopText = <R>(run: Run<R>, stop: Stop): string =>
+  stop._tag === "Cancel"
+    ? `Tool call cancelled: ${stop.reason}`
+    : `Tool call stopped: the run's wall-clock budget of ${run.config.budgets.wallClock} ms ran out.`
+
+/**
+ * The `details` of such a result.
+ *
+ * @internal
+ */
+export const stopDetails = (stop: Stop): unknown =>
+  stop._tag === "Cancel" ? { kind: "cancelled" } : { kind: "budgetExceeded", budget: "wallClock" }
+
+/**
+ * Runs `effect` with the run's deadline armed: one fiber sleeps until the
+ * wall-clock budget runs out (counting the time a continued run had used
+ * before) and completes {@link Run.deadline}; it is stopped when `effect`
+ * ends. Nothing is started without a wall-clock budget.
+ *
+ * @internal
+ */
+export const withDeadline = <R, A, E, R2>(run: Run<R>, effect: Effect.Effect<A, E, R2>): Effect.Effect<A, E, R2> => {
+  const { deadline } = run
+  const limit = run.config.budgets.wallClock
+  if (deadline === undefined || limit === null) return effect
+  const remaining = limit - run.elapsedBefore
+  if (remaining <= 0) {
+    Deferred.doneUnsafe(deadline, Exit.void)
+    return effect
+  }
+  const timer = Effect.andThen(Effect.sleep(remaining), Deferred.succeed(deadline, undefined))
+  return Effect.flatMap(Effect.forkChild(timer), (fiber) => Effect.ensuring(effect, Fiber.interrupt(fiber)))
+}
 
 /**
  * The run's state as a checkpoint saves it.

@@ -12,8 +12,9 @@
  * caller's services win), its result is encoded with the tool's success
  * Schema (and `toModelOutput`), a typed failure is encoded with the failure
  * Schema for `failureMode: "return"` and fails annotated with
- * `Toolkit.FailureOrigin` otherwise. Other toolkits (MCP tools, hand-built
- * toolkits) go through `Toolkit.handle`.
+ * `Toolkit.FailureOrigin` otherwise (the loop then encodes it, see
+ * {@link encodeFailure}). Other toolkits (MCP tools, hand-built toolkits) go
+ * through `Toolkit.handle`.
  *
  * @internal
  */
@@ -118,6 +119,15 @@ const encodersFor = (tool: Tool.Any): Encoders => {
 }
 
 /**
+ * Encodes a failure of a tool's handler with its failure Schema (the tool's
+ * failure or an `AiError`), as `failureMode: "return"` would.
+ *
+ * @internal
+ */
+export const encodeFailure = (tool: Tool.Any, error: unknown): Effect.Effect<unknown, Schema.SchemaError> =>
+  encodersFor(tool).failure(error)
+
+/**
  * Runs a handler in the caller's fiber, by `Toolkit.handle`'s rules.
  *
  * @internal
@@ -174,9 +184,31 @@ export const direct = (tool: Tool.Any, record: HandlerRecord): Runner => {
       toolCallId,
       preliminary: (value) => Effect.flatMap(encode(value, false, identity), onPreliminary).pipe(Effect.orDie)
     }
-    return Effect.matchEffect(Effect.updateContext(record.handler(params, context), withContext), settle)
+    return Effect.matchEffect(Effect.updateContext(guard(() => record.handler(params, context)), withContext), settle)
   }
 }
+
+/**
+ * Calls a function that should return an Effect: a synchronous throw, or a
+ * value that is not an Effect, becomes a defect of the returned Effect, as a
+ * throw inside `Effect.sync` would. A `try` rather than `Effect.suspend`: the
+ * handler is called at once, with no fiber step added to every call.
+ *
+ * @internal
+ */
+export const guard = <A, E, R>(f: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  let effect: Effect.Effect<A, E, R>
+  try {
+    effect = f()
+  } catch (defect) {
+    return Effect.die(defect)
+  }
+  // A handler written in JavaScript, or typed `any`, may return anything.
+  if (!Effect.isEffect(effect)) return Effect.die(new TypeError(`expected an Effect, got ${describe(effect)}`))
+  return effect
+}
+
+const describe = (value: unknown): string => value === null ? "null" : typeof value
 
 /**
  * Runs a call through `Toolkit.handle`: the final result, with preliminary
@@ -192,7 +224,7 @@ export const viaHandle = (
   name: string
 ): Runner =>
 (_params, rawParams, toolCallId, onPreliminary) =>
-  Effect.flatMap(handle(name, rawParams, toolCallId), (stream) => {
+  Effect.flatMap(guard(() => handle(name, rawParams, toolCallId)), (stream) => {
     let final: Tool.HandlerResult<Tool.Any> | undefined
     return Stream.runForEach(stream, (output) => {
       if (!output.preliminary) {

@@ -227,7 +227,7 @@ export const run = <R = never>(
 ): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { id, store, ...runOptions } = options
-    const config = yield* AgentConfig.validate(AgentConfig.make(options.config))
+    const config = yield* AgentConfig.make(options.config)
     const runId = options.runId ?? globalThis.crypto.randomUUID()
     const prompt = promptMessages(options.prompt)
     const state = RunState.make({ runId, system: options.system, messages: prompt })
@@ -243,11 +243,22 @@ export const run = <R = never>(
       }))
   })
 
-/** The saved config with the given settings on top. */
+/**
+ * The saved config with the given settings on top. A new turn cap without a
+ * grace window keeps the saved window only if it still fits under the cap
+ * (else `AgentConfig.make` picks the default for the cap).
+ */
 const resumeConfig = (saved: AgentConfig.AgentConfig | undefined, given: AgentConfig.Input | undefined): AgentConfig.Input => {
   if (saved === undefined) return given ?? {}
   if (given === undefined) return saved
-  return { ...saved, ...given, budgets: { ...saved.budgets, ...given.budgets } }
+  const cap = given.maxTurns
+  const graceFits = given.graceTurns !== undefined || cap === undefined || cap === null || saved.graceTurns < cap
+  return {
+    ...saved,
+    ...(graceFits ? {} : { graceTurns: undefined }),
+    ...given,
+    budgets: { ...saved.budgets, ...given.budgets }
+  }
 }
 
 /** The `SessionResumed` event of a resumed session: where it resumes and what was restored. */
@@ -297,7 +308,7 @@ const resumeFrom = <R>(
 ): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { store, ...continueOptions } = options
-    const config = yield* AgentConfig.validate(AgentConfig.make(resumeConfig(checkpoint.config, options.config)))
+    const config = yield* AgentConfig.make(resumeConfig(checkpoint.config, options.config))
     const state = checkpoint.state
     return yield* durable<R>(sessionId, store, config, state, (plugin) =>
       Agent.runContinue<R>(state, {

@@ -81,7 +81,10 @@ describe("Settings.resolve", () => {
       assert.deepStrictEqual((yield* resolve({ maxWall: some("200ms") })).warnings, [
         "--max-wall 0.2s is outside its safe range; using 1s"
       ])
-      assert.deepStrictEqual(yield* problem({ maxTurns: some(2.5) }), [22, "--max-turns: must be an integer"])
+      assert.deepStrictEqual(
+        yield* problem({ maxTurns: some(2.5) }),
+        [22, "--max-turns: must be an integer from 1 to 200; got 2.5"]
+      )
       // impossible limits are refused, naming the flag and the range
       const impossible: ReadonlyArray<readonly [Partial<Settings.Flags>, string]> = [
         [{ maxTurns: some(-1) }, "--max-turns: -1 is not a limit a run can have; give 1 to 200"],

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Option, type Terminal } from "effect"
 import { TestClock } from "effect/testing"
-import { AgentError, type AgentEvent, Message } from "effect-agent"
+import { AgentError, type AgentEvent, Message, type Outcome, RunState } from "effect-agent"
 import { TerminalInput, View } from "effect-agent/cli"
 import { Screen } from "./screen.ts"
 
@@ -50,6 +50,13 @@ const event = (input: AgentEvent.Input, turn = 1) =>
 const play = (view: View.View, input: AgentEvent.Input, turn = 1) =>
   Effect.map(event(input, turn), (e) => view.plugin.observe!(e, undefined!))
 
+/** An AgentEnd with an outcome carries the run's result. */
+const ended = (outcome: Outcome.Outcome): AgentEvent.Input => ({
+  _tag: "AgentEnd",
+  outcome,
+  result: { messages: [], state: RunState.make({ runId: "run-1" }), outcome, usage: Message.emptyUsage }
+})
+
 const figures = (turns: number, u: Message.Usage): AgentEvent.BudgetFigures => ({
   turns,
   usage: u,
@@ -86,7 +93,7 @@ describe("View.live", () => {
         terminate: false
       })
       yield* play(view, { _tag: "BudgetSnapshot", figures: figures(1, usage(100, 10, 0.001)) })
-      yield* play(view, { _tag: "AgentEnd", outcome: { _tag: "Completed" } })
+      yield* play(view, ended({ _tag: "Completed" }))
       view.close()
       assert.strictEqual(
         screen.text,
@@ -170,7 +177,7 @@ describe("View.live", () => {
       yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "b1", toolName: "bash", params: { command: "sleep 30" } })
       yield* play(view, { _tag: "ApprovalRequested", toolCallId: "b2", toolName: "bash", params: { command: "ls" } })
       yield* TestClock.adjust("1500 millis")
-      yield* play(view, { _tag: "AgentEnd", outcome: { _tag: "Cancelled", reason: "interrupted" } })
+      yield* play(view, ended({ _tag: "Cancelled", reason: "interrupted" }))
       view.close()
       const lines = screen.text.split("\n")
       assert.include(lines, "  ✓ write_file {\"path\":\"a\"} 0.3s (after 4.2 s waiting for approval) → Created a")
@@ -254,7 +261,7 @@ describe("View.log", () => {
         terminate: false
       })
       view.note("stdin line 2: not a JSON object; ignored")
-      yield* play(view, { _tag: "AgentEnd", outcome: { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.01, used: 0.0125 } })
+      yield* play(view, ended({ _tag: "BudgetExceeded", budget: "costUsd", limit: 0.01, used: 0.0125 }))
       assert.notInclude(out, "\x1b")
       assert.strictEqual(
         out,
@@ -294,7 +301,7 @@ describe("View.log", () => {
       yield* play(view, { _tag: "BudgetSnapshot", figures: figures(1, usage(10, 2, 0)) })
       yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "b1", toolName: "bash", params: {} })
       yield* TestClock.adjust("1 second")
-      yield* play(view, { _tag: "AgentEnd", outcome: { _tag: "Cancelled", reason: "interrupted" } })
+      yield* play(view, ended({ _tag: "Cancelled", reason: "interrupted" }))
       assert.strictEqual(
         out,
         [

@@ -53,7 +53,7 @@ const reseal = (head: string): string => {
   return `${json.slice(0, -1)},"checksum":"${crc32(json).toString(16).padStart(8, "0")}"}`
 }
 
-const config = AgentConfig.make({ maxTurns: 7, budgets: { costUsd: 2 } })
+const config = AgentConfig.makeUnsafe({ maxTurns: 7, budgets: { costUsd: 2 } })
 
 /** A file store in a fresh temp directory, with helpers to look at its files. */
 const fileStore = Effect.gen(function*() {
