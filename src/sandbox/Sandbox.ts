@@ -11,7 +11,8 @@
  * - {@link bubblewrap}: the same file access, and commands run under `bwrap`
  *   with the host read-only, the workspace read-write, a private `/tmp`, every
  *   namespace unshared and no network unless asked; without the network, the
- *   host's Unix sockets are out of reach too.
+ *   host's Unix sockets are out of reach too. Paths in `hide`, and the
+ *   effect-agent state directory, are hidden.
  * - {@link auto}: bubblewrap when `bwrap` works on this machine, else local
  *   (unless secrets are in the environment and the caller says so).
  * - {@link memory}: an in-memory workspace for tests of apps; it cannot run
@@ -40,6 +41,7 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Path } from "effect"
+import { stateDirectory } from "../internal/stateDirectory.ts"
 import * as Bubblewrap from "./internal/bubblewrap.ts"
 import { IsolationUnavailableError, type NotSupportedError, type SandboxError } from "./internal/errors.ts"
 import * as Host from "./internal/host.ts"
@@ -145,6 +147,17 @@ export interface BubblewrapOptions extends HostOptions {
   readonly network?: boolean | undefined
   /** The `bwrap` program. Default: `"bwrap"`, looked up on the allowlisted `PATH`. */
   readonly bwrap?: string | undefined
+  /**
+   * Host paths commands must not see (absolute, or relative to the current
+   * directory): an empty directory is mounted over each directory, and an
+   * empty file over each file, as they are before each command (a path that
+   * does not exist is skipped). The workspace stays visible when a hidden
+   * directory holds it; inside the workspace, file operations refuse hidden
+   * paths too. The effect-agent state directory (`$XDG_STATE_HOME/effect-agent`,
+   * else `~/.local/state/effect-agent`, where the command keeps the key that
+   * seals its sessions) is always hidden. Default: nothing else.
+   */
+  readonly hide?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -193,12 +206,14 @@ const makeLocal = (root: string, options: HostOptions | undefined) =>
   )
 
 const makeBubblewrap = (root: string, options: BubblewrapOptions | undefined) =>
-  Effect.suspend(() =>
-    Bubblewrap.make(root, hostSettings(options), {
+  Effect.flatMap(Path.Path, (path) => {
+    const state = stateDirectory(path, process.env)
+    return Bubblewrap.make(root, hostSettings(options), {
       bwrap: options?.bwrap ?? "bwrap",
-      network: options?.network === true
+      network: options?.network === true,
+      hide: [...(options?.hide ?? []).map((hidden) => path.resolve(hidden)), ...(state === undefined ? [] : [state])]
     })
-  )
+  })
 
 /**
  * A sandbox on a host directory. Every path is resolved inside `root` on its
@@ -234,7 +249,8 @@ export const local = (root: string, options?: HostOptions): Layer.Layer<Sandbox,
  * sockets the read-only `/` would show are hidden, looked up before each
  * command (every socket under `/run`, and every other one bound in the host's
  * network namespace). With `network: true`, commands share the host's network
- * namespace and its sockets.
+ * namespace and its sockets. The paths in `hide`, and the effect-agent state
+ * directory, are covered ({@link BubblewrapOptions}).
  *
  * @category layers
  * @since 0.1.0

@@ -47,6 +47,8 @@ export interface Config extends Settings {
   readonly kind: "local" | "bubblewrap"
   /** The wrapper of the workspace whose real path is `root`. */
   readonly wrap: (root: string) => Wrap
+  /** The real paths inside the workspace `root` that file operations refuse (hidden from commands). */
+  readonly hidden?: ((root: string) => Effect.Effect<ReadonlyArray<string>>) | undefined
 }
 
 const maxSymlinkHops = 40
@@ -75,6 +77,7 @@ const operations = Effect.fnUntraced(function*(root: string, config: Config) {
   const path = yield* Path.Path
   const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
   const wrap = config.wrap(root)
+  const hidden = config.hidden?.(root)
 
   // The real path of `absolute` (inside the root), following every symbolic
   // link, including dangling ones and those in parent directories, for paths
@@ -120,8 +123,16 @@ const operations = Effect.fnUntraced(function*(root: string, config: Config) {
       return yield* realPathWithin(input, path.resolve(realParent, target.value), hops + 1)
     })
 
+  /** Refuses a real path that lies in a hidden directory (or is a hidden file). */
+  const visible = (input: string, real: string): Effect.Effect<string, FileSystemError> =>
+    hidden === undefined ? Effect.succeed(real) : Effect.flatMap(hidden, (paths) =>
+      paths.some((hiddenPath) => isWithin(path, hiddenPath, real))
+        ? Effect.fail(fsError("resolve", input, "the path is hidden from the sandbox"))
+        : Effect.succeed(real))
+
   const resolve = (input: string) =>
-    Effect.flatMap(resolveLexically(path, root, input), (absolute) => realPathWithin(input, absolute, 0))
+    Effect.flatMap(resolveLexically(path, root, input), (absolute) =>
+      Effect.flatMap(realPathWithin(input, absolute, 0), (real) => visible(input, real)))
 
   const readFileBytes = (input: string) =>
     Effect.flatMap(resolve(input), (real) => Effect.mapError(fs.readFile(real), fromPlatformError("read", input)))
