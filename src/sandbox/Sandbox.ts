@@ -150,8 +150,8 @@ export interface BubblewrapOptions extends HostOptions {
   /**
    * Host paths commands must not see (absolute, or relative to the current
    * directory): an empty directory is mounted over each directory, and an
-   * empty file over each file, as they are before each command (a path that
-   * does not exist is skipped). The workspace stays visible when a hidden
+   * empty file over each file, looked up before each command (a path that
+   * does not exist then is skipped). The workspace stays visible when a hidden
    * directory holds it; inside the workspace, file operations refuse hidden
    * paths too. The effect-agent state directory (`$XDG_STATE_HOME/effect-agent`,
    * else `~/.local/state/effect-agent`, where the command keeps the key that
