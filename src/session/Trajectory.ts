@@ -12,8 +12,12 @@
  * process that is killed outright leaves a run without one, and the resumed
  * run follows it in the same file.
  *
- * A trajectory that cannot be written (a missing directory, a full disk)
- * logs a warning and stops writing; it never fails the run it observes.
+ * It writes only to a regular file, never through a link: a symbolic link,
+ * a FIFO, a device or a directory at `path` (an agent could plant one where
+ * its trajectory goes) is refused like any file that cannot be written. A
+ * trajectory that cannot be written (a missing directory, a full disk, such
+ * a file) logs a warning and stops writing; it never fails the run it
+ * observes.
  *
  * @example
  * ```ts
@@ -24,12 +28,29 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, FileSystem, type PlatformError, Scope } from "effect"
+import { Effect, Exit, FileSystem, PlatformError, Scope } from "effect"
 import * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
 
 const encoder = new TextEncoder()
 const NEWLINE = 10
+
+const fileKinds: Partial<Record<FileSystem.File.Type, string>> = {
+  Directory: "a directory",
+  SymbolicLink: "a symbolic link",
+  FIFO: "a FIFO",
+  Socket: "a socket",
+  BlockDevice: "a device",
+  CharacterDevice: "a device"
+}
+
+/** What an open that refused the file found there, by `errno` code. */
+const openRefusals: Readonly<Record<string, FileSystem.File.Type>> = { ELOOP: "SymbolicLink", EISDIR: "Directory" }
+
+const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
+  const cause: unknown = error.reason.cause
+  return typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
+}
 
 /** One line: the event's JSON encoding. Written by hand: one event per write, without a stream to feed. */
 const line = (event: AgentEvent.AgentEvent): Uint8Array =>
@@ -50,6 +71,19 @@ export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSys
     const stop = (error: PlatformError.PlatformError) =>
       Effect.andThen(close, Effect.logWarning(`trajectory ${path}: stopped writing: ${error.message}`))
 
+    const notRegular = (type: FileSystem.File.Type) =>
+      Effect.fail(PlatformError.badArgument({
+        module: "Trajectory",
+        method: "ndjson",
+        description: `${path} is ${fileKinds[type] ?? "something else"}, not a regular file`
+      }))
+
+    /** An open that failed on a link or a directory says so. */
+    const refused = (error: PlatformError.PlatformError) => {
+      const found = openRefusals[errnoCode(error) ?? ""]
+      return found === undefined ? Effect.fail(error) : notRegular(found)
+    }
+
     const close = Effect.suspend(() => {
       const open = scope
       scope = undefined
@@ -67,12 +101,21 @@ export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSys
         if (last[0] !== NEWLINE) yield* handle.writeAll(encoder.encode("\n"))
       })
 
+    // The agent may plant a link or a FIFO where the trajectory goes: the file is opened without
+    // following a link ("noFollow": O_NOFOLLOW), read and write ("a+": on Linux, opening a FIFO
+    // read-write does not wait for a peer, as "w" would), and used only if it is a regular file.
+    // A fresh run then truncates it: "w" would have truncated whatever it opened.
     const open = (fresh: boolean) =>
       Effect.gen(function*() {
         const opened = yield* Scope.make()
         scope = opened
-        const handle = yield* Scope.provide(fs.open(path, { flag: fresh ? "w" : "a+" }), opened)
-        if (!fresh) yield* endPreviousLine(handle)
+        const handle = yield* Scope.provide(fs.open(path, { flag: "a+", noFollow: true }), opened).pipe(
+          Effect.catch(refused)
+        )
+        const info = yield* handle.stat
+        if (info.type !== "File") return yield* notRegular(info.type)
+        if (fresh) yield* handle.truncate(0)
+        else yield* endPreviousLine(handle)
         file = handle
       })
 

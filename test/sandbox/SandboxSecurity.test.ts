@@ -248,3 +248,85 @@ describe("Sandbox.bubblewrap and the host's Unix sockets", () => {
       )
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })
+
+describe("Sandbox.bubblewrap hides host paths", () => {
+  /** Sets an environment variable for the scope. */
+  const withEnv = (name: string, value: string) =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const before = process.env[name]
+        process.env[name] = value
+        return before
+      }),
+      (before) =>
+        Effect.sync(() => {
+          if (before === undefined) delete process.env[name]
+          else process.env[name] = before
+        })
+    )
+
+  needsBubblewrap(it.live)("the effect-agent state directory, where the command's seal key is, is hidden", () =>
+    Effect.gen(function*() {
+      // Under /var/tmp, not /tmp: the sandbox's private /tmp would hide the state directory anyway.
+      const workspace = yield* makeWorkspace("/var/tmp")
+      const state = `${workspace.outside}/state`
+      Fs.mkdirSync(`${state}/effect-agent`, { recursive: true })
+      Fs.writeFileSync(`${state}/effect-agent/secret`, "the key\n", { mode: 0o600 })
+      yield* withEnv("XDG_STATE_HOME", state)
+      const read = `cat ${state}/effect-agent/secret; ls -A ${state}/effect-agent; cat ${workspace.outside}/secret.txt`
+      const local = yield* Effect.provide(Effect.service(Sandbox.Sandbox), localLayer(workspace.root))
+      assert.strictEqual((yield* local.exec({ command: read })).stdout, "the key\nsecret\nsecret")
+      const isolated = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
+      const hidden = yield* isolated.exec({ command: read })
+      // the key's directory is empty; the rest of the host is still there
+      assert.strictEqual(hidden.stdout, "secret")
+      assert.match(hidden.stderr, /No such file or directory/)
+      // with the network on too
+      const networked = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace.root, { network: true })
+      )
+      assert.strictEqual((yield* networked.exec({ command: read })).stdout, "secret")
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+
+  needsBubblewrap(it.live)("hide: files and directories, inside the workspace too (file operations refuse them)", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace("/var/tmp")
+      Fs.mkdirSync(`${workspace.root}/private`)
+      Fs.writeFileSync(`${workspace.root}/private/k.txt`, "private")
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace.root, {
+          hide: [`${workspace.outside}/secret.txt`, `${workspace.root}/private`, `${workspace.outside}/missing`]
+        })
+      )
+      const result = yield* sandbox.exec({
+        command: `cat ${workspace.outside}/secret.txt; ls -A private; cat private/k.txt; cat inside.txt`
+      })
+      assert.strictEqual(result.stdout, "inside")
+      const refused = yield* Effect.flip(sandbox.readFile("private/k.txt"))
+      assert.deepStrictEqual(
+        [refused._tag, refused.message],
+        ["FileSystemError", "resolve private/k.txt: the path is hidden from the sandbox"]
+      )
+      assert.strictEqual((yield* Effect.flip(sandbox.writeFile("private/new.txt", "x")))._tag, "FileSystemError")
+      assert.strictEqual((yield* Effect.flip(sandbox.list("private")))._tag, "FileSystemError")
+      assert.isFalse(Fs.existsSync(`${workspace.root}/private/new.txt`))
+      assert.strictEqual(Fs.readFileSync(`${workspace.outside}/secret.txt`, "utf8"), "secret")
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  needsBubblewrap(it.live)("a hidden directory that holds the workspace hides all but the workspace", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace("/var/tmp")
+      const base = workspace.root.slice(0, workspace.root.lastIndexOf("/"))
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace.root, { hide: [base] })
+      )
+      const result = yield* sandbox.exec({
+        command: `cat inside.txt; echo; ls -A ${base}; cat ${workspace.outside}/secret.txt`
+      })
+      assert.strictEqual(result.stdout, "inside\nworkspace\n")
+      assert.strictEqual(yield* sandbox.readFile("inside.txt"), "inside")
+    }).pipe(Effect.provide(NodeServices.layer)))
+})

@@ -1,8 +1,10 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, FileSystem, Latch, Layer, Path } from "effect"
+import { Effect, Fiber, FileSystem, Latch, Layer, Logger, Path } from "effect"
 import { Agent, AgentEvent, CheckpointStore, Session, Trajectory } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
+import { execFileSync } from "node:child_process"
+import * as Fs from "node:fs"
 import { recorder } from "../support.ts"
 import { followTranscript, threeTurns, toolsLayer } from "./fixture.ts"
 
@@ -78,4 +80,49 @@ describe("Trajectory.ndjson", () => {
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
     }).pipe(Effect.provide(NodeServices.layer)))
+
+  /** Runs a one-turn agent with a trajectory at `path`, and returns its outcome and the warnings it logged. */
+  const runWith = (path: string) =>
+    Effect.gen(function*() {
+      const warnings: Array<string> = []
+      const logger = Logger.make((options) => {
+        if (options.logLevel === "Warn") warnings.push([options.message].flat().map(String).join(" "))
+      })
+      const result = yield* Agent.run({ prompt: "go", plugins: [Trajectory.ndjson(path)] }).pipe(
+        Effect.provide(Layer.merge(layers([{ text: "hi" }]), Logger.layer([logger])))
+      )
+      return { outcome: result.outcome, warnings }
+    })
+
+  it.live("never writes through a link planted at its path: the file it points to is unchanged", () =>
+    Effect.gen(function*() {
+      const { dir, path } = yield* setup
+      const decoy = `${dir}/decoy.txt`
+      Fs.writeFileSync(decoy, "keep me\n")
+      Fs.symlinkSync(decoy, path)
+      const { outcome, warnings } = yield* runWith(path)
+      assert.deepStrictEqual(outcome, { _tag: "Completed" })
+      assert.strictEqual(Fs.readFileSync(decoy, "utf8"), "keep me\n")
+      assert.isTrue(Fs.lstatSync(path).isSymbolicLink())
+      assert.strictEqual(warnings.length, 1)
+      assert.match(warnings[0]!, /^trajectory .*: stopped writing: .* is a symbolic link, not a regular file/)
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("refuses what is not a regular file (a FIFO, a directory) without hanging, and the run goes on", () =>
+    Effect.gen(function*() {
+      const { dir, path } = yield* setup
+      execFileSync("mkfifo", [path])
+      // Whatever happens, a writer blocked on the FIFO gets a reader, so a failure cannot hang the test.
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => Fs.closeSync(Fs.openSync(path, Fs.constants.O_RDONLY | Fs.constants.O_NONBLOCK)))
+      )
+      const fifo = yield* runWith(path).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(fifo.outcome, { _tag: "Completed" })
+      assert.match(fifo.warnings.join("\n"), /stopped writing: .* is a FIFO, not a regular file/)
+      Fs.mkdirSync(`${dir}/directory.ndjson`)
+      const directory = yield* runWith(`${dir}/directory.ndjson`)
+      assert.deepStrictEqual(directory.outcome, { _tag: "Completed" })
+      assert.strictEqual(directory.warnings.length, 1)
+      assert.match(directory.warnings[0]!, /stopped writing: .* is a directory, not a regular file/)
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })

@@ -1,0 +1,21 @@
+/**
+ * Where effect-agent keeps its per-user state, such as the key that seals the
+ * command's sessions: `$XDG_STATE_HOME/effect-agent` when `XDG_STATE_HOME` is
+ * an absolute path (as the XDG spec asks), else
+ * `$HOME/.local/state/effect-agent`. The command keeps its key there, and
+ * `Sandbox.bubblewrap` hides it from commands.
+ *
+ * @internal
+ */
+import type { Path } from "effect"
+
+/** The state directory, from the environment; `undefined` when neither variable is an absolute path. */
+export const stateDirectory = (
+  path: Path.Path,
+  env: Readonly<Record<string, string | undefined>>
+): string | undefined => {
+  const state = env.XDG_STATE_HOME
+  if (state !== undefined && path.isAbsolute(state)) return path.join(state, "effect-agent")
+  const home = env.HOME
+  return home === undefined || !path.isAbsolute(home) ? undefined : path.join(home, ".local", "state", "effect-agent")
+}

@@ -1,0 +1,150 @@
+/**
+ * The session's checkpointer: a plugin that saves the run's state as it goes
+ * (see `Session` for when), and a durable run, stopped as soon as a
+ * checkpoint cannot be written.
+ *
+ * @internal
+ */
+import { Deferred, Effect, Semaphore } from "effect"
+import type * as Agent from "../../Agent.ts"
+import type * as AgentConfig from "../../AgentConfig.ts"
+import type { AgentError } from "../../AgentError.ts"
+import type * as AgentEvent from "../../AgentEvent.ts"
+import * as AgentTool from "../../AgentTool.ts"
+import * as Hooks from "../../Hooks.ts"
+import type * as Message from "../../Message.ts"
+import type * as RunState from "../../RunState.ts"
+import * as ToolRegistry from "../../ToolRegistry.ts"
+import type * as CheckpointStore from "../CheckpointStore.ts"
+
+/** Whether a run ended the way a crash would: interrupted, or failed. */
+const endedAbnormally = (event: AgentEvent.Of<"AgentEnd">): boolean => {
+  const outcome = event.result?.outcome
+  return outcome === undefined || (outcome._tag === "Cancelled" && outcome.reason === "interrupted")
+}
+
+/** A steering message or follow-up the run delivered: appended to the transcript at `index`. */
+interface Delivered {
+  readonly kind: "steering" | "followUp"
+  readonly message: Message.Message
+  readonly index: number
+}
+
+interface Checkpointer {
+  readonly plugin: Hooks.Plugin
+  /** Fails with the store's error when a checkpoint could not be written. */
+  readonly failed: Deferred.Deferred<never, CheckpointStore.CheckpointError>
+}
+
+const checkpointer = (
+  sessionId: string,
+  store: CheckpointStore.Service,
+  config: AgentConfig.AgentConfig,
+  saved: RunState.RunState,
+  registry: ToolRegistry.Service
+): Effect.Effect<Checkpointer> =>
+  Effect.map(Deferred.make<never, CheckpointStore.CheckpointError>(), (failed) => {
+    // Snapshot and save under one lock: concurrent calls of a batch save in order, each a superset of the last.
+    const lock = Semaphore.makeUnsafe(1)
+    /** The last state saved: the store's save and this record are one uninterruptible step. */
+    let last = saved
+    /** Steering and follow-ups delivered past `last`'s transcript (by their index in it), not saved yet. */
+    let delivered: Array<Delivered> = []
+    const unsafeStarted = new Set<string>()
+    const replaySafe = (toolName: string): boolean => {
+      const tool = registry.get(toolName)
+      return tool === undefined || AgentTool.settings(tool).replaySafe
+    }
+    // An interruption between the save and `last = state` would leave `last` behind what the store holds,
+    // and the last save of the interrupted run would then write that older state over the newer one.
+    const write = (state: RunState.RunState, finished?: CheckpointStore.Finished) =>
+      Effect.uninterruptible(Effect.tap(store.save(sessionId, { state, config, finished }), () =>
+        Effect.sync(() => {
+          last = state
+          if (delivered.length > 0) delivered = delivered.filter((entry) => entry.index >= state.messages.length)
+        })))
+    /** Saves the run's state now; on failure, stops the run before it goes any further. */
+    const checkpoint = (ctx: Hooks.Context): Effect.Effect<void> =>
+      lock.withPermit(Effect.flatMap(ctx.snapshot, write)).pipe(
+        Effect.matchEffect({
+          onSuccess: ({ bytes }) => ctx.emit({ _tag: "CheckpointSaved", sessionId, bytes }),
+          onFailure: (error) => Effect.andThen(Deferred.fail(failed, error), Effect.never)
+        })
+      )
+    /**
+     * The last save of a run that ended abnormally: the last checkpoint's transcript (the turn in flight
+     * is redone), the queues as they are now, and, back at the front of their queues, the steering and
+     * follow-ups delivered after that checkpoint (they are not in its transcript).
+     */
+    const abnormalEnd = (final: RunState.RunState): RunState.RunState => {
+      const undelivered = (kind: Delivered["kind"]) =>
+        delivered.flatMap((entry) => entry.kind === kind ? [entry.message] : [])
+      return {
+        ...last,
+        steering: [...undelivered("steering"), ...final.steering],
+        followUps: [...undelivered("followUp"), ...final.followUps],
+        elapsedMs: final.elapsedMs
+      }
+    }
+    /** The last save, when the run ends: no event may follow `AgentEnd`, and the run must not wait here. */
+    const checkpointEnd = (event: AgentEvent.Of<"AgentEnd">, ctx: Hooks.Context): Effect.Effect<void> =>
+      lock.withPermit(Effect.gen(function*() {
+        const result = event.result
+        if (!endedAbnormally(event) && result !== undefined) {
+          const firstMessage = result.state.messages.length - result.messages.length
+          return yield* write(result.state, { outcome: result.outcome, firstMessage })
+        }
+        return yield* write(abnormalEnd(result?.state ?? (yield* ctx.snapshot)))
+      })).pipe(Effect.catch((error) => Effect.asVoid(Deferred.fail(failed, error))))
+    /** Records delivered messages where they are appended (synchronously: no interruption can come between). */
+    const observeDelivery = (event: AgentEvent.AgentEvent, ctx: Hooks.Context): void => {
+      if (event._tag !== "SteeringDelivered" && event._tag !== "FollowUpDelivered") return
+      const kind = event._tag === "SteeringDelivered" ? "steering" : "followUp"
+      const start = ctx.messages.length - event.messages.length
+      event.messages.forEach((message, i) => delivered.push({ kind, message, index: start + i }))
+    }
+    const plugin: Hooks.Plugin = {
+      name: "session",
+      observe: observeDelivery,
+      afterTurn: (_turn, ctx) => Effect.as(checkpoint(ctx), Hooks.proceed),
+      onEvent: (event, ctx) => {
+        switch (event._tag) {
+          case "TurnStart":
+            return ctx.messages.length === last.messages.length ? Effect.void : checkpoint(ctx)
+          case "SteeringDelivered":
+          case "FollowUpDelivered":
+          case "ApprovalRequested":
+            return checkpoint(ctx)
+          case "ToolExecutionStart":
+            if (replaySafe(event.toolName)) return Effect.void
+            unsafeStarted.add(event.toolCallId)
+            return checkpoint(ctx)
+          case "ToolExecutionEnd":
+            return unsafeStarted.delete(event.toolCallId) ? checkpoint(ctx) : Effect.void
+          case "AgentEnd":
+            return checkpointEnd(event, ctx)
+          default:
+            return Effect.void
+        }
+      }
+    }
+    return { plugin, failed }
+  })
+
+/** Runs a session's run, stopping it as soon as a checkpoint cannot be written. */
+export const durable = <R>(
+  sessionId: string,
+  store: CheckpointStore.Service,
+  config: AgentConfig.AgentConfig,
+  saved: RunState.RunState,
+  start: (plugin: Hooks.Plugin) => Effect.Effect<RunState.RunResult, AgentError, Agent.Requirements | R>
+): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  Effect.gen(function*() {
+    const registry = yield* ToolRegistry.ToolRegistry
+    const { failed, plugin } = yield* checkpointer(sessionId, store, config, saved, registry)
+    const result = yield* Effect.raceFirst(start(plugin), Deferred.await(failed))
+    // The last save (at `AgentEnd`) may have failed after the run had succeeded.
+    if (Deferred.isDoneUnsafe(failed)) yield* Deferred.await(failed)
+    return result
+  })
+
