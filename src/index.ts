@@ -53,6 +53,4 @@ export * as OpenAiResponses from "./providers/OpenAiResponses.ts"
 /** @since 0.1.0 */
 export * as Anthropic from "./providers/Anthropic.ts"
 /** @since 0.1.0 */
-export * as ProviderConfig from "./providers/ProviderConfig.ts"
-/** @since 0.1.0 */
-export * as Retry from "./providers/Retry.ts"
+export * as Provider from "./providers/Provider.ts"

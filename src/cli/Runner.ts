@@ -44,8 +44,7 @@ import type { Outcome } from "../Outcome.ts"
 import * as Anthropic from "../providers/Anthropic.ts"
 import * as OpenAiChat from "../providers/OpenAiChat.ts"
 import * as OpenAiResponses from "../providers/OpenAiResponses.ts"
-import type * as ProviderConfig from "../providers/ProviderConfig.ts"
-import * as Retry from "../providers/Retry.ts"
+import * as Provider from "../providers/Provider.ts"
 import type * as RunState from "../RunState.ts"
 import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
 import * as Sandbox from "../sandbox/Sandbox.ts"
@@ -86,10 +85,10 @@ const configError = (message: string) => new Failure({ code: codes.configError, 
 const providerLayer = (
   target: Settings.Target,
   apiKey: Redacted.Redacted<string> | undefined,
-  retry: Retry.Options
+  retry: Provider.RetryOptions
 ): Layer.Layer<
   LanguageModel.LanguageModel,
-  Config.ConfigError | ProviderConfig.MissingApiKey | ScriptFile.ScriptFileError,
+  Config.ConfigError | Provider.MissingApiKey | ScriptFile.ScriptFileError,
   HttpClient.HttpClient | FileSystem.FileSystem
 > => {
   const options = { model: target.model, baseUrl: target.baseUrl, apiKey, retry }
@@ -106,12 +105,12 @@ const providerLayer = (
 }
 
 /** What a retried failure was: its HTTP status, or the transport failure in words. */
-const retriedAfter = (reason: Retry.RetryReason): string =>
+const retriedAfter = (reason: Provider.RetryReason): string =>
   reason._tag === "HttpStatus" ? `${reason.status}` : `a network failure (${reason.description})`
 
 /** The provider's retries, shown in the view as they happen. */
-const showRetries = (view: View.View): Retry.Options => ({
-  maxRetries: Retry.defaultPolicy.maxRetries,
+const showRetries = (view: View.View): Provider.RetryOptions => ({
+  maxRetries: Provider.defaultRetryPolicy.maxRetries,
   onRetry: (info) =>
     Effect.flatMap(Clock.currentTimeMillis, (timestamp) =>
       Effect.sync(() =>
