@@ -20,7 +20,6 @@
  * @since 0.1.0
  */
 import { Cause, Context, Data, Exit } from "effect"
-import type { Runtime } from "effect"
 import { CliError } from "effect/cli"
 import type { Outcome } from "../Outcome.ts"
 
@@ -79,14 +78,6 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
 }
 
 /**
- * A failure of the command with its exit code and a message for the user
- * (not yet reported).
- *
- * @since 0.1.0
- */
-export class Failure extends Data.TaggedError("CliFailure")<{ readonly code: ExitCode; readonly message: string }> {}
-
-/**
  * The command stops with this code; what went wrong has already been
  * reported to the user.
  *
@@ -104,19 +95,6 @@ export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: Exit
 export class OnInterrupt extends Context.Reference<{ code: ExitCode }>("effect-agent/cli/OnInterrupt", {
   defaultValue: () => ({ code: codes.cancelled })
 }) {}
-
-/**
- * The `NodeRuntime.runMain` teardown: maps how the program ended to its
- * exit code, and exits (stdin may still hold the event loop open).
- * Unexpected failures are printed, since they were not reported.
- *
- * @since 0.1.0
- */
-export const teardown = (onInterrupt: { readonly code: ExitCode }): Runtime.Teardown => (exit, onExit) => {
-  const code = fromExit(exit, onInterrupt, (text) => process.stderr.write(text))
-  onExit(code)
-  process.exit(code)
-}
 
 /**
  * The exit code of how the command ended: its `ExitWith` code, 0 when it

@@ -2,7 +2,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Option, Redacted, Result } from "effect"
 import { AgentConfig } from "effect-agent"
-import { Settings } from "effect-agent/cli"
+import * as Settings from "../../src/cli/internal/Settings.ts"
 import { stateHome } from "./support.ts"
 
 const none = Option.none()

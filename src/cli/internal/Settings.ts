@@ -20,10 +20,11 @@
 import { Effect, FileSystem, Option, Path, Redacted, Result, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import { CommandLine } from "effect/process"
-import * as AgentConfig from "../AgentConfig.ts"
-import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
-import * as Control from "./Control.ts"
-import { codes, Failure } from "./ExitCode.ts"
+import * as AgentConfig from "../../AgentConfig.ts"
+import * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
+import * as Control from "../Control.ts"
+import { codes } from "../ExitCode.ts"
+import { Failure } from "./Failure.ts"
 import * as Seal from "./Seal.ts"
 
 /**

@@ -34,29 +34,30 @@ import {
 import { LanguageModel, type McpClientError } from "effect/ai"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
-import * as Agent from "../Agent.ts"
-import type { AgentError } from "../AgentError.ts"
-import * as AgentEvent from "../AgentEvent.ts"
-import * as Approvals from "../Approvals.ts"
-import type * as Hooks from "../Hooks.ts"
-import * as Message from "../Message.ts"
-import type { Outcome } from "../Outcome.ts"
-import * as Anthropic from "../providers/Anthropic.ts"
-import * as OpenAiChat from "../providers/OpenAiChat.ts"
-import * as OpenAiResponses from "../providers/OpenAiResponses.ts"
-import * as Provider from "../providers/Provider.ts"
-import type * as RunState from "../RunState.ts"
-import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
-import * as Sandbox from "../sandbox/Sandbox.ts"
-import * as CheckpointStore from "../session/CheckpointStore.ts"
-import * as Session from "../session/Session.ts"
-import * as Trajectory from "../session/Trajectory.ts"
-import * as Steering from "../Steering.ts"
-import * as ScriptedModel from "../testing/ScriptedModel.ts"
-import * as ToolRegistry from "../ToolRegistry.ts"
-import * as Control from "./Control.ts"
-import { codes, type ExitCode, ExitWith, Failure, fromOutcome, OnInterrupt } from "./ExitCode.ts"
-import { Io } from "./Io.ts"
+import * as Agent from "../../Agent.ts"
+import type { AgentError } from "../../AgentError.ts"
+import * as AgentEvent from "../../AgentEvent.ts"
+import * as Approvals from "../../Approvals.ts"
+import type * as Hooks from "../../Hooks.ts"
+import * as Message from "../../Message.ts"
+import type { Outcome } from "../../Outcome.ts"
+import * as Anthropic from "../../providers/Anthropic.ts"
+import * as OpenAiChat from "../../providers/OpenAiChat.ts"
+import * as OpenAiResponses from "../../providers/OpenAiResponses.ts"
+import * as Provider from "../../providers/Provider.ts"
+import type * as RunState from "../../RunState.ts"
+import * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
+import * as Sandbox from "../../sandbox/Sandbox.ts"
+import * as CheckpointStore from "../../session/CheckpointStore.ts"
+import * as Session from "../../session/Session.ts"
+import * as Trajectory from "../../session/Trajectory.ts"
+import * as Steering from "../../Steering.ts"
+import * as ScriptedModel from "../../testing/ScriptedModel.ts"
+import * as ToolRegistry from "../../ToolRegistry.ts"
+import * as Control from "../Control.ts"
+import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
+import { Failure } from "./Failure.ts"
+import { Io, type Service as IoService } from "./Io.ts"
 import * as ScriptFile from "./ScriptFile.ts"
 import * as Settings from "./Settings.ts"
 import * as TerminalInput from "./TerminalInput.ts"
@@ -68,7 +69,6 @@ import * as View from "./View.ts"
  * @since 0.1.0
  */
 export type Requirements =
-  | Io
   | Stdio.Stdio
   | FileSystem.FileSystem
   | Path.Path
@@ -130,7 +130,7 @@ const showRetries = (view: View.View): Provider.RetryOptions => ({
  * command's environment, which is also where the layer reads anything else
  * (and without a key, finds none there either).
  */
-const model = (settings: Settings.Settings, env: Io["Service"]["env"], view: View.View) =>
+const model = (settings: Settings.Settings, env: IoService["env"], view: View.View) =>
   Layer.build(providerLayer(settings.target, settings.apiKey, showRetries(view))).pipe(
     Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
     Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...env })),
@@ -491,7 +491,7 @@ const logger = (note: (text: string) => void) =>
 const makeView = (
   settings: Settings.Settings,
   input: boolean
-): Effect.Effect<View.View | View.LiveView, never, Io | Scope.Scope> =>
+): Effect.Effect<View.View | View.LiveView, never, Scope.Scope> =>
   Effect.gen(function*() {
     const io = yield* Io
     if (settings.quiet) return View.quiet(io.stderr.write)
