@@ -61,7 +61,9 @@ export const command = Effect.gen(function*() {
   const { version } = yield* Commands.packageInfo
   yield* Command.run(root, { version })
 }).pipe(
-  Effect.provide(Layer.unwrap(Effect.map(Effect.service(Io.Io), (io) => CliOutput.layerPresenter(Commands.presenter(io))))),
+  Effect.provide(
+    Layer.unwrap(Effect.map(Effect.service(Io.Io), (io) => CliOutput.layerPresenter(Commands.presenter(io))))
+  ),
   // No wizard: the command is driven by scripts as much as by people.
   Effect.provide(CliConfig.layer({ builtIns: GlobalFlag.BuiltIns.filter((flag) => flag !== GlobalFlag.Wizard) }))
 )

@@ -11,11 +11,11 @@
 import { Effect, FileSystem, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
 import * as Message from "../../Message.ts"
-import * as Demo from "./Demo.ts"
 import { codes, ExitWith } from "../ExitCode.ts"
+import * as Demo from "./Demo.ts"
+import * as Flags from "./Flags.ts"
 import * as Io from "./Io.ts"
 import * as Runner from "./Runner.ts"
-import * as Settings from "./Settings.ts"
 import * as View from "./View.ts"
 
 // -----------------------------------------------------------------------------
@@ -27,7 +27,7 @@ import * as View from "./View.ts"
  *
  * @since 0.1.0
  */
-export const run = Command.make("run", Settings.flags, Runner.run).pipe(
+export const run = Command.make("run", Flags.flags, Runner.run).pipe(
   Command.withDescription("Run an agent on a task, with live progress, approvals and steering on stdin, and resume"),
   Command.withExamples([
     { command: "effect-agent run --task \"Fix the failing test\"", description: "OpenAI (OPENAI_API_KEY)" },

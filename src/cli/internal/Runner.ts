@@ -56,10 +56,13 @@ import * as ScriptedModel from "../../testing/ScriptedModel.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import * as Control from "../Control.ts"
 import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
-import { Failure } from "./Failure.ts"
+import { configError, resumeFailure } from "./Failure.ts"
+import * as Flags from "./Flags.ts"
 import { Io, type Service as IoService } from "./Io.ts"
 import * as ScriptFile from "./ScriptFile.ts"
+import * as SessionFiles from "./SessionFiles.ts"
 import * as Settings from "./Settings.ts"
+import type * as Target from "./Target.ts"
 import * as TerminalInput from "./TerminalInput.ts"
 import * as View from "./View.ts"
 
@@ -76,14 +79,12 @@ export type Requirements =
   | HttpClient.HttpClient
   | Terminal.Terminal
 
-const configError = (message: string) => new Failure({ code: codes.configError, message })
-
 // -----------------------------------------------------------------------------
 // The model
 // -----------------------------------------------------------------------------
 
 const providerLayer = (
-  target: Settings.Target,
+  target: Target.Target,
   apiKey: Redacted.Redacted<string> | undefined,
   retry: Provider.RetryOptions
 ): Layer.Layer<
@@ -151,7 +152,7 @@ const model = (settings: Settings.Settings, env: IoService["env"], view: View.Vi
  * The variables commands must not read: the providers' keys, `--api-key-env`,
  * and every name that looks like a secret's (`Sandbox.isSecretName`).
  */
-const secretVariables = (target: Settings.Target): Array<string> => [
+const secretVariables = (target: Target.Target): Array<string> => [
   "OPENAI_API_KEY",
   "ANTHROPIC_API_KEY",
   ...(target.apiKeyEnv === undefined ? [] : [target.apiKeyEnv]),
@@ -159,7 +160,7 @@ const secretVariables = (target: Settings.Target): Array<string> => [
 ]
 
 /** `auto` does not fall back to local while secrets are in the environment; `--sandbox local` accepts it. */
-const sandboxLayer = (target: Settings.Target) => {
+const sandboxLayer = (target: Target.Target) => {
   switch (target.sandbox) {
     case "bubblewrap":
       return Sandbox.bubblewrap(target.workspace)
@@ -171,7 +172,7 @@ const sandboxLayer = (target: Settings.Target) => {
 }
 
 const sandboxFailure = (
-  target: Settings.Target,
+  target: Target.Target,
   error: Sandbox.SandboxError | Sandbox.IsolationUnavailableError
 ) => {
   if (error._tag !== "IsolationUnavailableError") {
@@ -187,7 +188,7 @@ const sandboxFailure = (
 }
 
 /** The built-in tools the target asks for, on its sandbox. */
-const builtinEntry = (target: Settings.Target) =>
+const builtinEntry = (target: Target.Target) =>
   Effect.gen(function*() {
     const handlers = yield* Layer.build(BuiltinTools.layer.pipe(Layer.provide(sandboxLayer(target)))).pipe(
       Effect.mapError((error) => sandboxFailure(target, error))
@@ -260,9 +261,9 @@ const mcpFailure = (error: McpClientError.McpClientError): string => {
   return errno === undefined || text.includes(errno) ? text : `${text} (${errno})`
 }
 
-const mcpEntry = (target: Settings.Target, command: string) =>
+const mcpEntry = (target: Target.Target, command: string) =>
   Effect.gen(function*() {
-    const argv = Settings.mcpArgv(command)
+    const argv = Flags.mcpArgv(command)
     if (Result.isFailure(argv)) return yield* configError(`--mcp ${JSON.stringify(command)}: ${argv.failure}`)
     const [program, ...args] = argv.success
     const watched = watchingSpawner(yield* ChildProcessSpawner.ChildProcessSpawner)
@@ -280,7 +281,7 @@ const mcpEntry = (target: Settings.Target, command: string) =>
   })
 
 /** The registry: built-in tools, then each MCP server's (a later tool replaces an earlier one of the same name). */
-const tools = (target: Settings.Target, note: (text: string) => void) =>
+const tools = (target: Target.Target, note: (text: string) => void) =>
   Effect.gen(function*() {
     const entries: Array<ToolRegistry.Entry> = []
     if (target.tools.length > 0) entries.push(yield* builtinEntry(target))
@@ -319,9 +320,9 @@ const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (
     const path = yield* Path.Path
     // In the workspace, a directory on the way could be a link the agent made to lead the file elsewhere.
     const dir = path.dirname(file)
-    if (Settings.isWithin(path, dir, workspace)) {
+    if (SessionFiles.isWithin(path, dir, workspace)) {
       const real = yield* Effect.all([fs.realPath(dir), fs.realPath(workspace)]).pipe(Effect.option)
-      if (Option.isSome(real) && !Settings.isWithin(path, real.value[0], real.value[1])) {
+      if (Option.isSome(real) && !SessionFiles.isWithin(path, real.value[0], real.value[1])) {
         return yield* configError(
           `--emit-jsonl: ${dir} is a link out of the workspace: the command does not write through it`
         )
@@ -509,7 +510,7 @@ const makeView = (
  *
  * @since 0.1.0
  */
-export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requirements> =>
+export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requirements> =>
   Effect.gen(function*() {
     const io = yield* Io
     const stdio = yield* Stdio.Stdio
@@ -599,29 +600,29 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       let resumeHint = ""
       const resumable = (dir: string) => {
         sessionDir = dir
-        resumeHint = Settings.resumeCommand(dir, settings.target, { cwd: io.cwd, env: io.env, stdinIsTerminal }, path)
+        resumeHint = SessionFiles.resumeCommand(dir, settings.target, { cwd: io.cwd, env: io.env }, path)
         onInterrupt.code = codes.interrupted
       }
       const start = Effect.gen(function*() {
         if (session === undefined) {
           return yield* Agent.run({ prompt: task ?? "", system: settings.system, config: settings.config, plugins, steering })
         }
-        const paths = Settings.sessionPaths(path, session.dir)
+        const paths = SessionFiles.sessionPaths(path, session.dir)
         const store = yield* CheckpointStore.fileSystem(paths.store)
         plugins.push(Trajectory.ndjson(paths.trajectory))
         if (session.resume) {
           yield* Effect.mapError(
-            store.load(Settings.sessionId),
-            (error) => new Failure({ code: codes.resumeFailure, message: `cannot resume ${session.dir}: ${error.message}` })
+            store.load(SessionFiles.sessionId),
+            (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
           )
           if (task !== undefined) yield* steering.followUp(task)
           resumable(session.dir)
-          return yield* Session.resume(Settings.sessionId, { store, config: settings.config, plugins, steering })
+          return yield* Session.resume(SessionFiles.sessionId, { store, config: settings.config, plugins, steering })
         }
-        yield* Settings.writeSessionFile(session.dir, settings.target, io.env)
+        yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env)
         resumable(session.dir)
         return yield* Session.run({
-          id: Settings.sessionId,
+          id: SessionFiles.sessionId,
           store,
           prompt: task ?? "",
           system: settings.system,
