@@ -10,7 +10,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FileSystem, Layer, Schema, type Scope } from "effect"
-import { Sandbox } from "effect-agent"
+import { Sandbox } from "effect-agent/sandbox"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as Seal from "../../src/cli/internal/Seal.ts"

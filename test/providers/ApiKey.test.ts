@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Config, ConfigProvider, Effect, Exit, Layer, Redacted } from "effect"
 import { type LanguageModel } from "effect/ai"
 import { HttpClient } from "effect/http"
-import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "../../src/index.ts"
+import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 

@@ -3,7 +3,7 @@ import { Context, Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Stream 
 import { AiError, type LanguageModel } from "effect/ai"
 import { HttpClient, HttpClientRequest, HttpServerResponse } from "effect/http"
 import { TestClock } from "effect/testing"
-import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "../../src/index.ts"
+import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
 import * as RetrySchedule from "../../src/providers/internal/RetrySchedule.ts"
 import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
 import * as ProviderTest from "./ProviderTest.ts"

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
 import { AiError } from "effect/ai"
-import { Provider } from "../../src/index.ts"
+import { Provider } from "effect-agent/providers"
 import * as RetrySchedule from "../../src/providers/internal/RetrySchedule.ts"
 
 const failure = (reason: AiError.AiErrorReason) => AiError.make({ module: "Test", method: "streamText", reason })
