@@ -27,11 +27,30 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
-import { Effect, Layer, type Runtime, Terminal } from "effect"
+import { Effect, type FileSystem, Layer, type Path, type Runtime, type Stdio, Terminal } from "effect"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
-import { codes, type ExitCode, fromExit, OnInterrupt } from "./ExitCode.ts"
+import type { HttpClient } from "effect/http"
+import type { ChildProcessSpawner } from "effect/process"
+import { codes, type ExitCode, type ExitWith, fromExit, OnInterrupt } from "./ExitCode.ts"
 import * as Commands from "./internal/Commands.ts"
 import * as Io from "./internal/Io.ts"
+
+/**
+ * What the command needs from the platform: its arguments and stdin
+ * (`Stdio`), the terminal, files, paths, child processes (the sandbox and MCP
+ * servers) and an HTTP client (the providers). On Node, `NodeServices.layer`
+ * and `NodeHttpClient.layerUndici` provide them, with `NodeTerminal`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Requirements =
+  | Stdio.Stdio
+  | FileSystem.FileSystem
+  | Path.Path
+  | ChildProcessSpawner.ChildProcessSpawner
+  | HttpClient.HttpClient
+  | Terminal.Terminal
 
 /**
  * `effect-agent` and its subcommands `run`, `demo` and `version`. They write
@@ -44,7 +63,7 @@ import * as Io from "./internal/Io.ts"
  * @since 0.1.0
  * @category commands
  */
-export const root = Command.make("effect-agent").pipe(
+export const root: Command.Command<"effect-agent", {}, {}, ExitWith, Requirements> = Command.make("effect-agent").pipe(
   Command.withDescription("A typed agent runtime: run agents from the shell, in CI and from other programs"),
   Command.withSubcommands([Commands.run, Commands.demo, Commands.version])
 )

@@ -27,6 +27,7 @@ import type { Outcome } from "../Outcome.ts"
  * Every exit code, by name.
  *
  * @since 0.1.0
+ * @category codes
  */
 export const codes = {
   ok: 0,
@@ -47,6 +48,7 @@ export const codes = {
  * An exit code.
  *
  * @since 0.1.0
+ * @category codes
  */
 export type ExitCode = typeof codes[keyof typeof codes]
 
@@ -54,6 +56,7 @@ export type ExitCode = typeof codes[keyof typeof codes]
  * The exit code of a run that ended with an outcome.
  *
  * @since 0.1.0
+ * @category conversions
  */
 export const fromOutcome = (outcome: Outcome): ExitCode => {
   switch (outcome._tag) {
@@ -82,6 +85,7 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
  * reported to the user.
  *
  * @since 0.1.0
+ * @category errors
  */
 export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: ExitCode }> {}
 
@@ -91,6 +95,7 @@ export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: Exit
  * resume.
  *
  * @since 0.1.0
+ * @category references
  */
 export class OnInterrupt extends Context.Reference<{ code: ExitCode }>("effect-agent/cli/OnInterrupt", {
   defaultValue: () => ({ code: codes.cancelled })
@@ -104,6 +109,7 @@ export class OnInterrupt extends Context.Reference<{ code: ExitCode }>("effect-a
  * yet and is written to `stderr`.
  *
  * @since 0.1.0
+ * @category conversions
  */
 export const fromExit = <E, A>(
   exit: Exit.Exit<A, E>,

@@ -50,6 +50,7 @@ const provider = "Anthropic"
  * Options of the Anthropic layer.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface Options extends Provider.Options {
   /** Extended thinking with a token budget (`maxOutputTokens` must exceed it). */
@@ -65,6 +66,7 @@ export interface Options extends Provider.Options {
  * requires one); thinking budgets are added to it.
  *
  * @since 0.1.0
+ * @category defaults
  */
 export const defaultMaxOutputTokens = 8192
 
@@ -74,6 +76,7 @@ export const defaultMaxOutputTokens = 8192
  * `Provider.MissingApiKey` when there is none).
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
   const settings = yield* Settings.resolve(options, {
@@ -130,6 +133,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
  * The Anthropic `LanguageModel` as a layer.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (options: Options) => Layer.effect(LanguageModel.LanguageModel, make(options))
 

@@ -44,6 +44,7 @@ const provider = "OpenAiChat"
  * Options of the Chat Completions layer.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface Options extends Provider.Options {
   /** `reasoning_effort` for reasoning models. */
@@ -68,6 +69,7 @@ const defaultBaseUrl = "https://api.openai.com/v1"
  * server at another `baseUrl` may need none.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
   const settings = yield* Settings.resolve(options, {
@@ -119,6 +121,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
  * The Chat Completions `LanguageModel` as a layer.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (options: Options) => Layer.effect(LanguageModel.LanguageModel, make(options))
 

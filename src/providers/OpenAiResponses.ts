@@ -45,6 +45,7 @@ const provider = "OpenAiResponses"
  * Options of the Responses layer.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface Options extends Provider.Options {
   /**
@@ -69,6 +70,7 @@ export interface Options extends Provider.Options {
  * compatible server at another `baseUrl` may need none.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
   const settings = yield* Settings.resolve(options, {
@@ -119,6 +121,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
  * The Responses `LanguageModel` as a layer.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (options: Options) => Layer.effect(LanguageModel.LanguageModel, make(options))
 
