@@ -9,6 +9,9 @@ export default defineConfig({
     alias: [
       { find: /^effect-agent\/testing$/, replacement: src("testing/index.ts") },
       { find: /^effect-agent\/cli$/, replacement: src("cli/index.ts") },
+      { find: /^effect-agent\/providers$/, replacement: src("providers/index.ts") },
+      { find: /^effect-agent\/sandbox$/, replacement: src("sandbox/index.ts") },
+      { find: /^effect-agent\/session$/, replacement: src("session/index.ts") },
       { find: /^effect-agent$/, replacement: src("index.ts") }
     ]
   },

@@ -12,7 +12,7 @@ import { Effect, Layer, Redacted, Stream } from "effect"
 import { LanguageModel } from "effect/ai"
 import { HttpClient, HttpClientResponse } from "effect/http"
 import { readFileSync } from "node:fs"
-import { Anthropic, OpenAiChat, OpenAiResponses } from "../src/index.ts"
+import { Anthropic, OpenAiChat, OpenAiResponses } from "../src/providers/index.ts"
 
 const fixture = (path: string) => readFileSync(new URL(`../test/fixtures/providers/${path}`, import.meta.url), "utf8")
 

@@ -9,7 +9,8 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Console, Effect, FileSystem, Layer, Path, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { CheckpointStore, Hooks, RunState, Session, ToolRegistry } from "../src/index.ts"
+import { Hooks, RunState, ToolRegistry } from "../src/index.ts"
+import { CheckpointStore, Session } from "../src/session/index.ts"
 import { ScriptedModel } from "../src/testing/index.ts"
 
 const turns = Number(process.argv[2] ?? 1000)

@@ -13,7 +13,8 @@
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Console, Effect, FileSystem, Layer, Path } from "effect"
-import { Agent, type AgentEvent, BuiltinTools, Hooks, Sandbox, ToolRegistry } from "effect-agent"
+import { Agent, type AgentEvent, Hooks, ToolRegistry } from "effect-agent"
+import { BuiltinTools, Sandbox } from "effect-agent/sandbox"
 import { ScriptedModel } from "effect-agent/testing"
 import { fileURLToPath } from "node:url"
 

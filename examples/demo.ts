@@ -5,12 +5,13 @@
  * steering reaches the model after the batch, and the model changes its plan.
  * Every event is printed as it happens.
  *
- * The demo's code is `src/cli/Demo.ts`, since `effect-agent demo` runs it too.
+ * The demo's code is `src/cli/internal/Demo.ts`, since `effect-agent demo` runs it too.
  * Run it with `npm run demo` (this file, the event log) or `effect-agent demo`
  * (the live view on a terminal).
  */
 import { Effect } from "effect"
-import { Demo, View } from "effect-agent/cli"
+import * as Demo from "../src/cli/internal/Demo.ts"
+import * as View from "../src/cli/internal/View.ts"
 
 /** The demo as an Effect; `write` receives the log. */
 export const demo = (write: (text: string) => void) => {

@@ -19,7 +19,8 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Console, type Duration, Effect, Layer, Path, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { type AgentEvent, AgentTool, CheckpointStore, Message, Session, ToolRegistry, Trajectory } from "effect-agent"
+import { type AgentEvent, AgentTool, Message, ToolRegistry } from "effect-agent"
+import { CheckpointStore, Session, Trajectory } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { fileURLToPath } from "node:url"
 

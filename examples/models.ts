@@ -10,7 +10,8 @@ import { NodeHttpClient, NodeRuntime } from "@effect/platform-node"
 import { type Config, Console, Effect, Layer, Schema } from "effect"
 import { type LanguageModel, Tool, Toolkit } from "effect/ai"
 import type { HttpClient } from "effect/http"
-import { Agent, Anthropic, Message, OpenAiChat, OpenAiResponses, type ProviderConfig, ToolRegistry } from "effect-agent"
+import { Agent, Message, ToolRegistry } from "effect-agent"
+import { Anthropic, OpenAiChat, OpenAiResponses, type Provider } from "effect-agent/providers"
 
 const GetWeather = Tool.make("get_weather", {
   description: "Current temperature in a city",
@@ -35,7 +36,7 @@ export const models = {
 /** A model layer: it fails to build when its key is missing, and needs an `HttpClient`. */
 type Model = Layer.Layer<
   LanguageModel.LanguageModel,
-  Config.ConfigError | ProviderConfig.MissingApiKey,
+  Config.ConfigError | Provider.MissingApiKey,
   HttpClient.HttpClient
 >
 

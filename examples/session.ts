@@ -1,7 +1,8 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { CheckpointStore, Message, Session, ToolRegistry, Trajectory } from "effect-agent"
+import { Message, ToolRegistry } from "effect-agent"
+import { CheckpointStore, Session, Trajectory } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 
 // Tools and a model, as in the quick start (a real provider layer goes in the model's place).

@@ -1,5 +1,11 @@
 /**
- * effect-agent: a typed, hookable agent runtime for Effect 4.
+ * effect-agent: a typed, hookable agent runtime for Effect 4. This entry
+ * point is the core: the loop, its config, messages, events, tools, hooks,
+ * guards, steering and approvals. The platform parts have their own:
+ * `effect-agent/providers` (model layers), `effect-agent/sandbox` (the
+ * sandbox and built-in tools), `effect-agent/session` (durable sessions),
+ * `effect-agent/testing` (a scripted model) and `effect-agent/cli` (the
+ * command).
  *
  * @since 0.1.0
  */
@@ -36,23 +42,3 @@ export * as Steering from "./Steering.ts"
 export * as ToolArguments from "./ToolArguments.ts"
 /** @since 0.1.0 */
 export * as ToolRegistry from "./ToolRegistry.ts"
-/** @since 0.1.0 */
-export * as Sandbox from "./sandbox/Sandbox.ts"
-/** @since 0.1.0 */
-export * as BuiltinTools from "./sandbox/BuiltinTools.ts"
-/** @since 0.1.0 */
-export * as CheckpointStore from "./session/CheckpointStore.ts"
-/** @since 0.1.0 */
-export * as Session from "./session/Session.ts"
-/** @since 0.1.0 */
-export * as Trajectory from "./session/Trajectory.ts"
-/** @since 0.1.0 */
-export * as OpenAiChat from "./providers/OpenAiChat.ts"
-/** @since 0.1.0 */
-export * as OpenAiResponses from "./providers/OpenAiResponses.ts"
-/** @since 0.1.0 */
-export * as Anthropic from "./providers/Anthropic.ts"
-/** @since 0.1.0 */
-export * as ProviderConfig from "./providers/ProviderConfig.ts"
-/** @since 0.1.0 */
-export * as Retry from "./providers/Retry.ts"

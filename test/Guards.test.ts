@@ -12,11 +12,11 @@ import {
   Guards,
   Hooks,
   Message,
-  OpenAiChat,
   Outcome,
   RunState,
   Steering
 } from "effect-agent"
+import { OpenAiChat } from "effect-agent/providers"
 import { ScriptedModel } from "effect-agent/testing"
 import { createServer } from "node:net"
 import { assertValidTranscript, makeTrace, ofTag, recorder, runOk, tags, toolsLayer } from "./support.ts"

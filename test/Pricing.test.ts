@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Exit, Schema } from "effect"
-import { Pricing } from "../src/index.ts"
+import { Pricing } from "effect-agent"
 
 describe("Pricing", () => {
   it("finds a model by id, dated id, longest prefix and router prefix", () => {

@@ -2,18 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
-import {
-  Agent,
-  AgentConfig,
-  AgentTool,
-  Approvals,
-  CheckpointStore,
-  Hooks,
-  Message,
-  RunState,
-  Session,
-  ToolRegistry
-} from "effect-agent"
+import { Agent, AgentConfig, AgentTool, Approvals, Hooks, Message, RunState, ToolRegistry } from "effect-agent"
+import { CheckpointStore, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, ofTag, recorder } from "./support.ts"
 

@@ -10,7 +10,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { it, type Vitest } from "@effect/vitest"
 import { Effect, FileSystem, Layer } from "effect"
-import { Sandbox } from "effect-agent"
+import { Sandbox } from "effect-agent/sandbox"
 
 /** Whether `Sandbox.bubblewrap` can be built here; why not, if not. */
 export const bubblewrap: { readonly works: boolean; readonly reason: string } = await Effect.gen(function*() {

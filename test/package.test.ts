@@ -24,6 +24,61 @@ const pkg = JSON.parse(Fs.readFileSync(Path.join(root, "package.json"), "utf8"))
 /** Paths that are for working on the package, never for its users. */
 const notShipped = /^(test|bench|examples|\.ci|node_modules|coverage)\/|\.test\.ts$|fixtures/
 
+/** `effect-agent/providers` for the export `./providers`. */
+const entryName = (exportPath: string) => exportPath === "." ? "effect-agent" : `effect-agent/${exportPath.slice(2)}`
+
+/** Modules of the core entry point (it may hold more). */
+const core = ["Agent", "AgentConfig", "AgentEvent", "Hooks", "Message", "Steering", "ToolRegistry"]
+
+/** The modules of each other entry point, exactly. */
+const platform: Record<string, ReadonlyArray<string>> = {
+  "effect-agent/cli": ["Cli", "Control", "ExitCode"],
+  "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider"],
+  "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
+  "effect-agent/session": ["CheckpointStore", "Session", "Trajectory"],
+  "effect-agent/testing": ["ScriptedModel"]
+}
+
+/**
+ * A program that imports every entry point as a user does, uses a part of
+ * each (so that their types are checked too), and prints the modules each one
+ * exports.
+ */
+const entries = `import { type Config, Effect, Layer } from "effect"
+import type { LanguageModel } from "effect/ai"
+import type { HttpClient } from "effect/http"
+import * as Core from "effect-agent"
+import * as Cli from "effect-agent/cli"
+import * as Providers from "effect-agent/providers"
+import * as Sandbox from "effect-agent/sandbox"
+import * as Session from "effect-agent/session"
+import * as Testing from "effect-agent/testing"
+
+const options: Providers.Provider.Options = { model: "gpt-4o", retry: { maxRetries: 1 } }
+const model: Layer.Layer<
+  LanguageModel.LanguageModel,
+  Providers.Provider.MissingApiKey | Config.ConfigError,
+  HttpClient.HttpClient
+> = Providers.OpenAiChat.layer(options)
+const code: Cli.ExitCode.ExitCode = Cli.ExitCode.fromOutcome(Core.Outcome.completed)
+const sandbox: Effect.Effect<unknown, unknown> = Effect.scoped(Layer.build(Sandbox.Sandbox.memory({ "a.txt": "a" })))
+const store: Session.CheckpointStore.Service = Session.CheckpointStore.memory()
+const config: Core.AgentConfig.AgentConfig = Core.AgentConfig.makeUnsafe({ maxTurns: 3 })
+const scripted = Testing.ScriptedModel.layer([{ text: "hi" }])
+void [model, code, sandbox, store, config, scripted]
+
+const modules = { Core, Cli, Providers, Sandbox, Session, Testing }
+const names = (module: object) => Object.keys(module).sort()
+console.log(JSON.stringify({
+  "effect-agent": names(modules.Core),
+  "effect-agent/cli": names(modules.Cli),
+  "effect-agent/providers": names(modules.Providers),
+  "effect-agent/sandbox": names(modules.Sandbox),
+  "effect-agent/session": names(modules.Session),
+  "effect-agent/testing": names(modules.Testing)
+}))
+`
+
 describe("the package", () => {
   it("ships dist (built by prepack), src for the source maps, the README, LICENSE and CHANGELOG; no tests or fixtures", async () => {
     assert.match(pkg.scripts.prepack, /npm run build$/)
@@ -39,8 +94,14 @@ describe("the package", () => {
     const { stdout: entries } = await run("tar", ["-tzf", tarball])
     const files = entries.split("\n").filter((line) => line !== "").map((line) => line.replace(/^package\//, ""))
     assert.deepStrictEqual(files.filter((file) => notShipped.test(file)), [])
-    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/cli/main.js", "dist/testing/index.js"]) {
+    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/cli/main.js"]) {
       assert.include(files, file)
+    }
+    // every entry point package.json exports, built
+    for (const entry of Object.values<Record<string, string>>(pkg.exports)) {
+      assert.include(files, entry.default!.replace(/^\.\//, ""))
+      assert.include(files, entry.types!.replace(/^\.\//, ""))
+      assert.include(files, entry["effect-agent-source"]!.replace(/^\.\//, ""))
     }
     // the license is the one package.json names
     assert.strictEqual(pkg.license, "MIT")
@@ -48,7 +109,7 @@ describe("the package", () => {
     assert.match(license, /^MIT License\n\nCopyright \(c\) 2026 the effect-agent authors\n/)
   })
 
-  it("installed from its tarball offline with its peers, the quick start runs and typechecks, and the bin runs", async () => {
+  it("installed from its tarball offline: the quick start and each entry point run and typecheck; the bin runs", async () => {
     const project = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-install-"))
     try {
       Fs.writeFileSync(Path.join(project, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }))
@@ -58,6 +119,19 @@ describe("the package", () => {
       Fs.copyFileSync(Path.join(root, "examples/quickstart.ts"), Path.join(project, "quickstart.ts"))
       const quickstart = await run(process.execPath, ["quickstart.ts"], { cwd: project })
       assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")
+      // every entry point resolves from the installed package, with the modules it promises
+      Fs.writeFileSync(Path.join(project, "entries.ts"), entries)
+      const modules: Record<string, ReadonlyArray<string>> = JSON.parse(
+        (await run(process.execPath, ["entries.ts"], { cwd: project })).stdout
+      )
+      assert.deepStrictEqual(Object.keys(modules).sort(), Object.keys(pkg.exports).map(entryName).sort())
+      const coreModules = modules["effect-agent"] ?? []
+      for (const name of core) assert.include(coreModules, name)
+      for (const [entry, names] of Object.entries(platform)) {
+        assert.deepStrictEqual(modules[entry], names)
+        // the core no longer re-exports the platform's modules
+        for (const name of names) assert.notInclude(coreModules, name)
+      }
       // the published types: the quick start typechecks against dist/*.d.ts, strict, NodeNext
       Fs.writeFileSync(
         Path.join(project, "tsconfig.json"),
@@ -73,7 +147,7 @@ describe("the package", () => {
             noEmit: true,
             skipLibCheck: true
           },
-          files: ["quickstart.ts"]
+          files: ["quickstart.ts", "entries.ts"]
         })
       )
       await run(process.execPath, [Path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: project })

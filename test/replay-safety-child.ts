@@ -15,7 +15,8 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect, Layer, Path, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { AgentTool, CheckpointStore, type Hooks, Session, ToolRegistry } from "effect-agent"
+import { AgentTool, type Hooks, ToolRegistry } from "effect-agent"
+import { CheckpointStore, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { appendFileSync } from "node:fs"
 

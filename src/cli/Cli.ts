@@ -1,6 +1,25 @@
 /**
- * The `effect-agent` command as a program: the command tree with the
- * platform's layers, run as the process's main fiber.
+ * The `effect-agent` command: its tree of subcommands on `effect/cli`, to
+ * mount in another `effect/cli` program, and the command as a program, run
+ * as the process's main fiber (the package's `bin`).
+ *
+ * - `effect-agent run`: run an agent on a task, with live progress,
+ *   approvals and steering on stdin (see `Control`), sessions that resume,
+ *   and an exit code that says how the run ended (see `ExitCode`).
+ * - `effect-agent demo`: the offline demo.
+ * - `effect-agent version [--json]`: the version, and with `--json` the
+ *   capabilities a script can check and the exit codes.
+ *
+ * @example
+ * ```ts
+ * import { Command } from "effect/cli"
+ * import { Cli } from "effect-agent/cli"
+ *
+ * // `my-tool agent run --task "…"` runs `effect-agent run --task "…"`.
+ * const tool = Command.make("my-tool").pipe(
+ *   Command.withSubcommands([Command.make("agent").pipe(Command.withSubcommands([Cli.root]))])
+ * )
+ * ```
  *
  * @since 0.1.0
  */
@@ -8,24 +27,62 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
-import { Effect, Layer, Terminal } from "effect"
+import { Effect, type FileSystem, Layer, type Path, type Runtime, type Stdio, Terminal } from "effect"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
-import * as Commands from "./Commands.ts"
-import { codes, type ExitCode, OnInterrupt, teardown } from "./ExitCode.ts"
-import * as Io from "./Io.ts"
+import type { HttpClient } from "effect/http"
+import type { ChildProcessSpawner } from "effect/process"
+import { codes, type ExitCode, type ExitWith, fromExit, OnInterrupt } from "./ExitCode.ts"
+import * as Commands from "./internal/Commands.ts"
+import * as Io from "./internal/Io.ts"
 
 /**
- * The command, reading its arguments from `Stdio` and writing through `Io`:
- * what {@link program} runs on the process's streams, and what a test or an
- * embedding program runs on its own.
+ * What the command needs from the platform: its arguments and stdin
+ * (`Stdio`), the terminal, files, paths, child processes (the sandbox and MCP
+ * servers) and an HTTP client (the providers). On Node, `NodeServices.layer`
+ * and `NodeHttpClient.layerUndici` provide them, with `NodeTerminal`.
  *
  * @since 0.1.0
+ * @category models
+ */
+export type Requirements =
+  | Stdio.Stdio
+  | FileSystem.FileSystem
+  | Path.Path
+  | ChildProcessSpawner.ChildProcessSpawner
+  | HttpClient.HttpClient
+  | Terminal.Terminal
+
+/**
+ * `effect-agent` and its subcommands `run`, `demo` and `version`. They write
+ * to the process's stdout and stderr and read its environment and working
+ * directory; `run` reads control lines from `Stdio`'s stdin and keys from the
+ * `Terminal`. A subcommand that ends otherwise than well fails with
+ * `ExitCode.ExitWith`, whose code the command exits with (see
+ * `ExitCode.fromExit`), having said why on stderr.
+ *
+ * @since 0.1.0
+ * @category commands
+ */
+export const root: Command.Command<"effect-agent", {}, {}, ExitWith, Requirements> = Command.make("effect-agent").pipe(
+  Command.withDescription("A typed agent runtime: run agents from the shell, in CI and from other programs"),
+  Command.withSubcommands([Commands.run, Commands.demo, Commands.version])
+)
+
+/**
+ * The command, reading its arguments from `Stdio`: what {@link program}
+ * runs on the process, with `effect/cli`'s help and errors written to the
+ * command's own streams.
+ *
+ * @since 0.1.0
+ * @category running
  */
 export const command = Effect.gen(function*() {
   const { version } = yield* Commands.packageInfo
-  yield* Command.run(Commands.root, { version })
+  yield* Command.run(root, { version })
 }).pipe(
-  Effect.provide(Layer.unwrap(Effect.map(Effect.service(Io.Io), (io) => CliOutput.layerPresenter(Commands.presenter(io))))),
+  Effect.provide(
+    Layer.unwrap(Effect.map(Effect.service(Io.Io), (io) => CliOutput.layerPresenter(Commands.presenter(io))))
+  ),
   // No wizard: the command is driven by scripts as much as by people.
   Effect.provide(CliConfig.layer({ builtIns: GlobalFlag.BuiltIns.filter((flag) => flag !== GlobalFlag.Wizard) }))
 )
@@ -35,6 +92,7 @@ export const command = Effect.gen(function*() {
  * environment.
  *
  * @since 0.1.0
+ * @category running
  */
 export const program = command.pipe(
   // Keys typed on the terminal are the run's to read (Ctrl-C, Ctrl-D and Escape included): see TerminalInput.
@@ -47,6 +105,7 @@ export const program = command.pipe(
  * interrupt it, and the process exits with the command's exit code.
  *
  * @since 0.1.0
+ * @category running
  */
 export const runMain = (): void => {
   const onInterrupt: { code: ExitCode } = { code: codes.cancelled }
@@ -54,4 +113,12 @@ export const runMain = (): void => {
     disableErrorReporting: true,
     teardown: teardown(onInterrupt)
   })
+}
+
+// The `NodeRuntime.runMain` teardown: maps how the program ended to its exit code, and exits (stdin may still
+// hold the event loop open). Unexpected failures are printed, since they were not reported.
+const teardown = (onInterrupt: { readonly code: ExitCode }): Runtime.Teardown => (exit, onExit) => {
+  const code = fromExit(exit, onInterrupt, (text) => process.stderr.write(text))
+  onExit(code)
+  process.exit(code)
 }

@@ -26,6 +26,7 @@ import type * as Steering from "../Steering.ts"
  * One control line.
  *
  * @since 0.1.0
+ * @category protocol
  */
 export const Command = Schema.Union([
   Schema.Struct({ type: Schema.Literal("approve"), id: Schema.optionalKey(Schema.String) }),
@@ -38,13 +39,17 @@ export const Command = Schema.Union([
   Schema.Struct({ type: Schema.Literal("follow_up"), text: Schema.String }),
   Schema.Struct({ type: Schema.Literal("cancel"), reason: Schema.optionalKey(Schema.String) })
 ])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category protocol
+ */
 export type Command = typeof Command.Type
 
 /**
  * The `type`s a line may have.
  *
  * @since 0.1.0
+ * @category protocol
  */
 export const types: ReadonlyArray<Command["type"]> = ["approve", "deny", "steer", "follow_up", "cancel"]
 
@@ -52,6 +57,7 @@ export const types: ReadonlyArray<Command["type"]> = ["approve", "deny", "steer"
  * The longest line accepted, in characters.
  *
  * @since 0.1.0
+ * @category protocol
  */
 export const maxLineLength = 1_000_000
 
@@ -70,6 +76,7 @@ const decodeCommand = Schema.decodeUnknownResult(Command)
  * ```
  *
  * @since 0.1.0
+ * @category protocol
  */
 export const parse = (line: string): Result.Result<Command, string> => {
   if (line.length > maxLineLength) return Result.fail(`the line is longer than ${maxLineLength} characters`)
@@ -93,6 +100,7 @@ const expected = "approve, deny, steer, follow_up or cancel"
  * when they are asked on stdin (`--approve ask`).
  *
  * @since 0.1.0
+ * @category serving
  */
 export interface Target {
   readonly steering: Steering.Service
@@ -103,6 +111,7 @@ export interface Target {
  * Applies a command; returns a note for the user when it could not apply.
  *
  * @since 0.1.0
+ * @category serving
  */
 export const apply = (command: Command, target: Target): Effect.Effect<string | undefined> => {
   switch (command.type) {
@@ -134,15 +143,20 @@ const decide = (
  * What {@link serve} does at the end of input: nothing, or cancel the run.
  *
  * @since 0.1.0
+ * @category serving
  */
 export const OnEof = Schema.Literals(["ignore", "cancel"])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category serving
+ */
 export type OnEof = typeof OnEof.Type
 
 /**
  * The lines of a byte stream (stdin when it is not a terminal).
  *
  * @since 0.1.0
+ * @category serving
  */
 export const lines = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<string, E> =>
   bytes.pipe(Stream.decodeText(), Stream.splitLines)
@@ -153,6 +167,7 @@ export const lines = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<str
  * `onEof: "cancel"`, cancels the run. A failing input counts as its end.
  *
  * @since 0.1.0
+ * @category serving
  */
 export const serve = <E>(options: {
   readonly lines: Stream.Stream<string, E>
@@ -185,6 +200,7 @@ export const serve = <E>(options: {
  * has no decision yet.
  *
  * @since 0.1.0
+ * @category serving
  */
 export const approvalsUntilEof = (
   interactive: Approvals.Interactive,

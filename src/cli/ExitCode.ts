@@ -20,7 +20,6 @@
  * @since 0.1.0
  */
 import { Cause, Context, Data, Exit } from "effect"
-import type { Runtime } from "effect"
 import { CliError } from "effect/cli"
 import type { Outcome } from "../Outcome.ts"
 
@@ -28,6 +27,7 @@ import type { Outcome } from "../Outcome.ts"
  * Every exit code, by name.
  *
  * @since 0.1.0
+ * @category codes
  */
 export const codes = {
   ok: 0,
@@ -48,6 +48,7 @@ export const codes = {
  * An exit code.
  *
  * @since 0.1.0
+ * @category codes
  */
 export type ExitCode = typeof codes[keyof typeof codes]
 
@@ -55,6 +56,7 @@ export type ExitCode = typeof codes[keyof typeof codes]
  * The exit code of a run that ended with an outcome.
  *
  * @since 0.1.0
+ * @category conversions
  */
 export const fromOutcome = (outcome: Outcome): ExitCode => {
   switch (outcome._tag) {
@@ -79,18 +81,11 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
 }
 
 /**
- * A failure of the command with its exit code and a message for the user
- * (not yet reported).
- *
- * @since 0.1.0
- */
-export class Failure extends Data.TaggedError("CliFailure")<{ readonly code: ExitCode; readonly message: string }> {}
-
-/**
  * The command stops with this code; what went wrong has already been
  * reported to the user.
  *
  * @since 0.1.0
+ * @category errors
  */
 export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: ExitCode }> {}
 
@@ -100,23 +95,11 @@ export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: Exit
  * resume.
  *
  * @since 0.1.0
+ * @category references
  */
 export class OnInterrupt extends Context.Reference<{ code: ExitCode }>("effect-agent/cli/OnInterrupt", {
   defaultValue: () => ({ code: codes.cancelled })
 }) {}
-
-/**
- * The `NodeRuntime.runMain` teardown: maps how the program ended to its
- * exit code, and exits (stdin may still hold the event loop open).
- * Unexpected failures are printed, since they were not reported.
- *
- * @since 0.1.0
- */
-export const teardown = (onInterrupt: { readonly code: ExitCode }): Runtime.Teardown => (exit, onExit) => {
-  const code = fromExit(exit, onInterrupt, (text) => process.stderr.write(text))
-  onExit(code)
-  process.exit(code)
-}
 
 /**
  * The exit code of how the command ended: its `ExitWith` code, 0 when it
@@ -126,6 +109,7 @@ export const teardown = (onInterrupt: { readonly code: ExitCode }): Runtime.Tear
  * yet and is written to `stderr`.
  *
  * @since 0.1.0
+ * @category conversions
  */
 export const fromExit = <E, A>(
   exit: Exit.Exit<A, E>,

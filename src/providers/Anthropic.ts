@@ -22,7 +22,7 @@
  * ```ts
  * import { NodeHttpClient } from "@effect/platform-node"
  * import { Layer } from "effect"
- * import { Anthropic } from "effect-agent"
+ * import { Anthropic } from "effect-agent/providers"
  *
  * // ANTHROPIC_API_KEY from the environment
  * const Claude = Anthropic.layer({ model: "claude-sonnet-4-5", thinking: { budgetTokens: 4000 } }).pipe(
@@ -37,11 +37,12 @@ import { AiError, LanguageModel, type Prompt, type Response, Tool } from "effect
 import type { Sse } from "effect/encoding"
 import { HttpClientRequest } from "effect/http"
 import * as ToolArguments from "../ToolArguments.ts"
-import * as PromptEncoding from "./PromptEncoding.ts"
-import * as ProviderConfig from "./ProviderConfig.ts"
-import * as ProviderError from "./ProviderError.ts"
-import * as ResponseParts from "./ResponseParts.ts"
-import * as SseTransport from "./SseTransport.ts"
+import * as PromptEncoding from "./internal/PromptEncoding.ts"
+import * as ProviderError from "./internal/ProviderError.ts"
+import * as ResponseParts from "./internal/ResponseParts.ts"
+import * as Settings from "./internal/Settings.ts"
+import * as SseTransport from "./internal/SseTransport.ts"
+import type * as Provider from "./Provider.ts"
 
 const provider = "Anthropic"
 
@@ -49,8 +50,9 @@ const provider = "Anthropic"
  * Options of the Anthropic layer.
  *
  * @since 0.1.0
+ * @category options
  */
-export interface Options extends ProviderConfig.Options {
+export interface Options extends Provider.Options {
   /** Extended thinking with a token budget (`maxOutputTokens` must exceed it). */
   readonly thinking?: { readonly budgetTokens: number } | undefined
   /** Mark cache breakpoints on the system prompt, the tools and the conversation (default true). */
@@ -64,18 +66,20 @@ export interface Options extends ProviderConfig.Options {
  * requires one); thinking budgets are added to it.
  *
  * @since 0.1.0
+ * @category defaults
  */
 export const defaultMaxOutputTokens = 8192
 
 /**
  * Builds the `LanguageModel` service. Needs an `HttpClient`, and an API key:
  * given, or read from `ANTHROPIC_API_KEY` (the layer fails with
- * `ProviderConfig.MissingApiKey` when there is none).
+ * `Provider.MissingApiKey` when there is none).
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
-  const settings = yield* ProviderConfig.resolve(options, {
+  const settings = yield* Settings.resolve(options, {
     provider,
     baseUrl: "https://api.anthropic.com",
     envVar: "ANTHROPIC_API_KEY",
@@ -129,6 +133,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
  * The Anthropic `LanguageModel` as a layer.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (options: Options) => Layer.effect(LanguageModel.LanguageModel, make(options))
 
@@ -415,13 +420,13 @@ type OpenBlock =
 class AnthropicDecoder implements SseTransport.EventDecoder {
   readonly terminal = "message_stop"
   finished = false
-  private readonly settings: ProviderConfig.Settings
+  private readonly settings: Settings.Settings
   private readonly blocks = new Map<number, OpenBlock>()
   private modelId: string | undefined
   private reason: Response.FinishReason = "unknown"
   private usage: WireUsage = {}
 
-  constructor(settings: ProviderConfig.Settings) {
+  constructor(settings: Settings.Settings) {
     this.settings = settings
   }
 

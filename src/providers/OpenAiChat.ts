@@ -17,7 +17,7 @@
  * ```ts
  * import { NodeHttpClient } from "@effect/platform-node"
  * import { Layer } from "effect"
- * import { OpenAiChat } from "effect-agent"
+ * import { OpenAiChat } from "effect-agent/providers"
  *
  * // OpenAI, with OPENAI_API_KEY from the environment
  * const OpenAi = OpenAiChat.layer({ model: "gpt-4o" }).pipe(Layer.provide(NodeHttpClient.layerUndici))
@@ -31,11 +31,12 @@ import { Effect, Layer, Result, Schema } from "effect"
 import { LanguageModel, OpenAiStructuredOutput, type Prompt, type Response, Tool } from "effect/ai"
 import type { Sse } from "effect/encoding"
 import * as ToolArguments from "../ToolArguments.ts"
-import * as PromptEncoding from "./PromptEncoding.ts"
-import * as ProviderConfig from "./ProviderConfig.ts"
-import * as ProviderError from "./ProviderError.ts"
-import * as ResponseParts from "./ResponseParts.ts"
-import * as SseTransport from "./SseTransport.ts"
+import * as PromptEncoding from "./internal/PromptEncoding.ts"
+import * as ProviderError from "./internal/ProviderError.ts"
+import * as ResponseParts from "./internal/ResponseParts.ts"
+import * as Settings from "./internal/Settings.ts"
+import * as SseTransport from "./internal/SseTransport.ts"
+import type * as Provider from "./Provider.ts"
 
 const provider = "OpenAiChat"
 
@@ -43,8 +44,9 @@ const provider = "OpenAiChat"
  * Options of the Chat Completions layer.
  *
  * @since 0.1.0
+ * @category options
  */
-export interface Options extends ProviderConfig.Options {
+export interface Options extends Provider.Options {
   /** `reasoning_effort` for reasoning models. */
   readonly reasoningEffort?: "minimal" | "low" | "medium" | "high" | undefined
   /**
@@ -63,22 +65,23 @@ const defaultBaseUrl = "https://api.openai.com/v1"
 /**
  * Builds the `LanguageModel` service. Needs an `HttpClient`; the API key is
  * read from `OPENAI_API_KEY` when not given. OpenAI's own API needs one (the
- * layer fails with `ProviderConfig.MissingApiKey` when there is none); a
+ * layer fails with `Provider.MissingApiKey` when there is none); a
  * server at another `baseUrl` may need none.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
-  const settings = yield* ProviderConfig.resolve(options, {
+  const settings = yield* Settings.resolve(options, {
     provider,
     baseUrl: defaultBaseUrl,
     envVar: "OPENAI_API_KEY",
-    keyRequired: ProviderConfig.isOpenAi
+    keyRequired: Settings.isOpenAi
   })
   const maxTokensField = options.maxTokensField ??
     (settings.baseUrl === defaultBaseUrl ? "max_completion_tokens" : "max_tokens")
   const encodeMessage = PromptEncoding.memo(encodeChatMessage)
-  const request = ProviderConfig.bearerRequest(settings, "/chat/completions")
+  const request = Settings.bearerRequest(settings, "/chat/completions")
 
   const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
     const body: Record<string, unknown> = {
@@ -118,6 +121,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
  * The Chat Completions `LanguageModel` as a layer.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (options: Options) => Layer.effect(LanguageModel.LanguageModel, make(options))
 
@@ -306,7 +310,7 @@ interface PendingCall {
 class ChatDecoder implements SseTransport.EventDecoder {
   readonly terminal = "data: [DONE]"
   finished = false
-  private readonly settings: ProviderConfig.Settings
+  private readonly settings: Settings.Settings
   private modelId: string | undefined
   private open: { readonly kind: "text" | "reasoning"; readonly id: string } | undefined
   private blocks = 0
@@ -314,7 +318,7 @@ class ChatDecoder implements SseTransport.EventDecoder {
   private reason: Response.FinishReason = "unknown"
   private usage: Response.FinishPartEncoded["usage"] = { inputTokens: {}, outputTokens: {} }
 
-  constructor(settings: ProviderConfig.Settings) {
+  constructor(settings: Settings.Settings) {
     this.settings = settings
   }
 

@@ -19,7 +19,7 @@
  * ```ts
  * import { NodeHttpClient } from "@effect/platform-node"
  * import { Layer } from "effect"
- * import { OpenAiResponses } from "effect-agent"
+ * import { OpenAiResponses } from "effect-agent/providers"
  *
  * const Gpt5 = OpenAiResponses.layer({ model: "gpt-5", reasoning: { effort: "medium", summary: "auto" } }).pipe(
  *   Layer.provide(NodeHttpClient.layerUndici)
@@ -32,11 +32,12 @@ import { Effect, Layer, Result, Schema } from "effect"
 import { type AiError, LanguageModel, OpenAiStructuredOutput, type Prompt, type Response, Tool } from "effect/ai"
 import type { Sse } from "effect/encoding"
 import * as ToolArguments from "../ToolArguments.ts"
-import * as PromptEncoding from "./PromptEncoding.ts"
-import * as ProviderConfig from "./ProviderConfig.ts"
-import * as ProviderError from "./ProviderError.ts"
-import * as ResponseParts from "./ResponseParts.ts"
-import * as SseTransport from "./SseTransport.ts"
+import * as PromptEncoding from "./internal/PromptEncoding.ts"
+import * as ProviderError from "./internal/ProviderError.ts"
+import * as ResponseParts from "./internal/ResponseParts.ts"
+import * as Settings from "./internal/Settings.ts"
+import * as SseTransport from "./internal/SseTransport.ts"
+import type * as Provider from "./Provider.ts"
 
 const provider = "OpenAiResponses"
 
@@ -44,8 +45,9 @@ const provider = "OpenAiResponses"
  * Options of the Responses layer.
  *
  * @since 0.1.0
+ * @category options
  */
-export interface Options extends ProviderConfig.Options {
+export interface Options extends Provider.Options {
   /**
    * Reasoning settings for reasoning models. Setting it also asks for the
    * encrypted reasoning content (when `store` is false), so that reasoning is
@@ -64,21 +66,22 @@ export interface Options extends ProviderConfig.Options {
 /**
  * Builds the `LanguageModel` service. Needs an `HttpClient`; the API key is
  * read from `OPENAI_API_KEY` when not given. OpenAI's own API needs one (the
- * layer fails with `ProviderConfig.MissingApiKey` when there is none); a
+ * layer fails with `Provider.MissingApiKey` when there is none); a
  * compatible server at another `baseUrl` may need none.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = Effect.fnUntraced(function*(options: Options) {
-  const settings = yield* ProviderConfig.resolve(options, {
+  const settings = yield* Settings.resolve(options, {
     provider,
     baseUrl: "https://api.openai.com/v1",
     envVar: "OPENAI_API_KEY",
-    keyRequired: ProviderConfig.isOpenAi
+    keyRequired: Settings.isOpenAi
   })
   const store = options.store ?? false
   const encodeMessage = PromptEncoding.memo((message: Prompt.Message) => encodeInputItems(message, store))
-  const request = ProviderConfig.bearerRequest(settings, "/responses")
+  const request = Settings.bearerRequest(settings, "/responses")
 
   const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
     const input: Array<InputItem> = []
@@ -118,6 +121,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
  * The Responses `LanguageModel` as a layer.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (options: Options) => Layer.effect(LanguageModel.LanguageModel, make(options))
 
@@ -361,7 +365,7 @@ type Out = Array<Response.StreamPartEncoded>
 class ResponsesDecoder implements SseTransport.EventDecoder {
   readonly terminal = "response.completed"
   finished = false
-  private readonly settings: ProviderConfig.Settings
+  private readonly settings: Settings.Settings
   private modelId: string | undefined
   private metadataSent = false
   private readonly texts = new Map<string, Array<string>>()
@@ -369,7 +373,7 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
   private readonly calls = new Map<string, PendingCall>()
   private sawToolCall = false
 
-  constructor(settings: ProviderConfig.Settings) {
+  constructor(settings: Settings.Settings) {
     this.settings = settings
   }
 

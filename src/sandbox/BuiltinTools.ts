@@ -17,7 +17,7 @@
  * @example
  * ```ts
  * import { Layer } from "effect"
- * import { BuiltinTools, Sandbox } from "effect-agent"
+ * import { BuiltinTools, Sandbox } from "effect-agent/sandbox"
  *
  * const toolkit = BuiltinTools.make({ requireApproval: true })
  * const handlers = BuiltinTools.layer.pipe(Layer.provide(Sandbox.memory({ "a.txt": "hi\n" })))

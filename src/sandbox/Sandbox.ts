@@ -26,7 +26,7 @@
  * ```ts
  * import { NodeServices } from "@effect/platform-node"
  * import { Effect, Layer } from "effect"
- * import { Sandbox } from "effect-agent"
+ * import { Sandbox } from "effect-agent/sandbox"
  *
  * const program = Effect.gen(function*() {
  *   const sandbox = yield* Sandbox.Sandbox
@@ -308,7 +308,7 @@ const fallBack = (
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Sandbox } from "effect-agent"
+ * import { Sandbox } from "effect-agent/sandbox"
  *
  * const program = Effect.flatMap(Sandbox.Sandbox, (sandbox) => sandbox.readFile("src/a.ts"))
  * program.pipe(Effect.provide(Sandbox.memory({ "src/a.ts": "export const a = 1\n" })))

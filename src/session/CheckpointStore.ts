@@ -38,7 +38,7 @@
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { CheckpointStore } from "effect-agent"
+ * import { CheckpointStore } from "effect-agent/session"
  *
  * const program = Effect.gen(function*() {
  *   const store = yield* CheckpointStore.fileSystem(".sessions")

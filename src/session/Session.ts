@@ -34,7 +34,7 @@
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { CheckpointStore, Session } from "effect-agent"
+ * import { CheckpointStore, Session } from "effect-agent/session"
  *
  * // the first time it starts the session; after a crash it resumes it; once it has finished, its result
  * const tidy = Effect.gen(function*() {
@@ -246,7 +246,7 @@ const naturalEnd = (state: RunState.RunState): Outcome.Outcome =>
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { CheckpointStore, Session } from "effect-agent"
+ * import { CheckpointStore, Session } from "effect-agent/session"
  *
  * const research = Effect.gen(function*() {
  *   const store = yield* CheckpointStore.fileSystem(".sessions")

@@ -21,7 +21,8 @@
  *
  * @example
  * ```ts
- * import { Agent, Trajectory } from "effect-agent"
+ * import { Agent } from "effect-agent"
+ * import { Trajectory } from "effect-agent/session"
  *
  * const run = Agent.run({ prompt: "Plan a trip", plugins: [Trajectory.ndjson("trip.ndjson")] })
  * ```

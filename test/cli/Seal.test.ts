@@ -5,8 +5,8 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Path } from "effect"
-import { Seal } from "effect-agent/cli"
 import * as Fs from "node:fs"
+import * as Seal from "../../src/cli/internal/Seal.ts"
 
 const withState = <A, E>(test: (state: string) => Effect.Effect<A, E, FileSystem.FileSystem | Path.Path>) =>
   Effect.gen(function*() {

@@ -10,10 +10,12 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FileSystem, Layer, Schema, type Scope } from "effect"
-import { Sandbox } from "effect-agent"
-import { Seal, Settings } from "effect-agent/cli"
+import { Sandbox } from "effect-agent/sandbox"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
+import * as Seal from "../../src/cli/internal/Seal.ts"
+import * as SessionFiles from "../../src/cli/internal/SessionFiles.ts"
+import type * as Target from "../../src/cli/internal/Target.ts"
 import { root } from "./build.ts"
 import { runCommand } from "./inProcess.ts"
 import { stateHome } from "./support.ts"
@@ -235,7 +237,7 @@ describe("(c) a rewritten run.json", () => {
       assert.strictEqual(first.code, 0, first.stderr)
       const marker = `${home}/pwned`
       const saved = JSON.parse(yield* readFile(`${session}/run.json`))
-      const forged: Settings.Target = {
+      const forged: Target.Target = {
         ...saved.target,
         mcp: [`sh -c 'env > ${marker}'`],
         baseUrl: "http://127.0.0.1:9/v1",
@@ -262,7 +264,7 @@ describe("(c) a rewritten run.json", () => {
 
       // with the key (an attacker who read it): what widens the agent's reach is not taken from the file
       const key = yield* Seal.key({ XDG_STATE_HOME: stateHome }).pipe(Effect.provide(NodeServices.layer))
-      const content = Schema.encodeSync(Settings.SessionFile)({ version: 1, target: forged })
+      const content = Schema.encodeSync(SessionFiles.SessionFile)({ version: 1, target: forged })
       yield* fs.writeFileString(
         `${session}/run.json`,
         JSON.stringify({ ...content, seal: Seal.sign(key, JSON.stringify(content)) })

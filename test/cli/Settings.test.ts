@@ -2,12 +2,14 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Option, Redacted, Result } from "effect"
 import { AgentConfig } from "effect-agent"
-import { Settings } from "effect-agent/cli"
+import * as Flags from "../../src/cli/internal/Flags.ts"
+import * as SessionFiles from "../../src/cli/internal/SessionFiles.ts"
+import * as Settings from "../../src/cli/internal/Settings.ts"
 import { stateHome } from "./support.ts"
 
 const none = Option.none()
 
-const flags = (given: Partial<Settings.Flags> = {}): Settings.Flags => ({
+const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   task: Option.some("do it"),
   system: none,
   provider: none,
@@ -35,10 +37,10 @@ const flags = (given: Partial<Settings.Flags> = {}): Settings.Flags => ({
 
 const keys = { OPENAI_API_KEY: "sk-openai", ANTHROPIC_API_KEY: "sk-ant", WORK_KEY: "sk-work", XDG_STATE_HOME: stateHome }
 
-const resolve = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
+const resolve = (given: Partial<Flags.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
   Settings.resolve(flags(given), { cwd: "/work/here", env, stdinIsTerminal }).pipe(Effect.provide(NodeServices.layer))
 
-const problem = (given: Partial<Settings.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
+const problem = (given: Partial<Flags.Flags>, stdinIsTerminal = false, env: Record<string, string> = keys) =>
   Effect.map(Effect.flip(resolve(given, stdinIsTerminal, env)), (failure) => [failure.code, failure.message] as const)
 
 const some = Option.some
@@ -86,7 +88,7 @@ describe("Settings.resolve", () => {
         [22, "--max-turns: must be an integer from 1 to 200; got 2.5"]
       )
       // impossible limits are refused, naming the flag and the range
-      const impossible: ReadonlyArray<readonly [Partial<Settings.Flags>, string]> = [
+      const impossible: ReadonlyArray<readonly [Partial<Flags.Flags>, string]> = [
         [{ maxTurns: some(-1) }, "--max-turns: -1 is not a limit a run can have; give 1 to 200"],
         [{ maxTurns: some(0) }, "--max-turns: 0 is not a limit a run can have; give 1 to 200"],
         [{ maxCost: some(-3) }, "--max-cost: -3 is not a limit a run can have; give 0.0001 to 1,000 (US dollars)"],
@@ -144,17 +146,17 @@ describe("Settings.resolve", () => {
 
   it("durations: seconds by default, or ms, s, m, h", () => {
     assert.deepStrictEqual(
-      ["90", "1500ms", "90s", "2.5m", "2h", "5 m", "-1", "1d", ""].map(Settings.parseDuration),
+      ["90", "1500ms", "90s", "2.5m", "2h", "5 m", "-1", "1d", ""].map(Flags.parseDuration),
       [90_000, 1500, 90_000, 150_000, 7_200_000, 300_000, undefined, undefined, undefined]
     )
   })
 
   it("--mcp command lines are split into words as a shell would", () => {
     assert.deepStrictEqual(
-      Settings.mcpArgv(`npx -y "@scope/server x" 'a b' c\\ d`),
+      Flags.mcpArgv(`npx -y "@scope/server x" 'a b' c\\ d`),
       Result.succeed(["npx", "-y", "@scope/server x", "a b", "c d"] as const)
     )
-    assert.deepStrictEqual(Settings.mcpArgv("  "), Result.fail("the command is empty"))
+    assert.deepStrictEqual(Flags.mcpArgv("  "), Result.fail("the command is empty"))
   })
 
   it.effect("--tools: builtin, none, or names", () =>
@@ -170,7 +172,7 @@ describe("Settings.resolve", () => {
 
   it.effect("flags that do not go together, or say nothing, are config errors that name the flag", () =>
     Effect.gen(function*() {
-      const cases: ReadonlyArray<readonly [Partial<Settings.Flags>, string]> = [
+      const cases: ReadonlyArray<readonly [Partial<Flags.Flags>, string]> = [
         [{ sandbox: some("none"), tools: some("bash") }, "--sandbox none leaves no sandbox for the built-in tools: add --tools none, or choose a sandbox"],
         [{ provider: some("scripted") }, "--provider scripted needs --script FILE (the replies, as JSON)"],
         [{ script: some("s.json") }, "--script is for --provider scripted"],
@@ -201,8 +203,8 @@ describe("Settings.resolve", () => {
         tools: some("read_file"),
         maxTurns: some(10)
       })
-      yield* Settings.writeSessionFile(`${dir}/s`, first.target, keys)
-      const again = yield* Effect.flip(Settings.writeSessionFile(`${dir}/s`, first.target, keys))
+      yield* SessionFiles.writeSessionFile(`${dir}/s`, first.target, keys)
+      const again = yield* Effect.flip(SessionFiles.writeSessionFile(`${dir}/s`, first.target, keys))
       assert.deepStrictEqual(
         [again.code, again.message],
         [22, `--session-dir: ${dir}/s already holds a session: resume it with --resume ${dir}/s, or choose another directory`]

@@ -2,7 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, Option, type Terminal } from "effect"
 import { TestClock } from "effect/testing"
 import { AgentError, type AgentEvent, Message, type Outcome, RunState } from "effect-agent"
-import { TerminalInput, View } from "effect-agent/cli"
+import * as TerminalInput from "../../src/cli/internal/TerminalInput.ts"
+import * as View from "../../src/cli/internal/View.ts"
 import { Screen } from "./screen.ts"
 
 const usage = (input: number, output: number, cost: number): Message.Usage => ({

@@ -6,7 +6,8 @@
  */
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { Effect, Layer, Queue, Stdio, Stream, Terminal } from "effect"
-import { Cli, ExitCode, Io } from "effect-agent/cli"
+import { Cli, ExitCode } from "effect-agent/cli"
+import * as Io from "../../src/cli/internal/Io.ts"
 import { stateHome } from "./support.ts"
 
 export interface Options {

@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Redacted } from "effect"
 import { LanguageModel, Tool } from "effect/ai"
-import { Anthropic, Message } from "../../src/index.ts"
+import { Message } from "effect-agent"
+import { Anthropic } from "effect-agent/providers"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 

@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Config, ConfigProvider, Effect, Exit, Layer, Redacted } from "effect"
 import { type LanguageModel } from "effect/ai"
 import { HttpClient } from "effect/http"
-import { Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig } from "../../src/index.ts"
+import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
@@ -75,7 +75,7 @@ describe("a missing API key", () => {
       Effect.gen(function*() {
         for (const env of [{}, { [variable]: "" }]) {
           const error = yield* buildFailure(layer, env)
-          assert(error instanceof ProviderConfig.MissingApiKey, `got ${String(error)}`)
+          assert(error instanceof Provider.MissingApiKey, `got ${String(error)}`)
           assert.deepStrictEqual({ ...error }, { _tag: "MissingApiKey", provider, variable, baseUrl })
           assert.strictEqual(error.message, `${variable} is not set: ${provider} needs an API key for ${baseUrl}`)
         }
@@ -87,7 +87,7 @@ describe("a missing API key", () => {
     Effect.gen(function*() {
       for (const baseUrl of ["https://api.openai.com/v1/", "https://API.OPENAI.COM/v1", "https://api.openai.com"]) {
         const error = yield* buildFailure(OpenAiChat.layer({ model: "gpt-4o", baseUrl }))
-        assert(error instanceof ProviderConfig.MissingApiKey)
+        assert(error instanceof Provider.MissingApiKey)
       }
       yield* builds(OpenAiChat.layer({ model: "llama3.1", baseUrl: "http://localhost:11434/v1" }))
       yield* builds(OpenAiResponses.layer({ model: "gpt-oss", baseUrl: "http://localhost:8000/v1" }))
@@ -102,7 +102,7 @@ describe("a missing API key", () => {
         apiKey: Config.Redacted("MY_PROXY_KEY")
       })
       const error = yield* buildFailure(layer, { OPENAI_API_KEY: "sk-unrelated" })
-      assert(error instanceof ProviderConfig.MissingApiKey)
+      assert(error instanceof Provider.MissingApiKey)
       assert.deepStrictEqual({ ...error }, {
         _tag: "MissingApiKey",
         provider: "OpenAiChat",

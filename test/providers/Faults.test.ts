@@ -3,18 +3,16 @@ import { Context, Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Stream 
 import { AiError, type LanguageModel } from "effect/ai"
 import { HttpClient, HttpClientRequest, HttpServerResponse } from "effect/http"
 import { TestClock } from "effect/testing"
-import { Anthropic, OpenAiChat, OpenAiResponses } from "../../src/index.ts"
-import type * as ProviderConfig from "../../src/providers/ProviderConfig.ts"
-import * as RetryModule from "../../src/providers/Retry.ts"
-import * as SseTransport from "../../src/providers/SseTransport.ts"
-import type * as Retry from "../../src/providers/Retry.ts"
+import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
+import * as RetrySchedule from "../../src/providers/internal/RetrySchedule.ts"
+import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
 interface Provider {
   readonly name: string
   readonly layer: (
-    options: Omit<ProviderConfig.Options, "model">
+    options: Omit<Provider.Options, "model">
   ) => Layer.Layer<LanguageModel.LanguageModel, unknown>
   readonly fixture: string
   /** An event that lacks a required field. */
@@ -23,7 +21,7 @@ interface Provider {
   readonly keepAlive: string
 }
 
-const common = (options: Omit<ProviderConfig.Options, "model">) => ({ apiKey: Redacted.make(ProviderTest.apiKey), ...options })
+const common = (options: Omit<Provider.Options, "model">) => ({ apiKey: Redacted.make(ProviderTest.apiKey), ...options })
 
 const providers: ReadonlyArray<Provider> = [
   {
@@ -82,9 +80,9 @@ const midEvent = (text: string, fraction: number) => {
 const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
   Effect.succeed(HttpServerResponse.jsonUnsafe(body, { status, headers }))
 
-const retryRecorder = Effect.map(Queue.unbounded<Retry.RetryInfo>(), (queue) => ({
+const retryRecorder = Effect.map(Queue.unbounded<Provider.RetryInfo>(), (queue) => ({
   queue,
-  onRetry: (info: Retry.RetryInfo) => Effect.asVoid(Queue.offer(queue, info))
+  onRetry: (info: Provider.RetryInfo) => Effect.asVoid(Queue.offer(queue, info))
 }))
 
 /** The failure of one call to a provider whose server streams `body`. */
@@ -155,7 +153,7 @@ describe("provider faults", () => {
       assert.strictEqual(retry.error.reason._tag, "InternalProviderError")
       assert.deepStrictEqual(retry.reason, { _tag: "HttpStatus", status: 503 })
       assert.strictEqual(retry.maxRetries, 4)
-      assert.strictEqual(RetryModule.describe(retry), "retrying in 2.5 s after 503 (1 of 4)")
+      assert.strictEqual(Provider.describeRetry(retry), "retrying in 2.5 s after 503 (1 of 4)")
       yield* settle
       yield* TestClock.adjust("2500 millis")
       yield* Fiber.join(fiber)
@@ -196,7 +194,7 @@ describe("provider faults", () => {
     Effect.gen(function*() {
       // A port that was just free: nothing listens there.
       const closed = yield* Effect.scoped(TestServer.start(() => json(200, {})))
-      const retries: Array<Retry.RetryInfo> = []
+      const retries: Array<Provider.RetryInfo> = []
       const error = yield* failure(ProviderTest.generate("hi").pipe(
         Effect.provide(chat!.layer({
           baseUrl: closed.baseUrl,
@@ -212,7 +210,7 @@ describe("provider faults", () => {
         [1, 2, { _tag: "Network", description: "connection refused" }],
         [2, 2, { _tag: "Network", description: "connection refused" }]
       ])
-      assert.match(RetryModule.describe(retries[1]!), /^retrying in 0\.0 s after connection refused \(2 of 2\)$/)
+      assert.match(Provider.describeRetry(retries[1]!), /^retrying in 0\.0 s after connection refused \(2 of 2\)$/)
       assert(error.reason._tag === "NetworkError")
       assert.strictEqual(error.reason.description, "connection refused")
       assert.strictEqual(error.message.split("TransportError").length, 2, error.message)
@@ -512,7 +510,7 @@ describe("provider faults", () => {
       const server = yield* TestServer.start(() =>
         Effect.as(TestClock.withLive(Effect.sleep("500 millis")), HttpServerResponse.text("too late", { status: 500 }))
       )
-      const retries: Array<Retry.RetryInfo> = []
+      const retries: Array<Provider.RetryInfo> = []
       const fiber = yield* ProviderTest.generate("hi").pipe(
         Effect.provide(chat!.layer({
           baseUrl: server.baseUrl,
@@ -564,7 +562,7 @@ describe("provider faults", () => {
         provider: "Test",
         client,
         request: HttpClientRequest.post(`${server.baseUrl}/`),
-        retry: RetryModule.schedule({ maxRetries: 0 }),
+        retry: RetrySchedule.schedule({ maxRetries: 0 }),
         idleTimeout: Duration.seconds(30),
         responseTimeout: Duration.minutes(1),
         maxResponseBytes: 1024,

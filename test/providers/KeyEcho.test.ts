@@ -10,10 +10,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Redacted, Schema, Stream } from "effect"
 import { AiError, type LanguageModel } from "effect/ai"
 import { HttpServerResponse } from "effect/http"
-import { Agent, AgentEvent, Anthropic, OpenAiChat, OpenAiResponses, ToolRegistry } from "../../src/index.ts"
-import type * as ProviderConfig from "../../src/providers/ProviderConfig.ts"
-import * as Redaction from "../../src/providers/Redaction.ts"
-import type * as Retry from "../../src/providers/Retry.ts"
+import { Agent, AgentEvent, ToolRegistry } from "effect-agent"
+import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
+import * as Redaction from "../../src/providers/internal/Redaction.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
@@ -77,7 +76,7 @@ const renderings = (error: AiError.AiError, cause: Cause.Cause<unknown>) => ({
 
 interface Provider {
   readonly name: string
-  readonly layer: (options: Omit<ProviderConfig.Options, "model">) => Layer.Layer<LanguageModel.LanguageModel, unknown>
+  readonly layer: (options: Omit<Provider.Options, "model">) => Layer.Layer<LanguageModel.LanguageModel, unknown>
   readonly fixture: string
   /** An error event whose message is `message`, as raw JSON text (so it can hold escapes). */
   readonly errorEvent: (message: string) => string
@@ -85,7 +84,7 @@ interface Provider {
   readonly wrongType: (value: string) => string
 }
 
-const options = (extra: Omit<ProviderConfig.Options, "model">) => ({
+const options = (extra: Omit<Provider.Options, "model">) => ({
   apiKey: Redacted.make(key),
   retry: { maxRetries: 0 },
   ...extra
@@ -250,7 +249,7 @@ describe("an API key a server echoes never reaches a failure", () => {
                 : TestServer.sse(TestServer.fixture(provider.fixture))
             )
           )
-          const seen: Array<Retry.RetryInfo> = []
+          const seen: Array<Provider.RetryInfo> = []
           yield* ProviderTest.generate("hi").pipe(
             Effect.provide(provider.layer({
               baseUrl: server.baseUrl,

@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Redacted } from "effect"
 import { Tool } from "effect/ai"
-import { OpenAiChat, ToolArguments } from "../../src/index.ts"
+import { ToolArguments } from "effect-agent"
+import { OpenAiChat } from "effect-agent/providers"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { Tool } from "effect/ai"
-import { OpenAiResponses } from "../../src/index.ts"
+import { OpenAiResponses } from "effect-agent/providers"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 

@@ -6,7 +6,7 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { Schema, Stream } from "effect"
 import { LanguageModel, type Prompt, type Response, Tool, Toolkit } from "effect/ai"
-import { Message, ToolArguments } from "../../src/index.ts"
+import { Message, ToolArguments } from "effect-agent"
 
 export const apiKey = "sk-test-4f9c2a7e1b3d"
 

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
-import { Sandbox } from "effect-agent"
+import { Sandbox } from "effect-agent/sandbox"
 
 const memory = Effect.provide(
   Effect.service(Sandbox.Sandbox),

@@ -2,7 +2,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, FileSystem, Layer, Path } from "effect"
 import { readFileSync } from "node:fs"
-import { Sandbox } from "effect-agent"
+import { Sandbox } from "effect-agent/sandbox"
 import {
   bubblewrapLayer,
   eventually,

@@ -1,7 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer } from "effect"
-import { Sandbox } from "effect-agent"
+import { Sandbox } from "effect-agent/sandbox"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import { bubblewrapLayer, localLayer, makeWorkspace, outsideState, type Workspace } from "./fixtures.ts"

@@ -6,7 +6,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { Effect, FileSystem, Layer, Path } from "effect"
 import { readdirSync, readFileSync } from "node:fs"
-import { Sandbox } from "effect-agent"
+import { Sandbox } from "effect-agent/sandbox"
 
 export interface Workspace {
   /** The workspace root (real path). */

@@ -17,7 +17,8 @@
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect, Layer, Path } from "effect"
-import { Approvals, CheckpointStore, type Hooks, Session, Steering, Trajectory } from "effect-agent"
+import { Approvals, type Hooks, Steering } from "effect-agent"
+import { CheckpointStore, Session, Trajectory } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { endless, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 

@@ -19,6 +19,7 @@
  */
 import { Data, Effect, FileSystem, Option, Path, type PlatformError } from "effect"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import { stateDirectory } from "../../internal/stateDirectory.ts"
 
 /**
  * The key could not be read or created, or is unsafe to use.
@@ -34,12 +35,8 @@ export class SealError extends Data.TaggedError("SealError")<{ readonly message:
  * @since 0.1.0
  */
 export const keyPath = (path: Path.Path, env: Readonly<Record<string, string | undefined>>): string | undefined => {
-  const state = env.XDG_STATE_HOME
-  if (state !== undefined && path.isAbsolute(state)) return path.join(state, "effect-agent", "secret")
-  const home = env.HOME
-  return home === undefined || !path.isAbsolute(home)
-    ? undefined
-    : path.join(home, ".local", "state", "effect-agent", "secret")
+  const dir = stateDirectory(path, env)
+  return dir === undefined ? undefined : path.join(dir, "secret")
 }
 
 const keyText = /^[0-9a-f]{64}\n?$/

@@ -1,5 +1,5 @@
 /**
- * The command tree of `effect-agent`, on `effect/cli`:
+ * The subcommands of `effect-agent`, on `effect/cli` (the tree is `Cli.root`):
  *
  * - `effect-agent run`: run an agent (see `Runner`).
  * - `effect-agent demo`: the offline demo.
@@ -10,12 +10,12 @@
  */
 import { Effect, FileSystem, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
-import * as Message from "../Message.ts"
+import * as Message from "../../Message.ts"
+import { codes, ExitWith } from "../ExitCode.ts"
 import * as Demo from "./Demo.ts"
-import { codes, ExitWith } from "./ExitCode.ts"
+import * as Flags from "./Flags.ts"
 import * as Io from "./Io.ts"
 import * as Runner from "./Runner.ts"
-import * as Settings from "./Settings.ts"
 import * as View from "./View.ts"
 
 // -----------------------------------------------------------------------------
@@ -27,7 +27,7 @@ import * as View from "./View.ts"
  *
  * @since 0.1.0
  */
-export const run = Command.make("run", Settings.flags, Runner.run).pipe(
+export const run = Command.make("run", Flags.flags, Runner.run).pipe(
   Command.withDescription("Run an agent on a task, with live progress, approvals and steering on stdin, and resume"),
   Command.withExamples([
     { command: "effect-agent run --task \"Fix the failing test\"", description: "OpenAI (OPENAI_API_KEY)" },
@@ -112,8 +112,8 @@ const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, v
 export const packageInfo = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
-  // src/cli/ and dist/cli/ are both two levels below the package root.
-  const file = yield* path.fromFileUrl(new URL("../../package.json", import.meta.url))
+  // src/cli/internal/ and dist/cli/internal/ are both three levels below the package root.
+  const file = yield* path.fromFileUrl(new URL("../../../package.json", import.meta.url))
   return yield* Schema.decodeUnknownEffect(PackageJson)(yield* fs.readFileString(file))
 }).pipe(Effect.orDie)
 
@@ -140,18 +140,8 @@ export const version = Command.make("version", {
   })).pipe(Command.withDescription("Print the version (--json: with the capabilities and exit codes)"))
 
 // -----------------------------------------------------------------------------
-// The command
+// Output
 // -----------------------------------------------------------------------------
-
-/**
- * `effect-agent` and its subcommands.
- *
- * @since 0.1.0
- */
-export const root = Command.make("effect-agent").pipe(
-  Command.withDescription("A typed agent runtime: run agents from the shell, in CI and from other programs"),
-  Command.withSubcommands([run, demo, version])
-)
 
 /**
  * Where effect/cli's output goes: help on stdout; invalid flags on stderr,

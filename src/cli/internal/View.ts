@@ -18,10 +18,10 @@
  */
 import { Clock, Effect, Schedule, type Scope } from "effect"
 import { CliOutput } from "effect/cli"
-import type * as AgentEvent from "../AgentEvent.ts"
-import type * as Hooks from "../Hooks.ts"
-import * as Message from "../Message.ts"
-import type { Outcome } from "../Outcome.ts"
+import type * as AgentEvent from "../../AgentEvent.ts"
+import type * as Hooks from "../../Hooks.ts"
+import * as Message from "../../Message.ts"
+import type { Outcome } from "../../Outcome.ts"
 
 /**
  * A view of a run.

@@ -30,7 +30,7 @@
  */
 import { Effect, FileSystem, Schema } from "effect"
 import { AiError } from "effect/ai"
-import type * as ScriptedModel from "../testing/ScriptedModel.ts"
+import type * as ScriptedModel from "../../testing/ScriptedModel.ts"
 
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 

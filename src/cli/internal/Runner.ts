@@ -34,32 +34,35 @@ import {
 import { LanguageModel, type McpClientError } from "effect/ai"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
-import * as Agent from "../Agent.ts"
-import type { AgentError } from "../AgentError.ts"
-import * as AgentEvent from "../AgentEvent.ts"
-import * as Approvals from "../Approvals.ts"
-import type * as Hooks from "../Hooks.ts"
-import * as Message from "../Message.ts"
-import type { Outcome } from "../Outcome.ts"
-import * as Anthropic from "../providers/Anthropic.ts"
-import * as OpenAiChat from "../providers/OpenAiChat.ts"
-import * as OpenAiResponses from "../providers/OpenAiResponses.ts"
-import type * as ProviderConfig from "../providers/ProviderConfig.ts"
-import * as Retry from "../providers/Retry.ts"
-import type * as RunState from "../RunState.ts"
-import * as BuiltinTools from "../sandbox/BuiltinTools.ts"
-import * as Sandbox from "../sandbox/Sandbox.ts"
-import * as CheckpointStore from "../session/CheckpointStore.ts"
-import * as Session from "../session/Session.ts"
-import * as Trajectory from "../session/Trajectory.ts"
-import * as Steering from "../Steering.ts"
-import * as ScriptedModel from "../testing/ScriptedModel.ts"
-import * as ToolRegistry from "../ToolRegistry.ts"
-import * as Control from "./Control.ts"
-import { codes, type ExitCode, ExitWith, Failure, fromOutcome, OnInterrupt } from "./ExitCode.ts"
-import { Io } from "./Io.ts"
+import * as Agent from "../../Agent.ts"
+import type { AgentError } from "../../AgentError.ts"
+import * as AgentEvent from "../../AgentEvent.ts"
+import * as Approvals from "../../Approvals.ts"
+import type * as Hooks from "../../Hooks.ts"
+import * as Message from "../../Message.ts"
+import type { Outcome } from "../../Outcome.ts"
+import * as Anthropic from "../../providers/Anthropic.ts"
+import * as OpenAiChat from "../../providers/OpenAiChat.ts"
+import * as OpenAiResponses from "../../providers/OpenAiResponses.ts"
+import * as Provider from "../../providers/Provider.ts"
+import type * as RunState from "../../RunState.ts"
+import * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
+import * as Sandbox from "../../sandbox/Sandbox.ts"
+import * as CheckpointStore from "../../session/CheckpointStore.ts"
+import * as Session from "../../session/Session.ts"
+import * as Trajectory from "../../session/Trajectory.ts"
+import * as Steering from "../../Steering.ts"
+import * as ScriptedModel from "../../testing/ScriptedModel.ts"
+import * as ToolRegistry from "../../ToolRegistry.ts"
+import * as Control from "../Control.ts"
+import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
+import { configError, resumeFailure } from "./Failure.ts"
+import * as Flags from "./Flags.ts"
+import { Io, type Service as IoService } from "./Io.ts"
 import * as ScriptFile from "./ScriptFile.ts"
+import * as SessionFiles from "./SessionFiles.ts"
 import * as Settings from "./Settings.ts"
+import type * as Target from "./Target.ts"
 import * as TerminalInput from "./TerminalInput.ts"
 import * as View from "./View.ts"
 
@@ -69,7 +72,6 @@ import * as View from "./View.ts"
  * @since 0.1.0
  */
 export type Requirements =
-  | Io
   | Stdio.Stdio
   | FileSystem.FileSystem
   | Path.Path
@@ -77,19 +79,17 @@ export type Requirements =
   | HttpClient.HttpClient
   | Terminal.Terminal
 
-const configError = (message: string) => new Failure({ code: codes.configError, message })
-
 // -----------------------------------------------------------------------------
 // The model
 // -----------------------------------------------------------------------------
 
 const providerLayer = (
-  target: Settings.Target,
+  target: Target.Target,
   apiKey: Redacted.Redacted<string> | undefined,
-  retry: Retry.Options
+  retry: Provider.RetryOptions
 ): Layer.Layer<
   LanguageModel.LanguageModel,
-  Config.ConfigError | ProviderConfig.MissingApiKey | ScriptFile.ScriptFileError,
+  Config.ConfigError | Provider.MissingApiKey | ScriptFile.ScriptFileError,
   HttpClient.HttpClient | FileSystem.FileSystem
 > => {
   const options = { model: target.model, baseUrl: target.baseUrl, apiKey, retry }
@@ -106,12 +106,12 @@ const providerLayer = (
 }
 
 /** What a retried failure was: its HTTP status, or the transport failure in words. */
-const retriedAfter = (reason: Retry.RetryReason): string =>
+const retriedAfter = (reason: Provider.RetryReason): string =>
   reason._tag === "HttpStatus" ? `${reason.status}` : `a network failure (${reason.description})`
 
 /** The provider's retries, shown in the view as they happen. */
-const showRetries = (view: View.View): Retry.Options => ({
-  maxRetries: Retry.defaultPolicy.maxRetries,
+const showRetries = (view: View.View): Provider.RetryOptions => ({
+  maxRetries: Provider.defaultRetryPolicy.maxRetries,
   onRetry: (info) =>
     Effect.flatMap(Clock.currentTimeMillis, (timestamp) =>
       Effect.sync(() =>
@@ -131,7 +131,7 @@ const showRetries = (view: View.View): Retry.Options => ({
  * command's environment, which is also where the layer reads anything else
  * (and without a key, finds none there either).
  */
-const model = (settings: Settings.Settings, env: Io["Service"]["env"], view: View.View) =>
+const model = (settings: Settings.Settings, env: IoService["env"], view: View.View) =>
   Layer.build(providerLayer(settings.target, settings.apiKey, showRetries(view))).pipe(
     Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
     Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...env })),
@@ -152,7 +152,7 @@ const model = (settings: Settings.Settings, env: Io["Service"]["env"], view: Vie
  * The variables commands must not read: the providers' keys, `--api-key-env`,
  * and every name that looks like a secret's (`Sandbox.isSecretName`).
  */
-const secretVariables = (target: Settings.Target): Array<string> => [
+const secretVariables = (target: Target.Target): Array<string> => [
   "OPENAI_API_KEY",
   "ANTHROPIC_API_KEY",
   ...(target.apiKeyEnv === undefined ? [] : [target.apiKeyEnv]),
@@ -160,7 +160,7 @@ const secretVariables = (target: Settings.Target): Array<string> => [
 ]
 
 /** `auto` does not fall back to local while secrets are in the environment; `--sandbox local` accepts it. */
-const sandboxLayer = (target: Settings.Target) => {
+const sandboxLayer = (target: Target.Target) => {
   switch (target.sandbox) {
     case "bubblewrap":
       return Sandbox.bubblewrap(target.workspace)
@@ -172,7 +172,7 @@ const sandboxLayer = (target: Settings.Target) => {
 }
 
 const sandboxFailure = (
-  target: Settings.Target,
+  target: Target.Target,
   error: Sandbox.SandboxError | Sandbox.IsolationUnavailableError
 ) => {
   if (error._tag !== "IsolationUnavailableError") {
@@ -188,7 +188,7 @@ const sandboxFailure = (
 }
 
 /** The built-in tools the target asks for, on its sandbox. */
-const builtinEntry = (target: Settings.Target) =>
+const builtinEntry = (target: Target.Target) =>
   Effect.gen(function*() {
     const handlers = yield* Layer.build(BuiltinTools.layer.pipe(Layer.provide(sandboxLayer(target)))).pipe(
       Effect.mapError((error) => sandboxFailure(target, error))
@@ -261,9 +261,9 @@ const mcpFailure = (error: McpClientError.McpClientError): string => {
   return errno === undefined || text.includes(errno) ? text : `${text} (${errno})`
 }
 
-const mcpEntry = (target: Settings.Target, command: string) =>
+const mcpEntry = (target: Target.Target, command: string) =>
   Effect.gen(function*() {
-    const argv = Settings.mcpArgv(command)
+    const argv = Flags.mcpArgv(command)
     if (Result.isFailure(argv)) return yield* configError(`--mcp ${JSON.stringify(command)}: ${argv.failure}`)
     const [program, ...args] = argv.success
     const watched = watchingSpawner(yield* ChildProcessSpawner.ChildProcessSpawner)
@@ -281,7 +281,7 @@ const mcpEntry = (target: Settings.Target, command: string) =>
   })
 
 /** The registry: built-in tools, then each MCP server's (a later tool replaces an earlier one of the same name). */
-const tools = (target: Settings.Target, note: (text: string) => void) =>
+const tools = (target: Target.Target, note: (text: string) => void) =>
   Effect.gen(function*() {
     const entries: Array<ToolRegistry.Entry> = []
     if (target.tools.length > 0) entries.push(yield* builtinEntry(target))
@@ -320,9 +320,9 @@ const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (
     const path = yield* Path.Path
     // In the workspace, a directory on the way could be a link the agent made to lead the file elsewhere.
     const dir = path.dirname(file)
-    if (Settings.isWithin(path, dir, workspace)) {
+    if (SessionFiles.isWithin(path, dir, workspace)) {
       const real = yield* Effect.all([fs.realPath(dir), fs.realPath(workspace)]).pipe(Effect.option)
-      if (Option.isSome(real) && !Settings.isWithin(path, real.value[0], real.value[1])) {
+      if (Option.isSome(real) && !SessionFiles.isWithin(path, real.value[0], real.value[1])) {
         return yield* configError(
           `--emit-jsonl: ${dir} is a link out of the workspace: the command does not write through it`
         )
@@ -492,7 +492,7 @@ const logger = (note: (text: string) => void) =>
 const makeView = (
   settings: Settings.Settings,
   input: boolean
-): Effect.Effect<View.View | View.LiveView, never, Io | Scope.Scope> =>
+): Effect.Effect<View.View | View.LiveView, never, Scope.Scope> =>
   Effect.gen(function*() {
     const io = yield* Io
     if (settings.quiet) return View.quiet(io.stderr.write)
@@ -510,7 +510,7 @@ const makeView = (
  *
  * @since 0.1.0
  */
-export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requirements> =>
+export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requirements> =>
   Effect.gen(function*() {
     const io = yield* Io
     const stdio = yield* Stdio.Stdio
@@ -600,29 +600,29 @@ export const run = (flags: Settings.Flags): Effect.Effect<void, ExitWith, Requir
       let resumeHint = ""
       const resumable = (dir: string) => {
         sessionDir = dir
-        resumeHint = Settings.resumeCommand(dir, settings.target, { cwd: io.cwd, env: io.env, stdinIsTerminal }, path)
+        resumeHint = SessionFiles.resumeCommand(dir, settings.target, { cwd: io.cwd, env: io.env }, path)
         onInterrupt.code = codes.interrupted
       }
       const start = Effect.gen(function*() {
         if (session === undefined) {
           return yield* Agent.run({ prompt: task ?? "", system: settings.system, config: settings.config, plugins, steering })
         }
-        const paths = Settings.sessionPaths(path, session.dir)
+        const paths = SessionFiles.sessionPaths(path, session.dir)
         const store = yield* CheckpointStore.fileSystem(paths.store)
         plugins.push(Trajectory.ndjson(paths.trajectory))
         if (session.resume) {
           yield* Effect.mapError(
-            store.load(Settings.sessionId),
-            (error) => new Failure({ code: codes.resumeFailure, message: `cannot resume ${session.dir}: ${error.message}` })
+            store.load(SessionFiles.sessionId),
+            (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
           )
           if (task !== undefined) yield* steering.followUp(task)
           resumable(session.dir)
-          return yield* Session.resume(Settings.sessionId, { store, config: settings.config, plugins, steering })
+          return yield* Session.resume(SessionFiles.sessionId, { store, config: settings.config, plugins, steering })
         }
-        yield* Settings.writeSessionFile(session.dir, settings.target, io.env)
+        yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env)
         resumable(session.dir)
         return yield* Session.run({
-          id: Settings.sessionId,
+          id: SessionFiles.sessionId,
           store,
           prompt: task ?? "",
           system: settings.system,

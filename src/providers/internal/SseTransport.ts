@@ -1,6 +1,6 @@
 /**
  * The streaming transport every provider shares: send one JSON request with
- * retries (see `Retry`), then read its Server-Sent Events body into
+ * retries (see `RetrySchedule`), then read its Server-Sent Events body into
  * `effect/ai` stream parts through the provider's {@link EventDecoder}. It
  * enforces the protocol rules the providers rely on:
  *
@@ -28,11 +28,11 @@ import { AiError, LanguageModel, type Response } from "effect/ai"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import * as PromptEncoding from "./PromptEncoding.ts"
-import type * as ProviderConfig from "./ProviderConfig.ts"
+import type * as Settings from "./Settings.ts"
 import * as ProviderError from "./ProviderError.ts"
 import * as Redaction from "./Redaction.ts"
 import * as ResponseParts from "./ResponseParts.ts"
-import * as Retry from "./Retry.ts"
+import * as RetrySchedule from "./RetrySchedule.ts"
 
 /**
  * Turns one provider's SSE events into stream parts. `push` appends the parts
@@ -58,7 +58,7 @@ export interface Options {
   readonly provider: string
   readonly client: HttpClient.HttpClient
   readonly request: HttpClientRequest.HttpClientRequest
-  /** The retry schedule (`Retry.schedule`). */
+  /** The retry schedule (`RetrySchedule.schedule`). */
   readonly retry: Schedule.Schedule<Duration.Duration, AiError.AiError>
   /** The longest wait for the response to start, or for the next complete event. */
   readonly idleTimeout: Duration.Duration
@@ -330,9 +330,9 @@ export interface WireFormat {
  *
  * @since 0.1.0
  */
-export const languageModel = Effect.fnUntraced(function*(settings: ProviderConfig.Settings, format: WireFormat) {
+export const languageModel = Effect.fnUntraced(function*(settings: Settings.Settings, format: WireFormat) {
   const client = yield* HttpClient.HttpClient
-  const retry = Retry.schedule(settings.retry)
+  const retry = RetrySchedule.schedule(settings.retry)
   const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
     Stream.unwrap(Effect.map(
       PromptEncoding.encodeRequest(format.provider, () => format.body(providerOptions)),

@@ -9,7 +9,7 @@
  */
 import { Effect, Stream } from "effect"
 import type { Response } from "effect/ai"
-import * as Pricing from "../Pricing.ts"
+import * as Pricing from "../../Pricing.ts"
 
 /**
  * The metadata key under which the finish part carries the call's cost:

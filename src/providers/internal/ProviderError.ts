@@ -14,7 +14,7 @@
 import { Duration } from "effect"
 import { AiError } from "effect/ai"
 import { Headers, type HttpClientError } from "effect/http"
-import * as Retry from "./Retry.ts"
+import * as RetrySchedule from "./RetrySchedule.ts"
 
 const maxBodyChars = 2000
 
@@ -106,7 +106,7 @@ export const fromResponse = (params: {
     if (parsed.code === "insufficient_quota" || parsed.type === "insufficient_quota") {
       return new AiError.QuotaExhaustedError({ http, metadata })
     }
-    const retryAfter = Retry.retryAfter(params.headers, params.nowMillis)
+    const retryAfter = RetrySchedule.retryAfter(params.headers, params.nowMillis)
     return new AiError.RateLimitError(retryAfter === undefined ? { http, metadata } : { http, metadata, retryAfter })
   }
   switch (status) {

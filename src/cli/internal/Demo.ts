@@ -9,11 +9,11 @@
  */
 import { Effect, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import * as Agent from "../Agent.ts"
-import * as Message from "../Message.ts"
-import * as Steering from "../Steering.ts"
-import * as ToolRegistry from "../ToolRegistry.ts"
-import * as ScriptedModel from "../testing/ScriptedModel.ts"
+import * as Agent from "../../Agent.ts"
+import * as Message from "../../Message.ts"
+import * as Steering from "../../Steering.ts"
+import * as ToolRegistry from "../../ToolRegistry.ts"
+import * as ScriptedModel from "../../testing/ScriptedModel.ts"
 import * as View from "./View.ts"
 
 // ---------------------------------------------------------------------------

@@ -38,13 +38,6 @@ export interface Service {
   readonly env: Readonly<Record<string, string | undefined>>
 }
 
-/**
- * The command's output streams and environment.
- *
- * @since 0.1.0
- */
-export class Io extends Context.Service<Io, Service>()("effect-agent/cli/Io") {}
-
 const output = (stream: NodeJS.WriteStream, dumb: boolean): Output => ({
   write: (text) => void stream.write(text),
   isTerminal: stream.isTTY === true && !dumb,
@@ -52,11 +45,11 @@ const output = (stream: NodeJS.WriteStream, dumb: boolean): Output => ({
 })
 
 /**
- * The process's streams.
+ * The process's streams, working directory and environment, as they are now.
  *
  * @since 0.1.0
  */
-export const layerProcess: Layer.Layer<Io> = Layer.sync(Io, () => {
+export const fromProcess = (): Service => {
   const dumb = process.env.TERM === "dumb"
   return {
     stdout: output(process.stdout, dumb),
@@ -65,4 +58,21 @@ export const layerProcess: Layer.Layer<Io> = Layer.sync(Io, () => {
     cwd: process.cwd(),
     env: process.env
   }
-})
+}
+
+/**
+ * The command's output streams and environment: by default the process's (as
+ * they are when the command first uses them), so that the command tree runs
+ * where it is mounted without more set-up; a test or a program that captures
+ * the command's output provides its own.
+ *
+ * @since 0.1.0
+ */
+export class Io extends Context.Reference<Service>("effect-agent/cli/Io", { defaultValue: fromProcess }) {}
+
+/**
+ * The process's streams, read when the layer is built.
+ *
+ * @since 0.1.0
+ */
+export const layerProcess: Layer.Layer<never> = Layer.sync(Io, fromProcess)

@@ -1,0 +1,133 @@
+/**
+ * The flags of `effect-agent run`, on `effect/cli`, and the parsers of the
+ * values they take that `effect/cli` does not parse: durations, MCP command
+ * lines and tool lists. What the flags mean together is `Settings`'s.
+ *
+ * @since 0.1.0
+ */
+import { Result } from "effect"
+import { type Command, Flag } from "effect/cli"
+import { CommandLine } from "effect/process"
+import * as Control from "../Control.ts"
+import { Approve, builtinTools, defaultModels, Provider, SandboxKind } from "./Target.ts"
+
+const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
+
+/**
+ * The flags of `effect-agent run`.
+ *
+ * @since 0.1.0
+ */
+export const flags = {
+  task: describe(Flag.optional(Flag.String("task")), "The task (else read from stdin; with --resume, a follow-up)"),
+  system: describe(Flag.optional(Flag.String("system")), "The system prompt"),
+  provider: describe(
+    Flag.optional(Flag.Literals("provider", Provider.literals)),
+    "The model provider (default openai)"
+  ),
+  model: describe(
+    Flag.optional(Flag.String("model")),
+    `The model id (default ${defaultModels.openai}, ${defaultModels["openai-responses"]}, ${defaultModels.anthropic})`
+  ),
+  baseUrl: describe(
+    Flag.optional(Flag.String("base-url")),
+    "The API root, e.g. http://localhost:11434/v1 for a local OpenAI-compatible server"
+  ),
+  apiKeyEnv: describe(
+    Flag.optional(Flag.String("api-key-env")),
+    "The environment variable holding the API key (default OPENAI_API_KEY, ANTHROPIC_API_KEY)"
+  ),
+  script: describe(
+    Flag.optional(Flag.String("script")),
+    "The script file of --provider scripted (replies as JSON; see the README)"
+  ),
+  workspace: describe(Flag.optional(Flag.String("workspace")), "The directory the tools work in (default: here)"),
+  sandbox: describe(
+    Flag.optional(Flag.Literals("sandbox", SandboxKind.literals)),
+    "Where commands run (default auto: bubblewrap where it works, else local)"
+  ),
+  tools: describe(
+    Flag.optional(Flag.String("tools")),
+    `Built-in tools: builtin (all), none, or names (${builtinTools.join(",")})`
+  ),
+  mcp: describe(Flag.atLeast(Flag.String("mcp"), 0), "An MCP server to start, as a command line (repeatable)"),
+  maxTurns: describe(Flag.optional(Flag.Int("max-turns")), "Model calls at most (1-200, default 50)"),
+  maxTokens: describe(Flag.optional(Flag.Int("max-tokens")), "Token budget (input and output)"),
+  maxCost: describe(Flag.optional(Flag.Finite("max-cost")), "Cost budget in US dollars"),
+  maxWall: describe(Flag.optional(Flag.String("max-wall")), "Wall-clock budget: 90 (seconds), 90s, 5m, 2h"),
+  approve: describe(
+    Flag.optional(Flag.Literals("approve", Approve.literals)),
+    "Calls that need approval (bash, write_file, edit_file, MCP tools): all, none (default), ask (decided on stdin)"
+  ),
+  sessionDir: describe(
+    Flag.optional(Flag.String("session-dir")),
+    "Save a checkpoint and the trajectory in this directory (outside the workspace), to resume later"
+  ),
+  resume: describe(Flag.optional(Flag.String("resume")), "Resume the session saved in this directory"),
+  emitJsonl: describe(
+    Flag.optional(Flag.String("emit-jsonl")),
+    "Write every event as a JSON line to this file, or - for stdout"
+  ),
+  quiet: describe(Flag.withDefault(Flag.Boolean("quiet"), false), "Show no progress on stderr"),
+  json: describe(Flag.withDefault(Flag.Boolean("json"), false), "Print the result as one JSON object on stdout"),
+  stdinEof: describe(
+    Flag.withDefault(Flag.Literals("stdin-eof", Control.OnEof.literals), "ignore"),
+    "What the end of stdin does to the run (default ignore)"
+  )
+}
+
+/**
+ * The flags of `effect-agent run`, as parsed.
+ *
+ * @since 0.1.0
+ */
+export type Flags = Command.Command.Config.Infer<typeof flags>
+
+const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
+
+/**
+ * A duration flag in milliseconds: `90` (seconds), `1500ms`, `90s`, `5m`,
+ * `2h`. (`Duration.Input` takes typed template strings, not a flag's text.)
+ *
+ * @since 0.1.0
+ */
+export const parseDuration = (text: string): number | undefined => {
+  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/.exec(text)
+  if (match === null) return undefined
+  return Number(match[1]) * units[match[2] ?? "s"]!
+}
+
+/**
+ * The argument vector of an `--mcp` command line (quotes group words).
+ *
+ * @since 0.1.0
+ */
+export const mcpArgv = (command: string): Result.Result<readonly [string, ...Array<string>], string> => {
+  // CommandLine.template splits a template's text the way a shell splits words; here the text is the flag's value.
+  const words = CommandLine.template(Object.assign([command], { raw: [command] }))
+  if (Result.isFailure(words)) return Result.fail(words.failure.message)
+  const argv = words.success.filter((word): word is string => typeof word === "string")
+  const [program, ...args] = argv
+  return program === undefined ? Result.fail("the command is empty") : Result.succeed([program, ...args])
+}
+
+/**
+ * The tools of a `--tools` value: `builtin` (all of them), `none`, or names
+ * of built-in tools, separated by commas.
+ *
+ * @since 0.1.0
+ */
+export const parseTools = (text: string): Result.Result<ReadonlyArray<string>, string> => {
+  const names = text.split(",").map((name) => name.trim()).filter((name) => name !== "")
+  if (names.length === 1 && names[0] === "none") return Result.succeed([])
+  const out = new Set<string>()
+  for (const name of names) {
+    if (name === "builtin") builtinTools.forEach((tool) => out.add(tool))
+    else if (builtinTools.includes(name)) out.add(name)
+    else {
+      const expected = `builtin, none, or some of ${builtinTools.join(", ")}`
+      return Result.fail(`unknown tool ${JSON.stringify(name)} (expected ${expected})`)
+    }
+  }
+  return Result.succeed(Array.from(out))
+}

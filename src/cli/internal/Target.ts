@@ -1,0 +1,105 @@
+/**
+ * What the agent of `effect-agent run` runs on: the provider and model, the
+ * API root and the name of the key's variable (never a key), the workspace,
+ * the sandbox, the built-in tools, MCP servers and approvals. A session saves
+ * it in its `run.json` (see `SessionFiles`). Also each provider's defaults.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
+
+/**
+ * The providers: `openai` (Chat Completions, and any compatible server),
+ * `openai-responses`, `anthropic`, and `scripted` (a script file, offline).
+ *
+ * @since 0.1.0
+ */
+export const Provider = Schema.Literals(["openai", "openai-responses", "anthropic", "scripted"])
+/** @since 0.1.0 */
+export type Provider = typeof Provider.Type
+
+/**
+ * The sandboxes: `auto` (bubblewrap where it works, else local), `bubblewrap`,
+ * `local`, or `none` (no built-in tools).
+ *
+ * @since 0.1.0
+ */
+export const SandboxKind = Schema.Literals(["auto", "bubblewrap", "local", "none"])
+/** @since 0.1.0 */
+export type SandboxKind = typeof SandboxKind.Type
+
+/**
+ * Which calls that need approval are approved: `all`, `none` (denied), or
+ * `ask` (decided on stdin).
+ *
+ * @since 0.1.0
+ */
+export const Approve = Schema.Literals(["all", "none", "ask"])
+/** @since 0.1.0 */
+export type Approve = typeof Approve.Type
+
+/**
+ * What the agent runs on; a session saves it in `run.json`.
+ *
+ * @since 0.1.0
+ */
+export const Target = Schema.Struct({
+  provider: Provider,
+  model: Schema.String,
+  baseUrl: Schema.optionalKey(Schema.String),
+  apiKeyEnv: Schema.optionalKey(Schema.String),
+  script: Schema.optionalKey(Schema.String),
+  workspace: Schema.String,
+  sandbox: SandboxKind,
+  tools: Schema.Array(Schema.String),
+  mcp: Schema.Array(Schema.String),
+  approve: Approve
+})
+/** @since 0.1.0 */
+export type Target = typeof Target.Type
+
+/**
+ * The default model of each provider.
+ *
+ * @since 0.1.0
+ */
+export const defaultModels: Record<Provider, string> = {
+  openai: "gpt-4o",
+  "openai-responses": "gpt-5-mini",
+  anthropic: "claude-sonnet-4-5",
+  scripted: "scripted"
+}
+
+/**
+ * The environment variable that sets each provider's API root when
+ * `--base-url` is not given.
+ *
+ * @since 0.1.0
+ */
+export const baseUrlEnv: Record<Provider, string | undefined> = {
+  openai: "OPENAI_BASE_URL",
+  "openai-responses": "OPENAI_BASE_URL",
+  anthropic: "ANTHROPIC_BASE_URL",
+  scripted: undefined
+}
+
+/**
+ * The environment variable each provider reads its API key from when
+ * `--api-key-env` is not given.
+ *
+ * @since 0.1.0
+ */
+export const apiKeyEnv: Record<Provider, string | undefined> = {
+  openai: "OPENAI_API_KEY",
+  "openai-responses": "OPENAI_API_KEY",
+  anthropic: "ANTHROPIC_API_KEY",
+  scripted: undefined
+}
+
+/**
+ * The names of the built-in tools.
+ *
+ * @since 0.1.0
+ */
+export const builtinTools: ReadonlyArray<string> = Object.keys(BuiltinTools.toolkit.tools)

@@ -1,0 +1,17 @@
+/**
+ * The model providers: `effect/ai` `LanguageModel` layers over OpenAI's Chat
+ * Completions (and every compatible server), OpenAI's Responses API and
+ * Anthropic's Messages API, and the options they share (`Provider`). They
+ * need an `HttpClient` (on Node, `NodeHttpClient.layerUndici`).
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as Anthropic from "./Anthropic.ts"
+/** @since 0.1.0 */
+export * as OpenAiChat from "./OpenAiChat.ts"
+/** @since 0.1.0 */
+export * as OpenAiResponses from "./OpenAiResponses.ts"
+/** @since 0.1.0 */
+export * as Provider from "./Provider.ts"

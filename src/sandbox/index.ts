@@ -1,0 +1,12 @@
+/**
+ * Where an agent touches the machine: the `Sandbox` service and its layers
+ * (local processes, bubblewrap, memory), and the built-in tools that run on
+ * it (`bash`, `read_file`, `write_file`, `edit_file`, `list_files`, `grep`).
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as BuiltinTools from "./BuiltinTools.ts"
+/** @since 0.1.0 */
+export * as Sandbox from "./Sandbox.ts"

@@ -1,0 +1,15 @@
+/**
+ * Durable runs: sessions that save a checkpoint as they go and resume after
+ * a crash (`Session`), the stores that keep the checkpoints
+ * (`CheckpointStore`), and the trajectory of every event as JSON lines
+ * (`Trajectory`).
+ *
+ * @since 0.1.0
+ */
+
+/** @since 0.1.0 */
+export * as CheckpointStore from "./CheckpointStore.ts"
+/** @since 0.1.0 */
+export * as Session from "./Session.ts"
+/** @since 0.1.0 */
+export * as Trajectory from "./Trajectory.ts"
