@@ -147,7 +147,7 @@ export const toolsLayer = (trace: Trace = makeTrace()) =>
       done: ({ summary }) => Effect.succeed(summary),
       note: ({ text }) => Effect.succeed(text),
       deploy: ({ env }) => Effect.sync(() => (trace.started.push(`deploy:${env}`), `deployed to ${env}`)),
-      big: ({ chars }) => Effect.succeed("x".repeat(chars))
+      big: ({ chars }) => Effect.sync(() => (trace.started.push("big"), "x".repeat(chars)))
     }))
   )
 
