@@ -13,7 +13,7 @@ export default defineConfig({
     ]
   },
   test: {
-    include: ["test/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "bench/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000
   }

@@ -1,15 +1,14 @@
 /**
- * `effect-agent run` as a real process, built as the package is built:
+ * Runner: `effect-agent run` as a real process, built as the package is built:
  * against a local server replaying recorded provider streams, on scripted
  * models for each exit code, with invalid flags and garbage on stdin.
  */
 import { assert, beforeAll, describe } from "@effect/vitest"
-import { Effect, FileSystem, Schedule, Stream } from "effect"
+import { Effect, FileSystem, Schedule } from "effect"
 import { type AgentEvent, Message } from "effect-agent"
 import { HttpServerResponse } from "effect/http"
-import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as TestServer from "../providers/TestServer.ts"
-import { builtCommand, builtPackage } from "./build.ts"
+import { builtCommand } from "./build.ts"
 import {
   chatAnswer,
   chatToolCall,
@@ -351,54 +350,5 @@ describe("bad input", () => {
       const empty = yield* run(cli, args, { cwd: dir, stdin: "  \n" })
       assert.strictEqual(empty.code, 22)
       assert.include(empty.stderr, "the task on stdin is empty")
-    }))
-})
-
-describe("the package", () => {
-  live("bin is dist/cli/main.js, runs by its shebang, and version --json lists the capabilities and exit codes", () =>
-    Effect.gen(function*() {
-      const fs = yield* FileSystem.FileSystem
-      const pkg = yield* Effect.promise(builtPackage)
-      const json = JSON.parse(yield* fs.readFileString(`${pkg}/package.json`))
-      assert.deepStrictEqual(json.bin, { "effect-agent": "dist/cli/main.js" })
-      // the file itself, run by its shebang
-      const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-      const handle = yield* spawner.spawn(ChildProcess.make(`${pkg}/${json.bin["effect-agent"]}`, ["version", "--json"]))
-      const [code, stdout] = yield* Effect.all([handle.exitCode, Stream.mkString(Stream.decodeText(handle.stdout))], {
-        concurrency: 2
-      })
-      assert.strictEqual(Number(code), 0)
-      const info = JSON.parse(stdout)
-      assert.strictEqual(info.name, "effect-agent")
-      assert.strictEqual(info.version, json.version)
-      for (const capability of ["resume", "control-protocol", "mcp", "sandbox-bubblewrap", "sandbox-local"]) {
-        assert.include(info.capabilities, capability)
-      }
-      assert.deepStrictEqual(info.exitCodes, {
-        ok: 0,
-        unexpected: 1,
-        maxTurns: 10,
-        tokenBudget: 11,
-        wallClockBudget: 12,
-        costBudget: 13,
-        stuck: 14,
-        modelFailure: 20,
-        resumeFailure: 21,
-        configError: 22,
-        cancelled: 30,
-        interrupted: 31
-      })
-      const plain = yield* run(cli, ["version"], { cwd: pkg })
-      assert.strictEqual(plain.stdout, `effect-agent ${json.version}\n`)
-    }))
-
-  live("demo: the offline demo, piped: as run does, the event log on stderr (no escape codes), the answer on stdout", () =>
-    Effect.gen(function*() {
-      const out = yield* run(cli, ["demo"], { cwd: yield* tempDir, env: { FORCE_COLOR: "1" } })
-      assert.strictEqual(out.code, 0, out.stderr)
-      noEscapes(out.stderr)
-      assert.include(out.stderr, "↪ steering delivered: Actually, I'd rather take the train than fly.")
-      assert.include(out.stderr, "■ Completed")
-      assert.match(out.stdout, /^Take the 08:25 Bergensbanen from Oslo.*\n$/)
     }))
 })

@@ -1,5 +1,6 @@
 /**
- * `effect-agent` run inside the test process (see `inProcess.ts`): the
+ * Cli: the `effect-agent` command run inside the test process (`Cli.command`,
+ * see `inProcess.ts`): the
  * checks made before a run starts, what the command shows of retries and
  * failures, and what it draws on a terminal.
  */

@@ -1,3 +1,9 @@
+/**
+ * Sandbox: commands on the local, bubblewrap and auto sandboxes (exit codes,
+ * output caps, environment, killing the whole process tree) and the names
+ * that hold secrets. The file operations' security is in
+ * SandboxSecurity.test.ts, the in-memory sandbox in SandboxMemory.test.ts.
+ */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, FileSystem, Layer, Path } from "effect"
