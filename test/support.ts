@@ -3,7 +3,7 @@
  * the contract tests.
  */
 import { assert } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Logger, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { Agent, type AgentEvent, AgentTool, Hooks, Message, ToolArguments, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
@@ -230,6 +230,18 @@ export const counting = Effect.sync(() => {
     state: { save: Effect.sync(() => calls), restore: (saved) => Effect.sync(() => void (calls = Number(saved))) }
   })
 })
+
+/**
+ * A logger that keeps what is logged, as `Level: text` lines, instead of
+ * printing it: a test that expects a log line asserts it, and the output
+ * between the results shows only what nobody expected.
+ */
+export const captureLogs = () => {
+  const lines: Array<string> = []
+  const text = (message: unknown): string => Array.isArray(message) ? message.map(String).join(" ") : String(message)
+  const layer = Logger.layer([Logger.make((options) => void lines.push(`${options.logLevel}: ${text(options.message)}`))])
+  return { lines, layer }
+}
 
 /** Encodes to JSON text and back, and checks the value survived. */
 export const roundTrip = <S extends Schema.Codec<unknown, unknown>>(schema: S, value: S["Type"]) => {
