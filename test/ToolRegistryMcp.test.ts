@@ -40,7 +40,7 @@ const toolResults = (messages: ReadonlyArray<Message.Message>) =>
       : []
   )
 
-describe("ToolRegistry.fromMcp", () => {
+describe.concurrent("ToolRegistry.fromMcp", () => {
   it.live("registers the server's tools with a prefix and the loop annotations from its hints", () =>
     Effect.gen(function*() {
       const registry = yield* ToolRegistry.ToolRegistry

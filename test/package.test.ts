@@ -24,7 +24,7 @@ const pkg = JSON.parse(Fs.readFileSync(Path.join(root, "package.json"), "utf8"))
 /** Paths that are for working on the package, never for its users. */
 const notShipped = /^(test|bench|examples|\.ci|node_modules|coverage)\/|\.test\.ts$|fixtures/
 
-describe("the package", () => {
+describe.concurrent("the package", () => {
   it("ships dist (built by prepack), src for the source maps, the README, LICENSE and CHANGELOG; no tests or fixtures", async () => {
     assert.match(pkg.scripts.prepack, /npm run build$/)
     const { stdout } = await npm(["pack", "--dry-run", "--json", "--ignore-scripts"], root)
@@ -56,8 +56,6 @@ describe("the package", () => {
       const linked = ["effect", "@effect/platform-node", "@types/node"].map((name) => `file:${Path.join(root, "node_modules", name)}`)
       await npm(["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", tarball, ...linked], project)
       Fs.copyFileSync(Path.join(root, "examples/quickstart.ts"), Path.join(project, "quickstart.ts"))
-      const quickstart = await run(process.execPath, ["quickstart.ts"], { cwd: project })
-      assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")
       // the published types: the quick start typechecks against dist/*.d.ts, strict, NodeNext
       Fs.writeFileSync(
         Path.join(project, "tsconfig.json"),
@@ -76,8 +74,13 @@ describe("the package", () => {
           files: ["quickstart.ts"]
         })
       )
-      await run(process.execPath, [Path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: project })
-      const version = await run(Path.join(project, "node_modules/.bin/effect-agent"), ["version"], { cwd: project })
+      // the three at once: they only read the installed project
+      const [quickstart, , version] = await Promise.all([
+        run(process.execPath, ["quickstart.ts"], { cwd: project }),
+        run(process.execPath, [Path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: project }),
+        run(Path.join(project, "node_modules/.bin/effect-agent"), ["version"], { cwd: project })
+      ])
+      assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")
       assert.strictEqual(version.stdout, `effect-agent ${pkg.version}\n`)
     } finally {
       Fs.rmSync(project, { recursive: true, force: true })

@@ -25,7 +25,7 @@ const tempDir = Effect.flatMap(
 
 const noTools = ["--sandbox", "none", "--tools", "none"]
 
-describe("before the run", () => {
+describe.concurrent("before the run", () => {
   live("effect-agent alone prints its help and exits 0; an unknown subcommand exits 22", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
@@ -85,7 +85,7 @@ const scripted = (turns: ReadonlyArray<unknown>) =>
     return dir
   })
 
-describe("retries and failures", () => {
+describe.concurrent("retries and failures", () => {
   live("each retry is shown as it starts: the wait, what failed (a status, a dropped connection), which of how many", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
@@ -164,7 +164,7 @@ describe("retries and failures", () => {
     }))
 })
 
-describe("on a terminal", () => {
+describe.concurrent("on a terminal", () => {
   live("a setup error starts on a clean line, not after the control prompt", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "unused" }])

@@ -17,7 +17,7 @@ const pkg: { readonly name: string; readonly version: string } = JSON.parse(
   Fs.readFileSync(`${root}/package.json`, "utf8")
 )
 
-describe("Commands.version", () => {
+describe.concurrent("Commands.version", () => {
   live("prints the name and version; with --json the capabilities and exit codes too", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
@@ -44,7 +44,7 @@ describe("Commands.version", () => {
   })
 })
 
-describe("Commands.root", () => {
+describe.concurrent("Commands.root", () => {
   live("--help lists the subcommands with their descriptions, on stdout", () =>
     Effect.gen(function*() {
       const help = yield* runCommand(["--help"], { cwd: yield* tempDir })
@@ -66,7 +66,7 @@ describe("Commands.root", () => {
     }))
 })
 
-describe("the built bin", () => {
+describe.concurrent("the built bin", () => {
   live("bin is dist/cli/main.js, runs by its shebang, and version --json lists the capabilities and exit codes", () =>
     Effect.gen(function*() {
       const cli = yield* Effect.promise(builtCommand)

@@ -10,7 +10,7 @@ import { Demo, View } from "effect-agent/cli"
 import { builtCommand } from "./build.ts"
 import { live, noEscapes, run, tempDir } from "./support.ts"
 
-describe("Demo.run", () => {
+describe.concurrent("Demo.run", () => {
   it.effect("steers the trip from flying to the train while the first tools run, and writes the answer and totals", () =>
     Effect.gen(function*() {
       let log = ""
@@ -33,7 +33,7 @@ describe("Demo.run", () => {
     }))
 })
 
-describe("effect-agent demo", () => {
+describe.concurrent("effect-agent demo", () => {
   live("piped: as run does, the event log on stderr (no escape codes), the answer on stdout", () =>
     Effect.gen(function*() {
       const cli = yield* Effect.promise(builtCommand)

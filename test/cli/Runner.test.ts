@@ -35,7 +35,7 @@ const lastAssistant = (trajectory: ReadonlyArray<AgentEvent.AgentEvent>) => {
   return messages.filter((message) => message.role === "assistant").at(-1)
 }
 
-describe("against a local server replaying recorded provider streams", () => {
+describe.concurrent("against a local server replaying recorded provider streams", () => {
   live("OpenAI Chat: a tool call, then an answer; stdout is the answer, the session's trajectory has the run, exit 0", () =>
     Effect.gen(function*() {
       const server = yield* replaying(chatToolCall, chatAnswer)
@@ -184,7 +184,7 @@ describe("against a local server replaying recorded provider streams", () => {
     }))
 })
 
-describe("exit codes, each from a real run", () => {
+describe.concurrent("exit codes, each from a real run", () => {
   const toolTurn = (usage: object = {}, delay?: number) => ({
     toolCalls: [{ name: "read_file", params: { path: "a.txt" } }],
     usage,
@@ -278,7 +278,7 @@ describe("exit codes, each from a real run", () => {
     }))
 })
 
-describe("bad input", () => {
+describe.concurrent("bad input", () => {
   const invalid: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
     [["run", "--bogus"], "Unrecognized flag: --bogus in command effect-agent run\n\nSee: effect-agent run --help\n"],
     [["run", "--task", "x", "--max-turns", "many"], "Invalid value for flag --max-turns: \"many\""],
