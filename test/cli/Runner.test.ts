@@ -1,7 +1,11 @@
 /**
- * Runner: `effect-agent run` as a real process, built as the package is built:
- * against a local server replaying recorded provider streams, on scripted
- * models for each exit code, with invalid flags and garbage on stdin.
+ * Runner: `effect-agent run` as a real process, built as the package is
+ * built: against a local server replaying recorded provider streams, stopped
+ * by a cancel line, SIGTERM or the end of stdin, with garbage on stdin. The
+ * exit code of every other ending and the errors for invalid flags and
+ * script files come from runs of the same command in the test process (see
+ * inProcess.ts), a process each costing half a second of CPU to start; the
+ * process's own exit code is the one these report (ExitCode.fromExit).
  */
 import { assert, beforeAll, describe } from "@effect/vitest"
 import { Effect, FileSystem, Schedule } from "effect"
@@ -9,6 +13,7 @@ import { type AgentEvent, Message } from "effect-agent"
 import { HttpServerResponse } from "effect/http"
 import * as TestServer from "../providers/TestServer.ts"
 import { builtCommand } from "./build.ts"
+import { runCommand } from "./inProcess.ts"
 import {
   chatAnswer,
   chatToolCall,
@@ -184,7 +189,7 @@ describe.concurrent("against a local server replaying recorded provider streams"
     }))
 })
 
-describe.concurrent("exit codes, each from a real run", () => {
+describe.concurrent("exit codes, each from a real run (in the test process, but for the signals and stdin)", () => {
   const toolTurn = (usage: object = {}, delay?: number) => ({
     toolCalls: [{ name: "read_file", params: { path: "a.txt" } }],
     usage,
@@ -213,7 +218,7 @@ describe.concurrent("exit codes, each from a real run", () => {
     live(name, () =>
       Effect.gen(function*() {
         const dir = yield* scripted(turns)
-        const out = yield* run(cli, scriptedArgs(dir, "--json", ...flags), { cwd: dir })
+        const out = yield* runCommand(scriptedArgs(dir, "--json", ...flags), { cwd: dir })
         assert.strictEqual(out.code, code, out.stderr)
         const result = JSON.parse(out.stdout)
         assert.strictEqual(result.exitCode, code)
@@ -278,7 +283,7 @@ describe.concurrent("exit codes, each from a real run", () => {
     }))
 })
 
-describe.concurrent("bad input", () => {
+describe.concurrent("bad input (flags and script files in the test process, stdin in a real one)", () => {
   const invalid: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
     [["run", "--bogus"], "Unrecognized flag: --bogus in command effect-agent run\n\nSee: effect-agent run --help\n"],
     [["run", "--task", "x", "--max-turns", "many"], "Invalid value for flag --max-turns: \"many\""],
@@ -291,7 +296,7 @@ describe.concurrent("bad input", () => {
     live(`22: ${args.slice(1).join(" ")}`, () =>
       Effect.gen(function*() {
         const dir = yield* tempDir
-        const out = yield* run(cli, args, { cwd: dir })
+        const out = yield* runCommand(args, { cwd: dir })
         assert.strictEqual(out.code, 22, `${out.stdout}\n${out.stderr}`)
         assert.include(out.stderr, message)
         assert.strictEqual(out.stdout, "")
@@ -300,7 +305,7 @@ describe.concurrent("bad input", () => {
 
   live("22 with --json: the error is the JSON result", () =>
     Effect.gen(function*() {
-      const out = yield* run(cli, ["run", "--task", "x", "--json", "--emit-jsonl", "-"], { cwd: yield* tempDir })
+      const out = yield* runCommand(["run", "--task", "x", "--json", "--emit-jsonl", "-"], { cwd: yield* tempDir })
       assert.strictEqual(out.code, 22, out.stderr)
       const result = JSON.parse(out.stdout)
       assert.deepStrictEqual([result.exitCode, result.outcome, result.error], [22, null, {
@@ -312,7 +317,7 @@ describe.concurrent("bad input", () => {
   live("22: a script file that is not a script says where", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: 1 }])
-      const out = yield* run(cli, scriptedArgs(dir), { cwd: dir })
+      const out = yield* runCommand(scriptedArgs(dir), { cwd: dir })
       assert.strictEqual(out.code, 22, out.stderr)
       assert.include(out.stderr, `effect-agent: script file ${dir}/script.json: Expected string at ["turns"][0]["text"]\n`)
     }))

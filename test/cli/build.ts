@@ -73,9 +73,14 @@ const build = async (dir: string) => {
   Fs.writeFileSync(Path.join(dir, "ready"), "")
 }
 
+const buildDir = () => Path.join(root, "node_modules/.cache/effect-agent-cli", hashOfSources())
+
+/** Whether the command is built from the sources as they are now. */
+export const isBuilt = (): boolean => Fs.existsSync(Path.join(buildDir(), "ready"))
+
 /** The directory of the packed tarball and the package unpacked from it (building them if needed). */
 const built = async (): Promise<string> => {
-  const dir = Path.join(root, "node_modules/.cache/effect-agent-cli", hashOfSources())
+  const dir = buildDir()
   const lock = `${dir}.lock`
   const ready = Path.join(dir, "ready")
   const deadline = Date.now() + 240_000
