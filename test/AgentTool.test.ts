@@ -55,7 +55,7 @@ describe("AgentTool.settings", () => {
     assert.strictEqual(Context.get(tool.annotations, AgentTool.ReplaySafe), false)
   })
 
-  it("annotate returns a new tool (the original keeps its settings), data-last too; unset options change nothing", () => {
+  it("annotate returns a new tool (the original keeps its settings), also data-last; unset options change nothing", () => {
     const sequential = AgentTool.annotate({ execution: "sequential" })(Plain)
     assert.strictEqual(AgentTool.settings(sequential).execution, "sequential")
     assert.strictEqual(AgentTool.settings(Plain).execution, "parallel")

@@ -93,7 +93,7 @@ describe("RunState.validate", () => {
     })
   })
 
-  it("the batch's results, started calls and pending approvals are calls of the last assistant message, once each", () => {
+  it("the batch's results, started calls and pending approvals are calls of the last assistant message", () => {
     const batch = [Message.user("go"), calls("a"), result("a"), calls("b", "c")]
     assert.deepStrictEqual(problemOf(batch, { startedCalls: ["a"] }), {
       problem: "startedCalls: \"a\" is not a call of the last assistant message, or is there twice"

@@ -45,9 +45,12 @@ describe("ToolRegistry.layer", () => {
     Effect.gen(function*() {
       const tools = yield* registry(mathAndWords)
       const results = yield* Stream.runCollect(yield* tools.handle("add", { a: 2, b: 3 }, "c1"))
-      assert.deepStrictEqual(results.map((result) => [result.result, result.isFailure, result.preliminary]), [[5, false, false]])
-      const run = yield* tools.run("echo", { params: { text: "hi" }, rawParams: { text: "hi" }, toolCallId: "c2" }, () =>
-        Effect.void)
+      assert.deepStrictEqual(
+        results.map((result) => [result.result, result.isFailure, result.preliminary]),
+        [[5, false, false]]
+      )
+      const call = { params: { text: "hi" }, rawParams: { text: "hi" }, toolCallId: "c2" }
+      const run = yield* tools.run("echo", call, () => Effect.void)
       assert.deepStrictEqual([run.result, run.isFailure], ["hi", false])
     }))
 
@@ -60,7 +63,8 @@ describe("ToolRegistry.layer", () => {
         reason._tag === "ToolNotFoundError" ? [reason.toolName, reason.availableTools] : reason._tag,
         ["ghost", ["add", "echo"]]
       )
-      const notRun = yield* Effect.flip(tools.run("ghost", { params: {}, rawParams: {}, toolCallId: "c" }, () => Effect.void))
+      const ghost = { params: {}, rawParams: {}, toolCallId: "c" }
+      const notRun = yield* Effect.flip(tools.run("ghost", ghost, () => Effect.void))
       assert.strictEqual(AiError.isAiError(notRun) ? notRun.reason._tag : notRun, "ToolNotFoundError")
       const refused = yield* Effect.flip(Effect.scoped(tools.toolkit.handle("add" as never, {} as never)))
       assert.strictEqual(refused.reason._tag, "ToolConfigurationError")
@@ -74,7 +78,7 @@ describe("ToolRegistry.make, erase, layerEntries and empty", () => {
     handlers: Layer.Layer<Tool.HandlersFor<Tools>, E>
   ) => Effect.provide(Effect.map(kit, ToolRegistry.erase), handlers)
 
-  it.effect("a registry from toolkits whose handlers were built apart; a later tool of a name replaces the earlier", () =>
+  it.effect("a registry from toolkits with handlers built apart; a later tool of a name replaces the earlier", () =>
     Effect.gen(function*() {
       const sum = yield* built(Math, Math.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) }))
       const doubled = yield* built(Doubling, Doubling.toLayer({ add: ({ a, b }) => Effect.succeed(2 * (a + b)) }))

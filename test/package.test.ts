@@ -75,9 +75,10 @@ describe.concurrent("the package", () => {
         })
       )
       // the three at once: they only read the installed project
+      const tsc = Path.join(root, "node_modules/typescript/bin/tsc")
       const [quickstart, , version] = await Promise.all([
         run(process.execPath, ["quickstart.ts"], { cwd: project }),
-        run(process.execPath, [Path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: project }),
+        run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project }),
         run(Path.join(project, "node_modules/.bin/effect-agent"), ["version"], { cwd: project })
       ])
       assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")

@@ -239,7 +239,8 @@ export const counting = Effect.sync(() => {
 export const captureLogs = () => {
   const lines: Array<string> = []
   const text = (message: unknown): string => Array.isArray(message) ? message.map(String).join(" ") : String(message)
-  const layer = Logger.layer([Logger.make((options) => void lines.push(`${options.logLevel}: ${text(options.message)}`))])
+  const logger = Logger.make((options) => void lines.push(`${options.logLevel}: ${text(options.message)}`))
+  const layer = Logger.layer([logger])
   return { lines, layer }
 }
 

@@ -76,7 +76,8 @@ describe.concurrent("the built bin", () => {
       assert.deepStrictEqual(json.bin, { "effect-agent": "dist/cli/main.js" })
       // the file itself, run by its shebang
       const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-      const handle = yield* spawner.spawn(ChildProcess.make(`${pkg}/${json.bin["effect-agent"]}`, ["version", "--json"]))
+      const bin = `${pkg}/${json.bin["effect-agent"]}`
+      const handle = yield* spawner.spawn(ChildProcess.make(bin, ["version", "--json"]))
       const [code, stdout] = yield* Effect.all([handle.exitCode, Stream.mkString(Stream.decodeText(handle.stdout))], {
         concurrency: 2
       })

@@ -11,7 +11,7 @@ import { builtCommand } from "./build.ts"
 import { live, noEscapes, run, tempDir } from "./support.ts"
 
 describe.concurrent("Demo.run", () => {
-  it.effect("steers the trip from flying to the train while the first tools run, and writes the answer and totals", () =>
+  it.effect("steers the trip from flying to the train while the first tools run; writes the answer and totals", () =>
     Effect.gen(function*() {
       let log = ""
       let written = ""

@@ -30,7 +30,7 @@ describe("ExitCode.codes", () => {
 })
 
 describe("ExitCode.fromOutcome", () => {
-  it("maps every outcome: the ends a run meant to 0, each budget to its own code, loops and stagnation to stuck", () => {
+  it("maps every outcome: the ends a run meant to 0, each budget to its code, loops and stagnation to stuck", () => {
     const cases: ReadonlyArray<readonly [Outcome.Outcome, ExitCode.ExitCode]> = [
       [Outcome.completed, 0],
       [Outcome.terminated, 0],
@@ -45,7 +45,9 @@ describe("ExitCode.fromOutcome", () => {
       [{ _tag: "Stagnated", repeats: 6 }, 14],
       [Outcome.cancelled("enough"), 30]
     ]
-    for (const [outcome, code] of cases) assert.strictEqual(ExitCode.fromOutcome(outcome), code, JSON.stringify(outcome))
+    for (const [outcome, code] of cases) {
+      assert.strictEqual(ExitCode.fromOutcome(outcome), code, JSON.stringify(outcome))
+    }
   })
 })
 

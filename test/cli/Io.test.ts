@@ -34,6 +34,10 @@ describe("Io.layerProcess", () => {
       io.stdout.write("the answer\n")
       io.stderr.write("■ Completed\n")
       // synchronous: written before anything else runs
-      assert.deepStrictEqual(written, [["stderr", "── turn 1\n"], ["stdout", "the answer\n"], ["stderr", "■ Completed\n"]])
+      assert.deepStrictEqual(written, [
+        ["stderr", "── turn 1\n"],
+        ["stdout", "the answer\n"],
+        ["stderr", "■ Completed\n"]
+      ])
     }))
 })

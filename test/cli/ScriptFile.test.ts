@@ -42,7 +42,8 @@ describe("ScriptFile.toScript", () => {
     const second = script(0, request([Message.user("go"), reply("first"), Message.user("more")]))
     assert.strictEqual(second?.text, "second")
     // delay in milliseconds, fail as the provider failure it stands for
-    assert.isTrue(second?.delay !== undefined && Duration.equals(Duration.fromInputUnsafe(second.delay), Duration.millis(200)))
+    const delay = second?.delay === undefined ? undefined : Duration.fromInputUnsafe(second.delay)
+    assert.isTrue(delay !== undefined && Duration.equals(delay, Duration.millis(200)))
     assert.deepStrictEqual([second?.fail?._tag, second?.fail?.message], ["UnknownError", "down"])
     assert.isUndefined(script(5, request([Message.user("go"), reply("a"), reply("b")])))
   })
@@ -89,7 +90,9 @@ describe("ScriptFile.load", () => {
         assert.notInclude(error.problem, "\n")
         assert.strictEqual(error.message, `script file ${path}: ${error.problem}`)
       }
-      const missing = yield* Effect.flip(ScriptFile.load("/nonexistent/script.json")).pipe(Effect.provide(NodeServices.layer))
+      const missing = yield* Effect.flip(ScriptFile.load("/nonexistent/script.json")).pipe(
+        Effect.provide(NodeServices.layer)
+      )
       assert.deepStrictEqual([missing.path, missing.problem], ["/nonexistent/script.json", "no such file"])
     }))
 })

@@ -170,7 +170,10 @@ describe("ProviderConfig.resolve", () => {
       assert.strictEqual(Duration.toMillis(settings.idleTimeout), 1)
       assert.strictEqual(Duration.toMillis(settings.responseTimeout), 1)
       assert.strictEqual(settings.maxResponseBytes, ProviderConfig.defaultMaxResponseBytes)
-      const floored = yield* ProviderConfig.resolve({ model: "m", maxOutputTokens: 99.9, maxResponseBytes: 0 }, defaults)
+      const floored = yield* ProviderConfig.resolve(
+        { model: "m", maxOutputTokens: 99.9, maxResponseBytes: 0 },
+        defaults
+      )
       assert.deepStrictEqual([floored.maxOutputTokens, floored.maxResponseBytes], [99, 1])
     }))
 
@@ -179,7 +182,8 @@ describe("ProviderConfig.resolve", () => {
       const settings = yield* ProviderConfig.resolve({ model: "m" }, defaults).pipe(
         withEnv({ TEST_API_KEY: "sk-test-resolve-1234" })
       )
-      assert.strictEqual(settings.apiKey === undefined ? undefined : Redacted.value(settings.apiKey), "sk-test-resolve-1234")
+      const key = settings.apiKey === undefined ? undefined : Redacted.value(settings.apiKey)
+      assert.strictEqual(key, "sk-test-resolve-1234")
       assert.notInclude(settings.redact("the key sk-test-resolve-1234 was refused"), "sk-test-resolve-1234")
     }))
 })

@@ -252,7 +252,8 @@ describe("Sandbox.auto", () => {
         bubblewrap.works
           ? `Info: Sandbox.auto: using bubblewrap for ${root}`
           : `Warn: Sandbox.auto: using local (no isolation) for ${root}: ${bubblewrap.reason}`,
-        `Warn: Sandbox.auto: using local (no isolation) for ${root}: cannot run true: program not found: /nonexistent/bwrap`
+        `Warn: Sandbox.auto: using local (no isolation) for ${root}: ` +
+        "cannot run true: program not found: /nonexistent/bwrap"
       ])
     }).pipe(Effect.provide([NodeServices.layer, logs.layer]))
   })

@@ -79,7 +79,9 @@ describe("Trajectory.ndjson", () => {
         Effect.provide(layers([{ text: "hi" }]))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
-      assert.deepStrictEqual(logs.lines, [`Warn: trajectory ${path}: stopped writing: NotFound: FileSystem.open (${path})`])
+      assert.deepStrictEqual(logs.lines, [
+        `Warn: trajectory ${path}: stopped writing: NotFound: FileSystem.open (${path})`
+      ])
     }).pipe(Effect.provide([NodeServices.layer, logs.layer]))
   })
 })
