@@ -9,6 +9,7 @@
  * the first test that needs it, as under `npx vitest`, not ahead.
  */
 import { spawn } from "node:child_process"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { builtPackage } from "../test/cli/build.ts"
@@ -24,13 +25,24 @@ interface Ran {
   readonly output: string
 }
 
-/** Runs node on a script; its output is kept when `quiet`, else shown as it comes. */
-const node = (script: string, scriptArgs: ReadonlyArray<string>, quiet: boolean): Promise<Ran> =>
+/**
+ * Runs node on a script; its output is kept when `quiet`, else shown as it comes. A `background` process
+ * runs at a lower priority: its result is needed only at the end, while the build is in the way of the
+ * tests that run the command.
+ */
+const node = (script: string, scriptArgs: ReadonlyArray<string>, quiet: boolean, background = false): Promise<Ran> =>
   new Promise((resolve) => {
     const child = spawn(process.execPath, [Path.join(root, script), ...scriptArgs], {
       cwd: root,
       stdio: quiet ? ["ignore", "pipe", "pipe"] : "inherit"
     })
+    if (background && child.pid !== undefined) {
+      try {
+        Os.setPriority(child.pid, 10)
+      } catch {
+        // not allowed here: it runs at the normal priority
+      }
+    }
     let output = ""
     child.stdout?.on("data", (chunk) => void (output += chunk))
     child.stderr?.on("data", (chunk) => void (output += chunk))
@@ -46,7 +58,7 @@ const typecheck = node("node_modules/typescript/bin/tsc", [
   "--incremental",
   "--tsBuildInfoFile",
   "node_modules/.cache/tsc/typecheck.tsbuildinfo"
-], true)
+], true, true)
 // A failed build is reported by the tests that need it (they try it again).
 const build = args.length === 0 ? builtPackage().then(() => "", (error: unknown) => String(error)) : Promise.resolve("")
 const tests = node("node_modules/vitest/vitest.mjs", ["run", ...args], false)
