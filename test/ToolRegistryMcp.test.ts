@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
+import { captureLogs } from "./support.ts"
 
 // Both servers are dev dependencies, run offline with this Node.
 const require = createRequire(import.meta.url)
@@ -39,7 +40,7 @@ const toolResults = (messages: ReadonlyArray<Message.Message>) =>
       : []
   )
 
-describe("ToolRegistry.fromMcp", () => {
+describe.concurrent("ToolRegistry.fromMcp", () => {
   it.live("registers the server's tools with a prefix and the loop annotations from its hints", () =>
     Effect.gen(function*() {
       const registry = yield* ToolRegistry.ToolRegistry
@@ -159,8 +160,9 @@ describe("ToolRegistry.fromMcp", () => {
       assert.match(denied?.text ?? "", /Access denied - path outside allowed directories/)
     }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.live("a server that dies mid-call gives error results, a warning, and the run goes on", () =>
-    Effect.gen(function*() {
+  it.live("a server that dies mid-call gives error results, a warning each, and the run goes on", () => {
+    const logs = captureLogs()
+    return Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const dir = yield* fs.makeTempDirectoryScoped({ prefix: "effect-agent-mcp-dies-" })
       const pidFile = `${dir}/server.pid`
@@ -196,7 +198,11 @@ describe("ToolRegistry.fromMcp", () => {
         ["ev_echo", true]
       ])
       for (const r of results) assert.match(r.text, /^MCP server mcp-servers\/everything is unavailable: /)
-    }).pipe(Effect.provide(NodeServices.layer)))
+      // a warning for each call that failed
+      const warning = "Warn: MCP server mcp-servers/everything is unavailable: MCP server closed stdout"
+      assert.deepStrictEqual(logs.lines, [warning, warning])
+    }).pipe(Effect.provide([NodeServices.layer, logs.layer]))
+  })
 
   it.live("over Streamable HTTP too", () =>
     Effect.gen(function*() {
