@@ -166,6 +166,7 @@ const makeRun = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     listeners,
     sinks,
     registry,
+    toolkit: Run.toolkitOf(registry),
     approvals,
     steering,
     callsPerTool: new Map(),
@@ -290,7 +291,7 @@ function* streamReply<R>(run: Run.Run<R>, prompt: Prompt.Prompt) {
   }
   const stream = run.model.streamText({
     prompt,
-    toolkit: run.registry.toolkit,
+    toolkit: run.toolkit,
     disableToolCallResolution: true,
     toolCallValidation: "deferred"
   })

@@ -18,8 +18,8 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Exit, Fiber, Option, Result, Schema, SchemaIssue, Semaphore } from "effect"
-import { Prompt, Tool, Toolkit } from "effect/ai"
+import { Duration, Effect, Exit, Fiber, Schema, SchemaIssue, Semaphore } from "effect"
+import { Tool } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
 import type * as Hooks from "./Hooks.ts"
@@ -29,6 +29,7 @@ import * as ToolArguments from "./ToolArguments.ts"
 import * as Run from "./internal/run.ts"
 import * as Settled from "./internal/settled.ts"
 import * as ToolRun from "./internal/toolRun.ts"
+import * as Feedback from "./internal/tools/feedback.ts"
 
 /**
  * The outcome of a batch.
@@ -293,101 +294,19 @@ function* plan<R>(
 // Running a call
 // -----------------------------------------------------------------------------
 
-const resultText = (encoded: unknown): string => typeof encoded === "string" ? encoded : JSON.stringify(encoded) ?? ""
-
-/** A part of a tool's model output as transcript content: text and images as they are, other files named. */
-const modelOutputContent = (part: Prompt.ToolModelOutputPart): Message.UserContent => {
-  if (part.type === "text") return Message.text(part.text)
-  if (!part.mediaType.startsWith("image/")) return Message.text(Prompt.toolModelOutputToText([part]))
-  return {
-    type: "image",
-    mediaType: part.mediaType,
-    source: part.data instanceof URL
-      ? { type: "url", url: part.data.href }
-      : { type: "base64", data: typeof part.data === "string" ? part.data : Buffer.from(part.data).toString("base64") }
-  }
-}
-
-const contentOf = (output: Tool.HandlerResult<Tool.Any>): ReadonlyArray<Message.UserContent> => {
-  const { modelOutput } = output
-  if (modelOutput !== undefined && modelOutput.length > 0) return modelOutput.map(modelOutputContent)
-  return [Message.text(resultText(output.encodedResult))]
-}
-
-const describeDefect = (defect: unknown): string =>
-  defect instanceof Error ? `${defect.name}: ${defect.message}` : typeof defect === "string" ? defect : resultText(defect)
-
 type Handled =
   | { readonly _tag: "Result"; readonly content: ReadonlyArray<Message.UserContent>; readonly isError: boolean }
   | { readonly _tag: "Fatal"; readonly error: ToolFatalError }
 
 const errorResult = (text: string): Handled => ({ _tag: "Result", content: [Message.text(text)], isError: true })
 
-const describeError = (error: unknown): string => error instanceof Error ? error.message : resultText(error)
-
-/** Whether a handler's failure ends the run: the tool says its failures do, or the handler said so. */
-const isFatal = (settings: AgentTool.Settings, error: unknown): boolean =>
-  settings.fatal || error instanceof AgentTool.FatalFailure
-
-const fatal = (planned: Planned, tool: Tool.Any, error: unknown, encoded: Option.Option<unknown>): Handled => {
-  const description = describeError(error)
-  return {
-    _tag: "Fatal",
-    error: new ToolFatalError({
-      toolName: tool.name,
-      toolCallId: planned.call.id,
-      description,
-      error: Option.isSome(encoded) ? encoded.value : Schema.is(Schema.Json)(error) ? error : description
-    })
-  }
-}
-
-const fromOutput = (planned: Planned, action: Execute, output: Tool.HandlerResult<Tool.Any>): Handled =>
-  output.isFailure && output.failureOrigin === "handler" && isFatal(action.settings, output.result)
-    ? fatal(planned, action.tool, output.result, Option.some(output.encodedResult))
-    : { _tag: "Result", content: contentOf(output), isError: output.isFailure }
-
-/**
- * A typed failure of the handler, whatever the tool's `failureMode`: an error
- * result holding the failure encoded with the tool's failure Schema (what
- * `failureMode: "return"` gives the model), or the run's end when it is
- * fatal. A failure the Schema cannot encode is described in words.
- */
-const fromHandlerFailure = (planned: Planned, action: Execute, error: unknown): Effect.Effect<Handled> =>
-  Effect.match(ToolRun.encodeFailure(action.tool, error), {
-    onSuccess: (encoded) =>
-      isFatal(action.settings, error)
-        ? fatal(planned, action.tool, error, Option.some(encoded))
-        : errorResult(resultText(encoded)),
-    onFailure: () =>
-      isFatal(action.settings, error)
-        ? fatal(planned, action.tool, error, Option.none())
-        : errorResult(`Tool ${action.tool.name} failed: ${describeError(error)}`)
-  })
-
-const fromCause = (planned: Planned, action: Execute, cause: Cause.Cause<unknown>): Effect.Effect<Handled> => {
-  const { tool } = action
-  const failure = Cause.findErrorOption(cause)
-  if (Option.isSome(failure)) {
-    const origin = Context.get(Cause.annotations(cause), Toolkit.FailureOrigin)
-    if (origin === "handler") return fromHandlerFailure(planned, action, failure.value)
-    return Effect.succeed(errorResult(`Tool ${tool.name} failed: ${describeError(failure.value)}`))
-  }
-  const defect = Cause.findDefect(cause)
-  if (Result.isSuccess(defect)) {
-    return Effect.succeed(
-      defect.success instanceof AgentTool.FatalFailure
-        ? fatal(planned, tool, defect.success, Option.none())
-        : errorResult(`Tool ${tool.name} crashed: ${describeDefect(defect.success)}`)
-    )
-  }
-  return Effect.succeed(errorResult(`Tool ${tool.name} was interrupted.`))
-}
-
 const timeoutOf = <R>(run: Run.Run<R>, settings: AgentTool.Settings): number | undefined => {
   if (settings.timeout !== undefined) return Duration.toMillis(settings.timeout)
   return run.config.toolTimeout ?? undefined
 }
+
+const resultOf = (output: ToolRun.Output): Handled => ({ _tag: "Result", content: output.content, isError: output.isError })
+const fatalOf = (error: ToolFatalError): Handled => ({ _tag: "Fatal", error })
 
 const runHandler = <R>(
   run: Run.Run<R>,
@@ -397,27 +316,25 @@ const runHandler = <R>(
   const { tool } = action
   const { call } = planned
   // `guard`: a registry of the application's own may throw rather than fail.
-  const handled = Effect.matchCauseEffect(
-    ToolRun.guard(() =>
-      run.registry.run(tool.name, { params: call.params, rawParams: action.params, toolCallId: call.id }, (partial) =>
+  const invoked = ToolRun.guard(() =>
+    run.registry.invoke(tool.name, {
+      toolCallId: call.id,
+      params: call.params,
+      onPreliminary: (partial) =>
         // preliminary results are reported through the run's hooks, which may need its services
         Effect.provideContext(
           Run.emitInput(run, { _tag: "ToolExecutionUpdate", toolCallId: call.id, toolName: tool.name, partial }),
           run.services
-        ))
-    ),
-    {
-      onSuccess: (output) => Effect.succeed(fromOutput(planned, action, output)),
-      onFailure: (cause) => fromCause(planned, action, cause)
-    }
+        )
+    })
   )
+  const handled = Effect.matchCauseEffect(invoked, {
+    onSuccess: (output) => Effect.succeed(resultOf(output)),
+    onFailure: (cause) => Effect.match(ToolRun.unexpected(tool.name, cause), { onSuccess: resultOf, onFailure: fatalOf })
+  })
   const timeout = timeoutOf(run, action.settings)
   if (timeout === undefined) return handled
-  return withTimeout(handled, timeout, () => ({
-    _tag: "Result",
-    content: [Message.text(`Tool ${tool.name} timed out after ${timeout} ms.`)],
-    isError: true
-  }))
+  return withTimeout(handled, timeout, () => errorResult(Feedback.timedOut(tool.name, timeout)))
 }
 
 /**

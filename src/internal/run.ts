@@ -7,7 +7,7 @@
  */
 import { type Clock, type Context, Deferred, Effect, Exit, Fiber } from "effect"
 import { constVoid } from "effect/Function"
-import type { LanguageModel, Prompt } from "effect/ai"
+import { AiError, type LanguageModel, type Prompt, type Toolkit } from "effect/ai"
 import type { AgentConfig } from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Approvals from "../Approvals.ts"
@@ -91,6 +91,8 @@ export interface Run<R> {
   /** Synchronous event sinks: the stream of `runStream`, then the plugins' `observe` hooks. */
   readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
   readonly registry: ToolRegistry.Service
+  /** The registry's definitions as the toolkit `LanguageModel` sends to the model. */
+  readonly toolkit: Toolkit.WithHandler<{}>
   readonly approvals: Approvals.Service | undefined
   readonly steering: Steering.Service | undefined
   /** Calls per tool name so far (per-run quotas). */
@@ -373,3 +375,23 @@ export const snapshot = <R>(run: Run<R>): Effect.Effect<RunState.RunState, never
  * @internal
  */
 export const now = <R>(run: Run<R>): number => run.clock.currentTimeMillisUnsafe()
+
+/**
+ * The registry's tools as the toolkit `LanguageModel.streamText` takes: it
+ * sends their definitions to the model. The loop runs calls itself
+ * (`disableToolCallResolution`), so this toolkit's `handle` is never used.
+ *
+ * @internal
+ */
+export const toolkitOf = (registry: ToolRegistry.Service): Toolkit.WithHandler<{}> => ({
+  tools: registry.definitions,
+  handle: (name) =>
+    Effect.fail(AiError.make({
+      module: "effect-agent",
+      method: "toolkit.handle",
+      reason: new AiError.ToolConfigurationError({
+        toolName: String(name),
+        description: "effect-agent runs tool calls itself: call the tool through ToolRegistry.invoke"
+      })
+    }))
+})
