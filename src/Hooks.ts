@@ -68,7 +68,11 @@ export interface RunInfo {
  * @since 0.1.0
  */
 export interface Context extends RunInfo {
-  /** Emits an event; the loop fills in the run id, turn and timestamp. */
+  /**
+   * Emits an event; the loop fills in the run id, turn and timestamp. It only
+   * reports: emitting `WrapUpRequested` asks nothing of the model (a control
+   * hook returns {@link wrapUp} for that).
+   */
   readonly emit: (event: AgentEvent.Input) => Effect.Effect<void>
   /** The run's state as a checkpoint would save it. */
   readonly snapshot: Effect.Effect<RunState>
@@ -170,13 +174,15 @@ export interface Turn {
 
 /**
  * What `beforeModelCall` and `afterTurn` hooks decide: go on, inject messages
- * before the next model call, or stop the run with an outcome.
+ * before the next model call, ask the model to wrap up, or stop the run with
+ * an outcome.
  *
  * @since 0.1.0
  */
 export type Control =
   | { readonly _tag: "Proceed" }
   | { readonly _tag: "Inject"; readonly messages: ReadonlyArray<Message.Message> }
+  | { readonly _tag: "WrapUp"; readonly source: string; readonly message: string }
   | { readonly _tag: "Stop"; readonly outcome: Outcome }
 
 /**
@@ -192,6 +198,18 @@ export const proceed: Control = { _tag: "Proceed" }
  * @since 0.1.0
  */
 export const inject = (messages: ReadonlyArray<Message.Message>): Control => ({ _tag: "Inject", messages })
+
+/**
+ * Ask the model, once per run, to stop calling work tools and deliver its
+ * final result: the loop records the request (`wrapUpRequested`, saved in the
+ * run's state: a run that then ends by itself ends `WrappedUp`), emits
+ * `WrapUpRequested` with `source` and `message`, and appends `message` as a
+ * system message before the next model call. A request after the first is
+ * ignored.
+ *
+ * @since 0.1.0
+ */
+export const wrapUp = (source: string, message: string): Control => ({ _tag: "WrapUp", source, message })
 
 /**
  * End the run with an outcome (the transcript stays valid: every tool call

@@ -143,8 +143,10 @@ describe("handlers", () => {
       })
       const registries = {
         direct: ToolRegistry.layer(kit).pipe(Layer.provide(handlers)),
-        entry: Layer.effect(ToolRegistry.ToolRegistry, Effect.map(ToolRegistry.fromToolkit(kit), (e) => ToolRegistry.make(e)))
-          .pipe(Layer.provide(handlers))
+        entry: Layer.effect(
+          ToolRegistry.ToolRegistry,
+          Effect.map(ToolRegistry.fromToolkit(kit), (entry) => ToolRegistry.make(entry))
+        ).pipe(Layer.provide(handlers))
       }
       for (const [path, registry] of Object.entries(registries)) {
         const failure = (toolCalls: ReadonlyArray<ScriptedModel.ToolCall>) =>

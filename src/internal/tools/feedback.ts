@@ -10,7 +10,7 @@
 import { type Schema, SchemaIssue } from "effect"
 import { Tool } from "effect/ai"
 import * as ToolArguments from "../../ToolArguments.ts"
-import type { Stop } from "../run.ts"
+import type { Stop } from "../stops.ts"
 
 /**
  * A result the loop writes for a call: the text the model reads, and the
@@ -54,7 +54,7 @@ const describeIssue = (error: Schema.SchemaError): string =>
     .map((issue) =>
       issue.path === undefined || issue.path.length === 0
         ? issue.message
-        : `${issue.path.map((key) => typeof key === "object" ? String(key.key) : String(key)).join(".")}: ${issue.message}`
+        : `${issue.path.map((key) => String(typeof key === "object" ? key.key : key)).join(".")}: ${issue.message}`
     )
     .join("; ")
 
@@ -113,7 +113,11 @@ export const blocked = (plugin: string, reason: string, details: unknown): Note 
 
 /** @internal */
 export const quotaExceeded = (toolName: string, scope: "turn" | "run", limit: number): Note =>
-  note(`Quota exceeded: ${toolName} may be called at most ${limit} times per ${scope}.`, { kind: "quota", scope, limit })
+  note(`Quota exceeded: ${toolName} may be called at most ${limit} times per ${scope}.`, {
+    kind: "quota",
+    scope,
+    limit
+  })
 
 /** The reason a call that needs approval is denied when the run has no `Approvals` service. @internal */
 export const noApprover = "this call needs approval and no approver is configured"
@@ -155,7 +159,8 @@ export const timedOut = (toolName: string, ms: number): string => `Tool ${toolNa
 export const failed = (toolName: string, error: unknown): string => `Tool ${toolName} failed: ${describeError(error)}`
 
 /** @internal */
-export const crashed = (toolName: string, defect: unknown): string => `Tool ${toolName} crashed: ${describeDefect(defect)}`
+export const crashed = (toolName: string, defect: unknown): string =>
+  `Tool ${toolName} crashed: ${describeDefect(defect)}`
 
 /** @internal */
 export const interrupted = (toolName: string): string => `Tool ${toolName} was interrupted.`
