@@ -44,7 +44,7 @@ const isProceeding = (effect: Effect.Effect<Hooks.Control, never, unknown>): boo
  *
  * @internal
  */
-export const control = <R>(
+export const consult = <R>(
   run: ControlRun<R>,
   plugins: ReadonlyArray<Hooks.Plugin<R>>,
   hook: ControlHook<R>
@@ -52,12 +52,12 @@ export const control = <R>(
   for (let i = 0; i < plugins.length; i++) {
     const effect = hook(plugins[i]!)
     if (effect === undefined || isProceeding(effect)) continue
-    return controlFrom(run, plugins, hook, i, effect)
+    return consultFrom(run, plugins, hook, i, effect)
   }
   return Step.done
 }
 
-function* controlFrom<R>(
+function* consultFrom<R>(
   run: ControlRun<R>,
   plugins: ReadonlyArray<Hooks.Plugin<R>>,
   hook: ControlHook<R>,

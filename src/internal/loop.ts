@@ -145,7 +145,7 @@ const end = (outcome: Outcome.Outcome): Next => ({ _tag: "End", outcome })
 const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   const { env, progress, transcript } = run
   // A guard may end the run before the model is called: the turn cap, a budget.
-  const guarded = yield* Control.control(run, env.hooks.beforeModelCall, (plugin) =>
+  const guarded = yield* Control.consult(run, env.hooks.beforeModelCall, (plugin) =>
     plugin.beforeModelCall?.(run.context))
   if (guarded !== undefined) return end(guarded)
   // So may a cancel or the deadline.
@@ -160,7 +160,7 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   Transcript.append(transcript, reply.message)
   progress.usage = Message.addUsage(progress.usage, reply.message.usage)
   const calls = Message.toolCalls(reply.message)
-  const batch = calls.length === 0 ? Batch.empty : yield* Batch.execute(run, calls)
+  const batch = calls.length === 0 ? Batch.empty : yield* Batch.callAll(run, calls)
   Transcript.appendAll(transcript, batch.results)
   return yield* endTurn(run, reply.message, batch, reply.stopped)
 })
@@ -178,7 +178,7 @@ function* endTurn<R>(
 ) {
   run.progress.turn++
   yield* Events.turnEnded(run.events, message, batch.results, run.progress)
-  const after = yield* Control.control(run, run.env.hooks.afterTurn, (plugin) =>
+  const after = yield* Control.consult(run, run.env.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
   const stop = stoppedReply ?? (yield* Stops.reason(run.stops))
   // A stop comes first, then the tools' vote, then an afterTurn hook's stop.
@@ -197,7 +197,7 @@ const finishOpenTurn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   const { calls, message } = Transcript.openCalls(run.transcript.messages)
   if (message === undefined || calls.length === 0) return next(false)
   run.events.turn = run.progress.turn + 1
-  const batch = yield* Batch.execute(run, calls)
+  const batch = yield* Batch.callAll(run, calls)
   Transcript.appendAll(run.transcript, batch.results)
   return yield* endTurn(run, message, batch, undefined)
 })

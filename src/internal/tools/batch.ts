@@ -44,7 +44,7 @@ type BatchRun<R> = LiveRun.Uses<R, "env" | "events" | "journal" | "progress" | "
  *
  * @internal
  */
-export function* execute<R>(run: BatchRun<R>, calls: ReadonlyArray<Message.ToolCallPart>) {
+export function* callAll<R>(run: BatchRun<R>, calls: ReadonlyArray<Message.ToolCallPart>) {
   run.journal.results.clear()
   const plan = yield* Plan.plan(run, calls)
   if (plan.overLimit > 0) {
