@@ -409,14 +409,7 @@ export const textOf = (message: Message): string => {
 // Conversion to effect/ai Prompt
 // -----------------------------------------------------------------------------
 
-// Parts and messages are written as literals carrying the marker `Prompt.makePart` and
-// `Prompt.makeMessage` set, as a plain key: their generic spread is the larger part of converting
-// a message, and a literal with a computed key is built the slow way. Every message is converted
-// once; if effect changes a marker, these literals stop type-checking.
-const PartMarker = "~effect/ai/Prompt/Part" as const
-const MessageMarker = "~effect/ai/Prompt/Message" as const
-
-const promptText = (text: string): Prompt.TextPart => ({ "~effect/ai/Prompt/Part": PartMarker, type: "text", text, options: {} })
+const promptText = (text: string): Prompt.TextPart => Prompt.makePart("text", { text })
 
 const toPromptUserPart = (part: UserContent): Prompt.TextPart | Prompt.FilePart =>
   part.type === "text"
@@ -438,15 +431,13 @@ const toPromptAssistantPart = (
         options: reasoningOptions(part)
       })
     case "tool-call":
-      return {
-        "~effect/ai/Prompt/Part": PartMarker,
-        type: "tool-call",
+      return Prompt.makePart("tool-call", {
         id: part.id,
         name: part.name,
         params: part.params,
         providerExecuted: false,
         options: jsonOptions(part.providerData)
-      }
+      })
   }
 }
 
@@ -475,16 +466,13 @@ const isImage = (content: UserContent): boolean => content.type === "image"
  * @since 0.1.0
  */
 export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResultPart => {
-  const part: Prompt.ToolResultPart = {
-    "~effect/ai/Prompt/Part": PartMarker,
-    type: "tool-result",
+  const part: Prompt.ToolResultPart = Prompt.makePart("tool-result", {
     id: message.toolCallId,
     name: message.toolName,
     isFailure: message.isError,
     result: textOf(message),
-    providerExecuted: false,
-    options: {}
-  }
+    providerExecuted: false
+  })
   return message.content.some(isImage) ? { ...part, modelOutput: message.content.map(toPromptUserPart) } : part
 }
 
@@ -496,28 +484,13 @@ export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResul
 export const toPromptMessage = (message: Message): Prompt.Message | undefined => {
   switch (message.role) {
     case "system":
-      return { "~effect/ai/Prompt/Message": MessageMarker, role: "system", content: message.content, options: {} }
+      return Prompt.makeMessage("system", { content: message.content })
     case "user":
-      return {
-        "~effect/ai/Prompt/Message": MessageMarker,
-        role: "user",
-        content: message.content.map(toPromptUserPart),
-        options: {}
-      }
+      return Prompt.makeMessage("user", { content: message.content.map(toPromptUserPart) })
     case "assistant":
-      return {
-        "~effect/ai/Prompt/Message": MessageMarker,
-        role: "assistant",
-        content: message.content.map(toPromptAssistantPart),
-        options: {}
-      }
+      return Prompt.makeMessage("assistant", { content: message.content.map(toPromptAssistantPart) })
     case "toolResult":
-      return {
-        "~effect/ai/Prompt/Message": MessageMarker,
-        role: "tool",
-        content: [toPromptToolResult(message)],
-        options: {}
-      }
+      return Prompt.makeMessage("tool", { content: [toPromptToolResult(message)] })
     case "custom":
       return undefined
   }

@@ -9,7 +9,7 @@
  *
  * @internal
  */
-import { Duration, Effect, Fiber } from "effect"
+import { Duration, Effect } from "effect"
 import type { ToolFatalError } from "../../AgentError.ts"
 import * as Approvals from "../../Approvals.ts"
 import type * as Hooks from "../../Hooks.ts"
@@ -61,7 +61,7 @@ export function* call<R>(run: CallRun<R>, planned: Plan.Planned) {
   }
   const executed = planned._tag === "Immediate"
     ? answered(planned.call, planned.note)
-    : yield* execute(run, planned, startedAt)
+    : yield* approveAndInvoke(run, planned, startedAt)
   return yield* finalize(run, planned, executed, startedAt)
 }
 
@@ -71,7 +71,7 @@ const answered = (call: Hooks.ToolCall, note: Feedback.Note): Executed => ({
 })
 
 /** Approval, then the handler: a call that never ran is answered why. */
-function* execute<R>(run: CallRun<R>, planned: Plan.Prepared, startedAt: number) {
+function* approveAndInvoke<R>(run: CallRun<R>, planned: Plan.Prepared, startedAt: number) {
   const { call } = planned
   const before = yield* Stops.reason(run.stops)
   if (before !== undefined) return answered(call, Feedback.stopped(before, run.stops.wallClock))
@@ -168,34 +168,12 @@ const invoke = <R>(run: CallRun<R>, planned: Plan.Prepared): Effect.Effect<ToolR
     ? Duration.toMillis(planned.settings.timeout)
     : run.env.config.toolTimeout ?? undefined
   if (timeout === undefined) return invoked
-  return withTimeout(invoked, timeout, () => errorOutput(Feedback.timedOut(tool.name, timeout)))
+  // The handler is interrupted (its finalizers run) when the timeout fires.
+  return Effect.timeoutOrElse(invoked, {
+    duration: Duration.millis(timeout),
+    orElse: () => Effect.succeed(errorOutput(Feedback.timedOut(tool.name, timeout)))
+  })
 }
-
-/**
- * Runs an effect under a timeout. `Effect.timeoutOrElse` races it with a
- * sleeping fiber: two fibers, and a timer set and cleared, for every call,
- * though most handlers finish without waiting. Here the effect starts at once
- * on a fiber of its own: one that has already finished is read as it is, and
- * only one still running is awaited under the timeout. It is interrupted, its
- * finalizers run, when the timeout fires or the caller is interrupted while it
- * waits.
- */
-const withTimeout = <A, E, R>(
-  effect: Effect.Effect<A, E, R>,
-  timeout: number,
-  timedOut: () => A
-): Effect.Effect<A, E, R> =>
-  Effect.uninterruptibleMask((restore) =>
-    // A forked fiber is interruptible whatever its parent's mask: the effect needs no `restore`.
-    Effect.flatMap(Effect.forkChild(effect, { startImmediately: true }), (fiber) => {
-      const exit = fiber.pollUnsafe()
-      if (exit !== undefined) return exit
-      return restore(Effect.timeoutOrElse(Fiber.join(fiber), {
-        duration: Duration.millis(timeout),
-        orElse: () => Effect.as(Fiber.interrupt(fiber), timedOut())
-      })).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
-    })
-  )
 
 /**
  * The `afterToolCall` hooks, in order, each seeing the result as the hooks
