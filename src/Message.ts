@@ -11,6 +11,7 @@
  */
 import { Schema } from "effect"
 import { Prompt } from "effect/ai"
+import * as PromptLiteral from "./internal/promptLiteral.ts"
 
 // -----------------------------------------------------------------------------
 // Content parts
@@ -409,11 +410,9 @@ export const textOf = (message: Message): string => {
 // Conversion to effect/ai Prompt
 // -----------------------------------------------------------------------------
 
-const promptText = (text: string): Prompt.TextPart => Prompt.makePart("text", { text })
-
 const toPromptUserPart = (part: UserContent): Prompt.TextPart | Prompt.FilePart =>
   part.type === "text"
-    ? promptText(part.text)
+    ? PromptLiteral.textPart(part.text)
     : Prompt.makePart("file", {
       mediaType: part.mediaType,
       data: part.source.type === "base64" ? part.source.data : new URL(part.source.url)
@@ -424,20 +423,14 @@ const toPromptAssistantPart = (
 ): Prompt.TextPart | Prompt.ReasoningPart | Prompt.ToolCallPart => {
   switch (part.type) {
     case "text":
-      return promptText(part.text)
+      return PromptLiteral.textPart(part.text)
     case "reasoning":
       return Prompt.makePart("reasoning", {
         text: part.text,
         options: reasoningOptions(part)
       })
     case "tool-call":
-      return Prompt.makePart("tool-call", {
-        id: part.id,
-        name: part.name,
-        params: part.params,
-        providerExecuted: false,
-        options: jsonOptions(part.providerData)
-      })
+      return PromptLiteral.toolCallPart(part.id, part.name, part.params, jsonOptions(part.providerData))
   }
 }
 
@@ -466,13 +459,7 @@ const isImage = (content: UserContent): boolean => content.type === "image"
  * @since 0.1.0
  */
 export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResultPart => {
-  const part: Prompt.ToolResultPart = Prompt.makePart("tool-result", {
-    id: message.toolCallId,
-    name: message.toolName,
-    isFailure: message.isError,
-    result: textOf(message),
-    providerExecuted: false
-  })
+  const part = PromptLiteral.toolResultPart(message.toolCallId, message.toolName, message.isError, textOf(message))
   return message.content.some(isImage) ? { ...part, modelOutput: message.content.map(toPromptUserPart) } : part
 }
 
@@ -484,13 +471,13 @@ export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResul
 export const toPromptMessage = (message: Message): Prompt.Message | undefined => {
   switch (message.role) {
     case "system":
-      return Prompt.makeMessage("system", { content: message.content })
+      return PromptLiteral.systemMessage(message.content)
     case "user":
-      return Prompt.makeMessage("user", { content: message.content.map(toPromptUserPart) })
+      return PromptLiteral.userMessage(message.content.map(toPromptUserPart))
     case "assistant":
-      return Prompt.makeMessage("assistant", { content: message.content.map(toPromptAssistantPart) })
+      return PromptLiteral.assistantMessage(message.content.map(toPromptAssistantPart))
     case "toolResult":
-      return Prompt.makeMessage("tool", { content: [toPromptToolResult(message)] })
+      return PromptLiteral.toolMessage([toPromptToolResult(message)])
     case "custom":
       return undefined
   }
