@@ -1,103 +1,79 @@
-/**
- * ToolRegistry: toolkits with handlers as one registry, looked up by name.
- * Tools from MCP servers are in ToolRegistryMcp.test.ts.
- */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema, Stream } from "effect"
-import { AiError, Tool, Toolkit } from "effect/ai"
-import { ToolRegistry } from "effect-agent"
+import { Effect, Schema } from "effect"
+import { Tool, Toolkit } from "effect/ai"
+import { AgentTool, ToolRegistry } from "effect-agent"
 
 const Add = Tool.make("add", {
   parameters: Schema.Struct({ a: Schema.Finite, b: Schema.Finite }),
-  success: Schema.Finite
+  success: Schema.Finite,
+  failure: Schema.Struct({ reason: Schema.String })
 })
-const Echo = Tool.make("echo", { parameters: Schema.Struct({ text: Schema.String }), success: Schema.String })
-/** Another tool named "add": it replaces the first when registered after it. */
-const AddTwice = Tool.make("add", {
-  parameters: Schema.Struct({ a: Schema.Finite, b: Schema.Finite }),
-  success: Schema.Finite
+const Drop = AgentTool.annotate(Tool.make("drop", { success: Schema.String, failure: Schema.String }), { fatal: true })
+const Arithmetic = Toolkit.make(Add, Drop)
+const handlers = Arithmetic.toLayer({
+  add: ({ a, b }) => a < 0 ? Effect.fail({ reason: "negative" }) : Effect.succeed(a + b),
+  drop: () => Effect.fail("the table is gone")
 })
 
-const Math = Toolkit.make(Add)
-const Words = Toolkit.make(Echo)
-const Doubling = Toolkit.make(AddTwice)
-
-const registry = <E>(layer: Layer.Layer<ToolRegistry.ToolRegistry, E>) =>
-  Effect.provide(Effect.service(ToolRegistry.ToolRegistry), layer)
-
-const mathAndWords = ToolRegistry.layer(Math, Words).pipe(
-  Layer.provide(Math.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })),
-  Layer.provide(Words.toLayer({ echo: ({ text }) => Effect.succeed(text) }))
+const registry = Effect.map(ToolRegistry.fromToolkit(Arithmetic), (entry) => ToolRegistry.make(entry)).pipe(
+  Effect.provide(handlers)
 )
 
-describe("ToolRegistry.layer", () => {
-  it.effect("registers the tools of every toolkit, in order, found by name", () =>
+describe("ToolRegistry", () => {
+  it.effect("lists its tools, finds them by name and gives the model their definitions", () =>
     Effect.gen(function*() {
-      const tools = yield* registry(mathAndWords)
-      assert.deepStrictEqual(tools.tools.map((tool) => tool.name), ["add", "echo"])
+      const tools = yield* registry
+      assert.deepStrictEqual(tools.tools.map((tool) => tool.name), ["add", "drop"])
       assert.strictEqual(tools.get("add"), Add)
-      assert.strictEqual(tools.get("echo"), Echo)
-      assert.isUndefined(tools.get("ghost"))
-      assert.deepStrictEqual(Object.keys(tools.toolkit.tools), ["add", "echo"])
+      assert.isUndefined(tools.get("sub"))
+      assert.deepStrictEqual(Object.keys(tools.definitions), ["add", "drop"])
+      assert.strictEqual(tools.definitions.add, Add)
     }))
 
-  it.effect("handle decodes the arguments and runs the handler; run takes decoded arguments", () =>
+  it.effect("invoke runs a call with decoded arguments: the content the model reads, a failure as an error", () =>
     Effect.gen(function*() {
-      const tools = yield* registry(mathAndWords)
-      const results = yield* Stream.runCollect(yield* tools.handle("add", { a: 2, b: 3 }, "c1"))
-      assert.deepStrictEqual(
-        results.map((result) => [result.result, result.isFailure, result.preliminary]),
-        [[5, false, false]]
+      const tools = yield* registry
+      assert.deepStrictEqual(yield* tools.invoke("add", { toolCallId: "c1", params: { a: 1, b: 2 } }), {
+        content: [{ type: "text", text: "3" }],
+        isError: false
+      })
+      assert.deepStrictEqual(yield* tools.invoke("add", { toolCallId: "c2", params: { a: -1, b: 2 } }), {
+        content: [{ type: "text", text: "{\"reason\":\"negative\"}" }],
+        isError: true
+      })
+      const unknown = yield* tools.invoke("sub", { toolCallId: "c3", params: {} })
+      assert.isTrue(unknown.isError)
+      assert.deepStrictEqual(unknown.content, [
+        { type: "text", text: "Unknown tool \"sub\". Available tools: add, drop." }
+      ])
+    }))
+
+  it.effect("a fatal failure fails invoke with ToolFatalError", () =>
+    Effect.gen(function*() {
+      const tools = yield* registry
+      const error = yield* Effect.flip(tools.invoke("drop", { toolCallId: "d", params: {} }))
+      assert.deepStrictEqual([error._tag, error.toolName, error.toolCallId, error.description], [
+        "ToolFatalError",
+        "drop",
+        "d",
+        "the table is gone"
+      ])
+    }))
+
+  it.effect("a later entry's tool replaces an earlier one of the same name", () =>
+    Effect.gen(function*() {
+      const first = yield* registry
+      const Other = Tool.make("add", { success: Schema.String })
+      const other = Toolkit.make(Other)
+      const entry = yield* ToolRegistry.fromToolkit(other).pipe(
+        Effect.provide(other.toLayer({ add: () => Effect.succeed("replaced") }))
       )
-      const call = { params: { text: "hi" }, rawParams: { text: "hi" }, toolCallId: "c2" }
-      const run = yield* tools.run("echo", call, () => Effect.void)
-      assert.deepStrictEqual([run.result, run.isFailure], ["hi", false])
+      const merged = ToolRegistry.make({ tools: first.definitions, invoke: first.invoke }, entry)
+      assert.deepStrictEqual(merged.tools.map((tool) => tool.name), ["add", "drop"])
+      assert.strictEqual(merged.get("add"), Other)
+      assert.deepStrictEqual(yield* merged.invoke("add", { toolCallId: "c", params: {} }), {
+        content: [{ type: "text", text: "replaced" }],
+        isError: false
+      })
     }))
-
-  it.effect("an unknown name fails with ToolNotFoundError listing the tools; the toolkit's own handle is refused", () =>
-    Effect.gen(function*() {
-      const tools = yield* registry(mathAndWords)
-      const missing = yield* Effect.flip(tools.handle("ghost", {}, "c"))
-      const reason = missing.reason
-      assert.deepStrictEqual(
-        reason._tag === "ToolNotFoundError" ? [reason.toolName, reason.availableTools] : reason._tag,
-        ["ghost", ["add", "echo"]]
-      )
-      const ghost = { params: {}, rawParams: {}, toolCallId: "c" }
-      const notRun = yield* Effect.flip(tools.run("ghost", ghost, () => Effect.void))
-      assert.strictEqual(AiError.isAiError(notRun) ? notRun.reason._tag : notRun, "ToolNotFoundError")
-      const refused = yield* Effect.flip(Effect.scoped(tools.toolkit.handle("add" as never, {} as never)))
-      assert.strictEqual(refused.reason._tag, "ToolConfigurationError")
-    }))
-})
-
-describe("ToolRegistry.make, erase, layerEntries and empty", () => {
-  /** A toolkit with its handlers, built apart from the registry. */
-  const built = <Tools extends Record<string, Tool.Any>, E>(
-    kit: Toolkit.Toolkit<Tools>,
-    handlers: Layer.Layer<Tool.HandlersFor<Tools>, E>
-  ) => Effect.provide(Effect.map(kit, ToolRegistry.erase), handlers)
-
-  it.effect("a registry from toolkits with handlers built apart; a later tool of a name replaces the earlier", () =>
-    Effect.gen(function*() {
-      const sum = yield* built(Math, Math.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) }))
-      const doubled = yield* built(Doubling, Doubling.toLayer({ add: ({ a, b }) => Effect.succeed(2 * (a + b)) }))
-      const words = yield* built(Words, Words.toLayer({ echo: ({ text }) => Effect.succeed(text) }))
-      const tools = yield* registry(ToolRegistry.layerEntries(sum, words, doubled))
-      // the replaced tool keeps its place; its definition and handler are the later ones
-      assert.deepStrictEqual(tools.tools.map((tool) => tool.name), ["add", "echo"])
-      assert.strictEqual(tools.get("add"), AddTwice)
-      const results = yield* Stream.runCollect(yield* tools.handle("add", { a: 1, b: 2 }, "c"))
-      assert.deepStrictEqual(results.map((result) => result.result), [6])
-      const alone = ToolRegistry.make(sum)
-      const run = yield* alone.run("add", { params: { a: 1, b: 2 }, rawParams: { a: 1, b: 2 }, toolCallId: "c" }, () =>
-        Effect.void)
-      assert.strictEqual(run.result, 3)
-    }))
-
-  it("the empty registry has no tools and finds none", () => {
-    assert.deepStrictEqual(ToolRegistry.empty.tools, [])
-    assert.isUndefined(ToolRegistry.empty.get("add"))
-    assert.deepStrictEqual(Object.keys(ToolRegistry.make().toolkit.tools), [])
-  })
 })

@@ -2,7 +2,7 @@ import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
-import { Agent, AgentTool, Hooks, type Message, ToolRegistry } from "effect-agent"
+import { Agent, AgentTool, Hooks, McpTools, type Message, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -23,7 +23,7 @@ const everythingRegistry = (command = ChildProcess.make(process.execPath, [every
   Layer.effect(
     ToolRegistry.ToolRegistry,
     Effect.map(
-      ToolRegistry.fromMcpStdio(command, { prefix: "ev_", filter: (tool) => everythingTools.has(tool.name) }),
+      McpTools.stdio(command, { prefix: "ev_", filter: (tool) => everythingTools.has(tool.name) }),
       (entry) => ToolRegistry.make(entry)
     )
   ).pipe(Layer.provide(NodeServices.layer))
@@ -40,7 +40,7 @@ const toolResults = (messages: ReadonlyArray<Message.Message>) =>
       : []
   )
 
-describe.concurrent("ToolRegistry.fromMcp", () => {
+describe.concurrent("McpTools", () => {
   it.live("registers the server's tools with a prefix and the loop annotations from its hints", () =>
     Effect.gen(function*() {
       const registry = yield* ToolRegistry.ToolRegistry
@@ -86,7 +86,7 @@ describe.concurrent("ToolRegistry.fromMcp", () => {
       const registry = (command: ChildProcess.Command, name: string) =>
         Layer.effect(
           ToolRegistry.ToolRegistry,
-          Effect.map(ToolRegistry.fromMcpStdio(command, { filter: (tool) => tool.name === name }), (entry) => ToolRegistry.make(entry))
+          Effect.map(McpTools.stdio(command, { filter: (tool) => tool.name === name }), (entry) => ToolRegistry.make(entry))
         )
       const run = (command: ChildProcess.Command, name: string) =>
         Effect.gen(function*() {
@@ -139,7 +139,7 @@ describe.concurrent("ToolRegistry.fromMcp", () => {
       const registry = Layer.effect(
         ToolRegistry.ToolRegistry,
         Effect.map(
-          ToolRegistry.fromMcpStdio(ChildProcess.make(process.execPath, [filesystem, dir]), { prefix: "fs_" }),
+          McpTools.stdio(ChildProcess.make(process.execPath, [filesystem, dir]), { prefix: "fs_" }),
           (entry) => ToolRegistry.make(entry)
         )
       )
@@ -218,7 +218,7 @@ describe.concurrent("ToolRegistry.fromMcp", () => {
         Stream.takeUntil((text) => text.includes("listening")),
         Stream.runDrain
       )
-      const entry = yield* ToolRegistry.fromMcpHttp(`http://127.0.0.1:${port}/mcp`, {
+      const entry = yield* McpTools.http(`http://127.0.0.1:${port}/mcp`, {
         prefix: "ev_",
         filter: (tool) => tool.name === "get-sum"
       })
