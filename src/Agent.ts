@@ -57,6 +57,29 @@ import * as RunState from "./RunState.ts"
 import type * as Steering from "./Steering.ts"
 import type { ToolRegistry } from "./ToolRegistry.ts"
 import * as Loop from "./internal/loop.ts"
+import * as SubAgents from "./internal/subAgent.ts"
+
+export {
+  /**
+   * Makes a tool that runs a sub-agent on a child run (see `SubAgent`).
+   *
+   * @since 0.1.0
+   */
+  asTool,
+  /**
+   * Defines a sub-agent: a name, a description, a system prompt, an input
+   * Schema, tools, a model and a config (see `SubAgent`).
+   *
+   * @since 0.1.0
+   */
+  define,
+  /**
+   * Makes a tool that hands the run off to a sub-agent (see `SubAgent`).
+   *
+   * @since 0.1.0
+   */
+  handoff
+} from "./SubAgent.ts"
 
 /**
  * What starts a run.
@@ -105,14 +128,15 @@ const freshState = (options: RunOptions<unknown>): RunState.RunState =>
 
 /**
  * Runs an agent on a task until the model stops, a tool ends the run, or a
- * guard does.
+ * guard does. A run that hands off (`Agent.handoff`) goes on in the agent it
+ * handed off to; the result is that agent's, and says which it was.
  *
  * @since 0.1.0
  */
 export const run = <R = never>(
   options: RunOptions<R>
 ): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
-  Effect.suspend(() => Loop.start(freshState(options), options))
+  Effect.suspend(() => SubAgents.follow(options, (withHandoffs) => Loop.start(freshState(options), withHandoffs)))
 
 /**
  * Continues a run from its state: answers tool calls left open, delivers
@@ -125,11 +149,14 @@ export const run = <R = never>(
 export const runContinue = <R = never>(
   state: RunState.RunState,
   options: ContinueOptions<R> = {}
-): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> => Loop.resume(state, options)
+): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
+  SubAgents.follow(options, (withHandoffs) => Loop.resume(state, withHandoffs))
 
 /**
  * Runs an agent and returns its events as a stream; the last element is
- * `AgentEnd`, which carries the result. Stopping the stream early interrupts
+ * `AgentEnd`, which carries the result (after a handoff, the events of the
+ * agent handed off to follow, each run from its `AgentStart` to its
+ * `AgentEnd`). Stopping the stream early interrupts
  * the run.
  *
  * @since 0.1.0
@@ -139,7 +166,10 @@ export const runStream = <R = never>(
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements | R> =>
   Stream.callback<AgentEvent.AgentEvent, AgentError, Requirements | R>((queue) =>
     Effect.suspend(() =>
-      Loop.start(freshState(options), { ...options, sinks: [(event) => void Queue.offerUnsafe(queue, event)] })
+      SubAgents.follow(
+        { ...options, sinks: [(event) => void Queue.offerUnsafe(queue, event)] },
+        (withHandoffs) => Loop.start(freshState(options), withHandoffs)
+      )
     ).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => Queue.end(queue),

@@ -54,7 +54,13 @@ export const BudgetFigures = Schema.Struct({
     outputTokens: Schema.NullOr(Schema.Finite),
     costUsd: Schema.NullOr(Schema.Finite),
     wallClock: Schema.NullOr(Schema.Finite)
-  })
+  }),
+  /**
+   * Per agent, for a run whose sub-agents ran (`Agent.asTool`): the turns
+   * and usage of each, by its path (`"researcher"`, `"researcher/searcher"`),
+   * summed over its calls. The run's own `usage` includes theirs.
+   */
+  agents: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ turns: Schema.Finite, usage: Message.Usage })))
 })
 /** @since 0.1.0 */
 export type BudgetFigures = typeof BudgetFigures.Type
@@ -120,32 +126,8 @@ export const AgentEnd = AgentEndFields.pipe(Schema.refine(isAgentEnd, {
   expected: "an AgentEnd with an outcome and a result, or an error, or a defect"
 }))
 
-/**
- * The events of a run:
- *
- * - `AgentStart`: the run begins, with the messages it was given.
- * - `TurnStart`: a model call is about to be made.
- * - `MessageStart` / `MessageUpdate` / `MessageEnd`: an assistant message
- *   streams; `MessageEnd` also marks each user, system or custom message
- *   appended to the transcript (tool results come with `ToolExecutionEnd`).
- * - `ToolExecutionStart` / `ToolExecutionUpdate` / `ToolExecutionEnd`: a tool
- *   call runs, reports preliminary results, ends (every call gets an end, even
- *   one that never started: blocked, denied, unknown, invalid).
- * - `ApprovalRequested` / `ApprovalResolved`: a call waits for a decision.
- * - `SteeringDelivered` / `FollowUpDelivered`: queued messages entered the run.
- * - `WrapUpRequested`: the model was asked to finish (turn limit, budget).
- * - `GuardTripped`: a guard warned or stopped the run, with its figures.
- * - `ContextTransformed`: a `transformContext` hook changed the request (with
- *   its token estimates, when it reports them).
- * - `BudgetSnapshot`: totals and limits after a turn.
- * - `TurnEnd`: the assistant message and its tool results.
- * - `CheckpointSaved` / `SessionResumed`: durable sessions.
- * - `AgentEnd`: always the last event: the outcome and the result, or the
- *   error, or the defect (see {@link AgentEnd}).
- *
- * @since 0.1.0
- */
-export const AgentEvent = Schema.Union([
+/** Every event but `Nested` (which holds one of these, or another `Nested`). */
+const members = [
   Schema.TaggedStruct("AgentStart", { ...base, messages: Message.Transcript }),
   Schema.TaggedStruct("TurnStart", { ...base }),
   Schema.TaggedStruct("MessageStart", { ...base, role: Schema.Literals(["assistant", "user", "system", "custom"]) }),
@@ -225,9 +207,78 @@ export const AgentEvent = Schema.Union([
     })
   }),
   AgentEnd
-]).pipe(Schema.toTaggedUnion("_tag"))
+] as const
+
+const Flat = Schema.Union(members)
+
+/**
+ * An event of a sub-agent's run, as the runs above it see it: `path` names
+ * the agents from the run that emits it down to the one whose `event` it is
+ * (`["researcher"]` for a child, `["researcher", "searcher"]` for a
+ * grandchild); `event` is that run's own event, with its own run id, turn
+ * and time. A run reports the events of every run below it this way, so a
+ * UI can render the tree and a trajectory keeps it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Nested {
+  readonly _tag: "Nested"
+  readonly runId: string
+  readonly turn: number
+  readonly timestamp: number
+  readonly path: ReadonlyArray<string>
+  readonly event: AgentEvent
+}
+
+interface NestedEncoded {
+  readonly _tag: "Nested"
+  readonly runId: string
+  readonly turn: number
+  readonly timestamp: number
+  readonly path: ReadonlyArray<string>
+  readonly event: Encoded
+}
+
+type Encoded = typeof Flat.Encoded | NestedEncoded
+
 /** @since 0.1.0 */
-export type AgentEvent = typeof AgentEvent.Type
+export type AgentEvent = typeof Flat.Type | Nested
+
+const NestedEvent = Schema.TaggedStruct("Nested", {
+  ...base,
+  path: Schema.Array(Schema.String),
+  event: Schema.suspend((): Schema.Codec<AgentEvent, Encoded> => AgentEvent)
+})
+
+/**
+ * The events of a run:
+ *
+ * - `AgentStart`: the run begins, with the messages it was given.
+ * - `TurnStart`: a model call is about to be made.
+ * - `MessageStart` / `MessageUpdate` / `MessageEnd`: an assistant message
+ *   streams; `MessageEnd` also marks each user, system or custom message
+ *   appended to the transcript (tool results come with `ToolExecutionEnd`).
+ * - `ToolExecutionStart` / `ToolExecutionUpdate` / `ToolExecutionEnd`: a tool
+ *   call runs, reports preliminary results, ends (every call gets an end, even
+ *   one that never started: blocked, denied, unknown, invalid).
+ * - `ApprovalRequested` / `ApprovalResolved`: a call waits for a decision.
+ * - `SteeringDelivered` / `FollowUpDelivered`: queued messages entered the run.
+ * - `WrapUpRequested`: the model was asked to finish (turn limit, budget).
+ * - `GuardTripped`: a guard warned or stopped the run, with its figures.
+ * - `ContextTransformed`: a `transformContext` hook changed the request (with
+ *   its token estimates, when it reports them).
+ * - `BudgetSnapshot`: totals and limits after a turn.
+ * - `TurnEnd`: the assistant message and its tool results.
+ * - `CheckpointSaved` / `SessionResumed`: durable sessions.
+ * - `Nested`: an event of a sub-agent's run (`Agent.asTool`), with the path of
+ *   agent names from this run down to it (see {@link Nested}).
+ * - `AgentEnd`: always the last event: the outcome and the result, or the
+ *   error, or the defect (see {@link AgentEnd}).
+ *
+ * @since 0.1.0
+ */
+export const AgentEvent = Schema.Union([...members, NestedEvent]).pipe(Schema.toTaggedUnion("_tag"))
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 

@@ -27,6 +27,10 @@ export type Budget = typeof Budget.Type
  * - `LoopDetected`: the model kept repeating the same tool calls.
  * - `Stagnated`: the model kept giving the same reply.
  * - `Cancelled`: the application cancelled the run, or its fiber was interrupted.
+ * - `HandedOff`: a handoff tool passed the run on to the agent `to` (see
+ *   `Agent.handoff`); the run that goes on in that agent returns its own result.
+ * - `GuardrailTripped`: a guardrail's check tripped on the prompt (`phase:
+ *   "input"`) or the final answer (`"output"`), with its reason (see `Guardrail`).
  *
  * @since 0.1.0
  */
@@ -38,7 +42,9 @@ export const Outcome = Schema.TaggedUnion({
   BudgetExceeded: { budget: Budget, limit: Schema.Finite, used: Schema.Finite },
   LoopDetected: { repeats: Schema.Finite, signature: Schema.String },
   Stagnated: { repeats: Schema.Finite },
-  Cancelled: { reason: Schema.String }
+  Cancelled: { reason: Schema.String },
+  HandedOff: { to: Schema.String },
+  GuardrailTripped: { guardrail: Schema.String, reason: Schema.String, phase: Schema.Literals(["input", "output"]) }
 })
 /** @since 0.1.0 */
 export type Outcome = typeof Outcome.Type
@@ -59,4 +65,13 @@ export const budgetExceeded = (budget: Budget, limit: number, used: number): Out
   budget,
   limit,
   used
+})
+/** @since 0.1.0 */
+export const handedOff = (to: string): Outcome => ({ _tag: "HandedOff", to })
+/** @since 0.1.0 */
+export const guardrailTripped = (guardrail: string, reason: string, phase: "input" | "output"): Outcome => ({
+  _tag: "GuardrailTripped",
+  guardrail,
+  reason,
+  phase
 })

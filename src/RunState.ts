@@ -185,7 +185,8 @@ export const make = (options: {
 /**
  * What a run returns: the messages this run added, the whole state to
  * continue from, how it ended, and the usage so far (over the state's whole
- * life, across continuations).
+ * life, across continuations). After a handoff (`Agent.handoff`), the result
+ * is the run of the agent that answered, and `agent` names it.
  *
  * @since 0.1.0
  */
@@ -193,7 +194,8 @@ export const RunResult = Schema.Struct({
   messages: Message.Transcript,
   state: RunState,
   outcome: Outcome.Outcome,
-  usage: Message.Usage
+  usage: Message.Usage,
+  agent: Schema.optionalKey(Schema.String)
 })
 /** @since 0.1.0 */
 export type RunResult = typeof RunResult.Type

@@ -41,7 +41,14 @@ describe("AgentEvent.AgentEvent", () => {
             state: RunState.make({ runId: "r", messages: [Message.user("go")] })
           })
         },
-        { ...base, _tag: "AgentEnd", defect: "Error: bug" }
+        { ...base, _tag: "AgentEnd", defect: "Error: bug" },
+        // a grandchild's event, as its grandparent reports it: the nested error keeps its class through JSON
+        {
+          ...base,
+          _tag: "Nested",
+          path: ["researcher", "searcher"],
+          event: { ...base, runId: "child", _tag: "AgentEnd", error: new AgentError.ConfigError({ field: "x", rule: "y" }) }
+        }
       ]
       const all = [...events, ...more]
       // every tag by name: a tag renamed or added without an example here fails, naming it

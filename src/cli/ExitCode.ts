@@ -4,13 +4,14 @@
  *
  * | code | meaning |
  * |---|---|
- * | 0 | completed, terminated by its tools, or wrapped up |
+ * | 0 | completed, terminated by its tools, wrapped up, or handed off |
  * | 1 | an unexpected failure (a tool failed fatally, a checkpoint could not be written, a bug) |
  * | 10 | the turn cap was reached |
  * | 11 | a token budget ran out |
  * | 12 | the wall-clock budget ran out |
  * | 13 | the cost budget ran out |
  * | 14 | stuck: the loop or stagnation detector stopped the run |
+ * | 15 | a guardrail tripped on the prompt or the final answer |
  * | 20 | the model or provider failed |
  * | 21 | the run could not be resumed (missing, corrupt or incompatible checkpoint) |
  * | 22 | config error, including invalid flags |
@@ -37,6 +38,7 @@ export const codes = {
   wallClockBudget: 12,
   costBudget: 13,
   stuck: 14,
+  guardrail: 15,
   modelFailure: 20,
   resumeFailure: 21,
   configError: 22,
@@ -63,6 +65,7 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
     case "Completed":
     case "Terminated":
     case "WrappedUp":
+    case "HandedOff":
       return codes.ok
     case "MaxTurns":
       return codes.maxTurns
@@ -77,6 +80,8 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
       return codes.stuck
     case "Cancelled":
       return codes.cancelled
+    case "GuardrailTripped":
+      return codes.guardrail
   }
 }
 

@@ -32,6 +32,7 @@ import type * as Steering from "../Steering.ts"
 import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Control from "./control.ts"
 import * as Events from "./events.ts"
+import * as Lineage from "./lineage.ts"
 import * as LiveRun from "./liveRun.ts"
 import * as Progress from "./progress.ts"
 import * as Reply from "./reply.ts"
@@ -53,9 +54,18 @@ export interface Options<R> {
   readonly sinks?: ReadonlyArray<(event: AgentEvent.AgentEvent) => void> | undefined
   /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
   readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
+  /** For a sub-agent's run: its parent and name. */
+  readonly link?: Lineage.Link | undefined
+  /** Where a handoff tool leaves its target (a run that can hand off). */
+  readonly handoffs?: Lineage.Handoffs | undefined
 }
 
-type Requirements = LanguageModel.LanguageModel | ToolRegistry
+/**
+ * What every run needs.
+ *
+ * @internal
+ */
+export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
 /**
  * Runs from `state`, whose messages are the run's own (a new run).
@@ -81,19 +91,30 @@ export const resume = <R>(
   Effect.andThen(checkContinuation(state, options.steering), execute(state, state.messages.length, options))
 
 const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNew: number, options: Options<R>) {
+  const lineage = Lineage.make(state.runId, options.link, options.handoffs)
   const run = yield* LiveRun.make<R>({
     state,
     firstNew,
     config: options.config,
-    plugins: options.plugins ?? [],
+    plugins: [...options.plugins ?? [], Lineage.plugin(lineage)],
     steering: options.steering,
     sinks: options.sinks ?? []
+  })
+  const { context, env, events, progress, stops } = run
+  Lineage.attach(lineage, {
+    progress,
+    config: env.config,
+    stops,
+    observed: events.observed,
+    emit: context.emit,
+    snapshot: context.snapshot
   })
   yield* Events.emit(run.events, { _tag: "AgentStart", messages: Transcript.added(run.transcript) })
   for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
   // Set when the run fails: the loop's error with the run's state on it.
   let failed: AgentError | undefined
   const outcome = yield* Stops.withDeadline(run.stops, run.progress.elapsedBefore, loop(run)).pipe(
+    Effect.provideService(Lineage.Current, lineage),
     Effect.onExit((exit) =>
       exit._tag === "Success"
         ? Effect.void
@@ -207,11 +228,13 @@ const finishOpenTurn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
 // -----------------------------------------------------------------------------
 
 /**
- * How a stop ends the run: a cancel with `Cancelled`; the deadline with
- * `BudgetExceeded`, announced as the budget guard announces it.
+ * How a stop ends the run: a cancel with `Cancelled`; a halt with its
+ * outcome; the deadline with `BudgetExceeded`, announced as the budget guard
+ * announces it.
  */
 function* stopped<R>(run: LiveRun.Uses<R, "events" | "progress" | "stops">, stop: Stops.Stop) {
   if (stop._tag === "Cancel") return Outcome.cancelled(stop.reason)
+  if (stop._tag === "Halt") return stop.outcome
   const limit = run.stops.wallClock ?? 0
   const used = Progress.elapsedMs(run.progress)
   yield* Events.emit(run.events, {

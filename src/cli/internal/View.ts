@@ -155,6 +155,10 @@ export const describe = (outcome: Outcome): string => {
       return `the model gave the same reply ${outcome.repeats} times`
     case "Cancelled":
       return outcome.reason
+    case "HandedOff":
+      return `the run was handed off to ${outcome.to}`
+    case "GuardrailTripped":
+      return `the ${outcome.phase} guardrail ${outcome.guardrail} tripped: ${outcome.reason}`
   }
 }
 

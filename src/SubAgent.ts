@@ -1,0 +1,201 @@
+/**
+ * Agents that other agents call: a definition (`Agent.define`) is an agent
+ * with its own system prompt, tools, model and config; `Agent.asTool` makes it
+ * an `effect/ai` tool, and `Agent.handoff` a tool that passes the whole run
+ * on to it.
+ *
+ * A sub-agent tool's handler runs a child run on the calling tool's fiber,
+ * with its own transcript: only the input goes in (as its first user
+ * message), only its final reply comes back (as the tool's result). The child
+ * has its own guards (its config's turn cap, budgets, detectors) and:
+ *
+ * - an identity ({@link current}): its run id, its parent's, its depth and
+ *   path; at most `maxDepth` (default 3) sub-agents deep, a call deeper is
+ *   answered that it was not started;
+ * - its parent's deadline: its wall-clock budget ends no later than the
+ *   parent's;
+ * - its parent's stops: interrupting or cancelling the parent interrupts the
+ *   child and its tools (their finalizers run);
+ * - its parent's `Approvals` service, which decides the child's calls that
+ *   need approval;
+ * - its usage counted in every run above it (their `usage`, their budgets,
+ *   and per agent in their `BudgetSnapshot`'s `agents`): a budget of a run
+ *   above it that runs out stops the child before its next model call;
+ * - its events reported to the parent's observers as `Nested { path, event }`
+ *   (the trajectory keeps them);
+ * - in a durable session, its state saved with the parent's at each of its
+ *   turns and tool calls, so a resumed session continues the child from its
+ *   last checkpoint rather than starting it again.
+ *
+ * A child that does not finish (a turn cap, a budget, a guardrail, a failure)
+ * answers with `SubAgentFailed`, an error result the calling model reads.
+ *
+ * @since 0.1.0
+ */
+import { type Effect, type Layer, Schema } from "effect"
+import { LanguageModel, Tool, type Toolkit } from "effect/ai"
+import type * as AgentConfig from "./AgentConfig.ts"
+import * as AgentTool from "./AgentTool.ts"
+import type * as Hooks from "./Hooks.ts"
+import type * as Message from "./Message.ts"
+import * as Internal from "./internal/subAgent.ts"
+import type { ToolRegistry } from "./ToolRegistry.ts"
+
+export {
+  /**
+   * @since 0.1.0
+   * @category errors
+   */
+  SubAgentFailed
+} from "./internal/subAgent.ts"
+
+/**
+ * The Schema of a sub-agent's input: the parameters of its tool, so a
+ * Schema whose JSON form is an object (a `Schema.Struct`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type InputSchema = Schema.Codec<unknown, { readonly [key: string]: unknown }>
+
+/**
+ * A sub-agent.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Definition<Name extends string, Input extends InputSchema> {
+  /** The tool's name, and the agent's in `Nested` paths, figures and `HandedOff`. */
+  readonly name: Name
+  /** What the calling model is told the agent does. */
+  readonly description: string
+  readonly system?: string | undefined
+  /** The tool's parameters: what the calling model passes. */
+  readonly input: Input
+  /** The task as the agent reads it (by default, the input as JSON). */
+  prompt?(input: Input["Type"]): string
+  /** The agent's tools (none by default: not the caller's). */
+  readonly tools?: Layer.Layer<ToolRegistry> | undefined
+  /** The agent's model (by default, the caller's). */
+  readonly model?: Layer.Layer<LanguageModel.LanguageModel> | undefined
+  readonly config?: AgentConfig.Input | undefined
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput> | undefined
+  /** How deep sub-agents may run below the top run, counting this one (default 3; the least on the path wins). */
+  readonly maxDepth?: number | undefined
+}
+
+/**
+ * Defines a sub-agent (an identity function that keeps its types).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const define = <const Name extends string, Input extends InputSchema>(
+  definition: Definition<Name, Input>
+): Definition<Name, Input> => definition
+
+/**
+ * The tool that runs a sub-agent: its parameters are the agent's input, its
+ * result the agent's final reply, its failure {@link SubAgentFailed}. Replay
+ * safe: a resumed session calls it again, and the call continues the child
+ * saved with the session.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const asTool = <const Name extends string, Input extends InputSchema>(definition: Definition<Name, Input>) =>
+  AgentTool.annotate(
+    Tool.make(definition.name, {
+      description: definition.description,
+      parameters: definition.input,
+      success: Schema.String,
+      failure: Internal.SubAgentFailed,
+      dependencies: [LanguageModel.LanguageModel]
+    }),
+    { replaySafe: true }
+  )
+
+/**
+ * The handler of {@link asTool}'s tool, for its toolkit's `toLayer`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const handler = <const Name extends string, Input extends InputSchema>(definition: Definition<Name, Input>) =>
+(
+  params: Input["Type"],
+  context: Toolkit.HandlerContext<Tool.Any>
+): Effect.Effect<string, Internal.SubAgentFailed, LanguageModel.LanguageModel> =>
+  Internal.runChild(definition, params, context.toolCallId)
+
+/**
+ * A tool, `transfer_to_<name>`, that passes the run on to a sub-agent: the
+ * run ends `HandedOff { to }` after the call's turn, and `Agent.run` goes on
+ * with the agent, from the history its handler keeps ({@link handoffHandler})
+ * and the call's input as a user message. The result is that agent's run,
+ * and its `agent` names it. Only a run started by `Agent.run` or
+ * `Agent.runStream` can hand off (elsewhere the call is answered that it
+ * cannot).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const handoff = <const Name extends string, Input extends InputSchema>(definition: Definition<Name, Input>) =>
+  Tool.make(`transfer_to_${definition.name}`, {
+    description: `Hand the conversation over to ${definition.name}: ${definition.description}`,
+    parameters: definition.input,
+    success: Schema.String,
+    failure: Internal.SubAgentFailed
+  })
+
+/**
+ * What a handoff keeps of the run's transcript for the agent that takes it
+ * over: all of it by default.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface HandoffOptions {
+  readonly history?: ((messages: ReadonlyArray<Message.Message>) => ReadonlyArray<Message.Message>) | undefined
+}
+
+/**
+ * The handler of {@link handoff}'s tool, for its toolkit's `toLayer`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const handoffHandler = <const Name extends string, Input extends InputSchema>(
+  definition: Definition<Name, Input>,
+  options: HandoffOptions = {}
+) =>
+(params: Input["Type"]): Effect.Effect<string, Internal.SubAgentFailed> =>
+  Internal.handOff(definition, params, options.history ?? ((messages) => messages))
+
+/**
+ * Where a run sits among agents.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Identity {
+  readonly runId: string
+  /** The agent's name; `undefined` for a run the application started. */
+  readonly agent: string | undefined
+  readonly parentRunId: string | undefined
+  /** 0 for a run the application started, 1 for its sub-agents, … */
+  readonly depth: number
+  /** The agents' names from the top run down to this one. */
+  readonly path: ReadonlyArray<string>
+  /** When the run's wall-clock budget (its own, or inherited from its parent) runs out, in epoch ms. */
+  readonly deadline: number | undefined
+}
+
+/**
+ * The identity of the run in progress, for its tools and hooks; `undefined`
+ * outside a run.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
+export const current: Effect.Effect<Identity | undefined> = Internal.identity

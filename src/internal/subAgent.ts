@@ -1,0 +1,390 @@
+/**
+ * How a sub-agent runs: a child run started by a sub-agent tool's handler
+ * (`Agent.asTool`) below the run that called it, and a run handed off to
+ * another agent (`Agent.handoff`).
+ *
+ * A child run is the loop itself (`Loop.start`, or `Loop.resume` for a child
+ * saved in its parent's state), on the fiber of the call that runs it, with
+ * the plugins below: they report its events to the parent (`Nested`), roll
+ * its usage up into every run above it, and stop it when a budget of a run
+ * above it is exhausted. Everything else comes with the fiber: interrupting
+ * the parent interrupts the child and its tools, and the parent's
+ * `Approvals` service decides the child's calls.
+ *
+ * @internal
+ */
+import { Clock, Effect, Layer, Schema } from "effect"
+import type { LanguageModel } from "effect/ai"
+import * as AgentConfig from "../AgentConfig.ts"
+import type { AgentError } from "../AgentError.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import * as Outcome from "../Outcome.ts"
+import * as RunState from "../RunState.ts"
+import type * as SubAgent from "../SubAgent.ts"
+import { ToolRegistry } from "../ToolRegistry.ts"
+import * as ToolRegistryModule from "../ToolRegistry.ts"
+import * as Lineage from "./lineage.ts"
+import * as Loop from "./loop.ts"
+import * as Progress from "./progress.ts"
+import * as Stops from "./stops.ts"
+import * as Transcript from "./transcript.ts"
+
+/** The default of `maxDepth`: a child, a grandchild and a great-grandchild. */
+const defaultMaxDepth = 3
+
+/** How many handoffs one `Agent.run` follows, at most (a cycle of agents handing off to each other ends there). */
+const maxHandoffs = 8
+
+/**
+ * A definition with its types erased, as the runtime holds it.
+ *
+ * @internal
+ */
+export type AnyDefinition = SubAgent.Definition<string, SubAgent.InputSchema>
+
+/**
+ * What the calling model reads when a sub-agent cannot answer: it was not
+ * started (too deep), it did not finish (`outcome`: how it ended), or its run
+ * failed. A typed failure of the sub-agent tool: an error result, never the
+ * end of the calling run.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>()("SubAgentFailed", {
+  agent: Schema.String,
+  reason: Schema.String,
+  outcome: Schema.optionalKey(Outcome.Outcome)
+}) {
+  override get message(): string {
+    return this.reason
+  }
+}
+
+const failed = (agent: string, reason: string, outcome?: Outcome.Outcome): Effect.Effect<never, SubAgentFailed> =>
+  Effect.fail(new SubAgentFailed(outcome === undefined ? { agent, reason } : { agent, reason, outcome }))
+
+/** The task as the child reads it: its `prompt` function, the input as text, or its JSON. */
+const promptOf = (definition: AnyDefinition, params: unknown): string =>
+  definition.prompt !== undefined
+    ? definition.prompt(params)
+    : typeof params === "string"
+    ? params
+    : JSON.stringify(Schema.encodeUnknownSync(definition.input)(params))
+
+/** The tools and model of a definition: its own tools only (none when it has none), and its model if it has one. */
+const provideOwn = <A, E, R>(
+  definition: AnyDefinition,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, Exclude<R, ToolRegistry>> => {
+  const tools: Layer.Layer<ToolRegistry> = definition.tools ?? Layer.succeed(ToolRegistry, ToolRegistryModule.empty)
+  const withTools = Effect.provide(effect, tools)
+  return definition.model === undefined ? withTools : Effect.provide(withTools, definition.model)
+}
+
+// -----------------------------------------------------------------------------
+// A child run
+// -----------------------------------------------------------------------------
+
+/**
+ * Runs a sub-agent below the run in progress (if any) for one call: only the
+ * input goes in, only the answer comes back. A child saved in the parent's
+ * state under the call's id is continued from there rather than started
+ * again.
+ *
+ * @internal
+ */
+export const runChild = (
+  definition: AnyDefinition,
+  params: unknown,
+  toolCallId: string | undefined
+): Effect.Effect<string, SubAgentFailed, LanguageModel.LanguageModel> =>
+  Effect.gen(function*() {
+    const parent = yield* Lineage.Current
+    const agent = definition.name
+    const depth = (parent?.depth ?? 0) + 1
+    const maxDepth = Math.min(definition.maxDepth ?? defaultMaxDepth, parent?.maxDepth ?? Infinity)
+    if (depth > maxDepth) {
+      return yield* failed(
+        agent,
+        `${agent} was not started: it would run at depth ${depth}, and sub-agents may run at most ${maxDepth} deep`
+      )
+    }
+    const saved = toolCallId === undefined ? undefined : parent?.restored.get(toolCallId)
+    if (saved !== undefined) parent!.restored.delete(toolCallId!)
+    // A child saved after its last reply had finished: its answer is in its transcript.
+    if (saved !== undefined && finished(saved.state)) return yield* answer(definition, saved.state.messages, Outcome.completed)
+    const config = yield* childConfig(definition, parent, saved?.state.elapsedMs ?? 0)
+    const options: Loop.Options<never> = {
+      config,
+      plugins: [...definition.plugins ?? [], childPlugin(parent, agent)],
+      link: { parent, agent, toolCallId, maxDepth }
+    }
+    const run = saved === undefined
+      ? Loop.start(freshState(definition, params), options)
+      : Loop.resume(saved.state, options)
+    const result = yield* provideOwn(definition, run).pipe(
+      Effect.ensuring(Effect.sync(() => {
+        if (parent !== undefined && toolCallId !== undefined) parent.children.delete(toolCallId)
+      })),
+      Effect.catch((error: AgentError) => failed(agent, `${agent} failed: ${error.message}`))
+    )
+    return yield* answer(definition, result.state.messages, result.outcome)
+  })
+
+const freshState = (definition: AnyDefinition, params: unknown): RunState.RunState =>
+  RunState.make({
+    runId: globalThis.crypto.randomUUID(),
+    system: definition.system,
+    messages: [Message.user(promptOf(definition, params))]
+  })
+
+/** Whether a saved child has nothing left to do: its last message is a reply, and nothing is queued. */
+const finished = (state: RunState.RunState): boolean =>
+  Transcript.endsWithReply(state.messages) && state.steering.length === 0 && state.followUps.length === 0
+
+/**
+ * The child's config: its own, with a wall-clock budget no later than its
+ * parent's deadline (the child's budget counts its whole life, `elapsed`
+ * included, as a resumed run's does).
+ */
+const childConfig = (definition: AnyDefinition, parent: Lineage.Lineage | undefined, elapsed: number) =>
+  Effect.gen(function*() {
+    const config = yield* Effect.orDie(AgentConfig.make(definition.config))
+    const remaining = parent?.run === undefined ? undefined : yield* remainingMs(parent.run)
+    if (remaining === undefined) return config
+    const inherited = elapsed + Math.max(1, remaining)
+    const own = config.budgets.wallClock
+    return own !== null && own <= inherited
+      ? config
+      : { ...config, budgets: { ...config.budgets, wallClock: inherited } }
+  })
+
+/** What is left of a run's wall-clock budget, if it has one. */
+const remainingMs = (run: Lineage.Attached): Effect.Effect<number | undefined> =>
+  Effect.map(Clock.currentTimeMillis, (now) =>
+    run.stops.wallClock === null ? undefined : run.stops.wallClock - Progress.elapsedMs(run.progress, now))
+
+/** What the parent's model reads: the child's final reply, or why it did not finish. */
+const answer = (
+  definition: AnyDefinition,
+  messages: ReadonlyArray<Message.Message>,
+  outcome: Outcome.Outcome
+): Effect.Effect<string, SubAgentFailed> => {
+  switch (outcome._tag) {
+    case "Completed":
+    case "WrappedUp":
+    case "Terminated": {
+      for (let i = messages.length - 1; i >= 0; i--) {
+        if (messages[i]!.role === "assistant") return Effect.succeed(Message.textOf(messages[i]!))
+      }
+      return Effect.succeed("")
+    }
+    default:
+      return failed(definition.name, `${definition.name} did not finish: ${describe(outcome)}`, outcome)
+  }
+}
+
+const describe = (outcome: Outcome.Outcome): string => {
+  switch (outcome._tag) {
+    case "MaxTurns":
+      return `it reached its cap of ${outcome.limit} turns`
+    case "BudgetExceeded":
+      return `its ${outcome.budget} budget ran out (${outcome.used} of ${outcome.limit})`
+    case "LoopDetected":
+      return "it kept repeating the same tool calls"
+    case "Stagnated":
+      return "it kept giving the same reply"
+    case "Cancelled":
+      return `it was cancelled: ${outcome.reason}`
+    case "GuardrailTripped":
+      return `its ${outcome.phase} guardrail ${outcome.guardrail} tripped: ${outcome.reason}`
+    case "HandedOff":
+      return `it handed off to ${outcome.to}`
+    default:
+      return outcome._tag
+  }
+}
+
+// -----------------------------------------------------------------------------
+// What ties a child to the runs above it
+// -----------------------------------------------------------------------------
+
+const budgetsChecked = ["tokens", "inputTokens", "outputTokens", "costUsd"] as const
+
+const usedOf = (budget: typeof budgetsChecked[number], usage: Message.Usage): number =>
+  budget === "tokens"
+    ? Message.totalTokens(usage)
+    : budget === "costUsd"
+    ? usage.cost ?? 0
+    : budget === "inputTokens"
+    ? usage.input
+    : usage.output
+
+const ancestors = function*(parent: Lineage.Lineage | undefined) {
+  for (let run = parent; run !== undefined; run = run.parent) if (run.run !== undefined) yield [run, run.run] as const
+}
+
+/**
+ * The plugin of a child run: it reports the child's events to the parent as
+ * `Nested` (when the parent's events are observed), adds the usage of each of
+ * its replies and its turns to every run above it (their usage, budgets and
+ * per-agent figures), and, before each model call, stops the child when a
+ * budget of a run above it is exhausted.
+ */
+const childPlugin = (parent: Lineage.Lineage | undefined, agent: string): Hooks.Plugin => {
+  const path = [...parent?.path ?? [], agent]
+  const rollUp = (usage: Message.Usage, turns: number) => {
+    for (const [lineage, run] of ancestors(parent)) {
+      const key = path.slice(lineage.depth).join("/")
+      const { progress } = run
+      if (usage !== Message.emptyUsage) progress.usage = Message.addUsage(progress.usage, usage)
+      const before = progress.agents?.[key]
+      progress.agents = {
+        ...progress.agents,
+        [key]: {
+          turns: (before?.turns ?? 0) + turns,
+          usage: before === undefined ? usage : Message.addUsage(before.usage, usage)
+        }
+      }
+    }
+  }
+  const forward = parent?.run?.observed === true ? parent.run.emit : undefined
+  return {
+    name: "subAgent",
+    observe: (event) => {
+      if (event._tag === "MessageEnd" && event.message.role === "assistant") rollUp(event.message.usage, 0)
+      else if (event._tag === "TurnEnd") rollUp(Message.emptyUsage, 1)
+    },
+    onEvent: forward === undefined ? undefined : (event) =>
+      forward(
+        event._tag === "Nested"
+          ? { _tag: "Nested", path: [agent, ...event.path], event: event.event }
+          : { _tag: "Nested", path: [agent], event }
+      ),
+    beforeModelCall: (ctx) => {
+      for (const [lineage, run] of ancestors(parent)) {
+        for (const budget of budgetsChecked) {
+          const limit = run.config.budgets[budget]
+          const used = usedOf(budget, run.progress.usage)
+          if (limit === null || used < limit) continue
+          const whose = lineage.agent === undefined ? "the top run's" : `${lineage.agent}'s`
+          const tripped: AgentEvent.Input = {
+            _tag: "GuardTripped",
+            guard: "budget",
+            action: "stop",
+            detail: `${whose} ${budget} budget is exhausted: ${used} of ${limit}`,
+            figures: { limit, used }
+          }
+          return Effect.as(ctx.emit(tripped), { _tag: "Stop", outcome: Outcome.budgetExceeded(budget, limit, used) })
+        }
+      }
+      return Effect.succeed({ _tag: "Proceed" })
+    }
+  }
+}
+
+// -----------------------------------------------------------------------------
+// Handoffs
+// -----------------------------------------------------------------------------
+
+/** What a handoff tool leaves for the run that follows. */
+interface Target {
+  readonly definition: AnyDefinition
+  readonly params: unknown
+  readonly history: (messages: ReadonlyArray<Message.Message>) => ReadonlyArray<Message.Message>
+}
+
+/**
+ * A handoff tool's handler: it leaves the target for {@link follow} and halts
+ * the run, which ends `HandedOff`.
+ *
+ * @internal
+ */
+export const handOff = (
+  definition: AnyDefinition,
+  params: unknown,
+  history: Target["history"]
+): Effect.Effect<string, SubAgentFailed> =>
+  Effect.gen(function*() {
+    const lineage = yield* Lineage.Current
+    if (lineage?.handoffs === undefined || lineage.run === undefined) {
+      return yield* failed(
+        definition.name,
+        `cannot hand off to ${definition.name}: only a run started by Agent.run or Agent.runStream can hand off`
+      )
+    }
+    const target: Target = { definition, params, history }
+    lineage.handoffs.pending = { to: definition.name, target }
+    Stops.halt(lineage.run.stops, Outcome.handedOff(definition.name), `the run was handed off to ${definition.name}`)
+    return `Handed off to ${definition.name}.`
+  })
+
+/**
+ * Runs `first` and follows the handoffs it ends with: each target runs from
+ * the history its handoff keeps, with the handoff's input as the last user
+ * message, its own system prompt, tools, model and config, and the run's
+ * plugins, steering and sinks. The result is the last run's, with `agent`
+ * naming who answered.
+ *
+ * @internal
+ */
+export const follow = <R>(
+  options: Loop.Options<R>,
+  first: (options: Loop.Options<R>) => Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R>
+): Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R> =>
+  Effect.gen(function*() {
+    const handoffs: Lineage.Handoffs = { pending: undefined }
+    let result = yield* first({ ...options, handoffs })
+    for (let hop = 0; hop < maxHandoffs; hop++) {
+      const pending = handoffs.pending
+      if (result.outcome._tag !== "HandedOff" || pending === undefined) return result
+      handoffs.pending = undefined
+      // `handOff` left it: a `Target`.
+      const { definition, history, params } = pending.target as Target
+      const state = RunState.make({
+        runId: globalThis.crypto.randomUUID(),
+        system: definition.system,
+        messages: [...history(result.state.messages), Message.user(promptOf(definition, params))]
+      })
+      const next = yield* provideOwn(
+        definition,
+        Loop.start<R>(state, {
+          ...options,
+          config: definition.config,
+          plugins: [...options.plugins ?? [], ...definition.plugins ?? []],
+          handoffs
+        })
+      )
+      result = { ...next, agent: definition.name }
+    }
+    return result
+  })
+
+// -----------------------------------------------------------------------------
+// Identity
+// -----------------------------------------------------------------------------
+
+/**
+ * Where the run in progress sits among agents.
+ *
+ * @internal
+ */
+export const identity: Effect.Effect<SubAgent.Identity | undefined> = Effect.flatMap(
+  Lineage.Current,
+  (lineage) => {
+    if (lineage === undefined) return Effect.succeed(undefined)
+    const remaining = lineage.run === undefined ? Effect.succeed(undefined) : remainingMs(lineage.run)
+    return Effect.flatMap(remaining, (left) =>
+      Effect.map(Clock.currentTimeMillis, (now): SubAgent.Identity => ({
+        runId: lineage.runId,
+        agent: lineage.agent,
+        parentRunId: lineage.parent?.runId,
+        depth: lineage.depth,
+        path: lineage.path,
+        deadline: left === undefined ? undefined : now + left
+      })))
+  }
+)
