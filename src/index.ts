@@ -27,6 +27,8 @@ export * as ContextWindow from "./ContextWindow.ts"
 /** @since 0.1.0 */
 export * as Guards from "./Guards.ts"
 /** @since 0.1.0 */
+export * as Guardrail from "./Guardrail.ts"
+/** @since 0.1.0 */
 export * as Hooks from "./Hooks.ts"
 /** @since 0.1.0 */
 export * as McpTools from "./McpTools.ts"
