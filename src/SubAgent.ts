@@ -32,57 +32,35 @@
  *
  * @since 0.1.0
  */
-import { type Effect, type Layer, Schema } from "effect"
+import { type Effect, Schema } from "effect"
 import { LanguageModel, Tool, type Toolkit } from "effect/ai"
-import type * as AgentConfig from "./AgentConfig.ts"
 import * as AgentTool from "./AgentTool.ts"
-import type * as Hooks from "./Hooks.ts"
 import type * as Message from "./Message.ts"
 import * as Internal from "./internal/subAgent.ts"
-import type { ToolRegistry } from "./ToolRegistry.ts"
+import type { Definition, Identity, InputSchema } from "./internal/subAgent.ts"
 
 export {
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  type Definition,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  type Identity,
+  /**
+   * @since 0.1.0
+   * @category models
+   */
+  type InputSchema,
   /**
    * @since 0.1.0
    * @category errors
    */
   SubAgentFailed
 } from "./internal/subAgent.ts"
-
-/**
- * The Schema of a sub-agent's input: the parameters of its tool, so a
- * Schema whose JSON form is an object (a `Schema.Struct`).
- *
- * @since 0.1.0
- * @category models
- */
-export type InputSchema = Schema.Codec<unknown, { readonly [key: string]: unknown }>
-
-/**
- * A sub-agent.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Definition<Name extends string, Input extends InputSchema> {
-  /** The tool's name, and the agent's in `Nested` paths, figures and `HandedOff`. */
-  readonly name: Name
-  /** What the calling model is told the agent does. */
-  readonly description: string
-  readonly system?: string | undefined
-  /** The tool's parameters: what the calling model passes. */
-  readonly input: Input
-  /** The task as the agent reads it (by default, the input as JSON). */
-  prompt?(input: Input["Type"]): string
-  /** The agent's tools (none by default: not the caller's). */
-  readonly tools?: Layer.Layer<ToolRegistry> | undefined
-  /** The agent's model (by default, the caller's). */
-  readonly model?: Layer.Layer<LanguageModel.LanguageModel> | undefined
-  readonly config?: AgentConfig.Input | undefined
-  readonly plugins?: ReadonlyArray<Hooks.PluginInput> | undefined
-  /** How deep sub-agents may run below the top run, counting this one (default 3; the least on the path wins). */
-  readonly maxDepth?: number | undefined
-}
 
 /**
  * Defines a sub-agent (an identity function that keeps its types).
@@ -171,25 +149,6 @@ export const handoffHandler = <const Name extends string, Input extends InputSch
 ) =>
 (params: Input["Type"]): Effect.Effect<string, Internal.SubAgentFailed> =>
   Internal.handOff(definition, params, options.history ?? ((messages) => messages))
-
-/**
- * Where a run sits among agents.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Identity {
-  readonly runId: string
-  /** The agent's name; `undefined` for a run the application started. */
-  readonly agent: string | undefined
-  readonly parentRunId: string | undefined
-  /** 0 for a run the application started, 1 for its sub-agents, … */
-  readonly depth: number
-  /** The agents' names from the top run down to this one. */
-  readonly path: ReadonlyArray<string>
-  /** When the run's wall-clock budget (its own, or inherited from its parent) runs out, in epoch ms. */
-  readonly deadline: number | undefined
-}
 
 /**
  * The identity of the run in progress, for its tools and hooks; `undefined`

@@ -22,7 +22,6 @@ import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
-import type * as SubAgent from "../SubAgent.ts"
 import { ToolRegistry } from "../ToolRegistry.ts"
 import * as ToolRegistryModule from "../ToolRegistry.ts"
 import * as Lineage from "./lineage.ts"
@@ -38,11 +37,62 @@ const defaultMaxDepth = 3
 const maxHandoffs = 8
 
 /**
+ * The Schema of a sub-agent's input: the parameters of its tool, so a
+ * Schema whose JSON form is an object (a `Schema.Struct`).
+ *
+ * @internal
+ */
+export type InputSchema = Schema.Codec<unknown, { readonly [key: string]: unknown }>
+
+/**
+ * A sub-agent.
+ *
+ * @internal
+ */
+export interface Definition<Name extends string, Input extends InputSchema> {
+  /** The tool's name, and the agent's in `Nested` paths, figures and `HandedOff`. */
+  readonly name: Name
+  /** What the calling model is told the agent does. */
+  readonly description: string
+  readonly system?: string | undefined
+  /** The tool's parameters: what the calling model passes. */
+  readonly input: Input
+  /** The task as the agent reads it (by default, the input as JSON). */
+  prompt?(input: Input["Type"]): string
+  /** The agent's tools (none by default: not the caller's). */
+  readonly tools?: Layer.Layer<ToolRegistry> | undefined
+  /** The agent's model (by default, the caller's). */
+  readonly model?: Layer.Layer<LanguageModel.LanguageModel> | undefined
+  readonly config?: AgentConfig.Input | undefined
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput> | undefined
+  /** How deep sub-agents may run below the top run, counting this one (default 3; the least on the path wins). */
+  readonly maxDepth?: number | undefined
+}
+
+/**
+ * Where a run sits among agents.
+ *
+ * @internal
+ */
+export interface Identity {
+  readonly runId: string
+  /** The agent's name; `undefined` for a run the application started. */
+  readonly agent: string | undefined
+  readonly parentRunId: string | undefined
+  /** 0 for a run the application started, 1 for its sub-agents, … */
+  readonly depth: number
+  /** The agents' names from the top run down to this one. */
+  readonly path: ReadonlyArray<string>
+  /** When the run's wall-clock budget (its own, or inherited from its parent) runs out, in epoch ms. */
+  readonly deadline: number | undefined
+}
+
+/**
  * A definition with its types erased, as the runtime holds it.
  *
  * @internal
  */
-export type AnyDefinition = SubAgent.Definition<string, SubAgent.InputSchema>
+export type AnyDefinition = Definition<string, InputSchema>
 
 /**
  * What the calling model reads when a sub-agent cannot answer: it was not
@@ -372,13 +422,13 @@ export const follow = <R>(
  *
  * @internal
  */
-export const identity: Effect.Effect<SubAgent.Identity | undefined> = Effect.flatMap(
+export const identity: Effect.Effect<Identity | undefined> = Effect.flatMap(
   Lineage.Current,
   (lineage) => {
     if (lineage === undefined) return Effect.succeed(undefined)
     const remaining = lineage.run === undefined ? Effect.succeed(undefined) : remainingMs(lineage.run)
     return Effect.flatMap(remaining, (left) =>
-      Effect.map(Clock.currentTimeMillis, (now): SubAgent.Identity => ({
+      Effect.map(Clock.currentTimeMillis, (now): Identity => ({
         runId: lineage.runId,
         agent: lineage.agent,
         parentRunId: lineage.parent?.runId,
