@@ -11,6 +11,7 @@
  */
 import { Cause, Effect, Exit, Predicate, Schema } from "effect"
 import { ConfigError, OutputSchemaMismatch } from "../AgentError.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
 import * as Output from "../Output.ts"
@@ -215,6 +216,28 @@ const accept = (output: LiveOutput, params: unknown): ToolRegistry.Output => {
   output.invalidAttempts = 0
   return { content: [Message.text(acceptedText)], isError: false }
 }
+
+// -----------------------------------------------------------------------------
+// Streaming
+// -----------------------------------------------------------------------------
+
+/**
+ * The `MessageUpdate` of each delta, each delta of a `final_answer` call's
+ * arguments followed by its `OutputDelta` (what `Events.messageUpdates` does
+ * in a run without an output).
+ *
+ * @internal
+ */
+export const messageUpdates = <R>(
+  sink: Events.EventSink<R>,
+  deltas: ReadonlyArray<AgentEvent.Delta>
+): Effect.Effect<void, never, R> =>
+  Effect.forEach(deltas, (delta) => {
+    const update = Events.emit(sink, { _tag: "MessageUpdate", delta })
+    return delta.type === "toolCall" && delta.name === Output.toolName
+      ? Effect.andThen(update, Events.emit(sink, { _tag: "OutputDelta", toolCallId: delta.id, delta: delta.delta }))
+      : update
+  }, { discard: true })
 
 // -----------------------------------------------------------------------------
 // After a turn
