@@ -19,7 +19,6 @@ import type * as RunState from "../RunState.ts"
 import * as ToolArguments from "../ToolArguments.ts"
 import type * as ToolRegistry from "../ToolRegistry.ts"
 import * as Events from "./events.ts"
-import type * as LiveRun from "./liveRun.ts"
 import * as Feedback from "./tools/feedback.ts"
 import * as Transcript from "./transcript.ts"
 
@@ -277,7 +276,11 @@ export const reminder = (attemptsLeft: number): string =>
  * @internal
  */
 export const afterTurn = Effect.fnUntraced(function*<R>(
-  run: LiveRun.Uses<R, "transcript" | "events" | "progress">,
+  run: {
+    readonly transcript: Transcript.Transcript
+    readonly events: Events.EventSink<R>
+    readonly progress: { readonly wrapUpRequested: boolean }
+  },
   output: LiveOutput,
   message: Message.AssistantMessage,
   results: ReadonlyArray<Message.ToolResultMessage>
