@@ -46,10 +46,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Queue, Stream } from "effect"
+import { Effect, Queue, type Schema, Stream } from "effect"
 import type { LanguageModel } from "effect/ai"
 import type * as AgentConfig from "./AgentConfig.ts"
-import type { AgentError } from "./AgentError.ts"
+import type { AgentError, ConfigError } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
 import type * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
@@ -57,6 +57,7 @@ import * as RunState from "./RunState.ts"
 import type * as Steering from "./Steering.ts"
 import type { ToolRegistry } from "./ToolRegistry.ts"
 import * as Loop from "./internal/loop.ts"
+import * as OutputPart from "./internal/output.ts"
 import * as SubAgents from "./internal/subAgent.ts"
 
 export {
@@ -86,7 +87,7 @@ export {
  *
  * @since 0.1.0
  */
-export interface RunOptions<R = never> extends ContinueOptions<R> {
+export interface RunOptions<R = never, A = never> extends ContinueOptions<R, A> {
   /** The task: text, a message, or messages. */
   readonly prompt: string | Message.Message | ReadonlyArray<Message.Message>
   /** The system prompt. */
@@ -100,7 +101,21 @@ export interface RunOptions<R = never> extends ContinueOptions<R> {
  *
  * @since 0.1.0
  */
-export interface ContinueOptions<R = never> {
+export interface ContinueOptions<R = never, A = never> {
+  /**
+   * The Schema of the run's final answer: the model is offered a
+   * `final_answer` tool whose parameters are this Schema, and the run ends
+   * when it calls it with valid arguments; `RunResult.output` is the decoded
+   * answer (see `Output`). A continued run must give the Schema it was
+   * started with (`OutputSchemaMismatch` otherwise).
+   */
+  readonly output?: Schema.Codec<A, unknown> | undefined
+  /**
+   * How many invalid final answers (arguments that do not decode, or a reply
+   * in plain text) the model may correct before the run ends
+   * `OutputInvalid` (default 2).
+   */
+  readonly outputRetries?: number | undefined
   /** Settings; defaults for anything left out. Validated by the run. */
   readonly config?: AgentConfig.Input | undefined
   /** Plugins, after the guards the config installs. */
@@ -116,10 +131,19 @@ export interface ContinueOptions<R = never> {
  */
 export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
+/** The loop's options: the steering, plugins and config, and the output Schema with its retries, checked. */
+const loopOptions = <R, A>(options: ContinueOptions<R, A>): Effect.Effect<Loop.Options<R>, ConfigError> =>
+  Effect.map(OutputPart.request(options.output, options.outputRetries), (output) => ({
+    config: options.config,
+    plugins: options.plugins,
+    steering: options.steering,
+    output
+  }))
+
 const promptMessages = (prompt: RunOptions["prompt"]): ReadonlyArray<Message.Message> =>
   typeof prompt === "string" ? [Message.user(prompt)] : "role" in prompt ? [prompt] : prompt
 
-const freshState = (options: RunOptions<unknown>): RunState.RunState =>
+const freshState = (options: RunOptions<unknown, unknown>): RunState.RunState =>
   RunState.make({
     runId: options.runId ?? globalThis.crypto.randomUUID(),
     system: options.system,
@@ -133,10 +157,13 @@ const freshState = (options: RunOptions<unknown>): RunState.RunState =>
  *
  * @since 0.1.0
  */
-export const run = <R = never>(
-  options: RunOptions<R>
-): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
-  Effect.suspend(() => SubAgents.follow(options, (withHandoffs) => Loop.start(freshState(options), withHandoffs)))
+export const run = <R = never, A = never>(
+  options: RunOptions<R, A>
+): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
+  Effect.flatMap(loopOptions(options), (loop) =>
+    SubAgents.follow(loop, (withHandoffs) => Loop.start(freshState(options), withHandoffs))).pipe(
+      Effect.map(OutputPart.typed(options.output))
+    )
 
 /**
  * Continues a run from its state: answers tool calls left open, delivers
@@ -146,11 +173,14 @@ export const run = <R = never>(
  *
  * @since 0.1.0
  */
-export const runContinue = <R = never>(
+export const runContinue = <R = never, A = never>(
   state: RunState.RunState,
-  options: ContinueOptions<R> = {}
-): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
-  SubAgents.follow(options, (withHandoffs) => Loop.resume(state, withHandoffs))
+  options: ContinueOptions<R, A> = {}
+): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
+  Effect.flatMap(loopOptions(options), (loop) =>
+    SubAgents.follow(loop, (withHandoffs) => Loop.resume(state, withHandoffs))).pipe(
+      Effect.map(OutputPart.typed(options.output))
+    )
 
 /**
  * Runs an agent and returns its events as a stream; the last element is
@@ -161,16 +191,15 @@ export const runContinue = <R = never>(
  *
  * @since 0.1.0
  */
-export const runStream = <R = never>(
-  options: RunOptions<R>
+export const runStream = <R = never, A = never>(
+  options: RunOptions<R, A>
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements | R> =>
   Stream.callback<AgentEvent.AgentEvent, AgentError, Requirements | R>((queue) =>
-    Effect.suspend(() =>
+    Effect.flatMap(loopOptions(options), (loop) =>
       SubAgents.follow(
-        { ...options, sinks: [(event) => void Queue.offerUnsafe(queue, event)] },
+        { ...loop, sinks: [(event) => void Queue.offerUnsafe(queue, event)] },
         (withHandoffs) => Loop.start(freshState(options), withHandoffs)
-      )
-    ).pipe(
+      )).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => Queue.end(queue),
         onFailure: (cause) => Queue.failCause(queue, cause)

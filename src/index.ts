@@ -37,6 +37,8 @@ export * as Message from "./Message.ts"
 /** @since 0.1.0 */
 export * as Outcome from "./Outcome.ts"
 /** @since 0.1.0 */
+export * as Output from "./Output.ts"
+/** @since 0.1.0 */
 export * as Pricing from "./Pricing.ts"
 /** @since 0.1.0 */
 export * as RunState from "./RunState.ts"

@@ -34,6 +34,7 @@ import * as Control from "./control.ts"
 import * as Events from "./events.ts"
 import * as Lineage from "./lineage.ts"
 import * as LiveRun from "./liveRun.ts"
+import * as OutputPart from "./output.ts"
 import * as Progress from "./progress.ts"
 import * as Reply from "./reply.ts"
 import * as Stops from "./stops.ts"
@@ -54,6 +55,8 @@ export interface Options<R> {
   readonly sinks?: ReadonlyArray<(event: AgentEvent.AgentEvent) => void> | undefined
   /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
   readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
+  /** The typed output asked for (`Agent.run({ output })`). */
+  readonly output?: OutputPart.Request | undefined
   /** For a sub-agent's run: its parent and name. */
   readonly link?: Lineage.Link | undefined
   /** Where a handoff tool leaves its target (a run that can hand off). */
@@ -98,7 +101,8 @@ const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNe
     config: options.config,
     plugins: [...options.plugins ?? [], Lineage.plugin(lineage)],
     steering: options.steering,
-    sinks: options.sinks ?? []
+    sinks: options.sinks ?? [],
+    output: options.output
   })
   const { context, env, events, progress, stops } = run
   Lineage.attach(lineage, {
@@ -131,6 +135,10 @@ const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   // A continued run first finishes the turn it stopped in.
   const finished = yield* finishOpenTurn(run)
   if (finished._tag === "End") return finished.outcome
+  // A continued run that had ended with its final answer (saved after that turn) ends with it again.
+  if (run.output !== undefined && OutputPart.endedWithAnswer(run.output, run.transcript.messages)) {
+    return run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
+  }
   let pending = yield* Control.poll(run, "steering")
   let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
   // A continued run that stopped naturally goes straight to its follow-ups.
@@ -202,11 +210,15 @@ function* endTurn<R>(
   const after = yield* Control.consult(run, run.env.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
   const stop = stoppedReply ?? (yield* Stops.reason(run.stops))
-  // A stop comes first, then the tools' vote, then an afterTurn hook's stop.
+  // A stop comes first, then the final answer, the tools' vote, an afterTurn hook's stop.
   if (stop !== undefined) return end(yield* stopped(run, stop))
+  const output = run.output === undefined
+    ? undefined
+    : yield* OutputPart.afterTurn(run, run.output, message, batch.results)
+  if (output?._tag === "End") return end(output.outcome)
   if (batch.terminate) return end(Outcome.terminated)
   if (after !== undefined) return end(after)
-  return next(Message.hasToolCalls(message))
+  return next(output !== undefined || Message.hasToolCalls(message))
 }
 
 /**
@@ -250,12 +262,11 @@ function* stopped<R>(run: LiveRun.Uses<R, "events" | "progress" | "stops">, stop
 const result = <R>(run: LiveRun.LiveRun<R>, outcome: Outcome.Outcome): Effect.Effect<RunState.RunResult, never, R> =>
   Effect.andThen(
     Control.drain(run),
-    Effect.map(LiveRun.snapshot(run), (state) => ({
-      messages: Transcript.added(run.transcript),
-      state,
-      outcome,
-      usage: run.progress.usage
-    }))
+    Effect.map(LiveRun.snapshot(run), (state): RunState.RunResult => {
+      const final = { messages: Transcript.added(run.transcript), state, outcome, usage: run.progress.usage }
+      const accepted = run.output?.accepted
+      return accepted === undefined ? final : { ...final, output: accepted.value }
+    })
   )
 
 /**

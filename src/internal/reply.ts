@@ -13,6 +13,7 @@ import { ModelError } from "../AgentError.ts"
 import type * as Message from "../Message.ts"
 import * as Events from "./events.ts"
 import type * as LiveRun from "./liveRun.ts"
+import * as OutputPart from "./output.ts"
 import * as Stops from "./stops.ts"
 
 /**
@@ -34,7 +35,7 @@ const modelError = (turn: number) => (error: AiError.AiError) => ModelError.from
  *
  * @internal
  */
-export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops">, prompt: Prompt.Prompt) {
+export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops" | "output">, prompt: Prompt.Prompt) {
   const { events } = run
   const builder = new AssistantBuilder()
   yield* Events.messageStarted(events)
@@ -45,13 +46,15 @@ export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops">
     toolCallValidation: "deferred"
   })
   const observed = events.observed
+  // A run with a typed output also streams its final answer's arguments (`OutputDelta`).
+  const updates = run.output === undefined ? Events.messageUpdates : OutputPart.messageUpdates
   const consume = Stream.runForEachArray(stream, (parts) => {
     let deltas: Array<AgentEvent.Delta> | undefined
     for (const part of parts) {
       const delta = builder.push(part)
       if (delta !== undefined && observed) (deltas ??= []).push(delta)
     }
-    return deltas === undefined ? Effect.void : Events.messageUpdates(events, deltas)
+    return deltas === undefined ? Effect.void : updates(events, deltas)
   })
   // The stream ends with `void`, a stop with its reason: no step to map the one to `undefined`.
   const stopped: void | Stops.Stop = yield* Stops.race(
