@@ -63,14 +63,30 @@ export {
 } from "./internal/subAgent.ts"
 
 /**
- * Defines a sub-agent (an identity function that keeps its types).
+ * What defines a sub-agent: a {@link Definition} whose `output` may be left
+ * out (the agent then answers with its final reply, as text).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Options<Name extends string, Input extends InputSchema, Out> =
+  & Omit<Definition<Name, Input, Out>, "output">
+  & { readonly output?: Schema.Codec<Out, unknown> | undefined }
+
+/**
+ * Defines a sub-agent. With an `output` Schema its answer is typed: the
+ * agent gives it through its `final_answer` tool (see `Output`), and the
+ * calling model reads it encoded; without one, its answer is its final reply.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const define = <const Name extends string, Input extends InputSchema>(
-  definition: Definition<Name, Input>
-): Definition<Name, Input> => definition
+export function define<const Name extends string, Input extends InputSchema, Out = string>(
+  options: Options<Name, Input, Out>
+): Definition<Name, Input, Out>
+export function define(options: Options<string, InputSchema, unknown>): Definition<string, InputSchema, unknown> {
+  return { ...options, output: options.output ?? Schema.String }
+}
 
 /**
  * The tool that runs a sub-agent: its parameters are the agent's input, its
@@ -81,12 +97,14 @@ export const define = <const Name extends string, Input extends InputSchema>(
  * @since 0.1.0
  * @category constructors
  */
-export const asTool = <const Name extends string, Input extends InputSchema>(definition: Definition<Name, Input>) =>
+export const asTool = <const Name extends string, Input extends InputSchema, Out>(
+  definition: Definition<Name, Input, Out>
+) =>
   AgentTool.annotate(
     Tool.make(definition.name, {
       description: definition.description,
       parameters: definition.input,
-      success: Schema.String,
+      success: definition.output,
       failure: Internal.SubAgentFailed,
       dependencies: [LanguageModel.LanguageModel]
     }),
@@ -99,11 +117,13 @@ export const asTool = <const Name extends string, Input extends InputSchema>(def
  * @since 0.1.0
  * @category constructors
  */
-export const handler = <const Name extends string, Input extends InputSchema>(definition: Definition<Name, Input>) =>
+export const handler = <const Name extends string, Input extends InputSchema, Out>(
+  definition: Definition<Name, Input, Out>
+) =>
 (
   params: Input["Type"],
   context: Toolkit.HandlerContext<Tool.Any>
-): Effect.Effect<string, Internal.SubAgentFailed, LanguageModel.LanguageModel> =>
+): Effect.Effect<Out, Internal.SubAgentFailed, LanguageModel.LanguageModel> =>
   Internal.runChild(definition, params, context.toolCallId)
 
 /**
@@ -118,7 +138,9 @@ export const handler = <const Name extends string, Input extends InputSchema>(de
  * @since 0.1.0
  * @category constructors
  */
-export const handoff = <const Name extends string, Input extends InputSchema>(definition: Definition<Name, Input>) =>
+export const handoff = <const Name extends string, Input extends InputSchema, Out>(
+  definition: Definition<Name, Input, Out>
+) =>
   Tool.make(`transfer_to_${definition.name}`, {
     description: `Hand the conversation over to ${definition.name}: ${definition.description}`,
     parameters: definition.input,
@@ -143,8 +165,8 @@ export interface HandoffOptions {
  * @since 0.1.0
  * @category constructors
  */
-export const handoffHandler = <const Name extends string, Input extends InputSchema>(
-  definition: Definition<Name, Input>,
+export const handoffHandler = <const Name extends string, Input extends InputSchema, Out>(
+  definition: Definition<Name, Input, Out>,
   options: HandoffOptions = {}
 ) =>
 (params: Input["Type"]): Effect.Effect<string, Internal.SubAgentFailed> =>

@@ -19,7 +19,7 @@ const child = <const Name extends string>(
   name: Name,
   script: ScriptedModel.Script,
   trace: Trace,
-  extra: Partial<SubAgent.Definition<Name, typeof Topic>> = {}
+  extra: Partial<SubAgent.Options<Name, typeof Topic, string>> = {}
 ) =>
   Agent.define({
     name,
@@ -47,20 +47,33 @@ const nestedOf = (events: ReadonlyArray<AgentEvent.AgentEvent>, agent: string) =
 const call = (name: string, topic: string, id = `call-${name}`) => ({ id, name, params: { topic } })
 
 describe("Agent.asTool", () => {
-  it.live("a parent calling two children in parallel gets both answers; each child saw only its input", () =>
+  it.live("a parent calling two children in parallel gets both typed outputs; each child saw only its input", () =>
     Effect.gen(function*() {
       const trace = makeTrace()
-      const researcher = child("researcher", [
-        { toolCalls: [{ name: "sleep", params: { ms: 30, label: "research" } }], usage: { input: 10, output: 2 } },
-        { text: "found 3 papers", usage: { input: 20, output: 5 } }
-      ], trace)
-      const writer = child("writer", [
-        { toolCalls: [{ name: "sleep", params: { ms: 30, label: "write" } }], usage: { input: 7, output: 1 } },
-        { text: "wrote a draft", usage: { input: 9, output: 3 } }
-      ], trace)
+      const researcher = Agent.define({
+        ...child("researcher", [
+          { toolCalls: [{ name: "sleep", params: { ms: 30, label: "research" } }], usage: { input: 10, output: 2 } },
+          { toolCalls: [{ name: "final_answer", params: { papers: ["a", "b"] } }], usage: { input: 20, output: 5 } }
+        ], trace),
+        output: Schema.Struct({ papers: Schema.Array(Schema.String) })
+      })
+      const writer = Agent.define({
+        ...child("writer", [
+          { toolCalls: [{ name: "sleep", params: { ms: 30, label: "write" } }], usage: { input: 7, output: 1 } },
+          { toolCalls: [{ name: "final_answer", params: { title: "Effects", words: 900 } }], usage: { input: 9, output: 3 } }
+        ], trace),
+        output: Schema.Struct({ title: Schema.String, words: Schema.Int })
+      })
       const Tools = Toolkit.make(Agent.asTool(researcher), Agent.asTool(writer))
+      const answers: Array<unknown> = []
       const registry = ToolRegistry.layer(Tools).pipe(
-        Layer.provide(Tools.toLayer({ researcher: SubAgent.handler(researcher), writer: SubAgent.handler(writer) }))
+        Layer.provide(Tools.toLayer({
+          // the handlers' answers are typed: `papers` is a string array, `words` a number
+          researcher: (params, ctx) =>
+            Effect.tap(SubAgent.handler(researcher)(params, ctx), (out) => Effect.sync(() => answers.push(out.papers.length))),
+          writer: (params, ctx) =>
+            Effect.tap(SubAgent.handler(writer)(params, ctx), (out) => Effect.sync(() => answers.push(out.words + 1)))
+        }))
       )
       const { events, plugin } = recorder()
       const result = yield* Agent.run({ prompt: "secret parent context: write about effects", plugins: [plugin] }).pipe(
@@ -71,10 +84,11 @@ describe("Agent.asTool", () => {
         ]))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(answers.slice().sort(), [2, 901])
       const results = result.messages.filter((m) => m.role === "toolResult")
-      assert.deepStrictEqual(results.map((m) => [m.toolName, Message.textOf(m), m.isError]), [
-        ["researcher", "found 3 papers", false],
-        ["writer", "wrote a draft", false]
+      assert.deepStrictEqual(results.map((m) => [m.toolName, JSON.parse(Message.textOf(m)), m.isError]), [
+        ["researcher", { papers: ["a", "b"] }, false],
+        ["writer", { title: "Effects", words: 900 }, false]
       ])
       // both children's tools were in flight together
       assert.deepStrictEqual(trace.started.slice().sort(), ["research", "write"])
@@ -99,6 +113,34 @@ describe("Agent.asTool", () => {
       assert.deepStrictEqual(last.figures.agents?.["writer"]?.usage.input, 16)
       // nested events keep their shape through JSON (a trajectory keeps them)
       for (const event of ofTag(events, "Nested")) roundTrip(AgentEvent.AgentEvent, event)
+    }))
+
+  it.live("a text sub-agent answers with its final reply; one that gives no valid typed output answers why", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const plain = child("plain", [{ text: "just text" }], trace)
+      const strict = Agent.define({
+        ...child("strict", [
+          { toolCalls: [{ name: "final_answer", params: { n: "x" } }] },
+          { toolCalls: [{ name: "final_answer", params: { n: "y" } }] }
+        ], trace),
+        output: Schema.Struct({ n: Schema.Int }),
+        outputRetries: 1
+      })
+      const Tools = Toolkit.make(Agent.asTool(plain), Agent.asTool(strict))
+      const registry = ToolRegistry.layer(Tools).pipe(
+        Layer.provide(Tools.toLayer({ plain: SubAgent.handler(plain), strict: SubAgent.handler(strict) }))
+      )
+      const result = yield* Agent.run({ prompt: "go" }).pipe(
+        Effect.provide(registry),
+        Effect.provide(ScriptedModel.layer([{ toolCalls: [call("plain", "a"), call("strict", "b")] }, { text: "ok" }]))
+      )
+      const [plainResult, strictResult] = result.messages.filter((m) => m.role === "toolResult")
+      assert.strictEqual(Message.textOf(plainResult!), "just text")
+      assert.isTrue(strictResult?.role === "toolResult" && strictResult.isError)
+      const failure = JSON.parse(Message.textOf(strictResult!))
+      assert.strictEqual(failure.outcome._tag, "OutputInvalid")
+      assert.match(failure.reason, /^strict did not finish/)
     }))
 
   it.live("interrupting the parent interrupts the children and runs their tools' finalizers", () =>

@@ -26,6 +26,7 @@ import { ToolRegistry } from "../ToolRegistry.ts"
 import * as ToolRegistryModule from "../ToolRegistry.ts"
 import * as Lineage from "./lineage.ts"
 import * as Loop from "./loop.ts"
+import * as OutputPart from "./output.ts"
 import * as Progress from "./progress.ts"
 import * as Stops from "./stops.ts"
 import * as Transcript from "./transcript.ts"
@@ -49,7 +50,7 @@ export type InputSchema = Schema.Codec<unknown, { readonly [key: string]: unknow
  *
  * @internal
  */
-export interface Definition<Name extends string, Input extends InputSchema> {
+export interface Definition<Name extends string, Input extends InputSchema, Out = string> {
   /** The tool's name, and the agent's in `Nested` paths, figures and `HandedOff`. */
   readonly name: Name
   /** What the calling model is told the agent does. */
@@ -67,6 +68,14 @@ export interface Definition<Name extends string, Input extends InputSchema> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput> | undefined
   /** How deep sub-agents may run below the top run, counting this one (default 3; the least on the path wins). */
   readonly maxDepth?: number | undefined
+  /**
+   * The answer's Schema: the tool's result. `Schema.String` (the default)
+   * answers with the agent's final reply; any other Schema is the typed
+   * output the agent gives through its `final_answer` tool (see `Output`).
+   */
+  readonly output: Schema.Codec<Out, unknown>
+  /** How many invalid final answers the agent may correct (see `Agent.run`'s `outputRetries`). */
+  readonly outputRetries?: number | undefined
 }
 
 /**
@@ -88,11 +97,14 @@ export interface Identity {
 }
 
 /**
- * A definition with its types erased, as the runtime holds it.
+ * A definition with its types erased, but for its answer's.
  *
  * @internal
  */
-export type AnyDefinition = Definition<string, InputSchema>
+export type AnyDefinition<Out = unknown> = Definition<string, InputSchema, Out>
+
+/** What every step but the answer uses of a definition. */
+type Common = Omit<AnyDefinition, "output">
 
 /**
  * What the calling model reads when a sub-agent cannot answer: it was not
@@ -117,7 +129,7 @@ const failed = (agent: string, reason: string, outcome?: Outcome.Outcome): Effec
   Effect.fail(new SubAgentFailed(outcome === undefined ? { agent, reason } : { agent, reason, outcome }))
 
 /** The task as the child reads it: its `prompt` function, the input as text, or its JSON. */
-const promptOf = (definition: AnyDefinition, params: unknown): string =>
+const promptOf = (definition: Common, params: unknown): string =>
   definition.prompt !== undefined
     ? definition.prompt(params)
     : typeof params === "string"
@@ -126,7 +138,7 @@ const promptOf = (definition: AnyDefinition, params: unknown): string =>
 
 /** The tools and model of a definition: its own tools only (none when it has none), and its model if it has one. */
 const provideOwn = <A, E, R>(
-  definition: AnyDefinition,
+  definition: Common,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, Exclude<R, ToolRegistry>> => {
   const tools: Layer.Layer<ToolRegistry> = definition.tools ?? Layer.succeed(ToolRegistry, ToolRegistryModule.empty)
@@ -146,11 +158,11 @@ const provideOwn = <A, E, R>(
  *
  * @internal
  */
-export const runChild = (
-  definition: AnyDefinition,
+export const runChild = <Out>(
+  definition: AnyDefinition<Out>,
   params: unknown,
   toolCallId: string | undefined
-): Effect.Effect<string, SubAgentFailed, LanguageModel.LanguageModel> =>
+): Effect.Effect<Out, SubAgentFailed, LanguageModel.LanguageModel> =>
   Effect.gen(function*() {
     const parent = yield* Lineage.Current
     const agent = definition.name
@@ -165,12 +177,21 @@ export const runChild = (
     const saved = toolCallId === undefined ? undefined : parent?.restored.get(toolCallId)
     if (saved !== undefined) parent!.restored.delete(toolCallId!)
     // A child saved after its last reply had finished: its answer is in its transcript.
-    if (saved !== undefined && finished(saved.state)) return yield* answer(definition, saved.state.messages, Outcome.completed)
+    const text = definition.output === Schema.String
+    if (saved !== undefined && text && finished(saved.state)) {
+      return yield* answer(definition, { messages: saved.state.messages, outcome: Outcome.completed })
+    }
     const config = yield* childConfig(definition, parent, saved?.state.elapsedMs ?? 0)
+    const output = text
+      ? undefined
+      : yield* OutputPart.request(definition.output, definition.outputRetries).pipe(
+        Effect.catch((error) => failed(agent, `${agent} was not started: ${error.message}`))
+      )
     const options: Loop.Options<never> = {
       config,
       plugins: [...definition.plugins ?? [], childPlugin(parent, agent)],
-      link: { parent, agent, toolCallId, maxDepth }
+      link: { parent, agent, toolCallId, maxDepth },
+      output
     }
     const run = saved === undefined
       ? Loop.start(freshState(definition, params), options)
@@ -181,10 +202,10 @@ export const runChild = (
       })),
       Effect.catch((error: AgentError) => failed(agent, `${agent} failed: ${error.message}`))
     )
-    return yield* answer(definition, result.state.messages, result.outcome)
+    return yield* answer(definition, { ...result, messages: result.state.messages })
   })
 
-const freshState = (definition: AnyDefinition, params: unknown): RunState.RunState =>
+const freshState = (definition: Common, params: unknown): RunState.RunState =>
   RunState.make({
     runId: globalThis.crypto.randomUUID(),
     system: definition.system,
@@ -200,7 +221,7 @@ const finished = (state: RunState.RunState): boolean =>
  * parent's deadline (the child's budget counts its whole life, `elapsed`
  * included, as a resumed run's does).
  */
-const childConfig = (definition: AnyDefinition, parent: Lineage.Lineage | undefined, elapsed: number) =>
+const childConfig = (definition: Common, parent: Lineage.Lineage | undefined, elapsed: number) =>
   Effect.gen(function*() {
     const config = yield* Effect.orDie(AgentConfig.make(definition.config))
     const remaining = parent?.run === undefined ? undefined : yield* remainingMs(parent.run)
@@ -217,24 +238,32 @@ const remainingMs = (run: Lineage.Attached): Effect.Effect<number | undefined> =
   Effect.map(Clock.currentTimeMillis, (now) =>
     run.stops.wallClock === null ? undefined : run.stops.wallClock - Progress.elapsedMs(run.progress, now))
 
-/** What the parent's model reads: the child's final reply, or why it did not finish. */
-const answer = (
-  definition: AnyDefinition,
-  messages: ReadonlyArray<Message.Message>,
-  outcome: Outcome.Outcome
-): Effect.Effect<string, SubAgentFailed> => {
-  switch (outcome._tag) {
-    case "Completed":
-    case "WrappedUp":
-    case "Terminated": {
-      for (let i = messages.length - 1; i >= 0; i--) {
-        if (messages[i]!.role === "assistant") return Effect.succeed(Message.textOf(messages[i]!))
-      }
-      return Effect.succeed("")
-    }
-    default:
-      return failed(definition.name, `${definition.name} did not finish: ${describe(outcome)}`, outcome)
+/**
+ * What the parent's model reads: the child's answer (its final reply as its
+ * output Schema decodes it, or its typed output), or why it did not give one.
+ */
+const answer = <Out>(
+  definition: AnyDefinition<Out>,
+  result: { readonly messages: ReadonlyArray<Message.Message>; readonly outcome: Outcome.Outcome; readonly output?: unknown }
+): Effect.Effect<Out, SubAgentFailed> => {
+  const { outcome } = result
+  const agent = definition.name
+  if (outcome._tag !== "Completed" && outcome._tag !== "WrappedUp" && outcome._tag !== "Terminated") {
+    return failed(agent, `${agent} did not finish: ${describe(outcome)}`, outcome)
   }
+  const given = definition.output === Schema.String ? lastReply(result.messages) : result.output
+  if (given === undefined) return failed(agent, `${agent} finished without giving its answer`, outcome)
+  // Text decoded as a string; a typed output was decoded with the Schema already, and is checked again here.
+  return Schema.decodeUnknownEffect(definition.output)(given).pipe(
+    Effect.catch((issue) => failed(agent, `${agent}'s answer does not fit its output Schema: ${issue.message}`, outcome))
+  )
+}
+
+const lastReply = (messages: ReadonlyArray<Message.Message>): string => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i]!.role === "assistant") return Message.textOf(messages[i]!)
+  }
+  return ""
 }
 
 const describe = (outcome: Outcome.Outcome): string => {
@@ -342,7 +371,7 @@ const childPlugin = (parent: Lineage.Lineage | undefined, agent: string): Hooks.
 
 /** What a handoff tool leaves for the run that follows. */
 interface Target {
-  readonly definition: AnyDefinition
+  readonly definition: Common
   readonly params: unknown
   readonly history: (messages: ReadonlyArray<Message.Message>) => ReadonlyArray<Message.Message>
 }
@@ -354,7 +383,7 @@ interface Target {
  * @internal
  */
 export const handOff = (
-  definition: AnyDefinition,
+  definition: Common,
   params: unknown,
   history: Target["history"]
 ): Effect.Effect<string, SubAgentFailed> =>
