@@ -8,7 +8,8 @@
  *   parallel with it: the model call is not held back, but it is
  *   interrupted when the check trips, no tool of the first turn runs before
  *   the check has passed, and the run does not end before it has.
- * - {@link output} checks the final answer: each reply that calls no tool.
+ * - {@link output} checks the final answer: each reply that calls no tool,
+ *   or the typed output the run accepted.
  *
  * A trip ends the run `GuardrailTripped { guardrail, reason, phase }`, after
  * a `GuardTripped` event (`guard: "guardrail:<name>"`), with a valid
@@ -34,6 +35,7 @@ import { Deferred, Effect } from "effect"
 import * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
 import * as Outcome from "./Outcome.ts"
+import * as Output from "./Output.ts"
 
 /**
  * What a check answers.
@@ -74,7 +76,10 @@ export interface Prompt {
 }
 
 /**
- * What an output guardrail checks: a reply that calls no tool, and its text.
+ * What an output guardrail checks: the final answer. For a run with a typed
+ * output (`Agent.run({ output })`), the `final_answer` call the run accepted:
+ * `output` holds its arguments as the model sent them (their JSON form), and
+ * `text` their JSON text; else a reply that calls no tool, and its text.
  *
  * @since 0.1.0
  * @category models
@@ -82,6 +87,7 @@ export interface Prompt {
 export interface Answer {
   readonly message: Message.AssistantMessage
   readonly text: string
+  readonly output?: unknown
 }
 
 /**
@@ -158,9 +164,21 @@ export const input = <R = never>(
     return plugin
   })
 
+/** The final answer of a turn, if it gave one: an accepted `final_answer` call, or a reply without calls. */
+const finalAnswer = (turn: Hooks.Turn): Answer | undefined => {
+  const calls = Message.toolCalls(turn.message)
+  if (calls.length === 0) return { message: turn.message, text: Message.textOf(turn.message) }
+  const accepted = turn.toolResults.find((result) => result.toolName === Output.toolName && !result.isError)
+  const call = accepted === undefined ? undefined : calls.find((part) => part.id === accepted.toolCallId)
+  return call === undefined
+    ? undefined
+    : { message: turn.message, text: JSON.stringify(call.params) ?? "", output: call.params }
+}
+
 /**
  * A guardrail on the final answer: `check` runs on each reply that calls no
- * tool, after its turn; a trip ends the run.
+ * tool, and on the typed output the run accepts, after its turn; a trip ends
+ * the run (before the answer is taken: the run has no `output`).
  *
  * @since 0.1.0
  * @category constructors
@@ -172,12 +190,17 @@ export const output = <R = never>(
   const name = options.name ?? "output"
   return {
     name: `guardrail:${name}`,
-    afterTurn: (turn, ctx) =>
-      Message.hasToolCalls(turn.message)
-        ? proceeding
-        : Effect.flatMap(check({ message: turn.message, text: Message.textOf(turn.message) }, ctx), (answer) =>
-          answer._tag === "Pass"
-            ? proceeding
-            : Effect.map(tripped(ctx, name, answer.reason, "output"), Hooks.stop))
+    afterTurn: (turn, ctx) => {
+      const answer = finalAnswer(turn)
+      if (answer === undefined) return proceeding
+      return Effect.flatMap(check(answer, ctx), (verdict) =>
+        verdict._tag === "Pass" ? proceeding : Effect.gen(function*() {
+          const outcome = yield* tripped(ctx, name, verdict.reason, "output")
+          // A stop, rather than a hook's decision: it comes before the run's acceptance of a typed answer.
+          const stop = yield* ctx.stopper
+          yield* stop(outcome, verdict.reason)
+          return Hooks.stop(outcome)
+        }))
+    }
   }
 }

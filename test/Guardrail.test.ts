@@ -4,8 +4,9 @@
  * transcript.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Latch } from "effect"
-import { Guardrail, Hooks, Message } from "effect-agent"
+import { Effect, Latch, Schema } from "effect"
+import { Agent, Guardrail, Hooks, Message, ToolRegistry } from "effect-agent"
+import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, makeTrace, ofTag, runOk } from "./support.ts"
 
 describe("Guardrail.input", () => {
@@ -91,6 +92,33 @@ describe("Guardrail.output", () => {
       assertValidTranscript(result.state.messages)
       assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "write to bob@example.com")
       assert.deepStrictEqual(ofTag(events, "GuardTripped").map((e) => e.guard), ["guardrail:pii"])
+    }))
+
+  it.effect("a typed final answer is checked too: a trip ends the run without an output", () =>
+    Effect.gen(function*() {
+      const checked: Array<unknown> = []
+      const limit = Guardrail.output(({ output }) =>
+        Effect.sync(() => {
+          checked.push(output)
+          return (output as { amount: number }).amount > 100 ? Guardrail.trip("over the refund limit") : Guardrail.pass
+        }), { name: "limit" })
+      const result = yield* Agent.run({
+        prompt: "refund",
+        plugins: [limit],
+        output: Schema.Struct({ amount: Schema.Finite })
+      }).pipe(
+        Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "final_answer", params: { amount: 250 } }] }])),
+        Effect.provideService(ToolRegistry.ToolRegistry, ToolRegistry.empty)
+      )
+      assert.deepStrictEqual(checked, [{ amount: 250 }])
+      assert.deepStrictEqual(result.outcome, {
+        _tag: "GuardrailTripped",
+        guardrail: "limit",
+        reason: "over the refund limit",
+        phase: "output"
+      })
+      assert.strictEqual(result.output, undefined)
+      assertValidTranscript(result.state.messages)
     }))
 
   it.effect("an answer that passes completes the run", () =>

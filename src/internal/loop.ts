@@ -265,7 +265,9 @@ const result = <R>(run: LiveRun.LiveRun<R>, outcome: Outcome.Outcome): Effect.Ef
     Effect.map(LiveRun.snapshot(run), (state): RunState.RunResult => {
       const final = { messages: Transcript.added(run.transcript), state, outcome, usage: run.progress.usage }
       const accepted = run.output?.accepted
-      return accepted === undefined ? final : { ...final, output: accepted.value }
+      // An accepted answer is the output of a run that ended with it (not one a guardrail then stopped).
+      const answered = outcome._tag === "Completed" || outcome._tag === "WrappedUp"
+      return accepted === undefined || !answered ? final : { ...final, output: accepted.value }
     })
   )
 
