@@ -12,6 +12,7 @@
  *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent); bare is always included
  *   --phases p,q   phases to run (single200, single1000, concurrent, batch)
  *   --no-write     print only
+ *   --fullstack    the full-stack benchmark instead (bench/fullstack/run.ts; `--fullstack --help` lists its options)
  */
 import { spawnSync } from "node:child_process"
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs"
@@ -472,4 +473,9 @@ const main = () => {
   }
 }
 
-main()
+if (process.argv.includes("--fullstack")) {
+  ensureDependencies()
+  await (await import("./fullstack/run.ts")).main()
+} else {
+  main()
+}
