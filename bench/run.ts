@@ -91,7 +91,10 @@ const pick = <A extends string>(name: string, all: ReadonlyArray<A>): ReadonlyAr
   return all.filter((a) => wanted.includes(a))
 }
 
-const phases = (() => {
+// With --fullstack, the options are the full-stack benchmark's (bench/fullstack/run.ts).
+const fullstack = flag("fullstack")
+
+const phases = fullstack ? [] : (() => {
   const ids = pick("phases", ALL_PHASES.map((p) => p.id))
   return ALL_PHASES.filter((p) => ids.includes(p.id))
 })()
@@ -473,7 +476,7 @@ const main = () => {
   }
 }
 
-if (process.argv.includes("--fullstack")) {
+if (fullstack) {
   ensureDependencies()
   await (await import("./fullstack/run.ts")).main()
 } else {

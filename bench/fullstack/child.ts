@@ -6,7 +6,13 @@
  * is exact.
  *
  * Usage: node child.ts <client> <json options>
+ *
+ * With `BENCH_CPU_PROF=<file>`, the timed run (only it) is profiled with the
+ * inspector and the profile written there (`.cpuprofile`, for Chrome's
+ * DevTools or any profile viewer).
  */
+import { writeFileSync } from "node:fs"
+import { Session } from "node:inspector/promises"
 import { performance } from "node:perf_hooks"
 import type { Client, MakeClient } from "./clients/types.ts"
 import { finalText } from "./wire.ts"
@@ -81,11 +87,24 @@ const main = async (): Promise<void> => {
   await fast.close()
   const client = await make(`${options.server}/${options.mode}/v1`)
   await sessions(client, Math.min(options.sessions, 10), Math.min(options.turns, 10))
+  const profile = process.env.BENCH_CPU_PROF
+  const inspector = profile === undefined ? undefined : new Session()
+  if (inspector !== undefined) {
+    inspector.connect()
+    await inspector.post("Profiler.enable")
+    await inspector.post("Profiler.setSamplingInterval", { interval: Number(process.env.BENCH_CPU_PROF_INTERVAL ?? 500) })
+    await inspector.post("Profiler.start")
+  }
   const cpu = process.cpuUsage()
   const start = performance.now()
   const events = await sessions(client, options.sessions, options.turns)
   const wallMs = performance.now() - start
   const used = process.cpuUsage(cpu)
+  if (inspector !== undefined && profile !== undefined) {
+    const { profile: taken } = await inspector.post("Profiler.stop")
+    writeFileSync(profile, JSON.stringify(taken))
+    inspector.disconnect()
+  }
   await client.close()
   const result: ChildResult = {
     client: client.name,

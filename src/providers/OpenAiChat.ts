@@ -111,7 +111,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     provider,
     request,
     body: requestBody,
-    decoder: () => new ChatDecoder(settings),
+    decoder: (make) => new ChatDecoder(settings, make),
     codecTransformer: OpenAiStructuredOutput.toCodecOpenAI,
     supportsSystemMessagesInHistory: true
   })
@@ -283,10 +283,10 @@ const Chunk = Schema.Struct({
     finish_reason: Nullable(Schema.String)
   })),
   usage: Nullable(Schema.Struct({
-    prompt_tokens: Schema.Number,
-    completion_tokens: Schema.Number,
-    prompt_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Number) })),
-    completion_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Number) }))
+    prompt_tokens: Schema.Int,
+    completion_tokens: Schema.Int,
+    prompt_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Int) })),
+    completion_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Int) }))
   }))
 })
 type Chunk = typeof Chunk.Type
@@ -307,10 +307,11 @@ interface PendingCall {
   args: string
 }
 
-class ChatDecoder implements SseTransport.EventDecoder {
+class ChatDecoder<P> implements SseTransport.EventDecoder<P> {
   readonly terminal = "data: [DONE]"
   finished = false
   private readonly settings: Settings.Settings
+  private readonly make: ResponseParts.Maker<P>
   private modelId: string | undefined
   private open: { readonly kind: "text" | "reasoning"; readonly id: string } | undefined
   private blocks = 0
@@ -318,14 +319,15 @@ class ChatDecoder implements SseTransport.EventDecoder {
   private reason: Response.FinishReason = "unknown"
   private usage: Response.FinishPartEncoded["usage"] = { inputTokens: {}, outputTokens: {} }
 
-  constructor(settings: Settings.Settings) {
+  constructor(settings: Settings.Settings, make: ResponseParts.Maker<P>) {
     this.settings = settings
+    this.make = make
   }
 
-  push(event: Sse.Event, out: Array<Response.StreamPartEncoded>) {
+  push(event: Sse.Event, out: Array<P>) {
     if (event.data === "[DONE]") {
       this.close(out)
-      out.push(ResponseParts.finish({
+      out.push(this.make.finish({
         reason: this.reason,
         usage: this.usage,
         modelId: this.modelId ?? this.settings.model,
@@ -343,15 +345,14 @@ class ChatDecoder implements SseTransport.EventDecoder {
     return this.onChunk(chunk.success, out)
   }
 
-  private onChunk(chunk: Chunk, out: Array<Response.StreamPartEncoded>) {
+  private onChunk(chunk: Chunk, out: Array<P>) {
     if (this.modelId === undefined && (chunk.model || chunk.id)) {
       this.modelId = chunk.model ?? undefined
-      out.push({
-        type: "response-metadata",
-        ...(chunk.id ? { id: chunk.id } : {}),
-        ...(chunk.model ? { modelId: chunk.model } : {}),
-        ...(typeof chunk.created === "number" ? { timestamp: new Date(chunk.created * 1000).toISOString() } : {})
-      })
+      out.push(this.make.metadata(
+        chunk.id || undefined,
+        chunk.model || undefined,
+        typeof chunk.created === "number" ? chunk.created * 1000 : undefined
+      ))
     }
     for (const choice of chunk.choices) {
       if (choice.index !== 0) continue
@@ -377,24 +378,24 @@ class ChatDecoder implements SseTransport.EventDecoder {
     return undefined
   }
 
-  private delta(kind: "text" | "reasoning", delta: string, out: Array<Response.StreamPartEncoded>) {
+  private delta(kind: "text" | "reasoning", delta: string, out: Array<P>) {
     if (this.open?.kind !== kind) {
       this.endBlock(out)
       this.open = { kind, id: `${kind}-${this.blocks++}` }
-      out.push({ type: kind === "text" ? "text-start" : "reasoning-start", id: this.open.id })
+      out.push(this.make.start(kind === "text" ? "text-start" : "reasoning-start", this.open.id))
     }
-    out.push({ type: kind === "text" ? "text-delta" : "reasoning-delta", id: this.open.id, delta })
+    out.push(this.make.delta(kind === "text" ? "text-delta" : "reasoning-delta", this.open.id, delta))
   }
 
-  private endBlock(out: Array<Response.StreamPartEncoded>) {
+  private endBlock(out: Array<P>) {
     if (this.open === undefined) return
-    out.push({ type: this.open.kind === "text" ? "text-end" : "reasoning-end", id: this.open.id })
+    out.push(this.make.end(this.open.kind === "text" ? "text-end" : "reasoning-end", this.open.id))
     this.open = undefined
   }
 
   private toolDelta(
     call: NonNullable<NonNullable<Chunk["choices"][number]["delta"]>["tool_calls"]>[number],
-    out: Array<Response.StreamPartEncoded>
+    out: Array<P>
   ) {
     const args = call.function?.arguments ?? ""
     let pending = this.calls.get(call.index)
@@ -407,20 +408,20 @@ class ChatDecoder implements SseTransport.EventDecoder {
       }
       pending = { id: call.id, name, args: "" }
       this.calls.set(call.index, pending)
-      out.push({ type: "tool-params-start", id: pending.id, name })
+      out.push(this.make.paramsStart(pending.id, name))
     }
     if (args !== "") {
       pending.args += args
-      out.push({ type: "tool-params-delta", id: pending.id, delta: args })
+      out.push(this.make.paramsDelta(pending.id, args))
     }
     return undefined
   }
 
-  private close(out: Array<Response.StreamPartEncoded>) {
+  private close(out: Array<P>) {
     this.endBlock(out)
     for (const call of this.calls.values()) {
-      out.push({ type: "tool-params-end", id: call.id })
-      out.push({ type: "tool-call", id: call.id, name: call.name, params: ToolArguments.parse(call.args) })
+      out.push(this.make.paramsEnd(call.id))
+      out.push(this.make.toolCall(call.id, call.name, ToolArguments.parse(call.args)))
     }
     this.calls.clear()
   }
