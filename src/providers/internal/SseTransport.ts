@@ -49,7 +49,6 @@ import {
   Fiber,
   Option,
   Pull,
-  Queue,
   Result,
   type Schedule,
   Schema,
@@ -229,8 +228,57 @@ interface Call {
   readonly request: Scope.Closeable
 }
 
-/** The parts of one read of the body, or the end of the call (`Cause.Done`, or its failure). */
-type Mailbox<P> = Queue.Queue<readonly [P, ...Array<P>], AiError.AiError | Cause.Done>
+type Chunk<P> = readonly [P, ...Array<P>]
+
+/**
+ * Hands the parts of each read from the reader fiber to the caller's pulls,
+ * then the end of the call (`Cause.Done`, or its failure). A waiting pull is
+ * resumed at once, in the reader's turn: `Queue` releases its takers through
+ * the scheduler, a macrotask per read, which here would be one per event.
+ */
+class Mailbox<P> {
+  private pending: Array<P> | undefined
+  private exit: Exit.Exit<never, AiError.AiError | Cause.Done> | undefined
+  private waiting: ((effect: Effect.Effect<Chunk<P>, AiError.AiError | Cause.Done>) => void) | undefined
+
+  /** Takes the parts over: the caller must not change them after. */
+  offer(parts: [P, ...Array<P>]): void {
+    if (this.exit !== undefined) return
+    const waiting = this.waiting
+    if (waiting !== undefined) {
+      this.waiting = undefined
+      waiting(Effect.succeed(parts))
+    } else if (this.pending === undefined) this.pending = parts
+    else for (const part of parts) this.pending.push(part)
+  }
+
+  close(exit: Exit.Exit<never, AiError.AiError | Cause.Done>): void {
+    if (this.exit !== undefined) return
+    this.exit = exit
+    const waiting = this.waiting
+    if (waiting !== undefined && this.pending === undefined) {
+      this.waiting = undefined
+      waiting(exit)
+    }
+  }
+
+  readonly take: Pull.Pull<Chunk<P>, AiError.AiError> = Effect.suspend(() => {
+    const pending = this.pending
+    if (pending !== undefined && isNonEmpty(pending)) {
+      this.pending = undefined
+      return Effect.succeed(pending)
+    }
+    if (this.exit !== undefined) return this.exit
+    return Effect.callback<Chunk<P>, AiError.AiError | Cause.Done>((resume) => {
+      this.waiting = resume
+      return Effect.sync(() => {
+        if (this.waiting === resume) this.waiting = undefined
+      })
+    })
+  })
+}
+
+const done = Exit.fail(Cause.Done())
 
 // Reads a response's body into parts, in a fiber of its own (the reader),
 // while the caller takes the parts of each read from a queue. From the bytes
@@ -265,10 +313,10 @@ const readBody = <P>(
   options: Options<P>,
   call: Call,
   scope: Scope.Scope
-): Effect.Effect<Pull.Pull<readonly [P, ...Array<P>], AiError.AiError>> =>
+): Effect.Effect<Pull.Pull<Chunk<P>, AiError.AiError>> =>
   Effect.gen(function*() {
     const { clock, fail } = call
-    const mailbox: Mailbox<P> = yield* Queue.unbounded<readonly [P, ...Array<P>], AiError.AiError | Cause.Done>()
+    const mailbox = new Mailbox<P>()
     const decoder = options.decoder()
     const idleMillis = Duration.toMillis(options.idleTimeout)
     const text = new TextDecoder()
@@ -290,7 +338,7 @@ const readBody = <P>(
     const failWith = (reason: AiError.AiErrorReason) => {
       if (over) return
       over = true
-      Queue.failCauseUnsafe(mailbox, Cause.fail(fail(reason)))
+      mailbox.close(Exit.fail(fail(reason)))
     }
     const truncated = () => failWith(ProviderError.truncated(decoder.terminal))
     // Feeds text to the parser; false when the call failed.
@@ -311,12 +359,12 @@ const readBody = <P>(
       const parts = out
       if (!isNonEmpty(parts)) return
       out = []
-      Queue.offerUnsafe(mailbox, parts)
+      mailbox.offer(parts)
     }
     const finish = () => {
       deliver()
       over = true
-      Queue.endUnsafe(mailbox)
+      mailbox.close(done)
     }
     // The body ended: its last event may still be pending.
     const end = () => {
@@ -379,7 +427,7 @@ const readBody = <P>(
           if (Cause.hasInterruptsOnly(cause)) return
           // A defect (a bug in a decoder) reaches the caller as one.
           over = true
-          Queue.failCauseUnsafe(mailbox, Cause.die(Cause.squash(cause)))
+          mailbox.close(Exit.die(Cause.squash(cause)))
         })
       ),
       Effect.ensuring(Effect.suspend(() =>
@@ -410,7 +458,7 @@ const readBody = <P>(
       return Effect.andThen(Effect.sleep(Math.min(idleAt, call.deadline) - now), watch)
     })
     yield* Effect.forkIn(watch, scope)
-    return Queue.take(mailbox)
+    return mailbox.take
   })
 
 const streaming = { stream: true }
