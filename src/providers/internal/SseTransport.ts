@@ -574,9 +574,10 @@ const toolsOf = (toolkit: { readonly tools: Record<string, Tool.Any> }): Readonl
   return tools
 }
 
+// A toolkit made by `Toolkit.make` is a function (it is also an Effect); a toolkit with handlers is an object.
 const hasTools = (toolkit: unknown): toolkit is { readonly tools: Record<string, Tool.Any> } =>
-  typeof toolkit === "object" && toolkit !== null && "tools" in toolkit && typeof toolkit.tools === "object" &&
-  toolkit.tools !== null
+  (typeof toolkit === "object" || typeof toolkit === "function") && toolkit !== null && "tools" in toolkit &&
+  typeof toolkit.tools === "object" && toolkit.tools !== null
 
 /**
  * The `LanguageModel` of a wire format: `streamText` sends the request and
