@@ -99,7 +99,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     })
   )
 
-  const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
+  const requestBody = (providerOptions: LanguageModel.ProviderOptions): string => {
     if (providerOptions.responseFormat.type === "json") {
       throw new PromptEncoding.UnsupportedContent(
         "the Anthropic layer does not support structured output (generateObject); declare a tool instead"
@@ -117,7 +117,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     }
     if (settings.temperature !== undefined) body.temperature = settings.temperature
     if (thinkingBudget !== undefined) body.thinking = { type: "enabled", budget_tokens: thinkingBudget }
-    return body
+    return JSON.stringify(body)
   }
 
   return yield* SseTransport.languageModel(settings, {

@@ -80,31 +80,44 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     keyRequired: Settings.isOpenAi
   })
   const store = options.store ?? false
-  const encodeMessage = PromptEncoding.memo((message: Prompt.Message) => encodeInputItems(message, store))
+  // Each message's input items as JSON text, made once per message.
+  const encodeMessage = PromptEncoding.memo((message: Prompt.Message): ReadonlyArray<string> =>
+    encodeInputItems(message, store).map((item) => JSON.stringify(item))
+  )
+  const toolsJson = PromptEncoding.memo(encodeTools)
   const request = Settings.bearerRequest(settings, "/responses")
+  const fixed = {
+    model: JSON.stringify(settings.model),
+    store: JSON.stringify(store),
+    reasoning: options.reasoning === undefined ? undefined : JSON.stringify(options.reasoning),
+    include: options.reasoning === undefined || store ? undefined : JSON.stringify(["reasoning.encrypted_content"]),
+    maxOutputTokens: settings.maxOutputTokens === undefined ? undefined : String(settings.maxOutputTokens),
+    temperature: settings.temperature === undefined ? undefined : JSON.stringify(settings.temperature)
+  }
 
-  const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
-    const input: Array<InputItem> = []
+  const requestBody = (providerOptions: LanguageModel.ProviderOptions): string => {
+    const input: Array<string> = []
     for (const message of providerOptions.prompt.content) {
       for (const item of encodeMessage(message)) input.push(item)
     }
-    const body: Record<string, unknown> = { model: settings.model, input, stream: true, store }
-    if (options.reasoning !== undefined) {
-      body.reasoning = options.reasoning
-      if (!store) body.include = ["reasoning.encrypted_content"]
+    const tools = toolsJson(providerOptions.tools)
+    const fields: Record<string, string | undefined> = {
+      model: fixed.model,
+      input: `[${input.join(",")}]`,
+      stream: "true",
+      store: fixed.store,
+      reasoning: fixed.reasoning,
+      include: fixed.include,
+      tools: tools.text,
+      tool_choice: tools.text === undefined ? undefined : JSON.stringify(encodeToolChoice(providerOptions.toolChoice)),
+      max_output_tokens: fixed.maxOutputTokens,
+      temperature: fixed.temperature
     }
-    const tools = PromptEncoding.functionTools(providerOptions.tools)
-    if (tools.length > 0) {
-      body.tools = tools.map(encodeTool)
-      body.tool_choice = encodeToolChoice(providerOptions.toolChoice)
-    }
-    if (settings.maxOutputTokens !== undefined) body.max_output_tokens = settings.maxOutputTokens
-    if (settings.temperature !== undefined) body.temperature = settings.temperature
     if (providerOptions.responseFormat.type === "json") {
       const format = PromptEncoding.openAiJsonSchema(providerOptions.responseFormat)
-      body.text = { format: { type: "json_schema", ...format } }
+      fields.text = JSON.stringify({ format: { type: "json_schema", ...format } })
     }
-    return options.body === undefined ? body : { ...body, ...options.body }
+    return PromptEncoding.jsonObject(PromptEncoding.withExtraFields(fields, options.body))
   }
 
   return yield* SseTransport.languageModel(settings, {
@@ -260,6 +273,12 @@ const encodeTool = (tool: Tool.Any) => {
     parameters: PromptEncoding.parametersSchema(tool),
     strict: Tool.getStrictMode(tool) ?? false
   }
+}
+
+/** The declared tools as JSON text (none: `undefined`), made once per list of tools. */
+const encodeTools = (all: ReadonlyArray<Tool.Any>): { readonly text: string | undefined } => {
+  const tools = PromptEncoding.functionTools(all)
+  return { text: tools.length === 0 ? undefined : JSON.stringify(tools.map(encodeTool)) }
 }
 
 const encodeToolChoice = (choice: LanguageModel.ProviderOptions["toolChoice"]) => {

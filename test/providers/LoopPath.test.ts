@@ -15,6 +15,7 @@ import { TestClock } from "effect/testing"
 import { Agent, Message, ToolRegistry } from "effect-agent"
 import { Anthropic, OpenAiChat, OpenAiResponses } from "effect-agent/providers"
 import * as Fs from "node:fs"
+import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
 import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
@@ -142,6 +143,51 @@ describe("the loop's calls", () => {
       assert.strictEqual(response.finishReason, "stop")
       assert.strictEqual(response.text, loop.flatMap((part) => part.type === "text-delta" ? [part.delta] : []).join(""))
     }))
+})
+
+describe("the hand-written check of a Chat Completions chunk", () => {
+  const replacements: ReadonlyArray<unknown> = [undefined, null, 0, 1.5, -1, "x", true, [], {}, [1], [{}]]
+
+  /** Every value made from `value` by changing one of its fields (at any depth) to each replacement, or dropping it. */
+  const mutations = function*(value: unknown): Generator<unknown> {
+    if (typeof value !== "object" || value === null) return
+    for (const key of Object.keys(value)) {
+      const field: unknown = Reflect.get(value, key)
+      const withField = (next: unknown) => {
+        if (Array.isArray(value)) return value.map((item, index) => String(index) === key ? next : item)
+        const copy: Record<string, unknown> = { ...value }
+        if (next === undefined) delete copy[key]
+        else copy[key] = next
+        return copy
+      }
+      for (const next of replacements) yield withField(next)
+      for (const inner of mutations(field)) yield withField(inner)
+    }
+  }
+
+  it("accepts every recorded chunk, and only what the chunk's Schema accepts", () => {
+    const chunks = fixtures("openai-chat").flatMap((file) =>
+      TestServer.fixture(`openai-chat/${file}`).split("\n").filter((line) =>
+        line.startsWith("data: {")
+      ).map((line) => JSON.parse(line.slice(6)))
+    )
+    assert.isAbove(chunks.length, 40)
+    let checked = 0
+    let rejected = 0
+    for (const chunk of chunks) {
+      assert.isTrue(OpenAiChatStream.checkAccepts(chunk), JSON.stringify(chunk))
+      for (const mutated of mutations(chunk)) {
+        checked++
+        if (!OpenAiChatStream.checkAccepts(mutated)) {
+          rejected++
+          continue
+        }
+        assert.isTrue(OpenAiChatStream.schemaAccepts(mutated), `accepted, but not by the Schema: ${JSON.stringify(mutated)}`)
+      }
+    }
+    // The mutations did reach the check's rejections (each field made wrong), not only harmless changes.
+    assert.isAbove(rejected, checked / 4)
+  })
 })
 
 describe("a user's own LanguageModel", () => {

@@ -147,6 +147,41 @@ export const memo = <K extends object, V>(f: (key: K) => V): (key: K) => V => {
 }
 
 /**
+ * The JSON text of an object whose fields are given as JSON text, in their
+ * order; a field that is `undefined` is left out. A request body is assembled
+ * this way from the JSON of the parts it keeps from call to call (each
+ * message's, the tools'), each serialized once, instead of serializing the
+ * whole transcript again on every call.
+ *
+ * @since 0.1.0
+ */
+export const jsonObject = (fields: { readonly [key: string]: string | undefined }): string => {
+  let text = ""
+  for (const key in fields) {
+    const value = fields[key]
+    if (value === undefined) continue
+    text += `${text === "" ? "{" : ","}${JSON.stringify(key)}:${value}`
+  }
+  return text === "" ? "{}" : `${text}}`
+}
+
+/**
+ * The fields of a body as JSON text, with a user's extra fields merged in as
+ * `{ ...body, ...extra }` would: a field of the same name replaced in its
+ * place, the others added at the end.
+ *
+ * @since 0.1.0
+ */
+export const withExtraFields = (
+  fields: Record<string, string | undefined>,
+  extra: Readonly<Record<string, unknown>> | undefined
+): Record<string, string | undefined> => {
+  if (extra === undefined) return fields
+  for (const key in extra) fields[key] = JSON.stringify(extra[key])
+  return fields
+}
+
+/**
  * The provider options of a part under a provider's key, when they are an
  * object.
  *

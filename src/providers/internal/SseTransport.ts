@@ -82,17 +82,13 @@ export interface EventDecoder<P> {
 }
 
 /**
- * One streaming call.
+ * How a body is decoded: the provider's decoder and the limits on its body.
  *
  * @since 0.1.0
  */
-export interface Options<P> {
+export interface Decoding<P> {
   /** The module name errors carry (`OpenAiChat`, `Anthropic`, …). */
   readonly provider: string
-  readonly client: HttpClient.HttpClient
-  readonly request: HttpClientRequest.HttpClientRequest
-  /** The retry schedule (`RetrySchedule.schedule`). */
-  readonly retry: Schedule.Schedule<Duration.Duration, AiError.AiError>
   /** The longest wait for the response to start, or for the next complete event. */
   readonly idleTimeout: Duration.Duration
   /** The longest a whole call may take, retries included, from the request to the terminal event. */
@@ -106,6 +102,26 @@ export interface Options<P> {
 }
 
 /**
+ * One streaming call.
+ *
+ * @since 0.1.0
+ */
+export interface Options<P> extends Decoding<P> {
+  readonly client: HttpClient.HttpClient
+  readonly request: HttpClientRequest.HttpClientRequest
+  /** The retry schedule (`RetrySchedule.schedule`). */
+  readonly retry: Schedule.Schedule<Duration.Duration, AiError.AiError>
+}
+
+// Every failure passes here: its texts are redacted once, after decoding.
+const failure = (decoding: Pick<Decoding<unknown>, "provider" | "redact">) => (reason: AiError.AiErrorReason) =>
+  AiError.make({
+    module: decoding.provider,
+    method: "streamText",
+    reason: Redaction.redactReason(reason, decoding.redact)
+  })
+
+/**
  * Sends the request and streams the parts its decoder makes.
  *
  * @since 0.1.0
@@ -114,13 +130,7 @@ export const stream = <P>(options: Options<P>): Stream.Stream<P, AiError.AiError
   Stream.fromChannel(Channel.fromTransform((_, scope) =>
     Clock.clockWith((clock) => {
       const target: ProviderError.Target = { method: options.request.method, url: options.request.url }
-      // Every failure passes here: its texts are redacted once, after decoding.
-      const fail = (reason: AiError.AiErrorReason) =>
-        AiError.make({
-          module: options.provider,
-          method: "streamText",
-          reason: Redaction.redactReason(reason, options.redact)
-        })
+      const fail = failure(options)
       // Failures are made when they happen: making one redacts it, which is not free.
       const overdue = Effect.failSync(() => fail(ProviderError.responseTimeout(target, options.responseTimeout)))
       const call: Call = {
@@ -133,9 +143,32 @@ export const stream = <P>(options: Options<P>): Stream.Stream<P, AiError.AiError
       return send(options, call).pipe(
         Effect.timeoutOrElse({ duration: options.responseTimeout, orElse: () => overdue }),
         Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(call.request, exit)),
-        Effect.flatMap((response) => readBody(response, options, call, scope))
+        Effect.flatMap((response) => readBody(response.stream, options, call, scope))
       )
     })
+  ))
+
+/**
+ * Streams the parts of a body already at hand, as {@link stream} does once
+ * its request has succeeded (the benchmark runs the providers' decoding over
+ * bytes in memory with it).
+ *
+ * @since 0.1.0
+ */
+export const decodeBody = <P>(
+  body: Stream.Stream<Uint8Array, HttpClientError.HttpClientError>,
+  decoding: Decoding<P>
+): Stream.Stream<P, AiError.AiError> =>
+  Stream.fromChannel(Channel.fromTransform((_, scope) =>
+    Clock.clockWith((clock) =>
+      readBody(body, decoding, {
+        clock,
+        deadline: clock.currentTimeMillisUnsafe() + Duration.toMillis(decoding.responseTimeout),
+        target: { method: "POST", url: "memory" },
+        fail: failure(decoding),
+        request: Scope.makeUnsafe()
+      }, scope)
+    )
   ))
 
 // The most of an unsuccessful response's body that is read: enough for any
@@ -309,8 +342,8 @@ const done = Exit.fail(Cause.Done())
 // stream. Ended before the terminal event (the caller stopped early, or was
 // interrupted), the stream interrupts the reader, which aborts the request.
 const readBody = <P>(
-  response: HttpClientResponse.HttpClientResponse,
-  options: Options<P>,
+  bodyStream: Stream.Stream<Uint8Array, HttpClientError.HttpClientError>,
+  options: Decoding<P>,
   call: Call,
   scope: Scope.Scope
 ): Effect.Effect<Pull.Pull<Chunk<P>, AiError.AiError>> =>
@@ -394,7 +427,7 @@ const readBody = <P>(
     }
 
     const body = Scope.makeUnsafe()
-    const upstream = yield* Channel.toPullScoped(Stream.toChannel(response.stream), body)
+    const upstream = yield* Channel.toPullScoped(Stream.toChannel(bodyStream), body)
     // Whether the body was read to its end: then the request need not be aborted.
     let ended = false
     const read: Effect.Effect<void, HttpClientError.HttpClientError> = Effect.flatMap(
@@ -530,8 +563,8 @@ export interface WireFormat {
   readonly provider: string
   /** The request, without its body: URL and headers. */
   readonly request: HttpClientRequest.HttpClientRequest
-  /** The JSON body for a call; may throw `PromptEncoding.UnsupportedContent`. */
-  readonly body: (options: LanguageModel.ProviderOptions) => unknown
+  /** The JSON text of a call's body; may throw `PromptEncoding.UnsupportedContent`. */
+  readonly body: (options: LanguageModel.ProviderOptions) => string
   /** A fresh decoder for one response, making its parts with `make`. */
   readonly decoder: <P>(make: ResponseParts.Maker<P>) => EventDecoder<P>
   readonly codecTransformer?: LanguageModel.CodecTransformer | undefined
@@ -599,7 +632,7 @@ export const languageModel = Effect.fnUntraced(function*(settings: Settings.Sett
         stream({
           provider: format.provider,
           client,
-          request: HttpClientRequest.bodyJsonUnsafe(format.request, body),
+          request: HttpClientRequest.bodyText(format.request, body, "application/json"),
           retry,
           idleTimeout: settings.idleTimeout,
           responseTimeout: settings.responseTimeout,
