@@ -418,6 +418,7 @@ const loadAtStart = os.loadavg()
 
 const machine = (): ReadonlyArray<string> => [
   `- Load average at start: ${loadAtStart.map((l) => l.toFixed(2)).join(" / ")} (1 / 5 / 15 min)`,
+  `- Load average at end: ${os.loadavg().map((l) => l.toFixed(2)).join(" / ")} (1 / 5 / 15 min)`,
   `- Date: ${new Date().toISOString()}`,
   `- Machine: ${os.availableParallelism()} cores (nproc), ${os.cpus()[0]?.model ?? "unknown CPU"}, ${Math.round(os.totalmem() / 1024 ** 3)} GB, ${os.type()} ${os.release()}`,
   `- Node ${process.version}; effect-agent ${gitHead()}; effect ${versionOf(rootDir, "effect")}; ` +

@@ -12,7 +12,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Redacted, Schema, Stream, Tracer } from "effect"
 import { AiError, LanguageModel, type Response, Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, Message, ToolRegistry } from "effect-agent"
+import { Agent, AgentError, Message, ToolRegistry } from "effect-agent"
 import { Anthropic, OpenAiChat, OpenAiResponses } from "effect-agent/providers"
 import * as Fs from "node:fs"
 import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
@@ -58,11 +58,19 @@ const providers: ReadonlyArray<Provider> = [
     layer: (baseUrl) =>
       Anthropic.layer({ model: "claude-sonnet-4", apiKey: key, baseUrl }).pipe(Layer.provide(ProviderTest.client)),
     incomplete:
-      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\"," +
+      "\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n",
     fractionalUsage:
       "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{},\"usage\":{\"output_tokens\":2.5}}\n\n"
   }
 ]
+
+const Add = Tool.make("add", {
+  parameters: Schema.Struct({ a: Schema.Finite, b: Schema.Finite }),
+  success: Schema.Finite
+})
+const Kit = Toolkit.make(Add)
+const Tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })))
 
 const fixtures = (directory: string): ReadonlyArray<string> =>
   Fs.readdirSync(new URL(`../fixtures/providers/${directory}`, import.meta.url)).filter((file) => file.endsWith(".sse"))
@@ -128,6 +136,22 @@ describe("the loop's calls", () => {
             }
           }))
       }
+
+      it.effect("Agent.run: a malformed event ends the run with a ModelError that says what was wrong", () =>
+        Effect.gen(function*() {
+          const file = `${provider.directory}/${fixtures(provider.directory)[0]}`
+          const server = yield* serving(withEventAfterFirst(TestServer.fixture(file), provider.incomplete))
+          const exit = yield* Agent.run({ prompt: "hi" }).pipe(
+            Effect.provide(Layer.merge(provider.layer(server.baseUrl), Tools)),
+            Effect.exit
+          )
+          assert(Exit.isFailure(exit))
+          const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+          assert(error?._tag === "Fail" && error.error instanceof AgentError.ModelError, String(exit.cause))
+          assert(error.error.reason._tag === "InvalidOutputError")
+          assert.include(error.error.reason.description, "is missing a required field")
+          assert.strictEqual(server.requests.length, 1)
+        }))
     })
   }
 
@@ -182,7 +206,10 @@ describe("the hand-written check of a Chat Completions chunk", () => {
           rejected++
           continue
         }
-        assert.isTrue(OpenAiChatStream.schemaAccepts(mutated), `accepted, but not by the Schema: ${JSON.stringify(mutated)}`)
+        assert.isTrue(
+          OpenAiChatStream.schemaAccepts(mutated),
+          `accepted, but not by the Schema: ${JSON.stringify(mutated)}`
+        )
       }
     }
     // The mutations did reach the check's rejections (each field made wrong), not only harmless changes.
@@ -191,13 +218,6 @@ describe("the hand-written check of a Chat Completions chunk", () => {
 })
 
 describe("a user's own LanguageModel", () => {
-  const Add = Tool.make("add", {
-    parameters: Schema.Struct({ a: Schema.Finite, b: Schema.Finite }),
-    success: Schema.Finite
-  })
-  const Kit = Toolkit.make(Add)
-  const Tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) })))
-
   it.effect("runs the loop through LanguageModel.make", () =>
     Effect.gen(function*() {
       const requests: Array<LanguageModel.ProviderOptions> = []

@@ -15,7 +15,6 @@ import type * as ResponseParts from "./ResponseParts.ts"
 import type * as Settings from "./Settings.ts"
 import * as SseTransport from "./SseTransport.ts"
 
-
 const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
 const Chunk = Schema.Struct({

@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { DateTime, Effect, Stream } from "effect"
+import { DateTime, Effect, Stream, type Types } from "effect"
 import { Response } from "effect/ai"
 import * as Pricing from "../../Pricing.ts"
 
@@ -83,8 +83,7 @@ const validMillis = (millis: number | undefined): millis is number =>
  */
 export const encoded: Maker<Response.StreamPartEncoded> = {
   metadata: (id, modelId, createdMillis) => {
-    const part: { -readonly [K in keyof Response.ResponseMetadataPartEncoded]: Response.ResponseMetadataPartEncoded[K] } =
-      { type: "response-metadata" }
+    const part: Types.Mutable<Response.ResponseMetadataPartEncoded> = { type: "response-metadata" }
     if (id !== undefined) part.id = id
     if (modelId !== undefined) part.modelId = modelId
     if (validMillis(createdMillis)) part.timestamp = new Date(createdMillis).toISOString()
@@ -97,7 +96,9 @@ export const encoded: Maker<Response.StreamPartEncoded> = {
   paramsDelta: (id, delta) => ({ type: "tool-params-delta", id, delta }),
   paramsEnd: (id) => ({ type: "tool-params-end", id }),
   toolCall: (id, name, params, metadata) =>
-    metadata === undefined ? { type: "tool-call", id, name, params } : { type: "tool-call", id, name, params, metadata },
+    metadata === undefined
+      ? { type: "tool-call", id, name, params }
+      : { type: "tool-call", id, name, params, metadata },
   finish: (finish) => {
     const metadata = finishMetadata(finish)
     return metadata === undefined

@@ -186,7 +186,8 @@ const noTracing = () => true
 // Without a scope, `effect/http` aborts every request when its body stream
 // ends, complete or not, which builds an `AbortError` with a stack trace per
 // call, and tracks each response for the garbage collector.
-const scopedClients = new WeakMap<HttpClient.HttpClient, HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>>()
+type ScopedClient = HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>
+const scopedClients = new WeakMap<HttpClient.HttpClient, ScopedClient>()
 
 const scoped = (client: HttpClient.HttpClient) => {
   let scopedClient = scopedClients.get(client)
@@ -451,7 +452,9 @@ const readBody = <P>(
       }
     )
     const reader = read.pipe(
-      Effect.andThen(Effect.suspend(() => decoder.finished ? Effect.raceFirst(Effect.ignore(rest), drainTimer) : Effect.void)),
+      Effect.andThen(Effect.suspend(() =>
+        decoder.finished ? Effect.raceFirst(Effect.ignore(rest), drainTimer) : Effect.void
+      )),
       Effect.catchCause((cause) =>
         Effect.sync(() => {
           if (over) return
@@ -464,7 +467,9 @@ const readBody = <P>(
         })
       ),
       Effect.ensuring(Effect.suspend(() =>
-        ended ? Scope.close(body, Exit.void) : Effect.andThen(Scope.close(body, Exit.void), Scope.close(call.request, Exit.void))
+        ended
+          ? Scope.close(body, Exit.void)
+          : Effect.andThen(Scope.close(body, Exit.void), Scope.close(call.request, Exit.void))
       ))
     )
     // Not a child of the stream: it reads the rest of the body after the stream has ended.
