@@ -426,7 +426,8 @@ const machine = (): ReadonlyArray<string> => [
   `@openai/agents ${versionOf(benchDir, "@openai/agents")}`
 ]
 
-const report = (all: ReadonlyArray<Table>): string => {
+const report = (all: ReadonlyArray<Table>, adapters: ReadonlyArray<AdapterId>): string => {
+  const left = ALL_ADAPTERS.filter((a) => !adapters.includes(a))
   const label = smoke
     ? "SMOKE RUN: tiny workload, not a measurement."
     : quick
@@ -438,6 +439,7 @@ const report = (all: ReadonlyArray<Table>): string => {
     `**${label}**`,
     "",
     ...machine(),
+    ...(left.length === 0 ? [] : [`- Not in this run (\`--only\`): ${left.join(", ")}`]),
     "",
     "Reproduce: `npm run bench` from the repository root (`npm run bench -- --help` lists the options).",
     "",
@@ -515,7 +517,7 @@ const main = () => {
     const start = previous.indexOf(FULLSTACK_START)
     const end = previous.indexOf(FULLSTACK_END)
     const kept = start >= 0 && end > start ? `\n${previous.slice(start, end + FULLSTACK_END.length)}\n` : ""
-    writeFileSync(out, report(all) + kept)
+    writeFileSync(out, report(all, adapters) + kept)
     console.log(`\nwritten ${path.relative(process.cwd(), out)}`)
   }
 }
