@@ -33,6 +33,7 @@ import * as ToolRun from "./internal/toolRun.ts"
  * One call of a tool, as {@link Service.invoke} takes it.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Invocation {
   /** The call's id, as the model gave it. */
@@ -51,6 +52,7 @@ export interface Invocation {
  * What one call gave the model.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Output {
   /**
@@ -70,6 +72,7 @@ export interface Output {
  * `AgentTool.FatalFailure`), which fails with `ToolFatalError` and ends the run.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Invoke = (name: string, invocation: Invocation) => Effect.Effect<Output, ToolFatalError>
 
@@ -77,6 +80,7 @@ export type Invoke = (name: string, invocation: Invocation) => Effect.Effect<Out
  * The registry's service shape.
  *
  * @since 0.1.0
+ * @category services
  */
 export interface Service {
   /** The registered tools, in registration order (a later tool replaces an earlier one of the same name). */
@@ -93,6 +97,7 @@ export interface Service {
  * The registry service.
  *
  * @since 0.1.0
+ * @category services
  */
 export class ToolRegistry extends Context.Service<ToolRegistry, Service>()("effect-agent/ToolRegistry") {}
 
@@ -102,6 +107,7 @@ export class ToolRegistry extends Context.Service<ToolRegistry, Service>()("effe
  * names in `tools`.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Entry {
   readonly tools: Readonly<Record<string, Tool.Any>>
@@ -114,6 +120,7 @@ export interface Entry {
  * share a registry).
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const fromToolkit = <Tools extends Record<string, Tool.Any>>(
   toolkit: Toolkit.Toolkit<Tools>
@@ -139,6 +146,7 @@ const unknownTool = (name: string, available: ReadonlyArray<Tool.Any>): Effect.E
  * same name).
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = (...entries: ReadonlyArray<Entry>): Service => {
   const byName = new Map<string, { readonly tool: Tool.Any; readonly invoke: Invoke }>()
@@ -163,6 +171,7 @@ export const make = (...entries: ReadonlyArray<Entry>): Service => {
  * A registry with no tools.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const empty: Service = make()
 
@@ -171,6 +180,7 @@ export const empty: Service = make()
  * from `toolkit.toLayer(...)` layers.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = <const Toolkits extends ReadonlyArray<Toolkit.Any>>(
   ...toolkits: Toolkits
@@ -181,6 +191,7 @@ export const layer = <const Toolkits extends ReadonlyArray<Toolkit.Any>>(
  * The registry as a layer, from entries already built.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layerEntries = (...entries: ReadonlyArray<Entry>): Layer.Layer<ToolRegistry> =>
   Layer.succeed(ToolRegistry, make(...entries))
