@@ -27,43 +27,10 @@ import { type Tool, Toolkit } from "effect/ai"
 import type { ToolFatalError } from "./AgentError.ts"
 import * as Message from "./Message.ts"
 import * as Feedback from "./internal/tools/feedback.ts"
+import type { Invocation, Output } from "./internal/toolRun.ts"
 import * as ToolRun from "./internal/toolRun.ts"
 
-/**
- * One call of a tool, as {@link Service.invoke} takes it.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Invocation {
-  /** The call's id, as the model gave it. */
-  readonly toolCallId: string
-  /**
-   * The arguments, already decoded by the tool's parameter Schema (what
-   * `beforeToolCall` hooks see as `params`): the loop validates a call's
-   * arguments before any hook sees them, and they are not decoded again.
-   */
-  readonly params: unknown
-  /** Receives each preliminary result the handler reports, encoded with the tool's success Schema. */
-  readonly onPreliminary?: ((encoded: unknown) => Effect.Effect<void>) | undefined
-}
-
-/**
- * What one call gave the model.
- *
- * @since 0.1.0
- * @category models
- */
-export interface Output {
-  /**
-   * What the model reads: the result encoded with the tool's success Schema
-   * (or its `toModelOutput`), the failure encoded with its failure Schema, or
-   * the words for a defect or an interruption.
-   */
-  readonly content: ReadonlyArray<Message.UserContent>
-  /** Whether the call failed (a typed failure, a defect, an interruption). */
-  readonly isError: boolean
-}
+export type { Invocation, Output } from "./internal/toolRun.ts"
 
 /**
  * Invokes one call of a tool by its name. Every failure is an error
