@@ -109,6 +109,7 @@ const isChunk = (value: unknown): value is Chunk =>
  * Decodes one chunk: the hand-written check, else the Schema.
  *
  * @since 0.1.0
+ * @category decoding
  */
 export const decodeChunk = (value: unknown): Result.Result<Chunk, AiError.InvalidOutputError> =>
   isChunk(value) ? Result.succeed(value) : decodeWithSchema(value)
@@ -117,6 +118,7 @@ export const decodeChunk = (value: unknown): Result.Result<Chunk, AiError.Invali
  * Whether the Schema of a chunk accepts a value (for the tests of the check).
  *
  * @since 0.1.0
+ * @category testing
  */
 export const schemaAccepts = (value: unknown): boolean => Result.isSuccess(decodeWithSchema(value))
 
@@ -124,6 +126,7 @@ export const schemaAccepts = (value: unknown): boolean => Result.isSuccess(decod
  * Whether the hand-written check accepts a value (for its tests).
  *
  * @since 0.1.0
+ * @category testing
  */
 export const checkAccepts = (value: unknown): boolean => isChunk(value)
 
@@ -145,6 +148,7 @@ interface PendingCall {
  * A decoder for one response, making its parts with `make`.
  *
  * @since 0.1.0
+ * @category decoding
  */
 export const decoder = <P>(settings: Settings.Settings, make: ResponseParts.Maker<P>): SseTransport.EventDecoder<P> =>
   new ChatDecoder(settings, make)

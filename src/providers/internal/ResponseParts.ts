@@ -20,6 +20,7 @@ import * as Pricing from "../../Pricing.ts"
  * `metadata["effect-agent"].costUsd`.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const metadataKey = "effect-agent"
 
@@ -29,6 +30,7 @@ export const metadataKey = "effect-agent"
  * (deferred validation).
  *
  * @since 0.1.0
+ * @category models
  */
 export type Decoded = Response.StreamPart<{}, "deferred">
 
@@ -37,6 +39,7 @@ export type Decoded = Response.StreamPart<{}, "deferred">
  * decoded parts. A `metadata` argument left out is no metadata.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Maker<P> {
   /** The response's id, model and creation time (milliseconds since the epoch). */
@@ -56,6 +59,7 @@ export interface Maker<P> {
  * What a finish part is made from.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Finish {
   readonly reason: Response.FinishReason
@@ -80,6 +84,7 @@ const validMillis = (millis: number | undefined): millis is number =>
  * The encoded parts, which `LanguageModel.make` decodes.
  *
  * @since 0.1.0
+ * @category makers
  */
 export const encoded: Maker<Response.StreamPartEncoded> = {
   metadata: (id, modelId, createdMillis) => {
@@ -124,6 +129,7 @@ const noMetadata: Response.ProviderMetadata = Object.freeze({})
  * validation deferred), made directly.
  *
  * @since 0.1.0
+ * @category makers
  */
 export const decoded: Maker<Decoded> = {
   metadata: (id, modelId, createdMillis) => ({
@@ -213,6 +219,7 @@ class Block {
  * dropped.
  *
  * @since 0.1.0
+ * @category collecting
  */
 export const collect = <E, R>(
   stream: Stream.Stream<Response.StreamPartEncoded, E, R>

@@ -74,6 +74,7 @@ import * as RetrySchedule from "./RetrySchedule.ts"
  * seen; `terminal` names that event for error messages.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface EventDecoder<P> {
   readonly push: (event: Sse.Event, out: Array<P>) => AiError.AiErrorReason | undefined
@@ -85,6 +86,7 @@ export interface EventDecoder<P> {
  * How a body is decoded: the provider's decoder and the limits on its body.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Decoding<P> {
   /** The module name errors carry (`OpenAiChat`, `Anthropic`, …). */
@@ -105,6 +107,7 @@ export interface Decoding<P> {
  * One streaming call.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Options<P> extends Decoding<P> {
   readonly client: HttpClient.HttpClient
@@ -125,6 +128,7 @@ const failure = (decoding: Pick<Decoding<unknown>, "provider" | "redact">) => (r
  * Sends the request and streams the parts its decoder makes.
  *
  * @since 0.1.0
+ * @category streaming
  */
 export const stream = <P>(options: Options<P>): Stream.Stream<P, AiError.AiError> =>
   Stream.fromChannel(Channel.fromTransform((_, scope) =>
@@ -154,6 +158,7 @@ export const stream = <P>(options: Options<P>): Stream.Stream<P, AiError.AiError
  * bytes in memory with it).
  *
  * @since 0.1.0
+ * @category streaming
  */
 export const decodeBody = <P>(
   body: Stream.Stream<Uint8Array, HttpClientError.HttpClientError>,
@@ -508,6 +513,7 @@ const streaming = { stream: true }
  * server that keeps the body open costs a call little.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const drainMillis = 100
 
@@ -531,6 +537,7 @@ const isNonEmpty = <A>(array: Array<A>): array is [A, ...Array<A>] => array.leng
  * Parses an event's `data:` as JSON, or says that it could not.
  *
  * @since 0.1.0
+ * @category decoding
  */
 export const parseData = (event: Sse.Event): Result.Result<unknown, AiError.InvalidOutputError> => {
   try {
@@ -546,6 +553,7 @@ export const parseData = (event: Sse.Event): Result.Result<unknown, AiError.Inva
  * which field. Unknown fields are ignored.
  *
  * @since 0.1.0
+ * @category decoding
  */
 export const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S, name: string) => {
   const decode = Schema.decodeUnknownResult(schema)
@@ -562,6 +570,7 @@ export const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S, name: s
  * stream is decoded.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface WireFormat {
   /** The module name errors carry. */
@@ -581,6 +590,7 @@ export interface WireFormat {
  * (the tests compare both paths with it).
  *
  * @since 0.1.0
+ * @category references
  */
 export const StandardPath = Context.Reference<boolean>("effect-agent/providers/StandardPath", {
   defaultValue: () => false
@@ -591,6 +601,7 @@ export const StandardPath = Context.Reference<boolean>("effect-agent/providers/S
  * calls are not resolved, and their validation is left to the caller.
  *
  * @since 0.1.0
+ * @category guards
  */
 export const isLoopCall = (options: LanguageModel.GenerateTextOptions<{}>): boolean =>
   options.disableToolCallResolution === true && options.toolCallValidation === "deferred"
@@ -626,6 +637,7 @@ const hasTools = (toolkit: unknown): toolkit is { readonly tools: Record<string,
  * approvals in the prompt), go through `LanguageModel.make`.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const languageModel = Effect.fnUntraced(function*(settings: Settings.Settings, format: WireFormat) {
   const client = yield* HttpClient.HttpClient
