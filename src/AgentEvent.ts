@@ -24,6 +24,7 @@ const base = {
  * the content part at `index`, or a delta of a tool call's JSON arguments.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Delta = Schema.Union([
   Schema.Struct({ type: Schema.Literal("text"), index: Schema.Finite, delta: Schema.String }),
@@ -35,13 +36,17 @@ export const Delta = Schema.Union([
     delta: Schema.String
   })
 ])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Delta = typeof Delta.Type
 
 /**
  * Running totals and limits after a turn.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const BudgetFigures = Schema.Struct({
   turns: Schema.Finite,
@@ -62,7 +67,10 @@ export const BudgetFigures = Schema.Struct({
    */
   agents: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ turns: Schema.Finite, usage: Message.Usage })))
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type BudgetFigures = typeof BudgetFigures.Type
 
 const AgentEndFields = Schema.TaggedStruct("AgentEnd", {
@@ -244,7 +252,10 @@ interface NestedEncoded {
 
 type Encoded = typeof Flat.Encoded | NestedEncoded
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type AgentEvent = typeof Flat.Type | Nested
 
 const NestedEvent = Schema.TaggedStruct("Nested", {
@@ -284,6 +295,7 @@ const NestedEvent = Schema.TaggedStruct("Nested", {
  *   error, or the defect (see {@link AgentEnd}).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AgentEvent = Schema.Union([...members, NestedEvent]).pipe(Schema.toTaggedUnion("_tag"))
 
@@ -294,6 +306,7 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
  * what a plugin passes to `emit`.
  *
  * @since 0.1.0
+ * @category options
  */
 export type Input = DistributiveOmit<AgentEvent, "runId" | "turn" | "timestamp">
 
@@ -301,6 +314,7 @@ export type Input = DistributiveOmit<AgentEvent, "runId" | "turn" | "timestamp">
  * The tags of the events.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Tag = AgentEvent["_tag"]
 
@@ -308,6 +322,7 @@ export type Tag = AgentEvent["_tag"]
  * The event with a given tag.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Of<T extends Tag> = Extract<AgentEvent, { readonly _tag: T }>
 
@@ -316,6 +331,7 @@ export type Of<T extends Tag> = Extract<AgentEvent, { readonly _tag: T }>
  * every other value in their JSON form).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AgentEventJson = Schema.toCodecJson(AgentEvent)
 
@@ -323,6 +339,7 @@ export const AgentEventJson = Schema.toCodecJson(AgentEvent)
  * Encodes an event to its JSON form.
  *
  * @since 0.1.0
+ * @category codecs
  */
 export const encodeJson = Schema.encodeSync(AgentEventJson)
 
@@ -330,6 +347,7 @@ export const encodeJson = Schema.encodeSync(AgentEventJson)
  * Decodes an event from its JSON form.
  *
  * @since 0.1.0
+ * @category codecs
  */
 export const decodeJson = Schema.decodeUnknownEffect(AgentEventJson)
 
