@@ -24,7 +24,7 @@
  * ```ts
  * import { Effect, Layer, Schema } from "effect"
  * import { Tool, Toolkit } from "effect/ai"
- * import { Agent, ToolRegistry } from "effect-agent"
+ * import { Agent, Message, ToolRegistry } from "effect-agent"
  * import { ScriptedModel } from "effect-agent/testing"
  *
  * const Add = Tool.make("add", {
@@ -42,6 +42,9 @@
  *     { text: "1 + 2 = 3" }
  *   ]))
  * )
+ *
+ * Effect.runPromise(program).then((result) => console.log(result.outcome._tag, Message.textOf(result.messages.at(-1)!)))
+ * // Output: Completed 1 + 2 = 3
  * ```
  *
  * @since 0.1.0
@@ -63,6 +66,7 @@ import * as OutputPart from "./internal/output.ts"
  * What starts a run.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface RunOptions<R = never, A = never> extends ContinueOptions<R, A> {
   /** The task: text, a message, or messages. */
@@ -77,6 +81,7 @@ export interface RunOptions<R = never, A = never> extends ContinueOptions<R, A> 
  * What a continued run can change.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface ContinueOptions<R = never, A = never> {
   /**
@@ -105,6 +110,7 @@ export interface ContinueOptions<R = never, A = never> {
  * What every run needs: a `LanguageModel` and a `ToolRegistry`.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
@@ -132,6 +138,7 @@ const freshState = (options: RunOptions<unknown, unknown>): RunState.RunState =>
  * guard does.
  *
  * @since 0.1.0
+ * @category running
  */
 export const run = <R = never, A = never>(
   options: RunOptions<R, A>
@@ -147,6 +154,7 @@ export const run = <R = never, A = never>(
  * transcript, or a final assistant reply with nothing queued).
  *
  * @since 0.1.0
+ * @category running
  */
 export const runContinue = <R = never, A = never>(
   state: RunState.RunState,
@@ -162,6 +170,7 @@ export const runContinue = <R = never, A = never>(
  * the run.
  *
  * @since 0.1.0
+ * @category running
  */
 export const runStream = <R = never, A = never>(
   options: RunOptions<R, A>

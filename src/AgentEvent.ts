@@ -24,6 +24,7 @@ const base = {
  * the content part at `index`, or a delta of a tool call's JSON arguments.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Delta = Schema.Union([
   Schema.Struct({ type: Schema.Literal("text"), index: Schema.Finite, delta: Schema.String }),
@@ -35,13 +36,17 @@ export const Delta = Schema.Union([
     delta: Schema.String
   })
 ])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Delta = typeof Delta.Type
 
 /**
  * Running totals and limits after a turn.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const BudgetFigures = Schema.Struct({
   turns: Schema.Finite,
@@ -56,7 +61,10 @@ export const BudgetFigures = Schema.Struct({
     wallClock: Schema.NullOr(Schema.Finite)
   })
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type BudgetFigures = typeof BudgetFigures.Type
 
 const AgentEndFields = Schema.TaggedStruct("AgentEnd", {
@@ -149,6 +157,7 @@ export const AgentEnd = AgentEndFields.pipe(Schema.refine(isAgentEnd, {
  *   error, or the defect (see {@link AgentEnd}).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AgentEvent = Schema.Union([
   Schema.TaggedStruct("AgentStart", { ...base, messages: Message.Transcript }),
@@ -233,7 +242,10 @@ export const AgentEvent = Schema.Union([
   Schema.TaggedStruct("Custom", { ...base, kind: Schema.String, payload: Schema.Unknown }),
   AgentEnd
 ]).pipe(Schema.toTaggedUnion("_tag"))
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type AgentEvent = typeof AgentEvent.Type
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
@@ -243,6 +255,7 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
  * what a plugin passes to `emit`.
  *
  * @since 0.1.0
+ * @category options
  */
 export type Input = DistributiveOmit<AgentEvent, "runId" | "turn" | "timestamp">
 
@@ -250,6 +263,7 @@ export type Input = DistributiveOmit<AgentEvent, "runId" | "turn" | "timestamp">
  * The tags of the events.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Tag = AgentEvent["_tag"]
 
@@ -257,6 +271,7 @@ export type Tag = AgentEvent["_tag"]
  * The event with a given tag.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Of<T extends Tag> = Extract<AgentEvent, { readonly _tag: T }>
 
@@ -265,6 +280,7 @@ export type Of<T extends Tag> = Extract<AgentEvent, { readonly _tag: T }>
  * every other value in their JSON form).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AgentEventJson = Schema.toCodecJson(AgentEvent)
 
@@ -272,6 +288,7 @@ export const AgentEventJson = Schema.toCodecJson(AgentEvent)
  * Encodes an event to its JSON form.
  *
  * @since 0.1.0
+ * @category codecs
  */
 export const encodeJson = Schema.encodeSync(AgentEventJson)
 
@@ -279,6 +296,7 @@ export const encodeJson = Schema.encodeSync(AgentEventJson)
  * Decodes an event from its JSON form.
  *
  * @since 0.1.0
+ * @category codecs
  */
 export const decodeJson = Schema.decodeUnknownEffect(AgentEventJson)
 

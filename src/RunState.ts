@@ -17,6 +17,7 @@ import * as Outcome from "./Outcome.ts"
  * The current version of the {@link RunState} encoding.
  *
  * @since 0.1.0
+ * @category models
  */
 export const version = 1 as const
 
@@ -24,6 +25,7 @@ export const version = 1 as const
  * A tool call waiting for a human's decision.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const PendingApproval = Schema.Struct({
   toolCallId: Schema.String,
@@ -31,7 +33,10 @@ export const PendingApproval = Schema.Struct({
   params: Schema.Unknown,
   reason: Schema.optionalKey(Schema.String)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type PendingApproval = typeof PendingApproval.Type
 
 /**
@@ -54,6 +59,7 @@ export type OutputState = typeof OutputState.Type
  * The serializable state of a run.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunState = Schema.Struct({
   version: Schema.Literal(version),
@@ -75,7 +81,10 @@ export const RunState = Schema.Struct({
   /** Absent for a run without a typed output (and in states saved before there were any). */
   output: Schema.optionalKey(OutputState)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type RunState = typeof RunState.Type
 
 /**
@@ -83,6 +92,7 @@ export type RunState = typeof RunState.Type
  * at when it is in the transcript.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Problem {
   readonly problem: string
@@ -116,6 +126,7 @@ const strayId = (ids: ReadonlyArray<string>, calls: ReadonlySet<string>): string
  * run a call twice.
  *
  * @since 0.1.0
+ * @category validation
  */
 export const validate = (state: RunState): Problem | undefined => {
   let open: Array<string> = []
@@ -176,6 +187,7 @@ export const validate = (state: RunState): Problem | undefined => {
  * A fresh state for a run.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = (options: {
   readonly runId: string
@@ -207,6 +219,7 @@ export const make = (options: {
  * typed output is in the state, in its JSON form (see {@link RunResult}).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunResult = Schema.Struct({
   messages: Message.Transcript,
@@ -224,6 +237,7 @@ export const RunResult = Schema.Struct({
  * (an `AgentEnd` event).
  *
  * @since 0.1.0
+ * @category models
  */
 export type RunResult<A = unknown> = typeof RunResult.Type & { readonly output?: A | undefined }
 
@@ -231,5 +245,6 @@ export type RunResult<A = unknown> = typeof RunResult.Type & { readonly output?:
  * The JSON codec of {@link RunState}, for storing it.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunStateJson = Schema.toCodecJson(RunState)

@@ -63,6 +63,7 @@ import { durable } from "./internal/checkpointer.ts"
  * What starts a session: a run's options, the session id and the store.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface RunOptions<R = never, A = never> extends Agent.RunOptions<R, A> {
   /** The session id: 1 to 128 letters, digits, `.`, `_` or `-`, not starting with `.`. */
@@ -75,6 +76,7 @@ export interface RunOptions<R = never, A = never> extends Agent.RunOptions<R, A>
  * session, with the settings given here on top.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface ResumeOptions<R = never, A = never> extends Agent.ContinueOptions<R, A> {
   readonly store: CheckpointStore.Service
@@ -90,6 +92,7 @@ const promptMessages = (prompt: Agent.RunOptions["prompt"]): ReadonlyArray<Messa
  * remove it first; {@link open} does whichever applies).
  *
  * @since 0.1.0
+ * @category running
  */
 export const run = <R = never, A = never>(
   options: RunOptions<R, A>
@@ -166,6 +169,7 @@ const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input 
  * result instead).
  *
  * @since 0.1.0
+ * @category running
  */
 export const resume = <R = never, A = never>(
   sessionId: string,
@@ -209,6 +213,7 @@ const resumeFrom = <R, A>(
  * the store); when it exists, its saved config applies, with `config` on top.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface OpenOptions<R = never, A = never> extends Agent.RunOptions<R, A> {
   readonly store: CheckpointStore.Service
@@ -260,6 +265,7 @@ const naturalEnd = (state: RunState.RunState): Outcome.Outcome =>
  * ```
  *
  * @since 0.1.0
+ * @category running
  */
 export const open = <R = never, A = never>(
   sessionId: string,
