@@ -337,8 +337,9 @@ export interface CustomEvent<A> {
  *   afterTurn: (_turn, context) =>
  *     Effect.as(context.emit(Spent.make({ cents: context.usage.cost ?? 0 })), Hooks.proceed)
  * })
- * const show = (event: AgentEvent.AgentEvent) =>
- *   Option.map(Spent.payload(event), ({ cents }) => console.log(`spent ${cents}`))
+ * const event: AgentEvent.AgentEvent = { ...Spent.make({ cents: 3 }), runId: "r", turn: 1, timestamp: 0 }
+ * Option.map(Spent.payload(event), ({ cents }) => console.log(`spent ${cents}`))
+ * // Output: spent 3
  * ```
  *
  * @since 0.1.0

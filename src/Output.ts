@@ -14,15 +14,23 @@
  *
  * @example
  * ```ts
- * import { Effect, Schema } from "effect"
- * import { Agent } from "effect-agent"
+ * import { Effect, Layer, Schema } from "effect"
+ * import { Agent, ToolRegistry } from "effect-agent"
+ * import { ScriptedModel } from "effect-agent/testing"
  *
  * const Verdict = Schema.Struct({ approved: Schema.Boolean, reasons: Schema.Array(Schema.String) })
  *
  * const program = Effect.gen(function*() {
  *   const result = yield* Agent.run({ prompt: "Review the change", output: Verdict })
- *   if (result.output !== undefined) console.log(result.output.approved) // typed: boolean
+ *   // typed: { approved: boolean; reasons: ReadonlyArray<string> } | undefined
+ *   console.log(result.outcome._tag, result.output?.approved, result.output?.reasons)
  * })
+ *
+ * const Model = ScriptedModel.layer([
+ *   { toolCalls: [{ name: "final_answer", params: { approved: true, reasons: ["tests pass"] } }] }
+ * ])
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(Model, ToolRegistry.layerEntries()))))
+ * // Output: Completed true [ 'tests pass' ]
  * ```
  *
  * @since 0.1.0
@@ -35,6 +43,7 @@ import * as AgentTool from "./AgentTool.ts"
  * The name of the tool the model gives its final answer with.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const toolName = "final_answer"
 
@@ -52,6 +61,7 @@ export type Any = Schema.Codec<unknown, unknown>
  * run ends `OutputInvalid` at the third invalid one.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const defaultRetries = 2
 
@@ -76,6 +86,7 @@ export interface FinalAnswer {
  * The description of the `final_answer` tool.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const description = "Give your final answer, and end the task. Call this tool once, when you are done, " +
   "with the answer as its arguments; the arguments must match its schema. Do not answer in plain text."
@@ -85,6 +96,7 @@ export const description = "Give your final answer, and end the task. Call this 
  * a typed output.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const wrapUpNote = `Give your final answer by calling the ${toolName} tool: it is the only way to deliver ` +
   "your result. Put in it what you have, even if the task is not complete."
@@ -109,6 +121,7 @@ const canonical = (value: unknown): string => {
  * the model must send gets another.
  *
  * @since 0.1.0
+ * @category utils
  */
 export const identity = (jsonSchema: JsonSchema.JsonSchema): string => {
   const text = canonical(jsonSchema)
@@ -123,6 +136,7 @@ const cache = new WeakMap<Any, FinalAnswer>()
  * ends the run itself when a call of it decodes.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const finalAnswer = (schema: Any): FinalAnswer => {
   const cached = cache.get(schema)
