@@ -150,7 +150,9 @@ export const AgentEnd = AgentEndFields.pipe(Schema.refine(isAgentEnd, {
  * - `CheckpointSaved` / `SessionResumed`: durable sessions.
  * - `OutputDelta`: a piece of the JSON arguments of the `final_answer` call
  *   streaming in a run with a typed output (`Agent.run({ output })`); the
- *   pieces of one call, joined, are its arguments as the model sent them.
+ *   pieces of one call, joined, are its arguments as the model sent them (a
+ *   run that asks for native structured output streams its reply's text, with
+ *   no `toolCallId`).
  * - `Custom`: an event a plugin defined (see {@link custom}): its `kind`, and
  *   its `payload` in its JSON form.
  * - `AgentEnd`: always the last event: the outcome and the result, or the
@@ -164,7 +166,7 @@ export const AgentEvent = Schema.Union([
   Schema.TaggedStruct("TurnStart", { ...base }),
   Schema.TaggedStruct("MessageStart", { ...base, role: Schema.Literals(["assistant", "user", "system", "custom"]) }),
   Schema.TaggedStruct("MessageUpdate", { ...base, delta: Delta }),
-  Schema.TaggedStruct("OutputDelta", { ...base, toolCallId: Schema.String, delta: Schema.String }),
+  Schema.TaggedStruct("OutputDelta", { ...base, toolCallId: Schema.optionalKey(Schema.String), delta: Schema.String }),
   Schema.TaggedStruct("MessageEnd", { ...base, message: Message.Message }),
   Schema.TaggedStruct("ToolExecutionStart", {
     ...base,

@@ -35,7 +35,7 @@
  *
  * @since 0.1.0
  */
-import { Hash, type JsonSchema, Schema } from "effect"
+import { Context, Hash, type JsonSchema, Schema } from "effect"
 import { Tool } from "effect/ai"
 import * as AgentTool from "./AgentTool.ts"
 
@@ -101,6 +101,15 @@ export const description = "Give your final answer, and end the task. Call this 
 export const wrapUpNote = `Give your final answer by calling the ${toolName} tool: it is the only way to deliver ` +
   "your result. Put in it what you have, even if the task is not complete."
 
+/**
+ * What a wrap-up request adds for a run with a native typed output.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const nativeWrapUpNote = "Give your final answer now, as the JSON object your answer must be: put in it " +
+  "what you have, even if the task is not complete."
+
 const isObjectSchema = (schema: JsonSchema.JsonSchema): boolean => schema.type === "object"
 
 /** JSON with the keys of every object sorted, so a digest does not depend on key order. */
@@ -151,3 +160,43 @@ export const finalAnswer = (schema: Any): FinalAnswer => {
   cache.set(schema, made)
   return made
 }
+
+/**
+ * How the model is asked for the final answer:
+ *
+ * - `"tool"` (the default): through the `final_answer` tool, on every
+ *   provider, beside any other tools.
+ * - `"native"`: through the provider's own structured output (OpenAI Chat
+ *   Completions' `response_format: json_schema`, the Responses API's
+ *   `text.format`), for a run with no other tools: the reply's text is the
+ *   answer, as JSON. The Anthropic layer does not support it (its model call
+ *   fails, saying so). The Schema's JSON Schema is sent in OpenAI's strict
+ *   form, so give it required fields only.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Mode = "tool" | "native"
+
+/**
+ * The structured output a model call is asked for, when the run asks for it
+ * natively (see {@link Mode}): the loop provides it around the model call,
+ * and a provider that supports structured output reads it (the layers of
+ * `effect-agent/providers` do) as it would `generateObject`'s schema.
+ *
+ * @since 0.1.0
+ * @category references
+ */
+export const NativeFormat = Context.Reference<
+  { readonly objectName: string; readonly schema: Schema.Top } | undefined
+>("effect-agent/Output/NativeFormat", { defaultValue: () => undefined })
+
+/**
+ * What a native-mode run tells the model when its reply does not decode.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const nativeRetry = (issue: string, jsonSchema: JsonSchema.JsonSchema): string =>
+  `Your answer is not valid: ${issue}\n` +
+  `Answer again with only a JSON object matching this schema: ${JSON.stringify(jsonSchema)}`

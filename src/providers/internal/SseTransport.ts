@@ -27,6 +27,7 @@ import { Cause, Clock, Duration, Effect, Pull, Result, type Schedule, Schema, St
 import { AiError, LanguageModel, type Response } from "effect/ai"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import * as Output from "../../Output.ts"
 import * as PromptEncoding from "./PromptEncoding.ts"
 import type * as Settings from "./Settings.ts"
 import * as ProviderError from "./ProviderError.ts"
@@ -330,12 +331,26 @@ export interface WireFormat {
  *
  * @since 0.1.0
  */
+/**
+ * The request's options with the structured output a run asks for natively
+ * (`Output.NativeFormat`), as `generateObject` would ask for it; a request
+ * that already asks for one keeps its own.
+ */
+const withNativeFormat = (
+  providerOptions: LanguageModel.ProviderOptions,
+  native: typeof Output.NativeFormat.Service
+): LanguageModel.ProviderOptions =>
+  native === undefined || providerOptions.responseFormat.type === "json"
+    ? providerOptions
+    : { ...providerOptions, responseFormat: { type: "json", objectName: native.objectName, schema: native.schema } }
+
 export const languageModel = Effect.fnUntraced(function*(settings: Settings.Settings, format: WireFormat) {
   const client = yield* HttpClient.HttpClient
   const retry = RetrySchedule.schedule(settings.retry)
   const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
     Stream.unwrap(Effect.map(
-      PromptEncoding.encodeRequest(format.provider, () => format.body(providerOptions)),
+      Effect.flatMap(Output.NativeFormat, (native) =>
+        PromptEncoding.encodeRequest(format.provider, () => format.body(withNativeFormat(providerOptions, native)))),
       (body) =>
         stream({
           provider: format.provider,
