@@ -214,6 +214,18 @@ describe("ExternalWorker.claude", () => {
       assert.isFalse(isAlive(pid))
     }))
 
+  it.live("a descendant holding the output open does not hold the turn; it is killed with the group", () =>
+    Effect.gen(function*() {
+      const cwd = workspace()
+      const started = Date.now()
+      const reply = yield* turn(claude(cwd, { timeout: "20 seconds" }), "scenario:background")
+      assert.strictEqual(reply.text, "Listing. \n\nDone.")
+      assert.isBelow(Date.now() - started, 10_000)
+      const background = Number(Fs.readFileSync(Path.join(cwd, "background.pid"), "utf8"))
+      assert.isAbove(background, 0)
+      assert.isFalse(isAlive(background))
+    }))
+
   it.live("a missing executable, or options that cannot be right, are spawn WorkerErrors", () =>
     Effect.gen(function*() {
       const missing = yield* failure(turn(claude(workspace(), { executable: "/nonexistent/claude" }), "Fix it"))

@@ -33,8 +33,8 @@ export interface Settings {
 
 /** How long the process group gets after SIGTERM before SIGKILL. */
 const killGrace = Duration.seconds(2)
-/** How long stderr still in the pipe is read after the exit. */
-const stderrGrace = Duration.millis(250)
+/** How long output still in the pipes is read after the exit. */
+const outputGrace = Duration.millis(500)
 /** Bytes of stderr kept for error messages (its start and end). */
 const stderrCap = 4096
 
@@ -102,8 +102,12 @@ const attempt = (
       Effect.map((code): number | undefined => code),
       Effect.orElseSucceed(() => undefined) // killed by a signal
     )
-    const [, code] = yield* Effect.all([read, exitCode], { concurrency: 2 })
-    yield* Effect.timeoutOption(Fiber.join(stderrReader), stderrGrace)
+    // A protocol error ends the turn at once; otherwise the exit does, and then the output still in the
+    // pipe is read for a moment (a descendant holding the pipe open is not waited for: it dies with the group).
+    const reader = yield* Effect.forkChild(read)
+    const code = yield* Effect.raceFirst(exitCode, Effect.andThen(Fiber.join(reader), Effect.never))
+    yield* Effect.timeoutOption(Fiber.join(reader), outputGrace)
+    yield* Effect.timeoutOption(Fiber.join(stderrReader), outputGrace)
     const redact = secretRedactor(env, settings.secrets)
     return yield* outcome(settings.worker, decoder.end(), code, stderr.text().trim(), redact)
   })
