@@ -147,6 +147,18 @@ describe("ExternalWorker.claude", () => {
       }
     }))
 
+  it.live("a named key the CLI echoes in its reply is redacted from the reply's text", () =>
+    Effect.gen(function*() {
+      const key = "sk-ant-test-0123456789abcdef"
+      process.env.FAKE_API_KEY = key
+      try {
+        const reply = yield* turn(claude(workspace(), { env: ["FAKE_API_KEY"] }), "scenario:echo-key")
+        assert.strictEqual(reply.text, "The key is <redacted>.")
+      } finally {
+        delete process.env.FAKE_API_KEY
+      }
+    }))
+
   it.live("a result in error is an exit WorkerError", () =>
     Effect.gen(function*() {
       const error = yield* failure(turn(claude(workspace()), "scenario:error-result"))

@@ -150,7 +150,8 @@ const outcome = (
   }
   switch (ending._tag) {
     case "Completed":
-      return Effect.succeed(ending.reply)
+      // The CLI has the key in its environment: a reply that echoes it must not carry it into the transcript.
+      return Effect.succeed({ ...ending.reply, text: redact(ending.reply.text) })
     case "Failed":
       return error("exit", ending.message)
     case "Incomplete":
