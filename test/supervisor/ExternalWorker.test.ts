@@ -115,6 +115,15 @@ describe("ExternalWorker.claude", () => {
       ])
     }))
 
+  it.live("the session id the stream reports is the one resumed next", () =>
+    Effect.gen(function*() {
+      const cwd = workspace()
+      const worker = claude(cwd)
+      const first = yield* turn(worker, "Fix it")
+      const second = yield* turn(worker, "scenario:forked", first.resumeToken)
+      assert.strictEqual(second.resumeToken, "6f1c2d3e-4b5a-4c6d-8e7f-0123456789ab")
+    }))
+
   it.live("without a result usage, the messages' usages are summed, each message once", () =>
     Effect.gen(function*() {
       const reply = yield* turn(claude(workspace()), "scenario:no-result-usage")
@@ -280,6 +289,18 @@ describe("ExternalWorker.codex", () => {
         "-"
       ])
       assert.deepStrictEqual([one?.message, two?.message], ["Fix the parser", "Two checks fail: fix them"])
+    }))
+
+  it.live("a thread resumed by a new worker is counted in full on its first turn, then by growth", () =>
+    Effect.gen(function*() {
+      const cwd = workspace()
+      const first = yield* turn(codex(cwd), "Fix it")
+      // a new worker (a resumed session) has not seen the thread's totals: 2000 / 200 counted in full
+      const worker = codex(cwd)
+      const resumed = yield* turn(worker, "Go on", first.resumeToken)
+      assert.deepStrictEqual(resumed.usage, { inputTokens: 2000, outputTokens: 200 })
+      const next = yield* turn(worker, "Go on", resumed.resumeToken)
+      assert.deepStrictEqual(next.usage, { inputTokens: 1000, outputTokens: 100 })
     }))
 
   it.live("plan turns run read-only", () =>
