@@ -247,10 +247,14 @@ describe("ExternalWorker.claude", () => {
       assert.isFalse(isAlive(background))
     }))
 
-  it.live("a missing executable, or options that cannot be right, are spawn WorkerErrors", () =>
+  it.live("a missing executable or workspace, or options that cannot be right, are spawn WorkerErrors", () =>
     Effect.gen(function*() {
       const missing = yield* failure(turn(claude(workspace(), { executable: "/nonexistent/claude" }), "Fix it"))
       assert.strictEqual(missing.reason, "spawn")
+      assert.include(missing.message, "program not found: /nonexistent/claude")
+      const cwd = yield* failure(turn(claude("/nonexistent/workspace"), "Fix it"))
+      assert.strictEqual(cwd.reason, "spawn")
+      assert.include(cwd.message, "the workspace cannot be entered: /nonexistent/workspace")
       const env = yield* failure(turn(claude(workspace(), { env: ["A=B"] }), "Fix it"))
       assert.strictEqual(env.reason, "spawn")
       assert.include(env.message, "env")

@@ -81,7 +81,7 @@ const attempt = (
       detached: true,
       forceKillAfter: killGrace,
       stdin: Stream.make(encoder.encode(message))
-    })).pipe(Effect.catch((error) => fail("spawn", spawnFailure(settings.executable, error))))
+    })).pipe(Effect.catch((error) => fail("spawn", spawnFailure(settings, error))))
     const stderr = new CappedOutput(stderrCap)
     const stderrReader = yield* Effect.forkChild(
       Stream.runForEach(handle.stderr, (chunk) => Effect.sync(() => stderr.push(chunk))).pipe(Effect.ignore)
@@ -168,9 +168,12 @@ const secretRedactor = (env: Readonly<Record<string, string>>, secrets: Readonly
   return (text: string): string => redactors.reduce((current, redact) => redact(current), text)
 }
 
-const spawnFailure = (program: string, error: PlatformError.PlatformError): string =>
-  error.reason._tag === "NotFound"
-    ? `program not found: ${program}`
+const spawnFailure = (settings: Settings, error: PlatformError.PlatformError): string =>
+  // The spawner checks the working directory with the file system before it spawns.
+  error.reason.module === "FileSystem"
+    ? `the workspace cannot be entered: ${settings.cwd} (${describe(error)})`
+    : error.reason._tag === "NotFound"
+    ? `program not found: ${settings.executable}`
     : error.reason._tag === "BadArgument"
     ? error.reason.description ?? "bad argument"
     : describe(error)
