@@ -151,7 +151,9 @@ const envName = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /** The settings of a worker, or why its options are refused. */
 const resolve = (worker: string, options: Options): Settings | string => {
-  const timeout = options.timeout === undefined ? Option.some(Duration.minutes(30)) : Duration.fromInput(options.timeout)
+  const timeout = options.timeout === undefined
+    ? Option.some(Duration.minutes(30))
+    : Duration.fromInput(options.timeout)
   if (Option.isNone(timeout) || !Duration.isGreaterThan(timeout.value, Duration.zero)) {
     return `invalid option: timeout must be a positive duration`
   }

@@ -155,9 +155,11 @@ const outcome = (
     case "Failed":
       return error("exit", ending.message)
     case "Incomplete":
-      return error("eof", `its output ended before the turn did${ending.message === undefined ? "" : `: ${ending.message}`}`)
+      return error("eof", `its output ended before the turn did${suffix(ending.message)}`)
   }
 }
+
+const suffix = (message: string | undefined): string => message === undefined ? "" : `: ${message}`
 
 /** Keeps the values of the named variables out of a text (a CLI may echo its key in an error). */
 const secretRedactor = (env: Readonly<Record<string, string>>, secrets: ReadonlyArray<string>) => {

@@ -39,7 +39,9 @@ const Usage = Schema.Struct({
 })
 
 const ThreadStarted = Schema.Struct({ thread_id: ThreadId })
-const ItemCompleted = Schema.Struct({ item: Schema.Struct({ type: Schema.String, text: Schema.optionalKey(Schema.Unknown) }) })
+const ItemCompleted = Schema.Struct({
+  item: Schema.Struct({ type: Schema.String, text: Schema.optionalKey(Schema.Unknown) })
+})
 const TurnCompleted = Schema.Struct({ usage: Usage })
 const TurnFailed = Schema.Struct({ error: Schema.Struct({ message: Schema.String }) })
 const ErrorEvent = Schema.Struct({ message: Schema.String })

@@ -29,9 +29,15 @@ describe("LineSplitter", () => {
     const line = new LineSplitter(8, 4096)
     assert.deepStrictEqual(line.push(bytes("12345678\n")), ["12345678"])
     assert.deepStrictEqual(line.push(bytes("12345")), [])
-    assert.deepStrictEqual(line.push(bytes("6789")), { _tag: "Exceeded", message: "a line of the output passed 8 bytes" })
+    assert.deepStrictEqual(line.push(bytes("6789")), {
+      _tag: "Exceeded",
+      message: "a line of the output passed 8 bytes"
+    })
     const turn = new LineSplitter(8, 10)
     assert.deepStrictEqual(turn.push(bytes("1234\n1234\n")), ["1234", "1234"])
-    assert.deepStrictEqual(turn.push(bytes("1")), { _tag: "Exceeded", message: "the output of one turn passed 10 bytes" })
+    assert.deepStrictEqual(turn.push(bytes("1")), {
+      _tag: "Exceeded",
+      message: "the output of one turn passed 10 bytes"
+    })
   })
 })
