@@ -56,6 +56,7 @@ import type { AgentError, ConfigError } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
 import type * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
+import type * as Output from "./Output.ts"
 import * as RunState from "./RunState.ts"
 import type * as Steering from "./Steering.ts"
 import type { ToolRegistry } from "./ToolRegistry.ts"
@@ -121,6 +122,13 @@ export interface ContinueOptions<R = never, A = never> {
    * `OutputInvalid` (default 2).
    */
   readonly outputRetries?: number | undefined
+  /**
+   * How the final answer is asked for: through the `final_answer` tool
+   * (`"tool"`, the default, on every provider), or as the provider's own
+   * structured output (`"native"`, OpenAI's; for a run without tools). See
+   * `Output.Mode`.
+   */
+  readonly outputMode?: Output.Mode | undefined
   /** Settings; defaults for anything left out. Validated by the run. */
   readonly config?: AgentConfig.Input | undefined
   /** Plugins, after the guards the config installs. */
@@ -139,7 +147,7 @@ export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
 /** The loop's options: the steering, plugins and config, and the output Schema with its retries, checked. */
 const loopOptions = <R, A>(options: ContinueOptions<R, A>): Effect.Effect<Loop.Options<R>, ConfigError> =>
-  Effect.map(OutputPart.request(options.output, options.outputRetries), (output) => ({
+  Effect.map(OutputPart.request(options.output, options.outputRetries, options.outputMode), (output) => ({
     config: options.config,
     plugins: options.plugins,
     steering: options.steering,

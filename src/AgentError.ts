@@ -120,6 +120,7 @@ export class InvalidPluginState extends Schema.TaggedError<InvalidPluginState>()
  * Schemas are named by their identity (`Output.identity`).
  *
  * @since 0.1.0
+ * @category errors
  */
 export class OutputSchemaMismatch extends Schema.TaggedError<OutputSchemaMismatch>()("OutputSchemaMismatch", {
   saved: Schema.NullOr(Schema.String),

@@ -140,7 +140,7 @@ const members = [
   Schema.TaggedStruct("TurnStart", { ...base }),
   Schema.TaggedStruct("MessageStart", { ...base, role: Schema.Literals(["assistant", "user", "system", "custom"]) }),
   Schema.TaggedStruct("MessageUpdate", { ...base, delta: Delta }),
-  Schema.TaggedStruct("OutputDelta", { ...base, toolCallId: Schema.String, delta: Schema.String }),
+  Schema.TaggedStruct("OutputDelta", { ...base, toolCallId: Schema.optionalKey(Schema.String), delta: Schema.String }),
   Schema.TaggedStruct("MessageEnd", { ...base, message: Message.Message }),
   Schema.TaggedStruct("ToolExecutionStart", {
     ...base,
@@ -388,8 +388,9 @@ export interface CustomEvent<A> {
  *   afterTurn: (_turn, context) =>
  *     Effect.as(context.emit(Spent.make({ cents: context.usage.cost ?? 0 })), Hooks.proceed)
  * })
- * const show = (event: AgentEvent.AgentEvent) =>
- *   Option.map(Spent.payload(event), ({ cents }) => console.log(`spent ${cents}`))
+ * const event: AgentEvent.AgentEvent = { ...Spent.make({ cents: 3 }), runId: "r", turn: 1, timestamp: 0 }
+ * Option.map(Spent.payload(event), ({ cents }) => console.log(`spent ${cents}`))
+ * // Output: spent 3
  * ```
  *
  * @since 0.1.0

@@ -100,7 +100,12 @@ export const budgetExceeded = (budget: Budget, limit: number, used: number): Out
   limit,
   used
 })
-/** @since 0.1.0 */
+/**
+ * The ending of a run whose model gave no valid typed output (see `Output`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const outputInvalid = (lastAttempt: unknown, issue: string, attempts: number): Outcome => ({
   _tag: "OutputInvalid",
   lastAttempt,
@@ -140,11 +145,17 @@ export interface CustomOutcome<A> {
  * import { Hooks, Outcome } from "effect-agent"
  *
  * const Escalated = Outcome.custom("support/escalated", Schema.Struct({ ticket: Schema.String }))
+ * // A hook ends the run with it
  * const escalate = Hooks.plugin({
  *   name: "support",
  *   afterTurn: () => Effect.succeed(Hooks.stop(Escalated.make({ ticket: "T-1" })))
  * })
- * // later: Option.getOrUndefined(Escalated.payload(result.outcome))?.ticket
+ * // and the run's result says so
+ * const outcome = Escalated.make({ ticket: "T-1" })
+ * console.log(JSON.stringify(outcome))
+ * // Output: {"_tag":"Custom","kind":"support/escalated","payload":{"ticket":"T-1"}}
+ * console.log(Option.getOrUndefined(Escalated.payload(outcome))?.ticket)
+ * // Output: T-1
  * ```
  *
  * @since 0.1.0
@@ -168,9 +179,15 @@ export const custom = <A, E>(kind: string, payload: Schema.Codec<A, E>): CustomO
   }
 }
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const handedOff = (to: string): Outcome => ({ _tag: "HandedOff", to })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const guardrailTripped = (guardrail: string, reason: string, phase: "input" | "output"): Outcome => ({
   _tag: "GuardrailTripped",
   guardrail,

@@ -14,20 +14,28 @@
  *
  * @example
  * ```ts
- * import { Effect, Schema } from "effect"
- * import { Agent } from "effect-agent"
+ * import { Effect, Layer, Schema } from "effect"
+ * import { Agent, ToolRegistry } from "effect-agent"
+ * import { ScriptedModel } from "effect-agent/testing"
  *
  * const Verdict = Schema.Struct({ approved: Schema.Boolean, reasons: Schema.Array(Schema.String) })
  *
  * const program = Effect.gen(function*() {
  *   const result = yield* Agent.run({ prompt: "Review the change", output: Verdict })
- *   if (result.output !== undefined) console.log(result.output.approved) // typed: boolean
+ *   // typed: { approved: boolean; reasons: ReadonlyArray<string> } | undefined
+ *   console.log(result.outcome._tag, result.output?.approved, result.output?.reasons)
  * })
+ *
+ * const Model = ScriptedModel.layer([
+ *   { toolCalls: [{ name: "final_answer", params: { approved: true, reasons: ["tests pass"] } }] }
+ * ])
+ * Effect.runPromise(program.pipe(Effect.provide(Layer.merge(Model, ToolRegistry.layerEntries()))))
+ * // Output: Completed true [ 'tests pass' ]
  * ```
  *
  * @since 0.1.0
  */
-import { Hash, type JsonSchema, Schema } from "effect"
+import { Context, Hash, type JsonSchema, Schema } from "effect"
 import { Tool } from "effect/ai"
 import * as AgentTool from "./AgentTool.ts"
 
@@ -35,6 +43,7 @@ import * as AgentTool from "./AgentTool.ts"
  * The name of the tool the model gives its final answer with.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const toolName = "final_answer"
 
@@ -52,6 +61,7 @@ export type Any = Schema.Codec<unknown, unknown>
  * run ends `OutputInvalid` at the third invalid one.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const defaultRetries = 2
 
@@ -76,6 +86,7 @@ export interface FinalAnswer {
  * The description of the `final_answer` tool.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const description = "Give your final answer, and end the task. Call this tool once, when you are done, " +
   "with the answer as its arguments; the arguments must match its schema. Do not answer in plain text."
@@ -85,9 +96,19 @@ export const description = "Give your final answer, and end the task. Call this 
  * a typed output.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const wrapUpNote = `Give your final answer by calling the ${toolName} tool: it is the only way to deliver ` +
   "your result. Put in it what you have, even if the task is not complete."
+
+/**
+ * What a wrap-up request adds for a run with a native typed output.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const nativeWrapUpNote = "Give your final answer now, as the JSON object your answer must be: put in it " +
+  "what you have, even if the task is not complete."
 
 const isObjectSchema = (schema: JsonSchema.JsonSchema): boolean => schema.type === "object"
 
@@ -109,6 +130,7 @@ const canonical = (value: unknown): string => {
  * the model must send gets another.
  *
  * @since 0.1.0
+ * @category utils
  */
 export const identity = (jsonSchema: JsonSchema.JsonSchema): string => {
   const text = canonical(jsonSchema)
@@ -123,6 +145,7 @@ const cache = new WeakMap<Any, FinalAnswer>()
  * ends the run itself when a call of it decodes.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const finalAnswer = (schema: Any): FinalAnswer => {
   const cached = cache.get(schema)
@@ -137,3 +160,43 @@ export const finalAnswer = (schema: Any): FinalAnswer => {
   cache.set(schema, made)
   return made
 }
+
+/**
+ * How the model is asked for the final answer:
+ *
+ * - `"tool"` (the default): through the `final_answer` tool, on every
+ *   provider, beside any other tools.
+ * - `"native"`: through the provider's own structured output (OpenAI Chat
+ *   Completions' `response_format: json_schema`, the Responses API's
+ *   `text.format`), for a run with no other tools: the reply's text is the
+ *   answer, as JSON. The Anthropic layer does not support it (its model call
+ *   fails, saying so). The Schema's JSON Schema is sent in OpenAI's strict
+ *   form, so give it required fields only.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Mode = "tool" | "native"
+
+/**
+ * The structured output a model call is asked for, when the run asks for it
+ * natively (see {@link Mode}): the loop provides it around the model call,
+ * and a provider that supports structured output reads it (the layers of
+ * `effect-agent/providers` do) as it would `generateObject`'s schema.
+ *
+ * @since 0.1.0
+ * @category references
+ */
+export const NativeFormat = Context.Reference<
+  { readonly objectName: string; readonly schema: Schema.Top } | undefined
+>("effect-agent/Output/NativeFormat", { defaultValue: () => undefined })
+
+/**
+ * What a native-mode run tells the model when its reply does not decode.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const nativeRetry = (issue: string, jsonSchema: JsonSchema.JsonSchema): string =>
+  `Your answer is not valid: ${issue}\n` +
+  `Answer again with only a JSON object matching this schema: ${JSON.stringify(jsonSchema)}`

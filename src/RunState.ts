@@ -46,13 +46,17 @@ export type PendingApproval = typeof PendingApproval.Type
  * given, in its JSON form (encoded with the Schema).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const OutputState = Schema.Struct({
   schema: Schema.String,
   invalidAttempts: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   value: Schema.optionalKey(Schema.Unknown)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type OutputState = typeof OutputState.Type
 
 /**

@@ -84,6 +84,10 @@ export type Options<Name extends string, Input extends InputSchema, Out> =
 export function define<const Name extends string, Input extends InputSchema, Out = string>(
   options: Options<Name, Input, Out>
 ): Definition<Name, Input, Out>
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export function define(options: Options<string, InputSchema, unknown>): Definition<string, InputSchema, unknown> {
   return { ...options, output: options.output ?? Schema.String }
 }

@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Schema } from "effect"
 import { Tool } from "effect/ai"
-import { Agent, AgentConfig, type AgentEvent, Hooks, Message, Output, RunState } from "effect-agent"
+import { Agent, type AgentConfig, type AgentEvent, Hooks, Message, Output, RunState, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, ofTag, recorder, toolsLayer } from "./support.ts"
 
@@ -276,6 +276,65 @@ describe("Agent.run with output", () => {
         lastAttempt: { sum: 3, explanation: "e" },
         issue: "Tool call blocked: not yet: check your work",
         attempts: 1
+      })
+    }))
+})
+
+describe("Agent.run with output, native mode", () => {
+  const runNative = (script: ScriptedModel.Script, config: AgentConfig.Input = {}) =>
+    Effect.gen(function*() {
+      const { events, plugin } = recorder()
+      const result = yield* Agent.run({
+        prompt: "Add",
+        output: Answer,
+        outputMode: "native",
+        config,
+        plugins: [plugin]
+      })
+      const requests = yield* (yield* ScriptedModel.ScriptedModel).requests
+      return { result, events, requests }
+    }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(script), ToolRegistry.layerEntries())))
+
+  it.effect("the reply's text is the answer: offered no tool, decoded as JSON, streamed as OutputDelta", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runNative([
+        { text: ["{\"sum\": 3, ", "\"explanation\": \"1 + 2\"}"] }
+      ])
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.deepStrictEqual(result.output, { sum: 3, explanation: "1 + 2" })
+      assert.deepStrictEqual(requests[0]!.tools, [])
+      assert.deepStrictEqual(ofTag(events, "OutputDelta").map((e) => [e.toolCallId, e.delta]), [
+        [undefined, "{\"sum\": 3, "],
+        [undefined, "\"explanation\": \"1 + 2\"}"]
+      ])
+    }))
+
+  it.effect("a reply that does not decode is an attempt: the model reads the issue and the schema", () =>
+    Effect.gen(function*() {
+      const { requests, result } = yield* runNative([
+        { text: "{\"sum\": 3}" },
+        { text: "{\"sum\": 3, \"explanation\": \"e\"}" }
+      ])
+      assert.deepStrictEqual(result.output, { sum: 3, explanation: "e" })
+      const retry = result.messages[2]!
+      assert.strictEqual(retry.role, "user")
+      assert.strictEqual(
+        Message.textOf(retry),
+        "Your answer is not valid: explanation: Missing key\n" +
+          "Answer again with only a JSON object matching this schema: " +
+          JSON.stringify(Tool.getJsonSchemaFromSchema(Answer))
+      )
+      assert.strictEqual(requests.length, 2)
+    }))
+
+  it.effect("never valid: OutputInvalid with the last text", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runNative([{ text: "three" }, { text: "3" }, { text: "{}" }])
+      assert.deepStrictEqual(result.outcome, {
+        _tag: "OutputInvalid",
+        lastAttempt: "{}",
+        issue: "sum: Missing key; explanation: Missing key",
+        attempts: 3
       })
     }))
 })

@@ -36,6 +36,7 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider"],
   "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
   "effect-agent/session": ["CheckpointStore", "Session", "Trajectory"],
+  "effect-agent/supervisor": ["ExternalWorker", "Worker"],
   "effect-agent/testing": ["ScriptedModel"]
 }
 
@@ -47,11 +48,13 @@ const platform: Record<string, ReadonlyArray<string>> = {
 const entries = `import { type Config, Effect, Layer } from "effect"
 import type { LanguageModel } from "effect/ai"
 import type { HttpClient } from "effect/http"
+import type { ChildProcessSpawner } from "effect/process"
 import * as Core from "effect-agent"
 import * as Cli from "effect-agent/cli"
 import * as Providers from "effect-agent/providers"
 import * as Sandbox from "effect-agent/sandbox"
 import * as Session from "effect-agent/session"
+import * as Supervisor from "effect-agent/supervisor"
 import * as Testing from "effect-agent/testing"
 
 const options: Providers.Provider.Options = { model: "gpt-4o", retry: { maxRetries: 1 } }
@@ -65,9 +68,11 @@ const sandbox: Effect.Effect<unknown, unknown> = Effect.scoped(Layer.build(Sandb
 const store: Session.CheckpointStore.Service = Session.CheckpointStore.memory()
 const config: Core.AgentConfig.AgentConfig = Core.AgentConfig.makeUnsafe({ maxTurns: 3 })
 const scripted = Testing.ScriptedModel.layer([{ text: "hi" }])
-void [model, code, sandbox, store, config, scripted]
+const worker: Supervisor.Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> =
+  Supervisor.ExternalWorker.claude({ cwd: ".", env: ["ANTHROPIC_API_KEY"] })
+void [model, code, sandbox, store, config, scripted, worker]
 
-const modules = { Core, Cli, Providers, Sandbox, Session, Testing }
+const modules = { Core, Cli, Providers, Sandbox, Session, Supervisor, Testing }
 const names = (module: object) => Object.keys(module).sort()
 console.log(JSON.stringify({
   "effect-agent": names(modules.Core),
@@ -75,6 +80,7 @@ console.log(JSON.stringify({
   "effect-agent/providers": names(modules.Providers),
   "effect-agent/sandbox": names(modules.Sandbox),
   "effect-agent/session": names(modules.Session),
+  "effect-agent/supervisor": names(modules.Supervisor),
   "effect-agent/testing": names(modules.Testing)
 }))
 `

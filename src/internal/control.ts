@@ -99,7 +99,9 @@ function* appendAll<R>(run: ControlRun<R>, messages: ReadonlyArray<Message.Messa
 function* wrapUp<R>(run: ControlRun<R>, decision: Extract<Hooks.Control, { readonly _tag: "WrapUp" }>) {
   if (run.progress.wrapUpRequested) return
   run.progress.wrapUpRequested = true
-  const message = run.output === undefined ? decision.message : `${decision.message}\n\n${Output.wrapUpNote}`
+  const message = run.output === undefined
+    ? decision.message
+    : `${decision.message}\n\n${run.output.native === undefined ? Output.wrapUpNote : Output.nativeWrapUpNote}`
   yield* Events.emit(run.events, { _tag: "WrapUpRequested", source: decision.source, message })
   yield* appendAll(run, [Message.system(message)])
 }

@@ -169,8 +169,9 @@ const toolkitOf = (registry: ToolRegistry["Service"]): Toolkit.WithHandler<{}> =
 export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   const { state } = setup
   const config = yield* AgentConfig.make(setup.config)
-  const output = yield* Output.make(setup.output, state)
-  const registry = output === undefined ? yield* ToolRegistry : Output.registry(yield* ToolRegistry, output)
+  const base = yield* ToolRegistry
+  const output = yield* Output.make(setup.output, state, base)
+  const registry = output === undefined ? base : Output.registry(base, output)
   const steering = setup.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))
   const guards = yield* resolvePlugins(Guards.fromConfig(config))
   const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...guards, ...yield* resolvePlugins(setup.plugins)]

@@ -207,14 +207,15 @@ function* endTurn<R>(
 ) {
   run.progress.turn++
   yield* Events.turnEnded(run.events, message, batch.results, run.progress)
+  // The final answer is judged before the afterTurn hooks, so a checkpoint they save holds the verdict's reminder.
+  const output = run.output === undefined
+    ? undefined
+    : yield* OutputPart.afterTurn(run, run.output, message, batch.results)
   const after = yield* Control.consult(run, run.env.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
   const stop = stoppedReply ?? (yield* Stops.reason(run.stops))
   // A stop comes first, then the final answer, the tools' vote, an afterTurn hook's stop.
   if (stop !== undefined) return end(yield* stopped(run, stop))
-  const output = run.output === undefined
-    ? undefined
-    : yield* OutputPart.afterTurn(run, run.output, message, batch.results)
   if (output?._tag === "End") return end(output.outcome)
   if (batch.terminate) return end(Outcome.terminated)
   if (after !== undefined) return end(after)

@@ -10,6 +10,7 @@
  * @internal
  */
 import { Cause, Effect, Exit, Predicate, Schema } from "effect"
+import { Tool } from "effect/ai"
 import { ConfigError, OutputSchemaMismatch } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Message from "../Message.ts"
@@ -30,6 +31,7 @@ import * as Transcript from "./transcript.ts"
 export interface Request {
   readonly schema: Output.Any
   readonly retries: number
+  readonly mode: Output.Mode
 }
 
 /**
@@ -41,12 +43,13 @@ export interface Request {
  */
 export const request = (
   schema: Output.Any | undefined,
-  retries: number | undefined
+  retries: number | undefined,
+  mode: Output.Mode | undefined
 ): Effect.Effect<Request | undefined, ConfigError> => {
   if (schema === undefined) return Effect.succeed(undefined)
   const n = retries ?? Output.defaultRetries
   return Number.isInteger(n) && n >= 0 && n <= 100
-    ? Effect.succeed({ schema, retries: n })
+    ? Effect.succeed({ schema, retries: n, mode: mode ?? "tool" })
     : Effect.fail(
       new ConfigError({
         field: "outputRetries",
@@ -113,6 +116,10 @@ const withoutOutput = (result: RunState.RunResult<unknown>): RunState.RunResult<
 export interface LiveOutput {
   readonly answer: Output.FinalAnswer
   readonly retries: number
+  /** Set when the answer is asked for as the provider's structured output (the reply's text). */
+  readonly native: NonNullable<typeof Output.NativeFormat.Service> | undefined
+  /** Decodes a native answer: the reply's text, as JSON, with the Schema. */
+  readonly decodeText: (text: string) => Exit.Exit<unknown, Schema.SchemaError>
   readonly encode: (value: unknown) => Exit.Exit<unknown, Schema.SchemaError>
   /** Invalid answers since the last valid one (plain-text answers count). */
   invalidAttempts: number
@@ -131,13 +138,19 @@ export interface LiveOutput {
  */
 export const make = (
   request: Request | undefined,
-  state: RunState.RunState
-): Effect.Effect<LiveOutput | undefined, OutputSchemaMismatch> => {
+  state: RunState.RunState,
+  registry: ToolRegistry.Service
+): Effect.Effect<LiveOutput | undefined, OutputSchemaMismatch | ConfigError> => {
   const saved = state.output
   if (request === undefined) {
     return saved === undefined
       ? Effect.succeed(undefined)
       : Effect.fail(new OutputSchemaMismatch({ saved: saved.schema, given: null }))
+  }
+  if (request.mode === "native" && registry.tools.length > 0) {
+    return Effect.fail(
+      new ConfigError({ field: "outputMode", rule: "\"native\" is for a run without tools: use \"tool\"" })
+    )
   }
   const answer = Output.finalAnswer(request.schema)
   // A state without output (a new run, or one started before it asked for output) takes the Schema.
@@ -148,6 +161,8 @@ export const make = (
   const output: LiveOutput = {
     answer,
     retries: request.retries,
+    native: request.mode === "native" ? { objectName: Output.toolName, schema: request.schema } : undefined,
+    decodeText: Schema.decodeUnknownExit(Schema.fromJsonString(request.schema), { errors: "all" }),
     encode: Schema.encodeUnknownExit(json),
     invalidAttempts: saved?.invalidAttempts ?? 0,
     accepted: undefined,
@@ -188,6 +203,7 @@ const alreadyGivenText = "A final answer was already given in this turn: this on
  * @internal
  */
 export const registry = (base: ToolRegistry.Service, output: LiveOutput): ToolRegistry.Service => {
+  if (output.native !== undefined) return base
   const tool = output.answer.tool
   const tools = [...base.tools.filter((t) => t.name !== tool.name), tool]
   const definitions = { ...base.definitions, [tool.name]: tool }
@@ -238,6 +254,23 @@ export const messageUpdates = <R>(
       : update
   }, { discard: true })
 
+/**
+ * The `MessageUpdate` of each delta, each text delta followed by its
+ * `OutputDelta` (a native answer is the reply's text).
+ *
+ * @internal
+ */
+export const nativeUpdates = <R>(
+  sink: Events.EventSink<R>,
+  deltas: ReadonlyArray<AgentEvent.Delta>
+): Effect.Effect<void, never, R> =>
+  Effect.forEach(deltas, (delta) => {
+    const update = Events.emit(sink, { _tag: "MessageUpdate", delta })
+    return delta.type === "text"
+      ? Effect.andThen(update, Events.emit(sink, { _tag: "OutputDelta", delta: delta.delta }))
+      : update
+  }, { discard: true })
+
 // -----------------------------------------------------------------------------
 // After a turn
 // -----------------------------------------------------------------------------
@@ -285,12 +318,15 @@ export const afterTurn = Effect.fnUntraced(function*<R>(
   message: Message.AssistantMessage,
   results: ReadonlyArray<Message.ToolResultMessage>
 ) {
+  if (output.native !== undefined && !Message.hasToolCalls(message)) acceptText(output, Message.textOf(message))
   if (output.acceptedInTurn) {
     output.acceptedInTurn = false
     const outcome = run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
     return { _tag: "End", outcome } satisfies Verdict
   }
-  const attempt = lastAttempt(output, message, results)
+  const attempt = output.native === undefined
+    ? lastAttempt(output, message, results)
+    : nativeAttempt(output, message)
   if (attempt === undefined) return undefined
   output.invalidAttempts++
   if (output.invalidAttempts > output.retries) {
@@ -298,11 +334,37 @@ export const afterTurn = Effect.fnUntraced(function*<R>(
     return { _tag: "End", outcome } satisfies Verdict
   }
   if (!attempt.text) return undefined
-  const nudge = Message.user(reminder(output.retries + 1 - output.invalidAttempts))
+  const left = output.retries + 1 - output.invalidAttempts
+  const nudge = Message.user(
+    output.native === undefined
+      ? reminder(left)
+      : Output.nativeRetry(attempt.issue, Tool.getJsonSchemaFromSchema(output.native.schema))
+  )
   Transcript.append(run.transcript, nudge)
   yield* Events.emit(run.events, { _tag: "MessageEnd", message: nudge })
   return retry
 })
+
+/** A native answer: the reply's text, accepted when it decodes. */
+const acceptText = (output: LiveOutput, text: string): void => {
+  const decoded = output.decodeText(text)
+  if (Exit.isFailure(decoded)) return
+  const encoded = output.encode(decoded.value)
+  if (Exit.isFailure(encoded)) return
+  output.accepted = { value: decoded.value, encoded: encoded.value }
+  output.acceptedInTurn = true
+  output.invalidAttempts = 0
+}
+
+/** A native answer that did not decode: the reply's text and what was wrong with it. */
+const nativeAttempt = (output: LiveOutput, message: Message.AssistantMessage): Attempt | undefined => {
+  if (Message.hasToolCalls(message)) return undefined
+  const text = Message.textOf(message)
+  const decoded = output.decodeText(text)
+  const error = Exit.isFailure(decoded) ? Cause.findErrorOption(decoded.cause) : undefined
+  const issue = error?._tag === "Some" ? Feedback.describeIssue(error.value) : "the answer does not decode"
+  return { value: text, issue, text: true }
+}
 
 interface Attempt {
   readonly value: unknown

@@ -11,6 +11,7 @@ import type { AiError, Prompt, Response } from "effect/ai"
 import type * as AgentEvent from "../AgentEvent.ts"
 import { ModelError } from "../AgentError.ts"
 import type * as Message from "../Message.ts"
+import * as Output from "../Output.ts"
 import * as Events from "./events.ts"
 import type * as LiveRun from "./liveRun.ts"
 import * as OutputPart from "./output.ts"
@@ -39,15 +40,22 @@ export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops" 
   const { events } = run
   const builder = new AssistantBuilder()
   yield* Events.messageStarted(events)
-  const stream = run.env.model.streamText({
+  const streamed = run.env.model.streamText({
     prompt,
     toolkit: run.env.toolkit,
     disableToolCallResolution: true,
     toolCallValidation: "deferred"
   })
+  const { output } = run
+  // A run with a typed output also streams its final answer (`OutputDelta`); a native one asks the provider for it.
+  const native = output?.native
+  const stream = native === undefined ? streamed : Stream.provideService(streamed, Output.NativeFormat, native)
+  const updates = output === undefined
+    ? Events.messageUpdates
+    : native === undefined
+    ? OutputPart.messageUpdates
+    : OutputPart.nativeUpdates
   const observed = events.observed
-  // A run with a typed output also streams its final answer's arguments (`OutputDelta`).
-  const updates = run.output === undefined ? Events.messageUpdates : OutputPart.messageUpdates
   const consume = Stream.runForEachArray(stream, (parts) => {
     let deltas: Array<AgentEvent.Delta> | undefined
     for (const part of parts) {

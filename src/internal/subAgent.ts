@@ -41,14 +41,16 @@ const maxHandoffs = 8
  * The Schema of a sub-agent's input: the parameters of its tool, so a
  * Schema whose JSON form is an object (a `Schema.Struct`).
  *
- * @internal
+ * @since 0.1.0
+ * @category models
  */
 export type InputSchema = Schema.Codec<unknown, { readonly [key: string]: unknown }>
 
 /**
  * A sub-agent.
  *
- * @internal
+ * @since 0.1.0
+ * @category models
  */
 export interface Definition<Name extends string, Input extends InputSchema, Out = string> {
   /** The tool's name, and the agent's in `Nested` paths, figures and `HandedOff`. */
@@ -81,7 +83,8 @@ export interface Definition<Name extends string, Input extends InputSchema, Out 
 /**
  * Where a run sits among agents.
  *
- * @internal
+ * @since 0.1.0
+ * @category models
  */
 export interface Identity {
   readonly runId: string
@@ -184,7 +187,7 @@ export const runChild = <Out>(
     const config = yield* childConfig(definition, parent, saved?.state.elapsedMs ?? 0)
     const output = text
       ? undefined
-      : yield* OutputPart.request(definition.output, definition.outputRetries).pipe(
+      : yield* OutputPart.request(definition.output, definition.outputRetries, undefined).pipe(
         Effect.catch((error) => failed(agent, `${agent} was not started: ${error.message}`))
       )
     const options: Loop.Options<never> = {

@@ -105,7 +105,7 @@ export const run = <R = never, A = never>(
   Effect.gen(function*() {
     const { id, store } = options
     const config = yield* AgentConfig.make(options.config)
-    const output = yield* OutputPart.request(options.output, options.outputRetries)
+    const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
     const runId = options.runId ?? globalThis.crypto.randomUUID()
     const prompt = promptMessages(options.prompt)
     const state = RunState.make({ runId, system: options.system, messages: prompt })
@@ -190,7 +190,7 @@ const resumeFrom = <R, A>(
   Effect.gen(function*() {
     const { store } = options
     const config = yield* AgentConfig.make(resumeConfig(checkpoint.config, options.config))
-    const output = yield* OutputPart.request(options.output, options.outputRetries)
+    const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
     const state = checkpoint.state
     return yield* durable<R>(sessionId, store, config, state, (plugin) =>
       Loop.resume<R>(state, {

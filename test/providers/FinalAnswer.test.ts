@@ -12,7 +12,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted, Schema } from "effect"
-import { type LanguageModel, Tool, Toolkit } from "effect/ai"
+import { type LanguageModel, OpenAiStructuredOutput, Tool, Toolkit } from "effect/ai"
 import { Agent, type AgentEvent, Hooks, Output, ToolRegistry } from "effect-agent"
 import { Anthropic, OpenAiChat, OpenAiResponses } from "effect-agent/providers"
 import * as ProviderTest from "./ProviderTest.ts"
@@ -181,5 +181,126 @@ describe("a typed output on the real providers", () => {
         tool_choice: { type: "auto" }
       })
       assert.deepStrictEqual(deltas.map((d) => d.delta), ["{\"", "lo", "catio", "n\": \"Florenc", "e, Italy", "\"}"])
+    }))
+})
+
+/** Serves the recorded streams in turn. */
+const serveAll = (...streams: ReadonlyArray<string>) =>
+  TestServer.start((_, index) => Effect.succeed(TestServer.sse(streams[index] ?? "")))
+
+/** A run without tools that asks for the output as the provider's structured output. */
+const runNative = <A, E>(model: Layer.Layer<LanguageModel.LanguageModel, E>, output: Schema.Codec<A, unknown>) =>
+  Effect.gen(function*() {
+    const deltas: Array<string> = []
+    const collect = Hooks.plugin({
+      name: "deltas",
+      observe: (event) => {
+        if (event._tag === "OutputDelta") deltas.push(event.delta)
+      }
+    })
+    const result = yield* Agent.run({ prompt: "Where?", output, outputMode: "native", plugins: [collect] })
+    return { result, deltas }
+  }).pipe(Effect.provide(Layer.merge(ToolRegistry.layerEntries(), model)))
+
+/** The strict JSON Schema OpenAI's structured output is sent, as effect/ai makes it for `generateObject`. */
+const strictSchema = (schema: Output.Any) => OpenAiStructuredOutput.toCodecOpenAI(schema).jsonSchema
+
+describe("a typed output as the provider's native structured output", () => {
+  const chatChunk = (delta: unknown, finish: string | null = null) => ({
+    id: "chatcmpl-n",
+    model: "gpt-4o-2024-08-06",
+    choices: [{ index: 0, delta, finish_reason: finish }]
+  })
+
+  it.effect("OpenAiChat: response_format json_schema and no tools; a reply that is not JSON is retried", () =>
+    Effect.gen(function*() {
+      const json = TestServer.events(
+        chatChunk({ role: "assistant", content: "" }),
+        chatChunk({ content: "{\"city\":" }),
+        chatChunk({ content: "\"Oslo\"}" }),
+        chatChunk({}, "stop"),
+        "[DONE]"
+      )
+      const server = yield* serveAll(TestServer.fixture("openai-chat/openai-python_text-with-usage_gpt-4o.sse"), json)
+      const model = OpenAiChat.layer({ model: "gpt-4o", apiKey: key, baseUrl: server.baseUrl }).pipe(
+        Layer.provide(ProviderTest.client)
+      )
+      const { deltas, result } = yield* runNative(model, City)
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.deepStrictEqual(result.output, { city: "Oslo" })
+      assert.strictEqual(server.requests.length, 2)
+      const format = {
+        type: "json_schema",
+        json_schema: { name: "final_answer", schema: strictSchema(City), strict: true }
+      }
+      assert.deepStrictEqual(server.requests[0]!.body, {
+        model: "gpt-4o",
+        stream: true,
+        stream_options: { include_usage: true },
+        messages: [{ role: "user", content: "Where?" }],
+        response_format: format
+      })
+      // the recorded reply (prose, not JSON) is an attempt: the model reads what was wrong and the schema
+      const second = server.requests[1]!.body
+      assert.deepStrictEqual(second.response_format, format)
+      const retry = second.messages.at(-1)
+      assert.strictEqual(retry.role, "user")
+      assert.match(retry.content, /^Your answer is not valid: .*JSON/)
+      assert.include(retry.content, JSON.stringify(Tool.getJsonSchemaFromSchema(City)))
+      assert.strictEqual(deltas.slice(-2).join(""), "{\"city\":\"Oslo\"}")
+    }))
+
+  it.effect("OpenAiResponses: text.format json_schema and no tools", () =>
+    Effect.gen(function*() {
+      const Ok = Schema.Struct({ ok: Schema.Boolean })
+      const recorded = TestServer.fixture("openai-responses/simple-text_gpt-4o.sse")
+      // The recorded stream, its text ("Olá!") replaced by a JSON answer.
+      const json = recorded.replaceAll("\"delta\":\"Olá\"", "\"delta\":\"{\\\"ok\\\":\"")
+        .replaceAll("\"delta\":\"!\"", "\"delta\":\"true}\"")
+        .replaceAll("Olá!", "{\\\"ok\\\":true}")
+      assert.notStrictEqual(json, recorded)
+      const server = yield* serveAll(json)
+      const model = OpenAiResponses.layer({ model: "gpt-4o", apiKey: key, baseUrl: server.baseUrl }).pipe(
+        Layer.provide(ProviderTest.client)
+      )
+      const { deltas, result } = yield* runNative(model, Ok)
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.deepStrictEqual(result.output, { ok: true })
+      assert.deepStrictEqual(server.requests[0]!.body, {
+        model: "gpt-4o",
+        stream: true,
+        store: false,
+        input: [{ role: "user", content: [{ type: "input_text", text: "Where?" }] }],
+        text: { format: { type: "json_schema", name: "final_answer", schema: strictSchema(Ok), strict: true } }
+      })
+      assert.deepStrictEqual(deltas, ["{\"ok\":", "true}"])
+    }))
+
+  it.effect("Anthropic: the model call fails, saying the layer has no structured output", () =>
+    Effect.gen(function*() {
+      const server = yield* serveAll(TestServer.fixture("anthropic/simple-text_claude-sonnet-4.sse"))
+      const model = Anthropic.layer({ model: "claude-sonnet-4", apiKey: key, baseUrl: server.baseUrl }).pipe(
+        Layer.provide(ProviderTest.client),
+        Layer.orDie
+      )
+      const error = yield* Effect.flip(runNative(model, City))
+      assert.strictEqual(error._tag, "ModelError")
+      assert.include(error.message, "does not support structured output")
+      assert.strictEqual(server.requests.length, 0)
+    }))
+
+  it.effect("a run with tools cannot ask for it: ConfigError", () =>
+    Effect.gen(function*() {
+      const model = OpenAiChat.layer({ model: "gpt-4o", apiKey: key, baseUrl: "http://127.0.0.1:9" }).pipe(
+        Layer.provide(ProviderTest.client),
+        Layer.orDie
+      )
+      const error = yield* Effect.flip(
+        Agent.run({ prompt: "x", output: City, outputMode: "native" }).pipe(
+          Effect.provide(Layer.merge(ToolsLive, model))
+        )
+      )
+      assert.strictEqual(error._tag, "ConfigError")
+      if (error._tag === "ConfigError") assert.strictEqual(error.field, "outputMode")
     }))
 })
