@@ -35,6 +35,7 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/cli": ["Cli", "Control", "ExitCode"],
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider"],
   "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
+  "effect-agent/server": ["AgentServer", "Inspector"],
   "effect-agent/session": ["CheckpointStore", "Session", "Trajectory"],
   "effect-agent/testing": ["ScriptedModel"]
 }
@@ -51,6 +52,7 @@ import * as Core from "effect-agent"
 import * as Cli from "effect-agent/cli"
 import * as Providers from "effect-agent/providers"
 import * as Sandbox from "effect-agent/sandbox"
+import * as Server from "effect-agent/server"
 import * as Session from "effect-agent/session"
 import * as Testing from "effect-agent/testing"
 
@@ -65,15 +67,17 @@ const sandbox: Effect.Effect<unknown, unknown> = Effect.scoped(Layer.build(Sandb
 const store: Session.CheckpointStore.Service = Session.CheckpointStore.memory()
 const config: Core.AgentConfig.AgentConfig = Core.AgentConfig.makeUnsafe({ maxTurns: 3 })
 const scripted = Testing.ScriptedModel.layer([{ text: "hi" }])
-void [model, code, sandbox, store, config, scripted]
+const server: Layer.Layer<unknown, unknown, unknown> = Server.AgentServer.layer({ directory: ".sessions" })
+void [model, code, sandbox, store, config, scripted, server]
 
-const modules = { Core, Cli, Providers, Sandbox, Session, Testing }
+const modules = { Core, Cli, Providers, Sandbox, Server, Session, Testing }
 const names = (module: object) => Object.keys(module).sort()
 console.log(JSON.stringify({
   "effect-agent": names(modules.Core),
   "effect-agent/cli": names(modules.Cli),
   "effect-agent/providers": names(modules.Providers),
   "effect-agent/sandbox": names(modules.Sandbox),
+  "effect-agent/server": names(modules.Server),
   "effect-agent/session": names(modules.Session),
   "effect-agent/testing": names(modules.Testing)
 }))
