@@ -389,15 +389,15 @@ export const defaults = {
 
 const encoder = new TextEncoder()
 
-/** The SSE bytes of a session's events, with a comment every `keepAliveMs` to keep the connection open. */
-const sse = (items: Stream.Stream<EventLog.Item>, keepAliveMs: number) => {
-  const frames = Stream.map(items, (item) =>
-    "_tag" in item
-      ? ": dropped: this client fell too far behind; reconnect with Last-Event-ID\n\n"
-      : `id: ${item.id}\ndata: ${item.json}\n\n`)
-  const keepAlive = Stream.map(Stream.tick(keepAliveMs), () => ": keep-alive\n\n").pipe(Stream.drop(1))
-  return Stream.merge(frames, keepAlive, { haltStrategy: "left" }).pipe(Stream.map((text) => encoder.encode(text)))
-}
+/** The SSE frame of each item: an event with its id; a comment while idle (keeping the connection open), or dropped. */
+const frame = (item: EventLog.Item): Uint8Array =>
+  encoder.encode(
+    !("_tag" in item)
+      ? `id: ${item.id}\ndata: ${item.json}\n\n`
+      : item._tag === "Idle"
+      ? ": keep-alive\n\n"
+      : ": dropped: this client fell too far behind; reconnect with Last-Event-ID\n\n"
+  )
 
 const storageFailure = (error: Store.StorageError) =>
   Effect.andThen(
@@ -414,9 +414,9 @@ const sessionsGroup = (sessions: Sessions.Sessions, keepAliveMs: number) =>
       .handle("get", ({ params }) => sessions.get(params.id))
       .handle("events", ({ headers, params }) => {
         const lastId = headers["last-event-id"]
-        return sessions.events(params.id, lastId === undefined ? -1 : Number(lastId)).pipe(
+        return sessions.events(params.id, lastId === undefined ? -1 : Number(lastId), keepAliveMs).pipe(
           Effect.map((items) =>
-            HttpServerResponse.stream(sse(items, keepAliveMs), {
+            HttpServerResponse.stream(Stream.map(items, frame), {
               contentType: "text/event-stream",
               headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
             })

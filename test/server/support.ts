@@ -29,10 +29,11 @@ const taskOf = (prompt: Prompt.Prompt): string => {
  * - `deploy`: a call to `deploy` (it needs approval), then a reply;
  * - `slow D`: a call to `slow` that takes D ms, then a reply, then answers to follow-ups;
  * - `hang`: a reply that never finishes;
+ * - `big N K D`: a reply streamed as N deltas of K characters, after D ms;
  * - anything else: one reply.
  */
 export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
-  const [kind, a, b] = task.split(" ")
+  const [kind, a, b, c] = task.split(" ")
   switch (kind) {
     case "steps": {
       const n = Number(a)
@@ -61,6 +62,8 @@ export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
       ]
     case "hang":
       return [{ text: "Thinking", hang: true }]
+    case "big":
+      return [{ text: Array.from({ length: Number(a) }, (_, i) => `${i}`.padEnd(Number(b), ".")), delay: Number(c ?? 0) }]
     default:
       return [{ text: `You said: ${task}` }, { text: "Follow-up answered." }]
   }

@@ -23,7 +23,7 @@
  *
  * @internal
  */
-import { type Cause, Effect, Option, Queue, Stream } from "effect"
+import { type Array as Arr, type Cause, Effect, Option, Queue, Stream } from "effect"
 import * as NodeFs from "node:fs"
 import * as AgentEvent from "../../AgentEvent.ts"
 
@@ -49,8 +49,13 @@ export interface Dropped {
   readonly _tag: "Dropped"
 }
 
-/** What a subscriber receives: lines, then maybe a note that it was dropped. */
-export type Item = Line | Dropped
+/** Nothing happened for a while (to keep a connection open). */
+export interface Idle {
+  readonly _tag: "Idle"
+}
+
+/** What a subscriber receives: lines, idle marks while it waits, then maybe a note that it was dropped. */
+export type Item = Line | Dropped | Idle
 
 export interface EventLog {
   /** The next event's id: how many lines the log holds. */
@@ -65,14 +70,31 @@ export interface EventLog {
   readonly isOpen: () => boolean
   /**
    * The lines after `after` (-1: all), then the live ones while the log is
-   * open. Fails with the count when `after` is past the last line.
+   * open, with an idle mark after each `idleMs` without one. Fails with the
+   * count when `after` is past the last line.
    */
-  readonly subscribe: (after: number) => Effect.Effect<Stream.Stream<Item>, number>
+  readonly subscribe: (after: number, idleMs: number) => Effect.Effect<Stream.Stream<Item>, number>
   /** Releases the storage. */
   readonly release: () => void
 }
 
 const dropped: Dropped = { _tag: "Dropped" }
+const idle: ReadonlyArray<Item> = [{ _tag: "Idle" }]
+
+/**
+ * A live subscriber's lines, as the HTTP response pulls them: everything
+ * queued at each pull (so what waits unread is at most the queue's capacity
+ * plus the batch being written), or an idle mark after `idleMs`. (Not
+ * `Stream.merge` with a ticker: merging reads ahead into a buffer of its own,
+ * past the bound.)
+ */
+const live = (subscriber: Subscriber, idleMs: number): Stream.Stream<Item> =>
+  Stream.fromPull(Effect.succeed(
+    Effect.map(
+      Effect.timeoutOption(Queue.takeAll(subscriber.queue), idleMs),
+      (lines): Arr.NonEmptyReadonlyArray<Item> => Option.isSome(lines) ? lines.value : idle as Arr.NonEmptyReadonlyArray<Item>
+    )
+  ))
 
 interface Subscriber {
   readonly queue: Queue.Queue<Line, Cause.Done>
@@ -88,7 +110,7 @@ export const make = (storage: Storage, options: {
   readonly onWriteFailure: (event: AgentEvent.AgentEvent, reason: string) => void
 }): EventLog => {
   const subscribers = new Set<Subscriber>()
-  let live = false
+  let writing = false
 
   const endAll = () => {
     for (const subscriber of subscribers) Queue.endUnsafe(subscriber.queue)
@@ -123,27 +145,27 @@ export const make = (storage: Storage, options: {
       publish({ id, json })
     },
     open: () => {
-      live = true
+      writing = true
     },
     close: () => {
-      live = false
+      writing = false
       endAll()
     },
-    isOpen: () => live,
-    subscribe: (after) =>
+    isOpen: () => writing,
+    subscribe: (after, idleMs) =>
       Effect.suspend(() => {
         const end = storage.count()
         // A client's last id is never past the log's end: the log hands out only what it holds.
         if (after > end - 1) return Effect.fail(end)
         const replay = storage.read(after + 1, end)
-        if (!live) return Effect.succeed(replay)
+        if (!writing) return Effect.succeed(replay)
         const subscriber: Subscriber = {
           queue: Effect.runSync(Queue.make<Line, Cause.Done>({ capacity: options.buffer })),
           dropped: false
         }
         subscribers.add(subscriber)
         const note = Stream.suspend(() => subscriber.dropped ? Stream.make<Array<Item>>(dropped) : Stream.empty)
-        const tail = Stream.concat(Stream.fromQueue(subscriber.queue), note).pipe(
+        const tail = Stream.concat(live(subscriber, idleMs), note).pipe(
           Stream.ensuring(Effect.sync(() => subscribers.delete(subscriber)))
         )
         return Effect.succeed(Stream.concat(replay, tail))

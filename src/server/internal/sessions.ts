@@ -79,7 +79,8 @@ export interface Sessions {
   readonly get: (id: string) => Effect.Effect<Info, SessionNotFound>
   readonly events: (
     id: string,
-    after: number
+    after: number,
+    idleMs: number
   ) => Effect.Effect<Stream.Stream<EventLog.Item>, SessionNotFound | HttpApiError.BadRequestProblem | Store.StorageError>
   readonly control: (
     id: string,
@@ -401,11 +402,11 @@ export const make = <R>(
         return result("restarted")
       })
 
-    const events: Sessions["events"] = (id, after) =>
+    const events: Sessions["events"] = (id, after, idleMs) =>
       Effect.gen(function*() {
         const entry = yield* find(id)
         const log = yield* logOf(entry)
-        return yield* Effect.mapError(log.subscribe(after), (count) =>
+        return yield* Effect.mapError(log.subscribe(after, idleMs), (count) =>
           badRequest(
             ["headers", "last-event-id"],
             `must be at most ${count - 1}`,
