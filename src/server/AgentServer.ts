@@ -451,7 +451,26 @@ const authorization = (token: Redacted.Redacted<string> | undefined) => {
  * @category layers
  * @since 0.1.0
  */
-export const routes = <R = never>(options: Options<R> = {}): Layer.Layer<
+export const routes = <R = never>(options: Options<R> = {}): Layer.Layer<never, Store.StorageError, RoutesRequirements<R>> =>
+  routesWith(options, () => {})
+
+/**
+ * What {@link routes} needs: a router, the model and tools, the services of
+ * the plugins, and the platform's HTTP services.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export type RoutesRequirements<R> =
+  | HttpRouter.HttpRouter
+  | Agent.Requirements
+  | R
+  | Etag.Generator
+  | FileSystem.FileSystem
+  | HttpPlatform.HttpPlatform
+  | Path.Path
+
+const routesWith = <R>(options: Options<R>, onStop: (stop: Effect.Effect<void>) => void): Layer.Layer<
   never,
   Store.StorageError,
   | HttpRouter.HttpRouter
@@ -473,6 +492,7 @@ export const routes = <R = never>(options: Options<R> = {}): Layer.Layer<
       buffer: options.sseBuffer ?? defaults.sseBuffer,
       resume: options.resume ?? true
     })
+    onStop(sessions.stop)
     const allowedHosts = options.token === undefined ? options.allowedHosts ?? Access.loopbackHosts : undefined
     return HttpApiBuilder.layer(Api).pipe(
       Layer.provide([sessionsGroup(sessions, options.keepAliveMs ?? defaults.keepAliveMs), inspectorGroup]),
@@ -489,7 +509,16 @@ export const routes = <R = never>(options: Options<R> = {}): Layer.Layer<
  * @since 0.1.0
  */
 export const layer = <R = never>(options: Options<R> = {}) =>
-  HttpRouter.serve(routes<R>(options), { disableListenLog: true, disableLogger: true })
+  Layer.suspend(() => {
+    // The runs stop before the HTTP server drains its connections (which SSE streams would hold open):
+    // this finalizer is added after the server's, so it runs first.
+    let stop: Effect.Effect<void> = Effect.void
+    const served = HttpRouter.serve(routesWith<R>(options, (effect) => (stop = effect)), {
+      disableListenLog: true,
+      disableLogger: true
+    })
+    return Layer.provideMerge(Layer.effectDiscard(Effect.addFinalizer(() => Effect.suspend(() => stop))), served)
+  })
 
 /**
  * A typed client of a server at `baseUrl`, sending `token` when given.

@@ -10,7 +10,7 @@
  *
  * @internal
  */
-import { Cause, Clock, Context, Effect, Exit, type Fiber, Option, Scope, type Stream } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Scope, type Stream } from "effect"
 import type { HttpApiError } from "effect/http-api"
 import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
@@ -86,6 +86,11 @@ export interface Sessions {
     id: string,
     command: Control.Command
   ) => Effect.Effect<ControlResult, SessionNotFound | ControlRejected | Store.StorageError>
+  /**
+   * Stops every run (each saves its checkpoint; its record stays `running`,
+   * to be resumed by the next server) and ends every event stream.
+   */
+  readonly stop: Effect.Effect<void>
 }
 
 interface Run {
@@ -155,6 +160,7 @@ export const make = <R>(
     const services = yield* Effect.context<Agent.Requirements | R>()
     const { store } = options
     const entries = new Map<string, Entry>()
+    let stopping = false
 
     const logOf = (entry: Entry) =>
       Effect.suspend(() => {
@@ -204,6 +210,14 @@ export const make = <R>(
           entry.record = { ...entry.record, turns: event.figures.turns, usage: event.figures.usage }
         } else if (event._tag === "AgentEnd") {
           run.ended = true
+          // Described as ended as soon as its stream ends (`finish` saves it); unless the server is stopping it.
+          if (!stopping) {
+            entry.record = event.outcome !== undefined
+              ? { ...entry.record, status: "finished", outcome: event.outcome }
+              : { ...entry.record, status: "failed", error: event.error !== undefined
+                ? { _tag: event.error._tag, message: event.error.message }
+                : { _tag: "Defect", message: event.defect ?? "" } }
+          }
           log.close()
         }
       }
@@ -217,6 +231,7 @@ export const make = <R>(
     /** Starts a run of the session in the server's scope; the log is open to subscribers at once. */
     const launch = (entry: Entry, start: Start, steering: Steering.Service): Effect.Effect<void, Store.StorageError> =>
       Effect.gen(function*() {
+        if (stopping) return
         const log = yield* logOf(entry)
         const run: Run = { steering, fiber: undefined, ended: false, cancelled: false }
         entry.run = run
@@ -414,7 +429,13 @@ export const make = <R>(
           ))
       })
 
-    yield* Effect.addFinalizer(() => Effect.sync(() => entries.forEach((entry) => entry.log?.release())))
+    const stop = Effect.suspend(() => {
+      stopping = true
+      const fibers: Array<Fiber.Fiber<void>> = []
+      for (const entry of entries.values()) if (entry.run?.fiber !== undefined) fibers.push(entry.run.fiber)
+      return Fiber.interruptAll(fibers)
+    }).pipe(Effect.andThen(Effect.sync(() => entries.forEach((entry) => entry.log?.release()))))
+    yield* Effect.addFinalizer(() => stop)
 
     return {
       create,
@@ -426,6 +447,7 @@ export const make = <R>(
       ),
       get: (id) => Effect.flatMap(find(id), info),
       events,
-      control
+      control,
+      stop
     }
   })
