@@ -245,6 +245,13 @@ export {
    */
   SessionNotFound,
   /**
+   * The server is stopping (`503`); retry with the next server.
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  ServerStopping,
+  /**
    * No valid token (`401`).
    *
    * @category errors
@@ -430,7 +437,14 @@ const sessionsGroup = (sessions: Sessions.Sessions, keepAliveMs: number) =>
 const inspectorGroup = HttpApiBuilder.group(
   Api,
   "inspector",
-  (handlers) => handlers.handle("page", () => Effect.succeed(Inspector.html))
+  (handlers) =>
+    handlers.handle("page", () =>
+      Effect.succeed(
+        HttpServerResponse.text(Inspector.html, {
+          contentType: "text/html; charset=utf-8",
+          headers: Inspector.headers
+        })
+      ))
 )
 
 const authorization = (token: Redacted.Redacted<string> | undefined) => {
@@ -497,7 +511,11 @@ const routesWith = <R>(options: Options<R>, onStop: (stop: Effect.Effect<void>) 
     return HttpApiBuilder.layer(Api).pipe(
       Layer.provide([sessionsGroup(sessions, options.keepAliveMs ?? defaults.keepAliveMs), inspectorGroup]),
       Layer.provide([authorization(options.token), HttpApiMiddleware.layerProblemDetails({ includeDetails: true })]),
-      Layer.merge(Access.middleware({ maxBodyBytes: options.maxBodyBytes ?? defaults.maxBodyBytes, allowedHosts }))
+      Layer.merge(Access.middleware({
+        maxBodyBytes: options.maxBodyBytes ?? defaults.maxBodyBytes,
+        allowedHosts,
+        stopping: sessions.isStopping
+      }))
     )
   }))
 

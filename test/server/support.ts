@@ -28,6 +28,7 @@ const taskOf = (prompt: Prompt.Prompt): string => {
  * - `steps N D`: N turns each calling `step` after D ms, then `All N steps done.`;
  * - `deploy`: a call to `deploy` (it needs approval), then a reply;
  * - `slow D`: a call to `slow` that takes D ms, then a reply, then answers to follow-ups;
+ * - `inspect D`: a deploy (it needs approval), a slow call of D ms, a reply (the inspector's test);
  * - `hang`: a reply that never finishes;
  * - `big N K D`: a reply streamed as N deltas of K characters, after D ms;
  * - anything else: one reply.
@@ -59,6 +60,23 @@ export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
         { text: "Slow work done." },
         { text: "Follow-up answered." },
         { text: "Another follow-up answered." }
+      ]
+    case "inspect":
+      return [
+        {
+          reasoning: "The user wants it deployed; deploys need approval.",
+          text: "I will deploy to staging first.",
+          toolCalls: [{ name: "deploy", params: { env: "staging" } }],
+          usage: { input: 120, output: 30, cost: 0.0012 },
+          delay: 100
+        },
+        {
+          text: "Deployed. Now the slow checks.",
+          toolCalls: [{ name: "slow", params: { ms: Number(a ?? 600) } }],
+          usage: { input: 180, output: 20, cost: 0.0015 },
+          delay: 100
+        },
+        { text: "All checks passed; staging is live.", usage: { input: 240, output: 15, cost: 0.0018 }, delay: 100 }
       ]
     case "hang":
       return [{ text: "Thinking", hang: true }]

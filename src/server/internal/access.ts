@@ -7,7 +7,7 @@
 import { ByteSize, Cause, Effect, Redacted } from "effect"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerRespondable, HttpServerResponse } from "effect/http"
 import * as NodeCrypto from "node:crypto"
-import { MisdirectedRequest, PayloadTooLarge, Unauthorized } from "./problems.ts"
+import { MisdirectedRequest, PayloadTooLarge, ServerStopping, Unauthorized } from "./problems.ts"
 
 const digest = (text: string) => NodeCrypto.createHash("sha256").update(text).digest()
 
@@ -50,13 +50,17 @@ const isBodyTooLarge = (defect: unknown): boolean => {
 
 /**
  * The router middleware of every route: the body limit (a larger body is a
- * `413` problem), the `Host` check when there is no token, and the Basic
- * challenge on a `401`.
+ * `413` problem), the `Host` check when there is no token, the Basic
+ * challenge on a `401`, and, once the server is stopping, a `503` that
+ * closes the connection (so that clients holding connections open, such as
+ * browsers, do not hold up the server's stop).
  */
 export const middleware = (options: {
   readonly maxBodyBytes: number
   readonly allowedHosts: ReadonlyArray<string> | undefined
+  readonly stopping: () => boolean
 }) => {
+  const stopping = new ServerStopping({ detail: "the server is stopping; its runs are saved: retry soon" })
   const limit = ByteSize.bytes(options.maxBodyBytes)
   const tooLarge = new PayloadTooLarge({
     limit: options.maxBodyBytes,
@@ -66,6 +70,10 @@ export const middleware = (options: {
   return HttpRouter.middleware((httpEffect) =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
+      if (options.stopping()) {
+        const response = yield* HttpServerRespondable.toResponse(stopping)
+        return HttpServerResponse.setHeader(response, "connection", "close")
+      }
       if (hosts !== undefined) {
         const host = request.headers.host ?? ""
         if (!hosts.has(hostName(host))) {

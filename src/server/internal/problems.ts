@@ -86,6 +86,19 @@ export class MisdirectedRequest extends HttpApiError.Problem<MisdirectedRequest>
   title: "This server does not answer for that host"
 }, { host: Schema.String }) {}
 
+/**
+ * The server is stopping (`503`): its runs are saved, and the next server on
+ * the same store resumes them; retry then.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ServerStopping extends HttpApiError.Problem<ServerStopping>()("ServerStopping", {
+  type: "urn:effect-agent:problem:server-stopping",
+  status: 503,
+  title: "The server is stopping"
+}) {}
+
 /** A `400` naming the field that is wrong, as the schema errors name theirs. */
 export const badRequest = (path: ReadonlyArray<string>, message: string, detail: string) =>
   new HttpApiError.BadRequestProblem({ detail, errors: [{ path, message }] })

@@ -91,6 +91,8 @@ export interface Sessions {
    * to be resumed by the next server) and ends every event stream.
    */
   readonly stop: Effect.Effect<void>
+  /** Whether `stop` has begun. */
+  readonly isStopping: () => boolean
 }
 
 interface Run {
@@ -448,6 +450,7 @@ export const make = <R>(
       get: (id) => Effect.flatMap(find(id), info),
       events,
       control,
-      stop
+      stop,
+      isStopping: () => stopping
     }
   })

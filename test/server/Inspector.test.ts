@@ -1,0 +1,210 @@
+/**
+ * The inspector in a real browser: headless Chromium (Debian's `chromium`,
+ * never a downloaded build) driven by playwright-core, against a real server
+ * with a scripted model. It watches a run appear, approves a call by
+ * clicking, steers by typing, and shows the final transcript; it follows a
+ * session across a server restart; it opens a trajectory file offline. A
+ * screenshot of the page at a run's end goes to test-artifacts/.
+ *
+ * Without a browser these tests are skipped, and say so.
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Scope } from "effect"
+import { AgentServer } from "effect-agent/server"
+import * as Fs from "node:fs"
+import { createServer } from "node:http"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { type BrowserContext, chromium, type Page } from "playwright-core"
+import { agentLayer, baseUrl, readSse } from "./support.ts"
+
+const candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]
+const executablePath = candidates.find((path) => Fs.existsSync(path))
+if (executablePath === undefined) {
+  console.warn(`inspector browser tests skipped: no Chromium at ${candidates.join(", ")} (apt-get install chromium)`)
+}
+
+const artifacts = fileURLToPath(new URL("../../test-artifacts", import.meta.url))
+
+/** A fresh headless Chromium with a profile of its own, never touching the network beyond the loopback. */
+const browser = Effect.acquireRelease(
+  Effect.promise(() =>
+    chromium.launchPersistentContext(Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-chromium-")), {
+      executablePath: executablePath!,
+      headless: true,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync"
+      ],
+      viewport: { width: 1180, height: 820 }
+    })
+  ),
+  (context: BrowserContext) => Effect.promise(() => context.close())
+)
+
+const openPage = (context: BrowserContext, url: string) =>
+  Effect.promise(async () => {
+    const page = context.pages()[0] ?? (await context.newPage())
+    const errors: Array<string> = []
+    page.on("pageerror", (error) => errors.push(error.message))
+    page.on("console", (message) => {
+      if (message.type() === "error") errors.push(message.text())
+    })
+    await page.goto(url)
+    return { page, errors }
+  })
+
+const post = (url: string, body: unknown) =>
+  Effect.promise(() =>
+    fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+      .then((response) => response.json() as Promise<any>)
+  )
+
+const texts = (page: Page, selector: string) => Effect.promise(() => page.locator(selector).allTextContents())
+
+/** A free loopback port (for a server that restarts on the same address). */
+const freePort = Effect.promise(() =>
+  new Promise<number>((resolve) => {
+    const server = Net.createServer().listen(0, "127.0.0.1", () => {
+      const port = (server.address() as Net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
+)
+
+const serverOn = (port: number, directory: string) =>
+  AgentServer.layer({ directory }).pipe(
+    Layer.provide(agentLayer),
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
+  )
+
+describe.skipIf(executablePath === undefined)("the inspector, in headless Chromium", () => {
+  it.live("watches a run appear, approves a call by clicking, steers by typing, and shows the final transcript", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const scope = yield* Effect.scope
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      const { page, errors } = yield* openPage(yield* browser, `${url}/`)
+
+      // a run started elsewhere appears in the list; the page follows it
+      const session = yield* post(`${url}/sessions`, { task: "inspect 600", id: "inspected" })
+      yield* Effect.promise(() => page.click(`[data-testid=session-item][data-id=${session.id}]`, { timeout: 10_000 }))
+
+      // the model's reasoning and text stream in; the deploy waits for approval: approved by a click
+      yield* Effect.promise(() => page.click("[data-testid=approve]", { timeout: 10_000 }))
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=verdict]:has-text('approved')"))
+
+      // the slow call runs: steered by typing
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=tool-call].running .call-name:has-text('slow')"))
+      yield* Effect.promise(() => page.fill("#steer-text", "Also check the logs."))
+      yield* Effect.promise(() => page.click("#steer-button"))
+
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 10_000 }))
+      const assistant = yield* texts(page, "[data-testid=assistant-text]")
+      assert.deepStrictEqual(assistant, [
+        "I will deploy to staging first.",
+        "Deployed. Now the slow checks.",
+        "All checks passed; staging is live."
+      ])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=steer-message] .text"), ["Also check the logs."])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=user-message] .text"), ["inspect 600"])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=tool-call] .call-status"), ["done", "done"])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=tool-call] .call-result"), ["deployed to staging", "slept 600 ms"])
+      assert.include((yield* texts(page, ".reasoning-text"))[0], "deploys need approval")
+      const figures = yield* texts(page, "#figures")
+      assert.include(figures[0], "turns 3")
+      assert.include(figures[0], "cost $0.0045")
+      assert.strictEqual(
+        yield* Effect.promise(() => page.getAttribute(`[data-testid=session-item][data-id=${session.id}]`, "data-status")),
+        "finished"
+      )
+
+      // the server's transcript says the same: the steer went in before the last model call
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/${session.id}/events`)))
+      const end = JSON.parse(whole.messages.at(-1)!.data)
+      const roles = end.result.state.messages.map((message: any) => message.role)
+      assert.deepStrictEqual(roles, ["user", "assistant", "toolResult", "assistant", "toolResult", "user", "assistant"])
+      assert.strictEqual(end.result.state.messages[5].content[0].text, "Also check the logs.")
+      // every event shown once
+      const shown = yield* Effect.promise(() => page.getAttribute("#timeline", "data-applied"))
+      assert.strictEqual(Number(shown), whole.messages.length)
+
+      Fs.mkdirSync(artifacts, { recursive: true })
+      yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector.png") }))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("follows a session across a server restart, reconnecting with Last-Event-ID", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const port = yield* freePort
+      const url = `http://127.0.0.1:${port}`
+      const first = yield* Scope.make()
+      yield* Layer.buildWithScope(serverOn(port, dir), first)
+      yield* post(`${url}/sessions`, { task: "steps 6 250", id: "restarted" })
+      // a link to the session opens it at once
+      const { page, errors } = yield* openPage(yield* browser, `${url}/#restarted`)
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=turn][data-turn='2']", { timeout: 10_000 }))
+      const before = yield* Effect.promise(() => fetch(`${url}/sessions/restarted`).then((r) => r.json() as Promise<any>))
+      assert.strictEqual(before.status, "running")
+
+      // the server stops under the page (its run saved), and another takes its place on the same address
+      yield* Scope.close(first, Exit.void)
+      const second = yield* Scope.make()
+      yield* Layer.buildWithScope(serverOn(port, dir), second)
+
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 20_000 }))
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=resumed]"))
+      assert.isAbove((yield* texts(page, "[data-testid=outcome]")).length, 0)
+      const assistant = yield* texts(page, "[data-testid=assistant-text]")
+      assert.strictEqual(assistant.at(-1), "All 6 steps done.")
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/restarted/events`)))
+      assert.strictEqual(Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-applied"))), whole.messages.length)
+      assert.strictEqual(
+        Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-last-id"))),
+        whole.messages.length - 1
+      )
+      yield* Scope.close(second, Exit.void)
+      assert.deepStrictEqual(errors.filter((error) => !error.includes("Failed to load resource")), [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("opens a trajectory file dropped on it, without a server", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const scope = yield* Effect.scope
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      yield* post(`${url}/sessions`, { task: "steps 2 0", id: "saved" })
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/saved/events`)))
+      const trajectory = Fs.readFileSync(Path.join(dir, "sessions", "saved", "trajectory.ndjson"), "utf8")
+      assert.strictEqual(trajectory.trim().split("\n").length, whole.messages.length)
+      const { page, errors } = yield* openPage(yield* browser, `${url}/`)
+      // dropped on the page, as a user drags a CI run's trajectory.jsonl onto it
+      yield* Effect.promise(async () => {
+        const data = await page.evaluateHandle((text) => {
+          const transfer = new (globalThis as any).DataTransfer()
+          transfer.items.add(new File([text], "trajectory.jsonl", { type: "application/x-ndjson" }))
+          return transfer
+        }, trajectory + "{\"_tag\":\"PlanPhase\",\"runId\":\"r\",\"turn\":3,\"timestamp\":0,\"phase\":\"review\"}\nnot json\n")
+        await page.dispatchEvent("body", "drop", { dataTransfer: data })
+      })
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]"))
+      assert.deepStrictEqual(yield* texts(page, "#session-title"), ["trajectory.jsonl"])
+      assert.deepStrictEqual((yield* texts(page, "[data-testid=assistant-text]")).at(-1), "All 2 steps done.")
+      // an event kind the page does not know is shown with its fields
+      assert.include((yield* texts(page, ".row.generic"))[0], "PlanPhase")
+      assert.include((yield* texts(page, "#connection"))[0], "offline: trajectory.jsonl (1 lines skipped)")
+      assert.isTrue(yield* Effect.promise(() => page.locator("#controls").isHidden()))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+})
