@@ -258,7 +258,7 @@ export const file = (path: string): Storage => {
       offsets.push(size)
       return true
     },
-    read: (from, to) => readLines(fd, offsets, Math.max(0, from), to, () => closed),
+    read: (from, to) => readLines(path, offsets, Math.max(0, from), to),
     count: () => offsets.length - 1,
     close: () => {
       if (closed) return
@@ -285,33 +285,43 @@ const parses = (json: string): boolean => {
   }
 }
 
-/** Reads lines `[from, to)` of the file in chunks of about 256 KiB, each checked to be JSON. */
+/**
+ * Reads lines `[from, to)` of the file in chunks of about 256 KiB, each
+ * checked to be JSON, through a descriptor of its own (opened without
+ * following a link), so that a reader outlives the writer's descriptor.
+ */
 const readLines = (
-  fd: number,
+  path: string,
   offsets: ReadonlyArray<number>,
   from: number,
-  to: number,
-  closed: () => boolean
-): Stream.Stream<Line> =>
-  Stream.suspend(() => {
-    const chunk = (next: number) =>
-      Effect.callback<readonly [ReadonlyArray<Line>, Option.Option<number>]>((resume) => {
-        if (next >= to || closed()) return resume(Effect.succeed([[], Option.none()]))
-        // As many whole lines as fit in a chunk (at least one).
-        let last = next + 1
-        while (last < to && offsets[last + 1]! - offsets[next]! <= chunkBytes) last++
-        const start = offsets[next]!
-        const length = offsets[last]! - start
-        const buffer = Buffer.alloc(length)
-        NodeFs.read(fd, buffer, 0, length, start, (error, read) => {
-          if (error !== null || read < length) return resume(Effect.succeed([[], Option.none()]))
-          const lines: Array<Line> = []
-          for (let id = next; id < last; id++) {
-            const json = decoder.decode(buffer.subarray(offsets[id]! - start, offsets[id + 1]! - start - 1))
-            if (parses(json)) lines.push({ id, json })
-          }
-          resume(Effect.succeed([lines, last < to ? Option.some(last) : Option.none()]))
-        })
-      })
-    return Stream.paginate(from, chunk)
+  to: number
+): Stream.Stream<Line> => {
+  if (from >= to) return Stream.empty
+  const open = Effect.callback<number>((resume) => {
+    NodeFs.open(path, NodeFs.constants.O_RDONLY | NodeFs.constants.O_NOFOLLOW, (error, fd) => {
+      // The file was there when its lines were counted: a reader that cannot open it gets nothing more.
+      resume(error === null ? Effect.succeed(fd) : Effect.succeed(-1))
+    })
   })
+  const close = (fd: number) => Effect.sync(() => fd >= 0 && NodeFs.close(fd, () => {}))
+  const chunk = (fd: number) => (next: number) =>
+    Effect.callback<readonly [ReadonlyArray<Line>, Option.Option<number>]>((resume) => {
+      if (fd < 0 || next >= to) return resume(Effect.succeed([[], Option.none()]))
+      // As many whole lines as fit in a chunk (at least one).
+      let last = next + 1
+      while (last < to && offsets[last + 1]! - offsets[next]! <= chunkBytes) last++
+      const start = offsets[next]!
+      const length = offsets[last]! - start
+      const buffer = Buffer.alloc(length)
+      NodeFs.read(fd, buffer, 0, length, start, (error, read) => {
+        if (error !== null || read < length) return resume(Effect.succeed([[], Option.none()]))
+        const lines: Array<Line> = []
+        for (let id = next; id < last; id++) {
+          const json = decoder.decode(buffer.subarray(offsets[id]! - start, offsets[id + 1]! - start - 1))
+          if (parses(json)) lines.push({ id, json })
+        }
+        resume(Effect.succeed([lines, last < to ? Option.some(last) : Option.none()]))
+      })
+    })
+  return Stream.unwrap(Effect.map(Effect.acquireRelease(open, close), (fd) => Stream.paginate(from, chunk(fd))))
+}

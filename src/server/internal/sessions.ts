@@ -260,6 +260,9 @@ export const make = <R>(
         // Interrupted (the server is stopping): the record keeps `running`, so the next server resumes it.
         if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
         entry.run = undefined
+        // Its log is opened again when it is read or written: an ended session holds no descriptor.
+        entry.log?.release()
+        entry.log = undefined
         if (Exit.isSuccess(exit)) {
           const { state, outcome } = exit.value
           yield* save(entry, { status: "finished", outcome, turns: state.turn, usage: state.usage })
