@@ -67,7 +67,7 @@ const sandbox: Effect.Effect<unknown, unknown> = Effect.scoped(Layer.build(Sandb
 const store: Session.CheckpointStore.Service = Session.CheckpointStore.memory()
 const config: Core.AgentConfig.AgentConfig = Core.AgentConfig.makeUnsafe({ maxTurns: 3 })
 const scripted = Testing.ScriptedModel.layer([{ text: "hi" }])
-const server: Layer.Layer<unknown, unknown, unknown> = Server.AgentServer.layer({ directory: ".sessions" })
+const server = Server.AgentServer.layer({ directory: ".sessions", config: { maxTurns: 10 } })
 void [model, code, sandbox, store, config, scripted, server]
 
 const modules = { Core, Cli, Providers, Sandbox, Server, Session, Testing }

@@ -5,11 +5,13 @@
  * errors: 400 naming the field, 404, 409, 413, 421, 401.
  */
 import { NodeHttpClient } from "@effect/platform-node"
-import { assert, describe, layer } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Redacted, Stream } from "effect"
 import { AgentServer } from "effect-agent/server"
 import * as Http from "node:http"
-import { baseUrl, readSse, serverLayer, type SseMessage, tagOf } from "./support.ts"
+import * as Sessions from "../../src/server/internal/sessions.ts"
+import * as Store from "../../src/server/internal/store.ts"
+import { agentLayer, baseUrl, readSse, serverLayer, type SseMessage, tagOf } from "./support.ts"
 
 const json = { "content-type": "application/json" }
 
@@ -407,4 +409,57 @@ describe("slow clients", () => {
         assert.isAbove(rest.messages.length, 8)
       }), { timeout: 60_000 })
   })
+})
+
+layer(serverLayer({ config: { maxTurns: 4, budgets: { costUsd: 1 } } }), { excludeTestServices: true })(
+  "a server with a default config",
+  (it) => {
+    it.effect("a request's settings go over the server's, checked and clamped; the rest are the server's", () =>
+      Effect.gen(function*() {
+        const url = yield* baseUrl
+        const limitsOf = (id: string) =>
+          Effect.map(events(url, id), (read) => {
+            const snapshot = read.messages.map(eventOf).find((event) => event._tag === "BudgetSnapshot")
+            return snapshot.figures.limits
+          })
+        const plain = yield* start(url, "hello")
+        assert.include(yield* limitsOf(plain), { turns: 4, costUsd: 1, tokens: null })
+        const given = yield* start(url, "hello", { config: { budgets: { tokens: 5000 } } })
+        assert.include(yield* limitsOf(given), { turns: 4, costUsd: 1, tokens: 5000 })
+        const clamped = yield* start(url, "hello", { config: { maxTurns: 5000, budgets: { costUsd: 2 } } })
+        assert.include(yield* limitsOf(clamped), { turns: 200, costUsd: 2 })
+      }))
+  }
+)
+
+describe("sessions", () => {
+  it.live("two requests for one id at once start one session; the other is told it exists", () =>
+    Effect.gen(function*() {
+      // a store whose lookups take a while, as a directory's do: the requests overlap there
+      const memory = Store.memory()
+      const slow: Store.Store = {
+        ...memory,
+        checkpoints: {
+          ...memory.checkpoints,
+          load: (id) =>
+            Effect.exit(memory.checkpoints.load(id)).pipe(
+              Effect.tap(() => Effect.sleep("20 millis")),
+              Effect.flatMap((exit) => exit)
+            )
+        }
+      }
+      const sessions = yield* Sessions.make<never>({ store: slow, buffer: 16, resume: false })
+      const results = yield* Effect.all(
+        Array.from({ length: 3 }, () => Effect.result(sessions.create({ task: "steps 1 0", id: "race" }))),
+        { concurrency: "unbounded" }
+      )
+      assert.deepStrictEqual(results.map((result) => result._tag === "Success" ? "created" : result.failure._tag).sort(), [
+        "SessionExists",
+        "SessionExists",
+        "created"
+      ])
+      const stream = yield* sessions.events("race", -1, 1000)
+      const lines = yield* Stream.runCollect(stream)
+      assert.strictEqual(JSON.parse((lines.at(-1) as { json: string }).json)._tag, "AgentEnd")
+    }).pipe(Effect.scoped, Effect.provide(agentLayer)))
 })

@@ -117,26 +117,31 @@ const titleOf = (task: string): string => {
   return line.length > 200 ? `${line.slice(0, 199)}…` : line
 }
 
+const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** The fields of `checked` that `given` names (what an untrusted body set, once checked and clamped). */
+const given = (input: unknown, checked: object): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  if (isRecord(input)) for (const key of Object.keys(input)) out[key] = Reflect.get(checked, key)
+  return out
+}
+
 /**
  * A config from an untrusted body on top of the server's defaults: each
  * setting the body gives goes through `AgentConfig.fromUntrusted` (rejected
- * or clamped), and replaces the default; the rest are the server's.
+ * or clamped), and replaces the default; the rest are the server's. A turn
+ * cap under the default grace window drops the window (the cap's own default
+ * applies).
  */
-const sessionConfig = (defaults: AgentConfig.Input | undefined, given: unknown) =>
+const sessionConfig = (defaults: AgentConfig.Input | undefined, input: unknown) =>
   Effect.gen(function*() {
-    if (given === undefined) return yield* AgentConfig.make(defaults)
-    const untrusted = yield* AgentConfig.fromUntrusted(given)
-    const input = given as { readonly [key: string]: unknown; readonly budgets?: object }
-    const chosen: Record<string, unknown> = {}
-    for (const key of Object.keys(input)) {
-      if (key !== "budgets") chosen[key] = untrusted[key as keyof AgentConfig.AgentConfig]
-    }
-    const budgets: Record<string, unknown> = {}
-    for (const key of Object.keys(input.budgets ?? {})) {
-      budgets[key] = untrusted.budgets[key as keyof AgentConfig.Budgets]
-    }
-    const cap = chosen.maxTurns
+    if (input === undefined) return yield* AgentConfig.make(defaults)
+    const untrusted = yield* AgentConfig.fromUntrusted(input)
+    const { budgets: _budgets, ...chosen } = given(input, untrusted)
+    const budgets = given(isRecord(input) ? input.budgets : undefined, untrusted.budgets)
     const base = defaults ?? {}
+    const cap = chosen.maxTurns
     const graceFits = typeof cap !== "number" || base.graceTurns === undefined || base.graceTurns < cap
     return yield* AgentConfig.make({
       ...base,
@@ -162,6 +167,7 @@ export const make = <R>(
     const services = yield* Effect.context<Agent.Requirements | R>()
     const { store } = options
     const entries = new Map<string, Entry>()
+    const reserving = new Set<string>()
     let stopping = false
 
     const logOf = (entry: Entry) =>
@@ -348,13 +354,24 @@ export const make = <R>(
           (error) => badRequest(["payload", "config", ...error.field.split(".")], error.rule, error.message)
         )
         const id = input.id ?? globalThis.crypto.randomUUID()
-        if (entries.has(id)) return yield* exists(id)
+        // Taken at once (two requests for one id race): released when this one fails.
+        const reserved = yield* Effect.sync(() => {
+          if (entries.has(id) || reserving.has(id)) return false
+          reserving.add(id)
+          return true
+        })
+        if (!reserved) return yield* exists(id)
+        return yield* start(id, input.task, config).pipe(Effect.ensuring(Effect.sync(() => reserving.delete(id))))
+      })
+
+    const start = (id: string, task: string, config: AgentConfig.AgentConfig) =>
+      Effect.gen(function*() {
         const existing = yield* Effect.result(store.checkpoints.load(id))
         if (existing._tag === "Success" || existing.failure._tag !== "CheckpointMissing") return yield* exists(id)
         const now = yield* Clock.currentTimeMillis
         const entry = yield* newEntry({
           id,
-          title: titleOf(input.task),
+          title: titleOf(task),
           status: "running",
           createdAt: now,
           updatedAt: now,
@@ -367,7 +384,7 @@ export const make = <R>(
           Session.run<R>({
             id,
             store: store.checkpoints,
-            prompt: input.task,
+            prompt: task,
             system: options.system,
             config,
             plugins,
