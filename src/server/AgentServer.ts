@@ -210,6 +210,18 @@ const EventId = Schema.String.check(Schema.isPattern(/^(0|[1-9][0-9]{0,14})$/))
 
 export {
   /**
+   * The server's store could not be read or written (its directory, a
+   * session's record or trajectory): the layer fails with it when the
+   * sessions it holds cannot be listed.
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  StorageError
+} from "./internal/store.ts"
+
+export {
+  /**
    * A control command that cannot apply now (`409`).
    *
    * @category errors
@@ -406,10 +418,11 @@ const frame = (item: EventLog.Item): Uint8Array =>
       : ": dropped: this client fell too far behind; reconnect with Last-Event-ID\n\n"
   )
 
+/** The store failed: the server's log says how; the client is told no more (no paths of the server's). */
 const storageFailure = (error: Store.StorageError) =>
   Effect.andThen(
     Effect.logError(`agent server: ${error.message}`),
-    Effect.fail(new HttpApiError.InternalServerErrorProblem({ detail: error.message }))
+    Effect.fail(new HttpApiError.InternalServerErrorProblem({ detail: "the server could not read or write its store" }))
   )
 
 const sessionsGroup = (sessions: Sessions.Sessions, keepAliveMs: number) =>

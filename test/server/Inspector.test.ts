@@ -163,7 +163,16 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       const second = yield* Scope.make()
       yield* Layer.buildWithScope(serverOn(port, dir), second)
 
-      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 20_000 }))
+      yield* Effect.tryPromise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 20_000 })).pipe(
+        // say what the page showed
+        Effect.tapError(() =>
+          Effect.flatMap(
+            Effect.all([texts(page, "#timeline .row"), texts(page, "#connection"), texts(page, "[data-testid=session-item]")]),
+            (shown) => Effect.sync(() => console.error("the page showed:", JSON.stringify(shown), errors))
+          )
+        ),
+        Effect.orDie
+      )
       yield* Effect.promise(() => page.waitForSelector("[data-testid=resumed]"))
       assert.isAbove((yield* texts(page, "[data-testid=outcome]")).length, 0)
       const assistant = yield* texts(page, "[data-testid=assistant-text]")

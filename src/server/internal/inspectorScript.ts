@@ -111,14 +111,17 @@ export const script = String.raw`
       renderList();
       var current = sessions.find(function (s) { return s.id === state.selected; });
       if (current && state.view) {
-        state.view.info = current;
-        renderHeader(state.view);
-        // A run started elsewhere (a follow-up from another client): follow it.
-        if ((current.status === "running" || current.status === "waiting") && !state.follow) {
-          follow(current.id, state.view.lastId, false);
+        var view = state.view;
+        view.info = current;
+        renderHeader(view);
+        // Not following, and the session changed since (a run started by another client, a run resumed by a
+        // restarted server, even one that has ended since): follow it, from the last event shown.
+        if (!state.follow && (current.status === "running" || current.status === "waiting" || current.updatedAt !== view.seen)) {
+          view.seen = current.updatedAt;
+          follow(current.id, view.lastId, false);
         }
       }
-    }, function (error) { setConnection("error: " + error.message); });
+    }, function (error) { if (!state.follow) setConnection("unreachable: " + error.message); });
   };
 
   // ---------------------------------------------------------------------------
@@ -462,10 +465,17 @@ export const script = String.raw`
         attempt = 0;
         return read(response.body.getReader(), view);
       }).then(function () {
-        // The stream ended: the run ended (or this client was dropped for falling behind).
+        // The stream ended: the run ended, or this client was dropped (it fell behind, the server is stopping).
         if (controller.signal.aborted) return;
-        if (view.running) { attempt++; setTimeout(connect, 250); return; }
+        var status = view.info ? view.info.status : "running";
+        if (view.running && (status === "running" || status === "waiting")) {
+          attempt++;
+          setTimeout(connect, Math.min(250 * attempt, 2000));
+          return;
+        }
+        // Not running: the list's polling follows it again when it changes.
         setConnection("ended");
+        if (view.info) view.seen = view.info.updatedAt;
         if (state.follow === controller) state.follow = null;
         refresh();
       }, function (error) {
