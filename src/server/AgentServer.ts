@@ -280,10 +280,10 @@ export {
  * @category middleware
  * @since 0.1.0
  */
-export class Authorization extends HttpApiMiddleware.Service<Authorization>()("effect-agent/AgentServer/Authorization", {
-  error: Unauthorized,
-  security: { bearer: HttpApiSecurity.bearer, basic: HttpApiSecurity.basic }
-}) {}
+export class Authorization extends HttpApiMiddleware.Service<Authorization>()(
+  "effect-agent/AgentServer/Authorization",
+  { error: Unauthorized, security: { bearer: HttpApiSecurity.bearer, basic: HttpApiSecurity.basic } }
+) {}
 
 // -----------------------------------------------------------------------------
 // The API
@@ -478,7 +478,9 @@ const authorization = (token: Redacted.Redacted<string> | undefined) => {
  * @category layers
  * @since 0.1.0
  */
-export const routes = <R = never>(options: Options<R> = {}): Layer.Layer<never, Store.StorageError, RoutesRequirements<R>> =>
+export const routes = <R = never>(
+  options: Options<R> = {}
+): Layer.Layer<never, Store.StorageError, RoutesRequirements<R>> =>
   routesWith(options, () => {})
 
 /**

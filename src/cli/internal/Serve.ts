@@ -30,8 +30,16 @@ import * as Settings from "./Settings.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
 
-const { task: _task, resume: _resume, sessionDir: _sessionDir, emitJsonl: _emitJsonl, json: _json, stdinEof: _stdinEof, ...runFlags } =
-  Flags.flags
+// `run`'s flags but those about one run (its task, session, outputs and stdin).
+const {
+  task: _task,
+  resume: _resume,
+  sessionDir: _sessionDir,
+  emitJsonl: _emitJsonl,
+  json: _json,
+  stdinEof: _stdinEof,
+  ...runFlags
+} = Flags.flags
 
 /**
  * The flags of `effect-agent serve`: where it listens, its token and store,
@@ -109,7 +117,8 @@ export const serve = (flags: ServeFlags) =>
     const note = (text: string) => io.stderr.write(`effect-agent serve: ${text}\n`)
     const place = { cwd: io.cwd, env: io.env }
     const token = yield* tokenOf(flags, io.env)
-    const target = yield* Settings.target({ ...flags, approve: Option.orElse(flags.approve, () => Option.some("ask" as const)) }, undefined, place, path)
+    const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
+    const target = yield* Settings.target({ ...flags, approve }, undefined, place, path)
     const key = Settings.apiKey(target, io.env)
     if (Result.isFailure(key)) return yield* configError(key.failure)
     const { config, warnings } = yield* Settings.limits(flags, false)
@@ -128,7 +137,11 @@ export const serve = (flags: ServeFlags) =>
       Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
       Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...io.env })),
       Effect.mapError((error) =>
-        configError(error._tag === "ScriptFileError" ? error.message : `cannot set up the ${target.provider} provider: ${error.message}`)
+        configError(
+          error._tag === "ScriptFileError"
+            ? error.message
+            : `cannot set up the ${target.provider} provider: ${error.message}`
+        )
       )
     )
     const registry = yield* Runner.tools(target, note)

@@ -5,7 +5,13 @@
  * @internal
  */
 import { ByteSize, Cause, Effect, Redacted } from "effect"
-import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerRespondable, HttpServerResponse } from "effect/http"
+import {
+  HttpIncomingMessage,
+  HttpRouter,
+  HttpServerRequest,
+  HttpServerRespondable,
+  HttpServerResponse
+} from "effect/http"
 import * as NodeCrypto from "node:crypto"
 import { MisdirectedRequest, PayloadTooLarge, ServerStopping, Unauthorized } from "./problems.ts"
 

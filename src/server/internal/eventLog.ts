@@ -79,7 +79,7 @@ export interface EventLog {
 }
 
 const dropped: Dropped = { _tag: "Dropped" }
-const idle: ReadonlyArray<Item> = [{ _tag: "Idle" }]
+const idle: Arr.NonEmptyReadonlyArray<Item> = [{ _tag: "Idle" }]
 
 /**
  * A live subscriber's lines, as the HTTP response pulls them: everything
@@ -92,7 +92,7 @@ const live = (subscriber: Subscriber, idleMs: number): Stream.Stream<Item> =>
   Stream.fromPull(Effect.succeed(
     Effect.map(
       Effect.timeoutOption(Queue.takeAll(subscriber.queue), idleMs),
-      (lines): Arr.NonEmptyReadonlyArray<Item> => Option.isSome(lines) ? lines.value : idle as Arr.NonEmptyReadonlyArray<Item>
+      (lines): Arr.NonEmptyReadonlyArray<Item> => Option.isSome(lines) ? lines.value : idle
     )
   ))
 
@@ -204,9 +204,7 @@ const encoder = new TextEncoder()
 
 /** What is at a path that is not a regular file, in words. */
 const notRegular = (path: string, stats: NodeFs.Stats): Error =>
-  new Error(
-    `${path} is ${stats.isSymbolicLink() ? "a symbolic link" : stats.isDirectory() ? "a directory" : "not a regular file"}`
-  )
+  new Error(`${path} is ${stats.isDirectory() ? "a directory" : "not a regular file"}`)
 
 /**
  * Lines in a file, appended to (created when missing; a line left cut by a

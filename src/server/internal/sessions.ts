@@ -81,7 +81,10 @@ export interface Sessions {
     id: string,
     after: number,
     idleMs: number
-  ) => Effect.Effect<Stream.Stream<EventLog.Item>, SessionNotFound | HttpApiError.BadRequestProblem | Store.StorageError>
+  ) => Effect.Effect<
+    Stream.Stream<EventLog.Item>,
+    SessionNotFound | HttpApiError.BadRequestProblem | Store.StorageError
+  >
   readonly control: (
     id: string,
     command: Control.Command
@@ -177,9 +180,9 @@ export const make = <R>(
           const log = EventLog.make(storage, {
             buffer: options.buffer,
             onWriteFailure: (event, reason) =>
-              Effect.runFork(
-                Effect.logWarning(`agent server: session ${entry.record.id}: an ${event._tag} event was not logged: ${reason}`)
-              )
+              Effect.runFork(Effect.logWarning(
+                `agent server: session ${entry.record.id}: an ${event._tag} event was not logged: ${reason}`
+              ))
           })
           entry.log = log
           return log
@@ -301,7 +304,8 @@ export const make = <R>(
 
     const notFound = (sessionId: string) => new SessionNotFound({ sessionId, detail: `no session ${sessionId}` })
     const rejected = (sessionId: string, detail: string) => new ControlRejected({ sessionId, detail })
-    const exists = (sessionId: string) => new SessionExists({ sessionId, detail: `session ${sessionId} exists already` })
+    const exists = (sessionId: string) =>
+      new SessionExists({ sessionId, detail: `session ${sessionId} exists already` })
 
     const find = (id: string) =>
       Effect.suspend(() => {
@@ -325,17 +329,21 @@ export const make = <R>(
         const id = entry.record.id
         const checkpoint = yield* Effect.result(store.checkpoints.load(id))
         if (checkpoint._tag === "Failure") {
-          return yield* save(entry, { status: "failed", error: { _tag: checkpoint.failure._tag, message: checkpoint.failure.message } })
+          const { _tag, message } = checkpoint.failure
+          return yield* save(entry, { status: "failed", error: { _tag, message } })
         }
         const { finished, state } = checkpoint.success
         if (finished !== undefined) {
-          return yield* save(entry, { status: "finished", outcome: finished.outcome, turns: state.turn, usage: state.usage })
+          const { outcome } = finished
+          return yield* save(entry, { status: "finished", outcome, turns: state.turn, usage: state.usage })
         }
         const steering = yield* Steering.make()
         yield* launch(entry, ({ plugins, steering }) =>
           Session.resume<R>(id, { store: store.checkpoints, plugins, steering }), steering)
       }).pipe(
-        Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`))
+        Effect.catch((error) =>
+          Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`)
+        )
       )
 
     for (const record of yield* store.records) {
@@ -406,14 +414,23 @@ export const make = <R>(
         const answered = command.type === "approve"
           ? yield* entry.approvals.approve(id)
           : yield* entry.approvals.deny(id, command.reason ?? "denied over HTTP")
-        const result: ControlResult = { sessionId, type: command.type, status: answered ? "applied" : "queued", toolCallId: id }
+        const result: ControlResult = {
+          sessionId,
+          type: command.type,
+          status: answered ? "applied" : "queued",
+          toolCallId: id
+        }
         return result
       })
 
     const control: Sessions["control"] = (id, command) =>
       Effect.gen(function*() {
         const entry = yield* find(id)
-        const result = (status: ControlResult["status"]): ControlResult => ({ sessionId: id, type: command.type, status })
+        const result = (status: ControlResult["status"]): ControlResult => ({
+          sessionId: id,
+          type: command.type,
+          status
+        })
         if (command.type === "approve" || command.type === "deny") return yield* decide(entry, command)
         const run = entry.run
         if (command.type === "cancel") {
