@@ -1,7 +1,31 @@
+import { readFileSync } from "node:fs"
+import { availableParallelism } from "node:os"
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
+import { BaseSequencer, type TestSpecification } from "vitest/node"
+import { isBuilt } from "./test/cli/build.ts"
 
 const src = (path: string) => fileURLToPath(new URL(`./src/${path}`, import.meta.url))
+
+// Node's on-disk compile cache, for the processes the tests start (the CLI, the crash tests' children): they
+// load the same modules again and again, most of them TypeScript that Node strips.
+process.env.NODE_COMPILE_CACHE ??= fileURLToPath(new URL("./node_modules/.cache/node-compile-cache", import.meta.url))
+
+/** Whether a test file runs the built command or its tarball (from test/cli/build.ts). */
+const runsTheBuild = (spec: TestSpecification) =>
+  /\bbuilt(Command|Package|Tarball)\b/.test(readFileSync(spec.moduleId, "utf8"))
+
+/**
+ * vitest's order (the longest files first), but while the command is still to be built (`npm test` builds
+ * it beside the tests) the files that run it go last: the others run in the meantime.
+ */
+class BuildLast extends BaseSequencer {
+  override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
+    const sorted = await super.sort(files)
+    if (isBuilt()) return sorted
+    return [...sorted.filter((spec) => !runsTheBuild(spec)), ...sorted.filter(runsTheBuild)]
+  }
+}
 
 export default defineConfig({
   resolve: {
@@ -17,8 +41,15 @@ export default defineConfig({
     ]
   },
   test: {
-    include: ["test/**/*.test.ts"],
+    include: ["test/**/*.test.ts", "bench/**/*.test.ts"],
     testTimeout: 30_000,
-    hookTimeout: 30_000
+    hookTimeout: 30_000,
+    // vitest's default is one worker less than the cores: one worker on two cores. Many files wait on
+    // processes and servers, so one more worker than cores keeps the cores busy.
+    maxWorkers: availableParallelism() + 1,
+    // Files run one after another in a worker, sharing its loaded modules: a test that changes global state
+    // (process.env, a spied method) restores it.
+    isolate: false,
+    sequence: { sequencer: BuildLast }
   }
 })

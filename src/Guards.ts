@@ -81,15 +81,8 @@ export const wrapUpMessage = (reason: WrapUpReason): string =>
   " Stop calling work tools and deliver your final result now: summarise what you accomplished," +
   " what remains to be done, and any partial findings."
 
-const requestWrapUp = (
-  ctx: Hooks.Context,
-  source: string,
-  text: string
-): Effect.Effect<Hooks.Control> =>
-  Effect.as(
-    ctx.emit({ _tag: "WrapUpRequested", source, message: text }),
-    Hooks.inject([Message.system(text)])
-  )
+const requestWrapUp = (source: string, text: string): Effect.Effect<Hooks.Control> =>
+  Effect.succeed(Hooks.wrapUp(source, text))
 
 /**
  * The graceful turn limit's settings.
@@ -146,7 +139,7 @@ export const gracefulTurnLimit = (options: GracefulTurnLimitOptions): GracefulTu
     beforeModelCall: (ctx) =>
       ctx.wrapUpRequested || ctx.turn >= options.maxTurns || ctx.turn < options.maxTurns - window(ctx)
         ? proceeding
-        : requestWrapUp(ctx, "turns", text({ _tag: "Turns", turn: ctx.turn, maxTurns: options.maxTurns }))
+        : requestWrapUp("turns", text({ _tag: "Turns", turn: ctx.turn, maxTurns: options.maxTurns }))
   }
 }
 
@@ -227,7 +220,7 @@ export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
       for (const [budget, limit] of active) {
         const used = usedOf(budget, ctx)
         if (used >= options.wrapUpAt * limit) {
-          return requestWrapUp(ctx, `budget:${budget}`, text({ _tag: "Budget", budget, used, limit }))
+          return requestWrapUp(`budget:${budget}`, text({ _tag: "Budget", budget, used, limit }))
         }
       }
       return proceeding

@@ -6,10 +6,10 @@
  *
  * | hook | when | may |
  * |---|---|---|
- * | `beforeModelCall` | before each model call, after steering is delivered | stop the run with an outcome, inject messages |
+ * | `beforeModelCall` | before each model call, after steering is delivered | stop the run, inject messages, ask to wrap up |
  * | `beforeToolCall` | after a call's arguments are validated, before its handler | allow, block with a reason, require approval, rewrite the arguments |
  * | `afterToolCall` | after every call, also blocked, denied and failed ones | replace the result, mark it an error, vote terminate |
- * | `afterTurn` | after each turn's results are appended | stop the run with an outcome, inject messages |
+ * | `afterTurn` | after each turn's results are appended | stop the run, inject messages, ask to wrap up |
  * | `transformContext` | before each model call, on the request only | prune, redact, summarise (return the input unchanged to do nothing) |
  * | `onEvent` | every event | log, trace, persist |
  * | `steering` / `followUp` | between batches / at a natural stop | inject messages |
@@ -17,6 +17,17 @@
  *
  * A plugin with per-run state is given as an Effect that builds it: the loop
  * runs the Effect at the start of each run.
+ *
+ * How hooks combine: a run's plugins are the guards its config installs,
+ * then the application's, in order, and every hook runs in that order. Hooks
+ * of one kind chain: each sees what the ones before it decided (the call as
+ * rewritten, the result as replaced, the messages as transformed, the
+ * messages injected), and a decision that ends something (`Block`, `Stop`)
+ * skips the hooks after it. Hooks cannot fail (their error type is `never`):
+ * a hook that dies (a defect, a throw) ends the run with that defect
+ * (`AgentEnd` carries it, and the run fails with it), its open tool calls
+ * answered. See each hook on {@link Plugin} for when it runs and what each
+ * answer does.
  *
  * @example
  * ```ts
@@ -58,7 +69,11 @@ export interface RunInfo {
   readonly config: AgentConfig
   /** The system prompt. */
   readonly system: string | undefined
-  /** Whether the model has been asked to wrap up (the request is one-shot: guards check this first). */
+  /**
+   * Whether the model has been asked to wrap up (a {@link wrapUp} decision;
+   * the request is one-shot: guards check this first). Saved with the run's
+   * state.
+   */
   readonly wrapUpRequested: boolean
 }
 
@@ -68,7 +83,11 @@ export interface RunInfo {
  * @since 0.1.0
  */
 export interface Context extends RunInfo {
-  /** Emits an event; the loop fills in the run id, turn and timestamp. */
+  /**
+   * Emits an event; the loop fills in the run id, turn and timestamp. It only
+   * reports: emitting `WrapUpRequested` asks nothing of the model (a control
+   * hook returns {@link wrapUp} for that).
+   */
   readonly emit: (event: AgentEvent.Input) => Effect.Effect<void>
   /** The run's state as a checkpoint would save it. */
   readonly snapshot: Effect.Effect<RunState>
@@ -82,9 +101,15 @@ export interface Context extends RunInfo {
 export interface ToolCall {
   readonly id: string
   readonly name: string
-  /** The arguments decoded by the tool's parameter Schema (the raw arguments when they did not decode). */
+  /**
+   * The arguments decoded by the tool's parameter Schema (for `afterToolCall`
+   * of a call that never got that far, the arguments as sent). A
+   * `beforeToolCall` rewrite does not change them for the hooks after it
+   * (it is validated once all have run); `afterToolCall` sees the rewrite
+   * decoded.
+   */
   readonly params: unknown
-  /** The arguments as the model sent them. */
+  /** The arguments as the model sent them, or as the last `beforeToolCall` rewrite set them. */
   readonly rawParams: unknown
   /** The tool, when one by that name is registered. */
   readonly tool: Tool.Any | undefined
@@ -92,6 +117,19 @@ export interface ToolCall {
 
 /**
  * What a `beforeToolCall` hook decides.
+ *
+ * - `Allow`: nothing; the next hook runs.
+ * - `Block`: the call is answered with `Tool call blocked: <reason>` as an
+ *   error result (`details`: `{ kind: "blocked", plugin, details }`); the
+ *   handler never runs and the hooks after this one do not either. The first
+ *   block wins over every earlier decision.
+ * - `RequireApproval`: the call waits for the run's `Approvals` service
+ *   (after the quotas are checked); the first reason given is the one asked
+ *   with. Without an `Approvals` service the call is denied.
+ * - `Rewrite`: the hooks after this one see `params` as their `rawParams`;
+ *   once all have run, the last rewrite is validated by the tool's Schema and
+ *   the call runs with it (invalid: an error result saying so, with
+ *   `rewrittenBy` in its details).
  *
  * @since 0.1.0
  */
@@ -137,22 +175,42 @@ export const rewrite = (params: unknown): BeforeToolCall => ({ _tag: "Rewrite", 
  * @since 0.1.0
  */
 export interface ToolCallResult {
+  /**
+   * The result as the hooks before this one left it: at first, what the
+   * handler gave (or the loop's answer for a call that never ran: unknown,
+   * invalid, blocked, over a limit or a quota, denied, stopped, timed out),
+   * not yet cut to `maxResultChars`.
+   */
   readonly result: Message.ToolResultMessage
-  /** Whether the result votes to end the run. */
+  /**
+   * Whether the result votes to end the run, as the hooks before this one
+   * left it: at first, whether the tool is `Terminating`, its handler ran and
+   * the result is not an error.
+   */
   readonly terminate: boolean
-  /** Whether the handler ran. */
+  /** Whether the handler ran (it did not for a call answered without running it). */
   readonly executed: boolean
 }
 
 /**
- * What an `afterToolCall` hook changes; fields left out stay as they were.
+ * What an `afterToolCall` hook changes. Each field given replaces the
+ * result's, whole (there is no merge, deep or shallow); a field left out (or
+ * `undefined`) keeps what the hooks before left; answering `void` changes
+ * nothing. The next hook sees the result as changed. After the last hook the
+ * text the model reads is cut to the tool's `maxResultChars` (else the
+ * config's), the full text kept in `details`; the result is then recorded and
+ * reported with `ToolExecutionEnd`.
  *
  * @since 0.1.0
  */
 export interface AfterToolCall {
+  /** Replaces the whole content (text and images) the model reads. */
   readonly content?: ReadonlyArray<Message.UserContent> | undefined
+  /** Replaces the error flag. */
   readonly isError?: boolean | undefined
+  /** Replaces the `details` (never sent to the model). */
   readonly details?: unknown
+  /** Replaces the call's vote to end the run (a call counts only if its tool counts toward the vote). */
   readonly terminate?: boolean | undefined
 }
 
@@ -169,14 +227,23 @@ export interface Turn {
 }
 
 /**
- * What `beforeModelCall` and `afterTurn` hooks decide: go on, inject messages
- * before the next model call, or stop the run with an outcome.
+ * What `beforeModelCall` and `afterTurn` hooks decide. Each decision is
+ * applied before the next hook runs, so that hook sees it:
+ *
+ * - `Proceed`: go on.
+ * - `Inject`: append the messages to the transcript (each with a
+ *   `MessageEnd`), before the next model call.
+ * - `WrapUp`: ask the model, once per run, to finish (see {@link wrapUp}).
+ * - `Stop`: end the run with the outcome; the hooks after this one do not
+ *   run. After a turn, a cancel, the deadline and the tools' vote to end the
+ *   run come first.
  *
  * @since 0.1.0
  */
 export type Control =
   | { readonly _tag: "Proceed" }
   | { readonly _tag: "Inject"; readonly messages: ReadonlyArray<Message.Message> }
+  | { readonly _tag: "WrapUp"; readonly source: string; readonly message: string }
   | { readonly _tag: "Stop"; readonly outcome: Outcome }
 
 /**
@@ -192,6 +259,18 @@ export const proceed: Control = { _tag: "Proceed" }
  * @since 0.1.0
  */
 export const inject = (messages: ReadonlyArray<Message.Message>): Control => ({ _tag: "Inject", messages })
+
+/**
+ * Ask the model, once per run, to stop calling work tools and deliver its
+ * final result: the loop records the request (`wrapUpRequested`, saved in the
+ * run's state: a run that then ends by itself ends `WrappedUp`), emits
+ * `WrapUpRequested` with `source` and `message`, and appends `message` as a
+ * system message before the next model call. A request after the first is
+ * ignored.
+ *
+ * @since 0.1.0
+ */
+export const wrapUp = (source: string, message: string): Control => ({ _tag: "WrapUp", source, message })
 
 /**
  * End the run with an outcome (the transcript stays valid: every tool call
@@ -237,13 +316,44 @@ export interface State<R = never> {
  * @since 0.1.0
  */
 export interface Plugin<R = never> {
+  /** Names the plugin in events, in its saved state and in the details of a call it blocked. */
   readonly name: string
+  /**
+   * Before each model call, after pending steering is delivered and before
+   * `TurnStart` (`ctx.turn` counts the turns completed). See {@link Control}.
+   */
   readonly beforeModelCall?: ((ctx: Context) => Effect.Effect<Control, never, R>) | undefined
+  /**
+   * For each call of a batch, in the calls' order and before any call runs:
+   * after its tool is found and its arguments are validated (calls to unknown
+   * tools, with invalid arguments, over the per-turn limit or already
+   * answered before a resume never get here), before the tool's quotas and
+   * its own approval requirement. See {@link BeforeToolCall}.
+   */
   readonly beforeToolCall?: ((call: ToolCall, ctx: Context) => Effect.Effect<BeforeToolCall, never, R>) | undefined
+  /**
+   * After each call of a batch has its result, whether its handler ran or
+   * not (unknown, invalid, blocked, denied, over a limit, stopped, failed,
+   * timed out), before truncation and `ToolExecutionEnd`. Calls of a batch
+   * that run in parallel reach it as they finish. Not called for a fatal
+   * failure (the run fails), nor for results restored from a checkpoint
+   * (their hooks ran before it was saved). See {@link AfterToolCall}.
+   */
   readonly afterToolCall?:
     | ((call: ToolCall, result: ToolCallResult, ctx: Context) => Effect.Effect<AfterToolCall | void, never, R>)
     | undefined
+  /**
+   * After each turn: its reply and results are in the transcript, `TurnEnd`
+   * and `BudgetSnapshot` are out, `ctx.turn` counts it. See {@link Control}.
+   */
   readonly afterTurn?: ((turn: Turn, ctx: Context) => Effect.Effect<Control, never, R>) | undefined
+  /**
+   * Before each model call, after the `beforeModelCall` hooks and
+   * `TurnStart`: shapes the request only (the transcript never changes).
+   * Each hook gets the messages the one before returned; returning them
+   * unchanged (the same array) does nothing, anything else is reported with
+   * `ContextTransformed`.
+   */
   readonly transformContext?:
     | ((
       messages: ReadonlyArray<Message.Message>,
@@ -276,8 +386,14 @@ export interface Plugin<R = never> {
    * ```
    */
   readonly observe?: ((event: AgentEvent.AgentEvent, ctx: Context) => void) | undefined
+  /**
+   * At the start and after each turn, with the `Steering` handle: messages
+   * to deliver before the next model call (`SteeringDelivered`).
+   */
   readonly steering?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
+  /** At a natural stop, with the `Steering` handle: messages that restart the run (`FollowUpDelivered`). */
   readonly followUp?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
+  /** Saved with every snapshot of the run (a checkpoint, the result's state); restored before it starts. */
   readonly state?: State<R> | undefined
 }
 

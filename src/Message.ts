@@ -11,6 +11,7 @@
  */
 import { Schema } from "effect"
 import { Prompt } from "effect/ai"
+import * as PromptLiteral from "./internal/promptLiteral.ts"
 
 // -----------------------------------------------------------------------------
 // Content parts
@@ -409,18 +410,9 @@ export const textOf = (message: Message): string => {
 // Conversion to effect/ai Prompt
 // -----------------------------------------------------------------------------
 
-// Parts and messages are written as literals carrying the marker `Prompt.makePart` and
-// `Prompt.makeMessage` set, as a plain key: their generic spread is the larger part of converting
-// a message, and a literal with a computed key is built the slow way. Every message is converted
-// once; if effect changes a marker, these literals stop type-checking.
-const PartMarker = "~effect/ai/Prompt/Part" as const
-const MessageMarker = "~effect/ai/Prompt/Message" as const
-
-const promptText = (text: string): Prompt.TextPart => ({ "~effect/ai/Prompt/Part": PartMarker, type: "text", text, options: {} })
-
 const toPromptUserPart = (part: UserContent): Prompt.TextPart | Prompt.FilePart =>
   part.type === "text"
-    ? promptText(part.text)
+    ? PromptLiteral.textPart(part.text)
     : Prompt.makePart("file", {
       mediaType: part.mediaType,
       data: part.source.type === "base64" ? part.source.data : new URL(part.source.url)
@@ -431,22 +423,14 @@ const toPromptAssistantPart = (
 ): Prompt.TextPart | Prompt.ReasoningPart | Prompt.ToolCallPart => {
   switch (part.type) {
     case "text":
-      return promptText(part.text)
+      return PromptLiteral.textPart(part.text)
     case "reasoning":
       return Prompt.makePart("reasoning", {
         text: part.text,
         options: reasoningOptions(part)
       })
     case "tool-call":
-      return {
-        "~effect/ai/Prompt/Part": PartMarker,
-        type: "tool-call",
-        id: part.id,
-        name: part.name,
-        params: part.params,
-        providerExecuted: false,
-        options: jsonOptions(part.providerData)
-      }
+      return PromptLiteral.toolCallPart(part.id, part.name, part.params, jsonOptions(part.providerData))
   }
 }
 
@@ -475,16 +459,7 @@ const isImage = (content: UserContent): boolean => content.type === "image"
  * @since 0.1.0
  */
 export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResultPart => {
-  const part: Prompt.ToolResultPart = {
-    "~effect/ai/Prompt/Part": PartMarker,
-    type: "tool-result",
-    id: message.toolCallId,
-    name: message.toolName,
-    isFailure: message.isError,
-    result: textOf(message),
-    providerExecuted: false,
-    options: {}
-  }
+  const part = PromptLiteral.toolResultPart(message.toolCallId, message.toolName, message.isError, textOf(message))
   return message.content.some(isImage) ? { ...part, modelOutput: message.content.map(toPromptUserPart) } : part
 }
 
@@ -496,28 +471,13 @@ export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResul
 export const toPromptMessage = (message: Message): Prompt.Message | undefined => {
   switch (message.role) {
     case "system":
-      return { "~effect/ai/Prompt/Message": MessageMarker, role: "system", content: message.content, options: {} }
+      return PromptLiteral.systemMessage(message.content)
     case "user":
-      return {
-        "~effect/ai/Prompt/Message": MessageMarker,
-        role: "user",
-        content: message.content.map(toPromptUserPart),
-        options: {}
-      }
+      return PromptLiteral.userMessage(message.content.map(toPromptUserPart))
     case "assistant":
-      return {
-        "~effect/ai/Prompt/Message": MessageMarker,
-        role: "assistant",
-        content: message.content.map(toPromptAssistantPart),
-        options: {}
-      }
+      return PromptLiteral.assistantMessage(message.content.map(toPromptAssistantPart))
     case "toolResult":
-      return {
-        "~effect/ai/Prompt/Message": MessageMarker,
-        role: "tool",
-        content: [toPromptToolResult(message)],
-        options: {}
-      }
+      return PromptLiteral.toolMessage([toPromptToolResult(message)])
     case "custom":
       return undefined
   }

@@ -29,6 +29,8 @@ export * as Guards from "./Guards.ts"
 /** @since 0.1.0 */
 export * as Hooks from "./Hooks.ts"
 /** @since 0.1.0 */
+export * as McpTools from "./McpTools.ts"
+/** @since 0.1.0 */
 export * as Message from "./Message.ts"
 /** @since 0.1.0 */
 export * as Outcome from "./Outcome.ts"

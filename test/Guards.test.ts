@@ -1,14 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Cause, Effect, Exit, Fiber, Layer, Redacted, Stream } from "effect"
-import { LanguageModel, type Response, Tokenizer } from "effect/ai"
+import { Effect, Fiber, Layer, Redacted, Stream } from "effect"
+import { LanguageModel, type Response } from "effect/ai"
 import { TestClock } from "effect/testing"
 import {
   Agent,
-  AgentConfig,
   type AgentEvent,
   Approvals,
-  ContextWindow,
   Guards,
   Hooks,
   Message,
@@ -25,149 +23,6 @@ const addCall = (i: number) => ({ toolCalls: [{ id: `c${i}`, name: "add", params
 const lastRole = (request: ScriptedModel.Request) => request.prompt.content.at(-1)!.role
 const systemTexts = (request: ScriptedModel.Request) =>
   request.prompt.content.flatMap((m) => m.role === "system" ? [m.content] : [])
-
-describe("AgentConfig.make", () => {
-  const bad: ReadonlyArray<readonly [AgentConfig.Input, string, string]> = [
-    [{ maxTurns: 0 }, "maxTurns", "must be an integer ≥ 1, or null (no cap); got 0"],
-    [{ maxParallelTools: 2.5 }, "maxParallelTools", "must be an integer ≥ 1; got 2.5"],
-    [{ budgets: { costUsd: -3 } }, "budgets.costUsd", "must be a number > 0, or null (no budget); got -3"],
-    [{ wrapUpAt: 1.5 }, "wrapUpAt", "must be a number > 0 and ≤ 1, or null (never); got 1.5"],
-    [
-      // as a JavaScript caller, or a config read from a file, might give it
-      JSON.parse("{\"toolTimeout\": \"soon\"}"),
-      "toolTimeout",
-      "must be a duration > 0 (milliseconds, or a Duration such as \"30 seconds\"), or null (none); got \"soon\""
-    ],
-    [{ maxTurns: 5, graceTurns: 5 }, "graceTurns", "must be less than maxTurns (5), or 0 for no wrap-up request; got 5"]
-  ]
-
-  it.effect("rejects at construction what validate rejects: a ConfigError naming the field and what it must be", () =>
-    Effect.gen(function*() {
-      for (const [input, field, rule] of bad) {
-        const error = yield* Effect.flip(AgentConfig.make(input))
-        assert.deepStrictEqual([error._tag, error.field, error.rule], ["ConfigError", field, rule])
-        // makeUnsafe throws the same error
-        assert.throws(() => AgentConfig.makeUnsafe(input), rule)
-      }
-      const unknown = yield* Effect.flip(AgentConfig.make(JSON.parse("{\"maxTurnz\": 5}")))
-      assert.deepStrictEqual([unknown.field, unknown.rule], ["maxTurnz", "is not a known setting"])
-      const whole = yield* Effect.flip(AgentConfig.validate({ ...AgentConfig.defaults, maxTurns: 2 }))
-      assert.strictEqual(whole.field, "graceTurns")
-      assert.strictEqual((yield* AgentConfig.make({ maxTurns: 10, toolTimeout: "30 seconds" })).toolTimeout, 30_000)
-    }))
-
-  it.effect("Agent.run fails with the ConfigError, never a defect, for every bad setting", () =>
-    Effect.gen(function*() {
-      for (const [config, field] of bad) {
-        const exit = yield* Effect.exit(
-          Agent.run({ prompt: "x", config }).pipe(
-            Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "x" }]), toolsLayer()))
-          )
-        )
-        const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
-        assert.deepStrictEqual(error?._tag === "Some" && [error.value._tag, error.value._tag === "ConfigError" && error.value.field], [
-          "ConfigError",
-          field
-        ])
-      }
-    }))
-})
-
-describe("AgentConfig.fromUntrusted", () => {
-  it.effect("clamps possible but extreme numbers into the safe ranges, and says which", () =>
-    Effect.gen(function*() {
-      const input = {
-        maxTurns: 10_000,
-        maxParallelTools: 1_000,
-        toolTimeout: 5,
-        maxResultChars: 10,
-        budgets: { costUsd: 5_000, wallClock: 10, tokens: null }
-      }
-      const config = yield* AgentConfig.fromUntrusted(input)
-      assert.strictEqual(config.maxTurns, 200)
-      assert.strictEqual(config.maxParallelTools, 64)
-      assert.strictEqual(config.toolTimeout, 100)
-      assert.strictEqual(config.maxResultChars, 256)
-      assert.deepStrictEqual(config.budgets, {
-        tokens: null,
-        inputTokens: null,
-        outputTokens: null,
-        costUsd: 1_000,
-        wallClock: 1_000
-      })
-      assert.strictEqual(config.graceTurns, AgentConfig.defaults.graceTurns)
-      const { clamped } = yield* AgentConfig.fromUntrustedClamped(input)
-      assert.deepStrictEqual(clamped.map((c) => [c.field, c.given, c.used]), [
-        ["maxTurns", 10_000, 200],
-        ["maxParallelTools", 1_000, 64],
-        ["toolTimeout", 5, 100],
-        ["maxResultChars", 10, 256],
-        ["budgets.costUsd", 5_000, 1_000],
-        ["budgets.wallClock", 10, 1_000]
-      ])
-      // a small cap gets no wrap-up request rather than an impossible grace window
-      assert.strictEqual((yield* AgentConfig.fromUntrusted({ maxTurns: 2 })).graceTurns, 0)
-    }))
-
-  it.effect("refuses impossible values (no turns, a negative cost), naming the field and its safe range", () =>
-    Effect.gen(function*() {
-      const cases: ReadonlyArray<readonly [unknown, string, string, { min: number; max: number }]> = [
-        [{ maxTurns: -1 }, "maxTurns", "must be an integer from 1 to 200; got -1", { min: 1, max: 200 }],
-        [{ maxTurns: 0 }, "maxTurns", "must be an integer from 1 to 200; got 0", { min: 1, max: 200 }],
-        [{ maxParallelTools: 0 }, "maxParallelTools", "must be an integer from 1 to 64; got 0", { min: 1, max: 64 }],
-        [
-          { budgets: { costUsd: -3 } },
-          "budgets.costUsd",
-          "must be a number from 0.0001 to 1000 (USD), or null; got -3",
-          { min: 0.0001, max: 1_000 }
-        ],
-        [
-          { budgets: { wallClock: 0 } },
-          "budgets.wallClock",
-          "must be a number from 1000 to 86400000 (ms), or null; got 0",
-          { min: 1_000, max: 86_400_000 }
-        ]
-      ]
-      for (const [input, field, rule, range] of cases) {
-        const error = yield* Effect.flip(AgentConfig.fromUntrusted(input))
-        assert.deepStrictEqual([error._tag, error.field, error.rule, error.range], ["ConfigError", field, rule, range])
-      }
-    }))
-
-  it.effect("rejects unknown fields, internal knobs, wrong types and switching off protections, naming the field", () =>
-    Effect.gen(function*() {
-      const failure = (input: unknown) => Effect.flip(AgentConfig.fromUntrusted(input))
-      const cases: ReadonlyArray<readonly [unknown, string, RegExp]> = [
-        [{ maxTurnz: 5 }, "maxTurnz", /not a known setting/],
-        [{ graceTurns: 1 }, "graceTurns", /internal setting/],
-        [{ maxRepeatedBatches: 100 }, "maxRepeatedBatches", /internal setting/],
-        [{ maxTurns: "50" }, "maxTurns", /^must be an integer from 1 to 200; got "50"$/],
-        [{ maxTurns: 2.5 }, "maxTurns", /^must be an integer from 1 to 200; got 2\.5$/],
-        [{ maxTurns: null }, "maxTurns", /cannot be switched off/],
-        [{ toolTimeout: Number.NaN }, "toolTimeout", /^must be a number from 100 to 600000 \(ms\); got NaN$/],
-        [{ budgets: { dollars: 1 } }, "budgets.dollars", /not a known setting/],
-        [{ budgets: 5 }, "budgets", /must be an object/],
-        ["maxTurns=5", "config", /must be an object/]
-      ]
-      for (const [input, field, rule] of cases) {
-        const error = yield* failure(input)
-        assert.strictEqual(error._tag, "ConfigError")
-        assert.strictEqual(error.field, field)
-        assert.match(error.rule, rule)
-      }
-    }))
-
-  it.effect("Agent.run validates every config however it was made", () =>
-    Effect.gen(function*() {
-      const error = yield* Effect.flip(
-        Agent.run({ prompt: "x", config: { ...AgentConfig.defaults, wrapUpAt: 1.5 } }).pipe(
-          Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "x" }]), toolsLayer()))
-        )
-      )
-      assert.strictEqual(error._tag, "ConfigError")
-      if (error._tag === "ConfigError") assert.strictEqual(error.field, "wrapUpAt")
-    }))
-})
 
 describe("graceful turn limit", () => {
   it.effect("cap 8, grace 3: wrap-up before the 6th call; five tool turns then an answer is WrappedUp", () =>
@@ -569,17 +424,6 @@ describe("Guards.canonicalJson", () => {
     assert.strictEqual(Guards.canonicalJson({ b: 1, a: [undefined, { d: undefined, c: 2 }] }), "{\"a\":[null,{\"c\":2}],\"b\":1}")
     assert.strictEqual(Guards.canonicalJson({ at: new Date(0) }), "{\"at\":\"1970-01-01T00:00:00.000Z\"}")
   })
-
-  it("Message.hasToolCalls agrees with Message.toolCalls", () => {
-    const reply = (content: Message.AssistantMessage["content"]): Message.AssistantMessage => ({
-      role: "assistant",
-      content,
-      stopReason: "stop",
-      usage: Message.emptyUsage
-    })
-    assert.isFalse(Message.hasToolCalls(reply([{ type: "text", text: "hi" }])))
-    assert.isTrue(Message.hasToolCalls(reply([{ type: "text", text: "hi" }, { type: "tool-call", id: "c", name: "n", params: {} }])))
-  })
 })
 
 describe("loop detection", () => {
@@ -694,72 +538,3 @@ describe("stagnation", () => {
     }))
 })
 
-describe("context window", () => {
-  const big = (i: number) => ({ toolCalls: [{ id: `b${i}`, name: "big", params: { chars: 400 } }] })
-  const resultTexts = (request: ScriptedModel.Request) =>
-    request.prompt.content.flatMap((m) =>
-      m.role === "tool" ? m.content.flatMap((p) => p.type === "tool-result" ? [String(p.result)] : []) : []
-    )
-
-  it("estimates tokens as characters / 4, rounded up per message; custom messages cost nothing", () => {
-    assert.strictEqual(ContextWindow.estimateTokens([Message.user("12345678"), Message.system("123")]), 3)
-    assert.strictEqual(ContextWindow.estimateTokens([Message.custom("ui", { big: "x".repeat(1000) })]), 0)
-  })
-
-  it.effect("does nothing under budget", () =>
-    Effect.gen(function*() {
-      const { events } = yield* runOk((i) => i < 4 ? big(i) : { text: "ok" }, {
-        config: { contextBudgetTokens: 10_000, maxRepeatedBatches: null }
-      })
-      assert.deepStrictEqual(ofTag(events, "ContextTransformed"), [])
-    }))
-
-  it.effect("pass 1 replaces older tool results with placeholders in the request only", () =>
-    Effect.gen(function*() {
-      const { events, requests, result } = yield* runOk((i) => i < 6 ? big(i) : { text: "ok" }, {
-        config: { contextBudgetTokens: 400, pruneKeepToolResults: 2, pruneKeepTail: 50, maxRepeatedBatches: null }
-      })
-      const last = requests.at(-1)!
-      const texts = resultTexts(last)
-      assert.strictEqual(texts.length, 6)
-      assert.deepStrictEqual(texts.slice(0, 4), Array(4).fill("[big result removed to save context: 400 characters]"))
-      assert.deepStrictEqual(texts.slice(4), ["x".repeat(400), "x".repeat(400)])
-      // the transcript keeps everything
-      const kept = result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf)
-      assert.isTrue(kept.every((text) => text === "x".repeat(400)))
-      const transformed = ofTag(events, "ContextTransformed").at(-1)!
-      assert.strictEqual(transformed.plugin, "contextWindow")
-      assert.isAbove(transformed.tokensBefore!, 400)
-      assert.isAtMost(transformed.tokensAfter!, 400)
-      assert.strictEqual(transformed.messagesBefore, transformed.messagesAfter)
-    }))
-
-  it.effect("pass 2 keeps system messages, the task and a tail that never splits a call from its result", () =>
-    Effect.gen(function*() {
-      const { requests } = yield* runOk((i) => i < 12 ? big(i) : { text: "ok" }, {
-        system: "sys",
-        config: { contextBudgetTokens: 300, pruneKeepToolResults: 1, pruneKeepTail: 5, maxRepeatedBatches: null }
-      })
-      const last = requests.at(-1)!.prompt.content
-      assert.deepStrictEqual(last.map((m) => m.role).slice(0, 3), ["system", "user", "assistant"])
-      // every call in the request has its result, every result its call
-      const calls = last.flatMap((m) => m.role === "assistant" ? m.content.flatMap((p) => p.type === "tool-call" ? [p.id] : []) : [])
-      const results = last.flatMap((m) => m.role === "tool" ? m.content.flatMap((p) => p.type === "tool-result" ? [p.id] : []) : [])
-      assert.deepStrictEqual(calls, results)
-      assert.isAtMost(last.length, 2 + 6)
-    }))
-
-  it.effect("uses the Tokenizer service when one is provided", () =>
-    Effect.gen(function*() {
-      // a tokenizer that counts every message as 1,000 tokens
-      const tokenizer = Tokenizer.make({
-        tokenize: (prompt) => Effect.succeed(Array.from({ length: prompt.content.length * 1_000 }, (_, i) => i))
-      })
-      const { events } = yield* runOk((i) => i < 2 ? addCall(i) : { text: "ok" }, {
-        config: { contextBudgetTokens: 2_500, pruneKeepToolResults: 0, pruneKeepTail: 50 }
-      }).pipe(Effect.provideService(Tokenizer.Tokenizer, tokenizer))
-      const transformed = ofTag(events, "ContextTransformed")
-      assert.isAbove(transformed.length, 0)
-      assert.strictEqual(transformed[0]!.tokensBefore, 3_000)
-    }))
-})

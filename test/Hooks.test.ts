@@ -196,6 +196,47 @@ describe("beforeModelCall and afterTurn", () => {
       assert.strictEqual(ofTag(events, "MessageEnd").filter((e) => e.message.role === "system").length, 1)
       assert.deepStrictEqual(tags(events).slice(-3), ["TurnEnd", "BudgetSnapshot", "AgentEnd"])
     }))
+
+  it.effect("a wrap-up request is a decision: announced, delivered before the next call, once; ends WrappedUp", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk([
+        { toolCalls: [call("add", { a: 1, b: 2 }, "a")] },
+        { toolCalls: [call("add", { a: 2, b: 2 }, "b")] },
+        { text: "done" }
+      ], {
+        plugins: [{
+          name: "closer",
+          // asked after every turn: only the first request counts
+          afterTurn: () => Effect.succeed(Hooks.wrapUp("closer", "Finish now."))
+        }, {
+          name: "late",
+          beforeModelCall: (ctx) =>
+            Effect.succeed(ctx.wrapUpRequested ? Hooks.wrapUp("late", "Again.") : Hooks.proceed)
+        }]
+      })
+      assert.strictEqual(result.outcome._tag, "WrappedUp")
+      assert.isTrue(result.state.wrapUpRequested)
+      assert.deepStrictEqual(ofTag(events, "WrapUpRequested").map((e) => [e.turn, e.source, e.message]), [
+        [1, "closer", "Finish now."]
+      ])
+      const last = requests[1]!.prompt.content.at(-1)!
+      assert.deepStrictEqual([last.role, last.role === "system" ? last.content : ""], ["system", "Finish now."])
+      assert.strictEqual(result.messages.filter((m) => m.role === "system").length, 1)
+    }))
+
+  it.effect("emitting a WrapUpRequested event only reports: the run still ends Completed", () =>
+    Effect.gen(function*() {
+      const { events, result } = yield* runOk([{ text: "done" }], {
+        plugins: [{
+          name: "noisy",
+          beforeModelCall: (ctx) =>
+            Effect.as(ctx.emit({ _tag: "WrapUpRequested", source: "noisy", message: "just saying" }), Hooks.proceed)
+        }]
+      })
+      assert.strictEqual(ofTag(events, "WrapUpRequested").length, 1)
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.isFalse(result.state.wrapUpRequested)
+    }))
 })
 
 describe("state", () => {

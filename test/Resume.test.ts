@@ -5,6 +5,7 @@ import { TestClock } from "effect/testing"
 import { Agent, AgentConfig, AgentTool, Approvals, Hooks, Message, RunState, ToolRegistry } from "effect-agent"
 import { CheckpointStore, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
+import * as Loop from "../src/internal/loop.ts"
 import { assertValidTranscript, ofTag, recorder } from "./support.ts"
 
 // Three tools: a quick one, a slow replay-safe one, and a slow one that must not run twice.
@@ -176,7 +177,8 @@ describe("continuing a state saved in the middle of a batch", () => {
       const approvals = yield* Approvals.interactive()
       yield* approvals.approve("d")
       const { events, plugin } = recorder()
-      const result = yield* Agent.runContinue(state, {
+      // a session announces itself through the loop's internal option
+      const result = yield* Loop.resume(state, {
         plugins: [plugin],
         announce: [{
           _tag: "SessionResumed",

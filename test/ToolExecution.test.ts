@@ -133,7 +133,7 @@ describe("handlers", () => {
         Tool.make("returning", { success: Schema.String, failure: Schema.String, failureMode: "return" }),
         { fatal: true }
       )
-      // through the direct runner, and through Toolkit.handle (no handler context)
+      // through ToolRegistry.layer, and through an entry of ToolRegistry.make
       const kit = Toolkit.make(Query, Gone, Returning)
       const handlers = kit.toLayer({
         query: ({ sql }) =>
@@ -143,8 +143,10 @@ describe("handlers", () => {
       })
       const registries = {
         direct: ToolRegistry.layer(kit).pipe(Layer.provide(handlers)),
-        viaHandle: Layer.effect(ToolRegistry.ToolRegistry, Effect.map(kit, (k) => ToolRegistry.make(ToolRegistry.erase(k))))
-          .pipe(Layer.provide(handlers))
+        entry: Layer.effect(
+          ToolRegistry.ToolRegistry,
+          Effect.map(ToolRegistry.fromToolkit(kit), (entry) => ToolRegistry.make(entry))
+        ).pipe(Layer.provide(handlers))
       }
       for (const [path, registry] of Object.entries(registries)) {
         const failure = (toolCalls: ReadonlyArray<ScriptedModel.ToolCall>) =>
@@ -204,7 +206,7 @@ describe("handlers", () => {
     }))
 
   it.effect("every other way a handler can break is one error result: Effect.sync throwing, toModelOutput throwing, " +
-    "an unencodable preliminary, a throw through Toolkit.handle, a registry whose handle throws", () =>
+    "an unencodable preliminary, a throw in a second toolkit's handler, a registry entry whose invoke throws", () =>
     Effect.gen(function*() {
       const Sync = Tool.make("sync", { success: Schema.String })
       const Shown = Tool.make("shown", {
@@ -220,16 +222,15 @@ describe("handlers", () => {
       const registry = Layer.effect(
         ToolRegistry.ToolRegistry,
         Effect.gen(function*() {
-          const direct = yield* kit
-          // no handler context: these calls go through Toolkit.handle
-          const viaHandle = ToolRegistry.erase(yield* handledKit)
+          const direct = yield* ToolRegistry.fromToolkit(kit)
+          const handled = yield* ToolRegistry.fromToolkit(handledKit)
           const broken: ToolRegistry.Entry = {
             tools: { broken: Tool.make("broken", { success: Schema.String }) },
-            handle: () => {
+            invoke: () => {
               throw new Error("no handle")
             }
           }
-          return ToolRegistry.make(ToolRegistry.erase(direct, yield* Effect.context<never>()), viaHandle, broken)
+          return ToolRegistry.make(direct, handled, broken)
         })
       ).pipe(Layer.provide(Layer.merge(
         kit.toLayer({

@@ -29,7 +29,7 @@ const cases = [
   ["Approvals", "approvals"]
 ] as const
 
-describe("README: plugins, steering and approvals", () => {
+describe.concurrent("README: plugins, steering and approvals", () => {
   it("says how messages and events are told apart", () => {
     assert.match(readme, /Messages are told apart by their `role`[^.]*,\s+events\s+by\s+their\s+`_tag`/)
   })

@@ -83,7 +83,7 @@ console.log(JSON.stringify({
 }))
 `
 
-describe("the package", () => {
+describe.concurrent("the package", () => {
   it("ships dist (built by prepack), src for the source maps, the README, LICENSE and CHANGELOG; no tests or fixtures", async () => {
     assert.match(pkg.scripts.prepack, /npm run build$/)
     const { stdout } = await npm(["pack", "--dry-run", "--json", "--ignore-scripts"], root)
@@ -121,21 +121,7 @@ describe("the package", () => {
       const linked = ["effect", "@effect/platform-node", "@types/node"].map((name) => `file:${Path.join(root, "node_modules", name)}`)
       await npm(["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", tarball, ...linked], project)
       Fs.copyFileSync(Path.join(root, "examples/quickstart.ts"), Path.join(project, "quickstart.ts"))
-      const quickstart = await run(process.execPath, ["quickstart.ts"], { cwd: project })
-      assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")
-      // every entry point resolves from the installed package, with the modules it promises
       Fs.writeFileSync(Path.join(project, "entries.ts"), entries)
-      const modules: Record<string, ReadonlyArray<string>> = JSON.parse(
-        (await run(process.execPath, ["entries.ts"], { cwd: project })).stdout
-      )
-      assert.deepStrictEqual(Object.keys(modules).sort(), Object.keys(pkg.exports).map(entryName).sort())
-      const coreModules = modules["effect-agent"] ?? []
-      for (const name of core) assert.include(coreModules, name)
-      for (const [entry, names] of Object.entries(platform)) {
-        assert.deepStrictEqual(modules[entry], names)
-        // the core no longer re-exports the platform's modules
-        for (const name of names) assert.notInclude(coreModules, name)
-      }
       // the published types: the quick start typechecks against dist/*.d.ts, strict, NodeNext
       Fs.writeFileSync(
         Path.join(project, "tsconfig.json"),
@@ -154,8 +140,25 @@ describe("the package", () => {
           files: ["quickstart.ts", "entries.ts"]
         })
       )
-      await run(process.execPath, [Path.join(root, "node_modules/typescript/bin/tsc"), "-p", "tsconfig.json"], { cwd: project })
-      const version = await run(Path.join(project, "node_modules/.bin/effect-agent"), ["version"], { cwd: project })
+      // the three at once: they only read the installed project
+      const tsc = Path.join(root, "node_modules/typescript/bin/tsc")
+      const [quickstart, , version, entryModules] = await Promise.all([
+        run(process.execPath, ["quickstart.ts"], { cwd: project }),
+        run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project }),
+        run(Path.join(project, "node_modules/.bin/effect-agent"), ["version"], { cwd: project }),
+        run(process.execPath, ["entries.ts"], { cwd: project })
+      ])
+      assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")
+      // every entry point resolves from the installed package, with the modules it promises
+      const modules: Record<string, ReadonlyArray<string>> = JSON.parse(entryModules.stdout)
+      assert.deepStrictEqual(Object.keys(modules).sort(), Object.keys(pkg.exports).map(entryName).sort())
+      const coreModules = modules["effect-agent"] ?? []
+      for (const name of core) assert.include(coreModules, name)
+      for (const [entry, names] of Object.entries(platform)) {
+        assert.deepStrictEqual(modules[entry], names)
+        // the core no longer re-exports the platform's modules
+        for (const name of names) assert.notInclude(coreModules, name)
+      }
       assert.strictEqual(version.stdout, `effect-agent ${pkg.version}\n`)
     } finally {
       Fs.rmSync(project, { recursive: true, force: true })

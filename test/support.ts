@@ -1,9 +1,11 @@
 /**
- * Shared tools and helpers for the loop tests.
+ * Shared tools and helpers for the loop tests, and a sample transcript for
+ * the contract tests.
  */
-import { Effect, Layer, Schema } from "effect"
+import { assert } from "@effect/vitest"
+import { Effect, Layer, Logger, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { Agent, type AgentEvent, AgentTool, Hooks, type Message, ToolRegistry } from "effect-agent"
+import { Agent, type AgentEvent, AgentTool, Hooks, Message, ToolArguments, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 
 export const Add = Tool.make("add", {
@@ -147,7 +149,7 @@ export const toolsLayer = (trace: Trace = makeTrace()) =>
       done: ({ summary }) => Effect.succeed(summary),
       note: ({ text }) => Effect.succeed(text),
       deploy: ({ env }) => Effect.sync(() => (trace.started.push(`deploy:${env}`), `deployed to ${env}`)),
-      big: ({ chars }) => Effect.succeed("x".repeat(chars))
+      big: ({ chars }) => Effect.sync(() => (trace.started.push("big"), "x".repeat(chars)))
     }))
   )
 
@@ -228,3 +230,61 @@ export const counting = Effect.sync(() => {
     state: { save: Effect.sync(() => calls), restore: (saved) => Effect.sync(() => void (calls = Number(saved))) }
   })
 })
+
+/**
+ * A logger that keeps what is logged, as `Level: text` lines, instead of
+ * printing it: a test that expects a log line asserts it, and the output
+ * between the results shows only what nobody expected.
+ */
+export const captureLogs = () => {
+  const lines: Array<string> = []
+  const text = (message: unknown): string => Array.isArray(message) ? message.map(String).join(" ") : String(message)
+  const logger = Logger.make((options) => void lines.push(`${options.logLevel}: ${text(options.message)}`))
+  const layer = Logger.layer([logger])
+  return { lines, layer }
+}
+
+/** Encodes to JSON text and back, and checks the value survived. */
+export const roundTrip = <S extends Schema.Codec<unknown, unknown>>(schema: S, value: S["Type"]) => {
+  const json = Schema.toCodecJson(schema)
+  const text = JSON.stringify(Schema.encodeSync(json)(value))
+  const back = Schema.decodeUnknownSync(json)(JSON.parse(text))
+  assert.deepStrictEqual(Schema.encodeSync(json)(back), Schema.encodeSync(json)(value))
+  return back
+}
+
+const sampleReply: Message.AssistantMessage = {
+  role: "assistant",
+  content: [
+    { type: "reasoning", text: "hmm", signature: "sig", providerData: { anthropic: { signature: "sig" } } },
+    { type: "reasoning", text: "", redacted: true, providerData: { anthropic: { redactedData: "opaque" } } },
+    Message.text("calling"),
+    { type: "tool-call", id: "c1", name: "add", params: { a: 1, b: [2, { c: null }] } },
+    { type: "tool-call", id: "c2", name: "add", params: ToolArguments.malformed("{\"a\":", "Unexpected end") }
+  ],
+  stopReason: "toolUse",
+  usage: { input: 10, output: 5, cacheRead: 3, cacheWrite: 1, reasoning: 2, cost: 0.0125 },
+  errorMessage: "none",
+  model: "gpt-test"
+}
+
+/** A transcript with every kind of message and part. */
+export const sampleTranscript: ReadonlyArray<Message.Message> = [
+  Message.system("Be brief."),
+  Message.user([
+    Message.text("look"),
+    { type: "image", mediaType: "image/png", source: { type: "base64", data: "iVBORw0KGgo=" } },
+    { type: "image", mediaType: "image/jpeg", source: { type: "url", url: "https://example.com/a.jpg" } }
+  ]),
+  sampleReply,
+  { role: "toolResult", toolCallId: "c1", toolName: "add", content: [Message.text("3")], isError: false },
+  {
+    role: "toolResult",
+    toolCallId: "c2",
+    toolName: "add",
+    content: [Message.text("bad json")],
+    isError: true,
+    details: { kind: "invalidArguments" }
+  },
+  Message.custom("ui", { pinned: true })
+]

@@ -1,37 +1,31 @@
 /**
- * Running one tool call: the parameter decoder, and the two ways to run a
- * handler.
+ * Invoking one tool call, for every toolkit (local tools and MCP tools alike):
+ * decode the arguments (once, when the loop validates them), run the handler,
+ * encode its result, and turn it into the content the model reads.
  *
- * `Toolkit.handle` runs each call on a forked fiber behind a queue and a
- * stream; measured here it costs about 60 µs of CPU per call, fifty times
- * what decoding, running and encoding cost (about 1.3 µs), and more than the
- * whole rest of a turn. So when a tool's handler is known (it came from
- * `toolkit.toLayer`), the loop runs it in its own fiber by the same rules as
- * `Toolkit.handle`: the handler gets the decoded parameters and a
- * `preliminary` callback, runs with the context its layer captured (the
- * caller's services win), its result is encoded with the tool's success
- * Schema (and `toModelOutput`), a typed failure is encoded with the failure
- * Schema for `failureMode: "return"` and fails annotated with
- * `Toolkit.FailureOrigin` otherwise (the loop then encodes it, see
- * {@link encodeFailure}). Other toolkits (MCP tools, hand-built toolkits) go
- * through `Toolkit.handle`.
+ * `Toolkit.handle` is not used: it runs each call on a forked fiber behind a
+ * queue and a stream (about 60 µs of CPU per call, measured, fifty times what
+ * decoding, running and encoding cost, and more than the whole rest of a
+ * turn), and it decodes the arguments again. The handler `toolkit.toLayer`
+ * registered is run here in the caller's fiber by `Toolkit.handle`'s rules:
+ * it gets the decoded parameters and a `preliminary` callback, runs with the
+ * context its layer captured (the caller's services win), its result is
+ * encoded with the tool's success Schema (and `toModelOutput`), and a typed
+ * failure is encoded with the failure Schema, whatever the `failureMode`, so
+ * the model reads the structured failure.
  *
  * @internal
  */
-import { Cause, Context, Effect, Exit, identity, Predicate, Schema, Stream } from "effect"
-import { AiError, Tool, Toolkit } from "effect/ai"
+import { Cause, Context, Effect, Exit, Option, Predicate, Result, Schema } from "effect"
+import { AiError, Prompt, Tool, Toolkit } from "effect/ai"
+import { ToolFatalError } from "../AgentError.ts"
+import * as AgentTool from "../AgentTool.ts"
+import * as Message from "../Message.ts"
+import * as Feedback from "./tools/feedback.ts"
 
-/**
- * Runs one call; `params` are decoded, `rawParams` as the model sent them.
- *
- * @internal
- */
-export type Runner = (
-  params: unknown,
-  rawParams: unknown,
-  toolCallId: string,
-  onPreliminary: (encoded: unknown) => Effect.Effect<void>
-) => Effect.Effect<Tool.HandlerResult<Tool.Any>, unknown>
+// -----------------------------------------------------------------------------
+// Decoding
+// -----------------------------------------------------------------------------
 
 type Decode = (input: unknown) => Effect.Effect<unknown, Schema.SchemaError>
 
@@ -56,6 +50,38 @@ export const decoderFor = (tool: Tool.Any): Decode => {
   return decode
 }
 
+// -----------------------------------------------------------------------------
+// Invoking
+// -----------------------------------------------------------------------------
+
+/**
+ * One call (the shape of `ToolRegistry.Invocation`).
+ *
+ * @internal
+ */
+export interface Invocation {
+  readonly toolCallId: string
+  readonly params: unknown
+  readonly onPreliminary?: ((encoded: unknown) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * What a call gave the model (the shape of `ToolRegistry.Output`).
+ *
+ * @internal
+ */
+export interface Output {
+  readonly content: ReadonlyArray<Message.UserContent>
+  readonly isError: boolean
+}
+
+/**
+ * Invokes one call of one tool.
+ *
+ * @internal
+ */
+export type Invoke = (invocation: Invocation) => Effect.Effect<Output, ToolFatalError>
+
 /** A handler as `toolkit.toLayer` stores it in the context, under the tool's id. */
 interface HandlerRecord {
   readonly handler: (
@@ -70,32 +96,31 @@ const isHandlerRecord = (u: unknown): u is HandlerRecord =>
   Predicate.hasProperty(u, "context") && Context.isContext(u.context)
 
 /**
- * The handler `toolkit.toLayer` registered for a tool, found in a context.
+ * The invokers of a toolkit's tools, by name, from the handlers
+ * `toolkit.toLayer` put in `handlers`.
  *
  * @internal
  */
-export const findHandler = (context: Context.Context<never>, tool: Tool.Any): HandlerRecord | undefined => {
-  const record: unknown = context.mapUnsafe.get(tool.id)
-  return isHandlerRecord(record) ? record : undefined
+export const invokers = (
+  tools: Readonly<Record<string, Tool.Any>>,
+  handlers: Context.Context<never>
+): ReadonlyMap<string, Invoke> => {
+  const byName = new Map<string, Invoke>()
+  for (const tool of Object.values(tools)) {
+    const record: unknown = handlers.mapUnsafe.get(tool.id)
+    byName.set(tool.name, isHandlerRecord(record) ? invoker(tool, record) : noHandler(tool))
+  }
+  return byName
 }
+
+// The types promise a handler for every tool; a context built by hand may still lack one.
+const noHandler = (tool: Tool.Any): Invoke => () =>
+  Effect.succeed(errorOutput(Feedback.crashed(tool.name, new Error(`no handler is registered for ${tool.name}`))))
 
 type Encode = (value: unknown) => Effect.Effect<unknown, Schema.SchemaError>
 
 // Encoding a result needs no services for the same reason decoding does not.
 const encoderOf = (schema: Schema.Top): Encode => Schema.encodeUnknownEffect(schema) as Encode
-
-const failedWith = (error: unknown, origin: Tool.FailureOrigin): Cause.Cause<unknown> =>
-  Cause.annotate(Cause.fail(error), Context.make(Toolkit.FailureOrigin, origin))
-
-const invalidResult = (tool: Tool.Any, error: Schema.SchemaError) =>
-  AiError.make({
-    module: "Toolkit",
-    method: `${tool.name}.handle`,
-    reason: new AiError.InvalidToolResultError({
-      toolName: tool.name,
-      description: `Tool handler returned invalid result: ${error.message}`
-    })
-  })
 
 interface Encoders {
   readonly success: Encode
@@ -118,21 +143,26 @@ const encodersFor = (tool: Tool.Any): Encoders => {
   return cached
 }
 
-/**
- * Encodes a failure of a tool's handler with its failure Schema (the tool's
- * failure or an `AiError`), as `failureMode: "return"` would.
- *
- * @internal
- */
-export const encodeFailure = (tool: Tool.Any, error: unknown): Effect.Effect<unknown, Schema.SchemaError> =>
-  encodersFor(tool).failure(error)
+const invalidResult = (tool: Tool.Any, error: Schema.SchemaError) =>
+  AiError.make({
+    module: "Toolkit",
+    method: `${tool.name}.handle`,
+    reason: new AiError.InvalidToolResultError({
+      toolName: tool.name,
+      description: `Tool handler returned invalid result: ${error.message}`
+    })
+  })
+
+const errorOutput = (text: string): Output => ({ content: [Message.text(text)], isError: true })
 
 /**
- * Runs a handler in the caller's fiber, by `Toolkit.handle`'s rules.
- *
- * @internal
+ * Invokes a handler in the caller's fiber. A failure ends the run
+ * (`ToolFatalError`) only when the tool is `fatal` or the handler failed or
+ * died with `AgentTool.FatalFailure`; every other failure, defect or
+ * interruption is an error result the model reads.
  */
-export const direct = (tool: Tool.Any, record: HandlerRecord): Runner => {
+const invoker = (tool: Tool.Any, record: HandlerRecord): Invoke => {
+  const settings = AgentTool.settings(tool)
   const { failure: encodeFailure, success: encodeSuccess } = encodersFor(tool)
   // The caller's context is the same object call after call in a run: merge it once.
   const merged = new WeakMap<Context.Context<never>, Context.Context<never>>()
@@ -144,47 +174,106 @@ export const direct = (tool: Tool.Any, record: HandlerRecord): Runner => {
     }
     return context
   }
-  const encode = <A>(value: unknown, isFailure: boolean, onEncoded: (encoded: unknown) => A) => {
-    const encoded = isFailure ? encodeFailure(value) : encodeSuccess(value)
-    // A Schema without effectful steps encodes to an Exit: read it here rather than in a fiber step.
-    if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return Effect.succeed(onEncoded(encoded.value))
-    return Effect.map(
-      Effect.catchTag(
-        encoded,
-        "SchemaError",
-        (error) => Effect.failCause(failedWith(invalidResult(tool, error), "result"))
-      ),
-      onEncoded
+  // A preliminary result its Schema cannot encode is a defect of the handler (`Toolkit.handle` does the same).
+  const encodePreliminary = (value: unknown): Effect.Effect<unknown> =>
+    Effect.orDie(Effect.mapError(encodeSuccess(value), (error) => invalidResult(tool, error)))
+  const isFatal = (error: unknown): boolean => settings.fatal || error instanceof AgentTool.FatalFailure
+  const fatal = (toolCallId: string, error: unknown, encoded: Option.Option<unknown>) => {
+    const description = Feedback.describeError(error)
+    return Effect.fail(
+      new ToolFatalError({
+        toolName: tool.name,
+        toolCallId,
+        description,
+        error: Option.isSome(encoded) ? encoded.value : Schema.is(Schema.Json)(error) ? error : description
+      })
     )
   }
+  const resultOutput = (result: unknown, encoded: unknown): Output => {
+    let modelOutput: ReadonlyArray<Prompt.ToolModelOutputPart> | undefined
+    try {
+      modelOutput = tool.toModelOutput?.(result)
+    } catch (defect) {
+      return errorOutput(Feedback.crashed(tool.name, defect))
+    }
+    return {
+      content: modelOutput !== undefined && modelOutput.length > 0
+        ? modelOutput.map(modelOutputContent)
+        : [Message.text(Feedback.resultText(encoded))],
+      isError: false
+    }
+  }
   // Made once per tool, not per call.
-  const succeeded = (result: unknown) =>
-    encode(result, false, (encodedResult): Tool.HandlerResult<Tool.Any> => {
-      const modelOutput = tool.toModelOutput?.(result)
-      return modelOutput === undefined
-        ? { result, encodedResult, isFailure: false, preliminary: false }
-        : { result, encodedResult, modelOutput, isFailure: false, preliminary: false }
+  const succeeded = (result: unknown): Effect.Effect<Output> => {
+    const encoded = encodeSuccess(result)
+    // A Schema without effectful steps encodes to an Exit: read it here rather than in a fiber step.
+    if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return Effect.succeed(resultOutput(result, encoded.value))
+    return Effect.match(encoded, {
+      onSuccess: (value) => resultOutput(result, value),
+      onFailure: (error) => errorOutput(Feedback.failed(tool.name, invalidResult(tool, error)))
     })
-  const failed = (error: unknown) => {
+  }
+  /**
+   * A typed failure of the handler: an error result holding the failure
+   * encoded with the tool's failure Schema, or the run's end when it is
+   * fatal. A failure the Schema cannot encode is described in words.
+   */
+  const handlerFailed = (toolCallId: string, error: unknown): Effect.Effect<Output, ToolFatalError> => {
     const normalized = AiError.isAiErrorReason(error)
       ? AiError.make({ module: "Toolkit", method: `${tool.name}.handle`, reason: error })
       : error
-    if (tool.failureMode === "error") return Effect.failCause(failedWith(normalized, "handler"))
-    return encode(normalized, true, (encodedResult): Tool.HandlerResult<Tool.Any> => ({
-      result: normalized,
-      encodedResult,
-      isFailure: true,
-      failureOrigin: "handler",
-      preliminary: false
-    }))
+    const onEncoded = (encoded: unknown): Effect.Effect<Output, ToolFatalError> =>
+      isFatal(normalized)
+        ? fatal(toolCallId, normalized, Option.some(encoded))
+        : Effect.succeed(errorOutput(Feedback.resultText(encoded)))
+    const encoded = encodeFailure(normalized)
+    if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return onEncoded(encoded.value)
+    return Effect.matchEffect(encoded, {
+      onSuccess: onEncoded,
+      onFailure: (schemaError) =>
+        isFatal(normalized)
+          ? fatal(toolCallId, normalized, Option.none())
+          : Effect.succeed(errorOutput(Feedback.failed(
+            tool.name,
+            // `failureMode: "return"` reports a failure it cannot encode as an invalid result
+            tool.failureMode === "return" ? invalidResult(tool, schemaError) : normalized
+          )))
+    })
   }
-  const settle = { onSuccess: succeeded, onFailure: failed }
-  return (params, _rawParams, toolCallId, onPreliminary) => {
+  const ended = (toolCallId: string, cause: Cause.Cause<unknown>): Effect.Effect<Output, ToolFatalError> => {
+    const failure = Cause.findErrorOption(cause)
+    if (Option.isSome(failure)) return handlerFailed(toolCallId, failure.value)
+    const defect = Cause.findDefect(cause)
+    if (Result.isSuccess(defect)) {
+      return defect.success instanceof AgentTool.FatalFailure
+        ? fatal(toolCallId, defect.success, Option.none())
+        : Effect.succeed(errorOutput(Feedback.crashed(tool.name, defect.success)))
+    }
+    return Effect.succeed(errorOutput(Feedback.interrupted(tool.name)))
+  }
+  return ({ onPreliminary, params, toolCallId }) => {
     const context: Toolkit.HandlerContext<Tool.Any> = {
       toolCallId,
-      preliminary: (value) => Effect.flatMap(encode(value, false, identity), onPreliminary).pipe(Effect.orDie)
+      preliminary: (value) =>
+        onPreliminary === undefined ? Effect.void : Effect.flatMap(encodePreliminary(value), onPreliminary)
     }
-    return Effect.matchEffect(Effect.updateContext(guard(() => record.handler(params, context)), withContext), settle)
+    return Effect.matchCauseEffect(Effect.updateContext(guard(() => record.handler(params, context)), withContext), {
+      onSuccess: succeeded,
+      onFailure: (cause) => ended(toolCallId, cause)
+    })
+  }
+}
+
+/** A part of a tool's model output as transcript content: text and images as they are, other files named. */
+const modelOutputContent = (part: Prompt.ToolModelOutputPart): Message.UserContent => {
+  if (part.type === "text") return Message.text(part.text)
+  if (!part.mediaType.startsWith("image/")) return Message.text(Prompt.toolModelOutputToText([part]))
+  return {
+    type: "image",
+    mediaType: part.mediaType,
+    source: part.data instanceof URL
+      ? { type: "url", url: part.data.href }
+      : { type: "base64", data: typeof part.data === "string" ? part.data : Buffer.from(part.data).toString("base64") }
   }
 }
 
@@ -211,30 +300,20 @@ export const guard = <A, E, R>(f: () => Effect.Effect<A, E, R>): Effect.Effect<A
 const describe = (value: unknown): string => value === null ? "null" : typeof value
 
 /**
- * Runs a call through `Toolkit.handle`: the final result, with preliminary
- * results passed on as they come.
+ * What an invocation that did not give an output ended with, as the model
+ * reads it: a fatal failure goes on as the run's failure; a defect (a registry
+ * of the application's own that threw) or an interruption is an error result.
  *
  * @internal
  */
-export const viaHandle = (
-  handle: (name: string, params: unknown, toolCallId: string) => Effect.Effect<
-    Stream.Stream<Tool.HandlerResult<Tool.Any>, unknown>,
-    AiError.AiError
-  >,
-  name: string
-): Runner =>
-(_params, rawParams, toolCallId, onPreliminary) =>
-  Effect.flatMap(guard(() => handle(name, rawParams, toolCallId)), (stream) => {
-    let final: Tool.HandlerResult<Tool.Any> | undefined
-    return Stream.runForEach(stream, (output) => {
-      if (!output.preliminary) {
-        final = output
-        return Effect.void
-      }
-      return onPreliminary(output.encodedResult)
-    }).pipe(Effect.flatMap(() =>
-      final === undefined
-        ? Effect.die(new Error(`tool ${name} returned no result`))
-        : Effect.succeed(final)
-    ))
-  })
+export const unexpected = (toolName: string, cause: Cause.Cause<unknown>): Effect.Effect<Output, ToolFatalError> => {
+  const failure = Cause.findErrorOption(cause)
+  if (Option.isSome(failure)) {
+    return failure.value instanceof ToolFatalError
+      ? Effect.fail(failure.value)
+      : Effect.succeed(errorOutput(Feedback.failed(toolName, failure.value)))
+  }
+  const defect = Cause.findDefect(cause)
+  if (Result.isSuccess(defect)) return Effect.succeed(errorOutput(Feedback.crashed(toolName, defect.success)))
+  return Effect.succeed(errorOutput(Feedback.interrupted(toolName)))
+}

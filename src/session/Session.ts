@@ -55,6 +55,7 @@ import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import * as CheckpointStore from "./CheckpointStore.ts"
+import * as Loop from "../internal/loop.ts"
 import { durable } from "./internal/checkpointer.ts"
 
 /**
@@ -100,13 +101,11 @@ export const run = <R = never>(
     const state = RunState.make({ runId, system: options.system, messages: prompt })
     const created = yield* store.create(id, { state, config })
     return yield* durable<R>(id, store, config, state, (plugin) =>
-      Agent.run<R>({
+      Loop.start<R>(state, {
         ...runOptions,
-        runId,
-        prompt,
         config,
         plugins: [...(options.plugins ?? []), plugin],
-        announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }, ...(options.announce ?? [])]
+        announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }]
       }))
   })
 
@@ -181,11 +180,11 @@ const resumeFrom = <R>(
     const config = yield* AgentConfig.make(resumeConfig(checkpoint.config, options.config))
     const state = checkpoint.state
     return yield* durable<R>(sessionId, store, config, state, (plugin) =>
-      Agent.runContinue<R>(state, {
+      Loop.resume<R>(state, {
         ...continueOptions,
         config,
         plugins: [...(options.plugins ?? []), plugin],
-        announce: [resumed(sessionId, state), ...(options.announce ?? [])]
+        announce: [resumed(sessionId, state)]
       })).pipe(
         // A plugin refused its saved state before the run started: the checkpoint holds what it cannot use.
         Effect.catchTag("InvalidPluginState", (error) =>

@@ -81,7 +81,7 @@ const refusedWithoutBubblewrap = (
 const toolMessages = (body: { readonly messages: ReadonlyArray<{ readonly role: string; readonly content: string }> }) =>
   body.messages.filter((message) => message.role === "tool").map((message) => message.content)
 
-describe("README: the effect-agent command", () => {
+describe.concurrent("README: the effect-agent command", () => {
   live("Run with OpenAI", () =>
     Effect.gen(function*() {
       const server = yield* replaying(chatToolCall, chatAnswer)

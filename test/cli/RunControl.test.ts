@@ -29,7 +29,7 @@ const resultOf = (trajectory: ReadonlyArray<{ readonly _tag: string }>, id: stri
   return undefined
 }
 
-describe("approvals and steering on stdin", () => {
+describe.concurrent("approvals and steering on stdin", () => {
   live("--approve ask: the call waits; a steer and an approve on stdin; the file is written, the steering delivered", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([writeNotes, { text: "Wrote notes.txt, in metric." }])
@@ -114,7 +114,7 @@ describe("approvals and steering on stdin", () => {
     }))
 })
 
-describe("MCP servers", () => {
+describe.concurrent("MCP servers", () => {
   live("--mcp starts a server whose tools the model calls", () =>
     Effect.gen(function*() {
       const everything = createRequire(import.meta.url).resolve("@modelcontextprotocol/server-everything/dist/index.js")

@@ -43,7 +43,7 @@ const refusal = (names: string, verb = "is", pronoun = "it") =>
   `${names} ${verb} in the environment: install bubblewrap, or pass --sandbox local to accept that commands can ` +
   `read ${pronoun}`
 
-describe("--sandbox auto without bubblewrap", () => {
+describe.concurrent("--sandbox auto without bubblewrap", () => {
   live("no secret in the environment: commands run without isolation, with a warning", () =>
     Effect.gen(function*() {
       const out = yield* runWithoutBubblewrap([], {})

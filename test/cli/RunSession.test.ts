@@ -17,7 +17,7 @@ beforeAll(async () => {
 
 const tagsOf = (events: ReadonlyArray<AgentEvent.AgentEvent>) => events.map((event) => event._tag)
 
-describe("sessions", () => {
+describe.concurrent("sessions", () => {
   live("SIGINT while a tool runs exits 31; --resume finishes the run without running the call again", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([

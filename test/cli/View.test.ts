@@ -1,8 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Effect, Option, type Terminal } from "effect"
+import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { AgentError, type AgentEvent, Message, type Outcome, RunState } from "effect-agent"
-import * as TerminalInput from "../../src/cli/internal/TerminalInput.ts"
 import * as View from "../../src/cli/internal/View.ts"
 import { Screen } from "./screen.ts"
 
@@ -223,24 +222,6 @@ describe("View.live", () => {
         "› type a control line: {\"type\":\"approve\"} or {\"type\":\"deny\",\"reason\":\"…\"} answers the oldest call waiting"
       )
     }).pipe(Effect.scoped))
-})
-
-describe("TerminalInput.edit", () => {
-  const key = (name: string, input?: string, ctrl = false): Terminal.UserInput => ({
-    input: input === undefined ? Option.none() : Option.some(input),
-    key: { name, ctrl, meta: false, shift: false }
-  })
-  it("types, erases, clears, sends the line; Ctrl-D ends an empty line; Ctrl-C interrupts", () => {
-    assert.deepStrictEqual(TerminalInput.edit("ab", key("c", "c")), { _tag: "Typing", text: "abc" })
-    assert.deepStrictEqual(TerminalInput.edit("abé", key("backspace")), { _tag: "Typing", text: "ab" })
-    assert.deepStrictEqual(TerminalInput.edit("ab", key("u", undefined, true)), { _tag: "Typing", text: "" })
-    assert.deepStrictEqual(TerminalInput.edit("ab", key("return", "\r")), { _tag: "Line", line: "ab" })
-    assert.deepStrictEqual(TerminalInput.edit("", key("d", undefined, true)), { _tag: "End" })
-    assert.deepStrictEqual(TerminalInput.edit("ab", key("d", undefined, true)), { _tag: "Typing", text: "ab" })
-    assert.deepStrictEqual(TerminalInput.edit("ab", key("c", undefined, true)), { _tag: "Interrupt" })
-    // escape sequences (arrows) are not text
-    assert.deepStrictEqual(TerminalInput.edit("ab", key("up", "\x1b[A")), { _tag: "Typing", text: "ab" })
-  })
 })
 
 describe("View.log", () => {

@@ -73,9 +73,35 @@ const build = async (dir: string) => {
   Fs.writeFileSync(Path.join(dir, "ready"), "")
 }
 
+/** Whether the process holding the build's lock is gone (a lock without its pid: after five minutes). */
+const lockAbandoned = (lock: string): boolean => {
+  let pid = Number.NaN
+  try {
+    pid = Number.parseInt(Fs.readFileSync(Path.join(lock, "pid"), "utf8"), 10)
+  } catch {
+    // not written yet, or the lock is gone
+  }
+  if (Number.isNaN(pid)) {
+    const since = Fs.statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()
+    return Date.now() - since > 300_000
+  }
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch (error) {
+    // ESRCH: no such process (EPERM: it is there, another user's)
+    return error instanceof Error && "code" in error && error.code === "ESRCH"
+  }
+}
+
+const buildDir = () => Path.join(root, "node_modules/.cache/effect-agent-cli", hashOfSources())
+
+/** Whether the command is built from the sources as they are now. */
+export const isBuilt = (): boolean => Fs.existsSync(Path.join(buildDir(), "ready"))
+
 /** The directory of the packed tarball and the package unpacked from it (building them if needed). */
 const built = async (): Promise<string> => {
-  const dir = Path.join(root, "node_modules/.cache/effect-agent-cli", hashOfSources())
+  const dir = buildDir()
   const lock = `${dir}.lock`
   const ready = Path.join(dir, "ready")
   const deadline = Date.now() + 240_000
@@ -84,10 +110,11 @@ const built = async (): Promise<string> => {
     if (Date.now() > deadline) throw new Error(`the build in ${dir} did not finish`)
     try {
       Fs.mkdirSync(lock, { recursive: false })
+      Fs.writeFileSync(Path.join(lock, "pid"), String(process.pid))
     } catch {
-      // Another test file is building; a lock left by a killed run is taken over after five minutes.
-      const since = Fs.statSync(lock, { throwIfNoEntry: false })?.mtimeMs ?? Date.now()
-      if (Date.now() - since > 300_000) Fs.rmSync(lock, { recursive: true, force: true })
+      // Another process is building (npm test's runner, or another test file). A lock whose process is
+      // gone (a run stopped with Ctrl-C) is taken over at once, one without a pid after five minutes.
+      if (lockAbandoned(lock)) Fs.rmSync(lock, { recursive: true, force: true })
       await sleep(250)
       continue
     }

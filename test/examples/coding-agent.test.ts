@@ -3,9 +3,12 @@ import { assert, it } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
 import type { AgentEvent } from "effect-agent"
 import { runCodingAgent, writeProject } from "../../examples/coding-agent.ts"
+import { bubblewrap } from "../bubblewrap.ts"
+import { captureLogs } from "../support.ts"
 
-it.live("examples/coding-agent.ts: the agent finds the bug, fixes it and the test passes", () =>
-  Effect.gen(function*() {
+it.live("examples/coding-agent.ts: the agent finds the bug, fixes it and the test passes", () => {
+  const logs = captureLogs()
+  return Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const root = yield* fs.makeTempDirectoryScoped({ prefix: "coding-agent-test-" })
     yield* writeProject(root)
@@ -40,4 +43,11 @@ it.live("examples/coding-agent.ts: the agent finds the bug, fixes it and the tes
       last?.role === "assistant" ? last.content : undefined,
       [{ type: "text", text: "Fixed: `calc.sh add` subtracted its operands; it adds them now and test.sh passes." }]
     )
-  }).pipe(Effect.provide(NodeServices.layer)))
+    // the sandbox it chose, said once
+    assert.deepStrictEqual(logs.lines, [
+      bubblewrap.works
+        ? `Info: Sandbox.auto: using bubblewrap for ${root}`
+        : `Warn: Sandbox.auto: using local (no isolation) for ${root}: ${bubblewrap.reason}`
+    ])
+  }).pipe(Effect.provide([NodeServices.layer, logs.layer]))
+})

@@ -124,7 +124,7 @@ const stopOnce = (dir: string, id: string, stopAfter: number, figures: Figures) 
     }
   })
 
-describe("a session stopped cleanly at a random moment", () => {
+describe.concurrent("a session stopped cleanly at a random moment", () => {
   it.live(`never rolls its checkpoint back and loses no steering (${stops} stops, seed ${seed})`, () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
@@ -186,7 +186,7 @@ const signalOnce = (dir: string, signal: "SIGINT" | "SIGTERM", stopAfter: number
     }
   }).pipe(Effect.scoped)
 
-describe("a session process stopped by SIGINT or SIGTERM at a random moment", () => {
+describe.concurrent("a session process stopped by SIGINT or SIGTERM at a random moment", () => {
   it.live(`never rolls its checkpoint back and loses no steering (${signalStops} processes, seed ${seed})`, () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

@@ -74,7 +74,7 @@ const assertEachTurnOnce = (messages: ReadonlyArray<Message.Message>, calls: Rea
   assert.deepStrictEqual(made, calls)
 }
 
-describe("a session killed in the middle of a turn resumes in a new process", () => {
+describe.concurrent("a session killed in the middle of a turn resumes in a new process", () => {
   it.live("SIGKILL while a replay-safe tool runs: the turn is redone, with one model call", () =>
     Effect.gen(function*() {
       const { final, firstExit, state, trajectory } = yield* crashAndResume("slow", "SIGKILL")

@@ -6,7 +6,7 @@ import { CheckpointStore, Session, Trajectory } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
-import { recorder } from "../support.ts"
+import { captureLogs, recorder } from "../support.ts"
 import { followTranscript, threeTurns, toolsLayer } from "./fixture.ts"
 
 const layers = (turns: ReadonlyArray<ScriptedModel.Turn>, onStart?: (name: string) => void) =>
@@ -73,14 +73,20 @@ describe("Trajectory.ndjson", () => {
       assert.strictEqual(resumed.events.at(-1)?._tag, "AgentEnd")
     }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.live("a trajectory that cannot be written stops writing and leaves the run alone", () =>
-    Effect.gen(function*() {
+  it.live("a trajectory that cannot be written stops writing, says so once, and leaves the run alone", () => {
+    const logs = captureLogs()
+    return Effect.gen(function*() {
       const { dir } = yield* setup
-      const result = yield* Agent.run({ prompt: "go", plugins: [Trajectory.ndjson(`${dir}/missing/dir/t.ndjson`)] }).pipe(
+      const path = `${dir}/missing/dir/t.ndjson`
+      const result = yield* Agent.run({ prompt: "go", plugins: [Trajectory.ndjson(path)] }).pipe(
         Effect.provide(layers([{ text: "hi" }]))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
-    }).pipe(Effect.provide(NodeServices.layer)))
+      assert.deepStrictEqual(logs.lines, [
+        `Warn: trajectory ${path}: stopped writing: NotFound: FileSystem.open (${path})`
+      ])
+    }).pipe(Effect.provide([NodeServices.layer, logs.layer]))
+  })
 
   /** Runs a one-turn agent with a trajectory at `path`, and returns its outcome and the warnings it logged. */
   const runWith = (path: string) =>

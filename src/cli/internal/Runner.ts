@@ -39,6 +39,7 @@ import type { AgentError } from "../../AgentError.ts"
 import * as AgentEvent from "../../AgentEvent.ts"
 import * as Approvals from "../../Approvals.ts"
 import type * as Hooks from "../../Hooks.ts"
+import * as McpTools from "../../McpTools.ts"
 import * as Message from "../../Message.ts"
 import type { Outcome } from "../../Outcome.ts"
 import * as Anthropic from "../../providers/Anthropic.ts"
@@ -199,7 +200,7 @@ const builtinEntry = (target: Target.Target) =>
       Effect.mapError((error) => sandboxFailure(target, error))
     )
     const kit = BuiltinTools.make({ requireApproval: target.approve !== "all" })
-    const entry = ToolRegistry.erase(yield* Effect.provideContext(kit, handlers), handlers)
+    const entry = yield* Effect.provideContext(ToolRegistry.fromToolkit(kit), handlers)
     const tools: Record<string, (typeof entry.tools)[string]> = {}
     for (const name of target.tools) {
       const tool = entry.tools[name]
@@ -272,7 +273,7 @@ const mcpEntry = (target: Target.Target, command: string) =>
     if (Result.isFailure(argv)) return yield* configError(`--mcp ${JSON.stringify(command)}: ${argv.failure}`)
     const [program, ...args] = argv.success
     const watched = watchingSpawner(yield* ChildProcessSpawner.ChildProcessSpawner)
-    return yield* ToolRegistry.fromMcpStdio(ChildProcess.make(program, args, { cwd: target.workspace }), {
+    return yield* McpTools.stdio(ChildProcess.make(program, args, { cwd: target.workspace }), {
       needsApproval: target.approve !== "all"
     }).pipe(
       Effect.provideService(ChildProcessSpawner.ChildProcessSpawner, watched.service),

@@ -1,3 +1,9 @@
+/**
+ * Sandbox: commands on the local, bubblewrap and auto sandboxes (exit codes,
+ * output caps, environment, killing the whole process tree) and the names
+ * that hold secrets. The file operations' security is in
+ * SandboxSecurity.test.ts, the in-memory sandbox in SandboxMemory.test.ts.
+ */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, FileSystem, Layer, Path } from "effect"
@@ -12,6 +18,7 @@ import {
   processesRunning
 } from "./fixtures.ts"
 import { bubblewrap, needsBubblewrap } from "../bubblewrap.ts"
+import { captureLogs } from "../support.ts"
 
 const withSandbox = <A, E>(
   layer: (root: string) => Layer.Layer<Sandbox.Sandbox, Sandbox.SandboxError>,
@@ -215,8 +222,9 @@ describe("Sandbox.bubblewrap commands", () => {
 })
 
 describe("Sandbox.auto", () => {
-  it.live("uses bubblewrap where it works, else local, and says which", () =>
-    Effect.gen(function*() {
+  it.live("uses bubblewrap where it works, else local, and says which", () => {
+    const logs = captureLogs()
+    return Effect.gen(function*() {
       const workspace = yield* makeWorkspace()
       const auto = yield* Effect.provide(
         Effect.service(Sandbox.Sandbox),
@@ -239,10 +247,20 @@ describe("Sandbox.auto", () => {
           "bubblewrap is not supported: cannot run true: program not found: /nonexistent/bwrap"
         ]
       )
-    }).pipe(Effect.provide(NodeServices.layer)))
+      const root = auto.root
+      assert.deepStrictEqual(logs.lines, [
+        bubblewrap.works
+          ? `Info: Sandbox.auto: using bubblewrap for ${root}`
+          : `Warn: Sandbox.auto: using local (no isolation) for ${root}: ${bubblewrap.reason}`,
+        `Warn: Sandbox.auto: using local (no isolation) for ${root}: ` +
+        "cannot run true: program not found: /nonexistent/bwrap"
+      ])
+    }).pipe(Effect.provide([NodeServices.layer, logs.layer]))
+  })
 
-  it.live("does not fall back to local while a secret variable is set: commands could read it through /proc", () =>
-    Effect.gen(function*() {
+  it.live("does not fall back to local while a secret variable is set: commands could read it through /proc", () => {
+    const logs = captureLogs()
+    return Effect.gen(function*() {
       const workspace = yield* makeWorkspace()
       const name = "EFFECT_AGENT_TEST_SECRET"
       yield* Effect.acquireRelease(
@@ -279,7 +297,12 @@ describe("Sandbox.auto", () => {
         )
         assert.strictEqual(isolated.kind, "bubblewrap")
       }
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+      // the two fallbacks say so; the refusal is the error, not a log line
+      const local = `Warn: Sandbox.auto: using local (no isolation) for ${workspace.root}: ` +
+        "cannot run true: program not found: /nonexistent/bwrap"
+      assert.deepStrictEqual(logs.lines.filter((line) => line.startsWith("Warn")), [local, local])
+    }).pipe(Effect.scoped, Effect.provide([NodeServices.layer, logs.layer]))
+  })
 
   it("names that hold secrets, as Sandbox.isSecretName sees them", () => {
     const secret = [

@@ -4,7 +4,7 @@
  * one adapter with no dependency outside this repository).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { adapter as bare } from "../bench/adapters/bare.ts"
+import { adapter as bare } from "./adapters/bare.ts"
 import {
   DELTAS_PER_TURN,
   NOOP,
@@ -16,7 +16,7 @@ import {
   sessionScript,
   verifyBatch,
   verifySession
-} from "../bench/workload.ts"
+} from "./workload.ts"
 
 describe("bench workload", () => {
   it("plays T tool turns of 20 deltas and one noop call, then the final answer, then refuses", () => {

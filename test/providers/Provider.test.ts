@@ -1,15 +1,16 @@
 /**
- * A missing API key is caught when a provider layer is built, before any
- * request, with a typed `MissingApiKey` naming the variable: always for
- * Anthropic, for the OpenAI layers when they talk to api.openai.com (a
- * compatible server elsewhere may need no key), and whenever a `Config`
- * given as `apiKey` is not set.
+ * Provider: the options every provider layer resolves when it is
+ * built. A missing API key is caught then, before any request, with a typed
+ * `MissingApiKey` naming the variable: always for Anthropic, for the OpenAI
+ * layers when they talk to api.openai.com (a compatible server elsewhere may
+ * need no key), and whenever a `Config` given as `apiKey` is not set.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Config, ConfigProvider, Effect, Exit, Layer, Redacted } from "effect"
+import { Config, ConfigProvider, Duration, Effect, Exit, Layer, Redacted } from "effect"
 import { type LanguageModel } from "effect/ai"
 import { HttpClient } from "effect/http"
 import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
+import * as Settings from "../../src/providers/internal/Settings.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
@@ -132,4 +133,84 @@ describe("a missing API key", () => {
         "sk-ant-config"
       ])
     }))
+})
+
+describe("provider settings: resolve", () => {
+  const defaults: Settings.Defaults = {
+    provider: "Test",
+    baseUrl: "https://api.example.com/v1",
+    envVar: "TEST_API_KEY",
+    keyRequired: () => false
+  }
+
+  it.effect("fills in the defaults: the base URL, no headers, the timeouts, the size cap and the price table", () =>
+    Effect.gen(function*() {
+      const settings = yield* Settings.resolve({ model: "m" }, defaults).pipe(withEnv({}))
+      assert.deepStrictEqual(
+        [settings.model, settings.apiKey, settings.baseUrl, settings.headers, settings.retry],
+        ["m", undefined, "https://api.example.com/v1", {}, {}]
+      )
+      assert.isTrue(Duration.equals(settings.idleTimeout, Provider.defaultIdleTimeout))
+      assert.isTrue(Duration.equals(settings.responseTimeout, Provider.defaultResponseTimeout))
+      assert.strictEqual(settings.maxResponseBytes, Provider.defaultMaxResponseBytes)
+      assert.strictEqual(settings.redact("nothing to hide"), "nothing to hide")
+    }))
+
+  it.effect("trims the base URL's slashes and clamps numbers a caller got wrong", () =>
+    Effect.gen(function*() {
+      const settings = yield* Settings.resolve({
+        model: "m",
+        baseUrl: "http://127.0.0.1:8080/v1//",
+        maxOutputTokens: 0.5,
+        idleTimeout: 0,
+        responseTimeout: "-5 seconds",
+        maxResponseBytes: Number.NaN
+      }, defaults).pipe(withEnv({}))
+      assert.strictEqual(settings.baseUrl, "http://127.0.0.1:8080/v1")
+      assert.strictEqual(settings.maxOutputTokens, 1)
+      assert.strictEqual(Duration.toMillis(settings.idleTimeout), 1)
+      assert.strictEqual(Duration.toMillis(settings.responseTimeout), 1)
+      assert.strictEqual(settings.maxResponseBytes, Provider.defaultMaxResponseBytes)
+      const floored = yield* Settings.resolve(
+        { model: "m", maxOutputTokens: 99.9, maxResponseBytes: 0 },
+        defaults
+      )
+      assert.deepStrictEqual([floored.maxOutputTokens, floored.maxResponseBytes], [99, 1])
+    }))
+
+  it.effect("reads the key from the environment variable, and its redactor hides it", () =>
+    Effect.gen(function*() {
+      const settings = yield* Settings.resolve({ model: "m" }, defaults).pipe(
+        withEnv({ TEST_API_KEY: "sk-test-resolve-1234" })
+      )
+      const key = settings.apiKey === undefined ? undefined : Redacted.value(settings.apiKey)
+      assert.strictEqual(key, "sk-test-resolve-1234")
+      assert.notInclude(settings.redact("the key sk-test-resolve-1234 was refused"), "sk-test-resolve-1234")
+    }))
+})
+
+describe("provider settings: bearerRequest", () => {
+  it.effect("posts under the base URL with the headers, and the key as a bearer token only when there is one", () =>
+    Effect.gen(function*() {
+      const defaults = { provider: "Test", baseUrl: "http://127.0.0.1:9/v1", envVar: "K", keyRequired: () => false }
+      const keyed = yield* Settings.resolve(
+        { model: "m", apiKey: Redacted.make("sk-bearer"), headers: { "x-team": "a" } },
+        defaults
+      )
+      const request = Settings.bearerRequest(keyed, "/chat/completions")
+      assert.deepStrictEqual([request.method, request.url], ["POST", "http://127.0.0.1:9/v1/chat/completions"])
+      assert.deepStrictEqual([request.headers["x-team"], request.headers.authorization], ["a", "Bearer sk-bearer"])
+      const keyless = yield* Settings.resolve({ model: "m" }, defaults).pipe(withEnv({}))
+      assert.isUndefined(Settings.bearerRequest(keyless, "/x").headers.authorization)
+    }))
+})
+
+describe("provider settings: isOpenAi", () => {
+  it("is OpenAI's host at any spelling, and nothing else, an invalid URL included", () => {
+    assert.isTrue(Settings.isOpenAi("https://api.openai.com/v1"))
+    assert.isTrue(Settings.isOpenAi("https://API.OpenAI.com"))
+    assert.isFalse(Settings.isOpenAi("https://api.openai.com.evil.example/v1"))
+    assert.isFalse(Settings.isOpenAi("http://localhost:11434/v1"))
+    assert.isFalse(Settings.isOpenAi("not a url"))
+  })
 })

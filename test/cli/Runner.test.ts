@@ -1,15 +1,19 @@
 /**
- * `effect-agent run` as a real process, built as the package is built:
- * against a local server replaying recorded provider streams, on scripted
- * models for each exit code, with invalid flags and garbage on stdin.
+ * Runner: `effect-agent run` as a real process, built as the package is
+ * built: against a local server replaying recorded provider streams, stopped
+ * by a cancel line, SIGTERM or the end of stdin, with garbage on stdin. The
+ * exit code of every other ending and the errors for invalid flags and
+ * script files come from runs of the same command in the test process (see
+ * inProcess.ts), a process each costing half a second of CPU to start; the
+ * process's own exit code is the one these report (ExitCode.fromExit).
  */
 import { assert, beforeAll, describe } from "@effect/vitest"
-import { Effect, FileSystem, Schedule, Stream } from "effect"
+import { Effect, FileSystem, Schedule } from "effect"
 import { type AgentEvent, Message } from "effect-agent"
 import { HttpServerResponse } from "effect/http"
-import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as TestServer from "../providers/TestServer.ts"
-import { builtCommand, builtPackage } from "./build.ts"
+import { builtCommand } from "./build.ts"
+import { runCommand } from "./inProcess.ts"
 import {
   chatAnswer,
   chatToolCall,
@@ -36,7 +40,7 @@ const lastAssistant = (trajectory: ReadonlyArray<AgentEvent.AgentEvent>) => {
   return messages.filter((message) => message.role === "assistant").at(-1)
 }
 
-describe("against a local server replaying recorded provider streams", () => {
+describe.concurrent("against a local server replaying recorded provider streams", () => {
   live("OpenAI Chat: a tool call, then an answer; stdout is the answer, the session's trajectory has the run, exit 0", () =>
     Effect.gen(function*() {
       const server = yield* replaying(chatToolCall, chatAnswer)
@@ -185,7 +189,7 @@ describe("against a local server replaying recorded provider streams", () => {
     }))
 })
 
-describe("exit codes, each from a real run", () => {
+describe.concurrent("exit codes, each from a real run (in the test process, but for the signals and stdin)", () => {
   const toolTurn = (usage: object = {}, delay?: number) => ({
     toolCalls: [{ name: "read_file", params: { path: "a.txt" } }],
     usage,
@@ -214,7 +218,7 @@ describe("exit codes, each from a real run", () => {
     live(name, () =>
       Effect.gen(function*() {
         const dir = yield* scripted(turns)
-        const out = yield* run(cli, scriptedArgs(dir, "--json", ...flags), { cwd: dir })
+        const out = yield* runCommand(scriptedArgs(dir, "--json", ...flags), { cwd: dir })
         assert.strictEqual(out.code, code, out.stderr)
         const result = JSON.parse(out.stdout)
         assert.strictEqual(result.exitCode, code)
@@ -279,7 +283,7 @@ describe("exit codes, each from a real run", () => {
     }))
 })
 
-describe("bad input", () => {
+describe.concurrent("bad input (flags and script files in the test process, stdin in a real one)", () => {
   const invalid: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
     [["run", "--bogus"], "Unrecognized flag: --bogus in command effect-agent run\n\nSee: effect-agent run --help\n"],
     [["run", "--task", "x", "--max-turns", "many"], "Invalid value for flag --max-turns: \"many\""],
@@ -292,7 +296,7 @@ describe("bad input", () => {
     live(`22: ${args.slice(1).join(" ")}`, () =>
       Effect.gen(function*() {
         const dir = yield* tempDir
-        const out = yield* run(cli, args, { cwd: dir })
+        const out = yield* runCommand(args, { cwd: dir })
         assert.strictEqual(out.code, 22, `${out.stdout}\n${out.stderr}`)
         assert.include(out.stderr, message)
         assert.strictEqual(out.stdout, "")
@@ -301,7 +305,7 @@ describe("bad input", () => {
 
   live("22 with --json: the error is the JSON result", () =>
     Effect.gen(function*() {
-      const out = yield* run(cli, ["run", "--task", "x", "--json", "--emit-jsonl", "-"], { cwd: yield* tempDir })
+      const out = yield* runCommand(["run", "--task", "x", "--json", "--emit-jsonl", "-"], { cwd: yield* tempDir })
       assert.strictEqual(out.code, 22, out.stderr)
       const result = JSON.parse(out.stdout)
       assert.deepStrictEqual([result.exitCode, result.outcome, result.error], [22, null, {
@@ -313,7 +317,7 @@ describe("bad input", () => {
   live("22: a script file that is not a script says where", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: 1 }])
-      const out = yield* run(cli, scriptedArgs(dir), { cwd: dir })
+      const out = yield* runCommand(scriptedArgs(dir), { cwd: dir })
       assert.strictEqual(out.code, 22, out.stderr)
       assert.include(out.stderr, `effect-agent: script file ${dir}/script.json: Expected string at ["turns"][0]["text"]\n`)
     }))
@@ -351,54 +355,5 @@ describe("bad input", () => {
       const empty = yield* run(cli, args, { cwd: dir, stdin: "  \n" })
       assert.strictEqual(empty.code, 22)
       assert.include(empty.stderr, "the task on stdin is empty")
-    }))
-})
-
-describe("the package", () => {
-  live("bin is dist/cli/main.js, runs by its shebang, and version --json lists the capabilities and exit codes", () =>
-    Effect.gen(function*() {
-      const fs = yield* FileSystem.FileSystem
-      const pkg = yield* Effect.promise(builtPackage)
-      const json = JSON.parse(yield* fs.readFileString(`${pkg}/package.json`))
-      assert.deepStrictEqual(json.bin, { "effect-agent": "dist/cli/main.js" })
-      // the file itself, run by its shebang
-      const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-      const handle = yield* spawner.spawn(ChildProcess.make(`${pkg}/${json.bin["effect-agent"]}`, ["version", "--json"]))
-      const [code, stdout] = yield* Effect.all([handle.exitCode, Stream.mkString(Stream.decodeText(handle.stdout))], {
-        concurrency: 2
-      })
-      assert.strictEqual(Number(code), 0)
-      const info = JSON.parse(stdout)
-      assert.strictEqual(info.name, "effect-agent")
-      assert.strictEqual(info.version, json.version)
-      for (const capability of ["resume", "control-protocol", "mcp", "sandbox-bubblewrap", "sandbox-local"]) {
-        assert.include(info.capabilities, capability)
-      }
-      assert.deepStrictEqual(info.exitCodes, {
-        ok: 0,
-        unexpected: 1,
-        maxTurns: 10,
-        tokenBudget: 11,
-        wallClockBudget: 12,
-        costBudget: 13,
-        stuck: 14,
-        modelFailure: 20,
-        resumeFailure: 21,
-        configError: 22,
-        cancelled: 30,
-        interrupted: 31
-      })
-      const plain = yield* run(cli, ["version"], { cwd: pkg })
-      assert.strictEqual(plain.stdout, `effect-agent ${json.version}\n`)
-    }))
-
-  live("demo: the offline demo, piped: as run does, the event log on stderr (no escape codes), the answer on stdout", () =>
-    Effect.gen(function*() {
-      const out = yield* run(cli, ["demo"], { cwd: yield* tempDir, env: { FORCE_COLOR: "1" } })
-      assert.strictEqual(out.code, 0, out.stderr)
-      noEscapes(out.stderr)
-      assert.include(out.stderr, "↪ steering delivered: Actually, I'd rather take the train than fly.")
-      assert.include(out.stderr, "■ Completed")
-      assert.match(out.stdout, /^Take the 08:25 Bergensbanen from Oslo.*\n$/)
     }))
 })

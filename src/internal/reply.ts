@@ -1,13 +1,74 @@
 /**
- * Assembles an assistant message from a model's stream parts, part by part,
- * and reports each delta for `MessageUpdate` events. Each part is looked at
- * once; text is kept as chunks and joined once at the end.
+ * One model reply: the request streamed to the model, and the assistant
+ * message built from its stream parts, part by part, with a `MessageUpdate`
+ * for each delta. Each part is looked at once; text is kept as chunks and
+ * joined once at the end.
  *
  * @internal
  */
-import type { Response } from "effect/ai"
+import { Effect, Stream } from "effect"
+import type { AiError, Prompt, Response } from "effect/ai"
 import type * as AgentEvent from "../AgentEvent.ts"
+import { ModelError } from "../AgentError.ts"
 import type * as Message from "../Message.ts"
+import * as Events from "./events.ts"
+import type * as LiveRun from "./liveRun.ts"
+import * as Stops from "./stops.ts"
+
+/**
+ * A reply: the message (what streamed before a stop is kept) and the stop that cut it, if one did.
+ *
+ * @internal
+ */
+export interface Reply {
+  readonly message: Message.AssistantMessage
+  readonly stopped: Stops.Stop | undefined
+}
+
+const modelError = (turn: number) => (error: AiError.AiError) => ModelError.fromAiError(error, turn)
+
+/**
+ * Streams one model reply, emitting its events; `stopped` when a cancel or
+ * the deadline cut it. A plain generator: the turn delegates to it with
+ * `yield*`.
+ *
+ * @internal
+ */
+export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops">, prompt: Prompt.Prompt) {
+  const { events } = run
+  const builder = new AssistantBuilder()
+  yield* Events.messageStarted(events)
+  const stream = run.env.model.streamText({
+    prompt,
+    toolkit: run.env.toolkit,
+    disableToolCallResolution: true,
+    toolCallValidation: "deferred"
+  })
+  const observed = events.observed
+  const consume = Stream.runForEachArray(stream, (parts) => {
+    let deltas: Array<AgentEvent.Delta> | undefined
+    for (const part of parts) {
+      const delta = builder.push(part)
+      if (delta !== undefined && observed) (deltas ??= []).push(delta)
+    }
+    return deltas === undefined ? Effect.void : Events.messageUpdates(events, deltas)
+  })
+  // The stream ends with `void`, a stop with its reason: no step to map the one to `undefined`.
+  const stopped: void | Stops.Stop = yield* Stops.race(
+    run.stops,
+    Effect.mapError(consume, modelError(events.turn)),
+    (stop): void | Stops.Stop => stop
+  )
+  // What streamed before a stop is kept; its complete tool calls are answered by the batch.
+  const message = builder.build(stopped !== undefined)
+  yield* Events.messageEnded(events, message)
+  const reply: Reply = { message, stopped: stopped === undefined ? undefined : stopped }
+  return reply
+}
+
+// -----------------------------------------------------------------------------
+// The assistant message, from stream parts
+// -----------------------------------------------------------------------------
 
 interface OpenBlock {
   readonly id: string

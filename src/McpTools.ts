@@ -1,24 +1,82 @@
 /**
- * Tools from MCP servers as an `effect/ai` toolkit with handlers (the
- * implementation of `ToolRegistry.fromMcp`).
+ * Tools from MCP servers, as entries of a `ToolRegistry`: connect to a server
+ * over stdio ({@link stdio}) or Streamable HTTP ({@link http}), or take a
+ * connected `effect/ai` `McpClient` ({@link fromClient}), and register its
+ * tools beside the application's.
  *
  * `effect/ai`'s `McpClient.toolkit` is not used as is: it fails on image
  * content. Here a result's text and images reach the model as they are
  * (images as image parts of the tool result; audio and other binary content
  * named in the text), every failure (a tool-reported error, a server that
- * died, a timeout) becomes an error result the model reads, and the loop
- * annotations follow the server's hints.
+ * died, a timeout) becomes an error result the model reads and a warning in
+ * the log, never a failed or hung run, and the loop annotations follow the
+ * server's hints: read-only tools run in parallel and may be replayed, others
+ * run one at a time.
  *
- * @internal
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { ChildProcess } from "effect/process"
+ * import { McpTools, ToolRegistry } from "effect-agent"
+ *
+ * const Tools = Layer.effect(
+ *   ToolRegistry.ToolRegistry,
+ *   Effect.map(
+ *     McpTools.stdio(ChildProcess.make("npx", ["-y", "@modelcontextprotocol/server-everything"]), { prefix: "ev_" }),
+ *     (entry) => ToolRegistry.make(entry)
+ *   )
+ * )
+ * ```
+ *
+ * @since 0.1.0
  */
-import { Effect, Schema, type Scope } from "effect"
+import { type Duration, Effect, Schema, type Scope } from "effect"
 import { McpClient, McpClientError, McpProtocol, type McpSchema, Prompt, Tool, Toolkit } from "effect/ai"
 import { Base64 } from "effect/encoding"
-import type { ChildProcess } from "effect/process"
-import * as AgentTool from "../AgentTool.ts"
-import type { McpConnectOptions as ConnectOptions, McpHttpOptions, McpOptions as Options } from "../ToolRegistry.ts"
+import type { HttpClient } from "effect/http"
+import type { ChildProcess, ChildProcessSpawner } from "effect/process"
+import * as AgentTool from "./AgentTool.ts"
+import * as ToolRegistry from "./ToolRegistry.ts"
 
-const clientInfo = { name: "effect-agent", version: "0.1.0" }
+/**
+ * How the tools of an MCP server are registered.
+ *
+ * - `prefix`: put before each tool's name (`"fs_"`: `read_file` becomes
+ *   `fs_read_file`); characters a model API refuses become `_`.
+ * - `filter`: keep only the tools it accepts.
+ * - `timeout`: how long one call may wait for the server (unset: the run's
+ *   `toolTimeout` applies).
+ * - `needsApproval`: every tool of the server needs approval.
+ *
+ * @since 0.1.0
+ */
+export interface Options {
+  readonly prefix?: string | undefined
+  readonly filter?: ((tool: McpSchema.Tool) => boolean) | undefined
+  readonly timeout?: Duration.Input | undefined
+  readonly needsApproval?: boolean | undefined
+}
+
+/**
+ * {@link Options}, and how to connect: the MCP protocol revision (default
+ * 2025-11-25) and how long connecting and listing the tools may take (default
+ * 60 seconds).
+ *
+ * @since 0.1.0
+ */
+export interface ConnectOptions extends Options {
+  readonly protocol?: McpProtocol.ProtocolAdapter<McpClient.ProtocolVersion> | undefined
+  readonly connectTimeout?: Duration.Input | undefined
+}
+
+/**
+ * {@link ConnectOptions} and the HTTP headers sent with every request.
+ *
+ * @since 0.1.0
+ */
+export interface HttpOptions extends ConnectOptions {
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
 
 const validName = /^[a-zA-Z0-9_-]{1,64}$/
 
@@ -102,11 +160,29 @@ const describeFailure = (server: string, error: McpClientError.McpClientError): 
 
 const isArguments = Schema.is(Schema.Record(Schema.String, Schema.Unknown))
 
-/** @internal */
-export type McpToolkit = Toolkit.WithHandler<Record<string, Tool.Any>>
-
-/** @internal */
-export const toolkit = Effect.fnUntraced(function*(client: McpClient.McpClient, options?: Options) {
+/**
+ * The tools of a connected MCP server (`effect/ai`'s `McpClient`, over any
+ * transport) as a registry entry. Each call goes to the server; its result
+ * reaches the model as the server gave it.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { McpClient } from "effect/ai"
+ * import { McpTools, ToolRegistry } from "effect-agent"
+ *
+ * const Tools = Layer.effect(
+ *   ToolRegistry.ToolRegistry,
+ *   Effect.gen(function*() {
+ *     const client = yield* McpClient.McpClient
+ *     return ToolRegistry.make(yield* McpTools.fromClient(client, { prefix: "docs_" }))
+ *   })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+export const fromClient = Effect.fnUntraced(function*(client: McpClient.McpClient, options?: Options) {
   const server = client.serverInfo?.name ?? "server"
   const descriptors = (yield* client.listTools()).filter(options?.filter ?? (() => true))
   const callOptions = options?.timeout === undefined ? undefined : { timeout: options.timeout }
@@ -153,27 +229,50 @@ export const toolkit = Effect.fnUntraced(function*(client: McpClient.McpClient, 
         : Effect.fail("the arguments must be a JSON object")
   }
   const kit = Toolkit.make(...tools)
-  const withHandlers: McpToolkit = yield* kit.pipe(Effect.provideContext(yield* kit.toHandlers(handlers)))
-  return withHandlers
+  const entry: ToolRegistry.Entry = yield* ToolRegistry.fromToolkit(kit).pipe(
+    Effect.provideContext(yield* kit.toHandlers(handlers))
+  )
+  return entry
 })
+
+const clientInfo = { name: "effect-agent", version: "0.1.0" }
 
 const connect = <R>(
   transport: Effect.Effect<McpClient.Transport, McpClientError.McpClientError, R>,
   options: ConnectOptions | undefined
-): Effect.Effect<McpToolkit, McpClientError.McpClientError, R | Scope.Scope> =>
+): Effect.Effect<ToolRegistry.Entry, McpClientError.McpClientError, R | Scope.Scope> =>
   Effect.gen(function*() {
     const client = yield* McpClient.make({ ...clientInfo, timeout: options?.connectTimeout }).pipe(
       Effect.provideService(McpClient.Transport, yield* transport)
     )
-    return yield* toolkit(client, options)
+    return yield* fromClient(client, options)
   })
 
 const protocolOf = (options: ConnectOptions | undefined) => options?.protocol ?? McpProtocol.v2025_11_25
 
-/** @internal */
-export const stdio = (command: ChildProcess.Command, options?: ConnectOptions) =>
-  connect(McpClient.stdio({ command, protocol: protocolOf(options) }), options)
+/**
+ * Starts an MCP server as a subprocess (stdio transport) and registers its
+ * tools ({@link fromClient}). The server lives as long as the scope.
+ *
+ * @since 0.1.0
+ */
+export const stdio = (
+  command: ChildProcess.Command,
+  options?: ConnectOptions
+): Effect.Effect<
+  ToolRegistry.Entry,
+  McpClientError.McpClientError,
+  Scope.Scope | ChildProcessSpawner.ChildProcessSpawner
+> => connect(McpClient.stdio({ command, protocol: protocolOf(options) }), options)
 
-/** @internal */
-export const http = (url: string | URL, options?: McpHttpOptions) =>
+/**
+ * Connects to an MCP server over Streamable HTTP and registers its tools
+ * ({@link fromClient}). The connection lives as long as the scope.
+ *
+ * @since 0.1.0
+ */
+export const http = (
+  url: string | URL,
+  options?: HttpOptions
+): Effect.Effect<ToolRegistry.Entry, McpClientError.McpClientError, Scope.Scope | HttpClient.HttpClient> =>
   connect(McpClient.http({ url, protocol: protocolOf(options), headers: options?.headers }), options)

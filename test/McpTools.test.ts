@@ -2,12 +2,13 @@ import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
-import { Agent, AgentTool, Hooks, type Message, ToolRegistry } from "effect-agent"
+import { Agent, AgentTool, Hooks, McpTools, type Message, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { createServer } from "node:net"
 import { fileURLToPath } from "node:url"
+import { captureLogs } from "./support.ts"
 
 // Both servers are dev dependencies, run offline with this Node.
 const require = createRequire(import.meta.url)
@@ -22,7 +23,7 @@ const everythingRegistry = (command = ChildProcess.make(process.execPath, [every
   Layer.effect(
     ToolRegistry.ToolRegistry,
     Effect.map(
-      ToolRegistry.fromMcpStdio(command, { prefix: "ev_", filter: (tool) => everythingTools.has(tool.name) }),
+      McpTools.stdio(command, { prefix: "ev_", filter: (tool) => everythingTools.has(tool.name) }),
       (entry) => ToolRegistry.make(entry)
     )
   ).pipe(Layer.provide(NodeServices.layer))
@@ -39,7 +40,7 @@ const toolResults = (messages: ReadonlyArray<Message.Message>) =>
       : []
   )
 
-describe("ToolRegistry.fromMcp", () => {
+describe.concurrent("McpTools", () => {
   it.live("registers the server's tools with a prefix and the loop annotations from its hints", () =>
     Effect.gen(function*() {
       const registry = yield* ToolRegistry.ToolRegistry
@@ -85,7 +86,7 @@ describe("ToolRegistry.fromMcp", () => {
       const registry = (command: ChildProcess.Command, name: string) =>
         Layer.effect(
           ToolRegistry.ToolRegistry,
-          Effect.map(ToolRegistry.fromMcpStdio(command, { filter: (tool) => tool.name === name }), (entry) => ToolRegistry.make(entry))
+          Effect.map(McpTools.stdio(command, { filter: (tool) => tool.name === name }), (entry) => ToolRegistry.make(entry))
         )
       const run = (command: ChildProcess.Command, name: string) =>
         Effect.gen(function*() {
@@ -138,7 +139,7 @@ describe("ToolRegistry.fromMcp", () => {
       const registry = Layer.effect(
         ToolRegistry.ToolRegistry,
         Effect.map(
-          ToolRegistry.fromMcpStdio(ChildProcess.make(process.execPath, [filesystem, dir]), { prefix: "fs_" }),
+          McpTools.stdio(ChildProcess.make(process.execPath, [filesystem, dir]), { prefix: "fs_" }),
           (entry) => ToolRegistry.make(entry)
         )
       )
@@ -159,8 +160,9 @@ describe("ToolRegistry.fromMcp", () => {
       assert.match(denied?.text ?? "", /Access denied - path outside allowed directories/)
     }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.live("a server that dies mid-call gives error results, a warning, and the run goes on", () =>
-    Effect.gen(function*() {
+  it.live("a server that dies mid-call gives error results, a warning each, and the run goes on", () => {
+    const logs = captureLogs()
+    return Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const dir = yield* fs.makeTempDirectoryScoped({ prefix: "effect-agent-mcp-dies-" })
       const pidFile = `${dir}/server.pid`
@@ -196,7 +198,11 @@ describe("ToolRegistry.fromMcp", () => {
         ["ev_echo", true]
       ])
       for (const r of results) assert.match(r.text, /^MCP server mcp-servers\/everything is unavailable: /)
-    }).pipe(Effect.provide(NodeServices.layer)))
+      // a warning for each call that failed
+      const warning = "Warn: MCP server mcp-servers/everything is unavailable: MCP server closed stdout"
+      assert.deepStrictEqual(logs.lines, [warning, warning])
+    }).pipe(Effect.provide([NodeServices.layer, logs.layer]))
+  })
 
   it.live("over Streamable HTTP too", () =>
     Effect.gen(function*() {
@@ -212,7 +218,7 @@ describe("ToolRegistry.fromMcp", () => {
         Stream.takeUntil((text) => text.includes("listening")),
         Stream.runDrain
       )
-      const entry = yield* ToolRegistry.fromMcpHttp(`http://127.0.0.1:${port}/mcp`, {
+      const entry = yield* McpTools.http(`http://127.0.0.1:${port}/mcp`, {
         prefix: "ev_",
         filter: (tool) => tool.name === "get-sum"
       })

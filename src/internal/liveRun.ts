@@ -1,0 +1,280 @@
+/**
+ * A run in progress, made of parts; each step of the loop declares the parts
+ * it uses (`LiveRun.Uses<R, "transcript" | "events">`).
+ *
+ * - `env`: what the run was given: config, model, tools, approvals,
+ *   steering, plugins (and the ones with each hook), services.
+ * - `transcript`: the messages and their `Prompt` form.
+ * - `events`: where the run's events go.
+ * - `journal`: what a mid-batch checkpoint must hold (the recovery journal).
+ * - `progress`: turns, usage, wall time, the wrap-up request, quotas.
+ * - `inbox`: steering and follow-ups taken but not yet delivered.
+ * - `stops`: the cancel and the deadline.
+ * - `context`: the view of the run its hooks get.
+ *
+ * @internal
+ */
+import { Clock, type Context, Effect, Option } from "effect"
+import { AiError, LanguageModel, type Toolkit } from "effect/ai"
+import * as AgentConfig from "../AgentConfig.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import * as Approvals from "../Approvals.ts"
+import * as Guards from "../Guards.ts"
+import type * as Hooks from "../Hooks.ts"
+import type * as Message from "../Message.ts"
+import * as RunState from "../RunState.ts"
+import * as Steering from "../Steering.ts"
+import { ToolRegistry } from "../ToolRegistry.ts"
+import * as Events from "./events.ts"
+import * as Journal from "./journal.ts"
+import * as Progress from "./progress.ts"
+import * as Stops from "./stops.ts"
+import * as Transcript from "./transcript.ts"
+
+/**
+ * The hooks a plugin may have that the loop calls in order.
+ *
+ * @internal
+ */
+export type HookName =
+  | "beforeModelCall"
+  | "afterTurn"
+  | "beforeToolCall"
+  | "afterToolCall"
+  | "transformContext"
+  | "steering"
+  | "followUp"
+
+/**
+ * What a run was given.
+ *
+ * @internal
+ */
+export interface Environment<R> {
+  readonly runId: string
+  readonly config: AgentConfig.AgentConfig
+  /** The model, looked up once per run. */
+  readonly model: LanguageModel.LanguageModel
+  readonly registry: ToolRegistry["Service"]
+  /** The registry's definitions as the toolkit the model is given. */
+  readonly toolkit: Toolkit.WithHandler<{}>
+  readonly approvals: Approvals.Service | undefined
+  readonly steering: Steering.Service | undefined
+  /** The guards the config installs, then the application's plugins. */
+  readonly plugins: ReadonlyArray<Hooks.Plugin<R>>
+  /** The plugins that have each hook, in order (looked up once per run, not per call). */
+  readonly hooks: { readonly [K in HookName]: ReadonlyArray<Hooks.Plugin<R>> }
+  /** The run's services (those its hooks need). */
+  readonly services: Context.Context<R>
+}
+
+/**
+ * Steering and follow-ups taken from their sources and not yet delivered.
+ *
+ * @internal
+ */
+export interface Inbox {
+  readonly steering: Array<Message.Message>
+  readonly followUps: Array<Message.Message>
+}
+
+/**
+ * A run in progress.
+ *
+ * @internal
+ */
+export interface LiveRun<R> {
+  readonly env: Environment<R>
+  readonly transcript: Transcript.Transcript
+  readonly events: Events.EventSink<R>
+  readonly journal: Journal.Journal
+  readonly progress: Progress.Progress
+  readonly inbox: Inbox
+  readonly stops: Stops.Stops
+  readonly context: Hooks.Context
+}
+
+/**
+ * The parts of a run a step uses.
+ *
+ * @internal
+ */
+export type Uses<R, K extends keyof LiveRun<R>> = Pick<LiveRun<R>, K>
+
+/**
+ * What a run starts from.
+ *
+ * @internal
+ */
+export interface Setup<R> {
+  readonly state: RunState.RunState
+  /** Index of the first message the run reports as its own. */
+  readonly firstNew: number
+  readonly config: AgentConfig.Input | undefined
+  readonly plugins: ReadonlyArray<Hooks.PluginInput<R>>
+  readonly steering: Steering.Service | undefined
+  /** Synchronous event sinks before the plugins' (the stream of `runStream`). */
+  readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
+}
+
+const resolvePlugins = <R>(
+  inputs: ReadonlyArray<Hooks.PluginInput<R>>
+): Effect.Effect<ReadonlyArray<Hooks.Plugin<R>>, never, R> =>
+  Effect.forEach(inputs, (input) => Effect.isEffect(input) ? input : Effect.succeed(input))
+
+const hookLists = <R>(plugins: ReadonlyArray<Hooks.Plugin<R>>): Environment<R>["hooks"] => {
+  const having = (name: HookName) => plugins.filter((plugin) => plugin[name] !== undefined)
+  return {
+    beforeModelCall: having("beforeModelCall"),
+    afterTurn: having("afterTurn"),
+    beforeToolCall: having("beforeToolCall"),
+    afterToolCall: having("afterToolCall"),
+    transformContext: having("transformContext"),
+    steering: having("steering"),
+    followUp: having("followUp")
+  }
+}
+
+/**
+ * The registry's tools as the toolkit `LanguageModel.streamText` takes: it
+ * sends their definitions to the model. The loop runs calls itself
+ * (`disableToolCallResolution`), so this toolkit's `handle` is never used.
+ */
+const toolkitOf = (registry: ToolRegistry["Service"]): Toolkit.WithHandler<{}> => ({
+  tools: registry.definitions,
+  handle: (name) =>
+    Effect.fail(AiError.make({
+      module: "effect-agent",
+      method: "toolkit.handle",
+      reason: new AiError.ToolConfigurationError({
+        toolName: String(name),
+        description: "effect-agent runs tool calls itself: call the tool through ToolRegistry.invoke"
+      })
+    }))
+})
+
+/**
+ * Sets a run up: validates its config, resolves its plugins, restores their
+ * state, and looks up its services once.
+ *
+ * @internal
+ */
+export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
+  const { state } = setup
+  const config = yield* AgentConfig.make(setup.config)
+  const registry = yield* ToolRegistry
+  const steering = setup.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))
+  const guards = yield* resolvePlugins(Guards.fromConfig(config))
+  const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...guards, ...yield* resolvePlugins(setup.plugins)]
+  const services = yield* Effect.context<R>()
+  const env: Environment<R> = {
+    runId: state.runId,
+    config,
+    model: yield* LanguageModel.LanguageModel,
+    registry,
+    toolkit: toolkitOf(registry),
+    approvals: Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals)),
+    steering,
+    plugins,
+    hooks: hookLists(plugins),
+    services
+  }
+  const clock = yield* Clock.Clock
+  const sinks = setup.sinks.slice()
+  const listeners: Array<(event: AgentEvent.AgentEvent) => Effect.Effect<void, never, R>> = []
+  for (const plugin of plugins) {
+    const { observe, onEvent } = plugin
+    // `context` is made below, before the first event.
+    if (observe !== undefined) sinks.push((event) => observe(event, context))
+    if (onEvent !== undefined) listeners.push((event) => onEvent(event, context))
+  }
+  const parts: Omit<LiveRun<R>, "context"> = {
+    env,
+    transcript: Transcript.make(state.system, state.messages, setup.firstNew),
+    events: Events.make(state.runId, clock, state.turn, sinks, listeners),
+    journal: Journal.make(state),
+    progress: Progress.make(state, config, clock),
+    inbox: { steering: state.steering.slice(), followUps: state.followUps.slice() },
+    stops: Stops.make(steering?.cancelled, config.budgets.wallClock)
+  }
+  const context: Hooks.Context = new HookContext(parts)
+  for (const plugin of plugins) {
+    const saved = state.pluginState[plugin.name]
+    if (plugin.state !== undefined && saved !== undefined) yield* plugin.state.restore(saved, context)
+  }
+  const run: LiveRun<R> = { ...parts, context }
+  return run
+})
+
+/**
+ * The hook context: a live view of the run. A class, not a literal with
+ * getters: a literal's accessors are set up anew for every run, and cost more
+ * than the rest of the view.
+ */
+class HookContext<R> implements Hooks.Context {
+  readonly emit: Hooks.Context["emit"]
+  private readonly run: Omit<LiveRun<R>, "context">
+  constructor(run: Omit<LiveRun<R>, "context">) {
+    this.run = run
+    this.emit = (input) => Effect.provideContext(Events.emit(run.events, input), run.env.services)
+  }
+  get runId() {
+    return this.run.env.runId
+  }
+  get turn() {
+    return this.run.progress.turn
+  }
+  get messages() {
+    return this.run.transcript.messages
+  }
+  get usage() {
+    return this.run.progress.usage
+  }
+  get elapsedMs() {
+    return Progress.elapsedMs(this.run.progress)
+  }
+  get config() {
+    return this.run.env.config
+  }
+  get system() {
+    return this.run.transcript.system
+  }
+  get wrapUpRequested() {
+    return this.run.progress.wrapUpRequested
+  }
+  get snapshot() {
+    return Effect.provideContext(snapshot(this.run), this.run.env.services)
+  }
+}
+
+/**
+ * The run's state as a checkpoint saves it.
+ *
+ * @internal
+ */
+export const snapshot = <R>(
+  run: Uses<R, "env" | "transcript" | "progress" | "inbox" | "journal">
+): Effect.Effect<RunState.RunState, never, R> =>
+  Effect.map(
+    Effect.forEach(run.env.plugins, (plugin) =>
+      plugin.state === undefined
+        ? Effect.succeed(undefined)
+        : Effect.map(plugin.state.save, (saved) => [plugin.name, saved] as const)),
+    (saved): RunState.RunState => {
+      const { inbox, progress, transcript } = run
+      const state: RunState.RunState = {
+        version: RunState.version,
+        runId: run.env.runId,
+        messages: transcript.messages.slice(),
+        turn: progress.turn,
+        usage: progress.usage,
+        elapsedMs: Progress.elapsedMs(progress),
+        steering: inbox.steering.slice(),
+        followUps: inbox.followUps.slice(),
+        ...Journal.snapshot(run.journal),
+        wrapUpRequested: progress.wrapUpRequested,
+        pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
+      }
+      return transcript.system === undefined ? state : { ...state, system: transcript.system }
+    }
+  )

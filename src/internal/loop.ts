@@ -1,0 +1,316 @@
+/**
+ * The agent loop, top-down, in the order it runs:
+ *
+ * ```
+ * execute: set up → AgentStart → loop → AgentEnd (also when the loop fails, dies or is interrupted)
+ * loop (outer: follow-ups)
+ *   finishOpenTurn: a continued run first answers the calls its last turn left open
+ *   loop (inner: while the model asks for tools, or steering is pending)
+ *     deliver steering → turn:
+ *       beforeModelCall hooks → stops → TurnStart → transformContext → model stream
+ *       → MessageStart / MessageUpdate… / MessageEnd → tool batch → results appended in the calls' order
+ *       → endTurn: TurnEnd → BudgetSnapshot → afterTurn hooks → a stop, the tools' vote or a hook ends the run
+ *   natural stop → poll follow-ups; none → Completed (WrappedUp after a wrap-up request)
+ * ```
+ *
+ * The steps are in `Control` (hooks, the request, steering), `Reply` (the
+ * model call), `Batch` (the tools); the parts of the run they share are in
+ * `LiveRun`.
+ *
+ * @internal
+ */
+import { Cause, Effect } from "effect"
+import type { LanguageModel } from "effect/ai"
+import type * as AgentConfig from "../AgentConfig.ts"
+import { type AgentError, InvalidContinuation, ModelError, ToolFatalError } from "../AgentError.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import * as Outcome from "../Outcome.ts"
+import type * as RunState from "../RunState.ts"
+import type * as Steering from "../Steering.ts"
+import type { ToolRegistry } from "../ToolRegistry.ts"
+import * as Control from "./control.ts"
+import * as Events from "./events.ts"
+import * as LiveRun from "./liveRun.ts"
+import * as Progress from "./progress.ts"
+import * as Reply from "./reply.ts"
+import * as Stops from "./stops.ts"
+import * as Batch from "./tools/batch.ts"
+import * as Feedback from "./tools/feedback.ts"
+import * as Transcript from "./transcript.ts"
+
+/**
+ * How a run starts: `Agent`'s options, and what only the library passes.
+ *
+ * @internal
+ */
+export interface Options<R> {
+  readonly config?: AgentConfig.Input | undefined
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  readonly steering?: Steering.Service | undefined
+  /** Synchronous event sinks before the plugins' (the stream of `runStream`). */
+  readonly sinks?: ReadonlyArray<(event: AgentEvent.AgentEvent) => void> | undefined
+  /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
+  readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
+}
+
+type Requirements = LanguageModel.LanguageModel | ToolRegistry
+
+/**
+ * Runs from `state`, whose messages are the run's own (a new run).
+ *
+ * @internal
+ */
+export const start = <R>(
+  state: RunState.RunState,
+  options: Options<R>
+): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> => execute(state, 0, options)
+
+/**
+ * Continues from `state`: fails with `InvalidContinuation` when there is
+ * nothing to continue (an empty transcript, or a final assistant reply with
+ * nothing queued).
+ *
+ * @internal
+ */
+export const resume = <R>(
+  state: RunState.RunState,
+  options: Options<R>
+): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
+  Effect.andThen(checkContinuation(state, options.steering), execute(state, state.messages.length, options))
+
+const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNew: number, options: Options<R>) {
+  const run = yield* LiveRun.make<R>({
+    state,
+    firstNew,
+    config: options.config,
+    plugins: options.plugins ?? [],
+    steering: options.steering,
+    sinks: options.sinks ?? []
+  })
+  yield* Events.emit(run.events, { _tag: "AgentStart", messages: Transcript.added(run.transcript) })
+  for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
+  // Set when the run fails: the loop's error with the run's state on it.
+  let failed: AgentError | undefined
+  const outcome = yield* Stops.withDeadline(run.stops, run.progress.elapsedBefore, loop(run)).pipe(
+    Effect.onExit((exit) =>
+      exit._tag === "Success"
+        ? Effect.void
+        : Effect.map(endAbnormally(run, exit.cause), (error) => void (failed = error))
+    ),
+    Effect.mapError((error) => failed ?? error)
+  )
+  const final = yield* result(run, outcome)
+  yield* Events.emit(run.events, { _tag: "AgentEnd", outcome, result: final })
+  return final
+})
+
+const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
+  // A continued run first finishes the turn it stopped in.
+  const finished = yield* finishOpenTurn(run)
+  if (finished._tag === "End") return finished.outcome
+  let pending = yield* Control.poll(run, "steering")
+  let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
+  // A continued run that stopped naturally goes straight to its follow-ups.
+  let hasToolCalls = !(pending.length === 0 && Transcript.endsWithReply(run.transcript.messages))
+  while (true) {
+    while (hasToolCalls || pending.length > 0) {
+      // What is pending enters the run before the turn.
+      yield* Control.deliver(run, pendingTag, pending)
+      pendingTag = "SteeringDelivered"
+      const step = yield* turn(run)
+      // A guard, a stop, the tools' vote or an afterTurn hook ended the run.
+      if (step._tag === "End") return step.outcome
+      hasToolCalls = step.hasToolCalls
+      pending = yield* Control.poll(run, "steering")
+    }
+    // A natural stop: follow-ups restart the run; without any, it is done.
+    pending = yield* Control.poll(run, "followUp")
+    if (pending.length === 0) return run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
+    pendingTag = "FollowUpDelivered"
+    hasToolCalls = true
+  }
+})
+
+/** What a turn decided: the next turn (and whether the model asked for tools), or the run's end. */
+type Next =
+  | { readonly _tag: "Next"; readonly hasToolCalls: boolean }
+  | { readonly _tag: "End"; readonly outcome: Outcome.Outcome }
+
+const next = (hasToolCalls: boolean): Next => ({ _tag: "Next", hasToolCalls })
+const end = (outcome: Outcome.Outcome): Next => ({ _tag: "End", outcome })
+
+/** One turn: guards, the model call, the tool batch, the turn's end. */
+const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
+  const { env, progress, transcript } = run
+  // A guard may end the run before the model is called: the turn cap, a budget.
+  const guarded = yield* Control.consult(run, env.hooks.beforeModelCall, (plugin) =>
+    plugin.beforeModelCall?.(run.context))
+  if (guarded !== undefined) return end(guarded)
+  // So may a cancel or the deadline.
+  const stoppedBefore = yield* Stops.reason(run.stops)
+  if (stoppedBefore !== undefined) return end(yield* stopped(run, stoppedBefore))
+  run.events.turn = progress.turn + 1
+  yield* Events.turnStarted(run.events)
+  const prompt = env.hooks.transformContext.length === 0
+    ? Transcript.request(transcript)
+    : yield* Control.transformedRequest(run)
+  const reply = yield* Reply.streamReply(run, prompt)
+  Transcript.append(transcript, reply.message)
+  progress.usage = Message.addUsage(progress.usage, reply.message.usage)
+  const calls = Message.toolCalls(reply.message)
+  const batch = calls.length === 0 ? Batch.empty : yield* Batch.callAll(run, calls)
+  Transcript.appendAll(transcript, batch.results)
+  return yield* endTurn(run, reply.message, batch, reply.stopped)
+})
+
+/**
+ * Ends a turn whose reply and results are in the transcript: counts it,
+ * emits its events, runs the `afterTurn` hooks and decides whether the run
+ * goes on. A plain generator: `turn` delegates to it with `yield*`.
+ */
+function* endTurn<R>(
+  run: LiveRun.LiveRun<R>,
+  message: Message.AssistantMessage,
+  batch: Batch.Batch,
+  stoppedReply: Stops.Stop | undefined
+) {
+  run.progress.turn++
+  yield* Events.turnEnded(run.events, message, batch.results, run.progress)
+  const after = yield* Control.consult(run, run.env.hooks.afterTurn, (plugin) =>
+    plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
+  const stop = stoppedReply ?? (yield* Stops.reason(run.stops))
+  // A stop comes first, then the tools' vote, then an afterTurn hook's stop.
+  if (stop !== undefined) return end(yield* stopped(run, stop))
+  if (batch.terminate) return end(Outcome.terminated)
+  if (after !== undefined) return end(after)
+  return next(Message.hasToolCalls(message))
+}
+
+/**
+ * Finishes the turn a continued state stopped in: runs the calls of its last
+ * assistant message that have no result yet, then ends that turn (it counts:
+ * its model call was made).
+ */
+const finishOpenTurn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
+  const { calls, message } = Transcript.openCalls(run.transcript.messages)
+  if (message === undefined || calls.length === 0) return next(false)
+  run.events.turn = run.progress.turn + 1
+  const batch = yield* Batch.callAll(run, calls)
+  Transcript.appendAll(run.transcript, batch.results)
+  return yield* endTurn(run, message, batch, undefined)
+})
+
+// -----------------------------------------------------------------------------
+// How a run ends
+// -----------------------------------------------------------------------------
+
+/**
+ * How a stop ends the run: a cancel with `Cancelled`; the deadline with
+ * `BudgetExceeded`, announced as the budget guard announces it.
+ */
+function* stopped<R>(run: LiveRun.Uses<R, "events" | "progress" | "stops">, stop: Stops.Stop) {
+  if (stop._tag === "Cancel") return Outcome.cancelled(stop.reason)
+  const limit = run.stops.wallClock ?? 0
+  const used = Progress.elapsedMs(run.progress)
+  yield* Events.emit(run.events, {
+    _tag: "GuardTripped",
+    guard: "budget",
+    action: "stop",
+    detail: `the wallClock budget is exhausted: ${used} of ${limit}`,
+    figures: { limit, used }
+  })
+  return Outcome.budgetExceeded("wallClock", limit, used)
+}
+
+const result = <R>(run: LiveRun.LiveRun<R>, outcome: Outcome.Outcome): Effect.Effect<RunState.RunResult, never, R> =>
+  Effect.andThen(
+    Control.drain(run),
+    Effect.map(LiveRun.snapshot(run), (state) => ({
+      messages: Transcript.added(run.transcript),
+      state,
+      outcome,
+      usage: run.progress.usage
+    }))
+  )
+
+/**
+ * Ends a run that did not end with an outcome: answers its open calls and
+ * delivers `AgentEnd`. An interrupted run ends `Cancelled` with its result;
+ * a failed one with its error, to which the run's state is added (and the
+ * error is returned, for the run to fail with); a run that died with its
+ * defect.
+ */
+const endAbnormally = <R>(
+  run: LiveRun.LiveRun<R>,
+  cause: Cause.Cause<AgentError>
+): Effect.Effect<AgentError | undefined, never, R> => {
+  if (Cause.hasInterruptsOnly(cause)) {
+    closeOpenCalls(run, Feedback.runInterrupted)
+    return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
+      Effect.as(Events.emit(run.events, { _tag: "AgentEnd", outcome: final.outcome, result: final }), undefined))
+  }
+  closeOpenCalls(run, Feedback.runFailed)
+  const error = Cause.findErrorOption(cause)
+  if (error._tag === "None") {
+    return Effect.as(Events.emit(run.events, { _tag: "AgentEnd", defect: describeDefect(cause) }), undefined)
+  }
+  return Effect.flatMap(Effect.andThen(Control.drain(run), LiveRun.snapshot(run)), (state) => {
+    const failed = withState(error.value, state)
+    return Effect.as(Events.emit(run.events, { _tag: "AgentEnd", error: failed }), failed)
+  })
+}
+
+/**
+ * Answers the calls left open by a run that ended abnormally (with what the
+ * batch had for them, if anything), so the transcript stays valid.
+ */
+const closeOpenCalls = <R>(run: LiveRun.Uses<R, "transcript" | "journal">, text: string): void => {
+  for (const call of Transcript.openCalls(run.transcript.messages).calls) {
+    Transcript.append(
+      run.transcript,
+      run.journal.results.get(call.id) ??
+        Message.toolResult({ toolCallId: call.id, toolName: call.name, text, isError: true })
+    )
+  }
+}
+
+/** What a defect was, in a line: the `AgentEnd` of a run that died says it. */
+const describeDefect = (cause: Cause.Cause<unknown>): string => {
+  const defect = Cause.squash(cause)
+  return defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect)
+}
+
+/** The error a failed run fails with: the loop's, with the run's state (open calls answered, queues drained). */
+const withState = (error: AgentError, state: RunState.RunState): AgentError => {
+  switch (error._tag) {
+    case "ModelError":
+      return new ModelError({ reason: error.reason, turn: error.turn, state })
+    case "ToolFatalError": {
+      const { description, toolCallId, toolName } = error
+      return new ToolFatalError(
+        error.error === undefined
+          ? { toolName, toolCallId, description, state }
+          : { toolName, toolCallId, description, error: error.error, state }
+      )
+    }
+    default:
+      return error
+  }
+}
+
+const checkContinuation = (
+  state: RunState.RunState,
+  steering: Steering.Service | undefined
+): Effect.Effect<void, InvalidContinuation> => {
+  const last = state.messages.at(-1)
+  if (last === undefined) return Effect.fail(new InvalidContinuation({ reason: "the transcript is empty" }))
+  if (last.role !== "assistant" || Message.hasToolCalls(last)) return Effect.void
+  if (state.steering.length > 0 || state.followUps.length > 0 || steering !== undefined) return Effect.void
+  return Effect.fail(
+    new InvalidContinuation({
+      reason: "the last message is an assistant reply without tool calls and no steering or follow-up is queued"
+    })
+  )
+}

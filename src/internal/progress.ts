@@ -1,0 +1,70 @@
+/**
+ * How far a run has come: completed turns, usage, wall time, whether the
+ * model was asked to wrap up, and calls per tool (the per-run quotas); what
+ * the guards and budgets read and `BudgetSnapshot` reports.
+ *
+ * @internal
+ */
+import type { Clock } from "effect"
+import type { AgentConfig } from "../AgentConfig.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import type * as Message from "../Message.ts"
+import type * as RunState from "../RunState.ts"
+
+/**
+ * A run's progress.
+ *
+ * @internal
+ */
+export interface Progress {
+  /** Completed turns. */
+  turn: number
+  usage: Message.Usage
+  /** Whether the model has been asked to wrap up (a one-shot request). */
+  wrapUpRequested: boolean
+  /** Calls per tool name so far (per-run quotas). */
+  readonly callsPerTool: Map<string, number>
+  readonly clock: Clock.Clock
+  /** When this run (this continuation) started, by `clock`. */
+  readonly startedAt: number
+  /** Wall time used before this continuation. */
+  readonly elapsedBefore: number
+  /** The limits `BudgetSnapshot` reports (from the config, made once). */
+  readonly limits: AgentEvent.BudgetFigures["limits"]
+}
+
+/**
+ * The progress of a run continued from `state`.
+ *
+ * @internal
+ */
+export const make = (state: RunState.RunState, config: AgentConfig, clock: Clock.Clock): Progress => ({
+  turn: state.turn,
+  usage: state.usage,
+  wrapUpRequested: state.wrapUpRequested,
+  callsPerTool: new Map(),
+  clock,
+  startedAt: clock.currentTimeMillisUnsafe(),
+  elapsedBefore: state.elapsedMs,
+  limits: { turns: config.maxTurns, ...config.budgets }
+})
+
+/**
+ * Wall time used by the run so far (at `at`), across continuations.
+ *
+ * @internal
+ */
+export const elapsedMs = (progress: Progress, at: number = progress.clock.currentTimeMillisUnsafe()): number =>
+  progress.elapsedBefore + (at - progress.startedAt)
+
+/**
+ * The totals and limits at `at`, as `BudgetSnapshot` reports them.
+ *
+ * @internal
+ */
+export const figures = (progress: Progress, at: number): AgentEvent.BudgetFigures => ({
+  turns: progress.turn,
+  usage: progress.usage,
+  elapsedMs: elapsedMs(progress, at),
+  limits: progress.limits
+})

@@ -1,0 +1,93 @@
+/**
+ * AgentEvent: every event's JSON form, and what an AgentEnd holds.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Schema } from "effect"
+import { AiError } from "effect/ai"
+import { AgentError, AgentEvent, Message, RunState } from "effect-agent"
+import { roundTrip, runOk } from "./support.ts"
+
+describe("AgentEvent.AgentEvent", () => {
+  it.effect("every event of a real run, and one of every other tag", () =>
+    Effect.gen(function*() {
+      const { events } = yield* runOk([
+        { reasoning: "plan", toolCalls: [{ name: "progress", params: { steps: 2 } }, { name: "ghost", params: {} }] },
+        { text: "done" }
+      ])
+      const base = { runId: "r", turn: 1, timestamp: 1 }
+      const more: ReadonlyArray<AgentEvent.AgentEvent> = [
+        { ...base, _tag: "ApprovalRequested", toolCallId: "c", toolName: "deploy", params: { env: "x" }, reason: "why" },
+        { ...base, _tag: "ApprovalResolved", toolCallId: "c", toolName: "deploy", approved: false, reason: "no" },
+        { ...base, _tag: "SteeringDelivered", messages: [Message.user("s")] },
+        { ...base, _tag: "FollowUpDelivered", messages: [Message.user("f")] },
+        { ...base, _tag: "WrapUpRequested", source: "maxTurns", message: "wrap up" },
+        { ...base, _tag: "GuardTripped", guard: "loop", action: "warn", detail: "repeating", figures: { repeats: 3 } },
+        { ...base, _tag: "ContextTransformed", plugin: "p", messagesBefore: 9, messagesAfter: 4, tokensBefore: 900, tokensAfter: 300 },
+        { ...base, _tag: "CheckpointSaved", sessionId: "s", bytes: 120 },
+        {
+          ...base,
+          _tag: "SessionResumed",
+          sessionId: "s",
+          resumedAtTurn: 3,
+          restored: { messages: 5, turns: 2, usage: Message.emptyUsage, elapsedMs: 10, steering: 0, followUps: 1, pendingApprovals: 0 }
+        },
+        { ...base, _tag: "AgentEnd", error: new AgentError.ConfigError({ field: "x", rule: "y" }) },
+        {
+          ...base,
+          _tag: "AgentEnd",
+          error: new AgentError.ModelError({
+            reason: new AiError.RateLimitError({}),
+            turn: 2,
+            state: RunState.make({ runId: "r", messages: [Message.user("go")] })
+          })
+        },
+        { ...base, _tag: "AgentEnd", defect: "Error: bug" }
+      ]
+      const all = [...events, ...more]
+      // every tag by name: a tag renamed or added without an example here fails, naming it
+      const tagsSeen = [...new Set(all.map((e) => e._tag))].sort()
+      assert.deepStrictEqual(tagsSeen, Object.keys(AgentEvent.AgentEvent.cases).sort())
+      for (const event of all) roundTrip(AgentEvent.AgentEvent, event)
+    }))
+})
+
+describe("AgentEnd", () => {
+  it("its type says what is present: an outcome comes with the result, an error or a defect alone", () => {
+    const summary = (end: AgentEvent.Of<"AgentEnd">): string => {
+      // no `?.` or `!`: the type guarantees the result when there is an outcome
+      if (end.outcome !== undefined) return `${end.outcome._tag} after ${end.result.state.turn} turns`
+      if (end.error !== undefined) return `failed: ${end.error._tag}`
+      return `died: ${end.defect}`
+    }
+    const base = { runId: "r", turn: 1, timestamp: 1 }
+    const state = RunState.make({ runId: "r" })
+    const ended: AgentEvent.AgentEvent = {
+      ...base,
+      _tag: "AgentEnd",
+      outcome: { _tag: "Completed" },
+      result: { messages: [], state, outcome: { _tag: "Completed" }, usage: Message.emptyUsage }
+    }
+    assert.strictEqual(ended._tag === "AgentEnd" && summary(ended), "Completed after 0 turns")
+    assert.strictEqual(summary({ ...base, _tag: "AgentEnd", defect: "Error: bug" }), "died: Error: bug")
+  })
+
+  it("decoding refuses an AgentEnd that is none of the three, or two at once", () => {
+    const base = { runId: "r", turn: 1, timestamp: 1, _tag: "AgentEnd" } as const
+    const encode = (event: AgentEvent.AgentEvent): Record<string, unknown> =>
+      Object.fromEntries(Object.entries(Schema.encodeSync(AgentEvent.AgentEventJson)(event) ?? {}))
+    const decode = Schema.decodeUnknownExit(AgentEvent.AgentEventJson)
+    const failed = encode({ ...base, error: new AgentError.ConfigError({ field: "x", rule: "y" }) })
+    const outcome = { _tag: "Completed" } as const
+    const ended = encode({
+      ...base,
+      outcome,
+      result: { messages: [], state: RunState.make({ runId: "r" }), outcome, usage: Message.emptyUsage }
+    })
+    assert.isTrue(Exit.isSuccess(decode(failed)))
+    assert.isTrue(Exit.isSuccess(decode(ended)))
+    const error = failed.error
+    for (const bad of [base, { ...base, outcome }, { ...failed, defect: "x" }, { ...ended, error }]) {
+      assert.isTrue(Exit.isFailure(decode(bad)), JSON.stringify(bad))
+    }
+  })
+})
