@@ -10,8 +10,10 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Scope } from "effect"
-import { AgentServer } from "effect-agent/server"
+import { Effect, Exit, Latch, Layer, Scope } from "effect"
+import { ToolRegistry } from "effect-agent"
+import { AgentServer, Inspector } from "effect-agent/server"
+import * as NodeCrypto from "node:crypto"
 import * as Fs from "node:fs"
 import { createServer } from "node:http"
 import * as Net from "node:net"
@@ -19,13 +21,43 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { type BrowserContext, chromium, type Page } from "playwright-core"
-import { agentLayer, baseUrl, readSse } from "./support.ts"
+import { ScriptedModel } from "effect-agent/testing"
+import { Kit, toolsLayer } from "../session/fixture.ts"
+import { agentLayer, baseUrl, readSse, script } from "./support.ts"
 
-const candidates = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"]
-const executablePath = candidates.find((path) => Fs.existsSync(path))
-if (executablePath === undefined) {
-  console.warn(`inspector browser tests skipped: no Chromium at ${candidates.join(", ")} (apt-get install chromium)`)
+/** The names a system Chromium goes by, looked up on `PATH`. */
+const names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
+
+/**
+ * The browser to drive: `EFFECT_AGENT_CHROMIUM` when set (a path; set to an
+ * empty string or a missing path, the tests run as on a machine without a
+ * browser), else the first of {@link names} on `PATH`; why none, if none.
+ */
+const findBrowser = (env: NodeJS.ProcessEnv): { readonly path: string } | { readonly reason: string } => {
+  const chosen = env.EFFECT_AGENT_CHROMIUM
+  if (chosen !== undefined) {
+    return chosen !== "" && Fs.existsSync(chosen)
+      ? { path: chosen }
+      : { reason: `EFFECT_AGENT_CHROMIUM=${JSON.stringify(chosen)} is not a browser` }
+  }
+  const dirs = (env.PATH ?? "").split(Path.delimiter).filter((dir) => dir !== "")
+  for (const name of names) {
+    for (const dir of dirs) {
+      const path = Path.join(dir, name)
+      try {
+        Fs.accessSync(path, Fs.constants.X_OK)
+        return { path }
+      } catch {
+        // not here
+      }
+    }
+  }
+  return { reason: `none of ${names.join(", ")} on PATH (apt-get install -y chromium, or set EFFECT_AGENT_CHROMIUM)` }
 }
+
+const found = findBrowser(process.env)
+const executablePath = "path" in found ? found.path : undefined
+if ("reason" in found) console.warn(`SKIPPING the inspector's browser tests: ${found.reason}`)
 
 const artifacts = fileURLToPath(new URL("../../test-artifacts", import.meta.url))
 
@@ -81,18 +113,91 @@ const freePort = Effect.promise(() =>
   })
 )
 
-const serverOn = (port: number, directory: string) =>
+const serverOn = (port: number, directory: string, agent: typeof agentLayer = agentLayer) =>
   AgentServer.layer({ directory }).pipe(
-    Layer.provide(agentLayer),
+    Layer.provide(agent),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
   )
+
+const sha256 = (text: string) => `'sha256-${NodeCrypto.createHash("sha256").update(text).digest("base64")}'`
+
+/** The text between `<tag>` and `</tag>`, each occurrence. */
+const inline = (html: string, tag: string) =>
+  Array.from(html.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g")), (match) => match[1]!)
+
+/**
+ * The tests' model with tools whose `slow` call runs until the test opens
+ * `gate` (its result names the `ms` it was given): the page is steered while
+ * the call runs, however slow the machine.
+ */
+const gatedAgent = (gate: Latch.Latch) =>
+  Layer.merge(
+    ScriptedModel.layer(script, { record: false }),
+    ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
+      step: ({ n }) => Effect.succeed(`step ${n} done`),
+      slow: ({ ms }) => Effect.as(gate.await, `slept ${ms} ms`),
+      charge: ({ cents }) => Effect.succeed(`charged ${cents} cents`),
+      deploy: ({ env }) => Effect.succeed(`deployed to ${env}`)
+    })))
+  )
+
+/** The tests' model, but from its `turns`th reply on it never answers (a run held mid-way until its server stops). */
+const hangingFrom = (turns: number) =>
+  Layer.merge(
+    ScriptedModel.layer(
+      (index, request) =>
+        request.prompt.content.filter((message) => message.role === "assistant").length >= turns
+          ? { text: "Thinking", hang: true }
+          : script(index, request),
+      { record: false }
+    ),
+    toolsLayer([])
+  )
+
+describe("the inspector's page", () => {
+  it("runs only its own inline script and styles: the Content-Security-Policy allows them by hash, nothing else", () => {
+    const scripts = inline(Inspector.html, "script")
+    const styles = inline(Inspector.html, "style")
+    assert.strictEqual(scripts.length, 1)
+    assert.strictEqual(styles.length, 1)
+    const policy = new Map(
+      Inspector.headers["content-security-policy"]!.split("; ").map((directive) => {
+        const [name, ...values] = directive.split(" ")
+        return [name!, values.join(" ")] as const
+      })
+    )
+    assert.strictEqual(policy.get("default-src"), "'none'")
+    assert.strictEqual(policy.get("script-src"), sha256(scripts[0]!))
+    assert.strictEqual(policy.get("style-src"), sha256(styles[0]!))
+    assert.strictEqual(policy.get("connect-src"), "'self'")
+    assert.strictEqual(policy.get("frame-ancestors"), "'none'")
+    // no inline handlers (the policy would block them) and no HTML made of text: the agent's text stays text
+    assert.notMatch(Inspector.html, /\son[a-z]+=/)
+    assert.notMatch(scripts[0]!, /innerHTML|outerHTML|insertAdjacentHTML|document\.write/)
+  })
+
+  it.live("is served at / with those headers, the same page for every request", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      const response = yield* Effect.promise(() => fetch(`${url}/`))
+      assert.strictEqual(response.status, 200)
+      assert.match(response.headers.get("content-type") ?? "", /^text\/html/)
+      for (const [name, value] of Object.entries(Inspector.headers)) {
+        assert.strictEqual(response.headers.get(name), value, name)
+      }
+      assert.strictEqual(yield* Effect.promise(() => response.text()), Inspector.html)
+    }).pipe(Effect.scoped))
+})
 
 describe.skipIf(executablePath === undefined)("the inspector, in headless Chromium", () => {
   it.live("watches a run appear, approves a call by clicking, steers by typing, and shows the final transcript", () =>
     Effect.gen(function*() {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
       const scope = yield* Effect.scope
-      const context = yield* Layer.buildWithScope(serverOn(0, dir), scope)
+      const gate = yield* Latch.make()
+      const context = yield* Layer.buildWithScope(serverOn(0, dir, gatedAgent(gate)), scope)
       const url = yield* Effect.provideContext(baseUrl, context)
       const { page, errors } = yield* openPage(yield* browser, `${url}/`)
 
@@ -108,6 +213,9 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       yield* Effect.promise(() => page.waitForSelector("[data-testid=tool-call].running .call-name:has-text('slow')"))
       yield* Effect.promise(() => page.fill("#steer-text", "Also check the logs."))
       yield* Effect.promise(() => page.click("#steer-button"))
+      // queued while the call runs, the steer goes in before the next model call: the call may end now
+      yield* Effect.promise(() => page.waitForSelector("#toast:has-text('steer: queued')"))
+      yield* gate.open
 
       yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 10_000 }))
       const assistant = yield* texts(page, "[data-testid=assistant-text]")
@@ -150,11 +258,12 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       const port = yield* freePort
       const url = `http://127.0.0.1:${port}`
       const first = yield* Scope.make()
-      yield* Layer.buildWithScope(serverOn(port, dir), first)
-      yield* post(`${url}/sessions`, { task: "steps 6 250", id: "restarted" })
+      // the first server's model stops answering at the third turn: the run is mid-way when the server stops
+      yield* Layer.buildWithScope(serverOn(port, dir, hangingFrom(2)), first)
+      yield* post(`${url}/sessions`, { task: "steps 6 0", id: "restarted" })
       // a link to the session opens it at once
       const { page, errors } = yield* openPage(yield* browser, `${url}/#restarted`)
-      yield* Effect.promise(() => page.waitForSelector("[data-testid=turn][data-turn='2']", { timeout: 10_000 }))
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=turn][data-turn='3']", { timeout: 10_000 }))
       const before = yield* Effect.promise(() => fetch(`${url}/sessions/restarted`).then((r) => r.json() as Promise<any>))
       assert.strictEqual(before.status, "running")
 

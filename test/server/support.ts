@@ -88,7 +88,7 @@ export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
 }
 
 /** The reply to a request: by the task, and the replies the transcript holds. */
-export const script: ScriptedModel.Script = (_index, request) =>
+export const script = (_index: number, request: ScriptedModel.Request): ScriptedModel.Turn | undefined =>
   turnsFor(taskOf(request.prompt))[request.prompt.content.filter((message) => message.role === "assistant").length]
 
 /** The model and the tools every test server runs sessions with. */
