@@ -147,7 +147,7 @@ const hangingFrom = (turns: number) =>
     ScriptedModel.layer(
       (index, request) =>
         request.prompt.content.filter((message) => message.role === "assistant").length >= turns
-          ? { text: "Thinking", hang: true }
+          ? { reasoning: "Weighing the next step.", text: "Thinking it over", hang: true }
           : script(index, request),
       { record: false }
     ),
@@ -263,7 +263,12 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       yield* post(`${url}/sessions`, { task: "steps 6 0", id: "restarted" })
       // a link to the session opens it at once
       const { page, errors } = yield* openPage(yield* browser, `${url}/#restarted`)
-      yield* Effect.promise(() => page.waitForSelector("[data-testid=turn][data-turn='3']", { timeout: 10_000 }))
+      // the third reply streams in, and never ends: what the page shows of it came from the deltas alone
+      const third = "[data-testid=turn][data-turn='3']"
+      yield* Effect.promise(() =>
+        page.waitForSelector(`${third} [data-testid=assistant-text]:has-text('Thinking it over')`, { timeout: 10_000 })
+      )
+      assert.deepStrictEqual(yield* texts(page, `${third} .reasoning-text`), ["Weighing the next step."])
       const before = yield* Effect.promise(() => fetch(`${url}/sessions/restarted`).then((r) => r.json() as Promise<any>))
       assert.strictEqual(before.status, "running")
 
@@ -294,6 +299,31 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       )
       yield* Scope.close(second, Exit.void)
       assert.deepStrictEqual(errors.filter((error) => !error.includes("Failed to load resource")), [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("denies a call by clicking, with the reason typed in the box", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      yield* post(`${url}/sessions`, { task: "deploy", id: "denied" })
+      const { page, errors } = yield* openPage(yield* browser, `${url}/#denied`)
+      // the waiting call is shown in the bar above the timeline too
+      yield* Effect.promise(() => page.waitForSelector("#pending [data-testid=deny]", { timeout: 10_000 }))
+      yield* Effect.promise(() => page.fill("#steer-text", "not on a Friday"))
+      yield* Effect.promise(() => page.click("[data-testid=tool-call] [data-testid=deny]"))
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 10_000 }))
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=verdict]"), ["denied: not on a Friday"])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=tool-call] .call-status"), ["denied"])
+      // the reason was used: the box is empty again
+      assert.strictEqual(yield* Effect.promise(() => page.inputValue("#steer-text")), "")
+      assert.strictEqual(yield* Effect.promise(() => page.locator("#pending").textContent()), "")
+      const session = yield* Effect.promise(() => fetch(`${url}/sessions/denied`).then((r) => r.json() as Promise<any>))
+      assert.strictEqual(session.status, "finished")
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/denied/events`)))
+      const resolved = whole.messages.map((m) => JSON.parse(m.data)).find((e) => e._tag === "ApprovalResolved")
+      assert.include(resolved, { approved: false, reason: "not on a Friday" })
+      assert.deepStrictEqual(errors, [])
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
   it.live("opens a trajectory file dropped on it, without a server", () =>

@@ -234,7 +234,8 @@ export const script = String.raw`
     deny.dataset.call = event.toolCallId;
     deny.addEventListener("click", function () {
       var reason = $("steer-text").value.trim();
-      control(reason ? { type: "deny", id: event.toolCallId, reason: reason } : { type: "deny", id: event.toolCallId });
+      var command = reason ? { type: "deny", id: event.toolCallId, reason: reason } : { type: "deny", id: event.toolCallId };
+      control(command).then(function (result) { if (result && reason) $("steer-text").value = ""; });
     });
     box.appendChild(approve);
     box.appendChild(deny);
@@ -365,7 +366,8 @@ export const script = String.raw`
     ToolExecutionEnd: function (view, e) {
       var call = callCard(view, e.toolCallId, e.toolName);
       var error = e.result.isError;
-      setStatus(call, error ? "error" : "done", error ? "failed" : "done");
+      // a denied call ends with its denial as an error result: it stays "denied"
+      setStatus(call, call.denied ? "denied" : error ? "error" : "done", error ? "failed" : "done");
       call.duration.textContent = e.durationMs + " ms";
       call.result.classList.remove("hidden");
       call.result.textContent = textOf(e.result);
@@ -389,7 +391,7 @@ export const script = String.raw`
       var verdict = el("span", e.approved ? "label ok" : "label bad", e.approved ? "approved" : "denied" + (e.reason ? ": " + e.reason : ""));
       verdict.dataset.testid = "verdict";
       call.approval.appendChild(verdict);
-      if (!e.approved) setStatus(call, "denied", "failed");
+      if (!e.approved) { call.denied = true; setStatus(call, "denied", "failed"); }
       delete view.approvals[e.toolCallId];
       renderPending(view);
     },
