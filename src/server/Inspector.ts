@@ -32,19 +32,23 @@ const styles = `
 @media (prefers-color-scheme: dark) { :root { --bg: #151518; --panel: #1d1d22; --line: #2e2e35; --muted: #9a9aa6;
   --text: #e8e8ee; --accent: #7c95ff; --ok: #69db7c; --bad: #ff8787; --warn: #ffc078; --code: #26262d; } }
 * { box-sizing: border-box; }
-body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg); color: var(--text);
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; background: var(--bg);
+  color: var(--text);
   display: grid; grid-template-columns: 300px 1fr; grid-template-rows: auto 1fr; height: 100vh; }
 body.dropping { outline: 3px dashed var(--accent); outline-offset: -6px; }
-header { grid-column: 1 / 3; display: flex; gap: 12px; align-items: center; padding: 8px 14px; border-bottom: 1px solid var(--line);
+header { grid-column: 1 / 3; display: flex; gap: 12px; align-items: center; padding: 8px 14px;
+  border-bottom: 1px solid var(--line);
   background: var(--panel); }
 header h1 { font-size: 15px; margin: 0; }
 header .spacer { flex: 1; }
 #connection { color: var(--muted); font-size: 12px; }
 aside { border-right: 1px solid var(--line); overflow: auto; background: var(--panel); }
 aside form { padding: 10px; border-bottom: 1px solid var(--line); display: grid; gap: 6px; }
-textarea, input[type=text] { width: 100%; font: inherit; padding: 6px; border: 1px solid var(--line); border-radius: 6px;
+textarea, input[type=text] { width: 100%; font: inherit; padding: 6px; border: 1px solid var(--line);
+  border-radius: 6px;
   background: var(--bg); color: var(--text); }
-button { font: inherit; white-space: nowrap; padding: 4px 10px; border-radius: 6px; border: 1px solid var(--line); background: var(--bg);
+button { font: inherit; white-space: nowrap; padding: 4px 10px; border-radius: 6px;
+  border: 1px solid var(--line); background: var(--bg);
   color: var(--text); cursor: pointer; }
 button:hover { border-color: var(--accent); }
 button.approve { border-color: var(--ok); color: var(--ok); }
@@ -56,19 +60,24 @@ li.session.selected { background: var(--code); }
 li.session .title { overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 li.session .figures { grid-column: 1 / 3; color: var(--muted); font-size: 12px; }
 li.empty { padding: 10px; color: var(--muted); }
-.badge { font-size: 11px; padding: 1px 6px; border-radius: 9px; margin-right: 6px; background: var(--code); color: var(--muted); }
+.badge { font-size: 11px; padding: 1px 6px; border-radius: 9px; margin-right: 6px; background: var(--code);
+  color: var(--muted); }
 .badge.running { color: var(--accent); } .badge.waiting { color: var(--warn); } .badge.finished { color: var(--ok); }
 .badge.failed { color: var(--bad); }
 main { display: grid; grid-template-rows: auto auto 1fr auto; overflow: hidden; }
-#head { padding: 10px 16px; border-bottom: 1px solid var(--line); display: flex; gap: 12px; align-items: baseline; flex-wrap: wrap; }
+#head { padding: 10px 16px; border-bottom: 1px solid var(--line); display: flex; gap: 12px;
+  align-items: baseline; flex-wrap: wrap; }
 #session-title { font-size: 16px; margin: 0; }
 #figures { display: flex; gap: 14px; color: var(--muted); font-size: 12px; }
 #figures b { color: var(--text); font-weight: 600; }
-#pending:not(:empty) { padding: 8px 16px; background: color-mix(in srgb, var(--warn) 15%, var(--panel)); border-bottom: 1px solid var(--line); }
+#pending:not(:empty) { padding: 8px 16px; background: color-mix(in srgb, var(--warn) 15%, var(--panel));
+  border-bottom: 1px solid var(--line); }
 .pending-item { display: flex; gap: 10px; align-items: center; }
-.pending-item code { color: var(--muted); overflow: hidden; white-space: nowrap; text-overflow: ellipsis; max-width: 40%; }
+.pending-item code { color: var(--muted); overflow: hidden; white-space: nowrap; text-overflow: ellipsis;
+  max-width: 40%; }
 #timeline { overflow: auto; padding: 12px 16px 40px; }
-section.turn { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; margin: 10px 0; padding: 8px 12px; }
+section.turn { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; margin: 10px 0;
+  padding: 8px 12px; }
 section.turn.live { border-color: var(--accent); }
 section.turn.interrupted { opacity: 0.6; border-style: dashed; }
 section.turn h3 { margin: 0 0 6px; font-size: 12px; color: var(--muted); font-weight: 600; text-transform: uppercase; }
@@ -99,7 +108,8 @@ pre { margin: 4px 0 0; padding: 6px; background: var(--code); border-radius: 4px
 .hidden { display: none !important; }
 #controls { border-top: 1px solid var(--line); padding: 8px 16px; display: flex; gap: 8px; background: var(--panel); }
 #controls textarea { height: 38px; resize: vertical; }
-.toast { position: fixed; right: 16px; bottom: 70px; background: var(--panel); border: 1px solid var(--line); padding: 8px 12px;
+.toast { position: fixed; right: 16px; bottom: 70px; background: var(--panel); border: 1px solid var(--line);
+  padding: 8px 12px;
   border-radius: 8px; box-shadow: 0 2px 10px rgba(0,0,0,.15); }
 .toast.bad { border-color: var(--bad); color: var(--bad); }
 details.json summary { cursor: pointer; color: var(--muted); font-size: 12px; }
@@ -129,7 +139,8 @@ const body = `
   <div id="pending"></div>
   <div id="timeline"></div>
   <div id="controls" class="controls hidden">
-    <textarea id="steer-text" placeholder="Steer the run (delivered before its next model call), or a follow-up"></textarea>
+    <textarea id="steer-text"
+      placeholder="Steer the run (delivered before its next model call), or a follow-up"></textarea>
     <button id="steer-button">Steer</button>
     <button id="follow-up-button">Follow up</button>
     <button id="cancel-button">Cancel</button>

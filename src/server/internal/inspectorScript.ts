@@ -25,11 +25,15 @@ export const script = String.raw`
   var json = function (value) {
     try { return JSON.stringify(value, null, 2); } catch (e) { return String(value); }
   };
+  var partsText = function (content, type) {
+    var of = (content || []).filter(function (p) { return p.type === type; });
+    return of.map(function (p) { return p.text; }).join("");
+  };
   var textOf = function (message) {
     if (!message) return "";
     if (typeof message.content === "string") return message.content;
     if (!Array.isArray(message.content)) return "";
-    return message.content.filter(function (p) { return p.type === "text"; }).map(function (p) { return p.text; }).join("");
+    return partsText(message.content, "text");
   };
   var money = function (usd) { return usd === undefined || usd === null ? "" : "$" + Number(usd).toFixed(4); };
   var seconds = function (ms) { return (ms / 1000).toFixed(1) + " s"; };
@@ -65,7 +69,8 @@ export const script = String.raw`
         var data = text === "" ? undefined : JSON.parse(text);
         if (!response.ok) {
           var detail = data && (data.detail || data.title) || response.statusText;
-          if (data && data.errors && data.errors[0]) detail += " (" + data.errors[0].path.join(".") + ": " + data.errors[0].message + ")";
+          var first = data && data.errors && data.errors[0];
+          if (first) detail += " (" + first.path.join(".") + ": " + first.message + ")";
           throw new Error(response.status + " " + detail);
         }
         return data;
@@ -116,7 +121,8 @@ export const script = String.raw`
         renderHeader(view);
         // Not following, and the session changed since (a run started by another client, a run resumed by a
         // restarted server, even one that has ended since): follow it, from the last event shown.
-        if (!state.follow && (current.status === "running" || current.status === "waiting" || current.updatedAt !== view.seen)) {
+        var live = current.status === "running" || current.status === "waiting";
+        if (!state.follow && (live || current.updatedAt !== view.seen)) {
           view.seen = current.updatedAt;
           follow(current.id, view.lastId, false);
         }
@@ -160,7 +166,9 @@ export const script = String.raw`
       add("turns", f.turns + (f.limits.turns !== null ? " / " + f.limits.turns : ""));
       add("tokens", (f.usage.input + f.usage.output) + (f.limits.tokens !== null ? " / " + f.limits.tokens : ""));
       add("in / out", f.usage.input + " / " + f.usage.output);
-      if (f.usage.cost !== undefined) add("cost", money(f.usage.cost) + (f.limits.costUsd !== null ? " / " + money(f.limits.costUsd) : ""));
+      if (f.usage.cost !== undefined) {
+        add("cost", money(f.usage.cost) + (f.limits.costUsd !== null ? " / " + money(f.limits.costUsd) : ""));
+      }
       add("time", seconds(f.elapsedMs));
     }
   };
@@ -212,7 +220,10 @@ export const script = String.raw`
     var result = el("pre", "call-result hidden", "");
     card.appendChild(result);
     (view.turn ? view.turn.body : $("timeline")).appendChild(card);
-    call = { card: card, status: status, duration: duration, args: args, approval: approval, progress: progress, result: result, raw: "" };
+    call = {
+      card: card, status: status, duration: duration, args: args, approval: approval, progress: progress,
+      result: result, raw: ""
+    };
     view.calls[id] = call;
     return call;
   };
@@ -234,7 +245,8 @@ export const script = String.raw`
     deny.dataset.call = event.toolCallId;
     deny.addEventListener("click", function () {
       var reason = $("steer-text").value.trim();
-      var command = reason ? { type: "deny", id: event.toolCallId, reason: reason } : { type: "deny", id: event.toolCallId };
+      var command = { type: "deny", id: event.toolCallId };
+      if (reason) command.reason = reason;
       control(command).then(function (result) { if (result && reason) $("steer-text").value = ""; });
     });
     box.appendChild(approve);
@@ -286,7 +298,8 @@ export const script = String.raw`
       view.calls = {};
       view.approvals = {};
       renderPending(view);
-      var node = row(view, "resumed", "resumed", "at turn " + e.resumedAtTurn + " from its checkpoint (" + e.restored.messages + " messages)");
+      var at = "at turn " + e.resumedAtTurn + " from its checkpoint (" + e.restored.messages + " messages)";
+      var node = row(view, "resumed", "resumed", at);
       node.dataset.testid = "resumed";
     },
     TurnStart: function (view, e) {
@@ -337,7 +350,7 @@ export const script = String.raw`
         if (!view.assistant) handlers.MessageStart(view, { role: "assistant" });
         var a = view.assistant;
         a.text.textContent = textOf(m);
-        var thinking = (m.content || []).filter(function (p) { return p.type === "reasoning"; }).map(function (p) { return p.text; }).join("");
+        var thinking = Array.isArray(m.content) ? partsText(m.content, "reasoning") : "";
         if (thinking) { a.reasoning.classList.remove("hidden"); a.thought.textContent = thinking; }
         (m.content || []).forEach(function (p) {
           if (p.type === "toolCall") {
@@ -388,7 +401,8 @@ export const script = String.raw`
     ApprovalResolved: function (view, e) {
       var call = callCard(view, e.toolCallId, e.toolName);
       call.approval.textContent = "";
-      var verdict = el("span", e.approved ? "label ok" : "label bad", e.approved ? "approved" : "denied" + (e.reason ? ": " + e.reason : ""));
+      var said = e.approved ? "approved" : "denied" + (e.reason ? ": " + e.reason : "");
+      var verdict = el("span", e.approved ? "label ok" : "label bad", said);
       verdict.dataset.testid = "verdict";
       call.approval.appendChild(verdict);
       if (!e.approved) { call.denied = true; setStatus(call, "denied", "failed"); }
@@ -399,10 +413,15 @@ export const script = String.raw`
       e.messages.forEach(function (m) { view.delivered[JSON.stringify(m)] = true; bubble(view, "steer", textOf(m)); });
     },
     FollowUpDelivered: function (view, e) {
-      e.messages.forEach(function (m) { view.delivered[JSON.stringify(m)] = true; bubble(view, "follow-up", textOf(m)); });
+      e.messages.forEach(function (m) {
+        view.delivered[JSON.stringify(m)] = true;
+        bubble(view, "follow-up", textOf(m));
+      });
     },
     WrapUpRequested: function (view, e) { row(view, "notice", "wrap-up (" + e.source + ")", e.message); },
-    GuardTripped: function (view, e) { row(view, e.action === "stop" ? "error" : "notice", e.guard + " " + e.action, e.detail); },
+    GuardTripped: function (view, e) {
+      row(view, e.action === "stop" ? "error" : "notice", e.guard + " " + e.action, e.detail);
+    },
     ContextTransformed: function (view, e) {
       row(view, "quiet", "context", e.plugin + ": " + e.messagesBefore + " → " + e.messagesAfter + " messages");
     },
@@ -418,7 +437,8 @@ export const script = String.raw`
       view.running = false;
       view.approvals = {};
       renderPending(view);
-      var text = e.outcome ? e.outcome._tag + (e.outcome.reason ? ": " + e.outcome.reason : e.outcome.budget ? ": " + e.outcome.budget : "")
+      var why = e.outcome && (e.outcome.reason || e.outcome.budget);
+      var text = e.outcome ? e.outcome._tag + (why ? ": " + why : "")
         : e.error ? "failed: " + (e.error.message || e.error._tag) : "died: " + e.defect;
       var node = row(view, e.outcome && e.outcome._tag !== "Cancelled" ? "outcome ok" : "outcome bad", "outcome", text);
       node.dataset.testid = "outcome";
@@ -461,7 +481,8 @@ export const script = String.raw`
       var headers = {};
       if (view.lastId >= 0) headers["last-event-id"] = String(view.lastId);
       setConnection(attempt === 0 ? "connecting" : "reconnecting (" + attempt + ")");
-      fetch("/sessions/" + encodeURIComponent(id) + "/events", { headers: headers, signal: controller.signal }).then(function (response) {
+      var path = "/sessions/" + encodeURIComponent(id) + "/events";
+      fetch(path, { headers: headers, signal: controller.signal }).then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status);
         setConnection("live");
         attempt = 0;
@@ -574,9 +595,16 @@ export const script = String.raw`
     if (!text) return;
     control({ type: "follow_up", text: text }).then(function () { $("steer-text").value = ""; });
   });
-  $("cancel-button").addEventListener("click", function () { control({ type: "cancel", reason: "cancelled in the inspector" }); });
-  $("file").addEventListener("change", function (event) { if (event.target.files[0]) openFile(event.target.files[0]); });
-  document.addEventListener("dragover", function (event) { event.preventDefault(); document.body.classList.add("dropping"); });
+  $("cancel-button").addEventListener("click", function () {
+    control({ type: "cancel", reason: "cancelled in the inspector" });
+  });
+  $("file").addEventListener("change", function (event) {
+    if (event.target.files[0]) openFile(event.target.files[0]);
+  });
+  document.addEventListener("dragover", function (event) {
+    event.preventDefault();
+    document.body.classList.add("dropping");
+  });
   document.addEventListener("dragleave", function () { document.body.classList.remove("dropping"); });
   document.addEventListener("drop", function (event) {
     event.preventDefault();
