@@ -5,6 +5,7 @@
  * and the command runs.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"
+import { Inspector } from "effect-agent/server"
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -72,7 +73,7 @@ void [model, code, sandbox, store, config, scripted, server]
 
 const modules = { Core, Cli, Providers, Sandbox, Server, Session, Testing }
 const names = (module: object) => Object.keys(module).sort()
-console.log(JSON.stringify({
+console.log(JSON.stringify({ inspector: Server.Inspector.html, modules: {
   "effect-agent": names(modules.Core),
   "effect-agent/cli": names(modules.Cli),
   "effect-agent/providers": names(modules.Providers),
@@ -80,7 +81,7 @@ console.log(JSON.stringify({
   "effect-agent/server": names(modules.Server),
   "effect-agent/session": names(modules.Session),
   "effect-agent/testing": names(modules.Testing)
-}))
+} }))
 `
 
 describe.concurrent("the package", () => {
@@ -150,7 +151,10 @@ describe.concurrent("the package", () => {
       ])
       assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")
       // every entry point resolves from the installed package, with the modules it promises
-      const modules: Record<string, ReadonlyArray<string>> = JSON.parse(entryModules.stdout)
+      const printed = JSON.parse(entryModules.stdout)
+      const modules: Record<string, ReadonlyArray<string>> = printed.modules
+      // the inspector's page ships built: the installed package serves the page of this clone
+      assert.strictEqual(printed.inspector, Inspector.html)
       assert.deepStrictEqual(Object.keys(modules).sort(), Object.keys(pkg.exports).map(entryName).sort())
       const coreModules = modules["effect-agent"] ?? []
       for (const name of core) assert.include(coreModules, name)
