@@ -42,7 +42,12 @@ const RecordJson = Schema.fromJsonString(Record)
 const decodeRecord = Schema.decodeUnknownResult(RecordJson)
 const encodeRecord = Schema.encodeSync(RecordJson)
 
-/** The store failed to read or write a record or a log. */
+/**
+ * The store failed to read or write a record or a log.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
 export class StorageError extends Schema.TaggedError<StorageError>()("StorageError", {
   operation: Schema.String,
   path: Schema.String,
