@@ -6,7 +6,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, Redacted, Stream } from "effect"
+import { Effect, Latch, Redacted, Stream } from "effect"
 import { AgentServer } from "effect-agent/server"
 import * as Http from "node:http"
 import * as Sessions from "../../src/server/internal/sessions.ts"
@@ -55,7 +55,10 @@ const answerOf = (end: any): string =>
   end.result.messages.filter((message: any) => message.role === "assistant").at(-1).content
     .filter((part: any) => part.type === "text").map((part: any) => part.text).join("")
 
-layer(serverLayer(), { excludeTestServices: true })("the agent server", (it) => {
+/** Holds this server's `slow` calls until a test opens it. */
+const slowGate = Latch.makeUnsafe()
+
+layer(serverLayer({}, slowGate), { excludeTestServices: true })("the agent server", (it) => {
   it.effect("starts a session and streams its events, each with its id, in order, ending with AgentEnd", () =>
     Effect.gen(function*() {
       const url = yield* baseUrl
@@ -172,6 +175,8 @@ layer(serverLayer(), { excludeTestServices: true })("the agent server", (it) => 
       const steered = yield* post(`${url}/sessions/${id}/control`, { type: "steer", text: "Use metric units." })
       assert.strictEqual(steered.status, 202)
       assert.strictEqual(steered.body.status, "queued")
+      // queued while the call runs, the steer goes in before the next model call: the call may end now
+      yield* slowGate.open
       const read = yield* events(url, id)
       const all = read.messages.map(eventOf)
       const delivered = all.find((event) => event._tag === "SteeringDelivered")

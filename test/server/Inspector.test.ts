@@ -11,7 +11,6 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Latch, Layer, Scope } from "effect"
-import { ToolRegistry } from "effect-agent"
 import { AgentServer, Inspector } from "effect-agent/server"
 import * as NodeCrypto from "node:crypto"
 import * as Fs from "node:fs"
@@ -22,8 +21,8 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { type BrowserContext, chromium, type Page } from "playwright-core"
 import { ScriptedModel } from "effect-agent/testing"
-import { Kit, toolsLayer } from "../session/fixture.ts"
-import { agentLayer, baseUrl, readSse, script } from "./support.ts"
+import { toolsLayer } from "../session/fixture.ts"
+import { agentLayer, baseUrl, gatedAgent, readSse, script } from "./support.ts"
 
 /** The names a system Chromium goes by, looked up on `PATH`. */
 const names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
@@ -124,22 +123,6 @@ const sha256 = (text: string) => `'sha256-${NodeCrypto.createHash("sha256").upda
 /** The text between `<tag>` and `</tag>`, each occurrence. */
 const inline = (html: string, tag: string) =>
   Array.from(html.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g")), (match) => match[1]!)
-
-/**
- * The tests' model with tools whose `slow` call runs until the test opens
- * `gate` (its result names the `ms` it was given): the page is steered while
- * the call runs, however slow the machine.
- */
-const gatedAgent = (gate: Latch.Latch) =>
-  Layer.merge(
-    ScriptedModel.layer(script, { record: false }),
-    ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
-      step: ({ n }) => Effect.succeed(`step ${n} done`),
-      slow: ({ ms }) => Effect.as(gate.await, `slept ${ms} ms`),
-      charge: ({ cents }) => Effect.succeed(`charged ${cents} cents`),
-      deploy: ({ env }) => Effect.succeed(`deployed to ${env}`)
-    })))
-  )
 
 /** The tests' model, but from its `turns`th reply on it never answers (a run held mid-way until its server stops). */
 const hangingFrom = (turns: number) =>

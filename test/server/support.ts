@@ -5,13 +5,14 @@
  * ephemeral loopback port, and a reader of its SSE streams.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Layer } from "effect"
+import { Effect, type Latch, Layer } from "effect"
 import { HttpServer } from "effect/http"
 import type { Prompt } from "effect/ai"
+import { ToolRegistry } from "effect-agent"
 import { AgentServer } from "effect-agent/server"
 import { ScriptedModel } from "effect-agent/testing"
 import { createServer } from "node:http"
-import { toolsLayer } from "../session/fixture.ts"
+import { Kit, toolsLayer } from "../session/fixture.ts"
 
 /** The text of the first user message: the task. */
 const taskOf = (prompt: Prompt.Prompt): string => {
@@ -94,10 +95,26 @@ export const script = (_index: number, request: ScriptedModel.Request): Scripted
 /** The model and the tools every test server runs sessions with. */
 export const agentLayer = Layer.merge(ScriptedModel.layer(script, { record: false }), toolsLayer([]))
 
-/** A server on 127.0.0.1 at an ephemeral port, with the scripted model and tools. */
-export const serverLayer = (options: AgentServer.Options = {}) =>
+/**
+ * The model and tools, but the `slow` call runs until `gate` opens (its
+ * result names the `ms` it was given): a test acts while the call runs,
+ * however slow the machine.
+ */
+export const gatedAgent = (gate: Latch.Latch) =>
+  Layer.merge(
+    ScriptedModel.layer(script, { record: false }),
+    ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
+      step: ({ n }) => Effect.succeed(`step ${n} done`),
+      slow: ({ ms }) => Effect.as(gate.await, `slept ${ms} ms`),
+      charge: ({ cents }) => Effect.succeed(`charged ${cents} cents`),
+      deploy: ({ env }) => Effect.succeed(`deployed to ${env}`)
+    })))
+  )
+
+/** A server on 127.0.0.1 at an ephemeral port, with the scripted model and tools (`slow` held by `gate`, if given). */
+export const serverLayer = (options: AgentServer.Options = {}, gate?: Latch.Latch) =>
   AgentServer.layer(options).pipe(
-    Layer.provide(agentLayer),
+    Layer.provide(gate === undefined ? agentLayer : gatedAgent(gate)),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
   )
 
