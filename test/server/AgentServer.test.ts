@@ -11,7 +11,7 @@ import { AgentServer } from "effect-agent/server"
 import * as Http from "node:http"
 import * as Sessions from "../../src/server/internal/sessions.ts"
 import * as Store from "../../src/server/internal/store.ts"
-import { agentLayer, baseUrl, readSse, serverLayer, type SseMessage, tagOf } from "./support.ts"
+import { agentLayer, baseUrl, gatedAgent, readSse, serverLayer, type SseMessage, tagOf } from "./support.ts"
 
 const json = { "content-type": "application/json" }
 
@@ -58,7 +58,7 @@ const answerOf = (end: any): string =>
 /** Holds this server's `slow` calls until a test opens it. */
 const slowGate = Latch.makeUnsafe()
 
-layer(serverLayer({}, slowGate), { excludeTestServices: true })("the agent server", (it) => {
+layer(serverLayer({}, gatedAgent(slowGate)), { excludeTestServices: true })("the agent server", (it) => {
   it.effect("starts a session and streams its events, each with its id, in order, ending with AgentEnd", () =>
     Effect.gen(function*() {
       const url = yield* baseUrl
@@ -92,12 +92,15 @@ layer(serverLayer({}, slowGate), { excludeTestServices: true })("the agent serve
   it.effect("a client that reconnects mid-run with Last-Event-ID gets every later event once", () =>
     Effect.gen(function*() {
       const url = yield* baseUrl
-      const id = yield* start(url, "steps 6 30")
-      const first = yield* events(url, id, { stop: (message) => Number(message.id) >= 14 })
+      yield* slowGate.close
+      const id = yield* start(url, "slow 0")
+      // the client goes away while the call runs (held until the gate opens)
+      const first = yield* events(url, id, { stop: (message) => tagOf(message) === "ToolExecutionStart" })
       assert.isFalse(first.ended)
       const lastId = first.messages.at(-1)!.id!
       const status = yield* call(`${url}/sessions/${id}`)
       assert.strictEqual(status.body.status, "running", "the run goes on while the client is away")
+      yield* slowGate.open
       const rest = yield* events(url, id, { lastId })
       assert.isTrue(rest.ended)
       const whole = yield* events(url, id)
@@ -170,6 +173,7 @@ layer(serverLayer({}, slowGate), { excludeTestServices: true })("the agent serve
   it.effect("a run is steered over HTTP: the message goes in before the next model call", () =>
     Effect.gen(function*() {
       const url = yield* baseUrl
+      yield* slowGate.close
       const id = yield* start(url, "slow 150")
       yield* events(url, id, { stop: (message) => tagOf(message) === "ToolExecutionStart" })
       const steered = yield* post(`${url}/sessions/${id}/control`, { type: "steer", text: "Use metric units." })

@@ -20,9 +20,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { type BrowserContext, chromium, type Page } from "playwright-core"
-import { ScriptedModel } from "effect-agent/testing"
-import { toolsLayer } from "../session/fixture.ts"
-import { agentLayer, baseUrl, gatedAgent, readSse, script } from "./support.ts"
+import { agentLayer, baseUrl, gatedAgent, hangingFrom, readSse } from "./support.ts"
 
 /** The names a system Chromium goes by, looked up on `PATH`. */
 const names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
@@ -123,19 +121,6 @@ const sha256 = (text: string) => `'sha256-${NodeCrypto.createHash("sha256").upda
 /** The text between `<tag>` and `</tag>`, each occurrence. */
 const inline = (html: string, tag: string) =>
   Array.from(html.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g")), (match) => match[1]!)
-
-/** The tests' model, but from its `turns`th reply on it never answers (a run held mid-way until its server stops). */
-const hangingFrom = (turns: number) =>
-  Layer.merge(
-    ScriptedModel.layer(
-      (index, request) =>
-        request.prompt.content.filter((message) => message.role === "assistant").length >= turns
-          ? { reasoning: "Weighing the next step.", text: "Thinking it over", hang: true }
-          : script(index, request),
-      { record: false }
-    ),
-    toolsLayer([])
-  )
 
 describe("the inspector's page", () => {
   it("runs only its own inline script and styles: the Content-Security-Policy allows them by hash, nothing else", () => {

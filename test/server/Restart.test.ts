@@ -14,21 +14,21 @@ import { readSse, type SseMessage, tagOf } from "./support.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 
-const server = (dir: string) =>
+const server = (dir: string, hangFrom: ReadonlyArray<string>) =>
   ChildProcess.make(
     process.execPath,
-    ["--conditions=effect-agent-source", "test/server/server-child.ts", dir],
+    ["--conditions=effect-agent-source", "test/server/server-child.ts", dir, ...hangFrom],
     // whatever happens to the test, the child does not outlive it
     { cwd: root, forceKillAfter: "2 seconds" }
   )
 
 const Started = Schema.fromJsonString(Schema.Struct({ url: Schema.String }))
 
-/** Starts a server process on `dir`; its URL, once it listens. */
-const startServer = (dir: string) =>
+/** Starts a server process on `dir` (its model silent from a session's `hangFrom`th reply on); its URL. */
+const startServer = (dir: string, hangFrom?: number) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-    const handle = yield* spawner.spawn(server(dir))
+    const handle = yield* spawner.spawn(server(dir, hangFrom === undefined ? [] : [String(hangFrom)]))
     const first = yield* handle.stdout.pipe(
       Stream.decodeText(),
       Stream.splitLines,
@@ -46,7 +46,8 @@ const restartMidRun = (signal: "SIGKILL" | "SIGTERM") =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const dir = yield* fs.makeTempDirectoryScoped()
-    const a = yield* startServer(dir)
+    // the first server's model never gives the fourth reply: the run is mid-way when the server goes
+    const a = yield* startServer(dir, 4)
     const created: any = yield* Effect.promise(() =>
       fetch(`${a.url}/sessions`, {
         method: "POST",

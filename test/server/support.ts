@@ -111,10 +111,27 @@ export const gatedAgent = (gate: Latch.Latch) =>
     })))
   )
 
-/** A server on 127.0.0.1 at an ephemeral port, with the scripted model and tools (`slow` held by `gate`, if given). */
-export const serverLayer = (options: AgentServer.Options = {}, gate?: Latch.Latch) =>
+/**
+ * The model and tools, but once a session's transcript holds `replies` of
+ * its replies, the model never answers: a run held mid-way until its server
+ * stops (a server that resumes it with {@link agentLayer} carries on).
+ */
+export const hangingFrom = (replies: number) =>
+  Layer.merge(
+    ScriptedModel.layer(
+      (index, request) =>
+        request.prompt.content.filter((message) => message.role === "assistant").length >= replies
+          ? { reasoning: "Weighing the next step.", text: "Thinking it over", hang: true }
+          : script(index, request),
+      { record: false }
+    ),
+    toolsLayer([])
+  )
+
+/** A server on 127.0.0.1 at an ephemeral port, with the scripted model and tools (or `agent`). */
+export const serverLayer = (options: AgentServer.Options = {}, agent: typeof agentLayer = agentLayer) =>
   AgentServer.layer(options).pipe(
-    Layer.provide(gate === undefined ? agentLayer : gatedAgent(gate)),
+    Layer.provide(agent),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
   )
 
