@@ -45,7 +45,9 @@ const option = (name: string, fallback: number) => {
 
 const Step = Tool.make("step", { parameters: Schema.Struct({ n: Schema.Finite }), success: Schema.String })
 const Kit = Toolkit.make(Step)
-const tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({ step: ({ n }) => Effect.succeed(`step ${n} checked`) })))
+const tools = ToolRegistry.layer(Kit).pipe(
+  Layer.provide(Kit.toLayer({ step: ({ n }) => Effect.succeed(`step ${n} checked`) }))
+)
 
 /** The task says how many turns and how slow: `T D` (T tool turns, then an answer; each model call D ms). */
 const taskOf = (prompt: Prompt.Prompt) => {
@@ -98,9 +100,10 @@ interface Memory {
 
 const startServer = (directory: string | undefined) => {
   const self = fileURLToPath(import.meta.url)
+  const where = directory === undefined ? [] : [directory]
   const child = spawn(
     process.execPath,
-    ["--expose-gc", "--conditions=effect-agent-source", self, "--serve", ...(directory === undefined ? [] : [directory])],
+    ["--expose-gc", "--conditions=effect-agent-source", self, "--serve", ...where],
     { stdio: ["pipe", "pipe", "inherit"] }
   )
   const lines = Readline.createInterface({ input: child.stdout! })
@@ -149,7 +152,14 @@ const follow = async (url: string, id: string) => {
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
 const kb = (bytes: number) => `${(bytes / 1024).toFixed(1)} KB`
 
-const phase = async (url: string, name: string, sessions: number, turns: number, delay: number, memory: () => Promise<Memory>) => {
+const phase = async (
+  url: string,
+  name: string,
+  sessions: number,
+  turns: number,
+  delay: number,
+  memory: () => Promise<Memory>
+) => {
   const idle = await memory()
   const started = performance.now()
   const created: Array<Promise<void>> = []
@@ -194,10 +204,13 @@ const phase = async (url: string, name: string, sessions: number, turns: number,
     if (replay.ids.length !== result.ids.length) lost++
   }
   const turnsDone = sessions * (turns + 1)
-  console.log(`\n${name}: ${sessions} sessions × ${turns + 1} turns (model calls ${delay} ms), each with an SSE client`)
+  console.log(
+    `\n${name}: ${sessions} sessions × ${turns + 1} turns (model calls ${delay} ms), each with an SSE client`
+  )
   console.log(`  finished: ${sessions - unfinished} of ${sessions}; clients that lost or repeated an event: ${lost}`)
   console.log(
-    `  ${seconds.toFixed(2)} s: ${(sessions / seconds).toFixed(0)} sessions/s, ${(turnsDone / seconds).toFixed(0)} turns/s, ` +
+    `  ${seconds.toFixed(2)} s: ${(sessions / seconds).toFixed(0)} sessions/s, ` +
+      `${(turnsDone / seconds).toFixed(0)} turns/s, ` +
       `${(events / seconds).toFixed(0)} events/s delivered (${events} events)`
   )
   if (peak !== undefined) {

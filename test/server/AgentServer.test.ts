@@ -136,7 +136,10 @@ layer(serverLayer({}, gatedAgent(slowGate)), { excludeTestServices: true })("the
                 body: JSON.stringify({ type: "approve", id: toolCallId })
               })
               assert.strictEqual(approved.status, 202)
-              assert.deepStrictEqual(await approved.json(), { sessionId: id, type: "approve", status: "applied", toolCallId })
+              assert.deepStrictEqual(
+                await approved.json(),
+                { sessionId: id, type: "approve", status: "applied", toolCallId }
+              )
             })()
           }
           return false
@@ -216,7 +219,8 @@ layer(serverLayer({}, gatedAgent(slowGate)), { excludeTestServices: true })("the
       assert.strictEqual(followUp.status, 202)
       assert.strictEqual(followUp.body.status, "restarted")
       const secondRun = yield* events(url, done, { lastId: firstRun.messages.at(-1)!.id! })
-      assert.deepStrictEqual(ids(secondRun.messages), range(firstRun.messages.length, firstRun.messages.length + secondRun.messages.length))
+      const before = firstRun.messages.length
+      assert.deepStrictEqual(ids(secondRun.messages), range(before, before + secondRun.messages.length))
       const last = eventOf(secondRun.messages.at(-1)!)
       assert.strictEqual(last.outcome._tag, "Completed")
       assert.strictEqual(answerOf(last), "Follow-up answered.")
@@ -462,7 +466,8 @@ describe("sessions", () => {
         Array.from({ length: 3 }, () => Effect.result(sessions.create({ task: "steps 1 0", id: "race" }))),
         { concurrency: "unbounded" }
       )
-      assert.deepStrictEqual(results.map((result) => result._tag === "Success" ? "created" : result.failure._tag).sort(), [
+      const told = results.map((result) => result._tag === "Success" ? "created" : result.failure._tag)
+      assert.deepStrictEqual(told.sort(), [
         "SessionExists",
         "SessionExists",
         "created"

@@ -98,6 +98,9 @@ const post = (url: string, body: unknown) =>
       .then((response) => response.json() as Promise<any>)
   )
 
+/** Where the page says a run completed. */
+const completed = "[data-testid=outcome][data-outcome=Completed]"
+
 const texts = (page: Page, selector: string) => Effect.promise(() => page.locator(selector).allTextContents())
 
 /** A free loopback port (for a server that restarts on the same address). */
@@ -123,7 +126,7 @@ const inline = (html: string, tag: string) =>
   Array.from(html.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g")), (match) => match[1]!)
 
 describe("the inspector's page", () => {
-  it("runs only its own inline script and styles: the Content-Security-Policy allows them by hash, nothing else", () => {
+  it("runs only its own inline script and styles: the CSP allows them by hash, nothing else", () => {
     const scripts = inline(Inspector.html, "script")
     const styles = inline(Inspector.html, "style")
     assert.strictEqual(scripts.length, 1)
@@ -185,7 +188,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       yield* Effect.promise(() => page.waitForSelector("#toast:has-text('steer: queued')"))
       yield* gate.open
 
-      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 10_000 }))
+      yield* Effect.promise(() => page.waitForSelector(completed, { timeout: 10_000 }))
       const assistant = yield* texts(page, "[data-testid=assistant-text]")
       assert.deepStrictEqual(assistant, [
         "I will deploy to staging first.",
@@ -195,13 +198,18 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.deepStrictEqual(yield* texts(page, "[data-testid=steer-message] .text"), ["Also check the logs."])
       assert.deepStrictEqual(yield* texts(page, "[data-testid=user-message] .text"), ["inspect 600"])
       assert.deepStrictEqual(yield* texts(page, "[data-testid=tool-call] .call-status"), ["done", "done"])
-      assert.deepStrictEqual(yield* texts(page, "[data-testid=tool-call] .call-result"), ["deployed to staging", "slept 600 ms"])
+      assert.deepStrictEqual(
+        yield* texts(page, "[data-testid=tool-call] .call-result"),
+        ["deployed to staging", "slept 600 ms"]
+      )
       assert.include((yield* texts(page, ".reasoning-text"))[0], "deploys need approval")
       const figures = yield* texts(page, "#figures")
       assert.include(figures[0], "turns 3")
       assert.include(figures[0], "cost $0.0045")
       assert.strictEqual(
-        yield* Effect.promise(() => page.getAttribute(`[data-testid=session-item][data-id=${session.id}]`, "data-status")),
+        yield* Effect.promise(() =>
+          page.getAttribute(`[data-testid=session-item][data-id=${session.id}]`, "data-status")
+        ),
         "finished"
       )
 
@@ -237,7 +245,9 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
         page.waitForSelector(`${third} [data-testid=assistant-text]:has-text('Thinking it over')`, { timeout: 10_000 })
       )
       assert.deepStrictEqual(yield* texts(page, `${third} .reasoning-text`), ["Weighing the next step."])
-      const before = yield* Effect.promise(() => fetch(`${url}/sessions/restarted`).then((r) => r.json() as Promise<any>))
+      const before = yield* Effect.promise(() =>
+        fetch(`${url}/sessions/restarted`).then((r) => r.json() as Promise<any>)
+      )
       assert.strictEqual(before.status, "running")
 
       // the server stops under the page (its run saved), and another takes its place on the same address
@@ -245,11 +255,15 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       const second = yield* Scope.make()
       yield* Layer.buildWithScope(serverOn(port, dir), second)
 
-      yield* Effect.tryPromise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 20_000 })).pipe(
+      yield* Effect.tryPromise(() => page.waitForSelector(completed, { timeout: 20_000 })).pipe(
         // say what the page showed
         Effect.tapError(() =>
           Effect.flatMap(
-            Effect.all([texts(page, "#timeline .row"), texts(page, "#connection"), texts(page, "[data-testid=session-item]")]),
+            Effect.all([
+              texts(page, "#timeline .row"),
+              texts(page, "#connection"),
+              texts(page, "[data-testid=session-item]")
+            ]),
             (shown) => Effect.sync(() => console.error("the page showed:", JSON.stringify(shown), errors))
           )
         ),
@@ -260,7 +274,10 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       const assistant = yield* texts(page, "[data-testid=assistant-text]")
       assert.strictEqual(assistant.at(-1), "All 6 steps done.")
       const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/restarted/events`)))
-      assert.strictEqual(Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-applied"))), whole.messages.length)
+      assert.strictEqual(
+        Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-applied"))),
+        whole.messages.length
+      )
       assert.strictEqual(
         Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-last-id"))),
         whole.messages.length - 1
@@ -280,7 +297,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       yield* Effect.promise(() => page.waitForSelector("#pending [data-testid=deny]", { timeout: 10_000 }))
       yield* Effect.promise(() => page.fill("#steer-text", "not on a Friday"))
       yield* Effect.promise(() => page.click("[data-testid=tool-call] [data-testid=deny]"))
-      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]", { timeout: 10_000 }))
+      yield* Effect.promise(() => page.waitForSelector(completed, { timeout: 10_000 }))
       assert.deepStrictEqual(yield* texts(page, "[data-testid=verdict]"), ["denied: not on a Friday"])
       assert.deepStrictEqual(yield* texts(page, "[data-testid=tool-call] .call-status"), ["denied"])
       // the reason was used: the box is empty again
@@ -305,16 +322,18 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       const trajectory = Fs.readFileSync(Path.join(dir, "sessions", "saved", "trajectory.ndjson"), "utf8")
       assert.strictEqual(trajectory.trim().split("\n").length, whole.messages.length)
       const { page, errors } = yield* openPage(yield* browser, `${url}/`)
-      // dropped on the page, as a user drags a CI run's trajectory.jsonl onto it
+      // dropped on the page, as a user drags a CI run's trajectory.jsonl onto it (with a kind of event the page
+      // does not know, and a line that is not JSON)
+      const unknown = JSON.stringify({ _tag: "PlanPhase", runId: "r", turn: 3, timestamp: 0, phase: "review" })
       yield* Effect.promise(async () => {
         const data = await page.evaluateHandle((text) => {
           const transfer = new (globalThis as any).DataTransfer()
           transfer.items.add(new File([text], "trajectory.jsonl", { type: "application/x-ndjson" }))
           return transfer
-        }, trajectory + "{\"_tag\":\"PlanPhase\",\"runId\":\"r\",\"turn\":3,\"timestamp\":0,\"phase\":\"review\"}\nnot json\n")
+        }, `${trajectory}${unknown}\nnot json\n`)
         await page.dispatchEvent("body", "drop", { dataTransfer: data })
       })
-      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Completed]"))
+      yield* Effect.promise(() => page.waitForSelector(completed))
       assert.deepStrictEqual(yield* texts(page, "#session-title"), ["trajectory.jsonl"])
       assert.deepStrictEqual((yield* texts(page, "[data-testid=assistant-text]")).at(-1), "All 2 steps done.")
       // an event kind the page does not know is shown with its fields

@@ -74,7 +74,9 @@ const restartMidRun = (signal: "SIGKILL" | "SIGTERM") =>
       readSse(await fetch(`${b.url}/sessions/survivor/events`, { headers: { "last-event-id": lastId } }))
     )
     const whole = yield* Effect.promise(async () => readSse(await fetch(`${b.url}/sessions/survivor/events`)))
-    const info: any = yield* Effect.promise(() => fetch(`${b.url}/sessions/survivor`).then((response) => response.json()))
+    const info: any = yield* Effect.promise(() =>
+      fetch(`${b.url}/sessions/survivor`).then((response) => response.json())
+    )
     yield* b.handle.kill({ killSignal: "SIGTERM", forceKillAfter: "10 seconds" })
     return { first: first.messages, rest: rest.messages, whole: whole.messages, info }
   }).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
@@ -93,7 +95,10 @@ const check = (result: Effect.Success<ReturnType<typeof restartMidRun>>) => {
   assert.strictEqual(answers.at(-1).content.at(-1).text, "All 8 steps done.")
   // each step ran in the transcript once: the turn in flight was redone, not doubled
   const results = end.result.state.messages.filter((message: any) => message.role === "toolResult")
-  assert.deepStrictEqual(results.map((message: any) => message.content[0].text), [1, 2, 3, 4, 5, 6, 7, 8].map((n) => `step ${n} done`))
+  assert.deepStrictEqual(
+    results.map((message: any) => message.content[0].text),
+    [1, 2, 3, 4, 5, 6, 7, 8].map((n) => `step ${n} done`)
+  )
   assert.strictEqual(info.status, "finished")
   assert.strictEqual(info.turns, 9)
 }

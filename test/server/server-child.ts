@@ -7,7 +7,8 @@
  * scripted model and tools of `support.ts`, whose replies follow each
  * session's transcript, so a new process carries on where a checkpoint left
  * off; with HANG_FROM, the model never gives a session's HANG_FROM-th reply
- * and later: a run stays mid-way until the process stops), and prints its URL as one JSON line: `{"url":"http://127.0.0.1:…"}`.
+ * and later: a run stays mid-way until the process stops), and prints its
+ * URL as one JSON line: `{"url":"http://127.0.0.1:…"}`.
  * SIGTERM and SIGINT stop it cleanly; SIGKILL, not.
  */
 import { NodeRuntime } from "@effect/platform-node"

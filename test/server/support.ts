@@ -82,7 +82,10 @@ export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
     case "hang":
       return [{ text: "Thinking", hang: true }]
     case "big":
-      return [{ text: Array.from({ length: Number(a) }, (_, i) => `${i}`.padEnd(Number(b), ".")), delay: Number(c ?? 0) }]
+      return [{
+        text: Array.from({ length: Number(a) }, (_, i) => `${i}`.padEnd(Number(b), ".")),
+        delay: Number(c ?? 0)
+      }]
     default:
       return [{ text: `You said: ${task}` }, { text: "Follow-up answered." }]
   }
