@@ -241,7 +241,13 @@ export interface Nested {
   readonly event: AgentEvent
 }
 
-interface NestedEncoded {
+/**
+ * The JSON-side form of {@link Nested} (its `event` in its encoded form).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NestedEncoded {
   readonly _tag: "Nested"
   readonly runId: string
   readonly turn: number
@@ -250,7 +256,13 @@ interface NestedEncoded {
   readonly event: Encoded
 }
 
-type Encoded = typeof Flat.Encoded | NestedEncoded
+/**
+ * The encoded form of an event (what the Schema decodes from).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Encoded = typeof Flat.Encoded | NestedEncoded
 
 /**
  * @since 0.1.0
