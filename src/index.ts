@@ -41,6 +41,8 @@ export * as RunState from "./RunState.ts"
 /** @since 0.1.0 */
 export * as Steering from "./Steering.ts"
 /** @since 0.1.0 */
+export * as Telemetry from "./Telemetry.ts"
+/** @since 0.1.0 */
 export * as ToolArguments from "./ToolArguments.ts"
 /** @since 0.1.0 */
 export * as ToolRegistry from "./ToolRegistry.ts"

@@ -1,0 +1,364 @@
+/**
+ * The spans and metrics of a run (see the public `Telemetry` module for the
+ * tree and the attributes). The loop looks telemetry up once per run; when it
+ * is off (no tracer installed, the default) the run holds `undefined` and
+ * each site of the loop takes its untraced path: one comparison per turn and
+ * per call, nothing else.
+ *
+ * @internal
+ */
+import { type Cause, Clock, Context, Data, Effect, Exit, Metric, References, Tracer } from "effect"
+import { Model, type Prompt } from "effect/ai"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import type * as RunState from "../RunState.ts"
+import * as Telemetry from "../Telemetry.ts"
+
+/**
+ * What a run with telemetry on knows to make its spans.
+ *
+ * @internal
+ */
+export interface Settings {
+  readonly agent: string
+  readonly recordContent: boolean
+  /** `gen_ai.provider.name`: the `effect/ai` `Model.ProviderName` in context, if any. */
+  readonly provider: string | undefined
+  /** `gen_ai.request.model`: the `effect/ai` `Model.ModelName` in context, if any. */
+  readonly model: string | undefined
+  /** Whether a tracer records spans (telemetry may be on for metrics only). */
+  readonly tracing: boolean
+}
+
+/**
+ * Telemetry of a run in progress: its settings and its `invoke_agent` span.
+ *
+ * @internal
+ */
+export interface RunTelemetry extends Settings {
+  readonly span: Tracer.Span
+}
+
+/**
+ * The run's telemetry settings, or `undefined` when telemetry is off.
+ *
+ * @internal
+ */
+export const settings = (agent: string | undefined): Effect.Effect<Settings | undefined> =>
+  Effect.withFiber((fiber) => {
+    const context = fiber.context
+    const enabled = fiber.getRef(Telemetry.Enabled)
+    const tracing = fiber.getRef(References.TracerEnabled) && Context.getOrUndefined(context, Tracer.Tracer) !== undefined
+    if (enabled === false || (enabled === "auto" && !tracing)) return Effect.succeed(undefined)
+    const found: Settings = {
+      agent: agent ?? "agent",
+      recordContent: fiber.getRef(Telemetry.RecordContent),
+      provider: Context.getOrUndefined(context, Model.ProviderName),
+      model: Context.getOrUndefined(context, Model.ModelName),
+      tracing
+    }
+    return Effect.succeed(found)
+  })
+
+const nowNanos = Effect.withFiber((fiber) => Effect.succeed(fiber.getRef(Clock.Clock).currentTimeNanosUnsafe()))
+
+/** Sets the attributes whose value is known (the conventions want absent, not empty). */
+const setAll = (span: Tracer.Span, attributes: Record<string, unknown>): void => {
+  for (const key in attributes) {
+    const value = attributes[key]
+    if (value !== undefined) span.attribute(key, value)
+  }
+}
+
+const usageAttributes = (usage: Message.Usage): Record<string, unknown> => ({
+  "gen_ai.usage.input_tokens": usage.input,
+  "gen_ai.usage.output_tokens": usage.output,
+  "gen_ai.usage.cache_read.input_tokens": usage.cacheRead,
+  "gen_ai.usage.cache_creation.input_tokens": usage.cacheWrite,
+  "gen_ai.usage.reasoning.output_tokens": usage.reasoning,
+  "effect_agent.usage.cost_usd": usage.cost
+})
+
+// -----------------------------------------------------------------------------
+// invoke_agent
+// -----------------------------------------------------------------------------
+
+/**
+ * The run's `invoke_agent` span around `body`, linked to the span of the run
+ * a continued state came from (`state.trace`).
+ *
+ * @internal
+ */
+export const invokeAgent = <E, R>(
+  settings: Settings,
+  state: RunState.RunState,
+  body: (telemetry: RunTelemetry) => Effect.Effect<RunState.RunResult, E, R>
+): Effect.Effect<RunState.RunResult, E, R> =>
+  Effect.useSpan(
+    `invoke_agent ${settings.agent}`,
+    {
+      kind: "internal",
+      attributes: {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": settings.agent,
+        "gen_ai.conversation.id": state.runId,
+        ...(settings.provider === undefined ? {} : { "gen_ai.provider.name": settings.provider }),
+        ...(settings.model === undefined ? {} : { "gen_ai.request.model": settings.model })
+      },
+      links: state.trace === undefined ? [] : [{
+        span: Tracer.externalSpan({ traceId: state.trace.traceId, spanId: state.trace.spanId }),
+        attributes: { "effect_agent.link": "continues" }
+      }]
+    },
+    (span) =>
+      Effect.tap(
+        Effect.withParentSpan(body({ ...settings, span }), span, { captureStackTrace: false }),
+        (result) =>
+          Effect.sync(() => {
+            setAll(span, usageAttributes(result.usage))
+            span.attribute("effect_agent.outcome", result.outcome._tag)
+            span.attribute("effect_agent.turns", result.state.turn)
+          })
+      )
+  )
+
+/**
+ * The trace context a saved state keeps: the run's `invoke_agent` span.
+ *
+ * @internal
+ */
+export const traceContext = (telemetry: RunTelemetry): RunState.TraceContext | undefined =>
+  telemetry.tracing ? { traceId: telemetry.span.traceId, spanId: telemetry.span.spanId } : undefined
+
+// -----------------------------------------------------------------------------
+// chat
+// -----------------------------------------------------------------------------
+
+const finishReason = (reason: Message.StopReason): string => {
+  switch (reason) {
+    case "toolUse":
+      return "tool_calls"
+    case "aborted":
+      return "cancelled"
+    default:
+      return reason
+  }
+}
+
+const modelAttributes = (telemetry: Settings, model: string | undefined) => ({
+  ...(telemetry.provider === undefined ? {} : { "gen_ai.provider.name": telemetry.provider }),
+  ...(model === undefined ? {} : { "gen_ai.request.model": model })
+})
+
+/** Records one call's tokens, cost and latency. */
+const recordCall = (
+  telemetry: Settings,
+  model: string | undefined,
+  seconds: number,
+  message: Message.AssistantMessage | undefined,
+  errorType: string | undefined
+): Effect.Effect<void> => {
+  const attributes = modelAttributes(telemetry, model)
+  const duration = Metric.update(
+    Metric.withAttributes(
+      Telemetry.modelCallDuration,
+      errorType === undefined ? attributes : { ...attributes, "error.type": errorType }
+    ),
+    seconds
+  )
+  if (message === undefined) return duration
+  const { usage } = message
+  const count = (type: string, value: number) =>
+    Metric.update(Metric.withAttributes(Telemetry.tokens, { ...attributes, "gen_ai.token.type": type }), value)
+  return Effect.all([
+    duration,
+    count("input", usage.input),
+    count("output", usage.output),
+    usage.cacheRead > 0 ? count("cache_read", usage.cacheRead) : Effect.void,
+    usage.cacheWrite > 0 ? count("cache_creation", usage.cacheWrite) : Effect.void,
+    usage.cost === undefined ? Effect.void : Metric.update(Metric.withAttributes(Telemetry.cost, attributes), usage.cost)
+  ], { discard: true })
+}
+
+/**
+ * One model call's `chat` span around `reply`, with its response's model,
+ * finish reason, usage and cost; its tokens, cost and latency as metrics.
+ *
+ * @internal
+ */
+export const chat = <A extends { readonly message: Message.AssistantMessage }, E, R>(
+  telemetry: RunTelemetry,
+  turn: number,
+  prompt: Prompt.Prompt,
+  reply: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
+  const model = telemetry.model
+  const body = (span: Tracer.Span) =>
+    Effect.flatMap(nowNanos, (start) =>
+      Effect.onExit(
+        Effect.withParentSpan(reply, span, { captureStackTrace: false }),
+        (exit) =>
+          Effect.flatMap(nowNanos, (end) => {
+            const seconds = Number(end - start) / 1e9
+            if (Exit.isFailure(exit)) return recordCall(telemetry, model, seconds, undefined, errorTypeOf(exit.cause))
+            const message = exit.value.message
+            setAll(span, {
+              "gen_ai.response.model": message.model,
+              "gen_ai.response.finish_reasons": [finishReason(message.stopReason)],
+              ...usageAttributes(message.usage)
+            })
+            if (telemetry.recordContent) {
+              span.attribute("gen_ai.output.messages", JSON.stringify([{ role: "assistant", parts: message.content }]))
+            }
+            return recordCall(telemetry, model, seconds, message, undefined)
+          })
+      ))
+  if (!telemetry.tracing) return body(telemetry.span)
+  return Effect.useSpan(
+    model === undefined ? "chat" : `chat ${model}`,
+    {
+      kind: "client",
+      attributes: {
+        "gen_ai.operation.name": "chat",
+        ...modelAttributes(telemetry, model),
+        "effect_agent.turn": turn,
+        ...(telemetry.recordContent ? { "gen_ai.input.messages": JSON.stringify(prompt.content) } : {})
+      }
+    },
+    body
+  )
+}
+
+const errorTypeOf = (cause: Cause.Cause<unknown>): string => {
+  for (const reason of cause.reasons) {
+    if (reason._tag === "Fail") {
+      const error = reason.error
+      return typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "error"
+    }
+  }
+  return cause.reasons.some((reason) => reason._tag === "Interrupt") ? "interrupted" : "defect"
+}
+
+// -----------------------------------------------------------------------------
+// execute_tool
+// -----------------------------------------------------------------------------
+
+/**
+ * How a tool call ended, as its span's status and the `status` of the
+ * `tool_calls` metric.
+ *
+ * @internal
+ */
+export type CallStatus = "ok" | "error" | "denied" | "timeout" | "interrupted" | "blocked"
+
+/** How a result says its call ended: by the `kind` of the details the loop put on it. */
+export const statusOf = (result: Message.ToolResultMessage): CallStatus => {
+  if (!result.isError) return "ok"
+  const details: unknown = result.details
+  const kind = typeof details === "object" && details !== null && "kind" in details ? details.kind : undefined
+  switch (kind) {
+    case "denied":
+      return "denied"
+    case "timedOut":
+      return "timeout"
+    case "cancelled":
+    case "budgetExceeded":
+      return "interrupted"
+    case "blocked":
+    case "quota":
+    case "notExecuted":
+      return "blocked"
+    default:
+      return "error"
+  }
+}
+
+/** A call that did not succeed: the failure its span ends with (caught at once, never seen by the run). */
+class CallFailed<A> extends Data.TaggedError("effect_agent.CallFailed")<{
+  readonly status: Exclude<CallStatus, "ok">
+  readonly finalized: A
+}> {
+  override get message(): string {
+    return this.status
+  }
+}
+
+/**
+ * One tool call's `execute_tool` span around `body`; the call's end as the
+ * span's status and a `tool_calls` metric.
+ *
+ * @internal
+ */
+export const executeTool = <A extends { readonly result: Message.ToolResultMessage }, E, R>(
+  telemetry: RunTelemetry,
+  turn: number,
+  call: Hooks.ToolCall,
+  body: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => {
+  const counted = (status: CallStatus) =>
+    Metric.update(Metric.withAttributes(Telemetry.toolCalls, { "gen_ai.tool.name": call.name, status }), 1)
+  const ended = (span: Tracer.Span | undefined, finalized: A): Effect.Effect<A, CallFailed<A>> => {
+    const status = statusOf(finalized.result)
+    if (span !== undefined) {
+      if (telemetry.recordContent) span.attribute("gen_ai.tool.call.result", Message.textOf(finalized.result))
+      if (status !== "ok") span.attribute("error.type", status)
+    }
+    return Effect.andThen(
+      counted(status),
+      status === "ok" ? Effect.succeed(finalized) : Effect.fail(new CallFailed({ status, finalized }))
+    )
+  }
+  if (!telemetry.tracing) {
+    return Effect.onInterrupt(
+      Effect.flatMap(body, (finalized) => Effect.as(counted(statusOf(finalized.result)), finalized)),
+      () => counted("interrupted")
+    )
+  }
+  return Effect.useSpan(
+    `execute_tool ${call.name}`,
+    {
+      kind: "internal",
+      attributes: {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": call.name,
+        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.type": "function",
+        "effect_agent.turn": turn,
+        ...(telemetry.recordContent ? { "gen_ai.tool.call.arguments": JSON.stringify(call.rawParams) } : {})
+      }
+    },
+    (span) =>
+      Effect.onInterrupt(
+        Effect.flatMap(Effect.withParentSpan(body, span, { captureStackTrace: false }), (done) => ended(span, done)),
+        () => Effect.andThen(Effect.sync(() => span.attribute("error.type", "interrupted")), counted("interrupted"))
+      )
+  ).pipe(
+    Effect.catchIf(
+      (error): error is CallFailed<A> => error instanceof CallFailed,
+      (failed) => Effect.succeed(failed.finalized)
+    )
+  )
+}
+
+/**
+ * A span event on the current span (the call's `execute_tool`): an approval
+ * asked for, or answered.
+ *
+ * @internal
+ */
+export const event = (name: string, attributes: Record<string, unknown>): Effect.Effect<void> =>
+  Effect.withFiber((fiber) => {
+    const span = Context.getOrUndefined(fiber.context, Tracer.ParentSpan)
+    if (span !== undefined && span._tag === "Span") {
+      span.event(name, fiber.getRef(Clock.Clock).currentTimeNanosUnsafe(), attributes)
+    }
+    return Effect.void
+  })
+
+/**
+ * Counts a completed turn.
+ *
+ * @internal
+ */
+export const turnEnded = (telemetry: Settings): Effect.Effect<void> =>
+  Metric.update(Metric.withAttributes(Telemetry.turns, { "gen_ai.agent.name": telemetry.agent }), 1)
