@@ -8,8 +8,8 @@
  * ```
  * invoke_agent {agent}                  the run (Agent.run, runStream, runContinue, sessions)
  * ├─ chat {model}                       each model call, one per turn
- * │  └─ LanguageModel.streamText        effect/ai's own span
- * │     └─ http.client POST             the provider's request (our providers)
+ * │  ├─ LanguageModel.streamText        effect/ai's own span
+ * │  └─ POST                            the provider's HTTP request (effect/http's client span)
  * ├─ execute_tool {tool}                each tool call of the turn, siblings, also parallel ones
  * │  └─ invoke_agent {sub-agent}        a tool that runs an agent nests it here
  * └─ chat {model}                       the next turn
