@@ -10,6 +10,7 @@ import { Context, Effect, Exit, Fiber, Layer, Metric, Option, Tracer } from "eff
 import { Model } from "effect/ai"
 import { TestClock } from "effect/testing"
 import { Agent, Approvals, Message, Telemetry } from "effect-agent"
+import { CheckpointStore, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { toolsLayer } from "./support.ts"
 
@@ -250,6 +251,44 @@ describe("Telemetry spans", () => {
 /** Each test counts from zero: metrics live in the context's registry. */
 const fresh = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.suspend(() => Effect.provideService(effect, Metric.MetricRegistry, new Map()))
+
+describe("Telemetry across a crash", () => {
+  it.effect("a session saves its trace context; the resumed run's span links to the crashed run's", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const crashed = collecting()
+      const fiber = yield* Session.run({ id: "s1", store, prompt: "go", name: "worker" }).pipe(
+        Effect.provide(Layer.mergeAll(
+          ScriptedModel.layer([
+            { toolCalls: [{ id: "a", name: "sleep", params: { ms: 10, label: "a" } }] },
+            { text: "thinking…", hang: true }
+          ]),
+          toolsLayer()
+        )),
+        Effect.withTracer(crashed.tracer),
+        Effect.forkChild
+      )
+      yield* TestClock.adjust("1 second")
+      // Turn 2 hangs, after turn 1's checkpoint: the process "crashes".
+      yield* Fiber.interrupt(fiber)
+      const before = crashed.one("invoke_agent worker")
+      const checkpoint = yield* store.load("s1")
+      assert.deepStrictEqual(checkpoint.state.trace, { traceId: before.traceId, spanId: before.spanId })
+
+      const resumed = collecting()
+      const result = yield* Session.resume("s1", { store, name: "worker" }).pipe(
+        Effect.provide(Layer.mergeAll(ScriptedModel.layer([{ text: "done" }]), toolsLayer())),
+        Effect.withTracer(resumed.tracer)
+      )
+      assert.strictEqual(result.outcome._tag, "Completed")
+      const after = resumed.one("invoke_agent worker")
+      assert.deepStrictEqual(
+        after.links.map((link) => [link.span.traceId, link.span.spanId]),
+        [[before.traceId, before.spanId]]
+      )
+      assert.deepStrictEqual((yield* store.load("s1")).state.trace, { traceId: after.traceId, spanId: after.spanId })
+    }))
+})
 
 describe("Telemetry metrics", () => {
   it.effect("turns, tool calls by tool and status, tokens, cost and model-call latency", () =>
