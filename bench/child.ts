@@ -48,7 +48,15 @@ export interface ChildResult {
 }
 
 /** Adapter ids; each loads only its own library. */
-export const ADAPTERS = ["bare", "pi", "ai", "openai", "effect-agent", "effect-agent-onevent"] as const
+export const ADAPTERS = [
+  "bare",
+  "pi",
+  "ai",
+  "openai",
+  "effect-agent",
+  "effect-agent-onevent",
+  "effect-agent-traced"
+] as const
 export type AdapterId = (typeof ADAPTERS)[number]
 
 const isAdapterId = (name: string | undefined): name is AdapterId => ADAPTERS.some((a) => a === name)
@@ -59,7 +67,8 @@ const adapters: Record<AdapterId, () => Promise<Adapter>> = {
   ai: async () => (await import("./adapters/ai.ts")).adapter,
   openai: async () => (await import("./adapters/openai.ts")).adapter,
   "effect-agent": async () => (await import("./adapters/effect-agent.ts")).adapter,
-  "effect-agent-onevent": async () => (await import("./adapters/effect-agent.ts")).onEventAdapter
+  "effect-agent-onevent": async () => (await import("./adapters/effect-agent.ts")).onEventAdapter,
+  "effect-agent-traced": async () => (await import("./adapters/effect-agent.ts")).tracedAdapter
 }
 
 const gc = (): void => {

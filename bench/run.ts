@@ -9,7 +9,8 @@
  *   --runs N       measured runs per adapter and phase (default 5; each child warms up first)
  *   --quick        one run: a smoke test of the harness with the full workload, labelled as such
  *   --smoke        tiny workload, one run, nothing written: checks the harness works
- *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent); bare is always included
+ *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent,
+ *                  effect-agent-traced); bare is always included
  *   --phases p,q   phases to run (single200, single1000, concurrent, batch)
  *   --no-write     print only
  */
@@ -27,7 +28,15 @@ const rootDir = path.dirname(benchDir)
 // Options
 // -----------------------------------------------------------------------------
 
-const ALL_ADAPTERS: ReadonlyArray<AdapterId> = ["bare", "pi", "ai", "openai", "effect-agent", "effect-agent-onevent"]
+const ALL_ADAPTERS: ReadonlyArray<AdapterId> = [
+  "bare",
+  "pi",
+  "ai",
+  "openai",
+  "effect-agent",
+  "effect-agent-onevent",
+  "effect-agent-traced"
+]
 
 interface PhaseSpec {
   readonly id: string

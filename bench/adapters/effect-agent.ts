@@ -13,7 +13,7 @@
  * effect/ai's `LanguageModel.make` pays more per part for Schema decoding
  * (see RESULTS.md).
  */
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Schema, Tracer } from "effect"
 import { type Prompt, Tool, Toolkit } from "effect/ai"
 import { Agent, type Hooks, Message, ToolRegistry } from "../../src/index.ts"
 import { ScriptedModel } from "../../src/testing/index.ts"
@@ -71,7 +71,12 @@ const counter = (consumer: Consumer, count: () => void): Hooks.Plugin =>
     ? { name: "count", observe: count }
     : { name: "count", onEvent: () => Effect.sync(count) }
 
-const make = (name: string, consumer: Consumer): Adapter => ({
+/**
+ * With `traced`, a tracer is installed (Effect's native one: spans are made
+ * and kept in memory, nothing is exported), so the run makes its spans and
+ * updates its metrics (see `Telemetry`).
+ */
+const make = (name: string, consumer: Consumer, traced = false): Adapter => ({
   name,
   cap: "maxParallelTools: 8",
   async session(toolTurns, onTurn) {
@@ -93,7 +98,10 @@ const make = (name: string, consumer: Consumer): Adapter => ({
         plugins: [counter(consumer, () => {
           events++
         })]
-      }).pipe(Effect.provide(Layer.mergeAll(scriptedModel(script), tools)))
+      }).pipe(
+        Effect.provide(Layer.mergeAll(scriptedModel(script), tools)),
+        (run) => traced ? Effect.withTracer(run, Tracer.nativeTracer) : run
+      )
     )
     if (result.outcome._tag !== "Completed") throw new Error(`effect-agent: the run ended with ${result.outcome._tag}`)
     return { events, toolRuns, text: finalText(result.messages), modelCalls: script.calls, keep: result }
@@ -108,7 +116,10 @@ const make = (name: string, consumer: Consumer): Adapter => ({
       Agent.run({
         prompt: "go",
         config: { maxTurns: 3, maxParallelTools: spec.maxParallel, maxToolCallsPerTurn: spec.calls }
-      }).pipe(Effect.provide(Layer.mergeAll(scriptedModel(script), tools)))
+      }).pipe(
+        Effect.provide(Layer.mergeAll(scriptedModel(script), tools)),
+        (run) => traced ? Effect.withTracer(run, Tracer.nativeTracer) : run
+      )
     )
     if (result.outcome._tag !== "Completed") throw new Error(`effect-agent: the batch ended with ${result.outcome._tag}`)
     return { text: finalText(result.messages), toolRuns: observed.runs, maxInFlight: observed.max, modelCalls: script.calls }
@@ -120,3 +131,6 @@ export const adapter: Adapter = make("effect-agent", "observe")
 
 /** effect-agent, events counted by a plugin's `onEvent`, an `Effect.sync` per event. */
 export const onEventAdapter: Adapter = make("effect-agent (onEvent)", "onEvent")
+
+/** effect-agent with a tracer installed: spans and metrics on (kept in memory, not exported). */
+export const tracedAdapter: Adapter = make("effect-agent (traced)", "observe", true)
