@@ -6,10 +6,10 @@
  * tracer.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Metric, Option, Tracer } from "effect"
-import { Model } from "effect/ai"
+import { Context, Effect, Exit, Fiber, Layer, Metric, Option, Schema, Tracer } from "effect"
+import { Model, Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, Approvals, Message, Telemetry } from "effect-agent"
+import { Agent, Approvals, Message, Telemetry, ToolRegistry } from "effect-agent"
 import { CheckpointStore, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { toolsLayer } from "./support.ts"
@@ -210,6 +210,36 @@ describe("Telemetry spans", () => {
       assert.strictEqual(collector.named("chat").length, 2)
       const run = collector.one("invoke_agent agent")
       assert.strictEqual(attributes(run)["gen_ai.agent.name"], "agent")
+    }))
+
+  it.effect("a tool that runs an agent: the sub-agent's spans nest under the calling tool's span", () =>
+    Effect.gen(function*() {
+      const collector = collecting()
+      const Delegate = Tool.make("delegate", { parameters: Schema.Struct({ task: Schema.String }), success: Schema.String })
+      const Kit = Toolkit.make(Delegate)
+      const subAgent = ({ task }: { readonly task: string }) =>
+        Agent.run({ prompt: task, name: "researcher" }).pipe(
+          Effect.provide(Layer.mergeAll(ScriptedModel.layer([{ text: "found it" }]), toolsLayer())),
+          Effect.map((result) => Message.textOf(result.messages.at(-1)!)),
+          Effect.orDie
+        )
+      const tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({ delegate: subAgent })))
+      const result = yield* Agent.run({ prompt: "go", name: "lead" }).pipe(
+        Effect.provide(Layer.mergeAll(
+          ScriptedModel.layer([{ toolCalls: [{ name: "delegate", params: { task: "look" } }] }, { text: "done" }]),
+          tools
+        )),
+        Effect.withTracer(collector.tracer)
+      )
+      assert.strictEqual(result.outcome._tag, "Completed")
+      const lead = collector.one("invoke_agent lead")
+      const call = collector.one("execute_tool delegate")
+      const sub = collector.one("invoke_agent researcher")
+      assert.strictEqual(parentOf(call), lead)
+      assert.strictEqual(parentOf(sub), call)
+      assert.strictEqual(sub.traceId, lead.traceId)
+      const subChat = collector.named("chat").filter((span) => parentOf(span) === sub)
+      assert.strictEqual(subChat.length, 1)
     }))
 
   it.effect("message content is recorded only on opt-in", () =>
