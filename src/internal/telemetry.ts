@@ -193,27 +193,21 @@ export const chat = <A extends { readonly message: Message.AssistantMessage }, E
   reply: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
   const model = telemetry.model
-  const body = (span: Tracer.Span) =>
+  // Without a tracer (metrics only), there is no span to parent the call or take its attributes.
+  const body = (span: Tracer.Span | undefined) =>
     Effect.flatMap(nowNanos, (start) =>
       Effect.onExit(
-        Effect.withParentSpan(reply, span, { captureStackTrace: false }),
+        span === undefined ? reply : Effect.withParentSpan(reply, span, { captureStackTrace: false }),
         (exit) =>
           Effect.flatMap(nowNanos, (end) => {
             const seconds = Number(end - start) / 1e9
             if (Exit.isFailure(exit)) return recordCall(telemetry, model, seconds, undefined, errorTypeOf(exit.cause))
             const message = exit.value.message
-            setAll(span, {
-              "gen_ai.response.model": message.model,
-              "gen_ai.response.finish_reasons": [finishReason(message.stopReason)],
-              ...usageAttributes(message.usage)
-            })
-            if (telemetry.recordContent) {
-              span.attribute("gen_ai.output.messages", JSON.stringify([{ role: "assistant", parts: message.content }]))
-            }
+            if (span !== undefined) annotateChat(span, message, telemetry.recordContent)
             return recordCall(telemetry, model, seconds, message, undefined)
           })
       ))
-  if (!telemetry.tracing) return body(telemetry.span)
+  if (!telemetry.tracing) return body(undefined)
   return Effect.useSpan(
     model === undefined ? "chat" : `chat ${model}`,
     {
@@ -227,6 +221,18 @@ export const chat = <A extends { readonly message: Message.AssistantMessage }, E
     },
     body
   )
+}
+
+/** What the reply tells of the call: the response's model, why it finished, its usage (and content, on opt-in). */
+const annotateChat = (span: Tracer.Span, message: Message.AssistantMessage, recordContent: boolean): void => {
+  setAll(span, {
+    "gen_ai.response.model": message.model,
+    "gen_ai.response.finish_reasons": [finishReason(message.stopReason)],
+    ...usageAttributes(message.usage)
+  })
+  if (recordContent) {
+    span.attribute("gen_ai.output.messages", JSON.stringify([{ role: "assistant", parts: message.content }]))
+  }
 }
 
 const errorTypeOf = (cause: Cause.Cause<unknown>): string => {
@@ -297,22 +303,20 @@ export const executeTool = <A extends { readonly result: Message.ToolResultMessa
 ): Effect.Effect<A, E, R> => {
   const counted = (status: CallStatus) =>
     Metric.update(Metric.withAttributes(Telemetry.toolCalls, { "gen_ai.tool.name": call.name, status }), 1)
-  const ended = (span: Tracer.Span | undefined, finalized: A): Effect.Effect<A, CallFailed<A>> => {
+  const ended = (span: Tracer.Span, finalized: A): Effect.Effect<A, CallFailed<A>> => {
     const status = statusOf(finalized.result)
-    if (span !== undefined) {
-      if (telemetry.recordContent) span.attribute("gen_ai.tool.call.result", Message.textOf(finalized.result))
-      if (status !== "ok") span.attribute("error.type", status)
-    }
+    if (telemetry.recordContent) span.attribute("gen_ai.tool.call.result", Message.textOf(finalized.result))
+    if (status !== "ok") span.attribute("error.type", status)
     return Effect.andThen(
       counted(status),
       status === "ok" ? Effect.succeed(finalized) : Effect.fail(new CallFailed({ status, finalized }))
     )
   }
+  // A fatal failure of the tool fails the call (and the run): counted as an error.
+  const counting = (effect: Effect.Effect<A, E, R>) =>
+    Effect.onInterrupt(Effect.tapError(effect, () => counted("error")), () => counted("interrupted"))
   if (!telemetry.tracing) {
-    return Effect.onInterrupt(
-      Effect.flatMap(body, (finalized) => Effect.as(counted(statusOf(finalized.result)), finalized)),
-      () => counted("interrupted")
-    )
+    return counting(Effect.flatMap(body, (finalized) => Effect.as(counted(statusOf(finalized.result)), finalized)))
   }
   return Effect.useSpan(
     `execute_tool ${call.name}`,
@@ -328,9 +332,12 @@ export const executeTool = <A extends { readonly result: Message.ToolResultMessa
       }
     },
     (span) =>
-      Effect.onInterrupt(
-        Effect.flatMap(Effect.withParentSpan(body, span, { captureStackTrace: false }), (done) => ended(span, done)),
-        () => Effect.andThen(Effect.sync(() => span.attribute("error.type", "interrupted")), counted("interrupted"))
+      Effect.flatMap(
+        counting(Effect.onInterrupt(
+          Effect.withParentSpan(body, span, { captureStackTrace: false }),
+          () => Effect.sync(() => span.attribute("error.type", "interrupted"))
+        )),
+        (done) => ended(span, done)
       )
   ).pipe(
     Effect.catchIf(
