@@ -48,7 +48,9 @@ export const settings = (agent: string | undefined): Effect.Effect<Settings | un
   Effect.withFiber((fiber) => {
     const context = fiber.context
     const enabled = fiber.getRef(Telemetry.Enabled)
-    const tracing = fiber.getRef(References.TracerEnabled) && Context.getOrUndefined(context, Tracer.Tracer) !== undefined
+    // Effect's default tracer is not in the context: only a tracer the application installed is.
+    const installed = Context.getOrUndefined(context, Tracer.Tracer) !== undefined
+    const tracing = installed && fiber.getRef(References.TracerEnabled)
     if (enabled === false || (enabled === "auto" && !tracing)) return Effect.succeed(undefined)
     const found: Settings = {
       agent: agent ?? "agent",
@@ -176,7 +178,9 @@ const recordCall = (
     count("output", usage.output),
     usage.cacheRead > 0 ? count("cache_read", usage.cacheRead) : Effect.void,
     usage.cacheWrite > 0 ? count("cache_creation", usage.cacheWrite) : Effect.void,
-    usage.cost === undefined ? Effect.void : Metric.update(Metric.withAttributes(Telemetry.cost, attributes), usage.cost)
+    usage.cost === undefined
+      ? Effect.void
+      : Metric.update(Metric.withAttributes(Telemetry.cost, attributes), usage.cost)
   ], { discard: true })
 }
 

@@ -172,7 +172,9 @@ export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSys
     const write = (event: AgentEvent.AgentEvent): Effect.Effect<void> => {
       const handle = file
       if (handle === undefined) return Effect.void
-      return Effect.flatMap(currentSpan, (span) => Effect.try({ try: () => line(event, span), catch: (cause) => cause })).pipe(
+      const encoded = (span: Tracer.AnySpan | undefined) =>
+        Effect.try({ try: () => line(event, span), catch: (cause) => cause })
+      return Effect.flatMap(currentSpan, encoded).pipe(
         Effect.matchEffect({
           onFailure: (cause) => Effect.logWarning(`trajectory ${path}: an ${event._tag} event does not encode:`, cause),
           onSuccess: (bytes) => Effect.catch(handle.writeAll(bytes), stop)

@@ -18,8 +18,9 @@ describe("run --otlp", () => {
       const otlp = yield* receiver
       const server = yield* replaying(chatToolCall, chatAnswer)
       const dir = yield* scripted([])
+      const noTools = ["--tools", "none", "--sandbox", "none"]
       const out = yield* runCommand(
-        ["run", "--tools", "none", "--sandbox", "none", "--base-url", server.baseUrl, "--otlp", otlp.url, "--task", "hi"],
+        ["run", ...noTools, "--base-url", server.baseUrl, "--otlp", otlp.url, "--task", "hi"],
         { cwd: dir, env: { OPENAI_API_KEY: key } }
       )
       assert.strictEqual(server.requests[0]!.headers.authorization, `Bearer ${key}`)
