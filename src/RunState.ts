@@ -17,6 +17,7 @@ import * as Outcome from "./Outcome.ts"
  * The current version of the {@link RunState} encoding.
  *
  * @since 0.1.0
+ * @category models
  */
 export const version = 1 as const
 
@@ -24,6 +25,7 @@ export const version = 1 as const
  * A tool call waiting for a human's decision.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const PendingApproval = Schema.Struct({
   toolCallId: Schema.String,
@@ -31,7 +33,10 @@ export const PendingApproval = Schema.Struct({
   params: Schema.Unknown,
   reason: Schema.optionalKey(Schema.String)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type PendingApproval = typeof PendingApproval.Type
 
 /**
@@ -40,18 +45,23 @@ export type PendingApproval = typeof PendingApproval.Type
  * has one links its own span to it.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const TraceContext = Schema.Struct({
   traceId: Schema.String.check(Schema.isPattern(/^[0-9a-fA-F]{32}$/)),
   spanId: Schema.String.check(Schema.isPattern(/^[0-9a-fA-F]{16}$/))
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type TraceContext = typeof TraceContext.Type
 
 /**
  * The serializable state of a run.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunState = Schema.Struct({
   version: Schema.Literal(version),
@@ -73,7 +83,10 @@ export const RunState = Schema.Struct({
   /** The trace context of the run that saved the state, when it was traced (absent in older states). */
   trace: Schema.optionalKey(TraceContext)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type RunState = typeof RunState.Type
 
 /**
@@ -81,6 +94,7 @@ export type RunState = typeof RunState.Type
  * at when it is in the transcript.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Problem {
   readonly problem: string
@@ -114,6 +128,7 @@ const strayId = (ids: ReadonlyArray<string>, calls: ReadonlySet<string>): string
  * run a call twice.
  *
  * @since 0.1.0
+ * @category validation
  */
 export const validate = (state: RunState): Problem | undefined => {
   let open: Array<string> = []
@@ -174,6 +189,7 @@ export const validate = (state: RunState): Problem | undefined => {
  * A fresh state for a run.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = (options: {
   readonly runId: string
@@ -204,6 +220,7 @@ export const make = (options: {
  * life, across continuations).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunResult = Schema.Struct({
   messages: Message.Transcript,
@@ -211,12 +228,16 @@ export const RunResult = Schema.Struct({
   outcome: Outcome.Outcome,
   usage: Message.Usage
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type RunResult = typeof RunResult.Type
 
 /**
  * The JSON codec of {@link RunState}, for storing it.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunStateJson = Schema.toCodecJson(RunState)

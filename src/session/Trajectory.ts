@@ -113,6 +113,14 @@ export const decodeLine = (text: string): Effect.Effect<Line, Schema.SchemaError
       ([event, ids]): Line => ({ event, ...ids })
     ))
 
+/**
+ * A plugin writing the run's events to `path` (see the module
+ * documentation). Give it in a run's `plugins`; it is built afresh for each
+ * run.
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
 export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSystem.FileSystem> =>
   Effect.map(Effect.service(FileSystem.FileSystem), (fs) => {
     let scope: Scope.Closeable | undefined
