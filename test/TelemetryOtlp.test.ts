@@ -8,7 +8,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Path, Schema } from "effect"
+import { ConfigProvider, Effect, FileSystem, Layer, Path, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { OtlpSerialization, OtlpTracer } from "effect/observability"
 import { Agent, ToolRegistry } from "effect-agent"
@@ -43,14 +43,6 @@ describe("Telemetry over OTLP/HTTP", () => {
       )
       const fs = yield* FileSystem.FileSystem
       const path = (yield* Path.Path).join(yield* fs.makeTempDirectoryScoped(), "trajectory.ndjson")
-      const previous = process.env.OPENAI_API_KEY
-      process.env.OPENAI_API_KEY = envKey
-      yield* Effect.addFinalizer(() =>
-        Effect.sync(() => {
-          if (previous === undefined) delete process.env.OPENAI_API_KEY
-          else process.env.OPENAI_API_KEY = previous
-        })
-      )
       const model = OpenAiChat.layer({ model: "gpt-4o", baseUrl: server.baseUrl, headers: { "x-team-key": headerKey } })
         .pipe(Layer.provide(ProviderTest.client))
       const tracing = OtlpTracer.layer({ url: `${otlp.url}/v1/traces`, resource: { serviceName: "telemetry-test" } })
@@ -59,7 +51,12 @@ describe("Telemetry over OTLP/HTTP", () => {
         prompt: "Weather in NYC?",
         name: "weather",
         plugins: [Trajectory.ndjson(path)]
-      }).pipe(Effect.provide(Layer.mergeAll(ToolsLive, model)), Effect.provide(tracing))
+      }).pipe(
+        Effect.provide(Layer.mergeAll(ToolsLive, model)),
+        Effect.provide(tracing),
+        // The provider reads its key from the environment (a record here: the process's is shared by the tests).
+        Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ OPENAI_API_KEY: envKey }))
+      )
       assert.strictEqual(result.outcome._tag, "Completed")
       // The keys did reach the model server: they were there to leak.
       assert.strictEqual(server.requests[0]!.headers.authorization, `Bearer ${envKey}`)
