@@ -20,7 +20,8 @@
  * run id (`gen_ai.conversation.id`), the outcome and the run's usage; `chat`
  * the provider, the request and response models, the finish reason, the
  * tokens (input, output, cache read and write) and the cost; `execute_tool`
- * the tool's name, the call id, and how the call ended: a call that did not
+ * the tool's name (`unknown` in the span's name and the metrics for a tool
+ * that is not registered), the call id, and how the call ended: a call that did not
  * succeed ends with an error status whose message, and `error.type`, say
  * `denied`, `timeout`, `interrupted`, `blocked` or `error`. A wait for
  * approval is a span event (`effect_agent.approval.requested`, then

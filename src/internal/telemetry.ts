@@ -37,6 +37,38 @@ export interface Settings {
  */
 export interface RunTelemetry extends Settings {
   readonly span: Tracer.Span
+  readonly meters: Meters
+}
+
+/**
+ * A run's metrics with their attributes, made once per run: a metric with
+ * attributes is looked up by a key built from them, on every update.
+ */
+interface Meters {
+  readonly turns: Metric.Metric<number, unknown>
+  readonly duration: Metric.Metric<number, unknown>
+  readonly tokens: Readonly<Record<"input" | "output" | "cache_read" | "cache_creation", Metric.Metric<number, unknown>>>
+  readonly cost: Metric.Metric<number, unknown>
+  /** The `tool_calls` counter by tool and status, made at first use (tool names are the registry's, bounded). */
+  readonly toolCalls: Map<string, Metric.Metric<number, unknown>>
+}
+
+const makeMeters = (settings: Settings): Meters => {
+  const attributes = modelAttributes(settings, settings.model)
+  const tokens = (type: string) =>
+    Metric.withAttributes(Telemetry.tokens, { ...attributes, "gen_ai.token.type": type })
+  return {
+    turns: Metric.withAttributes(Telemetry.turns, { "gen_ai.agent.name": settings.agent }),
+    duration: Metric.withAttributes(Telemetry.modelCallDuration, attributes),
+    tokens: {
+      input: tokens("input"),
+      output: tokens("output"),
+      cache_read: tokens("cache_read"),
+      cache_creation: tokens("cache_creation")
+    },
+    cost: Metric.withAttributes(Telemetry.cost, attributes),
+    toolCalls: new Map()
+  }
 }
 
 /**
@@ -114,7 +146,9 @@ export const invokeAgent = <E, R>(
     },
     (span) =>
       Effect.tap(
-        Effect.withParentSpan(body({ ...settings, span }), span, { captureStackTrace: false }),
+        Effect.withParentSpan(body({ ...settings, span, meters: makeMeters(settings) }), span, {
+          captureStackTrace: false
+        }),
         (result) =>
           Effect.sync(() => {
             setAll(span, usageAttributes(result.usage))
@@ -154,33 +188,31 @@ const modelAttributes = (telemetry: Settings, model: string | undefined) => ({
 
 /** Records one call's tokens, cost and latency. */
 const recordCall = (
-  telemetry: Settings,
-  model: string | undefined,
+  telemetry: RunTelemetry,
   seconds: number,
   message: Message.AssistantMessage | undefined,
   errorType: string | undefined
 ): Effect.Effect<void> => {
-  const attributes = modelAttributes(telemetry, model)
-  const duration = Metric.update(
-    Metric.withAttributes(
-      Telemetry.modelCallDuration,
-      errorType === undefined ? attributes : { ...attributes, "error.type": errorType }
-    ),
-    seconds
-  )
+  const { meters } = telemetry
+  const duration = errorType === undefined
+    ? Metric.update(meters.duration, seconds)
+    : Metric.update(
+      Metric.withAttributes(Telemetry.modelCallDuration, {
+        ...modelAttributes(telemetry, telemetry.model),
+        "error.type": errorType
+      }),
+      seconds
+    )
   if (message === undefined) return duration
   const { usage } = message
-  const count = (type: string, value: number) =>
-    Metric.update(Metric.withAttributes(Telemetry.tokens, { ...attributes, "gen_ai.token.type": type }), value)
+  const { tokens } = meters
   return Effect.all([
     duration,
-    count("input", usage.input),
-    count("output", usage.output),
-    usage.cacheRead > 0 ? count("cache_read", usage.cacheRead) : Effect.void,
-    usage.cacheWrite > 0 ? count("cache_creation", usage.cacheWrite) : Effect.void,
-    usage.cost === undefined
-      ? Effect.void
-      : Metric.update(Metric.withAttributes(Telemetry.cost, attributes), usage.cost)
+    Metric.update(tokens.input, usage.input),
+    Metric.update(tokens.output, usage.output),
+    usage.cacheRead > 0 ? Metric.update(tokens.cache_read, usage.cacheRead) : Effect.void,
+    usage.cacheWrite > 0 ? Metric.update(tokens.cache_creation, usage.cacheWrite) : Effect.void,
+    usage.cost === undefined ? Effect.void : Metric.update(meters.cost, usage.cost)
   ], { discard: true })
 }
 
@@ -205,10 +237,10 @@ export const chat = <A extends { readonly message: Message.AssistantMessage }, E
         (exit) =>
           Effect.flatMap(nowNanos, (end) => {
             const seconds = Number(end - start) / 1e9
-            if (Exit.isFailure(exit)) return recordCall(telemetry, model, seconds, undefined, errorTypeOf(exit.cause))
+            if (Exit.isFailure(exit)) return recordCall(telemetry, seconds, undefined, errorTypeOf(exit.cause))
             const message = exit.value.message
             if (span !== undefined) annotateChat(span, message, telemetry.recordContent)
-            return recordCall(telemetry, model, seconds, message, undefined)
+            return recordCall(telemetry, seconds, message, undefined)
           })
       ))
   if (!telemetry.tracing) return body(undefined)
@@ -283,6 +315,16 @@ export const statusOf = (result: Message.ToolResultMessage): CallStatus => {
   }
 }
 
+/**
+ * The tool's name in span names and metrics: a registered tool's name, or
+ * `unknown` for a name the model made up (the model's text must not create
+ * metric series or span names without bound). The span's `gen_ai.tool.name`
+ * keeps the name it asked for, capped.
+ */
+const toolLabel = (call: Hooks.ToolCall): string => call.tool === undefined ? "unknown" : call.name
+
+const capped = (text: string): string => text.length <= 256 ? text : `${text.slice(0, 256)}…`
+
 /** A call that did not succeed: the failure its span ends with (caught at once, never seen by the run). */
 class CallFailed<A> extends Data.TaggedError("effect_agent.CallFailed")<{
   readonly status: Exclude<CallStatus, "ok">
@@ -305,8 +347,16 @@ export const executeTool = <A extends { readonly result: Message.ToolResultMessa
   call: Hooks.ToolCall,
   body: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
-  const counted = (status: CallStatus) =>
-    Metric.update(Metric.withAttributes(Telemetry.toolCalls, { "gen_ai.tool.name": call.name, status }), 1)
+  const tool = toolLabel(call)
+  const counted = (status: CallStatus) => {
+    const key = `${tool}\u0000${status}`
+    let counter = telemetry.meters.toolCalls.get(key)
+    if (counter === undefined) {
+      counter = Metric.withAttributes(Telemetry.toolCalls, { "gen_ai.tool.name": tool, status })
+      telemetry.meters.toolCalls.set(key, counter)
+    }
+    return Metric.update(counter, 1)
+  }
   const ended = (span: Tracer.Span, finalized: A): Effect.Effect<A, CallFailed<A>> => {
     const status = statusOf(finalized.result)
     if (telemetry.recordContent) span.attribute("gen_ai.tool.call.result", Message.textOf(finalized.result))
@@ -323,13 +373,13 @@ export const executeTool = <A extends { readonly result: Message.ToolResultMessa
     return counting(Effect.flatMap(body, (finalized) => Effect.as(counted(statusOf(finalized.result)), finalized)))
   }
   return Effect.useSpan(
-    `execute_tool ${call.name}`,
+    `execute_tool ${tool}`,
     {
       kind: "internal",
       attributes: {
         "gen_ai.operation.name": "execute_tool",
-        "gen_ai.tool.name": call.name,
-        "gen_ai.tool.call.id": call.id,
+        "gen_ai.tool.name": capped(call.name),
+        "gen_ai.tool.call.id": capped(call.id),
         "gen_ai.tool.type": "function",
         "effect_agent.turn": turn,
         ...(telemetry.recordContent ? { "gen_ai.tool.call.arguments": JSON.stringify(call.rawParams) } : {})
@@ -371,5 +421,4 @@ export const event = (name: string, attributes: Record<string, unknown>): Effect
  *
  * @internal
  */
-export const turnEnded = (telemetry: Settings): Effect.Effect<void> =>
-  Metric.update(Metric.withAttributes(Telemetry.turns, { "gen_ai.agent.name": telemetry.agent }), 1)
+export const turnEnded = (telemetry: RunTelemetry): Effect.Effect<void> => Metric.update(telemetry.meters.turns, 1)

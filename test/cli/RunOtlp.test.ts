@@ -35,7 +35,7 @@ describe("run --otlp", () => {
         "POST",
         "chat gpt-4o",
         "chat gpt-4o",
-        "execute_tool get_weather",
+        "execute_tool unknown",
         "invoke_agent effect-agent"
       ])
       const root = spans.find((span) => span.name === "invoke_agent effect-agent")!
@@ -46,8 +46,10 @@ describe("run --otlp", () => {
           assert.strictEqual(span.parentSpanId, root.spanId)
         }
       }
-      // The model asked for a tool the command does not have: the call's span says it failed.
-      const tool = spans.find((span) => span.name === "execute_tool get_weather")!
+      // The model asked for a tool the command does not have: the call's span says it failed, and is named
+      // `unknown` (a name the model made up names no span), with the name it asked for as an attribute.
+      const tool = spans.find((span) => span.name === "execute_tool unknown")!
+      assert.strictEqual(tool.attributes["gen_ai.tool.name"], "get_weather")
       assert.strictEqual(tool.status.code, 2)
       assert.strictEqual(tool.attributes["error.type"], "error")
     }))
