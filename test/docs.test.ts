@@ -142,7 +142,7 @@ describe("API docs", () => {
         )
       )
       assert.deepStrictEqual(errors, [])
-    }, 120_000)
+    }, 300_000)
 
     it("runs, printing what its // Output: comments say", async () => {
       const cwd = mkdtempSync(Path.join(tmpdir(), "effect-agent-docs-"))
@@ -173,6 +173,6 @@ describe("API docs", () => {
       } finally {
         rmSync(cwd, { recursive: true, force: true })
       }
-    }, 120_000)
+    }, 300_000)
   })
 })
