@@ -135,6 +135,8 @@ export interface ContinueOptions<R = never, A = never> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /** The steering handle (else the `Steering` service, if provided). */
   readonly steering?: Steering.Service | undefined
+  /** The agent's name, in its spans: `invoke_agent {name}` (default `agent`; see `Telemetry`). */
+  readonly name?: string | undefined
 }
 
 /**
@@ -151,6 +153,7 @@ const loopOptions = <R, A>(options: ContinueOptions<R, A>): Effect.Effect<Loop.O
     config: options.config,
     plugins: options.plugins,
     steering: options.steering,
+    name: options.name,
     output
   }))
 

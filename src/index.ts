@@ -104,6 +104,11 @@ export * as SubAgent from "./SubAgent.ts"
  * @since 0.1.0
  * @category modules
  */
+export * as Telemetry from "./Telemetry.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as ToolArguments from "./ToolArguments.ts"
 /**
  * @since 0.1.0

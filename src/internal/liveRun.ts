@@ -32,6 +32,7 @@ import * as Journal from "./journal.ts"
 import * as Output from "./output.ts"
 import * as Progress from "./progress.ts"
 import * as Stops from "./stops.ts"
+import * as Telemetry from "./telemetry.ts"
 import * as Transcript from "./transcript.ts"
 
 /**
@@ -69,6 +70,10 @@ export interface Environment<R> {
   readonly hooks: { readonly [K in HookName]: ReadonlyArray<Hooks.Plugin<R>> }
   /** The run's services (those its hooks need). */
   readonly services: Context.Context<R>
+  /** The run's spans and metrics; `undefined` when telemetry is off (see `Telemetry`). */
+  readonly telemetry: Telemetry.RunTelemetry | undefined
+  /** The trace context a checkpoint saves: this run's when it is traced, else the one it continued from. */
+  readonly trace: RunState.TraceContext | undefined
 }
 
 /**
@@ -122,6 +127,7 @@ export interface Setup<R> {
   readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
   /** The typed output asked for, if any. */
   readonly output: Output.Request | undefined
+  readonly telemetry: Telemetry.RunTelemetry | undefined
 }
 
 const resolvePlugins = <R>(
@@ -186,7 +192,9 @@ export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     steering,
     plugins,
     hooks: hookLists(plugins),
-    services
+    services,
+    telemetry: setup.telemetry,
+    trace: (setup.telemetry === undefined ? undefined : Telemetry.traceContext(setup.telemetry)) ?? state.trace
   }
   const clock = yield* Clock.Clock
   const sinks = setup.sinks.slice()
@@ -292,7 +300,9 @@ export const snapshot = <R>(
         wrapUpRequested: progress.wrapUpRequested,
         pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
       }
-      const withOutput = run.output === undefined ? state : { ...state, output: Output.snapshot(run.output) }
+      const { trace } = run.env
+      const traced = trace === undefined ? state : { ...state, trace }
+      const withOutput = run.output === undefined ? traced : { ...traced, output: Output.snapshot(run.output) }
       return transcript.system === undefined ? withOutput : { ...withOutput, system: transcript.system }
     }
   )

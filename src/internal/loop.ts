@@ -38,6 +38,7 @@ import * as OutputPart from "./output.ts"
 import * as Progress from "./progress.ts"
 import * as Reply from "./reply.ts"
 import * as Stops from "./stops.ts"
+import * as Telemetry from "./telemetry.ts"
 import * as Batch from "./tools/batch.ts"
 import * as Feedback from "./tools/feedback.ts"
 import * as Transcript from "./transcript.ts"
@@ -61,6 +62,8 @@ export interface Options<R> {
   readonly link?: Lineage.Link | undefined
   /** Where a handoff tool leaves its target (a run that can hand off). */
   readonly handoffs?: Lineage.Handoffs | undefined
+  /** The agent's name, in its spans (`invoke_agent {name}`). */
+  readonly name?: string | undefined
 }
 
 /**
@@ -93,7 +96,23 @@ export const resume = <R>(
 ): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
   Effect.andThen(checkContinuation(state, options.steering), execute(state, state.messages.length, options))
 
-const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNew: number, options: Options<R>) {
+/** The run, in its `invoke_agent` span when telemetry is on. */
+const execute = <R>(
+  state: RunState.RunState,
+  firstNew: number,
+  options: Options<R>
+): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
+  Effect.flatMap(Telemetry.settings(options.name), (settings) =>
+    settings === undefined
+      ? executeWith(state, firstNew, options, undefined)
+      : Telemetry.invokeAgent(settings, state, (telemetry) => executeWith(state, firstNew, options, telemetry)))
+
+const executeWith = Effect.fnUntraced(function*<R>(
+  state: RunState.RunState,
+  firstNew: number,
+  options: Options<R>,
+  telemetry: Telemetry.RunTelemetry | undefined
+) {
   const lineage = Lineage.make(state.runId, options.link, options.handoffs)
   const run = yield* LiveRun.make<R>({
     state,
@@ -102,7 +121,8 @@ const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNe
     plugins: [...options.plugins ?? [], Lineage.plugin(lineage)],
     steering: options.steering,
     sinks: options.sinks ?? [],
-    output: options.output
+    output: options.output,
+    telemetry
   })
   const { context, env, events, progress, stops } = run
   Lineage.attach(lineage, {
@@ -185,7 +205,9 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   const prompt = env.hooks.transformContext.length === 0
     ? Transcript.request(transcript)
     : yield* Control.transformedRequest(run)
-  const reply = yield* Reply.streamReply(run, prompt)
+  const reply = env.telemetry === undefined
+    ? yield* Reply.streamReply(run, prompt)
+    : yield* Telemetry.chat(env.telemetry, run.events.turn, prompt, Effect.gen(() => Reply.streamReply(run, prompt)))
   Transcript.append(transcript, reply.message)
   progress.usage = Message.addUsage(progress.usage, reply.message.usage)
   const calls = Message.toolCalls(reply.message)
@@ -206,6 +228,7 @@ function* endTurn<R>(
   stoppedReply: Stops.Stop | undefined
 ) {
   run.progress.turn++
+  if (run.env.telemetry !== undefined) yield* Telemetry.turnEnded(run.env.telemetry)
   yield* Events.turnEnded(run.events, message, batch.results, run.progress)
   // The final answer is judged before the afterTurn hooks, so a checkpoint they save holds the verdict's reminder.
   const output = run.output === undefined

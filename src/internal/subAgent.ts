@@ -194,6 +194,7 @@ export const runChild = <Out>(
       config,
       plugins: [...definition.plugins ?? [], childPlugin(parent, agent)],
       link: { parent, agent, toolCallId, maxDepth },
+      name: agent,
       output
     }
     const run = saved === undefined
@@ -437,6 +438,7 @@ export const follow = <R>(
           ...options,
           config: definition.config,
           plugins: [...options.plugins ?? [], ...definition.plugins ?? []],
+          name: definition.name,
           handoffs
         })
       )
