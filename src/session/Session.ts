@@ -113,6 +113,7 @@ export const run = <R = never, A = never>(
     return yield* durable<R>(id, store, config, state, (plugin) =>
       Loop.start<R>(state, {
         steering: options.steering,
+        name: options.name,
         output,
         config,
         plugins: [...(options.plugins ?? []), plugin],
@@ -195,6 +196,7 @@ const resumeFrom = <R, A>(
     return yield* durable<R>(sessionId, store, config, state, (plugin) =>
       Loop.resume<R>(state, {
         steering: options.steering,
+        name: options.name,
         output,
         config,
         plugins: [...(options.plugins ?? []), plugin],
