@@ -49,17 +49,19 @@
  *
  * @since 0.1.0
  */
-import { Effect, Queue, Stream } from "effect"
+import { Effect, Queue, type Schema, Stream } from "effect"
 import type { LanguageModel } from "effect/ai"
 import type * as AgentConfig from "./AgentConfig.ts"
-import type { AgentError } from "./AgentError.ts"
+import type { AgentError, ConfigError } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
 import type * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
+import type * as Output from "./Output.ts"
 import * as RunState from "./RunState.ts"
 import type * as Steering from "./Steering.ts"
 import type { ToolRegistry } from "./ToolRegistry.ts"
 import * as Loop from "./internal/loop.ts"
+import * as OutputPart from "./internal/output.ts"
 
 /**
  * What starts a run.
@@ -67,7 +69,7 @@ import * as Loop from "./internal/loop.ts"
  * @since 0.1.0
  * @category options
  */
-export interface RunOptions<R = never> extends ContinueOptions<R> {
+export interface RunOptions<R = never, A = never> extends ContinueOptions<R, A> {
   /** The task: text, a message, or messages. */
   readonly prompt: string | Message.Message | ReadonlyArray<Message.Message>
   /** The system prompt. */
@@ -82,7 +84,28 @@ export interface RunOptions<R = never> extends ContinueOptions<R> {
  * @since 0.1.0
  * @category options
  */
-export interface ContinueOptions<R = never> {
+export interface ContinueOptions<R = never, A = never> {
+  /**
+   * The Schema of the run's final answer: the model is offered a
+   * `final_answer` tool whose parameters are this Schema, and the run ends
+   * when it calls it with valid arguments; `RunResult.output` is the decoded
+   * answer (see `Output`). A continued run must give the Schema it was
+   * started with (`OutputSchemaMismatch` otherwise).
+   */
+  readonly output?: Schema.Codec<A, unknown> | undefined
+  /**
+   * How many invalid final answers (arguments that do not decode, or a reply
+   * in plain text) the model may correct before the run ends
+   * `OutputInvalid` (default 2).
+   */
+  readonly outputRetries?: number | undefined
+  /**
+   * How the final answer is asked for: through the `final_answer` tool
+   * (`"tool"`, the default, on every provider), or as the provider's own
+   * structured output (`"native"`, OpenAI's; for a run without tools). See
+   * `Output.Mode`.
+   */
+  readonly outputMode?: Output.Mode | undefined
   /** Settings; defaults for anything left out. Validated by the run. */
   readonly config?: AgentConfig.Input | undefined
   /** Plugins, after the guards the config installs. */
@@ -101,10 +124,22 @@ export interface ContinueOptions<R = never> {
  */
 export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
+/**
+ * The loop's options: the steering, plugins, config and name, and the output Schema with its retries, checked.
+ */
+const loopOptions = <R, A>(options: ContinueOptions<R, A>): Effect.Effect<Loop.Options<R>, ConfigError> =>
+  Effect.map(OutputPart.request(options.output, options.outputRetries, options.outputMode), (output) => ({
+    config: options.config,
+    plugins: options.plugins,
+    steering: options.steering,
+    name: options.name,
+    output
+  }))
+
 const promptMessages = (prompt: RunOptions["prompt"]): ReadonlyArray<Message.Message> =>
   typeof prompt === "string" ? [Message.user(prompt)] : "role" in prompt ? [prompt] : prompt
 
-const freshState = (options: RunOptions<unknown>): RunState.RunState =>
+const freshState = (options: RunOptions<unknown, unknown>): RunState.RunState =>
   RunState.make({
     runId: options.runId ?? globalThis.crypto.randomUUID(),
     system: options.system,
@@ -118,10 +153,12 @@ const freshState = (options: RunOptions<unknown>): RunState.RunState =>
  * @since 0.1.0
  * @category running
  */
-export const run = <R = never>(
-  options: RunOptions<R>
-): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
-  Effect.suspend(() => Loop.start(freshState(options), options))
+export const run = <R = never, A = never>(
+  options: RunOptions<R, A>
+): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
+  Effect.flatMap(loopOptions(options), (loop) => Loop.start(freshState(options), loop)).pipe(
+    Effect.map(OutputPart.typed(options.output))
+  )
 
 /**
  * Continues a run from its state: answers tool calls left open, delivers
@@ -132,10 +169,13 @@ export const run = <R = never>(
  * @since 0.1.0
  * @category running
  */
-export const runContinue = <R = never>(
+export const runContinue = <R = never, A = never>(
   state: RunState.RunState,
-  options: ContinueOptions<R> = {}
-): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> => Loop.resume(state, options)
+  options: ContinueOptions<R, A> = {}
+): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
+  Effect.flatMap(loopOptions(options), (loop) => Loop.resume(state, loop)).pipe(
+    Effect.map(OutputPart.typed(options.output))
+  )
 
 /**
  * Runs an agent and returns its events as a stream; the last element is
@@ -145,13 +185,12 @@ export const runContinue = <R = never>(
  * @since 0.1.0
  * @category running
  */
-export const runStream = <R = never>(
-  options: RunOptions<R>
+export const runStream = <R = never, A = never>(
+  options: RunOptions<R, A>
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements | R> =>
   Stream.callback<AgentEvent.AgentEvent, AgentError, Requirements | R>((queue) =>
-    Effect.suspend(() =>
-      Loop.start(freshState(options), { ...options, sinks: [(event) => void Queue.offerUnsafe(queue, event)] })
-    ).pipe(
+    Effect.flatMap(loopOptions(options), (loop) =>
+      Loop.start(freshState(options), { ...loop, sinks: [(event) => void Queue.offerUnsafe(queue, event)] })).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => Queue.end(queue),
         onFailure: (cause) => Queue.failCause(queue, cause)

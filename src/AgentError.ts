@@ -114,6 +114,27 @@ export class InvalidPluginState extends Schema.TaggedError<InvalidPluginState>()
 }
 
 /**
+ * A run asked for a typed output with a Schema other than the one its state
+ * was started with (or with none, or with one where it had none): the saved
+ * final answer, and the model's attempts so far, are for another shape. The
+ * Schemas are named by their identity (`Output.identity`).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class OutputSchemaMismatch extends Schema.TaggedError<OutputSchemaMismatch>()("OutputSchemaMismatch", {
+  saved: Schema.NullOr(Schema.String),
+  given: Schema.NullOr(Schema.String)
+}) {
+  override get message(): string {
+    const name = (identity: string | null) => identity === null ? "no output Schema" : `output Schema ${identity}`
+    return `cannot continue the run: it was started with ${name(this.saved)}, and is continued with ${
+      name(this.given)
+    }`
+  }
+}
+
+/**
  * Any failure of a run.
  *
  * @since 0.1.0
@@ -124,7 +145,8 @@ export const AgentError = Schema.Union([
   ToolFatalError,
   ConfigError,
   InvalidContinuation,
-  InvalidPluginState
+  InvalidPluginState,
+  OutputSchemaMismatch
 ])
 /**
  * @since 0.1.0

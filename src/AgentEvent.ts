@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Exit, Option, Schema } from "effect"
 import { AgentError } from "./AgentError.ts"
 import * as Message from "./Message.ts"
 import * as Outcome from "./Outcome.ts"
@@ -148,6 +148,13 @@ export const AgentEnd = AgentEndFields.pipe(Schema.refine(isAgentEnd, {
  * - `BudgetSnapshot`: totals and limits after a turn.
  * - `TurnEnd`: the assistant message and its tool results.
  * - `CheckpointSaved` / `SessionResumed`: durable sessions.
+ * - `OutputDelta`: a piece of the JSON arguments of the `final_answer` call
+ *   streaming in a run with a typed output (`Agent.run({ output })`); the
+ *   pieces of one call, joined, are its arguments as the model sent them (a
+ *   run that asks for native structured output streams its reply's text, with
+ *   no `toolCallId`).
+ * - `Custom`: an event a plugin defined (see {@link custom}): its `kind`, and
+ *   its `payload` in its JSON form.
  * - `AgentEnd`: always the last event: the outcome and the result, or the
  *   error, or the defect (see {@link AgentEnd}).
  *
@@ -159,6 +166,7 @@ export const AgentEvent = Schema.Union([
   Schema.TaggedStruct("TurnStart", { ...base }),
   Schema.TaggedStruct("MessageStart", { ...base, role: Schema.Literals(["assistant", "user", "system", "custom"]) }),
   Schema.TaggedStruct("MessageUpdate", { ...base, delta: Delta }),
+  Schema.TaggedStruct("OutputDelta", { ...base, toolCallId: Schema.optionalKey(Schema.String), delta: Schema.String }),
   Schema.TaggedStruct("MessageEnd", { ...base, message: Message.Message }),
   Schema.TaggedStruct("ToolExecutionStart", {
     ...base,
@@ -233,6 +241,7 @@ export const AgentEvent = Schema.Union([
       pendingApprovals: Schema.Finite
     })
   }),
+  Schema.TaggedStruct("Custom", { ...base, kind: Schema.String, payload: Schema.Unknown }),
   AgentEnd
 ]).pipe(Schema.toTaggedUnion("_tag"))
 /**
@@ -292,3 +301,65 @@ export const encodeJson = Schema.encodeSync(AgentEventJson)
  * @category codecs
  */
 export const decodeJson = Schema.decodeUnknownEffect(AgentEventJson)
+
+/**
+ * An event a plugin contributes, without a change to this union: made by
+ * {@link custom}, carried as `Custom { kind, payload }` with the payload in
+ * its JSON form (encoded with the plugin's Schema), so it round-trips through
+ * JSON and trajectories, and a reader that does not know the kind keeps it
+ * as it is.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CustomEvent<A> {
+  readonly kind: string
+  /** The event's body, its payload encoded: what a plugin passes to its context's `emit`. */
+  readonly make: (payload: A) => Input
+  /** The payload of an event of this kind, decoded; `None` for another event or a payload that does not decode. */
+  readonly payload: (event: AgentEvent) => Option.Option<A>
+  /** Whether an event is of this kind. */
+  readonly is: (event: AgentEvent) => event is Of<"Custom">
+}
+
+/**
+ * Defines an event of a plugin's own: its kind (name it after the plugin,
+ * e.g. `"my-plugin/escalated"`) and its payload's Schema. The plugin emits it
+ * with `context.emit(Definition.make(payload))`; observers read it back with
+ * `Definition.payload(event)`.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Option, Schema } from "effect"
+ * import { AgentEvent, Hooks } from "effect-agent"
+ *
+ * const Spent = AgentEvent.custom("meter/spent", Schema.Struct({ cents: Schema.Finite }))
+ * const meter = Hooks.plugin({
+ *   name: "meter",
+ *   afterTurn: (_turn, context) =>
+ *     Effect.as(context.emit(Spent.make({ cents: context.usage.cost ?? 0 })), Hooks.proceed)
+ * })
+ * const event: AgentEvent.AgentEvent = { ...Spent.make({ cents: 3 }), runId: "r", turn: 1, timestamp: 0 }
+ * Option.map(Spent.payload(event), ({ cents }) => console.log(`spent ${cents}`))
+ * // Output: spent 3
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const custom = <A, E>(kind: string, payload: Schema.Codec<A, E>): CustomEvent<A> => {
+  const json = Schema.toCodecJson(payload)
+  const encode = Schema.encodeSync(json)
+  const decode = Schema.decodeUnknownExit(json)
+  const is = (event: AgentEvent): event is Of<"Custom"> => event._tag === "Custom" && event.kind === kind
+  return {
+    kind,
+    make: (value) => ({ _tag: "Custom", kind, payload: encode(value) }),
+    payload: (event) => {
+      if (!is(event)) return Option.none()
+      const exit = decode(event.payload)
+      return Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()
+    },
+    is
+  }
+}

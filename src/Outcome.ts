@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Exit, Option, Schema } from "effect"
 
 /**
  * The budgets a run can exhaust (the turn cap has its own outcome, `MaxTurns`).
@@ -31,6 +31,12 @@ export type Budget = typeof Budget.Type
  * - `LoopDetected`: the model kept repeating the same tool calls.
  * - `Stagnated`: the model kept giving the same reply.
  * - `Cancelled`: the application cancelled the run, or its fiber was interrupted.
+ * - `OutputInvalid`: the run asked for a typed output (`Agent.run({ output })`)
+ *   and the model did not give a valid one within its attempts: `lastAttempt`
+ *   is what it last sent (the `final_answer` arguments, or its text when it
+ *   answered without the tool), `issue` what was wrong with it.
+ * - `Custom`: an ending a plugin defined (see {@link custom}): its `kind`, and
+ *   its `payload` in its JSON form.
  *
  * @since 0.1.0
  * @category schemas
@@ -43,7 +49,9 @@ export const Outcome = Schema.TaggedUnion({
   BudgetExceeded: { budget: Budget, limit: Schema.Finite, used: Schema.Finite },
   LoopDetected: { repeats: Schema.Finite, signature: Schema.String },
   Stagnated: { repeats: Schema.Finite },
-  Cancelled: { reason: Schema.String }
+  Cancelled: { reason: Schema.String },
+  OutputInvalid: { lastAttempt: Schema.Unknown, issue: Schema.String, attempts: Schema.Finite },
+  Custom: { kind: Schema.String, payload: Schema.Unknown }
 })
 /**
  * @since 0.1.0
@@ -86,3 +94,81 @@ export const budgetExceeded = (budget: Budget, limit: number, used: number): Out
   limit,
   used
 })
+/**
+ * The ending of a run whose model gave no valid typed output (see `Output`).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const outputInvalid = (lastAttempt: unknown, issue: string, attempts: number): Outcome => ({
+  _tag: "OutputInvalid",
+  lastAttempt,
+  issue,
+  attempts
+})
+
+/**
+ * An ending a plugin contributes, without a change to this union: made by
+ * {@link custom}, carried as `Custom { kind, payload }` with the payload in
+ * its JSON form (encoded with the plugin's Schema), so it round-trips through
+ * JSON, checkpoints and trajectories, and a reader that does not know the
+ * kind keeps it as it is.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface CustomOutcome<A> {
+  readonly kind: string
+  /** The outcome, its payload encoded (a `Stop` decision of a hook, or `Hooks.stop`, ends a run with it). */
+  readonly make: (payload: A) => Outcome
+  /** The payload of an outcome of this kind, decoded; `None` for another outcome or a payload that does not decode. */
+  readonly payload: (outcome: Outcome) => Option.Option<A>
+  /** Whether an outcome is of this kind. */
+  readonly is: (outcome: Outcome) => outcome is Extract<Outcome, { readonly _tag: "Custom" }>
+}
+
+/**
+ * Defines an outcome of a plugin's own: its kind (name it after the plugin,
+ * e.g. `"my-plugin/escalated"`) and its payload's Schema. The payload is
+ * encoded with the Schema's JSON codec when the outcome is made, and decoded
+ * by {@link CustomOutcome.payload}.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Option, Schema } from "effect"
+ * import { Hooks, Outcome } from "effect-agent"
+ *
+ * const Escalated = Outcome.custom("support/escalated", Schema.Struct({ ticket: Schema.String }))
+ * // A hook ends the run with it
+ * const escalate = Hooks.plugin({
+ *   name: "support",
+ *   afterTurn: () => Effect.succeed(Hooks.stop(Escalated.make({ ticket: "T-1" })))
+ * })
+ * // and the run's result says so
+ * const outcome = Escalated.make({ ticket: "T-1" })
+ * console.log(JSON.stringify(outcome))
+ * // Output: {"_tag":"Custom","kind":"support/escalated","payload":{"ticket":"T-1"}}
+ * console.log(Option.getOrUndefined(Escalated.payload(outcome))?.ticket)
+ * // Output: T-1
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const custom = <A, E>(kind: string, payload: Schema.Codec<A, E>): CustomOutcome<A> => {
+  const json = Schema.toCodecJson(payload)
+  const encode = Schema.encodeSync(json)
+  const decode = Schema.decodeUnknownExit(json)
+  const is = (outcome: Outcome): outcome is Extract<Outcome, { readonly _tag: "Custom" }> =>
+    outcome._tag === "Custom" && outcome.kind === kind
+  return {
+    kind,
+    make: (value) => ({ _tag: "Custom", kind, payload: encode(value) }),
+    payload: (outcome) => {
+      if (!is(outcome)) return Option.none()
+      const exit = decode(outcome.payload)
+      return Exit.isSuccess(exit) ? Option.some(exit.value) : Option.none()
+    },
+    is
+  }
+}

@@ -58,6 +58,26 @@ export const TraceContext = Schema.Struct({
 export type TraceContext = typeof TraceContext.Type
 
 /**
+ * The typed output of a run that asked for one (`Agent.run({ output })`):
+ * the identity of its Schema (`Output.identity`), the invalid final answers
+ * the model has given since its last valid one, and the final answer, once
+ * given, in its JSON form (encoded with the Schema).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const OutputState = Schema.Struct({
+  schema: Schema.String,
+  invalidAttempts: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  value: Schema.optionalKey(Schema.Unknown)
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type OutputState = typeof OutputState.Type
+
+/**
  * The serializable state of a run.
  *
  * @since 0.1.0
@@ -81,7 +101,9 @@ export const RunState = Schema.Struct({
   wrapUpRequested: Schema.Boolean,
   pluginState: Schema.Record(Schema.String, Schema.Unknown),
   /** The trace context of the run that saved the state, when it was traced (absent in older states). */
-  trace: Schema.optionalKey(TraceContext)
+  trace: Schema.optionalKey(TraceContext),
+  /** Absent for a run without a typed output (and in states saved before there were any). */
+  output: Schema.optionalKey(OutputState)
 })
 /**
  * @since 0.1.0
@@ -217,7 +239,8 @@ export const make = (options: {
 /**
  * What a run returns: the messages this run added, the whole state to
  * continue from, how it ended, and the usage so far (over the state's whole
- * life, across continuations).
+ * life, across continuations). The Schema is of what every run returns; a
+ * typed output is in the state, in its JSON form (see {@link RunResult}).
  *
  * @since 0.1.0
  * @category schemas
@@ -228,11 +251,19 @@ export const RunResult = Schema.Struct({
   outcome: Outcome.Outcome,
   usage: Message.Usage
 })
+
 /**
+ * What a run returns (see the Schema above) and, for a run that asked for a
+ * typed output, `output`: the model's final answer decoded with the run's
+ * Schema, when it gave a valid one (`Completed`, or `WrappedUp` when it
+ * complied with the wrap-up request); absent otherwise. `A` is `never` for a
+ * run without an output Schema, `unknown` where the Schema is not known
+ * (an `AgentEnd` event).
+ *
  * @since 0.1.0
  * @category models
  */
-export type RunResult = typeof RunResult.Type
+export type RunResult<A = unknown> = typeof RunResult.Type & { readonly output?: A | undefined }
 
 /**
  * The JSON codec of {@link RunState}, for storing it.

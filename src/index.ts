@@ -74,6 +74,11 @@ export * as Outcome from "./Outcome.ts"
  * @since 0.1.0
  * @category modules
  */
+export * as Output from "./Output.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Pricing from "./Pricing.ts"
 /**
  * @since 0.1.0

@@ -2,7 +2,7 @@
  * AgentEvent: every event's JSON form, and what an AgentEnd holds.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Schema } from "effect"
+import { Effect, Exit, Option, Schema } from "effect"
 import { AiError } from "effect/ai"
 import { AgentError, AgentEvent, Message, RunState } from "effect-agent"
 import { roundTrip, runOk } from "./support.ts"
@@ -24,6 +24,8 @@ describe("AgentEvent.AgentEvent", () => {
         { ...base, _tag: "GuardTripped", guard: "loop", action: "warn", detail: "repeating", figures: { repeats: 3 } },
         { ...base, _tag: "ContextTransformed", plugin: "p", messagesBefore: 9, messagesAfter: 4, tokensBefore: 900, tokensAfter: 300 },
         { ...base, _tag: "CheckpointSaved", sessionId: "s", bytes: 120 },
+        { ...base, _tag: "OutputDelta", toolCallId: "f1", delta: "{\"sum\":" },
+        { ...base, ...AgentEvent.custom("meter/spent", Schema.Struct({ cents: Schema.Finite })).make({ cents: 3 }) },
         {
           ...base,
           _tag: "SessionResumed",
@@ -89,5 +91,34 @@ describe("AgentEnd", () => {
     for (const bad of [base, { ...base, outcome }, { ...failed, defect: "x" }, { ...ended, error }]) {
       assert.isTrue(Exit.isFailure(decode(bad)), JSON.stringify(bad))
     }
+  })
+})
+
+describe("AgentEvent.custom", () => {
+  const Spent = AgentEvent.custom("meter/spent", Schema.Struct({ at: Schema.DateTimeUtcFromString }))
+  const base = { runId: "r", turn: 1, timestamp: 1 }
+
+  it("makes a Custom event whose payload is in its JSON form, and reads it back typed", () => {
+    const at = Schema.decodeSync(Schema.DateTimeUtcFromString)("2026-01-02T00:00:00.000Z")
+    const input = Spent.make({ at })
+    assert.deepStrictEqual(input, { _tag: "Custom", kind: "meter/spent", payload: { at: "2026-01-02T00:00:00.000Z" } })
+    const event: AgentEvent.AgentEvent = { ...base, ...input }
+    // through JSON, as a trajectory stores it
+    const json = JSON.parse(JSON.stringify(AgentEvent.encodeJson(event)))
+    const back = Schema.decodeUnknownSync(AgentEvent.AgentEventJson)(json)
+    assert.deepStrictEqual(back, event)
+    assert.isTrue(Spent.is(back))
+    const payload = Option.getOrUndefined(Spent.payload(back))
+    assert.strictEqual(payload?.at.epochMilliseconds, Date.UTC(2026, 0, 2))
+  })
+
+  it("an event of a kind a reader does not know is kept as it is, and another kind's reader says None", () => {
+    const unknown = { ...base, _tag: "Custom" as const, kind: "newer-plugin/thing", payload: { any: ["json", 1] } }
+    const back = Schema.decodeUnknownSync(AgentEvent.AgentEventJson)(unknown)
+    assert.deepStrictEqual(back, unknown)
+    assert.isFalse(Spent.is(back))
+    assert.isTrue(Option.isNone(Spent.payload(back)))
+    // a payload that does not fit its kind's Schema is None, not a throw
+    assert.isTrue(Option.isNone(Spent.payload({ ...base, _tag: "Custom", kind: "meter/spent", payload: { at: 5 } })))
   })
 })

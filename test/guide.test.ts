@@ -26,7 +26,9 @@ const blocks = (text: string, lang: string) =>
 const cases = [
   ["Plugins: block, rewrite, observe", "plugins"],
   ["Steering and follow-ups", "steering"],
-  ["Approvals", "approvals"]
+  ["Approvals", "approvals"],
+  ["Typed final output", "typed-output"],
+  ["Plugins' own outcomes and events", "plugin-outcomes"]
 ] as const
 
 describe.concurrent("README: plugins, steering and approvals", () => {

@@ -11,6 +11,8 @@
  * | 12 | the wall-clock budget ran out |
  * | 13 | the cost budget ran out |
  * | 14 | stuck: the loop or stagnation detector stopped the run |
+ * | 15 | no valid typed output: the model never gave a final answer its Schema accepts |
+ * | 16 | a plugin ended the run with an outcome of its own (`Outcome.custom`) |
  * | 20 | the model or provider failed |
  * | 21 | the run could not be resumed (missing, corrupt or incompatible checkpoint) |
  * | 22 | config error, including invalid flags |
@@ -37,6 +39,8 @@ export const codes = {
   wallClockBudget: 12,
   costBudget: 13,
   stuck: 14,
+  outputInvalid: 15,
+  custom: 16,
   modelFailure: 20,
   resumeFailure: 21,
   configError: 22,
@@ -77,6 +81,10 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
       return codes.stuck
     case "Cancelled":
       return codes.cancelled
+    case "OutputInvalid":
+      return codes.outputInvalid
+    case "Custom":
+      return codes.custom
   }
 }
 

@@ -10,6 +10,7 @@ import { Effect } from "effect"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import type * as Outcome from "../Outcome.ts"
+import * as Output from "../Output.ts"
 import type * as Steering from "../Steering.ts"
 import * as Events from "./events.ts"
 import type * as LiveRun from "./liveRun.ts"
@@ -28,7 +29,7 @@ import * as Transcript from "./transcript.ts"
  */
 export type ControlHook<R> = (plugin: Hooks.Plugin<R>) => Effect.Effect<Hooks.Control, never, R> | undefined
 
-type ControlRun<R> = LiveRun.Uses<R, "transcript" | "events" | "progress">
+type ControlRun<R> = LiveRun.Uses<R, "transcript" | "events" | "progress" | "output">
 
 /** Whether a hook answered with a finished `Proceed`. */
 const isProceeding = (effect: Effect.Effect<Hooks.Control, never, unknown>): boolean =>
@@ -90,12 +91,19 @@ function* appendAll<R>(run: ControlRun<R>, messages: ReadonlyArray<Message.Messa
   }
 }
 
-/** The one-shot wrap-up request: `WrapUpRequested`, then the request as a system message. */
+/**
+ * The one-shot wrap-up request: `WrapUpRequested`, then the request as a
+ * system message. A run with a typed output asks for the final answer
+ * through its tool.
+ */
 function* wrapUp<R>(run: ControlRun<R>, decision: Extract<Hooks.Control, { readonly _tag: "WrapUp" }>) {
   if (run.progress.wrapUpRequested) return
   run.progress.wrapUpRequested = true
-  yield* Events.emit(run.events, { _tag: "WrapUpRequested", source: decision.source, message: decision.message })
-  yield* appendAll(run, [Message.system(decision.message)])
+  const message = run.output === undefined
+    ? decision.message
+    : `${decision.message}\n\n${run.output.native === undefined ? Output.wrapUpNote : Output.nativeWrapUpNote}`
+  yield* Events.emit(run.events, { _tag: "WrapUpRequested", source: decision.source, message })
+  yield* appendAll(run, [Message.system(message)])
 }
 
 // -----------------------------------------------------------------------------

@@ -10,6 +10,7 @@
  * - `progress`: turns, usage, wall time, the wrap-up request, quotas.
  * - `inbox`: steering and follow-ups taken but not yet delivered.
  * - `stops`: the cancel and the deadline.
+ * - `output`: the typed output, for a run that asked for one.
  * - `context`: the view of the run its hooks get.
  *
  * @internal
@@ -27,6 +28,7 @@ import * as Steering from "../Steering.ts"
 import { ToolRegistry } from "../ToolRegistry.ts"
 import * as Events from "./events.ts"
 import * as Journal from "./journal.ts"
+import * as Output from "./output.ts"
 import * as Progress from "./progress.ts"
 import * as Stops from "./stops.ts"
 import * as Telemetry from "./telemetry.ts"
@@ -96,6 +98,8 @@ export interface LiveRun<R> {
   readonly progress: Progress.Progress
   readonly inbox: Inbox
   readonly stops: Stops.Stops
+  /** The typed output (`Agent.run({ output })`); `undefined` for a run without one. */
+  readonly output: Output.LiveOutput | undefined
   readonly context: Hooks.Context
 }
 
@@ -121,6 +125,8 @@ export interface Setup<R> {
   /** Synchronous event sinks before the plugins' (the stream of `runStream`). */
   readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
   readonly telemetry: Telemetry.RunTelemetry | undefined
+  /** The typed output asked for, if any. */
+  readonly output: Output.Request | undefined
 }
 
 const resolvePlugins = <R>(
@@ -168,7 +174,9 @@ const toolkitOf = (registry: ToolRegistry["Service"]): Toolkit.WithHandler<{}> =
 export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
   const { state } = setup
   const config = yield* AgentConfig.make(setup.config)
-  const registry = yield* ToolRegistry
+  const base = yield* ToolRegistry
+  const output = yield* Output.make(setup.output, state, base)
+  const registry = output === undefined ? base : Output.registry(base, output)
   const steering = setup.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))
   const guards = yield* resolvePlugins(Guards.fromConfig(config))
   const plugins: ReadonlyArray<Hooks.Plugin<R>> = [...guards, ...yield* resolvePlugins(setup.plugins)]
@@ -203,7 +211,8 @@ export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     journal: Journal.make(state),
     progress: Progress.make(state, config, clock),
     inbox: { steering: state.steering.slice(), followUps: state.followUps.slice() },
-    stops: Stops.make(steering?.cancelled, config.budgets.wallClock)
+    stops: Stops.make(steering?.cancelled, config.budgets.wallClock),
+    output
   }
   const context: Hooks.Context = new HookContext(parts)
   for (const plugin of plugins) {
@@ -261,7 +270,7 @@ class HookContext<R> implements Hooks.Context {
  * @internal
  */
 export const snapshot = <R>(
-  run: Uses<R, "env" | "transcript" | "progress" | "inbox" | "journal">
+  run: Uses<R, "env" | "transcript" | "progress" | "inbox" | "journal" | "output">
 ): Effect.Effect<RunState.RunState, never, R> =>
   Effect.map(
     Effect.forEach(run.env.plugins, (plugin) =>
@@ -285,6 +294,7 @@ export const snapshot = <R>(
       }
       const { trace } = run.env
       const traced = trace === undefined ? state : { ...state, trace }
-      return transcript.system === undefined ? traced : { ...traced, system: transcript.system }
+      const withOutput = run.output === undefined ? traced : { ...traced, output: Output.snapshot(run.output) }
+      return transcript.system === undefined ? withOutput : { ...withOutput, system: transcript.system }
     }
   )

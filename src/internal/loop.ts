@@ -33,6 +33,7 @@ import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Control from "./control.ts"
 import * as Events from "./events.ts"
 import * as LiveRun from "./liveRun.ts"
+import * as OutputPart from "./output.ts"
 import * as Progress from "./progress.ts"
 import * as Reply from "./reply.ts"
 import * as Stops from "./stops.ts"
@@ -56,6 +57,8 @@ export interface Options<R> {
   readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
   /** The agent's name, in its spans (`invoke_agent {name}`). */
   readonly name?: string | undefined
+  /** The typed output asked for (`Agent.run({ output })`). */
+  readonly output?: OutputPart.Request | undefined
 }
 
 type Requirements = LanguageModel.LanguageModel | ToolRegistry
@@ -107,7 +110,8 @@ const executeWith = Effect.fnUntraced(function*<R>(
     plugins: options.plugins ?? [],
     steering: options.steering,
     sinks: options.sinks ?? [],
-    telemetry
+    telemetry,
+    output: options.output
   })
   yield* Events.emit(run.events, { _tag: "AgentStart", messages: Transcript.added(run.transcript) })
   for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
@@ -130,6 +134,10 @@ const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   // A continued run first finishes the turn it stopped in.
   const finished = yield* finishOpenTurn(run)
   if (finished._tag === "End") return finished.outcome
+  // A continued run that had ended with its final answer (saved after that turn) ends with it again.
+  if (run.output !== undefined && OutputPart.endedWithAnswer(run.output, run.transcript.messages)) {
+    return run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
+  }
   let pending = yield* Control.poll(run, "steering")
   let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
   // A continued run that stopped naturally goes straight to its follow-ups.
@@ -201,14 +209,19 @@ function* endTurn<R>(
   run.progress.turn++
   if (run.env.telemetry !== undefined) yield* Telemetry.turnEnded(run.env.telemetry)
   yield* Events.turnEnded(run.events, message, batch.results, run.progress)
+  // The final answer is judged before the afterTurn hooks, so a checkpoint they save holds the verdict's reminder.
+  const output = run.output === undefined
+    ? undefined
+    : yield* OutputPart.afterTurn(run, run.output, message, batch.results)
   const after = yield* Control.consult(run, run.env.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
   const stop = stoppedReply ?? (yield* Stops.reason(run.stops))
-  // A stop comes first, then the tools' vote, then an afterTurn hook's stop.
+  // A stop comes first, then the final answer, the tools' vote, an afterTurn hook's stop.
   if (stop !== undefined) return end(yield* stopped(run, stop))
+  if (output?._tag === "End") return end(output.outcome)
   if (batch.terminate) return end(Outcome.terminated)
   if (after !== undefined) return end(after)
-  return next(Message.hasToolCalls(message))
+  return next(output !== undefined || Message.hasToolCalls(message))
 }
 
 /**
@@ -250,12 +263,11 @@ function* stopped<R>(run: LiveRun.Uses<R, "events" | "progress" | "stops">, stop
 const result = <R>(run: LiveRun.LiveRun<R>, outcome: Outcome.Outcome): Effect.Effect<RunState.RunResult, never, R> =>
   Effect.andThen(
     Control.drain(run),
-    Effect.map(LiveRun.snapshot(run), (state) => ({
-      messages: Transcript.added(run.transcript),
-      state,
-      outcome,
-      usage: run.progress.usage
-    }))
+    Effect.map(LiveRun.snapshot(run), (state): RunState.RunResult => {
+      const final = { messages: Transcript.added(run.transcript), state, outcome, usage: run.progress.usage }
+      const accepted = run.output?.accepted
+      return accepted === undefined ? final : { ...final, output: accepted.value }
+    })
   )
 
 /**

@@ -11,8 +11,10 @@ import type { AiError, Prompt, Response } from "effect/ai"
 import type * as AgentEvent from "../AgentEvent.ts"
 import { ModelError } from "../AgentError.ts"
 import type * as Message from "../Message.ts"
+import * as Output from "../Output.ts"
 import * as Events from "./events.ts"
 import type * as LiveRun from "./liveRun.ts"
+import * as OutputPart from "./output.ts"
 import * as Stops from "./stops.ts"
 
 /**
@@ -34,16 +36,25 @@ const modelError = (turn: number) => (error: AiError.AiError) => ModelError.from
  *
  * @internal
  */
-export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops">, prompt: Prompt.Prompt) {
+export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops" | "output">, prompt: Prompt.Prompt) {
   const { events } = run
   const builder = new AssistantBuilder()
   yield* Events.messageStarted(events)
-  const stream = run.env.model.streamText({
+  const streamed = run.env.model.streamText({
     prompt,
     toolkit: run.env.toolkit,
     disableToolCallResolution: true,
     toolCallValidation: "deferred"
   })
+  const { output } = run
+  // A run with a typed output also streams its final answer (`OutputDelta`); a native one asks the provider for it.
+  const native = output?.native
+  const stream = native === undefined ? streamed : Stream.provideService(streamed, Output.NativeFormat, native)
+  const updates = output === undefined
+    ? Events.messageUpdates
+    : native === undefined
+    ? OutputPart.messageUpdates
+    : OutputPart.nativeUpdates
   const observed = events.observed
   const consume = Stream.runForEachArray(stream, (parts) => {
     let deltas: Array<AgentEvent.Delta> | undefined
@@ -51,7 +62,7 @@ export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops">
       const delta = builder.push(part)
       if (delta !== undefined && observed) (deltas ??= []).push(delta)
     }
-    return deltas === undefined ? Effect.void : Events.messageUpdates(events, deltas)
+    return deltas === undefined ? Effect.void : updates(events, deltas)
   })
   // The stream ends with `void`, a stop with its reason: no step to map the one to `undefined`.
   const stopped: void | Stops.Stop = yield* Stops.race(

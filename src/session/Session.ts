@@ -56,6 +56,7 @@ import * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import * as CheckpointStore from "./CheckpointStore.ts"
 import * as Loop from "../internal/loop.ts"
+import * as OutputPart from "../internal/output.ts"
 import { durable } from "./internal/checkpointer.ts"
 
 /**
@@ -64,7 +65,7 @@ import { durable } from "./internal/checkpointer.ts"
  * @since 0.1.0
  * @category options
  */
-export interface RunOptions<R = never> extends Agent.RunOptions<R> {
+export interface RunOptions<R = never, A = never> extends Agent.RunOptions<R, A> {
   /** The session id: 1 to 128 letters, digits, `.`, `_` or `-`, not starting with `.`. */
   readonly id: string
   readonly store: CheckpointStore.Service
@@ -77,7 +78,7 @@ export interface RunOptions<R = never> extends Agent.RunOptions<R> {
  * @since 0.1.0
  * @category options
  */
-export interface ResumeOptions<R = never> extends Agent.ContinueOptions<R> {
+export interface ResumeOptions<R = never, A = never> extends Agent.ContinueOptions<R, A> {
   readonly store: CheckpointStore.Service
 }
 
@@ -93,23 +94,26 @@ const promptMessages = (prompt: Agent.RunOptions["prompt"]): ReadonlyArray<Messa
  * @since 0.1.0
  * @category running
  */
-export const run = <R = never>(
-  options: RunOptions<R>
-): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+export const run = <R = never, A = never>(
+  options: RunOptions<R, A>
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
-    const { id, store, ...runOptions } = options
+    const { id, store } = options
     const config = yield* AgentConfig.make(options.config)
+    const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
     const runId = options.runId ?? globalThis.crypto.randomUUID()
     const prompt = promptMessages(options.prompt)
     const state = RunState.make({ runId, system: options.system, messages: prompt })
     const created = yield* store.create(id, { state, config })
     return yield* durable<R>(id, store, config, state, (plugin) =>
       Loop.start<R>(state, {
-        ...runOptions,
+        steering: options.steering,
+        name: options.name,
+        output,
         config,
         plugins: [...(options.plugins ?? []), plugin],
         announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }]
-      }))
+      })).pipe(Effect.map(OutputPart.typed(options.output)))
   })
 
 /**
@@ -168,24 +172,27 @@ const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input 
  * @since 0.1.0
  * @category running
  */
-export const resume = <R = never>(
+export const resume = <R = never, A = never>(
   sessionId: string,
-  options: ResumeOptions<R>
-): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
-  Effect.flatMap(options.store.load(sessionId), (checkpoint) => resumeFrom<R>(sessionId, checkpoint, options))
+  options: ResumeOptions<R, A>
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  Effect.flatMap(options.store.load(sessionId), (checkpoint) => resumeFrom<R, A>(sessionId, checkpoint, options))
 
-const resumeFrom = <R>(
+const resumeFrom = <R, A>(
   sessionId: string,
   checkpoint: CheckpointStore.Checkpoint,
-  options: ResumeOptions<R>
-): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  options: ResumeOptions<R, A>
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
-    const { store, ...continueOptions } = options
+    const { store } = options
     const config = yield* AgentConfig.make(resumeConfig(checkpoint.config, options.config))
+    const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
     const state = checkpoint.state
     return yield* durable<R>(sessionId, store, config, state, (plugin) =>
       Loop.resume<R>(state, {
-        ...continueOptions,
+        steering: options.steering,
+        name: options.name,
+        output,
         config,
         plugins: [...(options.plugins ?? []), plugin],
         announce: [resumed(sessionId, state)]
@@ -198,7 +205,8 @@ const resumeFrom = <R>(
               file: store.headFile(sessionId),
               problem: `state.pluginState.${error.plugin}: ${error.reason}`
             })
-          ))
+          )),
+        Effect.map(OutputPart.typed(options.output))
       )
   })
 
@@ -209,7 +217,7 @@ const resumeFrom = <R>(
  * @since 0.1.0
  * @category options
  */
-export interface OpenOptions<R = never> extends Agent.RunOptions<R> {
+export interface OpenOptions<R = never, A = never> extends Agent.RunOptions<R, A> {
   readonly store: CheckpointStore.Service
 }
 
@@ -261,14 +269,17 @@ const naturalEnd = (state: RunState.RunState): Outcome.Outcome =>
  * @since 0.1.0
  * @category running
  */
-export const open = <R = never>(
+export const open = <R = never, A = never>(
   sessionId: string,
-  options: OpenOptions<R>
-): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  options: OpenOptions<R, A>
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const checkpoint = yield* options.store.load(sessionId).pipe(
       Effect.catchTag("CheckpointMissing", () => Effect.succeed(undefined))
     )
-    if (checkpoint === undefined) return yield* run<R>({ ...options, id: sessionId })
-    return finishedResult(checkpoint, options.steering) ?? (yield* resumeFrom<R>(sessionId, checkpoint, options))
+    if (checkpoint === undefined) return yield* run<R, A>({ ...options, id: sessionId })
+    const finished = finishedResult(checkpoint, options.steering)
+    if (finished === undefined) return yield* resumeFrom<R, A>(sessionId, checkpoint, options)
+    // A finished session's output is the one it saved, decoded with the Schema it was run with.
+    return yield* OutputPart.saved(options.output, finished)
   })

@@ -3,7 +3,7 @@
  * ended and from how the command's program exited.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Exit } from "effect"
+import { Cause, Exit, Schema } from "effect"
 import { CliError } from "effect/cli"
 import { Outcome } from "effect-agent"
 import { ExitCode } from "effect-agent/cli"
@@ -19,6 +19,8 @@ describe("ExitCode.codes", () => {
       wallClockBudget: 12,
       costBudget: 13,
       stuck: 14,
+      outputInvalid: 15,
+      custom: 16,
       modelFailure: 20,
       resumeFailure: 21,
       configError: 22,
@@ -44,7 +46,9 @@ describe("ExitCode.fromOutcome", () => {
       [Outcome.budgetExceeded("costUsd", 1, 1.5), 13],
       [{ _tag: "LoopDetected", repeats: 4, signature: "x" }, 14],
       [{ _tag: "Stagnated", repeats: 6 }, 14],
-      [Outcome.cancelled("enough"), 30]
+      [Outcome.cancelled("enough"), 30],
+      [Outcome.outputInvalid("plain text", "the model answered in text", 3), 15],
+      [Outcome.custom("plugin/escalated", Schema.String).make("T-1"), 16]
     ]
     for (const [outcome, code] of cases) {
       assert.strictEqual(ExitCode.fromOutcome(outcome), code, JSON.stringify(outcome))

@@ -464,6 +464,7 @@ const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitC
       return codes.configError
     case "InvalidContinuation":
     case "InvalidPluginState":
+    case "OutputSchemaMismatch":
     case "CheckpointMissing":
     case "CheckpointCorrupt":
     case "CheckpointVersionMismatch":

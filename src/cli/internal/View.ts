@@ -155,6 +155,10 @@ export const describe = (outcome: Outcome): string => {
       return `the model gave the same reply ${outcome.repeats} times`
     case "Cancelled":
       return outcome.reason
+    case "OutputInvalid":
+      return `the model gave no valid final answer in ${count(outcome.attempts, "attempt")}: ${outcome.issue}`
+    case "Custom":
+      return `a plugin ended the run (${outcome.kind})`
   }
 }
 

@@ -48,8 +48,12 @@ const jsonSchemaText = (tool: Tool.Any): string => {
 
 const formatIssue = SchemaIssue.makeFormatterStandardSchemaV1()
 
-/** Every problem with the arguments, each with where it is: `a: Expected number; b: Missing key`. */
-const describeIssue = (error: Schema.SchemaError): string =>
+/**
+ * Every problem with the arguments, each with where it is: `a: Expected number; b: Missing key`.
+ *
+ * @internal
+ */
+export const describeIssue = (error: Schema.SchemaError): string =>
   formatIssue(error.issue).issues
     .map((issue) =>
       issue.path === undefined || issue.path.length === 0

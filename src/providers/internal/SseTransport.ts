@@ -59,6 +59,7 @@ import {
 import { AiError, LanguageModel, Prompt, ResponseIdTracker, Telemetry, type Tool } from "effect/ai"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import * as Output from "../../Output.ts"
 import * as PromptEncoding from "./PromptEncoding.ts"
 import type * as Settings from "./Settings.ts"
 import * as ProviderError from "./ProviderError.ts"
@@ -639,12 +640,26 @@ const hasTools = (toolkit: unknown): toolkit is { readonly tools: Record<string,
  * @since 0.1.0
  * @category constructors
  */
+/**
+ * The request's options with the structured output a run asks for natively
+ * (`Output.NativeFormat`), as `generateObject` would ask for it; a request
+ * that already asks for one keeps its own.
+ */
+const withNativeFormat = (
+  providerOptions: LanguageModel.ProviderOptions,
+  native: typeof Output.NativeFormat.Service
+): LanguageModel.ProviderOptions =>
+  native === undefined || providerOptions.responseFormat.type === "json"
+    ? providerOptions
+    : { ...providerOptions, responseFormat: { type: "json", objectName: native.objectName, schema: native.schema } }
+
 export const languageModel = Effect.fnUntraced(function*(settings: Settings.Settings, format: WireFormat) {
   const client = yield* HttpClient.HttpClient
   const retry = RetrySchedule.schedule(settings.retry)
   const call = <P>(providerOptions: LanguageModel.ProviderOptions, make: ResponseParts.Maker<P>) =>
     Stream.unwrap(Effect.map(
-      PromptEncoding.encodeRequest(format.provider, () => format.body(providerOptions)),
+      Effect.flatMap(Output.NativeFormat, (native) =>
+        PromptEncoding.encodeRequest(format.provider, () => format.body(withNativeFormat(providerOptions, native)))),
       (body) =>
         stream({
           provider: format.provider,

@@ -96,6 +96,8 @@ describe.concurrent("the built bin", () => {
         wallClockBudget: 12,
         costBudget: 13,
         stuck: 14,
+        outputInvalid: 15,
+        custom: 16,
         modelFailure: 20,
         resumeFailure: 21,
         configError: 22,
