@@ -9,6 +9,7 @@
 import { Schema } from "effect"
 import { AiError } from "effect/ai"
 import { RunState } from "./RunState.ts"
+import { WorkerError } from "./supervisor/Worker.ts"
 
 /**
  * The model transport failed (after the provider's own retries): it wraps the
@@ -118,7 +119,8 @@ export const AgentError = Schema.Union([
   ToolFatalError,
   ConfigError,
   InvalidContinuation,
-  InvalidPluginState
+  InvalidPluginState,
+  WorkerError
 ])
 /** @since 0.1.0 */
 export type AgentError = typeof AgentError.Type

@@ -28,6 +28,14 @@ export type Budget = typeof Budget.Type
  * - `Stagnated`: the model kept giving the same reply.
  * - `Cancelled`: the application cancelled the run, or its fiber was interrupted.
  *
+ * A supervised run (`effect-agent/supervisor`) ends with one of its own:
+ * - `Converged`: every blocking check passed (then the verifier), after `turns` act turns.
+ * - `Unverified`: a budget or the turn cap ended the run before the checks passed
+ *   (`failing` names the checks still failing); never `Completed`.
+ * - `Stuck`: the no-progress watchdog fired (`reason`, after `repeats` identical results).
+ * - `Rejected`: the operator rejected the plan, with their notes.
+ * - `PlanIterationCap`: the plan was refined `limit` times and still not approved.
+ *
  * @since 0.1.0
  */
 export const Outcome = Schema.TaggedUnion({
@@ -38,7 +46,17 @@ export const Outcome = Schema.TaggedUnion({
   BudgetExceeded: { budget: Budget, limit: Schema.Finite, used: Schema.Finite },
   LoopDetected: { repeats: Schema.Finite, signature: Schema.String },
   Stagnated: { repeats: Schema.Finite },
-  Cancelled: { reason: Schema.String }
+  Cancelled: { reason: Schema.String },
+  Converged: { turns: Schema.Finite },
+  Unverified: {
+    budget: Schema.Literals(["turns", "tokens", "costUsd", "wallClock"]),
+    limit: Schema.Finite,
+    used: Schema.Finite,
+    failing: Schema.Array(Schema.String)
+  },
+  Stuck: { reason: Schema.Literals(["checks", "replies"]), repeats: Schema.Finite },
+  Rejected: { notes: Schema.String },
+  PlanIterationCap: { limit: Schema.Finite }
 })
 /** @since 0.1.0 */
 export type Outcome = typeof Outcome.Type

@@ -36,6 +36,7 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider"],
   "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
   "effect-agent/session": ["CheckpointStore", "Session", "Trajectory"],
+  "effect-agent/supervisor": ["AgentWorker", "Check", "Supervisor", "Worker"],
   "effect-agent/testing": ["ScriptedModel"]
 }
 
@@ -52,6 +53,7 @@ import * as Cli from "effect-agent/cli"
 import * as Providers from "effect-agent/providers"
 import * as Sandbox from "effect-agent/sandbox"
 import * as Session from "effect-agent/session"
+import * as Supervisor from "effect-agent/supervisor"
 import * as Testing from "effect-agent/testing"
 
 const options: Providers.Provider.Options = { model: "gpt-4o", retry: { maxRetries: 1 } }
@@ -65,9 +67,10 @@ const sandbox: Effect.Effect<unknown, unknown> = Effect.scoped(Layer.build(Sandb
 const store: Session.CheckpointStore.Service = Session.CheckpointStore.memory()
 const config: Core.AgentConfig.AgentConfig = Core.AgentConfig.makeUnsafe({ maxTurns: 3 })
 const scripted = Testing.ScriptedModel.layer([{ text: "hi" }])
-void [model, code, sandbox, store, config, scripted]
+const check: Supervisor.Check.Check<Sandbox.Sandbox.Sandbox> = Supervisor.Check.command("tests", "npm test")
+void [model, code, sandbox, store, config, scripted, check]
 
-const modules = { Core, Cli, Providers, Sandbox, Session, Testing }
+const modules = { Core, Cli, Providers, Sandbox, Session, Supervisor, Testing }
 const names = (module: object) => Object.keys(module).sort()
 console.log(JSON.stringify({
   "effect-agent": names(modules.Core),
@@ -75,6 +78,7 @@ console.log(JSON.stringify({
   "effect-agent/providers": names(modules.Providers),
   "effect-agent/sandbox": names(modules.Sandbox),
   "effect-agent/session": names(modules.Session),
+  "effect-agent/supervisor": names(modules.Supervisor),
   "effect-agent/testing": names(modules.Testing)
 }))
 `

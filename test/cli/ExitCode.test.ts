@@ -19,6 +19,7 @@ describe("ExitCode.codes", () => {
       wallClockBudget: 12,
       costBudget: 13,
       stuck: 14,
+      planIterationCap: 15,
       modelFailure: 20,
       resumeFailure: 21,
       configError: 22,
@@ -44,7 +45,15 @@ describe("ExitCode.fromOutcome", () => {
       [Outcome.budgetExceeded("costUsd", 1, 1.5), 13],
       [{ _tag: "LoopDetected", repeats: 4, signature: "x" }, 14],
       [{ _tag: "Stagnated", repeats: 6 }, 14],
-      [Outcome.cancelled("enough"), 30]
+      [Outcome.cancelled("enough"), 30],
+      [{ _tag: "Converged", turns: 2 }, 0],
+      [{ _tag: "Unverified", budget: "turns", limit: 3, used: 3, failing: ["tests"] }, 10],
+      [{ _tag: "Unverified", budget: "tokens", limit: 10, used: 12, failing: [] }, 11],
+      [{ _tag: "Unverified", budget: "wallClock", limit: 1_000, used: 1_200, failing: [] }, 12],
+      [{ _tag: "Unverified", budget: "costUsd", limit: 1, used: 2, failing: [] }, 13],
+      [{ _tag: "Stuck", reason: "checks", repeats: 5 }, 14],
+      [{ _tag: "Rejected", notes: "no" }, 30],
+      [{ _tag: "PlanIterationCap", limit: 5 }, 15]
     ]
     for (const [outcome, code] of cases) {
       assert.strictEqual(ExitCode.fromOutcome(outcome), code, JSON.stringify(outcome))

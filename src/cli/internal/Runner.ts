@@ -440,6 +440,7 @@ const stateFigures = (state: RunState.RunState): Figures => ({
 const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitCode => {
   switch (error._tag) {
     case "ModelError":
+    case "WorkerError":
       return codes.modelFailure
     case "ConfigError":
       return codes.configError

@@ -155,11 +155,27 @@ export const describe = (outcome: Outcome): string => {
       return `the model gave the same reply ${outcome.repeats} times`
     case "Cancelled":
       return outcome.reason
+    case "Converged":
+      return `every check passed after ${count(outcome.turns, "turn")}`
+    case "Unverified":
+      return `the ${outcome.budget === "turns" ? "turn cap" : `${outcome.budget} budget`} ended the run before the ` +
+        `checks passed (${budgetAmount(outcome.budget, outcome.used)} used of ${
+          budgetAmount(outcome.budget, outcome.limit)
+        }; still failing: ${outcome.failing.join(", ") || "none"})`
+    case "Stuck":
+      return outcome.reason === "checks"
+        ? `no progress: the checks gave the same results ${outcome.repeats} more times`
+        : `no progress: the worker gave the same reply ${outcome.repeats} times`
+    case "Rejected":
+      return `the plan was rejected: ${outcome.notes}`
+    case "PlanIterationCap":
+      return `the plan was refined ${count(outcome.limit, "time")} and still not approved`
   }
 }
 
 const isSuccess = (outcome: Outcome) =>
-  outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp"
+  outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp" ||
+  outcome._tag === "Converged"
 
 const approvalHint = (toolCallId: string) =>
   `send {"type":"approve","id":${JSON.stringify(toolCallId)}} or {"type":"deny","id":${JSON.stringify(toolCallId)}}`
