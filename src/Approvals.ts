@@ -166,6 +166,8 @@ export const policy = (decide: (request: Request) => Decision | Effect.Effect<De
  * @since 0.1.0
  */
 export interface Interactive extends Service {
+  readonly decidePlan: (request: PlanRequest) => Effect.Effect<PlanDecision>
+  readonly decideTurn: (request: TurnRequest) => Effect.Effect<TurnDecision>
   /** The requests waiting for a decision, oldest first. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>>
   /**

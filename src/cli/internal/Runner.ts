@@ -55,10 +55,14 @@ import * as Trajectory from "../../session/Trajectory.ts"
 import * as Steering from "../../Steering.ts"
 import * as ScriptedModel from "../../testing/ScriptedModel.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
+import * as Check from "../../supervisor/Check.ts"
+import * as Supervisor from "../../supervisor/Supervisor.ts"
+import type * as Worker from "../../supervisor/Worker.ts"
 import * as Control from "../Control.ts"
 import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
 import { configError, resumeFailure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
+import * as PluginEvents from "./PluginEvents.ts"
 import { Io, type Service as IoService } from "./Io.ts"
 import * as ScriptFile from "./ScriptFile.ts"
 import * as SessionFiles from "./SessionFiles.ts"
@@ -436,6 +440,24 @@ const stateFigures = (state: RunState.RunState): Figures => ({
 // The run
 // -----------------------------------------------------------------------------
 
+/** Whether the flags ask for a supervised run (checks between turns, a plan, per-turn approval, a worker). */
+const isSupervised = (flags: Flags.Flags): boolean =>
+  flags.check.length > 0 || Option.isSome(flags.verifier) || flags.plan || flags.approveTurns ||
+  Option.isSome(flags.worker)
+
+/**
+ * The external workers of `--worker claude|codex`.
+ *
+ * >>> THE PLACE TO PLUG IN `ExternalWorker` (src/supervisor/ExternalWorker.ts): return
+ * `ExternalWorker.claude(options)` / `ExternalWorker.codex(options)` here, with the workspace as their
+ * directory. Until it lands, asking for one is a config error (exit 22), never a silent fallback.
+ */
+const externalWorker = (
+  kind: "claude" | "codex",
+  _target: Target.Target
+): Effect.Effect<Worker.Worker, ReturnType<typeof configError>> =>
+  Effect.fail(configError(`--worker ${kind}: the ${kind} worker is not available in this build (use --worker agent)`))
+
 /** A failure's exit code. */
 const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitCode => {
   switch (error._tag) {
@@ -559,12 +581,18 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       // Approvals and the control input
       const steering = yield* Steering.make()
       const eof = yield* Deferred.make<void>()
-      const interactive = settings.target.approve === "ask" ? yield* Approvals.interactive() : undefined
-      const approvals = interactive !== undefined
-        ? Control.approvalsUntilEof(interactive, eof)
-        : settings.target.approve === "all"
+      const asks = settings.target.approve === "ask"
+      const interactive = asks || flags.approveTurns ? yield* Approvals.interactive() : undefined
+      const untilEof = interactive === undefined ? undefined : Control.approvalsUntilEof(interactive, eof)
+      const policy = settings.target.approve === "all"
         ? Approvals.allowAll
         : Approvals.denyAll("this call needs approval, and the run was started with --approve none")
+      // Tool calls and plans are decided on stdin with --approve ask; feedback with --approve-turns.
+      const approvals: Approvals.Service = {
+        decide: asks && untilEof !== undefined ? untilEof.decide : policy.decide,
+        decidePlan: asks ? untilEof?.decidePlan : undefined,
+        decideTurn: flags.approveTurns ? untilEof?.decideTurn : undefined
+      }
       if (controlled) {
         const lines = stdinIsTerminal && "typing" in shown
           ? yield* TerminalInput.lines(shown.typing)
@@ -594,8 +622,62 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         plugins.push(yield* jsonLinesFile(settings.emitJsonl, append, settings.target.workspace, shown.note))
       }
 
-      // The run: plain, a new session, or a resumed one
+      // A supervised run: the worker's turns, checked in between
       const session = settings.session
+      if (isSupervised(flags)) {
+        if (session !== undefined) {
+          return yield* configError("--session-dir and --resume do not take a supervised run yet")
+        }
+        const worker = flags.worker._tag === "Some" && flags.worker.value !== "agent"
+          ? yield* externalWorker(flags.worker.value, settings.target)
+          : undefined
+        const checks = [
+          ...flags.check.map((command) => Check.command(command, command)),
+          ...Option.toArray(flags.verifier).map((command) => Check.command(command, command, { role: "verifier" }))
+        ]
+        const { maxTurns, budgets: _budgets, ...inner } = settings.config
+        const wall = Option.getOrUndefined(Option.flatMap(flags.maxWall, (text) =>
+          Option.fromNullishOr(Flags.parseDuration(text))))
+        const onEvent = yield* PluginEvents.deliverTo(plugins)
+        const checkSandbox = yield* Layer.build(sandboxLayer(settings.target)).pipe(
+          Effect.mapError((error) => sandboxFailure(settings.target, error))
+        )
+        const options: Supervisor.Options<Sandbox.Sandbox> = {
+          task: task ?? "",
+          checks,
+          plan: flags.plan,
+          maxPlanIterations: Option.getOrUndefined(flags.maxPlanIterations),
+          approveTurns: flags.approveTurns,
+          maxTurns: maxTurns ?? undefined,
+          maxTokens: Option.getOrUndefined(flags.maxTokens),
+          maxCostUsd: Option.getOrUndefined(flags.maxCost),
+          maxWallClock: wall,
+          agent: { system: settings.system, config: inner, readOnlyTools: [] },
+          onEvent
+        }
+        const supervised = yield* (worker === undefined
+          ? Supervisor.run(options)
+          : Supervisor.run({ ...options, worker })).pipe(
+            Effect.provideContext(Context.merge(services, checkSandbox)),
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                shown.close()
+                io.stderr.write("effect-agent: interrupted\n")
+              })
+            )
+          )
+        const code = fromOutcome(supervised.outcome)
+        const summary = `${supervised.outcome._tag}: ${View.describe(supervised.outcome)}`
+        shown.close()
+        const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
+        if (!settings.json && settings.emitJsonl !== "-" && supervised.reply !== "" && !streamedHere) {
+          io.stdout.write(supervised.reply.endsWith("\n") ? supervised.reply : `${supervised.reply}\n`)
+        }
+        if (settings.quiet && code !== codes.ok) io.stderr.write(`effect-agent: ${summary}\n`)
+        return yield* finish(code, { outcome: supervised.outcome, summary, answer: supervised.reply, error: null })
+      }
+
+      // The run: plain, a new session, or a resumed one
       const onInterrupt = yield* OnInterrupt
       /** From here on, SIGINT and SIGTERM leave a session to resume. */
       const path = yield* Path.Path
