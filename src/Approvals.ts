@@ -193,19 +193,15 @@ export interface Interactive extends Service {
 
 /**
  * One decision at a time, asked by the run and answered through the handle:
- * an answer given before the question is kept for it.
+ * answers given before their questions are kept, in order, for the next ones.
  */
 const slot = <Q, D>() => {
   let waiting: { readonly request: Q; readonly decision: Deferred.Deferred<D> } | undefined
-  let early: { readonly decision: D } | undefined
+  const early: Array<D> = []
   return {
     ask: (request: Q): Effect.Effect<D> =>
       Effect.suspend(() => {
-        if (early !== undefined) {
-          const { decision } = early
-          early = undefined
-          return Effect.succeed(decision)
-        }
+        if (early.length > 0) return Effect.succeed(early.shift()!)
         return Effect.flatMap(Deferred.make<D>(), (decision) => {
           const entry = { request, decision }
           waiting = entry
@@ -219,7 +215,7 @@ const slot = <Q, D>() => {
       Effect.suspend(() => {
         const entry = waiting
         if (entry === undefined) {
-          early = { decision }
+          early.push(decision)
           return Effect.succeed(false)
         }
         waiting = undefined

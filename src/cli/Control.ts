@@ -88,7 +88,7 @@ const decodeCommand = Schema.decodeUnknownResult(Command)
  * import { Control } from "effect-agent/cli"
  *
  * Control.parse(`{"type":"steer","text":"Use metric units."}`) // Result.succeed({ type: "steer", … })
- * Control.parse(`{"type":"pause"}`) // Result.fail('unknown type "pause" (expected approve, deny, steer, follow_up or cancel)')
+ * Control.parse(`{"type":"pause"}`) // Result.fail('unknown type "pause" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback)')
  * ```
  *
  * @since 0.1.0
