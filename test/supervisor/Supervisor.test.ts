@@ -4,7 +4,7 @@
  * workers and checks whose verdicts the test controls.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { type AgentEvent, Approvals } from "effect-agent"
 import { ExitCode } from "effect-agent/cli"
@@ -481,5 +481,96 @@ describe("Supervisor.run: checks run in parallel under a cap", () => {
       const result = yield* Fiber.join(fiber)
       assert.strictEqual(result.outcome._tag, "Converged")
       assert.strictEqual(peak, 2)
+    }))
+})
+
+describe("Supervisor.run: checkpoint and resume", () => {
+  const saving = () => {
+    const saved: Array<Supervisor.Checkpoint> = []
+    return { saved, save: (checkpoint: Supervisor.Checkpoint) => Effect.sync(() => void saved.push(checkpoint)) }
+  }
+
+  it.effect("act phase: run 1 stops at its turn cap; run 2 re-sends the pending feedback once and converges", () =>
+    Effect.gen(function*() {
+      const first = scripted(["a", "b"])
+      const tests = scriptedCheck("tests", [pass(), fail("x1"), fail("x2")])
+      const { saved, save } = saving()
+      const one = yield* Supervisor.run({
+        task: "t",
+        worker: first.worker,
+        checks: [tests.check],
+        maxTurns: 2,
+        checkpoint: { save }
+      })
+      assert.strictEqual(one.outcome._tag, "Unverified")
+      const last = saved.at(-1)!
+      assert.deepStrictEqual([last.phase, last.turns, last.resumeToken], ["act", 2, "tok-2"])
+      assert.include(last.pendingMessage, "- tests [new, 0.0s]: x2")
+      assert.deepStrictEqual(Schema.decodeUnknownSync(Supervisor.Checkpoint)(JSON.parse(JSON.stringify(last))), last)
+
+      const second = scripted(["c"])
+      const passing = scriptedCheck("tests", [pass()])
+      const { events, onEvent } = collect()
+      const two = yield* Supervisor.run({
+        task: "ignored: the checkpoint's task wins",
+        worker: second.worker,
+        checks: [passing.check],
+        maxTurns: 5,
+        checkpoint: { resume: last, save },
+        onEvent
+      })
+      assert.deepStrictEqual(two.outcome, { _tag: "Converged", turns: 3 })
+      assert.deepStrictEqual(second.requests, [{ message: last.pendingMessage, phase: "act", resumeToken: "tok-2" }])
+      assert.strictEqual(passing.rounds(), 1) // no new baseline on resume
+      assert.deepStrictEqual(two.baseline, last.baseline)
+      assert.deepStrictEqual(ofTag(events, "WorkerTurnStart").map((e) => e.turn), [3])
+      assert.deepStrictEqual(two.usage, { inputTokens: 30, outputTokens: 30, costUsd: 0 })
+    }))
+
+  it.effect("plan phase: interrupted while revising; the resumed run asks for the revision again, then acts", () =>
+    Effect.gen(function*() {
+      const approvals = yield* Approvals.interactive()
+      const first = scripted(["plan v1", () => Effect.never])
+      const { saved, save } = saving()
+      yield* approvals.decidePlanWith({ _tag: "Refine", notes: "mention the tests" })
+      const fiber = yield* Effect.forkChild(
+        Supervisor.run({ task: "t", worker: first.worker, plan: true, checkpoint: { save } }).pipe(
+          Effect.provideService(Approvals.Approvals, approvals)
+        )
+      )
+      yield* Effect.yieldNow
+      yield* Fiber.interrupt(fiber)
+      const last = saved.at(-1)!
+      assert.deepStrictEqual([last.phase, last.planIteration, last.turns], ["plan", 2, 0])
+      assert.strictEqual(last.pendingMessage, Supervisor.revisionRequest("mention the tests"))
+
+      const second = scripted(["plan v2", "done"])
+      const result = yield* Supervisor.run({ task: "t", worker: second.worker, checkpoint: { resume: last, save } })
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
+      assert.deepStrictEqual(second.requests.map((r) => [r.phase, r.message]), [
+        ["plan", Supervisor.revisionRequest("mention the tests")],
+        ["act", Supervisor.actRequest("plan v2", "t")]
+      ])
+      assert.strictEqual(result.planIterations, 2)
+    }))
+
+  it.effect("a checkpoint already past the turn cap ends Unverified without starting the worker", () =>
+    Effect.gen(function*() {
+      const { worker, requests } = scripted(["x"])
+      const resume: Supervisor.Checkpoint = {
+        version: 1,
+        runId: "r",
+        task: "t",
+        phase: "act",
+        planIteration: 1,
+        pendingMessage: "feedback",
+        turns: 5,
+        usage: { inputTokens: 0, outputTokens: 0, costUsd: 0 },
+        elapsedMs: 0,
+        baseline: []
+      }
+      const result = yield* Supervisor.run({ task: "t", worker, maxTurns: 3, checkpoint: { resume, save: () => Effect.void } })
+      assert.deepStrictEqual(result.outcome, { _tag: "Unverified", budget: "turns", limit: 3, used: 5, failing: [] })
+      assert.strictEqual(requests.length, 0)
     }))
 })
