@@ -28,6 +28,7 @@ import { Context, Deferred, Effect, Layer } from "effect"
  * A call waiting for a decision.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Request {
   readonly runId: string
@@ -42,15 +43,22 @@ export interface Request {
  * A decision: approved, or denied with a reason the model reads.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Decision =
   | { readonly approved: true }
   | { readonly approved: false; readonly reason: string }
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const approved: Decision = { approved: true }
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const denied = (reason: string): Decision => ({ approved: false, reason })
 
 /**
@@ -111,6 +119,7 @@ export type TurnDecision =
  * are absent.
  *
  * @since 0.1.0
+ * @category services
  */
 export interface Service {
   readonly decide: (request: Request) => Effect.Effect<Decision>
@@ -122,6 +131,7 @@ export interface Service {
  * The approvals service.
  *
  * @since 0.1.0
+ * @category services
  */
 export class Approvals extends Context.Service<Approvals, Service>()("effect-agent/Approvals") {}
 
@@ -129,6 +139,7 @@ export class Approvals extends Context.Service<Approvals, Service>()("effect-age
  * Approves every call.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const allowAll: Service = { decide: () => Effect.succeed(approved) }
 
@@ -136,6 +147,7 @@ export const allowAll: Service = { decide: () => Effect.succeed(approved) }
  * Denies every call.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const denyAll = (reason = "denied by policy"): Service => ({ decide: () => Effect.succeed(denied(reason)) })
 
@@ -152,6 +164,7 @@ export const denyAll = (reason = "denied by policy"): Service => ({ decide: () =
  * ```
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const policy = (decide: (request: Request) => Decision | Effect.Effect<Decision>): Service => ({
   decide: (request) => {
@@ -164,6 +177,7 @@ export const policy = (decide: (request: Request) => Decision | Effect.Effect<De
  * Approvals answered later through a handle.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Interactive extends Service {
   readonly decidePlan: (request: PlanRequest) => Effect.Effect<PlanDecision>
@@ -228,6 +242,7 @@ const slot = <Q, D>() => {
  * A new interactive approvals handle.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const interactive = (): Effect.Effect<Interactive> =>
   Effect.sync(() => {
@@ -276,5 +291,6 @@ export const interactive = (): Effect.Effect<Interactive> =>
  * A layer providing an approvals service.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (service: Service): Layer.Layer<Approvals> => Layer.succeed(Approvals, service)

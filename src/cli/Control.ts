@@ -85,10 +85,14 @@ const decodeCommand = Schema.decodeUnknownResult(Command)
  *
  * @example
  * ```ts
+ * import { Result } from "effect"
  * import { Control } from "effect-agent/cli"
  *
- * Control.parse(`{"type":"steer","text":"Use metric units."}`) // Result.succeed({ type: "steer", … })
- * Control.parse(`{"type":"pause"}`) // Result.fail('unknown type "pause" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback)')
+ * const steer = Control.parse(`{"type":"steer","text":"Use metric units."}`)
+ * if (Result.isSuccess(steer)) console.log(steer.success) // Output: { type: 'steer', text: 'Use metric units.' }
+ * const pause = Control.parse(`{"type":"pause"}`)
+ * if (Result.isFailure(pause)) console.log(pause.failure.slice(0, pause.failure.indexOf(" (expected")))
+ * // Output: unknown type "pause"
  * ```
  *
  * @since 0.1.0

@@ -1,52 +1,53 @@
 /**
- * The worker contract of a supervised run: whatever does the work between
- * two rounds of checks. One supervised turn is one `turn` call: the worker gets
- * a message (the task, a plan request, or the checks' feedback) and answers
- * with its reply once it has stopped working. Our own loop is a worker
- * (`AgentWorker`); so is an external coding-agent CLI driven as a subprocess
- * (`ExternalWorker`).
+ * The worker contract of a supervised run: what the supervisor asks of the
+ * thing that does the work, one turn at a time. A worker is our own loop or an
+ * external coding-agent CLI (see `ExternalWorker`); the supervisor sees only
+ * this: a message in, the reply's text and token usage out, and an opaque
+ * resume token it keeps in the session checkpoint and hands back on the next
+ * turn.
  *
  * @since 0.1.0
  */
 import { type Effect, Schema } from "effect"
 
 /**
- * What the supervisor asks of a worker for one turn.
- *
- * - `message`: the text the worker reads (task, plan request, feedback).
- * - `phase`: `"plan"` while a plan is asked for (a worker must not change
- *   anything then: work tools withheld), `"act"` afterwards.
- * - `resumeToken`: the worker's own conversation id from the previous turn
- *   (or from a checkpoint), `undefined` on a fresh conversation.
+ * One turn asked of a worker.
  *
  * @since 0.1.0
  * @category models
  */
 export interface TurnRequest {
+  /** The message the worker acts on: the task, the approved plan, or the checks' feedback. */
   readonly message: string
+  /** `plan` asks for a plan with the work tools withheld; `act` does the work. */
   readonly phase: "plan" | "act"
+  /** The token of the conversation to continue, as the previous reply returned it; `undefined` starts one. */
   readonly resumeToken: string | undefined
 }
 
 /**
- * A worker's answer to one turn: its reply text, the tokens the turn used,
- * and the token that resumes its conversation (kept in the checkpoint).
- * `costUsd`, when the worker knows it, counts against the cost budget.
+ * What a worker's turn produced.
  *
  * @since 0.1.0
  * @category models
  */
 export interface TurnReply {
+  /** The worker's reply text (its messages of the turn, in order). */
   readonly text: string
+  /** The tokens the turn consumed; input tokens include cached ones. */
   readonly usage: { readonly inputTokens: number; readonly outputTokens: number }
+  /** The token that continues this conversation on the next turn; the supervisor keeps it in the checkpoint. */
   readonly resumeToken: string | undefined
+  /** What the turn cost in US dollars, when the worker knows it (our loop does); it counts against the cost budget. */
   readonly costUsd?: number | undefined
 }
 
 /**
- * A worker failed a turn: its process exited, its stream ended mid-turn
- * (`eof`), its output could not be decoded, it could not be started, or it
- * timed out.
+ * A turn the worker could not complete: `spawn` (it could not be started, or
+ * the request was refused before it was), `exit` (it ended with a failure),
+ * `eof` (its output ended before the turn did), `decode` (its output broke
+ * the protocol or the caps on it) or `timeout` (it ran past the per-turn
+ * limit and was killed).
  *
  * @since 0.1.0
  * @category errors
@@ -59,12 +60,14 @@ export class WorkerError extends Schema.TaggedError<WorkerError>()("WorkerError"
 }) {}
 
 /**
- * A worker: a name (for events and errors) and one turn.
+ * A worker: one turn at a time, each a message in and a reply out. `R` is
+ * what its turns need (an external worker needs the `ChildProcessSpawner`).
  *
  * @since 0.1.0
  * @category models
  */
 export interface Worker<R = never> {
+  /** How the worker is named in events and errors (`claude`, `codex`, `agent`…). */
   readonly name: string
   readonly turn: (request: TurnRequest) => Effect.Effect<TurnReply, WorkerError, R>
 }

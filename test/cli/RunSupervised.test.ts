@@ -82,12 +82,17 @@ describe("effect-agent run --check", () => {
       assert.strictEqual(tags.at(-1), "AgentEnd")
     }))
 
-  live("--worker claude and codex: not available in this build, exit 22", () =>
+  live("--worker claude and codex drive ExternalWorker: with no such CLI on PATH, a spawn WorkerError, exit 20", () =>
     Effect.gen(function*() {
       for (const worker of ["claude", "codex"]) {
-        const out = yield* run([{ text: "x" }], ["--check", "true", "--worker", worker])
-        assert.strictEqual(out.code, 22, out.stderr)
-        assert.include(out.stderr, `--worker ${worker}: the ${worker} worker is not available in this build`)
+        const dir = yield* scripted([])
+        const out = yield* runCommand(
+          scriptedArgs(dir, "--json", "--check", "true", "--worker", worker),
+          { cwd: dir, env: { PATH: dir } }
+        )
+        assert.strictEqual(out.code, 20, out.stderr)
+        assert.strictEqual(JSON.parse(out.stdout).error._tag, "WorkerError")
+        assert.include(out.stderr, worker)
       }
     }))
 
@@ -95,7 +100,8 @@ describe("effect-agent run --check", () => {
     Effect.gen(function*() {
       const out = yield* runCommand(["version", "--json"], { cwd: "." })
       const info = JSON.parse(out.stdout)
-      for (const capability of ["supervised", "checks", "verifier", "plan-approval", "turn-approval", "demo-supervised"]) {
+      const supervised = ["supervised", "checks", "verifier", "plan-approval", "turn-approval", "demo-supervised"]
+      for (const capability of [...supervised, "worker-agent", "worker-claude", "worker-codex"]) {
         assert.include(info.capabilities, capability)
       }
       assert.strictEqual(info.exitCodes.planIterationCap, 15)

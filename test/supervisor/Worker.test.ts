@@ -1,38 +1,79 @@
 /**
- * Worker: the contract external workers and our loop share: a turn in, a
- * reply out, typed failures.
+ * Worker: the contract between the supervisor and what does the work. A
+ * worker written by hand satisfies it, its errors are typed and caught by
+ * tag, and a WorkerError refuses a reason the contract does not name.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Exit, Ref, Schema } from "effect"
 import { AgentError } from "effect-agent"
 import { Worker } from "effect-agent/supervisor"
 
+/** A worker that echoes its messages and counts its turns in the resume token. */
+const echo = (turns: Ref.Ref<number>): Worker.Worker => ({
+  name: "echo",
+  turn: (request) =>
+    request.message === "fail"
+      ? Effect.fail(new Worker.WorkerError({ worker: "echo", reason: "exit", message: "asked to fail", exitCode: 2 }))
+      : Effect.map(Ref.updateAndGet(turns, (n) => n + 1), (n): Worker.TurnReply => ({
+        text: `${request.phase}: ${request.message}`,
+        usage: { inputTokens: request.message.length, outputTokens: n },
+        resumeToken: `${request.resumeToken ?? "new"}/${n}`
+      }))
+})
+
 describe("Worker", () => {
-  it.effect("make: a named turn", () =>
+  it.effect("a worker takes a turn at a time, its resume token handed back on the next", () =>
     Effect.gen(function*() {
-      const worker = Worker.make("echo", (request) =>
-        Effect.succeed({
-          text: `${request.phase}: ${request.message}`,
-          usage: { inputTokens: 1, outputTokens: 2 },
-          resumeToken: request.resumeToken ?? "fresh"
-        }))
-      assert.strictEqual(worker.name, "echo")
-      const reply = yield* worker.turn({ message: "hi", phase: "plan", resumeToken: undefined })
-      assert.deepStrictEqual(reply, { text: "plan: hi", usage: { inputTokens: 1, outputTokens: 2 }, resumeToken: "fresh" })
+      const worker = echo(yield* Ref.make(0))
+      const first = yield* worker.turn({ message: "Plan it", phase: "plan", resumeToken: undefined })
+      const second = yield* worker.turn({ message: "Do it", phase: "act", resumeToken: first.resumeToken })
+      assert.deepStrictEqual([first, second], [
+        { text: "plan: Plan it", usage: { inputTokens: 7, outputTokens: 1 }, resumeToken: "new/1" },
+        { text: "act: Do it", usage: { inputTokens: 5, outputTokens: 2 }, resumeToken: "new/1/2" }
+      ])
     }))
 
-  it.effect("WorkerError: tagged, with its reason and exit code; an AgentError, so runs can end with it", () =>
+  it.effect("a WorkerError is typed: caught by its tag, with its worker, reason and exit code", () =>
     Effect.gen(function*() {
-      const error = new Worker.WorkerError({ worker: "claude", reason: "exit", message: "exited 2", exitCode: 2 })
-      const failed = yield* Effect.flip(Worker.make("w", () => Effect.fail(error)).turn({
-        message: "x",
-        phase: "act",
-        resumeToken: undefined
-      }))
-      assert.strictEqual(failed._tag, "WorkerError")
-      assert.deepStrictEqual([failed.worker, failed.reason, failed.exitCode], ["claude", "exit", 2])
+      const worker = echo(yield* Ref.make(0))
+      const caught = yield* worker.turn({ message: "fail", phase: "act", resumeToken: undefined }).pipe(
+        Effect.catchTag("WorkerError", (error) => Effect.succeed([error.worker, error.reason, error.exitCode] as const))
+      )
+      assert.deepStrictEqual(caught, ["echo", "exit", 2])
+      const error = new Worker.WorkerError({ worker: "claude", reason: "eof", message: "output ended" })
+      assert.strictEqual(error._tag, "WorkerError")
+      assert.isUndefined(error.exitCode)
+      assert.strictEqual(error.message, "output ended")
+    }))
+
+  it("a WorkerError refuses a reason the contract does not name", () => {
+    const make = (reason: string) =>
+      Exit.isSuccess(Effect.runSyncExit(Effect.sync(() =>
+        // @ts-expect-error: a reason outside the contract, as untyped code could pass one
+        new Worker.WorkerError({ worker: "w", reason, message: "m" })
+      )))
+    assert.isTrue(make("timeout"))
+    assert.isFalse(make("crashed"))
+  })
+})
+
+describe("Worker.make", () => {
+  it.effect("a named turn; its WorkerError is an AgentError, so a supervised run can end with it", () =>
+    Effect.gen(function*() {
+      const worker = Worker.make("w", (request) =>
+        request.message === "fail"
+          ? Effect.fail(new Worker.WorkerError({ worker: "w", reason: "exit", message: "exited 2", exitCode: 2 }))
+          : Effect.succeed({ text: request.message, usage: { inputTokens: 1, outputTokens: 2 }, resumeToken: undefined }))
+      assert.strictEqual(worker.name, "w")
+      assert.strictEqual((yield* worker.turn({ message: "hi", phase: "act", resumeToken: undefined })).text, "hi")
+      const error = yield* Effect.flip(worker.turn({ message: "fail", phase: "act", resumeToken: undefined }))
       assert.isTrue(Schema.is(AgentError.AgentError)(error))
-      const json = Schema.encodeSync(Schema.toCodecJson(AgentError.AgentError))(error)
-      assert.deepStrictEqual(json, { _tag: "WorkerError", worker: "claude", reason: "exit", message: "exited 2", exitCode: 2 })
+      assert.deepStrictEqual(Schema.encodeSync(Schema.toCodecJson(AgentError.AgentError))(error), {
+        _tag: "WorkerError",
+        worker: "w",
+        reason: "exit",
+        message: "exited 2",
+        exitCode: 2
+      })
     }))
 })

@@ -57,6 +57,7 @@ import * as ScriptedModel from "../../testing/ScriptedModel.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import * as Check from "../../supervisor/Check.ts"
 import * as Supervisor from "../../supervisor/Supervisor.ts"
+import * as ExternalWorker from "../../supervisor/ExternalWorker.ts"
 import type * as Worker from "../../supervisor/Worker.ts"
 import * as Control from "../Control.ts"
 import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
@@ -88,7 +89,12 @@ export type Requirements =
 // The model
 // -----------------------------------------------------------------------------
 
-const providerLayer = (
+/**
+ * The model layer of a target.
+ *
+ * @since 0.1.0
+ */
+export const providerLayer = (
   target: Target.Target,
   apiKey: Redacted.Redacted<string> | undefined,
   retry: Provider.RetryOptions
@@ -285,8 +291,13 @@ const mcpEntry = (target: Target.Target, command: string) =>
     )
   })
 
-/** The registry: built-in tools, then each MCP server's (a later tool replaces an earlier one of the same name). */
-const tools = (target: Target.Target, note: (text: string) => void) =>
+/**
+ * The registry: built-in tools, then each MCP server's (a later tool
+ * replaces an earlier one of the same name).
+ *
+ * @since 0.1.0
+ */
+export const tools = (target: Target.Target, note: (text: string) => void) =>
   Effect.gen(function*() {
     const entries: Array<ToolRegistry.Entry> = []
     if (target.tools.length > 0) entries.push(yield* builtinEntry(target))
@@ -446,17 +457,21 @@ const isSupervised = (flags: Flags.Flags): boolean =>
   Option.isSome(flags.worker)
 
 /**
- * The external workers of `--worker claude|codex`.
- *
- * >>> THE PLACE TO PLUG IN `ExternalWorker` (src/supervisor/ExternalWorker.ts): return
- * `ExternalWorker.claude(options)` / `ExternalWorker.codex(options)` here, with the workspace as their
- * directory. Until it lands, asking for one is a config error (exit 22), never a silent fallback.
+ * The external workers of `--worker claude|codex` (`ExternalWorker`), in the workspace. The CLI gets the
+ * allowlisted environment and its API key's variable: `--api-key-env`, else `ANTHROPIC_API_KEY` for claude
+ * and `OPENAI_API_KEY` for codex.
  */
 const externalWorker = (
   kind: "claude" | "codex",
-  _target: Target.Target
-): Effect.Effect<Worker.Worker, ReturnType<typeof configError>> =>
-  Effect.fail(configError(`--worker ${kind}: the ${kind} worker is not available in this build (use --worker agent)`))
+  target: Target.Target,
+  apiKeyEnv: string | undefined
+): Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> => {
+  const options = {
+    cwd: target.workspace,
+    env: [apiKeyEnv ?? (kind === "claude" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY")]
+  }
+  return kind === "claude" ? ExternalWorker.claude(options) : ExternalWorker.codex(options)
+}
 
 /** A failure's exit code. */
 const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitCode => {
@@ -629,7 +644,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
           return yield* configError("--session-dir and --resume do not take a supervised run yet")
         }
         const worker = flags.worker._tag === "Some" && flags.worker.value !== "agent"
-          ? yield* externalWorker(flags.worker.value, settings.target)
+          ? externalWorker(flags.worker.value, settings.target, Option.getOrUndefined(flags.apiKeyEnv))
           : undefined
         const checks = [
           ...flags.check.map((command) => Check.command(command, command)),
@@ -642,7 +657,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         const checkSandbox = yield* Layer.build(sandboxLayer(settings.target)).pipe(
           Effect.mapError((error) => sandboxFailure(settings.target, error))
         )
-        const options: Supervisor.Options<Sandbox.Sandbox> = {
+        const options: Supervisor.Options<Sandbox.Sandbox | ChildProcessSpawner.ChildProcessSpawner> = {
           task: task ?? "",
           checks,
           plan: flags.plan,
