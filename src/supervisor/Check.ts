@@ -36,7 +36,10 @@ import { Sandbox } from "../sandbox/Sandbox.ts"
  * @category models
  */
 export const Role = Schema.Literals(["blocking", "advisory", "verifier"])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Role = typeof Role.Type
 
 /**
@@ -48,7 +51,10 @@ export type Role = typeof Role.Type
  * @category models
  */
 export const Status = Schema.Literals(["pass", "fail", "known"])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Status = typeof Status.Type
 
 /**
@@ -79,7 +85,10 @@ export const CheckResult = Schema.Struct({
   details: Schema.String,
   durationMs: Schema.Finite
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type CheckResult = typeof CheckResult.Type
 
 /**

@@ -60,7 +60,10 @@ export const Usage = Schema.Struct({
   outputTokens: Schema.Finite,
   costUsd: Schema.Finite
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Usage = typeof Usage.Type
 
 /**
@@ -90,7 +93,10 @@ export const Checkpoint = Schema.Struct({
   /** The agent worker's transcript (absent for external workers). */
   agentState: Schema.optionalKey(RunState.RunState)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Checkpoint = typeof Checkpoint.Type
 
 /**

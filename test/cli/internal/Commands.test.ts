@@ -96,6 +96,7 @@ describe.concurrent("the built bin", () => {
         wallClockBudget: 12,
         costBudget: 13,
         stuck: 14,
+        planIterationCap: 15,
         modelFailure: 20,
         resumeFailure: 21,
         configError: 22,
