@@ -148,7 +148,11 @@ export const apply = (command: Command, target: Target): Effect.Effect<string | 
     case "approve_plan":
       return decideWith(target.approvals, command.type, (a) => a.decidePlanWith({ _tag: "Approve" }))
     case "refine_plan":
-      return decideWith(target.approvals, command.type, (a) => a.decidePlanWith({ _tag: "Refine", notes: command.notes }))
+      return decideWith(
+        target.approvals,
+        command.type,
+        (a) => a.decidePlanWith({ _tag: "Refine", notes: command.notes })
+      )
     case "reject_plan":
       return decideWith(
         target.approvals,
@@ -158,7 +162,11 @@ export const apply = (command: Command, target: Target): Effect.Effect<string | 
     case "approve_turn":
       return decideWith(target.approvals, command.type, (a) => a.decideTurnWith({ _tag: "Approve" }))
     case "replace_feedback":
-      return decideWith(target.approvals, command.type, (a) => a.decideTurnWith({ _tag: "Replace", feedback: command.text }))
+      return decideWith(
+        target.approvals,
+        command.type,
+        (a) => a.decideTurnWith({ _tag: "Replace", feedback: command.text })
+      )
   }
 }
 

@@ -111,7 +111,13 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
       const plugins = [...(options.plugins ?? []), forward]
       const prior = current
       const run = prior === undefined
-        ? Agent.run({ prompt: request.message, system: options.system, config: options.config, plugins, runId: options.runId })
+        ? Agent.run({
+          prompt: request.message,
+          system: options.system,
+          config: options.config,
+          plugins,
+          runId: options.runId
+        })
         : Agent.runContinue(
           { ...prior, messages: [...prior.messages, Message.user(request.message)] },
           { config: options.config, plugins }

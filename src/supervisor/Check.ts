@@ -224,7 +224,11 @@ export const run = <R>(check: Check<R>, known?: string | undefined): Effect.Effe
     return {
       check: check.name,
       role: check.role,
-      status: verdict.status === "pass" ? "pass" : known !== undefined && failureKey(summary) === known ? "known" : "fail",
+      status: verdict.status === "pass"
+        ? "pass"
+        : known !== undefined && failureKey(summary) === known
+        ? "known"
+        : "fail",
       summary,
       details: capTail(clean(verdict.details ?? ""), maxDetailsChars),
       durationMs: verdict.durationMs ?? ended - started

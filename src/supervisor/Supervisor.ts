@@ -340,7 +340,8 @@ const supervise = <R, RW>(
         const full: AgentEvent.AgentEvent = { ...event, runId, turn: s.turn, timestamp }
         return options.onEvent === undefined ? Effect.void : options.onEvent(full)
       })
-    const forward = (event: AgentEvent.AgentEvent) => options.onEvent === undefined ? Effect.void : options.onEvent(event)
+    const forward = (event: AgentEvent.AgentEvent) =>
+      options.onEvent === undefined ? Effect.void : options.onEvent(event)
 
     const state = Effect.gen(function*() {
       const inner = worker.state === undefined ? undefined : yield* worker.state

@@ -81,7 +81,11 @@ export interface Worker<R = never> {
  * import { Worker } from "effect-agent/supervisor"
  *
  * const echo = Worker.make("echo", (request) =>
- *   Effect.succeed({ text: `did: ${request.message}`, usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined })
+ *   Effect.succeed({
+ *     text: `did: ${request.message}`,
+ *     usage: { inputTokens: 0, outputTokens: 0 },
+ *     resumeToken: undefined
+ *   })
  * )
  * ```
  *

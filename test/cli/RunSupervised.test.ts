@@ -76,7 +76,12 @@ describe("effect-agent run --check", () => {
       assert.strictEqual(out.code, 0, out.stderr)
       const lines = (yield* fs.readFileString(`${out.dir}/events.jsonl`)).trim().split("\n").map((l) => JSON.parse(l))
       const tags = lines.map((e) => e._tag)
-      assert.deepStrictEqual(tags.filter((t) => t.startsWith("Plan")), ["PlanProposed", "PlanRevised", "PlanProposed", "PlanApproved"])
+      assert.deepStrictEqual(tags.filter((t) => t.startsWith("Plan")), [
+        "PlanProposed",
+        "PlanRevised",
+        "PlanProposed",
+        "PlanApproved"
+      ])
       const act = lines.find((e) => e._tag === "WorkerTurnStart" && e.phase === "act")
       assert.include(act.message, "Plan approved:\n\nplan B")
       assert.strictEqual(tags.at(-1), "AgentEnd")
@@ -115,8 +120,8 @@ describe("effect-agent demo --supervised", () => {
       const result = yield* SupervisedDemo.run({ view: View.log((text) => void (log += text)) })
       assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
       assert.deepStrictEqual(result.baseline.map((r) => r.status), ["fail"])
-      const order = ["✗ check greet (baseline) fail", "✗ check greet fail", "↪ feedback sent", "✓ check greet pass",
-        "■ Converged"].map((text) => log.indexOf(text))
+      const steps = ["✗ check greet (baseline) fail", "✗ check greet fail", "↪ feedback sent", "✓ check greet pass"]
+      const order = [...steps, "■ Converged"].map((text) => log.indexOf(text))
       assert.notInclude(order, -1)
       assert.deepStrictEqual([...order].sort((a, b) => a - b), order)
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 60_000)

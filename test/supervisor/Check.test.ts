@@ -22,7 +22,12 @@ describe("Check.command", () => {
   it.live("exit 0 passes; a failure's summary is its exit code and last line, its details the output", () =>
     Effect.gen(function*() {
       const ok = yield* Check.run(Check.command("has ok", "test -f ok && echo found"))
-      assert.deepStrictEqual([ok.check, ok.role, ok.status, ok.summary], ["has ok", "blocking", "pass", "exit 0: found"])
+      assert.deepStrictEqual([ok.check, ok.role, ok.status, ok.summary], [
+        "has ok",
+        "blocking",
+        "pass",
+        "exit 0: found"
+      ])
       const bad = yield* Check.run(
         Check.command("tests", "echo 'FAIL a'; echo '2 failed' >&2; exit 3", { role: "advisory" }))
       assert.deepStrictEqual([bad.role, bad.status, bad.summary], ["advisory", "fail", "exit 3: 2 failed"])
@@ -37,7 +42,7 @@ describe("Check.command", () => {
       assert.match(result.summary, /^timed out/)
     }).pipe(Effect.provide(local(workspace()))))
 
-  it.live("output is hostile: terminal escapes are dropped, the summary is one capped line, details keep the tail", () =>
+  it.live("output is hostile: escapes are dropped, the summary is one capped line, details keep the tail", () =>
     Effect.gen(function*() {
       const script = "printf '\\033[31mred\\033[0m\\n'; seq 1 5000; printf 'last \\007line\\n'; exit 1"
       const result = yield* Check.run(Check.command("noisy", script))
@@ -62,7 +67,7 @@ describe("Check.make", () => {
       assert.strictEqual(long.durationMs, 42)
     }))
 
-  it.effect("a failure the same as in the baseline (durations aside) is known, and does not block; another is new", () =>
+  it.effect("a failure as in the baseline (durations aside) is known, and does not block; another is new", () =>
     Effect.gen(function*() {
       const failing = Check.make("tests", Effect.succeed({ status: "fail", summary: "3 failed in 1.5s" }))
       const known = yield* Check.run(failing, Check.failureKey("3 failed in 2.25s"))

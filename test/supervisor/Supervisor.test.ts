@@ -569,7 +569,8 @@ describe("Supervisor.run: checkpoint and resume", () => {
         elapsedMs: 0,
         baseline: []
       }
-      const result = yield* Supervisor.run({ task: "t", worker, maxTurns: 3, checkpoint: { resume, save: () => Effect.void } })
+      const checkpoint = { resume, save: () => Effect.void }
+      const result = yield* Supervisor.run({ task: "t", worker, maxTurns: 3, checkpoint })
       assert.deepStrictEqual(result.outcome, { _tag: "Unverified", budget: "turns", limit: 3, used: 5, failing: [] })
       assert.strictEqual(requests.length, 0)
     }))

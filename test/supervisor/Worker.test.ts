@@ -63,7 +63,11 @@ describe("Worker.make", () => {
       const worker = Worker.make("w", (request) =>
         request.message === "fail"
           ? Effect.fail(new Worker.WorkerError({ worker: "w", reason: "exit", message: "exited 2", exitCode: 2 }))
-          : Effect.succeed({ text: request.message, usage: { inputTokens: 1, outputTokens: 2 }, resumeToken: undefined }))
+          : Effect.succeed({
+            text: request.message,
+            usage: { inputTokens: 1, outputTokens: 2 },
+            resumeToken: undefined
+          }))
       assert.strictEqual(worker.name, "w")
       assert.strictEqual((yield* worker.turn({ message: "hi", phase: "act", resumeToken: undefined })).text, "hi")
       const error = yield* Effect.flip(worker.turn({ message: "fail", phase: "act", resumeToken: undefined }))

@@ -253,7 +253,9 @@ const usageLine = (usage: Message.Usage, turns: number) =>
 export const supervisedText = (event: AgentEvent.AgentEvent, s: Style): string | undefined => {
   switch (event._tag) {
     case "WorkerTurnStart":
-      return s.bold(s.cyan(`══ ${event.phase === "plan" ? "plan" : `act turn ${event.turn}`} (worker ${event.worker})`))
+      return s.bold(
+        s.cyan(`══ ${event.phase === "plan" ? "plan" : `act turn ${event.turn}`} (worker ${event.worker})`)
+      )
     case "CheckStarted":
       return s.dim(`  … check ${event.check}${event.baseline ? " (baseline)" : ""}`)
     case "CheckResult": {
@@ -266,7 +268,9 @@ export const supervisedText = (event: AgentEvent.AgentEvent, s: Style): string |
     }
     case "PlanProposed":
       return s.bold(`☐ plan ${event.iteration}:`) + `\n${event.plan}\n` +
-        s.yellow(`  send {"type":"approve_plan"}, {"type":"refine_plan","notes":"…"} or {"type":"reject_plan","notes":"…"}`)
+        s.yellow(
+          `  send {"type":"approve_plan"}, {"type":"refine_plan","notes":"…"} or {"type":"reject_plan","notes":"…"}`
+        )
     case "PlanRevised":
       return s.yellow(`↺ plan ${event.iteration} asked for: ${compact(event.notes, 160)}`)
     case "PlanApproved":
