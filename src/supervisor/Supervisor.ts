@@ -24,7 +24,7 @@
  */
 import { Cause, Clock, Data, Duration, Effect, Exit, Option, Schema } from "effect"
 import type * as Agent from "../Agent.ts"
-import type { AgentError } from "../AgentError.ts"
+import { type AgentError, ConfigError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Approvals from "../Approvals.ts"
 import * as Message from "../Message.ts"
@@ -303,7 +303,8 @@ const supervise = <R, RW>(
     const checks = options.checks ?? []
     const verifiers = checks.filter((check) => check.role === "verifier")
     if (verifiers.length > 1) {
-      return yield* Effect.die(new Error(`at most one verifier check, got ${verifiers.map((c) => c.name).join(", ")}`))
+      const names = verifiers.map((check) => JSON.stringify(check.name)).join(", ")
+      return yield* new ConfigError({ field: "checks", rule: `at most one check is the verifier, got ${names}` })
     }
     const regular = checks.filter((check) => check.role !== "verifier")
     const maxTurns = nonNegative(options.maxTurns, defaults.maxTurns)

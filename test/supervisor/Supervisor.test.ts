@@ -150,6 +150,19 @@ describe("Supervisor.run: convergence", () => {
     }))
 })
 
+describe("Supervisor.run: options", () => {
+  it.effect("two verifiers are a ConfigError, before any check or turn runs", () =>
+    Effect.gen(function*() {
+      const { worker, requests } = scripted(["x"])
+      const a = scriptedCheck("a", [pass()], { role: "verifier" })
+      const b = scriptedCheck("b", [pass()], { role: "verifier" })
+      const error = yield* Effect.flip(Supervisor.run({ task: "t", worker, checks: [a.check, b.check] }))
+      assert.strictEqual(error._tag, "ConfigError")
+      assert.strictEqual(error._tag === "ConfigError" && error.field, "checks")
+      assert.deepStrictEqual([requests.length, a.rounds(), b.rounds()], [0, 0, 0])
+    }))
+})
+
 describe("Supervisor.run: baseline", () => {
   it.effect("a check failing before the first turn and still failing is known: reported, not holding the run", () =>
     Effect.gen(function*() {
