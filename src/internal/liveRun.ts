@@ -29,6 +29,7 @@ import * as Events from "./events.ts"
 import * as Journal from "./journal.ts"
 import * as Progress from "./progress.ts"
 import * as Stops from "./stops.ts"
+import * as Telemetry from "./telemetry.ts"
 import * as Transcript from "./transcript.ts"
 
 /**
@@ -66,6 +67,10 @@ export interface Environment<R> {
   readonly hooks: { readonly [K in HookName]: ReadonlyArray<Hooks.Plugin<R>> }
   /** The run's services (those its hooks need). */
   readonly services: Context.Context<R>
+  /** The run's spans and metrics; `undefined` when telemetry is off (see `Telemetry`). */
+  readonly telemetry: Telemetry.RunTelemetry | undefined
+  /** The trace context a checkpoint saves: this run's when it is traced, else the one it continued from. */
+  readonly trace: RunState.TraceContext | undefined
 }
 
 /**
@@ -115,6 +120,7 @@ export interface Setup<R> {
   readonly steering: Steering.Service | undefined
   /** Synchronous event sinks before the plugins' (the stream of `runStream`). */
   readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
+  readonly telemetry: Telemetry.RunTelemetry | undefined
 }
 
 const resolvePlugins = <R>(
@@ -177,7 +183,9 @@ export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     steering,
     plugins,
     hooks: hookLists(plugins),
-    services
+    services,
+    telemetry: setup.telemetry,
+    trace: (setup.telemetry === undefined ? undefined : Telemetry.traceContext(setup.telemetry)) ?? state.trace
   }
   const clock = yield* Clock.Clock
   const sinks = setup.sinks.slice()
@@ -275,6 +283,8 @@ export const snapshot = <R>(
         wrapUpRequested: progress.wrapUpRequested,
         pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
       }
-      return transcript.system === undefined ? state : { ...state, system: transcript.system }
+      const { trace } = run.env
+      const traced = trace === undefined ? state : { ...state, trace }
+      return transcript.system === undefined ? traced : { ...traced, system: transcript.system }
     }
   )

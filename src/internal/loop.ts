@@ -36,6 +36,7 @@ import * as LiveRun from "./liveRun.ts"
 import * as Progress from "./progress.ts"
 import * as Reply from "./reply.ts"
 import * as Stops from "./stops.ts"
+import * as Telemetry from "./telemetry.ts"
 import * as Batch from "./tools/batch.ts"
 import * as Feedback from "./tools/feedback.ts"
 import * as Transcript from "./transcript.ts"
@@ -53,6 +54,8 @@ export interface Options<R> {
   readonly sinks?: ReadonlyArray<(event: AgentEvent.AgentEvent) => void> | undefined
   /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
   readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
+  /** The agent's name, in its spans (`invoke_agent {name}`). */
+  readonly name?: string | undefined
 }
 
 type Requirements = LanguageModel.LanguageModel | ToolRegistry
@@ -80,14 +83,31 @@ export const resume = <R>(
 ): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
   Effect.andThen(checkContinuation(state, options.steering), execute(state, state.messages.length, options))
 
-const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNew: number, options: Options<R>) {
+/** The run, in its `invoke_agent` span when telemetry is on. */
+const execute = <R>(
+  state: RunState.RunState,
+  firstNew: number,
+  options: Options<R>
+): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
+  Effect.flatMap(Telemetry.settings(options.name), (settings) =>
+    settings === undefined
+      ? executeWith(state, firstNew, options, undefined)
+      : Telemetry.invokeAgent(settings, state, (telemetry) => executeWith(state, firstNew, options, telemetry)))
+
+const executeWith = Effect.fnUntraced(function*<R>(
+  state: RunState.RunState,
+  firstNew: number,
+  options: Options<R>,
+  telemetry: Telemetry.RunTelemetry | undefined
+) {
   const run = yield* LiveRun.make<R>({
     state,
     firstNew,
     config: options.config,
     plugins: options.plugins ?? [],
     steering: options.steering,
-    sinks: options.sinks ?? []
+    sinks: options.sinks ?? [],
+    telemetry
   })
   yield* Events.emit(run.events, { _tag: "AgentStart", messages: Transcript.added(run.transcript) })
   for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
@@ -156,7 +176,9 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   const prompt = env.hooks.transformContext.length === 0
     ? Transcript.request(transcript)
     : yield* Control.transformedRequest(run)
-  const reply = yield* Reply.streamReply(run, prompt)
+  const reply = env.telemetry === undefined
+    ? yield* Reply.streamReply(run, prompt)
+    : yield* Telemetry.chat(env.telemetry, run.events.turn, prompt, Effect.gen(() => Reply.streamReply(run, prompt)))
   Transcript.append(transcript, reply.message)
   progress.usage = Message.addUsage(progress.usage, reply.message.usage)
   const calls = Message.toolCalls(reply.message)
@@ -177,6 +199,7 @@ function* endTurn<R>(
   stoppedReply: Stops.Stop | undefined
 ) {
   run.progress.turn++
+  if (run.env.telemetry !== undefined) yield* Telemetry.turnEnded(run.env.telemetry)
   yield* Events.turnEnded(run.events, message, batch.results, run.progress)
   const after = yield* Control.consult(run, run.env.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))
