@@ -32,6 +32,12 @@ const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   otlp: none,
   quiet: false,
   json: false,
+  check: [],
+  verifier: none,
+  plan: false,
+  maxPlanIterations: none,
+  approveTurns: false,
+  worker: none,
   stdinEof: "ignore",
   ...given
 })

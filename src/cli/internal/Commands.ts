@@ -11,12 +11,13 @@
 import { Effect, FileSystem, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
 import * as Message from "../../Message.ts"
-import { codes, ExitWith } from "../ExitCode.ts"
+import { codes, ExitWith, fromOutcome } from "../ExitCode.ts"
 import * as Demo from "./Demo.ts"
 import * as Flags from "./Flags.ts"
 import * as Io from "./Io.ts"
 import * as Runner from "./Runner.ts"
 import * as Serve from "./Serve.ts"
+import * as SupervisedDemo from "./SupervisedDemo.ts"
 import * as View from "./View.ts"
 
 // -----------------------------------------------------------------------------
@@ -85,25 +86,44 @@ export const serve = Command.make("serve", Serve.flags, (flags) =>
  *
  * @since 0.1.0
  */
-export const demo = Command.make("demo", {}, () =>
+export const demo = Command.make("demo", {
+  supervised: Flag.withDescription(
+    Flag.withDefault(Flag.Boolean("supervised"), false),
+    "The supervised demo: a worker fixes a failing check in a temporary workspace (red, feedback, green)"
+  )
+}, ({ supervised }) =>
   Effect.gen(function*() {
     const io = yield* Io.Io
     const view = io.stderr.isTerminal
       ? yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color })
       : View.log(io.stderr.write)
-    const result = yield* Demo.run({ view }).pipe(
-      Effect.catch((error) =>
-        Effect.andThen(
-          Effect.sync(() => io.stderr.write(`effect-agent: ${View.errorText(error.message)}\n`)),
-          Effect.fail(new ExitWith({ code: codes.unexpected }))
-        )
+    const failed = (error: { readonly message: string }) =>
+      Effect.andThen(
+        Effect.sync(() => io.stderr.write(`effect-agent: ${View.errorText(error.message)}\n`)),
+        Effect.fail(new ExitWith({ code: codes.unexpected }))
       )
-    )
-    const last = result.messages.at(-1)
-    const answer = last === undefined ? "" : Message.textOf(last)
+    const answer = supervised
+      ? yield* SupervisedDemo.run({ view }).pipe(
+        Effect.flatMap((result) =>
+          result.outcome._tag === "Converged"
+            ? Effect.succeed(result.reply)
+            : Effect.fail(new ExitWith({ code: fromOutcome(result.outcome) }))
+        ),
+        Effect.catch((error) => error._tag === "ExitWith" ? Effect.fail(error) : failed(error))
+      )
+      : yield* Demo.run({ view }).pipe(
+        Effect.map((result) => {
+          const last = result.messages.at(-1)
+          return last === undefined ? "" : Message.textOf(last)
+        }),
+        Effect.catch(failed)
+      )
     if (answer !== "" && !(io.stderr.isTerminal && io.stdout.isTerminal)) io.stdout.write(`${answer}\n`)
   }).pipe(Effect.scoped)).pipe(
-    Command.withDescription("Run the offline demo: a trip-planning agent on a scripted model (no keys, no network)")
+    Command.withDescription(
+      "Run the offline demo: a trip-planning agent on a scripted model (no keys, no network); " +
+        "--supervised: checks between turns"
+    )
   )
 
 // -----------------------------------------------------------------------------
@@ -131,7 +151,16 @@ export const capabilities: ReadonlyArray<string> = [
   "provider-openai-responses",
   "provider-anthropic",
   "provider-scripted",
-  "demo"
+  "demo",
+  "demo-supervised",
+  "supervised",
+  "checks",
+  "verifier",
+  "plan-approval",
+  "turn-approval",
+  "worker-agent",
+  "worker-claude",
+  "worker-codex"
 ]
 
 const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, version: Schema.String }))

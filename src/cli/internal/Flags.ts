@@ -74,6 +74,27 @@ export const flags = {
   ),
   quiet: describe(Flag.withDefault(Flag.Boolean("quiet"), false), "Show no progress on stderr"),
   json: describe(Flag.withDefault(Flag.Boolean("json"), false), "Print the result as one JSON object on stdout"),
+  check: describe(
+    Flag.atLeast(Flag.String("check"), 0),
+    "A check: a shell command run in the sandbox after each turn, exit 0 passes (repeatable; a supervised run)"
+  ),
+  verifier: describe(Flag.optional(Flag.String("verifier")), "A final check, consulted once every --check passes"),
+  plan: describe(
+    Flag.withDefault(Flag.Boolean("plan"), false),
+    "Ask for a plan first, with the work tools withheld (decided on stdin with --approve ask)"
+  ),
+  maxPlanIterations: describe(
+    Flag.optional(Flag.Int("max-plan-iterations")),
+    "Plans proposed at most before the run ends (default 5)"
+  ),
+  approveTurns: describe(
+    Flag.withDefault(Flag.Boolean("approve-turns"), false),
+    "Ask on stdin before each feedback goes to the worker (approve_turn, replace_feedback)"
+  ),
+  worker: describe(
+    Flag.optional(Flag.Literals("worker", ["agent", "claude", "codex"])),
+    "Who does the work of a supervised run: agent (this loop, the default), claude or codex"
+  ),
   stdinEof: describe(
     Flag.withDefault(Flag.Literals("stdin-eof", Control.OnEof.literals), "ignore"),
     "What the end of stdin does to the run (default ignore)"
