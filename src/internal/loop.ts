@@ -53,6 +53,8 @@ export interface Options<R> {
   readonly sinks?: ReadonlyArray<(event: AgentEvent.AgentEvent) => void> | undefined
   /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
   readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
+  /** How the model is called, when not directly (a durable session's activity). */
+  readonly modelCall?: LiveRun.ModelCall | undefined
 }
 
 type Requirements = LanguageModel.LanguageModel | ToolRegistry
@@ -87,7 +89,8 @@ const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNe
     config: options.config,
     plugins: options.plugins ?? [],
     steering: options.steering,
-    sinks: options.sinks ?? []
+    sinks: options.sinks ?? [],
+    modelCall: options.modelCall
   })
   yield* Events.emit(run.events, { _tag: "AgentStart", messages: Transcript.added(run.transcript) })
   for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
@@ -156,7 +159,9 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   const prompt = env.hooks.transformContext.length === 0
     ? Transcript.request(transcript)
     : yield* Control.transformedRequest(run)
-  const reply = yield* Reply.streamReply(run, prompt)
+  const reply = env.modelCall === undefined
+    ? yield* Reply.streamReply(run, prompt)
+    : yield* env.modelCall(run.events.turn, Effect.gen(() => Reply.streamReply(run, prompt)))
   Transcript.append(transcript, reply.message)
   progress.usage = Message.addUsage(progress.usage, reply.message.usage)
   const calls = Message.toolCalls(reply.message)

@@ -10,6 +10,8 @@
 /** @since 0.1.0 */
 export * as CheckpointStore from "./CheckpointStore.ts"
 /** @since 0.1.0 */
+export * as DurableSession from "./DurableSession.ts"
+/** @since 0.1.0 */
 export * as Session from "./Session.ts"
 /** @since 0.1.0 */
 export * as Trajectory from "./Trajectory.ts"
