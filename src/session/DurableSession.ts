@@ -72,6 +72,14 @@ export const StoreError = StoreModule.StoreError
 export type StoreError = StoreModule.StoreError
 
 /**
+ * A store in memory, to use or to wrap.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeMemoryStore: () => Store["Service"] = StoreModule.makeMemory
+
+/**
  * A store in memory (for tests, and one-process engines that need not survive the process).
  *
  * @since 0.1.0

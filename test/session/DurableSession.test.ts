@@ -9,7 +9,7 @@ import {
   Sharding,
   ShardingConfig
 } from "effect/cluster"
-import { WorkflowEngine } from "effect/workflow"
+import { Activity, WorkflowEngine } from "effect/workflow"
 import { Agent, type AgentEvent, Message, type RunState } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
@@ -185,7 +185,75 @@ describe("DurableSession", () => {
         const result = yield* Fiber.join(fiber)
         assert.deepStrictEqual(result.messages.map(textOf), ["hello", "first", "and then?", "second"])
         assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
-      }).pipe(Effect.provide(runner("cluster", turns, [], { idle: "2 seconds" })))
+      }).pipe(Effect.provide(runner("cluster", turns, [], { idle: "1 second" })))
+    }))
+
+  it.live("a call that must not run twice whose intent record exists answers \"outcome unknown\", and does not run", () =>
+    Effect.gen(function*() {
+      const turns = threeTurns("charge", 1)
+      const ran: Array<string> = []
+      const result = yield* Effect.gen(function*() {
+        // As if the runner had died in `tool/2/c2` after writing its intent: the record is there.
+        const store = yield* DurableSession.Store
+        const executionId = yield* DurableSession.SessionWorkflow.executionId({
+          sessionId: "u1",
+          version: 1,
+          request: { prompt: "go" }
+        })
+        const key = yield* Activity.idempotencyKey("tool/2/c2").pipe(
+          Effect.provideService(
+            WorkflowEngine.WorkflowInstance,
+            WorkflowEngine.WorkflowInstance.initial(DurableSession.SessionWorkflow, executionId)
+          )
+        )
+        assert.isTrue(yield* store.claimIntent("u1", key))
+        return yield* DurableSession.run({ sessionId: "u1", prompt: "go" })
+      }).pipe(Effect.provide(runner("cluster", turns, ran)))
+      assert.deepStrictEqual(ran, ["step"])
+      const answer = result.messages.find((message) => message.role === "toolResult" && message.toolCallId === "c2")
+      assert(answer !== undefined && answer.role === "toolResult")
+      assert.isTrue(answer.isError)
+      assert.include(Message.textOf(answer), "outcome is unknown")
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+    }))
+
+  it.live("a storage failure suspends the session; the supervisor resumes it and it completes, no turn twice", () =>
+    Effect.gen(function*() {
+      const turns = threeTurns("slow", 1)
+      const failing = { on: false }
+      const base = DurableSession.makeMemoryStore()
+      const flaky: DurableSession.Store["Service"] = {
+        ...base,
+        publish: (sessionId, entries) =>
+          failing.on
+            ? Effect.fail(new DurableSession.StoreError({ operation: "publish", detail: "connection refused" }))
+            : base.publish(sessionId, entries)
+      }
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          ScriptedModel.layer(followTranscript(turns)),
+          toolsLayer([]),
+          Layer.succeed(DurableSession.Store, flaky)
+        )),
+        Layer.provideMerge(engines.cluster)
+      )
+      yield* Effect.gen(function*() {
+        failing.on = true
+        yield* DurableSession.start({ sessionId: "f1", prompt: "go" })
+        const suspended = yield* untilStatus("f1", (status) => status._tag === "Suspended")
+        assert.deepStrictEqual(suspended, { _tag: "Suspended", failed: true })
+        failing.on = false
+        assert.deepStrictEqual(yield* DurableSession.resumeSuspended, ["f1"])
+        const finished = yield* untilStatus("f1", (status) => status._tag === "Finished")
+        assert(finished._tag === "Finished")
+        assert.deepStrictEqual(finished.result.outcome, { _tag: "Completed" })
+        assertValidTranscript(finished.result.messages)
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual(yield* model.calls, 3)
+        const events = (yield* DurableSession.events("f1")).map((entry) => entry.event)
+        assert.strictEqual(count(events, "AgentStart"), 1)
+        assert.strictEqual(count(events, "AgentEnd"), 1)
+      }).pipe(Effect.provide(layer))
     }))
 
   it.live("a config that does not validate is a ConfigError before anything starts", () =>
@@ -197,6 +265,14 @@ describe("DurableSession", () => {
       assert.strictEqual(error._tag, "ConfigError")
     }))
 })
+
+/** Polls (a bounded while) until the session's status passes `done`. */
+const untilStatus = (sessionId: string, done: (status: DurableSession.Status) => boolean) =>
+  Effect.repeat(DurableSession.poll(sessionId), {
+    until: done,
+    schedule: Schedule.spaced("20 millis"),
+    times: 500
+  })
 
 /** Waits (a bounded while) until the session has published an event of `tag`. */
 const waitFor = (sessionId: string, tag: AgentEvent.Tag) =>

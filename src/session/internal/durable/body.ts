@@ -319,7 +319,7 @@ const awaitFollowUp = Effect.fnUntraced(function*(session: Session, idle: Durati
     error: Schema.Never,
     effects: [
       Effect.as(DurableDeferred.await(wakeOf(k)), true),
-      Effect.as(DurableClock.sleep({ name: `idle/${k}`, duration: idle }), false)
+      Effect.as(DurableClock.sleep({ name: `idle/${k}`, duration: idle, inMemoryThreshold: Duration.zero }), false)
     ]
   })
   if (!woke) return []
