@@ -33,6 +33,7 @@
  */
 import { Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import type { LanguageModel } from "effect/ai"
+import type { SqlClient } from "effect/sql"
 import { DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../AgentConfig.ts"
 import { AgentError as AgentErrorSchema, type ConfigError } from "../AgentError.ts"
@@ -43,6 +44,7 @@ import * as Message from "../Message.ts"
 import type * as RunState from "../RunState.ts"
 import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Body from "./internal/durable/body.ts"
+import * as SqlStore from "./internal/durable/sqlStore.ts"
 import * as StoreModule from "./internal/durable/store.ts"
 
 /**
@@ -86,6 +88,24 @@ export const makeMemoryStore: () => Store["Service"] = StoreModule.makeMemory
  * @category layers
  */
 export const layerMemoryStore: Layer.Layer<Store> = Layer.sync(Store, StoreModule.makeMemory)
+
+/**
+ * The store on PostgreSQL, through `effect/sql`'s `SqlClient` (e.g.
+ * `PgClient.layer` from `@effect/sql-pg`). Its tables are made by
+ * {@link migrateSql}, a deploy step.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqlStore: Layer.Layer<Store, never, SqlClient.SqlClient> = Layer.effect(Store, SqlStore.make)
+
+/**
+ * Creates the SQL store's tables when missing (safe to run again): run it once per deploy, before the runners.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const migrateSql: Effect.Effect<void, StoreError, SqlClient.SqlClient> = SqlStore.migrate
 
 /**
  * The workflow of a session: payload `{ sessionId, version, request }`, the

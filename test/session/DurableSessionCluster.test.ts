@@ -1,0 +1,120 @@
+/**
+ * Durable sessions across real processes: runner processes on PostgreSQL
+ * (started here as a local server), this process a client of the cluster.
+ * Runners are SIGKILLed at random moments (a few times by default, at least
+ * 20 with `EFFECT_AGENT_DURABLE_KILLS=20`), and the database is restarted
+ * mid-run. The tests skip, saying why, where PostgreSQL cannot be had.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Option, Random, Schedule, Stream } from "effect"
+import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import { DurableSession } from "effect-agent/session"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { assertValidTranscript } from "../support.ts"
+import { database, node, turnsOf } from "./cluster-fixture.ts"
+import * as Postgres from "./postgres.ts"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const available = Postgres.availability()
+if ("unavailable" in available) console.log(`skipping the cluster tests: ${available.unavailable}`)
+const kills = Number(process.env.EFFECT_AGENT_DURABLE_KILLS ?? "3")
+
+const runnerProcess = (url: string, port: number, logDir: string) =>
+  ChildProcess.make(
+    process.execPath,
+    ["--conditions=effect-agent-source", "test/session/durable-runner.ts", url, String(port), logDir],
+    { cwd: root, forceKillAfter: "2 seconds", stderr: "inherit" }
+  )
+
+/** Starts a runner and waits until it says `ready`; answers its handle. */
+const startRunner = (url: string, port: number, logDir: string) =>
+  Effect.gen(function*() {
+    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
+    const handle = yield* spawner.spawn(runnerProcess(url, port, logDir))
+    const ready = yield* handle.stdout.pipe(
+      Stream.decodeText(),
+      Stream.splitLines,
+      Stream.takeUntil((line) => line === "ready"),
+      Stream.runLast,
+      Effect.timeout("60 seconds")
+    )
+    assert.deepStrictEqual(ready, Option.some("ready"))
+    return handle
+  })
+
+const lines = (file: string): Array<string> =>
+  fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter((line) => line.length > 0) : []
+
+const counts = (items: ReadonlyArray<string>): Map<string, number> => {
+  const map = new Map<string, number>()
+  for (const item of items) map.set(item, (map.get(item) ?? 0) + 1)
+  return map
+}
+
+/** Polls until every session has finished (bounded). */
+const allFinished = (ids: ReadonlyArray<string>, within: Duration.Input) =>
+  Effect.forEach(ids, DurableSession.poll).pipe(
+    Effect.repeat({
+      until: (statuses) => statuses.every((status) => status._tag === "Finished" || status._tag === "Failed"),
+      schedule: Schedule.spaced("250 millis")
+    }),
+    Effect.timeout(within)
+  )
+
+describe.skipIf("unavailable" in available)("DurableSession on a cluster of processes and PostgreSQL", () => {
+  it.live(
+    `runners SIGKILLed at random moments (${kills} kills): every session completes, no turn's model call and no charge twice`,
+    () =>
+      Effect.gen(function*() {
+        const pg = yield* Postgres.scoped
+        const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
+        yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+        const ports = [yield* Effect.promise(Postgres.freePort), yield* Effect.promise(Postgres.freePort)]
+        const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
+        const ids = Array.from({ length: 6 }, (_, i) => `k${i}-t${4 + (i % 3)}`)
+        const statuses = yield* Effect.gen(function*() {
+          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          // Kill a runner at random moments, and start it again on its address.
+          for (let k = 0; k < kills; k++) {
+            yield* Effect.sleep(Duration.millis(300 + (yield* Random.nextIntBetween(0, 1200))))
+            const which = (yield* Random.nextIntBetween(0, 1000)) % 2
+            yield* runners[which]!.kill({ killSignal: "SIGKILL" })
+            runners[which] = yield* startRunner(pg.url, ports[which]!, logDir)
+          }
+          return yield* allFinished(ids, "180 seconds")
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        const modelCalls = counts(lines(path.join(logDir, "model.log")))
+        const tools = counts(lines(path.join(logDir, "tools.log")))
+        let extraModelCalls = 0
+        for (const [i, status] of statuses.entries()) {
+          const sessionId = ids[i]!
+          assert(status._tag === "Finished", `${sessionId}: ${status._tag}`)
+          const { messages, outcome } = status.result
+          assert.deepStrictEqual(outcome, { _tag: "Completed" })
+          assertValidTranscript(messages)
+          const turns = turnsOf(sessionId)
+          // each completed turn's model call appears once in the transcript
+          assert.strictEqual(messages.filter((message) => message.role === "assistant").length, turns + 1)
+          for (let turn = 0; turn < turns; turn++) {
+            assert.strictEqual(tools.get(`charge ${sessionId}/${turn}`) ?? 0, 1, `charge ${sessionId}/${turn}`)
+            extraModelCalls += (modelCalls.get(`${sessionId} ${turn}`) ?? 0) - 1
+          }
+        }
+        const unknown = statuses.flatMap((status) =>
+          status._tag === "Finished"
+            ? status.result.messages.filter((m) => m.role === "toolResult" && m.isError)
+            : []
+        ).length
+        console.log(`${kills} kills: ${extraModelCalls} model calls again, ${unknown} calls answered "outcome unknown"`)
+        // the model was called at most once more than the turns completed, per kill
+        assert.isAtMost(extraModelCalls, kills)
+        for (const runner of runners) yield* runner.kill({ killSignal: "SIGKILL" })
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+})
