@@ -15,7 +15,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { assertValidTranscript } from "../support.ts"
-import { database, node, turnsOf } from "./cluster-fixture.ts"
+import { database, node, textOf, turnsOf } from "./cluster-fixture.ts"
 import * as Postgres from "./postgres.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -65,6 +65,27 @@ const allFinished = (ids: ReadonlyArray<string>, within: Duration.Input) =>
     Effect.timeout(within)
   )
 
+/** A database, two runners, a log directory: for the scope. */
+const cluster = Effect.gen(function*() {
+  const pg = yield* Postgres.scoped
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
+  yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
+  yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+  const ports = [yield* Effect.promise(Postgres.freePort), yield* Effect.promise(Postgres.freePort)]
+  const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
+  return { pg, logDir, ports, runners }
+})
+
+/** Polls (bounded) until the session has published an event of `tag`. */
+const waitForEvent = (sessionId: string, tag: string) =>
+  DurableSession.events(sessionId).pipe(
+    Effect.repeat({
+      until: (events) => events.some((entry) => entry.event._tag === tag),
+      schedule: Schedule.spaced("200 millis")
+    }),
+    Effect.timeout("120 seconds")
+  )
+
 describe.skipIf("unavailable" in available)("DurableSession on a cluster of processes and PostgreSQL", () => {
   it.live(
     `runners SIGKILLed at random moments (${kills} kills): every session completes, no turn's model call and no charge twice`,
@@ -81,7 +102,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
           for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
           // Kill a runner at random moments, and start it again on its address.
           for (let k = 0; k < kills; k++) {
-            yield* Effect.sleep(Duration.millis(300 + (yield* Random.nextIntBetween(0, 1200))))
+            yield* Effect.sleep(Duration.millis(800 + (yield* Random.nextIntBetween(0, 2000))))
             const which = (yield* Random.nextIntBetween(0, 1000)) % 2
             yield* runners[which]!.kill({ killSignal: "SIGKILL" })
             runners[which] = yield* startRunner(pg.url, ports[which]!, logDir)
@@ -113,7 +134,65 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         console.log(`${kills} kills: ${extraModelCalls} model calls again, ${unknown} calls answered "outcome unknown"`)
         // the model was called at most once more than the turns completed, per kill
         assert.isAtMost(extraModelCalls, kills)
-        for (const runner of runners) yield* runner.kill({ killSignal: "SIGKILL" })
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+
+  it.live(
+    "a session waiting for approval outlives its runners; steering sent while no runner runs is delivered once",
+    () =>
+      Effect.gen(function*() {
+        const { logDir, pg, ports, runners } = yield* cluster
+        const sessionId = "ap-a-t2"
+        yield* Effect.gen(function*() {
+          yield* DurableSession.start({ sessionId, prompt: sessionId })
+          yield* waitForEvent(sessionId, "ApprovalRequested")
+          // No runner holds the session now.
+          for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+          yield* DurableSession.steer(sessionId, "mind the gap")
+          yield* DurableSession.approve(sessionId, "d0", { approved: true })
+          runners[0] = yield* startRunner(pg.url, ports[0]!, logDir)
+          const [status] = yield* allFinished([sessionId], "120 seconds")
+          assert(status !== undefined && status._tag === "Finished", status?._tag)
+          const { messages, outcome } = status.result
+          assert.deepStrictEqual(outcome, { _tag: "Completed" })
+          assertValidTranscript(messages)
+          assert.strictEqual(messages.filter((m) => m.role === "user" && textOf(m) === "mind the gap").length, 1)
+          const events = (yield* DurableSession.events(sessionId)).map((entry) => entry.event._tag)
+          assert.strictEqual(events.filter((tag) => tag === "SteeringDelivered").length, 1)
+          assert.strictEqual(events.filter((tag) => tag === "ApprovalRequested").length, 1)
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        const tools = counts(lines(path.join(logDir, "tools.log")))
+        assert.strictEqual(tools.get(`deploy ${sessionId}/0`), 1)
+        assert.strictEqual(tools.get(`charge ${sessionId}/1`), 1)
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+
+  it.live(
+    "PostgreSQL restarted mid-run: sessions suspend and are resumed, none fails for good, no charge twice",
+    () =>
+      Effect.gen(function*() {
+        const { logDir, pg, runners } = yield* cluster
+        const ids = Array.from({ length: 4 }, (_, i) => `pg${i}-t8`)
+        const statuses = yield* Effect.gen(function*() {
+          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          yield* waitForEvent(ids[0]!, "TurnEnd")
+          pg.restart()
+          return yield* allFinished(ids, "180 seconds")
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        const tools = counts(lines(path.join(logDir, "tools.log")))
+        for (const [i, status] of statuses.entries()) {
+          assert(status._tag === "Finished", `${ids[i]}: ${status._tag}`)
+          assert.deepStrictEqual(status.result.outcome, { _tag: "Completed" })
+          assertValidTranscript(status.result.messages)
+          for (let turn = 0; turn < 8; turn++) {
+            assert.strictEqual(tools.get(`charge ${ids[i]}/${turn}`), 1, `charge ${ids[i]}/${turn}`)
+          }
+        }
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
     { timeout: 300_000 }
   )

@@ -26,9 +26,9 @@ export const sharding = (port?: number): Partial<ShardingConfig.ShardingConfig["
     runnerListenAddress: Option.some(RunnerAddress.make("127.0.0.1", port))
   }),
   shardsPerGroup: 30,
-  shardLockExpiration: "4 seconds",
-  shardLockRefreshInterval: "1 second",
-  runnerHealthCheckInterval: "2 seconds",
+  shardLockExpiration: "10 seconds",
+  shardLockRefreshInterval: "2 seconds",
+  runnerHealthCheckInterval: "5 seconds",
   entityTerminationTimeout: "2 seconds",
   entityMessagePollInterval: "300 millis",
   refreshAssignmentsInterval: "1 second"

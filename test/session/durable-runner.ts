@@ -1,10 +1,11 @@
 /**
  * A runner of durable sessions, as its own process (the cluster tests kill
  * it): `durable-runner.ts <postgres url> <port> <log dir>`. Prints `ready`
- * once it has joined the cluster.
+ * once it has joined the cluster; resumes suspended sessions.
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
+import { DurableSession } from "effect-agent/session"
 import { node } from "./cluster-fixture.ts"
 
 const [url, port, logDir] = process.argv.slice(2)
@@ -15,9 +16,10 @@ if (url === undefined || port === undefined || logDir === undefined) {
 
 NodeRuntime.runMain(
   Effect.scoped(Effect.gen(function*() {
-    yield* Layer.build(node(url, Number(port), logDir))
+    const context = yield* Layer.build(node(url, Number(port), logDir))
     console.log("ready")
-    return yield* Effect.never
+    // Sessions that suspended on a failure (the database went away) are resumed.
+    return yield* DurableSession.supervise({ every: "1 second" }).pipe(Effect.provideContext(context))
   })),
   { disableErrorReporting: false }
 )

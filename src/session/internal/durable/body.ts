@@ -163,6 +163,8 @@ interface Session {
   readonly watermark: { steering: number; followUp: number }
   idle: number
   segment: number
+  /** Set when this run of the body is interrupted (see `stopsOnInterrupt`). */
+  stopping: boolean
 }
 
 const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
@@ -187,10 +189,20 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
       return Outbox.publishing(session.outbox, name, publish, execute)
     })
     return Effect.tap(
-      Activity.make({ name, success, error, execute: body }),
+      stopsOnInterrupt(session, Activity.make({ name, success, error, execute: body })),
       () => Effect.sync(() => ran ? undefined : Outbox.skipTo(session.outbox, mark))
     )
   })
+
+/**
+ * Notes that this run of the body is being stopped (it suspends, or its
+ * runner gives the session up): the loop then ends abnormally and drains the
+ * inbox, and those polls must not become activities. One would take the name
+ * the replay's poll needs; on a runner releasing its shards, it would wait
+ * for the entity being stopped, which waits for it.
+ */
+const stopsOnInterrupt = <A, E, R>(session: Session, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.onInterrupt(effect, () => Effect.sync(() => void (session.stopping = true)))
 
 const takeInbox = (session: Session, kind: InboxKind, name: string, before?: Effect.Effect<void>) =>
   Effect.map(
@@ -219,7 +231,7 @@ const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Ste
   const poll = (kind: InboxKind) =>
     Effect.suspend(() => {
       // A run that suspends ends its loop, which drains the inbox: that is no poll (the replay makes it).
-      if (instance.suspended || instance.interrupted) return Effect.succeed([])
+      if (session.stopping || instance.suspended || instance.interrupted) return Effect.succeed([])
       const n = session.polls[kind]++
       return Effect.provideContext(takeInbox(session, kind, `${kind}/${n}`), session.engine)
     })
@@ -296,7 +308,7 @@ const approvalsOf = (session: Session): Approvals.Service => ({
     Effect.provideContext(
       Effect.andThen(
         activity(session, `approval/${request.toolCallId}`, Schema.Void, Schema.Never, Effect.void),
-        DurableDeferred.await(approvalOf(request.toolCallId))
+        stopsOnInterrupt(session, DurableDeferred.await(approvalOf(request.toolCallId)))
       ),
       session.engine
     )
@@ -350,7 +362,8 @@ export const make = <R>(options: Options<R>) =>
       polls: { steering: 0, followUp: 0 },
       watermark: { steering: 0, followUp: 0 },
       idle: 0,
-      segment: 0
+      segment: 0,
+      stopping: false
     }
     const started = yield* activity(
       session,

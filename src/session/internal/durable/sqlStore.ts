@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import { Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as AgentEvent from "../../../AgentEvent.ts"
 import * as Message from "../../../Message.ts"
@@ -22,6 +22,19 @@ const decodeEvent = Schema.decodeUnknownEffect(EventText)
 
 const failed = (operation: string) => (error: { readonly message: string }) =>
   new StoreError({ operation, detail: error.message })
+
+/**
+ * How long an operation may take. A query on a connection the server dropped
+ * (a restart) can wait for an answer that never comes: the activity waiting
+ * on it fails instead, and the session suspends until it is resumed.
+ */
+const operationTimeout = Duration.seconds(10)
+
+const bounded = (operation: string) => <A, R>(effect: Effect.Effect<A, StoreError, R>) =>
+  Effect.timeoutOrElse(effect, {
+    duration: operationTimeout,
+    orElse: () => Effect.fail(new StoreError({ operation, detail: "timed out after 10 seconds" }))
+  })
 
 /**
  * Creates the store's tables when they are missing: a deploy step (run it
@@ -56,12 +69,12 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
   const service: Service = {
     register: (sessionId, at) =>
       sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at) VALUES (${sessionId}, 'running', ${at})
-          ON CONFLICT (session_id) DO NOTHING`.pipe(Effect.asVoid, Effect.mapError(failed("register"))),
+          ON CONFLICT (session_id) DO NOTHING`.pipe(Effect.asVoid, Effect.mapError(failed("register")), bounded("register")),
     finish: (sessionId, at) =>
       sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at) VALUES (${sessionId}, 'finished', ${at})
           ON CONFLICT (session_id) DO UPDATE SET status = 'finished', updated_at = ${at}`.pipe(
         Effect.asVoid,
-        Effect.mapError(failed("finish"))
+        Effect.mapError(failed("finish")), bounded("finish")
       ),
     sessions: sql<{ session_id: string; status: string; updated_at: string | number }>`
       SELECT session_id, status, updated_at FROM effect_agent_sessions ORDER BY session_id`.pipe(
@@ -72,7 +85,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
           updatedAt: Number(row.updated_at)
         }))
       ),
-      Effect.mapError(failed("sessions"))
+      Effect.mapError(failed("sessions")), bounded("sessions")
     ),
     appendInbox: (sessionId, kind, message) =>
       Effect.gen(function*() {
@@ -86,7 +99,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
             RETURNING seq`
           return Number(rows[0]!.seq)
         }))
-      }).pipe(Effect.mapError(failed("appendInbox"))),
+      }).pipe(Effect.mapError(failed("appendInbox")), bounded("appendInbox")),
     readInbox: (sessionId, kind: InboxKind, after) =>
       sql<{ seq: number; message: string }>`
         SELECT seq, message FROM effect_agent_inbox
@@ -95,7 +108,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
           Effect.forEach(rows, (row) =>
             Effect.map(decodeMessage(row.message), (message) => ({ seq: Number(row.seq), message })))
         ),
-        Effect.mapError(failed("readInbox"))
+        Effect.mapError(failed("readInbox")), bounded("readInbox")
       ),
     setWaiting: (sessionId, wait) =>
       (wait === undefined
@@ -103,18 +116,18 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         : sql`INSERT INTO effect_agent_waits (session_id, wait) VALUES (${sessionId}, ${wait})
               ON CONFLICT (session_id) DO UPDATE SET wait = ${wait}`).pipe(
           Effect.asVoid,
-          Effect.mapError(failed("setWaiting"))
+          Effect.mapError(failed("setWaiting")), bounded("setWaiting")
         ),
     waiting: (sessionId) =>
       sql<{ wait: number }>`SELECT wait FROM effect_agent_waits WHERE session_id = ${sessionId}`.pipe(
         Effect.map((rows) => rows.length === 0 ? undefined : Number(rows[0]!.wait)),
-        Effect.mapError(failed("waiting"))
+        Effect.mapError(failed("waiting")), bounded("waiting")
       ),
     claimIntent: (sessionId, key) =>
       sql<{ key: string }>`INSERT INTO effect_agent_intents (session_id, key) VALUES (${sessionId}, ${key})
           ON CONFLICT DO NOTHING RETURNING key`.pipe(
         Effect.map((rows) => rows.length === 1),
-        Effect.mapError(failed("claimIntent"))
+        Effect.mapError(failed("claimIntent")), bounded("claimIntent")
       ),
     publish: (sessionId, entries) =>
       Effect.gen(function*() {
@@ -129,7 +142,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
               ON CONFLICT (session_id, id) DO NOTHING`
           }
         }))
-      }).pipe(Effect.mapError(failed("publish"))),
+      }).pipe(Effect.mapError(failed("publish")), bounded("publish")),
     events: (sessionId, after) =>
       sql<{ seq: number; id: string; event: string }>`
         SELECT seq, id, event FROM effect_agent_events
@@ -138,7 +151,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
           Effect.forEach(rows, (row) =>
             Effect.map(decodeEvent(row.event), (event): Published => ({ seq: Number(row.seq), id: row.id, event })))
         ),
-        Effect.mapError(failed("events"))
+        Effect.mapError(failed("events")), bounded("events")
       ),
     forget: (sessionId) =>
       sql.withTransaction(Effect.gen(function*() {
@@ -147,7 +160,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         yield* sql`DELETE FROM effect_agent_intents WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_events WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_sessions WHERE session_id = ${sessionId}`
-      })).pipe(Effect.mapError(failed("forget")))
+      })).pipe(Effect.mapError(failed("forget")), bounded("forget"))
   }
   return service
 })
