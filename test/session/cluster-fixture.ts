@@ -74,7 +74,7 @@ export const turnsOf = (sessionId: string): number => Number(/-t(\d+)/.exec(sess
  * The script: turn i (from 0) of session `sid` calls `step` and `charge`
  * (keys `sid/i`) and sleeps `ms` in each; the last turn answers "done". A
  * session whose id contains `-a` asks for a deploy first. Every call is
- * logged as `<sid> <i>`.
+ * logged as `<sid> <i> <time in ms>`.
  */
 export const script = (logDir: string): ScriptedModel.Script => (_index, request) => {
   const first = request.prompt.content.find((message) => message.role === "user")
@@ -82,7 +82,7 @@ export const script = (logDir: string): ScriptedModel.Script => (_index, request
     ? "?"
     : first.content.map((part) => (part.type === "text" ? part.text : "")).join("")
   const i = request.prompt.content.filter((message) => message.role === "assistant").length
-  append(logDir, "model.log", `${sid} ${i}`)
+  append(logDir, "model.log", `${sid} ${i} ${Date.now()}`)
   const turns = turnsOf(sid)
   if (i >= turns) return { text: "done", usage: { input: 10, output: 2 } }
   const ms = 40 + ((i * 37) % 120)
