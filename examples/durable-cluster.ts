@@ -48,7 +48,7 @@ const runner = (url: string, port: number) =>
     // A deploy step; safe to run again.
     yield* DurableSession.migrateSql
     const context = yield* Layer.build(
-      DurableSession.layer({ idle: "10 minutes" }).pipe(
+      DurableSession.layer().pipe(
         Layer.provideMerge(Layer.mergeAll(Model, ToolsLive, DurableSession.layerSqlStore)),
         Layer.provideMerge(ClusterWorkflowEngine.layer),
         Layer.provideMerge(NodeClusterSocket.layer({ storage: "sql", shardingConfig: sharding(port) }))
@@ -66,6 +66,7 @@ const client = (url: string, sessionId: string, prompt: string) =>
     const follow = Effect.gen(function*() {
       for (const { event, seq } of yield* DurableSession.events(sessionId, seen)) {
         seen = seq
+        if (event._tag === "MessageUpdate") continue
         console.log(`${event._tag}${event._tag === "MessageEnd" ? `: ${Message.textOf(event.message)}` : ""}`)
       }
       return yield* DurableSession.poll(sessionId)
