@@ -35,7 +35,9 @@ export default defineConfig({
       { find: /^effect-agent\/cli$/, replacement: src("cli/index.ts") },
       { find: /^effect-agent\/providers$/, replacement: src("providers/index.ts") },
       { find: /^effect-agent\/sandbox$/, replacement: src("sandbox/index.ts") },
+      { find: /^effect-agent\/server$/, replacement: src("server/index.ts") },
       { find: /^effect-agent\/session$/, replacement: src("session/index.ts") },
+      { find: /^effect-agent\/supervisor$/, replacement: src("supervisor/index.ts") },
       { find: /^effect-agent$/, replacement: src("index.ts") }
     ]
   },

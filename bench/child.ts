@@ -11,12 +11,12 @@ import { performance } from "node:perf_hooks"
 import type { Adapter, BatchSpec, SessionOutcome } from "./workload.ts"
 import { verifyBatch, verifySession } from "./workload.ts"
 
-export type Phase = "single" | "concurrent" | "batch"
+export type Phase = "single" | "concurrent" | "batch" | "setup"
 
 export interface ChildOptions {
   /** Tool turns per session (single, concurrent). */
   readonly turns: number
-  /** Concurrent sessions (concurrent). */
+  /** Concurrent sessions (concurrent), or sessions one after another (setup). */
   readonly sessions: number
   /** Tool turns run as warm-up before measuring (single, concurrent). */
   readonly warmupTurns: number
@@ -48,7 +48,15 @@ export interface ChildResult {
 }
 
 /** Adapter ids; each loads only its own library. */
-export const ADAPTERS = ["bare", "pi", "ai", "openai", "effect-agent", "effect-agent-onevent"] as const
+export const ADAPTERS = [
+  "bare",
+  "pi",
+  "ai",
+  "openai",
+  "effect-agent",
+  "effect-agent-onevent",
+  "effect-agent-scripted"
+] as const
 export type AdapterId = (typeof ADAPTERS)[number]
 
 const isAdapterId = (name: string | undefined): name is AdapterId => ADAPTERS.some((a) => a === name)
@@ -59,7 +67,8 @@ const adapters: Record<AdapterId, () => Promise<Adapter>> = {
   ai: async () => (await import("./adapters/ai.ts")).adapter,
   openai: async () => (await import("./adapters/openai.ts")).adapter,
   "effect-agent": async () => (await import("./adapters/effect-agent.ts")).adapter,
-  "effect-agent-onevent": async () => (await import("./adapters/effect-agent.ts")).onEventAdapter
+  "effect-agent-onevent": async () => (await import("./adapters/effect-agent.ts")).onEventAdapter,
+  "effect-agent-scripted": async () => (await import("./adapters/effect-agent.ts")).scriptedAdapter
 }
 
 const gc = (): void => {
@@ -228,6 +237,44 @@ const measureBatch = async (adapter: Adapter, spec: BatchSpec): Promise<ChildRes
   }
 }
 
+/**
+ * Sessions one after another, each of T turns, as a server that starts many
+ * sessions on one long-lived process does: what a session costs to set up
+ * (layers, config, registry, the run's own state) shows next to its turns.
+ */
+const measureSetup = async (adapter: Adapter, options: ChildOptions): Promise<ChildResult> => {
+  const sequential = async (count: number) => {
+    let events = 0
+    for (let s = 0; s < count; s++) {
+      const outcome = await adapter.session(options.turns)
+      verifySession(adapter.name, options.turns, outcome)
+      events += outcome.events
+    }
+    return events
+  }
+  const until = performance.now() + options.warmupMs
+  let done = 0
+  while (done < options.warmupTurns || performance.now() < until) {
+    await sequential(100)
+    done += 100 * options.turns
+  }
+  const start = performance.now()
+  const events = await sequential(options.sessions)
+  const ms = performance.now() - start
+  return {
+    adapter: adapter.name,
+    phase: "setup",
+    cap: adapter.cap,
+    ms,
+    turns: options.sessions * options.turns,
+    events,
+    peakBytes: 0,
+    peakLiveBytes: 0,
+    retainedBytes: 0,
+    maxInFlight: 0
+  }
+}
+
 const main = async (): Promise<void> => {
   const [name, phase, json] = process.argv.slice(2)
   if (!isAdapterId(name) || json === undefined) throw new Error(`usage: child.ts <${ADAPTERS.join("|")}> <phase> <options>`)
@@ -239,6 +286,8 @@ const main = async (): Promise<void> => {
     ? await measureSessions(adapter, "concurrent", options.sessions, options)
     : phase === "batch"
     ? await measureBatch(adapter, options.batch)
+    : phase === "setup"
+    ? await measureSetup(adapter, options)
     : undefined
   if (result === undefined) throw new Error(`unknown phase ${phase}`)
   process.stdout.write(JSON.stringify(result) + "\n")

@@ -9,9 +9,11 @@
  *   --runs N       measured runs per adapter and phase (default 5; each child warms up first)
  *   --quick        one run: a smoke test of the harness with the full workload, labelled as such
  *   --smoke        tiny workload, one run, nothing written: checks the harness works
- *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent); bare is always included
- *   --phases p,q   phases to run (single200, single1000, concurrent, batch)
+ *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent,
+ *                  effect-agent-scripted); bare is always included
+ *   --phases p,q   phases to run (single200, single1000, concurrent, setup, batch)
  *   --no-write     print only
+ *   --fullstack    the full-stack benchmark instead (bench/fullstack/run.ts; `--fullstack --help` lists its options)
  */
 import { spawnSync } from "node:child_process"
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs"
@@ -20,6 +22,10 @@ import path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { AdapterId, ChildOptions, ChildResult, Phase } from "./child.ts"
 
+// The markers of the full-stack section of RESULTS.md (bench/fullstack/run.ts writes between them).
+const FULLSTACK_START = "<!-- fullstack:start -->"
+const FULLSTACK_END = "<!-- fullstack:end -->"
+
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.dirname(benchDir)
 
@@ -27,7 +33,15 @@ const rootDir = path.dirname(benchDir)
 // Options
 // -----------------------------------------------------------------------------
 
-const ALL_ADAPTERS: ReadonlyArray<AdapterId> = ["bare", "pi", "ai", "openai", "effect-agent", "effect-agent-onevent"]
+const ALL_ADAPTERS: ReadonlyArray<AdapterId> = [
+  "bare",
+  "pi",
+  "ai",
+  "openai",
+  "effect-agent",
+  "effect-agent-onevent",
+  "effect-agent-scripted"
+]
 
 interface PhaseSpec {
   readonly id: string
@@ -51,8 +65,8 @@ const write = !flag("no-write") && !smoke
 const batch = { calls: 50, ms: 20, maxParallel: 8 }
 const IDEAL_BATCH_MS = Math.ceil(batch.calls / batch.maxParallel) * batch.ms
 const size = smoke
-  ? { short: 20, long: 50, sessions: 50, warmup: 100, warmupMs: 0 }
-  : { short: 200, long: 1000, sessions: 1000, warmup: quick ? 200 : 1000, warmupMs: quick ? 1000 : 3000 }
+  ? { short: 20, long: 50, sessions: 50, setup: 50, warmup: 100, warmupMs: 0 }
+  : { short: 200, long: 1000, sessions: 1000, setup: 1000, warmup: quick ? 200 : 1000, warmupMs: quick ? 1000 : 3000 }
 
 const ALL_PHASES: ReadonlyArray<PhaseSpec> = [
   {
@@ -74,6 +88,12 @@ const ALL_PHASES: ReadonlyArray<PhaseSpec> = [
     options: { turns: 10, sessions: size.sessions, warmupTurns: size.warmup, warmupMs: size.warmupMs, batch }
   },
   {
+    id: "setup",
+    title: `Setup: ${size.setup} sessions of 1 turn, one after another`,
+    phase: "setup",
+    options: { turns: 1, sessions: size.setup, warmupTurns: size.warmup, warmupMs: size.warmupMs, batch }
+  },
+  {
     id: "batch",
     title: `Parallel batch: ${batch.calls} tools × ${batch.ms} ms, maxParallelTools ${batch.maxParallel}`,
     phase: "batch",
@@ -90,7 +110,10 @@ const pick = <A extends string>(name: string, all: ReadonlyArray<A>): ReadonlyAr
   return all.filter((a) => wanted.includes(a))
 }
 
-const phases = (() => {
+// With --fullstack, the options are the full-stack benchmark's (bench/fullstack/run.ts).
+const fullstack = flag("fullstack")
+
+const phases = fullstack ? [] : (() => {
   const ids = pick("phases", ALL_PHASES.map((p) => p.id))
   return ALL_PHASES.filter((p) => ids.includes(p.id))
 })()
@@ -235,6 +258,14 @@ const columnsFor = (spec: PhaseSpec): ReadonlyArray<Column> => {
       vsBare("× bare", retainedKB)
     ]
   }
+  if (spec.phase === "setup") {
+    const perSession: Metric = (r) => (r.ms * 1000) / spec.options.sessions
+    return [
+      value_("µs / session", perSession),
+      vsBare("× bare", perSession),
+      value_("events / session", (r) => r.events / spec.options.sessions, 1)
+    ]
+  }
   if (spec.phase === "concurrent") {
     const n = sessionsOf(spec)
     const peakPerSession: Metric = (r) => r.peakBytes / 1024 / n
@@ -318,7 +349,7 @@ const flatness = (results: Results, adapters: ReadonlyArray<AdapterId>): Table |
   }
 }
 
-/** effect-agent against the targets of issue 8 (medians). */
+/** effect-agent against the targets of issues 8 and 19 (medians). */
 const targets = (results: Results): Table | undefined => {
   const get = (phase: string, adapter: AdapterId) => results.get(phase)?.get(adapter)
   const ea = (phase: string) => get(phase, "effect-agent")
@@ -329,12 +360,13 @@ const targets = (results: Results): Table | undefined => {
     rows.push([target, `${num(measured)}${unit}`, `≤ ${limit}${unit}`, (measured <= limit ? "met" : "missed") + context])
   }
   const median = (xs: ReadonlyArray<ChildResult> | undefined, metric: Metric) => xs === undefined ? undefined : stat(xs.map(metric)).median
-  const medianRatio = (phase: string, metric: Metric) => {
+  const medianRatio = (phase: string, metric: Metric, base: AdapterId = "bare") => {
     const mine = ea(phase)
-    const base = bare(phase)
-    return mine === undefined || base === undefined ? undefined : ratios(mine, base, metric).median
+    const other = get(phase, base)
+    return mine === undefined || other === undefined ? undefined : ratios(mine, other, metric).median
   }
   if (ea("single1000") === undefined && ea("concurrent") === undefined && ea("batch") === undefined) return undefined
+  row(`µs / turn at T = ${size.long}, × pi-agent-core (issue 19)`, medianRatio("single1000", usPerTurn, "pi"), 1, "×")
   row(`µs / turn at T = ${size.long}, × bare`, medianRatio("single1000", usPerTurn), 3, "×")
   row(`µs / event at T = ${size.long}`, median(ea("single1000"), usPerEvent), 2, " µs")
   const short = ea("single200")
@@ -357,7 +389,11 @@ const targets = (results: Results): Table | undefined => {
   )
   row(`${n} sessions: heap / session after`, median(ea("concurrent"), (r) => r.retainedBytes / 1024 / n), 20, " KB")
   row("parallel batch, × ideal", median(ea("batch"), (r) => r.ms / IDEAL_BATCH_MS), 1.1, "×")
-  return { title: "effect-agent against its targets (issue 8)", header: ["target", "measured (median)", "target", ""], rows }
+  return {
+    title: "effect-agent against its targets (issues 8 and 19), provider-shaped model",
+    header: ["target", "measured (median)", "target", ""],
+    rows
+  }
 }
 
 // -----------------------------------------------------------------------------
@@ -382,6 +418,7 @@ const loadAtStart = os.loadavg()
 
 const machine = (): ReadonlyArray<string> => [
   `- Load average at start: ${loadAtStart.map((l) => l.toFixed(2)).join(" / ")} (1 / 5 / 15 min)`,
+  `- Load average at end: ${os.loadavg().map((l) => l.toFixed(2)).join(" / ")} (1 / 5 / 15 min)`,
   `- Date: ${new Date().toISOString()}`,
   `- Machine: ${os.availableParallelism()} cores (nproc), ${os.cpus()[0]?.model ?? "unknown CPU"}, ${Math.round(os.totalmem() / 1024 ** 3)} GB, ${os.type()} ${os.release()}`,
   `- Node ${process.version}; effect-agent ${gitHead()}; effect ${versionOf(rootDir, "effect")}; ` +
@@ -389,7 +426,8 @@ const machine = (): ReadonlyArray<string> => [
   `@openai/agents ${versionOf(benchDir, "@openai/agents")}`
 ]
 
-const report = (all: ReadonlyArray<Table>): string => {
+const report = (all: ReadonlyArray<Table>, adapters: ReadonlyArray<AdapterId>): string => {
+  const left = ALL_ADAPTERS.filter((a) => !adapters.includes(a))
   const label = smoke
     ? "SMOKE RUN: tiny workload, not a measurement."
     : quick
@@ -401,6 +439,7 @@ const report = (all: ReadonlyArray<Table>): string => {
     `**${label}**`,
     "",
     ...machine(),
+    ...(left.length === 0 ? [] : [`- Not in this run (\`--only\`): ${left.join(", ")}`]),
     "",
     "Reproduce: `npm run bench` from the repository root (`npm run bench -- --help` lists the options).",
     "",
@@ -419,8 +458,14 @@ const report = (all: ReadonlyArray<Table>): string => {
     "- **pi-agent-core**: `Agent.prompt` with a `streamFn` emitting pi-ai's `AssistantMessageEventStream`; events via `subscribe`.",
     "- **ai**: `ToolLoopAgent.stream` with `stopWhen: isStepCount(T + 1)` over a `LanguageModelV4`; events = `fullStream` parts.",
     "- **@openai/agents**: `Runner.run(agent, input, { stream: true })` with a custom `Model`; events = the run's stream events; tracing disabled.",
-    "- **effect-agent**: `Agent.run` with effect-agent's `ScriptedModel` (a `LanguageModel`; request recording off), tools through `ToolRegistry.layer`, events via a plugin's `observe` (the synchronous observer an app that counts or renders uses). A provider built on effect/ai's `LanguageModel.make` adds its Schema decoding of every part (about 0.5 ms per call, see `bench/providers.ts`).",
-    "- **effect-agent (onEvent)**: the same, with the events counted by a plugin's `onEvent` instead, an `Effect.sync` per event (an observer that needs services). The targets are checked against the first.",
+    "- **effect-agent**: `Agent.run` over a provider-shaped model: each turn is the Chat Completions SSE body a server",
+    "  would send for it (a role chunk, the 20 deltas, the call's id and name then its arguments in two pieces, the",
+    "  finish and usage chunks, `[DONE]`), in memory, one read per turn, decoded by the `OpenAiChat` provider's own",
+    "  code (its body reader, decoder and wire check) into the parts the loop takes; only the HTTP request is left",
+    "  out (the full-stack benchmark below has it). Tools through `ToolRegistry.layer`, events via a plugin's",
+    "  `observe` (the synchronous observer an app that counts or renders uses). The targets are checked against it.",
+    "- **effect-agent (onEvent)**: the same, with the events counted by a plugin's `onEvent` instead, an `Effect.sync` per event (an observer that needs services).",
+    "- **effect-agent (ScriptedModel, test double)**: the same loop over `ScriptedModel` (request recording off), which builds the decoded parts itself: the loop's own cost, without a provider's decoding.",
     "",
     "Each adapter and phase runs in its own child process (`node --expose-gc`): a full GC, a warm-up (at least",
     `${size.warmup.toLocaleString("en-US")} turns, at least the timed run's workload with as many sessions at once, and at least ${size.warmupMs / 1000} s:`,
@@ -467,9 +512,19 @@ const main = () => {
   for (const t of all) console.log(`\n${t.title}\n${textTable(t.header, t.rows)}`)
   if (write) {
     const out = path.join(benchDir, "RESULTS.md")
-    writeFileSync(out, report(all))
+    // The full-stack section, written by `--fullstack`, is kept.
+    const previous = existsSync(out) ? readFileSync(out, "utf8") : ""
+    const start = previous.indexOf(FULLSTACK_START)
+    const end = previous.indexOf(FULLSTACK_END)
+    const kept = start >= 0 && end > start ? `\n${previous.slice(start, end + FULLSTACK_END.length)}\n` : ""
+    writeFileSync(out, report(all, adapters) + kept)
     console.log(`\nwritten ${path.relative(process.cwd(), out)}`)
   }
 }
 
-main()
+if (fullstack) {
+  ensureDependencies()
+  await (await import("./fullstack/run.ts")).main()
+} else {
+  main()
+}

@@ -24,7 +24,7 @@
  * ```ts
  * import { Effect, Layer, Schema } from "effect"
  * import { Tool, Toolkit } from "effect/ai"
- * import { Agent, ToolRegistry } from "effect-agent"
+ * import { Agent, Message, ToolRegistry } from "effect-agent"
  * import { ScriptedModel } from "effect-agent/testing"
  *
  * const Add = Tool.make("add", {
@@ -42,6 +42,9 @@
  *     { text: "1 + 2 = 3" }
  *   ]))
  * )
+ *
+ * Effect.runPromise(program).then((result) => console.log(result.outcome._tag, Message.textOf(result.messages.at(-1)!)))
+ * // Output: Completed 1 + 2 = 3
  * ```
  *
  * @since 0.1.0
@@ -62,6 +65,7 @@ import * as Loop from "./internal/loop.ts"
  * What starts a run.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface RunOptions<R = never> extends ContinueOptions<R> {
   /** The task: text, a message, or messages. */
@@ -76,6 +80,7 @@ export interface RunOptions<R = never> extends ContinueOptions<R> {
  * What a continued run can change.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface ContinueOptions<R = never> {
   /** Settings; defaults for anything left out. Validated by the run. */
@@ -90,6 +95,7 @@ export interface ContinueOptions<R = never> {
  * What every run needs: a `LanguageModel` and a `ToolRegistry`.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
@@ -108,6 +114,7 @@ const freshState = (options: RunOptions<unknown>): RunState.RunState =>
  * guard does.
  *
  * @since 0.1.0
+ * @category running
  */
 export const run = <R = never>(
   options: RunOptions<R>
@@ -121,6 +128,7 @@ export const run = <R = never>(
  * transcript, or a final assistant reply with nothing queued).
  *
  * @since 0.1.0
+ * @category running
  */
 export const runContinue = <R = never>(
   state: RunState.RunState,
@@ -133,6 +141,7 @@ export const runContinue = <R = never>(
  * the run.
  *
  * @since 0.1.0
+ * @category running
  */
 export const runStream = <R = never>(
   options: RunOptions<R>

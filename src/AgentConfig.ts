@@ -22,6 +22,7 @@ const PositiveNumber = Schema.Finite.check(Schema.isGreaterThan(0))
  * wall-clock time in milliseconds. `null` switches a budget off.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Budgets = Schema.Struct({
   tokens: Schema.NullOr(PositiveInt),
@@ -30,7 +31,10 @@ export const Budgets = Schema.Struct({
   costUsd: Schema.NullOr(PositiveNumber),
   wallClock: Schema.NullOr(PositiveNumber)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Budgets = typeof Budgets.Type
 
 /**
@@ -53,6 +57,7 @@ export type Budgets = typeof Budgets.Type
  * | `wrapUpAt` | 0.9 | fraction of a budget at which the model is asked to wrap up |
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AgentConfig = Schema.Struct({
   maxTurns: Schema.NullOr(PositiveInt),
@@ -69,13 +74,17 @@ export const AgentConfig = Schema.Struct({
   budgets: Budgets,
   wrapUpAt: Schema.NullOr(PositiveNumber.check(Schema.isLessThanOrEqualTo(1)))
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type AgentConfig = typeof AgentConfig.Type
 
 /**
  * The default config.
  *
  * @since 0.1.0
+ * @category defaults
  */
 export const defaults: AgentConfig = {
   maxTurns: 50,
@@ -147,6 +156,7 @@ type Nullable<A> = A | null
  * `Duration` inputs or milliseconds.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface Input extends Settings<Omit<AgentConfig, "toolTimeout" | "budgets">> {
   readonly toolTimeout?: Nullable<Duration.Input> | undefined
@@ -219,8 +229,10 @@ const fill = (input: Input): Result.Result<Record<string, unknown>, ConfigError>
  *
  * const program = Effect.gen(function*() {
  *   const config = yield* AgentConfig.make({ maxTurns: 10, toolTimeout: "30 seconds", budgets: { costUsd: 0.5 } })
- *   return config.toolTimeout // 30000
+ *   return config.toolTimeout
  * })
+ *
+ * Effect.runPromise(program).then(console.log) // Output: 30000
  * ```
  *
  * @since 0.1.0
@@ -238,6 +250,7 @@ export const make = (input: Input = {}): Effect.Effect<AgentConfig, ConfigError>
  * import { AgentConfig } from "effect-agent"
  *
  * const config = AgentConfig.makeUnsafe({ maxTurns: 10, budgets: { wallClock: "5 minutes" } })
+ * console.log(config.budgets.wallClock) // Output: 300000
  * ```
  *
  * @since 0.1.0
@@ -288,6 +301,7 @@ const valueAt = (value: unknown, path: ReadonlyArray<string>): unknown => {
  * and what it must be (and, given the config, what it was).
  *
  * @since 0.1.0
+ * @category errors
  */
 export const configErrorFromSchema = (error: Schema.SchemaError, config?: unknown): ConfigError => {
   const path = firstPath(error.issue).map(String)
@@ -321,6 +335,7 @@ const check = (config: unknown): Result.Result<AgentConfig, ConfigError> =>
  * `ConfigError` naming the field and what it must be.
  *
  * @since 0.1.0
+ * @category validation
  */
 export const validate = (config: unknown): Effect.Effect<AgentConfig, ConfigError> => Effect.fromResult(check(config))
 
@@ -334,6 +349,7 @@ export const validate = (config: unknown): Effect.Effect<AgentConfig, ConfigErro
  * asked for.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Range {
   readonly min: number
@@ -366,6 +382,7 @@ const range = (min: number, max: number, integer: boolean, nullable: boolean, un
  * fraction) is an internal tuning knob that untrusted input cannot set.
  *
  * @since 0.1.0
+ * @category untrusted
  */
 export const untrustedRanges = {
   maxTurns: range(1, 200, true, false),
@@ -532,13 +549,16 @@ export const fromUntrustedClamped = (input: unknown): Effect.Effect<Untrusted, C
  *
  * @example
  * ```ts
+ * import { Effect } from "effect"
  * import { AgentConfig } from "effect-agent"
  *
  * // maxTurns 10,000 becomes 200; toolTimeout 5 ms becomes 100 ms; maxTurns -1 would fail
  * const config = AgentConfig.fromUntrusted({ maxTurns: 10_000, toolTimeout: 5, budgets: { costUsd: 2 } })
+ * Effect.runPromise(config).then(({ maxTurns, toolTimeout }) => console.log(maxTurns, toolTimeout)) // Output: 200 100
  * ```
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const fromUntrusted = (input: unknown): Effect.Effect<AgentConfig, ConfigError> =>
   Effect.map(fromUntrustedClamped(input), (untrusted) => untrusted.config)

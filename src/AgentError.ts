@@ -20,6 +20,7 @@ import { RunState } from "./RunState.ts"
  * `Agent.runContinue(error.state)` once the model is reachable again.
  *
  * @since 0.1.0
+ * @category errors
  */
 export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
   reason: AiError.AiErrorReason,
@@ -49,6 +50,7 @@ export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
  * with it (the fatal call answered with its failure).
  *
  * @since 0.1.0
+ * @category errors
  */
 export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFatalError", {
   toolName: Schema.String,
@@ -68,6 +70,7 @@ export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFa
  * setting came from untrusted input (`AgentConfig.fromUntrusted`).
  *
  * @since 0.1.0
+ * @category errors
  */
 export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError", {
   field: Schema.String,
@@ -83,6 +86,7 @@ export class ConfigError extends Schema.TaggedError<ConfigError>()("ConfigError"
  * `runContinue` was given a state that cannot be continued.
  *
  * @since 0.1.0
+ * @category errors
  */
 export class InvalidContinuation extends Schema.TaggedError<InvalidContinuation>()("InvalidContinuation", {
   reason: Schema.String
@@ -98,6 +102,7 @@ export class InvalidContinuation extends Schema.TaggedError<InvalidContinuation>
  * as its checkpoint being corrupt.
  *
  * @since 0.1.0
+ * @category errors
  */
 export class InvalidPluginState extends Schema.TaggedError<InvalidPluginState>()("InvalidPluginState", {
   plugin: Schema.String,
@@ -112,6 +117,7 @@ export class InvalidPluginState extends Schema.TaggedError<InvalidPluginState>()
  * Any failure of a run.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AgentError = Schema.Union([
   ModelError,
@@ -120,5 +126,8 @@ export const AgentError = Schema.Union([
   InvalidContinuation,
   InvalidPluginState
 ])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type AgentError = typeof AgentError.Type

@@ -24,6 +24,7 @@ const base = {
  * the content part at `index`, or a delta of a tool call's JSON arguments.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Delta = Schema.Union([
   Schema.Struct({ type: Schema.Literal("text"), index: Schema.Finite, delta: Schema.String }),
@@ -35,13 +36,17 @@ export const Delta = Schema.Union([
     delta: Schema.String
   })
 ])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Delta = typeof Delta.Type
 
 /**
  * Running totals and limits after a turn.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const BudgetFigures = Schema.Struct({
   turns: Schema.Finite,
@@ -56,7 +61,10 @@ export const BudgetFigures = Schema.Struct({
     wallClock: Schema.NullOr(Schema.Finite)
   })
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type BudgetFigures = typeof BudgetFigures.Type
 
 const AgentEndFields = Schema.TaggedStruct("AgentEnd", {
@@ -144,6 +152,7 @@ export const AgentEnd = AgentEndFields.pipe(Schema.refine(isAgentEnd, {
  *   error, or the defect (see {@link AgentEnd}).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AgentEvent = Schema.Union([
   Schema.TaggedStruct("AgentStart", { ...base, messages: Message.Transcript }),
@@ -226,7 +235,10 @@ export const AgentEvent = Schema.Union([
   }),
   AgentEnd
 ]).pipe(Schema.toTaggedUnion("_tag"))
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type AgentEvent = typeof AgentEvent.Type
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
@@ -236,6 +248,7 @@ type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
  * what a plugin passes to `emit`.
  *
  * @since 0.1.0
+ * @category options
  */
 export type Input = DistributiveOmit<AgentEvent, "runId" | "turn" | "timestamp">
 
@@ -243,6 +256,7 @@ export type Input = DistributiveOmit<AgentEvent, "runId" | "turn" | "timestamp">
  * The tags of the events.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Tag = AgentEvent["_tag"]
 
@@ -250,6 +264,7 @@ export type Tag = AgentEvent["_tag"]
  * The event with a given tag.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Of<T extends Tag> = Extract<AgentEvent, { readonly _tag: T }>
 
@@ -258,6 +273,7 @@ export type Of<T extends Tag> = Extract<AgentEvent, { readonly _tag: T }>
  * every other value in their JSON form).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AgentEventJson = Schema.toCodecJson(AgentEvent)
 
@@ -265,6 +281,7 @@ export const AgentEventJson = Schema.toCodecJson(AgentEvent)
  * Encodes an event to its JSON form.
  *
  * @since 0.1.0
+ * @category codecs
  */
 export const encodeJson = Schema.encodeSync(AgentEventJson)
 
@@ -272,5 +289,6 @@ export const encodeJson = Schema.encodeSync(AgentEventJson)
  * Decodes an event from its JSON form.
  *
  * @since 0.1.0
+ * @category codecs
  */
 export const decodeJson = Schema.decodeUnknownEffect(AgentEventJson)

@@ -39,6 +39,7 @@ import { dual } from "effect/Function"
  * sequential.
  *
  * @since 0.1.0
+ * @category models
  */
 export type ExecutionMode = "parallel" | "sequential" | "exclusive"
 
@@ -47,6 +48,7 @@ export type ExecutionMode = "parallel" | "sequential" | "exclusive"
  * timeout result. Unset: the config's `toolTimeout`.
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const Timeout = Context.Reference<Duration.Duration | undefined>("effect-agent/AgentTool/Timeout", {
   defaultValue: () => undefined
@@ -56,6 +58,7 @@ export const Timeout = Context.Reference<Duration.Duration | undefined>("effect-
  * The tool's {@link ExecutionMode}; `parallel` by default.
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const Execution = Context.Reference<ExecutionMode>("effect-agent/AgentTool/Execution", {
   defaultValue: () => "parallel"
@@ -66,6 +69,7 @@ export const Execution = Context.Reference<ExecutionMode>("effect-agent/AgentToo
  * every counted result of a batch votes so.
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const Terminating = Context.Reference<boolean>("effect-agent/AgentTool/Terminating", {
   defaultValue: () => false
@@ -76,6 +80,7 @@ export const Terminating = Context.Reference<boolean>("effect-agent/AgentTool/Te
  * tools such as progress reports do not); `true` by default.
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const CountsTowardVote = Context.Reference<boolean>("effect-agent/AgentTool/CountsTowardVote", {
   defaultValue: () => true
@@ -86,6 +91,7 @@ export const CountsTowardVote = Context.Reference<boolean>("effect-agent/AgentTo
  * lookups may be exempt); `true` by default.
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const CountsTowardCallLimit = Context.Reference<boolean>("effect-agent/AgentTool/CountsTowardCallLimit", {
   defaultValue: () => true
@@ -97,6 +103,7 @@ export const CountsTowardCallLimit = Context.Reference<boolean>("effect-agent/Ag
  * `maxResultChars`.
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const MaxResultChars = Context.Reference<number | undefined>("effect-agent/AgentTool/MaxResultChars", {
   defaultValue: () => undefined
@@ -108,6 +115,7 @@ export const MaxResultChars = Context.Reference<number | undefined>("effect-agen
  * with a result saying the earlier attempt's outcome is unknown.
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const ReplaySafe = Context.Reference<boolean>("effect-agent/AgentTool/ReplaySafe", {
   defaultValue: () => true
@@ -164,6 +172,7 @@ export class FatalFailure extends Schema.TaggedError<FatalFailure>()("FatalFailu
  * over a quota get an error result and never run.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Quota {
   readonly perRun?: number | undefined
@@ -174,6 +183,7 @@ export interface Quota {
  * The tool's {@link Quota}; none by default.
  *
  * @since 0.1.0
+ * @category models
  */
 export const Quota = Context.Reference<Quota | undefined>("effect-agent/AgentTool/Quota", {
   defaultValue: () => undefined
@@ -183,6 +193,7 @@ export const Quota = Context.Reference<Quota | undefined>("effect-agent/AgentToo
  * The annotations of {@link annotate}, all optional.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface Options {
   readonly timeout?: Duration.Input | undefined
@@ -238,6 +249,7 @@ const annotateOptions = <Name extends string, Config extends AnyConfig, R>(
  * ```
  *
  * @since 0.1.0
+ * @category annotations
  */
 export const annotate: {
   (options: Options): <Name extends string, Config extends AnyConfig, R>(
@@ -253,6 +265,7 @@ export const annotate: {
  * A tool's loop annotations, resolved with their defaults.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Settings {
   readonly timeout: Duration.Duration | undefined
@@ -273,6 +286,7 @@ const settingsCache = new WeakMap<Tool.Any, Settings>()
  * every call).
  *
  * @since 0.1.0
+ * @category getters
  */
 export const settings = (tool: Tool.Any): Settings => {
   let cached = settingsCache.get(tool)

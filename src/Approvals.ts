@@ -28,6 +28,7 @@ import { Context, Deferred, Effect, Layer } from "effect"
  * A call waiting for a decision.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Request {
   readonly runId: string
@@ -42,21 +43,29 @@ export interface Request {
  * A decision: approved, or denied with a reason the model reads.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Decision =
   | { readonly approved: true }
   | { readonly approved: false; readonly reason: string }
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const approved: Decision = { approved: true }
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const denied = (reason: string): Decision => ({ approved: false, reason })
 
 /**
  * The approvals service shape.
  *
  * @since 0.1.0
+ * @category services
  */
 export interface Service {
   readonly decide: (request: Request) => Effect.Effect<Decision>
@@ -66,6 +75,7 @@ export interface Service {
  * The approvals service.
  *
  * @since 0.1.0
+ * @category services
  */
 export class Approvals extends Context.Service<Approvals, Service>()("effect-agent/Approvals") {}
 
@@ -73,6 +83,7 @@ export class Approvals extends Context.Service<Approvals, Service>()("effect-age
  * Approves every call.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const allowAll: Service = { decide: () => Effect.succeed(approved) }
 
@@ -80,6 +91,7 @@ export const allowAll: Service = { decide: () => Effect.succeed(approved) }
  * Denies every call.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const denyAll = (reason = "denied by policy"): Service => ({ decide: () => Effect.succeed(denied(reason)) })
 
@@ -96,6 +108,7 @@ export const denyAll = (reason = "denied by policy"): Service => ({ decide: () =
  * ```
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const policy = (decide: (request: Request) => Decision | Effect.Effect<Decision>): Service => ({
   decide: (request) => {
@@ -108,6 +121,7 @@ export const policy = (decide: (request: Request) => Decision | Effect.Effect<De
  * Approvals answered later through a handle.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Interactive extends Service {
   /** The requests waiting for a decision, oldest first. */
@@ -126,6 +140,7 @@ export interface Interactive extends Service {
  * A new interactive approvals handle.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const interactive = (): Effect.Effect<Interactive> =>
   Effect.sync(() => {
@@ -166,5 +181,6 @@ export const interactive = (): Effect.Effect<Interactive> =>
  * A layer providing an approvals service.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (service: Service): Layer.Layer<Approvals> => Layer.succeed(Approvals, service)

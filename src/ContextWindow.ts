@@ -45,6 +45,7 @@ const partChars = (part: Message.UserContent | Message.AssistantContent): number
  * Characters a message contributes to a request.
  *
  * @since 0.1.0
+ * @category measuring
  */
 export const messageChars = (message: Message.Message): number => {
   switch (message.role) {
@@ -64,6 +65,7 @@ export const messageChars = (message: Message.Message): number => {
  * Estimated tokens of one message: characters / 4, rounded up.
  *
  * @since 0.1.0
+ * @category measuring
  */
 export const messageTokens = (message: Message.Message): number => Math.ceil(messageChars(message) / 4)
 
@@ -74,10 +76,11 @@ export const messageTokens = (message: Message.Message): number => Math.ceil(mes
  * ```ts
  * import { ContextWindow, Message } from "effect-agent"
  *
- * ContextWindow.estimateTokens([Message.user("12345678")]) // 2
+ * console.log(ContextWindow.estimateTokens([Message.user("12345678")])) // Output: 2
  * ```
  *
  * @since 0.1.0
+ * @category measuring
  */
 export const estimateTokens = (messages: ReadonlyArray<Message.Message>): number => {
   let tokens = 0
@@ -90,6 +93,7 @@ export const estimateTokens = (messages: ReadonlyArray<Message.Message>): number
  * tokenizer's count.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Measure = (message: Message.Message) => number | Effect.Effect<number>
 
@@ -97,6 +101,7 @@ export type Measure = (message: Message.Message) => number | Effect.Effect<numbe
  * The tokenizer's count when a `Tokenizer` is provided, else the estimate.
  *
  * @since 0.1.0
+ * @category measuring
  */
 export const measure: Effect.Effect<Measure> = Effect.map(
   Effect.serviceOption(Tokenizer.Tokenizer),
@@ -118,6 +123,7 @@ export const measure: Effect.Effect<Measure> = Effect.map(
  * What the pruning transform is given.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface PruneOptions {
   readonly budgetTokens: number
@@ -132,6 +138,7 @@ const placeholderText = (result: Message.ToolResultMessage): string =>
  * The default context transform, as a plugin built for each run.
  *
  * @since 0.1.0
+ * @category pruning
  */
 export const prune = (options: PruneOptions): Effect.Effect<Hooks.Plugin> =>
   Effect.map(measure, (count) => {

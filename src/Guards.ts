@@ -42,6 +42,7 @@ const proceeding: Effect.Effect<Hooks.Control> = Effect.succeed(Hooks.proceed)
  * run ends with `MaxTurns`.
  *
  * @since 0.1.0
+ * @category plugins
  */
 export const maxTurns = (limit: number): Hooks.Plugin => ({
   name: "maxTurns",
@@ -64,6 +65,7 @@ export const maxTurns = (limit: number): Hooks.Plugin => ({
  * Why the model is asked to wrap up: the turn limit, or a budget.
  *
  * @since 0.1.0
+ * @category models
  */
 export type WrapUpReason =
   | { readonly _tag: "Turns"; readonly turn: number; readonly maxTurns: number }
@@ -73,6 +75,7 @@ export type WrapUpReason =
  * The default wrap-up request.
  *
  * @since 0.1.0
+ * @category plugins
  */
 export const wrapUpMessage = (reason: WrapUpReason): string =>
   (reason._tag === "Turns"
@@ -88,6 +91,7 @@ const requestWrapUp = (source: string, text: string): Effect.Effect<Hooks.Contro
  * The graceful turn limit's settings.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface GracefulTurnLimitOptions {
   readonly maxTurns: number
@@ -104,6 +108,7 @@ export interface GracefulTurnLimitOptions {
  * the wrap-up request is delivered, for the static grace window).
  *
  * @since 0.1.0
+ * @category models
  */
 export interface GracefulTurnLimit extends Hooks.Plugin {
   readonly maxTurns: number
@@ -123,10 +128,11 @@ const clamp = (value: number, min: number, max: number) => Math.min(max, Math.ma
  * ```ts
  * import { Guards } from "effect-agent"
  *
- * Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 5 }).softLimit // 45
+ * console.log(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 5 }).softLimit) // Output: 45
  * ```
  *
  * @since 0.1.0
+ * @category plugins
  */
 export const gracefulTurnLimit = (options: GracefulTurnLimitOptions): GracefulTurnLimit => {
   const window = (info: Hooks.RunInfo) =>
@@ -152,6 +158,7 @@ export const gracefulTurnLimit = (options: GracefulTurnLimitOptions): GracefulTu
  * model is asked to wrap up (`null`: never).
  *
  * @since 0.1.0
+ * @category options
  */
 export interface BudgetsOptions {
   readonly budgets: AgentConfig["budgets"]
@@ -190,6 +197,7 @@ const usedOf = (budget: Outcome.Budget, info: Hooks.RunInfo): number => {
  * outcome.
  *
  * @since 0.1.0
+ * @category plugins
  */
 export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
   const active: Array<readonly [Outcome.Budget, number]> = []
@@ -236,6 +244,7 @@ export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
  * JSON with object keys sorted at every level, so equal values have equal text.
  *
  * @since 0.1.0
+ * @category utils
  */
 export const canonicalJson = (value: unknown): string => canonical(value) ?? "null"
 
@@ -281,6 +290,7 @@ const canonical = (value: unknown): string | undefined => {
  * A batch's signature: its calls' names and canonical arguments, in any order.
  *
  * @since 0.1.0
+ * @category utils
  */
 export const batchSignature = (calls: ReadonlyArray<Message.ToolCallPart>): string =>
   calls.map((call) => `${call.name}${canonicalJson(call.params)}`).sort().join("|")
@@ -345,6 +355,7 @@ const LoopState = Schema.Struct({
  * The default warning to a model that repeats itself.
  *
  * @since 0.1.0
+ * @category utils
  */
 export const loopWarning = (repeats: number): string =>
   `You have made the same tool calls with the same results ${repeats} times in a row. ` +
@@ -359,6 +370,7 @@ export const loopWarning = (repeats: number): string =>
  * message resets it.
  *
  * @since 0.1.0
+ * @category plugins
  */
 export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Plugin> =>
   Effect.sync(() => {
@@ -458,6 +470,7 @@ const StagnationState = Schema.Struct({
  * message resets the counts.
  *
  * @since 0.1.0
+ * @category plugins
  */
 export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Hooks.Plugin> =>
   Effect.sync(() => {
@@ -505,6 +518,7 @@ export const stagnationDetector = (maxStagnantReplies: number): Effect.Effect<Ho
  * the context window transform.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const fromConfig = (config: AgentConfig): ReadonlyArray<Hooks.PluginInput> => {
   const guards: Array<Hooks.PluginInput> = []

@@ -56,6 +56,7 @@ import type { RunState } from "./RunState.ts"
  * A read-only view of the run, given to every hook.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface RunInfo {
   readonly runId: string
@@ -81,6 +82,7 @@ export interface RunInfo {
  * The context of a hook: the run, and a way to emit events.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Context extends RunInfo {
   /**
@@ -97,6 +99,7 @@ export interface Context extends RunInfo {
  * A tool call as hooks see it.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface ToolCall {
   readonly id: string
@@ -132,6 +135,7 @@ export interface ToolCall {
  *   `rewrittenBy` in its details).
  *
  * @since 0.1.0
+ * @category models
  */
 export type BeforeToolCall =
   | { readonly _tag: "Allow" }
@@ -143,6 +147,7 @@ export type BeforeToolCall =
  * Let the call run.
  *
  * @since 0.1.0
+ * @category decisions
  */
 export const allow: BeforeToolCall = { _tag: "Allow" }
 
@@ -150,6 +155,7 @@ export const allow: BeforeToolCall = { _tag: "Allow" }
  * Refuse the call: the model reads the reason, the handler never runs.
  *
  * @since 0.1.0
+ * @category decisions
  */
 export const block = (reason: string, details?: unknown): BeforeToolCall =>
   details === undefined ? { _tag: "Block", reason } : { _tag: "Block", reason, details }
@@ -158,6 +164,7 @@ export const block = (reason: string, details?: unknown): BeforeToolCall =>
  * Ask the run's `Approvals` service before running the call.
  *
  * @since 0.1.0
+ * @category decisions
  */
 export const requireApproval = (reason?: string): BeforeToolCall => ({ _tag: "RequireApproval", reason })
 
@@ -166,6 +173,7 @@ export const requireApproval = (reason?: string): BeforeToolCall => ({ _tag: "Re
  * them; they are validated by the tool's Schema again).
  *
  * @since 0.1.0
+ * @category decisions
  */
 export const rewrite = (params: unknown): BeforeToolCall => ({ _tag: "Rewrite", params })
 
@@ -173,6 +181,7 @@ export const rewrite = (params: unknown): BeforeToolCall => ({ _tag: "Rewrite", 
  * The result of a finished call, as `afterToolCall` hooks see it.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface ToolCallResult {
   /**
@@ -202,6 +211,7 @@ export interface ToolCallResult {
  * reported with `ToolExecutionEnd`.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface AfterToolCall {
   /** Replaces the whole content (text and images) the model reads. */
@@ -218,6 +228,7 @@ export interface AfterToolCall {
  * A finished turn, as `afterTurn` hooks see it.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Turn {
   readonly message: Message.AssistantMessage
@@ -239,6 +250,7 @@ export interface Turn {
  *   run come first.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Control =
   | { readonly _tag: "Proceed" }
@@ -250,6 +262,7 @@ export type Control =
  * Go on.
  *
  * @since 0.1.0
+ * @category decisions
  */
 export const proceed: Control = { _tag: "Proceed" }
 
@@ -257,6 +270,7 @@ export const proceed: Control = { _tag: "Proceed" }
  * Append messages before the next model call.
  *
  * @since 0.1.0
+ * @category decisions
  */
 export const inject = (messages: ReadonlyArray<Message.Message>): Control => ({ _tag: "Inject", messages })
 
@@ -269,6 +283,7 @@ export const inject = (messages: ReadonlyArray<Message.Message>): Control => ({ 
  * ignored.
  *
  * @since 0.1.0
+ * @category decisions
  */
 export const wrapUp = (source: string, message: string): Control => ({ _tag: "WrapUp", source, message })
 
@@ -277,6 +292,7 @@ export const wrapUp = (source: string, message: string): Control => ({ _tag: "Wr
  * already has its result).
  *
  * @since 0.1.0
+ * @category decisions
  */
 export const stop = (outcome: Outcome): Control => ({ _tag: "Stop", outcome })
 
@@ -286,6 +302,7 @@ export const stop = (outcome: Outcome): Control => ({ _tag: "Stop", outcome })
  * `ContextTransformed` event).
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Transformed {
   readonly messages: ReadonlyArray<Message.Message>
@@ -297,6 +314,7 @@ export interface Transformed {
  * A plugin's saved state, restored on resume.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface State<R = never> {
   readonly save: Effect.Effect<unknown, never, R>
@@ -314,6 +332,7 @@ export interface State<R = never> {
  * A plugin: a name and any hooks.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Plugin<R = never> {
   /** Names the plugin in events, in its saved state and in the details of a call it blocked. */
@@ -401,6 +420,7 @@ export interface Plugin<R = never> {
  * A plugin, or an Effect that builds a fresh one for each run.
  *
  * @since 0.1.0
+ * @category models
  */
 export type PluginInput<R = never> = Plugin<R> | Effect.Effect<Plugin<R>, never, R>
 
@@ -408,5 +428,6 @@ export type PluginInput<R = never> = Plugin<R> | Effect.Effect<Plugin<R>, never,
  * Defines a plugin (an identity function that helps inference).
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const plugin = <R = never>(plugin: Plugin<R>): Plugin<R> => plugin

@@ -49,6 +49,7 @@ import * as ToolRegistry from "./ToolRegistry.ts"
  * - `needsApproval`: every tool of the server needs approval.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface Options {
   readonly prefix?: string | undefined
@@ -63,6 +64,7 @@ export interface Options {
  * 60 seconds).
  *
  * @since 0.1.0
+ * @category options
  */
 export interface ConnectOptions extends Options {
   readonly protocol?: McpProtocol.ProtocolAdapter<McpClient.ProtocolVersion> | undefined
@@ -73,6 +75,7 @@ export interface ConnectOptions extends Options {
  * {@link ConnectOptions} and the HTTP headers sent with every request.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface HttpOptions extends ConnectOptions {
   readonly headers?: Readonly<Record<string, string>> | undefined
@@ -181,6 +184,7 @@ const isArguments = Schema.is(Schema.Record(Schema.String, Schema.Unknown))
  * ```
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const fromClient = Effect.fnUntraced(function*(client: McpClient.McpClient, options?: Options) {
   const server = client.serverInfo?.name ?? "server"
@@ -255,6 +259,7 @@ const protocolOf = (options: ConnectOptions | undefined) => options?.protocol ??
  * tools ({@link fromClient}). The server lives as long as the scope.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const stdio = (
   command: ChildProcess.Command,
@@ -270,6 +275,7 @@ export const stdio = (
  * ({@link fromClient}). The connection lives as long as the scope.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const http = (
   url: string | URL,

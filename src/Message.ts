@@ -21,37 +21,49 @@ import * as PromptLiteral from "./internal/promptLiteral.ts"
  * Plain text.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const TextPart = Schema.Struct({
   type: Schema.Literal("text"),
   text: Schema.String
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type TextPart = typeof TextPart.Type
 
 /**
  * Where an image's bytes come from: inline base64 data, or a URL.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const ImageSource = Schema.Union([
   Schema.Struct({ type: Schema.Literal("base64"), data: Schema.String }),
   Schema.Struct({ type: Schema.Literal("url"), url: Schema.String })
 ])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type ImageSource = typeof ImageSource.Type
 
 /**
  * An image, with its media type (`image/png`, `image/jpeg`, …).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const ImagePart = Schema.Struct({
   type: Schema.Literal("image"),
   mediaType: Schema.String,
   source: ImageSource
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type ImagePart = typeof ImagePart.Type
 
 /**
@@ -59,9 +71,13 @@ export type ImagePart = typeof ImagePart.Type
  * …). It is replayed to the provider unchanged on later requests.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const ProviderData = Schema.Record(Schema.String, Schema.Unknown)
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type ProviderData = typeof ProviderData.Type
 
 /**
@@ -71,6 +87,7 @@ export type ProviderData = typeof ProviderData.Type
  * the provider returned only in opaque form.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const ReasoningPart = Schema.Struct({
   type: Schema.Literal("reasoning"),
@@ -79,7 +96,10 @@ export const ReasoningPart = Schema.Struct({
   redacted: Schema.optionalKey(Schema.Boolean),
   providerData: Schema.optionalKey(ProviderData)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type ReasoningPart = typeof ReasoningPart.Type
 
 /**
@@ -89,6 +109,7 @@ export type ReasoningPart = typeof ReasoningPart.Type
  * value holding the raw text.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const ToolCallPart = Schema.Struct({
   type: Schema.Literal("tool-call"),
@@ -97,25 +118,36 @@ export const ToolCallPart = Schema.Struct({
   params: Schema.Unknown,
   providerData: Schema.optionalKey(ProviderData)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type ToolCallPart = typeof ToolCallPart.Type
 
 /**
  * What a user message or a tool result may hold.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const UserContent = Schema.Union([TextPart, ImagePart])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type UserContent = typeof UserContent.Type
 
 /**
  * What an assistant message may hold, in the order the model produced it.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AssistantContent = Schema.Union([TextPart, ReasoningPart, ToolCallPart])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type AssistantContent = typeof AssistantContent.Type
 
 // -----------------------------------------------------------------------------
@@ -128,9 +160,13 @@ export type AssistantContent = typeof AssistantContent.Type
  * a provider reason with no better name (`other`).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const StopReason = Schema.Literals(["stop", "toolUse", "length", "error", "aborted", "other"])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type StopReason = typeof StopReason.Type
 
 const Count = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
@@ -143,6 +179,7 @@ const Count = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
  * knows the model's prices.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Usage = Schema.Struct({
   input: Count,
@@ -152,13 +189,17 @@ export const Usage = Schema.Struct({
   reasoning: Count,
   cost: Schema.optionalKey(Count)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Usage = typeof Usage.Type
 
 /**
  * No tokens used.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const emptyUsage: Usage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, reasoning: 0 }
 
@@ -166,6 +207,7 @@ export const emptyUsage: Usage = { input: 0, output: 0, cacheRead: 0, cacheWrite
  * Adds two usages; the cost is summed when either side has one.
  *
  * @since 0.1.0
+ * @category usage
  */
 export const addUsage = (self: Usage, that: Usage): Usage => {
   const sum: {
@@ -190,6 +232,7 @@ export const addUsage = (self: Usage, that: Usage): Usage => {
  * Input plus output tokens.
  *
  * @since 0.1.0
+ * @category usage
  */
 export const totalTokens = (usage: Usage): number => usage.input + usage.output
 
@@ -202,24 +245,32 @@ export const totalTokens = (usage: Usage): number => usage.input + usage.output
  * or guard injects mid-run (a wrap-up request, a loop warning).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const SystemMessage = Schema.Struct({
   role: Schema.Literal("system"),
   content: Schema.String
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type SystemMessage = typeof SystemMessage.Type
 
 /**
  * A message from the user: the prompt, steering, follow-ups.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const UserMessage = Schema.Struct({
   role: Schema.Literal("user"),
   content: Schema.Array(UserContent)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type UserMessage = typeof UserMessage.Type
 
 /**
@@ -228,6 +279,7 @@ export type UserMessage = typeof UserMessage.Type
  * provider reported.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const AssistantMessage = Schema.Struct({
   role: Schema.Literal("assistant"),
@@ -237,7 +289,10 @@ export const AssistantMessage = Schema.Struct({
   errorMessage: Schema.optionalKey(Schema.String),
   model: Schema.optionalKey(Schema.String)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type AssistantMessage = typeof AssistantMessage.Type
 
 /**
@@ -246,6 +301,7 @@ export type AssistantMessage = typeof AssistantMessage.Type
  * why a call was blocked) and never reaches the model.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const ToolResultMessage = Schema.Struct({
   role: Schema.Literal("toolResult"),
@@ -255,7 +311,10 @@ export const ToolResultMessage = Schema.Struct({
   isError: Schema.Boolean,
   details: Schema.optionalKey(Schema.Unknown)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type ToolResultMessage = typeof ToolResultMessage.Type
 
 /**
@@ -263,31 +322,43 @@ export type ToolResultMessage = typeof ToolResultMessage.Type
  * It is never sent to the model unless a `transformContext` hook converts it.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const CustomMessage = Schema.Struct({
   role: Schema.Literal("custom"),
   kind: Schema.String,
   payload: Schema.Unknown
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type CustomMessage = typeof CustomMessage.Type
 
 /**
  * Any message of a transcript.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Message = Schema.Union([SystemMessage, UserMessage, AssistantMessage, ToolResultMessage, CustomMessage])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Message = typeof Message.Type
 
 /**
  * A transcript: messages in order.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Transcript = Schema.Array(Message)
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Transcript = ReadonlyArray<Message>
 
 // -----------------------------------------------------------------------------
@@ -298,6 +369,7 @@ export type Transcript = ReadonlyArray<Message>
  * A text part.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const text = (text: string): TextPart => ({ type: "text", text })
 
@@ -309,9 +381,11 @@ export const text = (text: string): TextPart => ({ type: "text", text })
  * import { Message } from "effect-agent"
  *
  * const ask = Message.user("What is 2 + 2?")
+ * console.log(ask.role, Message.textOf(ask)) // Output: user What is 2 + 2?
  * ```
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const user = (content: string | ReadonlyArray<UserContent>): UserMessage => ({
   role: "user",
@@ -322,6 +396,7 @@ export const user = (content: string | ReadonlyArray<UserContent>): UserMessage 
  * A system message.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const system = (content: string): SystemMessage => ({ role: "system", content })
 
@@ -329,6 +404,7 @@ export const system = (content: string): SystemMessage => ({ role: "system", con
  * A custom (application) message.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const custom = (kind: string, payload: unknown): CustomMessage => ({ role: "custom", kind, payload })
 
@@ -336,6 +412,7 @@ export const custom = (kind: string, payload: unknown): CustomMessage => ({ role
  * A tool result with text content.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const toolResult = (options: {
   readonly toolCallId: string
@@ -370,6 +447,7 @@ export const toolResult = (options: {
  * The tool calls of an assistant message, in order.
  *
  * @since 0.1.0
+ * @category getters
  */
 export const toolCalls = (message: AssistantMessage): ReadonlyArray<ToolCallPart> => {
   const calls: Array<ToolCallPart> = []
@@ -381,6 +459,7 @@ export const toolCalls = (message: AssistantMessage): ReadonlyArray<ToolCallPart
  * Whether an assistant message asks for tool calls (without collecting them).
  *
  * @since 0.1.0
+ * @category getters
  */
 export const hasToolCalls = (message: AssistantMessage): boolean => {
   for (const part of message.content) if (part.type === "tool-call") return true
@@ -391,6 +470,7 @@ export const hasToolCalls = (message: AssistantMessage): boolean => {
  * The concatenated text parts of a message (empty for messages without text).
  *
  * @since 0.1.0
+ * @category getters
  */
 export const textOf = (message: Message): string => {
   switch (message.role) {
@@ -457,6 +537,7 @@ const isImage = (content: UserContent): boolean => content.type === "image"
  * parts as the model output when it holds images.
  *
  * @since 0.1.0
+ * @category conversions
  */
 export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResultPart => {
   const part = PromptLiteral.toolResultPart(message.toolCallId, message.toolName, message.isError, textOf(message))
@@ -467,6 +548,7 @@ export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResul
  * Converts one message to its `Prompt` form; custom messages have none.
  *
  * @since 0.1.0
+ * @category conversions
  */
 export const toPromptMessage = (message: Message): Prompt.Message | undefined => {
   switch (message.role) {
@@ -494,6 +576,7 @@ export const toPromptMessage = (message: Message): Prompt.Message | undefined =>
  * ```
  *
  * @since 0.1.0
+ * @category conversions
  */
 export const toPrompt = (messages: ReadonlyArray<Message>): Prompt.Prompt => {
   const out: Array<Prompt.Message> = []

@@ -11,9 +11,13 @@ import { Schema } from "effect"
  * The budgets a run can exhaust (the turn cap has its own outcome, `MaxTurns`).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Budget = Schema.Literals(["tokens", "inputTokens", "outputTokens", "costUsd", "wallClock"])
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Budget = typeof Budget.Type
 
 /**
@@ -29,6 +33,7 @@ export type Budget = typeof Budget.Type
  * - `Cancelled`: the application cancelled the run, or its fiber was interrupted.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Outcome = Schema.TaggedUnion({
   Completed: {},
@@ -40,20 +45,41 @@ export const Outcome = Schema.TaggedUnion({
   Stagnated: { repeats: Schema.Finite },
   Cancelled: { reason: Schema.String }
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Outcome = typeof Outcome.Type
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const completed: Outcome = { _tag: "Completed" }
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const terminated: Outcome = { _tag: "Terminated" }
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const wrappedUp: Outcome = { _tag: "WrappedUp" }
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const maxTurns = (limit: number): Outcome => ({ _tag: "MaxTurns", limit })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const cancelled = (reason: string): Outcome => ({ _tag: "Cancelled", reason })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
 export const budgetExceeded = (budget: Budget, limit: number, used: number): Outcome => ({
   _tag: "BudgetExceeded",
   budget,

@@ -18,6 +18,7 @@ const Rate = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
  * `input`).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const ModelPrice = Schema.Struct({
   input: Rate,
@@ -25,7 +26,10 @@ export const ModelPrice = Schema.Struct({
   cacheRead: Schema.optionalKey(Rate),
   cacheWrite: Schema.optionalKey(Rate)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type ModelPrice = typeof ModelPrice.Type
 
 /**
@@ -34,9 +38,13 @@ export type ModelPrice = typeof ModelPrice.Type
  * rejects negative or non-finite prices.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const PriceTable = Schema.Record(Schema.String, ModelPrice)
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type PriceTable = typeof PriceTable.Type
 
 /**
@@ -45,6 +53,7 @@ export type PriceTable = typeof PriceTable.Type
  * layer when they matter.
  *
  * @since 0.1.0
+ * @category defaults
  */
 export const defaultTable: PriceTable = {
   "gpt-5": { input: 1.25, cacheRead: 0.125, output: 10 },
@@ -77,10 +86,12 @@ export const defaultTable: PriceTable = {
  * ```ts
  * import { Pricing } from "effect-agent"
  *
- * Pricing.find(Pricing.defaultTable, "gpt-4o-mini-2024-07-18") // the gpt-4o-mini entry
+ * // USD per million tokens of input, from the "gpt-4o-mini" entry (the longest key the id starts with)
+ * console.log(Pricing.find(Pricing.defaultTable, "gpt-4o-mini-2024-07-18")?.input) // Output: 0.15
  * ```
  *
  * @since 0.1.0
+ * @category getters
  */
 export const find = (table: PriceTable, modelId: string): ModelPrice | undefined => {
   const slash = modelId.lastIndexOf("/")
@@ -102,6 +113,7 @@ const DASH = 45
  * Token counts as `effect/ai` reports them on a finish part.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface TokenUsage {
   readonly inputTokens: {
@@ -120,6 +132,7 @@ export interface TokenUsage {
  * `uncached` when reported, else the total less cache reads and writes.
  *
  * @since 0.1.0
+ * @category utils
  */
 export const cost = (price: ModelPrice, usage: TokenUsage): number => {
   const cacheRead = usage.inputTokens.cacheRead ?? 0

@@ -17,6 +17,7 @@ import * as Outcome from "./Outcome.ts"
  * The current version of the {@link RunState} encoding.
  *
  * @since 0.1.0
+ * @category models
  */
 export const version = 1 as const
 
@@ -24,6 +25,7 @@ export const version = 1 as const
  * A tool call waiting for a human's decision.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const PendingApproval = Schema.Struct({
   toolCallId: Schema.String,
@@ -31,13 +33,17 @@ export const PendingApproval = Schema.Struct({
   params: Schema.Unknown,
   reason: Schema.optionalKey(Schema.String)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type PendingApproval = typeof PendingApproval.Type
 
 /**
  * The serializable state of a run.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunState = Schema.Struct({
   version: Schema.Literal(version),
@@ -57,7 +63,10 @@ export const RunState = Schema.Struct({
   wrapUpRequested: Schema.Boolean,
   pluginState: Schema.Record(Schema.String, Schema.Unknown)
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type RunState = typeof RunState.Type
 
 /**
@@ -65,6 +74,7 @@ export type RunState = typeof RunState.Type
  * at when it is in the transcript.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Problem {
   readonly problem: string
@@ -98,6 +108,7 @@ const strayId = (ids: ReadonlyArray<string>, calls: ReadonlySet<string>): string
  * run a call twice.
  *
  * @since 0.1.0
+ * @category validation
  */
 export const validate = (state: RunState): Problem | undefined => {
   let open: Array<string> = []
@@ -158,6 +169,7 @@ export const validate = (state: RunState): Problem | undefined => {
  * A fresh state for a run.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = (options: {
   readonly runId: string
@@ -188,6 +200,7 @@ export const make = (options: {
  * life, across continuations).
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunResult = Schema.Struct({
   messages: Message.Transcript,
@@ -195,12 +208,16 @@ export const RunResult = Schema.Struct({
   outcome: Outcome.Outcome,
   usage: Message.Usage
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type RunResult = typeof RunResult.Type
 
 /**
  * The JSON codec of {@link RunState}, for storing it.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const RunStateJson = Schema.toCodecJson(RunState)

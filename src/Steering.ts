@@ -32,6 +32,7 @@ import * as Message from "./Message.ts"
  * or `oneAtATime` (the rest wait for the next point).
  *
  * @since 0.1.0
+ * @category models
  */
 export type DeliveryMode = "all" | "oneAtATime"
 
@@ -39,6 +40,7 @@ export type DeliveryMode = "all" | "oneAtATime"
  * The steering service shape.
  *
  * @since 0.1.0
+ * @category services
  */
 export interface Service {
   /** Queues a message for delivery before the next model call. */
@@ -61,6 +63,7 @@ export interface Service {
  * The steering service.
  *
  * @since 0.1.0
+ * @category services
  */
 export class Steering extends Context.Service<Steering, Service>()("effect-agent/Steering") {}
 
@@ -74,6 +77,7 @@ const takeAll = (queue: Array<Message.Message>): Effect.Effect<ReadonlyArray<Mes
  * A new steering handle.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = (options: {
   readonly steeringMode?: DeliveryMode | undefined
@@ -98,6 +102,7 @@ export const make = (options: {
  * A layer providing a new steering handle.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (options?: Parameters<typeof make>[0]): Layer.Layer<Steering> =>
   Layer.effect(Steering, make(options))

@@ -13,13 +13,17 @@ import { Predicate, Schema } from "effect"
  * Arguments that were not valid JSON: the raw text and the parser's complaint.
  *
  * @since 0.1.0
+ * @category schemas
  */
 export const Malformed = Schema.Struct({
   _tag: Schema.Literal("MalformedToolArguments"),
   raw: Schema.String,
   error: Schema.String
 })
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category models
+ */
 export type Malformed = typeof Malformed.Type
 
 const isMalformedValue = Schema.is(Malformed)
@@ -28,6 +32,7 @@ const isMalformedValue = Schema.is(Malformed)
  * Whether arguments are a {@link Malformed} value.
  *
  * @since 0.1.0
+ * @category guards
  */
 export const isMalformed = (u: unknown): u is Malformed =>
   // the tag first: every call's arguments are checked, and most are not malformed
@@ -37,6 +42,7 @@ export const isMalformed = (u: unknown): u is Malformed =>
  * Builds a {@link Malformed} value.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const malformed = (raw: string, error: string): Malformed => ({ _tag: "MalformedToolArguments", raw, error })
 
@@ -48,11 +54,14 @@ export const malformed = (raw: string, error: string): Malformed => ({ _tag: "Ma
  * ```ts
  * import { ToolArguments } from "effect-agent"
  *
- * ToolArguments.parse('{"a":1}') // { a: 1 }
- * ToolArguments.parse('{"a":')   // { _tag: "MalformedToolArguments", raw: '{"a":', error: "..." }
+ * console.log(ToolArguments.parse('{"a":1}')) // Output: { a: 1 }
+ * // A malformed text is a value the model can be shown, not an exception:
+ * const malformed = ToolArguments.parse('{"a":')
+ * if (ToolArguments.isMalformed(malformed)) console.log(malformed._tag, malformed.raw) // Output: MalformedToolArguments {"a":
  * ```
  *
  * @since 0.1.0
+ * @category parsing
  */
 export const parse = (text: string): unknown => {
   if (text.trim() === "") return {}
@@ -68,6 +77,7 @@ export const parse = (text: string): unknown => {
  * malformed arguments, the JSON encoding otherwise.
  *
  * @since 0.1.0
+ * @category codecs
  */
 export const toJsonText = (params: unknown): string =>
   isMalformed(params) ? params.raw : JSON.stringify(params ?? {})

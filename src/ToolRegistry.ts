@@ -27,41 +27,10 @@ import { type Tool, Toolkit } from "effect/ai"
 import type { ToolFatalError } from "./AgentError.ts"
 import * as Message from "./Message.ts"
 import * as Feedback from "./internal/tools/feedback.ts"
+import type { Invocation, Output } from "./internal/toolRun.ts"
 import * as ToolRun from "./internal/toolRun.ts"
 
-/**
- * One call of a tool, as {@link Service.invoke} takes it.
- *
- * @since 0.1.0
- */
-export interface Invocation {
-  /** The call's id, as the model gave it. */
-  readonly toolCallId: string
-  /**
-   * The arguments, already decoded by the tool's parameter Schema (what
-   * `beforeToolCall` hooks see as `params`): the loop validates a call's
-   * arguments before any hook sees them, and they are not decoded again.
-   */
-  readonly params: unknown
-  /** Receives each preliminary result the handler reports, encoded with the tool's success Schema. */
-  readonly onPreliminary?: ((encoded: unknown) => Effect.Effect<void>) | undefined
-}
-
-/**
- * What one call gave the model.
- *
- * @since 0.1.0
- */
-export interface Output {
-  /**
-   * What the model reads: the result encoded with the tool's success Schema
-   * (or its `toModelOutput`), the failure encoded with its failure Schema, or
-   * the words for a defect or an interruption.
-   */
-  readonly content: ReadonlyArray<Message.UserContent>
-  /** Whether the call failed (a typed failure, a defect, an interruption). */
-  readonly isError: boolean
-}
+export type { Invocation, Output } from "./internal/toolRun.ts"
 
 /**
  * Invokes one call of a tool by its name. Every failure is an error
@@ -70,6 +39,7 @@ export interface Output {
  * `AgentTool.FatalFailure`), which fails with `ToolFatalError` and ends the run.
  *
  * @since 0.1.0
+ * @category models
  */
 export type Invoke = (name: string, invocation: Invocation) => Effect.Effect<Output, ToolFatalError>
 
@@ -77,6 +47,7 @@ export type Invoke = (name: string, invocation: Invocation) => Effect.Effect<Out
  * The registry's service shape.
  *
  * @since 0.1.0
+ * @category services
  */
 export interface Service {
   /** The registered tools, in registration order (a later tool replaces an earlier one of the same name). */
@@ -93,6 +64,7 @@ export interface Service {
  * The registry service.
  *
  * @since 0.1.0
+ * @category services
  */
 export class ToolRegistry extends Context.Service<ToolRegistry, Service>()("effect-agent/ToolRegistry") {}
 
@@ -102,6 +74,7 @@ export class ToolRegistry extends Context.Service<ToolRegistry, Service>()("effe
  * names in `tools`.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Entry {
   readonly tools: Readonly<Record<string, Tool.Any>>
@@ -114,6 +87,7 @@ export interface Entry {
  * share a registry).
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const fromToolkit = <Tools extends Record<string, Tool.Any>>(
   toolkit: Toolkit.Toolkit<Tools>
@@ -139,6 +113,7 @@ const unknownTool = (name: string, available: ReadonlyArray<Tool.Any>): Effect.E
  * same name).
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = (...entries: ReadonlyArray<Entry>): Service => {
   const byName = new Map<string, { readonly tool: Tool.Any; readonly invoke: Invoke }>()
@@ -163,6 +138,7 @@ export const make = (...entries: ReadonlyArray<Entry>): Service => {
  * A registry with no tools.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const empty: Service = make()
 
@@ -171,6 +147,7 @@ export const empty: Service = make()
  * from `toolkit.toLayer(...)` layers.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = <const Toolkits extends ReadonlyArray<Toolkit.Any>>(
   ...toolkits: Toolkits
@@ -181,6 +158,7 @@ export const layer = <const Toolkits extends ReadonlyArray<Toolkit.Any>>(
  * The registry as a layer, from entries already built.
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layerEntries = (...entries: ReadonlyArray<Entry>): Layer.Layer<ToolRegistry> =>
   Layer.succeed(ToolRegistry, make(...entries))

@@ -10,37 +10,88 @@
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Agent from "./Agent.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as AgentConfig from "./AgentConfig.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as AgentError from "./AgentError.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as AgentEvent from "./AgentEvent.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as AgentTool from "./AgentTool.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Approvals from "./Approvals.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as ContextWindow from "./ContextWindow.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Guards from "./Guards.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Hooks from "./Hooks.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as McpTools from "./McpTools.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Message from "./Message.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Outcome from "./Outcome.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Pricing from "./Pricing.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as RunState from "./RunState.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Steering from "./Steering.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as ToolArguments from "./ToolArguments.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as ToolRegistry from "./ToolRegistry.ts"

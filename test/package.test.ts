@@ -5,6 +5,7 @@
  * and the command runs.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"
+import { Inspector } from "effect-agent/server"
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -35,7 +36,9 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/cli": ["Cli", "Control", "ExitCode"],
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider"],
   "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
+  "effect-agent/server": ["AgentServer", "Inspector"],
   "effect-agent/session": ["CheckpointStore", "Session", "Trajectory"],
+  "effect-agent/supervisor": ["ExternalWorker", "Worker"],
   "effect-agent/testing": ["ScriptedModel"]
 }
 
@@ -47,11 +50,14 @@ const platform: Record<string, ReadonlyArray<string>> = {
 const entries = `import { type Config, Effect, Layer } from "effect"
 import type { LanguageModel } from "effect/ai"
 import type { HttpClient } from "effect/http"
+import type { ChildProcessSpawner } from "effect/process"
 import * as Core from "effect-agent"
 import * as Cli from "effect-agent/cli"
 import * as Providers from "effect-agent/providers"
 import * as Sandbox from "effect-agent/sandbox"
+import * as Server from "effect-agent/server"
 import * as Session from "effect-agent/session"
+import * as Supervisor from "effect-agent/supervisor"
 import * as Testing from "effect-agent/testing"
 
 const options: Providers.Provider.Options = { model: "gpt-4o", retry: { maxRetries: 1 } }
@@ -65,18 +71,23 @@ const sandbox: Effect.Effect<unknown, unknown> = Effect.scoped(Layer.build(Sandb
 const store: Session.CheckpointStore.Service = Session.CheckpointStore.memory()
 const config: Core.AgentConfig.AgentConfig = Core.AgentConfig.makeUnsafe({ maxTurns: 3 })
 const scripted = Testing.ScriptedModel.layer([{ text: "hi" }])
-void [model, code, sandbox, store, config, scripted]
+const worker: Supervisor.Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> =
+  Supervisor.ExternalWorker.claude({ cwd: ".", env: ["ANTHROPIC_API_KEY"] })
+const server = Server.AgentServer.layer({ directory: ".sessions", config: { maxTurns: 10 } })
+void [model, code, sandbox, store, config, scripted, worker, server]
 
-const modules = { Core, Cli, Providers, Sandbox, Session, Testing }
+const modules = { Core, Cli, Providers, Sandbox, Server, Session, Supervisor, Testing }
 const names = (module: object) => Object.keys(module).sort()
-console.log(JSON.stringify({
+console.log(JSON.stringify({ inspector: Server.Inspector.html, modules: {
   "effect-agent": names(modules.Core),
   "effect-agent/cli": names(modules.Cli),
   "effect-agent/providers": names(modules.Providers),
   "effect-agent/sandbox": names(modules.Sandbox),
+  "effect-agent/server": names(modules.Server),
   "effect-agent/session": names(modules.Session),
+  "effect-agent/supervisor": names(modules.Supervisor),
   "effect-agent/testing": names(modules.Testing)
-}))
+} }))
 `
 
 describe.concurrent("the package", () => {
@@ -146,7 +157,10 @@ describe.concurrent("the package", () => {
       ])
       assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")
       // every entry point resolves from the installed package, with the modules it promises
-      const modules: Record<string, ReadonlyArray<string>> = JSON.parse(entryModules.stdout)
+      const printed = JSON.parse(entryModules.stdout)
+      const modules: Record<string, ReadonlyArray<string>> = printed.modules
+      // the inspector's page ships built: the installed package serves the page of this clone
+      assert.strictEqual(printed.inspector, Inspector.html)
       assert.deepStrictEqual(Object.keys(modules).sort(), Object.keys(pkg.exports).map(entryName).sort())
       const coreModules = modules["effect-agent"] ?? []
       for (const name of core) assert.include(coreModules, name)

@@ -1,21 +1,30 @@
 /**
- * effect-agent: `Agent.run` over effect-agent's `ScriptedModel` (a
- * `LanguageModel`) playing the script, with request recording off. The tools are
- * `effect/ai` `Tool`s in a `Toolkit`, handlers from `toolkit.toLayer`, given
- * to the loop through `ToolRegistry.layer`; every event reaches the consumer
- * through a plugin's `onEvent`. The config is the default one, except the
- * turn cap (T + 1 turns, with no wrap-up request, which the script does not
- * expect) and, for the batch, the per-turn call limit.
+ * effect-agent: `Agent.run` over a `LanguageModel` playing the script. The
+ * tools are `effect/ai` `Tool`s in a `Toolkit`, handlers from
+ * `toolkit.toLayer`, given to the loop through `ToolRegistry.layer`; the
+ * events reach the consumer through a plugin's `observe` (or `onEvent`). The
+ * config is the default one, except the turn cap (T + 1 turns, with no
+ * wrap-up request, which the script does not expect) and, for the batch, the
+ * per-turn call limit.
  *
- * ScriptedModel streams what a provider streams: the text deltas, the tool
- * call's argument text as it arrives, the call, the finish with usage. In the
- * loop's mode it builds the decoded parts itself; a provider built on
- * effect/ai's `LanguageModel.make` pays more per part for Schema decoding
- * (see RESULTS.md).
+ * Two models:
+ * - provider-shaped (the main row): each turn is the Chat Completions SSE
+ *   body a server would send for it (a role chunk, the text deltas, the tool
+ *   call's id and name then its arguments in two pieces, the finish chunk, a
+ *   usage chunk, `[DONE]`), in memory, one read per turn, decoded by the
+ *   `OpenAiChat` provider's own code: its SSE body reader, its decoder and its
+ *   wire Schema, into the parts the loop takes. Only the HTTP request is
+ *   left out (the full-stack benchmark has it).
+ * - `ScriptedModel` (the test double, request recording off), which builds
+ *   the decoded parts itself.
  */
-import { Effect, Layer, Schema } from "effect"
-import { type Prompt, Tool, Toolkit } from "effect/ai"
+import { Effect, Layer, Redacted, Schema, Stream } from "effect"
+import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { Agent, type Hooks, Message, ToolRegistry } from "../../src/index.ts"
+import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
+import * as ResponseParts from "../../src/providers/internal/ResponseParts.ts"
+import * as Settings from "../../src/providers/internal/Settings.ts"
+import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
 import { ScriptedModel } from "../../src/testing/index.ts"
 import {
   type Adapter,
@@ -52,6 +61,96 @@ const scriptedModel = (script: Script) =>
     return scripted(script.next())
   }, { record: false })
 
+const encoder = new TextEncoder()
+
+const chunk = (choices: ReadonlyArray<unknown>, usage?: unknown): string =>
+  `data: ${
+    JSON.stringify({
+      id: "chatcmpl-bench",
+      object: "chat.completion.chunk",
+      created: 1727346182,
+      model: "bench-model",
+      system_fingerprint: "fp_bench",
+      choices,
+      ...(usage === undefined ? {} : { usage })
+    })
+  }\n\n`
+
+const delta = (value: unknown, finish: string | null = null) =>
+  chunk([{ index: 0, delta: value, logprobs: null, finish_reason: finish }])
+
+/** A turn as the Chat Completions SSE body a server streams for it. */
+const sseBody = (turn: Turn): Uint8Array => {
+  const events = [delta({ role: "assistant", content: "", refusal: null })]
+  for (const text of turn.deltas) events.push(delta({ content: text }))
+  turn.calls.forEach((call, index) => {
+    const half = Math.ceil(call.json.length / 2)
+    events.push(delta({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }))
+    events.push(delta({ tool_calls: [{ index, function: { arguments: call.json.slice(0, half) } }] }))
+    events.push(delta({ tool_calls: [{ index, function: { arguments: call.json.slice(half) } }] }))
+  })
+  events.push(delta({}, turn.calls.length > 0 ? "tool_calls" : "stop"))
+  events.push(chunk([], { prompt_tokens: 10, completion_tokens: 25, total_tokens: 35 }))
+  events.push("data: [DONE]\n\n")
+  return encoder.encode(events.join(""))
+}
+
+/** Each turn's body, encoded once per process (the workload's turns are shared). */
+const bodies = new WeakMap<Turn, Uint8Array>()
+const bodyOf = (turn: Turn): Uint8Array => {
+  let body = bodies.get(turn)
+  if (body === undefined) {
+    body = sseBody(turn)
+    bodies.set(turn, body)
+  }
+  return body
+}
+
+const settings = Effect.runSync(Settings.resolve({ model: "bench-model", apiKey: Redacted.make("sk-bench") }, {
+  provider: "OpenAiChat",
+  baseUrl: "http://localhost/v1",
+  envVar: "OPENAI_API_KEY",
+  keyRequired: () => false
+}))
+
+const decoding = <P>(make: ResponseParts.Maker<P>): SseTransport.Decoding<P> => ({
+  provider: "OpenAiChat",
+  idleTimeout: settings.idleTimeout,
+  responseTimeout: settings.responseTimeout,
+  maxResponseBytes: settings.maxResponseBytes,
+  redact: settings.redact,
+  decoder: () => OpenAiChatStream.decoder(settings, make)
+})
+const decoded = decoding(ResponseParts.decoded)
+const encoded = decoding(ResponseParts.encoded)
+
+/**
+ * The provider-shaped model: each call's body decoded by `OpenAiChat`'s own
+ * code, decoded parts for the loop's calls, encoded ones through
+ * `LanguageModel.make` for any other.
+ */
+const providerShapedModel = (script: Script) =>
+  Layer.effect(
+    LanguageModel.LanguageModel,
+    Effect.map(
+      LanguageModel.make({
+        generateText: () => Effect.die("the benchmark only streams"),
+        streamText: (options) => {
+          checkRequest(script, options.prompt)
+          return SseTransport.decodeBody(Stream.succeed(bodyOf(script.next())), encoded)
+        }
+      }),
+      (base): LanguageModel.LanguageModel => {
+        const streamText = (options: LanguageModel.GenerateTextOptions<{}>) => {
+          if (!SseTransport.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
+          checkRequest(script, Prompt.make(options.prompt))
+          return SseTransport.decodeBody(Stream.succeed(bodyOf(script.next())), decoded)
+        }
+        return { ...base, streamText: streamText as LanguageModel.LanguageModel["streamText"] }
+      }
+    )
+  )
+
 const Params = Schema.Struct({ i: Schema.Finite })
 const Noop = Tool.make(NOOP, { description: "Does nothing.", parameters: Params, success: Schema.String })
 const Wait = Tool.make(WAIT, { description: "Waits.", parameters: Params, success: Schema.String })
@@ -71,7 +170,13 @@ const counter = (consumer: Consumer, count: () => void): Hooks.Plugin =>
     ? { name: "count", observe: count }
     : { name: "count", onEvent: () => Effect.sync(count) }
 
-const make = (name: string, consumer: Consumer): Adapter => ({
+/** Which model plays the script. */
+type Model = "provider-shaped" | "scripted"
+
+const modelFor = (model: Model, script: Script) =>
+  model === "provider-shaped" ? providerShapedModel(script) : scriptedModel(script)
+
+const make = (name: string, consumer: Consumer, model: Model): Adapter => ({
   name,
   cap: "maxParallelTools: 8",
   async session(toolTurns, onTurn) {
@@ -93,7 +198,7 @@ const make = (name: string, consumer: Consumer): Adapter => ({
         plugins: [counter(consumer, () => {
           events++
         })]
-      }).pipe(Effect.provide(Layer.mergeAll(scriptedModel(script), tools)))
+      }).pipe(Effect.provide(Layer.mergeAll(modelFor(model, script), tools)))
     )
     if (result.outcome._tag !== "Completed") throw new Error(`effect-agent: the run ended with ${result.outcome._tag}`)
     return { events, toolRuns, text: finalText(result.messages), modelCalls: script.calls, keep: result }
@@ -108,15 +213,18 @@ const make = (name: string, consumer: Consumer): Adapter => ({
       Agent.run({
         prompt: "go",
         config: { maxTurns: 3, maxParallelTools: spec.maxParallel, maxToolCallsPerTurn: spec.calls }
-      }).pipe(Effect.provide(Layer.mergeAll(scriptedModel(script), tools)))
+      }).pipe(Effect.provide(Layer.mergeAll(modelFor(model, script), tools)))
     )
     if (result.outcome._tag !== "Completed") throw new Error(`effect-agent: the batch ended with ${result.outcome._tag}`)
     return { text: finalText(result.messages), toolRuns: observed.runs, maxInFlight: observed.max, modelCalls: script.calls }
   }
 })
 
-/** effect-agent, events counted by a plugin's `observe`. */
-export const adapter: Adapter = make("effect-agent", "observe")
+/** effect-agent over the provider-shaped model, events counted by a plugin's `observe`. */
+export const adapter: Adapter = make("effect-agent", "observe", "provider-shaped")
 
-/** effect-agent, events counted by a plugin's `onEvent`, an `Effect.sync` per event. */
-export const onEventAdapter: Adapter = make("effect-agent (onEvent)", "onEvent")
+/** The same, events counted by a plugin's `onEvent`, an `Effect.sync` per event. */
+export const onEventAdapter: Adapter = make("effect-agent (onEvent)", "onEvent", "provider-shaped")
+
+/** effect-agent over `ScriptedModel`, the test double that builds decoded parts itself. */
+export const scriptedAdapter: Adapter = make("effect-agent (ScriptedModel, test double)", "observe", "scripted")

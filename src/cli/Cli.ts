@@ -6,6 +6,8 @@
  * - `effect-agent run`: run an agent on a task, with live progress,
  *   approvals and steering on stdin (see `Control`), sessions that resume,
  *   and an exit code that says how the run ended (see `ExitCode`).
+ * - `effect-agent serve`: the agent server (sessions over HTTP, the
+ *   inspector page), with the model and tools of `run`'s flags.
  * - `effect-agent demo`: the offline demo.
  * - `effect-agent version [--json]`: the version, and with `--json` the
  *   capabilities a script can check and the exit codes.
@@ -65,7 +67,7 @@ export type Requirements =
  */
 export const root: Command.Command<"effect-agent", {}, {}, ExitWith, Requirements> = Command.make("effect-agent").pipe(
   Command.withDescription("A typed agent runtime: run agents from the shell, in CI and from other programs"),
-  Command.withSubcommands([Commands.run, Commands.demo, Commands.version])
+  Command.withSubcommands([Commands.run, Commands.serve, Commands.demo, Commands.version])
 )
 
 /**

@@ -69,10 +69,14 @@ const decodeCommand = Schema.decodeUnknownResult(Command)
  *
  * @example
  * ```ts
+ * import { Result } from "effect"
  * import { Control } from "effect-agent/cli"
  *
- * Control.parse(`{"type":"steer","text":"Use metric units."}`) // Result.succeed({ type: "steer", … })
- * Control.parse(`{"type":"pause"}`) // Result.fail('unknown type "pause" (expected approve, deny, steer, follow_up or cancel)')
+ * const steer = Control.parse(`{"type":"steer","text":"Use metric units."}`)
+ * if (Result.isSuccess(steer)) console.log(steer.success) // Output: { type: 'steer', text: 'Use metric units.' }
+ * const pause = Control.parse(`{"type":"pause"}`)
+ * if (Result.isFailure(pause)) console.log(pause.failure)
+ * // Output: unknown type "pause" (expected approve, deny, steer, follow_up or cancel)
  * ```
  *
  * @since 0.1.0

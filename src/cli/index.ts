@@ -7,9 +7,18 @@
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Cli from "./Cli.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Control from "./Control.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as ExitCode from "./ExitCode.ts"

@@ -55,23 +55,38 @@ export const decoderFor = (tool: Tool.Any): Decode => {
 // -----------------------------------------------------------------------------
 
 /**
- * One call (the shape of `ToolRegistry.Invocation`).
+ * One call of a tool, as `ToolRegistry.Service.invoke` takes it.
  *
- * @internal
+ * @since 0.1.0
+ * @category models
  */
 export interface Invocation {
+  /** The call's id, as the model gave it. */
   readonly toolCallId: string
+  /**
+   * The arguments, already decoded by the tool's parameter Schema (what
+   * `beforeToolCall` hooks see as `params`): the loop validates a call's
+   * arguments before any hook sees them, and they are not decoded again.
+   */
   readonly params: unknown
+  /** Receives each preliminary result the handler reports, encoded with the tool's success Schema. */
   readonly onPreliminary?: ((encoded: unknown) => Effect.Effect<void>) | undefined
 }
 
 /**
- * What a call gave the model (the shape of `ToolRegistry.Output`).
+ * What one call gave the model.
  *
- * @internal
+ * @since 0.1.0
+ * @category models
  */
 export interface Output {
+  /**
+   * What the model reads: the result encoded with the tool's success Schema
+   * (or its `toModelOutput`), the failure encoded with its failure Schema, or
+   * the words for a defect or an interruption.
+   */
   readonly content: ReadonlyArray<Message.UserContent>
+  /** Whether the call failed (a typed failure, a defect, an interruption). */
   readonly isError: boolean
 }
 

@@ -99,7 +99,7 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     })
   )
 
-  const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
+  const requestBody = (providerOptions: LanguageModel.ProviderOptions): string => {
     if (providerOptions.responseFormat.type === "json") {
       throw new PromptEncoding.UnsupportedContent(
         "the Anthropic layer does not support structured output (generateObject); declare a tool instead"
@@ -117,14 +117,14 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     }
     if (settings.temperature !== undefined) body.temperature = settings.temperature
     if (thinkingBudget !== undefined) body.thinking = { type: "enabled", budget_tokens: thinkingBudget }
-    return body
+    return JSON.stringify(body)
   }
 
   return yield* SseTransport.languageModel(settings, {
     provider,
     request,
     body: requestBody,
-    decoder: () => new AnthropicDecoder(settings),
+    decoder: (make) => new AnthropicDecoder(settings, make),
     supportsSystemMessagesInHistory: false
   })
 })
@@ -322,7 +322,7 @@ const encodeToolChoice = (choice: LanguageModel.ProviderOptions["toolChoice"]) =
 // Response stream
 // -----------------------------------------------------------------------------
 
-const Count = Schema.optional(Schema.NullOr(Schema.Number))
+const Count = Schema.optional(Schema.NullOr(Schema.Int))
 
 const WireUsage = Schema.Struct({
   input_tokens: Count,
@@ -417,20 +417,22 @@ type OpenBlock =
   | { readonly kind: "redacted"; readonly id: string; readonly data: string }
   | { readonly kind: "tool"; readonly id: string; readonly name: string; args: string }
 
-class AnthropicDecoder implements SseTransport.EventDecoder {
+class AnthropicDecoder<P> implements SseTransport.EventDecoder<P> {
   readonly terminal = "message_stop"
   finished = false
   private readonly settings: Settings.Settings
+  private readonly make: ResponseParts.Maker<P>
   private readonly blocks = new Map<number, OpenBlock>()
   private modelId: string | undefined
   private reason: Response.FinishReason = "unknown"
   private usage: WireUsage = {}
 
-  constructor(settings: Settings.Settings) {
+  constructor(settings: Settings.Settings, make: ResponseParts.Maker<P>) {
     this.settings = settings
+    this.make = make
   }
 
-  push(event: Sse.Event, out: Array<Response.StreamPartEncoded>): AiError.AiErrorReason | undefined {
+  push(event: Sse.Event, out: Array<P>): AiError.AiErrorReason | undefined {
     const json = SseTransport.parseData(event)
     if (Result.isFailure(json)) return json.failure
     const type = typeof json.success === "object" && json.success !== null && "type" in json.success
@@ -443,7 +445,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
         const message = decoded.success.message
         this.modelId = message.model
         this.usage = message.usage
-        out.push({ type: "response-metadata", id: message.id, modelId: message.model })
+        out.push(this.make.metadata(message.id, message.model, undefined))
         return undefined
       }
       case "content_block_start":
@@ -466,7 +468,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
       }
       case "message_stop": {
         for (const index of [...this.blocks.keys()]) this.stop(index, out)
-        out.push(ResponseParts.finish({
+        out.push(this.make.finish({
           reason: this.reason,
           usage: usageOf(this.usage),
           modelId: this.modelId ?? this.settings.model,
@@ -485,7 +487,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
     }
   }
 
-  private start(json: unknown, out: Array<Response.StreamPartEncoded>): AiError.AiErrorReason | undefined {
+  private start(json: unknown, out: Array<P>): AiError.AiErrorReason | undefined {
     const decoded = decoders.content_block_start(json)
     if (Result.isFailure(decoded)) return decoded.failure
     const { content_block, index } = decoded.success
@@ -495,25 +497,25 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
         const block = blockDecoders.text(json)
         if (Result.isFailure(block)) return block.failure
         this.blocks.set(index, { kind: "text", id })
-        out.push({ type: "text-start", id })
+        out.push(this.make.start("text-start", id))
         const text = block.success.content_block.text
-        if (text) out.push({ type: "text-delta", id, delta: text })
+        if (text) out.push(this.make.delta("text-delta", id, text))
         return undefined
       }
       case "thinking": {
         const block = blockDecoders.thinking(json)
         if (Result.isFailure(block)) return block.failure
         this.blocks.set(index, { kind: "thinking", id, signature: block.success.content_block.signature ?? "" })
-        out.push({ type: "reasoning-start", id })
+        out.push(this.make.start("reasoning-start", id))
         const thinking = block.success.content_block.thinking
-        if (thinking) out.push({ type: "reasoning-delta", id, delta: thinking })
+        if (thinking) out.push(this.make.delta("reasoning-delta", id, thinking))
         return undefined
       }
       case "redacted_thinking": {
         const block = blockDecoders.redacted_thinking(json)
         if (Result.isFailure(block)) return block.failure
         this.blocks.set(index, { kind: "redacted", id, data: block.success.content_block.data })
-        out.push({ type: "reasoning-start", id })
+        out.push(this.make.start("reasoning-start", id))
         return undefined
       }
       case "tool_use": {
@@ -521,7 +523,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
         if (Result.isFailure(block)) return block.failure
         const { id: callId, name } = block.success.content_block
         this.blocks.set(index, { kind: "tool", id: callId, name, args: "" })
-        out.push({ type: "tool-params-start", id: callId, name })
+        out.push(this.make.paramsStart(callId, name))
         return undefined
       }
       default:
@@ -529,7 +531,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
     }
   }
 
-  private delta(json: unknown, out: Array<Response.StreamPartEncoded>): AiError.AiErrorReason | undefined {
+  private delta(json: unknown, out: Array<P>): AiError.AiErrorReason | undefined {
     const decoded = decoders.content_block_delta(json)
     if (Result.isFailure(decoded)) return decoded.failure
     const block = this.blocks.get(decoded.success.index)
@@ -539,7 +541,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
         const delta = deltaDecoders.text_delta(json)
         if (Result.isFailure(delta)) return delta.failure
         if (block.kind === "text" && delta.success.delta.text !== "") {
-          out.push({ type: "text-delta", id: block.id, delta: delta.success.delta.text })
+          out.push(this.make.delta("text-delta", block.id, delta.success.delta.text))
         }
         return undefined
       }
@@ -547,7 +549,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
         const delta = deltaDecoders.thinking_delta(json)
         if (Result.isFailure(delta)) return delta.failure
         if (block.kind === "thinking" && delta.success.delta.thinking !== "") {
-          out.push({ type: "reasoning-delta", id: block.id, delta: delta.success.delta.thinking })
+          out.push(this.make.delta("reasoning-delta", block.id, delta.success.delta.thinking))
         }
         return undefined
       }
@@ -562,7 +564,7 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
         if (Result.isFailure(delta)) return delta.failure
         if (block.kind === "tool" && delta.success.delta.partial_json !== "") {
           block.args += delta.success.delta.partial_json
-          out.push({ type: "tool-params-delta", id: block.id, delta: delta.success.delta.partial_json })
+          out.push(this.make.paramsDelta(block.id, delta.success.delta.partial_json))
         }
         return undefined
       }
@@ -571,27 +573,27 @@ class AnthropicDecoder implements SseTransport.EventDecoder {
     }
   }
 
-  private stop(index: number, out: Array<Response.StreamPartEncoded>) {
+  private stop(index: number, out: Array<P>) {
     const block = this.blocks.get(index)
     if (block === undefined) return
     this.blocks.delete(index)
     switch (block.kind) {
       case "text":
-        out.push({ type: "text-end", id: block.id })
+        out.push(this.make.end("text-end", block.id))
         return
       case "thinking":
         out.push(
           block.signature === ""
-            ? { type: "reasoning-end", id: block.id }
-            : { type: "reasoning-end", id: block.id, metadata: { anthropic: { signature: block.signature } } }
+            ? this.make.end("reasoning-end", block.id)
+            : this.make.end("reasoning-end", block.id, { anthropic: { signature: block.signature } })
         )
         return
       case "redacted":
-        out.push({ type: "reasoning-end", id: block.id, metadata: { anthropic: { redactedData: block.data } } })
+        out.push(this.make.end("reasoning-end", block.id, { anthropic: { redactedData: block.data } }))
         return
       case "tool":
-        out.push({ type: "tool-params-end", id: block.id })
-        out.push({ type: "tool-call", id: block.id, name: block.name, params: ToolArguments.parse(block.args) })
+        out.push(this.make.paramsEnd(block.id))
+        out.push(this.make.toolCall(block.id, block.name, ToolArguments.parse(block.args)))
         return
     }
   }

@@ -27,13 +27,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Result, Schema } from "effect"
-import { LanguageModel, OpenAiStructuredOutput, type Prompt, type Response, Tool } from "effect/ai"
-import type { Sse } from "effect/encoding"
+import { Effect, Layer } from "effect"
+import { LanguageModel, OpenAiStructuredOutput, type Prompt, Tool } from "effect/ai"
 import * as ToolArguments from "../ToolArguments.ts"
+import * as OpenAiChatStream from "./internal/OpenAiChatStream.ts"
 import * as PromptEncoding from "./internal/PromptEncoding.ts"
-import * as ProviderError from "./internal/ProviderError.ts"
-import * as ResponseParts from "./internal/ResponseParts.ts"
 import * as Settings from "./internal/Settings.ts"
 import * as SseTransport from "./internal/SseTransport.ts"
 import type * as Provider from "./Provider.ts"
@@ -80,38 +78,45 @@ export const make = Effect.fnUntraced(function*(options: Options) {
   })
   const maxTokensField = options.maxTokensField ??
     (settings.baseUrl === defaultBaseUrl ? "max_completion_tokens" : "max_tokens")
-  const encodeMessage = PromptEncoding.memo(encodeChatMessage)
+  // Each message's wire messages as JSON text, made once per message.
+  const encodeMessage = PromptEncoding.memo((message: Prompt.Message): EncodedJson => {
+    const encoded = encodeChatMessage(message)
+    return { messages: encoded.messages.map((wire) => JSON.stringify(wire)), files: encoded.files }
+  })
+  const toolsJson = PromptEncoding.memo(encodeTools)
   const request = Settings.bearerRequest(settings, "/chat/completions")
+  const model = JSON.stringify(settings.model)
+  const maxTokens = settings.maxOutputTokens === undefined ? undefined : String(settings.maxOutputTokens)
+  const temperature = settings.temperature === undefined ? undefined : JSON.stringify(settings.temperature)
+  const reasoningEffort = options.reasoningEffort === undefined ? undefined : JSON.stringify(options.reasoningEffort)
 
-  const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
-    const body: Record<string, unknown> = {
-      model: settings.model,
+  const requestBody = (providerOptions: LanguageModel.ProviderOptions): string => {
+    const tools = toolsJson(providerOptions.tools)
+    const fields: Record<string, string | undefined> = {
+      model,
       messages: encodeMessages(providerOptions.prompt, encodeMessage),
-      stream: true,
-      stream_options: { include_usage: true }
+      stream: "true",
+      stream_options: includeUsage,
+      tools: tools.text,
+      tool_choice: tools.text === undefined ? undefined : JSON.stringify(encodeToolChoice(providerOptions.toolChoice))
     }
-    const tools = PromptEncoding.functionTools(providerOptions.tools)
-    if (tools.length > 0) {
-      body.tools = tools.map(encodeTool)
-      body.tool_choice = encodeToolChoice(providerOptions.toolChoice)
-    }
-    if (settings.maxOutputTokens !== undefined) body[maxTokensField] = settings.maxOutputTokens
-    if (settings.temperature !== undefined) body.temperature = settings.temperature
-    if (options.reasoningEffort !== undefined) body.reasoning_effort = options.reasoningEffort
+    fields[maxTokensField] = maxTokens
+    fields.temperature = temperature
+    fields.reasoning_effort = reasoningEffort
     if (providerOptions.responseFormat.type === "json") {
-      body.response_format = {
+      fields.response_format = JSON.stringify({
         type: "json_schema",
         json_schema: PromptEncoding.openAiJsonSchema(providerOptions.responseFormat)
-      }
+      })
     }
-    return options.body === undefined ? body : { ...body, ...options.body }
+    return PromptEncoding.jsonObject(PromptEncoding.withExtraFields(fields, options.body))
   }
 
   return yield* SseTransport.languageModel(settings, {
     provider,
     request,
     body: requestBody,
-    decoder: () => new ChatDecoder(settings),
+    decoder: (make) => OpenAiChatStream.decoder(settings, make),
     codecTransformer: OpenAiStructuredOutput.toCodecOpenAI,
     supportsSystemMessagesInHistory: true
   })
@@ -217,23 +222,35 @@ const encodeChatMessage = (message: Prompt.Message): EncodedMessage => {
   }
 }
 
-const encodeMessages = (
-  prompt: Prompt.Prompt,
-  encode: (message: Prompt.Message) => EncodedMessage
-): Array<ChatMessage> => {
-  const out: Array<ChatMessage> = []
+/** A message's wire messages as JSON text, and the files its tool results attach. */
+interface EncodedJson {
+  readonly messages: ReadonlyArray<string>
+  readonly files: ReadonlyArray<ContentPart>
+}
+
+const includeUsage = JSON.stringify({ include_usage: true })
+
+/** The messages of a request as a JSON array's text. */
+const encodeMessages = (prompt: Prompt.Prompt, encode: (message: Prompt.Message) => EncodedJson): string => {
+  const out: Array<string> = []
   let pending: Array<ContentPart> = []
   for (const message of prompt.content) {
     if (message.role !== "tool" && pending.length > 0) {
-      out.push({ role: "user", content: pending })
+      out.push(JSON.stringify({ role: "user", content: pending }))
       pending = []
     }
     const encoded = encode(message)
     for (const wire of encoded.messages) out.push(wire)
     for (const file of encoded.files) pending.push(file)
   }
-  if (pending.length > 0) out.push({ role: "user", content: pending })
-  return out
+  if (pending.length > 0) out.push(JSON.stringify({ role: "user", content: pending }))
+  return `[${out.join(",")}]`
+}
+
+/** The declared tools as JSON text (none: `undefined`), made once per list of tools. */
+const encodeTools = (all: ReadonlyArray<Tool.Any>): { readonly text: string | undefined } => {
+  const tools = PromptEncoding.functionTools(all)
+  return { text: tools.length === 0 ? undefined : JSON.stringify(tools.map(encodeTool)) }
 }
 
 const encodeTool = (tool: Tool.Any) => {
@@ -252,206 +269,4 @@ const encodeToolChoice = (choice: LanguageModel.ProviderOptions["toolChoice"]) =
   if (choice === "auto" || choice === "none" || choice === "required") return choice
   if ("tool" in choice) return { type: "function", function: { name: choice.tool } }
   return choice.mode === "required" ? "required" : "auto"
-}
-
-// -----------------------------------------------------------------------------
-// Response stream
-// -----------------------------------------------------------------------------
-
-const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
-
-const Chunk = Schema.Struct({
-  id: Nullable(Schema.String),
-  model: Nullable(Schema.String),
-  created: Nullable(Schema.Number),
-  choices: Schema.Array(Schema.Struct({
-    index: Schema.Number,
-    delta: Nullable(Schema.Struct({
-      content: Nullable(Schema.String),
-      reasoning_content: Nullable(Schema.String),
-      reasoning: Nullable(Schema.String),
-      refusal: Nullable(Schema.String),
-      tool_calls: Nullable(Schema.Array(Schema.Struct({
-        index: Schema.Number,
-        id: Nullable(Schema.String),
-        function: Nullable(Schema.Struct({
-          name: Nullable(Schema.String),
-          arguments: Nullable(Schema.String)
-        }))
-      })))
-    })),
-    finish_reason: Nullable(Schema.String)
-  })),
-  usage: Nullable(Schema.Struct({
-    prompt_tokens: Schema.Number,
-    completion_tokens: Schema.Number,
-    prompt_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Number) })),
-    completion_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Number) }))
-  }))
-})
-type Chunk = typeof Chunk.Type
-
-const decodeChunk = SseTransport.decodeWith(Chunk, "chat.completion.chunk")
-
-const finishReasons: Record<string, Response.FinishReason> = {
-  stop: "stop",
-  length: "length",
-  tool_calls: "tool-calls",
-  function_call: "tool-calls",
-  content_filter: "content-filter"
-}
-
-interface PendingCall {
-  readonly id: string
-  readonly name: string
-  args: string
-}
-
-class ChatDecoder implements SseTransport.EventDecoder {
-  readonly terminal = "data: [DONE]"
-  finished = false
-  private readonly settings: Settings.Settings
-  private modelId: string | undefined
-  private open: { readonly kind: "text" | "reasoning"; readonly id: string } | undefined
-  private blocks = 0
-  private readonly calls = new Map<number, PendingCall>()
-  private reason: Response.FinishReason = "unknown"
-  private usage: Response.FinishPartEncoded["usage"] = { inputTokens: {}, outputTokens: {} }
-
-  constructor(settings: Settings.Settings) {
-    this.settings = settings
-  }
-
-  push(event: Sse.Event, out: Array<Response.StreamPartEncoded>) {
-    if (event.data === "[DONE]") {
-      this.close(out)
-      out.push(ResponseParts.finish({
-        reason: this.reason,
-        usage: this.usage,
-        modelId: this.modelId ?? this.settings.model,
-        prices: this.settings.prices
-      }))
-      this.finished = true
-      return undefined
-    }
-    const json = SseTransport.parseData(event)
-    if (Result.isFailure(json)) return json.failure
-    const error = streamError(json.success)
-    if (error !== undefined) return ProviderError.fromStreamError(error.type, error.message)
-    const chunk = decodeChunk(json.success)
-    if (Result.isFailure(chunk)) return chunk.failure
-    return this.onChunk(chunk.success, out)
-  }
-
-  private onChunk(chunk: Chunk, out: Array<Response.StreamPartEncoded>) {
-    if (this.modelId === undefined && (chunk.model || chunk.id)) {
-      this.modelId = chunk.model ?? undefined
-      out.push({
-        type: "response-metadata",
-        ...(chunk.id ? { id: chunk.id } : {}),
-        ...(chunk.model ? { modelId: chunk.model } : {}),
-        ...(typeof chunk.created === "number" ? { timestamp: new Date(chunk.created * 1000).toISOString() } : {})
-      })
-    }
-    for (const choice of chunk.choices) {
-      if (choice.index !== 0) continue
-      const delta = choice.delta
-      if (delta) {
-        const reasoning = delta.reasoning_content ?? delta.reasoning
-        if (reasoning) this.delta("reasoning", reasoning, out)
-        if (delta.content) this.delta("text", delta.content, out)
-        if (delta.refusal) this.delta("text", delta.refusal, out)
-        if (delta.tool_calls) {
-          for (const call of delta.tool_calls) {
-            const missing = this.toolDelta(call, out)
-            if (missing !== undefined) return missing
-          }
-        }
-      }
-      if (choice.finish_reason) {
-        this.reason = finishReasons[choice.finish_reason] ?? "other"
-        this.close(out)
-      }
-    }
-    if (chunk.usage) this.usage = usageOf(chunk.usage)
-    return undefined
-  }
-
-  private delta(kind: "text" | "reasoning", delta: string, out: Array<Response.StreamPartEncoded>) {
-    if (this.open?.kind !== kind) {
-      this.endBlock(out)
-      this.open = { kind, id: `${kind}-${this.blocks++}` }
-      out.push({ type: kind === "text" ? "text-start" : "reasoning-start", id: this.open.id })
-    }
-    out.push({ type: kind === "text" ? "text-delta" : "reasoning-delta", id: this.open.id, delta })
-  }
-
-  private endBlock(out: Array<Response.StreamPartEncoded>) {
-    if (this.open === undefined) return
-    out.push({ type: this.open.kind === "text" ? "text-end" : "reasoning-end", id: this.open.id })
-    this.open = undefined
-  }
-
-  private toolDelta(
-    call: NonNullable<NonNullable<Chunk["choices"][number]["delta"]>["tool_calls"]>[number],
-    out: Array<Response.StreamPartEncoded>
-  ) {
-    const args = call.function?.arguments ?? ""
-    let pending = this.calls.get(call.index)
-    if (pending === undefined) {
-      const name = call.function?.name
-      if (!call.id || !name) {
-        return ProviderError.invalidStream(
-          `the first delta of tool call ${call.index} has no ${call.id ? "function.name" : "id"}`
-        )
-      }
-      pending = { id: call.id, name, args: "" }
-      this.calls.set(call.index, pending)
-      out.push({ type: "tool-params-start", id: pending.id, name })
-    }
-    if (args !== "") {
-      pending.args += args
-      out.push({ type: "tool-params-delta", id: pending.id, delta: args })
-    }
-    return undefined
-  }
-
-  private close(out: Array<Response.StreamPartEncoded>) {
-    this.endBlock(out)
-    for (const call of this.calls.values()) {
-      out.push({ type: "tool-params-end", id: call.id })
-      out.push({ type: "tool-call", id: call.id, name: call.name, params: ToolArguments.parse(call.args) })
-    }
-    this.calls.clear()
-  }
-}
-
-const streamError = (json: unknown): { type: string | undefined; message: string | undefined } | undefined => {
-  if (typeof json !== "object" || json === null || !("error" in json) || "choices" in json) return undefined
-  const error: unknown = json.error
-  if (typeof error === "string") return { type: undefined, message: error }
-  if (typeof error !== "object" || error === null) return { type: undefined, message: undefined }
-  const type = "code" in error && typeof error.code === "string"
-    ? error.code
-    : "type" in error && typeof error.type === "string"
-    ? error.type
-    : undefined
-  const message = "message" in error && typeof error.message === "string" ? error.message : undefined
-  return { type, message }
-}
-
-const usageOf = (usage: NonNullable<Chunk["usage"]>): Response.FinishPartEncoded["usage"] => {
-  const cached = usage.prompt_tokens_details?.cached_tokens ?? 0
-  return {
-    inputTokens: {
-      total: usage.prompt_tokens,
-      uncached: usage.prompt_tokens - cached,
-      cacheRead: cached,
-      cacheWrite: 0
-    },
-    outputTokens: {
-      total: usage.completion_tokens,
-      reasoning: usage.completion_tokens_details?.reasoning_tokens ?? 0
-    }
-  }
 }

@@ -80,38 +80,51 @@ export const make = Effect.fnUntraced(function*(options: Options) {
     keyRequired: Settings.isOpenAi
   })
   const store = options.store ?? false
-  const encodeMessage = PromptEncoding.memo((message: Prompt.Message) => encodeInputItems(message, store))
+  // Each message's input items as JSON text, made once per message.
+  const encodeMessage = PromptEncoding.memo((message: Prompt.Message): ReadonlyArray<string> =>
+    encodeInputItems(message, store).map((item) => JSON.stringify(item))
+  )
+  const toolsJson = PromptEncoding.memo(encodeTools)
   const request = Settings.bearerRequest(settings, "/responses")
+  const fixed = {
+    model: JSON.stringify(settings.model),
+    store: JSON.stringify(store),
+    reasoning: options.reasoning === undefined ? undefined : JSON.stringify(options.reasoning),
+    include: options.reasoning === undefined || store ? undefined : JSON.stringify(["reasoning.encrypted_content"]),
+    maxOutputTokens: settings.maxOutputTokens === undefined ? undefined : String(settings.maxOutputTokens),
+    temperature: settings.temperature === undefined ? undefined : JSON.stringify(settings.temperature)
+  }
 
-  const requestBody = (providerOptions: LanguageModel.ProviderOptions): Record<string, unknown> => {
-    const input: Array<InputItem> = []
+  const requestBody = (providerOptions: LanguageModel.ProviderOptions): string => {
+    const input: Array<string> = []
     for (const message of providerOptions.prompt.content) {
       for (const item of encodeMessage(message)) input.push(item)
     }
-    const body: Record<string, unknown> = { model: settings.model, input, stream: true, store }
-    if (options.reasoning !== undefined) {
-      body.reasoning = options.reasoning
-      if (!store) body.include = ["reasoning.encrypted_content"]
+    const tools = toolsJson(providerOptions.tools)
+    const fields: Record<string, string | undefined> = {
+      model: fixed.model,
+      input: `[${input.join(",")}]`,
+      stream: "true",
+      store: fixed.store,
+      reasoning: fixed.reasoning,
+      include: fixed.include,
+      tools: tools.text,
+      tool_choice: tools.text === undefined ? undefined : JSON.stringify(encodeToolChoice(providerOptions.toolChoice)),
+      max_output_tokens: fixed.maxOutputTokens,
+      temperature: fixed.temperature
     }
-    const tools = PromptEncoding.functionTools(providerOptions.tools)
-    if (tools.length > 0) {
-      body.tools = tools.map(encodeTool)
-      body.tool_choice = encodeToolChoice(providerOptions.toolChoice)
-    }
-    if (settings.maxOutputTokens !== undefined) body.max_output_tokens = settings.maxOutputTokens
-    if (settings.temperature !== undefined) body.temperature = settings.temperature
     if (providerOptions.responseFormat.type === "json") {
       const format = PromptEncoding.openAiJsonSchema(providerOptions.responseFormat)
-      body.text = { format: { type: "json_schema", ...format } }
+      fields.text = JSON.stringify({ format: { type: "json_schema", ...format } })
     }
-    return options.body === undefined ? body : { ...body, ...options.body }
+    return PromptEncoding.jsonObject(PromptEncoding.withExtraFields(fields, options.body))
   }
 
   return yield* SseTransport.languageModel(settings, {
     provider,
     request,
     body: requestBody,
-    decoder: () => new ResponsesDecoder(settings),
+    decoder: (make) => new ResponsesDecoder(settings, make),
     codecTransformer: OpenAiStructuredOutput.toCodecOpenAI,
     supportsSystemMessagesInHistory: true
   })
@@ -262,6 +275,12 @@ const encodeTool = (tool: Tool.Any) => {
   }
 }
 
+/** The declared tools as JSON text (none: `undefined`), made once per list of tools. */
+const encodeTools = (all: ReadonlyArray<Tool.Any>): { readonly text: string | undefined } => {
+  const tools = PromptEncoding.functionTools(all)
+  return { text: tools.length === 0 ? undefined : JSON.stringify(tools.map(encodeTool)) }
+}
+
 const encodeToolChoice = (choice: LanguageModel.ProviderOptions["toolChoice"]) => {
   if (choice === "auto" || choice === "none" || choice === "required") return choice
   if ("tool" in choice) return { type: "function", name: choice.tool }
@@ -275,10 +294,10 @@ const encodeToolChoice = (choice: LanguageModel.ProviderOptions["toolChoice"]) =
 const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
 const WireUsage = Schema.Struct({
-  input_tokens: Schema.Number,
-  output_tokens: Schema.Number,
-  input_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Number) })),
-  output_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Number) }))
+  input_tokens: Schema.Int,
+  output_tokens: Schema.Int,
+  input_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Int) })),
+  output_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Int) }))
 })
 
 const ItemRef = { item_id: Schema.String }
@@ -360,12 +379,11 @@ interface PendingCall {
   args: string
 }
 
-type Out = Array<Response.StreamPartEncoded>
-
-class ResponsesDecoder implements SseTransport.EventDecoder {
+class ResponsesDecoder<P> implements SseTransport.EventDecoder<P> {
   readonly terminal = "response.completed"
   finished = false
   private readonly settings: Settings.Settings
+  private readonly make: ResponseParts.Maker<P>
   private modelId: string | undefined
   private metadataSent = false
   private readonly texts = new Map<string, Array<string>>()
@@ -373,11 +391,12 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
   private readonly calls = new Map<string, PendingCall>()
   private sawToolCall = false
 
-  constructor(settings: Settings.Settings) {
+  constructor(settings: Settings.Settings, make: ResponseParts.Maker<P>) {
     this.settings = settings
+    this.make = make
   }
 
-  push(event: Sse.Event, out: Out): AiError.AiErrorReason | undefined {
+  push(event: Sse.Event, out: Array<P>): AiError.AiErrorReason | undefined {
     const json = SseTransport.parseData(event)
     if (Result.isFailure(json)) return json.failure
     const value = json.success
@@ -396,7 +415,7 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
       case "response.refusal.delta":
         return this.decode(decoders.textDelta, value, (delta) => {
           this.open(this.texts, delta.item_id, `${delta.item_id}:${delta.content_index ?? 0}`, "text-start", out)
-          out.push({ type: "text-delta", id: `${delta.item_id}:${delta.content_index ?? 0}`, delta: delta.delta })
+          out.push(this.make.delta("text-delta", `${delta.item_id}:${delta.content_index ?? 0}`, delta.delta))
         })
       case "response.reasoning_summary_part.added":
         return this.decode(decoders.summaryPart, value, (part) => {
@@ -406,20 +425,20 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
         return this.decode(decoders.summaryDelta, value, (delta) => {
           const id = `${delta.item_id}:${delta.summary_index}`
           this.open(this.reasoning, delta.item_id, id, "reasoning-start", out)
-          if (delta.delta !== "") out.push({ type: "reasoning-delta", id, delta: delta.delta })
+          if (delta.delta !== "") out.push(this.make.delta("reasoning-delta", id, delta.delta))
         })
       case "response.reasoning_text.delta":
         return this.decode(decoders.reasoningTextDelta, value, (delta) => {
           const id = `${delta.item_id}:text${delta.content_index ?? 0}`
           this.open(this.reasoning, delta.item_id, id, "reasoning-start", out)
-          if (delta.delta !== "") out.push({ type: "reasoning-delta", id, delta: delta.delta })
+          if (delta.delta !== "") out.push(this.make.delta("reasoning-delta", id, delta.delta))
         })
       case "response.function_call_arguments.delta":
         return this.decode(decoders.argumentsDelta, value, (delta) => {
           const call = this.calls.get(delta.item_id)
           if (call === undefined || delta.delta === "") return
           call.args += delta.delta
-          out.push({ type: "tool-params-delta", id: call.callId, delta: delta.delta })
+          out.push(this.make.paramsDelta(call.callId, delta.delta))
         })
       case "response.completed":
       case "response.incomplete":
@@ -451,18 +470,15 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
     return undefined
   }
 
-  private created(value: unknown, out: Out) {
+  private created(value: unknown, out: Array<P>) {
     return this.decode(decoders.created, value, ({ response }) => {
       this.metadataSent = true
       this.modelId = response.model
-      out.push({
-        type: "response-metadata",
-        id: response.id,
-        modelId: response.model,
-        ...(typeof response.created_at === "number"
-          ? { timestamp: new Date(response.created_at * 1000).toISOString() }
-          : {})
-      })
+      out.push(this.make.metadata(
+        response.id,
+        response.model,
+        typeof response.created_at === "number" ? response.created_at * 1000 : undefined
+      ))
     })
   }
 
@@ -471,7 +487,7 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
     itemId: string,
     id: string,
     start: "text-start" | "reasoning-start",
-    out: Out
+    out: Array<P>
   ) {
     let ids = blocks.get(itemId)
     if (ids === undefined) {
@@ -480,20 +496,20 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
     }
     if (ids.includes(id)) return
     ids.push(id)
-    out.push({ type: start, id })
+    out.push(this.make.start(start, id))
   }
 
-  private itemAdded(value: unknown, out: Out) {
+  private itemAdded(value: unknown, out: Array<P>) {
     const item = decoders.item(value)
     if (Result.isFailure(item)) return item.failure
     if (item.success.item.type !== "function_call") return undefined
     return this.decode(decoders.functionCall, value, ({ item }) => {
       this.calls.set(item.id, { callId: item.call_id, name: item.name, args: "" })
-      out.push({ type: "tool-params-start", id: item.call_id, name: item.name })
+      out.push(this.make.paramsStart(item.call_id, item.name))
     })
   }
 
-  private itemDone(value: unknown, out: Out) {
+  private itemDone(value: unknown, out: Array<P>) {
     const item = decoders.item(value)
     if (Result.isFailure(item)) return item.failure
     const { id, type } = item.success.item
@@ -509,9 +525,9 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
           const ids = this.reasoning.get(id) ?? []
           if (ids.length === 0) {
             ids.push(`${id}:0`)
-            out.push({ type: "reasoning-start", id: `${id}:0` })
+            out.push(this.make.start("reasoning-start", `${id}:0`))
           }
-          for (const block of ids) out.push({ type: "reasoning-end", id: block, metadata })
+          for (const block of ids) out.push(this.make.end("reasoning-end", block, metadata))
           this.reasoning.delete(id)
         })
       case "function_call":
@@ -519,15 +535,11 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
           const pending = this.calls.get(item.id)
           this.calls.delete(item.id)
           const args = item.arguments ?? pending?.args ?? ""
-          if (pending === undefined) out.push({ type: "tool-params-start", id: item.call_id, name: item.name })
-          out.push({ type: "tool-params-end", id: item.call_id })
-          out.push({
-            type: "tool-call",
-            id: item.call_id,
-            name: item.name,
-            params: ToolArguments.parse(args),
-            metadata: { openai: { itemId: item.id } }
-          })
+          if (pending === undefined) out.push(this.make.paramsStart(item.call_id, item.name))
+          out.push(this.make.paramsEnd(item.call_id))
+          out.push(
+            this.make.toolCall(item.call_id, item.name, ToolArguments.parse(args), { openai: { itemId: item.id } })
+          )
           this.sawToolCall = true
         })
       default:
@@ -535,15 +547,15 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
     }
   }
 
-  private endTexts(itemId: string, out: Out) {
-    for (const id of this.texts.get(itemId) ?? []) out.push({ type: "text-end", id })
+  private endTexts(itemId: string, out: Array<P>) {
+    for (const id of this.texts.get(itemId) ?? []) out.push(this.make.end("text-end", id))
     this.texts.delete(itemId)
   }
 
-  private complete(response: typeof Completed.Type, type: string, out: Out) {
+  private complete(response: typeof Completed.Type, type: string, out: Array<P>) {
     for (const itemId of [...this.texts.keys()]) this.endTexts(itemId, out)
     for (const [itemId, ids] of this.reasoning) {
-      for (const id of ids) out.push({ type: "reasoning-end", id, metadata: { openai: { itemId } } })
+      for (const id of ids) out.push(this.make.end("reasoning-end", id, { openai: { itemId } }))
     }
     this.reasoning.clear()
     const incomplete = response.incomplete_details?.reason
@@ -552,7 +564,7 @@ class ResponsesDecoder implements SseTransport.EventDecoder {
       : this.sawToolCall
       ? "tool-calls"
       : "stop"
-    out.push(ResponseParts.finish({
+    out.push(this.make.finish({
       reason,
       usage: usageOf(response.usage),
       modelId: this.modelId ?? this.settings.model,

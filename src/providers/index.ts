@@ -7,11 +7,23 @@
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Anthropic from "./Anthropic.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as OpenAiChat from "./OpenAiChat.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as OpenAiResponses from "./OpenAiResponses.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Provider from "./Provider.ts"

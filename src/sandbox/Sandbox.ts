@@ -311,7 +311,8 @@ const fallBack = (
  * import { Sandbox } from "effect-agent/sandbox"
  *
  * const program = Effect.flatMap(Sandbox.Sandbox, (sandbox) => sandbox.readFile("src/a.ts"))
- * program.pipe(Effect.provide(Sandbox.memory({ "src/a.ts": "export const a = 1\n" })))
+ * Effect.runPromise(program.pipe(Effect.provide(Sandbox.memory({ "src/a.ts": "export const a = 1\n" }))))
+ *   .then((text) => console.log(text.trimEnd())) // Output: export const a = 1
  * ```
  *
  * @category layers

@@ -6,7 +6,13 @@
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as BuiltinTools from "./BuiltinTools.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Sandbox from "./Sandbox.ts"

@@ -62,6 +62,7 @@ import { durable } from "./internal/checkpointer.ts"
  * What starts a session: a run's options, the session id and the store.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface RunOptions<R = never> extends Agent.RunOptions<R> {
   /** The session id: 1 to 128 letters, digits, `.`, `_` or `-`, not starting with `.`. */
@@ -74,6 +75,7 @@ export interface RunOptions<R = never> extends Agent.RunOptions<R> {
  * session, with the settings given here on top.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface ResumeOptions<R = never> extends Agent.ContinueOptions<R> {
   readonly store: CheckpointStore.Service
@@ -89,6 +91,7 @@ const promptMessages = (prompt: Agent.RunOptions["prompt"]): ReadonlyArray<Messa
  * remove it first; {@link open} does whichever applies).
  *
  * @since 0.1.0
+ * @category running
  */
 export const run = <R = never>(
   options: RunOptions<R>
@@ -163,6 +166,7 @@ const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input 
  * result instead).
  *
  * @since 0.1.0
+ * @category running
  */
 export const resume = <R = never>(
   sessionId: string,
@@ -203,6 +207,7 @@ const resumeFrom = <R>(
  * the store); when it exists, its saved config applies, with `config` on top.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface OpenOptions<R = never> extends Agent.RunOptions<R> {
   readonly store: CheckpointStore.Service
@@ -254,6 +259,7 @@ const naturalEnd = (state: RunState.RunState): Outcome.Outcome =>
  * ```
  *
  * @since 0.1.0
+ * @category running
  */
 export const open = <R = never>(
   sessionId: string,

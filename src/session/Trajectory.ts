@@ -63,6 +63,7 @@ const line = (event: AgentEvent.AgentEvent): Uint8Array =>
  * run.
  *
  * @since 0.1.0
+ * @category codecs
  */
 export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSystem.FileSystem> =>
   Effect.map(Effect.service(FileSystem.FileSystem), (fs) => {

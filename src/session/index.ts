@@ -7,11 +7,23 @@
  * @since 0.1.0
  */
 
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as CheckpointStore from "./CheckpointStore.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as DurableSession from "./DurableSession.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Session from "./Session.ts"
-/** @since 0.1.0 */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Trajectory from "./Trajectory.ts"

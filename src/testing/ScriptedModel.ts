@@ -28,6 +28,7 @@ import * as ToolArguments from "../ToolArguments.ts"
  * `id`, calls get `call_<turn>_<index>`.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface ToolCall {
   readonly id?: string | undefined
@@ -50,6 +51,7 @@ export interface ToolCall {
  * - `model`: the model id to report.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Turn {
   readonly text?: string | ReadonlyArray<string> | undefined
@@ -67,6 +69,7 @@ export interface Turn {
  * A request the model received.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface Request {
   readonly prompt: Prompt.Prompt
@@ -80,6 +83,7 @@ export interface Request {
  * (`undefined` ends the script).
  *
  * @since 0.1.0
+ * @category models
  */
 export type Script = ReadonlyArray<Turn> | ((index: number, request: Request) => Turn | undefined)
 
@@ -87,6 +91,7 @@ export type Script = ReadonlyArray<Turn> | ((index: number, request: Request) =>
  * What a test can ask the scripted model.
  *
  * @since 0.1.0
+ * @category services
  */
 export interface Service {
   /** Every request received, in order. */
@@ -99,6 +104,7 @@ export interface Service {
  * The scripted model's recorder.
  *
  * @since 0.1.0
+ * @category services
  */
 export class ScriptedModel extends Context.Service<ScriptedModel, Service>()("effect-agent/testing/ScriptedModel") {}
 
@@ -210,6 +216,7 @@ const encodedParts: PartMaker<Response.StreamPartEncoded> = {
  * The parts of a turn as a provider would stream them.
  *
  * @since 0.1.0
+ * @category utils
  */
 export const streamParts = (turn: Turn, index: number): {
   readonly head: Array<Response.StreamPartEncoded>
@@ -328,6 +335,7 @@ const decodedParts: PartMaker<Decoded> = {
  * How the scripted model behaves beyond its script.
  *
  * @since 0.1.0
+ * @category options
  */
 export interface Options {
   /**
@@ -355,6 +363,7 @@ const toolNames = (toolkit: unknown): ReadonlyArray<string> => {
  * Builds a scripted `LanguageModel` and its recorder.
  *
  * @since 0.1.0
+ * @category constructors
  */
 export const make = (script: Script, options: Options = {}): Effect.Effect<{
   readonly model: LanguageModel.LanguageModel
@@ -476,6 +485,7 @@ export const make = (script: Script, options: Options = {}): Effect.Effect<{
  * ```
  *
  * @since 0.1.0
+ * @category layers
  */
 export const layer = (
   script: Script,

@@ -14,6 +14,8 @@ export interface Recorded {
   readonly url: string
   readonly headers: Readonly<Record<string, string>>
   readonly body: any
+  /** The client's port: two requests with the same one came over the same connection. */
+  readonly remotePort: number | undefined
   /** Destroys the connection, as a proxy or a crashing server would. */
   readonly reset: Effect.Effect<void>
 }
@@ -32,6 +34,7 @@ export const start = Effect.fnUntraced(function*(reply: Reply) {
       url: request.url,
       headers: request.headers,
       body: text === "" ? undefined : JSON.parse(text),
+      remotePort: socket.remotePort,
       reset: Effect.sync(() => socket.destroy())
     }
     const index = requests.push(recorded) - 1
@@ -66,6 +69,12 @@ export const sseThenReset = (text: string, request: Recorded) => {
     { contentType: "text/event-stream" }
   )
 }
+
+/** An SSE response that sends `text`, then ends its body once `wait` is done (in a read of its own). */
+export const sseThenEnd = (text: string, wait: Effect.Effect<void>) =>
+  HttpServerResponse.stream(Stream.concat(Stream.fromIterable(chunks(text)), Stream.drain(Stream.fromEffect(wait))), {
+    contentType: "text/event-stream"
+  })
 
 /** An SSE response that sends `text` and then nothing more, without closing. */
 export const sseThenHang = (text: string) =>

@@ -16,6 +16,7 @@ import * as Demo from "./Demo.ts"
 import * as Flags from "./Flags.ts"
 import * as Io from "./Io.ts"
 import * as Runner from "./Runner.ts"
+import * as Serve from "./Serve.ts"
 import * as View from "./View.ts"
 
 // -----------------------------------------------------------------------------
@@ -41,6 +42,36 @@ export const run = Command.make("run", Flags.flags, Runner.run).pipe(
     }
   ])
 )
+
+// -----------------------------------------------------------------------------
+// serve
+// -----------------------------------------------------------------------------
+
+/**
+ * `effect-agent serve`.
+ *
+ * @since 0.1.0
+ */
+export const serve = Command.make("serve", Serve.flags, (flags) =>
+  Serve.serve(flags).pipe(
+    Effect.catch((error) =>
+      Effect.andThen(
+        Effect.flatMap(Io.Io, (io) => Effect.sync(() => io.stderr.write(`effect-agent: ${error.message}\n`))),
+        Effect.fail(new ExitWith({ code: error.code }))
+      )
+    )
+  )).pipe(
+    Command.withDescription(
+      "Serve agents over HTTP: sessions, their events as SSE, approvals and steering, and the inspector page"
+    ),
+    Command.withExamples([
+      { command: "effect-agent serve --tools read_file,grep", description: "On http://127.0.0.1:8080" },
+      {
+        command: "AGENT_TOKEN=… effect-agent serve --host 0.0.0.0 --token-env AGENT_TOKEN",
+        description: "Off the loopback, with a token"
+      }
+    ])
+  )
 
 // -----------------------------------------------------------------------------
 // demo
@@ -87,6 +118,7 @@ export const demo = Command.make("demo", {}, () =>
 export const capabilities: ReadonlyArray<string> = [
   "run",
   "resume",
+  "serve",
   "control-protocol",
   "approvals",
   "steering",

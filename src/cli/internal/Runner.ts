@@ -84,7 +84,12 @@ export type Requirements =
 // The model
 // -----------------------------------------------------------------------------
 
-const providerLayer = (
+/**
+ * The model layer of a target.
+ *
+ * @since 0.1.0
+ */
+export const providerLayer = (
   target: Target.Target,
   apiKey: Redacted.Redacted<string> | undefined,
   retry: Provider.RetryOptions
@@ -281,8 +286,13 @@ const mcpEntry = (target: Target.Target, command: string) =>
     )
   })
 
-/** The registry: built-in tools, then each MCP server's (a later tool replaces an earlier one of the same name). */
-const tools = (target: Target.Target, note: (text: string) => void) =>
+/**
+ * The registry: built-in tools, then each MCP server's (a later tool
+ * replaces an earlier one of the same name).
+ *
+ * @since 0.1.0
+ */
+export const tools = (target: Target.Target, note: (text: string) => void) =>
   Effect.gen(function*() {
     const entries: Array<ToolRegistry.Entry> = []
     if (target.tools.length > 0) entries.push(yield* builtinEntry(target))

@@ -124,8 +124,20 @@ const possible = (flag: string, given: Option.Option<number>, shown: string | un
     ? configError(`${flag}: ${shown ?? given.value} is not a limit a run can have; give ${rangeText[flag]}`)
     : Effect.void
 
-/** The config from the limit flags, through `AgentConfig.fromUntrusted`; only the given settings when resuming. */
-const limits = (flags: Flags, resume: boolean) =>
+/**
+ * The flags that set limits.
+ *
+ * @since 0.1.0
+ */
+export type LimitFlags = Pick<Flags, "maxTurns" | "maxTokens" | "maxCost" | "maxWall">
+
+/**
+ * The config from the limit flags, through `AgentConfig.fromUntrusted`
+ * (only the given settings when resuming), and a warning for each clamped.
+ *
+ * @since 0.1.0
+ */
+export const limits = (flags: LimitFlags, resume: boolean) =>
   Effect.gen(function*() {
     const wall = Option.map(flags.maxWall, (text) => ({ text, ms: parseDuration(text) }))
     if (Option.isSome(wall) && wall.value.ms === undefined) {
@@ -200,8 +212,23 @@ const checkUrl = (url: string): boolean => {
   }
 }
 
-/** The target from the flags over a base (the defaults, or a session's `run.json`). */
-const target = (flags: Flags, base: Target | undefined, options: Environment, path: Path.Path) =>
+/**
+ * The flags that choose what the agent runs on.
+ *
+ * @since 0.1.0
+ */
+export type TargetFlags = Pick<
+  Flags,
+  "provider" | "model" | "baseUrl" | "apiKeyEnv" | "script" | "workspace" | "sandbox" | "tools" | "mcp" | "approve"
+>
+
+/**
+ * The target from the flags over a base (the defaults, or a session's
+ * `run.json`).
+ *
+ * @since 0.1.0
+ */
+export const target = (flags: TargetFlags, base: Target | undefined, options: Place, path: Path.Path) =>
   Effect.gen(function*() {
     const cwd = options.cwd
     const provider = orUndefined(flags.provider) ?? base?.provider ?? "openai"

@@ -17,6 +17,7 @@ const schemas = new WeakMap<Tool.Any, JsonSchema.JsonSchema>()
  * The JSON Schema of a tool's parameters, computed once per tool.
  *
  * @since 0.1.0
+ * @category tools
  */
 export const parametersSchema = (tool: Tool.Any): JsonSchema.JsonSchema => {
   let schema = schemas.get(tool)
@@ -32,6 +33,7 @@ export const parametersSchema = (tool: Tool.Any): JsonSchema.JsonSchema => {
  * defined by another provider are left out).
  *
  * @since 0.1.0
+ * @category tools
  */
 export const functionTools = (tools: ReadonlyArray<Tool.Any>): ReadonlyArray<Tool.Any> =>
   tools.filter((tool) => !Tool.isProviderDefined(tool))
@@ -41,6 +43,7 @@ export const functionTools = (tools: ReadonlyArray<Tool.Any>): ReadonlyArray<Too
  * when it has one, else the result itself (JSON for a non-string result).
  *
  * @since 0.1.0
+ * @category tool results
  */
 export const resultText = (part: Prompt.ToolResultPart): string => {
   if (part.modelOutput !== undefined) {
@@ -57,6 +60,7 @@ export const resultText = (part: Prompt.ToolResultPart): string => {
  * The files (images, documents) of a tool result's model output.
  *
  * @since 0.1.0
+ * @category tool results
  */
 export const resultFiles = (part: Prompt.ToolResultPart): ReadonlyArray<Prompt.FilePart> =>
   part.modelOutput === undefined ? [] : part.modelOutput.filter((item) => item.type === "file")
@@ -65,6 +69,7 @@ export const resultFiles = (part: Prompt.ToolResultPart): ReadonlyArray<Prompt.F
  * Where a file's bytes are: inline base64 data, or a URL the provider fetches.
  *
  * @since 0.1.0
+ * @category files
  */
 export type FileSource =
   | { readonly type: "base64"; readonly mediaType: string; readonly data: string }
@@ -77,6 +82,7 @@ const dataUrl = /^data:([^;,]*)(?:;[^,]*)?;base64,(.*)$/s
  * URLs are decoded to inline data, other URLs stay URLs.
  *
  * @since 0.1.0
+ * @category files
  */
 export const fileSource = (part: Prompt.FilePart): FileSource => {
   const data = part.data
@@ -91,6 +97,7 @@ export const fileSource = (part: Prompt.FilePart): FileSource => {
  * A file source as a URL: the URL itself, or a `data:` URL for inline data.
  *
  * @since 0.1.0
+ * @category files
  */
 export const fileUrl = (source: FileSource): string =>
   source.type === "url" ? source.url : `data:${source.mediaType};base64,${source.data}`
@@ -100,6 +107,7 @@ export const fileUrl = (source: FileSource): string =>
  * an `InvalidUserInputError` by {@link encodeRequest}.
  *
  * @since 0.1.0
+ * @category errors
  */
 export class UnsupportedContent {
   readonly description: string
@@ -113,6 +121,7 @@ export class UnsupportedContent {
  * `InvalidUserInputError` naming it; anything else thrown is a defect.
  *
  * @since 0.1.0
+ * @category encoding
  */
 export const encodeRequest = <A>(provider: string, encode: () => A): Effect.Effect<A, AiError.AiError> =>
   Effect.suspend(() => {
@@ -133,6 +142,7 @@ export const encodeRequest = <A>(provider: string, encode: () => A): Effect.Effe
  * the life of the input.
  *
  * @since 0.1.0
+ * @category caching
  */
 export const memo = <K extends object, V>(f: (key: K) => V): (key: K) => V => {
   const cache = new WeakMap<K, V>()
@@ -147,10 +157,48 @@ export const memo = <K extends object, V>(f: (key: K) => V): (key: K) => V => {
 }
 
 /**
+ * The JSON text of an object whose fields are given as JSON text, in their
+ * order; a field that is `undefined` is left out. A request body is assembled
+ * this way from the JSON of the parts it keeps from call to call (each
+ * message's, the tools'), each serialized once, instead of serializing the
+ * whole transcript again on every call.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const jsonObject = (fields: { readonly [key: string]: string | undefined }): string => {
+  let text = ""
+  for (const key in fields) {
+    const value = fields[key]
+    if (value === undefined) continue
+    text += `${text === "" ? "{" : ","}${JSON.stringify(key)}:${value}`
+  }
+  return text === "" ? "{}" : `${text}}`
+}
+
+/**
+ * The fields of a body as JSON text, with a user's extra fields merged in as
+ * `{ ...body, ...extra }` would: a field of the same name replaced in its
+ * place, the others added at the end.
+ *
+ * @since 0.1.0
+ * @category encoding
+ */
+export const withExtraFields = (
+  fields: Record<string, string | undefined>,
+  extra: Readonly<Record<string, unknown>> | undefined
+): Record<string, string | undefined> => {
+  if (extra === undefined) return fields
+  for (const key in extra) fields[key] = JSON.stringify(extra[key])
+  return fields
+}
+
+/**
  * The provider options of a part under a provider's key, when they are an
  * object.
  *
  * @since 0.1.0
+ * @category options
  */
 export const providerOptions = (
   options: Prompt.ProviderOptions,
@@ -167,6 +215,7 @@ const isObject = (value: unknown): value is { readonly [key: string]: unknown } 
  * A string field of an options object.
  *
  * @since 0.1.0
+ * @category options
  */
 export const optionString = (options: { readonly [key: string]: unknown } | undefined, key: string) => {
   const value = options?.[key]
@@ -178,6 +227,7 @@ export const optionString = (options: { readonly [key: string]: unknown } | unde
  * (`generateObject`), with the schema made strict-compatible.
  *
  * @since 0.1.0
+ * @category tools
  */
 export const openAiJsonSchema = (
   format: Extract<LanguageModel.ProviderOptions["responseFormat"], { readonly type: "json" }>
@@ -186,3 +236,31 @@ export const openAiJsonSchema = (
   schema: OpenAiStructuredOutput.toCodecOpenAI(format.schema).jsonSchema,
   strict: true
 })
+
+const approvalsIn = new WeakMap<Prompt.Message, boolean>()
+
+const messageHasApprovals = (message: Prompt.Message): boolean => {
+  if (message.role !== "assistant" && message.role !== "tool") return false
+  let found = approvalsIn.get(message)
+  if (found === undefined) {
+    found = false
+    for (const part of message.content) {
+      if (part.type === "tool-approval-request" || part.type === "tool-approval-response") found = true
+    }
+    approvalsIn.set(message, found)
+  }
+  return found
+}
+
+/**
+ * Whether a prompt holds tool approval requests or responses, which
+ * `LanguageModel.make` resolves before a call (each message is looked at
+ * once for its life).
+ *
+ * @since 0.1.0
+ * @category approvals
+ */
+export const hasApprovals = (prompt: Prompt.Prompt): boolean => {
+  for (const message of prompt.content) if (messageHasApprovals(message)) return true
+  return false
+}

@@ -1,14 +1,18 @@
 /**
  * Building and collecting `effect/ai` response parts, shared by the
- * providers: the finish part (with the call's cost when the price table knows
- * the model), and {@link collect}, which turns a provider's own stream into
- * the parts of a `generateText` response, so that each provider has a single
- * decoding path.
+ * providers. A provider's decoder builds its parts through a {@link Maker}:
+ * {@link encoded} makes the encoded parts `LanguageModel.make` decodes (every
+ * call of an `effect/ai` user goes that way), {@link decoded} makes the parts
+ * that decoding yields, directly, for the agent loop's calls (the provider has
+ * already validated each wire event with its own Schema, so the parts it
+ * builds are valid by construction, and a second decode would only copy
+ * them). {@link collect} turns a provider's own stream into the parts of a
+ * `generateText` response, so that each provider has a single decoding path.
  *
  * @since 0.1.0
  */
-import { Effect, Stream } from "effect"
-import type { Response } from "effect/ai"
+import { DateTime, Effect, Stream, type Types } from "effect"
+import { Response } from "effect/ai"
 import * as Pricing from "../../Pricing.ts"
 
 /**
@@ -16,30 +20,162 @@ import * as Pricing from "../../Pricing.ts"
  * `metadata["effect-agent"].costUsd`.
  *
  * @since 0.1.0
+ * @category constants
  */
 export const metadataKey = "effect-agent"
 
 /**
- * The finish part of a call: its reason and usage, and its cost in US dollars
- * when `prices` has the model.
+ * The parts the agent loop streams: `effect/ai`'s decoded stream parts, tool
+ * calls passed through with their parameters as the provider parsed them
+ * (deferred validation).
  *
  * @since 0.1.0
+ * @category models
  */
-export const finish = (options: {
+export type Decoded = Response.StreamPart<{}, "deferred">
+
+/**
+ * Makes each kind of stream part a provider's decoder emits, as encoded or
+ * decoded parts. A `metadata` argument left out is no metadata.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Maker<P> {
+  /** The response's id, model and creation time (milliseconds since the epoch). */
+  metadata(id: string | undefined, modelId: string | undefined, createdMillis: number | undefined): P
+  start(type: "text-start" | "reasoning-start", id: string): P
+  delta(type: "text-delta" | "reasoning-delta", id: string, delta: string): P
+  end(type: "text-end" | "reasoning-end", id: string, metadata?: Response.ProviderMetadata): P
+  paramsStart(id: string, name: string): P
+  paramsDelta(id: string, delta: string): P
+  paramsEnd(id: string): P
+  toolCall(id: string, name: string, params: unknown, metadata?: Response.ProviderMetadata): P
+  /** The finish part: its reason, its usage, and the call's cost when `prices` has the model. */
+  finish(finish: Finish): P
+}
+
+/**
+ * What a finish part is made from.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Finish {
   readonly reason: Response.FinishReason
   readonly usage: Response.FinishPartEncoded["usage"]
   readonly modelId: string
   readonly prices: Pricing.PriceTable
-}): Response.FinishPartEncoded => {
-  const price = Pricing.find(options.prices, options.modelId)
-  return price === undefined
-    ? { type: "finish", reason: options.reason, usage: options.usage }
-    : {
-      type: "finish",
-      reason: options.reason,
-      usage: options.usage,
-      metadata: { [metadataKey]: { costUsd: Pricing.cost(price, options.usage) } }
-    }
+}
+
+/** The finish part's metadata: the call's cost when the price table knows the model. */
+const finishMetadata = (finish: Finish): Response.ProviderMetadata | undefined => {
+  const price = Pricing.find(finish.prices, finish.modelId)
+  return price === undefined ? undefined : { [metadataKey]: { costUsd: Pricing.cost(price, finish.usage) } }
+}
+
+// The range of a JavaScript Date: a creation time outside it (a server's bad
+// `created`) is left out rather than thrown on.
+const maxMillis = 8.64e15
+const validMillis = (millis: number | undefined): millis is number =>
+  millis !== undefined && Number.isFinite(millis) && Math.abs(millis) <= maxMillis
+
+/**
+ * The encoded parts, which `LanguageModel.make` decodes.
+ *
+ * @since 0.1.0
+ * @category makers
+ */
+export const encoded: Maker<Response.StreamPartEncoded> = {
+  metadata: (id, modelId, createdMillis) => {
+    const part: Types.Mutable<Response.ResponseMetadataPartEncoded> = { type: "response-metadata" }
+    if (id !== undefined) part.id = id
+    if (modelId !== undefined) part.modelId = modelId
+    if (validMillis(createdMillis)) part.timestamp = new Date(createdMillis).toISOString()
+    return part
+  },
+  start: (type, id) => ({ type, id }),
+  delta: (type, id, delta) => ({ type, id, delta }),
+  end: (type, id, metadata) => metadata === undefined ? { type, id } : { type, id, metadata },
+  paramsStart: (id, name) => ({ type: "tool-params-start", id, name }),
+  paramsDelta: (id, delta) => ({ type: "tool-params-delta", id, delta }),
+  paramsEnd: (id) => ({ type: "tool-params-end", id }),
+  toolCall: (id, name, params, metadata) =>
+    metadata === undefined
+      ? { type: "tool-call", id, name, params }
+      : { type: "tool-call", id, name, params, metadata },
+  finish: (finish) => {
+    const metadata = finishMetadata(finish)
+    return metadata === undefined
+      ? { type: "finish", reason: finish.reason, usage: finish.usage }
+      : { type: "finish", reason: finish.reason, usage: finish.usage, metadata }
+  }
+}
+
+/**
+ * The marker every decoded part carries (what `Response.makePart` sets). The
+ * parts are written as literals, the marker as a plain key: `makePart`'s
+ * generic spread, or a computed key, builds each part the slow way, and this
+ * runs once per streamed part. If effect changes the marker, these literals
+ * stop type-checking.
+ */
+const Part = "~effect/ai/Response/Part" as const
+
+/** The metadata of parts that carry none (what decoding defaults it to): one frozen object, not one per part. */
+const noMetadata: Response.ProviderMetadata = Object.freeze({})
+
+/**
+ * The parts `LanguageModel.make` decodes {@link encoded}'s to (tool-call
+ * validation deferred), made directly.
+ *
+ * @since 0.1.0
+ * @category makers
+ */
+export const decoded: Maker<Decoded> = {
+  metadata: (id, modelId, createdMillis) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "response-metadata",
+    ...(id === undefined ? {} : { id }),
+    ...(modelId === undefined ? {} : { modelId }),
+    ...(validMillis(createdMillis) ? { timestamp: DateTime.makeUnsafe(createdMillis) } : {}),
+    metadata: noMetadata
+  }),
+  start: (type, id) => ({ "~effect/ai/Response/Part": Part, type, id, metadata: noMetadata }),
+  delta: (type, id, delta) => ({ "~effect/ai/Response/Part": Part, type, id, delta, metadata: noMetadata }),
+  end: (type, id, metadata) => ({ "~effect/ai/Response/Part": Part, type, id, metadata: metadata ?? noMetadata }),
+  paramsStart: (id, name) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "tool-params-start",
+    id,
+    name,
+    providerExecuted: false,
+    metadata: noMetadata
+  }),
+  paramsDelta: (id, delta) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "tool-params-delta",
+    id,
+    delta,
+    metadata: noMetadata
+  }),
+  paramsEnd: (id) => ({ "~effect/ai/Response/Part": Part, type: "tool-params-end", id, metadata: noMetadata }),
+  toolCall: (id, name, params, metadata) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "tool-call",
+    id,
+    name,
+    params,
+    providerExecuted: false,
+    metadata: metadata ?? noMetadata
+  }),
+  finish: (finish) => ({
+    "~effect/ai/Response/Part": Part,
+    type: "finish",
+    reason: finish.reason,
+    // The counts were checked as integers by the provider's wire Schema: the class need not check them again.
+    usage: new Response.Usage(finish.usage, { disableChecks: true }),
+    metadata: finishMetadata(finish) ?? noMetadata
+  })
 }
 
 type Metadata = NonNullable<Response.StreamPartEncoded["metadata"]>
@@ -83,6 +219,7 @@ class Block {
  * dropped.
  *
  * @since 0.1.0
+ * @category collecting
  */
 export const collect = <E, R>(
   stream: Stream.Stream<Response.StreamPartEncoded, E, R>

@@ -70,15 +70,36 @@ export const isRetryable = (error: AiError.AiError): boolean => {
 const headersOf = (error: AiError.AiError): Readonly<Record<string, unknown>> | undefined =>
   "http" in error.reason ? error.reason.http?.response?.headers : undefined
 
+const schedules = new WeakMap<Provider.RetryOptions, Schedule.Schedule<Duration.Duration, AiError.AiError>>()
+
+/**
+ * The options of the default policy: one object, so that every layer built
+ * without `retry` shares one schedule.
+ *
+ * @since 0.1.0
+ */
+export const defaultOptions: Provider.RetryOptions = {}
+
 /**
  * The retry schedule of a policy, for `Effect.retry`. Its input is the
- * failure; it stops on a failure that is not {@link isRetryable}.
+ * failure; it stops on a failure that is not {@link isRetryable}. Made once
+ * per options object (a schedule is an immutable value): a server that builds
+ * a provider layer per session with the same options builds it once.
  *
  * @since 0.1.0
  */
 export const schedule = (
-  options: Provider.RetryOptions = {}
+  options: Provider.RetryOptions = defaultOptions
 ): Schedule.Schedule<Duration.Duration, AiError.AiError> => {
+  let made = schedules.get(options)
+  if (made === undefined) {
+    made = makeSchedule(options)
+    schedules.set(options, made)
+  }
+  return made
+}
+
+const makeSchedule = (options: Provider.RetryOptions): Schedule.Schedule<Duration.Duration, AiError.AiError> => {
   const policy = { ...Provider.defaultRetryPolicy, ...definedOnly(options) }
   const maxDelay = Duration.fromInputUnsafe(policy.maxDelay)
   const maxElapsed = Duration.toMillis(Duration.fromInputUnsafe(policy.maxElapsed))

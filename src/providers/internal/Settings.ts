@@ -11,6 +11,7 @@ import { HttpClientRequest } from "effect/http"
 import * as Pricing from "../../Pricing.ts"
 import * as Provider from "../Provider.ts"
 import * as Redaction from "./Redaction.ts"
+import * as RetrySchedule from "./RetrySchedule.ts"
 
 /**
  * Options resolved once, when a layer is built.
@@ -84,7 +85,7 @@ export const resolve = Effect.fnUntraced(function*(options: Provider.Options, de
       ? undefined
       : Math.max(1, Math.floor(options.maxOutputTokens)),
     temperature: options.temperature,
-    retry: options.retry ?? {},
+    retry: options.retry ?? RetrySchedule.defaultOptions,
     idleTimeout: atLeastOneMilli(options.idleTimeout ?? Provider.defaultIdleTimeout),
     responseTimeout: atLeastOneMilli(options.responseTimeout ?? Provider.defaultResponseTimeout),
     maxResponseBytes: options.maxResponseBytes === undefined || Number.isNaN(options.maxResponseBytes)

@@ -14,17 +14,49 @@
  *   `InvalidOutputError` (never a silently short answer); a last event whose
  *   lines all ended with a line break counts even without the blank line
  *   that should follow it, but a body cut inside a line is cut short;
- * - after the terminal event the stream ends at once, without waiting for the
- *   server to close the connection.
+ * - after the terminal event the parts end at once; the rest of the body (the
+ *   end of the chunked response, which a server sends with or right after the
+ *   terminal event) is read to its end for at most {@link drainMillis}, so the
+ *   connection goes back to the pool instead of being aborted, which would
+ *   close it and build an abort error with its stack trace;
+ * - trace headers (`b3`, `traceparent`) and the HTTP client span are only
+ *   sent and made when a tracer is installed (the `Tracer` is not Effect's
+ *   native default); with one, `effect/http`'s own references
+ *   (`HttpClient.TracerPropagationEnabled`, `HttpClient.TracerDisabledWhen`)
+ *   decide, as for any request.
  *
- * SSE framing is parsed with `effect/encoding`'s `Sse.makeParser`. The
+ * SSE framing is parsed with `effect/encoding`'s `Sse.makeParser`, fed each
+ * chunk of the body in a plain loop (no Stream step per event). The
  * `Sse.decode` channel is not used because it ends the stream with a failure
  * on a `retry:` field, which providers may send and which must be ignored.
  *
+ * {@link languageModel} gives the agent loop's calls (tool resolution off,
+ * tool-call validation deferred) a path of their own: the provider's decoder
+ * builds decoded parts directly (`ResponseParts.decoded`), streamed a chunk
+ * per read of the body, without `LanguageModel.make`'s second decode of every
+ * part. Every other call goes through `LanguageModel.make` as before.
+ *
  * @since 0.1.0
  */
-import { Cause, Clock, Duration, Effect, Pull, Result, type Schedule, Schema, Stream } from "effect"
-import { AiError, LanguageModel, type Response } from "effect/ai"
+import {
+  Cause,
+  Channel,
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  Option,
+  Pull,
+  Result,
+  type Schedule,
+  Schema,
+  Scope,
+  Stream,
+  Tracer
+} from "effect"
+import { AiError, LanguageModel, Prompt, ResponseIdTracker, Telemetry, type Tool } from "effect/ai"
 import { Sse } from "effect/encoding"
 import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import * as PromptEncoding from "./PromptEncoding.ts"
@@ -35,31 +67,30 @@ import * as ResponseParts from "./ResponseParts.ts"
 import * as RetrySchedule from "./RetrySchedule.ts"
 
 /**
- * Turns one provider's SSE events into stream parts. `push` appends the parts
- * an event produces to `out` and returns a reason when the event breaks the
- * protocol; `finished` is true once the terminal event was seen; `terminal`
- * names that event for error messages.
+ * Turns one provider's SSE events into stream parts (`P`: encoded or decoded,
+ * made by the `ResponseParts.Maker` the decoder was built with). `push`
+ * appends the parts an event produces to `out` and returns a reason when the
+ * event breaks the protocol; `finished` is true once the terminal event was
+ * seen; `terminal` names that event for error messages.
  *
  * @since 0.1.0
+ * @category models
  */
-export interface EventDecoder {
-  readonly push: (event: Sse.Event, out: Array<Response.StreamPartEncoded>) => AiError.AiErrorReason | undefined
+export interface EventDecoder<P> {
+  readonly push: (event: Sse.Event, out: Array<P>) => AiError.AiErrorReason | undefined
   readonly finished: boolean
   readonly terminal: string
 }
 
 /**
- * One streaming call.
+ * How a body is decoded: the provider's decoder and the limits on its body.
  *
  * @since 0.1.0
+ * @category models
  */
-export interface Options {
+export interface Decoding<P> {
   /** The module name errors carry (`OpenAiChat`, `Anthropic`, …). */
   readonly provider: string
-  readonly client: HttpClient.HttpClient
-  readonly request: HttpClientRequest.HttpClientRequest
-  /** The retry schedule (`RetrySchedule.schedule`). */
-  readonly retry: Schedule.Schedule<Duration.Duration, AiError.AiError>
   /** The longest wait for the response to start, or for the next complete event. */
   readonly idleTimeout: Duration.Duration
   /** The longest a whole call may take, retries included, from the request to the terminal event. */
@@ -69,53 +100,123 @@ export interface Options {
   /** Removes the key from the text of every failure (`Redaction.redactor`). */
   readonly redact: (text: string) => string
   /** Made once per attempt that reaches the body. */
-  readonly decoder: () => EventDecoder
+  readonly decoder: () => EventDecoder<P>
 }
 
 /**
- * Sends the request and streams the decoded parts.
+ * One streaming call.
  *
  * @since 0.1.0
+ * @category models
  */
-export const stream = (options: Options): Stream.Stream<Response.StreamPartEncoded, AiError.AiError> => {
-  const target: ProviderError.Target = { method: options.request.method, url: options.request.url }
-  // Every failure passes here: its texts are redacted once, after decoding.
-  const fail = (reason: AiError.AiErrorReason) =>
-    AiError.make({
-      module: options.provider,
-      method: "streamText",
-      reason: Redaction.redactReason(reason, options.redact)
-    })
-  // Failures are made when they happen: making one redacts it, which is not free.
-  const overdue = Effect.failSync(() => fail(ProviderError.responseTimeout(target, options.responseTimeout)))
-  return Stream.unwrap(Clock.clockWith((clock) => {
-    const deadline = clock.currentTimeMillisUnsafe() + Duration.toMillis(options.responseTimeout)
-    return send(options, target, fail).pipe(
-      Effect.timeoutOrElse({ duration: options.responseTimeout, orElse: () => overdue }),
-      Effect.map((response) =>
-        response.stream.pipe(
-          (bytes) => decodeEvents(bytes, options, { clock, deadline, target, overdue, fail }),
-          Stream.mapError((error) =>
-            HttpClientError.isHttpClientError(error)
-              ? fail(ProviderError.fromHttpClientError(error, target))
-              : error
-          )
-        )
-      )
-    )
-  }))
+export interface Options<P> extends Decoding<P> {
+  readonly client: HttpClient.HttpClient
+  readonly request: HttpClientRequest.HttpClientRequest
+  /** The retry schedule (`RetrySchedule.schedule`). */
+  readonly retry: Schedule.Schedule<Duration.Duration, AiError.AiError>
 }
+
+// Every failure passes here: its texts are redacted once, after decoding.
+const failure = (decoding: Pick<Decoding<unknown>, "provider" | "redact">) => (reason: AiError.AiErrorReason) =>
+  AiError.make({
+    module: decoding.provider,
+    method: "streamText",
+    reason: Redaction.redactReason(reason, decoding.redact)
+  })
+
+/**
+ * Sends the request and streams the parts its decoder makes.
+ *
+ * @since 0.1.0
+ * @category streaming
+ */
+export const stream = <P>(options: Options<P>): Stream.Stream<P, AiError.AiError> =>
+  Stream.fromChannel(Channel.fromTransform((_, scope) =>
+    Clock.clockWith((clock) => {
+      const target: ProviderError.Target = { method: options.request.method, url: options.request.url }
+      const fail = failure(options)
+      // Failures are made when they happen: making one redacts it, which is not free.
+      const overdue = Effect.failSync(() => fail(ProviderError.responseTimeout(target, options.responseTimeout)))
+      const call: Call = {
+        clock,
+        deadline: clock.currentTimeMillisUnsafe() + Duration.toMillis(options.responseTimeout),
+        target,
+        fail,
+        request: Scope.makeUnsafe()
+      }
+      return send(options, call).pipe(
+        Effect.timeoutOrElse({ duration: options.responseTimeout, orElse: () => overdue }),
+        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(call.request, exit)),
+        Effect.flatMap((response) => readBody(response.stream, options, call, scope))
+      )
+    })
+  ))
+
+/**
+ * Streams the parts of a body already at hand, as {@link stream} does once
+ * its request has succeeded (the benchmark runs the providers' decoding over
+ * bytes in memory with it).
+ *
+ * @since 0.1.0
+ * @category streaming
+ */
+export const decodeBody = <P>(
+  body: Stream.Stream<Uint8Array, HttpClientError.HttpClientError>,
+  decoding: Decoding<P>
+): Stream.Stream<P, AiError.AiError> =>
+  Stream.fromChannel(Channel.fromTransform((_, scope) =>
+    Clock.clockWith((clock) =>
+      readBody(body, decoding, {
+        clock,
+        deadline: clock.currentTimeMillisUnsafe() + Duration.toMillis(decoding.responseTimeout),
+        target: { method: "POST", url: "memory" },
+        fail: failure(decoding),
+        request: Scope.makeUnsafe()
+      }, scope)
+    )
+  ))
 
 // The most of an unsuccessful response's body that is read: enough for any
 // provider's error JSON, of which an error keeps 2,000 characters.
 const maxErrorBodyBytes = 64 * 1024
 
-const send = (
-  options: Options,
-  target: ProviderError.Target,
-  fail: (reason: AiError.AiErrorReason) => AiError.AiError
-): Effect.Effect<HttpClientResponse.HttpClientResponse, AiError.AiError> =>
-  options.client.execute(options.request).pipe(
+// Without a tracer installed, the request makes no client span and carries no
+// trace headers: nothing would receive the span, and the headers would only
+// tell the server about it.
+const noTracing = () => true
+
+// Each request is tied to the call's request scope (`HttpClient.withScope`),
+// which is closed, aborting the request, only when the call fails or is
+// interrupted; a call that read its body to the end drops the scope instead.
+// Without a scope, `effect/http` aborts every request when its body stream
+// ends, complete or not, which builds an `AbortError` with a stack trace per
+// call, and tracks each response for the garbage collector.
+type ScopedClient = HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>
+const scopedClients = new WeakMap<HttpClient.HttpClient, ScopedClient>()
+
+const scoped = (client: HttpClient.HttpClient) => {
+  let scopedClient = scopedClients.get(client)
+  if (scopedClient === undefined) {
+    scopedClient = HttpClient.withScope(client)
+    scopedClients.set(client, scopedClient)
+  }
+  return scopedClient
+}
+
+const execute = (client: HttpClient.HttpClient, request: HttpClientRequest.HttpClientRequest, scope: Scope.Scope) =>
+  Effect.withFiber((fiber) => {
+    const sent = Effect.provideService(scoped(client).execute(request), Scope.Scope, scope)
+    return fiber.getRef(Tracer.Tracer) === Tracer.nativeTracer
+      ? Effect.provideService(sent, HttpClient.TracerDisabledWhen, noTracing)
+      : sent
+  })
+
+const send = <P>(
+  options: Options<P>,
+  call: Call
+): Effect.Effect<HttpClientResponse.HttpClientResponse, AiError.AiError> => {
+  const { target, fail } = call
+  return execute(options.client, options.request, call.request).pipe(
     Effect.timeoutOrElse({
       duration: options.idleTimeout,
       orElse: () => Effect.fail(fail(ProviderError.idle(target, options.idleTimeout, "response")))
@@ -140,6 +241,7 @@ const send = (
       Effect.fail(fail(ProviderError.fromHttpClientError(error, target)))),
     Effect.retry(options.retry)
   )
+}
 
 // The start of an error response's body, or "" when it cannot be read within
 // the idle timeout: a server that trickles an endless error body must not
@@ -160,22 +262,77 @@ interface Call {
   /** When the call must have ended, in the clock's milliseconds. */
   readonly deadline: number
   readonly target: ProviderError.Target
-  readonly overdue: Effect.Effect<never, AiError.AiError>
   readonly fail: (reason: AiError.AiErrorReason) => AiError.AiError
+  /** The scope of the call's requests: closing it aborts them. */
+  readonly request: Scope.Closeable
 }
 
-// One stateful step from the body's bytes to parts: the size limit, UTF-8
-// decoding, SSE framing, the provider's decoder, the end-of-body check, the
-// stop after the terminal event, and the two timeouts. The bytes are decoded
-// here rather than by `Stream.decodeText`, so that the size limit counts bytes
-// without another stage per chunk.
+type Chunk<P> = readonly [P, ...Array<P>]
+
+/**
+ * Hands the parts of each read from the reader fiber to the caller's pulls,
+ * then the end of the call (`Cause.Done`, or its failure). A waiting pull is
+ * resumed at once, in the reader's turn: `Queue` releases its takers through
+ * the scheduler, a macrotask per read, which here would be one per event.
+ */
+class Mailbox<P> {
+  private pending: Array<P> | undefined
+  private exit: Exit.Exit<never, AiError.AiError | Cause.Done> | undefined
+  private waiting: ((effect: Effect.Effect<Chunk<P>, AiError.AiError | Cause.Done>) => void) | undefined
+
+  /** Takes the parts over: the caller must not change them after. */
+  offer(parts: [P, ...Array<P>]): void {
+    if (this.exit !== undefined) return
+    const waiting = this.waiting
+    if (waiting !== undefined) {
+      this.waiting = undefined
+      waiting(Effect.succeed(parts))
+    } else if (this.pending === undefined) this.pending = parts
+    else for (const part of parts) this.pending.push(part)
+  }
+
+  close(exit: Exit.Exit<never, AiError.AiError | Cause.Done>): void {
+    if (this.exit !== undefined) return
+    this.exit = exit
+    const waiting = this.waiting
+    if (waiting !== undefined && this.pending === undefined) {
+      this.waiting = undefined
+      waiting(exit)
+    }
+  }
+
+  readonly take: Pull.Pull<Chunk<P>, AiError.AiError> = Effect.suspend(() => {
+    const pending = this.pending
+    if (pending !== undefined && isNonEmpty(pending)) {
+      this.pending = undefined
+      return Effect.succeed(pending)
+    }
+    if (this.exit !== undefined) return this.exit
+    return Effect.callback<Chunk<P>, AiError.AiError | Cause.Done>((resume) => {
+      this.waiting = resume
+      return Effect.sync(() => {
+        if (this.waiting === resume) this.waiting = undefined
+      })
+    })
+  })
+}
+
+const done = Exit.fail(Cause.Done())
+
+// Reads a response's body into parts, in a fiber of its own (the reader),
+// while the caller takes the parts of each read from a queue. From the bytes
+// to the parts in one plain loop per read: the size limit, UTF-8 decoding, SSE
+// framing, the provider's decoder and the end-of-body check. The bytes are
+// decoded here rather than by `Stream.decodeText`, so that the size limit
+// counts bytes without another stage per chunk.
 //
 // The idle timeout counts the time without a complete event, not without a
 // byte: a server that trickles bytes or comment lines must not keep a call
-// alive. It is one timeout around the reads that complete the next event(s),
-// which costs no more per chunk than a timeout on each read. Near the
-// deadline, that timeout is cut to the time left, and running out of it fails
-// the call with the response timeout instead.
+// alive. One watchdog fiber per call keeps both timeouts: it sleeps until the
+// idle deadline (the time of the last complete event plus the timeout) or the
+// call's deadline, whichever is first; when it wakes and no event completed
+// meanwhile, it fails the call and interrupts the reader. A timeout raced
+// around each read would cost two fibers and a timer per read.
 //
 // A body may end without the blank line that dispatches its last event (some
 // proxies and recordings strip it). When the body's last line was complete
@@ -185,85 +342,188 @@ interface Call {
 // is not the provider's terminal event, or does not parse (it may be the head
 // of a longer event), the body still ended too early; an error the provider
 // reported in it is kept.
-const decodeEvents = <E>(
-  body: Stream.Stream<Uint8Array, E>,
-  options: Options,
-  call: Call
-): Stream.Stream<Response.StreamPartEncoded, E | AiError.AiError> =>
-  Stream.transformPull(body, (upstream) =>
-    Effect.sync(() => {
-      const { clock, deadline, fail } = call
-      const decoder = options.decoder()
-      const idleMillis = Duration.toMillis(options.idleTimeout)
-      const idle = Effect.failSync(() => fail(ProviderError.idle(call.target, options.idleTimeout, "stream")))
-      const text = new TextDecoder()
-      let out: Array<Response.StreamPartEncoded> = []
-      let fault: AiError.AiErrorReason | undefined
-      let bytes = 0
-      let events = 0
-      // Whether the text so far ends inside a line, and whether the body has ended.
-      let lineOpen = false
-      let ending = false
-      const parser = Sse.makeParser((event) => {
-        if (event._tag !== "Event") return
-        events++
-        if (fault === undefined && !decoder.finished) fault = decoder.push(event, out)
-      })
-      const truncated = Effect.failSync(() => fail(ProviderError.truncated(decoder.terminal)))
-      // Feeds text to the parser; a failure to return, or undefined.
-      const feed = (chunk: string): Effect.Effect<never, AiError.AiError> | undefined => {
-        if (chunk.length === 0) return undefined
-        const tooLarge = parser.feed(chunk)
-        if (tooLarge !== undefined) fault ??= ProviderError.invalidStream(tooLarge.message)
-        if (fault !== undefined) {
-          return ending && fault._tag === "InvalidOutputError" ? truncated : Effect.fail(fail(fault))
-        }
-        const last = chunk.charCodeAt(chunk.length - 1)
-        lineOpen = last !== LF && last !== CR
-        return undefined
+//
+// After the terminal event the caller's stream ends at once; the reader reads
+// the rest of the body for at most `drainMillis` (see there), outliving the
+// stream. Ended before the terminal event (the caller stopped early, or was
+// interrupted), the stream interrupts the reader, which aborts the request.
+const readBody = <P>(
+  bodyStream: Stream.Stream<Uint8Array, HttpClientError.HttpClientError>,
+  options: Decoding<P>,
+  call: Call,
+  scope: Scope.Scope
+): Effect.Effect<Pull.Pull<Chunk<P>, AiError.AiError>> =>
+  Effect.gen(function*() {
+    const { clock, fail } = call
+    const mailbox = new Mailbox<P>()
+    const decoder = options.decoder()
+    const idleMillis = Duration.toMillis(options.idleTimeout)
+    const text = new TextDecoder()
+    let out: Array<P> = []
+    let fault: AiError.AiErrorReason | undefined
+    let bytes = 0
+    // Whether the text so far ends inside a line, and whether the body has ended.
+    let lineOpen = false
+    let ending = false
+    // When the last event completed (or the body started), in the clock's milliseconds.
+    let lastEvent = clock.currentTimeMillisUnsafe()
+    // Whether the caller has all it will get: every part, or the failure.
+    let over = false
+    const parser = Sse.makeParser((event) => {
+      if (event._tag !== "Event") return
+      lastEvent = clock.currentTimeMillisUnsafe()
+      if (fault === undefined && !decoder.finished) fault = decoder.push(event, out)
+    })
+    const failWith = (reason: AiError.AiErrorReason) => {
+      if (over) return
+      over = true
+      mailbox.close(Exit.fail(fail(reason)))
+    }
+    const truncated = () => failWith(ProviderError.truncated(decoder.terminal))
+    // Feeds text to the parser; false when the call failed.
+    const feed = (chunk: string): boolean => {
+      if (chunk.length === 0) return true
+      const tooLarge = parser.feed(chunk)
+      if (tooLarge !== undefined) fault ??= ProviderError.invalidStream(tooLarge.message)
+      if (fault !== undefined) {
+        if (ending && fault._tag === "InvalidOutputError") truncated()
+        else failWith(fault)
+        return false
       }
-      const end = (): Effect.Effect<void, AiError.AiError> => {
-        const failed = feed(text.decode())
-        if (failed !== undefined) return failed
-        if (lineOpen) return truncated
-        ending = true
-        return feed(endOfBody) ?? (decoder.finished ? Effect.void : truncated)
-      }
-      // Reads until an event completes (or the body ends, or the decoder is done).
-      const read: Effect.Effect<void, E | AiError.AiError> = Effect.flatMap(
-        Pull.catchDone(upstream, () => Effect.succeed(undefined)),
-        (chunks) => {
-          if (chunks === undefined) return end()
-          for (const chunk of chunks) {
-            bytes += chunk.length
-            if (bytes > options.maxResponseBytes) {
-              return Effect.fail(fail(ProviderError.tooLarge(options.maxResponseBytes)))
-            }
-            const failed = feed(text.decode(chunk, streaming))
-            if (failed !== undefined) return failed
-            if (decoder.finished) return Effect.void
-          }
-          return events === 0 ? read : Effect.void
+      const last = chunk.charCodeAt(chunk.length - 1)
+      lineOpen = last !== LF && last !== CR
+      return true
+    }
+    const deliver = () => {
+      const parts = out
+      if (!isNonEmpty(parts)) return
+      out = []
+      mailbox.offer(parts)
+    }
+    const finish = () => {
+      deliver()
+      over = true
+      mailbox.close(done)
+    }
+    // The body ended: its last event may still be pending.
+    const end = () => {
+      if (!feed(text.decode())) return
+      if (lineOpen) return truncated()
+      ending = true
+      if (!feed(endOfBody)) return
+      if (decoder.finished) finish()
+      else truncated()
+    }
+    // One read of the body; whether to read on.
+    const onRead = (chunks: ReadonlyArray<Uint8Array>): boolean => {
+      for (const chunk of chunks) {
+        bytes += chunk.length
+        if (bytes > options.maxResponseBytes) {
+          failWith(ProviderError.tooLarge(options.maxResponseBytes))
+          return false
         }
-      )
-      const next: Pull.Pull<NonEmptyParts, E | AiError.AiError> = Effect.suspend(() => {
-        if (decoder.finished) return Cause.done()
-        events = 0
-        const left = deadline - clock.currentTimeMillisUnsafe()
-        const timed = left > idleMillis
-          ? Effect.timeoutOrElse(read, { duration: idleMillis, orElse: () => idle })
-          : Effect.timeoutOrElse(read, { duration: Math.max(left, 0), orElse: () => call.overdue })
-        return Effect.flatMap(timed, () => {
-          if (!isNonEmpty(out)) return next
-          const parts = out
-          out = []
-          return Effect.succeed(parts)
+        if (!feed(text.decode(chunk, streaming))) return false
+        if (decoder.finished) {
+          finish()
+          return false
+        }
+      }
+      deliver()
+      return true
+    }
+
+    const body = Scope.makeUnsafe()
+    const upstream = yield* Channel.toPullScoped(Stream.toChannel(bodyStream), body)
+    // Whether the body was read to its end: then the request need not be aborted.
+    let ended = false
+    const read: Effect.Effect<void, HttpClientError.HttpClientError> = Effect.flatMap(
+      Pull.catchDone(upstream, () => Effect.succeed(undefined)),
+      (chunks) => {
+        if (chunks !== undefined) return onRead(chunks) ? read : Effect.void
+        ended = true
+        return Effect.sync(end)
+      }
+    )
+    // After the terminal event, the rest of the body, to its end or for at most `drainMillis`.
+    const rest: Effect.Effect<void, HttpClientError.HttpClientError> = Effect.flatMap(
+      Pull.catchDone(upstream, () => Effect.succeed(undefined)),
+      (chunks) => {
+        if (chunks === undefined) {
+          ended = true
+          return Effect.void
+        }
+        for (const chunk of chunks) bytes += chunk.length
+        return bytes > options.maxResponseBytes ? Effect.void : rest
+      }
+    )
+    const reader = read.pipe(
+      Effect.andThen(Effect.suspend(() =>
+        decoder.finished ? Effect.raceFirst(Effect.ignore(rest), drainTimer) : Effect.void
+      )),
+      Effect.catchCause((cause) =>
+        Effect.sync(() => {
+          if (over) return
+          const error = Cause.findErrorOption(cause)
+          if (Option.isSome(error)) return failWith(ProviderError.fromHttpClientError(error.value, call.target))
+          if (Cause.hasInterruptsOnly(cause)) return
+          // A defect (a bug in a decoder) reaches the caller as one.
+          over = true
+          mailbox.close(Exit.die(Cause.squash(cause)))
         })
-      })
-      return next
-    }))
+      ),
+      Effect.ensuring(Effect.suspend(() =>
+        ended
+          ? Scope.close(body, Exit.void)
+          : Effect.andThen(Scope.close(body, Exit.void), Scope.close(call.request, Exit.void))
+      ))
+    )
+    // Not a child of the stream: it reads the rest of the body after the stream has ended.
+    const fiber = yield* Effect.forkDetach(reader)
+    yield* Scope.addFinalizer(scope, Effect.suspend(() => decoder.finished ? Effect.void : Fiber.interrupt(fiber)))
+
+    // Wakes at the idle deadline or the call's, whichever is first; fails the call if no event completed meanwhile.
+    const watch: Effect.Effect<void> = Effect.suspend(() => {
+      if (over) return Effect.void
+      const now = clock.currentTimeMillisUnsafe()
+      if (now >= call.deadline) {
+        return Effect.andThen(
+          Effect.sync(() => failWith(ProviderError.responseTimeout(call.target, options.responseTimeout))),
+          Fiber.interrupt(fiber)
+        )
+      }
+      const idleAt = lastEvent + idleMillis
+      if (now >= idleAt) {
+        return Effect.andThen(
+          Effect.sync(() => failWith(ProviderError.idle(call.target, options.idleTimeout, "stream"))),
+          Fiber.interrupt(fiber)
+        )
+      }
+      return Effect.andThen(Effect.sleep(Math.min(idleAt, call.deadline) - now), watch)
+    })
+    yield* Effect.forkIn(watch, scope)
+    return mailbox.take
+  })
 
 const streaming = { stream: true }
+
+/**
+ * How long the rest of a body is read after its terminal event before the
+ * response is closed: long enough for the end of the response, which servers
+ * send with the terminal event or right after it, and short enough that a
+ * server that keeps the body open costs a call little.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const drainMillis = 100
+
+// A timer on the wall clock, not Effect's `Clock`: it bounds how long a
+// finished call keeps reading to reuse its connection, which no caller
+// configures and no test clock should hold up.
+const drainTimer: Effect.Effect<void> = Effect.callback<void>((resume) => {
+  const timer = setTimeout(() => resume(Effect.void), drainMillis)
+  return Effect.sync(() => clearTimeout(timer))
+})
 
 // Fed at the end of a body whose last line is complete: a blank line after a
 // line feed, or after the LF the parser skips following a CR.
@@ -271,14 +531,13 @@ const endOfBody = "\n\n"
 const LF = 10
 const CR = 13
 
-type NonEmptyParts = readonly [Response.StreamPartEncoded, ...Array<Response.StreamPartEncoded>]
-
 const isNonEmpty = <A>(array: Array<A>): array is [A, ...Array<A>] => array.length > 0
 
 /**
  * Parses an event's `data:` as JSON, or says that it could not.
  *
  * @since 0.1.0
+ * @category decoding
  */
 export const parseData = (event: Sse.Event): Result.Result<unknown, AiError.InvalidOutputError> => {
   try {
@@ -294,6 +553,7 @@ export const parseData = (event: Sse.Event): Result.Result<unknown, AiError.Inva
  * which field. Unknown fields are ignored.
  *
  * @since 0.1.0
+ * @category decoding
  */
 export const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S, name: string) => {
   const decode = Schema.decodeUnknownResult(schema)
@@ -310,49 +570,175 @@ export const decodeWith = <S extends Schema.Decoder<unknown>>(schema: S, name: s
  * stream is decoded.
  *
  * @since 0.1.0
+ * @category models
  */
 export interface WireFormat {
   /** The module name errors carry. */
   readonly provider: string
   /** The request, without its body: URL and headers. */
   readonly request: HttpClientRequest.HttpClientRequest
-  /** The JSON body for a call; may throw `PromptEncoding.UnsupportedContent`. */
-  readonly body: (options: LanguageModel.ProviderOptions) => unknown
-  /** A fresh decoder for one response. */
-  readonly decoder: () => EventDecoder
+  /** The JSON text of a call's body; may throw `PromptEncoding.UnsupportedContent`. */
+  readonly body: (options: LanguageModel.ProviderOptions) => string
+  /** A fresh decoder for one response, making its parts with `make`. */
+  readonly decoder: <P>(make: ResponseParts.Maker<P>) => EventDecoder<P>
   readonly codecTransformer?: LanguageModel.CodecTransformer | undefined
   readonly supportsSystemMessagesInHistory: boolean
 }
 
 /**
- * The `LanguageModel` of a wire format: `streamText` sends the request and
- * decodes its stream; `generateText` collects that same stream.
+ * When true, every call goes through `LanguageModel.make`, the loop's too
+ * (the tests compare both paths with it).
  *
  * @since 0.1.0
+ * @category references
+ */
+export const StandardPath = Context.Reference<boolean>("effect-agent/providers/StandardPath", {
+  defaultValue: () => false
+})
+
+/**
+ * The options of the agent loop's calls, which take the direct path: tool
+ * calls are not resolved, and their validation is left to the caller.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isLoopCall = (options: LanguageModel.GenerateTextOptions<{}>): boolean =>
+  options.disableToolCallResolution === true && options.toolCallValidation === "deferred"
+
+/** What a call streams: decoded parts (`LanguageModel.make` decodes for the calls that go through it). */
+type Parts = Stream.Stream<ResponseParts.Decoded, AiError.AiError, unknown>
+
+const textFormat: LanguageModel.ProviderOptions["responseFormat"] = { type: "text" }
+
+const toolsByToolkit = new WeakMap<object, ReadonlyArray<Tool.Any>>()
+
+/** A toolkit's tools, listed once per toolkit (the loop passes the same one on every call). */
+const toolsOf = (toolkit: { readonly tools: Record<string, Tool.Any> }): ReadonlyArray<Tool.Any> => {
+  let tools = toolsByToolkit.get(toolkit)
+  if (tools === undefined) {
+    tools = Object.values(toolkit.tools)
+    toolsByToolkit.set(toolkit, tools)
+  }
+  return tools
+}
+
+// A toolkit made by `Toolkit.make` is a function (it is also an Effect); a toolkit with handlers is an object.
+const hasTools = (toolkit: unknown): toolkit is { readonly tools: Record<string, Tool.Any> } =>
+  (typeof toolkit === "object" || typeof toolkit === "function") && toolkit !== null && "tools" in toolkit &&
+  typeof toolkit.tools === "object" && toolkit.tools !== null
+
+/**
+ * The `LanguageModel` of a wire format: `streamText` sends the request and
+ * decodes its stream; `generateText` collects that same stream. The loop's
+ * calls ({@link isLoopCall}) stream decoded parts straight from the decoder;
+ * the rest, and the loop's calls when something `LanguageModel.make` does
+ * for them is in play (a `ResponseIdTracker`, a span transformer, tool
+ * approvals in the prompt), go through `LanguageModel.make`.
+ *
+ * @since 0.1.0
+ * @category constructors
  */
 export const languageModel = Effect.fnUntraced(function*(settings: Settings.Settings, format: WireFormat) {
   const client = yield* HttpClient.HttpClient
   const retry = RetrySchedule.schedule(settings.retry)
-  const streamText = (providerOptions: LanguageModel.ProviderOptions) =>
+  const call = <P>(providerOptions: LanguageModel.ProviderOptions, make: ResponseParts.Maker<P>) =>
     Stream.unwrap(Effect.map(
       PromptEncoding.encodeRequest(format.provider, () => format.body(providerOptions)),
       (body) =>
         stream({
           provider: format.provider,
           client,
-          request: HttpClientRequest.bodyJsonUnsafe(format.request, body),
+          request: HttpClientRequest.bodyText(format.request, body, "application/json"),
           retry,
           idleTimeout: settings.idleTimeout,
           responseTimeout: settings.responseTimeout,
           maxResponseBytes: settings.maxResponseBytes,
           redact: settings.redact,
-          decoder: format.decoder
+          decoder: () => format.decoder(make)
         })
     ))
-  return yield* LanguageModel.make({
-    streamText,
-    generateText: (providerOptions) => ResponseParts.collect(streamText(providerOptions)),
+  const base = yield* LanguageModel.make({
+    streamText: (providerOptions) => call(providerOptions, ResponseParts.encoded),
+    generateText: (providerOptions) => ResponseParts.collect(call(providerOptions, ResponseParts.encoded)),
     codecTransformer: format.codecTransformer,
     supportsSystemMessagesInHistory: Effect.succeed(format.supportsSystemMessagesInHistory)
   })
+  // A span transformer present when the layer was built applies to every call, as `LanguageModel.make` does.
+  const transformedAtBuild = Option.isSome(yield* Effect.serviceOption(Telemetry.CurrentSpanTransformer))
+  // The span of a loop call when no tracer is installed: inert, made once.
+  const inertSpan = yield* Effect.makeSpan("LanguageModel.streamText", {
+    annotations: Context.make(Tracer.DisablePropagation, true)
+  })
+
+  // `LanguageModel.streamText` is typed by overloads on the toolkit given.
+  // The widest options may carry a toolkit Effect needing any service: `unknown` stands for them.
+  const standard = (input: LanguageModel.GenerateTextOptions<{}>): Parts => {
+    const { toolkit, ...rest } = input
+    return toolkit === undefined ? base.streamText(rest) : base.streamText({ ...rest, toolkit })
+  }
+
+  const direct = (
+    input: LanguageModel.GenerateTextOptions<{}>,
+    tools: ReadonlyArray<Tool.Any>
+  ): Parts =>
+    Stream.unwrap(Effect.withFiber((fiber): Effect.Effect<Parts, never, Scope.Scope> => {
+      const prompt = Prompt.make(input.prompt)
+      if (PromptEncoding.hasApprovals(prompt)) return Effect.succeed(standard(input))
+      const toolChoice = input.toolChoice ?? "auto"
+      const allowed: ReadonlyArray<string> | undefined = typeof toolChoice === "object" && "oneOf" in toolChoice
+        ? toolChoice.oneOf
+        : undefined
+      const chosen = allowed === undefined ? tools : tools.filter((tool) => allowed.includes(tool.name))
+      const traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+      return Effect.map(
+        traced ? Effect.makeSpanScoped("LanguageModel.streamText", { kind: "client" }) : Effect.succeed(inertSpan),
+        (span) => {
+          if (traced) {
+            span.attribute("gen_ai.output.type", "text")
+            span.attribute(
+              "effect.ai.tool_choice",
+              typeof toolChoice === "string" ? toolChoice : JSON.stringify(toolChoice)
+            )
+            span.attribute("effect.ai.concurrency", input.concurrency ?? "unbounded")
+          }
+          return call({
+            prompt,
+            tools: chosen,
+            toolChoice,
+            responseFormat: textFormat,
+            span,
+            previousResponseId: undefined,
+            incrementalPrompt: undefined,
+            toolCallValidation: "deferred"
+          }, ResponseParts.decoded)
+        }
+      )
+    }))
+
+  const loopCall = (input: LanguageModel.GenerateTextOptions<{}>): Parts =>
+    Stream.unwrap(Effect.withFiber((fiber): Effect.Effect<Parts> => {
+      const context = fiber.context
+      if (
+        transformedAtBuild || fiber.getRef(StandardPath) ||
+        Context.getOption(context, ResponseIdTracker.ResponseIdTracker)._tag === "Some" ||
+        Context.getOption(context, Telemetry.CurrentSpanTransformer)._tag === "Some"
+      ) {
+        return Effect.succeed(standard(input))
+      }
+      const toolkit = input.toolkit
+      if (toolkit === undefined) return Effect.succeed(direct(input, []))
+      // A toolkit is read as it is; one given as another Effect (rare) is resolved by `LanguageModel.make`.
+      return Effect.succeed(hasTools(toolkit) ? direct(input, toolsOf(toolkit)) : standard(input))
+    }))
+
+  const streamText = (input: LanguageModel.GenerateTextOptions<{}>) =>
+    isLoopCall(input) ? loopCall(input) : standard(input)
+  const model: LanguageModel.LanguageModel = {
+    ...base,
+    // LanguageModel's streamText is typed by overloads on the toolkit given; like
+    // LanguageModel.make itself, the implementation is written once over the widest options.
+    streamText: streamText as LanguageModel.LanguageModel["streamText"]
+  }
+  return model
 })

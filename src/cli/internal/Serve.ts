@@ -1,0 +1,178 @@
+/**
+ * `effect-agent serve`: the agent server (`AgentServer`) on Node's HTTP
+ * server, its sessions run with the model and tools the flags choose (the
+ * flags of `run`), kept in a store directory, resumed when it starts again.
+ *
+ * It listens on 127.0.0.1:8080 by default. A token (`--token-env NAME`: read
+ * from that variable) is required on every route when given; without one it
+ * refuses to listen on an address that is not a loopback address.
+ *
+ * @since 0.1.0
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result } from "effect"
+import { LanguageModel } from "effect/ai"
+import { Flag } from "effect/cli"
+import { HttpServer } from "effect/http"
+import { createServer } from "node:http"
+import * as Approvals from "../../Approvals.ts"
+import { stateDirectory } from "../../internal/stateDirectory.ts"
+import * as Provider from "../../providers/Provider.ts"
+import * as AgentServer from "../../server/AgentServer.ts"
+import * as ToolRegistry from "../../ToolRegistry.ts"
+import { codes, OnInterrupt } from "../ExitCode.ts"
+import { configError } from "./Failure.ts"
+import * as Flags from "./Flags.ts"
+import { Io } from "./Io.ts"
+import * as Runner from "./Runner.ts"
+import { checkPlacement } from "./SessionFiles.ts"
+import * as Settings from "./Settings.ts"
+
+const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
+
+// `run`'s flags but those about one run (its task, session, outputs and stdin).
+const {
+  task: _task,
+  resume: _resume,
+  sessionDir: _sessionDir,
+  emitJsonl: _emitJsonl,
+  json: _json,
+  stdinEof: _stdinEof,
+  ...runFlags
+} = Flags.flags
+
+/**
+ * The flags of `effect-agent serve`: where it listens, its token and store,
+ * and those of `run` that choose the model, the tools and the limits.
+ *
+ * @since 0.1.0
+ */
+export const flags = {
+  ...runFlags,
+  approve: describe(
+    Flag.optional(Flag.Literals("approve", ["all", "none", "ask"])),
+    "Calls that need approval: ask (default: decided over HTTP, POST /sessions/:id/control), all, none"
+  ),
+  port: describe(Flag.withDefault(Flag.Int("port"), 8080), "The port to listen on (default 8080; 0: any free port)"),
+  host: describe(Flag.withDefault(Flag.String("host"), "127.0.0.1"), "The address to listen on (default 127.0.0.1)"),
+  tokenEnv: describe(
+    Flag.optional(Flag.String("token-env")),
+    "The environment variable holding the token every request must carry (required off the loopback)"
+  ),
+  store: describe(
+    Flag.optional(Flag.String("store")),
+    "Where sessions are kept (default ~/.local/state/effect-agent/server; outside the workspace)"
+  )
+}
+
+/**
+ * The flags of `effect-agent serve`, as parsed.
+ *
+ * @since 0.1.0
+ */
+export type ServeFlags = {
+  readonly [K in keyof typeof flags]: typeof flags[K] extends Flag.Flag<infer A> ? A : never
+}
+
+/**
+ * Whether an address is a loopback address (reachable from this machine only).
+ *
+ * @since 0.1.0
+ */
+export const isLoopback = (host: string): boolean => {
+  const name = host.replace(/^\[|\]$/g, "").toLowerCase()
+  return name === "localhost" || name === "::1" || /^127(\.\d{1,3}){3}$/.test(name)
+}
+
+const tokenOf = (flags: ServeFlags, env: Readonly<Record<string, string | undefined>>) =>
+  Effect.gen(function*() {
+    const name = Option.getOrUndefined(flags.tokenEnv)
+    if (name === undefined) {
+      if (isLoopback(flags.host)) return undefined
+      return yield* configError(
+        `--host ${flags.host} is not a loopback address: anyone who reaches it could run agents; ` +
+          "give a token with --token-env NAME (or listen on 127.0.0.1)"
+      )
+    }
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
+      return yield* configError(`--token-env: ${JSON.stringify(name)} is not an environment variable name`)
+    }
+    const value = env[name]
+    if (value === undefined || value.trim() === "") return yield* configError(`--token-env: ${name} is not set`)
+    return Redacted.make(value)
+  })
+
+/**
+ * Runs `effect-agent serve` until it is interrupted (SIGINT, SIGTERM): the
+ * runs stop and keep their checkpoints, to resume when it starts again.
+ *
+ * @since 0.1.0
+ */
+export const serve = (flags: ServeFlags) =>
+  Effect.gen(function*() {
+    const io = yield* Io
+    const path = yield* Path.Path
+    // SIGINT and SIGTERM are how a server stops: a clean exit, with the runs saved to resume.
+    ;(yield* OnInterrupt).code = codes.ok
+    const note = (text: string) => io.stderr.write(`effect-agent serve: ${text}\n`)
+    const place = { cwd: io.cwd, env: io.env }
+    const token = yield* tokenOf(flags, io.env)
+    const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
+    const target = yield* Settings.target({ ...flags, approve }, undefined, place, path)
+    const key = Settings.apiKey(target, io.env)
+    if (Result.isFailure(key)) return yield* configError(key.failure)
+    const { config, warnings } = yield* Settings.limits(flags, false)
+    warnings.forEach(note)
+    const storeFlag = Option.getOrUndefined(flags.store)
+    const stateDir = stateDirectory(path, io.env)
+    if (storeFlag === undefined && stateDir === undefined) {
+      return yield* configError("no --store, and no HOME or XDG_STATE_HOME to keep sessions under: give --store DIR")
+    }
+    const store = storeFlag === undefined ? path.join(stateDir!, "server") : path.resolve(io.cwd, storeFlag)
+    yield* checkPlacement("--store", store, target)
+
+    const languageModel = yield* Layer.build(
+      Runner.providerLayer(target, key.success, { maxRetries: Provider.defaultRetryPolicy.maxRetries })
+    ).pipe(
+      Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
+      Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...io.env })),
+      Effect.mapError((error) =>
+        configError(
+          error._tag === "ScriptFileError"
+            ? error.message
+            : `cannot set up the ${target.provider} provider: ${error.message}`
+        )
+      )
+    )
+    const registry = yield* Runner.tools(target, note)
+    const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
+      Context.add(ToolRegistry.ToolRegistry, registry)
+    )
+    const server = AgentServer.layer({
+      directory: store,
+      token,
+      system: Option.getOrUndefined(flags.system),
+      config,
+      approvals: target.approve === "all"
+        ? Approvals.allowAll
+        : target.approve === "none"
+        ? Approvals.denyAll("this call needs approval, and the server was started with --approve none")
+        : undefined
+    }).pipe(
+      Layer.provide(Layer.succeedContext(services)),
+      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: flags.port, host: flags.host }))
+    )
+    yield* Effect.gen(function*() {
+      const url = yield* HttpServer.addressFormattedWith(Effect.succeed)
+      note(`listening on ${url}${token === undefined ? "" : " (a token is required)"}; sessions in ${store}`)
+      io.stdout.write(JSON.stringify({ url, store }) + "\n")
+      return yield* Effect.never
+    }).pipe(
+      Effect.provide(server),
+      Effect.mapError((error) =>
+        error._tag === "StorageError"
+          ? configError(`--store ${store}: ${error.message}`)
+          : configError(`cannot listen on ${flags.host}:${flags.port}: ${String(error.cause)}`)
+      )
+    )
+  }).pipe(Effect.scoped)

@@ -1,0 +1,580 @@
+/**
+ * The agent server: durable sessions over HTTP, their events as Server-Sent
+ * Events, and the inspector page, on `effect/http`.
+ *
+ * | route | does |
+ * |---|---|
+ * | `POST /sessions` | starts a durable session: `{ task, id?, config? }` → its description (201) |
+ * | `GET /sessions` | describes every session, newest first |
+ * | `GET /sessions/:id` | describes one |
+ * | `GET /sessions/:id/events` | its events as SSE, each with its `id:`; `Last-Event-ID` resumes after it |
+ * | `POST /sessions/:id/control` | a control command, as on the command's stdin (see `Control`) |
+ * | `GET /` | the inspector (see `Inspector`) |
+ *
+ * The API is declared with `effect/http-api` ({@link Api}), so
+ * `HttpApiClient.make(AgentServer.Api)` (or {@link client}) is a typed
+ * client. Bodies are Schemas: bad input is a `400` problem (RFC 9457) whose
+ * `errors` name the field; an unknown session is a `404`; a body over
+ * `maxBodyBytes` a `413`. A session's `config` goes through
+ * `AgentConfig.fromUntrusted`, over the server's own defaults.
+ *
+ * Events: each is one line of the session's trajectory (the format of
+ * `Trajectory.ndjson`), and its SSE id is the line's index, the same across
+ * restarts. A client that reconnects with `Last-Event-ID` gets the stored
+ * events after it, then the live ones: nothing lost, nothing twice. The
+ * stream ends once the session's run has ended and everything was sent. A
+ * client that falls `sseBuffer` events behind is dropped (its stream ends,
+ * with an SSE comment saying so) rather than slow the run: it reconnects and
+ * catches up from the stored events.
+ *
+ * Runs survive the server: a session is a `Session` with its checkpoint in
+ * the store; when the server stops (or dies), the next server on the same
+ * store resumes the sessions that were running.
+ *
+ * @example
+ * ```ts
+ * import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+ * import { Layer, Redacted } from "effect"
+ * import { ToolRegistry } from "effect-agent"
+ * import { OpenAiChat } from "effect-agent/providers"
+ * import { AgentServer } from "effect-agent/server"
+ * import { createServer } from "node:http"
+ *
+ * const Server = AgentServer.layer({ directory: ".agent-server", token: Redacted.make("s3cret") }).pipe(
+ *   Layer.provide(OpenAiChat.layer({ model: "gpt-4o" })),
+ *   Layer.provide(ToolRegistry.layer()),
+ *   Layer.provide(NodeHttpServer.layer(createServer, { port: 8080, host: "127.0.0.1" }))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Effect, type FileSystem, Layer, type Path, type Redacted, Schema, Stream } from "effect"
+import {
+  type Etag,
+  HttpClient,
+  HttpClientRequest,
+  type HttpPlatform,
+  HttpRouter,
+  HttpServerResponse
+} from "effect/http"
+import {
+  HttpApi,
+  HttpApiBuilder,
+  HttpApiClient,
+  HttpApiEndpoint,
+  HttpApiError,
+  HttpApiGroup,
+  HttpApiMiddleware,
+  HttpApiSchema,
+  HttpApiSecurity
+} from "effect/http-api"
+import type * as Agent from "../Agent.ts"
+import type * as AgentConfig from "../AgentConfig.ts"
+import * as AgentEvent from "../AgentEvent.ts"
+import type * as Approvals from "../Approvals.ts"
+import * as Control from "../cli/Control.ts"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import * as Outcome from "../Outcome.ts"
+import * as Access from "./internal/access.ts"
+import type * as EventLog from "./internal/eventLog.ts"
+import { ControlRejected, SessionExists, SessionNotFound, Unauthorized } from "./internal/problems.ts"
+import * as Sessions from "./internal/sessions.ts"
+import * as Store from "./internal/store.ts"
+import * as Inspector from "./Inspector.ts"
+
+// -----------------------------------------------------------------------------
+// Schemas
+// -----------------------------------------------------------------------------
+
+/**
+ * A session id: 1 to 128 letters, digits, `.`, `_` or `-`, not starting
+ * with `.` (the ids a `CheckpointStore` accepts).
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const SessionId = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/))
+
+/**
+ * The longest task accepted, in characters.
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const maxTaskLength = 1_000_000
+
+/**
+ * The body of `POST /sessions`: the task, an id (else a random one), and
+ * settings (any `AgentConfig.fromUntrusted` takes: unknown fields and internal
+ * knobs are refused, extreme values clamped into safe ranges).
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const CreateSession = Schema.Struct({
+  task: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(maxTaskLength)),
+  id: Schema.optionalKey(SessionId),
+  config: Schema.optionalKey(Schema.Unknown)
+})
+/**
+ * @category schemas
+ * @since 0.1.0
+ */
+export type CreateSession = typeof CreateSession.Type
+
+/**
+ * A call waiting for approval.
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const PendingApproval = Schema.Struct({
+  toolCallId: Schema.String,
+  toolName: Schema.String,
+  params: Schema.Unknown,
+  reason: Schema.optionalKey(Schema.String)
+})
+
+/**
+ * What the server tells about a session. `status`: `running`, `waiting` (for
+ * an approval), `finished` (its run ended with `outcome`) or `failed`
+ * (`error`; a `follow_up` runs it again from its last checkpoint).
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const SessionInfo = Schema.Struct({
+  id: Schema.String,
+  title: Schema.String,
+  status: Schema.Literals(["running", "waiting", "finished", "failed"]),
+  createdAt: Schema.Finite,
+  updatedAt: Schema.Finite,
+  turns: Schema.Finite,
+  usage: Message.Usage,
+  outcome: Schema.optionalKey(Outcome.Outcome),
+  error: Schema.optionalKey(Schema.Struct({ _tag: Schema.String, message: Schema.String })),
+  pendingApprovals: Schema.Array(PendingApproval)
+})
+/**
+ * @category schemas
+ * @since 0.1.0
+ */
+export type SessionInfo = typeof SessionInfo.Type
+
+/**
+ * What a control command did: `applied` now (a cancel, a decision for a
+ * waiting call), `queued` until the run gets to it (a message; a decision
+ * for a call that is not waiting yet), or `restarted` (the session was not
+ * running: a new run started with the message).
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const ControlResult = Schema.Struct({
+  sessionId: Schema.String,
+  type: Schema.Literals(Control.types),
+  status: Schema.Literals(["applied", "queued", "restarted"]),
+  toolCallId: Schema.optionalKey(Schema.String)
+})
+/**
+ * @category schemas
+ * @since 0.1.0
+ */
+export type ControlResult = typeof ControlResult.Type
+
+/**
+ * One SSE message of the events stream: the event's id (its line in the
+ * session's trajectory) and the event.
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const EventMessage = Schema.Struct({
+  id: Schema.String,
+  event: Schema.String,
+  data: Schema.fromJsonString(AgentEvent.AgentEventJson)
+})
+/**
+ * @category schemas
+ * @since 0.1.0
+ */
+export type EventMessage = typeof EventMessage.Type
+
+const EventId = Schema.String.check(Schema.isPattern(/^(0|[1-9][0-9]{0,14})$/))
+
+// -----------------------------------------------------------------------------
+// Errors
+// -----------------------------------------------------------------------------
+
+export {
+  /**
+   * The server's store could not be read or written (its directory, a
+   * session's record or trajectory): the layer fails with it when the
+   * sessions it holds cannot be listed.
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  StorageError
+} from "./internal/store.ts"
+
+export {
+  /**
+   * A control command that cannot apply now (`409`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  ControlRejected,
+  /**
+   * The request's `Host` is not one a server without a token answers (`421`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  MisdirectedRequest,
+  /**
+   * The request body is larger than `maxBodyBytes` (`413`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  PayloadTooLarge,
+  /**
+   * A session with this id exists already (`409`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  SessionExists,
+  /**
+   * No session has this id (`404`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  SessionNotFound,
+  /**
+   * The server is stopping (`503`); retry with the next server.
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  ServerStopping,
+  /**
+   * No valid token (`401`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  Unauthorized
+} from "./internal/problems.ts"
+
+/**
+ * The token check on every route: a middleware with the bearer and basic
+ * security schemes (so the OpenAPI document says so). A Basic credential's
+ * password is the token, so that a browser asked for it sends it.
+ *
+ * @category middleware
+ * @since 0.1.0
+ */
+export class Authorization extends HttpApiMiddleware.Service<Authorization>()(
+  "effect-agent/AgentServer/Authorization",
+  { error: Unauthorized, security: { bearer: HttpApiSecurity.bearer, basic: HttpApiSecurity.basic } }
+) {}
+
+// -----------------------------------------------------------------------------
+// The API
+// -----------------------------------------------------------------------------
+
+const params = { id: SessionId }
+
+/**
+ * The sessions group.
+ *
+ * @category api
+ * @since 0.1.0
+ */
+export const SessionsGroup = HttpApiGroup.make("sessions")
+  .add(
+    HttpApiEndpoint.post("create", "/sessions", {
+      payload: CreateSession,
+      success: SessionInfo.pipe(HttpApiSchema.status(201)),
+      error: [SessionExists, HttpApiError.InternalServerErrorProblem]
+    }),
+    HttpApiEndpoint.get("list", "/sessions", { success: Schema.Array(SessionInfo) }),
+    HttpApiEndpoint.get("get", "/sessions/:id", { params, success: SessionInfo, error: SessionNotFound }),
+    HttpApiEndpoint.get("events", "/sessions/:id/events", {
+      params,
+      headers: { "last-event-id": Schema.optionalKey(EventId) },
+      success: HttpApiSchema.StreamSse({ events: EventMessage }),
+      error: [SessionNotFound, HttpApiError.InternalServerErrorProblem]
+    }),
+    HttpApiEndpoint.post("control", "/sessions/:id/control", {
+      params,
+      payload: Control.Command,
+      success: ControlResult.pipe(HttpApiSchema.status(202)),
+      error: [SessionNotFound, ControlRejected, HttpApiError.InternalServerErrorProblem]
+    })
+  )
+
+/**
+ * The inspector group: the page at `/`.
+ *
+ * @category api
+ * @since 0.1.0
+ */
+export const InspectorGroup = HttpApiGroup.make("inspector").add(
+  HttpApiEndpoint.get("page", "/", {
+    success: Schema.String.pipe(HttpApiSchema.asText({ contentType: "text/html; charset=utf-8" }))
+  })
+)
+
+/**
+ * The server's HTTP API, for typed clients (`HttpApiClient.make(Api)`) and
+ * the OpenAPI document (`OpenApi.fromApi(Api)`).
+ *
+ * @category api
+ * @since 0.1.0
+ */
+export const Api = HttpApi.make("AgentServer")
+  .add(SessionsGroup)
+  .add(InspectorGroup)
+  .middleware(HttpApiMiddleware.ProblemDetails)
+  .middleware(Authorization)
+
+// -----------------------------------------------------------------------------
+// Options
+// -----------------------------------------------------------------------------
+
+/**
+ * What the server runs sessions with. The model and the tools are the
+ * `LanguageModel` and `ToolRegistry` of the layer's context (shared by every
+ * session); these options add the rest.
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export interface Options<R = never> {
+  /**
+   * Where sessions are kept: `dir/checkpoints/<id>/` (the checkpoint store),
+   * `dir/sessions/<id>/session.json` and `trajectory.ndjson`. Without one,
+   * in memory: nothing survives the server.
+   */
+  readonly directory?: string | undefined
+  /** Required on every route when set: `Authorization: Bearer <token>` (or Basic, the token as password). */
+  readonly token?: Redacted.Redacted<string> | undefined
+  /** The system prompt of every session. */
+  readonly system?: string | undefined
+  /** Every session's config, under the settings a request gives (those go through `AgentConfig.fromUntrusted`). */
+  readonly config?: AgentConfig.Input | undefined
+  /** Plugins of every run (after the server's own, which logs the events). */
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /** Decides calls that need approval; by default they wait for `approve` / `deny` over HTTP. */
+  readonly approvals?: Approvals.Service | undefined
+  /** The largest request body, in bytes (default 1 MiB); larger is a `413`. */
+  readonly maxBodyBytes?: number | undefined
+  /** Events an SSE client may fall behind before it is dropped (default 1,024). */
+  readonly sseBuffer?: number | undefined
+  /** How often an idle SSE stream sends a comment to keep the connection open (default 15 seconds). */
+  readonly keepAliveMs?: number | undefined
+  /**
+   * Without a token, the `Host` names accepted (default: `localhost`,
+   * `127.0.0.1`, `[::1]`, with any port), so that a web page cannot reach a
+   * server on the loopback through DNS rebinding. With a token, any.
+   */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
+  /** Resume the sessions that were running when the server last stopped (default true). */
+  readonly resume?: boolean | undefined
+}
+
+/**
+ * The defaults of {@link Options}.
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export const defaults = {
+  maxBodyBytes: 1024 * 1024,
+  sseBuffer: 1024,
+  keepAliveMs: 15_000
+} as const
+
+// -----------------------------------------------------------------------------
+// Serving
+// -----------------------------------------------------------------------------
+
+const encoder = new TextEncoder()
+
+/** The SSE frame of each item: an event with its id; a comment while idle (keeping the connection open), or dropped. */
+const frame = (item: EventLog.Item): Uint8Array =>
+  encoder.encode(
+    !("_tag" in item)
+      ? `id: ${item.id}\ndata: ${item.json}\n\n`
+      : item._tag === "Idle"
+      ? ": keep-alive\n\n"
+      : ": dropped: this client fell too far behind; reconnect with Last-Event-ID\n\n"
+  )
+
+/** The store failed: the server's log says how; the client is told no more (no paths of the server's). */
+const storageFailure = (error: Store.StorageError) =>
+  Effect.andThen(
+    Effect.logError(`agent server: ${error.message}`),
+    Effect.fail(new HttpApiError.InternalServerErrorProblem({ detail: "the server could not read or write its store" }))
+  )
+
+const sessionsGroup = (sessions: Sessions.Sessions, keepAliveMs: number) =>
+  HttpApiBuilder.group(Api, "sessions", (handlers) =>
+    handlers
+      .handle("create", ({ payload }) =>
+        Effect.catchIf(sessions.create(payload), Store.isStorageError, storageFailure))
+      .handle("list", () => sessions.list)
+      .handle("get", ({ params }) => sessions.get(params.id))
+      .handle("events", ({ headers, params }) => {
+        const lastId = headers["last-event-id"]
+        return sessions.events(params.id, lastId === undefined ? -1 : Number(lastId), keepAliveMs).pipe(
+          Effect.map((items) =>
+            HttpServerResponse.stream(Stream.map(items, frame), {
+              contentType: "text/event-stream",
+              headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+            })
+          ),
+          Effect.catchIf(Store.isStorageError, storageFailure)
+        )
+      })
+      .handle("control", ({ params, payload }) =>
+        Effect.catchIf(sessions.control(params.id, payload), Store.isStorageError, storageFailure)))
+
+const inspectorGroup = HttpApiBuilder.group(
+  Api,
+  "inspector",
+  (handlers) =>
+    handlers.handle("page", () =>
+      Effect.succeed(
+        HttpServerResponse.text(Inspector.html, {
+          contentType: "text/html; charset=utf-8",
+          headers: Inspector.headers
+        })
+      ))
+)
+
+const authorization = (token: Redacted.Redacted<string> | undefined) => {
+  const check = Access.checker(token)
+  return Layer.succeed(Authorization, {
+    bearer: (effect, { credential }) => check(credential) ? effect : Effect.fail(Access.unauthorized),
+    basic: (effect, { credential }) => check(credential.password) ? effect : Effect.fail(Access.unauthorized)
+  })
+}
+
+/**
+ * The server's routes, to add to an `HttpRouter` (with `HttpRouter.serve`,
+ * or beside an application's own routes): the API, the inspector, and the
+ * sessions they serve, started with the layer (and the unfinished ones
+ * resumed). Each session runs with the `LanguageModel` and `ToolRegistry`
+ * of the layer's context.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const routes = <R = never>(
+  options: Options<R> = {}
+): Layer.Layer<never, Store.StorageError, RoutesRequirements<R>> =>
+  routesWith(options, () => {})
+
+/**
+ * What {@link routes} needs: a router, the model and tools, the services of
+ * the plugins, and the platform's HTTP services.
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export type RoutesRequirements<R> =
+  | HttpRouter.HttpRouter
+  | Agent.Requirements
+  | R
+  | Etag.Generator
+  | FileSystem.FileSystem
+  | HttpPlatform.HttpPlatform
+  | Path.Path
+
+const routesWith = <R>(options: Options<R>, onStop: (stop: Effect.Effect<void>) => void): Layer.Layer<
+  never,
+  Store.StorageError,
+  | HttpRouter.HttpRouter
+  | Agent.Requirements
+  | R
+  | Etag.Generator
+  | FileSystem.FileSystem
+  | HttpPlatform.HttpPlatform
+  | Path.Path
+> =>
+  Layer.unwrap(Effect.gen(function*() {
+    const store = options.directory === undefined ? Store.memory() : Store.directory(options.directory)
+    const sessions = yield* Sessions.make<R>({
+      store,
+      system: options.system,
+      config: options.config,
+      plugins: options.plugins,
+      approvals: options.approvals,
+      buffer: options.sseBuffer ?? defaults.sseBuffer,
+      resume: options.resume ?? true
+    })
+    onStop(sessions.stop)
+    const allowedHosts = options.token === undefined ? options.allowedHosts ?? Access.loopbackHosts : undefined
+    return HttpApiBuilder.layer(Api).pipe(
+      Layer.provide([sessionsGroup(sessions, options.keepAliveMs ?? defaults.keepAliveMs), inspectorGroup]),
+      Layer.provide([authorization(options.token), HttpApiMiddleware.layerProblemDetails({ includeDetails: true })]),
+      Layer.merge(Access.middleware({
+        maxBodyBytes: options.maxBodyBytes ?? defaults.maxBodyBytes,
+        allowedHosts,
+        stopping: sessions.isStopping
+      }))
+    )
+  }))
+
+/**
+ * The server: {@link routes} served by the `HttpServer` of the layer's
+ * context (on Node, `NodeHttpServer.layer(createServer, { port, host })`).
+ *
+ * @category layers
+ * @since 0.1.0
+ */
+export const layer = <R = never>(options: Options<R> = {}) =>
+  Layer.suspend(() => {
+    // The runs stop before the HTTP server drains its connections (which SSE streams would hold open):
+    // this finalizer is added after the server's, so it runs first.
+    let stop: Effect.Effect<void> = Effect.void
+    const served = HttpRouter.serve(routesWith<R>(options, (effect) => (stop = effect)), {
+      disableListenLog: true,
+      disableLogger: true
+    })
+    return Layer.provideMerge(Layer.effectDiscard(Effect.addFinalizer(() => Effect.suspend(() => stop))), served)
+  })
+
+/**
+ * A typed client of a server at `baseUrl`, sending `token` when given.
+ *
+ * @example
+ * ```ts
+ * import { NodeHttpClient } from "@effect/platform-node"
+ * import { Effect } from "effect"
+ * import { AgentServer } from "effect-agent/server"
+ *
+ * const program = Effect.gen(function*() {
+ *   const client = yield* AgentServer.client("http://127.0.0.1:8080")
+ *   const session = yield* client.sessions.create({ payload: { task: "Plan a trip" } })
+ *   return session.id
+ * }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+ * ```
+ *
+ * @category client
+ * @since 0.1.0
+ */
+export const client = (baseUrl: string, options: { readonly token?: Redacted.Redacted<string> | undefined } = {}) =>
+  HttpApiClient.make(Api, {
+    baseUrl,
+    transformClient: (http) =>
+      options.token === undefined ? http : HttpClient.mapRequest(http, HttpClientRequest.bearerToken(options.token))
+  })

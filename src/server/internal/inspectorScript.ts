@@ -1,0 +1,622 @@
+/**
+ * The inspector's script: plain DOM JavaScript, no framework, run by the
+ * browser as it is (no build step). Everything the agent wrote is put in the
+ * page as text (`textContent`), never as HTML.
+ *
+ * It lists the sessions (polling `GET /sessions`), starts one, and shows one
+ * as a timeline that follows its SSE stream (read with `fetch`, so that it can
+ * send `Last-Event-ID` itself and reconnect after a dropped connection or a
+ * server restart, resuming after the last event it has). It approves, denies,
+ * steers, follows up and cancels through `POST /sessions/:id/control`, and
+ * shows a trajectory file dropped on it (or chosen) without a server.
+ *
+ * @internal
+ */
+export const script = String.raw`
+"use strict";
+(function () {
+  var $ = function (id) { return document.getElementById(id); };
+  var el = function (tag, cls, text) {
+    var node = document.createElement(tag);
+    if (cls) node.className = cls;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  };
+  var json = function (value) {
+    try { return JSON.stringify(value, null, 2); } catch (e) { return String(value); }
+  };
+  var partsText = function (content, type) {
+    var of = (content || []).filter(function (p) { return p.type === type; });
+    return of.map(function (p) { return p.text; }).join("");
+  };
+  var textOf = function (message) {
+    if (!message) return "";
+    if (typeof message.content === "string") return message.content;
+    if (!Array.isArray(message.content)) return "";
+    return partsText(message.content, "text");
+  };
+  var money = function (usd) { return usd === undefined || usd === null ? "" : "$" + Number(usd).toFixed(4); };
+  var seconds = function (ms) { return (ms / 1000).toFixed(1) + " s"; };
+
+  var state = {
+    sessions: [],
+    selected: null,   // session id followed live
+    view: null,       // the timeline being shown
+    follow: null,     // the fetch of the SSE stream
+    offline: false
+  };
+
+  // ---------------------------------------------------------------------------
+  // Requests
+  // ---------------------------------------------------------------------------
+
+  var toast = function (text, bad) {
+    var box = $("toast");
+    box.textContent = text;
+    box.className = bad ? "toast bad" : "toast";
+    clearTimeout(toast.timer);
+    toast.timer = setTimeout(function () { box.className = "toast hidden"; }, 4000);
+  };
+
+  var api = function (method, path, body) {
+    var init = { method: method, headers: {} };
+    if (body !== undefined) {
+      init.headers["content-type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    return fetch(path, init).then(function (response) {
+      return response.text().then(function (text) {
+        var data = text === "" ? undefined : JSON.parse(text);
+        if (!response.ok) {
+          var detail = data && (data.detail || data.title) || response.statusText;
+          var first = data && data.errors && data.errors[0];
+          if (first) detail += " (" + first.path.join(".") + ": " + first.message + ")";
+          throw new Error(response.status + " " + detail);
+        }
+        return data;
+      });
+    });
+  };
+
+  var control = function (command) {
+    if (!state.selected) return Promise.resolve();
+    return api("POST", "/sessions/" + encodeURIComponent(state.selected) + "/control", command).then(function (result) {
+      toast(command.type + ": " + result.status);
+      if (result.status === "restarted") follow(state.selected, state.view ? state.view.lastId : -1, false);
+      return result;
+    }, function (error) { toast(command.type + ": " + error.message, true); });
+  };
+
+  // ---------------------------------------------------------------------------
+  // The list of sessions
+  // ---------------------------------------------------------------------------
+
+  var renderList = function () {
+    var list = $("sessions");
+    list.textContent = "";
+    if (state.sessions.length === 0) list.appendChild(el("li", "empty", "No sessions yet."));
+    state.sessions.forEach(function (s) {
+      var item = el("li", "session" + (s.id === state.selected ? " selected" : ""));
+      item.dataset.testid = "session-item";
+      item.dataset.id = s.id;
+      item.dataset.status = s.status;
+      item.appendChild(el("span", "badge " + s.status, s.status));
+      item.appendChild(el("span", "title", s.title || s.id));
+      var figures = s.turns + " turns" + (s.usage && s.usage.cost !== undefined ? " · " + money(s.usage.cost) : "");
+      item.appendChild(el("span", "figures", figures));
+      item.addEventListener("click", function () { select(s.id); });
+      list.appendChild(item);
+    });
+  };
+
+  var refresh = function () {
+    if (state.offline) return Promise.resolve();
+    return api("GET", "/sessions").then(function (sessions) {
+      state.sessions = sessions;
+      renderList();
+      var current = sessions.find(function (s) { return s.id === state.selected; });
+      if (current && state.view) {
+        var view = state.view;
+        view.info = current;
+        renderHeader(view);
+        // Not following, and the session changed since (a run started by another client, a run resumed by a
+        // restarted server, even one that has ended since): follow it, from the last event shown.
+        var live = current.status === "running" || current.status === "waiting";
+        if (!state.follow && (live || current.updatedAt !== view.seen)) {
+          view.seen = current.updatedAt;
+          follow(current.id, view.lastId, false);
+        }
+      }
+    }, function (error) { if (!state.follow) setConnection("unreachable: " + error.message); });
+  };
+
+  // ---------------------------------------------------------------------------
+  // A session's timeline
+  // ---------------------------------------------------------------------------
+
+  var newView = function (title, offline) {
+    var timeline = $("timeline");
+    timeline.textContent = "";
+    $("pending").textContent = "";
+    return {
+      title: title, offline: offline, lastId: -1, info: null,
+      figures: null, outcome: null, running: false,
+      turn: null, assistant: null, calls: {}, approvals: {}, delivered: {}
+    };
+  };
+
+  var renderHeader = function (view) {
+    $("session-title").textContent = view.title;
+    var info = view.info;
+    var status = view.offline ? "offline" : info ? info.status : view.running ? "running" : "";
+    var badge = $("session-status");
+    badge.textContent = status;
+    badge.className = "badge " + status;
+    $("controls").className = view.offline ? "controls hidden" : "controls";
+    var f = view.figures;
+    var figures = $("figures");
+    figures.textContent = "";
+    if (f) {
+      var add = function (name, value) {
+        var item = el("span", "figure");
+        item.appendChild(el("b", null, name));
+        item.appendChild(document.createTextNode(" " + value));
+        figures.appendChild(item);
+      };
+      add("turns", f.turns + (f.limits.turns !== null ? " / " + f.limits.turns : ""));
+      add("tokens", (f.usage.input + f.usage.output) + (f.limits.tokens !== null ? " / " + f.limits.tokens : ""));
+      add("in / out", f.usage.input + " / " + f.usage.output);
+      if (f.usage.cost !== undefined) {
+        add("cost", money(f.usage.cost) + (f.limits.costUsd !== null ? " / " + money(f.limits.costUsd) : ""));
+      }
+      add("time", seconds(f.elapsedMs));
+    }
+  };
+
+  var row = function (view, cls, label, text) {
+    var node = el("div", "row " + cls);
+    if (label) node.appendChild(el("span", "label", label));
+    if (text !== undefined) node.appendChild(el("span", "text", text));
+    (view.turn ? view.turn.body : $("timeline")).appendChild(node);
+    return node;
+  };
+
+  var bubble = function (view, who, text) {
+    var node = el("div", "bubble " + who);
+    node.dataset.testid = who + "-message";
+    node.appendChild(el("span", "label", who));
+    node.appendChild(el("div", "text", text));
+    (view.turn ? view.turn.body : $("timeline")).appendChild(node);
+  };
+
+  var details = function (summary, body, open) {
+    var node = el("details", "json");
+    if (open) node.open = true;
+    node.appendChild(el("summary", null, summary));
+    node.appendChild(el("pre", null, body));
+    return node;
+  };
+
+  var callCard = function (view, id, name) {
+    var call = view.calls[id];
+    if (call) return call;
+    var card = el("div", "call running");
+    card.dataset.testid = "tool-call";
+    card.dataset.call = id;
+    var head = el("div", "call-head");
+    var title = el("span", "call-name", name);
+    var status = el("span", "call-status", "preparing");
+    var duration = el("span", "call-duration", "");
+    head.appendChild(title);
+    head.appendChild(status);
+    head.appendChild(duration);
+    card.appendChild(head);
+    var args = el("pre", "call-args", "");
+    card.appendChild(args);
+    var approval = el("div", "call-approval hidden");
+    card.appendChild(approval);
+    var progress = el("pre", "call-progress hidden", "");
+    card.appendChild(progress);
+    var result = el("pre", "call-result hidden", "");
+    card.appendChild(result);
+    (view.turn ? view.turn.body : $("timeline")).appendChild(card);
+    call = {
+      card: card, status: status, duration: duration, args: args, approval: approval, progress: progress,
+      result: result, raw: ""
+    };
+    view.calls[id] = call;
+    return call;
+  };
+
+  var setStatus = function (call, status, cls) {
+    call.status.textContent = status;
+    call.card.className = "call " + cls;
+  };
+
+  var approvalButtons = function (view, event) {
+    if (view.offline) return null;
+    var box = el("span", "decide");
+    var approve = el("button", "approve", "Approve");
+    approve.dataset.testid = "approve";
+    approve.dataset.call = event.toolCallId;
+    approve.addEventListener("click", function () { control({ type: "approve", id: event.toolCallId }); });
+    var deny = el("button", "deny", "Deny");
+    deny.dataset.testid = "deny";
+    deny.dataset.call = event.toolCallId;
+    deny.addEventListener("click", function () {
+      var reason = $("steer-text").value.trim();
+      var command = { type: "deny", id: event.toolCallId };
+      if (reason) command.reason = reason;
+      control(command).then(function (result) { if (result && reason) $("steer-text").value = ""; });
+    });
+    box.appendChild(approve);
+    box.appendChild(deny);
+    return box;
+  };
+
+  var renderPending = function (view) {
+    var bar = $("pending");
+    bar.textContent = "";
+    Object.keys(view.approvals).forEach(function (id) {
+      var event = view.approvals[id];
+      var item = el("div", "pending-item");
+      item.appendChild(el("span", "label", "waiting for approval"));
+      item.appendChild(el("span", "call-name", event.toolName));
+      item.appendChild(el("code", null, json(event.params).slice(0, 200)));
+      var buttons = approvalButtons(view, event);
+      if (buttons) item.appendChild(buttons);
+      bar.appendChild(item);
+    });
+  };
+
+  var endTurn = function (view) {
+    if (view.turn && !view.turn.ended) {
+      view.turn.ended = true;
+      view.turn.card.classList.remove("live");
+    }
+  };
+
+  var handlers = {
+    AgentStart: function (view, e) {
+      view.running = true;
+      view.turn = null;
+      var node = row(view, "run-start", "run", e.messages.length > 0 ? "started" : "continued");
+      node.dataset.testid = "run-start";
+      e.messages.forEach(function (m) {
+        if (m.role === "user") bubble(view, "user", textOf(m));
+        else if (m.role === "system") row(view, "system", "system", textOf(m));
+      });
+    },
+    SessionResumed: function (view, e) {
+      if (view.turn && !view.turn.ended) {
+        view.turn.card.classList.add("interrupted");
+        view.turn.body.appendChild(el("div", "row notice", "interrupted: this turn is redone below"));
+      }
+      endTurn(view);
+      view.turn = null;
+      // Calls of the turn being redone get new cards below (a redone call keeps its id).
+      view.calls = {};
+      view.approvals = {};
+      renderPending(view);
+      var at = "at turn " + e.resumedAtTurn + " from its checkpoint (" + e.restored.messages + " messages)";
+      var node = row(view, "resumed", "resumed", at);
+      node.dataset.testid = "resumed";
+    },
+    TurnStart: function (view, e) {
+      endTurn(view);
+      var card = el("section", "turn live");
+      card.dataset.testid = "turn";
+      card.dataset.turn = e.turn;
+      card.appendChild(el("h3", null, "Turn " + e.turn));
+      var body = el("div", "turn-body");
+      card.appendChild(body);
+      $("timeline").appendChild(card);
+      view.turn = { card: card, body: body, ended: false };
+      view.assistant = null;
+    },
+    MessageStart: function (view, e) {
+      if (e.role !== "assistant") return;
+      var block = el("div", "assistant");
+      var reasoning = el("details", "reasoning hidden");
+      reasoning.open = true;
+      reasoning.appendChild(el("summary", null, "reasoning"));
+      var thought = el("div", "reasoning-text", "");
+      reasoning.appendChild(thought);
+      var text = el("div", "assistant-text", "");
+      text.dataset.testid = "assistant-text";
+      block.appendChild(reasoning);
+      block.appendChild(text);
+      (view.turn ? view.turn.body : $("timeline")).appendChild(block);
+      view.assistant = { block: block, reasoning: reasoning, thought: thought, text: text };
+    },
+    MessageUpdate: function (view, e) {
+      var d = e.delta;
+      if (d.type === "toolCall") {
+        var call = callCard(view, d.id, d.name);
+        call.raw += d.delta;
+        call.args.textContent = call.raw;
+        return;
+      }
+      if (!view.assistant) handlers.MessageStart(view, { role: "assistant" });
+      if (d.type === "text") view.assistant.text.textContent += d.delta;
+      else if (d.type === "reasoning") {
+        view.assistant.reasoning.classList.remove("hidden");
+        view.assistant.thought.textContent += d.delta;
+      }
+    },
+    MessageEnd: function (view, e) {
+      var m = e.message;
+      if (m.role === "assistant") {
+        if (!view.assistant) handlers.MessageStart(view, { role: "assistant" });
+        var a = view.assistant;
+        a.text.textContent = textOf(m);
+        var thinking = Array.isArray(m.content) ? partsText(m.content, "reasoning") : "";
+        if (thinking) { a.reasoning.classList.remove("hidden"); a.thought.textContent = thinking; }
+        (m.content || []).forEach(function (p) {
+          if (p.type === "toolCall") {
+            var call = callCard(view, p.id, p.name);
+            call.args.textContent = json(p.params);
+          }
+        });
+        if (m.errorMessage) row(view, "error", "error", m.errorMessage);
+        view.assistant = null;
+      } else if (m.role === "user") {
+        var key = JSON.stringify(m);
+        if (view.delivered[key]) delete view.delivered[key];
+        else bubble(view, "user", textOf(m));
+      } else row(view, m.role, m.role, textOf(m) || json(m));
+    },
+    ToolExecutionStart: function (view, e) {
+      var call = callCard(view, e.toolCallId, e.toolName);
+      call.args.textContent = json(e.params);
+      setStatus(call, "running", "running");
+    },
+    ToolExecutionUpdate: function (view, e) {
+      var call = callCard(view, e.toolCallId, e.toolName);
+      call.progress.classList.remove("hidden");
+      call.progress.textContent = typeof e.partial === "string" ? e.partial : json(e.partial);
+    },
+    ToolExecutionEnd: function (view, e) {
+      var call = callCard(view, e.toolCallId, e.toolName);
+      var error = e.result.isError;
+      // a denied call ends with its denial as an error result: it stays "denied"
+      setStatus(call, call.denied ? "denied" : error ? "error" : "done", error ? "failed" : "done");
+      call.duration.textContent = e.durationMs + " ms";
+      call.result.classList.remove("hidden");
+      call.result.textContent = textOf(e.result);
+      call.approval.querySelectorAll("button").forEach(function (b) { b.remove(); });
+    },
+    ApprovalRequested: function (view, e) {
+      var call = callCard(view, e.toolCallId, e.toolName);
+      call.args.textContent = json(e.params);
+      setStatus(call, "waiting for approval", "waiting");
+      call.approval.classList.remove("hidden");
+      call.approval.textContent = "";
+      call.approval.appendChild(el("span", "label", e.reason ? "needs approval: " + e.reason : "needs approval"));
+      var buttons = approvalButtons(view, e);
+      if (buttons) call.approval.appendChild(buttons);
+      view.approvals[e.toolCallId] = e;
+      renderPending(view);
+    },
+    ApprovalResolved: function (view, e) {
+      var call = callCard(view, e.toolCallId, e.toolName);
+      call.approval.textContent = "";
+      var said = e.approved ? "approved" : "denied" + (e.reason ? ": " + e.reason : "");
+      var verdict = el("span", e.approved ? "label ok" : "label bad", said);
+      verdict.dataset.testid = "verdict";
+      call.approval.appendChild(verdict);
+      if (!e.approved) { call.denied = true; setStatus(call, "denied", "failed"); }
+      delete view.approvals[e.toolCallId];
+      renderPending(view);
+    },
+    SteeringDelivered: function (view, e) {
+      e.messages.forEach(function (m) { view.delivered[JSON.stringify(m)] = true; bubble(view, "steer", textOf(m)); });
+    },
+    FollowUpDelivered: function (view, e) {
+      e.messages.forEach(function (m) {
+        view.delivered[JSON.stringify(m)] = true;
+        bubble(view, "follow-up", textOf(m));
+      });
+    },
+    WrapUpRequested: function (view, e) { row(view, "notice", "wrap-up (" + e.source + ")", e.message); },
+    GuardTripped: function (view, e) {
+      row(view, e.action === "stop" ? "error" : "notice", e.guard + " " + e.action, e.detail);
+    },
+    ContextTransformed: function (view, e) {
+      row(view, "quiet", "context", e.plugin + ": " + e.messagesBefore + " → " + e.messagesAfter + " messages");
+    },
+    BudgetSnapshot: function (view, e) { view.figures = e.figures; renderHeader(view); },
+    TurnEnd: function (view) { endTurn(view); },
+    CheckpointSaved: function (view, e) {
+      var node = row(view, "quiet checkpoint", "checkpoint", e.bytes + " bytes");
+      node.title = "session " + e.sessionId;
+    },
+    AgentEnd: function (view, e) {
+      endTurn(view);
+      view.turn = null;
+      view.running = false;
+      view.approvals = {};
+      renderPending(view);
+      var why = e.outcome && (e.outcome.reason || e.outcome.budget);
+      var text = e.outcome ? e.outcome._tag + (why ? ": " + why : "")
+        : e.error ? "failed: " + (e.error.message || e.error._tag) : "died: " + e.defect;
+      var node = row(view, e.outcome && e.outcome._tag !== "Cancelled" ? "outcome ok" : "outcome bad", "outcome", text);
+      node.dataset.testid = "outcome";
+      node.dataset.outcome = e.outcome ? e.outcome._tag : e.error ? "Failed" : "Died";
+    }
+  };
+
+  /** Any event kind the page does not know yet: its tag and its fields. */
+  var generic = function (view, e) {
+    var node = row(view, "generic", e._tag);
+    node.appendChild(details("fields", json(e), false));
+  };
+
+  var apply = function (view, id, e) {
+    if (id <= view.lastId) return;
+    view.lastId = id;
+    view.applied = (view.applied || 0) + 1;
+    var timeline = $("timeline");
+    timeline.dataset.lastId = String(id);
+    timeline.dataset.applied = String(view.applied);
+    var handle = handlers[e._tag];
+    try { (handle || generic)(view, e); } catch (error) { generic(view, e); }
+    if ($("autoscroll").checked) timeline.scrollTop = timeline.scrollHeight;
+  };
+
+  // ---------------------------------------------------------------------------
+  // Following a session's events (SSE over fetch, reconnecting)
+  // ---------------------------------------------------------------------------
+
+  var setConnection = function (text) { $("connection").textContent = text; };
+
+  var follow = function (id, after, fresh) {
+    if (state.follow) state.follow.abort();
+    var controller = new AbortController();
+    state.follow = controller;
+    var view = state.view;
+    var attempt = 0;
+    var connect = function () {
+      if (controller.signal.aborted) return;
+      var headers = {};
+      if (view.lastId >= 0) headers["last-event-id"] = String(view.lastId);
+      setConnection(attempt === 0 ? "connecting" : "reconnecting (" + attempt + ")");
+      var path = "/sessions/" + encodeURIComponent(id) + "/events";
+      fetch(path, { headers: headers, signal: controller.signal }).then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        setConnection("live");
+        attempt = 0;
+        return read(response.body.getReader(), view);
+      }).then(function () {
+        // The stream ended: the run ended, or this client was dropped (it fell behind, the server is stopping).
+        if (controller.signal.aborted) return;
+        var status = view.info ? view.info.status : "running";
+        if (view.running && (status === "running" || status === "waiting")) {
+          attempt++;
+          setTimeout(connect, Math.min(250 * attempt, 2000));
+          return;
+        }
+        // Not running: the list's polling follows it again when it changes.
+        setConnection("ended");
+        if (view.info) view.seen = view.info.updatedAt;
+        if (state.follow === controller) state.follow = null;
+        refresh();
+      }, function (error) {
+        if (controller.signal.aborted) return;
+        attempt++;
+        setConnection("disconnected: " + error.message + "; retrying");
+        setTimeout(connect, Math.min(250 * attempt, 2000));
+      });
+    };
+    connect();
+  };
+
+  var read = function (reader, view) {
+    var decoder = new TextDecoder();
+    var buffer = "";
+    var id = null;
+    var data = [];
+    var pump = function () {
+      return reader.read().then(function (chunk) {
+        if (chunk.done) return;
+        buffer += decoder.decode(chunk.value, { stream: true });
+        var newline;
+        while ((newline = buffer.indexOf("\n")) >= 0) {
+          var line = buffer.slice(0, newline);
+          buffer = buffer.slice(newline + 1);
+          if (line === "") {
+            if (data.length > 0 && id !== null) apply(view, Number(id), JSON.parse(data.join("\n")));
+            id = null;
+            data = [];
+          } else if (line.indexOf("id: ") === 0) id = line.slice(4);
+          else if (line.indexOf("data: ") === 0) data.push(line.slice(6));
+        }
+        return pump();
+      });
+    };
+    return pump();
+  };
+
+  var select = function (id) {
+    state.offline = false;
+    state.selected = id;
+    state.view = newView(id, false);
+    var info = state.sessions.find(function (s) { return s.id === id; });
+    if (info) { state.view.info = info; state.view.title = info.title || id; }
+    renderHeader(state.view);
+    renderList();
+    history.replaceState(null, "", "#" + encodeURIComponent(id));
+    follow(id, -1, true);
+  };
+
+  // ---------------------------------------------------------------------------
+  // Offline: a trajectory file
+  // ---------------------------------------------------------------------------
+
+  var openFile = function (file) {
+    file.text().then(function (text) {
+      if (state.follow) { state.follow.abort(); state.follow = null; }
+      state.offline = true;
+      state.selected = null;
+      state.view = newView(file.name, true);
+      renderList();
+      var lines = text.split("\n");
+      var skipped = 0;
+      lines.forEach(function (line, i) {
+        if (line.trim() === "") return;
+        try { apply(state.view, i, JSON.parse(line)); } catch (e) { skipped++; }
+      });
+      renderHeader(state.view);
+      setConnection("offline: " + file.name + (skipped > 0 ? " (" + skipped + " lines skipped)" : ""));
+    });
+  };
+
+  // ---------------------------------------------------------------------------
+  // Wiring
+  // ---------------------------------------------------------------------------
+
+  $("start").addEventListener("submit", function (event) {
+    event.preventDefault();
+    var task = $("task").value.trim();
+    if (!task) return;
+    api("POST", "/sessions", { task: task }).then(function (session) {
+      $("task").value = "";
+      return refresh().then(function () { select(session.id); });
+    }, function (error) { toast("start: " + error.message, true); });
+  });
+  $("steer-button").addEventListener("click", function () {
+    var text = $("steer-text").value.trim();
+    if (!text) return;
+    var finished = state.view && state.view.info && state.view.info.status === "finished" && !state.view.running;
+    control({ type: finished ? "follow_up" : "steer", text: text }).then(function () { $("steer-text").value = ""; });
+  });
+  $("follow-up-button").addEventListener("click", function () {
+    var text = $("steer-text").value.trim();
+    if (!text) return;
+    control({ type: "follow_up", text: text }).then(function () { $("steer-text").value = ""; });
+  });
+  $("cancel-button").addEventListener("click", function () {
+    control({ type: "cancel", reason: "cancelled in the inspector" });
+  });
+  $("file").addEventListener("change", function (event) {
+    if (event.target.files[0]) openFile(event.target.files[0]);
+  });
+  document.addEventListener("dragover", function (event) {
+    event.preventDefault();
+    document.body.classList.add("dropping");
+  });
+  document.addEventListener("dragleave", function () { document.body.classList.remove("dropping"); });
+  document.addEventListener("drop", function (event) {
+    event.preventDefault();
+    document.body.classList.remove("dropping");
+    var file = event.dataTransfer && event.dataTransfer.files[0];
+    if (file) openFile(file);
+  });
+
+  refresh().then(function () {
+    var wanted = decodeURIComponent(location.hash.slice(1));
+    if (wanted && state.sessions.some(function (s) { return s.id === wanted; })) select(wanted);
+  });
+  setInterval(refresh, 1500);
+})();
+`

@@ -1,0 +1,104 @@
+/**
+ * The server's errors, as RFC 9457 problems (`application/problem+json`):
+ * each has its status, a `type` URI, a `title`, and a `detail` in words.
+ * `AgentServer` exports them.
+ *
+ * @internal
+ */
+import { Schema } from "effect"
+import { HttpApiError } from "effect/http-api"
+
+/**
+ * No session has this id (`404`).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class SessionNotFound extends HttpApiError.Problem<SessionNotFound>()("SessionNotFound", {
+  type: "urn:effect-agent:problem:session-not-found",
+  status: 404,
+  title: "No such session"
+}, { sessionId: Schema.String }) {}
+
+/**
+ * A session with this id exists already (`409`).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class SessionExists extends HttpApiError.Problem<SessionExists>()("SessionExists", {
+  type: "urn:effect-agent:problem:session-exists",
+  status: 409,
+  title: "The session exists already"
+}, { sessionId: Schema.String }) {}
+
+/**
+ * A control command that cannot apply now (`409`); `detail` says why: a
+ * cancel for a session that is not running, an approval when no call waits,
+ * a steer for a session that has finished.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ControlRejected extends HttpApiError.Problem<ControlRejected>()("ControlRejected", {
+  type: "urn:effect-agent:problem:control-rejected",
+  status: 409,
+  title: "The command does not apply now"
+}, { sessionId: Schema.String }) {}
+
+/**
+ * No valid token (`401`): the server has a token and the request did not
+ * carry it (`Authorization: Bearer <token>`, or Basic with the token as the
+ * password).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class Unauthorized extends HttpApiError.Problem<Unauthorized>()("Unauthorized", {
+  type: "urn:effect-agent:problem:unauthorized",
+  status: 401,
+  title: "A valid token is required"
+}) {}
+
+/**
+ * The request body is larger than the server takes (`413`).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class PayloadTooLarge extends HttpApiError.Problem<PayloadTooLarge>()("PayloadTooLarge", {
+  type: "urn:effect-agent:problem:payload-too-large",
+  status: 413,
+  title: "The request body is too large"
+}, { limit: Schema.Finite }) {}
+
+/**
+ * The request's `Host` is not one the server answers (`421`): a server
+ * without a token answers only its loopback names, so that a web page cannot
+ * reach it through DNS rebinding.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class MisdirectedRequest extends HttpApiError.Problem<MisdirectedRequest>()("MisdirectedRequest", {
+  type: "urn:effect-agent:problem:misdirected-request",
+  status: 421,
+  title: "This server does not answer for that host"
+}, { host: Schema.String }) {}
+
+/**
+ * The server is stopping (`503`): its runs are saved, and the next server on
+ * the same store resumes them; retry then.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ServerStopping extends HttpApiError.Problem<ServerStopping>()("ServerStopping", {
+  type: "urn:effect-agent:problem:server-stopping",
+  status: 503,
+  title: "The server is stopping"
+}) {}
+
+/** A `400` naming the field that is wrong, as the schema errors name theirs. */
+export const badRequest = (path: ReadonlyArray<string>, message: string, detail: string) =>
+  new HttpApiError.BadRequestProblem({ detail, errors: [{ path, message }] })

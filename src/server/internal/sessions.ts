@@ -1,0 +1,493 @@
+/**
+ * The server's sessions: starting them as durable sessions, following their
+ * events into their logs, applying control commands, describing them, and
+ * resuming the unfinished ones when the server starts.
+ *
+ * A session's run is a fiber in the server's scope. When the server stops,
+ * the runs are interrupted: each saves its checkpoint and its record still
+ * says `running`, so the next server on the same store resumes it (as it
+ * does after a crash, from the last checkpoint).
+ *
+ * @internal
+ */
+import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Scope, type Stream } from "effect"
+import type { HttpApiError } from "effect/http-api"
+import type * as Agent from "../../Agent.ts"
+import * as AgentConfig from "../../AgentConfig.ts"
+import type { AgentError } from "../../AgentError.ts"
+import * as Approvals from "../../Approvals.ts"
+import type * as Control from "../../cli/Control.ts"
+import type * as Hooks from "../../Hooks.ts"
+import * as Message from "../../Message.ts"
+import type * as RunState from "../../RunState.ts"
+import type * as CheckpointStore from "../../session/CheckpointStore.ts"
+import * as Session from "../../session/Session.ts"
+import * as Steering from "../../Steering.ts"
+import * as EventLog from "./eventLog.ts"
+import { badRequest, ControlRejected, SessionExists, SessionNotFound } from "./problems.ts"
+import type * as Store from "./store.ts"
+
+/** A call waiting for a decision. */
+export interface PendingApproval {
+  readonly toolCallId: string
+  readonly toolName: string
+  readonly params: unknown
+  readonly reason?: string
+}
+
+/** What the server tells about a session. */
+export interface Info extends Omit<Store.Record, "status"> {
+  readonly status: Store.Record["status"] | "waiting"
+  readonly pendingApprovals: ReadonlyArray<PendingApproval>
+}
+
+/** What a control command did. */
+export interface ControlResult {
+  readonly sessionId: string
+  readonly type: Control.Command["type"]
+  /**
+   * `applied`: done now (a cancel, a decision for a waiting call);
+   * `queued`: kept until the run gets to it (a message, a decision for a call
+   * not waiting yet); `restarted`: the session was not running and a new run
+   * started with it.
+   */
+  readonly status: "applied" | "queued" | "restarted"
+  readonly toolCallId?: string
+}
+
+
+export interface Options<R> {
+  readonly store: Store.Store
+  readonly system?: string | undefined
+  readonly config?: AgentConfig.Input | undefined
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /** A policy instead of decisions over HTTP. */
+  readonly approvals?: Approvals.Service | undefined
+  /** Live events a subscriber may have unread before it is dropped. */
+  readonly buffer: number
+  /** Resume sessions that were running when the server last stopped. */
+  readonly resume: boolean
+}
+
+export interface Sessions {
+  readonly create: (input: {
+    readonly task: string
+    readonly id?: string | undefined
+    readonly config?: unknown
+  }) => Effect.Effect<Info, SessionExists | HttpApiError.BadRequestProblem | Store.StorageError>
+  readonly list: Effect.Effect<ReadonlyArray<Info>>
+  readonly get: (id: string) => Effect.Effect<Info, SessionNotFound>
+  readonly events: (
+    id: string,
+    after: number,
+    idleMs: number
+  ) => Effect.Effect<
+    Stream.Stream<EventLog.Item>,
+    SessionNotFound | HttpApiError.BadRequestProblem | Store.StorageError
+  >
+  readonly control: (
+    id: string,
+    command: Control.Command
+  ) => Effect.Effect<ControlResult, SessionNotFound | ControlRejected | Store.StorageError>
+  /**
+   * Stops every run (each saves its checkpoint; its record stays `running`,
+   * to be resumed by the next server) and ends every event stream.
+   */
+  readonly stop: Effect.Effect<void>
+  /** Whether `stop` has begun. */
+  readonly isStopping: () => boolean
+}
+
+interface Run {
+  readonly steering: Steering.Service
+  fiber: Fiber.Fiber<void> | undefined
+  /** Its `AgentEnd` has been seen: messages given now go to the next run. */
+  ended: boolean
+  cancelled: boolean
+}
+
+interface Entry {
+  record: Store.Record
+  log: EventLog.EventLog | undefined
+  readonly approvals: Approvals.Interactive
+  run: Run | undefined
+  /** Messages that came while a run was ending, for the next run. */
+  queued: Array<{ readonly kind: "steer" | "followUp"; readonly message: Message.Message }>
+}
+
+const titleOf = (task: string): string => {
+  const line = task.trim().split("\n", 1)[0] ?? ""
+  return line.length > 200 ? `${line.slice(0, 199)}…` : line
+}
+
+const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** The fields of `checked` that `given` names (what an untrusted body set, once checked and clamped). */
+const given = (input: unknown, checked: object): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  if (isRecord(input)) for (const key of Object.keys(input)) out[key] = Reflect.get(checked, key)
+  return out
+}
+
+/**
+ * A config from an untrusted body on top of the server's defaults: each
+ * setting the body gives goes through `AgentConfig.fromUntrusted` (rejected
+ * or clamped), and replaces the default; the rest are the server's. A turn
+ * cap under the default grace window drops the window (the cap's own default
+ * applies).
+ */
+const sessionConfig = (defaults: AgentConfig.Input | undefined, input: unknown) =>
+  Effect.gen(function*() {
+    if (input === undefined) return yield* AgentConfig.make(defaults)
+    const untrusted = yield* AgentConfig.fromUntrusted(input)
+    const { budgets: _budgets, ...chosen } = given(input, untrusted)
+    const budgets = given(isRecord(input) ? input.budgets : undefined, untrusted.budgets)
+    const base = defaults ?? {}
+    const cap = chosen.maxTurns
+    const graceFits = typeof cap !== "number" || base.graceTurns === undefined || base.graceTurns < cap
+    return yield* AgentConfig.make({
+      ...base,
+      ...(graceFits ? {} : { graceTurns: undefined }),
+      ...chosen,
+      budgets: { ...base.budgets, ...budgets }
+    })
+  })
+
+/** What a failed run failed with, in words. */
+const failureOf = (cause: Cause.Cause<AgentError | CheckpointStore.CheckpointError | Store.StorageError>) => {
+  const error = Cause.findErrorOption(cause)
+  if (Option.isSome(error)) return { _tag: error.value._tag, message: error.value.message }
+  const defect = cause.reasons.find(Cause.isDieReason)
+  return { _tag: "Defect", message: defect === undefined ? Cause.pretty(cause) : String(defect.defect) }
+}
+
+export const make = <R>(
+  options: Options<R>
+): Effect.Effect<Sessions, Store.StorageError, Scope.Scope | Agent.Requirements | R> =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.Scope
+    const services = yield* Effect.context<Agent.Requirements | R>()
+    const { store } = options
+    const entries = new Map<string, Entry>()
+    const reserving = new Set<string>()
+    let stopping = false
+
+    const logOf = (entry: Entry) =>
+      Effect.suspend(() => {
+        if (entry.log !== undefined) return Effect.succeed(entry.log)
+        return Effect.map(store.openLog(entry.record.id), (storage) => {
+          const log = EventLog.make(storage, {
+            buffer: options.buffer,
+            onWriteFailure: (event, reason) =>
+              Effect.runFork(Effect.logWarning(
+                `agent server: session ${entry.record.id}: an ${event._tag} event was not logged: ${reason}`
+              ))
+          })
+          entry.log = log
+          return log
+        })
+      })
+
+    const save = (entry: Entry, changes: Partial<Store.Record>) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        entry.record = { ...entry.record, ...changes, updatedAt: now }
+        return store.save(entry.record)
+      })
+
+    const info = (entry: Entry): Effect.Effect<Info> =>
+      Effect.map(entry.approvals.pending, (pending) => {
+        const running = entry.run !== undefined && entry.record.status === "running"
+        return {
+          ...entry.record,
+          status: running && pending.length > 0 ? "waiting" : entry.record.status,
+          pendingApprovals: running
+            ? pending.map((request) => ({
+              toolCallId: request.toolCallId,
+              toolName: request.toolName,
+              params: request.params,
+              ...(request.reason === undefined ? {} : { reason: request.reason })
+            }))
+            : []
+        }
+      })
+
+    /** The plugin that logs a run's events and keeps the record's figures. */
+    const observer = (entry: Entry, log: EventLog.EventLog, run: Run): Hooks.Plugin => ({
+      name: "agent-server",
+      observe: (event) => {
+        log.append(event)
+        if (event._tag === "BudgetSnapshot") {
+          entry.record = { ...entry.record, turns: event.figures.turns, usage: event.figures.usage }
+        } else if (event._tag === "AgentEnd") {
+          run.ended = true
+          // Described as ended as soon as its stream ends (`finish` saves it); unless the server is stopping it.
+          if (!stopping) {
+            entry.record = event.outcome !== undefined
+              ? { ...entry.record, status: "finished", outcome: event.outcome }
+              : { ...entry.record, status: "failed", error: event.error !== undefined
+                ? { _tag: event.error._tag, message: event.error.message }
+                : { _tag: "Defect", message: event.defect ?? "" } }
+          }
+          log.close()
+        }
+      }
+    })
+
+    type Start = (run: {
+      readonly plugins: ReadonlyArray<Hooks.PluginInput<R>>
+      readonly steering: Steering.Service
+    }) => Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R>
+
+    /** Starts a run of the session in the server's scope; the log is open to subscribers at once. */
+    const launch = (entry: Entry, start: Start, steering: Steering.Service): Effect.Effect<void, Store.StorageError> =>
+      Effect.gen(function*() {
+        if (stopping) return
+        const log = yield* logOf(entry)
+        const run: Run = { steering, fiber: undefined, ended: false, cancelled: false }
+        entry.run = run
+        log.open()
+        if (entry.record.status !== "running") yield* save(entry, { status: "running" })
+        const plugins = [...(options.plugins ?? []), observer(entry, log, run)]
+        const approvals = options.approvals ?? entry.approvals
+        const body = start({ plugins, steering }).pipe(
+          Effect.provideContext(Context.add(services, Approvals.Approvals, approvals)),
+          Effect.exit,
+          Effect.flatMap((exit) => finish(entry, run, exit))
+        )
+        run.fiber = yield* Effect.forkIn(body, scope, { startImmediately: true })
+      })
+
+    /** Records how a run ended, and starts the next one when messages came while it was ending. */
+    const finish = (
+      entry: Entry,
+      run: Run,
+      exit: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError>
+    ): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        entry.log?.close()
+        // Interrupted (the server is stopping): the record keeps `running`, so the next server resumes it.
+        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
+        entry.run = undefined
+        // Its log is opened again when it is read or written: an ended session holds no descriptor.
+        entry.log?.release()
+        entry.log = undefined
+        if (Exit.isSuccess(exit)) {
+          const { state, outcome } = exit.value
+          yield* save(entry, { status: "finished", outcome, turns: state.turn, usage: state.usage })
+        } else {
+          yield* save(entry, { status: "failed", error: failureOf(exit.cause) })
+        }
+        const leftover = [
+          ...(yield* run.steering.takeSteering).map((message) => ({ kind: "steer" as const, message })),
+          ...(yield* run.steering.takeFollowUps).map((message) => ({ kind: "followUp" as const, message })),
+          ...entry.queued.splice(0)
+        ]
+        if (leftover.length > 0 && !run.cancelled) yield* restart(entry, leftover)
+      }).pipe(
+        Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
+      )
+
+    /** A new run of a session that is not running, with messages for it (each becomes a follow-up when finished). */
+    const restart = (entry: Entry, messages: Entry["queued"]) =>
+      Effect.gen(function*() {
+        const steering = yield* Steering.make()
+        const finished = entry.record.status === "finished"
+        for (const { kind, message } of messages) {
+          yield* kind === "steer" && !finished ? steering.steer(message) : steering.followUp(message)
+        }
+        const { error: _error, outcome: _outcome, ...rest } = entry.record
+        entry.record = rest
+        yield* launch(entry, ({ plugins, steering }) =>
+          Session.resume<R>(entry.record.id, { store: store.checkpoints, plugins, steering }), steering)
+      })
+
+    const notFound = (sessionId: string) => new SessionNotFound({ sessionId, detail: `no session ${sessionId}` })
+    const rejected = (sessionId: string, detail: string) => new ControlRejected({ sessionId, detail })
+    const exists = (sessionId: string) =>
+      new SessionExists({ sessionId, detail: `session ${sessionId} exists already` })
+
+    const find = (id: string) =>
+      Effect.suspend(() => {
+        const entry = entries.get(id)
+        return entry === undefined ? Effect.fail(notFound(id)) : Effect.succeed(entry)
+      })
+
+    const newEntry = (record: Store.Record) =>
+      Effect.map(Approvals.interactive(), (approvals) => {
+        const entry: Entry = { record, log: undefined, approvals, run: undefined, queued: [] }
+        entries.set(record.id, entry)
+        return entry
+      })
+
+    // -------------------------------------------------------------------------
+    // Starting: the sessions the store holds; those that were running resume.
+    // -------------------------------------------------------------------------
+
+    const recover = (entry: Entry) =>
+      Effect.gen(function*() {
+        const id = entry.record.id
+        const checkpoint = yield* Effect.result(store.checkpoints.load(id))
+        if (checkpoint._tag === "Failure") {
+          const { _tag, message } = checkpoint.failure
+          return yield* save(entry, { status: "failed", error: { _tag, message } })
+        }
+        const { finished, state } = checkpoint.success
+        if (finished !== undefined) {
+          const { outcome } = finished
+          return yield* save(entry, { status: "finished", outcome, turns: state.turn, usage: state.usage })
+        }
+        const steering = yield* Steering.make()
+        yield* launch(entry, ({ plugins, steering }) =>
+          Session.resume<R>(id, { store: store.checkpoints, plugins, steering }), steering)
+      }).pipe(
+        Effect.catch((error) =>
+          Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`)
+        )
+      )
+
+    for (const record of yield* store.records) {
+      const entry = yield* newEntry(record)
+      if (options.resume && record.status === "running") yield* recover(entry)
+    }
+
+    // -------------------------------------------------------------------------
+    // The operations
+    // -------------------------------------------------------------------------
+
+    const create: Sessions["create"] = (input) =>
+      Effect.gen(function*() {
+        const config = yield* Effect.mapError(
+          sessionConfig(options.config, input.config),
+          (error) => badRequest(["payload", "config", ...error.field.split(".")], error.rule, error.message)
+        )
+        const id = input.id ?? globalThis.crypto.randomUUID()
+        // Taken at once (two requests for one id race): released when this one fails.
+        const reserved = yield* Effect.sync(() => {
+          if (entries.has(id) || reserving.has(id)) return false
+          reserving.add(id)
+          return true
+        })
+        if (!reserved) return yield* exists(id)
+        return yield* start(id, input.task, config).pipe(Effect.ensuring(Effect.sync(() => reserving.delete(id))))
+      })
+
+    const start = (id: string, task: string, config: AgentConfig.AgentConfig) =>
+      Effect.gen(function*() {
+        const existing = yield* Effect.result(store.checkpoints.load(id))
+        if (existing._tag === "Success" || existing.failure._tag !== "CheckpointMissing") return yield* exists(id)
+        const now = yield* Clock.currentTimeMillis
+        const entry = yield* newEntry({
+          id,
+          title: titleOf(task),
+          status: "running",
+          createdAt: now,
+          updatedAt: now,
+          turns: 0,
+          usage: Message.emptyUsage
+        })
+        yield* store.save(entry.record).pipe(Effect.tapError(() => Effect.sync(() => entries.delete(id))))
+        const steering = yield* Steering.make()
+        yield* launch(entry, ({ plugins, steering }) =>
+          Session.run<R>({
+            id,
+            store: store.checkpoints,
+            prompt: task,
+            system: options.system,
+            config,
+            plugins,
+            steering
+          }), steering)
+        return yield* info(entry)
+      })
+
+    const decide = (entry: Entry, command: Extract<Control.Command, { readonly type: "approve" | "deny" }>) =>
+      Effect.gen(function*() {
+        const sessionId = entry.record.id
+        if (options.approvals !== undefined) {
+          return yield* rejected(sessionId, "this server decides approvals by its own policy")
+        }
+        const id = command.id ?? (yield* entry.approvals.pending)[0]?.toolCallId
+        if (id === undefined) {
+          return yield* rejected(sessionId, "no call is waiting for approval (give its \"id\" to decide ahead)")
+        }
+        const answered = command.type === "approve"
+          ? yield* entry.approvals.approve(id)
+          : yield* entry.approvals.deny(id, command.reason ?? "denied over HTTP")
+        const result: ControlResult = {
+          sessionId,
+          type: command.type,
+          status: answered ? "applied" : "queued",
+          toolCallId: id
+        }
+        return result
+      })
+
+    const control: Sessions["control"] = (id, command) =>
+      Effect.gen(function*() {
+        const entry = yield* find(id)
+        const result = (status: ControlResult["status"]): ControlResult => ({
+          sessionId: id,
+          type: command.type,
+          status
+        })
+        if (command.type === "approve" || command.type === "deny") return yield* decide(entry, command)
+        const run = entry.run
+        if (command.type === "cancel") {
+          if (run === undefined || run.ended) return yield* rejected(id, "the session is not running")
+          run.cancelled = true
+          yield* run.steering.cancel(command.reason ?? "cancelled over HTTP")
+          return result("applied")
+        }
+        const kind = command.type === "steer" ? "steer" as const : "followUp" as const
+        if (run !== undefined && !run.ended) {
+          yield* kind === "steer" ? run.steering.steer(command.text) : run.steering.followUp(command.text)
+          return result("queued")
+        }
+        if (run !== undefined) {
+          // The run is ending: the message goes to the next run, which its end starts.
+          entry.queued.push({ kind, message: Message.user(command.text) })
+          return result("queued")
+        }
+        if (kind === "steer" && entry.record.status === "finished") {
+          return yield* rejected(id, "the session has finished: send a follow_up to go on")
+        }
+        yield* restart(entry, [{ kind, message: Message.user(command.text) }])
+        return result("restarted")
+      })
+
+    const events: Sessions["events"] = (id, after, idleMs) =>
+      Effect.gen(function*() {
+        const entry = yield* find(id)
+        const log = yield* logOf(entry)
+        return yield* Effect.mapError(log.subscribe(after, idleMs), (count) =>
+          badRequest(
+            ["headers", "last-event-id"],
+            `must be at most ${count - 1}`,
+            `Last-Event-ID ${after} is past the session's last event (${count - 1})`
+          ))
+      })
+
+    const stop = Effect.suspend(() => {
+      stopping = true
+      const fibers: Array<Fiber.Fiber<void>> = []
+      for (const entry of entries.values()) if (entry.run?.fiber !== undefined) fibers.push(entry.run.fiber)
+      return Fiber.interruptAll(fibers)
+    }).pipe(Effect.andThen(Effect.sync(() => entries.forEach((entry) => entry.log?.release()))))
+    yield* Effect.addFinalizer(() => stop)
+
+    return {
+      create,
+      list: Effect.suspend(() =>
+        Effect.forEach(
+          Array.from(entries.values()).sort((a, b) => b.record.createdAt - a.record.createdAt),
+          info
+        )
+      ),
+      get: (id) => Effect.flatMap(find(id), info),
+      events,
+      control,
+      stop,
+      isStopping: () => stopping
+    }
+  })

@@ -1,0 +1,119 @@
+/**
+ * `effect-agent serve` as a real process: sessions on the scripted model and
+ * the built-in tools over HTTP, the inspector page, a token from the
+ * environment, a clean stop on SIGTERM; and what it refuses.
+ */
+import { assert, describe } from "@effect/vitest"
+import { Effect, FileSystem } from "effect"
+import { fileURLToPath } from "node:url"
+import { readSse, tagOf } from "../server/support.ts"
+import { runCommand } from "./inProcess.ts"
+import { live, scripted, spawnProgram, tempDir } from "./support.ts"
+
+const main = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url))
+
+const serve = (dir: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  spawnProgram(process.execPath, ["--conditions=effect-agent-source", main, "serve", ...args], { cwd: dir, env })
+
+const turns = [
+  { toolCalls: [{ name: "read_file", params: { path: "a.txt" } }] },
+  { text: "a.txt says hello world." }
+]
+
+const started = (line: string) => line.startsWith("{\"url\"")
+
+describe("effect-agent serve", () => {
+  live("serves sessions on the flags' model and tools, the inspector at /, and stops cleanly on SIGTERM", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted(turns)
+      const proc = yield* serve(dir, [
+        "--provider",
+        "scripted",
+        "--script",
+        `${dir}/script.json`,
+        "--sandbox",
+        "local",
+        "--tools",
+        "read_file",
+        "--port",
+        "0",
+        "--store",
+        `${dir}/../${dir.split("/").at(-1)}-store`,
+        "--max-turns",
+        "5"
+      ])
+      const { url, store } = JSON.parse(yield* proc.waitFor(started))
+      assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/)
+      const created: any = yield* Effect.promise(() =>
+        fetch(`${url}/sessions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ task: "What is in a.txt?" })
+        }).then((response) => response.json())
+      )
+      const read = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/${created.id}/events`)))
+      const events = read.messages.map((message) => JSON.parse(message.data))
+      const tool = events.find((event) => event._tag === "ToolExecutionEnd")
+      assert.strictEqual(tool.result.content[0].text, "1\thello world")
+      assert.strictEqual(tagOf(read.messages.at(-1)!), "AgentEnd")
+      assert.strictEqual(events.at(-1).outcome._tag, "Completed")
+      const page = yield* Effect.promise(() => fetch(`${url}/`).then(async (r) => [r.status, await r.text()] as const))
+      assert.strictEqual(page[0], 200)
+      assert.include(page[1], "<title>effect-agent inspector</title>")
+      const fs = yield* FileSystem.FileSystem
+      assert.isTrue(yield* fs.exists(`${store}/sessions/${created.id}/trajectory.ndjson`))
+      yield* proc.signal("SIGTERM")
+      const exited = yield* proc.exit
+      assert.strictEqual(exited.code, 0, exited.stderr)
+      assert.include(exited.stderr, `effect-agent serve: listening on ${url}; sessions in ${store}`)
+    }))
+
+  live("with --token-env, every request needs the token", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted(turns)
+      const store = `${dir}-store`
+      const proc = yield* serve(dir, [
+        "--provider",
+        "scripted",
+        "--script",
+        `${dir}/script.json`,
+        "--sandbox",
+        "none",
+        "--tools",
+        "none",
+        "--port",
+        "0",
+        "--store",
+        store,
+        "--token-env",
+        "AGENT_TOKEN"
+      ], { AGENT_TOKEN: "s3cret-token" })
+      const { url } = JSON.parse(yield* proc.waitFor(started))
+      const status = (headers: Record<string, string>) =>
+        Effect.promise(() => fetch(`${url}/sessions`, { headers }).then((response) => response.status))
+      assert.strictEqual(yield* status({}), 401)
+      assert.strictEqual(yield* status({ authorization: "Bearer s3cret-token" }), 200)
+      yield* proc.signal("SIGTERM")
+      assert.strictEqual((yield* proc.exit).code, 0)
+    }))
+
+  live("refuses a non-loopback address without a token, a token variable that is unset, and a store in the workspace", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const open = yield* runCommand(["serve", "--host", "0.0.0.0", "--tools", "none", "--sandbox", "none"], { cwd: dir })
+      assert.strictEqual(open.code, 22)
+      assert.include(open.stderr, "--host 0.0.0.0 is not a loopback address")
+      assert.include(open.stderr, "--token-env NAME")
+      const unset = yield* runCommand(["serve", "--token-env", "NOPE_TOKEN", "--tools", "none", "--sandbox", "none"], {
+        cwd: dir
+      })
+      assert.strictEqual(unset.code, 22)
+      assert.include(unset.stderr, "--token-env: NOPE_TOKEN is not set")
+      const inside = yield* runCommand(
+        ["serve", "--provider", "scripted", "--script", `${dir}/s.json`, "--store", `${dir}/store`, "--port", "0"],
+        { cwd: dir }
+      )
+      assert.strictEqual(inside.code, 22)
+      assert.include(inside.stderr, `--store: ${dir}/store is inside the workspace ${dir}`)
+    }))
+})

@@ -1,0 +1,345 @@
+/**
+ * The inspector in a real browser: headless Chromium (Debian's `chromium`,
+ * never a downloaded build) driven by playwright-core, against a real server
+ * with a scripted model. It watches a run appear, approves a call by
+ * clicking, steers by typing, and shows the final transcript; it follows a
+ * session across a server restart; it opens a trajectory file offline. A
+ * screenshot of the page at a run's end goes to test-artifacts/.
+ *
+ * Without a browser these tests are skipped, and say so.
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Latch, Layer, Scope } from "effect"
+import { AgentServer, Inspector } from "effect-agent/server"
+import * as NodeCrypto from "node:crypto"
+import * as Fs from "node:fs"
+import { createServer } from "node:http"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { type BrowserContext, chromium, type Page } from "playwright-core"
+import { agentLayer, baseUrl, gatedAgent, hangingFrom, readSse } from "./support.ts"
+
+/** The names a system Chromium goes by, looked up on `PATH`. */
+const names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
+
+/**
+ * The browser to drive: `EFFECT_AGENT_CHROMIUM` when set (a path; set to an
+ * empty string or a missing path, the tests run as on a machine without a
+ * browser), else the first of {@link names} on `PATH`; why none, if none.
+ */
+const findBrowser = (env: NodeJS.ProcessEnv): { readonly path: string } | { readonly reason: string } => {
+  const chosen = env.EFFECT_AGENT_CHROMIUM
+  if (chosen !== undefined) {
+    return chosen !== "" && Fs.existsSync(chosen)
+      ? { path: chosen }
+      : { reason: `EFFECT_AGENT_CHROMIUM=${JSON.stringify(chosen)} is not a browser` }
+  }
+  const dirs = (env.PATH ?? "").split(Path.delimiter).filter((dir) => dir !== "")
+  for (const name of names) {
+    for (const dir of dirs) {
+      const path = Path.join(dir, name)
+      try {
+        Fs.accessSync(path, Fs.constants.X_OK)
+        return { path }
+      } catch {
+        // not here
+      }
+    }
+  }
+  return { reason: `none of ${names.join(", ")} on PATH (apt-get install -y chromium, or set EFFECT_AGENT_CHROMIUM)` }
+}
+
+const found = findBrowser(process.env)
+const executablePath = "path" in found ? found.path : undefined
+if ("reason" in found) console.warn(`SKIPPING the inspector's browser tests: ${found.reason}`)
+
+const artifacts = fileURLToPath(new URL("../../test-artifacts", import.meta.url))
+
+/** A fresh headless Chromium with a profile of its own, never touching the network beyond the loopback. */
+const browser = Effect.acquireRelease(
+  Effect.promise(() =>
+    chromium.launchPersistentContext(Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-chromium-")), {
+      executablePath: executablePath!,
+      headless: true,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync"
+      ],
+      viewport: { width: 1180, height: 820 }
+    })
+  ),
+  (context: BrowserContext) => Effect.promise(() => context.close())
+)
+
+const openPage = (context: BrowserContext, url: string) =>
+  Effect.promise(async () => {
+    const page = context.pages()[0] ?? (await context.newPage())
+    const errors: Array<string> = []
+    page.on("pageerror", (error) => errors.push(error.message))
+    page.on("console", (message) => {
+      if (message.type() === "error") errors.push(message.text())
+    })
+    await page.goto(url)
+    return { page, errors }
+  })
+
+const post = (url: string, body: unknown) =>
+  Effect.promise(() =>
+    fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+      .then((response) => response.json() as Promise<any>)
+  )
+
+/** Where the page says a run completed. */
+const completed = "[data-testid=outcome][data-outcome=Completed]"
+
+const texts = (page: Page, selector: string) => Effect.promise(() => page.locator(selector).allTextContents())
+
+/** A free loopback port (for a server that restarts on the same address). */
+const freePort = Effect.promise(() =>
+  new Promise<number>((resolve) => {
+    const server = Net.createServer().listen(0, "127.0.0.1", () => {
+      const port = (server.address() as Net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
+)
+
+const serverOn = (port: number, directory: string, agent: typeof agentLayer = agentLayer) =>
+  AgentServer.layer({ directory }).pipe(
+    Layer.provide(agent),
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
+  )
+
+const sha256 = (text: string) => `'sha256-${NodeCrypto.createHash("sha256").update(text).digest("base64")}'`
+
+/** The text between `<tag>` and `</tag>`, each occurrence. */
+const inline = (html: string, tag: string) =>
+  Array.from(html.matchAll(new RegExp(`<${tag}>([\\s\\S]*?)</${tag}>`, "g")), (match) => match[1]!)
+
+describe("the inspector's page", () => {
+  it("runs only its own inline script and styles: the CSP allows them by hash, nothing else", () => {
+    const scripts = inline(Inspector.html, "script")
+    const styles = inline(Inspector.html, "style")
+    assert.strictEqual(scripts.length, 1)
+    assert.strictEqual(styles.length, 1)
+    const policy = new Map(
+      Inspector.headers["content-security-policy"]!.split("; ").map((directive) => {
+        const [name, ...values] = directive.split(" ")
+        return [name!, values.join(" ")] as const
+      })
+    )
+    assert.strictEqual(policy.get("default-src"), "'none'")
+    assert.strictEqual(policy.get("script-src"), sha256(scripts[0]!))
+    assert.strictEqual(policy.get("style-src"), sha256(styles[0]!))
+    assert.strictEqual(policy.get("connect-src"), "'self'")
+    assert.strictEqual(policy.get("frame-ancestors"), "'none'")
+    // no inline handlers (the policy would block them) and no HTML made of text: the agent's text stays text
+    assert.notMatch(Inspector.html, /\son[a-z]+=/)
+    assert.notMatch(scripts[0]!, /innerHTML|outerHTML|insertAdjacentHTML|document\.write/)
+  })
+
+  it.live("is served at / with those headers, the same page for every request", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      const response = yield* Effect.promise(() => fetch(`${url}/`))
+      assert.strictEqual(response.status, 200)
+      assert.match(response.headers.get("content-type") ?? "", /^text\/html/)
+      for (const [name, value] of Object.entries(Inspector.headers)) {
+        assert.strictEqual(response.headers.get(name), value, name)
+      }
+      assert.strictEqual(yield* Effect.promise(() => response.text()), Inspector.html)
+    }).pipe(Effect.scoped))
+})
+
+describe.skipIf(executablePath === undefined)("the inspector, in headless Chromium", () => {
+  it.live("watches a run appear, approves a call by clicking, steers by typing, and shows the final transcript", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const scope = yield* Effect.scope
+      const gate = yield* Latch.make()
+      const context = yield* Layer.buildWithScope(serverOn(0, dir, gatedAgent(gate)), scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      const { page, errors } = yield* openPage(yield* browser, `${url}/`)
+
+      // a run started elsewhere appears in the list; the page follows it
+      const session = yield* post(`${url}/sessions`, { task: "inspect 600", id: "inspected" })
+      yield* Effect.promise(() => page.click(`[data-testid=session-item][data-id=${session.id}]`, { timeout: 10_000 }))
+
+      // the model's reasoning and text stream in; the deploy waits for approval: approved by a click
+      yield* Effect.promise(() => page.click("[data-testid=approve]", { timeout: 10_000 }))
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=verdict]:has-text('approved')"))
+
+      // the slow call runs: steered by typing
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=tool-call].running .call-name:has-text('slow')"))
+      yield* Effect.promise(() => page.fill("#steer-text", "Also check the logs."))
+      yield* Effect.promise(() => page.click("#steer-button"))
+      // queued while the call runs, the steer goes in before the next model call: the call may end now
+      yield* Effect.promise(() => page.waitForSelector("#toast:has-text('steer: queued')"))
+      yield* gate.open
+
+      yield* Effect.promise(() => page.waitForSelector(completed, { timeout: 10_000 }))
+      const assistant = yield* texts(page, "[data-testid=assistant-text]")
+      assert.deepStrictEqual(assistant, [
+        "I will deploy to staging first.",
+        "Deployed. Now the slow checks.",
+        "All checks passed; staging is live."
+      ])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=steer-message] .text"), ["Also check the logs."])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=user-message] .text"), ["inspect 600"])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=tool-call] .call-status"), ["done", "done"])
+      assert.deepStrictEqual(
+        yield* texts(page, "[data-testid=tool-call] .call-result"),
+        ["deployed to staging", "slept 600 ms"]
+      )
+      assert.include((yield* texts(page, ".reasoning-text"))[0], "deploys need approval")
+      const figures = yield* texts(page, "#figures")
+      assert.include(figures[0], "turns 3")
+      assert.include(figures[0], "cost $0.0045")
+      assert.strictEqual(
+        yield* Effect.promise(() =>
+          page.getAttribute(`[data-testid=session-item][data-id=${session.id}]`, "data-status")
+        ),
+        "finished"
+      )
+
+      // the server's transcript says the same: the steer went in before the last model call
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/${session.id}/events`)))
+      const end = JSON.parse(whole.messages.at(-1)!.data)
+      const roles = end.result.state.messages.map((message: any) => message.role)
+      assert.deepStrictEqual(roles, ["user", "assistant", "toolResult", "assistant", "toolResult", "user", "assistant"])
+      assert.strictEqual(end.result.state.messages[5].content[0].text, "Also check the logs.")
+      // every event shown once
+      const shown = yield* Effect.promise(() => page.getAttribute("#timeline", "data-applied"))
+      assert.strictEqual(Number(shown), whole.messages.length)
+
+      Fs.mkdirSync(artifacts, { recursive: true })
+      yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector.png") }))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("follows a session across a server restart, reconnecting with Last-Event-ID", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const port = yield* freePort
+      const url = `http://127.0.0.1:${port}`
+      const first = yield* Scope.make()
+      // the first server's model stops answering at the third turn: the run is mid-way when the server stops
+      yield* Layer.buildWithScope(serverOn(port, dir, hangingFrom(2)), first)
+      yield* post(`${url}/sessions`, { task: "steps 6 0", id: "restarted" })
+      // a link to the session opens it at once
+      const { page, errors } = yield* openPage(yield* browser, `${url}/#restarted`)
+      // the third reply streams in, and never ends: what the page shows of it came from the deltas alone
+      const third = "[data-testid=turn][data-turn='3']"
+      yield* Effect.promise(() =>
+        page.waitForSelector(`${third} [data-testid=assistant-text]:has-text('Thinking it over')`, { timeout: 10_000 })
+      )
+      assert.deepStrictEqual(yield* texts(page, `${third} .reasoning-text`), ["Weighing the next step."])
+      const before = yield* Effect.promise(() =>
+        fetch(`${url}/sessions/restarted`).then((r) => r.json() as Promise<any>)
+      )
+      assert.strictEqual(before.status, "running")
+
+      // the server stops under the page (its run saved), and another takes its place on the same address
+      yield* Scope.close(first, Exit.void)
+      const second = yield* Scope.make()
+      yield* Layer.buildWithScope(serverOn(port, dir), second)
+
+      yield* Effect.tryPromise(() => page.waitForSelector(completed, { timeout: 20_000 })).pipe(
+        // say what the page showed
+        Effect.tapError(() =>
+          Effect.flatMap(
+            Effect.all([
+              texts(page, "#timeline .row"),
+              texts(page, "#connection"),
+              texts(page, "[data-testid=session-item]")
+            ]),
+            (shown) => Effect.sync(() => console.error("the page showed:", JSON.stringify(shown), errors))
+          )
+        ),
+        Effect.orDie
+      )
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=resumed]"))
+      assert.isAbove((yield* texts(page, "[data-testid=outcome]")).length, 0)
+      const assistant = yield* texts(page, "[data-testid=assistant-text]")
+      assert.strictEqual(assistant.at(-1), "All 6 steps done.")
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/restarted/events`)))
+      assert.strictEqual(
+        Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-applied"))),
+        whole.messages.length
+      )
+      assert.strictEqual(
+        Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-last-id"))),
+        whole.messages.length - 1
+      )
+      yield* Scope.close(second, Exit.void)
+      assert.deepStrictEqual(errors.filter((error) => !error.includes("Failed to load resource")), [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("denies a call by clicking, with the reason typed in the box", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      yield* post(`${url}/sessions`, { task: "deploy", id: "denied" })
+      const { page, errors } = yield* openPage(yield* browser, `${url}/#denied`)
+      // the waiting call is shown in the bar above the timeline too
+      yield* Effect.promise(() => page.waitForSelector("#pending [data-testid=deny]", { timeout: 10_000 }))
+      yield* Effect.promise(() => page.fill("#steer-text", "not on a Friday"))
+      yield* Effect.promise(() => page.click("[data-testid=tool-call] [data-testid=deny]"))
+      yield* Effect.promise(() => page.waitForSelector(completed, { timeout: 10_000 }))
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=verdict]"), ["denied: not on a Friday"])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=tool-call] .call-status"), ["denied"])
+      // the reason was used: the box is empty again
+      assert.strictEqual(yield* Effect.promise(() => page.inputValue("#steer-text")), "")
+      assert.strictEqual(yield* Effect.promise(() => page.locator("#pending").textContent()), "")
+      const session = yield* Effect.promise(() => fetch(`${url}/sessions/denied`).then((r) => r.json() as Promise<any>))
+      assert.strictEqual(session.status, "finished")
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/denied/events`)))
+      const resolved = whole.messages.map((m) => JSON.parse(m.data)).find((e) => e._tag === "ApprovalResolved")
+      assert.include(resolved, { approved: false, reason: "not on a Friday" })
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("opens a trajectory file dropped on it, without a server", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const scope = yield* Effect.scope
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      yield* post(`${url}/sessions`, { task: "steps 2 0", id: "saved" })
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/saved/events`)))
+      const trajectory = Fs.readFileSync(Path.join(dir, "sessions", "saved", "trajectory.ndjson"), "utf8")
+      assert.strictEqual(trajectory.trim().split("\n").length, whole.messages.length)
+      const { page, errors } = yield* openPage(yield* browser, `${url}/`)
+      // dropped on the page, as a user drags a CI run's trajectory.jsonl onto it (with a kind of event the page
+      // does not know, and a line that is not JSON)
+      const unknown = JSON.stringify({ _tag: "PlanPhase", runId: "r", turn: 3, timestamp: 0, phase: "review" })
+      yield* Effect.promise(async () => {
+        const data = await page.evaluateHandle((text) => {
+          const transfer = new (globalThis as any).DataTransfer()
+          transfer.items.add(new File([text], "trajectory.jsonl", { type: "application/x-ndjson" }))
+          return transfer
+        }, `${trajectory}${unknown}\nnot json\n`)
+        await page.dispatchEvent("body", "drop", { dataTransfer: data })
+      })
+      yield* Effect.promise(() => page.waitForSelector(completed))
+      assert.deepStrictEqual(yield* texts(page, "#session-title"), ["trajectory.jsonl"])
+      assert.deepStrictEqual((yield* texts(page, "[data-testid=assistant-text]")).at(-1), "All 2 steps done.")
+      // an event kind the page does not know is shown with its fields
+      assert.include((yield* texts(page, ".row.generic"))[0], "PlanPhase")
+      assert.include((yield* texts(page, "#connection"))[0], "offline: trajectory.jsonl (1 lines skipped)")
+      assert.isTrue(yield* Effect.promise(() => page.locator("#controls").isHidden()))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+})

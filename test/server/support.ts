@@ -1,0 +1,192 @@
+/**
+ * What the server tests share: a scripted model whose replies depend on the
+ * session's task (so that one server runs many kinds of session, and a new
+ * process carries on where a checkpoint left off), the tools, a server on an
+ * ephemeral loopback port, and a reader of its SSE streams.
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Effect, type Latch, Layer } from "effect"
+import { HttpServer } from "effect/http"
+import type { Prompt } from "effect/ai"
+import { ToolRegistry } from "effect-agent"
+import { AgentServer } from "effect-agent/server"
+import { ScriptedModel } from "effect-agent/testing"
+import { createServer } from "node:http"
+import { Kit, toolsLayer } from "../session/fixture.ts"
+
+/** The text of the first user message: the task. */
+const taskOf = (prompt: Prompt.Prompt): string => {
+  for (const message of prompt.content) {
+    if (message.role !== "user") continue
+    return message.content.map((part) => part.type === "text" ? part.text : "").join("")
+  }
+  return ""
+}
+
+/**
+ * The turns for a task:
+ *
+ * - `steps N D`: N turns each calling `step` after D ms, then `All N steps done.`;
+ * - `deploy`: a call to `deploy` (it needs approval), then a reply;
+ * - `slow D`: a call to `slow` that takes D ms, then a reply, then answers to follow-ups;
+ * - `inspect D`: a deploy (it needs approval), a slow call of D ms, a reply (the inspector's test);
+ * - `hang`: a reply that never finishes;
+ * - `big N K D`: a reply streamed as N deltas of K characters, after D ms;
+ * - anything else: one reply.
+ */
+export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
+  const [kind, a, b, c] = task.split(" ")
+  switch (kind) {
+    case "steps": {
+      const n = Number(a)
+      const delay = Number(b)
+      return [
+        ...Array.from({ length: n }, (_, i): ScriptedModel.Turn => ({
+          text: `Step ${i + 1}.`,
+          toolCalls: [{ name: "step", params: { n: i + 1 } }],
+          usage: { input: 10 * (i + 1), output: 5, cost: 0.0001 },
+          delay
+        })),
+        { text: `All ${n} steps done.`, usage: { input: 10 * (n + 1), output: 5, cost: 0.0001 }, delay }
+      ]
+    }
+    case "deploy":
+      return [
+        { reasoning: "The user wants a deploy.", toolCalls: [{ name: "deploy", params: { env: "staging" } }] },
+        { text: "The deploy step is over." }
+      ]
+    case "slow":
+      return [
+        { toolCalls: [{ name: "slow", params: { ms: Number(a) } }] },
+        { text: "Slow work done." },
+        { text: "Follow-up answered." },
+        { text: "Another follow-up answered." }
+      ]
+    case "inspect":
+      return [
+        {
+          reasoning: "The user wants it deployed; deploys need approval.",
+          text: "I will deploy to staging first.",
+          toolCalls: [{ name: "deploy", params: { env: "staging" } }],
+          usage: { input: 120, output: 30, cost: 0.0012 },
+          delay: 100
+        },
+        {
+          text: "Deployed. Now the slow checks.",
+          toolCalls: [{ name: "slow", params: { ms: Number(a ?? 600) } }],
+          usage: { input: 180, output: 20, cost: 0.0015 },
+          delay: 100
+        },
+        { text: "All checks passed; staging is live.", usage: { input: 240, output: 15, cost: 0.0018 }, delay: 100 }
+      ]
+    case "hang":
+      return [{ text: "Thinking", hang: true }]
+    case "big":
+      return [{
+        text: Array.from({ length: Number(a) }, (_, i) => `${i}`.padEnd(Number(b), ".")),
+        delay: Number(c ?? 0)
+      }]
+    default:
+      return [{ text: `You said: ${task}` }, { text: "Follow-up answered." }]
+  }
+}
+
+/** The reply to a request: by the task, and the replies the transcript holds. */
+export const script = (_index: number, request: ScriptedModel.Request): ScriptedModel.Turn | undefined =>
+  turnsFor(taskOf(request.prompt))[request.prompt.content.filter((message) => message.role === "assistant").length]
+
+/** The model and the tools every test server runs sessions with. */
+export const agentLayer = Layer.merge(ScriptedModel.layer(script, { record: false }), toolsLayer([]))
+
+/**
+ * The model and tools, but the `slow` call runs until `gate` opens (its
+ * result names the `ms` it was given): a test acts while the call runs,
+ * however slow the machine.
+ */
+export const gatedAgent = (gate: Latch.Latch) =>
+  Layer.merge(
+    ScriptedModel.layer(script, { record: false }),
+    ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
+      step: ({ n }) => Effect.succeed(`step ${n} done`),
+      slow: ({ ms }) => Effect.as(gate.await, `slept ${ms} ms`),
+      charge: ({ cents }) => Effect.succeed(`charged ${cents} cents`),
+      deploy: ({ env }) => Effect.succeed(`deployed to ${env}`)
+    })))
+  )
+
+/**
+ * The model and tools, but once a session's transcript holds `replies` of
+ * its replies, the model never answers: a run held mid-way until its server
+ * stops (a server that resumes it with {@link agentLayer} carries on).
+ */
+export const hangingFrom = (replies: number) =>
+  Layer.merge(
+    ScriptedModel.layer(
+      (index, request) =>
+        request.prompt.content.filter((message) => message.role === "assistant").length >= replies
+          ? { reasoning: "Weighing the next step.", text: "Thinking it over", hang: true }
+          : script(index, request),
+      { record: false }
+    ),
+    toolsLayer([])
+  )
+
+/** A server on 127.0.0.1 at an ephemeral port, with the scripted model and tools (or `agent`). */
+export const serverLayer = (options: AgentServer.Options = {}, agent: typeof agentLayer = agentLayer) =>
+  AgentServer.layer(options).pipe(
+    Layer.provide(agent),
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+  )
+
+/** The server's base URL. */
+export const baseUrl = HttpServer.addressFormattedWith((address) => Effect.succeed(address))
+
+/** One SSE message as sent: its id and its data (an event's JSON). */
+export interface SseMessage {
+  readonly id: string | undefined
+  readonly data: string
+}
+
+/**
+ * Reads an SSE response until `stop` says so or the stream ends: the
+ * messages, and whether the stream ended by itself. Comments are kept apart.
+ */
+export const readSse = async (
+  response: Response,
+  stop: (message: SseMessage, count: number) => boolean = () => false
+): Promise<{ readonly messages: Array<SseMessage>; readonly comments: Array<string>; readonly ended: boolean }> => {
+  const reader = response.body!.getReader()
+  const decoder = new TextDecoder()
+  const messages: Array<SseMessage> = []
+  const comments: Array<string> = []
+  let buffer = ""
+  let id: string | undefined
+  let data: Array<string> = []
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) return { messages, comments, ended: true }
+    buffer += decoder.decode(value, { stream: true })
+    let newline: number
+    while ((newline = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, newline)
+      buffer = buffer.slice(newline + 1)
+      if (line === "") {
+        if (data.length > 0) {
+          const message = { id, data: data.join("\n") }
+          messages.push(message)
+          data = []
+          id = undefined
+          if (stop(message, messages.length)) {
+            await reader.cancel()
+            return { messages, comments, ended: false }
+          }
+        }
+      } else if (line.startsWith(":")) comments.push(line.slice(1).trim())
+      else if (line.startsWith("id: ")) id = line.slice(4)
+      else if (line.startsWith("data: ")) data.push(line.slice(6))
+    }
+  }
+}
+
+/** The `_tag` of an SSE message's event. */
+export const tagOf = (message: SseMessage): string => JSON.parse(message.data)._tag
