@@ -97,7 +97,8 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
         const ports = [yield* Effect.promise(Postgres.freePort), yield* Effect.promise(Postgres.freePort)]
         const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
-        const ids = Array.from({ length: 6 }, (_, i) => `k${i}-t${4 + (i % 3)}`)
+        // the longer variant has longer sessions, so that every kill lands while they run
+        const ids = Array.from({ length: Math.max(6, kills) }, (_, i) => `k${i}-t${4 + (i % 3) + (kills > 3 ? 8 : 0)}`)
         const statuses = yield* Effect.gen(function*() {
           for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
           // Kill a runner at random moments, and start it again on its address.
@@ -136,7 +137,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         assert.isAtMost(extraModelCalls, kills)
         for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
-    { timeout: 300_000 }
+    { timeout: 240_000 + kills * 30_000 }
   )
 
   it.live(
