@@ -188,7 +188,7 @@ describe("DurableSession", () => {
       }).pipe(Effect.provide(runner("cluster", turns, [], { idle: "1 second" })))
     }))
 
-  it.live("a call that must not run twice whose intent record exists answers \"outcome unknown\", and does not run", () =>
+  it.live("a call that must not run twice whose intent record exists answers \"outcome unknown\", unrun", () =>
     Effect.gen(function*() {
       const turns = threeTurns("charge", 1)
       const ran: Array<string> = []

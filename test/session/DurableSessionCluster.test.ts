@@ -88,7 +88,7 @@ const waitForEvent = (sessionId: string, tag: string) =>
 
 describe.skipIf("unavailable" in available)("DurableSession on a cluster of processes and PostgreSQL", () => {
   it.live(
-    `runners SIGKILLed at random moments (${kills} kills): every session completes, no turn's model call and no charge twice`,
+    `runners SIGKILLed at random moments (${kills} kills): every session completes, no model call or charge twice`,
     () =>
       Effect.gen(function*() {
         const pg = yield* Postgres.scoped
@@ -110,7 +110,8 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
           }
           return yield* allFinished(ids, "180 seconds")
         }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
-        const modelCalls = counts(lines(path.join(logDir, "model.log")).map((line) => line.split(" ").slice(0, 2).join(" ")))
+        const modelLines = lines(path.join(logDir, "model.log"))
+        const modelCalls = counts(modelLines.map((line) => line.split(" ").slice(0, 2).join(" ")))
         const tools = counts(lines(path.join(logDir, "tools.log")))
         let extraModelCalls = 0
         for (const [i, status] of statuses.entries()) {

@@ -212,7 +212,10 @@ const takeInbox = (session: Session, kind: InboxKind, name: string, before?: Eff
       Taken,
       Schema.Never,
       Effect.map(
-        Effect.andThen(before ?? Effect.void, orDie(session.store.readInbox(session.sessionId, kind, session.watermark[kind]))),
+        Effect.andThen(
+          before ?? Effect.void,
+          orDie(session.store.readInbox(session.sessionId, kind, session.watermark[kind]))
+        ),
         (entries): Taken => ({
           messages: entries.map((entry) => entry.message),
           last: entries.reduce((last, entry) => Math.max(last, entry.seq), session.watermark[kind])
@@ -272,7 +275,10 @@ const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
   )
 }
 
-const unknownOutcome = (toolName: string): ToolRegistryOutput => ({ content: [Message.text(Feedback.outcomeUnknown(toolName).text)], isError: true })
+const unknownOutcome = (toolName: string): ToolRegistryOutput => ({
+  content: [Message.text(Feedback.outcomeUnknown(toolName).text)],
+  isError: true
+})
 
 /**
  * The registry whose every call is the activity `tool/<turn>/<callId>`. A
@@ -378,7 +384,11 @@ export const make = <R>(options: Options<R>) =>
     )
     const now = yield* Clock.currentTimeMillis
     const { request } = payload
-    const first = RunState.make({ runId: started.runId, system: request.system, messages: promptMessages(request.prompt) })
+    const first = RunState.make({
+      runId: started.runId,
+      system: request.system,
+      messages: promptMessages(request.prompt)
+    })
     const cancelled = yield* Deferred.make<string>()
     const loopOptions: Loop.Options<R> = {
       config: request.config,

@@ -69,7 +69,11 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
   const service: Service = {
     register: (sessionId, at) =>
       sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at) VALUES (${sessionId}, 'running', ${at})
-          ON CONFLICT (session_id) DO NOTHING`.pipe(Effect.asVoid, Effect.mapError(failed("register")), bounded("register")),
+          ON CONFLICT (session_id) DO NOTHING`.pipe(
+        Effect.asVoid,
+        Effect.mapError(failed("register")),
+        bounded("register")
+      ),
     finish: (sessionId, at) =>
       sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at) VALUES (${sessionId}, 'finished', ${at})
           ON CONFLICT (session_id) DO UPDATE SET status = 'finished', updated_at = ${at}`.pipe(
