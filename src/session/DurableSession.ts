@@ -150,6 +150,19 @@ export const layer = <R = never>(
 > => SessionWorkflow.toLayer(Body.make(options))
 
 /**
+ * Registers the session workflow on a node that only submits and follows
+ * sessions (a cluster client: `NodeClusterSocket.layer({ clientOnly: true })`).
+ * Sessions never run there: a client holds no shards, so the body it
+ * registers is never called; if one ever were, it dies saying so.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClient: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine> = SessionWorkflow.toLayer(() =>
+  Effect.die("effect-agent: a session ran on a client-only node; sessions run on runners (DurableSession.layer)")
+)
+
+/**
  * A session to start.
  *
  * @since 0.1.0
