@@ -256,6 +256,40 @@ describe("DurableSession", () => {
       }).pipe(Effect.provide(layer))
     }))
 
+  it.live("the wall-clock budget counts from the durable start: a session resumed past it ends BudgetExceeded", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "deployed", usage }
+      ]
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(
+          DurableSession.run({ sessionId: "w1", prompt: "go", config: { budgets: { wallClock: 400 } } })
+        )
+        yield* waitFor("w1", "ApprovalRequested")
+        // The approval comes after the budget ran out: the replay knows the time spent since the start.
+        yield* Effect.sleep("800 millis")
+        yield* DurableSession.approve("w1", "d1", { approved: true })
+        const result = yield* Fiber.join(fiber)
+        assert.strictEqual(result.outcome._tag, "BudgetExceeded")
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual(yield* model.calls, 1)
+      }).pipe(Effect.provide(runner("cluster", turns, ran)))
+      assert.deepStrictEqual(ran, [])
+    }))
+
+  it.live("reap forgets finished sessions older than the retention, and no other", () =>
+    Effect.gen(function*() {
+      yield* Effect.gen(function*() {
+        yield* DurableSession.run({ sessionId: "r1", prompt: "go" })
+        assert.isAbove((yield* DurableSession.events("r1")).length, 0)
+        assert.deepStrictEqual(yield* DurableSession.reap("1 hour"), [])
+        assert.deepStrictEqual(yield* DurableSession.reap(0), ["r1"])
+        assert.deepStrictEqual(yield* DurableSession.events("r1"), [])
+      }).pipe(Effect.provide(runner("memory", [{ text: "hi", usage }], [])))
+    }))
+
   it.live("a config that does not validate is a ConfigError before anything starts", () =>
     Effect.gen(function*() {
       const error = yield* DurableSession.run({ sessionId: "c1", prompt: "go", config: { maxTurns: -1 } }).pipe(
