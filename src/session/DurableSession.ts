@@ -355,6 +355,29 @@ export const events = (
   })
 
 /**
+ * The sessions that are suspended: waiting (for an approval, a follow-up) or,
+ * `failed`, stopped by a failure until they are resumed. A session that keeps
+ * failing after resumes is one for a person to look at.
+ *
+ * @since 0.1.0
+ * @category supervision
+ */
+export const suspended: Effect.Effect<
+  ReadonlyArray<{ readonly sessionId: string; readonly failed: boolean }>,
+  StoreError,
+  Store | WorkflowEngine.WorkflowEngine
+> = Effect.gen(function*() {
+  const store = yield* Store
+  const found: Array<{ readonly sessionId: string; readonly failed: boolean }> = []
+  for (const session of yield* store.sessions) {
+    if (session.status !== "running") continue
+    const status = yield* poll(session.sessionId)
+    if (status._tag === "Suspended") found.push({ sessionId: session.sessionId, failed: status.failed })
+  }
+  return found
+})
+
+/**
  * Resumes the sessions that suspended on a failure, once: answers the ids it
  * resumed. {@link supervise} runs it on a schedule.
  *
@@ -366,15 +389,11 @@ export const resumeSuspended: Effect.Effect<
   StoreError,
   Store | WorkflowEngine.WorkflowEngine
 > = Effect.gen(function*() {
-  const store = yield* Store
   const resumed: Array<string> = []
-  for (const session of yield* store.sessions) {
-    if (session.status !== "running") continue
-    const status = yield* poll(session.sessionId)
-    if (status._tag === "Suspended" && status.failed) {
-      yield* resume(session.sessionId)
-      resumed.push(session.sessionId)
-    }
+  for (const { failed, sessionId } of yield* suspended) {
+    if (!failed) continue
+    yield* resume(sessionId)
+    resumed.push(sessionId)
   }
   return resumed
 })

@@ -242,6 +242,7 @@ describe("DurableSession", () => {
         yield* DurableSession.start({ sessionId: "f1", prompt: "go" })
         const suspended = yield* untilStatus("f1", (status) => status._tag === "Suspended")
         assert.deepStrictEqual(suspended, { _tag: "Suspended", failed: true })
+        assert.deepStrictEqual(yield* DurableSession.suspended, [{ sessionId: "f1", failed: true }])
         failing.on = false
         assert.deepStrictEqual(yield* DurableSession.resumeSuspended, ["f1"])
         const finished = yield* untilStatus("f1", (status) => status._tag === "Finished")
