@@ -55,7 +55,8 @@ export const ADAPTERS = [
   "openai",
   "effect-agent",
   "effect-agent-onevent",
-  "effect-agent-scripted"
+  "effect-agent-scripted",
+  "effect-agent-traced"
 ] as const
 export type AdapterId = (typeof ADAPTERS)[number]
 
@@ -68,7 +69,8 @@ const adapters: Record<AdapterId, () => Promise<Adapter>> = {
   openai: async () => (await import("./adapters/openai.ts")).adapter,
   "effect-agent": async () => (await import("./adapters/effect-agent.ts")).adapter,
   "effect-agent-onevent": async () => (await import("./adapters/effect-agent.ts")).onEventAdapter,
-  "effect-agent-scripted": async () => (await import("./adapters/effect-agent.ts")).scriptedAdapter
+  "effect-agent-scripted": async () => (await import("./adapters/effect-agent.ts")).scriptedAdapter,
+  "effect-agent-traced": async () => (await import("./adapters/effect-agent.ts")).tracedAdapter
 }
 
 const gc = (): void => {

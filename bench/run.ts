@@ -10,7 +10,7 @@
  *   --quick        one run: a smoke test of the harness with the full workload, labelled as such
  *   --smoke        tiny workload, one run, nothing written: checks the harness works
  *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent,
- *                  effect-agent-scripted); bare is always included
+ *                  effect-agent-scripted, effect-agent-traced); bare is always included
  *   --phases p,q   phases to run (single200, single1000, concurrent, setup, batch)
  *   --no-write     print only
  *   --fullstack    the full-stack benchmark instead (bench/fullstack/run.ts; `--fullstack --help` lists its options)
@@ -40,7 +40,8 @@ const ALL_ADAPTERS: ReadonlyArray<AdapterId> = [
   "openai",
   "effect-agent",
   "effect-agent-onevent",
-  "effect-agent-scripted"
+  "effect-agent-scripted",
+  "effect-agent-traced"
 ]
 
 interface PhaseSpec {

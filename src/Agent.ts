@@ -89,6 +89,8 @@ export interface ContinueOptions<R = never> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /** The steering handle (else the `Steering` service, if provided). */
   readonly steering?: Steering.Service | undefined
+  /** The agent's name, in its spans: `invoke_agent {name}` (default `agent`; see `Telemetry`). */
+  readonly name?: string | undefined
 }
 
 /**

@@ -40,6 +40,24 @@ export const PendingApproval = Schema.Struct({
 export type PendingApproval = typeof PendingApproval.Type
 
 /**
+ * Where a run's spans are: the trace id and the span id of its
+ * `invoke_agent` span (see `Telemetry`). A run continued from a state that
+ * has one links its own span to it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const TraceContext = Schema.Struct({
+  traceId: Schema.String.check(Schema.isPattern(/^[0-9a-fA-F]{32}$/)),
+  spanId: Schema.String.check(Schema.isPattern(/^[0-9a-fA-F]{16}$/))
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TraceContext = typeof TraceContext.Type
+
+/**
  * The serializable state of a run.
  *
  * @since 0.1.0
@@ -61,7 +79,9 @@ export const RunState = Schema.Struct({
   /** Ids of calls whose handler had started, without a result yet, when the state was saved. */
   startedCalls: Schema.Array(Schema.String),
   wrapUpRequested: Schema.Boolean,
-  pluginState: Schema.Record(Schema.String, Schema.Unknown)
+  pluginState: Schema.Record(Schema.String, Schema.Unknown),
+  /** The trace context of the run that saved the state, when it was traced (absent in older states). */
+  trace: Schema.optionalKey(TraceContext)
 })
 /**
  * @since 0.1.0

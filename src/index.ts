@@ -89,6 +89,11 @@ export * as Steering from "./Steering.ts"
  * @since 0.1.0
  * @category modules
  */
+export * as Telemetry from "./Telemetry.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as ToolArguments from "./ToolArguments.ts"
 /**
  * @since 0.1.0

@@ -18,7 +18,7 @@
  * - `ScriptedModel` (the test double, request recording off), which builds
  *   the decoded parts itself.
  */
-import { Effect, Layer, Redacted, Schema, Stream } from "effect"
+import { Effect, Layer, Redacted, Schema, Stream, Tracer } from "effect"
 import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { Agent, type Hooks, Message, ToolRegistry } from "../../src/index.ts"
 import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
@@ -176,7 +176,12 @@ type Model = "provider-shaped" | "scripted"
 const modelFor = (model: Model, script: Script) =>
   model === "provider-shaped" ? providerShapedModel(script) : scriptedModel(script)
 
-const make = (name: string, consumer: Consumer, model: Model): Adapter => ({
+/**
+ * With `traced`, a tracer is installed (Effect's native one: spans are made
+ * and kept in memory, nothing is exported), so the run makes its spans and
+ * updates its metrics (see `Telemetry`).
+ */
+const make = (name: string, consumer: Consumer, model: Model, traced = false): Adapter => ({
   name,
   cap: "maxParallelTools: 8",
   async session(toolTurns, onTurn) {
@@ -198,7 +203,10 @@ const make = (name: string, consumer: Consumer, model: Model): Adapter => ({
         plugins: [counter(consumer, () => {
           events++
         })]
-      }).pipe(Effect.provide(Layer.mergeAll(modelFor(model, script), tools)))
+      }).pipe(
+        Effect.provide(Layer.mergeAll(modelFor(model, script), tools)),
+        (run) => traced ? Effect.withTracer(run, Tracer.nativeTracer) : run
+      )
     )
     if (result.outcome._tag !== "Completed") throw new Error(`effect-agent: the run ended with ${result.outcome._tag}`)
     return { events, toolRuns, text: finalText(result.messages), modelCalls: script.calls, keep: result }
@@ -213,7 +221,10 @@ const make = (name: string, consumer: Consumer, model: Model): Adapter => ({
       Agent.run({
         prompt: "go",
         config: { maxTurns: 3, maxParallelTools: spec.maxParallel, maxToolCallsPerTurn: spec.calls }
-      }).pipe(Effect.provide(Layer.mergeAll(modelFor(model, script), tools)))
+      }).pipe(
+        Effect.provide(Layer.mergeAll(modelFor(model, script), tools)),
+        (run) => traced ? Effect.withTracer(run, Tracer.nativeTracer) : run
+      )
     )
     if (result.outcome._tag !== "Completed") throw new Error(`effect-agent: the batch ended with ${result.outcome._tag}`)
     return { text: finalText(result.messages), toolRuns: observed.runs, maxInFlight: observed.max, modelCalls: script.calls }
@@ -228,3 +239,6 @@ export const onEventAdapter: Adapter = make("effect-agent (onEvent)", "onEvent",
 
 /** effect-agent over `ScriptedModel`, the test double that builds decoded parts itself. */
 export const scriptedAdapter: Adapter = make("effect-agent (ScriptedModel, test double)", "observe", "scripted")
+
+/** The main row with a tracer installed: spans and metrics on (kept in memory, not exported). */
+export const tracedAdapter: Adapter = make("effect-agent (traced)", "observe", "provider-shaped", true)

@@ -30,6 +30,7 @@ import * as Events from "./events.ts"
 import * as Journal from "./journal.ts"
 import * as Progress from "./progress.ts"
 import * as Stops from "./stops.ts"
+import * as Telemetry from "./telemetry.ts"
 import * as Transcript from "./transcript.ts"
 
 /**
@@ -91,6 +92,10 @@ export interface Environment<R> {
   readonly services: Context.Context<R>
   /** How the model is called, when not directly (a durable session's activity). */
   readonly modelCall: ModelCall | undefined
+  /** The run's spans and metrics; `undefined` when telemetry is off (see `Telemetry`). */
+  readonly telemetry: Telemetry.RunTelemetry | undefined
+  /** The trace context a checkpoint saves: this run's when it is traced, else the one it continued from. */
+  readonly trace: RunState.TraceContext | undefined
 }
 
 /**
@@ -141,6 +146,7 @@ export interface Setup<R> {
   /** Synchronous event sinks before the plugins' (the stream of `runStream`). */
   readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
   readonly modelCall?: ModelCall | undefined
+  readonly telemetry: Telemetry.RunTelemetry | undefined
 }
 
 const resolvePlugins = <R>(
@@ -204,7 +210,9 @@ export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     plugins,
     hooks: hookLists(plugins),
     services,
-    modelCall: setup.modelCall
+    modelCall: setup.modelCall,
+    telemetry: setup.telemetry,
+    trace: (setup.telemetry === undefined ? undefined : Telemetry.traceContext(setup.telemetry)) ?? state.trace
   }
   const clock = yield* Clock.Clock
   const sinks = setup.sinks.slice()
@@ -302,6 +310,8 @@ export const snapshot = <R>(
         wrapUpRequested: progress.wrapUpRequested,
         pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
       }
-      return transcript.system === undefined ? state : { ...state, system: transcript.system }
+      const { trace } = run.env
+      const traced = trace === undefined ? state : { ...state, trace }
+      return transcript.system === undefined ? traced : { ...traced, system: transcript.system }
     }
   )

@@ -20,7 +20,7 @@
  * @internal
  */
 import { Cause, Effect } from "effect"
-import type { LanguageModel } from "effect/ai"
+import type { LanguageModel, Prompt } from "effect/ai"
 import type * as AgentConfig from "../AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError, ToolFatalError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
@@ -36,6 +36,7 @@ import * as LiveRun from "./liveRun.ts"
 import * as Progress from "./progress.ts"
 import * as Reply from "./reply.ts"
 import * as Stops from "./stops.ts"
+import * as Telemetry from "./telemetry.ts"
 import * as Batch from "./tools/batch.ts"
 import * as Feedback from "./tools/feedback.ts"
 import * as Transcript from "./transcript.ts"
@@ -55,6 +56,8 @@ export interface Options<R> {
   readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
   /** How the model is called, when not directly (a durable session's activity). */
   readonly modelCall?: LiveRun.ModelCall | undefined
+  /** The agent's name, in its spans (`invoke_agent {name}`). */
+  readonly name?: string | undefined
 }
 
 type Requirements = LanguageModel.LanguageModel | ToolRegistry
@@ -82,7 +85,23 @@ export const resume = <R>(
 ): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
   Effect.andThen(checkContinuation(state, options.steering), execute(state, state.messages.length, options))
 
-const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNew: number, options: Options<R>) {
+/** The run, in its `invoke_agent` span when telemetry is on. */
+const execute = <R>(
+  state: RunState.RunState,
+  firstNew: number,
+  options: Options<R>
+): Effect.Effect<RunState.RunResult, AgentError, Requirements | R> =>
+  Effect.flatMap(Telemetry.settings(options.name), (settings) =>
+    settings === undefined
+      ? executeWith(state, firstNew, options, undefined)
+      : Telemetry.invokeAgent(settings, state, (telemetry) => executeWith(state, firstNew, options, telemetry)))
+
+const executeWith = Effect.fnUntraced(function*<R>(
+  state: RunState.RunState,
+  firstNew: number,
+  options: Options<R>,
+  telemetry: Telemetry.RunTelemetry | undefined
+) {
   const run = yield* LiveRun.make<R>({
     state,
     firstNew,
@@ -90,7 +109,8 @@ const execute = Effect.fnUntraced(function*<R>(state: RunState.RunState, firstNe
     plugins: options.plugins ?? [],
     steering: options.steering,
     sinks: options.sinks ?? [],
-    modelCall: options.modelCall
+    modelCall: options.modelCall,
+    telemetry
   })
   yield* Events.emit(run.events, { _tag: "AgentStart", messages: Transcript.added(run.transcript) })
   for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
@@ -159,9 +179,9 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   const prompt = env.hooks.transformContext.length === 0
     ? Transcript.request(transcript)
     : yield* Control.transformedRequest(run)
-  const reply = env.modelCall === undefined
+  const reply = env.telemetry === undefined && env.modelCall === undefined
     ? yield* Reply.streamReply(run, prompt)
-    : yield* env.modelCall(run.events.turn, Effect.gen(() => Reply.streamReply(run, prompt)))
+    : yield* modelCall(run, prompt)
   Transcript.append(transcript, reply.message)
   progress.usage = Message.addUsage(progress.usage, reply.message.usage)
   const calls = Message.toolCalls(reply.message)
@@ -169,6 +189,14 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   Transcript.appendAll(transcript, batch.results)
   return yield* endTurn(run, reply.message, batch, reply.stopped)
 })
+
+/** The model call of a turn that is traced, or made through a durable session's activity, or both. */
+const modelCall = <R>(run: LiveRun.LiveRun<R>, prompt: Prompt.Prompt) => {
+  const { modelCall: durable, telemetry } = run.env
+  const streamed = Effect.gen(() => Reply.streamReply(run, prompt))
+  const traced = telemetry === undefined ? streamed : Telemetry.chat(telemetry, run.events.turn, prompt, streamed)
+  return durable === undefined ? traced : durable(run.events.turn, traced)
+}
 
 /**
  * Ends a turn whose reply and results are in the transcript: counts it,
@@ -182,6 +210,7 @@ function* endTurn<R>(
   stoppedReply: Stops.Stop | undefined
 ) {
   run.progress.turn++
+  if (run.env.telemetry !== undefined) yield* Telemetry.turnEnded(run.env.telemetry)
   yield* Events.turnEnded(run.events, message, batch.results, run.progress)
   const after = yield* Control.consult(run, run.env.hooks.afterTurn, (plugin) =>
     plugin.afterTurn?.({ message, toolResults: batch.results, terminated: batch.terminate }, run.context))

@@ -131,12 +131,14 @@ export const make = Effect.fnUntraced(function*(options: Options) {
 })
 
 /**
- * The Responses `LanguageModel` as a layer.
+ * The Responses `LanguageModel` as a layer, with `effect/ai`'s `Model.ProviderName`
+ * (`openai`) and `Model.ModelName` (the model id), which the run's spans report.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layer = (options: Options) => Layer.effect(LanguageModel.LanguageModel, make(options))
+export const layer = (options: Options) =>
+  Layer.merge(Layer.effect(LanguageModel.LanguageModel, make(options)), Settings.modelNames("openai", options.model))
 
 // -----------------------------------------------------------------------------
 // Request

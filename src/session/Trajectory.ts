@@ -29,7 +29,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, FileSystem, PlatformError, Scope } from "effect"
+import { Context, Effect, Exit, FileSystem, PlatformError, Schema, Scope, Tracer } from "effect"
 import * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
 
@@ -53,9 +53,65 @@ const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
   return typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : undefined
 }
 
-/** One line: the event's JSON encoding. Written by hand: one event per write, without a stream to feed. */
-const line = (event: AgentEvent.AgentEvent): Uint8Array =>
-  encoder.encode(JSON.stringify(AgentEvent.encodeJson(event)) + "\n")
+/**
+ * One line: the event's JSON encoding, with the trace and span ids of the
+ * span the event happened in when there is one (see {@link Line}). Written
+ * by hand: one event per write, without a stream to feed.
+ */
+const line = (event: AgentEvent.AgentEvent, span: Tracer.AnySpan | undefined): Uint8Array => {
+  const encoded = AgentEvent.encodeJson(event)
+  const traced = span === undefined || typeof encoded !== "object" || encoded === null || Array.isArray(encoded)
+    ? encoded
+    : { ...encoded, traceId: span.traceId, spanId: span.spanId }
+  return encoder.encode(JSON.stringify(traced) + "\n")
+}
+
+/**
+ * The span an event happens in: the fiber's current span (the run's
+ * `invoke_agent`, the turn's `chat`, a call's `execute_tool`, or the
+ * application's own when the run makes none).
+ */
+const currentSpan: Effect.Effect<Tracer.AnySpan | undefined> = Effect.withFiber((fiber) =>
+  Effect.succeed(Context.getOrUndefined(fiber.context, Tracer.ParentSpan))
+)
+
+/**
+ * One line of a trajectory, read back: an event, and, when it happened in a
+ * span, that span's `traceId` and `spanId` (lines written before they were
+ * recorded, and lines of runs without a span, have none). On disk the ids
+ * are two more keys of the event's JSON object, so a reader of events alone
+ * reads the lines as before.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Line {
+  readonly event: AgentEvent.AgentEvent
+  readonly traceId?: string
+  readonly spanId?: string
+}
+
+const Ids = Schema.Struct({
+  traceId: Schema.optionalKey(Schema.String),
+  spanId: Schema.optionalKey(Schema.String)
+})
+const decodeJson = Schema.decodeUnknownEffect(Schema.fromJsonString(Schema.Unknown))
+const decodeIds = Schema.decodeUnknownEffect(Ids)
+
+/**
+ * Reads one line of a trajectory: the event, and the span ids when the line
+ * has them (older lines have none, and still load). Fails with a
+ * `SchemaError` when the line is not an event.
+ *
+ * @since 0.1.0
+ * @category decoding
+ */
+export const decodeLine = (text: string): Effect.Effect<Line, Schema.SchemaError> =>
+  Effect.flatMap(decodeJson(text), (json) =>
+    Effect.map(
+      Effect.all([AgentEvent.decodeJson(json), decodeIds(json)]),
+      ([event, ids]): Line => ({ event, ...ids })
+    ))
 
 /**
  * A plugin writing the run's events to `path` (see the module
@@ -124,7 +180,9 @@ export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSys
     const write = (event: AgentEvent.AgentEvent): Effect.Effect<void> => {
       const handle = file
       if (handle === undefined) return Effect.void
-      return Effect.try({ try: () => line(event), catch: (cause) => cause }).pipe(
+      const encoded = (span: Tracer.AnySpan | undefined) =>
+        Effect.try({ try: () => line(event, span), catch: (cause) => cause })
+      return Effect.flatMap(currentSpan, encoded).pipe(
         Effect.matchEffect({
           onFailure: (cause) => Effect.logWarning(`trajectory ${path}: an ${event._tag} event does not encode:`, cause),
           onSuccess: (bytes) => Effect.catch(handle.writeAll(bytes), stop)

@@ -31,6 +31,7 @@ const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   sessionDir: none,
   resume: none,
   emitJsonl: none,
+  otlp: none,
   quiet: false,
   json: false,
   stdinEof: "ignore",
@@ -172,6 +173,14 @@ describe("Settings.resolve", () => {
       )
     }))
 
+  it.effect("--otlp: a collector's base gets /v1/traces, a traces URL is kept", () =>
+    Effect.gen(function*() {
+      assert.strictEqual((yield* resolve({})).otlp, undefined)
+      assert.strictEqual((yield* resolve({ otlp: some("http://127.0.0.1:4318") })).otlp, "http://127.0.0.1:4318/v1/traces")
+      assert.strictEqual((yield* resolve({ otlp: some("https://otel.example/base/") })).otlp, "https://otel.example/base/v1/traces")
+      assert.strictEqual((yield* resolve({ otlp: some("http://c:4318/v1/traces") })).otlp, "http://c:4318/v1/traces")
+    }))
+
   it.effect("flags that do not go together, or say nothing, are config errors that name the flag", () =>
     Effect.gen(function*() {
       const cases: ReadonlyArray<readonly [Partial<Flags.Flags>, string]> = [
@@ -180,6 +189,9 @@ describe("Settings.resolve", () => {
         [{ script: some("s.json") }, "--script is for --provider scripted"],
         [{ json: true, emitJsonl: some("-") }, "--emit-jsonl - and --json both want stdout: give --emit-jsonl a file"],
         [{ baseUrl: some("localhost:11434") }, "--base-url: \"localhost:11434\" is not an http(s) URL"],
+        [{ otlp: some("localhost:4318") }, "--otlp: \"localhost:4318\" is not an http(s) URL"],
+        [{ otlp: some("ftp://collector/") }, "--otlp: \"ftp://collector/\" is not an http(s) URL"],
+        [{ otlp: some("http://user:secret@collector:4318") }, "--otlp: the URL may not hold credentials"],
         [{ apiKeyEnv: some("MY-KEY") }, "--api-key-env: \"MY-KEY\" is not an environment variable name"],
         [{ mcp: ["node \"server.js"] }, "--mcp \"node \\\"server.js\": The quote is not closed in template part 0"],
         [{ sessionDir: some("a"), resume: some("a") }, "--resume DIR continues the session in DIR: leave out --session-dir"],

@@ -76,6 +76,10 @@ export const flags = {
     Flag.optional(Flag.String("emit-jsonl")),
     "Write every event as a JSON line to this file, or - for stdout"
   ),
+  otlp: describe(
+    Flag.optional(Flag.String("otlp")),
+    "Export the run's traces over OTLP/HTTP (JSON) to this collector: http://host:4318 or its /v1/traces URL"
+  ),
   quiet: describe(Flag.withDefault(Flag.Boolean("quiet"), false), "Show no progress on stderr"),
   json: describe(Flag.withDefault(Flag.Boolean("json"), false), "Print the result as one JSON object on stdout"),
   stdinEof: describe(

@@ -31,7 +31,9 @@ import {
   Stream,
   type Terminal
 } from "effect"
-import { LanguageModel, type McpClientError } from "effect/ai"
+import { LanguageModel, type McpClientError, Model } from "effect/ai"
+import { identity } from "effect/Function"
+import { OtlpSerialization, OtlpTracer } from "effect/observability"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Agent from "../../Agent.ts"
@@ -139,7 +141,14 @@ const showRetries = (view: View.View): Provider.RetryOptions => ({
  */
 const model = (settings: Settings.Settings, env: IoService["env"], view: View.View) =>
   Layer.build(providerLayer(settings.target, settings.apiKey, showRetries(view))).pipe(
-    Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
+    // The model, with its provider's and model's names when it has them (for the run's spans).
+    Effect.map((context) => {
+      const provider = Context.getOrUndefined(context, Model.ProviderName)
+      const modelName = Context.getOrUndefined(context, Model.ModelName)
+      const services = Context.make(LanguageModel.LanguageModel, Context.get(context, LanguageModel.LanguageModel))
+      const named = provider === undefined ? services : Context.add(services, Model.ProviderName, provider)
+      return modelName === undefined ? named : Context.add(named, Model.ModelName, modelName)
+    }),
     Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...env })),
     Effect.mapError((error) =>
       configError(
@@ -514,6 +523,13 @@ const makeView = (
     return View.log(io.stderr.write, { session })
   })
 
+/** The name of the command's agent in its spans (`invoke_agent effect-agent`). */
+const agentName = "effect-agent"
+
+/** `--otlp`: the run's spans exported as OTLP/HTTP JSON to `url`, over the command's HTTP client. */
+const tracing = (url: string) =>
+  OtlpTracer.layer({ url, resource: { serviceName: "effect-agent" } }).pipe(Layer.provide(OtlpSerialization.layerJson))
+
 /**
  * Runs `effect-agent run` with its parsed flags. Ends with the run's exit
  * code: it succeeds for exit code 0 and fails with `ExitWith` otherwise,
@@ -590,7 +606,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       // What the agent runs on
       const languageModel = yield* model(settings, io.env, shown)
       const registry = yield* tools(settings.target, shown.note)
-      const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
+      const services = languageModel.pipe(
         Context.add(ToolRegistry.ToolRegistry, registry),
         Context.add(Approvals.Approvals, approvals)
       )
@@ -616,7 +632,14 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       }
       const start = Effect.gen(function*() {
         if (session === undefined) {
-          return yield* Agent.run({ prompt: task ?? "", system: settings.system, config: settings.config, plugins, steering })
+          return yield* Agent.run({
+            prompt: task ?? "",
+            system: settings.system,
+            config: settings.config,
+            plugins,
+            steering,
+            name: agentName
+          })
         }
         const paths = SessionFiles.sessionPaths(path, session.dir)
         const store = yield* CheckpointStore.fileSystem(paths.store)
@@ -628,7 +651,13 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
           )
           if (task !== undefined) yield* steering.followUp(task)
           resumable(session.dir)
-          return yield* Session.resume(SessionFiles.sessionId, { store, config: settings.config, plugins, steering })
+          return yield* Session.resume(SessionFiles.sessionId, {
+            store,
+            config: settings.config,
+            plugins,
+            steering,
+            name: agentName
+          })
         }
         yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env)
         resumable(session.dir)
@@ -639,12 +668,15 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
           system: settings.system,
           config: settings.config,
           plugins,
-          steering
+          steering,
+          name: agentName
         })
       })
 
       const result = yield* start.pipe(
         Effect.provideContext(services),
+        // Spans are flushed to the collector when the run ends, however it ends.
+        settings.otlp === undefined ? identity : Effect.provide(tracing(settings.otlp)),
         Effect.onInterrupt(() =>
           Effect.sync(() => {
             shown.close()

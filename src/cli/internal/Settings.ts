@@ -34,6 +34,8 @@ export interface Settings {
   readonly session: { readonly dir: string; readonly resume: boolean } | undefined
   /** Where the events go as JSON lines: a file, `-` for stdout, or nowhere. */
   readonly emitJsonl: string | undefined
+  /** The OTLP/HTTP traces endpoint the run's spans are exported to (`.../v1/traces`), or none. */
+  readonly otlp: string | undefined
   readonly quiet: boolean
   readonly json: boolean
   readonly stdinEof: Control.OnEof
@@ -363,6 +365,8 @@ export const resolve = (flags: Flags, options: Environment) =>
     if (emitJsonl === "-" && flags.json) {
       return yield* configError("--emit-jsonl - and --json both want stdout: give --emit-jsonl a file")
     }
+    const otlp = tracesUrl(orUndefined(flags.otlp))
+    if (Result.isFailure(otlp)) return yield* configError(otlp.failure)
     const { config, warnings } = yield* limits(flags, resume)
     const key = apiKey(resolved, options.env)
     if (Result.isFailure(key)) return yield* configError(key.failure)
@@ -375,6 +379,7 @@ export const resolve = (flags: Flags, options: Environment) =>
       config,
       session: Option.isSome(dir) ? { dir: dir.value, resume } : undefined,
       emitJsonl: emitJsonl === undefined || emitJsonl === "-" ? emitJsonl : path.resolve(options.cwd, emitJsonl),
+      otlp: otlp.success,
       quiet: flags.quiet,
       json: flags.json,
       stdinEof: flags.stdinEof,
@@ -383,3 +388,27 @@ export const resolve = (flags: Flags, options: Environment) =>
     return settings
   })
 
+
+/**
+ * The traces endpoint of `--otlp`: an http(s) URL, the collector's base
+ * (`/v1/traces` is added, as OTLP exporters do with a base endpoint) or the
+ * traces URL itself. Credentials in the URL are refused: they would be sent
+ * in the clear to whatever the URL names, and shown in errors.
+ */
+export const tracesUrl = (text: string | undefined): Result.Result<string | undefined, string> => {
+  if (text === undefined) return Result.succeed(undefined)
+  let url: URL
+  try {
+    url = new URL(text)
+  } catch {
+    return Result.fail(`--otlp: ${JSON.stringify(text)} is not an http(s) URL`)
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") {
+    return Result.fail(`--otlp: ${JSON.stringify(text)} is not an http(s) URL`)
+  }
+  if (url.username !== "" || url.password !== "") {
+    return Result.fail("--otlp: the URL may not hold credentials")
+  }
+  if (!url.pathname.endsWith("/v1/traces")) url.pathname = `${url.pathname.replace(/\/+$/, "")}/v1/traces`
+  return Result.succeed(url.href)
+}

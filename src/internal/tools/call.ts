@@ -18,6 +18,7 @@ import * as Events from "../events.ts"
 import * as Journal from "../journal.ts"
 import type * as LiveRun from "../liveRun.ts"
 import * as Stops from "../stops.ts"
+import * as Telemetry from "../telemetry.ts"
 import * as ToolRun from "../toolRun.ts"
 import * as Feedback from "./feedback.ts"
 import type * as Plan from "./plan.ts"
@@ -53,12 +54,19 @@ type CallRun<R> = LiveRun.Uses<R, "env" | "events" | "journal" | "stops" | "cont
  * @internal
  */
 export function* call<R>(run: CallRun<R>, planned: Plan.Planned) {
-  const startedAt = Events.now(run.events)
   if (planned._tag === "Restored") {
     Journal.record(run.journal, planned.result)
     const restored: Finalized = { result: planned.result, terminate: false }
     return restored
   }
+  const { telemetry } = run.env
+  if (telemetry === undefined) return yield* run_(run, planned)
+  return yield* Telemetry.executeTool(telemetry, run.events.turn, planned.call, Effect.gen(() => run_(run, planned)))
+}
+
+/** A call that was not restored: approved and invoked, or answered at once; then finalized. */
+function* run_<R>(run: CallRun<R>, planned: Plan.Prepared | Plan.Immediate) {
+  const startedAt = Events.now(run.events)
   const executed = planned._tag === "Immediate"
     ? answered(planned.call, planned.note)
     : yield* approveAndInvoke(run, planned, startedAt)
@@ -84,12 +92,12 @@ function* approveAndInvoke<R>(run: CallRun<R>, planned: Plan.Prepared, startedAt
   // after an approval, time has passed
   const at = planned.approval === undefined ? startedAt : Events.now(run.events)
   yield* Events.toolStarted(run.events, call.id, call.name, call.rawParams, at)
-  const output = yield* Stops.race(
+  const output: Output = yield* Stops.race(
     run.stops,
     invoke(run, planned),
-    (stop) => errorOutput(Feedback.stopped(stop, run.stops.wallClock).text)
+    (stop) => noteOutput(Feedback.stopped(stop, run.stops.wallClock))
   )
-  const executed: Executed = { result: resultOf(call, output.content, output.isError, undefined), executed: true }
+  const executed: Executed = { result: resultOf(call, output.content, output.isError, output.details), executed: true }
   return executed
 }
 
@@ -117,6 +125,7 @@ const approve = Effect.fnUntraced(function*<R>(run: CallRun<R>, call: Hooks.Tool
     : { toolCallId: call.id, toolName: call.name, params: call.rawParams, reason }
   run.journal.pendingApprovals.set(call.id, pending)
   yield* Events.emit(run.events, { _tag: "ApprovalRequested", ...pending })
+  if (run.env.telemetry !== undefined) yield* Telemetry.event("effect_agent.approval.requested", {})
   const { approvals } = run.env
   const answer = approvals === undefined
     ? Approvals.denied(Feedback.noApprover)
@@ -129,6 +138,9 @@ const approve = Effect.fnUntraced(function*<R>(run: CallRun<R>, call: Hooks.Tool
   const resolved = isStop(answer)
     ? Approvals.denied(Feedback.stopped(answer, run.stops.wallClock).text)
     : answer
+  if (run.env.telemetry !== undefined) {
+    yield* Telemetry.event("effect_agent.approval.resolved", { "effect_agent.approval.approved": resolved.approved })
+  }
   yield* Events.emit(
     run.events,
     resolved.approved
@@ -143,7 +155,7 @@ const approve = Effect.fnUntraced(function*<R>(run: CallRun<R>, call: Hooks.Tool
  * `AgentTool.Timeout`, else the config's `toolTimeout`). Its preliminary
  * results are reported as `ToolExecutionUpdate`.
  */
-const invoke = <R>(run: CallRun<R>, planned: Plan.Prepared): Effect.Effect<ToolRun.Output, ToolFatalError, R> => {
+const invoke = <R>(run: CallRun<R>, planned: Plan.Prepared): Effect.Effect<Output, ToolFatalError, R> => {
   const { call, tool } = planned
   const { events } = run
   const { services } = run.env
@@ -171,7 +183,11 @@ const invoke = <R>(run: CallRun<R>, planned: Plan.Prepared): Effect.Effect<ToolR
   // The handler is interrupted (its finalizers run) when the timeout fires.
   return Effect.timeoutOrElse(invoked, {
     duration: Duration.millis(timeout),
-    orElse: () => Effect.succeed(errorOutput(Feedback.timedOut(tool.name, timeout)))
+    orElse: () =>
+      Effect.succeed<Output>({
+        ...errorOutput(Feedback.timedOut(tool.name, timeout)),
+        details: { kind: "timedOut", timeoutMs: timeout }
+      })
   })
 }
 
@@ -207,7 +223,14 @@ function* finalize<R>(run: CallRun<R>, planned: Plan.Prepared | Plan.Immediate, 
   return finalized
 }
 
+/** What a call's handler gave, and the `details` of a result the loop wrote (a stop, a timeout). */
+interface Output extends ToolRun.Output {
+  readonly details?: unknown
+}
+
 const errorOutput = (text: string): ToolRun.Output => ({ content: [Message.text(text)], isError: true })
+
+const noteOutput = (note: Feedback.Note): Output => ({ ...errorOutput(note.text), details: note.details })
 
 const resultOf = (
   call: Hooks.ToolCall,

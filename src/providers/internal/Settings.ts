@@ -6,7 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Config, Duration, Effect, Option, Redacted, Schema } from "effect"
+import { Config, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Model } from "effect/ai"
 import { HttpClientRequest } from "effect/http"
 import * as Pricing from "../../Pricing.ts"
 import * as Provider from "../Provider.ts"
@@ -139,3 +140,12 @@ export const bearerRequest = (settings: Settings, path: string): HttpClientReque
   )
   return settings.apiKey === undefined ? request : HttpClientRequest.bearerToken(request, settings.apiKey)
 }
+
+/**
+ * `effect/ai`'s names of a provider layer's provider and model: the run's
+ * spans report them (`gen_ai.provider.name`, `gen_ai.request.model`).
+ *
+ * @internal
+ */
+export const modelNames = (provider: string, model: string): Layer.Layer<Model.ProviderName | Model.ModelName> =>
+  Layer.succeedContext(Context.make(Model.ProviderName, provider).pipe(Context.add(Model.ModelName, model)))
