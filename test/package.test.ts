@@ -37,7 +37,7 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider"],
   "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
   "effect-agent/server": ["AgentServer", "Inspector"],
-  "effect-agent/session": ["CheckpointStore", "Session", "Trajectory"],
+  "effect-agent/session": ["CheckpointStore", "DurableSession", "Session", "Trajectory"],
   "effect-agent/supervisor": ["AgentWorker", "Check", "ExternalWorker", "Supervisor", "Worker"],
   "effect-agent/testing": ["ScriptedModel"]
 }

@@ -11,6 +11,8 @@ const none = Option.none()
 
 const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   task: Option.some("do it"),
+  pg: none,
+  sessionId: none,
   system: none,
   provider: none,
   model: none,

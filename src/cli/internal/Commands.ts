@@ -8,11 +8,13 @@
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Path, Schema } from "effect"
+import { Effect, FileSystem, Option, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
 import * as Message from "../../Message.ts"
 import { codes, ExitWith, fromOutcome } from "../ExitCode.ts"
+import * as Cluster from "./Cluster.ts"
 import * as Demo from "./Demo.ts"
+import type { Failure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
 import * as Io from "./Io.ts"
 import * as Runner from "./Runner.ts"
@@ -29,7 +31,11 @@ import * as View from "./View.ts"
  *
  * @since 0.1.0
  */
-export const run = Command.make("run", Flags.flags, Runner.run).pipe(
+export const run = Command.make(
+  "run",
+  Flags.flags,
+  (flags) => Option.isSome(flags.pg) ? reported(Cluster.submit(flags, flags.pg.value)) : Runner.run(flags)
+).pipe(
   Command.withDescription("Run an agent on a task, with live progress, approvals and steering on stdin, and resume"),
   Command.withExamples([
     { command: "effect-agent run --task \"Fix the failing test\"", description: "OpenAI (OPENAI_API_KEY)" },
@@ -40,6 +46,41 @@ export const run = Command.make("run", Flags.flags, Runner.run).pipe(
     {
       command: "effect-agent run --session-dir ~/.agent-sessions/fix --task \"…\"",
       description: "Resumable: effect-agent run --resume ~/.agent-sessions/fix"
+    },
+    {
+      command: "effect-agent run --pg postgres://db/agents --task \"…\"",
+      description: "On the runners of a cluster (effect-agent runner --pg …)"
+    }
+  ])
+)
+
+/** A failure the command reports itself: its message on stderr, then its exit code. */
+const reported = <A, R>(
+  effect: Effect.Effect<A, Failure | ExitWith, R>
+): Effect.Effect<A, ExitWith, R> =>
+  Effect.catch(effect, (error) =>
+    error._tag === "ExitWith" ? Effect.fail(error) : Effect.andThen(
+      Effect.flatMap(Io.Io, (io) => Effect.sync(() => io.stderr.write(`effect-agent: ${error.message}\n`))),
+      Effect.fail(new ExitWith({ code: error.code }))
+    ))
+
+// -----------------------------------------------------------------------------
+// runner
+// -----------------------------------------------------------------------------
+
+/**
+ * `effect-agent runner`: a runner of durable sessions on a cluster on PostgreSQL.
+ *
+ * @since 0.1.0
+ */
+export const runner = Command.make("runner", Cluster.runnerFlags, (flags) => reported(Cluster.runner(flags))).pipe(
+  Command.withDescription(
+    "Run durable sessions on a cluster on PostgreSQL, with the model and tools the flags choose (see run --pg)"
+  ),
+  Command.withExamples([
+    {
+      command: "effect-agent runner --pg postgres://db/agents --port 34431 --tools read_file,grep",
+      description: "One runner; start more on other ports or machines"
     }
   ])
 )

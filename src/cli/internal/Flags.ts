@@ -64,6 +64,14 @@ export const flags = {
     "Save a checkpoint and the trajectory in this directory (outside the workspace), to resume later"
   ),
   resume: describe(Flag.optional(Flag.String("resume")), "Resume the session saved in this directory"),
+  pg: describe(
+    Flag.optional(Flag.String("pg")),
+    "Submit the session to the runners of a cluster on this PostgreSQL URL and follow it (see effect-agent runner)"
+  ),
+  sessionId: describe(
+    Flag.optional(Flag.String("session-id")),
+    "With --pg: the session's id (default: a new one); submitting it again follows the session that has it"
+  ),
   emitJsonl: describe(
     Flag.optional(Flag.String("emit-jsonl")),
     "Write every event as a JSON line to this file, or - for stdout"
