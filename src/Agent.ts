@@ -147,7 +147,9 @@ export interface ContinueOptions<R = never, A = never> {
  */
 export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
-/** The loop's options: the steering, plugins and config, and the output Schema with its retries, checked. */
+/**
+ * The loop's options: the steering, plugins, config and name, and the output Schema with its retries, checked.
+ */
 const loopOptions = <R, A>(options: ContinueOptions<R, A>): Effect.Effect<Loop.Options<R>, ConfigError> =>
   Effect.map(OutputPart.request(options.output, options.outputRetries, options.outputMode), (output) => ({
     config: options.config,

@@ -9,6 +9,7 @@
 import { Schema } from "effect"
 import { AiError } from "effect/ai"
 import { RunState } from "./RunState.ts"
+import { WorkerError } from "./supervisor/Worker.ts"
 
 /**
  * The model transport failed (after the provider's own retries): it wraps the
@@ -146,7 +147,8 @@ export const AgentError = Schema.Union([
   ConfigError,
   InvalidContinuation,
   InvalidPluginState,
-  OutputSchemaMismatch
+  OutputSchemaMismatch,
+  WorkerError
 ])
 /**
  * @since 0.1.0

@@ -62,13 +62,69 @@ export const approved: Decision = { approved: true }
 export const denied = (reason: string): Decision => ({ approved: false, reason })
 
 /**
- * The approvals service shape.
+ * A supervised run's plan waiting for a decision (see `effect-agent/supervisor`).
+ *
+ * @since 0.1.0
+ * @category plans and turns
+ */
+export interface PlanRequest {
+  readonly runId: string
+  /** The plan, as the worker wrote it. */
+  readonly plan: string
+  /** 1 for the first plan, then one more per refinement. */
+  readonly iteration: number
+}
+
+/**
+ * A decision on a plan: approve it (the act phase starts), refine it with
+ * notes (the worker is asked for a revised plan, with the notes verbatim), or
+ * reject it (the run ends `Rejected`).
+ *
+ * @since 0.1.0
+ * @category plans and turns
+ */
+export type PlanDecision =
+  | { readonly _tag: "Approve" }
+  | { readonly _tag: "Refine"; readonly notes: string }
+  | { readonly _tag: "Reject"; readonly notes: string }
+
+/**
+ * A supervised run's feedback waiting for the operator before it goes to
+ * the worker (with `approveTurns`).
+ *
+ * @since 0.1.0
+ * @category plans and turns
+ */
+export interface TurnRequest {
+  readonly runId: string
+  readonly turn: number
+  readonly feedback: string
+}
+
+/**
+ * A decision on a turn's feedback: send it, send the operator's text
+ * instead, or interrupt the run (a session can resume it).
+ *
+ * @since 0.1.0
+ * @category plans and turns
+ */
+export type TurnDecision =
+  | { readonly _tag: "Approve" }
+  | { readonly _tag: "Replace"; readonly feedback: string }
+  | { readonly _tag: "Interrupt" }
+
+/**
+ * The approvals service shape. `decide` answers tool calls; a supervised run
+ * also asks `decidePlan` and `decideTurn`, and approves on its own when they
+ * are absent.
  *
  * @since 0.1.0
  * @category services
  */
 export interface Service {
   readonly decide: (request: Request) => Effect.Effect<Decision>
+  readonly decidePlan?: ((request: PlanRequest) => Effect.Effect<PlanDecision>) | undefined
+  readonly decideTurn?: ((request: TurnRequest) => Effect.Effect<TurnDecision>) | undefined
 }
 
 /**
@@ -124,6 +180,8 @@ export const policy = (decide: (request: Request) => Decision | Effect.Effect<De
  * @category models
  */
 export interface Interactive extends Service {
+  readonly decidePlan: (request: PlanRequest) => Effect.Effect<PlanDecision>
+  readonly decideTurn: (request: TurnRequest) => Effect.Effect<TurnDecision>
   /** The requests waiting for a decision, oldest first. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>>
   /**
@@ -134,6 +192,50 @@ export interface Interactive extends Service {
   readonly approve: (toolCallId: string) => Effect.Effect<boolean>
   /** Denies a call with a reason the model reads; see `approve`. */
   readonly deny: (toolCallId: string, reason?: string) => Effect.Effect<boolean>
+  /** The plan waiting for a decision, if any. */
+  readonly pendingPlan: Effect.Effect<PlanRequest | undefined>
+  /**
+   * Decides the plan waiting (or the next one asked for, when none waits).
+   * Returns whether a waiting plan was answered.
+   */
+  readonly decidePlanWith: (decision: PlanDecision) => Effect.Effect<boolean>
+  /** The feedback waiting for the operator, if any. */
+  readonly pendingTurn: Effect.Effect<TurnRequest | undefined>
+  /** Decides the feedback waiting (or the next, when none waits); returns whether one waited. */
+  readonly decideTurnWith: (decision: TurnDecision) => Effect.Effect<boolean>
+}
+
+/**
+ * One decision at a time, asked by the run and answered through the handle:
+ * answers given before their questions are kept, in order, for the next ones.
+ */
+const slot = <Q, D>() => {
+  let waiting: { readonly request: Q; readonly decision: Deferred.Deferred<D> } | undefined
+  const early: Array<D> = []
+  return {
+    ask: (request: Q): Effect.Effect<D> =>
+      Effect.suspend(() => {
+        if (early.length > 0) return Effect.succeed(early.shift()!)
+        return Effect.flatMap(Deferred.make<D>(), (decision) => {
+          const entry = { request, decision }
+          waiting = entry
+          return Deferred.await(decision).pipe(
+            Effect.onExit(() => Effect.sync(() => void (waiting === entry && (waiting = undefined))))
+          )
+        })
+      }),
+    pending: Effect.sync(() => waiting?.request),
+    answer: (decision: D): Effect.Effect<boolean> =>
+      Effect.suspend(() => {
+        const entry = waiting
+        if (entry === undefined) {
+          early.push(decision)
+          return Effect.succeed(false)
+        }
+        waiting = undefined
+        return Effect.as(Deferred.succeed(entry.decision, decision), true)
+      })
+  }
 }
 
 /**
@@ -156,7 +258,15 @@ export const interactive = (): Effect.Effect<Interactive> =>
         waiting.delete(toolCallId)
         return Effect.as(Deferred.succeed(entry.decision, decision), true)
       })
+    const plans = slot<PlanRequest, PlanDecision>()
+    const turns = slot<TurnRequest, TurnDecision>()
     return {
+      decidePlan: plans.ask,
+      pendingPlan: plans.pending,
+      decidePlanWith: plans.answer,
+      decideTurn: turns.ask,
+      pendingTurn: turns.pending,
+      decideTurnWith: turns.answer,
       decide: (request) =>
         Effect.suspend(() => {
           const decided = early.get(request.toolCallId)

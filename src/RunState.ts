@@ -40,6 +40,24 @@ export const PendingApproval = Schema.Struct({
 export type PendingApproval = typeof PendingApproval.Type
 
 /**
+ * Where a run's spans are: the trace id and the span id of its
+ * `invoke_agent` span (see `Telemetry`). A run continued from a state that
+ * has one links its own span to it.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const TraceContext = Schema.Struct({
+  traceId: Schema.String.check(Schema.isPattern(/^[0-9a-fA-F]{32}$/)),
+  spanId: Schema.String.check(Schema.isPattern(/^[0-9a-fA-F]{16}$/))
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type TraceContext = typeof TraceContext.Type
+
+/**
  * The typed output of a run that asked for one (`Agent.run({ output })`):
  * the identity of its Schema (`Output.identity`), the invalid final answers
  * the model has given since its last valid one, and the final answer, once
@@ -58,24 +76,6 @@ export const OutputState = Schema.Struct({
  * @category models
  */
 export type OutputState = typeof OutputState.Type
-
-/**
- * Where a run's spans are: the trace id and the span id of its
- * `invoke_agent` span (see `Telemetry`). A run continued from a state that
- * has one links its own span to it.
- *
- * @since 0.1.0
- * @category schemas
- */
-export const TraceContext = Schema.Struct({
-  traceId: Schema.String.check(Schema.isPattern(/^[0-9a-fA-F]{32}$/)),
-  spanId: Schema.String.check(Schema.isPattern(/^[0-9a-fA-F]{16}$/))
-})
-/**
- * @since 0.1.0
- * @category models
- */
-export type TraceContext = typeof TraceContext.Type
 
 /**
  * The serializable state of a run.
@@ -100,10 +100,10 @@ export const RunState = Schema.Struct({
   startedCalls: Schema.Array(Schema.String),
   wrapUpRequested: Schema.Boolean,
   pluginState: Schema.Record(Schema.String, Schema.Unknown),
-  /** Absent for a run without a typed output (and in states saved before there were any). */
-  output: Schema.optionalKey(OutputState),
   /** The trace context of the run that saved the state, when it was traced (absent in older states). */
-  trace: Schema.optionalKey(TraceContext)
+  trace: Schema.optionalKey(TraceContext),
+  /** Absent for a run without a typed output (and in states saved before there were any). */
+  output: Schema.optionalKey(OutputState)
 })
 /**
  * @since 0.1.0

@@ -209,3 +209,28 @@ describe("approvals", () => {
       assert.strictEqual(textOf((yield* run(Approvals.denyAll())).messages, "d"), "Tool call denied: denied by policy")
     }))
 })
+
+describe("Approvals.interactive: plans and turns", () => {
+  it.effect("a plan waits for its decision; decisions given early are kept, in order, for the next plans", () =>
+    Effect.gen(function*() {
+      const approvals = yield* Approvals.interactive()
+      const fiber = yield* Effect.forkChild(approvals.decidePlan({ runId: "r", plan: "p1", iteration: 1 }))
+      yield* Effect.yieldNow
+      assert.deepStrictEqual(yield* approvals.pendingPlan, { runId: "r", plan: "p1", iteration: 1 })
+      assert.isTrue(yield* approvals.decidePlanWith({ _tag: "Refine", notes: "more" }))
+      assert.deepStrictEqual(yield* Fiber.join(fiber), { _tag: "Refine", notes: "more" })
+      assert.isUndefined(yield* approvals.pendingPlan)
+      assert.isFalse(yield* approvals.decidePlanWith({ _tag: "Refine", notes: "again" }))
+      assert.isFalse(yield* approvals.decidePlanWith({ _tag: "Approve" }))
+      assert.deepStrictEqual(yield* approvals.decidePlan({ runId: "r", plan: "p2", iteration: 2 }), {
+        _tag: "Refine",
+        notes: "again"
+      })
+      assert.deepStrictEqual(yield* approvals.decidePlan({ runId: "r", plan: "p3", iteration: 3 }), { _tag: "Approve" })
+      assert.isFalse(yield* approvals.decideTurnWith({ _tag: "Replace", feedback: "look at a.ts" }))
+      assert.deepStrictEqual(yield* approvals.decideTurn({ runId: "r", turn: 1, feedback: "x" }), {
+        _tag: "Replace",
+        feedback: "look at a.ts"
+      })
+    }))
+})

@@ -37,8 +37,8 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider"],
   "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
   "effect-agent/server": ["AgentServer", "Inspector"],
-  "effect-agent/session": ["CheckpointStore", "Session", "Trajectory"],
-  "effect-agent/supervisor": ["ExternalWorker", "Worker"],
+  "effect-agent/session": ["CheckpointStore", "DurableSession", "Session", "Trajectory"],
+  "effect-agent/supervisor": ["AgentWorker", "Check", "ExternalWorker", "Supervisor", "Worker"],
   "effect-agent/testing": ["ScriptedModel"]
 }
 
@@ -74,7 +74,8 @@ const scripted = Testing.ScriptedModel.layer([{ text: "hi" }])
 const worker: Supervisor.Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> =
   Supervisor.ExternalWorker.claude({ cwd: ".", env: ["ANTHROPIC_API_KEY"] })
 const server = Server.AgentServer.layer({ directory: ".sessions", config: { maxTurns: 10 } })
-void [model, code, sandbox, store, config, scripted, worker, server]
+const check: Supervisor.Check.Check<Sandbox.Sandbox.Sandbox> = Supervisor.Check.command("tests", "npm test")
+void [model, code, sandbox, store, config, scripted, worker, server, check]
 
 const modules = { Core, Cli, Providers, Sandbox, Server, Session, Supervisor, Testing }
 const names = (module: object) => Object.keys(module).sort()

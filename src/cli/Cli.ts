@@ -67,7 +67,7 @@ export type Requirements =
  */
 export const root: Command.Command<"effect-agent", {}, {}, ExitWith, Requirements> = Command.make("effect-agent").pipe(
   Command.withDescription("A typed agent runtime: run agents from the shell, in CI and from other programs"),
-  Command.withSubcommands([Commands.run, Commands.serve, Commands.demo, Commands.version])
+  Command.withSubcommands([Commands.run, Commands.runner, Commands.serve, Commands.demo, Commands.version])
 )
 
 /**

@@ -37,7 +37,12 @@ export const Command = Schema.Union([
   }),
   Schema.Struct({ type: Schema.Literal("steer"), text: Schema.String }),
   Schema.Struct({ type: Schema.Literal("follow_up"), text: Schema.String }),
-  Schema.Struct({ type: Schema.Literal("cancel"), reason: Schema.optionalKey(Schema.String) })
+  Schema.Struct({ type: Schema.Literal("cancel"), reason: Schema.optionalKey(Schema.String) }),
+  Schema.Struct({ type: Schema.Literal("approve_plan") }),
+  Schema.Struct({ type: Schema.Literal("refine_plan"), notes: Schema.String }),
+  Schema.Struct({ type: Schema.Literal("reject_plan"), notes: Schema.optionalKey(Schema.String) }),
+  Schema.Struct({ type: Schema.Literal("approve_turn") }),
+  Schema.Struct({ type: Schema.Literal("replace_feedback"), text: Schema.String })
 ])
 /**
  * @since 0.1.0
@@ -51,7 +56,18 @@ export type Command = typeof Command.Type
  * @since 0.1.0
  * @category protocol
  */
-export const types: ReadonlyArray<Command["type"]> = ["approve", "deny", "steer", "follow_up", "cancel"]
+export const types: ReadonlyArray<Command["type"]> = [
+  "approve",
+  "deny",
+  "steer",
+  "follow_up",
+  "cancel",
+  "approve_plan",
+  "refine_plan",
+  "reject_plan",
+  "approve_turn",
+  "replace_feedback"
+]
 
 /**
  * The longest line accepted, in characters.
@@ -75,8 +91,8 @@ const decodeCommand = Schema.decodeUnknownResult(Command)
  * const steer = Control.parse(`{"type":"steer","text":"Use metric units."}`)
  * if (Result.isSuccess(steer)) console.log(steer.success) // Output: { type: 'steer', text: 'Use metric units.' }
  * const pause = Control.parse(`{"type":"pause"}`)
- * if (Result.isFailure(pause)) console.log(pause.failure)
- * // Output: unknown type "pause" (expected approve, deny, steer, follow_up or cancel)
+ * if (Result.isFailure(pause)) console.log(pause.failure.slice(0, pause.failure.indexOf(" (expected")))
+ * // Output: unknown type "pause"
  * ```
  *
  * @since 0.1.0
@@ -97,7 +113,8 @@ export const parse = (line: string): Result.Result<Command, string> => {
     : Result.succeed(command.success)
 }
 
-const expected = "approve, deny, steer, follow_up or cancel"
+const expected = "approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn " +
+  "or replace_feedback"
 
 /**
  * What control lines act on: the run's steering handle, and its approvals
@@ -128,8 +145,40 @@ export const apply = (command: Command, target: Target): Effect.Effect<string | 
     case "approve":
     case "deny":
       return decide(command, target.approvals)
+    case "approve_plan":
+      return decideWith(target.approvals, command.type, (a) => a.decidePlanWith({ _tag: "Approve" }))
+    case "refine_plan":
+      return decideWith(
+        target.approvals,
+        command.type,
+        (a) => a.decidePlanWith({ _tag: "Refine", notes: command.notes })
+      )
+    case "reject_plan":
+      return decideWith(
+        target.approvals,
+        command.type,
+        (a) => a.decidePlanWith({ _tag: "Reject", notes: command.notes ?? "rejected by the user" })
+      )
+    case "approve_turn":
+      return decideWith(target.approvals, command.type, (a) => a.decideTurnWith({ _tag: "Approve" }))
+    case "replace_feedback":
+      return decideWith(
+        target.approvals,
+        command.type,
+        (a) => a.decideTurnWith({ _tag: "Replace", feedback: command.text })
+      )
   }
 }
+
+/** A plan or turn decision: answers what waits, or is kept for the next one to ask. */
+const decideWith = (
+  approvals: Approvals.Interactive | undefined,
+  type: string,
+  answer: (approvals: Approvals.Interactive) => Effect.Effect<boolean>
+): Effect.Effect<string | undefined> =>
+  approvals === undefined
+    ? Effect.succeed(`${type}: decisions are not asked on stdin (run with --approve ask or --approve-turns)`)
+    : Effect.as(answer(approvals), undefined)
 
 const decide = (
   command: Extract<Command, { readonly type: "approve" | "deny" }>,
@@ -215,5 +264,16 @@ export const approvalsUntilEof = (
     Approvals.denied("no one can approve this call: the control input (stdin) was closed")
   )
   // A decision given before the call asked is already there: `decide` completes at once and wins the race.
-  return { decide: (request) => Effect.raceFirst(interactive.decide(request), closed) }
+  // With stdin closed, a plan waiting is rejected and a turn waiting is interrupted (no one can answer them).
+  const gone = "the control input (stdin) was closed"
+  return {
+    decide: (request) => Effect.raceFirst(interactive.decide(request), closed),
+    decidePlan: (request) =>
+      Effect.raceFirst(
+        interactive.decidePlan(request),
+        Effect.as(Deferred.await(eof), { _tag: "Reject", notes: gone } as const)
+      ),
+    decideTurn: (request) =>
+      Effect.raceFirst(interactive.decideTurn(request), Effect.as(Deferred.await(eof), { _tag: "Interrupt" } as const))
+  }
 }

@@ -4,20 +4,21 @@
  *
  * | code | meaning |
  * |---|---|
- * | 0 | completed, terminated by its tools, wrapped up, or handed off |
+ * | 0 | completed, terminated by its tools, wrapped up, or handed off; a supervised run converged |
  * | 1 | an unexpected failure (a tool failed fatally, a checkpoint could not be written, a bug) |
- * | 10 | the turn cap was reached |
- * | 11 | a token budget ran out |
- * | 12 | the wall-clock budget ran out |
- * | 13 | the cost budget ran out |
- * | 14 | stuck: the loop or stagnation detector stopped the run |
- * | 15 | no valid typed output: the model never gave a final answer its Schema accepts |
- * | 16 | a plugin ended the run with an outcome of its own (`Outcome.custom`) |
- * | 17 | a guardrail tripped on the prompt or the final answer |
+ * | 10 | the turn cap was reached (a supervised run: `Unverified` by its turn cap) |
+ * | 11 | a token budget ran out (a supervised run: `Unverified` by tokens) |
+ * | 12 | the wall-clock budget ran out (a supervised run: `Unverified` by wall clock) |
+ * | 13 | the cost budget ran out (a supervised run: `Unverified` by cost) |
+ * | 14 | stuck: the loop or stagnation detector, or a supervised run's no-progress watchdog, stopped the run |
+ * | 15 | a supervised run's plan was refined `--max-plan-iterations` times and still not approved |
+ * | 16 | no valid typed output: the model never gave a final answer its Schema accepts |
+ * | 17 | a plugin ended the run with an outcome of its own (`Outcome.custom`) |
+ * | 18 | a guardrail tripped on the prompt or the final answer |
  * | 20 | the model or provider failed |
  * | 21 | the run could not be resumed (missing, corrupt or incompatible checkpoint) |
  * | 22 | config error, including invalid flags |
- * | 30 | cancelled by the user (a `cancel` line, or SIGINT/SIGTERM when there is no session to resume) |
+ * | 30 | cancelled by the user (a `cancel` line, or SIGINT/SIGTERM when there is no session to resume), or the plan was rejected |
  * | 31 | interrupted by SIGINT/SIGTERM, and resumable with `--resume` |
  *
  * @since 0.1.0
@@ -40,9 +41,10 @@ export const codes = {
   wallClockBudget: 12,
   costBudget: 13,
   stuck: 14,
-  outputInvalid: 15,
-  custom: 16,
-  guardrail: 17,
+  planIterationCap: 15,
+  outputInvalid: 16,
+  custom: 17,
+  guardrail: 18,
   modelFailure: 20,
   resumeFailure: 21,
   configError: 22,
@@ -83,6 +85,7 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
     case "Stagnated":
       return codes.stuck
     case "Cancelled":
+    case "Rejected":
       return codes.cancelled
     case "OutputInvalid":
       return codes.outputInvalid
@@ -90,6 +93,20 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
       return codes.custom
     case "GuardrailTripped":
       return codes.guardrail
+    case "Converged":
+      return codes.ok
+    case "Unverified":
+      return outcome.budget === "turns"
+        ? codes.maxTurns
+        : outcome.budget === "wallClock"
+        ? codes.wallClockBudget
+        : outcome.budget === "costUsd"
+        ? codes.costBudget
+        : codes.tokenBudget
+    case "Stuck":
+      return codes.stuck
+    case "PlanIterationCap":
+      return codes.planIterationCap
   }
 }
 

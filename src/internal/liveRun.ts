@@ -19,6 +19,7 @@ import { Clock, type Context, Effect, Option } from "effect"
 import { AiError, LanguageModel, type Toolkit } from "effect/ai"
 import * as AgentConfig from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
+import type { ModelError } from "../AgentError.ts"
 import * as Approvals from "../Approvals.ts"
 import * as Guards from "../Guards.ts"
 import type * as Hooks from "../Hooks.ts"
@@ -50,6 +51,28 @@ export type HookName =
   | "followUp"
 
 /**
+ * A model call's reply (`Reply.Reply`, spelled out here: `reply.ts` imports this module).
+ *
+ * @internal
+ */
+export interface ModelReply {
+  readonly message: Message.AssistantMessage
+  readonly stopped: Stops.Stop | undefined
+}
+
+/**
+ * Runs a turn's model call: given the turn and the call (the loop's own
+ * `Reply.streamReply`), answers its reply. A durable session makes it an
+ * activity whose result is memoized; a run without one calls the model.
+ *
+ * @internal
+ */
+export type ModelCall = <R>(
+  turn: number,
+  call: Effect.Effect<ModelReply, ModelError, R>
+) => Effect.Effect<ModelReply, ModelError, R>
+
+/**
  * What a run was given.
  *
  * @internal
@@ -70,6 +93,8 @@ export interface Environment<R> {
   readonly hooks: { readonly [K in HookName]: ReadonlyArray<Hooks.Plugin<R>> }
   /** The run's services (those its hooks need). */
   readonly services: Context.Context<R>
+  /** How the model is called, when not directly (a durable session's activity). */
+  readonly modelCall: ModelCall | undefined
   /** The run's spans and metrics; `undefined` when telemetry is off (see `Telemetry`). */
   readonly telemetry: Telemetry.RunTelemetry | undefined
   /** The trace context a checkpoint saves: this run's when it is traced, else the one it continued from. */
@@ -125,9 +150,10 @@ export interface Setup<R> {
   readonly steering: Steering.Service | undefined
   /** Synchronous event sinks before the plugins' (the stream of `runStream`). */
   readonly sinks: ReadonlyArray<(event: AgentEvent.AgentEvent) => void>
+  readonly modelCall?: ModelCall | undefined
+  readonly telemetry: Telemetry.RunTelemetry | undefined
   /** The typed output asked for, if any. */
   readonly output: Output.Request | undefined
-  readonly telemetry: Telemetry.RunTelemetry | undefined
 }
 
 const resolvePlugins = <R>(
@@ -193,6 +219,7 @@ export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     plugins,
     hooks: hookLists(plugins),
     services,
+    modelCall: setup.modelCall,
     telemetry: setup.telemetry,
     trace: (setup.telemetry === undefined ? undefined : Telemetry.traceContext(setup.telemetry)) ?? state.trace
   }

@@ -20,7 +20,7 @@
  * @internal
  */
 import { Cause, Effect } from "effect"
-import type { LanguageModel } from "effect/ai"
+import type { LanguageModel, Prompt } from "effect/ai"
 import type * as AgentConfig from "../AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError, ToolFatalError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
@@ -56,14 +56,16 @@ export interface Options<R> {
   readonly sinks?: ReadonlyArray<(event: AgentEvent.AgentEvent) => void> | undefined
   /** Events delivered right after `AgentStart` (a resumed session announces itself with them). */
   readonly announce?: ReadonlyArray<AgentEvent.Input> | undefined
+  /** How the model is called, when not directly (a durable session's activity). */
+  readonly modelCall?: LiveRun.ModelCall | undefined
+  /** The agent's name, in its spans (`invoke_agent {name}`). */
+  readonly name?: string | undefined
   /** The typed output asked for (`Agent.run({ output })`). */
   readonly output?: OutputPart.Request | undefined
   /** For a sub-agent's run: its parent and name. */
   readonly link?: Lineage.Link | undefined
   /** Where a handoff tool leaves its target (a run that can hand off). */
   readonly handoffs?: Lineage.Handoffs | undefined
-  /** The agent's name, in its spans (`invoke_agent {name}`). */
-  readonly name?: string | undefined
 }
 
 /**
@@ -121,8 +123,9 @@ const executeWith = Effect.fnUntraced(function*<R>(
     plugins: [...options.plugins ?? [], Lineage.plugin(lineage)],
     steering: options.steering,
     sinks: options.sinks ?? [],
-    output: options.output,
-    telemetry
+    modelCall: options.modelCall,
+    telemetry,
+    output: options.output
   })
   const { context, env, events, progress, stops } = run
   Lineage.attach(lineage, {
@@ -205,9 +208,9 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   const prompt = env.hooks.transformContext.length === 0
     ? Transcript.request(transcript)
     : yield* Control.transformedRequest(run)
-  const reply = env.telemetry === undefined
+  const reply = env.telemetry === undefined && env.modelCall === undefined
     ? yield* Reply.streamReply(run, prompt)
-    : yield* Telemetry.chat(env.telemetry, run.events.turn, prompt, Effect.gen(() => Reply.streamReply(run, prompt)))
+    : yield* modelCall(run, prompt)
   Transcript.append(transcript, reply.message)
   progress.usage = Message.addUsage(progress.usage, reply.message.usage)
   const calls = Message.toolCalls(reply.message)
@@ -215,6 +218,14 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   Transcript.appendAll(transcript, batch.results)
   return yield* endTurn(run, reply.message, batch, reply.stopped)
 })
+
+/** The model call of a turn that is traced, or made through a durable session's activity, or both. */
+const modelCall = <R>(run: LiveRun.LiveRun<R>, prompt: Prompt.Prompt) => {
+  const { modelCall: durable, telemetry } = run.env
+  const streamed = Effect.gen(() => Reply.streamReply(run, prompt))
+  const traced = telemetry === undefined ? streamed : Telemetry.chat(telemetry, run.events.turn, prompt, streamed)
+  return durable === undefined ? traced : durable(run.events.turn, traced)
+}
 
 /**
  * Ends a turn whose reply and results are in the transcript: counts it,

@@ -16,6 +16,11 @@ export * as CheckpointStore from "./CheckpointStore.ts"
  * @since 0.1.0
  * @category modules
  */
+export * as DurableSession from "./DurableSession.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Session from "./Session.ts"
 /**
  * @since 0.1.0

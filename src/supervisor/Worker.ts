@@ -38,6 +38,8 @@ export interface TurnReply {
   readonly usage: { readonly inputTokens: number; readonly outputTokens: number }
   /** The token that continues this conversation on the next turn; the supervisor keeps it in the checkpoint. */
   readonly resumeToken: string | undefined
+  /** What the turn cost in US dollars, when the worker knows it (our loop does); it counts against the cost budget. */
+  readonly costUsd?: number | undefined
 }
 
 /**
@@ -69,3 +71,28 @@ export interface Worker<R = never> {
   readonly name: string
   readonly turn: (request: TurnRequest) => Effect.Effect<TurnReply, WorkerError, R>
 }
+
+/**
+ * Builds a worker from a name and its turn.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Worker } from "effect-agent/supervisor"
+ *
+ * const echo = Worker.make("echo", (request) =>
+ *   Effect.succeed({
+ *     text: `did: ${request.message}`,
+ *     usage: { inputTokens: 0, outputTokens: 0 },
+ *     resumeToken: undefined
+ *   })
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <R = never>(
+  name: string,
+  turn: (request: TurnRequest) => Effect.Effect<TurnReply, WorkerError, R>
+): Worker<R> => ({ name, turn })

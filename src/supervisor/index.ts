@@ -1,6 +1,10 @@
 /**
- * Supervised runs: the worker contract (`Worker`) and the workers that drive
- * an external coding-agent CLI (`ExternalWorker`: Claude Code, Codex).
+ * Supervised runs: a worker (our own loop, or an external coding-agent CLI)
+ * works on a task in turns, checks run after each turn, and their failures go
+ * back to the worker until they pass. The worker contract (`Worker`), our loop
+ * as a worker (`AgentWorker`), the workers that drive an external CLI
+ * (`ExternalWorker`: Claude Code, Codex), checks (`Check`) and the run
+ * (`Supervisor`).
  *
  * @since 0.1.0
  */
@@ -9,7 +13,22 @@
  * @since 0.1.0
  * @category modules
  */
+export * as AgentWorker from "./AgentWorker.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Check from "./Check.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as ExternalWorker from "./ExternalWorker.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Supervisor from "./Supervisor.ts"
 /**
  * @since 0.1.0
  * @category modules

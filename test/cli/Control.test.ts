@@ -49,10 +49,10 @@ describe("Control.parse", () => {
   it("says what is wrong with a bad line", () => {
     assert.deepStrictEqual(Control.parse("garbage"), Result.fail("not a JSON object"))
     assert.deepStrictEqual(Control.parse("[1,2]"), Result.fail("not a JSON object"))
-    assert.deepStrictEqual(Control.parse(`{"text":"x"}`), Result.fail(`no "type" (expected approve, deny, steer, follow_up or cancel)`))
+    assert.deepStrictEqual(Control.parse(`{"text":"x"}`), Result.fail(`no "type" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback)`))
     assert.deepStrictEqual(
       Control.parse(`{"type":"pause"}`),
-      Result.fail(`unknown type "pause" (expected approve, deny, steer, follow_up or cancel)`)
+      Result.fail(`unknown type "pause" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback)`)
     )
     assert.deepStrictEqual(Control.parse(`{"type":"steer"}`), Result.fail(`steer: Missing key at ["text"]`))
     assert.deepStrictEqual(Control.parse(`{"type":"deny","id":7}`), Result.fail(`deny: Expected string at ["id"]`))
@@ -79,7 +79,7 @@ describe("Control.serve", () => {
       assert.deepStrictEqual(yield* steering.takeFollowUps, [Message.user("now the tests")])
       assert.deepStrictEqual(notes, [
         "stdin line 2: not a JSON object; ignored",
-        "stdin line 4: unknown type \"pause\" (expected approve, deny, steer, follow_up or cancel); ignored",
+        "stdin line 4: unknown type \"pause\" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback); ignored",
         "stdin line 6: steer: Missing key at [\"text\"]; ignored"
       ])
       // the end of input is recorded, and is not a cancel
@@ -140,5 +140,43 @@ describe("Control.serve", () => {
         report: (note) => Effect.sync(() => void notes.push(note))
       })
       assert.deepStrictEqual(notes, ["stdin line 1: approve: approvals are not asked on stdin (run with --approve ask)"])
+    }))
+})
+
+describe("Control: plan and turn decisions", () => {
+  it("parses approve_plan, refine_plan, reject_plan, approve_turn and replace_feedback", () => {
+    assert.deepStrictEqual(Control.parse(`{"type":"approve_plan"}`), Result.succeed({ type: "approve_plan" }))
+    assert.deepStrictEqual(
+      Control.parse(`{"type":"refine_plan","notes":"add tests"}`),
+      Result.succeed({ type: "refine_plan", notes: "add tests" })
+    )
+    assert.deepStrictEqual(Control.parse(`{"type":"reject_plan"}`), Result.succeed({ type: "reject_plan" }))
+    assert.deepStrictEqual(Control.parse(`{"type":"approve_turn"}`), Result.succeed({ type: "approve_turn" }))
+    assert.deepStrictEqual(
+      Control.parse(`{"type":"replace_feedback","text":"look at a.ts"}`),
+      Result.succeed({ type: "replace_feedback", text: "look at a.ts" })
+    )
+    assert.isTrue(Result.isFailure(Control.parse(`{"type":"refine_plan"}`)))
+  })
+
+  it.effect("lines decide the plan and the turn; at the end of stdin a plan waiting is rejected, a turn interrupted", () =>
+    Effect.gen(function*() {
+      const { approvals, serve } = yield* setup
+      const plan = yield* Effect.forkChild(approvals.decidePlan!({ runId: "r", plan: "p", iteration: 1 }))
+      yield* Effect.yieldNow
+      yield* serve(`{"type":"reject_plan","notes":"no"}\n{"type":"replace_feedback","text":"t"}\n`)
+      assert.deepStrictEqual(yield* Fiber.join(plan), { _tag: "Reject", notes: "no" })
+      assert.deepStrictEqual(yield* approvals.decideTurn!({ runId: "r", turn: 1, feedback: "f" }), {
+        _tag: "Replace",
+        feedback: "t"
+      })
+      // stdin is closed now: no one can answer
+      assert.deepStrictEqual(yield* approvals.decidePlan!({ runId: "r", plan: "p", iteration: 2 }), {
+        _tag: "Reject",
+        notes: "the control input (stdin) was closed"
+      })
+      assert.deepStrictEqual(yield* approvals.decideTurn!({ runId: "r", turn: 2, feedback: "f" }), {
+        _tag: "Interrupt"
+      })
     }))
 })

@@ -19,9 +19,10 @@ describe("ExitCode.codes", () => {
       wallClockBudget: 12,
       costBudget: 13,
       stuck: 14,
-      outputInvalid: 15,
-      custom: 16,
-      guardrail: 17,
+      planIterationCap: 15,
+      outputInvalid: 16,
+      custom: 17,
+      guardrail: 18,
       modelFailure: 20,
       resumeFailure: 21,
       configError: 22,
@@ -40,7 +41,7 @@ describe("ExitCode.fromOutcome", () => {
       [Outcome.terminated, 0],
       [Outcome.wrappedUp, 0],
       [Outcome.handedOff("billing"), 0],
-      [Outcome.guardrailTripped("pii", "an email address", "output"), 17],
+      [Outcome.guardrailTripped("pii", "an email address", "output"), 18],
       [Outcome.maxTurns(5), 10],
       [Outcome.budgetExceeded("tokens", 10, 12), 11],
       [Outcome.budgetExceeded("inputTokens", 10, 12), 11],
@@ -50,8 +51,16 @@ describe("ExitCode.fromOutcome", () => {
       [{ _tag: "LoopDetected", repeats: 4, signature: "x" }, 14],
       [{ _tag: "Stagnated", repeats: 6 }, 14],
       [Outcome.cancelled("enough"), 30],
-      [Outcome.outputInvalid("plain text", "the model answered in text", 3), 15],
-      [Outcome.custom("plugin/escalated", Schema.String).make("T-1"), 16]
+      [Outcome.outputInvalid("plain text", "the model answered in text", 3), 16],
+      [Outcome.custom("plugin/escalated", Schema.String).make("T-1"), 17],
+      [{ _tag: "Converged", turns: 2 }, 0],
+      [{ _tag: "Unverified", budget: "turns", limit: 3, used: 3, failing: ["tests"] }, 10],
+      [{ _tag: "Unverified", budget: "tokens", limit: 10, used: 12, failing: [] }, 11],
+      [{ _tag: "Unverified", budget: "wallClock", limit: 1_000, used: 1_200, failing: [] }, 12],
+      [{ _tag: "Unverified", budget: "costUsd", limit: 1, used: 2, failing: [] }, 13],
+      [{ _tag: "Stuck", reason: "checks", repeats: 5 }, 14],
+      [{ _tag: "Rejected", notes: "no" }, 30],
+      [{ _tag: "PlanIterationCap", limit: 5 }, 15]
     ]
     for (const [outcome, code] of cases) {
       assert.strictEqual(ExitCode.fromOutcome(outcome), code, JSON.stringify(outcome))

@@ -11,6 +11,8 @@ const none = Option.none()
 
 const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   task: Option.some("do it"),
+  pg: none,
+  sessionId: none,
   system: none,
   provider: none,
   model: none,
@@ -32,6 +34,12 @@ const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   otlp: none,
   quiet: false,
   json: false,
+  check: [],
+  verifier: none,
+  plan: false,
+  maxPlanIterations: none,
+  approveTurns: false,
+  worker: none,
   stdinEof: "ignore",
   ...given
 })

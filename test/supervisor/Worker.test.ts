@@ -4,7 +4,8 @@
  * tag, and a WorkerError refuses a reason the contract does not name.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Ref } from "effect"
+import { Effect, Exit, Ref, Schema } from "effect"
+import { AgentError } from "effect-agent"
 import { Worker } from "effect-agent/supervisor"
 
 /** A worker that echoes its messages and counts its turns in the resume token. */
@@ -54,4 +55,29 @@ describe("Worker", () => {
     assert.isTrue(make("timeout"))
     assert.isFalse(make("crashed"))
   })
+})
+
+describe("Worker.make", () => {
+  it.effect("a named turn; its WorkerError is an AgentError, so a supervised run can end with it", () =>
+    Effect.gen(function*() {
+      const worker = Worker.make("w", (request) =>
+        request.message === "fail"
+          ? Effect.fail(new Worker.WorkerError({ worker: "w", reason: "exit", message: "exited 2", exitCode: 2 }))
+          : Effect.succeed({
+            text: request.message,
+            usage: { inputTokens: 1, outputTokens: 2 },
+            resumeToken: undefined
+          }))
+      assert.strictEqual(worker.name, "w")
+      assert.strictEqual((yield* worker.turn({ message: "hi", phase: "act", resumeToken: undefined })).text, "hi")
+      const error = yield* Effect.flip(worker.turn({ message: "fail", phase: "act", resumeToken: undefined }))
+      assert.isTrue(Schema.is(AgentError.AgentError)(error))
+      assert.deepStrictEqual(Schema.encodeSync(Schema.toCodecJson(AgentError.AgentError))(error), {
+        _tag: "WorkerError",
+        worker: "w",
+        reason: "exit",
+        message: "exited 2",
+        exitCode: 2
+      })
+    }))
 })

@@ -8,15 +8,18 @@
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Path, Schema } from "effect"
+import { Effect, FileSystem, Option, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
 import * as Message from "../../Message.ts"
-import { codes, ExitWith } from "../ExitCode.ts"
+import { codes, ExitWith, fromOutcome } from "../ExitCode.ts"
+import * as Cluster from "./Cluster.ts"
 import * as Demo from "./Demo.ts"
+import type { Failure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
 import * as Io from "./Io.ts"
 import * as Runner from "./Runner.ts"
 import * as Serve from "./Serve.ts"
+import * as SupervisedDemo from "./SupervisedDemo.ts"
 import * as View from "./View.ts"
 
 // -----------------------------------------------------------------------------
@@ -28,7 +31,11 @@ import * as View from "./View.ts"
  *
  * @since 0.1.0
  */
-export const run = Command.make("run", Flags.flags, Runner.run).pipe(
+export const run = Command.make(
+  "run",
+  Flags.flags,
+  (flags) => Option.isSome(flags.pg) ? reported(Cluster.submit(flags, flags.pg.value)) : Runner.run(flags)
+).pipe(
   Command.withDescription("Run an agent on a task, with live progress, approvals and steering on stdin, and resume"),
   Command.withExamples([
     { command: "effect-agent run --task \"Fix the failing test\"", description: "OpenAI (OPENAI_API_KEY)" },
@@ -39,6 +46,41 @@ export const run = Command.make("run", Flags.flags, Runner.run).pipe(
     {
       command: "effect-agent run --session-dir ~/.agent-sessions/fix --task \"…\"",
       description: "Resumable: effect-agent run --resume ~/.agent-sessions/fix"
+    },
+    {
+      command: "effect-agent run --pg postgres://db/agents --task \"…\"",
+      description: "On the runners of a cluster (effect-agent runner --pg …)"
+    }
+  ])
+)
+
+/** A failure the command reports itself: its message on stderr, then its exit code. */
+const reported = <A, R>(
+  effect: Effect.Effect<A, Failure | ExitWith, R>
+): Effect.Effect<A, ExitWith, R> =>
+  Effect.catch(effect, (error) =>
+    error._tag === "ExitWith" ? Effect.fail(error) : Effect.andThen(
+      Effect.flatMap(Io.Io, (io) => Effect.sync(() => io.stderr.write(`effect-agent: ${error.message}\n`))),
+      Effect.fail(new ExitWith({ code: error.code }))
+    ))
+
+// -----------------------------------------------------------------------------
+// runner
+// -----------------------------------------------------------------------------
+
+/**
+ * `effect-agent runner`: a runner of durable sessions on a cluster on PostgreSQL.
+ *
+ * @since 0.1.0
+ */
+export const runner = Command.make("runner", Cluster.runnerFlags, (flags) => reported(Cluster.runner(flags))).pipe(
+  Command.withDescription(
+    "Run durable sessions on a cluster on PostgreSQL, with the model and tools the flags choose (see run --pg)"
+  ),
+  Command.withExamples([
+    {
+      command: "effect-agent runner --pg postgres://db/agents --port 34431 --tools read_file,grep",
+      description: "One runner; start more on other ports or machines"
     }
   ])
 )
@@ -85,25 +127,44 @@ export const serve = Command.make("serve", Serve.flags, (flags) =>
  *
  * @since 0.1.0
  */
-export const demo = Command.make("demo", {}, () =>
+export const demo = Command.make("demo", {
+  supervised: Flag.withDescription(
+    Flag.withDefault(Flag.Boolean("supervised"), false),
+    "The supervised demo: a worker fixes a failing check in a temporary workspace (red, feedback, green)"
+  )
+}, ({ supervised }) =>
   Effect.gen(function*() {
     const io = yield* Io.Io
     const view = io.stderr.isTerminal
       ? yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color })
       : View.log(io.stderr.write)
-    const result = yield* Demo.run({ view }).pipe(
-      Effect.catch((error) =>
-        Effect.andThen(
-          Effect.sync(() => io.stderr.write(`effect-agent: ${View.errorText(error.message)}\n`)),
-          Effect.fail(new ExitWith({ code: codes.unexpected }))
-        )
+    const failed = (error: { readonly message: string }) =>
+      Effect.andThen(
+        Effect.sync(() => io.stderr.write(`effect-agent: ${View.errorText(error.message)}\n`)),
+        Effect.fail(new ExitWith({ code: codes.unexpected }))
       )
-    )
-    const last = result.messages.at(-1)
-    const answer = last === undefined ? "" : Message.textOf(last)
+    const answer = supervised
+      ? yield* SupervisedDemo.run({ view }).pipe(
+        Effect.flatMap((result) =>
+          result.outcome._tag === "Converged"
+            ? Effect.succeed(result.reply)
+            : Effect.fail(new ExitWith({ code: fromOutcome(result.outcome) }))
+        ),
+        Effect.catch((error) => error._tag === "ExitWith" ? Effect.fail(error) : failed(error))
+      )
+      : yield* Demo.run({ view }).pipe(
+        Effect.map((result) => {
+          const last = result.messages.at(-1)
+          return last === undefined ? "" : Message.textOf(last)
+        }),
+        Effect.catch(failed)
+      )
     if (answer !== "" && !(io.stderr.isTerminal && io.stdout.isTerminal)) io.stdout.write(`${answer}\n`)
   }).pipe(Effect.scoped)).pipe(
-    Command.withDescription("Run the offline demo: a trip-planning agent on a scripted model (no keys, no network)")
+    Command.withDescription(
+      "Run the offline demo: a trip-planning agent on a scripted model (no keys, no network); " +
+        "--supervised: checks between turns"
+    )
   )
 
 // -----------------------------------------------------------------------------
@@ -131,7 +192,16 @@ export const capabilities: ReadonlyArray<string> = [
   "provider-openai-responses",
   "provider-anthropic",
   "provider-scripted",
-  "demo"
+  "demo",
+  "demo-supervised",
+  "supervised",
+  "checks",
+  "verifier",
+  "plan-approval",
+  "turn-approval",
+  "worker-agent",
+  "worker-claude",
+  "worker-codex"
 ]
 
 const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, version: Schema.String }))

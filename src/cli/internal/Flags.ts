@@ -64,6 +64,14 @@ export const flags = {
     "Save a checkpoint and the trajectory in this directory (outside the workspace), to resume later"
   ),
   resume: describe(Flag.optional(Flag.String("resume")), "Resume the session saved in this directory"),
+  pg: describe(
+    Flag.optional(Flag.String("pg")),
+    "Submit the session to the runners of a cluster on this PostgreSQL URL and follow it (see effect-agent runner)"
+  ),
+  sessionId: describe(
+    Flag.optional(Flag.String("session-id")),
+    "With --pg: the session's id (default: a new one); submitting it again follows the session that has it"
+  ),
   emitJsonl: describe(
     Flag.optional(Flag.String("emit-jsonl")),
     "Write every event as a JSON line to this file, or - for stdout"
@@ -74,6 +82,27 @@ export const flags = {
   ),
   quiet: describe(Flag.withDefault(Flag.Boolean("quiet"), false), "Show no progress on stderr"),
   json: describe(Flag.withDefault(Flag.Boolean("json"), false), "Print the result as one JSON object on stdout"),
+  check: describe(
+    Flag.atLeast(Flag.String("check"), 0),
+    "A check: a shell command run in the sandbox after each turn, exit 0 passes (repeatable; a supervised run)"
+  ),
+  verifier: describe(Flag.optional(Flag.String("verifier")), "A final check, consulted once every --check passes"),
+  plan: describe(
+    Flag.withDefault(Flag.Boolean("plan"), false),
+    "Ask for a plan first, with the work tools withheld (decided on stdin with --approve ask)"
+  ),
+  maxPlanIterations: describe(
+    Flag.optional(Flag.Int("max-plan-iterations")),
+    "Plans proposed at most before the run ends (default 5)"
+  ),
+  approveTurns: describe(
+    Flag.withDefault(Flag.Boolean("approve-turns"), false),
+    "Ask on stdin before each feedback goes to the worker (approve_turn, replace_feedback)"
+  ),
+  worker: describe(
+    Flag.optional(Flag.Literals("worker", ["agent", "claude", "codex"])),
+    "Who does the work of a supervised run: agent (this loop, the default), claude or codex"
+  ),
   stdinEof: describe(
     Flag.withDefault(Flag.Literals("stdin-eof", Control.OnEof.literals), "ignore"),
     "What the end of stdin does to the run (default ignore)"

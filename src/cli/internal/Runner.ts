@@ -57,10 +57,15 @@ import * as Trajectory from "../../session/Trajectory.ts"
 import * as Steering from "../../Steering.ts"
 import * as ScriptedModel from "../../testing/ScriptedModel.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
+import * as Check from "../../supervisor/Check.ts"
+import * as Supervisor from "../../supervisor/Supervisor.ts"
+import * as ExternalWorker from "../../supervisor/ExternalWorker.ts"
+import type * as Worker from "../../supervisor/Worker.ts"
 import * as Control from "../Control.ts"
 import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
 import { configError, resumeFailure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
+import * as PluginEvents from "./PluginEvents.ts"
 import { Io, type Service as IoService } from "./Io.ts"
 import * as ScriptFile from "./ScriptFile.ts"
 import * as SessionFiles from "./SessionFiles.ts"
@@ -455,10 +460,33 @@ const stateFigures = (state: RunState.RunState): Figures => ({
 // The run
 // -----------------------------------------------------------------------------
 
+/** Whether the flags ask for a supervised run (checks between turns, a plan, per-turn approval, a worker). */
+const isSupervised = (flags: Flags.Flags): boolean =>
+  flags.check.length > 0 || Option.isSome(flags.verifier) || flags.plan || flags.approveTurns ||
+  Option.isSome(flags.worker)
+
+/**
+ * The external workers of `--worker claude|codex` (`ExternalWorker`), in the workspace. The CLI gets the
+ * allowlisted environment and its API key's variable: `--api-key-env`, else `ANTHROPIC_API_KEY` for claude
+ * and `OPENAI_API_KEY` for codex.
+ */
+const externalWorker = (
+  kind: "claude" | "codex",
+  target: Target.Target,
+  apiKeyEnv: string | undefined
+): Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> => {
+  const options = {
+    cwd: target.workspace,
+    env: [apiKeyEnv ?? (kind === "claude" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY")]
+  }
+  return kind === "claude" ? ExternalWorker.claude(options) : ExternalWorker.codex(options)
+}
+
 /** A failure's exit code. */
 const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitCode => {
   switch (error._tag) {
     case "ModelError":
+    case "WorkerError":
       return codes.modelFailure
     case "ConfigError":
       return codes.configError
@@ -585,12 +613,18 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       // Approvals and the control input
       const steering = yield* Steering.make()
       const eof = yield* Deferred.make<void>()
-      const interactive = settings.target.approve === "ask" ? yield* Approvals.interactive() : undefined
-      const approvals = interactive !== undefined
-        ? Control.approvalsUntilEof(interactive, eof)
-        : settings.target.approve === "all"
+      const asks = settings.target.approve === "ask"
+      const interactive = asks || flags.approveTurns ? yield* Approvals.interactive() : undefined
+      const untilEof = interactive === undefined ? undefined : Control.approvalsUntilEof(interactive, eof)
+      const policy = settings.target.approve === "all"
         ? Approvals.allowAll
         : Approvals.denyAll("this call needs approval, and the run was started with --approve none")
+      // Tool calls and plans are decided on stdin with --approve ask; feedback with --approve-turns.
+      const approvals: Approvals.Service = {
+        decide: asks && untilEof !== undefined ? untilEof.decide : policy.decide,
+        decidePlan: asks ? untilEof?.decidePlan : undefined,
+        decideTurn: flags.approveTurns ? untilEof?.decideTurn : undefined
+      }
       if (controlled) {
         const lines = stdinIsTerminal && "typing" in shown
           ? yield* TerminalInput.lines(shown.typing)
@@ -620,8 +654,62 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         plugins.push(yield* jsonLinesFile(settings.emitJsonl, append, settings.target.workspace, shown.note))
       }
 
-      // The run: plain, a new session, or a resumed one
+      // A supervised run: the worker's turns, checked in between
       const session = settings.session
+      if (isSupervised(flags)) {
+        if (session !== undefined) {
+          return yield* configError("--session-dir and --resume do not take a supervised run yet")
+        }
+        const worker = flags.worker._tag === "Some" && flags.worker.value !== "agent"
+          ? externalWorker(flags.worker.value, settings.target, Option.getOrUndefined(flags.apiKeyEnv))
+          : undefined
+        const checks = [
+          ...flags.check.map((command) => Check.command(command, command)),
+          ...Option.toArray(flags.verifier).map((command) => Check.command(command, command, { role: "verifier" }))
+        ]
+        const { maxTurns, budgets: _budgets, ...inner } = settings.config
+        const wall = Option.getOrUndefined(Option.flatMap(flags.maxWall, (text) =>
+          Option.fromNullishOr(Flags.parseDuration(text))))
+        const onEvent = yield* PluginEvents.deliverTo(plugins)
+        const checkSandbox = yield* Layer.build(sandboxLayer(settings.target)).pipe(
+          Effect.mapError((error) => sandboxFailure(settings.target, error))
+        )
+        const options: Supervisor.Options<Sandbox.Sandbox | ChildProcessSpawner.ChildProcessSpawner> = {
+          task: task ?? "",
+          checks,
+          plan: flags.plan,
+          maxPlanIterations: Option.getOrUndefined(flags.maxPlanIterations),
+          approveTurns: flags.approveTurns,
+          maxTurns: maxTurns ?? undefined,
+          maxTokens: Option.getOrUndefined(flags.maxTokens),
+          maxCostUsd: Option.getOrUndefined(flags.maxCost),
+          maxWallClock: wall,
+          agent: { system: settings.system, config: inner, readOnlyTools: [] },
+          onEvent
+        }
+        const supervised = yield* (worker === undefined
+          ? Supervisor.run(options)
+          : Supervisor.run({ ...options, worker })).pipe(
+            Effect.provideContext(Context.merge(services, checkSandbox)),
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                shown.close()
+                io.stderr.write("effect-agent: interrupted\n")
+              })
+            )
+          )
+        const code = fromOutcome(supervised.outcome)
+        const summary = `${supervised.outcome._tag}: ${View.describe(supervised.outcome)}`
+        shown.close()
+        const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
+        if (!settings.json && settings.emitJsonl !== "-" && supervised.reply !== "" && !streamedHere) {
+          io.stdout.write(supervised.reply.endsWith("\n") ? supervised.reply : `${supervised.reply}\n`)
+        }
+        if (settings.quiet && code !== codes.ok) io.stderr.write(`effect-agent: ${summary}\n`)
+        return yield* finish(code, { outcome: supervised.outcome, summary, answer: supervised.reply, error: null })
+      }
+
+      // The run: plain, a new session, or a resumed one
       const onInterrupt = yield* OnInterrupt
       /** From here on, SIGINT and SIGTERM leave a session to resume. */
       const path = yield* Path.Path

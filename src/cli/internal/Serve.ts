@@ -38,6 +38,8 @@ const {
   emitJsonl: _emitJsonl,
   json: _json,
   stdinEof: _stdinEof,
+  pg: _pg,
+  sessionId: _sessionId,
   ...runFlags
 } = Flags.flags
 

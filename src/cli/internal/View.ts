@@ -163,11 +163,27 @@ export const describe = (outcome: Outcome): string => {
       return `the run was handed off to ${outcome.to}`
     case "GuardrailTripped":
       return `the ${outcome.phase} guardrail ${outcome.guardrail} tripped: ${outcome.reason}`
+    case "Converged":
+      return `every check passed after ${count(outcome.turns, "turn")}`
+    case "Unverified":
+      return `the ${outcome.budget === "turns" ? "turn cap" : `${outcome.budget} budget`} ended the run before the ` +
+        `checks passed (${budgetAmount(outcome.budget, outcome.used)} used of ${
+          budgetAmount(outcome.budget, outcome.limit)
+        }; still failing: ${outcome.failing.join(", ") || "none"})`
+    case "Stuck":
+      return outcome.reason === "checks"
+        ? `no progress: the checks gave the same results ${outcome.repeats} more times`
+        : `no progress: the worker gave the same reply ${outcome.repeats} times`
+    case "Rejected":
+      return `the plan was rejected: ${outcome.notes}`
+    case "PlanIterationCap":
+      return `the plan was refined ${count(outcome.limit, "time")} and still not approved`
   }
 }
 
 const isSuccess = (outcome: Outcome) =>
-  outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp"
+  outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp" ||
+  outcome._tag === "Converged"
 
 const approvalHint = (toolCallId: string) =>
   `send {"type":"approve","id":${JSON.stringify(toolCallId)}} or {"type":"deny","id":${JSON.stringify(toolCallId)}}`
@@ -235,6 +251,51 @@ const usageLine = (usage: Message.Usage, turns: number) =>
 // -----------------------------------------------------------------------------
 // The log
 // -----------------------------------------------------------------------------
+
+/**
+ * A supervised run's own events, as one line each (checks, plans, feedback);
+ * `undefined` for the others.
+ *
+ * @since 0.1.0
+ */
+export const supervisedText = (event: AgentEvent.AgentEvent, s: Style): string | undefined => {
+  switch (event._tag) {
+    case "WorkerTurnStart":
+      return s.bold(
+        s.cyan(`══ ${event.phase === "plan" ? "plan" : `act turn ${event.turn}`} (worker ${event.worker})`)
+      )
+    case "CheckStarted":
+      return s.dim(`  … check ${event.check}${event.baseline ? " (baseline)" : ""}`)
+    case "CheckResult": {
+      const mark = event.status === "pass" ? s.green("✓") : event.status === "known" ? s.yellow("~") : s.red("✗")
+      const role = event.role === "blocking" ? "" : ` [${event.role}]`
+      const time = s.dim(`${(event.durationMs / 1000).toFixed(1)}s`)
+      return `  ${mark} check ${event.check}${role}${event.baseline ? " (baseline)" : ""} ${event.status} ${time}: ${
+        compact(event.summary, 160)
+      }`
+    }
+    case "PlanProposed":
+      return s.bold(`☐ plan ${event.iteration}:`) + `\n${event.plan}\n` +
+        s.yellow(
+          `  send {"type":"approve_plan"}, {"type":"refine_plan","notes":"…"} or {"type":"reject_plan","notes":"…"}`
+        )
+    case "PlanRevised":
+      return s.yellow(`↺ plan ${event.iteration} asked for: ${compact(event.notes, 160)}`)
+    case "PlanApproved":
+      return s.green(`✓ plan ${event.iteration} approved`)
+    case "PlanRejected":
+      return s.red(`✗ plan ${event.iteration} rejected: ${compact(event.notes, 160)}`)
+    case "TurnApprovalRequested":
+      return s.yellow(
+        `? feedback waits: send {"type":"approve_turn"} or {"type":"replace_feedback","text":"…"}\n` +
+          compact(event.feedback, 400)
+      )
+    case "FeedbackSent":
+      return s.yellow(`↪ feedback sent (failing: ${event.failing.join(", ") || "none"})`)
+    default:
+      return undefined
+  }
+}
 
 /**
  * The event log: one line per event, streamed text as it comes, each line
@@ -319,6 +380,16 @@ export const log = (
         return line(event, s.red(`! ${event.guard}: ${event.detail}`))
       case "BudgetSnapshot":
         return line(event, s.dim(`  ${usageLine(event.figures.usage, event.figures.turns)}`))
+      case "WorkerTurnStart":
+      case "CheckStarted":
+      case "CheckResult":
+      case "PlanProposed":
+      case "PlanRevised":
+      case "PlanApproved":
+      case "PlanRejected":
+      case "TurnApprovalRequested":
+      case "FeedbackSent":
+        return line(event, supervisedText(event, s) ?? "")
       case "AgentEnd": {
         const { running, waiting } = tracked.unfinished(event.timestamp)
         for (const call of running) {
@@ -611,6 +682,23 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           turn = event.figures.turns
           usage = totals = event.figures.usage
           return
+        case "CheckStarted":
+          // A running check shows in the bottom lines, with a spinner, until its result.
+          running.set(`check:${event.check}`, { name: `check ${event.check}`, params: undefined, startedAt: now() })
+          return redraw()
+        case "CheckResult":
+          running.delete(`check:${event.check}`)
+          return print(supervisedText(event, s) ?? "")
+        case "WorkerTurnStart":
+          flushPartial()
+          return print(supervisedText(event, s) ?? "")
+        case "PlanProposed":
+        case "PlanRevised":
+        case "PlanApproved":
+        case "PlanRejected":
+        case "TurnApprovalRequested":
+        case "FeedbackSent":
+          return print(supervisedText(event, s) ?? "")
         case "AgentEnd": {
           flushPartial()
           // Calls the run ended without a result for (Ctrl-C) are shown as cancelled, not dropped.

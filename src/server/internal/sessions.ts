@@ -439,6 +439,9 @@ export const make = <R>(
           yield* run.steering.cancel(command.reason ?? "cancelled over HTTP")
           return result("applied")
         }
+        if (command.type !== "steer" && command.type !== "follow_up") {
+          return yield* rejected(id, `${command.type}: decisions for supervised runs, which are not served`)
+        }
         const kind = command.type === "steer" ? "steer" as const : "followUp" as const
         if (run !== undefined && !run.ended) {
           yield* kind === "steer" ? run.steering.steer(command.text) : run.steering.followUp(command.text)

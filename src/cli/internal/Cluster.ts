@@ -1,0 +1,193 @@
+/**
+ * Durable sessions on a cluster (`DurableSession` on `effect/cluster` with
+ * PostgreSQL), from the command line:
+ *
+ * - `effect-agent runner --pg URL [--port P] [--host H]`: a runner process,
+ *   its model and tools chosen by the flags of `run`; it creates the tables
+ *   when missing and resumes sessions that suspended on a failure.
+ * - `effect-agent run --pg URL --task …`: submits a session to the cluster
+ *   and follows its events until it ends (the runners run it).
+ *
+ * @since 0.1.0
+ */
+import { NodeClusterSocket } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result, Schedule } from "effect"
+import { LanguageModel } from "effect/ai"
+import { Flag } from "effect/cli"
+import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
+import * as Message from "../../Message.ts"
+import * as Provider from "../../providers/Provider.ts"
+import * as DurableSession from "../../session/DurableSession.ts"
+import * as ToolRegistry from "../../ToolRegistry.ts"
+import { codes, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
+import { configError, Failure } from "./Failure.ts"
+import * as Flags from "./Flags.ts"
+import { Io } from "./Io.ts"
+import * as Runner from "./Runner.ts"
+import * as Settings from "./Settings.ts"
+
+const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
+
+// `run`'s flags that choose the model and the tools (a session's task, prompt and limits are the client's).
+const {
+  task: _task,
+  system: _system,
+  resume: _resume,
+  sessionDir: _sessionDir,
+  emitJsonl: _emitJsonl,
+  json: _json,
+  stdinEof: _stdinEof,
+  maxTurns: _maxTurns,
+  maxTokens: _maxTokens,
+  maxCost: _maxCost,
+  maxWall: _maxWall,
+  pg: _pg,
+  sessionId: _sessionId,
+  ...modelFlags
+} = Flags.flags
+
+/**
+ * The flags of `effect-agent runner`.
+ *
+ * @since 0.1.0
+ */
+export const runnerFlags = {
+  ...modelFlags,
+  pg: describe(Flag.String("pg"), "The PostgreSQL URL the cluster keeps its sessions in"),
+  port: describe(Flag.withDefault(Flag.Int("port"), 34431), "The port runners reach this one on (default 34431)"),
+  host: describe(
+    Flag.withDefault(Flag.String("host"), "127.0.0.1"),
+    "The address other runners reach this one at (default 127.0.0.1)"
+  )
+}
+
+/**
+ * The flags of `effect-agent runner`, as parsed.
+ *
+ * @since 0.1.0
+ */
+export type RunnerFlags = {
+  readonly [K in keyof typeof runnerFlags]: typeof runnerFlags[K] extends Flag.Flag<infer A> ? A : never
+}
+
+/**
+ * Failover settings: a dead runner's sessions move after `shardLockExpiration`
+ * (about 37 s with effect's defaults); a shard that moves waits up to
+ * `entityTerminationTimeout` for a call in flight.
+ */
+const sharding = (address?: { readonly host: string; readonly port: number }) => {
+  const config: Partial<ShardingConfig.ShardingConfig["Service"]> = {
+    shardLockExpiration: "10 seconds",
+    shardLockRefreshInterval: "2 seconds",
+    runnerHealthCheckInterval: "5 seconds",
+    entityTerminationTimeout: "2 minutes"
+  }
+  if (address === undefined) return config
+  const runner = RunnerAddress.make(address.host, address.port)
+  return { ...config, runnerAddress: Option.some(runner), runnerListenAddress: Option.some(runner) }
+}
+
+const database = (url: string) => PgClient.layer({ url: Redacted.make(url) })
+
+/** What cannot reach or use the cluster (the database, the runner's port) is a config error, with its reason. */
+const asFailure = <E extends { readonly message: string }>(what: string) => (error: E): Failure | ExitWith =>
+  error instanceof Failure || error instanceof ExitWith ? error : configError(`${what}: ${error.message}`)
+
+/**
+ * Runs `effect-agent runner` until it is interrupted.
+ *
+ * @since 0.1.0
+ */
+export const runner = (flags: RunnerFlags) =>
+  Effect.gen(function*() {
+    const io = yield* Io
+    ;(yield* OnInterrupt).code = codes.ok
+    const note = (text: string) => io.stderr.write(`effect-agent runner: ${text}\n`)
+    const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
+    const path = yield* Path.Path
+    const target = yield* Settings.target({ ...flags, approve }, undefined, { cwd: io.cwd, env: io.env }, path)
+    const key = Settings.apiKey(target, io.env)
+    if (Result.isFailure(key)) return yield* configError(key.failure)
+    const languageModel = yield* Layer.build(
+      Runner.providerLayer(target, key.success, { maxRetries: Provider.defaultRetryPolicy.maxRetries })
+    ).pipe(
+      Effect.map((context) => Context.get(context, LanguageModel.LanguageModel)),
+      Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord({ ...io.env })),
+      Effect.mapError((error) => configError(`cannot set up the ${target.provider} provider: ${error.message}`))
+    )
+    const registry = yield* Runner.tools(target, note)
+    const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
+      Context.add(ToolRegistry.ToolRegistry, registry)
+    )
+    const nodeLayer = DurableSession.layer().pipe(
+      Layer.provideMerge(Layer.merge(Layer.succeedContext(services), DurableSession.layerSqlStore)),
+      Layer.provideMerge(ClusterWorkflowEngine.layer),
+      Layer.provideMerge(
+        NodeClusterSocket.layer({ storage: "sql", shardingConfig: sharding({ host: flags.host, port: flags.port }) })
+      )
+    )
+    return yield* Effect.gen(function*() {
+      yield* Effect.mapError(DurableSession.migrateSql, (error) => configError(`--pg: ${error.message}`))
+      const context = yield* Layer.build(nodeLayer)
+      note(`running sessions on ${flags.host}:${flags.port}`)
+      io.stdout.write(JSON.stringify({ runner: `${flags.host}:${flags.port}` }) + "\n")
+      return yield* DurableSession.supervise().pipe(Effect.provideContext(context))
+    }).pipe(Effect.provide(database(flags.pg)))
+  }).pipe(Effect.scoped, Effect.mapError(asFailure("cannot run sessions")))
+
+/**
+ * `effect-agent run --pg URL`: submits the session and follows its events
+ * (a line per turn, call and message on stderr; the answer on stdout) until
+ * it ends; exits as `run` does for its outcome.
+ *
+ * @since 0.1.0
+ */
+export const submit = (flags: Flags.Flags, url: string) =>
+  Effect.gen(function*() {
+    const io = yield* Io
+    const { config, warnings } = yield* Settings.limits(flags, false)
+    for (const warning of warnings) io.stderr.write(`effect-agent: ${warning}\n`)
+    const task = Option.getOrUndefined(flags.task)
+    if (task === undefined) return yield* configError("--pg needs --task: the task of the session to submit")
+    const sessionId = Option.getOrElse(flags.sessionId, () => globalThis.crypto.randomUUID())
+    const system = Option.getOrUndefined(flags.system)
+    const client = DurableSession.layerClient.pipe(
+      Layer.provideMerge(DurableSession.layerSqlStore),
+      Layer.provideMerge(ClusterWorkflowEngine.layer),
+      Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding() })),
+      Layer.provideMerge(database(url))
+    )
+    return yield* Effect.gen(function*() {
+      yield* DurableSession.start({ sessionId, prompt: task, system, config })
+      io.stderr.write(`effect-agent: session ${sessionId} submitted\n`)
+      let seen = 0
+      const follow = Effect.gen(function*() {
+        for (const { event, seq } of yield* DurableSession.events(sessionId, seen)) {
+          seen = seq
+          if (event._tag === "TurnStart") io.stderr.write(`── turn ${event.turn}\n`)
+          else if (event._tag === "ToolExecutionStart") io.stderr.write(`⚙ ${event.toolName}\n`)
+          else if (event._tag === "ApprovalRequested") {
+            io.stderr.write(`? ${event.toolName} waits for approval (call ${event.toolCallId})\n`)
+          }
+        }
+        return yield* DurableSession.poll(sessionId)
+      })
+      const status = yield* follow.pipe(
+        Effect.repeat({
+          until: (status) => status._tag === "Finished" || status._tag === "Failed" || status._tag === "Died",
+          schedule: Schedule.spaced("500 millis")
+        })
+      )
+      if (status._tag !== "Finished") {
+        const why = status._tag === "Failed" ? status.error.message : status._tag
+        io.stderr.write(`effect-agent: session ${sessionId}: ${why}\n`)
+        return yield* Effect.fail(new ExitWith({ code: codes.unexpected }))
+      }
+      const last = status.result.messages.at(-1)
+      const answer = last === undefined ? "" : Message.textOf(last)
+      if (answer !== "") io.stdout.write(`${answer}\n`)
+      const code = fromOutcome(status.result.outcome)
+      if (code !== codes.ok) return yield* Effect.fail(new ExitWith({ code }))
+    }).pipe(Effect.provide(client))
+  }).pipe(Effect.scoped, Effect.mapError(asFailure("--pg")))

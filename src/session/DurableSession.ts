@@ -1,0 +1,460 @@
+/**
+ * An agent session as a durable workflow (`effect/workflow`): it survives a
+ * crashed process and, on `effect/cluster` with SQL storage, a crashed
+ * machine, a deploy and a scale-up.
+ *
+ * The session's body is the agent loop itself (the same code path as
+ * `Agent.run`); every step that is not deterministic is an activity with a
+ * stable name, whose result the engine stores: the start (run id, clock),
+ * each poll of the inbox (steering and follow-ups), each turn's model call,
+ * each tool call (the calls of a batch as concurrent activities, within the
+ * config's cap). When the body runs again (another runner took the session
+ * over, or it was resumed) the completed activities answer from storage and
+ * the transcript is rebuilt from them.
+ *
+ * - Activities run at least once: a call of a tool that is not `ReplaySafe`
+ *   writes an intent record before it acts, and a call run again finds it
+ *   and answers "outcome unknown" (the rule of the file store's `Session`).
+ * - Approvals are durable deferreds, one per call: {@link approve} resolves
+ *   one from any process. Steering and follow-ups go through the store's
+ *   inbox ({@link steer}, {@link followUp}); with `idle`, a session that
+ *   completed waits (on durable time) for a follow-up instead of finishing.
+ * - Events are published from inside activities only, each with a sequence
+ *   number within its session by which the store dedupes it ({@link events}).
+ * - A session suspends on failure (a storage error, a model error): it is
+ *   never lost; {@link supervise} resumes suspended sessions with backoff.
+ *
+ * Which engine runs it is the application's choice of layers: the in-memory
+ * `WorkflowEngine.layerMemory` for tests, `ClusterWorkflowEngine` on a
+ * `SingleRunner` for one process, or on socket runners with `@effect/sql-pg`
+ * for several (see the README).
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import type { LanguageModel } from "effect/ai"
+import type { SqlClient } from "effect/sql"
+import { DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
+import * as AgentConfig from "../AgentConfig.ts"
+import { AgentError as AgentErrorSchema, type ConfigError } from "../AgentError.ts"
+import type { AgentError } from "../AgentError.ts"
+import type * as Approvals from "../Approvals.ts"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import type * as RunState from "../RunState.ts"
+import type { ToolRegistry } from "../ToolRegistry.ts"
+import * as Body from "./internal/durable/body.ts"
+import * as SqlStore from "./internal/durable/sqlStore.ts"
+import * as StoreModule from "./internal/durable/store.ts"
+
+/**
+ * The store beside the engine's: inbox, intent records, events, sessions.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export const Store = StoreModule.Store
+
+/**
+ * @since 0.1.0
+ * @category services
+ */
+export type Store = StoreModule.Store
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export const StoreError = StoreModule.StoreError
+
+/**
+ * @since 0.1.0
+ * @category errors
+ */
+export type StoreError = StoreModule.StoreError
+
+/**
+ * A store in memory, to use or to wrap.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const makeMemoryStore: () => Store["Service"] = StoreModule.makeMemory
+
+/**
+ * A store in memory (for tests, and one-process engines that need not survive the process).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerMemoryStore: Layer.Layer<Store> = Layer.sync(Store, StoreModule.makeMemory)
+
+/**
+ * The store on PostgreSQL, through `effect/sql`'s `SqlClient` (e.g.
+ * `PgClient.layer` from `@effect/sql-pg`). Its tables are made by
+ * {@link migrateSql}, a deploy step.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqlStore: Layer.Layer<Store, never, SqlClient.SqlClient> = Layer.effect(Store, SqlStore.make)
+
+/**
+ * Creates the SQL store's tables when missing (safe to run again): run it once per deploy, before the runners.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const migrateSql: Effect.Effect<void, StoreError, SqlClient.SqlClient> = SqlStore.migrate
+
+/**
+ * The workflow of a session: payload `{ sessionId, version, request }`, the
+ * session id its idempotency key; it suspends on failure.
+ *
+ * @since 0.1.0
+ * @category workflow
+ */
+export const SessionWorkflow = Workflow.make("effect-agent/DurableSession", {
+  payload: Body.Payload,
+  success: Body.Result,
+  error: AgentErrorSchema,
+  idempotencyKey: (payload) => payload.sessionId
+}).annotate(Workflow.SuspendOnFailure, true)
+
+/**
+ * What the runners of sessions are given besides the model and the tools.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<R = never> {
+  /** Plugins, after the guards the config installs (their hooks run again when a session replays). */
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /** How long a session that completed waits for a follow-up (on durable time); without it, it finishes. */
+  readonly idle?: Duration.Input | undefined
+}
+
+/**
+ * Registers the session workflow with the engine: where this layer runs,
+ * sessions run (a runner).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = <R = never>(
+  options: Options<R> = {}
+): Layer.Layer<
+  never,
+  never,
+  WorkflowEngine.WorkflowEngine | Store | LanguageModel.LanguageModel | ToolRegistry | R
+> => SessionWorkflow.toLayer(Body.make(options))
+
+/**
+ * Registers the session workflow on a node that only submits and follows
+ * sessions (a cluster client: `NodeClusterSocket.layer({ clientOnly: true })`).
+ * Sessions never run there: a client holds no shards, so the body it
+ * registers is never called; if one ever were, it dies saying so.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerClient: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine> = SessionWorkflow.toLayer(() =>
+  Effect.die("effect-agent: a session ran on a client-only node; sessions run on runners (DurableSession.layer)")
+)
+
+/**
+ * A session to start.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StartOptions {
+  /** The session's id: starting it again joins the session that has it. */
+  readonly sessionId: string
+  /** The task: text or messages. */
+  readonly prompt: string | ReadonlyArray<Message.Message>
+  readonly system?: string | undefined
+  /** Settings (validated here: a bad config is a `ConfigError` before anything starts). */
+  readonly config?: AgentConfig.Input | undefined
+}
+
+const payloadOf = Effect.fnUntraced(function*(options: StartOptions) {
+  const config = yield* AgentConfig.make(options.config)
+  const request: Body.Request = options.system === undefined
+    ? { prompt: options.prompt, config }
+    : { prompt: options.prompt, system: options.system, config }
+  const payload: Body.Payload = { sessionId: options.sessionId, version: Body.version, request }
+  return payload
+})
+
+/** The execution id of a session (the idempotency key is the session id alone). */
+const executionIdOf = (sessionId: string): Effect.Effect<string> =>
+  SessionWorkflow.executionId({ sessionId, version: Body.version, request: { prompt: "" } })
+
+/**
+ * Runs a session to its end and answers its result (joining it when it runs
+ * already). A session that suspends is waited for.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run = (
+  options: StartOptions
+): Effect.Effect<RunState.RunResult, AgentError, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(payloadOf(options), (payload) =>
+    Effect.flatMap(SessionWorkflow.execute(payload), (result) =>
+      result._tag === "Finished" ? Effect.succeed(result.result) : Effect.fail(result.error)))
+
+/**
+ * Starts a session and answers its execution id at once.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const start = (
+  options: StartOptions
+): Effect.Effect<string, ConfigError, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(payloadOf(options), (payload) => SessionWorkflow.execute(payload, { discard: true }))
+
+/**
+ * Where a session is: running or suspended, or complete with its result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Status =
+  | { readonly _tag: "Unknown" }
+  | { readonly _tag: "Suspended"; readonly failed: boolean }
+  | { readonly _tag: "Finished"; readonly result: RunState.RunResult }
+  | { readonly _tag: "Failed"; readonly error: AgentError }
+  | { readonly _tag: "Died"; readonly defect: string }
+
+/**
+ * Where a session is. `Unknown`: never started here, or running (the engine tells these apart only by
+ * their result).
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const poll = (sessionId: string): Effect.Effect<Status, never, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(executionIdOf(sessionId), (executionId) =>
+    Effect.map(SessionWorkflow.poll(executionId), (result): Status => {
+      if (Option.isNone(result)) return { _tag: "Unknown" }
+      const value = result.value
+      if (value._tag === "Suspended") return { _tag: "Suspended", failed: value.failed === true }
+      const exit = value.exit
+      if (exit._tag === "Success") {
+        return exit.value._tag === "Finished"
+          ? { _tag: "Finished", result: exit.value.result }
+          : { _tag: "Failed", error: exit.value.error }
+      }
+      return { _tag: "Died", defect: String(exit.cause) }
+    }))
+
+/**
+ * Resumes a suspended session.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const resume = (sessionId: string): Effect.Effect<void, never, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(executionIdOf(sessionId), (executionId) => SessionWorkflow.resume(executionId))
+
+/**
+ * Interrupts a session (durably: it ends wherever it runs).
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const interrupt = (sessionId: string): Effect.Effect<void, never, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(executionIdOf(sessionId), (executionId) => SessionWorkflow.interrupt(executionId))
+
+const toMessage = (message: string | Message.Message): Message.Message =>
+  typeof message === "string" ? Message.user(message) : message
+
+/**
+ * Queues a steering message: delivered once, before the session's next model
+ * call, whichever runner holds it (or when one takes it up).
+ *
+ * @since 0.1.0
+ * @category control
+ */
+export const steer = (sessionId: string, message: string | Message.Message): Effect.Effect<void, StoreError, Store> =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    yield* store.appendInbox(sessionId, "steering", toMessage(message))
+  })
+
+/**
+ * Queues a follow-up: delivered at the session's next natural stop, and wakes
+ * a session that waits idle for one.
+ *
+ * @since 0.1.0
+ * @category control
+ */
+export const followUp = (
+  sessionId: string,
+  message: string | Message.Message
+): Effect.Effect<void, StoreError, Store | WorkflowEngine.WorkflowEngine> =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    yield* store.appendInbox(sessionId, "followUp", toMessage(message))
+    // The session records its wait before it reads the inbox, and this reads the wait after the append:
+    // either the session sees the message, or this sees the wait.
+    const wait = yield* store.waiting(sessionId)
+    if (wait === undefined) return
+    const executionId = yield* executionIdOf(sessionId)
+    const deferred = Body.wakeOf(wait)
+    yield* DurableDeferred.succeed(deferred, {
+      token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
+      value: undefined
+    })
+  })
+
+/**
+ * Answers a call waiting for approval, from any process.
+ *
+ * @since 0.1.0
+ * @category control
+ */
+export const approve = (
+  sessionId: string,
+  toolCallId: string,
+  decision: Approvals.Decision
+): Effect.Effect<void, never, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(executionIdOf(sessionId), (executionId) => {
+    const deferred = Body.approvalOf(toolCallId)
+    return DurableDeferred.succeed(deferred, {
+      token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
+      value: decision
+    })
+  })
+
+/**
+ * A published event: `id` identifies it within its session (the store keeps
+ * the first publish of an id), `seq` orders the session's events.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Published = StoreModule.Published
+
+/**
+ * The published events of a session whose `seq` is after `after` (all by default), in order.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export const events = (
+  sessionId: string,
+  after = 0
+): Effect.Effect<ReadonlyArray<Published>, StoreError, Store> =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    return yield* store.events(sessionId, after)
+  })
+
+/**
+ * The sessions that are suspended: waiting (for an approval, a follow-up) or,
+ * `failed`, stopped by a failure until they are resumed. A session that keeps
+ * failing after resumes is one for a person to look at.
+ *
+ * @since 0.1.0
+ * @category supervision
+ */
+export const suspended: Effect.Effect<
+  ReadonlyArray<{ readonly sessionId: string; readonly failed: boolean }>,
+  StoreError,
+  Store | WorkflowEngine.WorkflowEngine
+> = Effect.gen(function*() {
+  const store = yield* Store
+  const found: Array<{ readonly sessionId: string; readonly failed: boolean }> = []
+  for (const session of yield* store.sessions) {
+    if (session.status !== "running") continue
+    const status = yield* poll(session.sessionId)
+    if (status._tag === "Suspended") found.push({ sessionId: session.sessionId, failed: status.failed })
+  }
+  return found
+})
+
+/**
+ * Resumes the sessions that suspended on a failure, once: answers the ids it
+ * resumed. {@link supervise} runs it on a schedule.
+ *
+ * @since 0.1.0
+ * @category supervision
+ */
+export const resumeSuspended: Effect.Effect<
+  ReadonlyArray<string>,
+  StoreError,
+  Store | WorkflowEngine.WorkflowEngine
+> = Effect.gen(function*() {
+  const resumed: Array<string> = []
+  for (const { failed, sessionId } of yield* suspended) {
+    if (!failed) continue
+    yield* resume(sessionId)
+    resumed.push(sessionId)
+  }
+  return resumed
+})
+
+/**
+ * Resumes suspended sessions every `every` (5 seconds by default) until
+ * interrupted; a pass that fails (the store is down) is retried with
+ * exponential backoff.
+ *
+ * @since 0.1.0
+ * @category supervision
+ */
+export const supervise = (
+  options: { readonly every?: Duration.Input | undefined } = {}
+): Effect.Effect<never, never, Store | WorkflowEngine.WorkflowEngine> =>
+  resumeSuspended.pipe(
+    Effect.retry(Schedule.min([Schedule.exponential("200 millis"), Schedule.spaced("30 seconds")])),
+    Effect.ignore,
+    Effect.repeat(Schedule.spaced(options.every ?? "5 seconds")),
+    Effect.andThen(Effect.never)
+  )
+
+/**
+ * Forgets what the store holds for finished sessions older than `retention`:
+ * answers the ids. (The engine's own rows are the engine's: see the README.)
+ *
+ * @since 0.1.0
+ * @category supervision
+ */
+export const reap = (retention: Duration.Input): Effect.Effect<ReadonlyArray<string>, StoreError, Store> =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const cutoff = Date.now() - Duration.toMillis(Duration.fromInputUnsafe(retention))
+    const reaped: Array<string> = []
+    for (const session of yield* store.sessions) {
+      if (session.status === "finished" && session.updatedAt <= cutoff) {
+        yield* store.forget(session.sessionId)
+        reaped.push(session.sessionId)
+      }
+    }
+    return reaped
+  })
+
+/**
+ * The schema of a session's payload.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Payload = Body.Payload
+
+/**
+ * The schema of a session's result.
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Result = Body.Result
+
+/**
+ * @since 0.1.0
+ * @category schemas
+ */
+export const Decision: Schema.Codec<Approvals.Decision, unknown> = Body.Decision

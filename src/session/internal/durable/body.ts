@@ -1,0 +1,446 @@
+/**
+ * The body of a durable session: the loop (`Loop.start`, the same code path
+ * as `Agent.run`), given services whose every non-deterministic step is an
+ * activity with a stable name:
+ *
+ * - `start`: the run id and the start time;
+ * - `steering/<n>`, `followUps/<n>`: the n-th poll of the inbox, drained past
+ *   a watermark, so a replay sees the same messages;
+ * - `model/<turn>`: the turn's model call (the loop's own `Reply.streamReply`,
+ *   through the `modelCall` seam): its assistant message;
+ * - `tool/<turn>/<callId>`: one tool call; a batch's calls run as concurrent
+ *   activities within the config's cap (the loop's own batch);
+ * - `approval/<callId>`: announces an approval request, then the body waits
+ *   on the `DurableDeferred` of that call;
+ * - `idle/<k>`, `wake/<k>`: an idle session waiting for a follow-up;
+ * - `end/<k>`: publishes the last events.
+ *
+ * The transcript is rebuilt from the activities' results when the body
+ * replays. Events are published from inside activities only (see `Outbox`).
+ *
+ * @internal
+ */
+import { Clock, Context, Deferred, Duration, Effect, Schema } from "effect"
+import type { LanguageModel } from "effect/ai"
+import { Activity, DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
+import * as AgentConfig from "../../../AgentConfig.ts"
+import { AgentError, ModelError, ToolFatalError } from "../../../AgentError.ts"
+import * as AgentTool from "../../../AgentTool.ts"
+import * as Approvals from "../../../Approvals.ts"
+import type * as Hooks from "../../../Hooks.ts"
+import * as Message from "../../../Message.ts"
+import * as Outcome from "../../../Outcome.ts"
+import * as RunState from "../../../RunState.ts"
+import type * as Steering from "../../../Steering.ts"
+import { type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
+import type * as LiveRun from "../../../internal/liveRun.ts"
+import * as Loop from "../../../internal/loop.ts"
+import * as Feedback from "../../../internal/tools/feedback.ts"
+import * as Outbox from "./outbox.ts"
+import { type InboxKind, Store } from "./store.ts"
+
+// -----------------------------------------------------------------------------
+// The payload and the result
+// -----------------------------------------------------------------------------
+
+/**
+ * What a session is asked to do.
+ *
+ * @internal
+ */
+export const Request = Schema.Struct({
+  prompt: Schema.Union([Schema.String, Schema.Array(Message.Message)]),
+  system: Schema.optionalKey(Schema.String),
+  config: Schema.optionalKey(AgentConfig.AgentConfig)
+})
+
+/** @internal */
+export type Request = typeof Request.Type
+
+/**
+ * The workflow's payload: small, with the session id as its idempotency key.
+ *
+ * @internal
+ */
+export const Payload = Schema.Struct({
+  sessionId: Schema.String,
+  version: Schema.Int,
+  request: Request
+})
+
+/** @internal */
+export type Payload = typeof Payload.Type
+
+/**
+ * The payload version this code writes. Branch on `payload.version` when the
+ * activities change: in-flight sessions replay the new code.
+ *
+ * @internal
+ */
+export const version = 1
+
+/**
+ * How a session ended: its result, or the error a run fails with for good
+ * (a model error suspends the session instead, see `DurableSession`).
+ *
+ * @internal
+ */
+export const Result = Schema.Union([
+  Schema.TaggedStruct("Finished", { result: RunState.RunResult }),
+  Schema.TaggedStruct("Failed", { error: AgentError })
+])
+
+/** @internal */
+export type Result = typeof Result.Type
+
+// -----------------------------------------------------------------------------
+// Activity results
+// -----------------------------------------------------------------------------
+
+const Started = Schema.Struct({ runId: Schema.String, startedAt: Schema.Finite })
+
+const Taken = Schema.Struct({ messages: Schema.Array(Message.Message), last: Schema.Finite })
+type Taken = typeof Taken.Type
+
+const Stop = Schema.Union([
+  Schema.Struct({ _tag: Schema.Literal("Cancel"), reason: Schema.String }),
+  Schema.Struct({ _tag: Schema.Literal("Deadline") }),
+  // a halt (a guardrail that tripped during the call) with the outcome it ends the run with
+  Schema.Struct({ _tag: Schema.Literal("Halt"), outcome: Outcome.Outcome, reason: Schema.String })
+])
+
+const ReplyResult = Schema.Struct({ message: Message.AssistantMessage, stopped: Schema.optionalKey(Stop) })
+
+const Output = Schema.Struct({ content: Schema.Array(Message.UserContent), isError: Schema.Boolean })
+
+/**
+ * An approver's decision, as the deferred of a call carries it.
+ *
+ * @internal
+ */
+export const Decision = Schema.Union([
+  Schema.Struct({ approved: Schema.Literal(true) }),
+  Schema.Struct({ approved: Schema.Literal(false), reason: Schema.String })
+])
+
+/**
+ * The deferred an approval of a call completes.
+ *
+ * @internal
+ */
+export const approvalOf = (toolCallId: string) => DurableDeferred.make(`approval/${toolCallId}`, { success: Decision })
+
+/**
+ * The deferred that wakes a session in its `k`-th idle wait.
+ *
+ * @internal
+ */
+export const wakeOf = (k: number) => DurableDeferred.make(`wake/${k}`)
+
+// -----------------------------------------------------------------------------
+// The body
+// -----------------------------------------------------------------------------
+
+/**
+ * What the body is given besides the payload.
+ *
+ * @internal
+ */
+export interface Options<R> {
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /** How long a session that completed waits for a follow-up (durable time); none: it finishes. */
+  readonly idle?: Duration.Input | undefined
+}
+
+type Engine = WorkflowEngine.WorkflowEngine | WorkflowEngine.WorkflowInstance
+
+/** A session's state in this run of its body. */
+interface Session {
+  readonly sessionId: string
+  readonly store: Store["Service"]
+  readonly outbox: Outbox.Outbox
+  readonly engine: Context.Context<Engine>
+  /** The turn whose model call came last: tool activities are named by it. */
+  turn: number
+  readonly polls: { steering: number; followUp: number }
+  readonly watermark: { steering: number; followUp: number }
+  idle: number
+  segment: number
+  /** Set when this run of the body is interrupted (see `stopsOnInterrupt`). */
+  stopping: boolean
+}
+
+const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
+
+/**
+ * An activity whose body publishes the outbox; when it returns a memoized
+ * result instead, what the body emitted before it was published already.
+ */
+const activity = <S extends Schema.Top, E extends Schema.Top, R>(
+  session: Session,
+  name: string,
+  success: S,
+  error: E,
+  execute: Effect.Effect<S["Type"], E["Type"], R>
+) =>
+  Effect.suspend(() => {
+    const mark = session.outbox.emitted.length
+    let ran = false
+    const publish = (entries: ReadonlyArray<Outbox.Entry>) => orDie(session.store.publish(session.sessionId, entries))
+    const body = Effect.suspend(() => {
+      ran = true
+      return Outbox.publishing(session.outbox, name, publish, execute)
+    })
+    return Effect.tap(
+      stopsOnInterrupt(session, Activity.make({ name, success, error, execute: body })),
+      () => Effect.sync(() => ran ? undefined : Outbox.skipTo(session.outbox, mark))
+    )
+  })
+
+/**
+ * Notes that this run of the body is being stopped (it suspends, or its
+ * runner gives the session up): the loop then ends abnormally and drains the
+ * inbox, and those polls must not become activities. One would take the name
+ * the replay's poll needs; on a runner releasing its shards, it would wait
+ * for the entity being stopped, which waits for it.
+ */
+const stopsOnInterrupt = <A, E, R>(session: Session, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.onInterrupt(effect, () => Effect.sync(() => void (session.stopping = true)))
+
+const takeInbox = (session: Session, kind: InboxKind, name: string, before?: Effect.Effect<void>) =>
+  Effect.map(
+    activity(
+      session,
+      name,
+      Taken,
+      Schema.Never,
+      Effect.map(
+        Effect.andThen(
+          before ?? Effect.void,
+          orDie(session.store.readInbox(session.sessionId, kind, session.watermark[kind]))
+        ),
+        (entries): Taken => ({
+          messages: entries.map((entry) => entry.message),
+          last: entries.reduce((last, entry) => Math.max(last, entry.seq), session.watermark[kind])
+        })
+      )
+    ),
+    (taken) => {
+      session.watermark[kind] = taken.last
+      return taken.messages
+    }
+  )
+
+/** The inbox as the loop's `Steering` handle: each take is an activity. */
+const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Steering.Service => {
+  const instance = Context.get(session.engine, WorkflowEngine.WorkflowInstance)
+  const poll = (kind: InboxKind) =>
+    Effect.suspend(() => {
+      // A run that suspends ends its loop, which drains the inbox: that is no poll (the replay makes it).
+      if (session.stopping || instance.suspended || instance.interrupted) return Effect.succeed([])
+      const n = session.polls[kind]++
+      return Effect.provideContext(takeInbox(session, kind, `${kind}/${n}`), session.engine)
+    })
+  const append = (kind: InboxKind) => (message: string | Message.Message) =>
+    Effect.asVoid(orDie(session.store.appendInbox(
+      session.sessionId,
+      kind,
+      typeof message === "string" ? Message.user(message) : message
+    )))
+  return {
+    steer: append("steering"),
+    followUp: append("followUp"),
+    cancel: (reason = "cancelled") => Effect.asVoid(Deferred.succeed(cancelled, reason)),
+    steeringMode: "all",
+    followUpMode: "all",
+    takeSteering: poll("steering"),
+    takeFollowUps: poll("followUp"),
+    cancelled
+  }
+}
+
+/** The turn's model call as the activity `model/<turn>`. */
+const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
+  session.turn = turn
+  const memoized = activity(
+    session,
+    `model/${turn}`,
+    ReplyResult,
+    ModelError,
+    Effect.map(call, (reply) =>
+      reply.stopped === undefined
+        ? { message: reply.message }
+        : { message: reply.message, stopped: reply.stopped })
+  )
+  return Effect.map(
+    Effect.provideContext(memoized, session.engine),
+    (result): LiveRun.ModelReply => ({ message: result.message, stopped: result.stopped })
+  )
+}
+
+const unknownOutcome = (toolName: string): ToolRegistryOutput => ({
+  content: [Message.text(Feedback.outcomeUnknown(toolName).text)],
+  isError: true
+})
+
+/**
+ * The registry whose every call is the activity `tool/<turn>/<callId>`. A
+ * call of a tool that is not `ReplaySafe` writes its intent record first
+ * (keyed by the activity's idempotency key); an activity run again that finds
+ * it answers "outcome unknown" rather than acting twice.
+ */
+const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegistry["Service"] => ({
+  tools: base.tools,
+  get: base.get,
+  definitions: base.definitions,
+  invoke: (name, invocation) => {
+    const activityName = `tool/${session.turn}/${invocation.toolCallId}`
+    const tool = base.get(name)
+    const invoked = base.invoke(name, invocation)
+    const guarded = tool === undefined || AgentTool.settings(tool).replaySafe
+      ? invoked
+      : Effect.flatMap(
+        Activity.idempotencyKey(activityName),
+        (key) =>
+          Effect.flatMap(
+            orDie(session.store.claimIntent(session.sessionId, key)),
+            (claimed) => claimed ? invoked : Effect.succeed(unknownOutcome(name))
+          )
+      )
+    return Effect.provideContext(activity(session, activityName, Output, ToolFatalError, guarded), session.engine)
+  }
+})
+
+/** Approvals as durable deferreds, one per call: resolved by `DurableSession.approve` from any process. */
+const approvalsOf = (session: Session): Approvals.Service => ({
+  decide: (request) =>
+    Effect.provideContext(
+      Effect.andThen(
+        activity(session, `approval/${request.toolCallId}`, Schema.Void, Schema.Never, Effect.void),
+        stopsOnInterrupt(session, DurableDeferred.await(approvalOf(request.toolCallId)))
+      ),
+      session.engine
+    )
+})
+
+const promptMessages = (prompt: Request["prompt"]): ReadonlyArray<Message.Message> =>
+  typeof prompt === "string" ? [Message.user(prompt)] : prompt
+
+/**
+ * Waits for a follow-up (durably, up to `idle`): the messages, or none when the wait ran out.
+ */
+const awaitFollowUp = Effect.fnUntraced(function*(session: Session, idle: Duration.Duration) {
+  const k = session.idle++
+  const setWaiting = orDie(session.store.setWaiting(session.sessionId, k))
+  const arrived = yield* takeInbox(session, "followUp", `idle/${k}`, setWaiting)
+  if (arrived.length > 0) return arrived
+  const woke = yield* DurableDeferred.raceAll({
+    name: `idle/${k}`,
+    success: Schema.Boolean,
+    error: Schema.Never,
+    effects: [
+      Effect.as(DurableDeferred.await(wakeOf(k)), true),
+      Effect.as(DurableClock.sleep({ name: `idle/${k}`, duration: idle, inMemoryThreshold: Duration.zero }), false)
+    ]
+  })
+  if (!woke) return []
+  return yield* takeInbox(
+    session,
+    "followUp",
+    `wake/${k}`,
+    orDie(session.store.setWaiting(session.sessionId, undefined))
+  )
+})
+
+/**
+ * The body of a session's workflow.
+ *
+ * @internal
+ */
+export const make = <R>(options: Options<R>) =>
+  Effect.fnUntraced(function*(payload: Payload, _executionId: string) {
+    const store = yield* Store
+    const engine = yield* Effect.context<Engine>()
+    const base = yield* ToolRegistry
+    const session: Session = {
+      sessionId: payload.sessionId,
+      store,
+      outbox: Outbox.make(),
+      engine,
+      turn: 0,
+      polls: { steering: 0, followUp: 0 },
+      watermark: { steering: 0, followUp: 0 },
+      idle: 0,
+      segment: 0,
+      stopping: false
+    }
+    const started = yield* activity(
+      session,
+      "start",
+      Started,
+      Schema.Never,
+      Effect.flatMap(Clock.currentTimeMillis, (startedAt) =>
+        Effect.as(orDie(store.register(payload.sessionId, startedAt)), {
+          runId: globalThis.crypto.randomUUID(),
+          startedAt
+        }))
+    )
+    const now = yield* Clock.currentTimeMillis
+    const { request } = payload
+    const first = RunState.make({
+      runId: started.runId,
+      system: request.system,
+      messages: promptMessages(request.prompt)
+    })
+    const cancelled = yield* Deferred.make<string>()
+    const loopOptions: Loop.Options<R> = {
+      config: request.config,
+      plugins: options.plugins,
+      steering: steeringOf(session, cancelled),
+      sinks: [Outbox.sink(session.outbox)],
+      modelCall: modelCallOf(session)
+    }
+    const idle = options.idle === undefined ? undefined : Duration.fromInputUnsafe(options.idle)
+    const provided = <A, E>(effect: Effect.Effect<A, E, R | ToolRegistry | LanguageModel.LanguageModel>) =>
+      effect.pipe(
+        Effect.provideService(ToolRegistry, registryOf(session, base)),
+        Effect.provideService(Approvals.Approvals, approvalsOf(session))
+      )
+    const finish = (result: Result) =>
+      Effect.as(
+        activity(
+          session,
+          `end/${session.segment}`,
+          Schema.Void,
+          Schema.Never,
+          Effect.flatMap(Clock.currentTimeMillis, (at) => orDie(store.finish(payload.sessionId, at)))
+        ),
+        result
+      )
+    // The wall-clock budget counts from the durable start: a replay has the time already spent.
+    let state: RunState.RunState = { ...first, elapsedMs: Math.max(0, now - started.startedAt) }
+    const messages: Array<Message.Message> = []
+    let continued = false
+    while (true) {
+      const exit = yield* Effect.exit(
+        provided(continued ? Loop.resume(state, loopOptions) : Loop.start(state, loopOptions))
+      )
+      if (exit._tag === "Failure") {
+        const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+        // A model error suspends the session (the supervisor resumes it); other errors end it.
+        if (error === undefined || error.error._tag === "ModelError") return yield* Effect.failCause(exit.cause)
+        return yield* finish({ _tag: "Failed", error: error.error })
+      }
+      const result = exit.value
+      messages.push(...result.messages)
+      if (idle === undefined || result.outcome._tag !== "Completed") {
+        return yield* finish({ _tag: "Finished", result: { ...result, messages } })
+      }
+      session.segment++
+      const followUps = yield* awaitFollowUp(session, idle)
+      if (followUps.length === 0) return yield* finish({ _tag: "Finished", result: { ...result, messages } })
+      state = { ...result.state, followUps: [...result.state.followUps, ...followUps] }
+      continued = true
+    }
+  })
+

@@ -1,0 +1,170 @@
+/**
+ * The durable session store on PostgreSQL (through `effect/sql`'s
+ * `SqlClient`, e.g. `@effect/sql-pg`): the same database as the cluster's
+ * message storage. Appends of one session are serialized by a transaction
+ * lock on the session (so `seq` grows in commit order: a reader past a
+ * watermark never misses a row committed late).
+ *
+ * @internal
+ */
+import { Duration, Effect, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import * as AgentEvent from "../../../AgentEvent.ts"
+import * as Message from "../../../Message.ts"
+import { type InboxKind, type Published, type Service, type SessionRecord, StoreError } from "./store.ts"
+
+const MessageText = Schema.fromJsonString(Schema.toCodecJson(Message.Message))
+const EventText = Schema.fromJsonString(AgentEvent.AgentEventJson)
+const encodeMessage = Schema.encodeEffect(MessageText)
+const decodeMessage = Schema.decodeUnknownEffect(MessageText)
+const encodeEvent = Schema.encodeEffect(EventText)
+const decodeEvent = Schema.decodeUnknownEffect(EventText)
+
+const failed = (operation: string) => (error: { readonly message: string }) =>
+  new StoreError({ operation, detail: error.message })
+
+/**
+ * How long an operation may take. A query on a connection the server dropped
+ * (a restart) can wait for an answer that never comes: the activity waiting
+ * on it fails instead, and the session suspends until it is resumed.
+ */
+const operationTimeout = Duration.seconds(10)
+
+const bounded = (operation: string) => <A, R>(effect: Effect.Effect<A, StoreError, R>) =>
+  Effect.timeoutOrElse(effect, {
+    duration: operationTimeout,
+    orElse: () => Effect.fail(new StoreError({ operation, detail: "timed out after 10 seconds" }))
+  })
+
+/**
+ * Creates the store's tables when they are missing: a deploy step (run it
+ * once, before the runners start), also safe to run again.
+ *
+ * @internal
+ */
+export const migrate: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_sessions (
+    session_id text PRIMARY KEY, status text NOT NULL, updated_at bigint NOT NULL)`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox (
+    session_id text NOT NULL, seq integer NOT NULL, kind text NOT NULL, message text NOT NULL,
+    PRIMARY KEY (session_id, seq))`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_waits (session_id text PRIMARY KEY, wait integer NOT NULL)`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_intents (
+    session_id text NOT NULL, key text NOT NULL, PRIMARY KEY (session_id, key))`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_events (
+    session_id text NOT NULL, seq integer NOT NULL, id text NOT NULL, event text NOT NULL,
+    PRIMARY KEY (session_id, seq), UNIQUE (session_id, id))`
+}).pipe(Effect.mapError(failed("migrate")))
+
+/**
+ * The store on a `SqlClient` (PostgreSQL).
+ *
+ * @internal
+ */
+export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  /** Serializes the appends of one session until the transaction ends. */
+  const lockSession = (sessionId: string) => sql`SELECT pg_advisory_xact_lock(hashtext(${sessionId}))`
+  const service: Service = {
+    register: (sessionId, at) =>
+      sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at) VALUES (${sessionId}, 'running', ${at})
+          ON CONFLICT (session_id) DO NOTHING`.pipe(
+        Effect.asVoid,
+        Effect.mapError(failed("register")),
+        bounded("register")
+      ),
+    finish: (sessionId, at) =>
+      sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at) VALUES (${sessionId}, 'finished', ${at})
+          ON CONFLICT (session_id) DO UPDATE SET status = 'finished', updated_at = ${at}`.pipe(
+        Effect.asVoid,
+        Effect.mapError(failed("finish")), bounded("finish")
+      ),
+    sessions: sql<{ session_id: string; status: string; updated_at: string | number }>`
+      SELECT session_id, status, updated_at FROM effect_agent_sessions ORDER BY session_id`.pipe(
+      Effect.map((rows) =>
+        rows.map((row): SessionRecord => ({
+          sessionId: row.session_id,
+          status: row.status === "finished" ? "finished" : "running",
+          updatedAt: Number(row.updated_at)
+        }))
+      ),
+      Effect.mapError(failed("sessions")), bounded("sessions")
+    ),
+    appendInbox: (sessionId, kind, message) =>
+      Effect.gen(function*() {
+        const text = yield* encodeMessage(message)
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          yield* lockSession(sessionId)
+          const rows = yield* sql<{ seq: number }>`
+            INSERT INTO effect_agent_inbox (session_id, seq, kind, message)
+            SELECT ${sessionId}, COALESCE(MAX(seq), 0) + 1, ${kind}, ${text}
+            FROM effect_agent_inbox WHERE session_id = ${sessionId}
+            RETURNING seq`
+          return Number(rows[0]!.seq)
+        }))
+      }).pipe(Effect.mapError(failed("appendInbox")), bounded("appendInbox")),
+    readInbox: (sessionId, kind: InboxKind, after) =>
+      sql<{ seq: number; message: string }>`
+        SELECT seq, message FROM effect_agent_inbox
+        WHERE session_id = ${sessionId} AND kind = ${kind} AND seq > ${after} ORDER BY seq`.pipe(
+        Effect.flatMap((rows) =>
+          Effect.forEach(rows, (row) =>
+            Effect.map(decodeMessage(row.message), (message) => ({ seq: Number(row.seq), message })))
+        ),
+        Effect.mapError(failed("readInbox")), bounded("readInbox")
+      ),
+    setWaiting: (sessionId, wait) =>
+      (wait === undefined
+        ? sql`DELETE FROM effect_agent_waits WHERE session_id = ${sessionId}`
+        : sql`INSERT INTO effect_agent_waits (session_id, wait) VALUES (${sessionId}, ${wait})
+              ON CONFLICT (session_id) DO UPDATE SET wait = ${wait}`).pipe(
+          Effect.asVoid,
+          Effect.mapError(failed("setWaiting")), bounded("setWaiting")
+        ),
+    waiting: (sessionId) =>
+      sql<{ wait: number }>`SELECT wait FROM effect_agent_waits WHERE session_id = ${sessionId}`.pipe(
+        Effect.map((rows) => rows.length === 0 ? undefined : Number(rows[0]!.wait)),
+        Effect.mapError(failed("waiting")), bounded("waiting")
+      ),
+    claimIntent: (sessionId, key) =>
+      sql<{ key: string }>`INSERT INTO effect_agent_intents (session_id, key) VALUES (${sessionId}, ${key})
+          ON CONFLICT DO NOTHING RETURNING key`.pipe(
+        Effect.map((rows) => rows.length === 1),
+        Effect.mapError(failed("claimIntent")), bounded("claimIntent")
+      ),
+    publish: (sessionId, entries) =>
+      Effect.gen(function*() {
+        const encoded = yield* Effect.forEach(entries, (entry) =>
+          Effect.map(encodeEvent(entry.event), (event) => ({ id: entry.id, event })))
+        yield* sql.withTransaction(Effect.gen(function*() {
+          yield* lockSession(sessionId)
+          for (const { event, id } of encoded) {
+            yield* sql`INSERT INTO effect_agent_events (session_id, seq, id, event)
+              SELECT ${sessionId}, COALESCE(MAX(seq), 0) + 1, ${id}, ${event}
+              FROM effect_agent_events WHERE session_id = ${sessionId}
+              ON CONFLICT (session_id, id) DO NOTHING`
+          }
+        }))
+      }).pipe(Effect.mapError(failed("publish")), bounded("publish")),
+    events: (sessionId, after) =>
+      sql<{ seq: number; id: string; event: string }>`
+        SELECT seq, id, event FROM effect_agent_events
+        WHERE session_id = ${sessionId} AND seq > ${after} ORDER BY seq`.pipe(
+        Effect.flatMap((rows) =>
+          Effect.forEach(rows, (row) =>
+            Effect.map(decodeEvent(row.event), (event): Published => ({ seq: Number(row.seq), id: row.id, event })))
+        ),
+        Effect.mapError(failed("events")), bounded("events")
+      ),
+    forget: (sessionId) =>
+      sql.withTransaction(Effect.gen(function*() {
+        yield* sql`DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId}`
+        yield* sql`DELETE FROM effect_agent_waits WHERE session_id = ${sessionId}`
+        yield* sql`DELETE FROM effect_agent_intents WHERE session_id = ${sessionId}`
+        yield* sql`DELETE FROM effect_agent_events WHERE session_id = ${sessionId}`
+        yield* sql`DELETE FROM effect_agent_sessions WHERE session_id = ${sessionId}`
+      })).pipe(Effect.mapError(failed("forget")), bounded("forget"))
+  }
+  return service
+})

@@ -1,0 +1,197 @@
+/**
+ * What a durable session keeps beside the workflow engine's own storage: the
+ * inbox (steering and follow-ups), the intent records of calls that must not
+ * run twice, the published events, what each idle session waits on, and the
+ * sessions there are (for the supervisor and the reaper).
+ *
+ * @internal
+ */
+import { Context, Effect, Schema } from "effect"
+import type * as AgentEvent from "../../../AgentEvent.ts"
+import type * as Message from "../../../Message.ts"
+import type { Entry } from "./outbox.ts"
+
+/**
+ * A storage operation failed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class StoreError extends Schema.TaggedError<StoreError>()("DurableStoreError", {
+  operation: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `durable session store: ${this.operation} failed: ${this.detail}`
+  }
+}
+
+/**
+ * The two kinds of message the inbox holds.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type InboxKind = "steering" | "followUp"
+
+/**
+ * A message in the inbox, with its place in the session's inbox.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface InboxEntry {
+  readonly seq: number
+  readonly message: Message.Message
+}
+
+/**
+ * A published event: `id` identifies it within its session (a second publish
+ * of it is ignored); `seq` is its place in the session's events, in the
+ * order they were first published.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Published {
+  readonly seq: number
+  readonly id: string
+  readonly event: AgentEvent.AgentEvent
+}
+
+/**
+ * A session's status as the store records it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Status = "running" | "finished"
+
+/**
+ * A session the store knows.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SessionRecord {
+  readonly sessionId: string
+  readonly status: Status
+  /** When it was registered or last changed status, in ms since the epoch. */
+  readonly updatedAt: number
+}
+
+/**
+ * The store's operations.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  /** Records a session as running (again); a finished one stays finished. */
+  readonly register: (sessionId: string, at: number) => Effect.Effect<void, StoreError>
+  /** Records a session as finished. */
+  readonly finish: (sessionId: string, at: number) => Effect.Effect<void, StoreError>
+  readonly sessions: Effect.Effect<ReadonlyArray<SessionRecord>, StoreError>
+  /** Appends to a session's inbox; answers the message's place. */
+  readonly appendInbox: (
+    sessionId: string,
+    kind: InboxKind,
+    message: Message.Message
+  ) => Effect.Effect<number, StoreError>
+  /** The messages of a kind after `after`, in order. */
+  readonly readInbox: (
+    sessionId: string,
+    kind: InboxKind,
+    after: number
+  ) => Effect.Effect<ReadonlyArray<InboxEntry>, StoreError>
+  /** Records the idle wait a session is in (`undefined`: none). */
+  readonly setWaiting: (sessionId: string, wait: number | undefined) => Effect.Effect<void, StoreError>
+  readonly waiting: (sessionId: string) => Effect.Effect<number | undefined, StoreError>
+  /** Writes an intent record: `true` when this call wrote it, `false` when it was there already. */
+  readonly claimIntent: (sessionId: string, key: string) => Effect.Effect<boolean, StoreError>
+  /** Stores published events, in order; an event whose id is stored already is kept as it was. */
+  readonly publish: (sessionId: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void, StoreError>
+  /** The published events whose `seq` is after `after` (`0`: all), in order. */
+  readonly events: (sessionId: string, after: number) => Effect.Effect<ReadonlyArray<Published>, StoreError>
+  /** Deletes what the store holds for a session. */
+  readonly forget: (sessionId: string) => Effect.Effect<void, StoreError>
+}
+
+/**
+ * The store service.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class Store extends Context.Service<Store, Service>()("effect-agent/DurableSession/Store") {}
+
+/**
+ * A store in memory: for tests and one-process engines.
+ *
+ * @internal
+ */
+export const makeMemory = (): Service => {
+  const sessions = new Map<string, SessionRecord>()
+  const inbox = new Map<string, Array<InboxEntry & { readonly kind: InboxKind }>>()
+  const waits = new Map<string, number>()
+  const intents = new Map<string, Set<string>>()
+  const events = new Map<string, { readonly ids: Set<string>; readonly list: Array<Published> }>()
+  return {
+    register: (sessionId, at) =>
+      Effect.sync(() => {
+        if (sessions.get(sessionId)?.status !== "finished") {
+          sessions.set(sessionId, { sessionId, status: "running", updatedAt: at })
+        }
+      }),
+    finish: (sessionId, at) =>
+      Effect.sync(() => void sessions.set(sessionId, { sessionId, status: "finished", updatedAt: at })),
+    sessions: Effect.sync(() => Array.from(sessions.values())),
+    appendInbox: (sessionId, kind, message) =>
+      Effect.sync(() => {
+        const entries = inbox.get(sessionId) ?? []
+        inbox.set(sessionId, entries)
+        const seq = entries.length + 1
+        entries.push({ seq, kind, message })
+        return seq
+      }),
+    readInbox: (sessionId, kind, after) =>
+      Effect.sync(() =>
+        (inbox.get(sessionId) ?? [])
+          .filter((entry) => entry.kind === kind && entry.seq > after)
+          .map(({ message, seq }) => ({ seq, message }))
+      ),
+    setWaiting: (sessionId, wait) =>
+      Effect.sync(() => void (wait === undefined ? waits.delete(sessionId) : waits.set(sessionId, wait))),
+    waiting: (sessionId) => Effect.sync(() => waits.get(sessionId)),
+    claimIntent: (sessionId, key) =>
+      Effect.sync(() => {
+        const keys = intents.get(sessionId) ?? new Set<string>()
+        intents.set(sessionId, keys)
+        if (keys.has(key)) return false
+        keys.add(key)
+        return true
+      }),
+    publish: (sessionId, entries) =>
+      Effect.sync(() => {
+        const stored = events.get(sessionId) ?? { ids: new Set<string>(), list: [] }
+        events.set(sessionId, stored)
+        for (const { event, id } of entries) {
+          if (stored.ids.has(id)) continue
+          stored.ids.add(id)
+          stored.list.push({ seq: stored.list.length + 1, id, event })
+        }
+      }),
+    events: (sessionId, after) =>
+      Effect.sync(() =>
+        (events.get(sessionId)?.list ?? []).filter((entry) => entry.seq > after)
+      ),
+    forget: (sessionId) =>
+      Effect.sync(() => {
+        sessions.delete(sessionId)
+        inbox.delete(sessionId)
+        waits.delete(sessionId)
+        intents.delete(sessionId)
+        events.delete(sessionId)
+      })
+  }
+}

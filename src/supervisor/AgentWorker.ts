@@ -1,0 +1,143 @@
+/**
+ * The default worker of a supervised run: our own loop. One supervised turn
+ * is one inner run (`Agent.run`, then `Agent.runContinue` over the same
+ * transcript with the supervisor's message appended) until the model stops
+ * asking for tools. In the plan phase the model sees only the read-only
+ * tools: the built-in readers (`read_file`, `list_files`, `grep`) and the
+ * tools named in `readOnlyTools`.
+ *
+ * The inner runs' events (tool calls, messages, guards) reach the supervised
+ * run's observers; their own `AgentStart` / `AgentEnd` do not (the supervised
+ * run has one of each).
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect } from "effect"
+import * as Agent from "../Agent.ts"
+import type * as AgentConfig from "../AgentConfig.ts"
+import type { AgentError } from "../AgentError.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import type * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import type * as RunState from "../RunState.ts"
+import * as ToolRegistry from "../ToolRegistry.ts"
+import type { TurnReply, TurnRequest } from "./Worker.ts"
+
+/**
+ * The tools every plan phase keeps: the built-in tools that only read.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const builtinReaders: ReadonlyArray<string> = ["read_file", "list_files", "grep"]
+
+/**
+ * What the agent worker is made of.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<R = never> {
+  readonly system?: string | undefined
+  readonly config?: AgentConfig.Input | undefined
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /** Tools (besides the built-in readers) the plan phase may use. */
+  readonly readOnlyTools?: ReadonlyArray<string> | undefined
+  /** The run id of the inner runs (the supervised run's, when the supervisor makes the worker). */
+  readonly runId?: string | undefined
+  /** The transcript to go on from (a resumed session). */
+  readonly state?: RunState.RunState | undefined
+}
+
+/**
+ * The agent worker: a worker whose turn may fail with any `AgentError` (the
+ * model failed, a tool failed fatally), and whose transcript the supervisor
+ * keeps in its checkpoint.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AgentWorker<R = never> {
+  readonly _tag: "AgentWorker"
+  readonly name: string
+  readonly turn: (request: TurnRequest) => Effect.Effect<TurnReply, AgentError, Agent.Requirements | R>
+  /** The transcript and counters after the last turn (`undefined` before the first). */
+  readonly state: Effect.Effect<RunState.RunState | undefined>
+}
+
+/**
+ * Where a worker reports the events of its own work, so that they reach the
+ * supervised run's observers. The supervisor sets it around each turn.
+ *
+ * @since 0.1.0
+ * @category references
+ */
+export const Events = Context.Reference<(event: AgentEvent.AgentEvent) => Effect.Effect<void>>(
+  "effect-agent/supervisor/AgentWorker/Events",
+  { defaultValue: () => () => Effect.void }
+)
+
+/** The registry the plan phase sees: the read-only tools of `registry`, nothing else. */
+const readOnly = (registry: ToolRegistry.Service, allowed: ReadonlySet<string>): ToolRegistry.Service => {
+  const tools: Record<string, ToolRegistry.Service["tools"][number]> = {}
+  for (const tool of registry.tools) if (allowed.has(tool.name)) tools[tool.name] = tool
+  return ToolRegistry.make({ tools, invoke: registry.invoke })
+}
+
+const lastText = (messages: ReadonlyArray<Message.Message>): string => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "assistant") return Message.textOf(message)
+  }
+  return ""
+}
+
+/**
+ * A worker on our own loop.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
+  let current = options.state
+  const allowed = new Set([...builtinReaders, ...(options.readOnlyTools ?? [])])
+  const turn = (request: TurnRequest) =>
+    Effect.gen(function*() {
+      const emit = yield* Events
+      const forward: Hooks.Plugin = {
+        name: "supervisor",
+        onEvent: (event) => event._tag === "AgentStart" || event._tag === "AgentEnd" ? Effect.void : emit(event)
+      }
+      const plugins = [...(options.plugins ?? []), forward]
+      const prior = current
+      const run = prior === undefined
+        ? Agent.run({
+          prompt: request.message,
+          system: options.system,
+          config: options.config,
+          plugins,
+          runId: options.runId
+        })
+        : Agent.runContinue(
+          { ...prior, messages: [...prior.messages, Message.user(request.message)] },
+          { config: options.config, plugins }
+        )
+      const result = yield* request.phase === "plan"
+        ? Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>
+          Effect.provideService(run, ToolRegistry.ToolRegistry, readOnly(registry, allowed)))
+        : run
+      current = result.state
+      const before = prior?.usage ?? Message.emptyUsage
+      const reply: TurnReply = {
+        text: lastText(result.messages),
+        usage: {
+          inputTokens: result.usage.input - before.input,
+          outputTokens: result.usage.output - before.output
+        },
+        resumeToken: undefined,
+        costUsd: result.usage.cost === undefined ? undefined : result.usage.cost - (before.cost ?? 0)
+      }
+      return reply
+    })
+  return { _tag: "AgentWorker", name: "agent", turn, state: Effect.sync(() => current) }
+}

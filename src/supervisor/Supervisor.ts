@@ -1,0 +1,586 @@
+/**
+ * Supervised runs: a worker (our own loop, or an external coding agent) works
+ * on a task in turns, and after each turn the checks run; the run ends when
+ * they pass, and otherwise the worker gets one feedback message listing what
+ * failed, until a budget, the turn cap or the no-progress watchdog ends it.
+ *
+ * ```
+ * AgentStart → baseline checks (failures there are "known")
+ * [plan: WorkerTurnStart/End (work tools withheld) → PlanProposed → Approvals.decidePlan
+ *        → approve (PlanApproved) | refine (PlanRevised, ask again) | reject (PlanRejected → Rejected)]
+ * act turn: WorkerTurnStart → worker → WorkerTurnEnd → CheckStarted/CheckResult… (in parallel)
+ *   → every blocking check passes (then the verifier) → Converged
+ *   → else watchdog (Stuck) → feedback (new failures first) → caps (Unverified)
+ *     → [TurnApprovalRequested → Approvals.decideTurn] → FeedbackSent → next act turn
+ * AgentEnd (always last)
+ * ```
+ *
+ * Outcomes: `Converged`, `Unverified` (a budget or the turn cap ended the run
+ * before the checks passed; never `Completed`), `Stuck`, `Rejected`,
+ * `PlanIterationCap`, and `Cancelled` when the run is interrupted. Plan
+ * turns count against tokens, cost and wall clock, not the act turn cap.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Clock, Data, Duration, Effect, Exit, Option, Schema } from "effect"
+import type * as Agent from "../Agent.ts"
+import { type AgentError, ConfigError } from "../AgentError.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import * as Approvals from "../Approvals.ts"
+import * as Message from "../Message.ts"
+import type * as Outcome from "../Outcome.ts"
+import * as RunState from "../RunState.ts"
+import * as AgentWorker from "./AgentWorker.ts"
+import * as Check from "./Check.ts"
+import type * as Worker from "./Worker.ts"
+
+// -----------------------------------------------------------------------------
+// Models
+// -----------------------------------------------------------------------------
+
+/**
+ * The endings of a supervised run.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type SupervisedOutcome = Extract<
+  Outcome.Outcome,
+  { readonly _tag: "Converged" | "Unverified" | "Stuck" | "Rejected" | "PlanIterationCap" | "Cancelled" }
+>
+
+/**
+ * Tokens (and cost, when the worker reports it) a supervised run used.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Usage = Schema.Struct({
+  inputTokens: Schema.Finite,
+  outputTokens: Schema.Finite,
+  costUsd: Schema.Finite
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Usage = typeof Usage.Type
+
+/**
+ * Where a supervised run is, saved after each step that changes it (plan
+ * start, act entry, each turn that did not converge): what a resumed run
+ * needs to carry on in the phase it was in, redoing at most one turn.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Checkpoint = Schema.Struct({
+  version: Schema.Literal(1),
+  runId: Schema.String,
+  task: Schema.String,
+  phase: Schema.Literals(["plan", "act"]),
+  /** The plan iteration being asked for (plan phase) or the approved one. */
+  planIteration: Schema.Finite,
+  approvedPlan: Schema.optionalKey(Schema.String),
+  /** The message the next worker turn gets (re-sent on resume). */
+  pendingMessage: Schema.String,
+  /** Act turns completed. */
+  turns: Schema.Finite,
+  usage: Usage,
+  elapsedMs: Schema.Finite,
+  baseline: Schema.Array(Check.CheckResult),
+  resumeToken: Schema.optionalKey(Schema.String),
+  /** The agent worker's transcript (absent for external workers). */
+  agentState: Schema.optionalKey(RunState.RunState)
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Checkpoint = typeof Checkpoint.Type
+
+/**
+ * How a supervised run ended.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Result {
+  readonly outcome: SupervisedOutcome
+  /** Act turns run. */
+  readonly turns: number
+  /** Plans proposed. */
+  readonly planIterations: number
+  /** The approved plan, if the run had a plan phase and it was approved. */
+  readonly plan: string | undefined
+  readonly baseline: ReadonlyArray<Check.CheckResult>
+  /** The last round of checks. */
+  readonly checks: ReadonlyArray<Check.CheckResult>
+  /** The worker's last reply. */
+  readonly reply: string
+  readonly usage: Usage
+  /** The run as a transcript (the agent worker's own; messages and replies for an external worker). */
+  readonly state: RunState.RunState
+}
+
+/**
+ * What a supervised run is given.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<R = never> {
+  /** The task. */
+  readonly task: string
+  /** The checks run after each turn (none: the first ended turn converges). */
+  readonly checks?: ReadonlyArray<Check.Check<R>> | undefined
+  /** The worker; our own loop when absent (built from `agent`). */
+  readonly worker?: Worker.Worker<R> | AgentWorker.AgentWorker<R> | undefined
+  /** The default worker's settings. */
+  readonly agent?: AgentWorker.Options<R> | undefined
+  readonly runId?: string | undefined
+  /** Ask for a plan first, with the work tools withheld. */
+  readonly plan?: boolean | undefined
+  /** Plans proposed at most (default 5); a refinement past it ends `PlanIterationCap`. */
+  readonly maxPlanIterations?: number | undefined
+  /** Ask the operator (`Approvals.decideTurn`) before each feedback goes out. */
+  readonly approveTurns?: boolean | undefined
+  /** Act turns at most (default 10). */
+  readonly maxTurns?: number | undefined
+  readonly maxTokens?: number | undefined
+  readonly maxCostUsd?: number | undefined
+  readonly maxWallClock?: Duration.Input | undefined
+  /** Checks running at once (default 4). */
+  readonly checkConcurrency?: number | undefined
+  /** Lines of a failing check's output in feedback (default 20). */
+  readonly feedbackLines?: number | undefined
+  /** Run the checks once before the first turn; failures there are known (default true). */
+  readonly baseline?: boolean | undefined
+  /** Stuck when the checks' results repeat this many more times after a first sighting (default 5; 0 disables). */
+  readonly stuckAfterIdenticalChecks?: number | undefined
+  /** Stuck on this many identical replies in a row (default 3; 0 disables). */
+  readonly stuckAfterIdenticalReplies?: number | undefined
+  /** Every event of the run, in order. */
+  readonly onEvent?: ((event: AgentEvent.AgentEvent) => Effect.Effect<void>) | undefined
+  /** Durable runs: the checkpoint to resume from, and where to save one. */
+  readonly checkpoint?: {
+    readonly resume?: Checkpoint | undefined
+    readonly save: (checkpoint: Checkpoint) => Effect.Effect<void, AgentError>
+  } | undefined
+}
+
+/**
+ * The defaults of the options.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const defaults = {
+  maxPlanIterations: 5,
+  maxTurns: 10,
+  checkConcurrency: 4,
+  feedbackLines: 20,
+  stuckAfterIdenticalChecks: 5,
+  stuckAfterIdenticalReplies: 3
+} as const
+
+// -----------------------------------------------------------------------------
+// Messages to the worker
+// -----------------------------------------------------------------------------
+
+/**
+ * The first plan request.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const planRequest = (task: string): string =>
+  "Write a clear, structured plan for the task below. Reply with the plan in your message; " +
+  `do not change any files yet.\n\nTask: ${task}`
+
+/**
+ * A request for a revised plan, with the operator's notes verbatim.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const revisionRequest = (notes: string): string =>
+  `Revise your plan following these notes from the reviewer:\n\n${notes}\n\n` +
+  "Reply with the complete revised plan; do not change any files yet."
+
+/**
+ * The act phase's first message: the approved plan and the original task.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const actRequest = (plan: string, task: string): string =>
+  `Plan approved:\n\n${plan}\n\nProceed with implementation. Original task: ${task}`
+
+const tail = (text: string, lines: number): ReadonlyArray<string> => {
+  if (lines <= 0 || text === "") return []
+  const all = text.replace(/\n+$/, "").split("\n")
+  return all.length <= lines ? all : ["…", ...all.slice(all.length - lines)]
+}
+
+/**
+ * The feedback after a round of checks: one entry per failing check (new
+ * failures first, then advisory ones, then known ones), each with its summary
+ * and at most `lines` lines of its output, ending with an instruction.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
+export const feedback = (turn: number, results: ReadonlyArray<Check.CheckResult>, lines: number): string => {
+  const rank = (result: Check.CheckResult) =>
+    result.status === "known" ? 2 : result.role === "advisory" ? 1 : 0
+  const failing = results.filter((result) => result.status !== "pass").sort((a, b) => rank(a) - rank(b))
+  const entries = failing.map((result) => {
+    const label = result.status === "known"
+      ? "known: failing before this task started"
+      : result.role === "advisory"
+      ? "advisory"
+      : "new"
+    const head = `- ${result.check} [${label}, ${(result.durationMs / 1000).toFixed(1)}s]: ${result.summary}`
+    return [head, ...tail(result.details, lines).map((line) => `    ${line}`)].join("\n")
+  })
+  return `The checks after turn ${turn} did not pass:\n\n${entries.join("\n")}\n\n` +
+    "Continue the work: fix the new failures first, then reply with what you changed."
+}
+
+// -----------------------------------------------------------------------------
+// The run
+// -----------------------------------------------------------------------------
+
+/** Ends the run with an outcome (internal control flow, caught by `run`). */
+class Stop extends Data.TaggedError("Stop")<{ readonly outcome: SupervisedOutcome }> {}
+
+/** A worker as the supervisor drives it: an external one, or our loop (which may fail with any `AgentError`). */
+interface AnyWorker<R> {
+  readonly _tag?: "AgentWorker"
+  readonly name: string
+  readonly turn: (request: Worker.TurnRequest) => Effect.Effect<Worker.TurnReply, AgentError, R>
+  readonly state?: Effect.Effect<RunState.RunState | undefined>
+}
+
+const nonNegative = (value: number | undefined, fallback: number): number =>
+  value === undefined || !Number.isFinite(value) ? fallback : Math.max(0, Math.floor(value))
+
+const resultsKey = (results: ReadonlyArray<Check.CheckResult>): string =>
+  results.length === 0 ? "" : JSON.stringify(results.map((result) => [result.check, result.status, result.summary]))
+
+/**
+ * Runs a supervised run to its outcome. It fails only when it cannot go on:
+ * the worker failed (`WorkerError`, or any `AgentError` of our loop), or a
+ * checkpoint could not be saved. With no `worker`, the worker is our own loop
+ * (`AgentWorker`), which needs a `LanguageModel` and a `ToolRegistry`.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run: {
+  <R = never>(
+    options: Options<R> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Result, AgentError, R>
+  <R = never>(options: Options<R>): Effect.Effect<Result, AgentError, Agent.Requirements | R>
+} = <R>(options: Options<R>): Effect.Effect<Result, AgentError, Agent.Requirements | R> =>
+  Effect.suspend(() => {
+    const resume = options.checkpoint?.resume
+    const runId = resume?.runId ?? options.runId ?? globalThis.crypto.randomUUID()
+    const worker: AnyWorker<Agent.Requirements | R> = options.worker ??
+      AgentWorker.make<R>({ ...options.agent, runId, state: resume?.agentState ?? options.agent?.state })
+    return supervise(options, runId, worker)
+  })
+
+const supervise = <R, RW>(
+  options: Options<R>,
+  runId: string,
+  worker: AnyWorker<RW>
+): Effect.Effect<Result, AgentError, R | RW> =>
+  Effect.gen(function*() {
+    const resume = options.checkpoint?.resume
+    const task = resume?.task ?? options.task
+    const checks = options.checks ?? []
+    const verifiers = checks.filter((check) => check.role === "verifier")
+    if (verifiers.length > 1) {
+      const names = verifiers.map((check) => JSON.stringify(check.name)).join(", ")
+      return yield* new ConfigError({ field: "checks", rule: `at most one check is the verifier, got ${names}` })
+    }
+    const regular = checks.filter((check) => check.role !== "verifier")
+    const maxTurns = nonNegative(options.maxTurns, defaults.maxTurns)
+    const maxPlanIterations = Math.max(1, nonNegative(options.maxPlanIterations, defaults.maxPlanIterations))
+    const concurrency = Math.max(1, nonNegative(options.checkConcurrency, defaults.checkConcurrency))
+    const lines = nonNegative(options.feedbackLines, defaults.feedbackLines)
+    const stuckChecks = nonNegative(options.stuckAfterIdenticalChecks, defaults.stuckAfterIdenticalChecks)
+    const stuckReplies = nonNegative(options.stuckAfterIdenticalReplies, defaults.stuckAfterIdenticalReplies)
+    const maxWallMs = options.maxWallClock === undefined
+      ? undefined
+      : Duration.toMillis(Duration.fromInputUnsafe(options.maxWallClock))
+
+    // The run's mutable state, in one place (a checkpoint is a copy of it).
+    const s = {
+      turn: resume?.turns ?? 0,
+      planIteration: resume?.planIteration ?? 1,
+      plan: resume?.approvedPlan,
+      usage: resume?.usage ?? { inputTokens: 0, outputTokens: 0, costUsd: 0 },
+      resumeToken: resume?.resumeToken,
+      baseline: resume?.baseline ?? [],
+      last: [] as ReadonlyArray<Check.CheckResult>,
+      reply: "",
+      transcript: [Message.user(task)] as Array<Message.Message>,
+      checksKey: "",
+      checksRepeats: 0,
+      lastReply: undefined as string | undefined,
+      replyRepeats: 0
+    }
+    const startedAt = (yield* Clock.currentTimeMillis) - (resume?.elapsedMs ?? 0)
+    const elapsed = Effect.map(Clock.currentTimeMillis, (now) => now - startedAt)
+
+    const emit = (event: AgentEvent.Input) =>
+      Effect.flatMap(Clock.currentTimeMillis, (timestamp) => {
+        const full: AgentEvent.AgentEvent = { ...event, runId, turn: s.turn, timestamp }
+        return options.onEvent === undefined ? Effect.void : options.onEvent(full)
+      })
+    const forward = (event: AgentEvent.AgentEvent) =>
+      options.onEvent === undefined ? Effect.void : options.onEvent(event)
+
+    const state = Effect.gen(function*() {
+      const inner = worker.state === undefined ? undefined : yield* worker.state
+      const base = inner ?? RunState.make({ runId, messages: s.transcript })
+      return { ...base, turn: s.turn }
+    })
+
+    const failingNames = () => s.last.filter(Check.blocks).map((result) => result.check)
+
+    /** Ends the run `Unverified` when a budget (or, with `turns`, the turn cap) is spent. */
+    const checkBudgets = (turns: boolean) =>
+      Effect.gen(function*() {
+        const unverified = (budget: "turns" | "tokens" | "costUsd" | "wallClock", limit: number, used: number) =>
+          new Stop({ outcome: { _tag: "Unverified", budget, limit, used, failing: failingNames() } })
+        if (turns && s.turn >= maxTurns) return yield* unverified("turns", maxTurns, s.turn)
+        const tokens = s.usage.inputTokens + s.usage.outputTokens
+        if (options.maxTokens !== undefined && tokens >= options.maxTokens) {
+          return yield* unverified("tokens", options.maxTokens, tokens)
+        }
+        if (options.maxCostUsd !== undefined && s.usage.costUsd >= options.maxCostUsd) {
+          return yield* unverified("costUsd", options.maxCostUsd, s.usage.costUsd)
+        }
+        const used = yield* elapsed
+        if (maxWallMs !== undefined && used >= maxWallMs) return yield* unverified("wallClock", maxWallMs, used)
+      })
+
+    const save = (phase: "plan" | "act", pendingMessage: string) =>
+      options.checkpoint === undefined ? Effect.void : Effect.gen(function*() {
+        const agentState = worker.state === undefined ? undefined : yield* worker.state
+        const checkpoint: Checkpoint = {
+          version: 1,
+          runId,
+          task,
+          phase,
+          planIteration: s.planIteration,
+          pendingMessage,
+          turns: s.turn,
+          usage: s.usage,
+          elapsedMs: yield* elapsed,
+          baseline: s.baseline,
+          ...(s.plan === undefined ? {} : { approvedPlan: s.plan }),
+          ...(s.resumeToken === undefined ? {} : { resumeToken: s.resumeToken }),
+          ...(agentState === undefined ? {} : { agentState })
+        }
+        yield* options.checkpoint!.save(checkpoint)
+      })
+
+    /** One worker turn, bounded by what is left of the wall clock. */
+    const workerTurn = (phase: "plan" | "act", message: string) =>
+      Effect.gen(function*() {
+        yield* emit({ _tag: "WorkerTurnStart", worker: worker.name, phase, message })
+        const request: Worker.TurnRequest = { message, phase, resumeToken: s.resumeToken }
+        const turn = worker.turn(request).pipe(Effect.provideService(AgentWorker.Events, forward))
+        const left = maxWallMs === undefined ? undefined : maxWallMs - (yield* elapsed)
+        const reply = left === undefined ? yield* turn : yield* Effect.timeoutOrElse(turn, {
+          duration: Duration.millis(Math.max(0, left)),
+          orElse: () =>
+            Effect.flatMap(elapsed, (used) =>
+              Effect.fail(
+                new Stop({
+                  outcome: { _tag: "Unverified", budget: "wallClock", limit: maxWallMs!, used, failing: failingNames() }
+                })
+              ))
+        })
+        s.usage = {
+          inputTokens: s.usage.inputTokens + reply.usage.inputTokens,
+          outputTokens: s.usage.outputTokens + reply.usage.outputTokens,
+          costUsd: s.usage.costUsd + (reply.costUsd ?? 0)
+        }
+        s.resumeToken = reply.resumeToken ?? s.resumeToken
+        s.reply = reply.text
+        s.transcript.push(Message.user(message), {
+          role: "assistant",
+          content: [Message.text(reply.text)],
+          stopReason: "stop",
+          usage: { ...Message.emptyUsage, input: reply.usage.inputTokens, output: reply.usage.outputTokens }
+        })
+        yield* emit({ _tag: "WorkerTurnEnd", worker: worker.name, phase, text: reply.text, usage: reply.usage })
+        return reply
+      })
+
+    const runChecks = (round: ReadonlyArray<Check.Check<R>>, baseline: boolean) => {
+      const known = new Map<string, string>()
+      if (!baseline) {
+        for (const result of s.baseline) {
+          if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary))
+        }
+      }
+      return Effect.forEach(round, (check) =>
+        Effect.gen(function*() {
+          yield* emit({ _tag: "CheckStarted", check: check.name, role: check.role, baseline })
+          const result = yield* Check.run(check, known.get(check.name))
+          yield* emit({ _tag: "CheckResult", ...result, baseline })
+          return result
+        }), { concurrency })
+    }
+
+    /** The plan phase: propose, then approve, refine (up to the cap) or reject. */
+    const planPhase = (approvals: Approvals.Service | undefined, firstMessage: string) =>
+      Effect.gen(function*() {
+        let message = firstMessage
+        while (true) {
+          yield* save("plan", message)
+          const reply = yield* workerTurn("plan", message)
+          yield* checkBudgets(false)
+          const plan = reply.text
+          yield* emit({ _tag: "PlanProposed", plan, iteration: s.planIteration })
+          const request: Approvals.PlanRequest = { runId, plan, iteration: s.planIteration }
+          const decision: Approvals.PlanDecision = approvals?.decidePlan === undefined
+            ? { _tag: "Approve" }
+            : yield* approvals.decidePlan(request)
+          switch (decision._tag) {
+            case "Approve": {
+              yield* emit({ _tag: "PlanApproved", iteration: s.planIteration, plan })
+              return plan
+            }
+            case "Reject": {
+              yield* emit({ _tag: "PlanRejected", iteration: s.planIteration, notes: decision.notes })
+              return yield* new Stop({ outcome: { _tag: "Rejected", notes: decision.notes } })
+            }
+            case "Refine": {
+              if (s.planIteration >= maxPlanIterations) {
+                return yield* new Stop({ outcome: { _tag: "PlanIterationCap", limit: maxPlanIterations } })
+              }
+              s.planIteration += 1
+              yield* emit({ _tag: "PlanRevised", iteration: s.planIteration, notes: decision.notes })
+              message = revisionRequest(decision.notes)
+            }
+          }
+        }
+      })
+
+    /** The watchdog, on a turn that did not converge. */
+    const watch = (results: ReadonlyArray<Check.CheckResult>, reply: string) =>
+      Effect.gen(function*() {
+        const key = resultsKey(results)
+        if (key !== "" && key === s.checksKey) s.checksRepeats += 1
+        else {
+          s.checksKey = key
+          s.checksRepeats = 0
+        }
+        if (reply === s.lastReply) s.replyRepeats += 1
+        else {
+          s.lastReply = reply
+          s.replyRepeats = 1
+        }
+        if (stuckChecks > 0 && s.checksRepeats >= stuckChecks) {
+          return yield* new Stop({ outcome: { _tag: "Stuck", reason: "checks", repeats: s.checksRepeats } })
+        }
+        if (stuckReplies > 0 && s.replyRepeats >= stuckReplies) {
+          return yield* new Stop({ outcome: { _tag: "Stuck", reason: "replies", repeats: s.replyRepeats } })
+        }
+      })
+
+    /** The act phase: turns until the checks pass or something ends the run. */
+    const actPhase = (approvals: Approvals.Service | undefined, firstMessage: string) =>
+      Effect.gen(function*() {
+        let message = firstMessage
+        yield* save("act", message)
+        while (true) {
+          yield* checkBudgets(true)
+          s.turn += 1
+          const reply = yield* workerTurn("act", message)
+          const results = yield* runChecks(regular, false)
+          s.last = results
+          if (!results.some(Check.blocks)) {
+            const verdict = yield* runChecks(verifiers, false)
+            s.last = [...results, ...verdict]
+            if (!verdict.some(Check.blocks)) return { _tag: "Converged", turns: s.turn } as const
+          }
+          yield* watch(s.last, reply.text)
+          let text = feedback(s.turn, s.last, lines)
+          yield* save("act", text)
+          yield* checkBudgets(true)
+          if (options.approveTurns === true && approvals?.decideTurn !== undefined) {
+            yield* emit({ _tag: "TurnApprovalRequested", feedback: text })
+            const decision = yield* approvals.decideTurn({ runId, turn: s.turn, feedback: text })
+            if (decision._tag === "Interrupt") return yield* Effect.interrupt
+            if (decision._tag === "Replace") {
+              text = decision.feedback
+              yield* save("act", text)
+            }
+          }
+          yield* emit({ _tag: "FeedbackSent", feedback: text, failing: failingNames() })
+          message = text
+        }
+      })
+
+    const body = Effect.gen(function*() {
+      yield* emit({ _tag: "AgentStart", messages: [Message.user(task)] })
+      const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
+      if (resume === undefined && options.baseline !== false && regular.length > 0) {
+        s.baseline = yield* runChecks(regular, true)
+      }
+      if (resume?.phase === "act") return yield* actPhase(approvals, resume.pendingMessage)
+      if (options.plan === true || resume?.phase === "plan") {
+        yield* checkBudgets(false)
+        const plan = yield* planPhase(approvals, resume?.pendingMessage ?? planRequest(task))
+        s.plan = plan
+        return yield* actPhase(approvals, actRequest(plan, task))
+      }
+      return yield* actPhase(approvals, task)
+    })
+
+    const result = (outcome: SupervisedOutcome) =>
+      Effect.map(state, (runState): Result => ({
+        outcome,
+        turns: s.turn,
+        planIterations: s.planIteration,
+        plan: s.plan,
+        baseline: s.baseline,
+        checks: s.last,
+        reply: s.reply,
+        usage: s.usage,
+        state: runState
+      }))
+    const runResult = (done: Result): RunState.RunResult => ({
+      messages: done.state.messages,
+      state: done.state,
+      outcome: done.outcome,
+      usage: { ...Message.emptyUsage, input: done.usage.inputTokens, output: done.usage.outputTokens }
+    })
+
+    return yield* body.pipe(
+      Effect.catchTag("Stop", (stop) => Effect.succeed(stop.outcome)),
+      Effect.flatMap(result),
+      Effect.onExit((exit) => {
+        if (Exit.isSuccess(exit)) {
+          return emit({ _tag: "AgentEnd", outcome: exit.value.outcome, result: runResult(exit.value) })
+        }
+        if (Cause.hasInterruptsOnly(exit.cause)) {
+          return Effect.flatMap(result({ _tag: "Cancelled", reason: "interrupted" }), (done) =>
+            emit({ _tag: "AgentEnd", outcome: done.outcome, result: runResult(done) }))
+        }
+        const error = Cause.findErrorOption(exit.cause)
+        return error._tag === "Some"
+          ? emit({ _tag: "AgentEnd", error: error.value })
+          : emit({ _tag: "AgentEnd", defect: Cause.pretty(exit.cause) })
+      })
+    )
+  })

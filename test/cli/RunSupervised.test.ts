@@ -1,0 +1,128 @@
+/**
+ * `effect-agent run` supervised: --check between turns until they pass, the
+ * exit codes of its outcomes, plan decisions as control lines, the workers
+ * it does not have, `version --json`, and `demo --supervised` (in the test
+ * process: each a run of the same command, see inProcess.ts).
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, FileSystem } from "effect"
+import * as SupervisedDemo from "../../src/cli/internal/SupervisedDemo.ts"
+import * as View from "../../src/cli/internal/View.ts"
+import { runCommand } from "./inProcess.ts"
+import { scripted, scriptedArgs, type Services } from "./support.ts"
+
+const write = (path: string, content: string) => ({ toolCalls: [{ name: "write_file", params: { path, content } }] })
+
+const run = (turns: ReadonlyArray<unknown>, flags: ReadonlyArray<string>, stdin?: string, approve = "all") =>
+  Effect.gen(function*() {
+    const dir = yield* scripted(turns)
+    const out = yield* runCommand(scriptedArgs(dir, "--approve", approve, "--json", ...flags), { cwd: dir, stdin })
+    return { ...out, result: JSON.parse(out.stdout.trim().split("\n").at(-1)!), dir }
+  })
+
+const live = (name: string, test: () => Effect.Effect<void, unknown, Services>) =>
+  it.live(name, () => test().pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 60_000)
+
+describe("effect-agent run --check", () => {
+  live("red, then green after the worker's turn: Converged, exit 0", () =>
+    Effect.gen(function*() {
+      const out = yield* run([write("done.txt", "yes"), { text: "wrote it" }], ["--check", "test -f done.txt"])
+      assert.strictEqual(out.code, 0, out.stderr)
+      assert.deepStrictEqual(out.result.outcome, { _tag: "Converged", turns: 1 })
+      assert.strictEqual(out.result.answer, "wrote it")
+      assert.include(out.stderr, "✗ check test -f done.txt (baseline) fail")
+      assert.include(out.stderr, "✓ check test -f done.txt pass")
+    }))
+
+  live("a new failure at the turn cap: Unverified, exit 10; the feedback never went out", () =>
+    Effect.gen(function*() {
+      const out = yield* run(
+        [write("note.txt", "still broken"), { text: "tried" }],
+        ["--check", "cat note.txt 2>/dev/null; exit 1", "--max-turns", "1"]
+      )
+      assert.strictEqual(out.code, 10, out.stderr)
+      assert.deepStrictEqual(out.result.outcome, {
+        _tag: "Unverified",
+        budget: "turns",
+        limit: 1,
+        used: 1,
+        failing: ["cat note.txt 2>/dev/null; exit 1"]
+      })
+      assert.notInclude(out.stderr, "feedback sent")
+    }))
+
+  live("--plan with --approve ask: reject_plan on stdin ends the run Rejected, exit 30", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([{ text: "1. write done.txt" }])
+      const out = yield* runCommand(
+        scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "true", "--json"),
+        { cwd: dir, stdin: `{"type":"reject_plan","notes":"too risky"}\n` }
+      )
+      assert.strictEqual(out.code, 30, out.stderr)
+      assert.deepStrictEqual(JSON.parse(out.stdout).outcome, { _tag: "Rejected", notes: "too risky" })
+      assert.include(out.stderr, "☐ plan 1:\n1. write done.txt")
+    }))
+
+  live("--plan with --approve ask: refine_plan then approve_plan; the act turn gets the revised plan", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const out = yield* run(
+        [{ text: "plan A" }, { text: "plan B" }, write("done.txt", "yes"), { text: "done" }],
+        ["--plan", "--check", "test -f done.txt", "--emit-jsonl", "events.jsonl"],
+        `{"type":"refine_plan","notes":"use B"}\n{"type":"approve_plan"}\n`,
+        "ask"
+      )
+      assert.strictEqual(out.code, 0, out.stderr)
+      const lines = (yield* fs.readFileString(`${out.dir}/events.jsonl`)).trim().split("\n").map((l) => JSON.parse(l))
+      const tags = lines.map((e) => e._tag)
+      assert.deepStrictEqual(tags.filter((t) => t.startsWith("Plan")), [
+        "PlanProposed",
+        "PlanRevised",
+        "PlanProposed",
+        "PlanApproved"
+      ])
+      const act = lines.find((e) => e._tag === "WorkerTurnStart" && e.phase === "act")
+      assert.include(act.message, "Plan approved:\n\nplan B")
+      assert.strictEqual(tags.at(-1), "AgentEnd")
+    }))
+
+  live("--worker claude and codex drive ExternalWorker: with no such CLI on PATH, a spawn WorkerError, exit 20", () =>
+    Effect.gen(function*() {
+      for (const worker of ["claude", "codex"]) {
+        const dir = yield* scripted([])
+        const out = yield* runCommand(
+          scriptedArgs(dir, "--json", "--check", "true", "--worker", worker),
+          { cwd: dir, env: { PATH: dir } }
+        )
+        assert.strictEqual(out.code, 20, out.stderr)
+        assert.strictEqual(JSON.parse(out.stdout).error._tag, "WorkerError")
+        assert.include(out.stderr, worker)
+      }
+    }))
+
+  live("version --json lists the supervised capabilities and the plan-iteration exit code", () =>
+    Effect.gen(function*() {
+      const out = yield* runCommand(["version", "--json"], { cwd: "." })
+      const info = JSON.parse(out.stdout)
+      const supervised = ["supervised", "checks", "verifier", "plan-approval", "turn-approval", "demo-supervised"]
+      for (const capability of [...supervised, "worker-agent", "worker-claude", "worker-codex"]) {
+        assert.include(info.capabilities, capability)
+      }
+      assert.strictEqual(info.exitCodes.planIterationCap, 15)
+    }))
+})
+
+describe("effect-agent demo --supervised", () => {
+  it.live("red, feedback, green: Converged on the second turn", () =>
+    Effect.gen(function*() {
+      let log = ""
+      const result = yield* SupervisedDemo.run({ view: View.log((text) => void (log += text)) })
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      assert.deepStrictEqual(result.baseline.map((r) => r.status), ["fail"])
+      const steps = ["✗ check greet (baseline) fail", "✗ check greet fail", "↪ feedback sent", "✓ check greet pass"]
+      const order = [...steps, "■ Converged"].map((text) => log.indexOf(text))
+      assert.notInclude(order, -1)
+      assert.deepStrictEqual([...order].sort((a, b) => a - b), order)
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 60_000)
+})

@@ -1,0 +1,327 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Schedule } from "effect"
+import {
+  ClusterWorkflowEngine,
+  MessageStorage,
+  RunnerHealth,
+  Runners,
+  RunnerStorage,
+  Sharding,
+  ShardingConfig
+} from "effect/cluster"
+import { Activity, WorkflowEngine } from "effect/workflow"
+import { Agent, type AgentEvent, Message, type RunState } from "effect-agent"
+import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
+import { ScriptedModel } from "effect-agent/testing"
+import { assertValidTranscript, recorder } from "../support.ts"
+import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+
+type Turns = ReadonlyArray<ScriptedModel.Turn>
+
+/** The cluster's workflow engine, in memory: every activity result is encoded and stored as on a real cluster. */
+const clusterEngine = ClusterWorkflowEngine.layer.pipe(
+  Layer.provideMerge(Sharding.layer),
+  Layer.provide(Runners.layerNoop),
+  Layer.provideMerge(MessageStorage.layerMemory),
+  Layer.provide(RunnerStorage.layerMemory),
+  Layer.provide(RunnerHealth.layerNoop),
+  Layer.provide(ShardingConfig.layer({ entityMessagePollInterval: 50, sendRetryInterval: 10 }))
+)
+
+const engines = {
+  memory: WorkflowEngine.layerMemory,
+  cluster: Layer.orDie(clusterEngine)
+} as const
+
+/** A runner of sessions: the workflow registered with an engine, a scripted model, the fixture's tools. */
+const runner = (engine: keyof typeof engines, turns: Turns, ran: Array<string>, options: DurableSession.Options = {}) =>
+  DurableSession.layer(options).pipe(
+    Layer.provideMerge(Layer.mergeAll(
+      ScriptedModel.layer(followTranscript(turns)),
+      toolsLayer(ran),
+      DurableSession.layerMemoryStore
+    )),
+    Layer.provideMerge(engines[engine])
+  )
+
+/** Scenarios: each is a prompt, a script and a config, run the three ways. */
+const scenarios: ReadonlyArray<{
+  readonly name: string
+  readonly turns: Turns
+  readonly config?: Agent.RunOptions["config"]
+}> = [
+  { name: "three turns with a tool that must not run twice", turns: threeTurns("charge", 1) },
+  {
+    name: "a batch of parallel calls within the cap",
+    turns: [
+      {
+        toolCalls: [
+          { id: "p1", name: "step", params: { n: 1 } },
+          { id: "p2", name: "slow", params: { ms: 5 } },
+          { id: "p3", name: "step", params: { n: 3 } }
+        ],
+        usage
+      },
+      { text: "done", usage }
+    ],
+    config: { maxParallelTools: 2 }
+  },
+  {
+    name: "the turn cap ends the run",
+    turns: [
+      { toolCalls: [{ id: "a", name: "step", params: { n: 1 } }], usage },
+      { toolCalls: [{ id: "b", name: "step", params: { n: 2 } }], usage },
+      { text: "never", usage }
+    ],
+    config: { maxTurns: 2 }
+  }
+]
+
+const comparable = (result: RunState.RunResult) => ({
+  messages: result.messages,
+  outcome: result.outcome,
+  usage: result.usage,
+  turn: result.state.turn
+})
+
+describe("DurableSession", () => {
+  for (const scenario of scenarios) {
+    for (const engine of ["memory", "cluster"] as const) {
+      it.live(`${scenario.name}: the same transcript and outcome as Agent.run and Session.run (${engine})`, () =>
+        Effect.gen(function*() {
+          const prompt = "go"
+          const inProcess = yield* Agent.run({ prompt, runId: "r", config: scenario.config }).pipe(
+            Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(scenario.turns)), toolsLayer([])))
+          )
+          const store = CheckpointStore.memory()
+          const session = yield* Session.run({ id: "s", store, prompt, runId: "r", config: scenario.config }).pipe(
+            Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(scenario.turns)), toolsLayer([])))
+          )
+          const ran: Array<string> = []
+          const durable = yield* DurableSession.run({ sessionId: "d1", prompt, config: scenario.config }).pipe(
+            Effect.provide(runner(engine, scenario.turns, ran))
+          )
+          assertValidTranscript(durable.messages)
+          assert.deepStrictEqual(comparable(durable), comparable(inProcess))
+          assert.deepStrictEqual(comparable(session), comparable(inProcess))
+          assert.isAbove(durable.messages.length, 2)
+        }))
+    }
+  }
+
+  it.live("events are published from activities, once each, numbered in order; the same events as Agent.run", () =>
+    Effect.gen(function*() {
+      const turns = threeTurns("slow", 1)
+      const { events: local, plugin } = recorder()
+      yield* Agent.run({ prompt: "go", plugins: [plugin] }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(turns)), toolsLayer([])))
+      )
+      const published = yield* Effect.gen(function*() {
+        yield* DurableSession.run({ sessionId: "e1", prompt: "go" })
+        return yield* DurableSession.events("e1")
+      }).pipe(Effect.provide(runner("cluster", turns, [])))
+      assert.deepStrictEqual(published.map((entry) => entry.seq), published.map((_, i) => i + 1))
+      assert.strictEqual(new Set(published.map((entry) => entry.id)).size, published.length)
+      assert.deepStrictEqual(published.map((entry) => entry.event._tag), local.map((event) => event._tag))
+    }))
+
+  it.live("an approval resolved from outside: the body replays, no model call or tool call runs twice", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "c1", name: "charge", params: { cents: 5, ms: 1 } }], usage },
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "deployed", usage }
+      ]
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "a1", prompt: "ship it" }))
+        // Wait until the approval request is published.
+        yield* waitFor("a1", "ApprovalRequested")
+        const status = yield* DurableSession.poll("a1")
+        assert.strictEqual(status._tag, "Suspended")
+        yield* DurableSession.approve("a1", "d1", { approved: true })
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual((yield* model.calls), 3)
+        const events = (yield* DurableSession.events("a1")).map((entry) => entry.event)
+        assert.deepStrictEqual(
+          events.filter((event) => event._tag === "TurnStart").map((event) => event.turn),
+          [1, 2, 3]
+        )
+        assert.strictEqual(count(events, "ApprovalRequested"), 1)
+        assert.strictEqual(count(events, "AgentStart"), 1)
+        assert.strictEqual(count(events, "AgentEnd"), 1)
+      }).pipe(Effect.provide(runner("cluster", turns, ran)))
+      assert.deepStrictEqual(ran, ["charge", "deploy"])
+    }))
+
+  it.live("steering queued before the session's next turn is delivered once", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "ok", usage }
+      ]
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "st1", prompt: "go" }))
+        yield* waitFor("st1", "ApprovalRequested")
+        yield* DurableSession.steer("st1", "use the blue button")
+        yield* DurableSession.approve("st1", "d1", { approved: false, reason: "not today" })
+        const result = yield* Fiber.join(fiber)
+        const steered = result.messages.filter((message) => textOf(message) === "use the blue button")
+        assert.strictEqual(steered.length, 1)
+        const events = (yield* DurableSession.events("st1")).map((entry) => entry.event)
+        assert.strictEqual(count(events, "SteeringDelivered"), 1)
+      }).pipe(Effect.provide(runner("cluster", turns, [])))
+    }))
+
+  it.live("an idle session waits for a follow-up, then carries on with it", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [{ text: "first", usage }, { text: "second", usage }]
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "i1", prompt: "hello" }))
+        yield* waitFor("i1", "TurnEnd")
+        yield* DurableSession.followUp("i1", "and then?")
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(result.messages.map(textOf), ["hello", "first", "and then?", "second"])
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      }).pipe(Effect.provide(runner("cluster", turns, [], { idle: "1 second" })))
+    }))
+
+  it.live("a call that must not run twice whose intent record exists answers \"outcome unknown\", unrun", () =>
+    Effect.gen(function*() {
+      const turns = threeTurns("charge", 1)
+      const ran: Array<string> = []
+      const result = yield* Effect.gen(function*() {
+        // As if the runner had died in `tool/2/c2` after writing its intent: the record is there.
+        const store = yield* DurableSession.Store
+        const executionId = yield* DurableSession.SessionWorkflow.executionId({
+          sessionId: "u1",
+          version: 1,
+          request: { prompt: "go" }
+        })
+        const key = yield* Activity.idempotencyKey("tool/2/c2").pipe(
+          Effect.provideService(
+            WorkflowEngine.WorkflowInstance,
+            WorkflowEngine.WorkflowInstance.initial(DurableSession.SessionWorkflow, executionId)
+          )
+        )
+        assert.isTrue(yield* store.claimIntent("u1", key))
+        return yield* DurableSession.run({ sessionId: "u1", prompt: "go" })
+      }).pipe(Effect.provide(runner("cluster", turns, ran)))
+      assert.deepStrictEqual(ran, ["step"])
+      const answer = result.messages.find((message) => message.role === "toolResult" && message.toolCallId === "c2")
+      assert(answer !== undefined && answer.role === "toolResult")
+      assert.isTrue(answer.isError)
+      assert.include(Message.textOf(answer), "outcome is unknown")
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+    }))
+
+  it.live("a storage failure suspends the session; the supervisor resumes it and it completes, no turn twice", () =>
+    Effect.gen(function*() {
+      const turns = threeTurns("slow", 1)
+      const failing = { on: false }
+      const base = DurableSession.makeMemoryStore()
+      const flaky: DurableSession.Store["Service"] = {
+        ...base,
+        publish: (sessionId, entries) =>
+          failing.on
+            ? Effect.fail(new DurableSession.StoreError({ operation: "publish", detail: "connection refused" }))
+            : base.publish(sessionId, entries)
+      }
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          ScriptedModel.layer(followTranscript(turns)),
+          toolsLayer([]),
+          Layer.succeed(DurableSession.Store, flaky)
+        )),
+        Layer.provideMerge(engines.cluster)
+      )
+      yield* Effect.gen(function*() {
+        failing.on = true
+        yield* DurableSession.start({ sessionId: "f1", prompt: "go" })
+        const suspended = yield* untilStatus("f1", (status) => status._tag === "Suspended")
+        assert.deepStrictEqual(suspended, { _tag: "Suspended", failed: true })
+        assert.deepStrictEqual(yield* DurableSession.suspended, [{ sessionId: "f1", failed: true }])
+        failing.on = false
+        assert.deepStrictEqual(yield* DurableSession.resumeSuspended, ["f1"])
+        const finished = yield* untilStatus("f1", (status) => status._tag === "Finished")
+        assert(finished._tag === "Finished")
+        assert.deepStrictEqual(finished.result.outcome, { _tag: "Completed" })
+        assertValidTranscript(finished.result.messages)
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual(yield* model.calls, 3)
+        const events = (yield* DurableSession.events("f1")).map((entry) => entry.event)
+        assert.strictEqual(count(events, "AgentStart"), 1)
+        assert.strictEqual(count(events, "AgentEnd"), 1)
+      }).pipe(Effect.provide(layer))
+    }))
+
+  it.live("the wall-clock budget counts from the durable start: a session resumed past it ends BudgetExceeded", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "deployed", usage }
+      ]
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(
+          DurableSession.run({ sessionId: "w1", prompt: "go", config: { budgets: { wallClock: 400 } } })
+        )
+        yield* waitFor("w1", "ApprovalRequested")
+        // The approval comes after the budget ran out: the replay knows the time spent since the start.
+        yield* Effect.sleep("800 millis")
+        yield* DurableSession.approve("w1", "d1", { approved: true })
+        const result = yield* Fiber.join(fiber)
+        assert.strictEqual(result.outcome._tag, "BudgetExceeded")
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual(yield* model.calls, 1)
+      }).pipe(Effect.provide(runner("cluster", turns, ran)))
+      assert.deepStrictEqual(ran, [])
+    }))
+
+  it.live("reap forgets finished sessions older than the retention, and no other", () =>
+    Effect.gen(function*() {
+      yield* Effect.gen(function*() {
+        yield* DurableSession.run({ sessionId: "r1", prompt: "go" })
+        assert.isAbove((yield* DurableSession.events("r1")).length, 0)
+        assert.deepStrictEqual(yield* DurableSession.reap("1 hour"), [])
+        assert.deepStrictEqual(yield* DurableSession.reap(0), ["r1"])
+        assert.deepStrictEqual(yield* DurableSession.events("r1"), [])
+      }).pipe(Effect.provide(runner("memory", [{ text: "hi", usage }], [])))
+    }))
+
+  it.live("a config that does not validate is a ConfigError before anything starts", () =>
+    Effect.gen(function*() {
+      const error = yield* DurableSession.run({ sessionId: "c1", prompt: "go", config: { maxTurns: -1 } }).pipe(
+        Effect.flip,
+        Effect.provide(runner("memory", [], []))
+      )
+      assert.strictEqual(error._tag, "ConfigError")
+    }))
+})
+
+/** Polls (a bounded while) until the session's status passes `done`. */
+const untilStatus = (sessionId: string, done: (status: DurableSession.Status) => boolean) =>
+  Effect.repeat(DurableSession.poll(sessionId), {
+    until: done,
+    schedule: Schedule.spaced("20 millis"),
+    times: 500
+  })
+
+/** Waits (a bounded while) until the session has published an event of `tag`. */
+const waitFor = (sessionId: string, tag: AgentEvent.Tag) =>
+  Effect.repeat(DurableSession.events(sessionId), {
+    until: (events) => events.some((entry) => entry.event._tag === tag),
+    schedule: Schedule.spaced("10 millis"),
+    times: 1000
+  }).pipe(
+    Effect.flatMap((events) =>
+      events.some((entry) => entry.event._tag === tag) ? Effect.void : Effect.die(`no ${tag} from ${sessionId}`)
+    )
+  )
+
+const count = (events: ReadonlyArray<AgentEvent.AgentEvent>, tag: AgentEvent.Tag) =>
+  events.filter((event) => event._tag === tag).length
+
+const textOf = (message: Message.Message): string => Message.textOf(message)

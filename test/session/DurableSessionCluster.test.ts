@@ -1,0 +1,218 @@
+/**
+ * Durable sessions across real processes: runner processes on PostgreSQL
+ * (started here as a local server), this process a client of the cluster.
+ * Runners are SIGKILLed at random moments (a few times by default, at least
+ * 20 with `EFFECT_AGENT_DURABLE_KILLS=20`), and the database is restarted
+ * mid-run. The tests skip, saying why, where PostgreSQL cannot be had.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Duration, Effect, Option, Random, Schedule, Stream } from "effect"
+import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import type { Message } from "effect-agent"
+import { DurableSession } from "effect-agent/session"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { assertValidTranscript } from "../support.ts"
+import { database, node, textOf, turnsOf } from "./cluster-fixture.ts"
+import * as Postgres from "./postgres.ts"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const available = Postgres.availability()
+if ("unavailable" in available) console.log(`skipping the cluster tests: ${available.unavailable}`)
+const kills = Number(process.env.EFFECT_AGENT_DURABLE_KILLS ?? "3")
+
+const runnerProcess = (url: string, port: number, logDir: string) =>
+  ChildProcess.make(
+    process.execPath,
+    ["--conditions=effect-agent-source", "test/session/durable-runner.ts", url, String(port), logDir],
+    { cwd: root, forceKillAfter: "2 seconds", stderr: "inherit" }
+  )
+
+/** Starts a runner and waits until it says `ready`; answers its handle. */
+const startRunner = (url: string, port: number, logDir: string) =>
+  Effect.gen(function*() {
+    const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
+    const handle = yield* spawner.spawn(runnerProcess(url, port, logDir))
+    const ready = yield* handle.stdout.pipe(
+      Stream.decodeText(),
+      Stream.splitLines,
+      Stream.takeUntil((line) => line === "ready"),
+      Stream.runLast,
+      Effect.timeout("60 seconds")
+    )
+    assert.deepStrictEqual(ready, Option.some("ready"))
+    return handle
+  })
+
+const lines = (file: string): Array<string> =>
+  fs.existsSync(file) ? fs.readFileSync(file, "utf8").split("\n").filter((line) => line.length > 0) : []
+
+const counts = (items: ReadonlyArray<string>): Map<string, number> => {
+  const map = new Map<string, number>()
+  for (const item of items) map.set(item, (map.get(item) ?? 0) + 1)
+  return map
+}
+
+/**
+ * A charge happens at most once. It happened, unless the runner died (or the database went away) between its
+ * intent record and the handler: then the model was told that the outcome is unknown.
+ */
+const checkCharge = (
+  sessionId: string,
+  turn: number,
+  messages: ReadonlyArray<Message.Message>,
+  tools: Map<string, number>
+) => {
+  const charges = tools.get(`charge ${sessionId}/${turn}`) ?? 0
+  const answer = messages.find((m) => m.role === "toolResult" && m.toolCallId === `c${turn}`)
+  assert(answer !== undefined && answer.role === "toolResult", `c${turn} of ${sessionId} is answered`)
+  assert.isAtMost(charges, 1, `charge ${sessionId}/${turn}`)
+  if (answer.isError) assert.include(textOf(answer), "outcome is unknown")
+  else assert.strictEqual(charges, 1, `charge ${sessionId}/${turn}`)
+}
+
+/** Polls until every session has finished (bounded). */
+const allFinished = (ids: ReadonlyArray<string>, within: Duration.Input) =>
+  Effect.forEach(ids, DurableSession.poll).pipe(
+    Effect.repeat({
+      until: (statuses) => statuses.every((status) => status._tag === "Finished" || status._tag === "Failed"),
+      schedule: Schedule.spaced("250 millis")
+    }),
+    Effect.timeout(within)
+  )
+
+/** A database, two runners, a log directory: for the scope. */
+const cluster = Effect.gen(function*() {
+  const pg = yield* Postgres.scoped
+  const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
+  yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
+  yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+  const ports = [yield* Effect.promise(Postgres.freePort), yield* Effect.promise(Postgres.freePort)]
+  const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
+  return { pg, logDir, ports, runners }
+})
+
+/** Polls (bounded) until the session has published an event of `tag`. */
+const waitForEvent = (sessionId: string, tag: string) =>
+  DurableSession.events(sessionId).pipe(
+    Effect.repeat({
+      until: (events) => events.some((entry) => entry.event._tag === tag),
+      schedule: Schedule.spaced("200 millis")
+    }),
+    Effect.timeout("120 seconds")
+  )
+
+describe.skipIf("unavailable" in available)("DurableSession on a cluster of processes and PostgreSQL", () => {
+  it.live(
+    `runners SIGKILLed at random moments (${kills} kills): every session completes, no model call or charge twice`,
+    () =>
+      Effect.gen(function*() {
+        const pg = yield* Postgres.scoped
+        const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
+        yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+        const ports = [yield* Effect.promise(Postgres.freePort), yield* Effect.promise(Postgres.freePort)]
+        const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
+        // the longer variant has longer sessions, so that every kill lands while they run
+        const ids = Array.from({ length: Math.max(6, kills) }, (_, i) => `k${i}-t${4 + (i % 3) + (kills > 3 ? 8 : 0)}`)
+        const statuses = yield* Effect.gen(function*() {
+          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          // Kill a runner at random moments, and start it again on its address.
+          for (let k = 0; k < kills; k++) {
+            yield* Effect.sleep(Duration.millis(800 + (yield* Random.nextIntBetween(0, 2000))))
+            const which = (yield* Random.nextIntBetween(0, 1000)) % 2
+            yield* runners[which]!.kill({ killSignal: "SIGKILL" })
+            runners[which] = yield* startRunner(pg.url, ports[which]!, logDir)
+          }
+          return yield* allFinished(ids, "180 seconds")
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        const modelLines = lines(path.join(logDir, "model.log"))
+        const modelCalls = counts(modelLines.map((line) => line.split(" ").slice(0, 2).join(" ")))
+        const tools = counts(lines(path.join(logDir, "tools.log")))
+        let extraModelCalls = 0
+        for (const [i, status] of statuses.entries()) {
+          const sessionId = ids[i]!
+          assert(status._tag === "Finished", `${sessionId}: ${status._tag}`)
+          const { messages, outcome } = status.result
+          assert.deepStrictEqual(outcome, { _tag: "Completed" })
+          assertValidTranscript(messages)
+          const turns = turnsOf(sessionId)
+          // each completed turn's model call appears once in the transcript
+          assert.strictEqual(messages.filter((message) => message.role === "assistant").length, turns + 1)
+          for (let turn = 0; turn < turns; turn++) {
+            checkCharge(sessionId, turn, messages, tools)
+            extraModelCalls += (modelCalls.get(`${sessionId} ${turn}`) ?? 0) - 1
+          }
+        }
+        const unknown = statuses.flatMap((status) =>
+          status._tag === "Finished"
+            ? status.result.messages.filter((m) => m.role === "toolResult" && m.isError)
+            : []
+        ).length
+        console.log(`${kills} kills: ${extraModelCalls} model calls again, ${unknown} calls answered "outcome unknown"`)
+        // the model was called at most once more than the turns completed, per kill
+        assert.isAtMost(extraModelCalls, kills)
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 240_000 + kills * 30_000 }
+  )
+
+  it.live(
+    "a session waiting for approval outlives its runners; steering sent while no runner runs is delivered once",
+    () =>
+      Effect.gen(function*() {
+        const { logDir, pg, ports, runners } = yield* cluster
+        const sessionId = "ap-a-t2"
+        yield* Effect.gen(function*() {
+          yield* DurableSession.start({ sessionId, prompt: sessionId })
+          yield* waitForEvent(sessionId, "ApprovalRequested")
+          // No runner holds the session now.
+          for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+          yield* DurableSession.steer(sessionId, "mind the gap")
+          yield* DurableSession.approve(sessionId, "d0", { approved: true })
+          runners[0] = yield* startRunner(pg.url, ports[0]!, logDir)
+          const [status] = yield* allFinished([sessionId], "120 seconds")
+          assert(status !== undefined && status._tag === "Finished", status?._tag)
+          const { messages, outcome } = status.result
+          assert.deepStrictEqual(outcome, { _tag: "Completed" })
+          assertValidTranscript(messages)
+          assert.strictEqual(messages.filter((m) => m.role === "user" && textOf(m) === "mind the gap").length, 1)
+          const events = (yield* DurableSession.events(sessionId)).map((entry) => entry.event._tag)
+          assert.strictEqual(events.filter((tag) => tag === "SteeringDelivered").length, 1)
+          assert.strictEqual(events.filter((tag) => tag === "ApprovalRequested").length, 1)
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        const tools = counts(lines(path.join(logDir, "tools.log")))
+        assert.strictEqual(tools.get(`deploy ${sessionId}/0`), 1)
+        assert.strictEqual(tools.get(`charge ${sessionId}/1`), 1)
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+
+  it.live(
+    "PostgreSQL restarted mid-run: sessions suspend and are resumed, none fails for good, no charge twice",
+    () =>
+      Effect.gen(function*() {
+        const { logDir, pg, runners } = yield* cluster
+        const ids = Array.from({ length: 4 }, (_, i) => `pg${i}-t8`)
+        const statuses = yield* Effect.gen(function*() {
+          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          yield* waitForEvent(ids[0]!, "TurnEnd")
+          pg.restart()
+          return yield* allFinished(ids, "180 seconds")
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        const tools = counts(lines(path.join(logDir, "tools.log")))
+        for (const [i, status] of statuses.entries()) {
+          assert(status._tag === "Finished", `${ids[i]}: ${status._tag}`)
+          assert.deepStrictEqual(status.result.outcome, { _tag: "Completed" })
+          assertValidTranscript(status.result.messages)
+          for (let turn = 0; turn < 8; turn++) checkCharge(ids[i]!, turn, status.result.messages, tools)
+        }
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+})

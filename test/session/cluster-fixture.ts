@@ -1,0 +1,125 @@
+/**
+ * What the cluster tests' runner processes (test/session/durable-runner.ts)
+ * and the test process (a client of the cluster) share: the sharding
+ * settings, the script, the tools and the layers.
+ *
+ * Each session's prompt is its id; its model replies follow its transcript
+ * (so a runner that takes a session over carries on), and every model call
+ * and every start of a tool's handler is appended to a log file: the tests
+ * count them.
+ */
+import { NodeClusterSocket } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Tool, Toolkit } from "effect/ai"
+import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
+import { AgentTool, Message, ToolRegistry } from "effect-agent"
+import { DurableSession } from "effect-agent/session"
+import { ScriptedModel } from "effect-agent/testing"
+import * as fs from "node:fs"
+import * as path from "node:path"
+
+/** Failover tuned for tests (the defaults wait about 37 s for a dead runner). */
+export const sharding = (port?: number): Partial<ShardingConfig.ShardingConfig["Service"]> => ({
+  ...(port === undefined ? {} : {
+    runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", port)),
+    runnerListenAddress: Option.some(RunnerAddress.make("127.0.0.1", port))
+  }),
+  shardsPerGroup: 30,
+  shardLockExpiration: "10 seconds",
+  shardLockRefreshInterval: "2 seconds",
+  runnerHealthCheckInterval: "5 seconds",
+  entityTerminationTimeout: "2 seconds",
+  entityMessagePollInterval: "300 millis",
+  refreshAssignmentsInterval: "1 second"
+})
+
+const Key = Schema.Struct({ key: Schema.String, ms: Schema.Finite })
+
+/** A step that is safe to run again. */
+export const Step = Tool.make("step", { parameters: Key, success: Schema.String })
+
+/** A charge that must never happen twice. */
+export const Charge = AgentTool.annotate(Tool.make("charge", { parameters: Key, success: Schema.String }), {
+  replaySafe: false
+})
+
+/** A deploy that needs a person's approval. */
+export const Deploy = Tool.make("deploy", { parameters: Key, success: Schema.String, needsApproval: true })
+
+const Kit = Toolkit.make(Step, Charge, Deploy)
+
+const append = (logDir: string, file: string, line: string) => fs.appendFileSync(path.join(logDir, file), `${line}\n`)
+
+/** The tools; each start of a handler is logged as `<tool> <key>`. */
+export const tools = (logDir: string) =>
+  ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
+    step: ({ key, ms }) =>
+      Effect.sync(() => append(logDir, "tools.log", `step ${key}`)).pipe(
+        Effect.andThen(Effect.sleep(`${ms} millis`)),
+        Effect.as(`step ${key} done`)
+      ),
+    charge: ({ key, ms }) =>
+      Effect.sync(() => append(logDir, "tools.log", `charge ${key}`)).pipe(
+        Effect.andThen(Effect.sleep(`${ms} millis`)),
+        Effect.as(`charged ${key}`)
+      ),
+    deploy: ({ key }) => Effect.sync(() => (append(logDir, "tools.log", `deploy ${key}`), `deployed ${key}`))
+  })))
+
+/** How many turns a session has: its id ends with `-t<turns>`, `-a` for one that asks for approval first. */
+export const turnsOf = (sessionId: string): number => Number(/-t(\d+)/.exec(sessionId)?.[1] ?? "4")
+
+/**
+ * The script: turn i (from 0) of session `sid` calls `step` and `charge`
+ * (keys `sid/i`) and sleeps `ms` in each; the last turn answers "done". A
+ * session whose id contains `-a` asks for a deploy first. Every call is
+ * logged as `<sid> <i> <time in ms>`.
+ */
+export const script = (logDir: string): ScriptedModel.Script => (_index, request) => {
+  const first = request.prompt.content.find((message) => message.role === "user")
+  const sid = first === undefined
+    ? "?"
+    : first.content.map((part) => (part.type === "text" ? part.text : "")).join("")
+  const i = request.prompt.content.filter((message) => message.role === "assistant").length
+  append(logDir, "model.log", `${sid} ${i} ${Date.now()}`)
+  const turns = turnsOf(sid)
+  if (i >= turns) return { text: "done", usage: { input: 10, output: 2 } }
+  const ms = 40 + ((i * 37) % 120)
+  const toolCalls = sid.includes("-a") && i === 0
+    ? [{ id: `d${i}`, name: "deploy", params: { key: `${sid}/${i}`, ms } }]
+    : [
+      { id: `s${i}`, name: "step", params: { key: `${sid}/${i}`, ms } },
+      { id: `c${i}`, name: "charge", params: { key: `${sid}/${i}`, ms } }
+    ]
+  return { toolCalls, usage: { input: 10, output: 2 } }
+}
+
+/** The database. */
+export const database = (url: string) =>
+  PgClient.layer({ url: Redacted.make(url), maxConnections: 20 })
+
+/** The workflow engine on the cluster: a runner on `port`, or a client when there is none. */
+export const engine = (url: string, port: number | undefined) =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(
+      port === undefined
+        ? NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding() })
+        : NodeClusterSocket.layer({ storage: "sql", shardingConfig: sharding(port) })
+    ),
+    Layer.provideMerge(database(url))
+  )
+
+/** A runner (with `port`) or a client (without): the session workflow registered, on Postgres. */
+export const node = (url: string, port: number | undefined, logDir: string) =>
+  DurableSession.layer().pipe(
+    Layer.provideMerge(Layer.mergeAll(
+      ScriptedModel.layer(script(logDir), { record: false }),
+      tools(logDir),
+      DurableSession.layerSqlStore
+    )),
+    Layer.provideMerge(engine(url, port))
+  )
+
+/** The text of a message (for the tests' checks). */
+export const textOf = (message: Message.Message): string => Message.textOf(message)

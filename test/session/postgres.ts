@@ -1,0 +1,103 @@
+/**
+ * A PostgreSQL server for tests, started as a local process: `initdb` into a
+ * temporary directory, `pg_ctl` on 127.0.0.1 and a free port, stopped (and
+ * the directory removed) at the end of the scope, or when the process exits.
+ *
+ * The binaries are Debian's (`/usr/lib/postgresql/<version>/bin`; `.ci/run`
+ * installs the `postgresql` package when they are missing). `initdb` refuses
+ * to run as root: as root, the server runs as `nobody` (through `runuser`),
+ * which owns the temporary directory.
+ */
+import { Effect } from "effect"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+
+/** A running server. */
+export interface Postgres {
+  readonly url: string
+  /** Restarts the server (fast shutdown: open connections are cut). */
+  readonly restart: () => void
+}
+
+/** Why there is no server: printed by the tests that skip. */
+export type Unavailable = { readonly unavailable: string }
+
+const binDir = (): string | undefined => {
+  const root = "/usr/lib/postgresql"
+  if (!fs.existsSync(root)) return undefined
+  const versions = fs.readdirSync(root).filter((v) => fs.existsSync(path.join(root, v, "bin", "initdb")))
+  versions.sort((a, b) => Number(b) - Number(a))
+  return versions.length === 0 ? undefined : path.join(root, versions[0]!, "bin")
+}
+
+/** A free TCP port on 127.0.0.1. */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+const isRoot = (): boolean => process.getuid?.() === 0
+
+/** Runs a PostgreSQL binary, as `nobody` when this process is root. */
+const run = (bin: string, args: ReadonlyArray<string>): void => {
+  const [file, argv] = isRoot() ? ["runuser", ["-u", "nobody", "--", bin, ...args]] : [bin, [...args]]
+  execFileSync(file, argv, { stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 })
+}
+
+/** Whether a server can be had here, and why not. */
+export const availability = (): Unavailable | { readonly bin: string } => {
+  if (process.platform !== "linux") return { unavailable: "PostgreSQL tests run on Linux only" }
+  const bin = binDir()
+  if (bin === undefined) {
+    return { unavailable: "no PostgreSQL under /usr/lib/postgresql (apt-get install postgresql)" }
+  }
+  return { bin }
+}
+
+/**
+ * Starts a server for the scope; fails when it cannot be had (check
+ * {@link availability} first to skip instead).
+ */
+export const scoped = Effect.acquireRelease(
+  Effect.tryPromise(async () => {
+    const found = availability()
+    if ("unavailable" in found) throw new Error(found.unavailable)
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-pg-"))
+    fs.chmodSync(dir, 0o755)
+    if (isRoot()) execFileSync("chown", ["-R", "nobody", dir])
+    const data = path.join(dir, "data")
+    const port = await freePort()
+    const ctl = path.join(found.bin, "pg_ctl")
+    run(path.join(found.bin, "initdb"), ["-D", data, "-A", "trust", "-U", "postgres", "--no-sync"])
+    const options = `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c max_connections=300 -c fsync=off`
+    run(ctl, ["-D", data, "-l", path.join(dir, "log"), "-o", options, "-w", "-t", "60", "start"])
+    const stop = () => {
+      try {
+        run(ctl, ["-D", data, "-m", "immediate", "-w", "stop"])
+      } catch {
+        // already stopped
+      }
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+    process.once("exit", stop)
+    const postgres: Postgres & { readonly stop: () => void } = {
+      url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      restart: () => run(ctl, ["-D", data, "-l", path.join(dir, "log"), "-m", "fast", "-w", "-t", "60", "restart"]),
+      stop: () => {
+        process.removeListener("exit", stop)
+        stop()
+      }
+    }
+    return postgres
+  }),
+  (postgres) => Effect.sync(() => postgres.stop())
+)
