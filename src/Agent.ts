@@ -62,6 +62,29 @@ import type * as Steering from "./Steering.ts"
 import type { ToolRegistry } from "./ToolRegistry.ts"
 import * as Loop from "./internal/loop.ts"
 import * as OutputPart from "./internal/output.ts"
+import * as SubAgents from "./internal/subAgent.ts"
+
+export {
+  /**
+   * Makes a tool that runs a sub-agent on a child run (see `SubAgent`).
+   *
+   * @since 0.1.0
+   */
+  asTool,
+  /**
+   * Defines a sub-agent: a name, a description, a system prompt, an input
+   * Schema, tools, a model and a config (see `SubAgent`).
+   *
+   * @since 0.1.0
+   */
+  define,
+  /**
+   * Makes a tool that hands the run off to a sub-agent (see `SubAgent`).
+   *
+   * @since 0.1.0
+   */
+  handoff
+} from "./SubAgent.ts"
 
 /**
  * What starts a run.
@@ -148,7 +171,8 @@ const freshState = (options: RunOptions<unknown, unknown>): RunState.RunState =>
 
 /**
  * Runs an agent on a task until the model stops, a tool ends the run, or a
- * guard does.
+ * guard does. A run that hands off (`Agent.handoff`) goes on in the agent it
+ * handed off to; the result is that agent's, and says which it was.
  *
  * @since 0.1.0
  * @category running
@@ -156,9 +180,10 @@ const freshState = (options: RunOptions<unknown, unknown>): RunState.RunState =>
 export const run = <R = never, A = never>(
   options: RunOptions<R, A>
 ): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
-  Effect.flatMap(loopOptions(options), (loop) => Loop.start(freshState(options), loop)).pipe(
-    Effect.map(OutputPart.typed(options.output))
-  )
+  Effect.flatMap(loopOptions(options), (loop) =>
+    SubAgents.follow(loop, (withHandoffs) => Loop.start(freshState(options), withHandoffs))).pipe(
+      Effect.map(OutputPart.typed(options.output))
+    )
 
 /**
  * Continues a run from its state: answers tool calls left open, delivers
@@ -173,13 +198,16 @@ export const runContinue = <R = never, A = never>(
   state: RunState.RunState,
   options: ContinueOptions<R, A> = {}
 ): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
-  Effect.flatMap(loopOptions(options), (loop) => Loop.resume(state, loop)).pipe(
-    Effect.map(OutputPart.typed(options.output))
-  )
+  Effect.flatMap(loopOptions(options), (loop) =>
+    SubAgents.follow(loop, (withHandoffs) => Loop.resume(state, withHandoffs))).pipe(
+      Effect.map(OutputPart.typed(options.output))
+    )
 
 /**
  * Runs an agent and returns its events as a stream; the last element is
- * `AgentEnd`, which carries the result. Stopping the stream early interrupts
+ * `AgentEnd`, which carries the result (after a handoff, the events of the
+ * agent handed off to follow, each run from its `AgentStart` to its
+ * `AgentEnd`). Stopping the stream early interrupts
  * the run.
  *
  * @since 0.1.0
@@ -190,7 +218,10 @@ export const runStream = <R = never, A = never>(
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements | R> =>
   Stream.callback<AgentEvent.AgentEvent, AgentError, Requirements | R>((queue) =>
     Effect.flatMap(loopOptions(options), (loop) =>
-      Loop.start(freshState(options), { ...loop, sinks: [(event) => void Queue.offerUnsafe(queue, event)] })).pipe(
+      SubAgents.follow(
+        { ...loop, sinks: [(event) => void Queue.offerUnsafe(queue, event)] },
+        (withHandoffs) => Loop.start(freshState(options), withHandoffs)
+      )).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => Queue.end(queue),
         onFailure: (cause) => Queue.failCause(queue, cause)

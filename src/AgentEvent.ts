@@ -59,7 +59,13 @@ export const BudgetFigures = Schema.Struct({
     outputTokens: Schema.NullOr(Schema.Finite),
     costUsd: Schema.NullOr(Schema.Finite),
     wallClock: Schema.NullOr(Schema.Finite)
-  })
+  }),
+  /**
+   * Per agent, for a run whose sub-agents ran (`Agent.asTool`): the turns
+   * and usage of each, by its path (`"researcher"`, `"researcher/searcher"`),
+   * summed over its calls. The run's own `usage` includes theirs.
+   */
+  agents: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({ turns: Schema.Finite, usage: Message.Usage })))
 })
 /**
  * @since 0.1.0
@@ -131,46 +137,8 @@ export const AgentEnd = AgentEndFields.pipe(Schema.refine(isAgentEnd, {
   expected: "an AgentEnd with an outcome and a result, or an error, or a defect"
 }))
 
-/**
- * The events of a run:
- *
- * - `AgentStart`: the run begins, with the messages it was given.
- * - `TurnStart`: a model call is about to be made.
- * - `MessageStart` / `MessageUpdate` / `MessageEnd`: an assistant message
- *   streams; `MessageEnd` also marks each user, system or custom message
- *   appended to the transcript (tool results come with `ToolExecutionEnd`).
- * - `ToolExecutionStart` / `ToolExecutionUpdate` / `ToolExecutionEnd`: a tool
- *   call runs, reports preliminary results, ends (every call gets an end, even
- *   one that never started: blocked, denied, unknown, invalid).
- * - `ApprovalRequested` / `ApprovalResolved`: a call waits for a decision.
- * - `SteeringDelivered` / `FollowUpDelivered`: queued messages entered the run.
- * - `WrapUpRequested`: the model was asked to finish (turn limit, budget).
- * - `GuardTripped`: a guard warned or stopped the run, with its figures.
- * - `ContextTransformed`: a `transformContext` hook changed the request (with
- *   its token estimates, when it reports them).
- * - `BudgetSnapshot`: totals and limits after a turn.
- * - `TurnEnd`: the assistant message and its tool results.
- * - `CheckpointSaved` / `SessionResumed`: durable sessions.
- * - `OutputDelta`: a piece of the JSON arguments of the `final_answer` call
- *   streaming in a run with a typed output (`Agent.run({ output })`); the
- *   pieces of one call, joined, are its arguments as the model sent them (a
- *   run that asks for native structured output streams its reply's text, with
- *   no `toolCallId`).
- * - `Custom`: an event a plugin defined (see {@link custom}): its `kind`, and
- *   its `payload` in its JSON form.
- * - A supervised run (`effect-agent/supervisor`) adds its own:
- *   `WorkerTurnStart` / `WorkerTurnEnd` (one worker turn, plan or act),
- *   `CheckStarted` / `CheckResult` (a check of the baseline or after a turn),
- *   `PlanProposed` / `PlanRevised` / `PlanApproved` / `PlanRejected` (the plan
- *   phase), `TurnApprovalRequested` (feedback waits for the operator) and
- *   `FeedbackSent` (the failing checks went back to the worker).
- * - `AgentEnd`: always the last event: the outcome and the result, or the
- *   error, or the defect (see {@link AgentEnd}).
- *
- * @since 0.1.0
- * @category schemas
- */
-export const AgentEvent = Schema.Union([
+/** Every event but `Nested` (which holds one of these, or another `Nested`). */
+const members = [
   Schema.TaggedStruct("AgentStart", { ...base, messages: Message.Transcript }),
   Schema.TaggedStruct("TurnStart", { ...base }),
   Schema.TaggedStruct("MessageStart", { ...base, role: Schema.Literals(["assistant", "user", "system", "custom"]) }),
@@ -282,12 +250,105 @@ export const AgentEvent = Schema.Union([
   Schema.TaggedStruct("TurnApprovalRequested", { ...base, feedback: Schema.String }),
   Schema.TaggedStruct("FeedbackSent", { ...base, feedback: Schema.String, failing: Schema.Array(Schema.String) }),
   AgentEnd
-]).pipe(Schema.toTaggedUnion("_tag"))
+] as const
+
+const Flat = Schema.Union(members)
+
+/**
+ * An event of a sub-agent's run, as the runs above it see it: `path` names
+ * the agents from the run that emits it down to the one whose `event` it is
+ * (`["researcher"]` for a child, `["researcher", "searcher"]` for a
+ * grandchild); `event` is that run's own event, with its own run id, turn
+ * and time. A run reports the events of every run below it this way, so a
+ * UI can render the tree and a trajectory keeps it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Nested {
+  readonly _tag: "Nested"
+  readonly runId: string
+  readonly turn: number
+  readonly timestamp: number
+  readonly path: ReadonlyArray<string>
+  readonly event: AgentEvent
+}
+
+/**
+ * The JSON-side form of {@link Nested} (its `event` in its encoded form).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface NestedEncoded {
+  readonly _tag: "Nested"
+  readonly runId: string
+  readonly turn: number
+  readonly timestamp: number
+  readonly path: ReadonlyArray<string>
+  readonly event: Encoded
+}
+
+/**
+ * The encoded form of an event (what the Schema decodes from).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Encoded = typeof Flat.Encoded | NestedEncoded
+
 /**
  * @since 0.1.0
  * @category models
  */
-export type AgentEvent = typeof AgentEvent.Type
+export type AgentEvent = typeof Flat.Type | Nested
+
+const NestedEvent = Schema.TaggedStruct("Nested", {
+  ...base,
+  path: Schema.Array(Schema.String),
+  event: Schema.suspend((): Schema.Codec<AgentEvent, Encoded> => AgentEvent)
+})
+
+/**
+ * The events of a run:
+ *
+ * - `AgentStart`: the run begins, with the messages it was given.
+ * - `TurnStart`: a model call is about to be made.
+ * - `MessageStart` / `MessageUpdate` / `MessageEnd`: an assistant message
+ *   streams; `MessageEnd` also marks each user, system or custom message
+ *   appended to the transcript (tool results come with `ToolExecutionEnd`).
+ * - `ToolExecutionStart` / `ToolExecutionUpdate` / `ToolExecutionEnd`: a tool
+ *   call runs, reports preliminary results, ends (every call gets an end, even
+ *   one that never started: blocked, denied, unknown, invalid).
+ * - `ApprovalRequested` / `ApprovalResolved`: a call waits for a decision.
+ * - `SteeringDelivered` / `FollowUpDelivered`: queued messages entered the run.
+ * - `WrapUpRequested`: the model was asked to finish (turn limit, budget).
+ * - `GuardTripped`: a guard warned or stopped the run, with its figures.
+ * - `ContextTransformed`: a `transformContext` hook changed the request (with
+ *   its token estimates, when it reports them).
+ * - `BudgetSnapshot`: totals and limits after a turn.
+ * - `TurnEnd`: the assistant message and its tool results.
+ * - `CheckpointSaved` / `SessionResumed`: durable sessions.
+ * - `OutputDelta`: a piece of the JSON arguments of the `final_answer` call
+ *   streaming in a run with a typed output (`Agent.run({ output })`); the
+ *   pieces of one call, joined, are its arguments as the model sent them.
+ * - `Custom`: an event a plugin defined (see {@link custom}): its `kind`, and
+ *   its `payload` in its JSON form.
+ * - A supervised run (`effect-agent/supervisor`) adds its own:
+ *   `WorkerTurnStart` / `WorkerTurnEnd` (one worker turn, plan or act),
+ *   `CheckStarted` / `CheckResult` (a check of the baseline or after a turn),
+ *   `PlanProposed` / `PlanRevised` / `PlanApproved` / `PlanRejected` (the plan
+ *   phase), `TurnApprovalRequested` (feedback waits for the operator) and
+ *   `FeedbackSent` (the failing checks went back to the worker).
+ * - `Nested`: an event of a sub-agent's run (`Agent.asTool`), with the path of
+ *   agent names from this run down to it (see {@link Nested}).
+ * - `AgentEnd`: always the last event: the outcome and the result, or the
+ *   error, or the defect (see {@link AgentEnd}).
+ *
+ * @since 0.1.0
+ * @category schemas
+ */
+export const AgentEvent = Schema.Union([...members, NestedEvent]).pipe(Schema.toTaggedUnion("_tag"))
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never
 

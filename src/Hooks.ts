@@ -93,6 +93,16 @@ export interface Context extends RunInfo {
   readonly emit: (event: AgentEvent.Input) => Effect.Effect<void>
   /** The run's state as a checkpoint would save it. */
   readonly snapshot: Effect.Effect<RunState>
+  /**
+   * Arms a stop for the run and gives the function that pulls it. Once it is
+   * armed, the model call and the tool calls and approval waits that start
+   * race it: pulling it stops what is in flight at once (finalizers run,
+   * open calls are answered with `reason`), and the run ends with `outcome`
+   * (a stop pulled between steps ends the run at the next one). For a plugin
+   * that checks something in the background, such as an input guardrail
+   * (`Guardrail.input`). The first stop pulled wins.
+   */
+  readonly stopper: Effect.Effect<(outcome: Outcome, reason: string) => Effect.Effect<void>>
 }
 
 /**
@@ -412,7 +422,10 @@ export interface Plugin<R = never> {
   readonly steering?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
   /** At a natural stop, with the `Steering` handle: messages that restart the run (`FollowUpDelivered`). */
   readonly followUp?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
-  /** Saved with every snapshot of the run (a checkpoint, the result's state); restored before it starts. */
+  /**
+   * Saved with every snapshot of the run (a checkpoint, the result's state); restored before it starts.
+   * A plugin whose `save` gives `undefined` saves nothing (and is not restored).
+   */
   readonly state?: State<R> | undefined
 }
 

@@ -37,6 +37,10 @@ export type Budget = typeof Budget.Type
  *   answered without the tool), `issue` what was wrong with it.
  * - `Custom`: an ending a plugin defined (see {@link custom}): its `kind`, and
  *   its `payload` in its JSON form.
+ * - `HandedOff`: a handoff tool passed the run on to the agent `to` (see
+ *   `Agent.handoff`); the run that goes on in that agent returns its own result.
+ * - `GuardrailTripped`: a guardrail's check tripped on the prompt (`phase:
+ *   "input"`) or the final answer (`"output"`), with its reason (see `Guardrail`).
  *
  * A supervised run (`effect-agent/supervisor`) ends with one of its own:
  * - `Converged`: every blocking check passed (then the verifier), after `turns` act turns.
@@ -69,7 +73,9 @@ export const Outcome = Schema.TaggedUnion({
   },
   Stuck: { reason: Schema.Literals(["checks", "replies"]), repeats: Schema.Finite },
   Rejected: { notes: Schema.String },
-  PlanIterationCap: { limit: Schema.Finite }
+  PlanIterationCap: { limit: Schema.Finite },
+  HandedOff: { to: Schema.String },
+  GuardrailTripped: { guardrail: Schema.String, reason: Schema.String, phase: Schema.Literals(["input", "output"]) }
 })
 /**
  * @since 0.1.0
@@ -190,3 +196,19 @@ export const custom = <A, E>(kind: string, payload: Schema.Codec<A, E>): CustomO
     is
   }
 }
+
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const handedOff = (to: string): Outcome => ({ _tag: "HandedOff", to })
+/**
+ * @since 0.1.0
+ * @category constructors
+ */
+export const guardrailTripped = (guardrail: string, reason: string, phase: "input" | "output"): Outcome => ({
+  _tag: "GuardrailTripped",
+  guardrail,
+  reason,
+  phase
+})

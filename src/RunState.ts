@@ -239,8 +239,10 @@ export const make = (options: {
 /**
  * What a run returns: the messages this run added, the whole state to
  * continue from, how it ended, and the usage so far (over the state's whole
- * life, across continuations). The Schema is of what every run returns; a
- * typed output is in the state, in its JSON form (see {@link RunResult}).
+ * life, across continuations). After a handoff (`Agent.handoff`), the result
+ * is the run of the agent that answered, and `agent` names it. The Schema is
+ * of what every run returns; a typed output is in the state, in its JSON form
+ * (see {@link RunResult}).
  *
  * @since 0.1.0
  * @category schemas
@@ -249,7 +251,8 @@ export const RunResult = Schema.Struct({
   messages: Message.Transcript,
   state: RunState,
   outcome: Outcome.Outcome,
-  usage: Message.Usage
+  usage: Message.Usage,
+  agent: Schema.optionalKey(Schema.String)
 })
 
 /**

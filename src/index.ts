@@ -54,6 +54,11 @@ export * as Guards from "./Guards.ts"
  * @since 0.1.0
  * @category modules
  */
+export * as Guardrail from "./Guardrail.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as Hooks from "./Hooks.ts"
 /**
  * @since 0.1.0
@@ -90,6 +95,11 @@ export * as RunState from "./RunState.ts"
  * @category modules
  */
 export * as Steering from "./Steering.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as SubAgent from "./SubAgent.ts"
 /**
  * @since 0.1.0
  * @category modules

@@ -45,6 +45,13 @@ describe("AgentEvent.AgentEvent", () => {
           })
         },
         { ...base, _tag: "AgentEnd", defect: "Error: bug" },
+        // a grandchild's event, as its grandparent reports it: the nested error keeps its class through JSON
+        {
+          ...base,
+          _tag: "Nested",
+          path: ["researcher", "searcher"],
+          event: { ...base, runId: "child", _tag: "AgentEnd", error: new AgentError.ConfigError({ field: "x", rule: "y" }) }
+        },
         { ...base, _tag: "WorkerTurnStart", worker: "agent", phase: "plan", message: "plan it" },
         { ...base, _tag: "WorkerTurnEnd", worker: "agent", phase: "act", text: "done", usage: { inputTokens: 1, outputTokens: 2 } },
         { ...base, _tag: "CheckStarted", check: "tests", role: "blocking", baseline: true },

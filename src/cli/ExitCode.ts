@@ -4,7 +4,7 @@
  *
  * | code | meaning |
  * |---|---|
- * | 0 | completed, terminated by its tools, or wrapped up; a supervised run converged |
+ * | 0 | completed, terminated by its tools, wrapped up, or handed off; a supervised run converged |
  * | 1 | an unexpected failure (a tool failed fatally, a checkpoint could not be written, a bug) |
  * | 10 | the turn cap was reached (a supervised run: `Unverified` by its turn cap) |
  * | 11 | a token budget ran out (a supervised run: `Unverified` by tokens) |
@@ -14,6 +14,7 @@
  * | 15 | a supervised run's plan was refined `--max-plan-iterations` times and still not approved |
  * | 16 | no valid typed output: the model never gave a final answer its Schema accepts |
  * | 17 | a plugin ended the run with an outcome of its own (`Outcome.custom`) |
+ * | 18 | a guardrail tripped on the prompt or the final answer |
  * | 20 | the model or provider failed |
  * | 21 | the run could not be resumed (missing, corrupt or incompatible checkpoint) |
  * | 22 | config error, including invalid flags |
@@ -43,6 +44,7 @@ export const codes = {
   planIterationCap: 15,
   outputInvalid: 16,
   custom: 17,
+  guardrail: 18,
   modelFailure: 20,
   resumeFailure: 21,
   configError: 22,
@@ -69,6 +71,7 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
     case "Completed":
     case "Terminated":
     case "WrappedUp":
+    case "HandedOff":
       return codes.ok
     case "MaxTurns":
       return codes.maxTurns
@@ -88,6 +91,8 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
       return codes.outputInvalid
     case "Custom":
       return codes.custom
+    case "GuardrailTripped":
+      return codes.guardrail
     case "Converged":
       return codes.ok
     case "Unverified":

@@ -24,6 +24,7 @@ import * as Approvals from "../Approvals.ts"
 import * as Guards from "../Guards.ts"
 import type * as Hooks from "../Hooks.ts"
 import type * as Message from "../Message.ts"
+import type * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
 import * as Steering from "../Steering.ts"
 import { ToolRegistry } from "../ToolRegistry.ts"
@@ -289,6 +290,13 @@ class HookContext<R> implements Hooks.Context {
   get snapshot() {
     return Effect.provideContext(snapshot(this.run), this.run.env.services)
   }
+  get stopper() {
+    const stops = this.run.stops
+    return Effect.sync(() => {
+      Stops.arm(stops)
+      return (outcome: Outcome.Outcome, reason: string) => Effect.sync(() => Stops.halt(stops, outcome, reason))
+    })
+  }
 }
 
 /**
@@ -303,7 +311,7 @@ export const snapshot = <R>(
     Effect.forEach(run.env.plugins, (plugin) =>
       plugin.state === undefined
         ? Effect.succeed(undefined)
-        : Effect.map(plugin.state.save, (saved) => [plugin.name, saved] as const)),
+        : Effect.map(plugin.state.save, (saved) => saved === undefined ? undefined : [plugin.name, saved] as const)),
     (saved): RunState.RunState => {
       const { inbox, progress, transcript } = run
       const state: RunState.RunState = {

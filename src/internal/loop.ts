@@ -32,6 +32,7 @@ import type * as Steering from "../Steering.ts"
 import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Control from "./control.ts"
 import * as Events from "./events.ts"
+import * as Lineage from "./lineage.ts"
 import * as LiveRun from "./liveRun.ts"
 import * as OutputPart from "./output.ts"
 import * as Progress from "./progress.ts"
@@ -61,9 +62,18 @@ export interface Options<R> {
   readonly name?: string | undefined
   /** The typed output asked for (`Agent.run({ output })`). */
   readonly output?: OutputPart.Request | undefined
+  /** For a sub-agent's run: its parent and name. */
+  readonly link?: Lineage.Link | undefined
+  /** Where a handoff tool leaves its target (a run that can hand off). */
+  readonly handoffs?: Lineage.Handoffs | undefined
 }
 
-type Requirements = LanguageModel.LanguageModel | ToolRegistry
+/**
+ * What every run needs.
+ *
+ * @internal
+ */
+export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
 /**
  * Runs from `state`, whose messages are the run's own (a new run).
@@ -105,22 +115,33 @@ const executeWith = Effect.fnUntraced(function*<R>(
   options: Options<R>,
   telemetry: Telemetry.RunTelemetry | undefined
 ) {
+  const lineage = Lineage.make(state.runId, options.link, options.handoffs)
   const run = yield* LiveRun.make<R>({
     state,
     firstNew,
     config: options.config,
-    plugins: options.plugins ?? [],
+    plugins: [...options.plugins ?? [], Lineage.plugin(lineage)],
     steering: options.steering,
     sinks: options.sinks ?? [],
     modelCall: options.modelCall,
     telemetry,
     output: options.output
   })
+  const { context, env, events, progress, stops } = run
+  Lineage.attach(lineage, {
+    progress,
+    config: env.config,
+    stops,
+    observed: events.observed,
+    emit: context.emit,
+    snapshot: context.snapshot
+  })
   yield* Events.emit(run.events, { _tag: "AgentStart", messages: Transcript.added(run.transcript) })
   for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
   // Set when the run fails: the loop's error with the run's state on it.
   let failed: AgentError | undefined
   const outcome = yield* Stops.withDeadline(run.stops, run.progress.elapsedBefore, loop(run)).pipe(
+    Effect.provideService(Lineage.Current, lineage),
     Effect.onExit((exit) =>
       exit._tag === "Success"
         ? Effect.void
@@ -254,11 +275,13 @@ const finishOpenTurn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
 // -----------------------------------------------------------------------------
 
 /**
- * How a stop ends the run: a cancel with `Cancelled`; the deadline with
- * `BudgetExceeded`, announced as the budget guard announces it.
+ * How a stop ends the run: a cancel with `Cancelled`; a halt with its
+ * outcome; the deadline with `BudgetExceeded`, announced as the budget guard
+ * announces it.
  */
 function* stopped<R>(run: LiveRun.Uses<R, "events" | "progress" | "stops">, stop: Stops.Stop) {
   if (stop._tag === "Cancel") return Outcome.cancelled(stop.reason)
+  if (stop._tag === "Halt") return stop.outcome
   const limit = run.stops.wallClock ?? 0
   const used = Progress.elapsedMs(run.progress)
   yield* Events.emit(run.events, {
@@ -277,7 +300,9 @@ const result = <R>(run: LiveRun.LiveRun<R>, outcome: Outcome.Outcome): Effect.Ef
     Effect.map(LiveRun.snapshot(run), (state): RunState.RunResult => {
       const final = { messages: Transcript.added(run.transcript), state, outcome, usage: run.progress.usage }
       const accepted = run.output?.accepted
-      return accepted === undefined ? final : { ...final, output: accepted.value }
+      // An accepted answer is the output of a run that ended with it (not one a guardrail then stopped).
+      const answered = outcome._tag === "Completed" || outcome._tag === "WrappedUp"
+      return accepted === undefined || !answered ? final : { ...final, output: accepted.value }
     })
   )
 

@@ -31,6 +31,11 @@ export interface Progress {
   readonly elapsedBefore: number
   /** The limits `BudgetSnapshot` reports (from the config, made once). */
   readonly limits: AgentEvent.BudgetFigures["limits"]
+  /**
+   * Turns and usage of the sub-agents that ran, by path (see `Lineage`); none until one ran. Replaced, never
+   * changed in place: a `BudgetSnapshot` holds it as it was.
+   */
+  agents: Readonly<Record<string, { readonly turns: number; readonly usage: Message.Usage }>> | undefined
 }
 
 /**
@@ -46,7 +51,8 @@ export const make = (state: RunState.RunState, config: AgentConfig, clock: Clock
   clock,
   startedAt: clock.currentTimeMillisUnsafe(),
   elapsedBefore: state.elapsedMs,
-  limits: { turns: config.maxTurns, ...config.budgets }
+  limits: { turns: config.maxTurns, ...config.budgets },
+  agents: undefined
 })
 
 /**
@@ -62,9 +68,12 @@ export const elapsedMs = (progress: Progress, at: number = progress.clock.curren
  *
  * @internal
  */
-export const figures = (progress: Progress, at: number): AgentEvent.BudgetFigures => ({
-  turns: progress.turn,
-  usage: progress.usage,
-  elapsedMs: elapsedMs(progress, at),
-  limits: progress.limits
-})
+export const figures = (progress: Progress, at: number): AgentEvent.BudgetFigures => {
+  const figures: AgentEvent.BudgetFigures = {
+    turns: progress.turn,
+    usage: progress.usage,
+    elapsedMs: elapsedMs(progress, at),
+    limits: progress.limits
+  }
+  return progress.agents === undefined ? figures : { ...figures, agents: progress.agents }
+}

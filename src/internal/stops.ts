@@ -1,11 +1,13 @@
 /**
  * What stops a run before its work is done: a cancel through its `Steering`
- * (with the reason), or its wall-clock deadline. The model stream, tool calls
+ * (with the reason), its wall-clock deadline, or a halt with an outcome (a
+ * guardrail that tripped, a handoff). The model stream, tool calls
  * and approval waits race them; the loop checks them between steps.
  *
  * @internal
  */
 import { Deferred, Effect, Exit, Fiber } from "effect"
+import type * as Outcome from "../Outcome.ts"
 import * as Step from "./step.ts"
 
 /**
@@ -16,6 +18,7 @@ import * as Step from "./step.ts"
 export type Stop =
   | { readonly _tag: "Cancel"; readonly reason: string }
   | { readonly _tag: "Deadline" }
+  | { readonly _tag: "Halt"; readonly outcome: Outcome.Outcome; readonly reason: string }
 
 /**
  * A run's stops.
@@ -32,6 +35,12 @@ export interface Stops {
   readonly deadline: Deferred.Deferred<void> | undefined
   /** The wall-clock budget in ms (the whole run's, across continuations). */
   readonly wallClock: number | null
+  /**
+   * Completed with a halt (see {@link halt}). Made by {@link arm}, when
+   * something may halt the run while a step is in flight: until then nothing
+   * races it, and a halt is seen between steps.
+   */
+  halted: Deferred.Deferred<Stop> | undefined
 }
 
 /**
@@ -42,8 +51,31 @@ export interface Stops {
 export const make = (cancelled: Deferred.Deferred<string> | undefined, wallClock: number | null): Stops => ({
   cancelled,
   deadline: wallClock === null ? undefined : Deferred.makeUnsafe<void>(),
-  wallClock
+  wallClock,
+  halted: undefined
 })
+
+/**
+ * From now on, the model stream, tool calls and approval waits also race a
+ * halt (the ones already in flight do not).
+ *
+ * @internal
+ */
+export const arm = (stops: Stops): void => {
+  if (stops.halted === undefined) stops.halted = Deferred.makeUnsafe<Stop>()
+}
+
+/**
+ * Halts the run with an outcome: what is in flight and raced is stopped at
+ * once (see {@link arm}), and the run ends with `outcome` at its next step.
+ * The first halt wins.
+ *
+ * @internal
+ */
+export const halt = (stops: Stops, outcome: Outcome.Outcome, reason: string): void => {
+  arm(stops)
+  Deferred.doneUnsafe(stops.halted!, Exit.succeed({ _tag: "Halt", outcome, reason }))
+}
 
 const cancel = (reason: string): Stop => ({ _tag: "Cancel", reason })
 
@@ -57,6 +89,7 @@ const deadlineReached = Step.settled<Stop | undefined>(deadline)
  * @internal
  */
 export const reason = (stops: Stops): Step.Step<Stop | undefined> => {
+  if (stops.halted !== undefined && Deferred.isDoneUnsafe(stops.halted)) return Deferred.await(stops.halted)
   if (stops.cancelled !== undefined && Deferred.isDoneUnsafe(stops.cancelled)) {
     return Effect.map(Deferred.await(stops.cancelled), cancel)
   }
@@ -83,6 +116,7 @@ export const race = <A, E, R>(
   if (stops.deadline !== undefined) {
     raced = Effect.raceFirst(raced, Effect.map(Deferred.await(stops.deadline), () => onStop(deadline)))
   }
+  if (stops.halted !== undefined) raced = Effect.raceFirst(raced, Effect.map(Deferred.await(stops.halted), onStop))
   return raced
 }
 

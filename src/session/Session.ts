@@ -17,6 +17,11 @@
  *   with a result that says so;
  * - when a call asks for approval, so a pending approval survives a restart
  *   and is asked again (`ApprovalRequested`) when the session resumes;
+ * - while a sub-agent runs (`Agent.asTool`): after each of its turns and
+ *   around each of its tool calls, with the sub-agent's state inside the
+ *   session's, under the call that runs it; a resumed session calls it
+ *   again, and the sub-agent continues from that state rather than starting
+ *   over;
  * - when the run ends; a run the loop ended (not an interruption or a
  *   failure) saves its outcome too, and the session is finished. An
  *   interrupted or failed run keeps its last

@@ -33,7 +33,9 @@ export const deliverTo = <R = never>(plugins: ReadonlyArray<Hooks.PluginInput<R>
       system: undefined,
       wrapUpRequested: false,
       emit: () => Effect.void,
-      snapshot: Effect.sync(() => RunState.make({ runId: event.runId }))
+      snapshot: Effect.sync(() => RunState.make({ runId: event.runId })),
+      // Nothing runs here to stop: an observer's stop does nothing.
+      stopper: Effect.succeed(() => Effect.void)
     })
     return (event: AgentEvent.AgentEvent): Effect.Effect<void> =>
       Effect.suspend(() => {

@@ -159,6 +159,10 @@ export const describe = (outcome: Outcome): string => {
       return `the model gave no valid final answer in ${count(outcome.attempts, "attempt")}: ${outcome.issue}`
     case "Custom":
       return `a plugin ended the run (${outcome.kind})`
+    case "HandedOff":
+      return `the run was handed off to ${outcome.to}`
+    case "GuardrailTripped":
+      return `the ${outcome.phase} guardrail ${outcome.guardrail} tripped: ${outcome.reason}`
     case "Converged":
       return `every check passed after ${count(outcome.turns, "turn")}`
     case "Unverified":

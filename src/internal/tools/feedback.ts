@@ -133,6 +133,8 @@ export const denied = (reason: string): Note => note(`Tool call denied: ${reason
 export const stopped = (stop: Stop, wallClock: number | null): Note =>
   stop._tag === "Cancel"
     ? note(`Tool call cancelled: ${stop.reason}`, { kind: "cancelled" })
+    : stop._tag === "Halt"
+    ? note(`Tool call stopped: ${stop.reason}`, { kind: "halted", outcome: stop.outcome })
     : note(`Tool call stopped: the run's wall-clock budget of ${wallClock} ms ran out.`, {
       kind: "budgetExceeded",
       budget: "wallClock"

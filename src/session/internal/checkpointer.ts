@@ -17,6 +17,16 @@ import type * as RunState from "../../RunState.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import type * as CheckpointStore from "../CheckpointStore.ts"
 
+/** The events of a sub-agent's run after which the session saves (the parent's state holds the child's). */
+const nestedCheckpoints: ReadonlySet<AgentEvent.Tag> = new Set([
+  "TurnEnd",
+  "ToolExecutionStart",
+  "ToolExecutionEnd",
+  "ApprovalRequested",
+  "SteeringDelivered",
+  "FollowUpDelivered"
+])
+
 /** Whether a run ended the way a crash would: interrupted, or failed. */
 const endedAbnormally = (event: AgentEvent.Of<"AgentEnd">): boolean => {
   const outcome = event.result?.outcome
@@ -123,6 +133,10 @@ const checkpointer = (
             return unsafeStarted.delete(event.toolCallId) ? checkpoint(ctx) : Effect.void
           case "AgentEnd":
             return checkpointEnd(event, ctx)
+          case "Nested":
+            // A sub-agent's run is saved inside this one's (its state goes with the call that runs it):
+            // at its turns' ends and around its tool calls, as a run of its own would be.
+            return nestedCheckpoints.has(event.event._tag) ? checkpoint(ctx) : Effect.void
           default:
             return Effect.void
         }

@@ -99,6 +99,7 @@ describe.concurrent("the built bin", () => {
         planIterationCap: 15,
         outputInvalid: 16,
         custom: 17,
+        guardrail: 18,
         modelFailure: 20,
         resumeFailure: 21,
         configError: 22,

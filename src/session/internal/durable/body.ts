@@ -29,6 +29,7 @@ import * as AgentTool from "../../../AgentTool.ts"
 import * as Approvals from "../../../Approvals.ts"
 import type * as Hooks from "../../../Hooks.ts"
 import * as Message from "../../../Message.ts"
+import * as Outcome from "../../../Outcome.ts"
 import * as RunState from "../../../RunState.ts"
 import type * as Steering from "../../../Steering.ts"
 import { type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
@@ -103,7 +104,9 @@ type Taken = typeof Taken.Type
 
 const Stop = Schema.Union([
   Schema.Struct({ _tag: Schema.Literal("Cancel"), reason: Schema.String }),
-  Schema.Struct({ _tag: Schema.Literal("Deadline") })
+  Schema.Struct({ _tag: Schema.Literal("Deadline") }),
+  // a halt (a guardrail that tripped during the call) with the outcome it ends the run with
+  Schema.Struct({ _tag: Schema.Literal("Halt"), outcome: Outcome.Outcome, reason: Schema.String })
 ])
 
 const ReplyResult = Schema.Struct({ message: Message.AssistantMessage, stopped: Schema.optionalKey(Stop) })
