@@ -16,6 +16,7 @@ import * as Path from "node:path"
 import * as Seal from "../../src/cli/internal/Seal.ts"
 import * as SessionFiles from "../../src/cli/internal/SessionFiles.ts"
 import type * as Target from "../../src/cli/internal/Target.ts"
+import { hostDirectory } from "../bubblewrap.ts"
 import { root } from "./build.ts"
 import { runCommand } from "./inProcess.ts"
 import { stateHome } from "./support.ts"
@@ -121,8 +122,9 @@ describe("(a) a session directory the agent can write", () => {
         console.log("skipped: bubblewrap cannot run here, so the sandbox under attack is not there")
         return
       }
-      // Not under /tmp: bubblewrap gives the sandbox its own /tmp, and the attack must meet the read-only host.
-      const cache = Path.join(root, "node_modules/.cache")
+      // Not under /tmp: bubblewrap gives the sandbox its own /tmp, and the attack must meet the read-only host
+      // (a checkout under /tmp, as CI may make, plants under /var/tmp instead).
+      const cache = hostDirectory(Path.join(root, "node_modules/.cache"))
       const { home, workspace, session, rc, script } = yield* setUp(({ rc, session }) => [
         {
           toolCalls: [{

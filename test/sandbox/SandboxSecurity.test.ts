@@ -5,7 +5,7 @@ import { Sandbox } from "effect-agent/sandbox"
 import * as Fs from "node:fs"
 import * as Net from "node:net"
 import { bubblewrapLayer, localLayer, makeWorkspace, outsideState, type Workspace } from "./fixtures.ts"
-import { needsBubblewrap } from "../bubblewrap.ts"
+import { needsBubblewrap, sandboxNode } from "../bubblewrap.ts"
 
 /** Every way out of the workspace we know of, files and directories alike. */
 const escapes = (workspace: Workspace): Array<string> => [
@@ -185,7 +185,7 @@ describe("Sandbox.bubblewrap and the host's Unix sockets", () => {
 
   /** A command that connects to each address and prints `name=connected` or `name=refused`. */
   const probe = (servers: ReadonlyArray<{ readonly name: string; readonly address: string }>) =>
-    [process.execPath, "-e", `
+    [sandboxNode(), "-e", `
       const net = require("node:net")
       const servers = ${JSON.stringify(servers)}
       const attempt = ({ name, address }) => new Promise((resolve) => {
