@@ -47,9 +47,19 @@ export const freePort = (): Promise<number> =>
 
 const isRoot = (): boolean => process.getuid?.() === 0
 
+/**
+ * `runuser`, found on `PATH` or where util-linux puts it (`/usr/sbin`, `/sbin`: not on every `PATH`, as on a CI
+ * machine's).
+ */
+const runuser = (): string | undefined =>
+  [...(process.env.PATH ?? "").split(":").filter((dir) => dir !== ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"]
+    .map((dir) => path.join(dir, "runuser"))
+    .find((file) => fs.existsSync(file))
+
 /** Runs a PostgreSQL binary, as `nobody` when this process is root. */
 const run = (bin: string, args: ReadonlyArray<string>): void => {
-  const [file, argv] = isRoot() ? ["runuser", ["-u", "nobody", "--", bin, ...args]] : [bin, [...args]]
+  const asNobody = isRoot() ? runuser() : undefined
+  const [file, argv] = asNobody === undefined ? [bin, [...args]] : [asNobody, ["-u", "nobody", "--", bin, ...args]]
   execFileSync(file, argv, { stdio: ["ignore", "pipe", "pipe"], timeout: 60_000 })
 }
 
@@ -59,6 +69,9 @@ export const availability = (): Unavailable | { readonly bin: string } => {
   const bin = binDir()
   if (bin === undefined) {
     return { unavailable: "no PostgreSQL under /usr/lib/postgresql (apt-get install postgresql)" }
+  }
+  if (isRoot() && runuser() === undefined) {
+    return { unavailable: "running as root without runuser, and initdb refuses root (apt-get install util-linux)" }
   }
   return { bin }
 }
