@@ -16,7 +16,8 @@
  * client. Bodies are Schemas: bad input is a `400` problem (RFC 9457) whose
  * `errors` name the field; an unknown session is a `404`; a body over
  * `maxBodyBytes` a `413`. A session's `config` goes through
- * `AgentConfig.fromUntrusted`, over the server's own defaults.
+ * `AgentConfig.fromUntrusted`, over the server's own defaults, whose limits it
+ * cannot raise.
  *
  * Events: each is one line of the session's trajectory (the format of
  * `Trajectory.ndjson`), and its SSE id is the line's index, the same across
@@ -368,7 +369,11 @@ export interface Options<R = never> {
   readonly token?: Redacted.Redacted<string> | undefined
   /** The system prompt of every session. */
   readonly system?: string | undefined
-  /** Every session's config, under the settings a request gives (those go through `AgentConfig.fromUntrusted`). */
+  /**
+   * Every session's config, under the settings a request gives (those go through `AgentConfig.fromUntrusted`).
+   * The limits it sets (turns, parallel tools, calls per turn, tool timeout, budgets) are ceilings: a request
+   * can lower them, not raise them.
+   */
   readonly config?: AgentConfig.Input | undefined
   /** Plugins of every run (after the server's own, which logs the events). */
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined

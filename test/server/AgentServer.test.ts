@@ -427,7 +427,7 @@ describe("slow clients", () => {
 layer(serverLayer({ config: { maxTurns: 4, budgets: { costUsd: 1 } } }), { excludeTestServices: true })(
   "a server with a default config",
   (it) => {
-    it.effect("a request's settings go over the server's, checked and clamped; the rest are the server's", () =>
+    it.effect("a request's settings go over the server's, checked, clamped and never past the server's limits", () =>
       Effect.gen(function*() {
         const url = yield* baseUrl
         const limitsOf = (id: string) =>
@@ -439,8 +439,11 @@ layer(serverLayer({ config: { maxTurns: 4, budgets: { costUsd: 1 } } }), { exclu
         assert.include(yield* limitsOf(plain), { turns: 4, costUsd: 1, tokens: null })
         const given = yield* start(url, "hello", { config: { budgets: { tokens: 5000 } } })
         assert.include(yield* limitsOf(given), { turns: 4, costUsd: 1, tokens: 5000 })
-        const clamped = yield* start(url, "hello", { config: { maxTurns: 5000, budgets: { costUsd: 2 } } })
-        assert.include(yield* limitsOf(clamped), { turns: 200, costUsd: 2 })
+        // The server's limits are ceilings: a request lowers them, never raises them.
+        const lowered = yield* start(url, "hello", { config: { maxTurns: 2, budgets: { costUsd: 0.5 } } })
+        assert.include(yield* limitsOf(lowered), { turns: 2, costUsd: 0.5 })
+        const raised = yield* start(url, "hello", { config: { maxTurns: 5000, budgets: { costUsd: 2 } } })
+        assert.include(yield* limitsOf(raised), { turns: 4, costUsd: 1 })
       }))
   }
 )

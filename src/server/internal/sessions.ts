@@ -130,10 +130,32 @@ const given = (input: unknown, checked: object): Record<string, unknown> => {
   return out
 }
 
+/** The limits a request may lower but never raise past the server's own, when the server sets them. */
+const ceilings = ["maxTurns", "maxParallelTools", "maxToolCallsPerTurn", "toolTimeout"] as const
+const budgetCeilings = ["tokens", "inputTokens", "outputTokens", "costUsd", "wallClock"] as const
+
+/** The lower of a request's limit and the server's (`null` is no limit). */
+const lower = (asked: number | null, server: number | null): number | null =>
+  server === null ? asked : asked === null ? server : Math.min(asked, server)
+
+/** `config` with each limit the server sets kept at or under the server's. */
+const capped = (config: AgentConfig.AgentConfig, server: AgentConfig.AgentConfig): AgentConfig.Input => {
+  const limits = Object.fromEntries(ceilings.map((key) => [key, lower(config[key], server[key])]))
+  const budgets = Object.fromEntries(
+    budgetCeilings.map((key) => [key, lower(config.budgets[key], server.budgets[key])])
+  )
+  const maxTurns = lower(config.maxTurns, server.maxTurns)
+  // A lowered turn cap may leave no room for the grace window: the cap's own default window applies then.
+  const graceFits = maxTurns === null || config.graceTurns < maxTurns
+  return { ...config, ...limits, ...(graceFits ? {} : { graceTurns: undefined }), budgets }
+}
+
 /**
  * A config from an untrusted body on top of the server's defaults: each
  * setting the body gives goes through `AgentConfig.fromUntrusted` (rejected
- * or clamped), and replaces the default; the rest are the server's. A turn
+ * or clamped), and replaces the default; the rest are the server's. The
+ * server's limits (turns, parallel tools, calls per turn, tool timeout,
+ * budgets) are ceilings: a request may lower them, never raise them. A turn
  * cap under the default grace window drops the window (the cap's own default
  * applies).
  */
@@ -146,12 +168,13 @@ const sessionConfig = (defaults: AgentConfig.Input | undefined, input: unknown) 
     const base = defaults ?? {}
     const cap = chosen.maxTurns
     const graceFits = typeof cap !== "number" || base.graceTurns === undefined || base.graceTurns < cap
-    return yield* AgentConfig.make({
+    const merged = yield* AgentConfig.make({
       ...base,
       ...(graceFits ? {} : { graceTurns: undefined }),
       ...chosen,
       budgets: { ...base.budgets, ...budgets }
     })
+    return yield* AgentConfig.make(capped(merged, yield* AgentConfig.make(defaults)))
   })
 
 /** What a failed run failed with, in words. */
