@@ -21,6 +21,7 @@ import os from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { AdapterId, ChildOptions, ChildResult, Phase } from "./child.ts"
+import { fmt, num, ratio, type Stat, stat } from "./stats.ts"
 
 // The markers of the full-stack section of RESULTS.md (bench/fullstack/run.ts writes between them).
 const FULLSTACK_START = "<!-- fullstack:start -->"
@@ -190,29 +191,6 @@ const runAll = (adapters: ReadonlyArray<AdapterId>): Results => {
 // -----------------------------------------------------------------------------
 // Aggregation and formatting
 // -----------------------------------------------------------------------------
-
-interface Stat {
-  readonly min: number
-  readonly median: number
-  readonly max: number
-}
-
-const stat = (xs: ReadonlyArray<number>): Stat => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  const median = s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
-  return { min: s[0]!, median, max: s[s.length - 1]! }
-}
-
-const num = (x: number, digits?: number): string => {
-  const d = digits ?? (Math.abs(x) >= 100 ? 0 : Math.abs(x) >= 10 ? 1 : 2)
-  return x.toFixed(d)
-}
-
-const fmt = (s: Stat, digits?: number): string =>
-  s.min === s.max ? num(s.median, digits) : `${num(s.median, digits)} (${num(s.min, digits)}–${num(s.max, digits)})`
-
-const ratio = (s: Stat): string => (s.min === s.max ? `${num(s.median)}×` : `${num(s.median)}× (${num(s.min)}–${num(s.max)})`)
 
 /** A metric of one child's result. */
 type Metric = (r: ChildResult) => number

@@ -16,6 +16,7 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import os from "node:os"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
+import { fmt, num, ratio, type Stat, stat } from "../stats.ts"
 import type { ChildOptions, ChildResult, ClientId } from "./child.ts"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -160,24 +161,6 @@ const runAll = async (clients: ReadonlyArray<ClientId>, server: string): Promise
 // Aggregation
 // -----------------------------------------------------------------------------
 
-interface Stat {
-  readonly min: number
-  readonly median: number
-  readonly max: number
-}
-
-const stat = (xs: ReadonlyArray<number>): Stat => {
-  const s = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(s.length / 2)
-  const median = s.length % 2 === 1 ? s[mid]! : (s[mid - 1]! + s[mid]!) / 2
-  return { min: s[0]!, median, max: s[s.length - 1]! }
-}
-
-const num = (x: number): string => x.toFixed(Math.abs(x) >= 100 ? 0 : Math.abs(x) >= 10 ? 1 : 2)
-const fmt = (s: Stat): string => s.min === s.max ? num(s.median) : `${num(s.median)} (${num(s.min)}–${num(s.max)})`
-const ratioText = (s: Stat): string =>
-  s.min === s.max ? `${num(s.median)}×` : `${num(s.median)}× (${num(s.min)}–${num(s.max)})`
-
 type Metric = (r: Measured) => number
 const cpuPerTurn: Metric = (r) => r.cpuUs / r.turns
 const wallPerTurn: Metric = (r) => r.wallMs / r.turns
@@ -205,8 +188,8 @@ const tables = (results: Results, clients: ReadonlyArray<ClientId>): Array<Table
         return [
           mine[0]!.client,
           fmt(stat(mine.map(cpuPerTurn))),
-          pi === undefined ? "–" : ratioText(ratios(mine, pi, cpuPerTurn)),
-          ratioText(ratios(mine, bare, cpuPerTurn)),
+          pi === undefined ? "–" : ratio(ratios(mine, pi, cpuPerTurn)),
+          ratio(ratios(mine, bare, cpuPerTurn)),
           fmt(stat(mine.map(wallPerTurn))),
           num(stat(mine.map((r) => r.events / r.turns)).median),
           String(mine.reduce((n, r) => n + r.mismatches, 0))
@@ -218,7 +201,7 @@ const tables = (results: Results, clients: ReadonlyArray<ClientId>): Array<Table
 /** effect-agent against the targets of issue 19 (medians of the per-run ratios). */
 const targets = (results: Results): Table | undefined => {
   const rows: Array<Array<string>> = []
-  const ratio = (phase: string, mine: ClientId, base: ClientId) => {
+  const medianRatio = (phase: string, mine: ClientId, base: ClientId) => {
     const a = results.get(phase)?.get(mine)
     const b = results.get(phase)?.get(base)
     return a === undefined || b === undefined ? undefined : ratios(a, b, cpuPerTurn).median
@@ -229,19 +212,19 @@ const targets = (results: Results): Table | undefined => {
   }
   for (const phase of ["spaced50", "spaced200"]) {
     const t = phase === "spaced50" ? size.short : size.long
-    row(`events one per read, T = ${t}: effect-agent (undici) ÷ pi-agent-core`, ratio(phase, "effect-agent", "pi"), 0.8)
-    row(`events one per read, T = ${t}: effect-agent (undici) ÷ bare node:http loop`, ratio(phase, "effect-agent", "bare"), 2)
+    row(`events one per read, T = ${t}: effect-agent (undici) ÷ pi-agent-core`, medianRatio(phase, "effect-agent", "pi"), 0.8)
+    row(`events one per read, T = ${t}: effect-agent (undici) ÷ bare node:http loop`, medianRatio(phase, "effect-agent", "bare"), 2)
   }
   for (const phase of ["fast50", "fast200"]) {
     const t = phase === "fast50" ? size.short : size.long
-    row(`events as fast as possible, T = ${t}: effect-agent (undici) ÷ pi-agent-core`, ratio(phase, "effect-agent", "pi"), 0.8)
+    row(`events as fast as possible, T = ${t}: effect-agent (undici) ÷ pi-agent-core`, medianRatio(phase, "effect-agent", "pi"), 0.8)
     row(
       `events as fast as possible, T = ${t}: effect-agent (fetch) ÷ pi-agent-core`,
-      ratio(phase, "effect-agent-fetch", "pi"),
+      medianRatio(phase, "effect-agent-fetch", "pi"),
       1
     )
   }
-  row(`${size.sessions} concurrent sessions: effect-agent (undici) ÷ pi-agent-core`, ratio("concurrent", "effect-agent", "pi"), 0.8)
+  row(`${size.sessions} concurrent sessions: effect-agent (undici) ÷ pi-agent-core`, medianRatio("concurrent", "effect-agent", "pi"), 0.8)
   if (rows.length === 0) return undefined
   return { title: "effect-agent against its targets (issue 19), client CPU per turn", header: ["target", "measured (median)", "target", ""], rows }
 }
