@@ -224,6 +224,54 @@ describe("View.live", () => {
     }).pipe(Effect.scoped))
 })
 
+/** Text an agent could write to take over a terminal: set the title, clear the screen, go home, ring, return. */
+const hostile = "\x1b]0;owned\x07\x1b[2J\x1b[Hgone\rX\x9b1A"
+
+describe("what the agent wrote reaches the terminal without its escapes", () => {
+  it("printable drops control characters and escapes but newlines, tabs and colours", () => {
+    assert.strictEqual(View.printable(hostile), "]0;owned[2J[HgoneX1A")
+    assert.strictEqual(View.printable("a\tb\n\x1b[31mred\x1b[0m"), "a\tb\n\x1b[31mred\x1b[0m")
+  })
+
+  it.effect("the log: model text, a tool's name, arguments and result, a plan", () =>
+    Effect.gen(function*() {
+      let out = ""
+      const view = View.log((text) => void (out += text))
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user(hostile)] }, 0)
+      yield* play(view, { _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: hostile } })
+      yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "c1", toolName: hostile, params: { p: hostile } })
+      yield* play(view, {
+        _tag: "ToolExecutionEnd",
+        toolCallId: "c1",
+        toolName: hostile,
+        result: Message.toolResult({ toolCallId: "c1", toolName: "x", text: hostile, isError: false }),
+        durationMs: 1,
+        terminate: false
+      })
+      yield* play(view, { _tag: "PlanProposed", plan: hostile, iteration: 1 })
+      assert.notMatch(out, /[\x00-\x08\x0b-\x1f\x7f-\x9f]/)
+      assert.include(out, "]0;owned[2J[HgoneX1A")
+    }))
+
+  it.effect("the live view: nothing but its own cursor and colour codes", () =>
+    Effect.gen(function*() {
+      let raw = ""
+      const screen = new Screen()
+      const write = (text: string) => {
+        raw += text
+        screen.write(text)
+      }
+      const view = yield* View.live({ write, columns: () => 80, color: true })
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user(hostile)] }, 0)
+      yield* play(view, { _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: `${hostile}\n` } })
+      yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "c1", toolName: hostile, params: { p: hostile } })
+      yield* TestClock.adjust("200 millis")
+      view.close()
+      for (const bad of ["\x07", "\x1b]", "\x1b[2J", "\x1b[H", "\x9b"]) assert.notInclude(raw, bad)
+      assert.include(screen.text, "]0;owned[2J[HgoneX1A")
+    }).pipe(Effect.scoped))
+})
+
 describe("View.log", () => {
   it.effect("one line per event, no escape codes; outcomes are described", () =>
     Effect.gen(function*() {

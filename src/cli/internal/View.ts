@@ -93,6 +93,18 @@ export const style = (color: boolean): Style =>
  *
  * @since 0.1.0
  */
+/**
+ * What the terminal may get of a text the agent wrote (model text, tool results, tool names, plans): every control
+ * character but a newline or a tab is dropped, and so is every escape that does not start a colour (SGR) sequence,
+ * so that no text can move the cursor, clear the screen, set the window title or plant a link. The views' own
+ * colours are SGR sequences and pass.
+ *
+ * @since 0.1.0
+ */
+export const printable = (text: string): string => text.replace(unsafe, "")
+// ESC not followed by `[digits;…m`, and the other C0 and C1 controls (not \t, \n).
+const unsafe = /\x1b(?!\[[0-9;]*m)|[\u0000-\u0008\u000b-\u001a\u001c-\u001f\u007f-\u009f]/g
+
 export const compact = (value: unknown, max = 70): string => {
   const text = (typeof value === "string" ? value : JSON.stringify(value) ?? "").replace(/\s+/g, " ")
   return text.length > max ? `${text.slice(0, max - 3)}...` : text
@@ -305,7 +317,7 @@ export const supervisedText = (event: AgentEvent.AgentEvent, s: Style): string |
  * @since 0.1.0
  */
 export const log = (
-  write: (text: string) => void,
+  out: (text: string) => void,
   options: {
     readonly color?: boolean | undefined
     /** How to name the session a resumed run continues (e.g. its directory); else its id. */
@@ -313,6 +325,7 @@ export const log = (
   } = {}
 ): View => {
   const s = style(options.color === true)
+  const write = (text: string) => out(printable(text))
   const tracked = calls()
   let startedAt = 0
   let streaming: "text" | "reasoning" | undefined
@@ -572,11 +585,11 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
     const draw = (): string => {
       const lines = closed ? [] : footer()
       footerRows = lines.length
-      return lines.join("\n")
+      return printable(lines.join("\n"))
     }
     /** Prints lines above the bottom lines, which are then drawn again. */
     const print = (...lines: ReadonlyArray<string>) => {
-      terminal.write(erase() + lines.map((line) => `${line}\n`).join("") + draw())
+      terminal.write(erase() + lines.map((line) => `${printable(line)}\n`).join("") + draw())
     }
     /** A finished call: its mark, name, arguments, time and result, the result cut to what is left of the line. */
     const printCall = (mark: string, name: string, params: string, time: string, text: string) => {
