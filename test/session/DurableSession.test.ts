@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schedule } from "effect"
+import { Effect, Fiber, Latch, Layer, Schedule, Stream } from "effect"
+import { LanguageModel } from "effect/ai"
 import {
   ClusterWorkflowEngine,
   MessageStorage,
@@ -123,6 +124,51 @@ describe("DurableSession", () => {
       assert.deepStrictEqual(published.map((entry) => entry.seq), published.map((_, i) => i + 1))
       assert.strictEqual(new Set(published.map((entry) => entry.id)).size, published.length)
       assert.deepStrictEqual(published.map((entry) => entry.event._tag), local.map((event) => event._tag))
+    }))
+
+  it.live("a model call's deltas are published as they stream, before the call ends, each once", () =>
+    Effect.gen(function*() {
+      const gate = yield* Latch.make(false)
+      const { head, tail } = ScriptedModel.streamParts({ text: ["Hel", "lo ", "world"], usage }, 0)
+      const parts = [...head, ...tail]
+      const firstDelta = parts.findIndex((part) => part.type === "text-delta") + 1
+      // The model streams its first delta, then waits for the gate.
+      const model = yield* LanguageModel.make({
+        generateText: () => Effect.die("not used"),
+        streamText: () =>
+          Stream.fromIterable(parts.slice(0, firstDelta)).pipe(
+            Stream.concat(Stream.fromEffectDrain(gate.await)),
+            Stream.concat(Stream.fromIterable(parts.slice(firstDelta)))
+          )
+      })
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          Layer.succeed(LanguageModel.LanguageModel, model),
+          toolsLayer([]),
+          DurableSession.layerMemoryStore
+        )),
+        Layer.provideMerge(engines.cluster)
+      )
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "td1", prompt: "go" }))
+        const during = yield* Effect.repeat(DurableSession.events("td1"), {
+          until: (events) => deltasOf(events).length > 0,
+          schedule: Schedule.spaced("10 millis"),
+          times: 1000
+        })
+        // The call is still waiting on the gate: its first delta is out, its end is not.
+        assert.deepStrictEqual(deltasOf(during), ["Hel"])
+        const answered = (entry: DurableSession.Published) =>
+          entry.event._tag === "MessageEnd" && entry.event.message.role === "assistant"
+        assert.isFalse(during.some(answered))
+        yield* gate.open
+        const result = yield* Fiber.join(fiber)
+        const published = yield* DurableSession.events("td1")
+        assert.deepStrictEqual(deltasOf(published), ["Hel", "lo ", "world"])
+        assert.strictEqual(textOf(result.messages[1]!), "Hello world")
+        assert.strictEqual(new Set(published.map((entry) => entry.id)).size, published.length)
+        assert.deepStrictEqual(published.map((entry) => entry.seq), published.map((_, i) => i + 1))
+      }).pipe(Effect.provide(layer))
     }))
 
   it.live("an approval resolved from outside: the body replays, no model call or tool call runs twice", () =>
@@ -325,3 +371,9 @@ const count = (events: ReadonlyArray<AgentEvent.AgentEvent>, tag: AgentEvent.Tag
   events.filter((event) => event._tag === tag).length
 
 const textOf = (message: Message.Message): string => Message.textOf(message)
+
+/** The text deltas among published events, in order. */
+const deltasOf = (events: ReadonlyArray<DurableSession.Published>): ReadonlyArray<string> =>
+  events.flatMap((entry) =>
+    entry.event._tag === "MessageUpdate" && entry.event.delta.type === "text" ? [entry.event.delta.delta] : []
+  )

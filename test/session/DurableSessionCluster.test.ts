@@ -16,7 +16,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { assertValidTranscript } from "../support.ts"
-import { database, node, textOf, turnsOf } from "./cluster-fixture.ts"
+import { database, node, streamedText, textOf, turnsOf } from "./cluster-fixture.ts"
 import * as Postgres from "./postgres.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -94,6 +94,12 @@ const cluster = Effect.gen(function*() {
   const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
   return { pg, logDir, ports, runners }
 })
+
+/** The text deltas among published events, in order. */
+const deltasOf = (events: ReadonlyArray<DurableSession.Published>): ReadonlyArray<string> =>
+  events.flatMap((entry) =>
+    entry.event._tag === "MessageUpdate" && entry.event.delta.type === "text" ? [entry.event.delta.delta] : []
+  )
 
 /** Polls (bounded) until the session has published an event of `tag`. */
 const waitForEvent = (sessionId: string, tag: string) =>
@@ -187,6 +193,43 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         const tools = counts(lines(path.join(logDir, "tools.log")))
         assert.strictEqual(tools.get(`deploy ${sessionId}/0`), 1)
         assert.strictEqual(tools.get(`charge ${sessionId}/1`), 1)
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+
+  it.live(
+    "a model call streams its deltas as they arrive; killed mid-stream, its re-run publishes none of them twice",
+    () =>
+      Effect.gen(function*() {
+        const { logDir, pg, ports, runners } = yield* cluster
+        const sessionId = "ms-m-t1"
+        yield* Effect.gen(function*() {
+          yield* DurableSession.start({ sessionId, prompt: sessionId })
+          // The model hangs mid-stream: what a consumer sees now was published while the call ran.
+          const during = yield* DurableSession.events(sessionId).pipe(
+            Effect.repeat({
+              until: (events) => deltasOf(events).join("") === streamedText(sessionId),
+              schedule: Schedule.spaced("200 millis")
+            }),
+            Effect.timeout("120 seconds")
+          )
+          assert.isFalse(during.some((entry) => entry.event._tag === "TurnEnd"))
+          for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+          runners[0] = yield* startRunner(pg.url, ports[0]!, logDir)
+          const [status] = yield* allFinished([sessionId], "120 seconds")
+          assert(status !== undefined && status._tag === "Finished", status?._tag)
+          assertValidTranscript(status.result.messages)
+          assert.strictEqual(textOf(status.result.messages[1]!), streamedText(sessionId))
+          const events = yield* DurableSession.events(sessionId)
+          // the call was made again, and its deltas, published again with the same ids, are there once each
+          const calls = lines(path.join(logDir, "model.log")).filter((line) => line.startsWith(`${sessionId} 0 `))
+          assert.strictEqual(calls.length, 2)
+          const firstTurn = events.filter((entry) => entry.event.turn === 1)
+          assert.strictEqual(deltasOf(firstTurn).join(""), streamedText(sessionId))
+          assert.strictEqual(new Set(events.map((entry) => entry.id)).size, events.length)
+          assert.strictEqual(events.filter((entry) => entry.event._tag === "TurnStart").length, 2)
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
         for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
     { timeout: 300_000 }

@@ -70,11 +70,21 @@ export const tools = (logDir: string) =>
 /** How many turns a session has: its id ends with `-t<turns>`, `-a` for one that asks for approval first. */
 export const turnsOf = (sessionId: string): number => Number(/-t(\d+)/.exec(sessionId)?.[1] ?? "4")
 
+/** The text a session whose id contains `-m` streams in its first turn. */
+export const streamedText = (sessionId: string): string => `looking into ${sessionId} one word at a time`
+
+const calledBefore = (logDir: string, sid: string, turn: number): boolean => {
+  const file = path.join(logDir, "model.log")
+  return fs.existsSync(file) && fs.readFileSync(file, "utf8").split("\n").some((l) => l.startsWith(`${sid} ${turn} `))
+}
+
 /**
  * The script: turn i (from 0) of session `sid` calls `step` and `charge`
  * (keys `sid/i`) and sleeps `ms` in each; the last turn answers "done". A
- * session whose id contains `-a` asks for a deploy first. Every call is
- * logged as `<sid> <i> <time in ms>`.
+ * session whose id contains `-a` asks for a deploy first. One whose id
+ * contains `-m` streams {@link streamedText} in its first turn, word by
+ * word, and the first time it is called hangs there (mid-stream, until its
+ * runner dies). Every call is logged as `<sid> <i> <time in ms> <pid>`.
  */
 export const script = (logDir: string): ScriptedModel.Script => (_index, request) => {
   const first = request.prompt.content.find((message) => message.role === "user")
@@ -82,7 +92,9 @@ export const script = (logDir: string): ScriptedModel.Script => (_index, request
     ? "?"
     : first.content.map((part) => (part.type === "text" ? part.text : "")).join("")
   const i = request.prompt.content.filter((message) => message.role === "assistant").length
-  append(logDir, "model.log", `${sid} ${i} ${Date.now()}`)
+  const streams = sid.includes("-m") && i === 0
+  const hang = streams && !calledBefore(logDir, sid, i)
+  append(logDir, "model.log", `${sid} ${i} ${Date.now()} ${process.pid}`)
   const turns = turnsOf(sid)
   if (i >= turns) return { text: "done", usage: { input: 10, output: 2 } }
   const ms = 40 + ((i * 37) % 120)
@@ -92,7 +104,9 @@ export const script = (logDir: string): ScriptedModel.Script => (_index, request
       { id: `s${i}`, name: "step", params: { key: `${sid}/${i}`, ms } },
       { id: `c${i}`, name: "charge", params: { key: `${sid}/${i}`, ms } }
     ]
-  return { toolCalls, usage: { input: 10, output: 2 } }
+  return streams
+    ? { text: streamedText(sid), toolCalls, usage: { input: 10, output: 2 }, hang }
+    : { toolCalls, usage: { input: 10, output: 2 } }
 }
 
 /** The database. */

@@ -173,15 +173,17 @@ interface Session {
 const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
 
 /**
- * An activity whose body publishes the outbox; when it returns a memoized
- * result instead, what the body emitted before it was published already.
+ * An activity whose body publishes the outbox (`live`: as its events arrive,
+ * see `Outbox`); when it returns a memoized result instead, what the body
+ * emitted before it was published already.
  */
 const activity = <S extends Schema.Top, E extends Schema.Top, R>(
   session: Session,
   name: string,
   success: S,
   error: E,
-  execute: Effect.Effect<S["Type"], E["Type"], R>
+  execute: Effect.Effect<S["Type"], E["Type"], R>,
+  options?: { readonly live?: boolean | undefined }
 ) =>
   Effect.suspend(() => {
     const mark = session.outbox.emitted.length
@@ -189,7 +191,7 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     const publish = (entries: ReadonlyArray<Outbox.Entry>) => orDie(session.store.publish(session.sessionId, entries))
     const body = Effect.suspend(() => {
       ran = true
-      return Outbox.publishing(session.outbox, name, publish, execute)
+      return Outbox.publishing(session.outbox, name, publish, execute, options)
     })
     return Effect.tap(
       stopsOnInterrupt(session, Activity.make({ name, success, error, execute: body })),
@@ -259,7 +261,7 @@ const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Ste
   }
 }
 
-/** The turn's model call as the activity `model/<turn>`. */
+/** The turn's model call as the activity `model/<turn>`: its deltas are published as they arrive. */
 const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
   session.turn = turn
   const memoized = activity(
@@ -270,7 +272,8 @@ const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
     Effect.map(call, (reply) =>
       reply.stopped === undefined
         ? { message: reply.message }
-        : { message: reply.message, stopped: reply.stopped })
+        : { message: reply.message, stopped: reply.stopped }),
+    { live: true }
   )
   return Effect.map(
     Effect.provideContext(memoized, session.engine),
