@@ -15,8 +15,11 @@
  * - Activities run at least once: a call of a tool that is not `ReplaySafe`
  *   writes an intent record before it acts, and a call run again finds it
  *   and answers "outcome unknown" (the rule of the file store's `Session`).
- * - Approvals are durable deferreds, one per call: {@link approve} resolves
- *   one from any process. Steering and follow-ups go through the store's
+ * - Approvals: the application's `Approvals` policy, when the runner is
+ *   given one, decides each call (once: its decision is an activity's
+ *   result); otherwise (none, or an `Approvals.interactive()` handle, which
+ *   lives in one process) each call waits on a durable deferred, which
+ *   {@link approve} resolves from any process. Steering and follow-ups go through the store's
  *   inbox ({@link steer}, {@link followUp}); with `idle`, a session that
  *   completed waits (on durable time) for a follow-up instead of finishing.
  * - Events are published from inside activities only, each with a sequence

@@ -11,7 +11,7 @@ import {
   ShardingConfig
 } from "effect/cluster"
 import { Activity, WorkflowEngine } from "effect/workflow"
-import { Agent, type AgentEvent, Message, type RunState } from "effect-agent"
+import { Agent, type AgentEvent, Approvals, Message, type RunState } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, recorder } from "../support.ts"
@@ -200,6 +200,59 @@ describe("DurableSession", () => {
         assert.strictEqual(count(events, "AgentEnd"), 1)
       }).pipe(Effect.provide(runner("cluster", turns, ran)))
       assert.deepStrictEqual(ran, ["charge", "deploy"])
+    }))
+
+  it.live("the application's approval policy decides at once, each call once, without a durable wait", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        {
+          toolCalls: [
+            { id: "d1", name: "deploy", params: { env: "staging" } },
+            { id: "d2", name: "deploy", params: { env: "prod" } }
+          ],
+          usage
+        },
+        { text: "half deployed", usage }
+      ]
+      const asked: Array<string> = []
+      const policy = Approvals.policy((request) => {
+        asked.push(request.toolCallId)
+        return request.toolCallId === "d1" ? Approvals.approved : Approvals.denied("not on fridays")
+      })
+      const ran: Array<string> = []
+      const result = yield* DurableSession.run({ sessionId: "p1", prompt: "ship it" }).pipe(
+        Effect.timeout("20 seconds"),
+        Effect.provide(runner("cluster", turns, ran).pipe(Layer.provide(Layer.succeed(Approvals.Approvals, policy))))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(ran, ["deploy"])
+      assert.deepStrictEqual([...asked].sort(), ["d1", "d2"])
+      const denied = result.messages.find((message) => message.role === "toolResult" && message.toolCallId === "d2")
+      assert(denied !== undefined && denied.role === "toolResult")
+      assert.isTrue(denied.isError)
+      assert.include(textOf(denied), "not on fridays")
+    }))
+
+  it.live("with an interactive handle (one process's), a call waits on its durable deferred as without one", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "deployed", usage }
+      ]
+      const handle = yield* Approvals.interactive()
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "ia1", prompt: "ship it" }))
+        yield* waitFor("ia1", "ApprovalRequested")
+        assert.strictEqual((yield* untilStatus("ia1", (status) => status._tag === "Suspended"))._tag, "Suspended")
+        assert.deepStrictEqual(yield* handle.pending, [])
+        yield* DurableSession.approve("ia1", "d1", { approved: true })
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      }).pipe(
+        Effect.provide(runner("cluster", turns, ran).pipe(Layer.provide(Layer.succeed(Approvals.Approvals, handle))))
+      )
+      assert.deepStrictEqual(ran, ["deploy"])
     }))
 
   it.live("steering queued before the session's next turn is delivered once", () =>
