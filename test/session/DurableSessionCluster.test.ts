@@ -9,6 +9,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Option, Random, Schedule, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import { SqlClient } from "effect/sql"
 import type { Message } from "effect-agent"
 import { DurableSession } from "effect-agent/session"
 import * as fs from "node:fs"
@@ -229,6 +230,56 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
           assert.strictEqual(deltasOf(firstTurn).join(""), streamedText(sessionId))
           assert.strictEqual(new Set(events.map((entry) => entry.id)).size, events.length)
           assert.strictEqual(events.filter((entry) => entry.event._tag === "TurnStart").length, 2)
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+
+  it.live(
+    "reapCluster deletes a finished session's rows in the cluster's tables; the cluster works on after it",
+    () =>
+      Effect.gen(function*() {
+        const { logDir, pg, runners } = yield* cluster
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const ids = ["rp1-t2", "rp2-t2"]
+          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          yield* allFinished(ids, "120 seconds")
+          const executionOf = (sessionId: string) =>
+            DurableSession.SessionWorkflow.executionId({ sessionId, version: 1, request: { prompt: "" } })
+          const messagesOf = (sessionId: string) =>
+            Effect.flatMap(executionOf(sessionId), (executionId) =>
+              sql<{ id: string }>`SELECT id::text AS id FROM cluster_messages WHERE entity_id = ${executionId}`)
+          const repliesTo = (requestIds: ReadonlyArray<string>) =>
+            Effect.map(
+              sql<{ n: string }>`SELECT count(*)::text AS n FROM cluster_replies
+                WHERE request_id::text IN ${sql.in(requestIds)}`,
+              (rows) => Number(rows[0]!.n)
+            )
+          const first = (yield* messagesOf("rp1-t2")).map((row) => row.id)
+          assert.isAbove(first.length, 10)
+          assert.isAbove(yield* repliesTo(first), 10)
+          // Just finished: a runner may still hold the execution, so nothing is reaped whatever the retention.
+          assert.deepStrictEqual(yield* DurableSession.reapCluster(0), [])
+          yield* sql`UPDATE effect_agent_sessions SET updated_at = updated_at - 120000 WHERE session_id = 'rp1-t2'`
+          assert.deepStrictEqual(yield* DurableSession.reapCluster(0), ["rp1-t2"])
+          assert.strictEqual((yield* messagesOf("rp1-t2")).length, 0)
+          assert.strictEqual(yield* repliesTo(first), 0)
+          assert.deepStrictEqual(yield* DurableSession.poll("rp1-t2"), { _tag: "Unknown" })
+          assert.deepStrictEqual(yield* DurableSession.events("rp1-t2"), [])
+          // the other session is untouched
+          assert.isAbove((yield* messagesOf("rp2-t2")).length, 10)
+          assert.strictEqual((yield* DurableSession.poll("rp2-t2"))._tag, "Finished")
+          // The cluster works on: a new session, and the reaped id started again (a new session).
+          const again = ["rp3-t2", "rp1-t2"]
+          for (const sessionId of again) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          const statuses = yield* allFinished(again, "120 seconds")
+          for (const [i, status] of statuses.entries()) {
+            assert(status._tag === "Finished", `${again[i]}: ${status._tag}`)
+            assert.deepStrictEqual(status.result.outcome, { _tag: "Completed" })
+            assertValidTranscript(status.result.messages)
+          }
         }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
         for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
