@@ -19,6 +19,13 @@ import { ScriptedModel } from "effect-agent/testing"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
+/**
+ * Overrides of the settings below, as JSON in `EFFECT_AGENT_SHARDING` (the benchmark's `--sharding`), e.g.
+ * `{"shardLockRefreshInterval":"5 seconds"}`.
+ */
+const overrides = (): Partial<ShardingConfig.ShardingConfig["Service"]> =>
+  JSON.parse(process.env.EFFECT_AGENT_SHARDING ?? "{}")
+
 /** Failover tuned for tests (the defaults wait about 37 s for a dead runner). */
 export const sharding = (port?: number): Partial<ShardingConfig.ShardingConfig["Service"]> => ({
   ...(port === undefined ? {} : {
@@ -26,12 +33,17 @@ export const sharding = (port?: number): Partial<ShardingConfig.ShardingConfig["
     runnerListenAddress: Option.some(RunnerAddress.make("127.0.0.1", port))
   }),
   shardsPerGroup: 30,
-  shardLockExpiration: "10 seconds",
-  shardLockRefreshInterval: "2 seconds",
+  // A refresh of the shard locks that takes longer than the refresh interval (or a third of the expiration)
+  // gives up all of the runner's shards: their sessions stop, and the calls they had in flight are made again.
+  // A loaded database or runner can take seconds: 2 s lost the locks several times a run on a busy machine.
+  // (A dead process's locks go with its connection; failover waits for the health check, not the expiration.)
+  shardLockExpiration: "35 seconds",
+  shardLockRefreshInterval: "10 seconds",
   runnerHealthCheckInterval: "5 seconds",
   entityTerminationTimeout: "2 seconds",
   entityMessagePollInterval: "300 millis",
-  refreshAssignmentsInterval: "1 second"
+  refreshAssignmentsInterval: "1 second",
+  ...overrides()
 })
 
 const Key = Schema.Struct({ key: Schema.String, ms: Schema.Finite })
