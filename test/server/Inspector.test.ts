@@ -20,7 +20,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { type BrowserContext, chromium, type Page } from "playwright-core"
-import { agentLayer, baseUrl, gatedAgent, hangingFrom, readSse } from "./support.ts"
+import { agentLayer, baseUrl, delegatingAgent, gatedAgent, hangingFrom, readSse } from "./support.ts"
 
 /** The names a system Chromium goes by, looked up on `PATH`. */
 const names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
@@ -225,6 +225,66 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
 
       Fs.mkdirSync(artifacts, { recursive: true })
       yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector.png") }))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("shows a sub-agent inside the call that runs it: its text, its calls, its approval clicked there", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir, delegatingAgent), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      yield* post(`${url}/sessions`, { task: "delegate logs", id: "delegated" })
+      const { page, errors } = yield* openPage(yield* browser, `${url}/#delegated`)
+
+      // the child's deploy waits for approval: its buttons are in the child's call card, inside the parent's call
+      const nested = "[data-testid=tool-call] [data-testid=sub-agent][data-agent=researcher]"
+      yield* Effect.promise(() => page.waitForSelector(`${nested} [data-testid=approve]`, { timeout: 10_000 }))
+      assert.include((yield* texts(page, "#pending .pending-item"))[0], "researcher › deploy")
+      yield* Effect.promise(() => page.click(`${nested} [data-testid=tool-call] [data-testid=approve]`))
+      yield* Effect.promise(() => page.waitForSelector(completed, { timeout: 10_000 }))
+
+      // the parent's call that ran the researcher holds the child's run
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/delegated/events`)))
+      const events = whole.messages.map((message) => JSON.parse(message.data))
+      const calling = events.find((e) => e._tag === "ToolExecutionStart" && e.toolName === "researcher")
+      const card = `[data-testid=tool-call][data-call="${calling.toolCallId}"]`
+      const box = `${card} > [data-testid=sub-agent]`
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=user-message] .text`), ["research logs"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=assistant-text]`), [
+        "Deploying a canary to read the logs first.",
+        "The logs are clean <img src=x onerror=alert(1)><b>today</b>."
+      ])
+      assert.deepStrictEqual(yield* texts(page, `${box} .reasoning:not(.hidden) .reasoning-text`), [
+        "A canary shows the logs first."
+      ])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=tool-call] .call-name`), ["deploy"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=tool-call] .call-status`), ["done"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=tool-call] .call-result`), ["deployed to canary"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=verdict]`), ["approved"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=outcome] .text`), ["Completed"])
+      assert.include((yield* texts(page, `${box} > summary`))[0], "2 turns")
+      // the agent's markup stayed text: no element of it was made
+      assert.strictEqual(yield* Effect.promise(() => page.locator(`${box} img, ${box} b`).count()), 0)
+      // the parent's own turns hold only its own text; its call's result is the child's answer
+      assert.deepStrictEqual(
+        yield* texts(page, "#timeline > [data-testid=turn] > .turn-body > .assistant > [data-testid=assistant-text]"),
+        ["I will ask the researcher.", "The researcher says the logs are clean."]
+      )
+      assert.include((yield* texts(page, `${card} > .call-result`))[0], "The logs are clean <img")
+      // the child's call was approved over HTTP by its own id, and nothing else waits
+      const resolved = events.find((e) => e._tag === "Nested" && e.event._tag === "ApprovalResolved")
+      assert.deepStrictEqual([resolved.path, resolved.calls, resolved.event.approved], [
+        ["researcher"],
+        [calling.toolCallId],
+        true
+      ])
+      assert.strictEqual(yield* Effect.promise(() => page.locator("#pending").textContent()), "")
+      assert.strictEqual(
+        Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-applied"))),
+        whole.messages.length
+      )
+      Fs.mkdirSync(artifacts, { recursive: true })
+      yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-sub-agent.png") }))
       assert.deepStrictEqual(errors, [])
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
