@@ -11,7 +11,10 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Latch, Layer, Scope } from "effect"
+import { AgentEvent, Approvals } from "effect-agent"
 import { AgentServer, Inspector } from "effect-agent/server"
+import { Check, Supervisor } from "effect-agent/supervisor"
+import { ScriptedModel } from "effect-agent/testing"
 import * as NodeCrypto from "node:crypto"
 import * as Fs from "node:fs"
 import { createServer } from "node:http"
@@ -20,6 +23,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { type BrowserContext, chromium, type Page } from "playwright-core"
+import { toolsLayer } from "../session/fixture.ts"
 import { agentLayer, baseUrl, delegatingAgent, gatedAgent, hangingFrom, readSse } from "./support.ts"
 
 /** The names a system Chromium goes by, looked up on `PATH`. */
@@ -118,6 +122,65 @@ const serverOn = (port: number, directory: string, agent: typeof agentLayer = ag
     Layer.provide(agent),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
   )
+
+/**
+ * A real supervised run's trajectory, as `--emit-jsonl` writes it: a plan
+ * refined once then approved, a blocking check that fails after the first
+ * act turn and passes after the second, an advisory check that passes.
+ */
+const supervisedTrajectory = (file: string) =>
+  Effect.gen(function*() {
+    const lines: Array<string> = []
+    let round = 0
+    const tests = Check.make(
+      "tests",
+      Effect.sync((): Check.Verdict =>
+        round++ === 1
+          ? { status: "fail", summary: "1 failed", details: "FAIL parser.test.ts\n  expected 3, got <b>2</b>" }
+          : { status: "pass", summary: "12 passed" }
+      )
+    )
+    const lint = Check.make("lint", Effect.succeed<Check.Verdict>({ status: "pass", summary: "no issues" }), {
+      role: "advisory"
+    })
+    const result = yield* Supervisor.run({
+      task: "Fix the parser",
+      plan: true,
+      checks: [tests, lint],
+      onEvent: (event) => Effect.sync(() => void lines.push(JSON.stringify(AgentEvent.encodeJson(event)))),
+      agent: { config: { maxTurns: 5 } }
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([
+        { text: "1. Fix the parser." },
+        { text: "1. Add a failing test.\n2. Fix the parser." },
+        { text: "Fixing the parser.", toolCalls: [{ name: "step", params: { n: 1 } }] },
+        { text: "Fixed the parser." },
+        { text: "Fixed the off-by-one." }
+      ])),
+      Effect.provide(toolsLayer([])),
+      Effect.provide(Approvals.layer({
+        decide: () => Effect.succeed(Approvals.approved),
+        decidePlan: (request) =>
+          Effect.succeed<Approvals.PlanDecision>(
+            request.iteration === 1 ? { _tag: "Refine", notes: "Add a test first." } : { _tag: "Approve" }
+          )
+      }))
+    )
+    assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+    Fs.writeFileSync(file, lines.join("\n") + "\n")
+    return Fs.readFileSync(file, "utf8")
+  })
+
+/** Drops a file on the page, as a user drags one onto it. */
+const drop = (page: Page, name: string, text: string) =>
+  Effect.promise(async () => {
+    const data = await page.evaluateHandle(([text, name]) => {
+      const transfer = new (globalThis as any).DataTransfer()
+      transfer.items.add(new File([text], name, { type: "application/x-ndjson" }))
+      return transfer
+    }, [text, name] as const)
+    await page.dispatchEvent("body", "drop", { dataTransfer: data })
+  })
 
 const sha256 = (text: string) => `'sha256-${NodeCrypto.createHash("sha256").update(text).digest("base64")}'`
 
@@ -285,6 +348,87 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       )
       Fs.mkdirSync(artifacts, { recursive: true })
       yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-sub-agent.png") }))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("opens a supervised run's trajectory: its stages, each turn's checks, the plan's iterations", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const trajectory = yield* supervisedTrajectory(Path.join(dir, "trajectory.jsonl"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      const { page, errors } = yield* openPage(yield* browser, `${url}/`)
+      yield* drop(page, "trajectory.jsonl", trajectory)
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Converged]"))
+
+      const attribute = (selector: string, name: string) =>
+        Effect.promise(() => page.locator(selector).evaluateAll((nodes, name) =>
+          nodes.map((node) => node.getAttribute(name)), name))
+      // the baseline, two plan iterations, two act turns
+      assert.deepStrictEqual(yield* attribute("[data-testid=stage]", "data-kind"), [
+        "baseline",
+        "plan",
+        "plan",
+        "act",
+        "act"
+      ])
+      // the plan: the first revised with the reviewer's notes, the second approved
+      assert.deepStrictEqual(yield* attribute("[data-testid=plan]", "data-decision"), ["revised", "approved"])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=plan] .plan-text"), [
+        "1. Fix the parser.",
+        "1. Add a failing test.\n2. Fix the parser."
+      ])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=plan-notes] .text"), ["Add a test first."])
+      // each round of checks in its stage: the tests fail after the first act turn, pass after the second
+      const round = (stage: number) =>
+        Effect.promise(() =>
+          page.locator("[data-testid=stage]").nth(stage).locator("[data-testid=check]").evaluateAll((nodes) =>
+            nodes.map((node) => [
+              node.getAttribute("data-check"),
+              node.getAttribute("data-status"),
+              node.querySelector(".check-role")!.textContent,
+              node.querySelector(".check-summary")!.textContent
+            ]).sort()
+          )
+        )
+      assert.deepStrictEqual(yield* round(0), [["lint", "pass", "advisory", "no issues"], [
+        "tests",
+        "pass",
+        "blocking",
+        "12 passed"
+      ]])
+      assert.deepStrictEqual(yield* round(3), [["lint", "pass", "advisory", "no issues"], [
+        "tests",
+        "fail",
+        "blocking",
+        "1 failed"
+      ]])
+      assert.deepStrictEqual(yield* round(4), [["lint", "pass", "advisory", "no issues"], [
+        "tests",
+        "pass",
+        "blocking",
+        "12 passed"
+      ]])
+      // a failing check's details, as text; its duration; the feedback that went back to the worker
+      const failed = "[data-testid=check][data-status=fail]"
+      assert.strictEqual(
+        (yield* texts(page, `${failed} details pre`))[0],
+        "FAIL parser.test.ts\n  expected 3, got <b>2</b>"
+      )
+      assert.match((yield* texts(page, `${failed} .call-duration`))[0]!, /^\d+\.\d s$/)
+      assert.strictEqual(yield* Effect.promise(() => page.locator("[data-testid=checks] b").count()), 0)
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=feedback] > .text"), ["failing: tests"])
+      // the worker's own turns inside the act stages: its text and its tool call
+      assert.deepStrictEqual(
+        yield* texts(page, "[data-testid=stage][data-kind=act] [data-testid=assistant-text]"),
+        ["Fixing the parser.", "Fixed the parser.", "Fixed the off-by-one."]
+      )
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=stage] [data-testid=tool-call] .call-result"), [
+        "step 1 done"
+      ])
+      assert.include((yield* texts(page, "#connection"))[0], "offline: trajectory.jsonl")
+      Fs.mkdirSync(artifacts, { recursive: true })
+      yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-supervised.png") }))
       assert.deepStrictEqual(errors, [])
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
