@@ -3,8 +3,8 @@
  * steer its sessions in a browser. Nothing to build or install: the page, its
  * script and its styles are this module's strings.
  *
- * - The sessions, newest first, with their status, turns and cost; a box to
- *   start one.
+ * - The sessions, newest first, with their status, agent, turns and cost; a
+ *   box to start one.
  * - One session as a timeline of turns, live: the model's text and reasoning
  *   as they stream, each tool call with its arguments, status, duration and
  *   result, approvals (with Approve and Deny buttons), steering and
@@ -74,6 +74,7 @@ main { display: grid; grid-template-rows: auto auto 1fr auto; overflow: hidden; 
 #head { padding: 10px 16px; border-bottom: 1px solid var(--line); display: flex; gap: 12px;
   align-items: baseline; flex-wrap: wrap; }
 #session-title { font-size: 16px; margin: 0; }
+#session-agent { font-family: ui-monospace, monospace; color: var(--muted); }
 #figures { display: flex; gap: 14px; color: var(--muted); font-size: 12px; }
 #figures b { color: var(--text); font-weight: 600; }
 #pending:not(:empty) { padding: 8px 16px; background: color-mix(in srgb, var(--warn) 15%, var(--panel));
@@ -168,7 +169,8 @@ const body = `
 </aside>
 <main>
   <div id="head"><h2 id="session-title">Choose a session, start one, or drop a trajectory file here</h2>
-    <span id="session-status" class="badge"></span><div id="figures"></div></div>
+    <span id="session-agent" title="agent"></span><span id="session-status" class="badge"></span>
+    <div id="figures"></div></div>
   <div id="pending"></div>
   <div id="timeline"></div>
   <div id="controls" class="controls hidden">

@@ -117,8 +117,8 @@ const freePort = Effect.promise(() =>
   })
 )
 
-const serverOn = (port: number, directory: string, agent: typeof agentLayer = agentLayer) =>
-  AgentServer.layer({ directory }).pipe(
+const serverOn = (port: number, directory: string, agent: typeof agentLayer = agentLayer, name?: string) =>
+  AgentServer.layer({ directory, name }).pipe(
     Layer.provide(agent),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
   )
@@ -294,7 +294,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
   it.live("shows a sub-agent inside the call that runs it: its text, its calls, its approval clicked there", () =>
     Effect.gen(function*() {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
-      const context = yield* Layer.buildWithScope(serverOn(0, dir, delegatingAgent), yield* Effect.scope)
+      const context = yield* Layer.buildWithScope(serverOn(0, dir, delegatingAgent, "ops"), yield* Effect.scope)
       const url = yield* Effect.provideContext(baseUrl, context)
       yield* post(`${url}/sessions`, { task: "delegate logs", id: "delegated" })
       const { page, errors } = yield* openPage(yield* browser, `${url}/#delegated`)
@@ -303,6 +303,9 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       const nested = "[data-testid=tool-call] [data-testid=sub-agent][data-agent=researcher]"
       yield* Effect.promise(() => page.waitForSelector(`${nested} [data-testid=approve]`, { timeout: 10_000 }))
       assert.include((yield* texts(page, "#pending .pending-item"))[0], "researcher › deploy")
+      // the server's agent is named in the header and the list
+      assert.deepStrictEqual(yield* texts(page, "#session-agent"), ["ops"])
+      assert.include((yield* texts(page, "[data-testid=session-item] .figures"))[0], "ops · ")
       yield* Effect.promise(() => page.click(`${nested} [data-testid=tool-call] [data-testid=approve]`))
       yield* Effect.promise(() => page.waitForSelector(completed, { timeout: 10_000 }))
 

@@ -109,7 +109,8 @@ export const script = String.raw`
       item.dataset.status = s.status;
       item.appendChild(el("span", "badge " + s.status, s.status));
       item.appendChild(el("span", "title", s.title || s.id));
-      var figures = s.turns + " turns" + (s.usage && s.usage.cost !== undefined ? " · " + money(s.usage.cost) : "");
+      var figures = (s.agent ? s.agent + " · " : "") + s.turns + " turns" +
+        (s.usage && s.usage.cost !== undefined ? " · " + money(s.usage.cost) : "");
       item.appendChild(el("span", "figures", figures));
       item.addEventListener("click", function () { select(s.id); });
       list.appendChild(item);
@@ -161,6 +162,7 @@ export const script = String.raw`
   var renderHeader = function (view) {
     $("session-title").textContent = view.title;
     var info = view.info;
+    $("session-agent").textContent = info && info.agent ? info.agent : "";
     var status = view.offline ? "offline" : info ? info.status : view.running ? "running" : "";
     var badge = $("session-status");
     badge.textContent = status;
