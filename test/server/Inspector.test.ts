@@ -532,17 +532,25 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       // dropped on the page, as a user drags a CI run's trajectory.jsonl onto it (with a kind of event the page
       // does not know, and a line that is not JSON)
       const unknown = JSON.stringify({ _tag: "PlanPhase", runId: "r", turn: 3, timestamp: 0, phase: "review" })
-      yield* Effect.promise(async () => {
-        const data = await page.evaluateHandle((text) => {
-          const transfer = new (globalThis as any).DataTransfer()
-          transfer.items.add(new File([text], "trajectory.jsonl", { type: "application/x-ndjson" }))
-          return transfer
-        }, `${trajectory}${unknown}\nnot json\n`)
-        await page.dispatchEvent("body", "drop", { dataTransfer: data })
-      })
+      // a sub-agent's events whose names are the page's own keys, and whose text is markup
+      const base = { runId: "r", turn: 3, timestamp: 0 }
+      const hostile = [
+        { _tag: "ToolExecutionStart", toolCallId: "constructor", toolName: "toString", params: {} },
+        { _tag: "TurnStart" },
+        { _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: "<img src=x onerror=alert(1)>" } },
+        { _tag: "CheckResult", check: "__proto__", role: "blocking", status: "fail", summary: "<b>s</b>" }
+      ].map((event) => JSON.stringify({ ...base, _tag: "Nested", path: ["__proto__"], calls: ["constructor"], event }))
+      yield* drop(page, "trajectory.jsonl", `${trajectory}${unknown}\nnot json\n${hostile.join("\n")}\n`)
       yield* Effect.promise(() => page.waitForSelector(completed))
+      const nested = "[data-testid=sub-agent][data-agent=__proto__]"
+      assert.deepStrictEqual(yield* texts(page, `${nested} [data-testid=assistant-text]`), [
+        "<img src=x onerror=alert(1)>"
+      ])
+      assert.deepStrictEqual(yield* texts(page, `${nested} [data-testid=check] .check-summary`), ["<b>s</b>"])
+      assert.strictEqual(yield* Effect.promise(() => page.locator(`${nested} img, ${nested} b`).count()), 0)
       assert.deepStrictEqual(yield* texts(page, "#session-title"), ["trajectory.jsonl"])
-      assert.deepStrictEqual((yield* texts(page, "[data-testid=assistant-text]")).at(-1), "All 2 steps done.")
+      const own = "#timeline > [data-testid=turn] > .turn-body > .assistant > [data-testid=assistant-text]"
+      assert.deepStrictEqual((yield* texts(page, own)).at(-1), "All 2 steps done.")
       // an event kind the page does not know is shown with its fields
       assert.include((yield* texts(page, ".row.generic"))[0], "PlanPhase")
       assert.include((yield* texts(page, "#connection"))[0], "offline: trajectory.jsonl (1 lines skipped)")
