@@ -74,7 +74,7 @@ main { display: grid; grid-template-rows: auto auto 1fr auto; overflow: hidden; 
 #head { padding: 10px 16px; border-bottom: 1px solid var(--line); display: flex; gap: 12px;
   align-items: baseline; flex-wrap: wrap; }
 #session-title { font-size: 16px; margin: 0; }
-#session-agent { font-family: ui-monospace, monospace; color: var(--muted); }
+#session-agent { font-family: ui-monospace, monospace; color: var(--muted); } #session-agent:empty { display: none; }
 #figures { display: flex; gap: 14px; color: var(--muted); font-size: 12px; }
 #figures b { color: var(--text); font-weight: 600; }
 #pending:not(:empty) { padding: 8px 16px; background: color-mix(in srgb, var(--warn) 15%, var(--panel));
