@@ -540,13 +540,23 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
         { _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: "<img src=x onerror=alert(1)>" } },
         { _tag: "CheckResult", check: "__proto__", role: "blocking", status: "fail", summary: "<b>s</b>" }
       ].map((event) => JSON.stringify({ ...base, _tag: "Nested", path: ["__proto__"], calls: ["constructor"], event }))
-      yield* drop(page, "trajectory.jsonl", `${trajectory}${unknown}\nnot json\n${hostile.join("\n")}\n`)
+      // its own sub-agent's text, in a box inside its call
+      const grandchild = JSON.stringify({
+        ...base,
+        _tag: "Nested",
+        path: ["__proto__", "inner"],
+        calls: ["constructor", "c2"],
+        event: { ...base, _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: "from below" } }
+      })
+      const lines = [...hostile, grandchild].join("\n")
+      yield* drop(page, "trajectory.jsonl", `${trajectory}${unknown}\nnot json\n${lines}\n`)
       yield* Effect.promise(() => page.waitForSelector(completed))
       const nested = "[data-testid=sub-agent][data-agent=__proto__]"
-      assert.deepStrictEqual(yield* texts(page, `${nested} [data-testid=assistant-text]`), [
-        "<img src=x onerror=alert(1)>"
-      ])
+      const childText = `${nested} > .sub-body > [data-testid=turn] > .turn-body > .assistant > .assistant-text`
+      assert.deepStrictEqual(yield* texts(page, childText), ["<img src=x onerror=alert(1)>"])
       assert.deepStrictEqual(yield* texts(page, `${nested} [data-testid=check] .check-summary`), ["<b>s</b>"])
+      const inner = `${nested} [data-testid=tool-call][data-call=c2] > [data-testid=sub-agent][data-agent=inner]`
+      assert.deepStrictEqual(yield* texts(page, `${inner} [data-testid=assistant-text]`), ["from below"])
       assert.strictEqual(yield* Effect.promise(() => page.locator(`${nested} img, ${nested} b`).count()), 0)
       assert.deepStrictEqual(yield* texts(page, "#session-title"), ["trajectory.jsonl"])
       const own = "#timeline > [data-testid=turn] > .turn-body > .assistant > [data-testid=assistant-text]"
