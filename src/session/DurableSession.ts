@@ -140,7 +140,9 @@ export interface Options<R = never> {
 
 /**
  * Registers the session workflow with the engine: where this layer runs,
- * sessions run (a runner).
+ * sessions run (a runner). An `Approvals` policy provided to it decides the
+ * calls that need approval; without one (or with an interactive handle)
+ * they wait for {@link approve}.
  *
  * @since 0.1.0
  * @category layers
