@@ -13,7 +13,7 @@
  *
  * Usage (from the repository root; PostgreSQL from /usr/lib/postgresql):
  *   node --conditions=effect-agent-source scripts/bench-durable-cluster.ts [--sessions 1000] [--turns 10] \
- *     [--runners 3] [--sharding '{"shardLockRefreshInterval":"2 seconds"}']
+ *     [--runners 3] [--sharding '{"shardLockRefreshInterval":"2 seconds"}'] [--model-ms 3000] [--join]
  *
  * It reuses the cluster tests' fixture (test/session/cluster-fixture.ts) and local server (postgres.ts).
  */
@@ -35,16 +35,18 @@ const sessions = option("sessions", 1000)
 const turns = option("turns", 10)
 const runnerCount = option("runners", 3)
 // `--sharding '{"shardLockRefreshInterval":"5 seconds"}'`: settings over the fixture's, for the runners too
+// `--join`: at 40% a runner joins instead of one dying; `--model-ms N`: each model call takes N ms
+const join = process.argv.includes("--join")
+const modelMs = option("model-ms", 0)
+process.env.EFFECT_AGENT_MODEL_MS = String(modelMs)
 const shardingAt = process.argv.indexOf("--sharding")
 if (shardingAt !== -1) process.env.EFFECT_AGENT_SHARDING = process.argv[shardingAt + 1]
 
 /** How many times each runner lost its shard locks (a refresh that timed out: it gives up all its shards). */
 const lockLosses = (logDir: string): Array<number> =>
-  Array.from({ length: runnerCount }, (_, r) => {
-    const file = path.join(logDir, `runner-${r}.log`)
-    if (!fs.existsSync(file)) return 0
-    return fs.readFileSync(file, "utf8").split("Shard lock storage is unhealthy").length - 1
-  })
+  fs.readdirSync(logDir).filter((name) => /^runner-\d+\.log$/.test(name)).sort().map((name) =>
+    fs.readFileSync(path.join(logDir, name), "utf8").split("Shard lock storage is unhealthy").length - 1
+  )
 
 const modelLines = (logDir: string) => {
   const file = path.join(logDir, "model.log")
@@ -84,7 +86,10 @@ const extraCalls = (calls: Map<string, Map<number, Array<Call>>>, killedAt: numb
   const survivorRepeatDelays: Array<number> = []
   for (const [sid, byTurn] of calls) {
     const all = Array.from(byTurn.values()).flat()
-    const kills = all.some((call) => call.at <= killedAt) && all.some((call) => call.at > killedAt) ? 1 : 0
+    const kills = killedPid !== undefined && all.some((call) => call.at <= killedAt) &&
+        all.some((call) => call.at > killedAt)
+      ? 1
+      : 0
     livedThroughKill += kills
     let extra = 0
     for (const list of byTurn.values()) {
@@ -124,7 +129,7 @@ const program = Effect.gen(function*() {
   /** The shards each runner holds, as it last said. */
   const held: Array<number> = []
   yield* Effect.addFinalizer(() => Effect.sync(() => children.forEach((child) => child.kill("SIGKILL"))))
-  for (let r = 0; r < runnerCount; r++) {
+  const startRunner = Effect.fnUntraced(function*(r: number) {
     const port = yield* Effect.promise(Postgres.freePort)
     const out = fs.openSync(path.join(logDir, `runner-${r}.log`), "a")
     const child = spawn(
@@ -144,7 +149,8 @@ const program = Effect.gen(function*() {
         }
       })
     })
-  }
+  })
+  for (let r = 0; r < runnerCount; r++) yield* startRunner(r)
   // Sessions are submitted once the cluster has settled: every shard held, by every runner. (Submitted while
   // runners still join, a session can start on a shard that then moves to the joining runner: its call in
   // flight is interrupted after `entityTerminationTimeout` and made again there.)
@@ -174,7 +180,10 @@ const program = Effect.gen(function*() {
       Effect.repeat({ until: (n) => n >= total * 0.4, schedule: Schedule.spaced("200 millis") })
     )
     const killedAt = Date.now()
-    children.at(-1)!.kill("SIGKILL")
+    // With --join, a runner joins instead: shards move between live runners, and none dies.
+    const killedPid = join ? undefined : children.at(-1)!.pid
+    if (join) yield* startRunner(runnerCount)
+    else children.at(-1)!.kill("SIGKILL")
     const statuses = yield* Effect.forEach(ids, DurableSession.poll, { concurrency: 20 }).pipe(
       Effect.repeat({
         until: (all) => all.every((status) => status._tag === "Finished" || status._tag === "Failed"),
@@ -184,7 +193,6 @@ const program = Effect.gen(function*() {
     const finished = Date.now()
     const completed = statuses.filter((s) => s._tag === "Finished" && s.result.outcome._tag === "Completed").length
     const calls = modelCalls(modelLines(logDir))
-    const killedPid = children.at(-1)!.pid
     const perSession = extraCalls(calls, killedAt, killedPid)
     // The longest pause of a session across the kill: its last model call before it, its first after.
     const pauses: Array<number> = []
@@ -201,6 +209,8 @@ const program = Effect.gen(function*() {
       sessions,
       turns,
       runners: runnerCount,
+      at40Percent: join ? "a runner joins" : "a runner is killed",
+      modelMs,
       completed,
       seconds,
       settleSeconds,

@@ -116,10 +116,13 @@ export const script = (logDir: string): ScriptedModel.Script => (_index, request
       { id: `s${i}`, name: "step", params: { key: `${sid}/${i}`, ms } },
       { id: `c${i}`, name: "charge", params: { key: `${sid}/${i}`, ms } }
     ]
-  return streams
-    ? { text: streamedText(sid), toolCalls, usage: { input: 10, output: 2 }, hang }
-    : { toolCalls, usage: { input: 10, output: 2 } }
+  const usage = { input: 10, output: 2 }
+  if (streams) return { text: streamedText(sid), toolCalls, usage, hang }
+  return modelMs > 0 ? { toolCalls, usage, delay: `${modelMs} millis` } : { toolCalls, usage }
 }
+
+/** How long each model call takes (the benchmark's `--model-ms`, through `EFFECT_AGENT_MODEL_MS`). */
+const modelMs = Number(process.env.EFFECT_AGENT_MODEL_MS ?? "0")
 
 /** The database. */
 export const database = (url: string) =>
