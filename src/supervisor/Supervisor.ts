@@ -24,11 +24,12 @@
  */
 import { Cause, Clock, Data, Duration, Effect, Exit, Option, Schema } from "effect"
 import type * as Agent from "../Agent.ts"
-import { type AgentError, ConfigError } from "../AgentError.ts"
+import type * as CheckpointStore from "../session/CheckpointStore.ts"
+import { AgentError as AgentErrorSchema, type AgentError, ConfigError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Approvals from "../Approvals.ts"
 import * as Message from "../Message.ts"
-import type * as Outcome from "../Outcome.ts"
+import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
 import * as AgentWorker from "./AgentWorker.ts"
 import * as Check from "./Check.ts"
@@ -67,9 +68,10 @@ export const Usage = Schema.Struct({
 export type Usage = typeof Usage.Type
 
 /**
- * Where a supervised run is, saved after each step that changes it (plan
- * start, act entry, each turn that did not converge): what a resumed run
- * needs to carry on in the phase it was in, redoing at most one turn.
+ * Where a supervised run is, saved after each step that changes it (the
+ * start, before the baseline; each plan request; act entry; each turn that
+ * did not converge): what a resumed run needs to carry on in the phase it was
+ * in, redoing at most one turn.
  *
  * @since 0.1.0
  * @category models
@@ -88,8 +90,17 @@ export const Checkpoint = Schema.Struct({
   turns: Schema.Finite,
   usage: Usage,
   elapsedMs: Schema.Finite,
-  baseline: Schema.Array(Check.CheckResult),
+  /** The baseline round (absent: it had not run yet, and a resumed run runs it). */
+  baseline: Schema.optionalKey(Schema.Array(Check.CheckResult)),
   resumeToken: Schema.optionalKey(Schema.String),
+  /**
+   * How the run ended, once it has (not when it was interrupted). A run
+   * resumed from a checkpoint that `Converged` or was `Rejected` ends so
+   * again without a turn; one that ended otherwise (a budget, the watchdog,
+   * the plan-iteration cap) goes on from where it was, with the limits it is
+   * given now.
+   */
+  outcome: Schema.optionalKey(Outcome.Outcome),
   /** The agent worker's transcript (absent for external workers). */
   agentState: Schema.optionalKey(RunState.RunState)
 })
@@ -165,7 +176,7 @@ export interface Options<R = never> {
   /** Durable runs: the checkpoint to resume from, and where to save one. */
   readonly checkpoint?: {
     readonly resume?: Checkpoint | undefined
-    readonly save: (checkpoint: Checkpoint) => Effect.Effect<void, AgentError>
+    readonly save: (checkpoint: Checkpoint) => Effect.Effect<void, AgentError | CheckpointStore.CheckpointError>
   } | undefined
 }
 
@@ -252,6 +263,15 @@ export const feedback = (turn: number, results: ReadonlyArray<Check.CheckResult>
 // The run
 // -----------------------------------------------------------------------------
 
+/**
+ * Why a supervised run could not go on: its worker failed, or its checkpoint
+ * could not be saved.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RunError = AgentError | CheckpointStore.CheckpointError
+
 /** Ends the run with an outcome (internal control flow, caught by `run`). */
 class Stop extends Data.TaggedError("Stop")<{ readonly outcome: SupervisedOutcome }> {}
 
@@ -272,7 +292,7 @@ const resultsKey = (results: ReadonlyArray<Check.CheckResult>): string =>
 /**
  * Runs a supervised run to its outcome. It fails only when it cannot go on:
  * the worker failed (`WorkerError`, or any `AgentError` of our loop), or a
- * checkpoint could not be saved. With no `worker`, the worker is our own loop
+ * checkpoint could not be saved (the `save` function's error). With no `worker`, the worker is our own loop
  * (`AgentWorker`), which needs a `LanguageModel` and a `ToolRegistry`.
  *
  * @since 0.1.0
@@ -281,9 +301,9 @@ const resultsKey = (results: ReadonlyArray<Check.CheckResult>): string =>
 export const run: {
   <R = never>(
     options: Options<R> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Result, AgentError, R>
-  <R = never>(options: Options<R>): Effect.Effect<Result, AgentError, Agent.Requirements | R>
-} = <R>(options: Options<R>): Effect.Effect<Result, AgentError, Agent.Requirements | R> =>
+  ): Effect.Effect<Result, RunError, R>
+  <R = never>(options: Options<R>): Effect.Effect<Result, RunError, Agent.Requirements | R>
+} = <R>(options: Options<R>): Effect.Effect<Result, RunError, Agent.Requirements | R> =>
   Effect.suspend(() => {
     const resume = options.checkpoint?.resume
     const runId = resume?.runId ?? options.runId ?? globalThis.crypto.randomUUID()
@@ -296,7 +316,7 @@ const supervise = <R, RW>(
   options: Options<R>,
   runId: string,
   worker: AnyWorker<RW>
-): Effect.Effect<Result, AgentError, R | RW> =>
+): Effect.Effect<Result, RunError, R | RW> =>
   Effect.gen(function*() {
     const resume = options.checkpoint?.resume
     const task = resume?.task ?? options.task
@@ -319,12 +339,14 @@ const supervise = <R, RW>(
 
     // The run's mutable state, in one place (a checkpoint is a copy of it).
     const s = {
+      phase: resume?.phase ?? "act" as "plan" | "act",
+      pending: resume?.pendingMessage ?? task,
       turn: resume?.turns ?? 0,
       planIteration: resume?.planIteration ?? 1,
       plan: resume?.approvedPlan,
       usage: resume?.usage ?? { inputTokens: 0, outputTokens: 0, costUsd: 0 },
       resumeToken: resume?.resumeToken,
-      baseline: resume?.baseline ?? [],
+      baseline: resume?.baseline,
       last: [] as ReadonlyArray<Check.CheckResult>,
       reply: "",
       transcript: [Message.user(task)] as Array<Message.Message>,
@@ -369,8 +391,10 @@ const supervise = <R, RW>(
         if (maxWallMs !== undefined && used >= maxWallMs) return yield* unverified("wallClock", maxWallMs, used)
       })
 
-    const save = (phase: "plan" | "act", pendingMessage: string) =>
+    const save = (phase: "plan" | "act", pendingMessage: string, outcome?: SupervisedOutcome) =>
       options.checkpoint === undefined ? Effect.void : Effect.gen(function*() {
+        s.phase = phase
+        s.pending = pendingMessage
         const agentState = worker.state === undefined ? undefined : yield* worker.state
         const checkpoint: Checkpoint = {
           version: 1,
@@ -382,9 +406,10 @@ const supervise = <R, RW>(
           turns: s.turn,
           usage: s.usage,
           elapsedMs: yield* elapsed,
-          baseline: s.baseline,
+          ...(s.baseline === undefined ? {} : { baseline: s.baseline }),
           ...(s.plan === undefined ? {} : { approvedPlan: s.plan }),
           ...(s.resumeToken === undefined ? {} : { resumeToken: s.resumeToken }),
+          ...(outcome === undefined ? {} : { outcome }),
           ...(agentState === undefined ? {} : { agentState })
         }
         yield* options.checkpoint!.save(checkpoint)
@@ -427,7 +452,7 @@ const supervise = <R, RW>(
     const runChecks = (round: ReadonlyArray<Check.Check<R>>, baseline: boolean) => {
       const known = new Map<string, string>()
       if (!baseline) {
-        for (const result of s.baseline) {
+        for (const result of s.baseline ?? []) {
           if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary))
         }
       }
@@ -534,17 +559,19 @@ const supervise = <R, RW>(
     const body = Effect.gen(function*() {
       yield* emit({ _tag: "AgentStart", messages: [Message.user(task)] })
       const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
-      if (resume === undefined && options.baseline !== false && regular.length > 0) {
-        s.baseline = yield* runChecks(regular, true)
+      if (resume?.outcome?._tag === "Converged" || resume?.outcome?._tag === "Rejected") return resume.outcome
+      const phase = resume?.phase ?? (options.plan === true ? "plan" : "act")
+      const message = resume?.pendingMessage ?? (phase === "plan" ? planRequest(task) : task)
+      if (s.baseline === undefined) {
+        // Saved before the baseline, so that a run stopped from here on can be resumed.
+        if (resume === undefined) yield* save(phase, message)
+        s.baseline = options.baseline !== false && regular.length > 0 ? yield* runChecks(regular, true) : []
       }
-      if (resume?.phase === "act") return yield* actPhase(approvals, resume.pendingMessage)
-      if (options.plan === true || resume?.phase === "plan") {
-        yield* checkBudgets(false)
-        const plan = yield* planPhase(approvals, resume?.pendingMessage ?? planRequest(task))
-        s.plan = plan
-        return yield* actPhase(approvals, actRequest(plan, task))
-      }
-      return yield* actPhase(approvals, task)
+      if (phase === "act") return yield* actPhase(approvals, message)
+      yield* checkBudgets(false)
+      const plan = yield* planPhase(approvals, message)
+      s.plan = plan
+      return yield* actPhase(approvals, actRequest(plan, task))
     })
 
     const result = (outcome: SupervisedOutcome) =>
@@ -553,7 +580,7 @@ const supervise = <R, RW>(
         turns: s.turn,
         planIterations: s.planIteration,
         plan: s.plan,
-        baseline: s.baseline,
+        baseline: s.baseline ?? [],
         checks: s.last,
         reply: s.reply,
         usage: s.usage,
@@ -568,6 +595,8 @@ const supervise = <R, RW>(
 
     return yield* body.pipe(
       Effect.catchTag("Stop", (stop) => Effect.succeed(stop.outcome)),
+      // The ending is saved (an interrupted run keeps its last checkpoint, to go on from).
+      Effect.tap((outcome) => outcome._tag === "Cancelled" ? Effect.void : save(s.phase, s.pending, outcome)),
       Effect.flatMap(result),
       Effect.onExit((exit) => {
         if (Exit.isSuccess(exit)) {
@@ -578,9 +607,11 @@ const supervise = <R, RW>(
             emit({ _tag: "AgentEnd", outcome: done.outcome, result: runResult(done) }))
         }
         const error = Cause.findErrorOption(exit.cause)
-        return error._tag === "Some"
+        if (error._tag === "None") return emit({ _tag: "AgentEnd", defect: Cause.pretty(exit.cause) })
+        // A checkpoint that could not be saved is not an `AgentError`: the event says it in words.
+        return Schema.is(AgentErrorSchema)(error.value)
           ? emit({ _tag: "AgentEnd", error: error.value })
-          : emit({ _tag: "AgentEnd", defect: Cause.pretty(exit.cause) })
+          : emit({ _tag: "AgentEnd", defect: error.value.message })
       })
     )
   })
