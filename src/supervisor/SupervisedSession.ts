@@ -171,7 +171,7 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
  * @since 0.1.0
  * @category models
  */
-export interface Options<R = never> extends Omit<Supervisor.Options<R>, "checkpoint"> {
+export interface Options<R = never, P = never> extends Omit<Supervisor.Options<R, P>, "checkpoint"> {
   /** The session's id in the store (letters, digits, `.`, `_`, `-`). */
   readonly id: string
   readonly store: CheckpointStore.Service
@@ -200,15 +200,19 @@ const withEvents = (
  * @category running
  */
 export const run: {
-  <R = never>(
-    options: Options<R> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Supervisor.Result, Supervisor.RunError, R>
-  <R = never>(options: Options<R>): Effect.Effect<Supervisor.Result, Supervisor.RunError, Agent.Requirements | R>
-} = <R>(options: Options<R>): Effect.Effect<Supervisor.Result, Supervisor.RunError, Agent.Requirements | R> =>
+  <R = never, P = never>(
+    options: Options<R, P> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, R>
+  <R = never, P = never>(
+    options: Options<R, P>
+  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R>
+} = <R, P>(
+  options: Options<R, P>
+): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R> =>
   Effect.suspend(() => {
     const { id, store, ...rest } = options
     const saving = saver(id, store, false)
-    return Supervisor.run<R>({
+    return Supervisor.run<R, P>({
       ...rest,
       onEvent: withEvents(options, saving.onEvent),
       checkpoint: { save: saving.save }
@@ -228,15 +232,15 @@ export const run: {
  * @category running
  */
 export const resume: {
-  <R = never>(
-    options: Omit<Options<R>, "task"> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Supervisor.Result, Supervisor.RunError, R>
-  <R = never>(
-    options: Omit<Options<R>, "task">
-  ): Effect.Effect<Supervisor.Result, Supervisor.RunError, Agent.Requirements | R>
-} = <R>(
-  options: Omit<Options<R>, "task">
-): Effect.Effect<Supervisor.Result, Supervisor.RunError, Agent.Requirements | R> =>
+  <R = never, P = never>(
+    options: Omit<Options<R, P>, "task"> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, R>
+  <R = never, P = never>(
+    options: Omit<Options<R, P>, "task">
+  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R>
+} = <R, P>(
+  options: Omit<Options<R, P>, "task">
+): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { id, store, ...rest } = options
     const loaded = yield* load(id, store)
@@ -259,7 +263,7 @@ export const resume: {
         pendingApprovals: 0
       }
     })
-    return yield* Supervisor.run<R>({
+    return yield* Supervisor.run<R, P>({
       ...rest,
       task: loaded.task,
       onEvent: withEvents(options, saving.onEvent, resumed),

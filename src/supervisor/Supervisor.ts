@@ -15,6 +15,13 @@
  * AgentEnd (always last)
  * ```
  *
+ * With `planOutput` (a Schema) and our own loop as the worker, the plan is a
+ * typed value: the plan turn is `Agent.run({ output })`, `PlanProposed`
+ * carries the value (in its JSON form) beside the text, the approver sees it
+ * (`PlanRequest.value`), and the approved value is in the result
+ * (`planValue`) and the checkpoint. An external CLI worker gives text only:
+ * `planOutput` with one is a `ConfigError`.
+ *
  * Outcomes: `Converged`, `Unverified` (a budget or the turn cap ended the run
  * before the checks passed; never `Completed`), `Stuck`, `Rejected`,
  * `PlanIterationCap`, and `Cancelled` when the run is interrupted. Plan
@@ -25,15 +32,21 @@
 import { Cause, Clock, Data, Duration, Effect, Exit, Option, Schema } from "effect"
 import type * as Agent from "../Agent.ts"
 import type * as CheckpointStore from "../session/CheckpointStore.ts"
-import { AgentError as AgentErrorSchema, type AgentError, ConfigError } from "../AgentError.ts"
+import {
+  AgentError as AgentErrorSchema,
+  type AgentError,
+  ConfigError,
+  OutputSchemaMismatch
+} from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Approvals from "../Approvals.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
+import * as Output from "../Output.ts"
 import * as RunState from "../RunState.ts"
 import * as AgentWorker from "./AgentWorker.ts"
 import * as Check from "./Check.ts"
-import type * as Worker from "./Worker.ts"
+import * as Worker from "./Worker.ts"
 
 // -----------------------------------------------------------------------------
 // Models
@@ -84,6 +97,10 @@ export const Checkpoint = Schema.Struct({
   /** The plan iteration being asked for (plan phase) or the approved one. */
   planIteration: Schema.Finite,
   approvedPlan: Schema.optionalKey(Schema.String),
+  /** The identity of the plan's Schema (`Output.identity`), when the run asked for a typed plan. */
+  planSchema: Schema.optionalKey(Schema.String),
+  /** The approved typed plan, in its JSON form (encoded with the plan's Schema). */
+  approvedPlanValue: Schema.optionalKey(Schema.Unknown),
   /** The message the next worker turn gets (re-sent on resume). */
   pendingMessage: Schema.String,
   /** Act turns completed. */
@@ -116,7 +133,7 @@ export type Checkpoint = typeof Checkpoint.Type
  * @since 0.1.0
  * @category models
  */
-export interface Result {
+export interface Result<P = never> {
   readonly outcome: SupervisedOutcome
   /** Act turns run. */
   readonly turns: number
@@ -124,6 +141,8 @@ export interface Result {
   readonly planIterations: number
   /** The approved plan, if the run had a plan phase and it was approved. */
   readonly plan: string | undefined
+  /** The approved typed plan, when the run asked for one (`planOutput`) and it was approved. */
+  readonly planValue: P | undefined
   readonly baseline: ReadonlyArray<Check.CheckResult>
   /** The last round of checks. */
   readonly checks: ReadonlyArray<Check.CheckResult>
@@ -140,7 +159,7 @@ export interface Result {
  * @since 0.1.0
  * @category models
  */
-export interface Options<R = never> {
+export interface Options<R = never, P = never> {
   /** The task. */
   readonly task: string
   /** The checks run after each turn (none: the first ended turn converges). */
@@ -152,6 +171,12 @@ export interface Options<R = never> {
   readonly runId?: string | undefined
   /** Ask for a plan first, with the work tools withheld. */
   readonly plan?: boolean | undefined
+  /**
+   * The plan's Schema: the plan is a typed value the worker gives through
+   * the same typed output as `Agent.run({ output })`. Our own loop only: an
+   * external worker gives text (a `ConfigError`).
+   */
+  readonly planOutput?: Schema.Codec<P, unknown> | undefined
   /** Plans proposed at most (default 5); a refinement past it ends `PlanIterationCap`. */
   readonly maxPlanIterations?: number | undefined
   /** Ask the operator (`Approvals.decideTurn`) before each feedback goes out. */
@@ -272,6 +297,12 @@ export const feedback = (turn: number, results: ReadonlyArray<Check.CheckResult>
  */
 export type RunError = AgentError | CheckpointStore.CheckpointError
 
+/** A typed plan: decoded, and in its JSON form. */
+interface TypedPlan<P> {
+  readonly value: P
+  readonly encoded: unknown
+}
+
 /** Ends the run with an outcome (internal control flow, caught by `run`). */
 class Stop extends Data.TaggedError("Stop")<{ readonly outcome: SupervisedOutcome }> {}
 
@@ -279,7 +310,7 @@ class Stop extends Data.TaggedError("Stop")<{ readonly outcome: SupervisedOutcom
 interface AnyWorker<R> {
   readonly _tag?: "AgentWorker"
   readonly name: string
-  readonly turn: (request: Worker.TurnRequest) => Effect.Effect<Worker.TurnReply, AgentError, R>
+  readonly turn: (request: AgentWorker.TypedRequest) => Effect.Effect<AgentWorker.TypedReply, AgentError, R>
   readonly state?: Effect.Effect<RunState.RunState | undefined>
 }
 
@@ -299,11 +330,11 @@ const resultsKey = (results: ReadonlyArray<Check.CheckResult>): string =>
  * @category running
  */
 export const run: {
-  <R = never>(
-    options: Options<R> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Result, RunError, R>
-  <R = never>(options: Options<R>): Effect.Effect<Result, RunError, Agent.Requirements | R>
-} = <R>(options: Options<R>): Effect.Effect<Result, RunError, Agent.Requirements | R> =>
+  <R = never, P = never>(
+    options: Options<R, P> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Result<P>, RunError, R>
+  <R = never, P = never>(options: Options<R, P>): Effect.Effect<Result<P>, RunError, Agent.Requirements | R>
+} = <R, P>(options: Options<R, P>): Effect.Effect<Result<P>, RunError, Agent.Requirements | R> =>
   Effect.suspend(() => {
     const resume = options.checkpoint?.resume
     const runId = resume?.runId ?? options.runId ?? globalThis.crypto.randomUUID()
@@ -312,11 +343,11 @@ export const run: {
     return supervise(options, runId, worker)
   })
 
-const supervise = <R, RW>(
-  options: Options<R>,
+const supervise = <R, RW, P>(
+  options: Options<R, P>,
   runId: string,
   worker: AnyWorker<RW>
-): Effect.Effect<Result, RunError, R | RW> =>
+): Effect.Effect<Result<P>, RunError, R | RW> =>
   Effect.gen(function*() {
     const resume = options.checkpoint?.resume
     const task = resume?.task ?? options.task
@@ -327,6 +358,29 @@ const supervise = <R, RW>(
       return yield* new ConfigError({ field: "checks", rule: `at most one check is the verifier, got ${names}` })
     }
     const regular = checks.filter((check) => check.role !== "verifier")
+    const planOutput = options.planOutput
+    if (planOutput !== undefined && worker._tag !== "AgentWorker") {
+      return yield* new ConfigError({
+        field: "planOutput",
+        rule: `the ${worker.name} worker gives its plan as text only: a typed plan needs our own loop (AgentWorker)`
+      })
+    }
+    const planSchema = planOutput === undefined ? undefined : Output.finalAnswer(planOutput).identity
+    if (resume !== undefined && (resume.planSchema ?? null) !== (planSchema ?? null)) {
+      return yield* new OutputSchemaMismatch({ saved: resume.planSchema ?? null, given: planSchema ?? null })
+    }
+    const isPlan = planOutput === undefined ? undefined : Schema.is(planOutput)
+    const savedPlan = resume?.approvedPlanValue
+    const resumedPlanValue: TypedPlan<P> | undefined = planOutput === undefined || savedPlan === undefined
+      ? undefined
+      : {
+        value: yield* Schema.decodeUnknownEffect(Schema.toCodecJson(planOutput))(savedPlan).pipe(
+          Effect.mapError((error) =>
+            new ConfigError({ field: "checkpoint", rule: `its approved plan does not decode: ${error.message}` })
+          )
+        ),
+        encoded: savedPlan
+      }
     const maxTurns = nonNegative(options.maxTurns, defaults.maxTurns)
     const maxPlanIterations = Math.max(1, nonNegative(options.maxPlanIterations, defaults.maxPlanIterations))
     const concurrency = Math.max(1, nonNegative(options.checkConcurrency, defaults.checkConcurrency))
@@ -344,6 +398,7 @@ const supervise = <R, RW>(
       turn: resume?.turns ?? 0,
       planIteration: resume?.planIteration ?? 1,
       plan: resume?.approvedPlan,
+      planValue: resumedPlanValue,
       usage: resume?.usage ?? { inputTokens: 0, outputTokens: 0, costUsd: 0 },
       resumeToken: resume?.resumeToken,
       baseline: resume?.baseline,
@@ -408,6 +463,8 @@ const supervise = <R, RW>(
           elapsedMs: yield* elapsed,
           ...(s.baseline === undefined ? {} : { baseline: s.baseline }),
           ...(s.plan === undefined ? {} : { approvedPlan: s.plan }),
+          ...(planSchema === undefined ? {} : { planSchema }),
+          ...(s.planValue === undefined ? {} : { approvedPlanValue: s.planValue.encoded }),
           ...(s.resumeToken === undefined ? {} : { resumeToken: s.resumeToken }),
           ...(outcome === undefined ? {} : { outcome }),
           ...(agentState === undefined ? {} : { agentState })
@@ -419,7 +476,12 @@ const supervise = <R, RW>(
     const workerTurn = (phase: "plan" | "act", message: string) =>
       Effect.gen(function*() {
         yield* emit({ _tag: "WorkerTurnStart", worker: worker.name, phase, message })
-        const request: Worker.TurnRequest = { message, phase, resumeToken: s.resumeToken }
+        const request: AgentWorker.TypedRequest = {
+          message,
+          phase,
+          resumeToken: s.resumeToken,
+          ...(phase === "plan" && planOutput !== undefined ? { output: planOutput } : {})
+        }
         const turn = worker.turn(request).pipe(Effect.provideService(AgentWorker.Events, forward))
         const left = maxWallMs === undefined ? undefined : maxWallMs - (yield* elapsed)
         const reply = left === undefined ? yield* turn : yield* Effect.timeoutOrElse(turn, {
@@ -465,6 +527,22 @@ const supervise = <R, RW>(
         }), { concurrency })
     }
 
+    /** The typed plan of a plan turn's reply, when the run asked for one (the Schema's guard, not a cast). */
+    const typedPlan = (reply: AgentWorker.TypedReply) =>
+      Effect.gen(function*() {
+        if (isPlan === undefined) return undefined
+        const value = reply.output?.value
+        if (reply.output === undefined || !isPlan(value)) {
+          return yield* new Worker.WorkerError({
+            worker: worker.name,
+            reason: "decode",
+            message: "the plan turn gave no plan of the plan's Schema"
+          })
+        }
+        const plan: TypedPlan<P> = { value, encoded: reply.output.encoded }
+        return plan
+      })
+
     /** The plan phase: propose, then approve, refine (up to the cap) or reject. */
     const planPhase = (approvals: Approvals.Service | undefined, firstMessage: string) =>
       Effect.gen(function*() {
@@ -474,14 +552,26 @@ const supervise = <R, RW>(
           const reply = yield* workerTurn("plan", message)
           yield* checkBudgets(false)
           const plan = reply.text
-          yield* emit({ _tag: "PlanProposed", plan, iteration: s.planIteration })
-          const request: Approvals.PlanRequest = { runId, plan, iteration: s.planIteration }
+          const typed = yield* typedPlan(reply)
+          yield* emit({
+            _tag: "PlanProposed",
+            plan,
+            iteration: s.planIteration,
+            ...(typed === undefined ? {} : { value: typed.encoded })
+          })
+          const request: Approvals.PlanRequest = {
+            runId,
+            plan,
+            iteration: s.planIteration,
+            ...(typed === undefined ? {} : { value: typed.value })
+          }
           const decision: Approvals.PlanDecision = approvals?.decidePlan === undefined
             ? { _tag: "Approve" }
             : yield* approvals.decidePlan(request)
           switch (decision._tag) {
             case "Approve": {
               yield* emit({ _tag: "PlanApproved", iteration: s.planIteration, plan })
+              s.planValue = typed
               return plan
             }
             case "Reject": {
@@ -575,18 +665,19 @@ const supervise = <R, RW>(
     })
 
     const result = (outcome: SupervisedOutcome) =>
-      Effect.map(state, (runState): Result => ({
+      Effect.map(state, (runState): Result<P> => ({
         outcome,
         turns: s.turn,
         planIterations: s.planIteration,
         plan: s.plan,
+        planValue: s.planValue?.value,
         baseline: s.baseline ?? [],
         checks: s.last,
         reply: s.reply,
         usage: s.usage,
         state: runState
       }))
-    const runResult = (done: Result): RunState.RunResult => ({
+    const runResult = (done: Result<P>): RunState.RunResult => ({
       messages: done.state.messages,
       state: done.state,
       outcome: done.outcome,

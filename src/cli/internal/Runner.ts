@@ -695,7 +695,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
           Effect.mapError((error) => sandboxFailure(settings.target, error))
         )
         const startSupervised = Effect.gen(function*() {
-          if (session !== undefined) plugins.push(Trajectory.ndjson(SessionFiles.sessionPaths(path, session.dir).trajectory))
+          if (session !== undefined) {
+            plugins.push(Trajectory.ndjson(SessionFiles.sessionPaths(path, session.dir).trajectory))
+          }
           const options: Omit<Supervisor.Options<Sandbox.Sandbox | ChildProcessSpawner.ChildProcessSpawner>, "task"> = {
             checks,
             plan: supervision.plan,
