@@ -105,7 +105,15 @@ describe("effect-agent run --check", () => {
     Effect.gen(function*() {
       const out = yield* runCommand(["version", "--json"], { cwd: "." })
       const info = JSON.parse(out.stdout)
-      const supervised = ["supervised", "checks", "verifier", "plan-approval", "turn-approval", "demo-supervised"]
+      const supervised = [
+        "supervised",
+        "supervised-session",
+        "checks",
+        "verifier",
+        "plan-approval",
+        "turn-approval",
+        "demo-supervised"
+      ]
       for (const capability of [...supervised, "worker-agent", "worker-claude", "worker-codex"]) {
         assert.include(info.capabilities, capability)
       }
@@ -143,7 +151,13 @@ describe("effect-agent run --check --session-dir / --resume", () => {
       assert.strictEqual(first.code, 0, first.stderr)
       assert.strictEqual(first.result.session, session)
       const runJson = JSON.parse(yield* fs.readFileString(`${session}/run.json`))
-      assert.deepStrictEqual(runJson.supervision.checks, ["test -f done.txt"])
+      // how the run is supervised, sealed with the target; no --max-turns: the supervisor's own cap (10 act turns)
+      assert.deepStrictEqual(runJson.supervision, {
+        checks: ["test -f done.txt"],
+        plan: false,
+        approveTurns: false,
+        worker: "agent"
+      })
       // the script has no reply left: a model call would fail the run
       const again = yield* runCommand(["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--json"], { cwd: first.dir })
       assert.strictEqual(again.code, 0, again.stderr)

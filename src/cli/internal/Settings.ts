@@ -384,7 +384,9 @@ export const resolve = (flags: Flags, options: Environment) =>
     if (Result.isFailure(otlp)) return yield* configError(otlp.failure)
     const { config, warnings } = yield* limits(flags, resume)
     const resumed = saved === undefined ? undefined : { file: saved, options, path }
-    const supervised = yield* supervision(flags, config, resumed)
+    // A supervised run's limits are those given (a new run's defaults are the supervisor's: 10 act turns).
+    const given = resume ? config : (yield* limits(flags, true)).config
+    const supervised = yield* supervision(flags, given, resumed)
     if (resume && supervised !== undefined && task !== undefined) {
       return yield* configError("--task: a resumed supervised session keeps its task (it has no follow-ups)")
     }
@@ -434,8 +436,9 @@ const supervisionLimits = (config: AgentConfig.Input) => {
 /**
  * How a run is supervised: from the flags for a new run (`undefined` when
  * none asks for supervision), or a resumed session's (`run.json`) with the
- * limits and `--approve-turns` given now on top. Its limits are the
- * config's (`limits`): `--max-turns` caps the act turns. A resumed session keeps its
+ * limits and `--approve-turns` given now on top. Its limits are those of
+ * `config` (checked by `limits`, the given ones only): `--max-turns` caps
+ * the act turns. A resumed session keeps its
  * checks, plan and worker: flags that would change them are refused, and an
  * external worker must be named again (it runs outside the sandbox).
  *
