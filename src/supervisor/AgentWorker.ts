@@ -76,6 +76,12 @@ export interface AgentWorker<R = never> {
  */
 export interface TypedRequest extends TurnRequest {
   readonly output?: Output.Any | undefined
+  /**
+   * The transcript already holds `message` and part of the turn (a session
+   * saved in the middle of it): the inner run continues it rather than
+   * appending the message again.
+   */
+  readonly continue?: boolean | undefined
 }
 
 /**
@@ -141,6 +147,18 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
       const plugins = [...(options.plugins ?? []), forward]
       const prior = current
       const output = request.output
+      const last = prior?.messages.at(-1)
+      const ended = request.continue === true && output === undefined && last?.role === "assistant" &&
+        !Message.hasToolCalls(last)
+      if (ended) {
+        // The turn had ended when it was saved: its reply is the last one (its usage is in the saved one).
+        const reply: TypedReply = {
+          text: Message.textOf(last),
+          usage: { inputTokens: 0, outputTokens: 0 },
+          resumeToken: undefined
+        }
+        return reply
+      }
       const run = prior === undefined
         ? Agent.run({
           prompt: request.message,
@@ -151,7 +169,9 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
           output
         })
         : Agent.runContinue(
-          { ...prior, messages: [...prior.messages, Message.user(request.message)] },
+          request.continue === true
+            ? prior
+            : { ...prior, messages: [...prior.messages, Message.user(request.message)] },
           { config: options.config, plugins, output }
         )
       const result = yield* request.phase === "plan"

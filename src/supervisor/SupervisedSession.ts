@@ -37,12 +37,16 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema, Struct } from "effect"
+import { Effect, Schema, Semaphore, Struct } from "effect"
 import type * as Agent from "../Agent.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
+import * as AgentTool from "../AgentTool.ts"
+import * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as RunState from "../RunState.ts"
 import * as CheckpointStore from "../session/CheckpointStore.ts"
+import * as ToolRegistry from "../ToolRegistry.ts"
+import type * as AgentWorker from "./AgentWorker.ts"
 import * as Supervisor from "./Supervisor.ts"
 import type * as Worker from "./Worker.ts"
 
@@ -143,12 +147,67 @@ export const fromStore = (
 const saver = (id: string, store: CheckpointStore.Service, created: boolean) => {
   let exists = created
   const transcript: Array<Message.Message> = []
+  // The supervisor's saves and the agent's mid-turn saves, one at a time, each over the last.
+  const lock = Semaphore.makeUnsafe(1)
+  /** The supervisor's last checkpoint (between turns): what a mid-turn save goes with. */
+  let last: Supervisor.Checkpoint | undefined
   const save = (checkpoint: Supervisor.Checkpoint): Effect.Effect<void, CheckpointStore.CheckpointError> =>
-    Effect.suspend((): Effect.Effect<void, CheckpointStore.CheckpointError> => {
+    lock.withPermit(Effect.suspend((): Effect.Effect<void, CheckpointStore.CheckpointError> => {
       const stored = toStore(checkpoint, transcript.length === 0 ? [Message.user(checkpoint.task)] : transcript)
-      if (exists) return Effect.asVoid(store.save(id, stored))
-      return Effect.tap(Effect.asVoid(store.create(id, stored)), () => Effect.sync(() => void (exists = true)))
-    })
+      const done = Effect.sync(() => void (last = checkpoint))
+      if (exists) return Effect.andThen(store.save(id, stored), done)
+      return Effect.andThen(store.create(id, stored), Effect.andThen(done, Effect.sync(() => void (exists = true))))
+    }))
+  /**
+   * Our loop's state in the middle of a worker turn, saved with the supervisor's last checkpoint (marked
+   * `inTurn`): when the transcript grew, after each model call, and around each call that is not
+   * replay-safe, as a plain `Session` saves. A save that fails is left to the supervisor's next one, which
+   * fails the run with the store's error.
+   */
+  const midTurn: Hooks.PluginInput<ToolRegistry.ToolRegistry> = Effect.map(ToolRegistry.ToolRegistry, (registry) => {
+    let saved = 0
+    const unsafe = new Set<string>()
+    const replaySafe = (name: string) => {
+      const tool = registry.get(name)
+      return tool === undefined || AgentTool.settings(tool).replaySafe
+    }
+    const checkpoint = (ctx: Hooks.Context) =>
+      lock.withPermit(Effect.gen(function*() {
+        const checkpoint = last
+        if (checkpoint === undefined) return
+        const state = yield* ctx.snapshot
+        // The supervisor's usage with the part of the turn done (a resumed turn counts only the rest).
+        const base = checkpoint.agentState?.usage ?? Message.emptyUsage
+        const usage = {
+          inputTokens: checkpoint.usage.inputTokens + state.usage.input - base.input,
+          outputTokens: checkpoint.usage.outputTokens + state.usage.output - base.output,
+          costUsd: checkpoint.usage.costUsd + (state.usage.cost ?? 0) - (base.cost ?? 0)
+        }
+        yield* store.save(id, toStore({ ...checkpoint, usage, inTurn: true, agentState: state }, transcript))
+        saved = state.messages.length
+      })).pipe(Effect.catch((error) => Effect.logWarning(`a mid-turn checkpoint was not saved: ${error.message}`)))
+    const plugin: Hooks.Plugin = {
+      name: "supervisedSession",
+      afterTurn: (_turn, ctx) => Effect.as(checkpoint(ctx), Hooks.proceed),
+      onEvent: (event, ctx) => {
+        switch (event._tag) {
+          case "TurnStart":
+            return ctx.messages.length === saved ? Effect.void : checkpoint(ctx)
+          case "ApprovalRequested":
+            return checkpoint(ctx)
+          case "ToolExecutionStart":
+            if (replaySafe(event.toolName)) return Effect.void
+            unsafe.add(event.toolCallId)
+            return checkpoint(ctx)
+          case "ToolExecutionEnd":
+            return unsafe.delete(event.toolCallId) ? checkpoint(ctx) : Effect.void
+          default:
+            return Effect.void
+        }
+      }
+    }
+    return plugin
+  })
   const onEvent = (event: AgentEvent.AgentEvent) =>
     Effect.sync(() => {
       if (event._tag === "WorkerTurnStart") transcript.push(Message.user(event.message))
@@ -161,7 +220,7 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
         })
       }
     })
-  return { save, onEvent, transcript }
+  return { save, onEvent, transcript, midTurn }
 }
 
 /**
@@ -191,6 +250,12 @@ const withEvents = (
     })
 }
 
+/** Our loop's options with the mid-turn saves among its plugins (a worker given by the caller has none). */
+const withMidTurn = <R>(
+  agent: AgentWorker.Options<R> | undefined,
+  midTurn: Hooks.PluginInput<ToolRegistry.ToolRegistry>
+): AgentWorker.Options<R | ToolRegistry.ToolRegistry> => ({ ...agent, plugins: [...(agent?.plugins ?? []), midTurn] })
+
 /**
  * Runs a new supervised session: `Supervisor.run` saving its checkpoints
  * under `id` (from its start, before the baseline). Fails with
@@ -212,8 +277,9 @@ export const run: {
   Effect.suspend(() => {
     const { id, store, ...rest } = options
     const saving = saver(id, store, false)
-    return Supervisor.run<R, P>({
+    return Supervisor.run<R | ToolRegistry.ToolRegistry, P>({
       ...rest,
+      agent: withMidTurn(rest.agent, saving.midTurn),
       onEvent: withEvents(options, saving.onEvent),
       checkpoint: { save: saving.save }
     })
@@ -263,8 +329,9 @@ export const resume: {
         pendingApprovals: 0
       }
     })
-    return yield* Supervisor.run<R, P>({
+    return yield* Supervisor.run<R | ToolRegistry.ToolRegistry, P>({
       ...rest,
+      agent: withMidTurn(rest.agent, saving.midTurn),
       task: loaded.task,
       onEvent: withEvents(options, saving.onEvent, resumed),
       checkpoint: { resume: loaded, save: saving.save }

@@ -118,6 +118,14 @@ export const Checkpoint = Schema.Struct({
    * given now.
    */
   outcome: Schema.optionalKey(Outcome.Outcome),
+  /**
+   * Saved in the middle of a worker turn (by `SupervisedSession`, for our own
+   * loop): the agent's state already holds the pending message and the part
+   * of the turn done, and a resumed run continues that turn (a call that had
+   * started and is not replay-safe is answered "outcome unknown") rather than
+   * sending the message again.
+   */
+  inTurn: Schema.optionalKey(Schema.Boolean),
   /** The agent worker's transcript (absent for external workers). */
   agentState: Schema.optionalKey(RunState.RunState)
 })
@@ -408,6 +416,8 @@ const supervise = <R, RW, P>(
       checksKey: "",
       checksRepeats: 0,
       lastReply: undefined as string | undefined,
+      /** The first worker turn of a run resumed in the middle of a turn continues it. */
+      continueTurn: resume?.inTurn === true,
       replyRepeats: 0
     }
     const startedAt = (yield* Clock.currentTimeMillis) - (resume?.elapsedMs ?? 0)
@@ -480,8 +490,10 @@ const supervise = <R, RW, P>(
           message,
           phase,
           resumeToken: s.resumeToken,
-          ...(phase === "plan" && planOutput !== undefined ? { output: planOutput } : {})
+          ...(phase === "plan" && planOutput !== undefined ? { output: planOutput } : {}),
+          ...(s.continueTurn ? { continue: true } : {})
         }
+        s.continueTurn = false
         const turn = worker.turn(request).pipe(Effect.provideService(AgentWorker.Events, forward))
         const left = maxWallMs === undefined ? undefined : maxWallMs - (yield* elapsed)
         const reply = left === undefined ? yield* turn : yield* Effect.timeoutOrElse(turn, {

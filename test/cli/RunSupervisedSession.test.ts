@@ -2,7 +2,8 @@
  * Supervised sessions of `effect-agent run`, with real processes: a
  * supervised run (plan, then three act turns checked in between) killed with
  * SIGKILL at random moments and resumed with `--resume` each time goes on in
- * the phase it was in, redoes at most the turn it was in, and ends
+ * the phase it was in, redoes at most the turn it was in (and of it, at most
+ * the model call that was cut short), and ends
  * `Converged` with each model call in its transcript once. The seed of the
  * kills' delays is in every assertion's message; `SUPERVISED_KILL_SEED`
  * replays one, and `SUPERVISED_KILLS` sets how many kills a run gets
@@ -127,6 +128,9 @@ describe("supervised sessions", () => {
       assert.deepStrictEqual([...new Set(actEnds)], [1, 2, 3], note)
       assert.isAtMost(ends.length, 4 + killed, note)
       assert.isAtMost(redone, killed, note)
+      // saved in the middle of a turn too: a kill costs at most the model call it cut short
+      const modelCalls = all.filter((e) => e._tag === "TurnStart").length
+      assert.isAtMost(modelCalls, script.length + killed, note)
 
       // The final checkpoint's transcript has each model call once: the plan, then two calls per act turn.
       const saved = JSON.parse(yield* fs.readFileString(head))

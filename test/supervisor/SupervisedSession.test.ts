@@ -10,7 +10,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { Approvals, type AgentEvent, Message, RunState, ToolRegistry } from "effect-agent"
+import { AgentTool, Approvals, type AgentEvent, Message, RunState, ToolRegistry } from "effect-agent"
 import { CheckpointStore } from "effect-agent/session"
 import { Check, SupervisedSession, Supervisor, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
@@ -39,10 +39,12 @@ describe("SupervisedSession", () => {
       const store = CheckpointStore.memory()
       const files = new Map<string, string>()
       const secondTurn = yield* Deferred.make<void>()
-      // Process 1: act turn 1 (a tool call, then a reply) fails the check; act turn 2's model call hangs.
+      // Process 1: act turn 1 (a tool call, then a reply) fails the check; in act turn 2 a tool call, and the
+      // model call after it hangs.
       const first = ScriptedModel.layer([
-        { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "no" } }] },
-        { text: "wrote no" },
+        { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "no" } }], usage: { input: 10 } },
+        { text: "wrote no", usage: { input: 20 } },
+        { toolCalls: [{ id: "w2", name: "write_file", params: { path: "ok.txt", content: "yes" } }], usage: { input: 30 } },
         { text: "thinking", hang: true }
       ])
       const events: Array<AgentEvent.AgentEvent> = []
@@ -61,28 +63,28 @@ describe("SupervisedSession", () => {
       )
       yield* Deferred.await(secondTurn)
       // the hanging model call has started
-      yield* Effect.repeat(Effect.yieldNow, { until: () => events.filter((e) => e._tag === "TurnStart").length === 3 })
+      yield* Effect.repeat(Effect.yieldNow, { until: () => events.filter((e) => e._tag === "TurnStart").length === 4 })
       yield* Fiber.interrupt(fiber)
 
+      // saved in the middle of act turn 2: the feedback, the call and its result are in, the hanging call is not
       const saved = yield* SupervisedSession.load("s1", store)
-      assert.deepStrictEqual([saved.phase, saved.turns], ["act", 1])
+      assert.deepStrictEqual([saved.phase, saved.turns, saved.inTurn], ["act", 1, true])
       const before = saved.agentState!.messages
       const feedback = saved.pendingMessage
       assert.include(feedback, "- ok.txt says yes [new, 0.0s]: got no")
-      // the transcript up to the end of the completed turn: nothing of the turn that was cut short
       assert.deepStrictEqual(before.map((m) => [m.role, Message.textOf(m)]), [
         ["user", task],
         ["assistant", ""],
         ["toolResult", "written"],
-        ["assistant", "wrote no"]
+        ["assistant", "wrote no"],
+        ["user", feedback],
+        ["assistant", ""],
+        ["toolResult", "written"]
       ])
       assert.strictEqual(RunState.validate(saved.agentState!), undefined)
 
       // Process 2: resumed from the store, with a model that has the rest of the script.
-      const second = ScriptedModel.layer([
-        { toolCalls: [{ id: "w2", name: "write_file", params: { path: "ok.txt", content: "yes" } }] },
-        { text: "fixed" }
-      ])
+      const second = ScriptedModel.layer([{ text: "fixed", usage: { input: 40 } }])
       const resumedEvents: Array<AgentEvent.AgentEvent> = []
       const result = yield* Effect.gen(function*() {
         const result = yield* SupervisedSession.resume({
@@ -92,19 +94,20 @@ describe("SupervisedSession", () => {
           onEvent: (event) => Effect.sync(() => void resumedEvents.push(event))
         })
         const requests = yield* ScriptedModel.ScriptedModel.use((recorder) => recorder.requests)
-        // the first model call of the resumed run sees the restored transcript and the feedback, nothing else
+        // the one model call of the resumed run sees the restored transcript, nothing more
         const prompt = requests[0]!.prompt.content
-        assert.deepStrictEqual(prompt.map((m) => m.role), ["user", "assistant", "tool", "assistant", "user"])
+        assert.deepStrictEqual(prompt.map((m) => m.role), ["user", "assistant", "tool", "assistant", "user", "assistant", "tool"])
+        assert.strictEqual(requests.length, 1)
         return result
       }).pipe(Effect.provide(Layer.merge(second, toolsOn(files))))
 
       assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      // every completed model call's tokens once, across the stop
+      assert.strictEqual(result.usage.inputTokens, 100)
       const after = result.state.messages
       assert.deepStrictEqual(after.slice(0, before.length), before)
+      // the turn goes on from there: the feedback is not sent a second time, w2 does not run again
       assert.deepStrictEqual(after.slice(before.length).map((m) => [m.role, Message.textOf(m)]), [
-        ["user", feedback],
-        ["assistant", ""],
-        ["toolResult", "written"],
         ["assistant", "fixed"]
       ])
       // each completed model call once: the calls w1 and w2 once each, four assistant messages in all
@@ -117,7 +120,7 @@ describe("SupervisedSession", () => {
       const resumed = resumedEvents[1]
       assert.deepStrictEqual(
         resumed?._tag === "SessionResumed" && [resumed.sessionId, resumed.resumedAtTurn, resumed.restored.messages],
-        ["s1", 2, 4]
+        ["s1", 2, 7]
       )
       const starts = resumedEvents.filter((e) => e._tag === "WorkerTurnStart")
       assert.deepStrictEqual(starts.map((e) => [e.turn, e._tag === "WorkerTurnStart" && e.message]), [[2, feedback]])
@@ -208,5 +211,50 @@ describe("SupervisedSession", () => {
       const error = yield* Effect.flip(SupervisedSession.run({ id: "taken", store, task, worker }))
       assert.strictEqual(error._tag, "CheckpointExists")
       assert.strictEqual(turns, 0)
+    }))
+})
+
+describe("SupervisedSession: stopped while a call that is not replay-safe runs", () => {
+  it.effect("the resumed turn answers it 'outcome unknown' and does not run it again", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const files = new Map<string, string>()
+      let writes = 0
+      const started = yield* Deferred.make<void>()
+      // a write that is not safe to repeat (tools are replay-safe unless annotated otherwise)
+      const Unsafe = Toolkit.make(AgentTool.annotate(WriteFile, { replaySafe: false }))
+      const hanging = ToolRegistry.layer(Unsafe).pipe(Layer.provide(Unsafe.toLayer({
+        write_file: () =>
+          Effect.andThen(Effect.sync(() => void writes++), Effect.andThen(Deferred.succeed(started, void 0), Effect.never))
+      })))
+      const script = ScriptedModel.layer([
+        { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "yes" } }] }
+      ])
+      const fiber = yield* Effect.forkChild(
+        SupervisedSession.run({ id: "u", store, task, checks: [okCheck(files)] }).pipe(
+          Effect.provide(Layer.merge(script, hanging))
+        )
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      const saved = yield* SupervisedSession.load("u", store)
+      assert.deepStrictEqual([saved.phase, saved.turns, saved.inTurn], ["act", 0, true])
+      assert.deepStrictEqual(saved.agentState!.startedCalls, ["w1"])
+
+      const rest = ScriptedModel.layer([
+        { toolCalls: [{ id: "w2", name: "write_file", params: { path: "ok.txt", content: "yes" } }] },
+        { text: "wrote it again, knowingly" }
+      ])
+      const unsafeOn = ToolRegistry.layer(Unsafe).pipe(Layer.provide(Unsafe.toLayer({
+        write_file: ({ path, content }) => Effect.sync(() => (writes++, files.set(path, content), "written"))
+      })))
+      const result = yield* SupervisedSession.resume({ id: "u", store, checks: [okCheck(files)] }).pipe(
+        Effect.provide(Layer.merge(rest, unsafeOn))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
+      assert.strictEqual(writes, 2) // w1 once (before the stop, never again), then w2
+      const answered = result.state.messages.find((m) => m.role === "toolResult" && m.toolCallId === "w1")
+      assert.match(answered === undefined ? "" : Message.textOf(answered), /had started when the run was interrupted/)
+      assert.strictEqual(result.state.messages.filter((m) => m.role === "user").length, 1)
     }))
 })
