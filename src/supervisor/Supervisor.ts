@@ -477,6 +477,8 @@ const supervise = <R, RW, P>(
           ...(s.planValue === undefined ? {} : { approvedPlanValue: s.planValue.encoded }),
           ...(s.resumeToken === undefined ? {} : { resumeToken: s.resumeToken }),
           ...(outcome === undefined ? {} : { outcome }),
+          // Until the turn it was saved in goes on, a checkpoint of a run resumed in the middle of one says so.
+          ...(s.continueTurn ? { inTurn: true } : {}),
           ...(agentState === undefined ? {} : { agentState })
         }
         yield* options.checkpoint!.save(checkpoint)
