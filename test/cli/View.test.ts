@@ -138,6 +138,26 @@ describe("View.live", () => {
       assert.include(screen.text, "  ✗ denied bash: no")
     }).pipe(Effect.scoped))
 
+  it.effect("a sub-agent's call waiting for approval is shown with its agent and the id that answers it", () =>
+    Effect.gen(function*() {
+      const screen = new Screen()
+      const view = yield* View.live({ write: screen.write, columns: () => 120, color: false })
+      const nested = (inner: AgentEvent.Input) =>
+        Effect.flatMap(event(inner), (e) => play(view, { _tag: "Nested", path: ["deployer"], event: e }))
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user("go")] }, 0)
+      yield* play(view, { _tag: "ApprovalRequested", toolCallId: "c1", approvalId: "c1", toolName: "bash", params: {} })
+      yield* nested({ _tag: "ApprovalRequested", toolCallId: "c1", approvalId: "c2/c1", toolName: "deploy", params: {} })
+      yield* TestClock.adjust("100 millis")
+      assert.include(screen.text, "  ? deployer: deploy {} needs approval (id c2/c1)")
+      assert.include(screen.text, "? deployer: deploy waits for approval: send {\"type\":\"approve\",\"id\":\"c2/c1\"}")
+      assert.include(screen.text, "? bash waits for approval: send {\"type\":\"approve\",\"id\":\"c1\"}")
+      yield* nested({ _tag: "ApprovalResolved", toolCallId: "c1", approvalId: "c2/c1", toolName: "deploy", approved: true })
+      yield* TestClock.adjust("100 millis")
+      assert.include(screen.text, "  ✓ deployer: approved deploy")
+      assert.notInclude(screen.text, "deploy waits for approval")
+      assert.include(screen.text, "? bash waits for approval")
+    }).pipe(Effect.scoped))
+
   it.effect("a provider's retry is a line of its own, above the bottom lines; a failure's tag is said once", () =>
     Effect.gen(function*() {
       const screen = new Screen()
@@ -373,6 +393,26 @@ describe("View.log", () => {
         ].join("\n")
       )
       assert.strictEqual(View.describe({ _tag: "MaxTurns", limit: 1 }), "the turn cap of 1 turn was reached")
+    }))
+
+  it.effect("a sub-agent's approval is a line with its agent and the id that answers it", () =>
+    Effect.gen(function*() {
+      let out = ""
+      const view = View.log((text) => void (out += text))
+      const nested = (inner: AgentEvent.Input) =>
+        Effect.flatMap(event(inner), (e) => play(view, { _tag: "Nested", path: ["ops", "deployer"], event: e }))
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user("go")] }, 0)
+      yield* nested({ _tag: "ApprovalRequested", toolCallId: "c1", approvalId: "c2/c4/c1", toolName: "deploy", params: {} })
+      yield* nested({
+        _tag: "ApprovalResolved",
+        toolCallId: "c1",
+        approvalId: "c2/c4/c1",
+        toolName: "deploy",
+        approved: false,
+        reason: "no"
+      })
+      assert.include(out, "? ops/deployer: approval requested for deploy {} (id c2/c4/c1)\n")
+      assert.include(out, "✗ ops/deployer: denied deploy: no\n")
     }))
 
   it("describes every outcome", () => {

@@ -1,12 +1,12 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, FileSystem, Latch, Layer } from "effect"
-import { AiError } from "effect/ai"
-import { Agent, type AgentEvent, Approvals, Hooks, Message, RunState, Steering } from "effect-agent"
+import { Effect, Fiber, FileSystem, Latch, Layer, Schedule, Schema } from "effect"
+import { AiError, Toolkit } from "effect/ai"
+import { Agent, type AgentEvent, Approvals, Hooks, Message, RunState, Steering, SubAgent, ToolRegistry } from "effect-agent"
 import { CheckpointStore, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
-import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 import { fileURLToPath } from "node:url"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
@@ -263,7 +263,9 @@ describe("Session.resume", () => {
       yield* asked.latch.await
       yield* Fiber.interrupt(fiber)
       const checkpoint = (yield* store.load("s1")).state
-      assert.deepStrictEqual(checkpoint.pendingApprovals, [{ toolCallId: "d1", toolName: "deploy", params: { env: "prod" } }])
+      assert.deepStrictEqual(checkpoint.pendingApprovals, [
+        { toolCallId: "d1", approvalId: "d1", toolName: "deploy", params: { env: "prod" } }
+      ])
 
       const approvals = yield* Approvals.interactive()
       yield* approvals.approve("d1")
@@ -275,6 +277,68 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(ofTag(events, "ApprovalResolved").map((e) => [e.toolCallId, e.approved]), [["d1", true]])
       assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed to prod")
       assert.deepStrictEqual(result.state.pendingApprovals, [])
+    }))
+
+  it.live("a parent's and a sub-agent's pending approvals on the same call id survive a restart under their own ids", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const ran: Array<string> = []
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: toolsLayer(ran),
+        model: ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "c1", name: "deploy", params: { env: "child" } }] },
+          { text: "child done" }
+        ]))
+      })
+      const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({
+        deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`)),
+        deployer: SubAgent.handler(deployer)
+      })))
+      const model = () =>
+        ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "c1", name: "deploy", params: { env: "parent" } }, { id: "c2", name: "deployer", params: { topic: "x" } }] },
+          { text: "all done" }
+        ]))
+      // 1. both wait (nobody answers); stopped once the checkpoint holds both
+      const nobody = yield* Approvals.interactive()
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store, prompt: "ship it" }).pipe(
+          Effect.provideService(Approvals.Approvals, nobody),
+          Effect.provide(Layer.merge(tools, model()))
+        )
+      )
+      const childPending = (state: RunState.RunState) => {
+        const saved = state.pluginState.subAgents as Record<string, { state: { pendingApprovals: Array<unknown> } }> | undefined
+        return saved?.c2?.state.pendingApprovals ?? []
+      }
+      const both = (state: RunState.RunState) => state.pendingApprovals.length === 1 && childPending(state).length === 1
+      const saved = yield* store.load("s1").pipe(
+        Effect.flatMap((checkpoint) => both(checkpoint.state) ? Effect.succeed(checkpoint.state) : Effect.fail("not yet")),
+        Effect.retry(Schedule.spaced("5 millis")),
+        Effect.timeout("5 seconds")
+      )
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(saved.pendingApprovals.map((p) => [p.toolCallId, p.approvalId]), [["c1", "c1"]])
+      assert.deepStrictEqual(childPending(saved), [
+        { toolCallId: "c1", approvalId: "c2/c1", toolName: "deploy", params: { env: "child" } }
+      ])
+      // 2. decided ahead by their ids, then resumed: the child's call runs, the parent's is denied
+      const approvals = yield* Approvals.interactive()
+      yield* approvals.approve("c2/c1")
+      yield* approvals.deny("c1", "not the parent")
+      const result = yield* Session.resume("s1", { store }).pipe(
+        Effect.provideService(Approvals.Approvals, approvals),
+        Effect.provide(Layer.merge(tools, model()))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      // the child's deploy ran (its tools record "deploy"), the parent's never did ("deploy:parent")
+      assert.deepStrictEqual(ran, ["deploy"])
+      const texts = result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf)
+      assert.deepStrictEqual(texts, ["Tool call denied: not the parent", "child done"])
     }))
 
   it.live("crashing twice: a call that had started before the first crash is still never run after the second", () =>

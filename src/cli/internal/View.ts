@@ -227,6 +227,16 @@ const isSuccess = (outcome: Outcome) =>
   outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp" ||
   outcome._tag === "Converged"
 
+/** What the control lines answer a call with: its approval id (the call id in events recorded before there was one). */
+const approvalIdOf = (event: AgentEvent.Of<"ApprovalRequested"> | AgentEvent.Of<"ApprovalResolved">) =>
+  event.approvalId ?? event.toolCallId
+
+/** A sub-agent's approval event (`Nested`): its agents' path, and the event; `undefined` for any other event. */
+const nestedApproval = (event: AgentEvent.Nested) =>
+  event.event._tag === "ApprovalRequested" || event.event._tag === "ApprovalResolved"
+    ? { agents: printable(event.path.join("/")), event: event.event }
+    : undefined
+
 const approvalHint = (toolCallId: string) =>
   `send {"type":"approve","id":${JSON.stringify(printable(toolCallId))}} or {"type":"deny","id":${
     JSON.stringify(printable(toolCallId))
@@ -288,8 +298,16 @@ const cutShort = (event: AgentEvent.Of<"AgentEnd">) =>
 const said = (messages: ReadonlyArray<Message.Message>) => printable(messages.map(Message.textOf).join(" "))
 
 /** A denial and its reason. */
-const deniedText = (event: AgentEvent.Of<"ApprovalResolved">) =>
-  `✗ denied ${printable(event.toolName)}${event.reason === undefined ? "" : `: ${printable(event.reason)}`}`
+const deniedText = (event: AgentEvent.Of<"ApprovalResolved">, by = "") =>
+  `✗ ${by}denied ${printable(event.toolName)}${event.reason === undefined ? "" : `: ${printable(event.reason)}`}`
+
+const requestedText = (event: AgentEvent.Of<"ApprovalRequested">, by: string) =>
+  `? ${by}approval requested for ${printable(event.toolName)} ${compact(event.params)} (id ${
+    printable(approvalIdOf(event))
+  })`
+
+const resolvedText = (event: AgentEvent.Of<"ApprovalResolved">, by: string, s: Style) =>
+  event.approved ? s.green(`✓ ${by}approved ${printable(event.toolName)}`) : s.red(deniedText(event, by))
 
 const resumedText = (event: AgentEvent.Of<"SessionResumed">, session: string | undefined) =>
   `resumed ${session ?? `session ${event.sessionId}`} at turn ${event.resumedAtTurn} (${
@@ -415,22 +433,22 @@ export const log = (
         return line(event, s.yellow(`↪ follow-up delivered: ${said(event.messages)}`))
       case "ApprovalRequested":
         tracked.requested(event)
-        return line(
-          event,
-          s.yellow(
-            `? approval requested for ${printable(event.toolName)} ${compact(event.params)} (id ${
-              printable(event.toolCallId)
-            })`
-          )
-        )
+        return line(event, s.yellow(requestedText(event, "")))
       case "ApprovalResolved":
         tracked.resolved(event)
+        return line(event, resolvedText(event, "", s))
+      case "Nested": {
+        // A sub-agent's call waiting for approval is answered from here too: it is shown with its id.
+        const nested = nestedApproval(event)
+        if (nested === undefined) return
+        const by = `${nested.agents}: `
         return line(
           event,
-          event.approved
-            ? s.green(`✓ approved ${printable(event.toolName)}`)
-            : s.red(deniedText(event))
+          nested.event._tag === "ApprovalRequested"
+            ? s.yellow(requestedText(nested.event, by))
+            : resolvedText(nested.event, by, s)
         )
+      }
       case "WrapUpRequested":
         return line(event, s.yellow(`! asked the model to wrap up (${event.source})`))
       case "GuardTripped":
@@ -674,6 +692,21 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
       if (done.length > 0) print(...done)
     }
 
+    const requested = (event: AgentEvent.Of<"ApprovalRequested">, by: string) => {
+      waiting.set(approvalIdOf(event), `${by}${printable(event.toolName)}`)
+      print(
+        s.yellow(
+          `  ? ${by}${printable(event.toolName)} ${compact(event.params, 60)} needs approval (id ${
+            printable(approvalIdOf(event))
+          })`
+        )
+      )
+    }
+    const resolved = (event: AgentEvent.Of<"ApprovalResolved">, by: string) => {
+      waiting.delete(approvalIdOf(event))
+      print(`  ${resolvedText(event, by, s)}`)
+    }
+
     const render = (event: AgentEvent.AgentEvent): void => {
       switch (event._tag) {
         case "AgentStart":
@@ -717,22 +750,17 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
         case "ApprovalRequested":
           flushPartial()
           tracked.requested(event)
-          waiting.set(event.toolCallId, printable(event.toolName))
-          return print(
-            s.yellow(
-              `  ? ${printable(event.toolName)} ${compact(event.params, 60)} needs approval (id ${
-                printable(event.toolCallId)
-              })`
-            )
-          )
+          return requested(event, "")
         case "ApprovalResolved":
           tracked.resolved(event)
-          waiting.delete(event.toolCallId)
-          return print(
-            event.approved
-              ? s.green(`  ✓ approved ${printable(event.toolName)}`)
-              : s.red(`  ${deniedText(event)}`)
-          )
+          return resolved(event, "")
+        case "Nested": {
+          const nested = nestedApproval(event)
+          if (nested === undefined) return
+          flushPartial()
+          const by = `${nested.agents}: `
+          return nested.event._tag === "ApprovalRequested" ? requested(nested.event, by) : resolved(nested.event, by)
+        }
         case "SteeringDelivered":
           return print(s.yellow(`  ↪ steering: ${compact(event.messages.map(Message.textOf).join(" "), width() - 14)}`))
         case "FollowUpDelivered":
@@ -773,8 +801,8 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
             const params = compact(call.params, 40)
             printCall(s.red("✗"), printable(call.name), params, seconds(call.forMs), cutShort(event))
           }
-          for (const id of unfinished.waiting) {
-            printCall(s.red("✗"), names.get(id) ?? "call", "", "waiting for approval", cutShort(event))
+          for (const name of names.values()) {
+            printCall(s.red("✗"), name, "", "waiting for approval", cutShort(event))
           }
           const elapsed = startedAt === undefined ? 0 : event.timestamp - startedAt
           const figures = s.dim(
