@@ -341,6 +341,115 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(texts, ["Tool call denied: not the parent", "child done"])
     }))
 
+  describe("handoffs", () => {
+    /** The billing agent, with its own model and tools (`ran`, `onStart`, `maxSleep`: see the fixture's tools). */
+    const billing = (ran: Array<string>, onStart?: (name: string) => void, maxSleep?: number) =>
+      Agent.define({
+        name: "billing",
+        description: "handles refunds",
+        system: "You are billing.",
+        input: Schema.Struct({ topic: Schema.String }),
+        prompt: ({ topic }) => `Handle the ${topic}.`,
+        tools: toolsLayer(ran, onStart, maxSleep),
+        // the transcript it takes over has the triage agent's reply: its own replies come after
+        model: ScriptedModel.layer(followTranscript([
+          { text: "not billing's" },
+          { toolCalls: [{ id: "b1", name: "slow", params: { ms: 60_000 } }] },
+          { text: "refunded" }
+        ]))
+      })
+    /** The application's agent (triage): it hands off to billing at once; its model must not be asked again. */
+    const triage = (definition: ReturnType<typeof billing>) => {
+      const Tools = Toolkit.make(Agent.handoff(definition))
+      return Layer.merge(
+        ToolRegistry.layer(Tools).pipe(
+          Layer.provide(Tools.toLayer({ transfer_to_billing: SubAgent.handoffHandler(definition) }))
+        ),
+        ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "h1", name: "transfer_to_billing", params: { topic: "refund" } }] },
+          { text: "triage answered after the handoff" }
+        ]))
+      )
+    }
+
+    it.live("the agent handed off to takes the session over; stopped after the handoff, the session resumes in it", () =>
+      Effect.gen(function*() {
+        const store = CheckpointStore.memory()
+        const ran: Array<string> = []
+        const started = Latch.makeUnsafe()
+        const first = billing(ran, (name) => void (name === "slow" && started.openUnsafe()))
+        const fiber = yield* Effect.forkChild(
+          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+        )
+        yield* started.await
+        yield* Fiber.interrupt(fiber)
+        const stopped = yield* store.load("s1")
+        assert.strictEqual(stopped.agent, "billing")
+        assert.isUndefined(stopped.finished)
+        assert.strictEqual(stopped.state.system, "You are billing.")
+        assert.deepStrictEqual(stopped.state.messages.map((m) => [m.role, Message.textOf(m)]).slice(-2), [
+          ["toolResult", "Handed off to billing."],
+          ["user", "Handle the refund."]
+        ])
+
+        // resumed by an application that defines billing: billing's model and tools answer
+        const again: Array<string> = []
+        const { events, plugin } = recorder()
+        const result = yield* Session.resume("s1", { store, agents: [billing(again, undefined, 1)], plugins: [plugin] })
+          .pipe(Effect.provide(triage(first)))
+        assert.strictEqual(result.agent, "billing")
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "refunded")
+        assert.deepStrictEqual([ran, again], [["slow"], ["slow"]])
+        assert.deepStrictEqual(tags(events).slice(0, 2), ["AgentStart", "SessionResumed"])
+        assertValidTranscript(result.state.messages)
+        const done = yield* store.load("s1")
+        assert.deepStrictEqual([done.agent, done.finished?.outcome], ["billing", { _tag: "Completed" }])
+        // opened again, the finished session's result says who answered
+        const opened = yield* Session.open("s1", { store, prompt: "x", agents: [billing(again)] }).pipe(
+          Effect.provide(triage(first))
+        )
+        assert.strictEqual(opened.agent, "billing")
+      }))
+
+    it.live("a session that runs to its end through a handoff returns the agent's answer and saves it finished", () =>
+      Effect.gen(function*() {
+        const store = CheckpointStore.memory()
+        const ran: Array<string> = []
+        const { events, plugin } = recorder()
+        const result = yield* Session.run({ id: "s1", store, prompt: "I want a refund", plugins: [plugin] }).pipe(
+          Effect.provide(triage(billing(ran, undefined, 1)))
+        )
+        assert.deepStrictEqual([result.agent, result.outcome], ["billing", { _tag: "Completed" }])
+        assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "refunded")
+        const ends = ofTag(events, "AgentEnd").map((e) => e.outcome?._tag)
+        assert.deepStrictEqual(ends, ["HandedOff", "Completed"])
+        // the handoff's checkpoint was not a finished HandedOff; the last one is billing's, finished
+        const saved = yield* store.load("s1")
+        assert.deepStrictEqual([saved.agent, saved.finished?.outcome._tag], ["billing", "Completed"])
+      }))
+
+    it.live("resumed by an application that does not define the agent: CheckpointAgentUnknown, and nothing runs", () =>
+      Effect.gen(function*() {
+        const store = CheckpointStore.memory()
+        const started = Latch.makeUnsafe()
+        const first = billing([], (name) => void (name === "slow" && started.openUnsafe()))
+        const fiber = yield* Effect.forkChild(
+          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+        )
+        yield* started.await
+        yield* Fiber.interrupt(fiber)
+        const before = yield* store.load("s1")
+        const error = yield* Effect.flip(Session.resume("s1", { store }).pipe(Effect.provide(triage(first))))
+        assert.strictEqual(error._tag, "CheckpointAgentUnknown")
+        assert.deepStrictEqual(
+          error._tag === "CheckpointAgentUnknown" ? [error.sessionId, error.agent, error.known] : [],
+          ["s1", "billing", []]
+        )
+        assert.deepStrictEqual(yield* store.load("s1"), before)
+      }))
+  })
+
   it.live("crashing twice: a call that had started before the first crash is still never run after the second", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()

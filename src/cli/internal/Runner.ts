@@ -496,6 +496,7 @@ const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitC
     case "CheckpointMissing":
     case "CheckpointCorrupt":
     case "CheckpointVersionMismatch":
+    case "CheckpointAgentUnknown":
     case "InvalidSessionId":
       return codes.resumeFailure
     case "CheckpointExists":
