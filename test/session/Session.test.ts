@@ -343,7 +343,12 @@ describe("Session.resume", () => {
 
   describe("handoffs", () => {
     /** The billing agent, with its own model and tools (`ran`, `onStart`, `maxSleep`: see the fixture's tools). */
-    const billing = (ran: Array<string>, onStart?: (name: string) => void, maxSleep?: number) =>
+    const billing = (
+      ran: Array<string>,
+      onStart?: (name: string) => void,
+      maxSleep?: number,
+      call: ScriptedModel.Turn["toolCalls"] = [{ id: "b1", name: "slow", params: { ms: 60_000 } }]
+    ) =>
       Agent.define({
         name: "billing",
         description: "handles refunds",
@@ -354,7 +359,7 @@ describe("Session.resume", () => {
         // the transcript it takes over has the triage agent's reply: its own replies come after
         model: ScriptedModel.layer(followTranscript([
           { text: "not billing's" },
-          { toolCalls: [{ id: "b1", name: "slow", params: { ms: 60_000 } }] },
+          { toolCalls: call },
           { text: "refunded" }
         ]))
       })
@@ -410,6 +415,30 @@ describe("Session.resume", () => {
           Effect.provide(triage(first))
         )
         assert.strictEqual(opened.agent, "billing")
+      }))
+
+    it.live("a call of the agent handed off to that must not run twice, stopped while it ran, is not run again", () =>
+      Effect.gen(function*() {
+        const store = CheckpointStore.memory()
+        const ran: Array<string> = []
+        const started = Latch.makeUnsafe()
+        const charge = [{ id: "b1", name: "charge", params: { cents: 500, ms: 60_000 } }]
+        const first = billing(ran, (name) => void (name === "charge" && started.openUnsafe()), undefined, charge)
+        const fiber = yield* Effect.forkChild(
+          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+        )
+        yield* started.await
+        yield* Fiber.interrupt(fiber)
+        // billing's charge is not replay-safe in billing's own tools (the application's have no charge)
+        assert.deepStrictEqual((yield* store.load("s1")).state.startedCalls, ["b1"])
+        const again: Array<string> = []
+        const result = yield* Session.resume("s1", { store, agents: [billing(again, undefined, 1, charge)] }).pipe(
+          Effect.provide(triage(first))
+        )
+        assert.deepStrictEqual([ran, again], [["charge"], []])
+        const answer = result.state.messages.find((m) => m.role === "toolResult" && m.toolCallId === "b1")
+        assert.match(answer === undefined ? "" : Message.textOf(answer), /^This call to charge had started/)
+        assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "refunded")
       }))
 
     it.live("a session that runs to its end through a handoff returns the agent's answer and saves it finished", () =>

@@ -52,7 +52,7 @@ interface Checkpointer {
  * Who the session runs as: the agent a handoff passed it on to (`undefined` for the application's), and its config.
  * A handoff changes both; every save records them.
  */
-interface Runner {
+interface RunsAs {
   agent: string | undefined
   config: AgentConfig.AgentConfig
 }
@@ -60,7 +60,7 @@ interface Runner {
 const checkpointer = (
   sessionId: string,
   store: CheckpointStore.Service,
-  runner: Runner,
+  runner: RunsAs,
   saved: RunState.RunState,
   handoffs: Lineage.Handoffs
 ): Effect.Effect<Checkpointer> =>
@@ -118,7 +118,7 @@ const checkpointer = (
           // Not finished: the session goes on in the agent handed off to, from the state its run starts with.
           const next = SubAgents.nextRun(pending, result.state.messages)
           runner.agent = next.definition.name
-          // An invalid config fails the next run (`ConfigError`); saved without one, a resume would use the defaults.
+          // An invalid config fails the next run (`ConfigError`) before it saves; the last config is kept.
           const made = yield* Effect.option(AgentConfig.make(next.definition.config))
           runner.config = Option.getOrUndefined(made) ?? runner.config
           return yield* write(next.state)
