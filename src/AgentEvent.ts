@@ -246,7 +246,13 @@ const members = [
     durationMs: Schema.Finite,
     baseline: Schema.Boolean
   }),
-  Schema.TaggedStruct("PlanProposed", { ...base, plan: Schema.String, iteration: Schema.Finite }),
+  Schema.TaggedStruct("PlanProposed", {
+    ...base,
+    plan: Schema.String,
+    iteration: Schema.Finite,
+    /** The typed plan in its JSON form (encoded with the plan's Schema), when the run asked for one. */
+    value: Schema.optionalKey(Schema.Unknown)
+  }),
   Schema.TaggedStruct("PlanRevised", { ...base, iteration: Schema.Finite, notes: Schema.String }),
   Schema.TaggedStruct("PlanApproved", { ...base, iteration: Schema.Finite, plan: Schema.String }),
   Schema.TaggedStruct("PlanRejected", { ...base, iteration: Schema.Finite, notes: Schema.String }),
@@ -353,7 +359,8 @@ const NestedEvent = Schema.TaggedStruct("Nested", {
  *   `WorkerTurnStart` / `WorkerTurnEnd` (one worker turn, plan or act),
  *   `CheckStarted` / `CheckResult` (a check of the baseline or after a turn),
  *   `PlanProposed` / `PlanRevised` / `PlanApproved` / `PlanRejected` (the plan
- *   phase), `TurnApprovalRequested` (feedback waits for the operator) and
+ *   phase; `PlanProposed` carries the typed plan's JSON form as `value` when
+ *   the run asked for one with `planOutput`), `TurnApprovalRequested` (feedback waits for the operator) and
  *   `FeedbackSent` (the failing checks went back to the worker).
  * - `Nested`: an event of a sub-agent's run (`Agent.asTool`), with the path of
  *   agent names from this run down to it (see {@link Nested}).

@@ -80,6 +80,8 @@ export interface PlanRequest {
   readonly plan: string
   /** 1 for the first plan, then one more per refinement. */
   readonly iteration: number
+  /** The typed plan (decoded with `planOutput`), when the supervised run asked for one. */
+  readonly value?: unknown
 }
 
 /**

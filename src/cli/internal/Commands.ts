@@ -197,6 +197,7 @@ export const capabilities: ReadonlyArray<string> = [
   "demo",
   "demo-supervised",
   "supervised",
+  "supervised-session",
   "checks",
   "verifier",
   "plan-approval",
