@@ -168,6 +168,8 @@ const members = [
   Schema.TaggedStruct("ApprovalRequested", {
     ...base,
     toolCallId: Schema.String,
+    /** What to approve or deny the call with: unique across the run tree (absent in events recorded before it). */
+    approvalId: Schema.optionalKey(Schema.String),
     toolName: Schema.String,
     params: Schema.Unknown,
     reason: Schema.optionalKey(Schema.String)
@@ -175,6 +177,7 @@ const members = [
   Schema.TaggedStruct("ApprovalResolved", {
     ...base,
     toolCallId: Schema.String,
+    approvalId: Schema.optionalKey(Schema.String),
     toolName: Schema.String,
     approved: Schema.Boolean,
     reason: Schema.optionalKey(Schema.String)
@@ -335,7 +338,10 @@ const NestedEvent = Schema.TaggedStruct("Nested", {
  * - `ToolExecutionStart` / `ToolExecutionUpdate` / `ToolExecutionEnd`: a tool
  *   call runs, reports preliminary results, ends (every call gets an end, even
  *   one that never started: blocked, denied, unknown, invalid).
- * - `ApprovalRequested` / `ApprovalResolved`: a call waits for a decision.
+ * - `ApprovalRequested` / `ApprovalResolved`: a call waits for a decision;
+ *   `approvalId` is what `Approvals.Interactive` answers it with, unique
+ *   across the run and its sub-agents (`call_7/call_1` for the call `call_1`
+ *   of the sub-agent that the call `call_7` runs).
  * - `SteeringDelivered` / `FollowUpDelivered`: queued messages entered the run.
  * - `WrapUpRequested`: the model was asked to finish (turn limit, budget).
  * - `GuardTripped`: a guard warned or stopped the run, with its figures.

@@ -26,6 +26,7 @@ import * as Flags from "./Flags.ts"
 import { Io } from "./Io.ts"
 import * as Runner from "./Runner.ts"
 import * as Settings from "./Settings.ts"
+import * as View from "./View.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
 
@@ -188,7 +189,7 @@ export const submit = (flags: Flags.Flags, url: string) =>
       }
       const last = status.result.messages.at(-1)
       const answer = last === undefined ? "" : Message.textOf(last)
-      if (answer !== "") io.stdout.write(`${answer}\n`)
+      if (answer !== "") io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
       const code = fromOutcome(status.result.outcome)
       if (code !== codes.ok) return yield* Effect.fail(new ExitWith({ code }))
     }).pipe(Effect.provide(client))

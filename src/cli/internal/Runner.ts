@@ -492,6 +492,7 @@ const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitC
     case "CheckpointMissing":
     case "CheckpointCorrupt":
     case "CheckpointVersionMismatch":
+    case "CheckpointAgentUnknown":
     case "InvalidSessionId":
       return codes.resumeFailure
     case "CheckpointExists":
@@ -743,7 +744,8 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         shown.close()
         const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
         if (!settings.json && settings.emitJsonl !== "-" && supervised.reply !== "" && !streamedHere) {
-          io.stdout.write(supervised.reply.endsWith("\n") ? supervised.reply : `${supervised.reply}\n`)
+          const reply = View.answer(supervised.reply, io.stdout.isTerminal)
+          io.stdout.write(reply.endsWith("\n") ? reply : `${reply}\n`)
         }
         if (settings.quiet && code !== codes.ok) io.stderr.write(`effect-agent: ${summary}\n`)
         return yield* finish(code, { outcome: supervised.outcome, summary, answer: supervised.reply, error: null })
@@ -810,7 +812,8 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       shown.close()
       const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
       if (!settings.json && settings.emitJsonl !== "-" && answer !== undefined && answer !== "" && !streamedHere) {
-        io.stdout.write(answer.endsWith("\n") ? answer : `${answer}\n`)
+        const shownAnswer = View.answer(answer, io.stdout.isTerminal)
+        io.stdout.write(shownAnswer.endsWith("\n") ? shownAnswer : `${shownAnswer}\n`)
       }
       if (settings.quiet && (code !== codes.ok || result.outcome._tag === "WrappedUp")) {
         io.stderr.write(`effect-agent: ${summary}\n`)
