@@ -318,23 +318,45 @@ export const followUp = (
   })
 
 /**
- * Answers a call waiting for approval, from any process.
+ * Answers a call waiting for approval, from any process: `approvalId` is the
+ * one its `ApprovalRequested` event carries (a call's own id at the top of
+ * the run). The call is found among the session's published events, so a
+ * call id the model used again in a later turn answers only the call waiting
+ * now. Succeeds with `false`, answering nothing, when no call of that id
+ * waits (not yet asked, or already decided).
  *
  * @since 0.1.0
  * @category control
  */
 export const approve = (
   sessionId: string,
-  toolCallId: string,
+  approvalId: string,
   decision: Approvals.Decision
-): Effect.Effect<void, never, WorkflowEngine.WorkflowEngine> =>
-  Effect.flatMap(executionIdOf(sessionId), (executionId) => {
-    const deferred = Body.approvalOf(toolCallId)
-    return DurableDeferred.succeed(deferred, {
+): Effect.Effect<boolean, StoreError, Store | WorkflowEngine.WorkflowEngine> =>
+  Effect.gen(function*() {
+    const turn = waitingTurn(yield* events(sessionId), approvalId)
+    if (turn === undefined) return false
+    const executionId = yield* executionIdOf(sessionId)
+    const deferred = Body.approvalOf(turn, approvalId)
+    yield* DurableDeferred.succeed(deferred, {
       token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
       value: decision
     })
+    return true
   })
+
+/** The turn of the call `approvalId` that was asked for and not yet decided, if any (the latest). */
+const waitingTurn = (published: ReadonlyArray<Published>, approvalId: string): number | undefined => {
+  let turn: number | undefined
+  for (const { event } of published) {
+    if (event._tag === "ApprovalRequested" && (event.approvalId ?? event.toolCallId) === approvalId) {
+      turn = event.turn
+    } else if (event._tag === "ApprovalResolved" && (event.approvalId ?? event.toolCallId) === approvalId) {
+      turn = undefined
+    }
+  }
+  return turn
+}
 
 /**
  * A published event: `id` identifies it within its session (the store keeps

@@ -233,6 +233,50 @@ describe("DurableSession", () => {
       assert.include(textOf(denied), "not on fridays")
     }))
 
+  it.live("a call id the model uses again in a later turn is decided again, not given the earlier decision", () =>
+    Effect.gen(function*() {
+      // Some OpenAI-compatible servers number calls per response ("call_0" every turn).
+      const turns: Turns = [
+        { toolCalls: [{ id: "call_0", name: "deploy", params: { env: "staging" } }], usage },
+        { toolCalls: [{ id: "call_0", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "staging only", usage }
+      ]
+      const asked: Array<unknown> = []
+      const policy = Approvals.policy((request) => {
+        asked.push(request.params)
+        return JSON.stringify(request.params) === '{"env":"prod"}'
+          ? Approvals.denied("not on fridays")
+          : Approvals.approved
+      })
+      const ran: Array<string> = []
+      const viaPolicy = yield* DurableSession.run({ sessionId: "r1", prompt: "ship it" }).pipe(
+        Effect.timeout("20 seconds"),
+        Effect.provide(runner("cluster", turns, ran).pipe(Layer.provide(Layer.succeed(Approvals.Approvals, policy))))
+      )
+      assert.deepStrictEqual(asked, [{ env: "staging" }, { env: "prod" }])
+      assert.deepStrictEqual(ran, ["deploy"])
+      const results = viaPolicy.messages.filter((message) => message.role === "toolResult")
+      assert.deepStrictEqual(results.map((message) => message.role === "toolResult" && message.isError), [false, true])
+
+      // Without a policy: the second call waits for its own approval.
+      const waited: Array<string> = []
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "r2", prompt: "ship it" }))
+        assert.isFalse(yield* DurableSession.approve("r2", "call_0", { approved: true }), "nothing asked yet")
+        yield* waitFor("r2", "ApprovalRequested")
+        assert.isTrue(yield* DurableSession.approve("r2", "call_0", { approved: true }))
+        yield* waitFor("r2", "ApprovalRequested", 2)
+        assert.strictEqual((yield* untilStatus("r2", (status) => status._tag === "Suspended"))._tag, "Suspended")
+        assert.isTrue(yield* DurableSession.approve("r2", "call_0", { approved: false, reason: "not prod" }))
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        const denied = result.messages.filter((message) => message.role === "toolResult").at(-1)
+        assert(denied !== undefined && denied.role === "toolResult" && denied.isError)
+        assert.include(textOf(denied), "not prod")
+      }).pipe(Effect.provide(runner("cluster", turns, waited)))
+      assert.deepStrictEqual(waited, ["deploy"])
+    }))
+
   it.live("with an interactive handle (one process's), a call waits on its durable deferred as without one", () =>
     Effect.gen(function*() {
       const turns: Turns = [
@@ -408,17 +452,18 @@ const untilStatus = (sessionId: string, done: (status: DurableSession.Status) =>
     times: 500
   })
 
-/** Waits (a bounded while) until the session has published an event of `tag`. */
-const waitFor = (sessionId: string, tag: AgentEvent.Tag) =>
-  Effect.repeat(DurableSession.events(sessionId), {
-    until: (events) => events.some((entry) => entry.event._tag === tag),
+/** Waits (a bounded while) until the session has published `n` events of `tag` (one by default). */
+const waitFor = (sessionId: string, tag: AgentEvent.Tag, n = 1) => {
+  const enough = (events: ReadonlyArray<DurableSession.Published>) =>
+    events.filter((entry) => entry.event._tag === tag).length >= n
+  return Effect.repeat(DurableSession.events(sessionId), {
+    until: enough,
     schedule: Schedule.spaced("10 millis"),
     times: 1000
   }).pipe(
-    Effect.flatMap((events) =>
-      events.some((entry) => entry.event._tag === tag) ? Effect.void : Effect.die(`no ${tag} from ${sessionId}`)
-    )
+    Effect.flatMap((events) => enough(events) ? Effect.void : Effect.die(`no ${n} × ${tag} from ${sessionId}`))
   )
+}
 
 const count = (events: ReadonlyArray<AgentEvent.AgentEvent>, tag: AgentEvent.Tag) =>
   events.filter((event) => event._tag === tag).length

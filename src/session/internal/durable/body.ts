@@ -125,11 +125,15 @@ export const Decision = Schema.Union([
 ])
 
 /**
- * The deferred an approval of a call completes.
+ * The deferred an approval of a call completes: keyed by the turn and the
+ * call's approval id, since a model may use a call id again in a later turn
+ * (some servers number calls per response) and a deferred, once completed,
+ * stays completed for the whole execution.
  *
  * @internal
  */
-export const approvalOf = (toolCallId: string) => DurableDeferred.make(`approval/${toolCallId}`, { success: Decision })
+export const approvalOf = (turn: number, approvalId: string) =>
+  DurableDeferred.make(`approval/${turn}/${approvalId}`, { success: Decision })
 
 /**
  * The deferred that wakes a session in its `k`-th idle wait.
@@ -327,18 +331,24 @@ const decidesDurably = (service: Approvals.Service | undefined): service is Appr
 
 /**
  * Approvals in a durable session. With the application's policy: its
- * decision, as the activity `decision/<callId>` (a replay does not ask
- * again). Without one: a durable deferred per call, resolved by
+ * decision, as the activity `decision/<turn>/<approvalId>` (a replay does not
+ * ask again). Without one: a durable deferred per call and turn, resolved by
  * `DurableSession.approve` from any process.
  */
 const approvalsOf = (session: Session, app: Approvals.Service | undefined): Approvals.Service => ({
   decide: (request) =>
     Effect.provideContext(
       decidesDurably(app)
-        ? activity(session, `decision/${request.toolCallId}`, Decision, Schema.Never, app.decide(request))
+        ? activity(
+          session,
+          `decision/${session.turn}/${request.approvalId}`,
+          Decision,
+          Schema.Never,
+          app.decide(request)
+        )
         : Effect.andThen(
-          activity(session, `approval/${request.toolCallId}`, Schema.Void, Schema.Never, Effect.void),
-          stopsOnInterrupt(session, DurableDeferred.await(approvalOf(request.toolCallId)))
+          activity(session, `approval/${session.turn}/${request.approvalId}`, Schema.Void, Schema.Never, Effect.void),
+          stopsOnInterrupt(session, DurableDeferred.await(approvalOf(session.turn, request.approvalId)))
         ),
       session.engine
     )
