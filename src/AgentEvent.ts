@@ -258,7 +258,8 @@ const Flat = Schema.Union(members)
  * An event of a sub-agent's run, as the runs above it see it: `path` names
  * the agents from the run that emits it down to the one whose `event` it is
  * (`["researcher"]` for a child, `["researcher", "searcher"]` for a
- * grandchild); `event` is that run's own event, with its own run id, turn
+ * grandchild); `calls` the ids of the tool calls that started them, one per
+ * agent of `path`; `event` is that run's own event, with its own run id, turn
  * and time. A run reports the events of every run below it this way, so a
  * UI can render the tree and a trajectory keeps it.
  *
@@ -271,6 +272,12 @@ export interface Nested {
   readonly turn: number
   readonly timestamp: number
   readonly path: ReadonlyArray<string>
+  /**
+   * For each agent of `path`, the id of the tool call that started it in the
+   * run above it: where a UI puts the sub-agent's events (absent in events
+   * written before it was added).
+   */
+  readonly calls?: ReadonlyArray<string>
   readonly event: AgentEvent
 }
 
@@ -286,6 +293,7 @@ export interface NestedEncoded {
   readonly turn: number
   readonly timestamp: number
   readonly path: ReadonlyArray<string>
+  readonly calls?: ReadonlyArray<string>
   readonly event: Encoded
 }
 
@@ -306,6 +314,7 @@ export type AgentEvent = typeof Flat.Type | Nested
 const NestedEvent = Schema.TaggedStruct("Nested", {
   ...base,
   path: Schema.Array(Schema.String),
+  calls: Schema.optionalKey(Schema.Array(Schema.String)),
   event: Schema.suspend((): Schema.Codec<AgentEvent, Encoded> => AgentEvent)
 })
 

@@ -21,7 +21,8 @@
  * - its usage counted in every run above it (their `usage`, their budgets,
  *   and per agent in their `BudgetSnapshot`'s `agents`): a budget of a run
  *   above it that runs out stops the child before its next model call;
- * - its events reported to the parent's observers as `Nested { path, event }`
+ * - its events reported to the parent's observers as `Nested { path, calls,
+ *   event }`, `calls` naming the tool calls that started the agents of `path`
  *   (the trajectory keeps them);
  * - in a durable session, its state saved with the parent's at each of its
  *   turns and tool calls, so a resumed session continues the child from its

@@ -252,6 +252,10 @@ describe("Agent.asTool", () => {
         Effect.provide(ScriptedModel.layer([{ toolCalls: [call("a", "deep")] }, { text: "top answered" }]))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      // each nested event names the calls that started the agents of its path, one per agent: where a UI puts it
+      const nested = ofTag(events, "Nested")
+      assert.deepStrictEqual(new Set(nested.map((event) => event.path.join("/"))), new Set(["a", "a/b", "a/b/c"]))
+      for (const event of nested) assert.deepStrictEqual(event.calls, event.path.map((agent) => `call-${agent}`))
       const dResult = nestedOf(events, "a/b/c").find((e) => e._tag === "ToolExecutionEnd")
       assert.isTrue(dResult?._tag === "ToolExecutionEnd" && dResult.result.isError)
       assert.deepStrictEqual(JSON.parse(dResult?._tag === "ToolExecutionEnd" ? Message.textOf(dResult.result) : ""), {

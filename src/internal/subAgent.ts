@@ -192,7 +192,7 @@ export const runChild = <Out>(
       )
     const options: Loop.Options<never> = {
       config,
-      plugins: [...definition.plugins ?? [], childPlugin(parent, agent)],
+      plugins: [...definition.plugins ?? [], childPlugin(parent, agent, toolCallId)],
       link: { parent, agent, toolCallId, maxDepth },
       name: agent,
       output
@@ -317,8 +317,15 @@ const ancestors = function*(parent: Lineage.Lineage | undefined) {
  * per-agent figures), and, before each model call, stops the child when a
  * budget of a run above it is exhausted.
  */
-const childPlugin = (parent: Lineage.Lineage | undefined, agent: string): Hooks.Plugin => {
+const childPlugin = (
+  parent: Lineage.Lineage | undefined,
+  agent: string,
+  toolCallId: string | undefined
+): Hooks.Plugin => {
   const path = [...parent?.path ?? [], agent]
+  // The calls that started the agents of a `Nested` path, when every one is known.
+  const calls = (below: ReadonlyArray<string> | undefined) =>
+    toolCallId === undefined || below === undefined ? undefined : [toolCallId, ...below]
   const rollUp = (usage: Message.Usage, turns: number) => {
     for (const [lineage, run] of ancestors(parent)) {
       const key = path.slice(lineage.depth).join("/")
@@ -341,12 +348,16 @@ const childPlugin = (parent: Lineage.Lineage | undefined, agent: string): Hooks.
       if (event._tag === "MessageEnd" && event.message.role === "assistant") rollUp(event.message.usage, 0)
       else if (event._tag === "TurnEnd") rollUp(Message.emptyUsage, 1)
     },
-    onEvent: forward === undefined ? undefined : (event) =>
-      forward(
-        event._tag === "Nested"
-          ? { _tag: "Nested", path: [agent, ...event.path], event: event.event }
-          : { _tag: "Nested", path: [agent], event }
-      ),
+    onEvent: forward === undefined ? undefined : (event) => {
+      const nested = event._tag === "Nested"
+      const ids = calls(nested ? event.calls : [])
+      return forward({
+        _tag: "Nested",
+        path: nested ? [agent, ...event.path] : [agent],
+        ...(ids === undefined ? {} : { calls: ids }),
+        event: nested ? event.event : event
+      })
+    },
     beforeModelCall: (ctx) => {
       for (const [lineage, run] of ancestors(parent)) {
         for (const budget of budgetsChecked) {

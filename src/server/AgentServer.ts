@@ -156,7 +156,9 @@ export const SessionInfo = Schema.Struct({
   usage: Message.Usage,
   outcome: Schema.optionalKey(Outcome.Outcome),
   error: Schema.optionalKey(Schema.Struct({ _tag: Schema.String, message: Schema.String })),
-  pendingApprovals: Schema.Array(PendingApproval)
+  pendingApprovals: Schema.Array(PendingApproval),
+  /** The agent's name, when the server has one (its `name` option). */
+  agent: Schema.optionalKey(Schema.String)
 })
 /**
  * @category schemas
@@ -367,6 +369,11 @@ export interface Options<R = never> {
   readonly directory?: string | undefined
   /** Required on every route when set: `Authorization: Bearer <token>` (or Basic, the token as password). */
   readonly token?: Redacted.Redacted<string> | undefined
+  /**
+   * The agent's name: its runs' spans are `invoke_agent {name}` (with `gen_ai.agent.name`), and the sessions'
+   * descriptions (and the inspector) show it.
+   */
+  readonly name?: string | undefined
   /** The system prompt of every session. */
   readonly system?: string | undefined
   /**
@@ -519,6 +526,7 @@ const routesWith = <R>(options: Options<R>, onStop: (stop: Effect.Effect<void>) 
     const store = options.directory === undefined ? Store.memory() : Store.directory(options.directory)
     const sessions = yield* Sessions.make<R>({
       store,
+      name: options.name,
       system: options.system,
       config: options.config,
       plugins: options.plugins,

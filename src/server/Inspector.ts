@@ -3,14 +3,20 @@
  * steer its sessions in a browser. Nothing to build or install: the page, its
  * script and its styles are this module's strings.
  *
- * - The sessions, newest first, with their status, turns and cost; a box to
- *   start one.
+ * - The sessions, newest first, with their status, agent, turns and cost; a
+ *   box to start one.
  * - One session as a timeline of turns, live: the model's text and reasoning
  *   as they stream, each tool call with its arguments, status, duration and
  *   result, approvals (with Approve and Deny buttons), steering and
  *   follow-ups as they are delivered, guards, checkpoints, a resume after a
  *   restart, the outcome; the budget figures (turns, tokens, cost, time)
- *   as they change. An event kind it does not know is shown with its fields.
+ *   as they change. A sub-agent's run (its `Nested` events) in a collapsible
+ *   box inside the card of the call that runs it, shown the same way (its
+ *   own calls, approvals and sub-agents too). A supervised run's stages:
+ *   the baseline checks, each plan iteration (the plan, the notes of a
+ *   revision, the decision) and each act turn with its checks (name, role,
+ *   status, duration, summary, details) and the feedback sent. An event kind
+ *   it does not know is shown with its fields.
  * - A box to steer the run, follow up a finished one, or cancel it.
  * - It follows the session's SSE stream and, when the connection drops (or
  *   the server restarts), reconnects with `Last-Event-ID`: nothing shown
@@ -68,6 +74,7 @@ main { display: grid; grid-template-rows: auto auto 1fr auto; overflow: hidden; 
 #head { padding: 10px 16px; border-bottom: 1px solid var(--line); display: flex; gap: 12px;
   align-items: baseline; flex-wrap: wrap; }
 #session-title { font-size: 16px; margin: 0; }
+#session-agent { font-family: ui-monospace, monospace; color: var(--muted); } #session-agent:empty { display: none; }
 #figures { display: flex; gap: 14px; color: var(--muted); font-size: 12px; }
 #figures b { color: var(--text); font-weight: 600; }
 #pending:not(:empty) { padding: 8px 16px; background: color-mix(in srgb, var(--warn) 15%, var(--panel));
@@ -113,6 +120,33 @@ pre { margin: 4px 0 0; padding: 6px; background: var(--code); border-radius: 4px
   border-radius: 8px; box-shadow: 0 2px 10px rgba(0,0,0,.15); }
 .toast.bad { border-color: var(--bad); color: var(--bad); }
 details.json summary { cursor: pointer; color: var(--muted); font-size: 12px; }
+details.sub-agent { border: 1px dashed var(--line); border-left: 3px solid var(--accent); border-radius: 6px;
+  margin: 6px 0; padding: 4px 8px; background: var(--bg); }
+details.sub-agent.done { border-left-color: var(--ok); } details.sub-agent.failed { border-left-color: var(--bad); }
+details.sub-agent > summary { cursor: pointer; }
+details.sub-agent > summary > span { margin-right: 8px; }
+.sub-body section.turn { margin: 6px 0; padding: 6px 8px; }
+section.stage { background: var(--panel); border: 1px solid var(--line); border-left: 3px solid var(--accent);
+  border-radius: 8px; margin: 12px 0; padding: 8px 12px; }
+section.stage.plan { border-left-color: var(--warn); } section.stage.baseline { border-left-color: var(--muted); }
+section.stage > h3 { margin: 0 0 6px; font-size: 12px; color: var(--muted); font-weight: 600; text-transform: uppercase;
+  display: flex; gap: 10px; align-items: baseline; }
+.checks { margin: 8px 0; padding: 6px 8px; border-radius: 6px; background: var(--code); }
+.check { margin: 4px 0; }
+.check-head { display: flex; gap: 10px; align-items: baseline; }
+.check-status { font-size: 11px; padding: 1px 6px; border-radius: 9px; min-width: 52px; text-align: center;
+  background: var(--panel); }
+.check.pass .check-status { color: var(--ok); } .check.fail .check-status { color: var(--bad); }
+.check.known .check-status { color: var(--warn); } .check.running .check-status { color: var(--accent); }
+.check-role { font-size: 11px; color: var(--muted); } .check-summary { color: var(--muted); }
+.plan { border: 1px solid var(--line); border-radius: 6px; padding: 6px 8px; margin: 8px 0; }
+.plan-head { display: flex; gap: 8px; align-items: baseline; }
+.plan-text, .plan-notes .text { white-space: pre-wrap; }
+.plan-notes { margin-top: 6px; padding-top: 4px; border-top: 1px dashed var(--line); }
+.badge.approved { color: var(--ok); } .badge.revised { color: var(--warn); } .badge.rejected { color: var(--bad); }
+.badge.proposed { color: var(--accent); }
+.bubble.worker, .bubble.reply { border-left: 3px solid var(--muted); }
+.row.feedback { padding: 4px 8px; border-left: 3px solid var(--warn); }
 label.file { color: var(--accent); cursor: pointer; font-size: 13px; }
 label.file input { display: none; }
 `
@@ -135,7 +169,8 @@ const body = `
 </aside>
 <main>
   <div id="head"><h2 id="session-title">Choose a session, start one, or drop a trajectory file here</h2>
-    <span id="session-status" class="badge"></span><div id="figures"></div></div>
+    <span id="session-agent" title="agent"></span><span id="session-status" class="badge"></span>
+    <div id="figures"></div></div>
   <div id="pending"></div>
   <div id="timeline"></div>
   <div id="controls" class="controls hidden">

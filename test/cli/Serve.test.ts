@@ -6,6 +6,7 @@
 import { assert, describe } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
 import { fileURLToPath } from "node:url"
+import { receiver, spansOf } from "../otlpReceiver.ts"
 import { readSse, tagOf } from "../server/support.ts"
 import { runCommand } from "./inProcess.ts"
 import { live, scripted, spawnProgram, tempDir } from "./support.ts"
@@ -68,6 +69,52 @@ describe("effect-agent serve", () => {
       assert.include(exited.stderr, `effect-agent serve: listening on ${url}; sessions in ${store}`)
     }))
 
+  live("with --otlp, exports its sessions' spans as run --otlp does: invoke_agent effect-agent, chat, tools", () =>
+    Effect.gen(function*() {
+      const otlp = yield* receiver
+      const dir = yield* scripted(turns)
+      const proc = yield* serve(dir, [
+        "--provider",
+        "scripted",
+        "--script",
+        `${dir}/script.json`,
+        "--sandbox",
+        "local",
+        "--tools",
+        "read_file",
+        "--port",
+        "0",
+        "--store",
+        `${dir}-store`,
+        "--otlp",
+        otlp.url
+      ])
+      const { url } = JSON.parse(yield* proc.waitFor(started))
+      const created: any = yield* Effect.promise(() =>
+        fetch(`${url}/sessions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ task: "What is in a.txt?" })
+        }).then((response) => response.json())
+      )
+      assert.strictEqual(created.agent, "effect-agent")
+      const read = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/${created.id}/events`)))
+      assert.strictEqual(JSON.parse(read.messages.at(-1)!.data).outcome._tag, "Completed")
+      // the spans left are sent when the server stops
+      yield* proc.signal("SIGTERM")
+      const exited = yield* proc.exit
+      assert.strictEqual(exited.code, 0, exited.stderr)
+      assert.isTrue(otlp.bodies.every((body) => body.path === "/v1/traces"))
+      const spans = spansOf(otlp.bodies)
+      const root = spans.filter((span) => span.name === "invoke_agent effect-agent")
+      assert.strictEqual(root.length, 1, spans.map((span) => span.name).join(", "))
+      assert.strictEqual(root[0]!.attributes["gen_ai.agent.name"], "effect-agent")
+      const inRun = spans.filter((span) => span.traceId === root[0]!.traceId && span.parentSpanId === root[0]!.spanId)
+      const names = inRun.map((span) => span.name).filter((name) => !name.startsWith("LanguageModel")).sort()
+      assert.deepStrictEqual(names, ["chat", "chat", "execute_tool read_file"])
+      assert.strictEqual(inRun.find((span) => span.name === "execute_tool read_file")!.status.code, 1)
+    }))
+
   live("with --token-env, every request needs the token", () =>
     Effect.gen(function*() {
       const dir = yield* scripted(turns)
@@ -97,7 +144,7 @@ describe("effect-agent serve", () => {
       assert.strictEqual((yield* proc.exit).code, 0)
     }))
 
-  live("refuses a non-loopback address without a token, a token variable that is unset, and a store in the workspace", () =>
+  live("refuses: off the loopback without a token, an unset token variable, a store in the workspace, bad --otlp", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const open = yield* runCommand(["serve", "--host", "0.0.0.0", "--tools", "none", "--sandbox", "none"], { cwd: dir })
@@ -115,5 +162,11 @@ describe("effect-agent serve", () => {
       )
       assert.strictEqual(inside.code, 22)
       assert.include(inside.stderr, `--store: ${dir}/store is inside the workspace ${dir}`)
+      const collector = yield* runCommand(
+        ["serve", "--otlp", "http://user:secret@127.0.0.1:4318", "--tools", "none", "--sandbox", "none"],
+        { cwd: dir }
+      )
+      assert.strictEqual(collector.code, 22)
+      assert.include(collector.stderr, "--otlp: the URL may not hold credentials")
     }))
 })

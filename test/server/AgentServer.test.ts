@@ -6,7 +6,7 @@
  */
 import { NodeHttpClient } from "@effect/platform-node"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect, Latch, Redacted, Stream } from "effect"
+import { Effect, Latch, Layer, Redacted, Stream, Tracer } from "effect"
 import { AgentServer } from "effect-agent/server"
 import * as Http from "node:http"
 import * as Sessions from "../../src/server/internal/sessions.ts"
@@ -479,4 +479,35 @@ describe("sessions", () => {
       const lines = yield* Stream.runCollect(stream)
       assert.strictEqual(JSON.parse((lines.at(-1) as { json: string }).json)._tag, "AgentEnd")
     }).pipe(Effect.scoped, Effect.provide(agentLayer)))
+})
+
+describe("the agent server's name", () => {
+  it.live("names the agent in its runs' spans (invoke_agent {name}) and in the sessions' descriptions", () =>
+    Effect.gen(function*() {
+      const spans: Array<Tracer.NativeSpan> = []
+      const tracer = Tracer.make({
+        span: (options) => {
+          const span = new Tracer.NativeSpan(options)
+          spans.push(span)
+          return span
+        }
+      })
+      const server = serverLayer({ name: "ops" }).pipe(Layer.provide(Layer.succeed(Tracer.Tracer, tracer)))
+      const url = yield* Effect.provideContext(baseUrl, yield* Layer.buildWithScope(server, yield* Effect.scope))
+      const id = yield* start(url, "steps 1 0")
+      const read = yield* events(url, id)
+      assert.strictEqual(eventOf(read.messages.at(-1)!).outcome._tag, "Completed")
+      const runs = spans.filter((span) => span.name.startsWith("invoke_agent"))
+      assert.deepStrictEqual(runs.map((span) => span.name), ["invoke_agent ops"])
+      assert.strictEqual(runs[0]!.attributes.get("gen_ai.agent.name"), "ops")
+      assert.isTrue(spans.some((span) => span.name.startsWith("chat")))
+      const info = yield* call(`${url}/sessions/${id}`)
+      assert.strictEqual(info.body.agent, "ops")
+      const listed = yield* call(`${url}/sessions`)
+      assert.deepStrictEqual(listed.body.map((session: any) => session.agent), ["ops"])
+      // a server without a name names none
+      const unnamed = yield* Effect.provideContext(baseUrl, yield* Layer.buildWithScope(serverLayer(), yield* Effect.scope))
+      const other = yield* start(unnamed, "steps 1 0")
+      assert.notProperty((yield* call(`${unnamed}/sessions/${other}`)).body, "agent")
+    }).pipe(Effect.scoped))
 })

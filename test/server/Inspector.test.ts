@@ -11,7 +11,10 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Latch, Layer, Scope } from "effect"
+import { AgentEvent, Approvals } from "effect-agent"
 import { AgentServer, Inspector } from "effect-agent/server"
+import { Check, Supervisor } from "effect-agent/supervisor"
+import { ScriptedModel } from "effect-agent/testing"
 import * as NodeCrypto from "node:crypto"
 import * as Fs from "node:fs"
 import { createServer } from "node:http"
@@ -20,7 +23,8 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { type BrowserContext, chromium, type Page } from "playwright-core"
-import { agentLayer, baseUrl, gatedAgent, hangingFrom, readSse } from "./support.ts"
+import { toolsLayer } from "../session/fixture.ts"
+import { agentLayer, baseUrl, delegatingAgent, gatedAgent, hangingFrom, readSse } from "./support.ts"
 
 /** The names a system Chromium goes by, looked up on `PATH`. */
 const names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
@@ -113,11 +117,70 @@ const freePort = Effect.promise(() =>
   })
 )
 
-const serverOn = (port: number, directory: string, agent: typeof agentLayer = agentLayer) =>
-  AgentServer.layer({ directory }).pipe(
+const serverOn = (port: number, directory: string, agent: typeof agentLayer = agentLayer, name?: string) =>
+  AgentServer.layer({ directory, name }).pipe(
     Layer.provide(agent),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
   )
+
+/**
+ * A real supervised run's trajectory, as `--emit-jsonl` writes it: a plan
+ * refined once then approved, a blocking check that fails after the first
+ * act turn and passes after the second, an advisory check that passes.
+ */
+const supervisedTrajectory = (file: string) =>
+  Effect.gen(function*() {
+    const lines: Array<string> = []
+    let round = 0
+    const tests = Check.make(
+      "tests",
+      Effect.sync((): Check.Verdict =>
+        round++ === 1
+          ? { status: "fail", summary: "1 failed", details: "FAIL parser.test.ts\n  expected 3, got <b>2</b>" }
+          : { status: "pass", summary: "12 passed" }
+      )
+    )
+    const lint = Check.make("lint", Effect.succeed<Check.Verdict>({ status: "pass", summary: "no issues" }), {
+      role: "advisory"
+    })
+    const result = yield* Supervisor.run({
+      task: "Fix the parser",
+      plan: true,
+      checks: [tests, lint],
+      onEvent: (event) => Effect.sync(() => void lines.push(JSON.stringify(AgentEvent.encodeJson(event)))),
+      agent: { config: { maxTurns: 5 } }
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([
+        { text: "1. Fix the parser." },
+        { text: "1. Add a failing test.\n2. Fix the parser." },
+        { text: "Fixing the parser.", toolCalls: [{ name: "step", params: { n: 1 } }] },
+        { text: "Fixed the parser." },
+        { text: "Fixed the off-by-one." }
+      ])),
+      Effect.provide(toolsLayer([])),
+      Effect.provide(Approvals.layer({
+        decide: () => Effect.succeed(Approvals.approved),
+        decidePlan: (request) =>
+          Effect.succeed<Approvals.PlanDecision>(
+            request.iteration === 1 ? { _tag: "Refine", notes: "Add a test first." } : { _tag: "Approve" }
+          )
+      }))
+    )
+    assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+    Fs.writeFileSync(file, lines.join("\n") + "\n")
+    return Fs.readFileSync(file, "utf8")
+  })
+
+/** Drops a file on the page, as a user drags one onto it. */
+const drop = (page: Page, name: string, text: string) =>
+  Effect.promise(async () => {
+    const data = await page.evaluateHandle(([text, name]) => {
+      const transfer = new (globalThis as any).DataTransfer()
+      transfer.items.add(new File([text], name, { type: "application/x-ndjson" }))
+      return transfer
+    }, [text, name] as const)
+    await page.dispatchEvent("body", "drop", { dataTransfer: data })
+  })
 
 const sha256 = (text: string) => `'sha256-${NodeCrypto.createHash("sha256").update(text).digest("base64")}'`
 
@@ -228,6 +291,150 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.deepStrictEqual(errors, [])
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
+  it.live("shows a sub-agent inside the call that runs it: its text, its calls, its approval clicked there", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir, delegatingAgent, "ops"), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      yield* post(`${url}/sessions`, { task: "delegate logs", id: "delegated" })
+      const { page, errors } = yield* openPage(yield* browser, `${url}/#delegated`)
+
+      // the child's deploy waits for approval: its buttons are in the child's call card, inside the parent's call
+      const nested = "[data-testid=tool-call] [data-testid=sub-agent][data-agent=researcher]"
+      yield* Effect.promise(() => page.waitForSelector(`${nested} [data-testid=approve]`, { timeout: 10_000 }))
+      assert.include((yield* texts(page, "#pending .pending-item"))[0], "researcher › deploy")
+      // the server's agent is named in the header and the list
+      assert.deepStrictEqual(yield* texts(page, "#session-agent"), ["ops"])
+      assert.include((yield* texts(page, "[data-testid=session-item] .figures"))[0], "ops · ")
+      yield* Effect.promise(() => page.click(`${nested} [data-testid=tool-call] [data-testid=approve]`))
+      yield* Effect.promise(() => page.waitForSelector(completed, { timeout: 10_000 }))
+
+      // the parent's call that ran the researcher holds the child's run
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/delegated/events`)))
+      const events = whole.messages.map((message) => JSON.parse(message.data))
+      const calling = events.find((e) => e._tag === "ToolExecutionStart" && e.toolName === "researcher")
+      const card = `[data-testid=tool-call][data-call="${calling.toolCallId}"]`
+      const box = `${card} > [data-testid=sub-agent]`
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=user-message] .text`), ["research logs"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=assistant-text]`), [
+        "Deploying a canary to read the logs first.",
+        "The logs are clean <img src=x onerror=alert(1)><b>today</b>."
+      ])
+      assert.deepStrictEqual(yield* texts(page, `${box} .reasoning:not(.hidden) .reasoning-text`), [
+        "A canary shows the logs first."
+      ])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=tool-call] .call-name`), ["deploy"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=tool-call] .call-status`), ["done"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=tool-call] .call-result`), ["deployed to canary"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=verdict]`), ["approved"])
+      assert.deepStrictEqual(yield* texts(page, `${box} [data-testid=outcome] .text`), ["Completed"])
+      assert.include((yield* texts(page, `${box} > summary`))[0], "2 turns")
+      // the agent's markup stayed text: no element of it was made
+      assert.strictEqual(yield* Effect.promise(() => page.locator(`${box} img, ${box} b`).count()), 0)
+      // the parent's own turns hold only its own text; its call's result is the child's answer
+      assert.deepStrictEqual(
+        yield* texts(page, "#timeline > [data-testid=turn] > .turn-body > .assistant > [data-testid=assistant-text]"),
+        ["I will ask the researcher.", "The researcher says the logs are clean."]
+      )
+      assert.include((yield* texts(page, `${card} > .call-result`))[0], "The logs are clean <img")
+      // the child's call was approved over HTTP by its own id, and nothing else waits
+      const resolved = events.find((e) => e._tag === "Nested" && e.event._tag === "ApprovalResolved")
+      assert.deepStrictEqual([resolved.path, resolved.calls, resolved.event.approved], [
+        ["researcher"],
+        [calling.toolCallId],
+        true
+      ])
+      assert.strictEqual(yield* Effect.promise(() => page.locator("#pending").textContent()), "")
+      assert.strictEqual(
+        Number(yield* Effect.promise(() => page.getAttribute("#timeline", "data-applied"))),
+        whole.messages.length
+      )
+      Fs.mkdirSync(artifacts, { recursive: true })
+      yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-sub-agent.png") }))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("opens a supervised run's trajectory: its stages, each turn's checks, the plan's iterations", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const trajectory = yield* supervisedTrajectory(Path.join(dir, "trajectory.jsonl"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      const { page, errors } = yield* openPage(yield* browser, `${url}/`)
+      yield* drop(page, "trajectory.jsonl", trajectory)
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=outcome][data-outcome=Converged]"))
+
+      const attribute = (selector: string, name: string) =>
+        Effect.promise(() => page.locator(selector).evaluateAll((nodes, name) =>
+          nodes.map((node) => node.getAttribute(name)), name))
+      // the baseline, two plan iterations, two act turns
+      assert.deepStrictEqual(yield* attribute("[data-testid=stage]", "data-kind"), [
+        "baseline",
+        "plan",
+        "plan",
+        "act",
+        "act"
+      ])
+      // the plan: the first revised with the reviewer's notes, the second approved
+      assert.deepStrictEqual(yield* attribute("[data-testid=plan]", "data-decision"), ["revised", "approved"])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=plan] .plan-text"), [
+        "1. Fix the parser.",
+        "1. Add a failing test.\n2. Fix the parser."
+      ])
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=plan-notes] .text"), ["Add a test first."])
+      // each round of checks in its stage: the tests fail after the first act turn, pass after the second
+      const round = (stage: number) =>
+        Effect.promise(() =>
+          page.locator("[data-testid=stage]").nth(stage).locator("[data-testid=check]").evaluateAll((nodes) =>
+            nodes.map((node) => [
+              node.getAttribute("data-check"),
+              node.getAttribute("data-status"),
+              node.querySelector(".check-role")!.textContent,
+              node.querySelector(".check-summary")!.textContent
+            ]).sort()
+          )
+        )
+      assert.deepStrictEqual(yield* round(0), [["lint", "pass", "advisory", "no issues"], [
+        "tests",
+        "pass",
+        "blocking",
+        "12 passed"
+      ]])
+      assert.deepStrictEqual(yield* round(3), [["lint", "pass", "advisory", "no issues"], [
+        "tests",
+        "fail",
+        "blocking",
+        "1 failed"
+      ]])
+      assert.deepStrictEqual(yield* round(4), [["lint", "pass", "advisory", "no issues"], [
+        "tests",
+        "pass",
+        "blocking",
+        "12 passed"
+      ]])
+      // a failing check's details, as text; its duration; the feedback that went back to the worker
+      const failed = "[data-testid=check][data-status=fail]"
+      assert.strictEqual(
+        (yield* texts(page, `${failed} details pre`))[0],
+        "FAIL parser.test.ts\n  expected 3, got <b>2</b>"
+      )
+      assert.match((yield* texts(page, `${failed} .call-duration`))[0]!, /^\d+\.\d s$/)
+      assert.strictEqual(yield* Effect.promise(() => page.locator("[data-testid=checks] b").count()), 0)
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=feedback] > .text"), ["failing: tests"])
+      // the worker's own turns inside the act stages: its text and its tool call
+      assert.deepStrictEqual(
+        yield* texts(page, "[data-testid=stage][data-kind=act] [data-testid=assistant-text]"),
+        ["Fixing the parser.", "Fixed the parser.", "Fixed the off-by-one."]
+      )
+      assert.deepStrictEqual(yield* texts(page, "[data-testid=stage] [data-testid=tool-call] .call-result"), [
+        "step 1 done"
+      ])
+      assert.include((yield* texts(page, "#connection"))[0], "offline: trajectory.jsonl")
+      Fs.mkdirSync(artifacts, { recursive: true })
+      yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-supervised.png") }))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
   it.live("follows a session across a server restart, reconnecting with Last-Event-ID", () =>
     Effect.gen(function*() {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
@@ -325,17 +532,35 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       // dropped on the page, as a user drags a CI run's trajectory.jsonl onto it (with a kind of event the page
       // does not know, and a line that is not JSON)
       const unknown = JSON.stringify({ _tag: "PlanPhase", runId: "r", turn: 3, timestamp: 0, phase: "review" })
-      yield* Effect.promise(async () => {
-        const data = await page.evaluateHandle((text) => {
-          const transfer = new (globalThis as any).DataTransfer()
-          transfer.items.add(new File([text], "trajectory.jsonl", { type: "application/x-ndjson" }))
-          return transfer
-        }, `${trajectory}${unknown}\nnot json\n`)
-        await page.dispatchEvent("body", "drop", { dataTransfer: data })
+      // a sub-agent's events whose names are the page's own keys, and whose text is markup
+      const base = { runId: "r", turn: 3, timestamp: 0 }
+      const hostile = [
+        { _tag: "ToolExecutionStart", toolCallId: "constructor", toolName: "toString", params: {} },
+        { _tag: "TurnStart" },
+        { _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: "<img src=x onerror=alert(1)>" } },
+        { _tag: "CheckResult", check: "__proto__", role: "blocking", status: "fail", summary: "<b>s</b>" }
+      ].map((event) => JSON.stringify({ ...base, _tag: "Nested", path: ["__proto__"], calls: ["constructor"], event }))
+      // its own sub-agent's text, in a box inside its call
+      const grandchild = JSON.stringify({
+        ...base,
+        _tag: "Nested",
+        path: ["__proto__", "inner"],
+        calls: ["constructor", "c2"],
+        event: { ...base, _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: "from below" } }
       })
+      const lines = [...hostile, grandchild].join("\n")
+      yield* drop(page, "trajectory.jsonl", `${trajectory}${unknown}\nnot json\n${lines}\n`)
       yield* Effect.promise(() => page.waitForSelector(completed))
+      const nested = "[data-testid=sub-agent][data-agent=__proto__]"
+      const childText = `${nested} > .sub-body > [data-testid=turn] > .turn-body > .assistant > .assistant-text`
+      assert.deepStrictEqual(yield* texts(page, childText), ["<img src=x onerror=alert(1)>"])
+      assert.deepStrictEqual(yield* texts(page, `${nested} [data-testid=check] .check-summary`), ["<b>s</b>"])
+      const inner = `${nested} [data-testid=tool-call][data-call=c2] > [data-testid=sub-agent][data-agent=inner]`
+      assert.deepStrictEqual(yield* texts(page, `${inner} [data-testid=assistant-text]`), ["from below"])
+      assert.strictEqual(yield* Effect.promise(() => page.locator(`${nested} img, ${nested} b`).count()), 0)
       assert.deepStrictEqual(yield* texts(page, "#session-title"), ["trajectory.jsonl"])
-      assert.deepStrictEqual((yield* texts(page, "[data-testid=assistant-text]")).at(-1), "All 2 steps done.")
+      const own = "#timeline > [data-testid=turn] > .turn-body > .assistant > [data-testid=assistant-text]"
+      assert.deepStrictEqual((yield* texts(page, own)).at(-1), "All 2 steps done.")
       // an event kind the page does not know is shown with its fields
       assert.include((yield* texts(page, ".row.generic"))[0], "PlanPhase")
       assert.include((yield* texts(page, "#connection"))[0], "offline: trajectory.jsonl (1 lines skipped)")

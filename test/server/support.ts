@@ -5,10 +5,10 @@
  * ephemeral loopback port, and a reader of its SSE streams.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, type Latch, Layer } from "effect"
+import { Effect, type Latch, Layer, Schema } from "effect"
 import { HttpServer } from "effect/http"
-import type { Prompt } from "effect/ai"
-import { ToolRegistry } from "effect-agent"
+import { type Prompt, Toolkit } from "effect/ai"
+import { Agent, SubAgent, ToolRegistry } from "effect-agent"
 import { AgentServer } from "effect-agent/server"
 import { ScriptedModel } from "effect-agent/testing"
 import { createServer } from "node:http"
@@ -32,6 +32,8 @@ const taskOf = (prompt: Prompt.Prompt): string => {
  * - `inspect D`: a deploy (it needs approval), a slow call of D ms, a reply (the inspector's test);
  * - `hang`: a reply that never finishes;
  * - `big N K D`: a reply streamed as N deltas of K characters, after D ms;
+ * - `delegate T`: a call to the `researcher` sub-agent on topic T, then a reply with its answer;
+ * - `research T` (the researcher's task): a canary deploy (it needs approval), then a reply with markup in it;
  * - anything else: one reply.
  */
 export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
@@ -86,6 +88,21 @@ export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
         text: Array.from({ length: Number(a) }, (_, i) => `${i}`.padEnd(Number(b), ".")),
         delay: Number(c ?? 0)
       }]
+    case "delegate":
+      return [
+        { text: "I will ask the researcher.", toolCalls: [{ name: "researcher", params: { topic: a ?? "logs" } }] },
+        { text: "The researcher says the logs are clean." }
+      ]
+    case "research":
+      return [
+        {
+          reasoning: "A canary shows the logs first.",
+          text: `Deploying a canary to read the ${a} first.`,
+          toolCalls: [{ name: "deploy", params: { env: "canary" } }],
+          usage: { input: 40, output: 10, cost: 0.0004 }
+        },
+        { text: `The ${a} are clean <img src=x onerror=alert(1)><b>today</b>.`, usage: { input: 60, output: 12 } }
+      ]
     default:
       return [{ text: `You said: ${task}` }, { text: "Follow-up answered." }]
   }
@@ -130,6 +147,31 @@ export const hangingFrom = (replies: number) =>
     ),
     toolsLayer([])
   )
+
+/** A sub-agent of the server's sessions: it reads `research <topic>`, with the test tools and the server's model. */
+export const researcher = Agent.define({
+  name: "researcher",
+  description: "Looks into a topic",
+  input: Schema.Struct({ topic: Schema.String }),
+  prompt: ({ topic }) => `research ${topic}`,
+  tools: toolsLayer([])
+})
+
+const Delegation = Toolkit.make(Agent.asTool(researcher))
+
+/** The model and tools, with the `researcher` sub-agent among the tools. */
+export const delegatingAgent = Layer.merge(
+  ScriptedModel.layer(script, { record: false }),
+  ToolRegistry.layer(Kit, Delegation).pipe(
+    Layer.provide(Kit.toLayer({
+      step: ({ n }) => Effect.succeed(`step ${n} done`),
+      slow: ({ ms }) => Effect.as(Effect.sleep(`${ms} millis`), `slept ${ms} ms`),
+      charge: ({ cents }) => Effect.succeed(`charged ${cents} cents`),
+      deploy: ({ env }) => Effect.succeed(`deployed to ${env}`)
+    })),
+    Layer.provide(Delegation.toLayer({ researcher: SubAgent.handler(researcher) }))
+  )
+)
 
 /** A server on 127.0.0.1 at an ephemeral port, with the scripted model and tools (or `agent`). */
 export const serverLayer = (options: AgentServer.Options = {}, agent: typeof agentLayer = agentLayer) =>

@@ -552,11 +552,19 @@ const makeView = (
     return View.log(io.stderr.write, { session })
   })
 
-/** The name of the command's agent in its spans (`invoke_agent effect-agent`). */
-const agentName = "effect-agent"
+/**
+ * The name of the command's agent in its spans (`invoke_agent effect-agent`), `run`'s and `serve`'s.
+ *
+ * @since 0.1.0
+ */
+export const agentName = "effect-agent"
 
-/** `--otlp`: the run's spans exported as OTLP/HTTP JSON to `url`, over the command's HTTP client. */
-const tracing = (url: string) =>
+/**
+ * `--otlp`: the spans exported as OTLP/HTTP JSON to `url`, over the command's HTTP client (`run`'s and `serve`'s).
+ *
+ * @since 0.1.0
+ */
+export const tracing = (url: string) =>
   OtlpTracer.layer({ url, resource: { serviceName: "effect-agent" } }).pipe(Layer.provide(OtlpSerialization.layerJson))
 
 /**

@@ -5,7 +5,9 @@
  *
  * It listens on 127.0.0.1:8080 by default. A token (`--token-env NAME`: read
  * from that variable) is required on every route when given; without one it
- * refuses to listen on an address that is not a loopback address.
+ * refuses to listen on an address that is not a loopback address. With
+ * `--otlp URL` the sessions' spans are exported as `run --otlp` exports a
+ * run's (the agent is named `effect-agent`).
  *
  * @since 0.1.0
  */
@@ -119,6 +121,8 @@ export const serve = (flags: ServeFlags) =>
     const note = (text: string) => io.stderr.write(`effect-agent serve: ${text}\n`)
     const place = { cwd: io.cwd, env: io.env }
     const token = yield* tokenOf(flags, io.env)
+    const otlp = Settings.tracesUrl(Option.getOrUndefined(flags.otlp))
+    if (Result.isFailure(otlp)) return yield* configError(otlp.failure)
     const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
     const target = yield* Settings.target({ ...flags, approve }, undefined, place, path)
     const key = Settings.apiKey(target, io.env)
@@ -153,6 +157,7 @@ export const serve = (flags: ServeFlags) =>
     const server = AgentServer.layer({
       directory: store,
       token,
+      name: Runner.agentName,
       system: Option.getOrUndefined(flags.system),
       config,
       approvals: target.approve === "all"
@@ -162,7 +167,9 @@ export const serve = (flags: ServeFlags) =>
         : undefined
     }).pipe(
       Layer.provide(Layer.succeedContext(services)),
-      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: flags.port, host: flags.host }))
+      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: flags.port, host: flags.host })),
+      // The sessions' spans go to the collector; the ones left are sent when the server stops.
+      Layer.provide(otlp.success === undefined ? Layer.empty : Runner.tracing(otlp.success))
     )
     yield* Effect.gen(function*() {
       const url = yield* HttpServer.addressFormattedWith(Effect.succeed)

@@ -10,6 +10,11 @@
  * steers, follows up and cancels through `POST /sessions/:id/control`, and
  * shows a trajectory file dropped on it (or chosen) without a server.
  *
+ * A view is one run's place in the page: the session's run, or a sub-agent's
+ * run (its `Nested` events), shown in a collapsible box inside the card of
+ * the tool call that runs it, by the same handlers. A supervised run's worker
+ * turns are stages, each with its checks and, in the plan phase, its plan.
+ *
  * @internal
  */
 export const script = String.raw`
@@ -35,6 +40,8 @@ export const script = String.raw`
     if (!Array.isArray(message.content)) return "";
     return partsText(message.content, "text");
   };
+  /** A map keyed by what the agent chose (call ids, check names): no prototype to collide with. */
+  var dict = function () { return Object.create(null); };
   var money = function (usd) { return usd === undefined || usd === null ? "" : "$" + Number(usd).toFixed(4); };
   var seconds = function (ms) { return (ms / 1000).toFixed(1) + " s"; };
 
@@ -102,7 +109,8 @@ export const script = String.raw`
       item.dataset.status = s.status;
       item.appendChild(el("span", "badge " + s.status, s.status));
       item.appendChild(el("span", "title", s.title || s.id));
-      var figures = s.turns + " turns" + (s.usage && s.usage.cost !== undefined ? " · " + money(s.usage.cost) : "");
+      var figures = (s.agent ? s.agent + " · " : "") + s.turns + " turns" +
+        (s.usage && s.usage.cost !== undefined ? " · " + money(s.usage.cost) : "");
       item.appendChild(el("span", "figures", figures));
       item.addEventListener("click", function () { select(s.id); });
       list.appendChild(item);
@@ -138,16 +146,23 @@ export const script = String.raw`
     var timeline = $("timeline");
     timeline.textContent = "";
     $("pending").textContent = "";
-    return {
+    var view = {
       title: title, offline: offline, lastId: -1, info: null,
-      figures: null, outcome: null, running: false,
-      turn: null, assistant: null, calls: {}, approvals: {}, delivered: {}
+      figures: null, outcome: null, running: false, root: timeline, path: [], depth: 0,
+      turn: null, assistant: null, stage: null, calls: dict(), lastCall: dict(), approvals: dict(),
+      delivered: dict(), plans: dict(), planIteration: 1
     };
+    view.top = view;
+    return view;
   };
+
+  /** Where a view's next item goes: its turn, else its stage (a supervised worker turn), else its own box. */
+  var place = function (view) { return view.turn ? view.turn.body : view.stage ? view.stage.body : view.root; };
 
   var renderHeader = function (view) {
     $("session-title").textContent = view.title;
     var info = view.info;
+    $("session-agent").textContent = info && info.agent ? info.agent : "";
     var status = view.offline ? "offline" : info ? info.status : view.running ? "running" : "";
     var badge = $("session-status");
     badge.textContent = status;
@@ -177,16 +192,17 @@ export const script = String.raw`
     var node = el("div", "row " + cls);
     if (label) node.appendChild(el("span", "label", label));
     if (text !== undefined) node.appendChild(el("span", "text", text));
-    (view.turn ? view.turn.body : $("timeline")).appendChild(node);
+    place(view).appendChild(node);
     return node;
   };
 
-  var bubble = function (view, who, text) {
+  var bubble = function (view, who, text, label) {
     var node = el("div", "bubble " + who);
     node.dataset.testid = who + "-message";
-    node.appendChild(el("span", "label", who));
+    node.appendChild(el("span", "label", label || who));
     node.appendChild(el("div", "text", text));
-    (view.turn ? view.turn.body : $("timeline")).appendChild(node);
+    place(view).appendChild(node);
+    return node;
   };
 
   var details = function (summary, body, open) {
@@ -219,12 +235,13 @@ export const script = String.raw`
     card.appendChild(progress);
     var result = el("pre", "call-result hidden", "");
     card.appendChild(result);
-    (view.turn ? view.turn.body : $("timeline")).appendChild(card);
+    place(view).appendChild(card);
     call = {
       card: card, status: status, duration: duration, args: args, approval: approval, progress: progress,
-      result: result, raw: ""
+      result: result, raw: "", child: null
     };
     view.calls[id] = call;
+    view.lastCall[name] = call;
     return call;
   };
 
@@ -234,7 +251,7 @@ export const script = String.raw`
   };
 
   var approvalButtons = function (view, event) {
-    if (view.offline) return null;
+    if (view.top.offline) return null;
     var box = el("span", "decide");
     var approve = el("button", "approve", "Approve");
     approve.dataset.testid = "approve";
@@ -254,16 +271,19 @@ export const script = String.raw`
     return box;
   };
 
+  /** The calls waiting for approval, the sub-agents' too (named by their path), in the bar above the timeline. */
   var renderPending = function (view) {
+    var top = view.top;
     var bar = $("pending");
     bar.textContent = "";
-    Object.keys(view.approvals).forEach(function (id) {
-      var event = view.approvals[id];
+    Object.keys(top.approvals).forEach(function (id) {
+      var waiting = top.approvals[id];
+      var event = waiting.event;
       var item = el("div", "pending-item");
       item.appendChild(el("span", "label", "waiting for approval"));
-      item.appendChild(el("span", "call-name", event.toolName));
+      item.appendChild(el("span", "call-name", waiting.view.path.concat([event.toolName]).join(" › ")));
       item.appendChild(el("code", null, json(event.params).slice(0, 200)));
-      var buttons = approvalButtons(view, event);
+      var buttons = approvalButtons(top, event);
       if (buttons) item.appendChild(buttons);
       bar.appendChild(item);
     });
@@ -280,8 +300,10 @@ export const script = String.raw`
     AgentStart: function (view, e) {
       view.running = true;
       view.turn = null;
-      var node = row(view, "run-start", "run", e.messages.length > 0 ? "started" : "continued");
-      node.dataset.testid = "run-start";
+      if (view.top === view) {
+        var node = row(view, "run-start", "run", e.messages.length > 0 ? "started" : "continued");
+        node.dataset.testid = "run-start";
+      } else setChildStatus(view, "running", "running");
       e.messages.forEach(function (m) {
         if (m.role === "user") bubble(view, "user", textOf(m));
         else if (m.role === "system") row(view, "system", "system", textOf(m));
@@ -295,8 +317,9 @@ export const script = String.raw`
       endTurn(view);
       view.turn = null;
       // Calls of the turn being redone get new cards below (a redone call keeps its id).
-      view.calls = {};
-      view.approvals = {};
+      view.calls = dict();
+      view.lastCall = dict();
+      if (view.top === view) view.approvals = dict();
       renderPending(view);
       var at = "at turn " + e.resumedAtTurn + " from its checkpoint (" + e.restored.messages + " messages)";
       var node = row(view, "resumed", "resumed", at);
@@ -310,7 +333,8 @@ export const script = String.raw`
       card.appendChild(el("h3", null, "Turn " + e.turn));
       var body = el("div", "turn-body");
       card.appendChild(body);
-      $("timeline").appendChild(card);
+      (view.stage ? view.stage.body : view.root).appendChild(card);
+      if (view.stage) view.stage.worked = true;
       view.turn = { card: card, body: body, ended: false };
       view.assistant = null;
     },
@@ -326,7 +350,7 @@ export const script = String.raw`
       text.dataset.testid = "assistant-text";
       block.appendChild(reasoning);
       block.appendChild(text);
-      (view.turn ? view.turn.body : $("timeline")).appendChild(block);
+      place(view).appendChild(block);
       view.assistant = { block: block, reasoning: reasoning, thought: thought, text: text };
     },
     MessageUpdate: function (view, e) {
@@ -395,7 +419,7 @@ export const script = String.raw`
       call.approval.appendChild(el("span", "label", e.reason ? "needs approval: " + e.reason : "needs approval"));
       var buttons = approvalButtons(view, e);
       if (buttons) call.approval.appendChild(buttons);
-      view.approvals[e.toolCallId] = e;
+      view.top.approvals[e.toolCallId] = { event: e, view: view };
       renderPending(view);
     },
     ApprovalResolved: function (view, e) {
@@ -406,7 +430,7 @@ export const script = String.raw`
       verdict.dataset.testid = "verdict";
       call.approval.appendChild(verdict);
       if (!e.approved) { call.denied = true; setStatus(call, "denied", "failed"); }
-      delete view.approvals[e.toolCallId];
+      delete view.top.approvals[e.toolCallId];
       renderPending(view);
     },
     SteeringDelivered: function (view, e) {
@@ -425,7 +449,13 @@ export const script = String.raw`
     ContextTransformed: function (view, e) {
       row(view, "quiet", "context", e.plugin + ": " + e.messagesBefore + " → " + e.messagesAfter + " messages");
     },
-    BudgetSnapshot: function (view, e) { view.figures = e.figures; renderHeader(view); },
+    BudgetSnapshot: function (view, e) {
+      view.figures = e.figures;
+      if (view.top === view) return renderHeader(view);
+      var f = e.figures;
+      var figures = f.turns + " turns · " + (f.usage.input + f.usage.output) + " tokens";
+      view.figuresText.textContent = figures + (f.usage.cost !== undefined ? " · " + money(f.usage.cost) : "");
+    },
     TurnEnd: function (view) { endTurn(view); },
     CheckpointSaved: function (view, e) {
       var node = row(view, "quiet checkpoint", "checkpoint", e.bytes + " bytes");
@@ -434,22 +464,255 @@ export const script = String.raw`
     AgentEnd: function (view, e) {
       endTurn(view);
       view.turn = null;
+      view.stage = null;
       view.running = false;
-      view.approvals = {};
+      var top = view.top;
+      // The run's calls wait no more: the whole session's, or this sub-agent's.
+      Object.keys(top.approvals).forEach(function (id) {
+        if (top === view || top.approvals[id].view === view) delete top.approvals[id];
+      });
       renderPending(view);
-      var why = e.outcome && (e.outcome.reason || e.outcome.budget);
+      var why = e.outcome && (e.outcome.reason || e.outcome.budget || e.outcome.notes);
       var text = e.outcome ? e.outcome._tag + (why ? ": " + why : "")
         : e.error ? "failed: " + (e.error.message || e.error._tag) : "died: " + e.defect;
-      var node = row(view, e.outcome && e.outcome._tag !== "Cancelled" ? "outcome ok" : "outcome bad", "outcome", text);
+      var ok = e.outcome && succeeded[e.outcome._tag] === true;
+      var node = row(view, ok ? "outcome ok" : "outcome bad", "outcome", text);
       node.dataset.testid = "outcome";
       node.dataset.outcome = e.outcome ? e.outcome._tag : e.error ? "Failed" : "Died";
+      if (top !== view) setChildStatus(view, node.dataset.outcome, ok ? "done" : "failed");
     }
+  };
+
+  /** The endings that went as asked (the rest are shown as bad). */
+  var succeeded = { Completed: true, Terminated: true, WrappedUp: true, HandedOff: true, Converged: true };
+
+  /** How deep sub-agents are shown inside each other; deeper events are shown with their fields. */
+  var maxDepth = 12;
+
+  var setChildStatus = function (view, text, cls) {
+    view.statusText.textContent = text;
+    view.box.className = "sub-agent " + cls;
+  };
+
+  /**
+   * The view of the sub-agent run by a call of "view" (by the call's id; by
+   * its name, the latest such call, for events that do not name their
+   * calls): a collapsible box in the call's card, made on its first event.
+   */
+  var childOf = function (view, name, id) {
+    var call = id !== undefined ? callCard(view, id, name) : view.lastCall[name] || callCard(view, name, name);
+    if (call.child) return call.child;
+    var box = el("details", "sub-agent running");
+    box.open = true;
+    box.dataset.testid = "sub-agent";
+    box.dataset.agent = name;
+    var summary = el("summary");
+    summary.appendChild(el("span", "label", "sub-agent"));
+    summary.appendChild(el("span", "call-name", name));
+    var status = el("span", "call-status", "running");
+    var figures = el("span", "call-duration", "");
+    summary.appendChild(status);
+    summary.appendChild(figures);
+    box.appendChild(summary);
+    var body = el("div", "sub-body");
+    box.appendChild(body);
+    call.card.insertBefore(box, call.progress);
+    var child = {
+      top: view.top, root: body, path: view.path.concat([name]), depth: view.depth + 1,
+      box: box, statusText: status, figuresText: figures, running: true, figures: null,
+      turn: null, assistant: null, stage: null, calls: dict(), lastCall: dict(), delivered: dict(), plans: dict(),
+      planIteration: 1
+    };
+    call.child = child;
+    return child;
+  };
+
+  /** A supervised run's stage (the baseline, a plan or an act turn of the worker): a section of its own. */
+  var newStage = function (view, kind, title) {
+    endTurn(view);
+    view.turn = null;
+    var card = el("section", "stage " + kind);
+    card.dataset.testid = "stage";
+    card.dataset.kind = kind;
+    var head = el("h3");
+    head.appendChild(el("span", null, title));
+    var badge = el("span", "badge", "");
+    head.appendChild(badge);
+    card.appendChild(head);
+    var body = el("div", "stage-body");
+    card.appendChild(body);
+    view.root.appendChild(card);
+    view.stage = { kind: kind, card: card, body: body, badge: badge, checks: null, worked: false };
+    return view.stage;
+  };
+
+  /** The checks panel of the current stage: one row per check, updated as each runs and ends. */
+  var checksPanel = function (view, baseline) {
+    if (baseline && (!view.stage || view.stage.kind !== "baseline")) newStage(view, "baseline", "Baseline checks");
+    if (!view.stage) newStage(view, "act", "Checks");
+    var stage = view.stage;
+    if (stage.checks) return stage.checks;
+    var panel = el("div", "checks");
+    panel.dataset.testid = "checks";
+    panel.appendChild(el("div", "label", baseline ? "checks before the task" : "checks after the turn"));
+    endTurn(view);
+    view.turn = null;
+    stage.body.appendChild(panel);
+    stage.checks = { panel: panel, rows: dict(), passed: 0, failed: 0 };
+    return stage.checks;
+  };
+
+  var checkRow = function (view, e) {
+    var checks = checksPanel(view, e.baseline === true);
+    var name = String(e.check);
+    var found = checks.rows[name];
+    if (found) return found;
+    var node = el("div", "check running");
+    node.dataset.testid = "check";
+    node.dataset.check = name;
+    node.dataset.status = "running";
+    var head = el("div", "check-head");
+    var status = el("span", "check-status", "running");
+    head.appendChild(status);
+    head.appendChild(el("span", "call-name", name));
+    head.appendChild(el("span", "check-role", e.role));
+    var duration = el("span", "call-duration", "");
+    head.appendChild(duration);
+    var summary = el("span", "check-summary", "");
+    head.appendChild(summary);
+    node.appendChild(head);
+    checks.panel.appendChild(node);
+    found = { node: node, status: status, duration: duration, summary: summary, details: null, counted: false };
+    checks.rows[name] = found;
+    return found;
+  };
+
+  /** A plan the worker proposed, with what became of it. */
+  var setDecision = function (plan, decision, notes) {
+    plan.node.dataset.decision = decision;
+    plan.decision.textContent = decision;
+    plan.decision.className = "badge " + decision;
+    if (notes !== undefined) {
+      var said = el("div", "plan-notes");
+      said.dataset.testid = "plan-notes";
+      said.appendChild(el("span", "label", decision === "rejected" ? "rejected:" : "revise:"));
+      said.appendChild(el("span", "text", notes));
+      plan.node.appendChild(said);
+    }
+  };
+
+  handlers.Nested = function (view, e) {
+    var path = Array.isArray(e.path) ? e.path : [];
+    if (path.length === 0 || view.depth + path.length > maxDepth) return generic(view, e);
+    var calls = Array.isArray(e.calls) && e.calls.length === path.length ? e.calls : null;
+    var child = childOf(view, String(path[0]), calls ? String(calls[0]) : undefined);
+    if (path.length === 1) return dispatch(child, e.event);
+    dispatch(child, { _tag: "Nested", path: path.slice(1), calls: calls ? calls.slice(1) : undefined, event: e.event });
+  };
+
+  handlers.WorkerTurnStart = function (view, e) {
+    var plan = e.phase === "plan";
+    newStage(view, e.phase, plan ? "Plan · iteration " + view.planIteration : "Act · turn " + e.turn);
+    bubble(view, "worker", e.message, "to " + e.worker);
+  };
+
+  handlers.WorkerTurnEnd = function (view, e) {
+    if (!view.stage) newStage(view, e.phase, e.phase);
+    endTurn(view);
+    view.turn = null;
+    // An external worker's turn has no events of its own: its reply is shown here.
+    if (!view.stage.worked) bubble(view, "reply", e.text, e.worker);
+    var usage = e.usage || {};
+    row(view, "quiet", "worker", "turn ended · " + usage.inputTokens + " in / " + usage.outputTokens + " out tokens");
+  };
+
+  handlers.CheckStarted = function (view, e) { checkRow(view, e); };
+
+  handlers.CheckResult = function (view, e) {
+    var found = checkRow(view, e);
+    var checks = view.stage.checks;
+    found.node.dataset.status = e.status;
+    found.node.className = "check " + e.status;
+    found.status.textContent = e.status;
+    found.duration.textContent = seconds(Number(e.durationMs) || 0);
+    found.summary.textContent = e.summary;
+    if (e.details && !found.details) {
+      found.details = details("details", e.details, false);
+      found.node.appendChild(found.details);
+    }
+    if (!found.counted) {
+      found.counted = true;
+      if (e.status === "pass") checks.passed++;
+      else checks.failed++;
+    }
+    view.stage.badge.textContent = checks.passed + " passed · " + checks.failed + " failing";
+    view.stage.badge.className = "badge " + (checks.failed > 0 ? "failed" : "finished");
+  };
+
+  handlers.PlanProposed = function (view, e) {
+    if (!view.stage) newStage(view, "plan", "Plan · iteration " + e.iteration);
+    endTurn(view);
+    view.turn = null;
+    var node = el("div", "plan");
+    node.dataset.testid = "plan";
+    node.dataset.iteration = String(e.iteration);
+    var head = el("div", "plan-head");
+    head.appendChild(el("span", "label", "plan · iteration " + e.iteration));
+    var decision = el("span", "badge", "");
+    head.appendChild(decision);
+    node.appendChild(head);
+    node.appendChild(el("div", "plan-text", e.plan));
+    view.stage.body.appendChild(node);
+    var plan = { node: node, decision: decision };
+    view.plans[String(e.iteration)] = plan;
+    setDecision(plan, "proposed");
+  };
+
+  handlers.PlanRevised = function (view, e) {
+    var plan = view.plans[String(e.iteration - 1)];
+    view.planIteration = e.iteration;
+    if (plan) setDecision(plan, "revised", e.notes);
+    else row(view, "notice", "plan revised", e.notes);
+  };
+
+  handlers.PlanApproved = function (view, e) {
+    var plan = view.plans[String(e.iteration)];
+    if (plan) setDecision(plan, "approved");
+    else row(view, "notice", "plan approved", e.plan);
+  };
+
+  handlers.PlanRejected = function (view, e) {
+    var plan = view.plans[String(e.iteration)];
+    if (plan) setDecision(plan, "rejected", e.notes);
+    else row(view, "error", "plan rejected", e.notes);
+  };
+
+  handlers.TurnApprovalRequested = function (view, e) {
+    var node = row(view, "notice", "feedback waits for the operator");
+    node.appendChild(details("feedback", e.feedback, true));
+  };
+
+  handlers.FeedbackSent = function (view, e) {
+    endTurn(view);
+    view.turn = null;
+    var failing = Array.isArray(e.failing) ? e.failing.join(", ") : "";
+    var node = row(view, "feedback", "feedback to the worker", failing ? "failing: " + failing : "");
+    node.dataset.testid = "feedback";
+    node.appendChild(details("the message", e.feedback, false));
   };
 
   /** Any event kind the page does not know yet: its tag and its fields. */
   var generic = function (view, e) {
-    var node = row(view, "generic", e._tag);
+    var node = row(view, "generic", e !== null && typeof e === "object" ? e._tag : typeof e);
     node.appendChild(details("fields", json(e), false));
+  };
+
+  /** Shows an event in a view with its handler; one it does not know, or cannot show, with its fields. */
+  var dispatch = function (view, e) {
+    var tag = e !== null && typeof e === "object" ? e._tag : undefined;
+    var known = typeof tag === "string" && Object.prototype.hasOwnProperty.call(handlers, tag);
+    var handle = known ? handlers[tag] : generic;
+    try { handle(view, e); } catch (error) { generic(view, e); }
   };
 
   var apply = function (view, id, e) {
@@ -459,8 +722,7 @@ export const script = String.raw`
     var timeline = $("timeline");
     timeline.dataset.lastId = String(id);
     timeline.dataset.applied = String(view.applied);
-    var handle = handlers[e._tag];
-    try { (handle || generic)(view, e); } catch (error) { generic(view, e); }
+    dispatch(view, e);
     if ($("autoscroll").checked) timeline.scrollTop = timeline.scrollHeight;
   };
 

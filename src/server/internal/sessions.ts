@@ -39,6 +39,7 @@ export interface PendingApproval {
 export interface Info extends Omit<Store.Record, "status"> {
   readonly status: Store.Record["status"] | "waiting"
   readonly pendingApprovals: ReadonlyArray<PendingApproval>
+  readonly agent?: string
 }
 
 /** What a control command did. */
@@ -58,6 +59,8 @@ export interface ControlResult {
 
 export interface Options<R> {
   readonly store: Store.Store
+  /** The agent's name, in its runs' spans and the sessions' descriptions. */
+  readonly name?: string | undefined
   readonly system?: string | undefined
   readonly config?: AgentConfig.Input | undefined
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
@@ -231,7 +234,8 @@ export const make = <R>(
               params: request.params,
               ...(request.reason === undefined ? {} : { reason: request.reason })
             }))
-            : []
+            : [],
+          ...(options.name === undefined ? {} : { agent: options.name })
         }
       })
 
@@ -321,8 +325,12 @@ export const make = <R>(
         }
         const { error: _error, outcome: _outcome, ...rest } = entry.record
         entry.record = rest
-        yield* launch(entry, ({ plugins, steering }) =>
-          Session.resume<R>(entry.record.id, { store: store.checkpoints, plugins, steering }), steering)
+        yield* launch(
+          entry,
+          ({ plugins, steering }) =>
+            Session.resume<R>(entry.record.id, { store: store.checkpoints, plugins, steering, name: options.name }),
+          steering
+        )
       })
 
     const notFound = (sessionId: string) => new SessionNotFound({ sessionId, detail: `no session ${sessionId}` })
@@ -362,7 +370,7 @@ export const make = <R>(
         }
         const steering = yield* Steering.make()
         yield* launch(entry, ({ plugins, steering }) =>
-          Session.resume<R>(id, { store: store.checkpoints, plugins, steering }), steering)
+          Session.resume<R>(id, { store: store.checkpoints, plugins, steering, name: options.name }), steering)
       }).pipe(
         Effect.catch((error) =>
           Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`)
@@ -419,7 +427,8 @@ export const make = <R>(
             system: options.system,
             config,
             plugins,
-            steering
+            steering,
+            name: options.name
           }), steering)
         return yield* info(entry)
       })
