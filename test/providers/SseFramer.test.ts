@@ -5,8 +5,9 @@ import path from "node:path"
 import * as SseFramer from "../../src/providers/internal/SseFramer.ts"
 
 type Framed = { readonly id: string | undefined; readonly event: string; readonly data: string }
+type Framing = { readonly events: Array<Framed>; readonly errors: Array<string> }
 
-const frame = (chunks: ReadonlyArray<string>): { readonly events: Array<Framed>; readonly errors: Array<string> } => {
+const frame = (chunks: ReadonlyArray<string>): Framing => {
   const events: Array<Framed> = []
   const errors: Array<string> = []
   const framer = new SseFramer.SseFramer((e) => events.push({ id: e.id, event: e.event, data: e.data }))
@@ -18,7 +19,7 @@ const frame = (chunks: ReadonlyArray<string>): { readonly events: Array<Framed>;
 }
 
 // What effect's own parser makes of the same chunks: the reference the framer must agree with.
-const reference = (chunks: ReadonlyArray<string>): { readonly events: Array<Framed>; readonly errors: Array<string> } => {
+const reference = (chunks: ReadonlyArray<string>): Framing => {
   const events: Array<Framed> = []
   const errors: Array<string> = []
   const parser = Sse.makeParser((e) => {
