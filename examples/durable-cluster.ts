@@ -32,11 +32,14 @@ const Model = ScriptedModel.layer((_, request) =>
     : { toolCalls: [{ name: "weather", params: { city: "Oslo" } }] }
 )
 
-/** A dead runner's sessions move after `shardLockExpiration`; a running call may take `entityTerminationTimeout`. */
+/**
+ * A dead runner's sessions move once a health check finds it gone; a running call may take
+ * `entityTerminationTimeout`; a lock refresh slower than its interval gives up all of a runner's shards.
+ */
 const sharding = (port?: number): Partial<ShardingConfig.ShardingConfig["Service"]> => ({
   ...(port === undefined ? {} : { runnerAddress: Option.some(RunnerAddress.make("127.0.0.1", port)) }),
-  shardLockExpiration: "10 seconds",
-  shardLockRefreshInterval: "2 seconds",
+  shardLockExpiration: "35 seconds",
+  shardLockRefreshInterval: "10 seconds",
   runnerHealthCheckInterval: "5 seconds",
   entityTerminationTimeout: "2 minutes"
 })

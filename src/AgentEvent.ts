@@ -168,6 +168,8 @@ const members = [
   Schema.TaggedStruct("ApprovalRequested", {
     ...base,
     toolCallId: Schema.String,
+    /** What to approve or deny the call with: unique across the run tree (absent in events recorded before it). */
+    approvalId: Schema.optionalKey(Schema.String),
     toolName: Schema.String,
     params: Schema.Unknown,
     reason: Schema.optionalKey(Schema.String)
@@ -175,6 +177,7 @@ const members = [
   Schema.TaggedStruct("ApprovalResolved", {
     ...base,
     toolCallId: Schema.String,
+    approvalId: Schema.optionalKey(Schema.String),
     toolName: Schema.String,
     approved: Schema.Boolean,
     reason: Schema.optionalKey(Schema.String)
@@ -243,7 +246,13 @@ const members = [
     durationMs: Schema.Finite,
     baseline: Schema.Boolean
   }),
-  Schema.TaggedStruct("PlanProposed", { ...base, plan: Schema.String, iteration: Schema.Finite }),
+  Schema.TaggedStruct("PlanProposed", {
+    ...base,
+    plan: Schema.String,
+    iteration: Schema.Finite,
+    /** The typed plan in its JSON form (encoded with the plan's Schema), when the run asked for one. */
+    value: Schema.optionalKey(Schema.Unknown)
+  }),
   Schema.TaggedStruct("PlanRevised", { ...base, iteration: Schema.Finite, notes: Schema.String }),
   Schema.TaggedStruct("PlanApproved", { ...base, iteration: Schema.Finite, plan: Schema.String }),
   Schema.TaggedStruct("PlanRejected", { ...base, iteration: Schema.Finite, notes: Schema.String }),
@@ -329,7 +338,10 @@ const NestedEvent = Schema.TaggedStruct("Nested", {
  * - `ToolExecutionStart` / `ToolExecutionUpdate` / `ToolExecutionEnd`: a tool
  *   call runs, reports preliminary results, ends (every call gets an end, even
  *   one that never started: blocked, denied, unknown, invalid).
- * - `ApprovalRequested` / `ApprovalResolved`: a call waits for a decision.
+ * - `ApprovalRequested` / `ApprovalResolved`: a call waits for a decision;
+ *   `approvalId` is what `Approvals.Interactive` answers it with, unique
+ *   across the run and its sub-agents (`call_7/call_1` for the call `call_1`
+ *   of the sub-agent that the call `call_7` runs).
  * - `SteeringDelivered` / `FollowUpDelivered`: queued messages entered the run.
  * - `WrapUpRequested`: the model was asked to finish (turn limit, budget).
  * - `GuardTripped`: a guard warned or stopped the run, with its figures.
@@ -347,7 +359,8 @@ const NestedEvent = Schema.TaggedStruct("Nested", {
  *   `WorkerTurnStart` / `WorkerTurnEnd` (one worker turn, plan or act),
  *   `CheckStarted` / `CheckResult` (a check of the baseline or after a turn),
  *   `PlanProposed` / `PlanRevised` / `PlanApproved` / `PlanRejected` (the plan
- *   phase), `TurnApprovalRequested` (feedback waits for the operator) and
+ *   phase; `PlanProposed` carries the typed plan's JSON form as `value` when
+ *   the run asked for one with `planOutput`), `TurnApprovalRequested` (feedback waits for the operator) and
  *   `FeedbackSent` (the failing checks went back to the worker).
  * - `Nested`: an event of a sub-agent's run (`Agent.asTool`), with the path of
  *   agent names from this run down to it (see {@link Nested}).

@@ -15,7 +15,7 @@
  * const program = Effect.gen(function*() {
  *   const approvals = yield* Approvals.interactive()
  *   // elsewhere, e.g. on an ApprovalRequested event:
- *   //   yield* approvals.approve(toolCallId)   or   approvals.deny(toolCallId, "not today")
+ *   //   yield* approvals.approve(approvalId)   or   approvals.deny(approvalId, "not today")
  *   return yield* Agent.run({ prompt: "Deploy it" }).pipe(Effect.provideService(Approvals.Approvals, approvals))
  * })
  * ```
@@ -33,6 +33,13 @@ import { Context, Deferred, Effect, Layer } from "effect"
 export interface Request {
   readonly runId: string
   readonly toolCallId: string
+  /**
+   * The id that answers the call ({@link Interactive}), unique across the run and its sub-agents: the ids of the
+   * calls that run each sub-agent from the top run down, then the call's own, each URI-encoded and joined by `/`.
+   * A call of the top run keeps its id (when it needs no encoding); the call `c1` of the sub-agent that the call
+   * `c7` runs is `c7/c1`.
+   */
+  readonly approvalId: string
   readonly toolName: string
   readonly params: unknown
   /** Why approval is needed, when a hook said. */
@@ -73,6 +80,8 @@ export interface PlanRequest {
   readonly plan: string
   /** 1 for the first plan, then one more per refinement. */
   readonly iteration: number
+  /** The typed plan (decoded with `planOutput`), when the supervised run asked for one. */
+  readonly value?: unknown
 }
 
 /**
@@ -185,13 +194,16 @@ export interface Interactive extends Service {
   /** The requests waiting for a decision, oldest first. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>>
   /**
-   * Approves a call. A decision for a call not (yet) waiting is kept and
-   * answers the call when it asks (a restarted run re-asks for its pending
-   * approvals). Returns whether a waiting call was answered.
+   * Approves a call by its `approvalId` (see {@link Request}): a sub-agent's
+   * call and its parent's with the same call id are told apart. A call of
+   * the top run is also answered by its plain call id. A decision for a call
+   * not (yet) waiting is kept and answers the call when it asks (a restarted
+   * run re-asks for its pending approvals, under the same ids). Returns
+   * whether a waiting call was answered.
    */
-  readonly approve: (toolCallId: string) => Effect.Effect<boolean>
+  readonly approve: (approvalId: string) => Effect.Effect<boolean>
   /** Denies a call with a reason the model reads; see `approve`. */
-  readonly deny: (toolCallId: string, reason?: string) => Effect.Effect<boolean>
+  readonly deny: (approvalId: string, reason?: string) => Effect.Effect<boolean>
   /** The plan waiting for a decision, if any. */
   readonly pendingPlan: Effect.Effect<PlanRequest | undefined>
   /**
@@ -246,16 +258,36 @@ const slot = <Q, D>() => {
  */
 export const interactive = (): Effect.Effect<Interactive> =>
   Effect.sync(() => {
+    // By approval id, in the order the calls asked.
     const waiting = new Map<string, { readonly request: Request; readonly decision: Deferred.Deferred<Decision> }>()
     const early = new Map<string, Decision>()
-    const answer = (toolCallId: string, decision: Decision) =>
+    /** The call waiting under `id`: its approval id, else (a call of the top run) its call id. */
+    const waitingAs = (id: string) => {
+      const exact = waiting.get(id)
+      if (exact !== undefined) return exact
+      for (const entry of waiting.values()) if (topLevel(entry.request) && entry.request.toolCallId === id) return entry
+      return undefined
+    }
+    /** The decision given before the call asked: under its approval id, else (top run) its call id. */
+    const takeEarly = (request: Request) => {
+      const key = early.has(request.approvalId)
+        ? request.approvalId
+        : topLevel(request) && early.has(request.toolCallId)
+        ? request.toolCallId
+        : undefined
+      if (key === undefined) return undefined
+      const decision = early.get(key)
+      early.delete(key)
+      return decision
+    }
+    const answer = (id: string, decision: Decision) =>
       Effect.suspend(() => {
-        const entry = waiting.get(toolCallId)
+        const entry = waitingAs(id)
         if (entry === undefined) {
-          early.set(toolCallId, decision)
+          early.set(id, decision)
           return Effect.succeed(false)
         }
-        waiting.delete(toolCallId)
+        waiting.delete(entry.request.approvalId)
         return Effect.as(Deferred.succeed(entry.decision, decision), true)
       })
     const plans = slot<PlanRequest, PlanDecision>()
@@ -269,23 +301,26 @@ export const interactive = (): Effect.Effect<Interactive> =>
       decideTurnWith: turns.answer,
       decide: (request) =>
         Effect.suspend(() => {
-          const decided = early.get(request.toolCallId)
-          if (decided !== undefined) {
-            early.delete(request.toolCallId)
-            return Effect.succeed(decided)
-          }
+          const decided = takeEarly(request)
+          if (decided !== undefined) return Effect.succeed(decided)
           return Effect.flatMap(Deferred.make<Decision>(), (decision) => {
-            waiting.set(request.toolCallId, { request, decision })
+            const entry = { request, decision }
+            waiting.set(request.approvalId, entry)
             return Deferred.await(decision).pipe(
-              Effect.onInterrupt(() => Effect.sync(() => waiting.delete(request.toolCallId)))
+              Effect.onInterrupt(() =>
+                Effect.sync(() => void (waiting.get(request.approvalId) === entry && waiting.delete(request.approvalId)))
+              )
             )
           })
         }),
       pending: Effect.sync(() => Array.from(waiting.values(), (entry) => entry.request)),
-      approve: (toolCallId) => answer(toolCallId, approved),
-      deny: (toolCallId, reason = "denied by the user") => answer(toolCallId, denied(reason))
+      approve: (id) => answer(id, approved),
+      deny: (id, reason = "denied by the user") => answer(id, denied(reason))
     }
   })
+
+/** A call of the top run: its approval id has no `/` (an encoded id never has one). */
+const topLevel = (request: Request): boolean => !request.approvalId.includes("/")
 
 /**
  * A layer providing an approvals service.

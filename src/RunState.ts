@@ -29,6 +29,8 @@ export const version = 1 as const
  */
 export const PendingApproval = Schema.Struct({
   toolCallId: Schema.String,
+  /** What the call is approved or denied with (`Approvals.Request`); absent in states saved before it. */
+  approvalId: Schema.optionalKey(Schema.String),
   toolName: Schema.String,
   params: Schema.Unknown,
   reason: Schema.optionalKey(Schema.String)

@@ -136,9 +136,10 @@ export const handler = <const Name extends string, Input extends InputSchema, Ou
  * run ends `HandedOff { to }` after the call's turn, and `Agent.run` goes on
  * with the agent, from the history its handler keeps ({@link handoffHandler})
  * and the call's input as a user message. The result is that agent's run,
- * and its `agent` names it. Only a run started by `Agent.run` or
- * `Agent.runStream` can hand off (elsewhere the call is answered that it
- * cannot).
+ * and its `agent` names it. A run started by `Agent.run`,
+ * `Agent.runStream` or a `Session` can hand off (a session saves the agent
+ * it was handed to, and resumes in it); elsewhere (a sub-agent's run, a
+ * `DurableSession`) the call is answered that it cannot.
  *
  * @since 0.1.0
  * @category constructors

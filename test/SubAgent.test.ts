@@ -4,11 +4,11 @@
  * approvals, budgets, events); and handoffs.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Latch, Layer, Schema } from "effect"
+import { Effect, Fiber, Latch, Layer, Schedule, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { Agent, AgentEvent, Approvals, Hooks, Message, SubAgent, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
-import { assertValidTranscript, makeTrace, ofTag, recorder, roundTrip, type Trace, toolsLayer } from "./support.ts"
+import { assertValidTranscript, Deploy, makeTrace, ofTag, recorder, roundTrip, type Trace, toolsLayer } from "./support.ts"
 
 const Topic = Schema.Struct({ topic: Schema.String })
 
@@ -209,6 +209,65 @@ describe("Agent.asTool", () => {
       assert.deepStrictEqual(trace.started, ["deploy:staging"])
       assert.strictEqual(Message.textOf(result.messages[2]!), "staging deployed, prod refused")
     }))
+
+  for (const first of ["child", "parent"] as const) {
+    it.live(`a parent and a child both waiting on call id c1 are told apart: deciding the ${first}'s first`, () =>
+      Effect.gen(function*() {
+        const trace = makeTrace()
+        const deployer = child("deployer", [
+          { toolCalls: [{ id: "c1", name: "deploy", params: { env: "child" } }] },
+          { text: "child done" }
+        ], trace)
+        const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
+        const registry = ToolRegistry.layer(Parent).pipe(
+          Layer.provide(Parent.toLayer({
+            deploy: ({ env }) => Effect.sync(() => (trace.started.push(`deploy:${env}`), `deployed to ${env}`)),
+            deployer: SubAgent.handler(deployer)
+          }))
+        )
+        const approvals = yield* Approvals.interactive()
+        const { events, plugin } = recorder()
+        const fiber = yield* Agent.run({ prompt: "deploy", plugins: [plugin] }).pipe(
+          Effect.provide(registry),
+          Effect.provide(ScriptedModel.layer([
+            { toolCalls: [{ id: "c1", name: "deploy", params: { env: "parent" } }, call("deployer", "x", "c2")] },
+            { text: "ok" }
+          ])),
+          Effect.provideService(Approvals.Approvals, approvals),
+          Effect.forkChild
+        )
+        const waiting = () => Effect.map(approvals.pending, (pending) => pending.map((request) => request.approvalId))
+        const until = (ids: ReadonlyArray<string>) =>
+          Effect.repeat(waiting(), {
+            until: (now) => now.length === ids.length && ids.every((id) => now.includes(id)),
+            schedule: Schedule.spaced("5 millis")
+          }).pipe(Effect.timeout("5 seconds"))
+        yield* until(["c1", "c2/c1"])
+        const requests = yield* approvals.pending
+        assert.deepStrictEqual(requests.map((r) => [r.toolCallId, r.approvalId]).sort(), [["c1", "c1"], ["c1", "c2/c1"]])
+        if (first === "child") {
+          assert.isTrue(yield* approvals.approve("c2/c1"))
+          yield* until(["c1"])
+          assert.isTrue(yield* approvals.deny("c1", "not the parent"))
+        } else {
+          // the plain call id answers the top run's call
+          assert.isTrue(yield* approvals.deny("c1", "not the parent"))
+          yield* until(["c2/c1"])
+          assert.deepStrictEqual(trace.started, [])
+          assert.isTrue(yield* approvals.approve("c2/c1"))
+        }
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(trace.started, ["deploy:child"])
+        const denied = result.messages.find((m) => m.role === "toolResult" && m.toolCallId === "c1")
+        assert.strictEqual(denied && Message.textOf(denied), "Tool call denied: not the parent")
+        // the events carry the ids: the top run's, and the child's (Nested)
+        assert.deepStrictEqual(ofTag(events, "ApprovalRequested").map((e) => e.approvalId), ["c1"])
+        assert.deepStrictEqual(
+          nestedOf(events, "deployer").flatMap((e) => e._tag === "ApprovalResolved" ? [[e.approvalId, e.approved]] : []),
+          [["c2/c1", true]]
+        )
+      }))
+  }
 
   it.live("a child's spend stops at the parent's cost budget; the parent then ends BudgetExceeded", () =>
     Effect.gen(function*() {

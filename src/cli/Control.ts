@@ -4,7 +4,7 @@
  *
  * | line | does |
  * |---|---|
- * | `{"type":"approve","id":"call_1"}` | approves the tool call with that id (without `id`: the oldest call waiting) |
+ * | `{"type":"approve","id":"call_1"}` | approves the tool call with that `approvalId` (without `id`: the oldest call waiting) |
  * | `{"type":"deny","id":"call_1","reason":"not on main"}` | denies it; the model reads the reason |
  * | `{"type":"steer","text":"Use metric units."}` | delivered before the next model call |
  * | `{"type":"follow_up","text":"Now write the tests."}` | restarts the run when it would stop |
@@ -186,7 +186,7 @@ const decide = (
 ): Effect.Effect<string | undefined> =>
   Effect.gen(function*() {
     if (approvals === undefined) return `${command.type}: approvals are not asked on stdin (run with --approve ask)`
-    const id = command.id ?? (yield* approvals.pending)[0]?.toolCallId
+    const id = command.id ?? (yield* approvals.pending)[0]?.approvalId
     if (id === undefined) return `${command.type}: no call is waiting for approval (give its "id" to decide ahead)`
     yield* command.type === "approve" ? approvals.approve(id) : approvals.deny(id, command.reason)
     return undefined

@@ -124,6 +124,21 @@ export const make = (runId: string, link: Link | undefined, handoffs: Handoffs |
 }
 
 /**
+ * The id a call of the run waits for approval under, unique across the run tree: the ids of the calls that run
+ * each sub-agent from the top run down to this one, then the call's own, each URI-encoded and joined by `/`. A
+ * call of the top run whose id needs no encoding keeps its id (`call_1`); a sub-agent's is `call_7/call_1`.
+ *
+ * @internal
+ */
+export const approvalId = (lineage: Lineage | undefined, toolCallId: string): string => {
+  let id = encodeURIComponent(toolCallId)
+  for (let run = lineage; run?.toolCallId !== undefined; run = run.parent) {
+    id = `${encodeURIComponent(run.toolCallId)}/${id}`
+  }
+  return id
+}
+
+/**
  * Sets the run's parts, and enters the run among its parent's children.
  *
  * @internal

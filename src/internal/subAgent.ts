@@ -139,8 +139,12 @@ const promptOf = (definition: Common, params: unknown): string =>
     ? params
     : JSON.stringify(Schema.encodeUnknownSync(definition.input)(params))
 
-/** The tools and model of a definition: its own tools only (none when it has none), and its model if it has one. */
-const provideOwn = <A, E, R>(
+/**
+ * The tools and model of a definition: its own tools only (none when it has none), and its model if it has one.
+ *
+ * @internal
+ */
+export const provideOwn = <A, E, R>(
   definition: Common,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, Exclude<R, ToolRegistry>> => {
@@ -407,7 +411,8 @@ export const handOff = (
     if (lineage?.handoffs === undefined || lineage.run === undefined) {
       return yield* failed(
         definition.name,
-        `cannot hand off to ${definition.name}: only a run started by Agent.run or Agent.runStream can hand off`
+        `cannot hand off to ${definition.name}: only a run started by Agent.run, Agent.runStream or a Session ` +
+          `can hand off`
       )
     }
     const target: Target = { definition, params, history }
@@ -417,32 +422,68 @@ export const handOff = (
   })
 
 /**
+ * The run a handoff starts: the agent handed off to, and its first state
+ * (the history the handoff keeps, then its input as a user message).
+ *
+ * @internal
+ */
+export interface Next {
+  readonly definition: Common
+  readonly state: RunState.RunState
+}
+
+/** Each handoff's next run, made once: a session saves it when the run ends, then {@link follow} starts it. */
+const nextRuns = new WeakMap<object, Next>()
+
+/**
+ * The run the pending handoff starts, from the messages of the run that
+ * handed off (the same one each time it is asked).
+ *
+ * @internal
+ */
+export const nextRun = (
+  pending: NonNullable<Lineage.Handoffs["pending"]>,
+  messages: ReadonlyArray<Message.Message>
+): Next => {
+  const made = nextRuns.get(pending)
+  if (made !== undefined) return made
+  // `handOff` left it: a `Target`.
+  const { definition, history, params } = pending.target as Target
+  const state = RunState.make({
+    runId: globalThis.crypto.randomUUID(),
+    system: definition.system,
+    messages: [...history(messages), Message.user(promptOf(definition, params))]
+  })
+  const next: Next = { definition, state }
+  nextRuns.set(pending, next)
+  return next
+}
+
+/**
  * Runs `first` and follows the handoffs it ends with: each target runs from
  * the history its handoff keeps, with the handoff's input as the last user
  * message, its own system prompt, tools, model and config, and the run's
- * plugins, steering and sinks. The result is the last run's, with `agent`
- * naming who answered.
+ * plugins, steering and sinks (not its `announce`: those open the first run
+ * only). The result is the last run's, with `agent` naming who answered;
+ * `agent` names the agent `first` runs in, when it is not the application's
+ * (a session resumed after a handoff).
  *
  * @internal
  */
 export const follow = <R>(
   options: Loop.Options<R>,
-  first: (options: Loop.Options<R>) => Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R>
+  first: (options: Loop.Options<R>) => Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R>,
+  agent?: string
 ): Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R> =>
   Effect.gen(function*() {
-    const handoffs: Lineage.Handoffs = { pending: undefined }
-    let result = yield* first({ ...options, handoffs })
+    const handoffs: Lineage.Handoffs = options.handoffs ?? { pending: undefined }
+    const firstResult = yield* first({ ...options, handoffs })
+    let result = agent === undefined ? firstResult : { ...firstResult, agent }
     for (let hop = 0; hop < maxHandoffs; hop++) {
       const pending = handoffs.pending
       if (result.outcome._tag !== "HandedOff" || pending === undefined) return result
       handoffs.pending = undefined
-      // `handOff` left it: a `Target`.
-      const { definition, history, params } = pending.target as Target
-      const state = RunState.make({
-        runId: globalThis.crypto.randomUUID(),
-        system: definition.system,
-        messages: [...history(result.state.messages), Message.user(promptOf(definition, params))]
-      })
+      const { definition, state } = nextRun(pending, result.state.messages)
       const next = yield* provideOwn(
         definition,
         Loop.start<R>(state, {
@@ -450,6 +491,7 @@ export const follow = <R>(
           config: definition.config,
           plugins: [...options.plugins ?? [], ...definition.plugins ?? []],
           name: definition.name,
+          announce: undefined,
           handoffs
         })
       )

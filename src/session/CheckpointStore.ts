@@ -62,6 +62,7 @@ export { version } from "./internal/codec.ts"
 // -----------------------------------------------------------------------------
 
 export {
+  CheckpointAgentUnknown,
   CheckpointCorrupt,
   CheckpointError,
   CheckpointExists,

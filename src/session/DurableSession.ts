@@ -15,8 +15,11 @@
  * - Activities run at least once: a call of a tool that is not `ReplaySafe`
  *   writes an intent record before it acts, and a call run again finds it
  *   and answers "outcome unknown" (the rule of the file store's `Session`).
- * - Approvals are durable deferreds, one per call: {@link approve} resolves
- *   one from any process. Steering and follow-ups go through the store's
+ * - Approvals: the application's `Approvals` policy, when the runner is
+ *   given one, decides each call (once: its decision is an activity's
+ *   result); otherwise (none, or an `Approvals.interactive()` handle, which
+ *   lives in one process) each call waits on a durable deferred, which
+ *   {@link approve} resolves from any process. Steering and follow-ups go through the store's
  *   inbox ({@link steer}, {@link followUp}); with `idle`, a session that
  *   completed waits (on durable time) for a follow-up instead of finishing.
  * - Events are published from inside activities only, each with a sequence
@@ -31,8 +34,9 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import type { LanguageModel } from "effect/ai"
+import { ClusterSchema, EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
 import type { SqlClient } from "effect/sql"
 import { DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../AgentConfig.ts"
@@ -136,7 +140,9 @@ export interface Options<R = never> {
 
 /**
  * Registers the session workflow with the engine: where this layer runs,
- * sessions run (a runner).
+ * sessions run (a runner). An `Approvals` policy provided to it decides the
+ * calls that need approval; without one (or with an interactive handle)
+ * they wait for {@link approve}.
  *
  * @since 0.1.0
  * @category layers
@@ -418,7 +424,8 @@ export const supervise = (
 
 /**
  * Forgets what the store holds for finished sessions older than `retention`:
- * answers the ids. (The engine's own rows are the engine's: see the README.)
+ * answers the ids. On the cluster, {@link reapCluster} clears the cluster's
+ * own rows of those sessions too.
  *
  * @since 0.1.0
  * @category supervision
@@ -433,6 +440,67 @@ export const reap = (retention: Duration.Input): Effect.Effect<ReadonlyArray<str
         yield* store.forget(session.sessionId)
         reaped.push(session.sessionId)
       }
+    }
+    return reaped
+  })
+
+/**
+ * How long a finished execution may stay in a runner's memory (the engine
+ * keeps an idle workflow entity 10 seconds): {@link reapCluster} clears the
+ * rows of sessions finished longer ago than this, whatever the retention.
+ */
+const residentFor = Duration.minutes(1)
+
+/** The addresses under which the cluster stores an execution's messages: its workflow's, its clock's. */
+const addressesOf = (sharding: Sharding.Sharding["Service"], executionId: string) => {
+  const entityId = EntityId.make(executionId)
+  const group = Context.get(SessionWorkflow.annotations, ClusterSchema.ShardGroup)(entityId)
+  const shardId = sharding.getShardId(entityId, group)
+  return [`Workflow/${SessionWorkflow._tag}`, "Workflow/-/DurableClock"].map((type) =>
+    EntityAddress.make({ entityType: EntityType.make(type), entityId, shardId })
+  )
+}
+
+/**
+ * {@link reap}, and the cluster's own rows too (effect 4.1 never deletes
+ * them): for each session finished longer ago than `retention` (and than a
+ * minute: a runner may hold a finished execution in memory a while), whose
+ * run has its final reply, the messages and replies of its workflow and of
+ * its durable clock (`MessageStorage.clearAddress`), then the store's rows.
+ * Answers the ids. A reaped session is forgotten: starting its id again
+ * starts a new session. Run it from any node of the cluster (a runner or a
+ * client), e.g. on a schedule.
+ *
+ * @since 0.1.0
+ * @category supervision
+ */
+export const reapCluster = (
+  retention: Duration.Input
+): Effect.Effect<
+  ReadonlyArray<string>,
+  StoreError,
+  Store | WorkflowEngine.WorkflowEngine | MessageStorage.MessageStorage | Sharding.Sharding
+> =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const storage = yield* MessageStorage.MessageStorage
+    const sharding = yield* Sharding.Sharding
+    const age = Duration.max(Duration.fromInputUnsafe(retention), residentFor)
+    const cutoff = Date.now() - Duration.toMillis(age)
+    const reaped: Array<string> = []
+    for (const session of yield* store.sessions) {
+      if (session.status !== "finished" || session.updatedAt > cutoff) continue
+      // A run whose reply is not stored yet (it is finishing) keeps its rows.
+      const status = yield* poll(session.sessionId)
+      if (status._tag === "Unknown" || status._tag === "Suspended") continue
+      const executionId = yield* executionIdOf(session.sessionId)
+      for (const address of addressesOf(sharding, executionId)) {
+        yield* storage.clearAddress(address).pipe(
+          Effect.mapError((error) => new StoreError({ operation: "reapCluster", detail: error.message }))
+        )
+      }
+      yield* store.forget(session.sessionId)
+      reaped.push(session.sessionId)
     }
     return reaped
   })

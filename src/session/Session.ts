@@ -22,6 +22,10 @@
  *   session's, under the call that runs it; a resumed session calls it
  *   again, and the sub-agent continues from that state rather than starting
  *   over;
+ * - when a handoff tool (`Agent.handoff`) passes the session on: the state
+ *   the agent handed off to starts from, with the agent's name and config
+ *   (instead of a finished `HandedOff`); the session then runs in that agent,
+ *   and a resumed session goes on in it (give its definition in `agents`);
  * - when the run ends; a run the loop ended (not an interruption or a
  *   failure) saves its outcome too, and the session is finished. An
  *   interrupted or failed run keeps its last
@@ -59,9 +63,11 @@ import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
+import type * as SubAgent from "../SubAgent.ts"
 import * as CheckpointStore from "./CheckpointStore.ts"
 import * as Loop from "../internal/loop.ts"
 import * as OutputPart from "../internal/output.ts"
+import * as SubAgents from "../internal/subAgent.ts"
 import { durable } from "./internal/checkpointer.ts"
 
 /**
@@ -85,6 +91,11 @@ export interface RunOptions<R = never, A = never> extends Agent.RunOptions<R, A>
  */
 export interface ResumeOptions<R = never, A = never> extends Agent.ContinueOptions<R, A> {
   readonly store: CheckpointStore.Service
+  /**
+   * The agents the session may have been handed off to (`Agent.handoff`): a session whose checkpoint names one
+   * goes on in it, with its tools, model and plugins; one this list lacks fails with `CheckpointAgentUnknown`.
+   */
+  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
 }
 
 const promptMessages = (prompt: Agent.RunOptions["prompt"]): ReadonlyArray<Message.Message> =>
@@ -110,15 +121,16 @@ export const run = <R = never, A = never>(
     const prompt = promptMessages(options.prompt)
     const state = RunState.make({ runId, system: options.system, messages: prompt })
     const created = yield* store.create(id, { state, config })
-    return yield* durable<R>(id, store, config, state, (plugin) =>
-      Loop.start<R>(state, {
+    return yield* durable<R>(id, store, { agent: undefined, config }, state, (plugin, handoffs) =>
+      SubAgents.follow({
         steering: options.steering,
         name: options.name,
         output,
         config,
         plugins: [...(options.plugins ?? []), plugin],
-        announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }]
-      })).pipe(Effect.map(OutputPart.typed(options.output)))
+        announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }],
+        handoffs
+      }, (withHandoffs) => Loop.start<R>(state, withHandoffs))).pipe(Effect.map(OutputPart.typed(options.output)))
   })
 
 /**
@@ -193,15 +205,25 @@ const resumeFrom = <R, A>(
     const config = yield* AgentConfig.make(resumeConfig(checkpoint.config, options.config))
     const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
     const state = checkpoint.state
-    return yield* durable<R>(sessionId, store, config, state, (plugin) =>
-      Loop.resume<R>(state, {
-        steering: options.steering,
-        name: options.name,
-        output,
-        config,
-        plugins: [...(options.plugins ?? []), plugin],
-        announce: [resumed(sessionId, state)]
-      })).pipe(
+    const agent = yield* agentOf(sessionId, checkpoint, options.agents)
+    return yield* durable<R>(sessionId, store, { agent: agent?.name, config }, state, (plugin, handoffs) =>
+      SubAgents.follow(
+        {
+          steering: options.steering,
+          name: agent?.name ?? options.name,
+          output,
+          config,
+          plugins: [...(options.plugins ?? []), ...(agent?.plugins ?? []), plugin],
+          announce: [resumed(sessionId, state)],
+          handoffs
+        },
+        // In the agent handed off to: its own tools and model, as when it took the session over.
+        (withHandoffs) =>
+          agent === undefined
+            ? Loop.resume<R>(state, withHandoffs)
+            : SubAgents.provideOwn(agent, Loop.resume<R>(state, withHandoffs)),
+        agent?.name
+      )).pipe(
         // A plugin refused its saved state before the run started: the checkpoint holds what it cannot use.
         Effect.catchTag("InvalidPluginState", (error) =>
           Effect.fail(
@@ -215,6 +237,26 @@ const resumeFrom = <R, A>(
       )
   })
 
+/** The agent a handed-off session runs in (`undefined`: the application's), from the agents the app gives. */
+const agentOf = (
+  sessionId: string,
+  checkpoint: CheckpointStore.Checkpoint,
+  agents: ResumeOptions["agents"]
+): Effect.Effect<SubAgents.AnyDefinition | undefined, CheckpointStore.CheckpointAgentUnknown> => {
+  const name = checkpoint.agent
+  if (name === undefined) return Effect.succeed(undefined)
+  const found = agents?.find((definition) => definition.name === name)
+  return found !== undefined
+    ? Effect.succeed(found)
+    : Effect.fail(
+      new CheckpointStore.CheckpointAgentUnknown({
+        sessionId,
+        agent: name,
+        known: (agents ?? []).map((definition) => definition.name)
+      })
+    )
+}
+
 /**
  * What opens a session: what starts it when it is new (a run's options and
  * the store); when it exists, its saved config applies, with `config` on top.
@@ -224,6 +266,8 @@ const resumeFrom = <R, A>(
  */
 export interface OpenOptions<R = never, A = never> extends Agent.RunOptions<R, A> {
   readonly store: CheckpointStore.Service
+  /** The agents the session may have been handed off to (see {@link ResumeOptions}). */
+  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
 }
 
 /**
@@ -238,7 +282,8 @@ const finishedResult = (
   const { finished, state } = checkpoint
   if (finished !== undefined) {
     const messages = state.messages.slice(finished.firstMessage)
-    return { messages, state, outcome: finished.outcome, usage: state.usage }
+    const result: RunState.RunResult = { messages, state, outcome: finished.outcome, usage: state.usage }
+    return checkpoint.agent === undefined ? result : { ...result, agent: checkpoint.agent }
   }
   const last = state.messages.at(-1)
   const idle = last !== undefined && last.role === "assistant" && !Message.hasToolCalls(last) &&

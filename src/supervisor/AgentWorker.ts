@@ -19,9 +19,10 @@ import type { AgentError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
+import type * as Output from "../Output.ts"
 import type * as RunState from "../RunState.ts"
 import * as ToolRegistry from "../ToolRegistry.ts"
-import type { TurnReply, TurnRequest } from "./Worker.ts"
+import { type TurnReply, type TurnRequest, WorkerError } from "./Worker.ts"
 
 /**
  * The tools every plan phase keeps: the built-in tools that only read.
@@ -51,8 +52,8 @@ export interface Options<R = never> {
 
 /**
  * The agent worker: a worker whose turn may fail with any `AgentError` (the
- * model failed, a tool failed fatally), and whose transcript the supervisor
- * keeps in its checkpoint.
+ * model failed, a tool failed fatally), whose transcript the supervisor keeps
+ * in its checkpoint, and which can give a typed plan ({@link TypedRequest}).
  *
  * @since 0.1.0
  * @category models
@@ -60,9 +61,38 @@ export interface Options<R = never> {
 export interface AgentWorker<R = never> {
   readonly _tag: "AgentWorker"
   readonly name: string
-  readonly turn: (request: TurnRequest) => Effect.Effect<TurnReply, AgentError, Agent.Requirements | R>
+  readonly turn: (request: TypedRequest) => Effect.Effect<TypedReply, AgentError, Agent.Requirements | R>
   /** The transcript and counters after the last turn (`undefined` before the first). */
   readonly state: Effect.Effect<RunState.RunState | undefined>
+}
+
+/**
+ * A turn that may ask for a typed answer: with `output`, the inner run is
+ * `Agent.run({ output })` (the model answers through `final_answer`, checked
+ * against the Schema), and the reply's text is the answer's JSON.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TypedRequest extends TurnRequest {
+  readonly output?: Output.Any | undefined
+  /**
+   * The transcript already holds `message` and part of the turn (a session
+   * saved in the middle of it): the inner run continues it rather than
+   * appending the message again.
+   */
+  readonly continue?: boolean | undefined
+}
+
+/**
+ * What a turn asked for a typed answer produced: the answer, decoded
+ * (`output`) and in its JSON form (`encoded`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface TypedReply extends TurnReply {
+  readonly output?: { readonly value: unknown; readonly encoded: unknown } | undefined
 }
 
 /**
@@ -84,6 +114,12 @@ const readOnly = (registry: ToolRegistry.Service, allowed: ReadonlySet<string>):
   return ToolRegistry.make({ tools, invoke: registry.invoke })
 }
 
+/** Each turn asks for its own answer: a typed plan's output state does not carry over to the next turn. */
+const withoutOutput = (state: RunState.RunState): RunState.RunState => {
+  const { output: _, ...rest } = state
+  return rest
+}
+
 const lastText = (messages: ReadonlyArray<Message.Message>): string => {
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i]!
@@ -99,9 +135,9 @@ const lastText = (messages: ReadonlyArray<Message.Message>): string => {
  * @category constructors
  */
 export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
-  let current = options.state
+  let current = options.state === undefined ? undefined : withoutOutput(options.state)
   const allowed = new Set([...builtinReaders, ...(options.readOnlyTools ?? [])])
-  const turn = (request: TurnRequest) =>
+  const turn = (request: TypedRequest) =>
     Effect.gen(function*() {
       const emit = yield* Events
       const forward: Hooks.Plugin = {
@@ -110,26 +146,52 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
       }
       const plugins = [...(options.plugins ?? []), forward]
       const prior = current
+      const output = request.output
+      const last = prior?.messages.at(-1)
+      const ended = request.continue === true && output === undefined && last?.role === "assistant" &&
+        !Message.hasToolCalls(last)
+      if (ended) {
+        // The turn had ended when it was saved: its reply is the last one (its usage is in the saved one).
+        const reply: TypedReply = {
+          text: Message.textOf(last),
+          usage: { inputTokens: 0, outputTokens: 0 },
+          resumeToken: undefined
+        }
+        return reply
+      }
       const run = prior === undefined
         ? Agent.run({
           prompt: request.message,
           system: options.system,
           config: options.config,
           plugins,
-          runId: options.runId
+          runId: options.runId,
+          output
         })
         : Agent.runContinue(
-          { ...prior, messages: [...prior.messages, Message.user(request.message)] },
-          { config: options.config, plugins }
+          request.continue === true
+            ? prior
+            : { ...prior, messages: [...prior.messages, Message.user(request.message)] },
+          { config: options.config, plugins, output }
         )
       const result = yield* request.phase === "plan"
         ? Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>
           Effect.provideService(run, ToolRegistry.ToolRegistry, readOnly(registry, allowed)))
         : run
-      current = result.state
+      current = withoutOutput(result.state)
       const before = prior?.usage ?? Message.emptyUsage
-      const reply: TurnReply = {
-        text: lastText(result.messages),
+      const encoded = result.state.output?.value
+      if (output !== undefined && (result.output === undefined || encoded === undefined)) {
+        return yield* new WorkerError({
+          worker: "agent",
+          reason: "decode",
+          message: `the ${request.phase} turn ended without an answer matching its Schema (${result.outcome._tag})`
+        })
+      }
+      const typed = output === undefined ? undefined : { value: result.output, encoded }
+      const reply: TypedReply = {
+        text: typed === undefined ? lastText(result.messages) : JSON.stringify(typed.encoded, null, 2),
+        output: typed,
         usage: {
           inputTokens: result.usage.input - before.input,
           outputTokens: result.usage.output - before.output

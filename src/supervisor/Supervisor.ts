@@ -15,6 +15,13 @@
  * AgentEnd (always last)
  * ```
  *
+ * With `planOutput` (a Schema) and our own loop as the worker, the plan is a
+ * typed value: the plan turn is `Agent.run({ output })`, `PlanProposed`
+ * carries the value (in its JSON form) beside the text, the approver sees it
+ * (`PlanRequest.value`), and the approved value is in the result
+ * (`planValue`) and the checkpoint. An external CLI worker gives text only:
+ * `planOutput` with one is a `ConfigError`.
+ *
  * Outcomes: `Converged`, `Unverified` (a budget or the turn cap ended the run
  * before the checks passed; never `Completed`), `Stuck`, `Rejected`,
  * `PlanIterationCap`, and `Cancelled` when the run is interrupted. Plan
@@ -24,15 +31,22 @@
  */
 import { Cause, Clock, Data, Duration, Effect, Exit, Option, Schema } from "effect"
 import type * as Agent from "../Agent.ts"
-import { type AgentError, ConfigError } from "../AgentError.ts"
+import type * as CheckpointStore from "../session/CheckpointStore.ts"
+import {
+  AgentError as AgentErrorSchema,
+  type AgentError,
+  ConfigError,
+  OutputSchemaMismatch
+} from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Approvals from "../Approvals.ts"
 import * as Message from "../Message.ts"
-import type * as Outcome from "../Outcome.ts"
+import * as Outcome from "../Outcome.ts"
+import * as Output from "../Output.ts"
 import * as RunState from "../RunState.ts"
 import * as AgentWorker from "./AgentWorker.ts"
 import * as Check from "./Check.ts"
-import type * as Worker from "./Worker.ts"
+import * as Worker from "./Worker.ts"
 
 // -----------------------------------------------------------------------------
 // Models
@@ -67,9 +81,10 @@ export const Usage = Schema.Struct({
 export type Usage = typeof Usage.Type
 
 /**
- * Where a supervised run is, saved after each step that changes it (plan
- * start, act entry, each turn that did not converge): what a resumed run
- * needs to carry on in the phase it was in, redoing at most one turn.
+ * Where a supervised run is, saved after each step that changes it (the
+ * start, before the baseline; each plan request; act entry; each turn that
+ * did not converge): what a resumed run needs to carry on in the phase it was
+ * in, redoing at most one turn.
  *
  * @since 0.1.0
  * @category models
@@ -82,14 +97,35 @@ export const Checkpoint = Schema.Struct({
   /** The plan iteration being asked for (plan phase) or the approved one. */
   planIteration: Schema.Finite,
   approvedPlan: Schema.optionalKey(Schema.String),
+  /** The identity of the plan's Schema (`Output.identity`), when the run asked for a typed plan. */
+  planSchema: Schema.optionalKey(Schema.String),
+  /** The approved typed plan, in its JSON form (encoded with the plan's Schema). */
+  approvedPlanValue: Schema.optionalKey(Schema.Unknown),
   /** The message the next worker turn gets (re-sent on resume). */
   pendingMessage: Schema.String,
   /** Act turns completed. */
   turns: Schema.Finite,
   usage: Usage,
   elapsedMs: Schema.Finite,
-  baseline: Schema.Array(Check.CheckResult),
+  /** The baseline round (absent: it had not run yet, and a resumed run runs it). */
+  baseline: Schema.optionalKey(Schema.Array(Check.CheckResult)),
   resumeToken: Schema.optionalKey(Schema.String),
+  /**
+   * How the run ended, once it has (not when it was interrupted). A run
+   * resumed from a checkpoint that `Converged` or was `Rejected` ends so
+   * again without a turn; one that ended otherwise (a budget, the watchdog,
+   * the plan-iteration cap) goes on from where it was, with the limits it is
+   * given now.
+   */
+  outcome: Schema.optionalKey(Outcome.Outcome),
+  /**
+   * Saved in the middle of a worker turn (by `SupervisedSession`, for our own
+   * loop): the agent's state already holds the pending message and the part
+   * of the turn done, and a resumed run continues that turn (a call that had
+   * started and is not replay-safe is answered "outcome unknown") rather than
+   * sending the message again.
+   */
+  inTurn: Schema.optionalKey(Schema.Boolean),
   /** The agent worker's transcript (absent for external workers). */
   agentState: Schema.optionalKey(RunState.RunState)
 })
@@ -105,7 +141,7 @@ export type Checkpoint = typeof Checkpoint.Type
  * @since 0.1.0
  * @category models
  */
-export interface Result {
+export interface Result<P = never> {
   readonly outcome: SupervisedOutcome
   /** Act turns run. */
   readonly turns: number
@@ -113,6 +149,8 @@ export interface Result {
   readonly planIterations: number
   /** The approved plan, if the run had a plan phase and it was approved. */
   readonly plan: string | undefined
+  /** The approved typed plan, when the run asked for one (`planOutput`) and it was approved. */
+  readonly planValue: P | undefined
   readonly baseline: ReadonlyArray<Check.CheckResult>
   /** The last round of checks. */
   readonly checks: ReadonlyArray<Check.CheckResult>
@@ -129,7 +167,7 @@ export interface Result {
  * @since 0.1.0
  * @category models
  */
-export interface Options<R = never> {
+export interface Options<R = never, P = never> {
   /** The task. */
   readonly task: string
   /** The checks run after each turn (none: the first ended turn converges). */
@@ -141,6 +179,12 @@ export interface Options<R = never> {
   readonly runId?: string | undefined
   /** Ask for a plan first, with the work tools withheld. */
   readonly plan?: boolean | undefined
+  /**
+   * The plan's Schema: the plan is a typed value the worker gives through
+   * the same typed output as `Agent.run({ output })`. Our own loop only: an
+   * external worker gives text (a `ConfigError`).
+   */
+  readonly planOutput?: Schema.Codec<P, unknown> | undefined
   /** Plans proposed at most (default 5); a refinement past it ends `PlanIterationCap`. */
   readonly maxPlanIterations?: number | undefined
   /** Ask the operator (`Approvals.decideTurn`) before each feedback goes out. */
@@ -165,7 +209,7 @@ export interface Options<R = never> {
   /** Durable runs: the checkpoint to resume from, and where to save one. */
   readonly checkpoint?: {
     readonly resume?: Checkpoint | undefined
-    readonly save: (checkpoint: Checkpoint) => Effect.Effect<void, AgentError>
+    readonly save: (checkpoint: Checkpoint) => Effect.Effect<void, AgentError | CheckpointStore.CheckpointError>
   } | undefined
 }
 
@@ -252,6 +296,21 @@ export const feedback = (turn: number, results: ReadonlyArray<Check.CheckResult>
 // The run
 // -----------------------------------------------------------------------------
 
+/**
+ * Why a supervised run could not go on: its worker failed, or its checkpoint
+ * could not be saved.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type RunError = AgentError | CheckpointStore.CheckpointError
+
+/** A typed plan: decoded, and in its JSON form. */
+interface TypedPlan<P> {
+  readonly value: P
+  readonly encoded: unknown
+}
+
 /** Ends the run with an outcome (internal control flow, caught by `run`). */
 class Stop extends Data.TaggedError("Stop")<{ readonly outcome: SupervisedOutcome }> {}
 
@@ -259,7 +318,7 @@ class Stop extends Data.TaggedError("Stop")<{ readonly outcome: SupervisedOutcom
 interface AnyWorker<R> {
   readonly _tag?: "AgentWorker"
   readonly name: string
-  readonly turn: (request: Worker.TurnRequest) => Effect.Effect<Worker.TurnReply, AgentError, R>
+  readonly turn: (request: AgentWorker.TypedRequest) => Effect.Effect<AgentWorker.TypedReply, AgentError, R>
   readonly state?: Effect.Effect<RunState.RunState | undefined>
 }
 
@@ -272,18 +331,18 @@ const resultsKey = (results: ReadonlyArray<Check.CheckResult>): string =>
 /**
  * Runs a supervised run to its outcome. It fails only when it cannot go on:
  * the worker failed (`WorkerError`, or any `AgentError` of our loop), or a
- * checkpoint could not be saved. With no `worker`, the worker is our own loop
+ * checkpoint could not be saved (the `save` function's error). With no `worker`, the worker is our own loop
  * (`AgentWorker`), which needs a `LanguageModel` and a `ToolRegistry`.
  *
  * @since 0.1.0
  * @category running
  */
 export const run: {
-  <R = never>(
-    options: Options<R> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Result, AgentError, R>
-  <R = never>(options: Options<R>): Effect.Effect<Result, AgentError, Agent.Requirements | R>
-} = <R>(options: Options<R>): Effect.Effect<Result, AgentError, Agent.Requirements | R> =>
+  <R = never, P = never>(
+    options: Options<R, P> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Result<P>, RunError, R>
+  <R = never, P = never>(options: Options<R, P>): Effect.Effect<Result<P>, RunError, Agent.Requirements | R>
+} = <R, P>(options: Options<R, P>): Effect.Effect<Result<P>, RunError, Agent.Requirements | R> =>
   Effect.suspend(() => {
     const resume = options.checkpoint?.resume
     const runId = resume?.runId ?? options.runId ?? globalThis.crypto.randomUUID()
@@ -292,11 +351,11 @@ export const run: {
     return supervise(options, runId, worker)
   })
 
-const supervise = <R, RW>(
-  options: Options<R>,
+const supervise = <R, RW, P>(
+  options: Options<R, P>,
   runId: string,
   worker: AnyWorker<RW>
-): Effect.Effect<Result, AgentError, R | RW> =>
+): Effect.Effect<Result<P>, RunError, R | RW> =>
   Effect.gen(function*() {
     const resume = options.checkpoint?.resume
     const task = resume?.task ?? options.task
@@ -307,6 +366,29 @@ const supervise = <R, RW>(
       return yield* new ConfigError({ field: "checks", rule: `at most one check is the verifier, got ${names}` })
     }
     const regular = checks.filter((check) => check.role !== "verifier")
+    const planOutput = options.planOutput
+    if (planOutput !== undefined && worker._tag !== "AgentWorker") {
+      return yield* new ConfigError({
+        field: "planOutput",
+        rule: `the ${worker.name} worker gives its plan as text only: a typed plan needs our own loop (AgentWorker)`
+      })
+    }
+    const planSchema = planOutput === undefined ? undefined : Output.finalAnswer(planOutput).identity
+    if (resume !== undefined && (resume.planSchema ?? null) !== (planSchema ?? null)) {
+      return yield* new OutputSchemaMismatch({ saved: resume.planSchema ?? null, given: planSchema ?? null })
+    }
+    const isPlan = planOutput === undefined ? undefined : Schema.is(planOutput)
+    const savedPlan = resume?.approvedPlanValue
+    const resumedPlanValue: TypedPlan<P> | undefined = planOutput === undefined || savedPlan === undefined
+      ? undefined
+      : {
+        value: yield* Schema.decodeUnknownEffect(Schema.toCodecJson(planOutput))(savedPlan).pipe(
+          Effect.mapError((error) =>
+            new ConfigError({ field: "checkpoint", rule: `its approved plan does not decode: ${error.message}` })
+          )
+        ),
+        encoded: savedPlan
+      }
     const maxTurns = nonNegative(options.maxTurns, defaults.maxTurns)
     const maxPlanIterations = Math.max(1, nonNegative(options.maxPlanIterations, defaults.maxPlanIterations))
     const concurrency = Math.max(1, nonNegative(options.checkConcurrency, defaults.checkConcurrency))
@@ -319,18 +401,23 @@ const supervise = <R, RW>(
 
     // The run's mutable state, in one place (a checkpoint is a copy of it).
     const s = {
+      phase: resume?.phase ?? "act" as "plan" | "act",
+      pending: resume?.pendingMessage ?? task,
       turn: resume?.turns ?? 0,
       planIteration: resume?.planIteration ?? 1,
       plan: resume?.approvedPlan,
+      planValue: resumedPlanValue,
       usage: resume?.usage ?? { inputTokens: 0, outputTokens: 0, costUsd: 0 },
       resumeToken: resume?.resumeToken,
-      baseline: resume?.baseline ?? [],
+      baseline: resume?.baseline,
       last: [] as ReadonlyArray<Check.CheckResult>,
       reply: "",
       transcript: [Message.user(task)] as Array<Message.Message>,
       checksKey: "",
       checksRepeats: 0,
       lastReply: undefined as string | undefined,
+      /** The first worker turn of a run resumed in the middle of a turn continues it. */
+      continueTurn: resume?.inTurn === true,
       replyRepeats: 0
     }
     const startedAt = (yield* Clock.currentTimeMillis) - (resume?.elapsedMs ?? 0)
@@ -369,8 +456,10 @@ const supervise = <R, RW>(
         if (maxWallMs !== undefined && used >= maxWallMs) return yield* unverified("wallClock", maxWallMs, used)
       })
 
-    const save = (phase: "plan" | "act", pendingMessage: string) =>
+    const save = (phase: "plan" | "act", pendingMessage: string, outcome?: SupervisedOutcome) =>
       options.checkpoint === undefined ? Effect.void : Effect.gen(function*() {
+        s.phase = phase
+        s.pending = pendingMessage
         const agentState = worker.state === undefined ? undefined : yield* worker.state
         const checkpoint: Checkpoint = {
           version: 1,
@@ -382,9 +471,14 @@ const supervise = <R, RW>(
           turns: s.turn,
           usage: s.usage,
           elapsedMs: yield* elapsed,
-          baseline: s.baseline,
+          ...(s.baseline === undefined ? {} : { baseline: s.baseline }),
           ...(s.plan === undefined ? {} : { approvedPlan: s.plan }),
+          ...(planSchema === undefined ? {} : { planSchema }),
+          ...(s.planValue === undefined ? {} : { approvedPlanValue: s.planValue.encoded }),
           ...(s.resumeToken === undefined ? {} : { resumeToken: s.resumeToken }),
+          ...(outcome === undefined ? {} : { outcome }),
+          // Until the turn it was saved in goes on, a checkpoint of a run resumed in the middle of one says so.
+          ...(s.continueTurn ? { inTurn: true } : {}),
           ...(agentState === undefined ? {} : { agentState })
         }
         yield* options.checkpoint!.save(checkpoint)
@@ -394,7 +488,14 @@ const supervise = <R, RW>(
     const workerTurn = (phase: "plan" | "act", message: string) =>
       Effect.gen(function*() {
         yield* emit({ _tag: "WorkerTurnStart", worker: worker.name, phase, message })
-        const request: Worker.TurnRequest = { message, phase, resumeToken: s.resumeToken }
+        const request: AgentWorker.TypedRequest = {
+          message,
+          phase,
+          resumeToken: s.resumeToken,
+          ...(phase === "plan" && planOutput !== undefined ? { output: planOutput } : {}),
+          ...(s.continueTurn ? { continue: true } : {})
+        }
+        s.continueTurn = false
         const turn = worker.turn(request).pipe(Effect.provideService(AgentWorker.Events, forward))
         const left = maxWallMs === undefined ? undefined : maxWallMs - (yield* elapsed)
         const reply = left === undefined ? yield* turn : yield* Effect.timeoutOrElse(turn, {
@@ -427,7 +528,7 @@ const supervise = <R, RW>(
     const runChecks = (round: ReadonlyArray<Check.Check<R>>, baseline: boolean) => {
       const known = new Map<string, string>()
       if (!baseline) {
-        for (const result of s.baseline) {
+        for (const result of s.baseline ?? []) {
           if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary))
         }
       }
@@ -440,6 +541,22 @@ const supervise = <R, RW>(
         }), { concurrency })
     }
 
+    /** The typed plan of a plan turn's reply, when the run asked for one (the Schema's guard, not a cast). */
+    const typedPlan = (reply: AgentWorker.TypedReply) =>
+      Effect.gen(function*() {
+        if (isPlan === undefined) return undefined
+        const value = reply.output?.value
+        if (reply.output === undefined || !isPlan(value)) {
+          return yield* new Worker.WorkerError({
+            worker: worker.name,
+            reason: "decode",
+            message: "the plan turn gave no plan of the plan's Schema"
+          })
+        }
+        const plan: TypedPlan<P> = { value, encoded: reply.output.encoded }
+        return plan
+      })
+
     /** The plan phase: propose, then approve, refine (up to the cap) or reject. */
     const planPhase = (approvals: Approvals.Service | undefined, firstMessage: string) =>
       Effect.gen(function*() {
@@ -449,14 +566,26 @@ const supervise = <R, RW>(
           const reply = yield* workerTurn("plan", message)
           yield* checkBudgets(false)
           const plan = reply.text
-          yield* emit({ _tag: "PlanProposed", plan, iteration: s.planIteration })
-          const request: Approvals.PlanRequest = { runId, plan, iteration: s.planIteration }
+          const typed = yield* typedPlan(reply)
+          yield* emit({
+            _tag: "PlanProposed",
+            plan,
+            iteration: s.planIteration,
+            ...(typed === undefined ? {} : { value: typed.encoded })
+          })
+          const request: Approvals.PlanRequest = {
+            runId,
+            plan,
+            iteration: s.planIteration,
+            ...(typed === undefined ? {} : { value: typed.value })
+          }
           const decision: Approvals.PlanDecision = approvals?.decidePlan === undefined
             ? { _tag: "Approve" }
             : yield* approvals.decidePlan(request)
           switch (decision._tag) {
             case "Approve": {
               yield* emit({ _tag: "PlanApproved", iteration: s.planIteration, plan })
+              s.planValue = typed
               return plan
             }
             case "Reject": {
@@ -534,32 +663,35 @@ const supervise = <R, RW>(
     const body = Effect.gen(function*() {
       yield* emit({ _tag: "AgentStart", messages: [Message.user(task)] })
       const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
-      if (resume === undefined && options.baseline !== false && regular.length > 0) {
-        s.baseline = yield* runChecks(regular, true)
+      if (resume?.outcome?._tag === "Converged" || resume?.outcome?._tag === "Rejected") return resume.outcome
+      const phase = resume?.phase ?? (options.plan === true ? "plan" : "act")
+      const message = resume?.pendingMessage ?? (phase === "plan" ? planRequest(task) : task)
+      if (s.baseline === undefined) {
+        // Saved before the baseline, so that a run stopped from here on can be resumed.
+        if (resume === undefined) yield* save(phase, message)
+        s.baseline = options.baseline !== false && regular.length > 0 ? yield* runChecks(regular, true) : []
       }
-      if (resume?.phase === "act") return yield* actPhase(approvals, resume.pendingMessage)
-      if (options.plan === true || resume?.phase === "plan") {
-        yield* checkBudgets(false)
-        const plan = yield* planPhase(approvals, resume?.pendingMessage ?? planRequest(task))
-        s.plan = plan
-        return yield* actPhase(approvals, actRequest(plan, task))
-      }
-      return yield* actPhase(approvals, task)
+      if (phase === "act") return yield* actPhase(approvals, message)
+      yield* checkBudgets(false)
+      const plan = yield* planPhase(approvals, message)
+      s.plan = plan
+      return yield* actPhase(approvals, actRequest(plan, task))
     })
 
     const result = (outcome: SupervisedOutcome) =>
-      Effect.map(state, (runState): Result => ({
+      Effect.map(state, (runState): Result<P> => ({
         outcome,
         turns: s.turn,
         planIterations: s.planIteration,
         plan: s.plan,
-        baseline: s.baseline,
+        planValue: s.planValue?.value,
+        baseline: s.baseline ?? [],
         checks: s.last,
         reply: s.reply,
         usage: s.usage,
         state: runState
       }))
-    const runResult = (done: Result): RunState.RunResult => ({
+    const runResult = (done: Result<P>): RunState.RunResult => ({
       messages: done.state.messages,
       state: done.state,
       outcome: done.outcome,
@@ -568,6 +700,8 @@ const supervise = <R, RW>(
 
     return yield* body.pipe(
       Effect.catchTag("Stop", (stop) => Effect.succeed(stop.outcome)),
+      // The ending is saved (an interrupted run keeps its last checkpoint, to go on from).
+      Effect.tap((outcome) => outcome._tag === "Cancelled" ? Effect.void : save(s.phase, s.pending, outcome)),
       Effect.flatMap(result),
       Effect.onExit((exit) => {
         if (Exit.isSuccess(exit)) {
@@ -578,9 +712,11 @@ const supervise = <R, RW>(
             emit({ _tag: "AgentEnd", outcome: done.outcome, result: runResult(done) }))
         }
         const error = Cause.findErrorOption(exit.cause)
-        return error._tag === "Some"
+        if (error._tag === "None") return emit({ _tag: "AgentEnd", defect: Cause.pretty(exit.cause) })
+        // A checkpoint that could not be saved is not an `AgentError`: the event says it in words.
+        return Schema.is(AgentErrorSchema)(error.value)
           ? emit({ _tag: "AgentEnd", error: error.value })
-          : emit({ _tag: "AgentEnd", defect: Cause.pretty(exit.cause) })
+          : emit({ _tag: "AgentEnd", defect: error.value.message })
       })
     )
   })

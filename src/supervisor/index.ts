@@ -34,3 +34,8 @@ export * as Supervisor from "./Supervisor.ts"
  * @category modules
  */
 export * as Worker from "./Worker.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as SupervisedSession from "./SupervisedSession.ts"

@@ -12,7 +12,14 @@ const input = (text: string, size = 5) => {
   return Stream.fromIterable(chunks)
 }
 
-const request = (toolCallId: string): Approvals.Request => ({ runId: "r", toolCallId, toolName: "write_file", params: {} })
+/** A call's request; `under`: the call that runs the sub-agent making it. */
+const request = (toolCallId: string, under?: string): Approvals.Request => ({
+  runId: "r",
+  toolCallId,
+  approvalId: under === undefined ? toolCallId : `${under}/${toolCallId}`,
+  toolName: "write_file",
+  params: {}
+})
 
 const setup = Effect.gen(function*() {
   const steering = yield* Steering.make()
@@ -114,6 +121,21 @@ describe("Control.serve", () => {
       assert.deepStrictEqual(notes, [
         "stdin line 3: approve: no call is waiting for approval (give its \"id\" to decide ahead)"
       ])
+    }))
+
+  it.effect("a parent's and a sub-agent's calls with the same id: each line answers the one its id names", () =>
+    Effect.gen(function*() {
+      const { approvals, serve } = yield* setup
+      const parent = yield* Effect.forkChild(approvals.decide(request("c1")), { startImmediately: true })
+      const child = yield* Effect.forkChild(approvals.decide(request("c1", "c2")), { startImmediately: true })
+      yield* serve(`{"type":"deny","id":"c2/c1","reason":"not the child"}\n{"type":"approve","id":"c1"}\n`)
+      assert.deepStrictEqual(yield* Fiber.join(child), Approvals.denied("not the child"))
+      assert.deepStrictEqual(yield* Fiber.join(parent), Approvals.approved)
+      // without an id, the oldest waiting: a sub-agent's too
+      const next = yield* setup
+      const again = yield* Effect.forkChild(next.approvals.decide(request("c1", "c3")), { startImmediately: true })
+      yield* next.serve(`{"type":"approve"}\n`)
+      assert.deepStrictEqual(yield* Fiber.join(again), Approvals.approved)
     }))
 
   it.effect("a decision given ahead answers its call after stdin has ended; a call without one is denied", () =>

@@ -10,7 +10,7 @@ import { Effect, FileSystem } from "effect"
 import * as SupervisedDemo from "../../src/cli/internal/SupervisedDemo.ts"
 import * as View from "../../src/cli/internal/View.ts"
 import { runCommand } from "./inProcess.ts"
-import { scripted, scriptedArgs, type Services } from "./support.ts"
+import { scripted, scriptedArgs, type Services, tempDir as tempDirOf } from "./support.ts"
 
 const write = (path: string, content: string) => ({ toolCalls: [{ name: "write_file", params: { path, content } }] })
 
@@ -105,7 +105,15 @@ describe("effect-agent run --check", () => {
     Effect.gen(function*() {
       const out = yield* runCommand(["version", "--json"], { cwd: "." })
       const info = JSON.parse(out.stdout)
-      const supervised = ["supervised", "checks", "verifier", "plan-approval", "turn-approval", "demo-supervised"]
+      const supervised = [
+        "supervised",
+        "supervised-session",
+        "checks",
+        "verifier",
+        "plan-approval",
+        "turn-approval",
+        "demo-supervised"
+      ]
       for (const capability of [...supervised, "worker-agent", "worker-claude", "worker-codex"]) {
         assert.include(info.capabilities, capability)
       }
@@ -125,4 +133,105 @@ describe("effect-agent demo --supervised", () => {
       assert.notInclude(order, -1)
       assert.deepStrictEqual([...order].sort((a, b) => a - b), order)
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 60_000)
+})
+
+describe("effect-agent run --check --session-dir / --resume", () => {
+  const sessionIn = Effect.map(tempDirOf, (dir) => `${dir}/session`)
+
+  live("a converged session resumed ends Converged again without a model call; it keeps its checks and task", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const session = yield* sessionIn
+      const first = yield* run([write("done.txt", "yes"), { text: "wrote it" }], [
+        "--check",
+        "test -f done.txt",
+        "--session-dir",
+        session
+      ])
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.strictEqual(first.result.session, session)
+      const runJson = JSON.parse(yield* fs.readFileString(`${session}/run.json`))
+      // how the run is supervised, sealed with the target; no --max-turns: the supervisor's own cap (10 act turns)
+      assert.deepStrictEqual(runJson.supervision, {
+        checks: ["test -f done.txt"],
+        plan: false,
+        approveTurns: false,
+        worker: "agent"
+      })
+      // the script has no reply left: a model call would fail the run
+      const again = yield* runCommand(["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--json"], { cwd: first.dir })
+      assert.strictEqual(again.code, 0, again.stderr)
+      assert.deepStrictEqual(JSON.parse(again.stdout).outcome, { _tag: "Converged", turns: 1 })
+      assert.match(again.stderr, new RegExp(`↻ resumed ${session} at turn 2`))
+      assert.notInclude(again.stderr, "check test -f done.txt")
+
+      for (
+        const [flags, message] of [
+          [["--check", "true"], "--check: a resumed supervised session keeps its checks and plan settings"],
+          [["--plan"], "--plan: a resumed supervised session keeps its checks and plan settings"],
+          [["--task", "more"], "--task: a resumed supervised session keeps its task"],
+          [["--worker", "codex"], "--worker codex: the session's worker is agent"]
+        ] as const
+      ) {
+        const refused = yield* runCommand(["run", "--resume", session, "--sandbox", "local", "--approve", "all", ...flags], {
+          cwd: first.dir
+        })
+        assert.strictEqual(refused.code, 22, refused.stderr)
+        assert.include(refused.stderr, message)
+      }
+    }))
+
+  live("an external worker is named again on --resume (it runs outside the sandbox); the hint says so", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([])
+      const session = yield* sessionIn
+      const out = yield* runCommand(
+        scriptedArgs(dir, "--check", "true", "--worker", "claude", "--session-dir", session),
+        { cwd: dir, env: { PATH: dir } }
+      )
+      assert.strictEqual(out.code, 20, out.stderr)
+      const bare = yield* runCommand(["run", "--resume", session, "--sandbox", "local"], { cwd: dir, env: { PATH: dir } })
+      assert.strictEqual(bare.code, 22, bare.stderr)
+      assert.include(bare.stderr, `the session was started with --worker claude, a CLI run outside the sandbox`)
+      assert.include(bare.stderr, `pass it again (--sandbox local --worker claude)`)
+      const named = yield* runCommand(["run", "--resume", session, "--sandbox", "local", "--worker", "claude"], {
+        cwd: dir,
+        env: { PATH: dir }
+      })
+      // resumed: the worker is asked again (and, with no claude on PATH, cannot start)
+      assert.strictEqual(named.code, 20, named.stderr)
+      assert.include(named.stderr, "claude")
+    }))
+
+  live("a foreign checkpoint is a resume failure (21) and stays as it was", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const supervised = yield* sessionIn
+      const plain = yield* sessionIn
+      const one = yield* run([{ text: "done" }], ["--check", "true", "--session-dir", supervised])
+      assert.strictEqual(one.code, 0, one.stderr)
+      const two = yield* run([{ text: "done" }], ["--session-dir", plain])
+      assert.strictEqual(two.code, 0, two.stderr)
+      // swap the checkpoints: each run.json now names the other kind of run
+      yield* fs.rename(`${supervised}/checkpoint`, `${supervised}/swap`)
+      yield* fs.rename(`${plain}/checkpoint`, `${supervised}/checkpoint`)
+      yield* fs.rename(`${supervised}/swap`, `${plain}/checkpoint`)
+      const heads = yield* Effect.forEach([supervised, plain], (dir) => fs.readFileString(`${dir}/checkpoint/head.json`))
+
+      const asSupervised = yield* runCommand(["run", "--resume", supervised, "--sandbox", "local", "--approve", "all", "--json"], {
+        cwd: one.dir
+      })
+      assert.strictEqual(asSupervised.code, 21, asSupervised.stderr)
+      assert.match(JSON.parse(asSupervised.stdout).error.message, /is corrupt: .*head\.json: it holds no supervised run/)
+      const asPlain = yield* runCommand(["run", "--resume", plain, "--sandbox", "local", "--approve", "all"], { cwd: two.dir })
+      assert.strictEqual(asPlain.code, 21, asPlain.stderr)
+      assert.include(asPlain.stderr, "its checkpoint is a supervised run's, and its run.json says it is not")
+
+      yield* fs.writeFileString(`${supervised}/checkpoint/head.json`, "{")
+      const corrupt = yield* runCommand(["run", "--resume", supervised, "--sandbox", "local", "--approve", "all"], { cwd: one.dir })
+      assert.strictEqual(corrupt.code, 21, corrupt.stderr)
+      assert.include(corrupt.stderr, "is corrupt")
+      assert.strictEqual(yield* fs.readFileString(`${supervised}/checkpoint/head.json`), "{")
+      assert.strictEqual(yield* fs.readFileString(`${plain}/checkpoint/head.json`), heads[1])
+    }))
 })

@@ -314,6 +314,20 @@ describe.concurrent("bad input (flags and script files in the test process, stdi
       }])
     }))
 
+  live("the answer on stdout: the model's bytes for a pipe, without escapes or controls for a terminal", () =>
+    Effect.gen(function*() {
+      const answer = "ok \x1b[8mhidden\x1b[0m \x1b]8;;https://evil.example\x07link\x1b]8;;\x07 \x1b[2Aup bad\rgood \u202eevil"
+      const dir = yield* scripted([{ text: answer }])
+      const piped = yield* runCommand(scriptedArgs(dir), { cwd: dir })
+      assert.strictEqual(piped.code, 0, piped.stderr)
+      assert.strictEqual(piped.stdout, `${answer}\n`)
+      const shown = yield* runCommand(scriptedArgs(dir), { cwd: dir, stdoutIsTerminal: true })
+      assert.strictEqual(shown.code, 0, shown.stderr)
+      assert.strictEqual(shown.stdout, "ok hidden link up badgood evil\n")
+      noEscapes(shown.stderr)
+      assert.notMatch(shown.stderr, /[\r\u202e]/)
+    }))
+
   live("22: a script file that is not a script says where", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: 1 }])

@@ -138,6 +138,26 @@ describe("View.live", () => {
       assert.include(screen.text, "  ✗ denied bash: no")
     }).pipe(Effect.scoped))
 
+  it.effect("a sub-agent's call waiting for approval is shown with its agent and the id that answers it", () =>
+    Effect.gen(function*() {
+      const screen = new Screen()
+      const view = yield* View.live({ write: screen.write, columns: () => 120, color: false })
+      const nested = (inner: AgentEvent.Input) =>
+        Effect.flatMap(event(inner), (e) => play(view, { _tag: "Nested", path: ["deployer"], event: e }))
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user("go")] }, 0)
+      yield* play(view, { _tag: "ApprovalRequested", toolCallId: "c1", approvalId: "c1", toolName: "bash", params: {} })
+      yield* nested({ _tag: "ApprovalRequested", toolCallId: "c1", approvalId: "c2/c1", toolName: "deploy", params: {} })
+      yield* TestClock.adjust("100 millis")
+      assert.include(screen.text, "  ? deployer: deploy {} needs approval (id c2/c1)")
+      assert.include(screen.text, "? deployer: deploy waits for approval: send {\"type\":\"approve\",\"id\":\"c2/c1\"}")
+      assert.include(screen.text, "? bash waits for approval: send {\"type\":\"approve\",\"id\":\"c1\"}")
+      yield* nested({ _tag: "ApprovalResolved", toolCallId: "c1", approvalId: "c2/c1", toolName: "deploy", approved: true })
+      yield* TestClock.adjust("100 millis")
+      assert.include(screen.text, "  ✓ deployer: approved deploy")
+      assert.notInclude(screen.text, "deploy waits for approval")
+      assert.include(screen.text, "? bash waits for approval")
+    }).pipe(Effect.scoped))
+
   it.effect("a provider's retry is a line of its own, above the bottom lines; a failure's tag is said once", () =>
     Effect.gen(function*() {
       const screen = new Screen()
@@ -224,19 +244,34 @@ describe("View.live", () => {
     }).pipe(Effect.scoped))
 })
 
-/** Text an agent could write to take over a terminal: set the title, clear the screen, go home, ring, return. */
-const hostile = "\x1b]0;owned\x07\x1b[2J\x1b[Hgone\rX\x9b1A"
+/**
+ * Text an agent could write to take over a terminal: set the title, clear the screen, go home, hide text (SGR 8)
+ * and fake a colour, plant a link (OSC 8), ring, overwrite a line (CR), move up (C1 CSI), reverse the text (bidi).
+ */
+const hostile = "\x1b]0;owned title\x07\x1b[2J\x1b[Hgone \x1b[8mhidden\x1b[0m \x1b[30;47mfake\x1b[0m " +
+  "\x1b]8;;https://evil.example\x1b\\link\x1b]8;;\x1b\\ bad\rgood\x9b1A \u202eevil\u202c \u2066iso\u2069"
+/** What is left of it. */
+const shownText = "gone hidden fake link badgood evil iso"
+/** Escapes the agent wrote, none of which the views use. */
+const agentEscapes = ["\x07", "\x1b]", "\x1b[2J", "\x1b[H", "\x1b[8m", "\x1b[30;47m", "\x9b", "\r", "\u202e", "\u2066"]
 
 describe("what the agent wrote reaches the terminal without its escapes", () => {
-  it("printable drops control characters and escapes but newlines, tabs and colours", () => {
-    assert.strictEqual(View.printable(hostile), "]0;owned[2J[HgoneX1A")
-    assert.strictEqual(View.printable("a\tb\n\x1b[31mred\x1b[0m"), "a\tb\n\x1b[31mred\x1b[0m")
+  it("printable drops every escape sequence whole, control characters but newlines and tabs, bidi controls", () => {
+    assert.strictEqual(View.printable(hostile), shownText)
+    assert.strictEqual(View.printable("a\tb\n\x1b[31mred\x1b[0m"), "a\tb\nred")
+    // an OSC without its terminator: its introducer goes, its text stays
+    assert.strictEqual(View.printable("\x1b]0;no end"), "0;no end")
   })
 
-  it.effect("the log: model text, a tool's name, arguments and result, a plan", () =>
+  it("answer: the bytes as they are for a pipe, printable for a terminal", () => {
+    assert.strictEqual(View.answer(hostile, false), hostile)
+    assert.strictEqual(View.answer(hostile, true), shownText)
+  })
+
+  it.effect("the log, coloured: model text, a tool's name, arguments and result, approvals, a plan, the end", () =>
     Effect.gen(function*() {
       let out = ""
-      const view = View.log((text) => void (out += text))
+      const view = View.log((text) => void (out += text), { color: true })
       yield* play(view, { _tag: "AgentStart", messages: [Message.user(hostile)] }, 0)
       yield* play(view, { _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: hostile } })
       yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "c1", toolName: hostile, params: { p: hostile } })
@@ -248,9 +283,14 @@ describe("what the agent wrote reaches the terminal without its escapes", () => 
         durationMs: 1,
         terminate: false
       })
+      yield* play(view, { _tag: "ApprovalRequested", toolCallId: hostile, toolName: hostile, params: { p: hostile } })
+      yield* play(view, { _tag: "ApprovalResolved", toolCallId: hostile, toolName: hostile, approved: false, reason: hostile })
       yield* play(view, { _tag: "PlanProposed", plan: hostile, iteration: 1 })
-      assert.notMatch(out, /[\x00-\x08\x0b-\x1f\x7f-\x9f]/)
-      assert.include(out, "]0;owned[2J[HgoneX1A")
+      yield* play(view, ended({ _tag: "Cancelled", reason: hostile }))
+      for (const bad of agentEscapes) assert.notInclude(out, bad)
+      assert.include(out, shownText)
+      // our own colours are there
+      assert.include(out, "\x1b[1m")
     }))
 
   it.effect("the live view: nothing but its own cursor and colour codes", () =>
@@ -261,14 +301,17 @@ describe("what the agent wrote reaches the terminal without its escapes", () => 
         raw += text
         screen.write(text)
       }
-      const view = yield* View.live({ write, columns: () => 80, color: true })
+      const view = yield* View.live({ write, columns: () => 200, color: true })
       yield* play(view, { _tag: "AgentStart", messages: [Message.user(hostile)] }, 0)
       yield* play(view, { _tag: "MessageUpdate", delta: { type: "text", index: 0, delta: `${hostile}\n` } })
       yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "c1", toolName: hostile, params: { p: hostile } })
+      yield* play(view, { _tag: "ApprovalRequested", toolCallId: hostile, toolName: hostile, params: {} })
       yield* TestClock.adjust("200 millis")
+      yield* play(view, ended({ _tag: "Cancelled", reason: hostile }))
       view.close()
-      for (const bad of ["\x07", "\x1b]", "\x1b[2J", "\x1b[H", "\x9b"]) assert.notInclude(raw, bad)
-      assert.include(screen.text, "]0;owned[2J[HgoneX1A")
+      // the view's own carriage returns go with its cursor moves; the agent's shows as "badgood" on the screen
+      for (const bad of agentEscapes.filter((bad) => bad !== "\r")) assert.notInclude(raw, bad)
+      assert.include(screen.text, shownText)
     }).pipe(Effect.scoped))
 })
 
@@ -350,6 +393,26 @@ describe("View.log", () => {
         ].join("\n")
       )
       assert.strictEqual(View.describe({ _tag: "MaxTurns", limit: 1 }), "the turn cap of 1 turn was reached")
+    }))
+
+  it.effect("a sub-agent's approval is a line with its agent and the id that answers it", () =>
+    Effect.gen(function*() {
+      let out = ""
+      const view = View.log((text) => void (out += text))
+      const nested = (inner: AgentEvent.Input) =>
+        Effect.flatMap(event(inner), (e) => play(view, { _tag: "Nested", path: ["ops", "deployer"], event: e }))
+      yield* play(view, { _tag: "AgentStart", messages: [Message.user("go")] }, 0)
+      yield* nested({ _tag: "ApprovalRequested", toolCallId: "c1", approvalId: "c2/c4/c1", toolName: "deploy", params: {} })
+      yield* nested({
+        _tag: "ApprovalResolved",
+        toolCallId: "c1",
+        approvalId: "c2/c4/c1",
+        toolName: "deploy",
+        approved: false,
+        reason: "no"
+      })
+      assert.include(out, "? ops/deployer: approval requested for deploy {} (id c2/c4/c1)\n")
+      assert.include(out, "✗ ops/deployer: denied deploy: no\n")
     }))
 
   it("describes every outcome", () => {

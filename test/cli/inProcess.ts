@@ -19,6 +19,8 @@ export interface Options {
   /** Make stderr (and stdin, with `stdinIsTerminal`) a terminal. */
   readonly stderrIsTerminal?: boolean | undefined
   readonly stdinIsTerminal?: boolean | undefined
+  /** Make stdout a terminal. */
+  readonly stdoutIsTerminal?: boolean | undefined
 }
 
 export interface Ran {
@@ -43,7 +45,11 @@ export const runCommand = (args: ReadonlyArray<string>, options: Options): Effec
     let stdout = ""
     let stderr = ""
     const io: Io.Service = {
-      stdout: { write: (text) => void (stdout += text), isTerminal: false, columns: () => 100 },
+      stdout: {
+        write: (text) => void (stdout += text),
+        isTerminal: options.stdoutIsTerminal === true,
+        columns: () => 100
+      },
       stderr: {
         write: (text) => void (stderr += text),
         isTerminal: options.stderrIsTerminal === true,

@@ -11,6 +11,7 @@ import { AgentEvent } from "effect-agent"
 import { Sandbox } from "effect-agent/sandbox"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as NodePath from "node:path"
 import { fileURLToPath } from "node:url"
 import * as TestServer from "../providers/TestServer.ts"
@@ -36,7 +37,7 @@ export interface Proc {
   readonly closeStdin: Effect.Effect<void>
   /** Waits (up to 30 seconds) for a stdout line that matches (given the lines before it), and returns it. */
   readonly waitFor: (matches: (line: string, index: number, lines: ReadonlyArray<string>) => boolean) => Effect.Effect<string>
-  readonly signal: (signal: "SIGINT" | "SIGTERM") => Effect.Effect<void>
+  readonly signal: (signal: "SIGINT" | "SIGTERM" | "SIGKILL") => Effect.Effect<void>
   /** Waits (up to 60 seconds) for the process to exit. */
   readonly exit: Effect.Effect<Exited>
 }
@@ -107,7 +108,14 @@ export const spawnProgram = (
     )
     const stderr = yield* Effect.forkScoped(Effect.orDie(Stream.mkString(Stream.decodeText(handle.stderr))))
     const exit = Effect.gen(function*() {
-      const code = yield* Effect.orDie(handle.exitCode)
+      // A process killed by a signal has no exit code: it is 128 + the signal's number, as a shell reports it.
+      const code = yield* handle.exitCode.pipe(
+        Effect.catch((error) => {
+          const signal = /receipt of signal: '(SIG[A-Z]+)'/.exec(String(error.reason.cause))?.[1]
+          const number = signal === undefined ? undefined : Os.constants.signals[signal as keyof typeof Os.constants.signals]
+          return number === undefined ? Effect.die(error) : Effect.succeed(128 + number)
+        })
+      )
       yield* Fiber.join(stdout)
       return { code: Number(code), stdout: (yield* Ref.get(lines)).map((line) => `${line}\n`).join(""), stderr: yield* Fiber.join(stderr) }
     }).pipe(

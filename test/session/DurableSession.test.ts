@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schedule } from "effect"
+import { Effect, Fiber, Latch, Layer, Schedule, Stream } from "effect"
+import { LanguageModel } from "effect/ai"
 import {
   ClusterWorkflowEngine,
   MessageStorage,
@@ -10,7 +11,7 @@ import {
   ShardingConfig
 } from "effect/cluster"
 import { Activity, WorkflowEngine } from "effect/workflow"
-import { Agent, type AgentEvent, Message, type RunState } from "effect-agent"
+import { Agent, type AgentEvent, Approvals, Message, type RunState } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, recorder } from "../support.ts"
@@ -125,6 +126,51 @@ describe("DurableSession", () => {
       assert.deepStrictEqual(published.map((entry) => entry.event._tag), local.map((event) => event._tag))
     }))
 
+  it.live("a model call's deltas are published as they stream, before the call ends, each once", () =>
+    Effect.gen(function*() {
+      const gate = yield* Latch.make(false)
+      const { head, tail } = ScriptedModel.streamParts({ text: ["Hel", "lo ", "world"], usage }, 0)
+      const parts = [...head, ...tail]
+      const firstDelta = parts.findIndex((part) => part.type === "text-delta") + 1
+      // The model streams its first delta, then waits for the gate.
+      const model = yield* LanguageModel.make({
+        generateText: () => Effect.die("not used"),
+        streamText: () =>
+          Stream.fromIterable(parts.slice(0, firstDelta)).pipe(
+            Stream.concat(Stream.fromEffectDrain(gate.await)),
+            Stream.concat(Stream.fromIterable(parts.slice(firstDelta)))
+          )
+      })
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          Layer.succeed(LanguageModel.LanguageModel, model),
+          toolsLayer([]),
+          DurableSession.layerMemoryStore
+        )),
+        Layer.provideMerge(engines.cluster)
+      )
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "td1", prompt: "go" }))
+        const during = yield* Effect.repeat(DurableSession.events("td1"), {
+          until: (events) => deltasOf(events).length > 0,
+          schedule: Schedule.spaced("10 millis"),
+          times: 1000
+        })
+        // The call is still waiting on the gate: its first delta is out, its end is not.
+        assert.deepStrictEqual(deltasOf(during), ["Hel"])
+        const answered = (entry: DurableSession.Published) =>
+          entry.event._tag === "MessageEnd" && entry.event.message.role === "assistant"
+        assert.isFalse(during.some(answered))
+        yield* gate.open
+        const result = yield* Fiber.join(fiber)
+        const published = yield* DurableSession.events("td1")
+        assert.deepStrictEqual(deltasOf(published), ["Hel", "lo ", "world"])
+        assert.strictEqual(textOf(result.messages[1]!), "Hello world")
+        assert.strictEqual(new Set(published.map((entry) => entry.id)).size, published.length)
+        assert.deepStrictEqual(published.map((entry) => entry.seq), published.map((_, i) => i + 1))
+      }).pipe(Effect.provide(layer))
+    }))
+
   it.live("an approval resolved from outside: the body replays, no model call or tool call runs twice", () =>
     Effect.gen(function*() {
       const turns: Turns = [
@@ -154,6 +200,59 @@ describe("DurableSession", () => {
         assert.strictEqual(count(events, "AgentEnd"), 1)
       }).pipe(Effect.provide(runner("cluster", turns, ran)))
       assert.deepStrictEqual(ran, ["charge", "deploy"])
+    }))
+
+  it.live("the application's approval policy decides at once, each call once, without a durable wait", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        {
+          toolCalls: [
+            { id: "d1", name: "deploy", params: { env: "staging" } },
+            { id: "d2", name: "deploy", params: { env: "prod" } }
+          ],
+          usage
+        },
+        { text: "half deployed", usage }
+      ]
+      const asked: Array<string> = []
+      const policy = Approvals.policy((request) => {
+        asked.push(request.toolCallId)
+        return request.toolCallId === "d1" ? Approvals.approved : Approvals.denied("not on fridays")
+      })
+      const ran: Array<string> = []
+      const result = yield* DurableSession.run({ sessionId: "p1", prompt: "ship it" }).pipe(
+        Effect.timeout("20 seconds"),
+        Effect.provide(runner("cluster", turns, ran).pipe(Layer.provide(Layer.succeed(Approvals.Approvals, policy))))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(ran, ["deploy"])
+      assert.deepStrictEqual([...asked].sort(), ["d1", "d2"])
+      const denied = result.messages.find((message) => message.role === "toolResult" && message.toolCallId === "d2")
+      assert(denied !== undefined && denied.role === "toolResult")
+      assert.isTrue(denied.isError)
+      assert.include(textOf(denied), "not on fridays")
+    }))
+
+  it.live("with an interactive handle (one process's), a call waits on its durable deferred as without one", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "deployed", usage }
+      ]
+      const handle = yield* Approvals.interactive()
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "ia1", prompt: "ship it" }))
+        yield* waitFor("ia1", "ApprovalRequested")
+        assert.strictEqual((yield* untilStatus("ia1", (status) => status._tag === "Suspended"))._tag, "Suspended")
+        assert.deepStrictEqual(yield* handle.pending, [])
+        yield* DurableSession.approve("ia1", "d1", { approved: true })
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      }).pipe(
+        Effect.provide(runner("cluster", turns, ran).pipe(Layer.provide(Layer.succeed(Approvals.Approvals, handle))))
+      )
+      assert.deepStrictEqual(ran, ["deploy"])
     }))
 
   it.live("steering queued before the session's next turn is delivered once", () =>
@@ -325,3 +424,9 @@ const count = (events: ReadonlyArray<AgentEvent.AgentEvent>, tag: AgentEvent.Tag
   events.filter((event) => event._tag === tag).length
 
 const textOf = (message: Message.Message): string => Message.textOf(message)
+
+/** The text deltas among published events, in order. */
+const deltasOf = (events: ReadonlyArray<DurableSession.Published>): ReadonlyArray<string> =>
+  events.flatMap((entry) =>
+    entry.event._tag === "MessageUpdate" && entry.event.delta.type === "text" ? [entry.event.delta.delta] : []
+  )

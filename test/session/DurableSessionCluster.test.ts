@@ -9,6 +9,7 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Option, Random, Schedule, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import { SqlClient } from "effect/sql"
 import type { Message } from "effect-agent"
 import { DurableSession } from "effect-agent/session"
 import * as fs from "node:fs"
@@ -16,7 +17,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { assertValidTranscript } from "../support.ts"
-import { database, node, textOf, turnsOf } from "./cluster-fixture.ts"
+import { database, node, streamedText, textOf, turnsOf } from "./cluster-fixture.ts"
 import * as Postgres from "./postgres.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -94,6 +95,12 @@ const cluster = Effect.gen(function*() {
   const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
   return { pg, logDir, ports, runners }
 })
+
+/** The text deltas among published events, in order. */
+const deltasOf = (events: ReadonlyArray<DurableSession.Published>): ReadonlyArray<string> =>
+  events.flatMap((entry) =>
+    entry.event._tag === "MessageUpdate" && entry.event.delta.type === "text" ? [entry.event.delta.delta] : []
+  )
 
 /** Polls (bounded) until the session has published an event of `tag`. */
 const waitForEvent = (sessionId: string, tag: string) =>
@@ -187,6 +194,93 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         const tools = counts(lines(path.join(logDir, "tools.log")))
         assert.strictEqual(tools.get(`deploy ${sessionId}/0`), 1)
         assert.strictEqual(tools.get(`charge ${sessionId}/1`), 1)
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+
+  it.live(
+    "a model call streams its deltas as they arrive; killed mid-stream, its re-run publishes none of them twice",
+    () =>
+      Effect.gen(function*() {
+        const { logDir, pg, ports, runners } = yield* cluster
+        const sessionId = "ms-m-t1"
+        yield* Effect.gen(function*() {
+          yield* DurableSession.start({ sessionId, prompt: sessionId })
+          // The model hangs mid-stream: what a consumer sees now was published while the call ran.
+          const during = yield* DurableSession.events(sessionId).pipe(
+            Effect.repeat({
+              until: (events) => deltasOf(events).join("") === streamedText(sessionId),
+              schedule: Schedule.spaced("200 millis")
+            }),
+            Effect.timeout("120 seconds")
+          )
+          assert.isFalse(during.some((entry) => entry.event._tag === "TurnEnd"))
+          for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+          runners[0] = yield* startRunner(pg.url, ports[0]!, logDir)
+          const [status] = yield* allFinished([sessionId], "120 seconds")
+          assert(status !== undefined && status._tag === "Finished", status?._tag)
+          assertValidTranscript(status.result.messages)
+          assert.strictEqual(textOf(status.result.messages[1]!), streamedText(sessionId))
+          const events = yield* DurableSession.events(sessionId)
+          // the call was made again, and its deltas, published again with the same ids, are there once each
+          const calls = lines(path.join(logDir, "model.log")).filter((line) => line.startsWith(`${sessionId} 0 `))
+          assert.strictEqual(calls.length, 2)
+          const firstTurn = events.filter((entry) => entry.event.turn === 1)
+          assert.strictEqual(deltasOf(firstTurn).join(""), streamedText(sessionId))
+          assert.strictEqual(new Set(events.map((entry) => entry.id)).size, events.length)
+          assert.strictEqual(events.filter((entry) => entry.event._tag === "TurnStart").length, 2)
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+
+  it.live(
+    "reapCluster deletes a finished session's rows in the cluster's tables; the cluster works on after it",
+    () =>
+      Effect.gen(function*() {
+        const { logDir, pg, runners } = yield* cluster
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          const ids = ["rp1-t2", "rp2-t2"]
+          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          yield* allFinished(ids, "120 seconds")
+          const executionOf = (sessionId: string) =>
+            DurableSession.SessionWorkflow.executionId({ sessionId, version: 1, request: { prompt: "" } })
+          const messagesOf = (sessionId: string) =>
+            Effect.flatMap(executionOf(sessionId), (executionId) =>
+              sql<{ id: string }>`SELECT id::text AS id FROM cluster_messages WHERE entity_id = ${executionId}`)
+          const repliesTo = (requestIds: ReadonlyArray<string>) =>
+            Effect.map(
+              sql<{ n: string }>`SELECT count(*)::text AS n FROM cluster_replies
+                WHERE request_id::text IN ${sql.in(requestIds)}`,
+              (rows) => Number(rows[0]!.n)
+            )
+          const first = (yield* messagesOf("rp1-t2")).map((row) => row.id)
+          assert.isAbove(first.length, 10)
+          assert.isAbove(yield* repliesTo(first), 10)
+          // Just finished: a runner may still hold the execution, so nothing is reaped whatever the retention.
+          assert.deepStrictEqual(yield* DurableSession.reapCluster(0), [])
+          yield* sql`UPDATE effect_agent_sessions SET updated_at = updated_at - 120000 WHERE session_id = 'rp1-t2'`
+          assert.deepStrictEqual(yield* DurableSession.reapCluster(0), ["rp1-t2"])
+          assert.strictEqual((yield* messagesOf("rp1-t2")).length, 0)
+          assert.strictEqual(yield* repliesTo(first), 0)
+          assert.deepStrictEqual(yield* DurableSession.poll("rp1-t2"), { _tag: "Unknown" })
+          assert.deepStrictEqual(yield* DurableSession.events("rp1-t2"), [])
+          // the other session is untouched
+          assert.isAbove((yield* messagesOf("rp2-t2")).length, 10)
+          assert.strictEqual((yield* DurableSession.poll("rp2-t2"))._tag, "Finished")
+          // The cluster works on: a new session, and the reaped id started again (a new session).
+          const again = ["rp3-t2", "rp1-t2"]
+          for (const sessionId of again) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          const statuses = yield* allFinished(again, "120 seconds")
+          for (const [i, status] of statuses.entries()) {
+            assert(status._tag === "Finished", `${again[i]}: ${status._tag}`)
+            assert.deepStrictEqual(status.result.outcome, { _tag: "Completed" })
+            assertValidTranscript(status.result.messages)
+          }
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
         for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
     { timeout: 300_000 }

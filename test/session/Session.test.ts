@@ -1,12 +1,12 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, FileSystem, Latch, Layer } from "effect"
-import { AiError } from "effect/ai"
-import { Agent, type AgentEvent, Approvals, Hooks, Message, RunState, Steering } from "effect-agent"
+import { Effect, Fiber, FileSystem, Latch, Layer, Schedule, Schema } from "effect"
+import { AiError, Toolkit } from "effect/ai"
+import { Agent, type AgentEvent, Approvals, Hooks, Message, RunState, Steering, SubAgent, ToolRegistry } from "effect-agent"
 import { CheckpointStore, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
-import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 import { fileURLToPath } from "node:url"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
@@ -263,7 +263,9 @@ describe("Session.resume", () => {
       yield* asked.latch.await
       yield* Fiber.interrupt(fiber)
       const checkpoint = (yield* store.load("s1")).state
-      assert.deepStrictEqual(checkpoint.pendingApprovals, [{ toolCallId: "d1", toolName: "deploy", params: { env: "prod" } }])
+      assert.deepStrictEqual(checkpoint.pendingApprovals, [
+        { toolCallId: "d1", approvalId: "d1", toolName: "deploy", params: { env: "prod" } }
+      ])
 
       const approvals = yield* Approvals.interactive()
       yield* approvals.approve("d1")
@@ -276,6 +278,206 @@ describe("Session.resume", () => {
       assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed to prod")
       assert.deepStrictEqual(result.state.pendingApprovals, [])
     }))
+
+  it.live("a parent's and a sub-agent's pending approvals on the same call id survive a restart under their own ids", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const ran: Array<string> = []
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: toolsLayer(ran),
+        model: ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "c1", name: "deploy", params: { env: "child" } }] },
+          { text: "child done" }
+        ]))
+      })
+      const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({
+        deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`)),
+        deployer: SubAgent.handler(deployer)
+      })))
+      const model = () =>
+        ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "c1", name: "deploy", params: { env: "parent" } }, { id: "c2", name: "deployer", params: { topic: "x" } }] },
+          { text: "all done" }
+        ]))
+      // 1. both wait (nobody answers); stopped once the checkpoint holds both
+      const nobody = yield* Approvals.interactive()
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store, prompt: "ship it" }).pipe(
+          Effect.provideService(Approvals.Approvals, nobody),
+          Effect.provide(Layer.merge(tools, model()))
+        )
+      )
+      const childPending = (state: RunState.RunState) => {
+        const saved = state.pluginState.subAgents as Record<string, { state: { pendingApprovals: Array<unknown> } }> | undefined
+        return saved?.c2?.state.pendingApprovals ?? []
+      }
+      const both = (state: RunState.RunState) => state.pendingApprovals.length === 1 && childPending(state).length === 1
+      const saved = yield* store.load("s1").pipe(
+        Effect.flatMap((checkpoint) => both(checkpoint.state) ? Effect.succeed(checkpoint.state) : Effect.fail("not yet")),
+        Effect.retry(Schedule.spaced("5 millis")),
+        Effect.timeout("5 seconds")
+      )
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(saved.pendingApprovals.map((p) => [p.toolCallId, p.approvalId]), [["c1", "c1"]])
+      assert.deepStrictEqual(childPending(saved), [
+        { toolCallId: "c1", approvalId: "c2/c1", toolName: "deploy", params: { env: "child" } }
+      ])
+      // 2. decided ahead by their ids, then resumed: the child's call runs, the parent's is denied
+      const approvals = yield* Approvals.interactive()
+      yield* approvals.approve("c2/c1")
+      yield* approvals.deny("c1", "not the parent")
+      const result = yield* Session.resume("s1", { store }).pipe(
+        Effect.provideService(Approvals.Approvals, approvals),
+        Effect.provide(Layer.merge(tools, model()))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      // the child's deploy ran (its tools record "deploy"), the parent's never did ("deploy:parent")
+      assert.deepStrictEqual(ran, ["deploy"])
+      const texts = result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf)
+      assert.deepStrictEqual(texts, ["Tool call denied: not the parent", "child done"])
+    }))
+
+  describe("handoffs", () => {
+    /** The billing agent, with its own model and tools (`ran`, `onStart`, `maxSleep`: see the fixture's tools). */
+    const billing = (
+      ran: Array<string>,
+      onStart?: (name: string) => void,
+      maxSleep?: number,
+      call: ScriptedModel.Turn["toolCalls"] = [{ id: "b1", name: "slow", params: { ms: 60_000 } }]
+    ) =>
+      Agent.define({
+        name: "billing",
+        description: "handles refunds",
+        system: "You are billing.",
+        input: Schema.Struct({ topic: Schema.String }),
+        prompt: ({ topic }) => `Handle the ${topic}.`,
+        tools: toolsLayer(ran, onStart, maxSleep),
+        // the transcript it takes over has the triage agent's reply: its own replies come after
+        model: ScriptedModel.layer(followTranscript([
+          { text: "not billing's" },
+          { toolCalls: call },
+          { text: "refunded" }
+        ]))
+      })
+    /** The application's agent (triage): it hands off to billing at once; its model must not be asked again. */
+    const triage = (definition: ReturnType<typeof billing>) => {
+      const Tools = Toolkit.make(Agent.handoff(definition))
+      return Layer.merge(
+        ToolRegistry.layer(Tools).pipe(
+          Layer.provide(Tools.toLayer({ transfer_to_billing: SubAgent.handoffHandler(definition) }))
+        ),
+        ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "h1", name: "transfer_to_billing", params: { topic: "refund" } }] },
+          { text: "triage answered after the handoff" }
+        ]))
+      )
+    }
+
+    it.live("the agent handed off to takes the session over; stopped after the handoff, the session resumes in it", () =>
+      Effect.gen(function*() {
+        const store = CheckpointStore.memory()
+        const ran: Array<string> = []
+        const started = Latch.makeUnsafe()
+        const first = billing(ran, (name) => void (name === "slow" && started.openUnsafe()))
+        const fiber = yield* Effect.forkChild(
+          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+        )
+        yield* started.await
+        yield* Fiber.interrupt(fiber)
+        const stopped = yield* store.load("s1")
+        assert.strictEqual(stopped.agent, "billing")
+        assert.isUndefined(stopped.finished)
+        assert.strictEqual(stopped.state.system, "You are billing.")
+        assert.deepStrictEqual(stopped.state.messages.map((m) => [m.role, Message.textOf(m)]).slice(-2), [
+          ["toolResult", "Handed off to billing."],
+          ["user", "Handle the refund."]
+        ])
+
+        // resumed by an application that defines billing: billing's model and tools answer
+        const again: Array<string> = []
+        const { events, plugin } = recorder()
+        const result = yield* Session.resume("s1", { store, agents: [billing(again, undefined, 1)], plugins: [plugin] })
+          .pipe(Effect.provide(triage(first)))
+        assert.strictEqual(result.agent, "billing")
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "refunded")
+        assert.deepStrictEqual([ran, again], [["slow"], ["slow"]])
+        assert.deepStrictEqual(tags(events).slice(0, 2), ["AgentStart", "SessionResumed"])
+        assertValidTranscript(result.state.messages)
+        const done = yield* store.load("s1")
+        assert.deepStrictEqual([done.agent, done.finished?.outcome], ["billing", { _tag: "Completed" }])
+        // opened again, the finished session's result says who answered
+        const opened = yield* Session.open("s1", { store, prompt: "x", agents: [billing(again)] }).pipe(
+          Effect.provide(triage(first))
+        )
+        assert.strictEqual(opened.agent, "billing")
+      }))
+
+    it.live("a call of the agent handed off to that must not run twice, stopped while it ran, is not run again", () =>
+      Effect.gen(function*() {
+        const store = CheckpointStore.memory()
+        const ran: Array<string> = []
+        const started = Latch.makeUnsafe()
+        const charge = [{ id: "b1", name: "charge", params: { cents: 500, ms: 60_000 } }]
+        const first = billing(ran, (name) => void (name === "charge" && started.openUnsafe()), undefined, charge)
+        const fiber = yield* Effect.forkChild(
+          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+        )
+        yield* started.await
+        yield* Fiber.interrupt(fiber)
+        // billing's charge is not replay-safe in billing's own tools (the application's have no charge)
+        assert.deepStrictEqual((yield* store.load("s1")).state.startedCalls, ["b1"])
+        const again: Array<string> = []
+        const result = yield* Session.resume("s1", { store, agents: [billing(again, undefined, 1, charge)] }).pipe(
+          Effect.provide(triage(first))
+        )
+        assert.deepStrictEqual([ran, again], [["charge"], []])
+        const answer = result.state.messages.find((m) => m.role === "toolResult" && m.toolCallId === "b1")
+        assert.match(answer === undefined ? "" : Message.textOf(answer), /^This call to charge had started/)
+        assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "refunded")
+      }))
+
+    it.live("a session that runs to its end through a handoff returns the agent's answer and saves it finished", () =>
+      Effect.gen(function*() {
+        const store = CheckpointStore.memory()
+        const ran: Array<string> = []
+        const { events, plugin } = recorder()
+        const result = yield* Session.run({ id: "s1", store, prompt: "I want a refund", plugins: [plugin] }).pipe(
+          Effect.provide(triage(billing(ran, undefined, 1)))
+        )
+        assert.deepStrictEqual([result.agent, result.outcome], ["billing", { _tag: "Completed" }])
+        assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "refunded")
+        const ends = ofTag(events, "AgentEnd").map((e) => e.outcome?._tag)
+        assert.deepStrictEqual(ends, ["HandedOff", "Completed"])
+        // the handoff's checkpoint was not a finished HandedOff; the last one is billing's, finished
+        const saved = yield* store.load("s1")
+        assert.deepStrictEqual([saved.agent, saved.finished?.outcome._tag], ["billing", "Completed"])
+      }))
+
+    it.live("resumed by an application that does not define the agent: CheckpointAgentUnknown, and nothing runs", () =>
+      Effect.gen(function*() {
+        const store = CheckpointStore.memory()
+        const started = Latch.makeUnsafe()
+        const first = billing([], (name) => void (name === "slow" && started.openUnsafe()))
+        const fiber = yield* Effect.forkChild(
+          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+        )
+        yield* started.await
+        yield* Fiber.interrupt(fiber)
+        const before = yield* store.load("s1")
+        const error = yield* Effect.flip(Session.resume("s1", { store }).pipe(Effect.provide(triage(first))))
+        assert.strictEqual(error._tag, "CheckpointAgentUnknown")
+        assert.deepStrictEqual(
+          error._tag === "CheckpointAgentUnknown" ? [error.sessionId, error.agent, error.known] : [],
+          ["s1", "billing", []]
+        )
+        assert.deepStrictEqual(yield* store.load("s1"), before)
+      }))
+  })
 
   it.live("crashing twice: a call that had started before the first crash is still never run after the second", () =>
     Effect.gen(function*() {

@@ -19,6 +19,13 @@ import { ScriptedModel } from "effect-agent/testing"
 import * as fs from "node:fs"
 import * as path from "node:path"
 
+/**
+ * Overrides of the settings below, as JSON in `EFFECT_AGENT_SHARDING` (the benchmark's `--sharding`), e.g.
+ * `{"shardLockRefreshInterval":"5 seconds"}`.
+ */
+const overrides = (): Partial<ShardingConfig.ShardingConfig["Service"]> =>
+  JSON.parse(process.env.EFFECT_AGENT_SHARDING ?? "{}")
+
 /** Failover tuned for tests (the defaults wait about 37 s for a dead runner). */
 export const sharding = (port?: number): Partial<ShardingConfig.ShardingConfig["Service"]> => ({
   ...(port === undefined ? {} : {
@@ -26,12 +33,17 @@ export const sharding = (port?: number): Partial<ShardingConfig.ShardingConfig["
     runnerListenAddress: Option.some(RunnerAddress.make("127.0.0.1", port))
   }),
   shardsPerGroup: 30,
-  shardLockExpiration: "10 seconds",
-  shardLockRefreshInterval: "2 seconds",
+  // A refresh of the shard locks that takes longer than the refresh interval (or a third of the expiration)
+  // gives up all of the runner's shards: their sessions stop, and the calls they had in flight are made again.
+  // A loaded database or runner can take seconds: 2 s lost the locks several times a run on a busy machine.
+  // (A dead process's locks go with its connection; failover waits for the health check, not the expiration.)
+  shardLockExpiration: "35 seconds",
+  shardLockRefreshInterval: "10 seconds",
   runnerHealthCheckInterval: "5 seconds",
   entityTerminationTimeout: "2 seconds",
   entityMessagePollInterval: "300 millis",
-  refreshAssignmentsInterval: "1 second"
+  refreshAssignmentsInterval: "1 second",
+  ...overrides()
 })
 
 const Key = Schema.Struct({ key: Schema.String, ms: Schema.Finite })
@@ -70,11 +82,21 @@ export const tools = (logDir: string) =>
 /** How many turns a session has: its id ends with `-t<turns>`, `-a` for one that asks for approval first. */
 export const turnsOf = (sessionId: string): number => Number(/-t(\d+)/.exec(sessionId)?.[1] ?? "4")
 
+/** The text a session whose id contains `-m` streams in its first turn. */
+export const streamedText = (sessionId: string): string => `looking into ${sessionId} one word at a time`
+
+const calledBefore = (logDir: string, sid: string, turn: number): boolean => {
+  const file = path.join(logDir, "model.log")
+  return fs.existsSync(file) && fs.readFileSync(file, "utf8").split("\n").some((l) => l.startsWith(`${sid} ${turn} `))
+}
+
 /**
  * The script: turn i (from 0) of session `sid` calls `step` and `charge`
  * (keys `sid/i`) and sleeps `ms` in each; the last turn answers "done". A
- * session whose id contains `-a` asks for a deploy first. Every call is
- * logged as `<sid> <i> <time in ms>`.
+ * session whose id contains `-a` asks for a deploy first. One whose id
+ * contains `-m` streams {@link streamedText} in its first turn, word by
+ * word, and the first time it is called hangs there (mid-stream, until its
+ * runner dies). Every call is logged as `<sid> <i> <time in ms> <pid>`.
  */
 export const script = (logDir: string): ScriptedModel.Script => (_index, request) => {
   const first = request.prompt.content.find((message) => message.role === "user")
@@ -82,7 +104,9 @@ export const script = (logDir: string): ScriptedModel.Script => (_index, request
     ? "?"
     : first.content.map((part) => (part.type === "text" ? part.text : "")).join("")
   const i = request.prompt.content.filter((message) => message.role === "assistant").length
-  append(logDir, "model.log", `${sid} ${i} ${Date.now()}`)
+  const streams = sid.includes("-m") && i === 0
+  const hang = streams && !calledBefore(logDir, sid, i)
+  append(logDir, "model.log", `${sid} ${i} ${Date.now()} ${process.pid}`)
   const turns = turnsOf(sid)
   if (i >= turns) return { text: "done", usage: { input: 10, output: 2 } }
   const ms = 40 + ((i * 37) % 120)
@@ -92,8 +116,13 @@ export const script = (logDir: string): ScriptedModel.Script => (_index, request
       { id: `s${i}`, name: "step", params: { key: `${sid}/${i}`, ms } },
       { id: `c${i}`, name: "charge", params: { key: `${sid}/${i}`, ms } }
     ]
-  return { toolCalls, usage: { input: 10, output: 2 } }
+  const usage = { input: 10, output: 2 }
+  if (streams) return { text: streamedText(sid), toolCalls, usage, hang }
+  return modelMs > 0 ? { toolCalls, usage, delay: `${modelMs} millis` } : { toolCalls, usage }
 }
+
+/** How long each model call takes (the benchmark's `--model-ms`, through `EFFECT_AGENT_MODEL_MS`). */
+const modelMs = Number(process.env.EFFECT_AGENT_MODEL_MS ?? "0")
 
 /** The database. */
 export const database = (url: string) =>

@@ -1,14 +1,18 @@
 /**
  * A runner of durable sessions, as its own process (the cluster tests kill
  * it): `durable-runner.ts <postgres url> <port> <log dir>`. Prints `ready`
- * once it has joined the cluster; resumes suspended sessions.
+ * once it has joined the cluster, then `shards <n>` each time the number of
+ * shards it holds changes (the benchmark waits for the cluster to settle);
+ * resumes suspended sessions.
  */
 import { NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schedule } from "effect"
+import { Sharding, ShardId } from "effect/cluster"
 import { DurableSession } from "effect-agent/session"
-import { node } from "./cluster-fixture.ts"
+import { node, sharding } from "./cluster-fixture.ts"
 
 const [url, port, logDir] = process.argv.slice(2)
+const shardsPerGroup = sharding().shardsPerGroup ?? 300
 if (url === undefined || port === undefined || logDir === undefined) {
   console.error("usage: durable-runner.ts <postgres url> <port> <log dir>")
   process.exit(2)
@@ -18,6 +22,17 @@ NodeRuntime.runMain(
   Effect.scoped(Effect.gen(function*() {
     const context = yield* Layer.build(node(url, Number(port), logDir))
     console.log("ready")
+    const held = Effect.map(Sharding.Sharding, (service) => {
+      let n = 0
+      for (let id = 1; id <= shardsPerGroup; id++) if (service.hasShardId(ShardId.make("default", id))) n++
+      return n
+    }).pipe(Effect.provideContext(context))
+    let last = -1
+    yield* held.pipe(
+      Effect.tap((n) => Effect.sync(() => n === last ? undefined : console.log(`shards ${last = n}`))),
+      Effect.repeat(Schedule.spaced("200 millis")),
+      Effect.forkChild
+    )
     // Sessions that suspended on a failure (the database went away) are resumed.
     return yield* DurableSession.supervise({ every: "1 second" }).pipe(Effect.provideContext(context))
   })),

@@ -8,8 +8,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { type AgentEvent, Message, ToolRegistry } from "effect-agent"
-import { AgentWorker, Check, Supervisor } from "effect-agent/supervisor"
+import { type AgentEvent, Approvals, Message, Output, ToolRegistry } from "effect-agent"
+import { AgentWorker, Check, Supervisor, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
 
 const ReadFile = Tool.make("read_file", { parameters: Schema.Struct({ path: Schema.String }), success: Schema.String })
@@ -104,5 +104,98 @@ describe("AgentWorker", () => {
         ["assistant", "two"]
       ])
       assert.strictEqual(state!.system, "be brief")
+    }))
+})
+
+describe("AgentWorker: a typed plan (planOutput)", () => {
+  const Plan = Schema.Struct({ steps: Schema.Array(Schema.String), hours: Schema.FiniteFromString })
+  const typedPlanModel = ScriptedModel.layer([
+    { toolCalls: [{ name: "final_answer", params: { steps: ["write ok.txt"], hours: "1" } }] },
+    // the revision: an answer that does not match the Schema goes back to the model, then a valid one
+    { toolCalls: [{ name: "final_answer", params: { steps: "write ok.txt" } }] },
+    { toolCalls: [{ name: "final_answer", params: { steps: ["look", "write ok.txt"], hours: "2.5" } }] },
+    { toolCalls: [{ name: "write_file", params: { path: "ok.txt", content: "yes" } }] },
+    { text: "done" }
+  ])
+
+  it.effect("the plan turn answers through final_answer; PlanProposed carries it; the result and checkpoint keep it", () =>
+    Effect.gen(function*() {
+      files.clear()
+      const events: Array<AgentEvent.AgentEvent> = []
+      const asked: Array<Approvals.PlanRequest> = []
+      const approvals: Approvals.Service = {
+        decide: () => Effect.succeed(Approvals.approved),
+        decidePlan: (request) =>
+          Effect.sync(() => {
+            asked.push(request)
+            return asked.length === 1 ? { _tag: "Refine", notes: "look first" } : { _tag: "Approve" }
+          })
+      }
+      const saved: Array<Supervisor.Checkpoint> = []
+      const result = yield* Supervisor.run({
+        task: "make ok.txt say yes",
+        plan: true,
+        planOutput: Plan,
+        checkpoint: { save: (checkpoint) => Effect.sync(() => void saved.push(checkpoint)) },
+        onEvent: (event) => Effect.sync(() => void events.push(event))
+      }).pipe(Effect.provide(tools), Effect.provideService(Approvals.Approvals, approvals))
+      const requests = yield* ScriptedModel.ScriptedModel.use((recorder) => recorder.requests)
+
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
+      // typed: the decoded plan (hours a number), in the result
+      const value: { readonly steps: ReadonlyArray<string>; readonly hours: number } | undefined = result.planValue
+      assert.deepStrictEqual(value, { steps: ["look", "write ok.txt"], hours: 2.5 })
+      // the approver saw each plan decoded; the events carry its JSON form beside the text
+      assert.deepStrictEqual(asked.map((r) => r.value), [
+        { steps: ["write ok.txt"], hours: 1 },
+        { steps: ["look", "write ok.txt"], hours: 2.5 }
+      ])
+      const proposed = events.filter((e): e is AgentEvent.Of<"PlanProposed"> => e._tag === "PlanProposed")
+      assert.deepStrictEqual(proposed.map((e) => [e.iteration, e.value]), [
+        [1, { steps: ["write ok.txt"], hours: "1" }],
+        [2, { steps: ["look", "write ok.txt"], hours: "2.5" }]
+      ])
+      assert.strictEqual(proposed[1]!.plan, JSON.stringify({ steps: ["look", "write ok.txt"], hours: "2.5" }, null, 2))
+      // the plan turns see the readers and final_answer; the act turn sees the work tools, not final_answer
+      assert.deepStrictEqual([...requests[0]!.tools].sort(), ["final_answer", "read_file"])
+      assert.deepStrictEqual([...requests[3]!.tools].sort(), ["lookup", "read_file", "write_file"])
+      // the act message carries the approved plan and the task
+      const act = events.find((e): e is AgentEvent.Of<"WorkerTurnStart"> =>
+        e._tag === "WorkerTurnStart" && e.phase === "act"
+      )
+      assert.strictEqual(act?.message, Supervisor.actRequest(proposed[1]!.plan, "make ok.txt say yes"))
+      // the checkpoint keeps the approved plan encoded with the Schema, and the Schema's identity
+      const last = saved.at(-1)!
+      assert.deepStrictEqual(last.approvedPlanValue, { steps: ["look", "write ok.txt"], hours: "2.5" })
+      assert.strictEqual(last.planSchema, Output.finalAnswer(Plan).identity)
+      assert.strictEqual(files.get("ok.txt"), "yes")
+
+      // resumed with the same Schema, the plan comes back typed; with another, a typed mismatch
+      const resumed = yield* Supervisor.run({
+        task: "t",
+        planOutput: Plan,
+        checkpoint: { resume: last, save: () => Effect.void }
+      }).pipe(Effect.provide(tools), Effect.provide(ScriptedModel.layer([])))
+      assert.deepStrictEqual(resumed.planValue, { steps: ["look", "write ok.txt"], hours: 2.5 })
+      const other = yield* Effect.flip(Supervisor.run({
+        task: "t",
+        planOutput: Schema.Struct({ steps: Schema.Array(Schema.String) }),
+        checkpoint: { resume: last, save: () => Effect.void }
+      }).pipe(Effect.provide(tools), Effect.provide(ScriptedModel.layer([]))))
+      assert.strictEqual(other._tag, "OutputSchemaMismatch")
+    }).pipe(Effect.provide(typedPlanModel)))
+
+  it.effect("an external worker gives its plan as text: planOutput with one is a ConfigError before any turn", () =>
+    Effect.gen(function*() {
+      let turns = 0
+      const worker = Worker.make("claude", () =>
+        Effect.sync(() => {
+          turns++
+          return { text: "plan", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined }
+        }))
+      const error = yield* Effect.flip(Supervisor.run({ task: "t", plan: true, planOutput: Plan, worker }))
+      assert.strictEqual(error._tag, "ConfigError")
+      assert.include(error.message, "the claude worker gives its plan as text only")
+      assert.strictEqual(turns, 0)
     }))
 })

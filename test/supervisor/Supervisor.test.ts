@@ -567,6 +567,31 @@ describe("Supervisor.run: checkpoint and resume", () => {
       assert.strictEqual(result.planIterations, 2)
     }))
 
+  it.effect("resumed in the middle of a turn: the checkpoints before it goes on say so; the worker continues it", () =>
+    Effect.gen(function*() {
+      const { worker, requests } = scripted(["done"])
+      const { saved, save } = saving()
+      const resume: Supervisor.Checkpoint = {
+        version: 1,
+        runId: "r",
+        task: "t",
+        phase: "act",
+        planIteration: 1,
+        pendingMessage: "feedback",
+        turns: 1,
+        usage: { inputTokens: 0, outputTokens: 0, costUsd: 0 },
+        elapsedMs: 0,
+        baseline: [],
+        inTurn: true
+      }
+      const result = yield* Supervisor.run({ task: "t", worker, checkpoint: { resume, save } })
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      assert.deepStrictEqual(requests.map((r) => [r.message, "continue" in r && r.continue]), [["feedback", true]])
+      // saved at the act phase's start, before the turn went on: still in it (a stop there must not send the
+      // message a second time); the ending is saved after it
+      assert.deepStrictEqual(saved.map((c) => c.inTurn), [true, undefined])
+    }))
+
   it.effect("a checkpoint already past the turn cap ends Unverified without starting the worker", () =>
     Effect.gen(function*() {
       const { worker, requests } = scripted(["x"])

@@ -26,6 +26,7 @@ import * as Flags from "./Flags.ts"
 import { Io } from "./Io.ts"
 import * as Runner from "./Runner.ts"
 import * as Settings from "./Settings.ts"
+import * as View from "./View.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
 
@@ -72,14 +73,16 @@ export type RunnerFlags = {
 }
 
 /**
- * Failover settings: a dead runner's sessions move after `shardLockExpiration`
- * (about 37 s with effect's defaults); a shard that moves waits up to
- * `entityTerminationTimeout` for a call in flight.
+ * Failover settings: a dead runner's sessions move once a health check
+ * (every 5 s; about 37 s with effect's defaults) finds it gone; a shard that
+ * moves waits up to `entityTerminationTimeout` for a call in flight. A lock
+ * refresh slower than its interval gives up all of a runner's shards (their
+ * calls in flight are made again): 10 s copes with a loaded database.
  */
 const sharding = (address?: { readonly host: string; readonly port: number }) => {
   const config: Partial<ShardingConfig.ShardingConfig["Service"]> = {
-    shardLockExpiration: "10 seconds",
-    shardLockRefreshInterval: "2 seconds",
+    shardLockExpiration: "35 seconds",
+    shardLockRefreshInterval: "10 seconds",
     runnerHealthCheckInterval: "5 seconds",
     entityTerminationTimeout: "2 minutes"
   }
@@ -186,7 +189,7 @@ export const submit = (flags: Flags.Flags, url: string) =>
       }
       const last = status.result.messages.at(-1)
       const answer = last === undefined ? "" : Message.textOf(last)
-      if (answer !== "") io.stdout.write(`${answer}\n`)
+      if (answer !== "") io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
       const code = fromOutcome(status.result.outcome)
       if (code !== codes.ok) return yield* Effect.fail(new ExitWith({ code }))
     }).pipe(Effect.provide(client))

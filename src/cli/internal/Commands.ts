@@ -159,7 +159,9 @@ export const demo = Command.make("demo", {
         }),
         Effect.catch(failed)
       )
-    if (answer !== "" && !(io.stderr.isTerminal && io.stdout.isTerminal)) io.stdout.write(`${answer}\n`)
+    if (answer !== "" && !(io.stderr.isTerminal && io.stdout.isTerminal)) {
+      io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
+    }
   }).pipe(Effect.scoped)).pipe(
     Command.withDescription(
       "Run the offline demo: a trip-planning agent on a scripted model (no keys, no network); " +
@@ -195,6 +197,7 @@ export const capabilities: ReadonlyArray<string> = [
   "demo",
   "demo-supervised",
   "supervised",
+  "supervised-session",
   "checks",
   "verifier",
   "plan-approval",

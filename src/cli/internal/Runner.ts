@@ -60,6 +60,7 @@ import * as ToolRegistry from "../../ToolRegistry.ts"
 import * as Check from "../../supervisor/Check.ts"
 import * as Supervisor from "../../supervisor/Supervisor.ts"
 import * as ExternalWorker from "../../supervisor/ExternalWorker.ts"
+import * as SupervisedSession from "../../supervisor/SupervisedSession.ts"
 import type * as Worker from "../../supervisor/Worker.ts"
 import * as Control from "../Control.ts"
 import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
@@ -460,11 +461,6 @@ const stateFigures = (state: RunState.RunState): Figures => ({
 // The run
 // -----------------------------------------------------------------------------
 
-/** Whether the flags ask for a supervised run (checks between turns, a plan, per-turn approval, a worker). */
-const isSupervised = (flags: Flags.Flags): boolean =>
-  flags.check.length > 0 || Option.isSome(flags.verifier) || flags.plan || flags.approveTurns ||
-  Option.isSome(flags.worker)
-
 /**
  * The external workers of `--worker claude|codex` (`ExternalWorker`), in the workspace. The CLI gets the
  * allowlisted environment and its API key's variable: `--api-key-env`, else `ANTHROPIC_API_KEY` for claude
@@ -496,6 +492,7 @@ const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitC
     case "CheckpointMissing":
     case "CheckpointCorrupt":
     case "CheckpointVersionMismatch":
+    case "CheckpointAgentUnknown":
     case "InvalidSessionId":
       return codes.resumeFailure
     case "CheckpointExists":
@@ -662,71 +659,98 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         plugins.push(yield* jsonLinesFile(settings.emitJsonl, append, settings.target.workspace, shown.note))
       }
 
-      // A supervised run: the worker's turns, checked in between
+      // The run: plain or supervised; a new session, or a resumed one
       const session = settings.session
-      if (isSupervised(flags)) {
-        if (session !== undefined) {
-          return yield* configError("--session-dir and --resume do not take a supervised run yet")
-        }
-        const worker = flags.worker._tag === "Some" && flags.worker.value !== "agent"
-          ? externalWorker(flags.worker.value, settings.target, Option.getOrUndefined(flags.apiKeyEnv))
-          : undefined
-        const checks = [
-          ...flags.check.map((command) => Check.command(command, command)),
-          ...Option.toArray(flags.verifier).map((command) => Check.command(command, command, { role: "verifier" }))
-        ]
-        const { maxTurns, budgets: _budgets, ...inner } = settings.config
-        const wall = Option.getOrUndefined(Option.flatMap(flags.maxWall, (text) =>
-          Option.fromNullishOr(Flags.parseDuration(text))))
-        const onEvent = yield* PluginEvents.deliverTo(plugins)
-        const checkSandbox = yield* Layer.build(sandboxLayer(settings.target)).pipe(
-          Effect.mapError((error) => sandboxFailure(settings.target, error))
-        )
-        const options: Supervisor.Options<Sandbox.Sandbox | ChildProcessSpawner.ChildProcessSpawner> = {
-          task: task ?? "",
-          checks,
-          plan: flags.plan,
-          maxPlanIterations: Option.getOrUndefined(flags.maxPlanIterations),
-          approveTurns: flags.approveTurns,
-          maxTurns: maxTurns ?? undefined,
-          maxTokens: Option.getOrUndefined(flags.maxTokens),
-          maxCostUsd: Option.getOrUndefined(flags.maxCost),
-          maxWallClock: wall,
-          agent: { system: settings.system, config: inner, readOnlyTools: [] },
-          onEvent
-        }
-        const supervised = yield* (worker === undefined
-          ? Supervisor.run(options)
-          : Supervisor.run({ ...options, worker })).pipe(
-            Effect.provideContext(Context.merge(services, checkSandbox)),
-            Effect.onInterrupt(() =>
-              Effect.sync(() => {
-                shown.close()
-                io.stderr.write("effect-agent: interrupted\n")
-              })
-            )
-          )
-        const code = fromOutcome(supervised.outcome)
-        const summary = `${supervised.outcome._tag}: ${View.describe(supervised.outcome)}`
-        shown.close()
-        const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
-        if (!settings.json && settings.emitJsonl !== "-" && supervised.reply !== "" && !streamedHere) {
-          io.stdout.write(supervised.reply.endsWith("\n") ? supervised.reply : `${supervised.reply}\n`)
-        }
-        if (settings.quiet && code !== codes.ok) io.stderr.write(`effect-agent: ${summary}\n`)
-        return yield* finish(code, { outcome: supervised.outcome, summary, answer: supervised.reply, error: null })
-      }
-
-      // The run: plain, a new session, or a resumed one
+      const supervision = settings.supervision
       const onInterrupt = yield* OnInterrupt
       /** From here on, SIGINT and SIGTERM leave a session to resume. */
       const path = yield* Path.Path
       let resumeHint = ""
       const resumable = (dir: string) => {
         sessionDir = dir
-        resumeHint = SessionFiles.resumeCommand(dir, settings.target, { cwd: io.cwd, env: io.env }, path)
+        resumeHint = SessionFiles.resumeCommand(dir, settings.target, { cwd: io.cwd, env: io.env }, path, supervision)
         onInterrupt.code = codes.interrupted
       }
+      const interrupted = Effect.sync(() => {
+        shown.close()
+        io.stderr.write(
+          sessionDir !== undefined
+            ? `effect-agent: interrupted; the session is saved: resume it with ${resumeHint}\n`
+            : "effect-agent: interrupted\n"
+        )
+        if (json) {
+          printJson(onInterrupt.code, {
+            outcome: runTally.end()?.outcome ?? null,
+            summary: "interrupted",
+            answer: null,
+            error: null
+          })
+        }
+      })
+
+      // A supervised run: the worker's turns, checked in between
+      if (supervision !== undefined) {
+        const worker = supervision.worker === "agent"
+          ? undefined
+          : externalWorker(supervision.worker, settings.target, settings.target.apiKeyEnv)
+        const checks = [
+          ...supervision.checks.map((command) => Check.command(command, command)),
+          ...(supervision.verifier === undefined
+            ? []
+            : [Check.command(supervision.verifier, supervision.verifier, { role: "verifier" as const })])
+        ]
+        const { maxTurns: _maxTurns, budgets: _budgets, ...inner } = settings.config
+        const checkSandbox = yield* Layer.build(sandboxLayer(settings.target)).pipe(
+          Effect.mapError((error) => sandboxFailure(settings.target, error))
+        )
+        const startSupervised = Effect.gen(function*() {
+          if (session !== undefined) {
+            plugins.push(Trajectory.ndjson(SessionFiles.sessionPaths(path, session.dir).trajectory))
+          }
+          const options: Omit<Supervisor.Options<Sandbox.Sandbox | ChildProcessSpawner.ChildProcessSpawner>, "task"> = {
+            checks,
+            plan: supervision.plan,
+            maxPlanIterations: supervision.maxPlanIterations,
+            approveTurns: supervision.approveTurns,
+            maxTurns: supervision.maxTurns,
+            maxTokens: supervision.maxTokens,
+            maxCostUsd: supervision.maxCostUsd,
+            maxWallClock: supervision.maxWallMs,
+            agent: { system: settings.system, config: inner, readOnlyTools: [] },
+            onEvent: yield* PluginEvents.deliverTo(plugins),
+            ...(worker === undefined ? {} : { worker })
+          }
+          if (session === undefined) return yield* Supervisor.run({ ...options, task: task ?? "" })
+          const store = yield* CheckpointStore.fileSystem(SessionFiles.sessionPaths(path, session.dir).store)
+          const id = SessionFiles.sessionId
+          if (session.resume) {
+            yield* Effect.mapError(
+              SupervisedSession.load(id, store),
+              (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
+            )
+            resumable(session.dir)
+            return yield* SupervisedSession.resume({ ...options, id, store })
+          }
+          yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env, supervision)
+          resumable(session.dir)
+          return yield* SupervisedSession.run({ ...options, task: task ?? "", id, store })
+        })
+        const supervised = yield* startSupervised.pipe(
+          Effect.provideContext(Context.merge(services, checkSandbox)),
+          Effect.onInterrupt(() => interrupted)
+        )
+        const code = fromOutcome(supervised.outcome)
+        const summary = `${supervised.outcome._tag}: ${View.describe(supervised.outcome)}`
+        shown.close()
+        const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
+        if (!settings.json && settings.emitJsonl !== "-" && supervised.reply !== "" && !streamedHere) {
+          const reply = View.answer(supervised.reply, io.stdout.isTerminal)
+          io.stdout.write(reply.endsWith("\n") ? reply : `${reply}\n`)
+        }
+        if (settings.quiet && code !== codes.ok) io.stderr.write(`effect-agent: ${summary}\n`)
+        return yield* finish(code, { outcome: supervised.outcome, summary, answer: supervised.reply, error: null })
+      }
+
       const start = Effect.gen(function*() {
         if (session === undefined) {
           return yield* Agent.run({
@@ -742,10 +766,15 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         const store = yield* CheckpointStore.fileSystem(paths.store)
         plugins.push(Trajectory.ndjson(paths.trajectory))
         if (session.resume) {
-          yield* Effect.mapError(
+          const saved = yield* Effect.mapError(
             store.load(SessionFiles.sessionId),
             (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
           )
+          if (SupervisedSession.key in saved.state.pluginState) {
+            return yield* resumeFailure(
+              `cannot resume ${session.dir}: its checkpoint is a supervised run's, and its run.json says it is not`
+            )
+          }
           if (task !== undefined) yield* steering.followUp(task)
           resumable(session.dir)
           return yield* Session.resume(SessionFiles.sessionId, {
@@ -774,24 +803,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         Effect.provideContext(services),
         // Spans are flushed to the collector when the run ends, however it ends.
         settings.otlp === undefined ? identity : Effect.provide(tracing(settings.otlp)),
-        Effect.onInterrupt(() =>
-          Effect.sync(() => {
-            shown.close()
-            io.stderr.write(
-              sessionDir !== undefined
-                ? `effect-agent: interrupted; the session is saved: resume it with ${resumeHint}\n`
-                : "effect-agent: interrupted\n"
-            )
-            if (json) {
-              printJson(onInterrupt.code, {
-                outcome: runTally.end()?.outcome ?? null,
-                summary: "interrupted",
-                answer: null,
-                error: null
-              })
-            }
-          })
-        )
+        Effect.onInterrupt(() => interrupted)
       )
 
       const code = fromOutcome(result.outcome)
@@ -800,7 +812,8 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       shown.close()
       const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
       if (!settings.json && settings.emitJsonl !== "-" && answer !== undefined && answer !== "" && !streamedHere) {
-        io.stdout.write(answer.endsWith("\n") ? answer : `${answer}\n`)
+        const shownAnswer = View.answer(answer, io.stdout.isTerminal)
+        io.stdout.write(shownAnswer.endsWith("\n") ? shownAnswer : `${shownAnswer}\n`)
       }
       if (settings.quiet && (code !== codes.ok || result.outcome._tag === "WrappedUp")) {
         io.stderr.write(`effect-agent: ${summary}\n`)

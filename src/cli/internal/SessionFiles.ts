@@ -2,20 +2,22 @@
  * The files of a session directory, and where one may be. A session
  * directory holds `run.json` (the run's `Target`: provider, model, base URL,
  * the name of the key's variable, never a key; workspace, sandbox, tools, MCP
- * servers, approvals), the checkpoint (`checkpoint/`) and the trajectory
+ * servers, approvals; and for a supervised run its `Supervision`: checks,
+ * plan, worker, limits), the checkpoint (`checkpoint/`) and the trajectory
  * (`trajectory.ndjson`). It may not overlap the workspace of an agent with
  * tools, and the command does not write through links in it. `run.json` is
  * sealed (see `Seal`) and not trusted when its seal does not match; `--resume
  * DIR` runs on what it says, with the flags given on top, except what widens
  * the agent's reach (workspace, local sandbox, approvals, MCP servers, base
- * URL, key variable), which must be given again as flags ({@link widening}).
+ * URL, key variable, an external worker), which must be given again as
+ * flags ({@link widening}).
  *
  * @since 0.1.0
  */
 import { Effect, FileSystem, Option, Path, Schema } from "effect"
 import { configError, type Failure, resumeFailure } from "./Failure.ts"
 import * as Seal from "./Seal.ts"
-import { baseUrlEnv, Target } from "./Target.ts"
+import { baseUrlEnv, Supervision, Target } from "./Target.ts"
 
 /** The environment variables the command sees. */
 type Env = Readonly<Record<string, string | undefined>>
@@ -37,7 +39,14 @@ export interface Place {
  *
  * @since 0.1.0
  */
-export const SessionFile = Schema.Struct({ version: Schema.Literal(1), target: Target })
+export const SessionFile = Schema.Struct({
+  version: Schema.Literal(1),
+  target: Target,
+  /** Present for a supervised session. */
+  supervision: Schema.optionalKey(Supervision)
+})
+/** @since 0.1.0 */
+export type SessionFile = typeof SessionFile.Type
 
 /** `run.json` as written: the session file and its seal (see `Seal`). */
 const SessionFileSealed = Schema.Struct({ ...SessionFile.fields, seal: Schema.optionalKey(Schema.String) })
@@ -92,7 +101,7 @@ const readRegularFile = (fs: FileSystem.FileSystem, file: string, maxBytes: numb
   }))
 
 /**
- * The target a session directory's `run.json` holds, once its seal is
+ * What a session directory's `run.json` holds, once its seal is
  * checked: a `run.json` that is missing, not a small regular file, not a
  * session file, written by another version, unsealed or changed since it was
  * sealed is a failure with exit code 21.
@@ -134,13 +143,14 @@ export const readSessionFile = (dir: string, env: Env) =>
     if (saved.seal === undefined) {
       return yield* resumeFailure(`${file} has no seal (it was written by an earlier effect-agent): it is not trusted`)
     }
-    if (!Seal.verify(key, sealedText({ version: saved.version, target: saved.target }), saved.seal)) {
+    const { seal, ...content } = saved
+    if (!Seal.verify(key, sealedText(content), seal)) {
       return yield* resumeFailure(
         `${file} was changed after the session was written (its seal does not match): it is not trusted ` +
           `(a session sealed with another key than ${Seal.keyPath(path, env)} is not resumed either)`
       )
     }
-    return saved.target
+    return content
   })
 
 /**
@@ -151,7 +161,7 @@ export const readSessionFile = (dir: string, env: Env) =>
  *
  * @since 0.1.0
  */
-export const writeSessionFile = (dir: string, target: Target, env: Env) =>
+export const writeSessionFile = (dir: string, target: Target, env: Env, supervision?: Supervision) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
@@ -160,7 +170,7 @@ export const writeSessionFile = (dir: string, target: Target, env: Env) =>
       configError(`--session-dir: cannot write ${file}: ${error.message}`)
     const key = yield* Effect.mapError(Seal.key(env), ioError)
     yield* Effect.mapError(fs.makeDirectory(dir, { recursive: true }), ioError)
-    const content = { version: 1 as const, target }
+    const content: SessionFile = { version: 1, target, ...(supervision === undefined ? {} : { supervision }) }
     const sealed = { ...Schema.encodeSync(SessionFile)(content), seal: Seal.sign(key, sealedText(content)) }
     yield* fs.writeFileString(file, JSON.stringify(sealed, null, 2) + "\n", { flag: "wx" }).pipe(
       Effect.mapError((error) =>
@@ -265,7 +275,7 @@ export const checkEntries = (dir: string, fail: (message: string) => Failure) =>
  * @since 0.1.0
  */
 export interface Widening {
-  readonly flag: "workspace" | "sandbox" | "approve" | "mcp" | "baseUrl" | "apiKeyEnv"
+  readonly flag: "workspace" | "sandbox" | "approve" | "mcp" | "baseUrl" | "apiKeyEnv" | "worker"
   readonly text: string
 }
 
@@ -273,12 +283,18 @@ export interface Widening {
  * What a target lets the agent (or the command) do past the defaults, as the
  * flags that ask for it: another workspace than the working directory, the
  * local sandbox, every call approved, MCP servers, another API root than the
- * provider's variable gives, another key variable. A resumed run takes them
- * only from its own flags.
+ * provider's variable gives, another key variable, an external worker (a
+ * CLI run outside the sandbox). A resumed run takes them only from its own
+ * flags.
  *
  * @since 0.1.0
  */
-export const widening = (target: Target, options: Place, path: Path.Path): ReadonlyArray<Widening> => {
+export const widening = (
+  target: Target,
+  options: Place,
+  path: Path.Path,
+  supervision?: Supervision
+): ReadonlyArray<Widening> => {
   const out: Array<Widening> = []
   if (target.workspace !== path.resolve(options.cwd)) {
     out.push({ flag: "workspace", text: `--workspace ${target.workspace}` })
@@ -292,6 +308,9 @@ export const widening = (target: Target, options: Place, path: Path.Path): Reado
     out.push({ flag: "baseUrl", text: `--base-url ${target.baseUrl}` })
   }
   if (target.apiKeyEnv !== undefined) out.push({ flag: "apiKeyEnv", text: `--api-key-env ${target.apiKeyEnv}` })
+  if (supervision !== undefined && supervision.worker !== "agent") {
+    out.push({ flag: "worker", text: `--worker ${supervision.worker}` })
+  }
   return out
 }
 
@@ -301,5 +320,11 @@ export const widening = (target: Target, options: Place, path: Path.Path): Reado
  *
  * @since 0.1.0
  */
-export const resumeCommand = (dir: string, target: Target, options: Place, path: Path.Path): string =>
-  ["effect-agent run --resume", dir, ...widening(target, options, path).map((item) => item.text)].join(" ")
+export const resumeCommand = (
+  dir: string,
+  target: Target,
+  options: Place,
+  path: Path.Path,
+  supervision?: Supervision
+): string =>
+  ["effect-agent run --resume", dir, ...widening(target, options, path, supervision).map((item) => item.text)].join(" ")

@@ -2,7 +2,8 @@
  * From the flags of `effect-agent run` and the command's environment to
  * checked settings: the `Target` the agent runs on (over a resumed session's
  * `run.json`), its API key, its config (every limit through
- * `AgentConfig.fromUntrusted`), the session directory, and the outputs.
+ * `AgentConfig.fromUntrusted`), how a supervised run is supervised (over a
+ * resumed session's), the session directory, and the outputs.
  * Whatever is wrong is a `Failure` with exit code 22 that names the flag; a
  * session that cannot be resumed is a `Failure` with exit code 21.
  *
@@ -13,8 +14,16 @@ import * as AgentConfig from "../../AgentConfig.ts"
 import type * as Control from "../Control.ts"
 import { configError, resumeFailure } from "./Failure.ts"
 import { type Flags, mcpArgv, parseDuration, parseTools } from "./Flags.ts"
-import { checkEntries, checkPlacement, type Place, readSessionFile, type Widening, widening } from "./SessionFiles.ts"
-import { apiKeyEnv, baseUrlEnv, builtinTools, defaultModels, type Target } from "./Target.ts"
+import {
+  checkEntries,
+  checkPlacement,
+  type Place,
+  readSessionFile,
+  type SessionFile,
+  type Widening,
+  widening
+} from "./SessionFiles.ts"
+import { apiKeyEnv, baseUrlEnv, builtinTools, defaultModels, type Supervision, type Target } from "./Target.ts"
 
 /**
  * Checked settings of a run.
@@ -30,6 +39,8 @@ export interface Settings {
   readonly system: string | undefined
   /** A new run's whole config, or what a resumed run changes in its saved one. */
   readonly config: AgentConfig.Input
+  /** A supervised run's checks, plan, worker and limits; `undefined` for a plain run. */
+  readonly supervision: Supervision | undefined
   /** The session directory (absolute), and whether it is resumed. */
   readonly session: { readonly dir: string; readonly resume: boolean } | undefined
   /** Where the events go as JSON lines: a file, `-` for stdout, or nowhere. */
@@ -283,7 +294,9 @@ export const target = (flags: TargetFlags, base: Target | undefined, options: Pl
         approve: Option.isSome(flags.approve),
         mcp: flags.mcp.length > 0,
         baseUrl: Option.isSome(flags.baseUrl) || !sameProvider,
-        apiKeyEnv: Option.isSome(flags.apiKeyEnv)
+        apiKeyEnv: Option.isSome(flags.apiKeyEnv),
+        // An external worker is checked with the rest of the supervision (see `supervision`).
+        worker: true
       }
       const confirm = widening(base, options, path).filter((item) => !given[item.flag]).map((item) => item.text)
       if (confirm.length > 0) {
@@ -346,8 +359,10 @@ export const resolve = (flags: Flags, options: Environment) =>
     if (taskFromStdin && options.stdinIsTerminal) {
       return yield* configError("no task: give --task TEXT, or pipe the task on stdin")
     }
-    const base = resume ? yield* readSessionFile(resumeDir.value, options.env) : undefined
+    const saved = resume ? yield* readSessionFile(resumeDir.value, options.env) : undefined
+    const base = saved?.target
     const resolved = yield* target(flags, base, options, path)
+
     if (Option.isSome(resumeDir)) {
       yield* checkPlacement("--resume", resumeDir.value, resolved)
       yield* checkEntries(resumeDir.value, resumeFailure)
@@ -368,6 +383,13 @@ export const resolve = (flags: Flags, options: Environment) =>
     const otlp = tracesUrl(orUndefined(flags.otlp))
     if (Result.isFailure(otlp)) return yield* configError(otlp.failure)
     const { config, warnings } = yield* limits(flags, resume)
+    const resumed = saved === undefined ? undefined : { file: saved, options, path }
+    // A supervised run's limits are those given (a new run's defaults are the supervisor's: 10 act turns).
+    const given = resume ? config : (yield* limits(flags, true)).config
+    const supervised = yield* supervision(flags, given, resumed)
+    if (resume && supervised !== undefined && task !== undefined) {
+      return yield* configError("--task: a resumed supervised session keeps its task (it has no follow-ups)")
+    }
     const key = apiKey(resolved, options.env)
     if (Result.isFailure(key)) return yield* configError(key.failure)
     const dir = Option.isSome(resumeDir) ? resumeDir : sessionDir
@@ -377,6 +399,7 @@ export const resolve = (flags: Flags, options: Environment) =>
       task,
       system: orUndefined(flags.system),
       config,
+      supervision: supervised,
       session: Option.isSome(dir) ? { dir: dir.value, resume } : undefined,
       emitJsonl: emitJsonl === undefined || emitJsonl === "-" ? emitJsonl : path.resolve(options.cwd, emitJsonl),
       otlp: otlp.success,
@@ -388,6 +411,99 @@ export const resolve = (flags: Flags, options: Environment) =>
     return settings
   })
 
+
+/**
+ * The flags that make a run supervised.
+ *
+ * @since 0.1.0
+ */
+export type SupervisionFlags = Pick<
+  Flags,
+  "check" | "verifier" | "plan" | "maxPlanIterations" | "approveTurns" | "worker"
+>
+
+/** The limits of a supervised run: the config's (checked by `limits`), the act turn cap being its `maxTurns`. */
+const supervisionLimits = (config: AgentConfig.Input) => {
+  const wall = config.budgets?.wallClock
+  return {
+    ...(typeof config.maxTurns === "number" ? { maxTurns: config.maxTurns } : {}),
+    ...(typeof config.budgets?.tokens === "number" ? { maxTokens: config.budgets.tokens } : {}),
+    ...(typeof config.budgets?.costUsd === "number" ? { maxCostUsd: config.budgets.costUsd } : {}),
+    ...(typeof wall === "number" ? { maxWallMs: wall } : {})
+  }
+}
+
+/**
+ * How a run is supervised: from the flags for a new run (`undefined` when
+ * none asks for supervision), or a resumed session's (`run.json`) with the
+ * limits and `--approve-turns` given now on top. Its limits are those of
+ * `config` (checked by `limits`, the given ones only): `--max-turns` caps
+ * the act turns. A resumed session keeps its
+ * checks, plan and worker: flags that would change them are refused, and an
+ * external worker must be named again (it runs outside the sandbox).
+ *
+ * @since 0.1.0
+ */
+export const supervision = (
+  flags: SupervisionFlags,
+  config: AgentConfig.Input,
+  resumed: { readonly file: SessionFile; readonly options: Place; readonly path: Path.Path } | undefined
+) =>
+  Effect.gen(function*() {
+    const limits = supervisionLimits(config)
+    const shaping = [
+      ...(flags.check.length > 0 ? ["--check"] : []),
+      ...(Option.isSome(flags.verifier) ? ["--verifier"] : []),
+      ...(flags.plan ? ["--plan"] : []),
+      ...(Option.isSome(flags.maxPlanIterations) ? ["--max-plan-iterations"] : [])
+    ]
+    if (resumed !== undefined) {
+      const saved = resumed.file.supervision
+      if (saved === undefined) {
+        const given = [...shaping, ...(flags.approveTurns ? ["--approve-turns"] : []), ...(
+          Option.isSome(flags.worker) ? ["--worker"] : []
+        )]
+        if (given.length > 0) {
+          return yield* configError(
+            `${given.join(", ")}: the session was not supervised; a resumed session keeps how it runs`
+          )
+        }
+        return undefined
+      }
+      if (shaping.length > 0) {
+        return yield* configError(
+          `${shaping.join(", ")}: a resumed supervised session keeps its checks and plan settings; leave them out`
+        )
+      }
+      const worker = Option.getOrUndefined(flags.worker)
+      if (worker !== undefined && worker !== saved.worker) {
+        return yield* configError(
+          `--worker ${worker}: the session's worker is ${saved.worker}; a resumed supervised session keeps it`
+        )
+      }
+      if (saved.worker !== "agent" && worker === undefined) {
+        const again = widening(resumed.file.target, resumed.options, resumed.path, saved).map((item) => item.text)
+        return yield* configError(
+          `--resume: the session was started with --worker ${saved.worker}, a CLI run outside the sandbox; a resumed ` +
+            `run takes it only from its own flags: pass it again (${again.join(" ")})`
+        )
+      }
+      const result: Supervision = { ...saved, ...limits, approveTurns: saved.approveTurns || flags.approveTurns }
+      return result
+    }
+    const supervised = shaping.length > 0 || flags.approveTurns || Option.isSome(flags.worker)
+    if (!supervised) return undefined
+    const result: Supervision = {
+      checks: flags.check,
+      ...(Option.isSome(flags.verifier) ? { verifier: flags.verifier.value } : {}),
+      plan: flags.plan,
+      ...(Option.isSome(flags.maxPlanIterations) ? { maxPlanIterations: flags.maxPlanIterations.value } : {}),
+      approveTurns: flags.approveTurns,
+      worker: Option.getOrElse(flags.worker, () => "agent" as const),
+      ...limits
+    }
+    return result
+  })
 
 /**
  * The traces endpoint of `--otlp`: an http(s) URL, the collector's base

@@ -103,3 +103,37 @@ export const apiKeyEnv: Record<Provider, string | undefined> = {
  * @since 0.1.0
  */
 export const builtinTools: ReadonlyArray<string> = Object.keys(BuiltinTools.toolkit.tools)
+
+/**
+ * Who does the work of a supervised run: `agent` (this loop), or an external
+ * coding-agent CLI, `claude` or `codex`.
+ *
+ * @since 0.1.0
+ */
+export const WorkerKind = Schema.Literals(["agent", "claude", "codex"])
+/** @since 0.1.0 */
+export type WorkerKind = typeof WorkerKind.Type
+
+const Limit = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
+
+/**
+ * How a supervised run is supervised (`--check`, `--verifier`, `--plan`,
+ * `--max-plan-iterations`, `--approve-turns`, `--worker` and its limits); a
+ * supervised session saves it in its `run.json` beside the `Target`.
+ *
+ * @since 0.1.0
+ */
+export const Supervision = Schema.Struct({
+  checks: Schema.Array(Schema.String),
+  verifier: Schema.optionalKey(Schema.String),
+  plan: Schema.Boolean,
+  maxPlanIterations: Schema.optionalKey(Schema.Int),
+  approveTurns: Schema.Boolean,
+  worker: WorkerKind,
+  maxTurns: Schema.optionalKey(Limit),
+  maxTokens: Schema.optionalKey(Limit),
+  maxCostUsd: Schema.optionalKey(Limit),
+  maxWallMs: Schema.optionalKey(Limit)
+})
+/** @since 0.1.0 */
+export type Supervision = typeof Supervision.Type

@@ -89,24 +89,54 @@ export const style = (color: boolean): Style =>
     : { bold: plain, dim: plain, cyan: plain, green: plain, yellow: plain, red: plain }
 
 /**
- * A value on one line, cut to `max` characters.
+ * What the terminal may get of a text the agent wrote (model text, tool names, arguments and results, plans,
+ * notes): every escape sequence goes whole (colours too, so that no text can fake or hide another, and cursor
+ * moves, screen clears, window titles, OSC 8 links), then every control character but a newline or a tab (a
+ * carriage return could overwrite a line) and every bidirectional override or isolate (which can show text in
+ * another order than it is). The views colour their own text around it.
+ *
+ * Node's `util.stripVTControlCharacters` would leave the text of an OSC string that has spaces (a window title),
+ * hence the sequences of ECMA-48 here.
  *
  * @since 0.1.0
  */
-/**
- * What the terminal may get of a text the agent wrote (model text, tool results, tool names, plans): every control
- * character but a newline or a tab is dropped, and so is every escape that does not start a colour (SGR) sequence,
- * so that no text can move the cursor, clear the screen, set the window title or plant a link. The views' own
- * colours are SGR sequences and pass.
- *
- * @since 0.1.0
- */
-export const printable = (text: string): string => text.replace(unsafe, "")
-// ESC not followed by `[digits;…m`, and the other C0 and C1 controls (not \t, \n).
-const unsafe = /\x1b(?!\[[0-9;]*m)|[\u0000-\u0008\u000b-\u001a\u001c-\u001f\u007f-\u009f]/g
+export const printable = (text: string): string => text.replace(escapes, "").replace(controls, "")
+const escapes = new RegExp(
+  [
+    // OSC, DCS, SOS, PM, APC: up to their terminator (BEL or ST); unterminated, only the introducer goes below.
+    String.raw`(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x80-\x9f]*(?:\x07|\x1b\\|\x9c)`,
+    // CSI: parameters, intermediates, final byte.
+    String.raw`(?:\x1b\[|\x9b)[\x30-\x3f]*[\x20-\x2f]*[\x40-\x7e]?`,
+    // Any other escape: intermediates and a final byte.
+    String.raw`\x1b[\x20-\x2f]*[\x30-\x7e]?`
+  ].join("|"),
+  "g"
+)
+const controls = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
 
+/**
+ * The styled output of a view as the terminal gets it: our own colours (SGR) pass, any other escape or control
+ * character that got into it does not (a second guard: the agent's text went through {@link printable} already).
+ */
+const safe = (text: string): string => text.replace(unsafe, "")
+// ESC not followed by `[digits;…m`, and the other C0 and C1 controls (not \t, \n).
+const unsafe = /\x1b(?!\[[0-9;]*m)|[\u0000-\u0008\u000b-\u001a\u001c-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g
+
+/**
+ * The final answer as `run` prints it on stdout: as it is for a pipe or a file (a script gets the model's bytes),
+ * {@link printable} for a terminal.
+ *
+ * @since 0.1.0
+ */
+export const answer = (text: string, terminal: boolean): string => terminal ? printable(text) : text
+
+/**
+ * A value on one line, cut to `max` characters, without escapes (see {@link printable}).
+ *
+ * @since 0.1.0
+ */
 export const compact = (value: unknown, max = 70): string => {
-  const text = (typeof value === "string" ? value : JSON.stringify(value) ?? "").replace(/\s+/g, " ")
+  const text = printable(typeof value === "string" ? value : JSON.stringify(value) ?? "").replace(/\s+/g, " ")
   return text.length > max ? `${text.slice(0, max - 3)}...` : text
 }
 
@@ -197,14 +227,26 @@ const isSuccess = (outcome: Outcome) =>
   outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp" ||
   outcome._tag === "Converged"
 
+/** What the control lines answer a call with: its approval id (the call id in events recorded before there was one). */
+const approvalIdOf = (event: AgentEvent.Of<"ApprovalRequested"> | AgentEvent.Of<"ApprovalResolved">) =>
+  event.approvalId ?? event.toolCallId
+
+/** A sub-agent's approval event (`Nested`): its agents' path, and the event; `undefined` for any other event. */
+const nestedApproval = (event: AgentEvent.Nested) =>
+  event.event._tag === "ApprovalRequested" || event.event._tag === "ApprovalResolved"
+    ? { agents: printable(event.path.join("/")), event: event.event }
+    : undefined
+
 const approvalHint = (toolCallId: string) =>
-  `send {"type":"approve","id":${JSON.stringify(toolCallId)}} or {"type":"deny","id":${JSON.stringify(toolCallId)}}`
+  `send {"type":"approve","id":${JSON.stringify(printable(toolCallId))}} or {"type":"deny","id":${
+    JSON.stringify(printable(toolCallId))
+  }}`
 
 const endLine = (event: AgentEvent.Of<"AgentEnd">, s: Style): string =>
   event.outcome !== undefined
     ? (isSuccess(event.outcome) ? s.green : s.red)(s.bold(`■ ${event.outcome._tag}`)) +
-      (event.outcome._tag === "Completed" ? "" : `: ${describe(event.outcome)}`)
-    : s.bold(s.red(`■ failed: ${event.error === undefined ? "defect" : errorText(event.error.message)}`))
+      (event.outcome._tag === "Completed" ? "" : `: ${printable(describe(event.outcome))}`)
+    : s.bold(s.red(`■ failed: ${event.error === undefined ? "defect" : printable(errorText(event.error.message))}`))
 
 /**
  * The calls of a run as the views follow them: when each started, and how
@@ -250,7 +292,22 @@ const waitedText = (waitMs: number | undefined) =>
 
 /** Why calls still open at the end got no result. */
 const cutShort = (event: AgentEvent.Of<"AgentEnd">) =>
-  event.outcome?._tag === "Cancelled" ? `cancelled: ${event.outcome.reason}` : "cancelled: the run ended"
+  event.outcome?._tag === "Cancelled" ? `cancelled: ${printable(event.outcome.reason)}` : "cancelled: the run ended"
+
+/** The text of messages (steering, follow-ups) on one line, without escapes. */
+const said = (messages: ReadonlyArray<Message.Message>) => printable(messages.map(Message.textOf).join(" "))
+
+/** A denial and its reason. */
+const deniedText = (event: AgentEvent.Of<"ApprovalResolved">, by = "") =>
+  `✗ ${by}denied ${printable(event.toolName)}${event.reason === undefined ? "" : `: ${printable(event.reason)}`}`
+
+const requestedText = (event: AgentEvent.Of<"ApprovalRequested">, by: string) =>
+  `? ${by}approval requested for ${printable(event.toolName)} ${compact(event.params)} (id ${
+    printable(approvalIdOf(event))
+  })`
+
+const resolvedText = (event: AgentEvent.Of<"ApprovalResolved">, by: string, s: Style) =>
+  event.approved ? s.green(`✓ ${by}approved ${printable(event.toolName)}`) : s.red(deniedText(event, by))
 
 const resumedText = (event: AgentEvent.Of<"SessionResumed">, session: string | undefined) =>
   `resumed ${session ?? `session ${event.sessionId}`} at turn ${event.resumedAtTurn} (${
@@ -287,7 +344,7 @@ export const supervisedText = (event: AgentEvent.AgentEvent, s: Style): string |
       }`
     }
     case "PlanProposed":
-      return s.bold(`☐ plan ${event.iteration}:`) + `\n${event.plan}\n` +
+      return s.bold(`☐ plan ${event.iteration}:`) + `\n${printable(event.plan)}\n` +
         s.yellow(
           `  send {"type":"approve_plan"}, {"type":"refine_plan","notes":"…"} or {"type":"reject_plan","notes":"…"}`
         )
@@ -325,7 +382,7 @@ export const log = (
   } = {}
 ): View => {
   const s = style(options.color === true)
-  const write = (text: string) => out(printable(text))
+  const write = (text: string) => out(safe(text))
   const tracked = calls()
   let startedAt = 0
   let streaming: "text" | "reasoning" | undefined
@@ -358,39 +415,44 @@ export const log = (
           write(`${clock(event)}${kind === "reasoning" ? s.dim("thinking: ") : "model: "}`)
           streaming = kind
         }
-        return write(kind === "reasoning" ? s.dim(event.delta.delta) : event.delta.delta)
+        const text = printable(event.delta.delta)
+        return write(kind === "reasoning" ? s.dim(text) : text)
       }
       case "ToolExecutionStart":
         tracked.started(event)
-        return line(event, `${s.yellow("⚙")} ${event.toolName} ${s.dim(compact(event.params))}`)
+        return line(event, `${s.yellow("⚙")} ${printable(event.toolName)} ${s.dim(compact(event.params))}`)
       case "ToolExecutionEnd": {
         const { ranMs, waitMs } = tracked.ended(event)
         const mark = event.result.isError ? s.red("✗") : s.green("✓")
         const time = s.dim(`${ranMs} ms${waitedText(waitMs)}`)
-        return line(event, `${mark} ${event.toolName} ${time} → ${compact(Message.textOf(event.result))}`)
+        return line(event, `${mark} ${printable(event.toolName)} ${time} → ${compact(Message.textOf(event.result))}`)
       }
       case "SteeringDelivered":
-        return line(event, s.yellow(`↪ steering delivered: ${event.messages.map(Message.textOf).join(" ")}`))
+        return line(event, s.yellow(`↪ steering delivered: ${said(event.messages)}`))
       case "FollowUpDelivered":
-        return line(event, s.yellow(`↪ follow-up delivered: ${event.messages.map(Message.textOf).join(" ")}`))
+        return line(event, s.yellow(`↪ follow-up delivered: ${said(event.messages)}`))
       case "ApprovalRequested":
         tracked.requested(event)
-        return line(
-          event,
-          s.yellow(`? approval requested for ${event.toolName} ${compact(event.params)} (id ${event.toolCallId})`)
-        )
+        return line(event, s.yellow(requestedText(event, "")))
       case "ApprovalResolved":
         tracked.resolved(event)
+        return line(event, resolvedText(event, "", s))
+      case "Nested": {
+        // A sub-agent's call waiting for approval is answered from here too: it is shown with its id.
+        const nested = nestedApproval(event)
+        if (nested === undefined) return
+        const by = `${nested.agents}: `
         return line(
           event,
-          event.approved
-            ? s.green(`✓ approved ${event.toolName}`)
-            : s.red(`✗ denied ${event.toolName}${event.reason === undefined ? "" : `: ${event.reason}`}`)
+          nested.event._tag === "ApprovalRequested"
+            ? s.yellow(requestedText(nested.event, by))
+            : resolvedText(nested.event, by, s)
         )
+      }
       case "WrapUpRequested":
         return line(event, s.yellow(`! asked the model to wrap up (${event.source})`))
       case "GuardTripped":
-        return line(event, s.red(`! ${event.guard}: ${event.detail}`))
+        return line(event, s.red(`! ${event.guard}: ${printable(event.detail)}`))
       case "BudgetSnapshot":
         return line(event, s.dim(`  ${usageLine(event.figures.usage, event.figures.turns)}`))
       case "WorkerTurnStart":
@@ -406,7 +468,7 @@ export const log = (
       case "AgentEnd": {
         const { running, waiting } = tracked.unfinished(event.timestamp)
         for (const call of running) {
-          line(event, s.red(`✗ ${call.name} ${s.dim(`${call.forMs} ms`)} → ${cutShort(event)}`))
+          line(event, s.red(`✗ ${printable(call.name)} ${s.dim(`${call.forMs} ms`)} → ${cutShort(event)}`))
         }
         if (waiting.length > 0) line(event, s.red(`✗ ${count(waiting.length, "call")} waiting for approval → ${cutShort(event)}`))
         return line(event, endLine(event, s))
@@ -585,11 +647,11 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
     const draw = (): string => {
       const lines = closed ? [] : footer()
       footerRows = lines.length
-      return printable(lines.join("\n"))
+      return safe(lines.join("\n"))
     }
     /** Prints lines above the bottom lines, which are then drawn again. */
     const print = (...lines: ReadonlyArray<string>) => {
-      terminal.write(erase() + lines.map((line) => `${printable(line)}\n`).join("") + draw())
+      terminal.write(erase() + lines.map((line) => `${safe(line)}\n`).join("") + draw())
     }
     /** A finished call: its mark, name, arguments, time and result, the result cut to what is left of the line. */
     const printCall = (mark: string, name: string, params: string, time: string, text: string) => {
@@ -614,7 +676,7 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
         partialKind = kind
       }
       if (partial === "" && kind === "reasoning") partial = "thinking: "
-      partial += delta
+      partial += printable(delta)
       const done: Array<string> = []
       let newline = partial.indexOf("\n")
       while (newline !== -1) {
@@ -628,6 +690,21 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
       }
       // The bottom lines (with the partial line) are redrawn by the next tick.
       if (done.length > 0) print(...done)
+    }
+
+    const requested = (event: AgentEvent.Of<"ApprovalRequested">, by: string) => {
+      waiting.set(approvalIdOf(event), `${by}${printable(event.toolName)}`)
+      print(
+        s.yellow(
+          `  ? ${by}${printable(event.toolName)} ${compact(event.params, 60)} needs approval (id ${
+            printable(approvalIdOf(event))
+          })`
+        )
+      )
+    }
+    const resolved = (event: AgentEvent.Of<"ApprovalResolved">, by: string) => {
+      waiting.delete(approvalIdOf(event))
+      print(`  ${resolvedText(event, by, s)}`)
     }
 
     const render = (event: AgentEvent.AgentEvent): void => {
@@ -656,7 +733,7 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
         case "ToolExecutionStart":
           flushPartial()
           tracked.started(event)
-          running.set(event.toolCallId, { name: event.toolName, params: event.params, startedAt: now() })
+          running.set(event.toolCallId, { name: printable(event.toolName), params: event.params, startedAt: now() })
           return redraw()
         case "ToolExecutionEnd": {
           const call = running.get(event.toolCallId)
@@ -664,7 +741,7 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           const { ranMs, waitMs } = tracked.ended(event)
           return printCall(
             event.result.isError ? s.red("✗") : s.green("✓"),
-            event.toolName,
+            printable(event.toolName),
             call === undefined ? "" : compact(call.params, 40),
             `${seconds(ranMs)}${waitedText(waitMs)}`,
             Message.textOf(event.result)
@@ -673,16 +750,17 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
         case "ApprovalRequested":
           flushPartial()
           tracked.requested(event)
-          waiting.set(event.toolCallId, event.toolName)
-          return print(s.yellow(`  ? ${event.toolName} ${compact(event.params, 60)} needs approval (id ${event.toolCallId})`))
+          return requested(event, "")
         case "ApprovalResolved":
           tracked.resolved(event)
-          waiting.delete(event.toolCallId)
-          return print(
-            event.approved
-              ? s.green(`  ✓ approved ${event.toolName}`)
-              : s.red(`  ✗ denied ${event.toolName}${event.reason === undefined ? "" : `: ${event.reason}`}`)
-          )
+          return resolved(event, "")
+        case "Nested": {
+          const nested = nestedApproval(event)
+          if (nested === undefined) return
+          flushPartial()
+          const by = `${nested.agents}: `
+          return nested.event._tag === "ApprovalRequested" ? requested(nested.event, by) : resolved(nested.event, by)
+        }
         case "SteeringDelivered":
           return print(s.yellow(`  ↪ steering: ${compact(event.messages.map(Message.textOf).join(" "), width() - 14)}`))
         case "FollowUpDelivered":
@@ -690,7 +768,7 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
         case "WrapUpRequested":
           return print(s.yellow(`  ! asked the model to wrap up (${event.source})`))
         case "GuardTripped":
-          return print(s.red(`  ! ${event.guard}: ${event.detail}`))
+          return print(s.red(`  ! ${event.guard}: ${printable(event.detail)}`))
         case "BudgetSnapshot":
           turn = event.figures.turns
           usage = totals = event.figures.usage
@@ -720,10 +798,11 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           running.clear()
           waiting.clear()
           for (const call of unfinished.running) {
-            printCall(s.red("✗"), call.name, compact(call.params, 40), seconds(call.forMs), cutShort(event))
+            const params = compact(call.params, 40)
+            printCall(s.red("✗"), printable(call.name), params, seconds(call.forMs), cutShort(event))
           }
-          for (const id of unfinished.waiting) {
-            printCall(s.red("✗"), names.get(id) ?? "call", "", "waiting for approval", cutShort(event))
+          for (const name of names.values()) {
+            printCall(s.red("✗"), name, "", "waiting for approval", cutShort(event))
           }
           const elapsed = startedAt === undefined ? 0 : event.timestamp - startedAt
           const figures = s.dim(

@@ -16,6 +16,7 @@ import type * as Hooks from "../../Hooks.ts"
 import * as Message from "../../Message.ts"
 import * as Events from "../events.ts"
 import * as Journal from "../journal.ts"
+import * as Lineage from "../lineage.ts"
 import type * as LiveRun from "../liveRun.ts"
 import * as Stops from "../stops.ts"
 import * as Telemetry from "../telemetry.ts"
@@ -120,9 +121,10 @@ const isStop = (answer: Approvals.Decision | Stops.Stop): answer is Stops.Stop =
 
 /** Asks the run's `Approvals` service, announcing the request and its resolution; the run's stops cut the wait. */
 const approve = Effect.fnUntraced(function*<R>(run: CallRun<R>, call: Hooks.ToolCall, reason: string | undefined) {
+  const approvalId = Lineage.approvalId(yield* Lineage.Current, call.id)
   const pending = reason === undefined
-    ? { toolCallId: call.id, toolName: call.name, params: call.rawParams }
-    : { toolCallId: call.id, toolName: call.name, params: call.rawParams, reason }
+    ? { toolCallId: call.id, approvalId, toolName: call.name, params: call.rawParams }
+    : { toolCallId: call.id, approvalId, toolName: call.name, params: call.rawParams, reason }
   run.journal.pendingApprovals.set(call.id, pending)
   yield* Events.emit(run.events, { _tag: "ApprovalRequested", ...pending })
   if (run.env.telemetry !== undefined) yield* Telemetry.event("effect_agent.approval.requested", {})
@@ -144,8 +146,15 @@ const approve = Effect.fnUntraced(function*<R>(run: CallRun<R>, call: Hooks.Tool
   yield* Events.emit(
     run.events,
     resolved.approved
-      ? { _tag: "ApprovalResolved", toolCallId: call.id, toolName: call.name, approved: true }
-      : { _tag: "ApprovalResolved", toolCallId: call.id, toolName: call.name, approved: false, reason: resolved.reason }
+      ? { _tag: "ApprovalResolved", toolCallId: call.id, approvalId, toolName: call.name, approved: true }
+      : {
+        _tag: "ApprovalResolved",
+        toolCallId: call.id,
+        approvalId,
+        toolName: call.name,
+        approved: false,
+        reason: resolved.reason
+      }
   )
   return answer
 })

@@ -256,13 +256,15 @@ export const script = String.raw`
     var approve = el("button", "approve", "Approve");
     approve.dataset.testid = "approve";
     approve.dataset.call = event.toolCallId;
-    approve.addEventListener("click", function () { control({ type: "approve", id: event.toolCallId }); });
+    // The approval id tells a sub-agent's call from its parent's with the same call id.
+    var id = event.approvalId || event.toolCallId;
+    approve.addEventListener("click", function () { control({ type: "approve", id: id }); });
     var deny = el("button", "deny", "Deny");
     deny.dataset.testid = "deny";
     deny.dataset.call = event.toolCallId;
     deny.addEventListener("click", function () {
       var reason = $("steer-text").value.trim();
-      var command = { type: "deny", id: event.toolCallId };
+      var command = { type: "deny", id: id };
       if (reason) command.reason = reason;
       control(command).then(function (result) { if (result && reason) $("steer-text").value = ""; });
     });
@@ -419,7 +421,7 @@ export const script = String.raw`
       call.approval.appendChild(el("span", "label", e.reason ? "needs approval: " + e.reason : "needs approval"));
       var buttons = approvalButtons(view, e);
       if (buttons) call.approval.appendChild(buttons);
-      view.top.approvals[e.toolCallId] = { event: e, view: view };
+      view.top.approvals[e.approvalId || e.toolCallId] = { event: e, view: view };
       renderPending(view);
     },
     ApprovalResolved: function (view, e) {
@@ -430,7 +432,7 @@ export const script = String.raw`
       verdict.dataset.testid = "verdict";
       call.approval.appendChild(verdict);
       if (!e.approved) { call.denied = true; setStatus(call, "denied", "failed"); }
-      delete view.top.approvals[e.toolCallId];
+      delete view.top.approvals[e.approvalId || e.toolCallId];
       renderPending(view);
     },
     SteeringDelivered: function (view, e) {

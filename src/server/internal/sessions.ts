@@ -439,7 +439,7 @@ export const make = <R>(
         if (options.approvals !== undefined) {
           return yield* rejected(sessionId, "this server decides approvals by its own policy")
         }
-        const id = command.id ?? (yield* entry.approvals.pending)[0]?.toolCallId
+        const id = command.id ?? (yield* entry.approvals.pending)[0]?.approvalId
         if (id === undefined) {
           return yield* rejected(sessionId, "no call is waiting for approval (give its \"id\" to decide ahead)")
         }

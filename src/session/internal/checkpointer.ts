@@ -5,15 +5,17 @@
  *
  * @internal
  */
-import { Deferred, Effect, Semaphore } from "effect"
+import { Deferred, Effect, Option, Semaphore } from "effect"
 import type * as Agent from "../../Agent.ts"
-import type * as AgentConfig from "../../AgentConfig.ts"
+import * as AgentConfig from "../../AgentConfig.ts"
 import type { AgentError } from "../../AgentError.ts"
 import type * as AgentEvent from "../../AgentEvent.ts"
 import * as AgentTool from "../../AgentTool.ts"
 import * as Hooks from "../../Hooks.ts"
 import type * as Message from "../../Message.ts"
 import type * as RunState from "../../RunState.ts"
+import type * as Lineage from "../../internal/lineage.ts"
+import * as SubAgents from "../../internal/subAgent.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import type * as CheckpointStore from "../CheckpointStore.ts"
 
@@ -46,12 +48,21 @@ interface Checkpointer {
   readonly failed: Deferred.Deferred<never, CheckpointStore.CheckpointError>
 }
 
+/**
+ * Who the session runs as: the agent a handoff passed it on to (`undefined` for the application's), and its config.
+ * A handoff changes both; every save records them.
+ */
+interface RunsAs {
+  agent: string | undefined
+  config: AgentConfig.AgentConfig
+}
+
 const checkpointer = (
   sessionId: string,
   store: CheckpointStore.Service,
-  config: AgentConfig.AgentConfig,
+  runner: RunsAs,
   saved: RunState.RunState,
-  registry: ToolRegistry.Service
+  handoffs: Lineage.Handoffs
 ): Effect.Effect<Checkpointer> =>
   Effect.map(Deferred.make<never, CheckpointStore.CheckpointError>(), (failed) => {
     // Snapshot and save under one lock: concurrent calls of a batch save in order, each a superset of the last.
@@ -61,14 +72,16 @@ const checkpointer = (
     /** Steering and follow-ups delivered past `last`'s transcript (by their index in it), not saved yet. */
     let delivered: Array<Delivered> = []
     const unsafeStarted = new Set<string>()
-    const replaySafe = (toolName: string): boolean => {
-      const tool = registry.get(toolName)
-      return tool === undefined || AgentTool.settings(tool).replaySafe
-    }
+    // The run's own tools: after a handoff, the registry is the agent's, which the run's hooks see.
+    const replaySafe = (toolName: string): Effect.Effect<boolean> =>
+      Effect.map(Effect.serviceOption(ToolRegistry.ToolRegistry), (registry) => {
+        const tool = Option.isSome(registry) ? registry.value.get(toolName) : undefined
+        return tool === undefined || AgentTool.settings(tool).replaySafe
+      })
     // An interruption between the save and `last = state` would leave `last` behind what the store holds,
     // and the last save of the interrupted run would then write that older state over the newer one.
     const write = (state: RunState.RunState, finished?: CheckpointStore.Finished) =>
-      Effect.uninterruptible(Effect.tap(store.save(sessionId, { state, config, finished }), () =>
+      Effect.uninterruptible(Effect.tap(store.save(sessionId, { ...runner, state, finished }), () =>
         Effect.sync(() => {
           last = state
           if (delivered.length > 0) delivered = delivered.filter((entry) => entry.index >= state.messages.length)
@@ -100,6 +113,16 @@ const checkpointer = (
     const checkpointEnd = (event: AgentEvent.Of<"AgentEnd">, ctx: Hooks.Context): Effect.Effect<void> =>
       lock.withPermit(Effect.gen(function*() {
         const result = event.result
+        const pending = handoffs.pending
+        if (result?.outcome._tag === "HandedOff" && pending !== undefined) {
+          // Not finished: the session goes on in the agent handed off to, from the state its run starts with.
+          const next = SubAgents.nextRun(pending, result.state.messages)
+          runner.agent = next.definition.name
+          // An invalid config fails the next run (`ConfigError`) before it saves; the last config is kept.
+          const made = yield* Effect.option(AgentConfig.make(next.definition.config))
+          runner.config = Option.getOrUndefined(made) ?? runner.config
+          return yield* write(next.state)
+        }
         if (!endedAbnormally(event) && result !== undefined) {
           const firstMessage = result.state.messages.length - result.messages.length
           return yield* write(result.state, { outcome: result.outcome, firstMessage })
@@ -126,9 +149,11 @@ const checkpointer = (
           case "ApprovalRequested":
             return checkpoint(ctx)
           case "ToolExecutionStart":
-            if (replaySafe(event.toolName)) return Effect.void
-            unsafeStarted.add(event.toolCallId)
-            return checkpoint(ctx)
+            return Effect.flatMap(replaySafe(event.toolName), (safe) => {
+              if (safe) return Effect.void
+              unsafeStarted.add(event.toolCallId)
+              return checkpoint(ctx)
+            })
           case "ToolExecutionEnd":
             return unsafeStarted.delete(event.toolCallId) ? checkpoint(ctx) : Effect.void
           case "AgentEnd":
@@ -149,14 +174,17 @@ const checkpointer = (
 export const durable = <R>(
   sessionId: string,
   store: CheckpointStore.Service,
-  config: AgentConfig.AgentConfig,
+  runAs: { readonly agent: string | undefined; readonly config: AgentConfig.AgentConfig },
   saved: RunState.RunState,
-  start: (plugin: Hooks.Plugin) => Effect.Effect<RunState.RunResult, AgentError, Agent.Requirements | R>
+  start: (
+    plugin: Hooks.Plugin,
+    handoffs: Lineage.Handoffs
+  ) => Effect.Effect<RunState.RunResult, AgentError, Agent.Requirements | R>
 ): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
-    const registry = yield* ToolRegistry.ToolRegistry
-    const { failed, plugin } = yield* checkpointer(sessionId, store, config, saved, registry)
-    const result = yield* Effect.raceFirst(start(plugin), Deferred.await(failed))
+    const handoffs: Lineage.Handoffs = { pending: undefined }
+    const { failed, plugin } = yield* checkpointer(sessionId, store, { ...runAs }, saved, handoffs)
+    const result = yield* Effect.raceFirst(start(plugin, handoffs), Deferred.await(failed))
     // The last save (at `AgentEnd`) may have failed after the run had succeeded.
     if (Deferred.isDoneUnsafe(failed)) yield* Deferred.await(failed)
     return result

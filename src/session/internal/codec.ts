@@ -43,7 +43,9 @@ const Head = Schema.Struct({
   journal: Schema.Struct({ generation: Count, entries: Count, bytes: Count, checksum: Checksum }),
   state: HeadState,
   config: Schema.optionalKey(AgentConfig.AgentConfig),
-  finished: Schema.optionalKey(Finished)
+  finished: Schema.optionalKey(Finished),
+  /** The agent a handoff passed the session on to. */
+  agent: Schema.optionalKey(Schema.String)
 })
 type Head = typeof Head.Type
 
@@ -306,6 +308,7 @@ const makeHead = (sessionId: string, end: JournalEnd, checkpoint: Checkpoint): H
   const journal = { generation: end.generation, entries: end.entries, bytes: end.bytes, checksum: hex(end.checksum) }
   let head: Head = { version, sessionId, journal, state: Struct.omit(checkpoint.state, ["messages"]) }
   if (checkpoint.config !== undefined) head = { ...head, config: checkpoint.config }
+  if (checkpoint.agent !== undefined) head = { ...head, agent: checkpoint.agent }
   return checkpoint.finished === undefined ? head : { ...head, finished: checkpoint.finished }
 }
 

@@ -114,6 +114,27 @@ export class CheckpointIoError extends Schema.TaggedError<CheckpointIoError>()("
 }
 
 /**
+ * A session was handed off (`Agent.handoff`) to an agent the resuming
+ * application does not give in `agents`: it cannot go on in the agent its
+ * checkpoint names.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class CheckpointAgentUnknown extends Schema.TaggedError<CheckpointAgentUnknown>()("CheckpointAgentUnknown", {
+  sessionId: Schema.String,
+  agent: Schema.String,
+  /** The agents the application gave. */
+  known: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    const known = this.known.length === 0 ? "none" : this.known.join(", ")
+    return `session ${this.sessionId} was handed off to the agent ${this.agent}, which the resuming application ` +
+      `does not define (its agents: ${known})`
+  }
+}
+
+/**
  * Why a checkpoint could not be loaded.
  *
  * @category errors
@@ -138,7 +159,8 @@ export const CheckpointError = Schema.Union([
   CheckpointVersionMismatch,
   CheckpointExists,
   InvalidSessionId,
-  CheckpointIoError
+  CheckpointIoError,
+  CheckpointAgentUnknown
 ])
 /**
  * @category errors

@@ -158,7 +158,12 @@ const decode = (disk: Disk, sessionId: string): Effect.Effect<Decoded, LoadError
     const state: RunState.RunState = { ...head.state, messages }
     const finished = "finished" in head ? head.finished : undefined
     yield* Codec.checkState(sessionId, { head: headFile, journal: journalFile }, journal, state, finished)
-    const checkpoint: Checkpoint = head.config === undefined ? { state } : { state, config: head.config }
+    const agent = "agent" in head ? head.agent : undefined
+    const checkpoint: Checkpoint = {
+      state,
+      ...(head.config === undefined ? {} : { config: head.config }),
+      ...(agent === undefined ? {} : { agent })
+    }
     const { entries, bytes, generation } = head.journal
     return {
       checkpoint: finished === undefined ? checkpoint : { ...checkpoint, finished },

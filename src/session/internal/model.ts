@@ -47,6 +47,11 @@ export interface Checkpoint {
   readonly state: RunState.RunState
   readonly config?: AgentConfig.AgentConfig | undefined
   readonly finished?: Finished | undefined
+  /**
+   * The agent the session runs in, once a handoff passed it on (`Agent.handoff`): a resumed session goes on in
+   * it. Absent for the agent the session started with.
+   */
+  readonly agent?: string | undefined
 }
 
 /**

@@ -10,8 +10,9 @@
  *   through the `modelCall` seam): its assistant message;
  * - `tool/<turn>/<callId>`: one tool call; a batch's calls run as concurrent
  *   activities within the config's cap (the loop's own batch);
- * - `approval/<callId>`: announces an approval request, then the body waits
- *   on the `DurableDeferred` of that call;
+ * - `decision/<callId>`: the application's approval policy decides a call;
+ * - `approval/<callId>`: without a policy, announces an approval request,
+ *   then the body waits on the `DurableDeferred` of that call;
  * - `idle/<k>`, `wake/<k>`: an idle session waiting for a follow-up;
  * - `end/<k>`: publishes the last events.
  *
@@ -20,7 +21,7 @@
  *
  * @internal
  */
-import { Clock, Context, Deferred, Duration, Effect, Schema } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Option, Schema } from "effect"
 import type { LanguageModel } from "effect/ai"
 import { Activity, DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../../../AgentConfig.ts"
@@ -173,15 +174,17 @@ interface Session {
 const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
 
 /**
- * An activity whose body publishes the outbox; when it returns a memoized
- * result instead, what the body emitted before it was published already.
+ * An activity whose body publishes the outbox (`live`: as its events arrive,
+ * see `Outbox`); when it returns a memoized result instead, what the body
+ * emitted before it was published already.
  */
 const activity = <S extends Schema.Top, E extends Schema.Top, R>(
   session: Session,
   name: string,
   success: S,
   error: E,
-  execute: Effect.Effect<S["Type"], E["Type"], R>
+  execute: Effect.Effect<S["Type"], E["Type"], R>,
+  options?: { readonly live?: boolean | undefined }
 ) =>
   Effect.suspend(() => {
     const mark = session.outbox.emitted.length
@@ -189,7 +192,7 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     const publish = (entries: ReadonlyArray<Outbox.Entry>) => orDie(session.store.publish(session.sessionId, entries))
     const body = Effect.suspend(() => {
       ran = true
-      return Outbox.publishing(session.outbox, name, publish, execute)
+      return Outbox.publishing(session.outbox, name, publish, execute, options)
     })
     return Effect.tap(
       stopsOnInterrupt(session, Activity.make({ name, success, error, execute: body })),
@@ -259,7 +262,7 @@ const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Ste
   }
 }
 
-/** The turn's model call as the activity `model/<turn>`. */
+/** The turn's model call as the activity `model/<turn>`: its deltas are published as they arrive. */
 const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
   session.turn = turn
   const memoized = activity(
@@ -270,7 +273,8 @@ const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
     Effect.map(call, (reply) =>
       reply.stopped === undefined
         ? { message: reply.message }
-        : { message: reply.message, stopped: reply.stopped })
+        : { message: reply.message, stopped: reply.stopped }),
+    { live: true }
   )
   return Effect.map(
     Effect.provideContext(memoized, session.engine),
@@ -311,14 +315,31 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
   }
 })
 
-/** Approvals as durable deferreds, one per call: resolved by `DurableSession.approve` from any process. */
-const approvalsOf = (session: Session): Approvals.Service => ({
+/**
+ * Whether the application's `Approvals` decide in a durable session: a
+ * policy (`policy`, `allowAll`, `denyAll`, a service of the application's)
+ * does. An `Approvals.interactive()` handle lives in one process: its
+ * decisions could not reach a session that another runner took over, so its
+ * calls wait on durable deferreds instead.
+ */
+const decidesDurably = (service: Approvals.Service | undefined): service is Approvals.Service =>
+  service !== undefined && !("pending" in service && "approve" in service && "deny" in service)
+
+/**
+ * Approvals in a durable session. With the application's policy: its
+ * decision, as the activity `decision/<callId>` (a replay does not ask
+ * again). Without one: a durable deferred per call, resolved by
+ * `DurableSession.approve` from any process.
+ */
+const approvalsOf = (session: Session, app: Approvals.Service | undefined): Approvals.Service => ({
   decide: (request) =>
     Effect.provideContext(
-      Effect.andThen(
-        activity(session, `approval/${request.toolCallId}`, Schema.Void, Schema.Never, Effect.void),
-        stopsOnInterrupt(session, DurableDeferred.await(approvalOf(request.toolCallId)))
-      ),
+      decidesDurably(app)
+        ? activity(session, `decision/${request.toolCallId}`, Decision, Schema.Never, app.decide(request))
+        : Effect.andThen(
+          activity(session, `approval/${request.toolCallId}`, Schema.Void, Schema.Never, Effect.void),
+          stopsOnInterrupt(session, DurableDeferred.await(approvalOf(request.toolCallId)))
+        ),
       session.engine
     )
 })
@@ -362,6 +383,7 @@ export const make = <R>(options: Options<R>) =>
     const store = yield* Store
     const engine = yield* Effect.context<Engine>()
     const base = yield* ToolRegistry
+    const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
     const session: Session = {
       sessionId: payload.sessionId,
       store,
@@ -404,7 +426,7 @@ export const make = <R>(options: Options<R>) =>
     const provided = <A, E>(effect: Effect.Effect<A, E, R | ToolRegistry | LanguageModel.LanguageModel>) =>
       effect.pipe(
         Effect.provideService(ToolRegistry, registryOf(session, base)),
-        Effect.provideService(Approvals.Approvals, approvalsOf(session))
+        Effect.provideService(Approvals.Approvals, approvalsOf(session, approvals))
       )
     const finish = (result: Result) =>
       Effect.as(

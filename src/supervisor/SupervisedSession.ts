@@ -1,0 +1,352 @@
+/**
+ * Supervised runs as durable sessions: a supervised run (`Supervisor.run`)
+ * whose checkpoints go to a `CheckpointStore`, under a session id, the way a
+ * plain `Session` keeps its own, so that a process stopped at any moment
+ * (even killed outright) is resumed with {@link resume}: it continues in the
+ * phase it was in (baseline, plan or act), with the plan iteration, the
+ * approved plan, the baseline and the pending message it had, and redoes at
+ * most one worker turn.
+ *
+ * The store's state is the worker's transcript: the agent worker's own
+ * `RunState` (its journal grows by the messages of each turn, never
+ * rewritten), or, for an external worker, the messages sent and the replies.
+ * The supervisor's checkpoint (`Supervisor.Checkpoint`: phase, plan
+ * iteration, approved plan, baseline, pending message, the external CLI's
+ * resume token) rides with it, in the state's plugin state under
+ * {@link key}. Loading checks both: a checkpoint that is not a supervised
+ * run's (a plain session's, another program's) or whose supervisor state does
+ * not decode is `CheckpointCorrupt`; nothing here overwrites or deletes a
+ * checkpoint it could not read.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { CheckpointStore } from "effect-agent/session"
+ * import { Check, SupervisedSession } from "effect-agent/supervisor"
+ *
+ * const program = Effect.gen(function*() {
+ *   const store = yield* CheckpointStore.fileSystem(".sessions")
+ *   return yield* SupervisedSession.run({
+ *     id: "fix-42",
+ *     store,
+ *     task: "Make the tests pass",
+ *     checks: [Check.command("tests", "npm test")]
+ *   })
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ */
+import { Effect, Schema, Semaphore, Struct } from "effect"
+import type * as Agent from "../Agent.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import * as AgentTool from "../AgentTool.ts"
+import * as Hooks from "../Hooks.ts"
+import * as Message from "../Message.ts"
+import * as RunState from "../RunState.ts"
+import * as CheckpointStore from "../session/CheckpointStore.ts"
+import * as ToolRegistry from "../ToolRegistry.ts"
+import type * as AgentWorker from "./AgentWorker.ts"
+import * as Supervisor from "./Supervisor.ts"
+import type * as Worker from "./Worker.ts"
+
+/**
+ * The key of the supervisor's checkpoint in the stored state's plugin state.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
+export const key = "effect-agent/supervisor"
+
+/**
+ * The supervisor's part of a stored checkpoint: `Supervisor.Checkpoint`
+ * without the agent's state (the store's state is it), and whether the
+ * store's state is the agent worker's transcript (`agent`) or the messages
+ * and replies of an external worker (`external`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const Stored = Schema.Struct({
+  ...Struct.omit(Supervisor.Checkpoint.fields, ["agentState"]),
+  state: Schema.Literals(["agent", "external"])
+})
+/**
+ * @since 0.1.0
+ * @category models
+ */
+export type Stored = typeof Stored.Type
+
+const StoredJson = Schema.toCodecJson(Stored)
+const encodeStored = Schema.encodeSync(StoredJson)
+const decodeStored = Schema.decodeUnknownEffect(StoredJson, { onExcessProperty: "error" })
+
+/**
+ * A supervisor's checkpoint as the store keeps it: the agent's state (or the
+ * run's messages and replies) with the supervisor's part in its plugin state.
+ *
+ * @since 0.1.0
+ * @category conversions
+ */
+export const toStore = (
+  checkpoint: Supervisor.Checkpoint,
+  transcript: ReadonlyArray<Message.Message>
+): CheckpointStore.Checkpoint => {
+  const { agentState, ...rest } = checkpoint
+  const stored: Stored = { ...rest, state: agentState === undefined ? "external" : "agent" }
+  const base = agentState ?? RunState.make({ runId: checkpoint.runId, messages: transcript })
+  return { state: { ...base, pluginState: { ...base.pluginState, [key]: encodeStored(stored) } } }
+}
+
+/**
+ * The supervisor's checkpoint of a stored one: `CheckpointCorrupt` when it
+ * holds no supervised run, or one that does not decode.
+ *
+ * @since 0.1.0
+ * @category conversions
+ */
+export const fromStore = (
+  sessionId: string,
+  file: string,
+  checkpoint: CheckpointStore.Checkpoint
+): Effect.Effect<Supervisor.Checkpoint, CheckpointStore.CheckpointCorrupt> =>
+  Effect.gen(function*() {
+    const { [key]: saved, ...pluginState } = checkpoint.state.pluginState
+    if (saved === undefined) {
+      return yield* new CheckpointStore.CheckpointCorrupt({
+        sessionId,
+        file,
+        problem: "it holds no supervised run (a plain session's checkpoint?): it is not resumed as one"
+      })
+    }
+    const { state, ...rest } = yield* decodeStored(saved).pipe(
+      Effect.mapError((error) =>
+        new CheckpointStore.CheckpointCorrupt({
+          sessionId,
+          file,
+          problem: `its supervised run does not decode: ${error.message.replace(/\n\s*/g, " ")}`
+        })
+      )
+    )
+    if (rest.runId !== checkpoint.state.runId) {
+      return yield* new CheckpointStore.CheckpointCorrupt({
+        sessionId,
+        file,
+        problem: `its supervised run ${JSON.stringify(rest.runId)} is not the run its state is for`
+      })
+    }
+    return state === "agent" ? { ...rest, agentState: { ...checkpoint.state, pluginState } } : rest
+  })
+
+/**
+ * Where a supervised session's checkpoints go: `save` creates the session
+ * on its first call (failing with `CheckpointExists` when the id is taken)
+ * and saves over it on the others, keeping the worker's transcript (the
+ * messages sent and the replies, for an external worker).
+ */
+const saver = (id: string, store: CheckpointStore.Service, created: boolean) => {
+  let exists = created
+  const transcript: Array<Message.Message> = []
+  // The supervisor's saves and the agent's mid-turn saves, one at a time, each over the last.
+  const lock = Semaphore.makeUnsafe(1)
+  /** The supervisor's last checkpoint (between turns): what a mid-turn save goes with. */
+  let last: Supervisor.Checkpoint | undefined
+  const save = (checkpoint: Supervisor.Checkpoint): Effect.Effect<void, CheckpointStore.CheckpointError> =>
+    lock.withPermit(Effect.suspend((): Effect.Effect<void, CheckpointStore.CheckpointError> => {
+      const stored = toStore(checkpoint, transcript.length === 0 ? [Message.user(checkpoint.task)] : transcript)
+      const done = Effect.sync(() => void (last = checkpoint))
+      if (exists) return Effect.andThen(store.save(id, stored), done)
+      return Effect.andThen(store.create(id, stored), Effect.andThen(done, Effect.sync(() => void (exists = true))))
+    }))
+  /**
+   * Our loop's state in the middle of a worker turn, saved with the supervisor's last checkpoint (marked
+   * `inTurn`): when the transcript grew, after each model call, and around each call that is not
+   * replay-safe, as a plain `Session` saves. A save that fails is left to the supervisor's next one, which
+   * fails the run with the store's error.
+   */
+  const midTurn: Hooks.PluginInput<ToolRegistry.ToolRegistry> = Effect.map(ToolRegistry.ToolRegistry, (registry) => {
+    let saved = 0
+    const unsafe = new Set<string>()
+    const replaySafe = (name: string) => {
+      const tool = registry.get(name)
+      return tool === undefined || AgentTool.settings(tool).replaySafe
+    }
+    const checkpoint = (ctx: Hooks.Context) =>
+      lock.withPermit(Effect.gen(function*() {
+        const checkpoint = last
+        if (checkpoint === undefined) return
+        const state = yield* ctx.snapshot
+        // The supervisor's usage with the part of the turn done (a resumed turn counts only the rest).
+        const base = checkpoint.agentState?.usage ?? Message.emptyUsage
+        const usage = {
+          inputTokens: checkpoint.usage.inputTokens + state.usage.input - base.input,
+          outputTokens: checkpoint.usage.outputTokens + state.usage.output - base.output,
+          costUsd: checkpoint.usage.costUsd + (state.usage.cost ?? 0) - (base.cost ?? 0)
+        }
+        yield* store.save(id, toStore({ ...checkpoint, usage, inTurn: true, agentState: state }, transcript))
+        saved = state.messages.length
+      })).pipe(Effect.catch((error) => Effect.logWarning(`a mid-turn checkpoint was not saved: ${error.message}`)))
+    const plugin: Hooks.Plugin = {
+      name: "supervisedSession",
+      afterTurn: (_turn, ctx) => Effect.as(checkpoint(ctx), Hooks.proceed),
+      onEvent: (event, ctx) => {
+        switch (event._tag) {
+          case "TurnStart":
+            return ctx.messages.length === saved ? Effect.void : checkpoint(ctx)
+          case "ApprovalRequested":
+            return checkpoint(ctx)
+          case "ToolExecutionStart":
+            if (replaySafe(event.toolName)) return Effect.void
+            unsafe.add(event.toolCallId)
+            return checkpoint(ctx)
+          case "ToolExecutionEnd":
+            return unsafe.delete(event.toolCallId) ? checkpoint(ctx) : Effect.void
+          default:
+            return Effect.void
+        }
+      }
+    }
+    return plugin
+  })
+  const onEvent = (event: AgentEvent.AgentEvent) =>
+    Effect.sync(() => {
+      if (event._tag === "WorkerTurnStart") transcript.push(Message.user(event.message))
+      else if (event._tag === "WorkerTurnEnd") {
+        transcript.push({
+          role: "assistant",
+          content: [Message.text(event.text)],
+          stopReason: "stop",
+          usage: { ...Message.emptyUsage, input: event.usage.inputTokens, output: event.usage.outputTokens }
+        })
+      }
+    })
+  return { save, onEvent, transcript, midTurn }
+}
+
+/**
+ * What a supervised session is given: the options of `Supervisor.run`, a
+ * session id and a store.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Options<R = never, P = never> extends Omit<Supervisor.Options<R, P>, "checkpoint"> {
+  /** The session's id in the store (letters, digits, `.`, `_`, `-`). */
+  readonly id: string
+  readonly store: CheckpointStore.Service
+}
+
+const withEvents = (
+  options: { readonly onEvent?: Supervisor.Options<never>["onEvent"] },
+  mine: (event: AgentEvent.AgentEvent) => Effect.Effect<void>,
+  afterStart?: (start: AgentEvent.AgentEvent) => AgentEvent.AgentEvent
+) => {
+  const theirs = options.onEvent
+  return (event: AgentEvent.AgentEvent): Effect.Effect<void> =>
+    Effect.andThen(mine(event), () => {
+      if (theirs === undefined) return Effect.void
+      if (event._tag !== "AgentStart" || afterStart === undefined) return theirs(event)
+      return Effect.andThen(theirs(event), theirs(afterStart(event)))
+    })
+}
+
+/** Our loop's options with the mid-turn saves among its plugins (a worker given by the caller has none). */
+const withMidTurn = <R>(
+  agent: AgentWorker.Options<R> | undefined,
+  midTurn: Hooks.PluginInput<ToolRegistry.ToolRegistry>
+): AgentWorker.Options<R | ToolRegistry.ToolRegistry> => ({ ...agent, plugins: [...(agent?.plugins ?? []), midTurn] })
+
+/**
+ * Runs a new supervised session: `Supervisor.run` saving its checkpoints
+ * under `id` (from its start, before the baseline). Fails with
+ * `CheckpointExists` when the id is taken.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const run: {
+  <R = never, P = never>(
+    options: Options<R, P> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, R>
+  <R = never, P = never>(
+    options: Options<R, P>
+  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R>
+} = <R, P>(
+  options: Options<R, P>
+): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R> =>
+  Effect.suspend(() => {
+    const { id, store, ...rest } = options
+    const saving = saver(id, store, false)
+    return Supervisor.run<R | ToolRegistry.ToolRegistry, P>({
+      ...rest,
+      agent: withMidTurn(rest.agent, saving.midTurn),
+      onEvent: withEvents(options, saving.onEvent),
+      checkpoint: { save: saving.save }
+    })
+  })
+
+/**
+ * Resumes a supervised session from its last checkpoint: the same options
+ * as the run that started it (the checks, the worker, the limits: they are
+ * not in the checkpoint; the task is), and the run opens with
+ * `SessionResumed` after its `AgentStart`. Fails with the store's errors
+ * (`CheckpointMissing`, `CheckpointCorrupt`, `CheckpointVersionMismatch`)
+ * when there is nothing to resume, and with `CheckpointCorrupt` when the
+ * checkpoint holds no supervised run.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const resume: {
+  <R = never, P = never>(
+    options: Omit<Options<R, P>, "task"> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, R>
+  <R = never, P = never>(
+    options: Omit<Options<R, P>, "task">
+  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R>
+} = <R, P>(
+  options: Omit<Options<R, P>, "task">
+): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R> =>
+  Effect.gen(function*() {
+    const { id, store, ...rest } = options
+    const loaded = yield* load(id, store)
+    const saving = saver(id, store, true)
+    if (loaded.agentState === undefined) saving.transcript.push(...(yield* store.load(id)).state.messages)
+    const resumed = (start: AgentEvent.AgentEvent): AgentEvent.AgentEvent => ({
+      _tag: "SessionResumed",
+      runId: start.runId,
+      turn: start.turn,
+      timestamp: start.timestamp,
+      sessionId: id,
+      resumedAtTurn: loaded.turns + 1,
+      restored: {
+        messages: loaded.agentState?.messages.length ?? saving.transcript.length,
+        turns: loaded.turns,
+        usage: { ...Message.emptyUsage, input: loaded.usage.inputTokens, output: loaded.usage.outputTokens },
+        elapsedMs: loaded.elapsedMs,
+        steering: 0,
+        followUps: 0,
+        pendingApprovals: 0
+      }
+    })
+    return yield* Supervisor.run<R | ToolRegistry.ToolRegistry, P>({
+      ...rest,
+      agent: withMidTurn(rest.agent, saving.midTurn),
+      task: loaded.task,
+      onEvent: withEvents(options, saving.onEvent, resumed),
+      checkpoint: { resume: loaded, save: saving.save }
+    })
+  })
+
+/**
+ * The supervisor's checkpoint of a session: the store's errors, and
+ * `CheckpointCorrupt` when it holds no supervised run.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const load = (
+  id: string,
+  store: CheckpointStore.Service
+): Effect.Effect<Supervisor.Checkpoint, CheckpointStore.LoadError> =>
+  Effect.flatMap(store.load(id), (checkpoint) => fromStore(id, store.headFile(id), checkpoint))

@@ -1,0 +1,260 @@
+/**
+ * SupervisedSession: a supervised run's checkpoints in a CheckpointStore.
+ * Stopped in the middle of an act turn, the agent worker's transcript is
+ * restored exactly and continues where it was (the turn that was cut short
+ * is redone once, each completed model call is in the transcript once); a
+ * plan-phase session resumes in the plan phase; a checkpoint that is not a
+ * supervised run's, or whose supervisor state is damaged, is a typed error
+ * and stays as it was.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
+import { Tool, Toolkit } from "effect/ai"
+import { AgentTool, Approvals, type AgentEvent, Message, RunState, ToolRegistry } from "effect-agent"
+import { CheckpointStore } from "effect-agent/session"
+import { Check, SupervisedSession, Supervisor, Worker } from "effect-agent/supervisor"
+import { ScriptedModel } from "effect-agent/testing"
+
+const WriteFile = Tool.make("write_file", {
+  parameters: Schema.Struct({ path: Schema.String, content: Schema.String }),
+  success: Schema.String
+})
+const Tools = Toolkit.make(WriteFile)
+const toolsOn = (files: Map<string, string>) =>
+  ToolRegistry.layer(Tools).pipe(Layer.provide(Tools.toLayer({
+    write_file: ({ path, content }) => Effect.sync(() => (files.set(path, content), "written"))
+  })))
+
+const okCheck = (files: Map<string, string>) =>
+  Check.make("ok.txt says yes", Effect.sync(() =>
+    files.get("ok.txt") === "yes"
+      ? { status: "pass", summary: "yes" }
+      : { status: "fail", summary: `got ${files.get("ok.txt") ?? "nothing"}` }))
+
+const task = "make ok.txt say yes"
+
+describe("SupervisedSession", () => {
+  it.effect("stopped mid act turn: the agent's transcript is restored exactly and each completed call is in it once", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const files = new Map<string, string>()
+      const secondTurn = yield* Deferred.make<void>()
+      // Process 1: act turn 1 (a tool call, then a reply) fails the check; in act turn 2 a tool call, and the
+      // model call after it hangs.
+      const first = ScriptedModel.layer([
+        { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "no" } }], usage: { input: 10 } },
+        { text: "wrote no", usage: { input: 20 } },
+        { toolCalls: [{ id: "w2", name: "write_file", params: { path: "ok.txt", content: "yes" } }], usage: { input: 30 } },
+        { text: "thinking", hang: true }
+      ])
+      const events: Array<AgentEvent.AgentEvent> = []
+      const fiber = yield* Effect.forkChild(
+        SupervisedSession.run({
+          id: "s1",
+          store,
+          task,
+          checks: [okCheck(files)],
+          onEvent: (event) =>
+            Effect.andThen(
+              Effect.sync(() => void events.push(event)),
+              event._tag === "WorkerTurnStart" && event.turn === 2 ? Deferred.succeed(secondTurn, void 0) : Effect.void
+            )
+        }).pipe(Effect.provide(Layer.merge(first, toolsOn(files))))
+      )
+      yield* Deferred.await(secondTurn)
+      // the hanging model call has started
+      yield* Effect.repeat(Effect.yieldNow, { until: () => events.filter((e) => e._tag === "TurnStart").length === 4 })
+      yield* Fiber.interrupt(fiber)
+
+      // saved in the middle of act turn 2: the feedback, the call and its result are in, the hanging call is not
+      const saved = yield* SupervisedSession.load("s1", store)
+      assert.deepStrictEqual([saved.phase, saved.turns, saved.inTurn], ["act", 1, true])
+      const before = saved.agentState!.messages
+      const feedback = saved.pendingMessage
+      assert.include(feedback, "- ok.txt says yes [new, 0.0s]: got no")
+      assert.deepStrictEqual(before.map((m) => [m.role, Message.textOf(m)]), [
+        ["user", task],
+        ["assistant", ""],
+        ["toolResult", "written"],
+        ["assistant", "wrote no"],
+        ["user", feedback],
+        ["assistant", ""],
+        ["toolResult", "written"]
+      ])
+      assert.strictEqual(RunState.validate(saved.agentState!), undefined)
+
+      // Process 2: resumed from the store, with a model that has the rest of the script.
+      const second = ScriptedModel.layer([{ text: "fixed", usage: { input: 40 } }])
+      const resumedEvents: Array<AgentEvent.AgentEvent> = []
+      const result = yield* Effect.gen(function*() {
+        const result = yield* SupervisedSession.resume({
+          id: "s1",
+          store,
+          checks: [okCheck(files)],
+          onEvent: (event) => Effect.sync(() => void resumedEvents.push(event))
+        })
+        const requests = yield* ScriptedModel.ScriptedModel.use((recorder) => recorder.requests)
+        // the one model call of the resumed run sees the restored transcript, nothing more
+        const prompt = requests[0]!.prompt.content
+        assert.deepStrictEqual(prompt.map((m) => m.role), ["user", "assistant", "tool", "assistant", "user", "assistant", "tool"])
+        assert.strictEqual(requests.length, 1)
+        return result
+      }).pipe(Effect.provide(Layer.merge(second, toolsOn(files))))
+
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      // every completed model call's tokens once, across the stop
+      assert.strictEqual(result.usage.inputTokens, 100)
+      const after = result.state.messages
+      assert.deepStrictEqual(after.slice(0, before.length), before)
+      // the turn goes on from there: the feedback is not sent a second time, w2 does not run again
+      assert.deepStrictEqual(after.slice(before.length).map((m) => [m.role, Message.textOf(m)]), [
+        ["assistant", "fixed"]
+      ])
+      // each completed model call once: the calls w1 and w2 once each, four assistant messages in all
+      const calls = after.flatMap((m) => m.role === "assistant" ? m.content.filter((p) => p.type === "tool-call") : [])
+      assert.deepStrictEqual(calls.map((c) => c.type === "tool-call" ? c.id : ""), ["w1", "w2"])
+      assert.strictEqual(after.filter((m) => m.role === "assistant").length, 4)
+      // the resumed run says so, once, right after its AgentStart; its only worker turn is the redone turn 2
+      const tags = resumedEvents.map((e) => e._tag)
+      assert.deepStrictEqual(tags.slice(0, 2), ["AgentStart", "SessionResumed"])
+      const resumed = resumedEvents[1]
+      assert.deepStrictEqual(
+        resumed?._tag === "SessionResumed" && [resumed.sessionId, resumed.resumedAtTurn, resumed.restored.messages],
+        ["s1", 2, 7]
+      )
+      const starts = resumedEvents.filter((e) => e._tag === "WorkerTurnStart")
+      assert.deepStrictEqual(starts.map((e) => [e.turn, e._tag === "WorkerTurnStart" && e.message]), [[2, feedback]])
+      // the last checkpoint is the run as it ended: resumed again, it ends Converged without a turn
+      const last = yield* SupervisedSession.load("s1", store)
+      assert.deepStrictEqual(last.outcome, { _tag: "Converged", turns: 2 })
+      assert.deepStrictEqual(last.agentState?.messages, after)
+      let asked = 0
+      const again = yield* SupervisedSession.resume({
+        id: "s1",
+        store,
+        worker: Worker.make("never", () => Effect.die(`asked ${++asked}`))
+      })
+      assert.deepStrictEqual(again.outcome, { _tag: "Converged", turns: 2 })
+      assert.strictEqual(asked, 0)
+    }))
+
+  it.effect("an external worker's session: the resume token and the messages are kept; plan phase resumes in plan", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const asked: Array<Worker.TurnRequest> = []
+      const hang = yield* Deferred.make<void>()
+      const worker = (replies: ReadonlyArray<string | undefined>) =>
+        Worker.make("fake", (request) =>
+          Effect.suspend(() => {
+            asked.push(request)
+            const reply = replies[asked.length - 1]
+            return reply === undefined
+              ? Effect.andThen(Deferred.succeed(hang, void 0), Effect.never)
+              : Effect.succeed({ text: reply, usage: { inputTokens: 1, outputTokens: 1 }, resumeToken: "tok" })
+          }))
+      const approvals: Approvals.Service = {
+        decide: () => Effect.succeed(Approvals.approved),
+        decidePlan: () => Effect.succeed({ _tag: "Refine", notes: "shorter" })
+      }
+      const fiber = yield* Effect.forkChild(
+        SupervisedSession.run({ id: "p", store, task, plan: true, worker: worker(["plan v1", undefined]) }).pipe(
+          Effect.provideService(Approvals.Approvals, approvals)
+        )
+      )
+      yield* Deferred.await(hang)
+      yield* Fiber.interrupt(fiber)
+      const saved = yield* SupervisedSession.load("p", store)
+      assert.deepStrictEqual([saved.phase, saved.planIteration, saved.resumeToken], ["plan", 2, "tok"])
+      assert.strictEqual(saved.agentState, undefined)
+      const stored = yield* store.load("p")
+      assert.deepStrictEqual(stored.state.messages.map(Message.textOf), [Supervisor.planRequest(task), "plan v1"])
+
+      asked.length = 0
+      const result = yield* SupervisedSession.resume({ id: "p", store, worker: worker(["plan v2", "done"]) })
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
+      assert.deepStrictEqual(asked.map((r) => [r.phase, r.message, r.resumeToken]), [
+        ["plan", Supervisor.revisionRequest("shorter"), "tok"],
+        ["act", Supervisor.actRequest("plan v2", task), "tok"]
+      ])
+      assert.strictEqual(result.plan, "plan v2")
+    }))
+
+  it.effect("a plain session's checkpoint, or a damaged supervisor state: CheckpointCorrupt, and the store keeps it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const state = RunState.make({ runId: "r", messages: [Message.user("hi")] })
+      yield* store.create("plain", { state })
+      const never = Worker.make("w", () => Effect.die("never"))
+      const plain = yield* Effect.flip(SupervisedSession.resume({ id: "plain", store, worker: never }))
+      assert.strictEqual(plain._tag, "CheckpointCorrupt")
+      assert.include(plain.message, "holds no supervised run")
+      assert.deepStrictEqual((yield* store.load("plain")).state, state)
+
+      const damaged = { ...state, pluginState: { [SupervisedSession.key]: { version: 1, phase: "later" } } }
+      yield* store.create("damaged", { state: damaged })
+      const error = yield* Effect.flip(SupervisedSession.load("damaged", store))
+      assert.strictEqual(error._tag, "CheckpointCorrupt")
+      assert.include(error.message, "its supervised run does not decode")
+      assert.deepStrictEqual((yield* store.load("damaged")).state, damaged)
+
+      const missing = yield* Effect.flip(SupervisedSession.load("nothing", store))
+      assert.strictEqual(missing._tag, "CheckpointMissing")
+    }))
+
+  it.effect("a new session under a taken id fails with CheckpointExists before any turn", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      yield* store.create("taken", { state: RunState.make({ runId: "r" }) })
+      let turns = 0
+      const worker = Worker.make("w", () =>
+        Effect.sync(() => (turns++, { text: "x", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined })))
+      const error = yield* Effect.flip(SupervisedSession.run({ id: "taken", store, task, worker }))
+      assert.strictEqual(error._tag, "CheckpointExists")
+      assert.strictEqual(turns, 0)
+    }))
+})
+
+describe("SupervisedSession: stopped while a call that is not replay-safe runs", () => {
+  it.effect("the resumed turn answers it 'outcome unknown' and does not run it again", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const files = new Map<string, string>()
+      let writes = 0
+      const started = yield* Deferred.make<void>()
+      // a write that is not safe to repeat (tools are replay-safe unless annotated otherwise)
+      const Unsafe = Toolkit.make(AgentTool.annotate(WriteFile, { replaySafe: false }))
+      const hanging = ToolRegistry.layer(Unsafe).pipe(Layer.provide(Unsafe.toLayer({
+        write_file: () =>
+          Effect.andThen(Effect.sync(() => void writes++), Effect.andThen(Deferred.succeed(started, void 0), Effect.never))
+      })))
+      const script = ScriptedModel.layer([
+        { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "yes" } }] }
+      ])
+      const fiber = yield* Effect.forkChild(
+        SupervisedSession.run({ id: "u", store, task, checks: [okCheck(files)] }).pipe(
+          Effect.provide(Layer.merge(script, hanging))
+        )
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      const saved = yield* SupervisedSession.load("u", store)
+      assert.deepStrictEqual([saved.phase, saved.turns, saved.inTurn], ["act", 0, true])
+      assert.deepStrictEqual(saved.agentState!.startedCalls, ["w1"])
+
+      const rest = ScriptedModel.layer([
+        { toolCalls: [{ id: "w2", name: "write_file", params: { path: "ok.txt", content: "yes" } }] },
+        { text: "wrote it again, knowingly" }
+      ])
+      const unsafeOn = ToolRegistry.layer(Unsafe).pipe(Layer.provide(Unsafe.toLayer({
+        write_file: ({ path, content }) => Effect.sync(() => (writes++, files.set(path, content), "written"))
+      })))
+      const result = yield* SupervisedSession.resume({ id: "u", store, checks: [okCheck(files)] }).pipe(
+        Effect.provide(Layer.merge(rest, unsafeOn))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
+      assert.strictEqual(writes, 2) // w1 once (before the stop, never again), then w2
+      const answered = result.state.messages.find((m) => m.role === "toolResult" && m.toolCallId === "w1")
+      assert.match(answered === undefined ? "" : Message.textOf(answered), /had started when the run was interrupted/)
+      assert.strictEqual(result.state.messages.filter((m) => m.role === "user").length, 1)
+    }))
+})
