@@ -18,7 +18,7 @@
  * - `ScriptedModel` (the test double, request recording off), which builds
  *   the decoded parts itself.
  */
-import { Effect, Layer, Redacted, Schema, Stream, Tracer } from "effect"
+import { Context, Effect, Layer, Redacted, Schema, Stream, Tracer } from "effect"
 import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { Agent, type Hooks, Message, ToolRegistry } from "../../src/index.ts"
 import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
@@ -122,34 +122,36 @@ const decoding = <P>(make: ResponseParts.Maker<P>): SseTransport.Decoding<P> => 
   decoder: () => OpenAiChatStream.decoder(settings, make)
 })
 const decoded = decoding(ResponseParts.decoded)
-const encoded = decoding(ResponseParts.encoded)
+
+/** The session's script, which the model reads from the run's context: the model itself is built once. */
+class SessionScript extends Context.Service<SessionScript, Script>()("bench/SessionScript") {}
 
 /**
  * The provider-shaped model: each call's body decoded by `OpenAiChat`'s own
- * code, decoded parts for the loop's calls, encoded ones through
- * `LanguageModel.make` for any other.
+ * code into decoded parts (the loop's calls, the only ones the benchmark
+ * makes). Built once per process, as a server
+ * builds its provider layer once; each session's script comes from the run's
+ * context.
  */
-const providerShapedModel = (script: Script) =>
-  Layer.effect(
-    LanguageModel.LanguageModel,
-    Effect.map(
-      LanguageModel.make({
-        generateText: () => Effect.die("the benchmark only streams"),
-        streamText: (options) => {
-          checkRequest(script, options.prompt)
-          return SseTransport.decodeBody(Stream.succeed(bodyOf(script.next())), encoded)
-        }
-      }),
-      (base): LanguageModel.LanguageModel => {
-        const streamText = (options: LanguageModel.GenerateTextOptions<{}>) => {
-          if (!SseTransport.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
-          checkRequest(script, Prompt.make(options.prompt))
-          return SseTransport.decodeBody(Stream.succeed(bodyOf(script.next())), decoded)
-        }
-        return { ...base, streamText: streamText as LanguageModel.LanguageModel["streamText"] }
-      }
-    )
-  )
+const providerShapedModel: Context.Context<LanguageModel.LanguageModel> = Effect.runSync(Effect.map(
+  LanguageModel.make({
+    generateText: () => Effect.die("the benchmark only streams"),
+    streamText: () => Stream.die("the benchmark streams the loop's calls only")
+  }),
+  (base) => {
+    const streamText = (options: LanguageModel.GenerateTextOptions<{}>) => {
+      if (!SseTransport.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
+      return Stream.unwrap(Effect.map(Effect.service(SessionScript), (script) => {
+        checkRequest(script, Prompt.make(options.prompt))
+        return SseTransport.decodeBody(Stream.succeed(bodyOf(script.next())), decoded)
+      }))
+    }
+    return Context.make(LanguageModel.LanguageModel, {
+      ...base,
+      streamText: streamText as LanguageModel.LanguageModel["streamText"]
+    })
+  }
+))
 
 const Params = Schema.Struct({ i: Schema.Finite })
 const Noop = Tool.make(NOOP, { description: "Does nothing.", parameters: Params, success: Schema.String })
@@ -173,8 +175,11 @@ const counter = (consumer: Consumer, count: () => void): Hooks.Plugin =>
 /** Which model plays the script. */
 type Model = "provider-shaped" | "scripted"
 
+/** The model's layer for one session: the provider-shaped model (built once) with the session's script. */
 const modelFor = (model: Model, script: Script) =>
-  model === "provider-shaped" ? providerShapedModel(script) : scriptedModel(script)
+  model === "provider-shaped"
+    ? Layer.succeedContext(Context.add(providerShapedModel, SessionScript, script))
+    : scriptedModel(script)
 
 /**
  * With `traced`, a tracer is installed (Effect's native one: spans are made

@@ -370,10 +370,11 @@ const decoders = {
   )
 }
 
-const incompleteReasons: Record<string, Response.FinishReason> = {
-  max_output_tokens: "length",
-  content_filter: "content-filter"
-}
+// A Map, not an object (see OpenAiChatStream's finish reasons).
+const incompleteReasons: ReadonlyMap<string, Response.FinishReason> = new Map([
+  ["max_output_tokens", "length"],
+  ["content_filter", "content-filter"]
+])
 
 interface PendingCall {
   readonly callId: string
@@ -562,7 +563,7 @@ class ResponsesDecoder<P> implements SseTransport.EventDecoder<P> {
     this.reasoning.clear()
     const incomplete = response.incomplete_details?.reason
     const reason: Response.FinishReason = type === "response.incomplete"
-      ? (incomplete ? incompleteReasons[incomplete] ?? "other" : "other")
+      ? (incomplete ? incompleteReasons.get(incomplete) ?? "other" : "other")
       : this.sawToolCall
       ? "tool-calls"
       : "stop"

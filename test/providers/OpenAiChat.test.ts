@@ -230,6 +230,20 @@ describe("OpenAiChat stream decoding", () => {
       assert.deepStrictEqual(response.content.at(-1)!.metadata, {})
     }))
 
+  it.effect("a finish reason it does not know is other, even one named like an object's method", () =>
+    Effect.gen(function*() {
+      for (const [sent, expected] of [["toString", "other"], ["constructor", "other"], ["length", "length"]]) {
+        const body = TestServer.events(
+          chunk({ content: "Hi." }),
+          { id: "chatcmpl-x", model: "qwen3:8b", choices: [{ index: 0, delta: {}, finish_reason: sent }] },
+          "[DONE]"
+        )
+        const server = yield* TestServer.start(() => Effect.succeed(TestServer.sse(body)))
+        const response = yield* ProviderTest.generate("hi").pipe(Effect.provide(layer(server.baseUrl)))
+        assert.strictEqual(response.finishReason, expected, sent)
+      }
+    }))
+
   it.effect("a tool call whose first delta has no id is an invalid stream", () =>
     Effect.gen(function*() {
       const body = TestServer.events(

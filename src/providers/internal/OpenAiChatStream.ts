@@ -130,13 +130,16 @@ export const schemaAccepts = (value: unknown): boolean => Result.isSuccess(decod
  */
 export const checkAccepts = (value: unknown): boolean => isChunk(value)
 
-const finishReasons: Record<string, Response.FinishReason> = {
-  stop: "stop",
-  length: "length",
-  tool_calls: "tool-calls",
-  function_call: "tool-calls",
-  content_filter: "content-filter"
-}
+// A Map, not an object: indexing an object with a string fresh from `JSON.parse` made V8 deoptimize the
+// decoder on every response (trace-deopt: "unexpected name in keyed access"), and an object would answer
+// a reason such as `toString` with its prototype's function.
+const finishReasons: ReadonlyMap<string, Response.FinishReason> = new Map([
+  ["stop", "stop"],
+  ["length", "length"],
+  ["tool_calls", "tool-calls"],
+  ["function_call", "tool-calls"],
+  ["content_filter", "content-filter"]
+])
 
 interface PendingCall {
   readonly id: string
@@ -216,7 +219,7 @@ class ChatDecoder<P> implements SseTransport.EventDecoder<P> {
         }
       }
       if (choice.finish_reason) {
-        this.reason = finishReasons[choice.finish_reason] ?? "other"
+        this.reason = finishReasons.get(choice.finish_reason) ?? "other"
         this.close(out)
       }
     }
