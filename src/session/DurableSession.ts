@@ -345,12 +345,17 @@ export const approve = (
     return true
   })
 
-/** The turn of the call `approvalId` that was asked for and not yet decided, if any (the latest). */
+/**
+ * The session's turn of the call `approvalId` that was asked for and not yet
+ * decided, if any (the latest). A sub-agent's call comes in a `Nested` event,
+ * stamped with the session's turn.
+ */
 const waitingTurn = (published: ReadonlyArray<Published>, approvalId: string): number | undefined => {
   let turn: number | undefined
-  for (const { event } of published) {
+  for (const { event: outer } of published) {
+    const event = outer._tag === "Nested" ? outer.event : outer
     if (event._tag === "ApprovalRequested" && (event.approvalId ?? event.toolCallId) === approvalId) {
-      turn = event.turn
+      turn = outer.turn
     } else if (event._tag === "ApprovalResolved" && (event.approvalId ?? event.toolCallId) === approvalId) {
       turn = undefined
     }

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Latch, Layer, Schedule, Stream } from "effect"
-import { LanguageModel } from "effect/ai"
+import { Effect, Fiber, Latch, Layer, Schedule, Schema, Stream } from "effect"
+import { LanguageModel, Toolkit } from "effect/ai"
 import {
   ClusterWorkflowEngine,
   MessageStorage,
@@ -11,11 +11,11 @@ import {
   ShardingConfig
 } from "effect/cluster"
 import { Activity, WorkflowEngine } from "effect/workflow"
-import { Agent, type AgentEvent, Approvals, Message, type RunState } from "effect-agent"
+import { Agent, type AgentEvent, Approvals, Message, type RunState, SubAgent, ToolRegistry } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, recorder } from "../support.ts"
-import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -275,6 +275,57 @@ describe("DurableSession", () => {
         assert.include(textOf(denied), "not prod")
       }).pipe(Effect.provide(runner("cluster", turns, waited)))
       assert.deepStrictEqual(waited, ["deploy"])
+    }))
+
+  it.live("a sub-agent's call waiting for approval is answered by its approval id", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: toolsLayer(ran),
+        model: ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "c1", name: "deploy", params: { env: "child" } }], usage },
+          { text: "child done", usage }
+        ]))
+      })
+      const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({
+        deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`)),
+        deployer: SubAgent.handler(deployer)
+      })))
+      const turns: Turns = [
+        { toolCalls: [{ id: "c2", name: "deployer", params: { topic: "x" } }], usage },
+        { text: "all done", usage }
+      ]
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          ScriptedModel.layer(followTranscript(turns)),
+          tools,
+          DurableSession.layerMemoryStore
+        )),
+        Layer.provideMerge(engines.cluster)
+      )
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "sub1", prompt: "ship it" }))
+        const nested = yield* Effect.repeat(DurableSession.events("sub1"), {
+          until: (events) => events.some((entry) => entry.event._tag === "Nested" &&
+            entry.event.event._tag === "ApprovalRequested"),
+          schedule: Schedule.spaced("10 millis"),
+          times: 1000
+        })
+        const request = nested.map((entry) => entry.event).find((event) =>
+          event._tag === "Nested" && event.event._tag === "ApprovalRequested"
+        )
+        assert(request !== undefined && request._tag === "Nested" && request.event._tag === "ApprovalRequested")
+        assert.strictEqual(request.event.approvalId, "c2/c1")
+        assert.isFalse(yield* DurableSession.approve("sub1", "c1", { approved: true }), "the child's own call id")
+        assert.isTrue(yield* DurableSession.approve("sub1", "c2/c1", { approved: true }))
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      }).pipe(Effect.provide(layer))
+      assert.deepStrictEqual(ran, ["deploy"])
     }))
 
   it.live("with an interactive handle (one process's), a call waits on its durable deferred as without one", () =>
