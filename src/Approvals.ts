@@ -292,7 +292,7 @@ export const interactive = (): Effect.Effect<Interactive> =>
       })
     const plans = slot<PlanRequest, PlanDecision>()
     const turns = slot<TurnRequest, TurnDecision>()
-    return {
+    const handle: Interactive = {
       decidePlan: plans.ask,
       pendingPlan: plans.pending,
       decidePlanWith: plans.answer,
@@ -317,7 +317,31 @@ export const interactive = (): Effect.Effect<Interactive> =>
       approve: (id) => answer(id, approved),
       deny: (id, reason = "denied by the user") => answer(id, denied(reason))
     }
+    handles.add(handle)
+    return handle
   })
+
+/** The handles {@link interactive} made. */
+const handles = new WeakSet<Service>()
+
+/**
+ * Whether `service` is a handle made by {@link interactive} (its decisions
+ * come from this process's `approve` / `deny`), not a policy.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Approvals } from "effect-agent"
+ *
+ * const handle = Effect.runSync(Approvals.interactive())
+ * console.log(Approvals.isInteractive(handle), Approvals.isInteractive(Approvals.allowAll))
+ * // Output: true false
+ * ```
+ *
+ * @since 0.1.0
+ * @category guards
+ */
+export const isInteractive = (service: Service): service is Interactive => handles.has(service)
 
 /** A call of the top run: its approval id has no `/` (an encoded id never has one). */
 const topLevel = (request: Request): boolean => !request.approvalId.includes("/")

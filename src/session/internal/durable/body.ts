@@ -10,9 +10,9 @@
  *   through the `modelCall` seam): its assistant message;
  * - `tool/<turn>/<callId>`: one tool call; a batch's calls run as concurrent
  *   activities within the config's cap (the loop's own batch);
- * - `decision/<callId>`: the application's approval policy decides a call;
- * - `approval/<callId>`: without a policy, announces an approval request,
- *   then the body waits on the `DurableDeferred` of that call;
+ * - `decision/<turn>/<approvalId>`: the application's approval policy decides a call;
+ * - `approval/<turn>/<approvalId>`: without a policy, announces an approval
+ *   request, then the body waits on the `DurableDeferred` of that call;
  * - `idle/<k>`, `wake/<k>`: an idle session waiting for a follow-up;
  * - `end/<k>`: publishes the last events.
  *
@@ -327,7 +327,7 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
  * calls wait on durable deferreds instead.
  */
 const decidesDurably = (service: Approvals.Service | undefined): service is Approvals.Service =>
-  service !== undefined && !("pending" in service && "approve" in service && "deny" in service)
+  service !== undefined && !Approvals.isInteractive(service)
 
 /**
  * Approvals in a durable session. With the application's policy: its
