@@ -507,7 +507,7 @@ const readBody = <P>(
       fiber.interruptUnsafe()
       return undefined
     }
-    watchdog = yield* Watchdog.start(clock, Math.min(lastEvent + idleMillis, call.deadline), (now) => {
+    watchdog = Watchdog.startUnsafe(clock, Math.min(lastEvent + idleMillis, call.deadline), (now) => {
       if (over) return undefined
       if (now >= call.deadline) return expire(ProviderError.responseTimeout(call.target, options.responseTimeout))
       const idleAt = lastEvent + idleMillis

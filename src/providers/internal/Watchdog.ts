@@ -28,15 +28,16 @@ const defaultClock: Clock.Clock = Context.get(Context.empty(), Clock.Clock)
 const maxTimerMillis = 2 ** 31 - 1
 
 /**
- * Starts watching: the first wake-up is at `at`; the watch ends when the
- * check returns `undefined` or when `stop` is called, which the caller must
- * do when the call ends.
+ * Starts watching, at once (not as an Effect: the caller holds the watch
+ * before anything can interrupt it): the first wake-up is at `at`; the
+ * watch ends when the check returns `undefined` or when `stop` is called,
+ * which the caller must do when the call ends.
  *
  * @since 0.1.0
  * @category constructors
  */
-export const start = (clock: Clock.Clock, at: number, check: Check): Effect.Effect<Watch> =>
-  Effect.sync(() => clock === defaultClock ? timer(clock, at, check) : sleeper(clock, at, check))
+export const startUnsafe = (clock: Clock.Clock, at: number, check: Check): Watch =>
+  clock === defaultClock ? timer(clock, at, check) : sleeper(clock, at, check)
 
 /**
  * A running watch.
