@@ -26,6 +26,7 @@ import * as ResponseParts from "../../src/providers/internal/ResponseParts.ts"
 import * as Settings from "../../src/providers/internal/Settings.ts"
 import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
 import { ScriptedModel } from "../../src/testing/index.ts"
+import { bodyOf } from "../sse.ts"
 import {
   type Adapter,
   type BatchSpec,
@@ -60,51 +61,6 @@ const scriptedModel = (script: Script) =>
     checkRequest(script, request.prompt)
     return scripted(script.next())
   }, { record: false })
-
-const encoder = new TextEncoder()
-
-const chunk = (choices: ReadonlyArray<unknown>, usage?: unknown): string =>
-  `data: ${
-    JSON.stringify({
-      id: "chatcmpl-bench",
-      object: "chat.completion.chunk",
-      created: 1727346182,
-      model: "bench-model",
-      system_fingerprint: "fp_bench",
-      choices,
-      ...(usage === undefined ? {} : { usage })
-    })
-  }\n\n`
-
-const delta = (value: unknown, finish: string | null = null) =>
-  chunk([{ index: 0, delta: value, logprobs: null, finish_reason: finish }])
-
-/** A turn as the Chat Completions SSE body a server streams for it. */
-const sseBody = (turn: Turn): Uint8Array => {
-  const events = [delta({ role: "assistant", content: "", refusal: null })]
-  for (const text of turn.deltas) events.push(delta({ content: text }))
-  turn.calls.forEach((call, index) => {
-    const half = Math.ceil(call.json.length / 2)
-    events.push(delta({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }))
-    events.push(delta({ tool_calls: [{ index, function: { arguments: call.json.slice(0, half) } }] }))
-    events.push(delta({ tool_calls: [{ index, function: { arguments: call.json.slice(half) } }] }))
-  })
-  events.push(delta({}, turn.calls.length > 0 ? "tool_calls" : "stop"))
-  events.push(chunk([], { prompt_tokens: 10, completion_tokens: 25, total_tokens: 35 }))
-  events.push("data: [DONE]\n\n")
-  return encoder.encode(events.join(""))
-}
-
-/** Each turn's body, encoded once per process (the workload's turns are shared). */
-const bodies = new WeakMap<Turn, Uint8Array>()
-const bodyOf = (turn: Turn): Uint8Array => {
-  let body = bodies.get(turn)
-  if (body === undefined) {
-    body = sseBody(turn)
-    bodies.set(turn, body)
-  }
-  return body
-}
 
 const settings = Effect.runSync(Settings.resolve({ model: "bench-model", apiKey: Redacted.make("sk-bench") }, {
   provider: "OpenAiChat",
