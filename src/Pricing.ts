@@ -96,10 +96,11 @@ export const defaultTable: PriceTable = {
 export const find = (table: PriceTable, modelId: string): ModelPrice | undefined => {
   const slash = modelId.lastIndexOf("/")
   const id = slash === -1 ? modelId : modelId.slice(slash + 1)
-  const exact = table[id]
-  if (exact !== undefined) return exact
+  // The table's own keys only: the model id is the server's text, and `constructor` or `__proto__` must
+  // not find the prototype's function or object as a price (its cost would be NaN, which no budget stops on).
+  if (Object.hasOwn(table, id)) return table[id]
   let best: string | undefined
-  for (const key in table) {
+  for (const key of Object.keys(table)) {
     if (id.startsWith(key) && id.charCodeAt(key.length) === DASH && (best === undefined || key.length > best.length)) {
       best = key
     }

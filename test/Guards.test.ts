@@ -137,6 +137,16 @@ describe("budgets", () => {
       assert.strictEqual(cost.requests.length, 3)
     }))
 
+  it.effect("a cost a model reports as NaN, infinite or negative is no cost: the budget counts the valid ones", () =>
+    Effect.gen(function*() {
+      const costs = [Number.NaN, 0.25, Number.POSITIVE_INFINITY, -5, 0.25, 0.25]
+      const { events, result } = yield* runOk((i) => ({ ...addCall(i), usage: { ...usage, cost: costs[i]! } }), {
+        config: { budgets: { costUsd: 0.6 }, wrapUpAt: null }
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.6, used: 0.75 })
+      assert.isTrue(ofTag(events, "BudgetSnapshot").every((e) => Number.isFinite(e.figures.usage.cost ?? 0)))
+    }))
+
   it.effect("a wall-clock budget, on virtual time", () =>
     Effect.gen(function*() {
       const fiber = yield* Effect.forkChild(

@@ -15,6 +15,16 @@ describe("Pricing", () => {
     assert.strictEqual(Pricing.find(table, "llama3.1:8b"), undefined)
   })
 
+  it("finds only the table's own entries: a server's model id such as constructor prices nothing", () => {
+    // The model id is the server's text: the prototype's members are not prices (their cost was NaN).
+    for (const id of ["constructor", "toString", "__proto__", "hasOwnProperty", "vendor/constructor"]) {
+      assert.strictEqual(Pricing.find(Pricing.defaultTable, id), undefined, id)
+    }
+    const table: Pricing.PriceTable = { "toString": { input: 1, output: 2 } }
+    assert.deepStrictEqual(Pricing.find(table, "toString"), { input: 1, output: 2 })
+    assert.deepStrictEqual(Pricing.find(table, "toString-2025"), { input: 1, output: 2 })
+  })
+
   it("prices uncached, cached and written input and output tokens", () => {
     const price = { input: 3, output: 15, cacheRead: 0.3, cacheWrite: 3.75 }
     const usage = {

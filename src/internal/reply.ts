@@ -127,10 +127,13 @@ const finishToStop = (reason: Response.FinishReason, hasToolCalls: boolean): Mes
   }
 }
 
+// A cost that is not a finite, non-negative number (a model's own metadata may say anything) is no cost:
+// NaN would pass every budget check unnoticed.
 const costOf = (metadata: Record<string, unknown>): number | undefined => {
   const ours = metadata["effect-agent"]
-  if (typeof ours === "object" && ours !== null && "costUsd" in ours && typeof ours.costUsd === "number") {
-    return ours.costUsd
+  if (typeof ours === "object" && ours !== null && "costUsd" in ours) {
+    const cost = ours.costUsd
+    if (typeof cost === "number" && Number.isFinite(cost) && cost >= 0) return cost
   }
   return undefined
 }

@@ -84,6 +84,27 @@ describe("Agent.run on the real providers", () => {
       ])
     }))
 
+  it.effect("a server naming its model `constructor` costs nothing known: no NaN cost, the cost budget still counts", () =>
+    Effect.gen(function*() {
+      // The model id is the server's text; it once found Object's constructor as a price, made the cost NaN, and
+      // a cost budget compares NaN as never reached.
+      const server = yield* TestServer.start(() =>
+        Effect.succeed(TestServer.sse(
+          TestServer.fixture("openai-chat/openai-python_text-with-usage_gpt-4o.sse")
+            .replaceAll("\"model\":\"gpt-4o-2024-08-06\"", "\"model\":\"constructor\"")
+        ))
+      )
+      const model = OpenAiChat.layer({ model: "gpt-4o", apiKey: key, baseUrl: server.baseUrl }).pipe(
+        Layer.provide(ProviderTest.client)
+      )
+      const result = yield* Agent.run({ prompt: "hi", config: { budgets: { costUsd: 1 } } }).pipe(
+        Effect.provide(Layer.merge(ToolsLive, model))
+      )
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.strictEqual(result.usage.cost, undefined)
+      assert.strictEqual(result.usage.input, 14)
+    }))
+
   it.effect("OpenAiResponses: encrypted reasoning and the function call go back with the output", () =>
     Effect.gen(function*() {
       calls.length = 0

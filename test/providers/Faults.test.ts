@@ -6,6 +6,7 @@ import { TestClock } from "effect/testing"
 import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
 import * as RetrySchedule from "../../src/providers/internal/RetrySchedule.ts"
 import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
+import * as Watchdog from "../../src/providers/internal/Watchdog.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
@@ -583,5 +584,72 @@ describe("provider faults", () => {
       assert.strictEqual(redactions, 0)
       yield* Effect.exit(Stream.runDrain(call))
       assert.isAbove(redactions, 0)
+    }))
+})
+
+// On effect's own clock the transport's watchdog is a plain timer, not a fiber sleeping on the clock (the
+// tests above run on the test clock, which takes the fiber's path): these run on the real clock.
+describe("provider timeouts on the real clock", () => {
+  const onRealClock = Effect.map(Effect.clockWith(Effect.succeed), Watchdog.isDefaultClock)
+
+  it.live("a stream that goes quiet fails after the idle timeout", () =>
+    Effect.gen(function*() {
+      assert.isTrue(yield* onRealClock)
+      const text = prefix(TestServer.fixture(chat!.fixture), 0.3)
+      const server = yield* TestServer.start(() => Effect.succeed(TestServer.sseThenHang(text)))
+      const started = Date.now()
+      const error = yield* failure(
+        ProviderTest.generate("hi").pipe(
+          Effect.provide(chat!.layer({ baseUrl: server.baseUrl, idleTimeout: "300 millis" }))
+        )
+      )
+      const elapsed = Date.now() - started
+      assert(error.reason._tag === "NetworkError")
+      assert.strictEqual(
+        error.reason.description,
+        "the stream completed no event within the idle timeout (idleTimeout: 300ms)"
+      )
+      assert.isAtLeast(elapsed, 290)
+      assert.isBelow(elapsed, 10_000)
+    }))
+
+  it.live("complete events keep the idle timeout at bay, but not the response timeout", () =>
+    Effect.gen(function*() {
+      const head = prefix(TestServer.fixture(chat!.fixture), 0.3)
+      const pieces = Array.from({ length: 200 }, () => chat!.keepAlive)
+      const server = yield* TestServer.start(() => Effect.succeed(TestServer.trickle(head, pieces, "50 millis")))
+      const started = Date.now()
+      const error = yield* failure(
+        ProviderTest.generate("hi").pipe(
+          Effect.provide(chat!.layer({ baseUrl: server.baseUrl, idleTimeout: "250 millis", responseTimeout: "800 millis" }))
+        )
+      )
+      const elapsed = Date.now() - started
+      assert(error.reason._tag === "NetworkError")
+      assert.strictEqual(
+        error.reason.description,
+        "the response did not end within the response timeout (responseTimeout: 800ms)"
+      )
+      assert.isAtLeast(elapsed, 790)
+      assert.isBelow(elapsed, 10_000)
+    }))
+
+  it.live("calls that end leave no timer behind (a ref'd timer would hold the process open until it fires)", () =>
+    Effect.gen(function*() {
+      // The end of the answer comes in a later read, so that each call has its watchdog armed while it waits.
+      const text = TestServer.fixture(chat!.fixture)
+      const head = prefix(text, 0.5)
+      const server = yield* TestServer.start(() =>
+        Effect.succeed(TestServer.trickle(head, [text.slice(head.length)], "20 millis"))
+      )
+      const timers = () => process.getActiveResourcesInfo().filter((kind) => kind === "Timeout").length
+      const layer = chat!.layer({ baseUrl: server.baseUrl, idleTimeout: "1 hour" })
+      yield* ProviderTest.generate("hi").pipe(Effect.provide(layer))
+      // The drain after the terminal event reads the body's end within its own short timer.
+      yield* Effect.sleep("150 millis")
+      const before = timers()
+      for (let i = 0; i < 10; i++) yield* ProviderTest.generate("hi").pipe(Effect.provide(layer))
+      yield* Effect.sleep("150 millis")
+      assert.isBelow(timers() - before, 10)
     }))
 })

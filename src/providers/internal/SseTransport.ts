@@ -68,6 +68,7 @@ import * as Redaction from "./Redaction.ts"
 import * as ResponseParts from "./ResponseParts.ts"
 import * as RetrySchedule from "./RetrySchedule.ts"
 import * as SseFramer from "./SseFramer.ts"
+import * as Watchdog from "./Watchdog.ts"
 
 /**
  * Turns one provider's SSE events into stream parts (`P`: encoded or decoded,
@@ -331,7 +332,7 @@ const done = Exit.fail(Cause.Done())
 //
 // The idle timeout counts the time without a complete event, not without a
 // byte: a server that trickles bytes or comment lines must not keep a call
-// alive. One watchdog fiber per call keeps both timeouts: it sleeps until the
+// alive. One `Watchdog` per call keeps both timeouts: it wakes at the
 // idle deadline (the time of the last complete event plus the timeout) or the
 // call's deadline, whichever is first; when it wakes and no event completed
 // meanwhile, it fails the call and interrupts the reader. A timeout raced
@@ -378,9 +379,12 @@ const readBody = <P>(
       completed = true
       if (fault === undefined && !decoder.finished) fault = decoder.push(event, out)
     })
+    // Set once the reader and the watchdog have started.
+    let watchdog: { readonly stop: () => void } | undefined
     const failWith = (reason: AiError.AiErrorReason) => {
       if (over) return
       over = true
+      watchdog?.stop()
       mailbox.close(Exit.fail(fail(reason)))
     }
     const truncated = () => failWith(ProviderError.truncated(decoder.terminal))
@@ -411,6 +415,7 @@ const readBody = <P>(
     const finish = () => {
       deliver()
       over = true
+      watchdog?.stop()
       mailbox.close(done)
     }
     // The body ended: its last event may still be pending.
@@ -465,9 +470,7 @@ const readBody = <P>(
       }
     )
     const reader = read.pipe(
-      Effect.andThen(Effect.suspend(() =>
-        decoder.finished ? Effect.raceFirst(Effect.ignore(rest), drainTimer) : Effect.void
-      )),
+      Effect.andThen(Effect.suspend(() => decoder.finished ? drain(rest) : Effect.void)),
       Effect.catchCause((cause) =>
         Effect.sync(() => {
           if (over) return
@@ -476,6 +479,7 @@ const readBody = <P>(
           if (Cause.hasInterruptsOnly(cause)) return
           // A defect (a bug in a decoder) reaches the caller as one.
           over = true
+          watchdog?.stop()
           mailbox.close(Exit.die(Cause.squash(cause)))
         })
       ),
@@ -485,30 +489,31 @@ const readBody = <P>(
           : Effect.andThen(Scope.close(body, Exit.void), Scope.close(call.request, Exit.void))
       ))
     )
-    // Not a child of the stream: it reads the rest of the body after the stream has ended.
-    const fiber = yield* Effect.forkDetach(reader)
-    yield* Scope.addFinalizer(scope, Effect.suspend(() => decoder.finished ? Effect.void : Fiber.interrupt(fiber)))
+    // Not a child of the stream: it reads the rest of the body after the stream has ended. It starts at
+    // once, so that a body already at hand is read without waiting for the scheduler.
+    const fiber = yield* Effect.forkDetach(reader, { startImmediately: true })
+    yield* Scope.addFinalizer(
+      scope,
+      Effect.suspend(() => {
+        watchdog?.stop()
+        return decoder.finished ? Effect.void : Fiber.interrupt(fiber)
+      })
+    )
+    if (over) return mailbox.take
 
     // Wakes at the idle deadline or the call's, whichever is first; fails the call if no event completed meanwhile.
-    const watch: Effect.Effect<void> = Effect.suspend(() => {
-      if (over) return Effect.void
-      const now = clock.currentTimeMillisUnsafe()
-      if (now >= call.deadline) {
-        return Effect.andThen(
-          Effect.sync(() => failWith(ProviderError.responseTimeout(call.target, options.responseTimeout))),
-          Fiber.interrupt(fiber)
-        )
-      }
+    const expire = (reason: AiError.AiErrorReason) => {
+      failWith(reason)
+      fiber.interruptUnsafe()
+      return undefined
+    }
+    watchdog = yield* Watchdog.start(clock, Math.min(lastEvent + idleMillis, call.deadline), (now) => {
+      if (over) return undefined
+      if (now >= call.deadline) return expire(ProviderError.responseTimeout(call.target, options.responseTimeout))
       const idleAt = lastEvent + idleMillis
-      if (now >= idleAt) {
-        return Effect.andThen(
-          Effect.sync(() => failWith(ProviderError.idle(call.target, options.idleTimeout, "stream"))),
-          Fiber.interrupt(fiber)
-        )
-      }
-      return Effect.andThen(Effect.sleep(Math.min(idleAt, call.deadline) - now), watch)
+      if (now >= idleAt) return expire(ProviderError.idle(call.target, options.idleTimeout, "stream"))
+      return Math.min(idleAt, call.deadline)
     })
-    yield* Effect.forkIn(watch, scope)
     return mailbox.take
   })
 
@@ -525,13 +530,17 @@ const streaming = { stream: true }
  */
 export const drainMillis = 100
 
-// A timer on the wall clock, not Effect's `Clock`: it bounds how long a
-// finished call keeps reading to reuse its connection, which no caller
-// configures and no test clock should hold up.
-const drainTimer: Effect.Effect<void> = Effect.callback<void>((resume) => {
-  const timer = setTimeout(() => resume(Effect.void), drainMillis)
-  return Effect.sync(() => clearTimeout(timer))
-})
+// Reads the rest of a body for at most `drainMillis`, then interrupts the
+// reader (which aborts the request). The timer is on the wall clock, not
+// Effect's `Clock`: it bounds how long a finished call keeps reading to reuse
+// its connection, which no caller configures and no test clock should hold
+// up. A plain timer interrupting the reader, rather than a race with a sleep,
+// which would fork two fibers per call.
+const drain = (rest: Effect.Effect<void, HttpClientError.HttpClientError>) =>
+  Effect.withFiber((fiber) => {
+    const timer = setTimeout(() => fiber.interruptUnsafe(), drainMillis)
+    return Effect.ensuring(rest, Effect.sync(() => clearTimeout(timer)))
+  })
 
 // Fed at the end of a body whose last line is complete: a blank line after a
 // line feed, or after the LF the parser skips following a CR.
