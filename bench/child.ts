@@ -56,7 +56,9 @@ export const ADAPTERS = [
   "effect-agent",
   "effect-agent-onevent",
   "effect-agent-scripted",
-  "effect-agent-traced"
+  "effect-agent-traced",
+  "pi-provider",
+  "effect-agent-fetch"
 ] as const
 export type AdapterId = (typeof ADAPTERS)[number]
 
@@ -70,7 +72,9 @@ const adapters: Record<AdapterId, () => Promise<Adapter>> = {
   "effect-agent": async () => (await import("./adapters/effect-agent.ts")).adapter,
   "effect-agent-onevent": async () => (await import("./adapters/effect-agent.ts")).onEventAdapter,
   "effect-agent-scripted": async () => (await import("./adapters/effect-agent.ts")).scriptedAdapter,
-  "effect-agent-traced": async () => (await import("./adapters/effect-agent.ts")).tracedAdapter
+  "effect-agent-traced": async () => (await import("./adapters/effect-agent.ts")).tracedAdapter,
+  "pi-provider": async () => (await import("./adapters/pi-provider.ts")).adapter,
+  "effect-agent-fetch": async () => (await import("./adapters/effect-agent.ts")).fetchAdapter
 }
 
 const gc = (): void => {

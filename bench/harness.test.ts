@@ -1,11 +1,20 @@
 /**
  * The benchmark's workload and its checks: the script every adapter plays,
- * the verification that fails a wrong session loudly, and the bare loop (the
- * one adapter with no dependency outside this repository).
+ * the verification that fails a wrong session loudly, the bare loop (the
+ * one adapter with no dependency outside this repository), the in-memory
+ * Chat Completions server, and the two rows over it (effect-agent's, whose
+ * dependencies are the repository's; pi-agent-core's, when the benchmark's
+ * own dependencies are installed).
  */
 import { assert, describe, it } from "@effect/vitest"
+import { existsSync } from "node:fs"
+import { fileURLToPath } from "node:url"
 import { adapter as bare } from "./adapters/bare.ts"
+import { fetchAdapter } from "./adapters/effect-agent.ts"
+import { lastMessage, MemoryServer, route, SESSION_HEADER } from "./memory-fetch.ts"
+import { bodyOf } from "./sse.ts"
 import {
+  type Adapter,
   DELTAS_PER_TURN,
   NOOP,
   WAIT,
@@ -14,6 +23,7 @@ import {
   finalText,
   noopResult,
   sessionScript,
+  turns,
   verifyBatch,
   verifySession
 } from "./workload.ts"
@@ -80,5 +90,96 @@ describe("bench bare loop", () => {
     const outcome = await bare.batch(spec)
     verifyBatch(bare.name, spec, outcome)
     assert.strictEqual(outcome.maxInFlight, 3)
+  })
+})
+
+describe("bench in-memory server", () => {
+  const request = (messages: ReadonlyArray<unknown>) =>
+    JSON.stringify({ model: "m", messages, stream: true, tools: [{ type: "function", function: { name: "noop" } }] })
+  const tool = (id: string, content: unknown, first = true) =>
+    first ? { role: "tool", tool_call_id: id, content } : { role: "tool", content, tool_call_id: id }
+
+  it("reads the last message of a string or byte body, whatever its key order or content shape", () => {
+    const history = [{ role: "user", content: "go {\"role\":\"x\"} }" }, { role: "assistant", content: "a\\\"}{" }]
+    const body = request([...history, tool("call_3", "ok 3")])
+    assert.deepStrictEqual(lastMessage(body), { role: "tool", toolCallId: "call_3", text: "ok 3" })
+    const parts = [{ type: "text", text: "ok 4" }]
+    const bytes = new TextEncoder().encode(request([...history, tool("call_4", parts, false)]))
+    assert.deepStrictEqual(lastMessage(bytes.subarray(0)), { role: "tool", toolCallId: "call_4", text: "ok 4" })
+    assert.deepStrictEqual(lastMessage(request(history)), { role: "assistant", toolCallId: undefined, text: "a\\\"}{" })
+    assert.throws(() => lastMessage("{\"messages\":[]}"), /the request has no message/)
+  })
+
+  it("streams the turn's SSE body in one chunk, and answers 400 and keeps the error on a wrong history", async () => {
+    const script = sessionScript("test", 2)
+    const server = new MemoryServer(script)
+    const url = "http://x/v1/chat/completions"
+    const first = await server.fetch(url, { body: request([{ role: "user", content: "go" }]) })
+    assert.strictEqual(first.status, 200)
+    const reader = first.body!.getReader()
+    const chunk = await reader.read()
+    assert.deepStrictEqual(chunk.value, bodyOf(turns.toolTurn(0)))
+    assert.isTrue((await reader.read()).done)
+    const wrong = await server.fetch(url, { body: request([tool("call_0", "ok 7")]) })
+    assert.strictEqual(wrong.status, 400)
+    const message = server.error!.message
+    assert.match(message, /expected the result of call_0 \(ok 0\) last in its request, got call_0 \(ok 7\)/)
+    assert.throws(() => server.rethrow(), /expected the result of call_0/)
+    assert.strictEqual(script.calls, 1)
+  })
+
+  it("routes the global fetch by session header while a route is open, and restores it", async () => {
+    const original = globalThis.fetch
+    const server = new MemoryServer(sessionScript("test", 1))
+    const session = route(server)
+    assert.notStrictEqual(globalThis.fetch, original)
+    const response = await fetch("http://bench.invalid/v1/chat/completions", {
+      method: "POST",
+      headers: { [SESSION_HEADER]: session.id },
+      body: request([{ role: "user", content: "go" }])
+    })
+    assert.strictEqual(response.status, 200)
+    assert.strictEqual(server.script.calls, 1)
+    session.close()
+    assert.strictEqual(globalThis.fetch, original)
+  })
+})
+
+describe("bench effect-agent over an in-memory fetch", () => {
+  it("runs a session through OpenAiChat on FetchHttpClient and passes verification", async () => {
+    let turns = 0
+    const outcome = await fetchAdapter.session(5, () => turns++)
+    verifySession(fetchAdapter.name, 5, outcome)
+    assert.strictEqual(turns, 5)
+    assert.strictEqual(outcome.modelCalls, 6)
+  })
+
+  it("bounds the batch by maxParallelTools", async () => {
+    const spec = { calls: 7, ms: 5, maxParallel: 3 }
+    const outcome = await fetchAdapter.batch(spec)
+    verifyBatch(fetchAdapter.name, spec, outcome)
+    assert.strictEqual(outcome.maxInFlight, 3)
+  })
+})
+
+// pi-agent-core is one of the benchmark's own dependencies (bench/package.json), installed by `npm run bench`:
+// without them, its adapter cannot load. The specifier is a variable so the repository's typecheck, which
+// covers this file, does not need them either.
+const piProvider = "./adapters/pi-provider.ts"
+const piInstalled = existsSync(fileURLToPath(new URL("./node_modules/@mariozechner/pi-agent-core", import.meta.url)))
+if (!piInstalled) console.log("bench pi-agent-core over pi-ai's provider: skipped, bench/node_modules is not installed")
+
+describe.skipIf(!piInstalled)("bench pi-agent-core over pi-ai's provider on an in-memory fetch", () => {
+  it("runs a session through the openai-completions provider, and puts the global fetch back", async () => {
+    const { adapter }: { adapter: Adapter } = await import(piProvider)
+    const original = globalThis.fetch
+    let turns = 0
+    const outcome = await adapter.session(5, () => turns++)
+    verifySession(adapter.name, 5, outcome)
+    assert.strictEqual(turns, 5)
+    assert.strictEqual(outcome.modelCalls, 6)
+    assert.strictEqual(globalThis.fetch, original)
+    const spec = { calls: 7, ms: 5, maxParallel: 3 }
+    verifyBatch(adapter.name, spec, await adapter.batch(spec))
   })
 })

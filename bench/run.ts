@@ -10,7 +10,8 @@
  *   --quick        one run: a smoke test of the harness with the full workload, labelled as such
  *   --smoke        tiny workload, one run, nothing written: checks the harness works
  *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent,
- *                  effect-agent-scripted, effect-agent-traced); bare is always included
+ *                  effect-agent-scripted, effect-agent-traced, pi-provider, effect-agent-fetch);
+ *                  bare is always included
  *   --phases p,q   phases to run (single200, single1000, concurrent, setup, batch)
  *   --no-write     print only
  *   --fullstack    the full-stack benchmark instead (bench/fullstack/run.ts; `--fullstack --help` lists its options)
@@ -42,7 +43,9 @@ const ALL_ADAPTERS: ReadonlyArray<AdapterId> = [
   "effect-agent",
   "effect-agent-onevent",
   "effect-agent-scripted",
-  "effect-agent-traced"
+  "effect-agent-traced",
+  "pi-provider",
+  "effect-agent-fetch"
 ]
 
 interface PhaseSpec {
@@ -339,13 +342,23 @@ const targets = (results: Results): Table | undefined => {
     rows.push([target, `${num(measured)}${unit}`, `≤ ${limit}${unit}`, (measured <= limit ? "met" : "missed") + context])
   }
   const median = (xs: ReadonlyArray<ChildResult> | undefined, metric: Metric) => xs === undefined ? undefined : stat(xs.map(metric)).median
-  const medianRatio = (phase: string, metric: Metric, base: AdapterId = "bare") => {
-    const mine = ea(phase)
+  const medianRatio = (phase: string, metric: Metric, base: AdapterId = "bare", of: AdapterId = "effect-agent") => {
+    const mine = get(phase, of)
     const other = get(phase, base)
     return mine === undefined || other === undefined ? undefined : ratios(mine, other, metric).median
   }
-  if (ea("single1000") === undefined && ea("concurrent") === undefined && ea("batch") === undefined) return undefined
+  const fetchRatio = medianRatio("single1000", usPerTurn, "pi-provider", "effect-agent-fetch")
+  if (
+    ea("single1000") === undefined && ea("concurrent") === undefined && ea("batch") === undefined &&
+    fetchRatio === undefined
+  ) return undefined
   row(`µs / turn at T = ${size.long}, × pi-agent-core (issue 19)`, medianRatio("single1000", usPerTurn, "pi"), 1, "×")
+  row(
+    `µs / turn at T = ${size.long}, effect-agent over fetch ÷ pi-agent-core over pi-ai's provider, both in memory`,
+    fetchRatio,
+    1,
+    "×"
+  )
   row(`µs / turn at T = ${size.long}, × bare`, medianRatio("single1000", usPerTurn), 3, "×")
   row(`µs / event at T = ${size.long}`, median(ea("single1000"), usPerEvent), 2, " µs")
   const short = ea("single200")
@@ -369,7 +382,7 @@ const targets = (results: Results): Table | undefined => {
   row(`${n} sessions: heap / session after`, median(ea("concurrent"), (r) => r.retainedBytes / 1024 / n), 20, " KB")
   row("parallel batch, × ideal", median(ea("batch"), (r) => r.ms / IDEAL_BATCH_MS), 1.1, "×")
   return {
-    title: "effect-agent against its targets (issues 8 and 19), provider-shaped model",
+    title: "effect-agent against its targets (issues 8 and 19), provider-shaped model (and over an in-memory fetch)",
     header: ["target", "measured (median)", "target", ""],
     rows
   }
@@ -445,6 +458,21 @@ const report = (all: ReadonlyArray<Table>, adapters: ReadonlyArray<AdapterId>): 
     "  `observe` (the synchronous observer an app that counts or renders uses). The targets are checked against it.",
     "- **effect-agent (onEvent)**: the same, with the events counted by a plugin's `onEvent` instead, an `Effect.sync` per event (an observer that needs services).",
     "- **effect-agent (ScriptedModel, test double)**: the same loop over `ScriptedModel` (request recording off), which builds the decoded parts itself: the loop's own cost, without a provider's decoding.",
+    "",
+    "Two rows compare the libraries' real provider paths like for like, over an in-memory `fetch`: an in-memory",
+    "Chat Completions server (`bench/memory-fetch.ts`) reads each request's JSON body, checks its last message is",
+    "the previous turn's tool result (any mismatch answers HTTP 400 and fails the run), and answers with a",
+    "`Response` whose body stream delivers the turn's SSE body, the same bytes as the effect-agent row above",
+    "(`bench/sse.ts`), in one chunk. Both rows pay request encoding (the whole history, each turn), the `fetch`",
+    "call, the body read, SSE framing, `JSON.parse`, the provider's decoding and the loop; only the socket is",
+    "left out. The server parses only the request's last message, so its own cost does not grow with the history.",
+    "",
+    "- **pi-agent-core (pi-ai provider, in-memory fetch)**: `Agent.prompt` with its default `streamFn`, pi-ai's",
+    "  `openai-completions` provider (the `openai` SDK client it makes per request, which takes the global",
+    "  `fetch`: the global is routed to the session's server by a per-session header while sessions run).",
+    "- **effect-agent (OpenAiChat over fetch, in memory)**: `Agent.run` over `OpenAiChat.layer` on",
+    "  `FetchHttpClient.layer`, built once per process; each run is given its session's server as",
+    "  `FetchHttpClient.Fetch`. Tools and events as in the effect-agent row.",
     "",
     "Each adapter and phase runs in its own child process (`node --expose-gc`): a full GC, a warm-up (at least",
     `${size.warmup.toLocaleString("en-US")} turns, at least the timed run's workload with as many sessions at once, and at least ${size.warmupMs / 1000} s:`,

@@ -7,7 +7,7 @@
  * wrap-up request, which the script does not expect) and, for the batch, the
  * per-turn call limit.
  *
- * Two models:
+ * Three models:
  * - provider-shaped (the main row): each turn is the Chat Completions SSE
  *   body a server would send for it (a role chunk, the text deltas, the tool
  *   call's id and name then its arguments in two pieces, the finish chunk, a
@@ -17,15 +17,28 @@
  *   left out (the full-stack benchmark has it).
  * - `ScriptedModel` (the test double, request recording off), which builds
  *   the decoded parts itself.
+ * - over fetch: the real `OpenAiChat.layer` on `FetchHttpClient.layer`, built
+ *   once per process as a server would, its requests answered by an in-memory
+ *   server (`MemoryServer`, bench/memory-fetch.ts) streaming the same SSE
+ *   bodies: request encoding, the `fetch` call and the `Response` body read
+ *   are paid too, as pi-agent-core's row over pi-ai's provider pays them
+ *   (adapters/pi-provider.ts). The session's `fetch` is given the documented
+ *   way: `FetchHttpClient.layer` reads the `FetchHttpClient.Fetch` reference
+ *   from the requesting fiber at each request, so each run is given its own
+ *   server's `fetch` in its context, beside the process-wide model.
  */
-import { Context, Effect, Layer, Redacted, Schema, Stream, Tracer } from "effect"
+import { Context, Effect, Layer, Redacted, Schema, Scope, Stream, Tracer } from "effect"
 import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
+import { FetchHttpClient } from "effect/http"
 import { Agent, type Hooks, Message, ToolRegistry } from "../../src/index.ts"
+import { OpenAiChat } from "../../src/providers/index.ts"
 import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
 import * as ResponseParts from "../../src/providers/internal/ResponseParts.ts"
 import * as Settings from "../../src/providers/internal/Settings.ts"
 import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
 import { ScriptedModel } from "../../src/testing/index.ts"
+import { MemoryServer } from "../memory-fetch.ts"
+import { bodyOf } from "../sse.ts"
 import {
   type Adapter,
   type BatchSpec,
@@ -60,51 +73,6 @@ const scriptedModel = (script: Script) =>
     checkRequest(script, request.prompt)
     return scripted(script.next())
   }, { record: false })
-
-const encoder = new TextEncoder()
-
-const chunk = (choices: ReadonlyArray<unknown>, usage?: unknown): string =>
-  `data: ${
-    JSON.stringify({
-      id: "chatcmpl-bench",
-      object: "chat.completion.chunk",
-      created: 1727346182,
-      model: "bench-model",
-      system_fingerprint: "fp_bench",
-      choices,
-      ...(usage === undefined ? {} : { usage })
-    })
-  }\n\n`
-
-const delta = (value: unknown, finish: string | null = null) =>
-  chunk([{ index: 0, delta: value, logprobs: null, finish_reason: finish }])
-
-/** A turn as the Chat Completions SSE body a server streams for it. */
-const sseBody = (turn: Turn): Uint8Array => {
-  const events = [delta({ role: "assistant", content: "", refusal: null })]
-  for (const text of turn.deltas) events.push(delta({ content: text }))
-  turn.calls.forEach((call, index) => {
-    const half = Math.ceil(call.json.length / 2)
-    events.push(delta({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.name, arguments: "" } }] }))
-    events.push(delta({ tool_calls: [{ index, function: { arguments: call.json.slice(0, half) } }] }))
-    events.push(delta({ tool_calls: [{ index, function: { arguments: call.json.slice(half) } }] }))
-  })
-  events.push(delta({}, turn.calls.length > 0 ? "tool_calls" : "stop"))
-  events.push(chunk([], { prompt_tokens: 10, completion_tokens: 25, total_tokens: 35 }))
-  events.push("data: [DONE]\n\n")
-  return encoder.encode(events.join(""))
-}
-
-/** Each turn's body, encoded once per process (the workload's turns are shared). */
-const bodies = new WeakMap<Turn, Uint8Array>()
-const bodyOf = (turn: Turn): Uint8Array => {
-  let body = bodies.get(turn)
-  if (body === undefined) {
-    body = sseBody(turn)
-    bodies.set(turn, body)
-  }
-  return body
-}
 
 const settings = Effect.runSync(Settings.resolve({ model: "bench-model", apiKey: Redacted.make("sk-bench") }, {
   provider: "OpenAiChat",
@@ -172,14 +140,53 @@ const counter = (consumer: Consumer, count: () => void): Hooks.Plugin =>
     ? { name: "count", observe: count }
     : { name: "count", onEvent: () => Effect.sync(count) }
 
-/** Which model plays the script. */
-type Model = "provider-shaped" | "scripted"
+/**
+ * `OpenAiChat.layer` on `FetchHttpClient.layer`, built on first use (the other
+ * rows' processes never build it) and then kept for the process, in a scope
+ * never closed, as a server keeps its provider layer.
+ */
+let fetchModel: Context.Context<LanguageModel.LanguageModel> | undefined
+const fetchModelContext = (): Context.Context<LanguageModel.LanguageModel> =>
+  fetchModel ??= Effect.runSync(Layer.buildWithScope(
+    OpenAiChat.layer({ model: "bench-model", baseUrl: "http://bench.invalid/v1", apiKey: Redacted.make("sk-bench") })
+      .pipe(Layer.provide(FetchHttpClient.layer)),
+    Scope.makeUnsafe()
+  ))
 
-/** The model's layer for one session: the provider-shaped model (built once) with the session's script. */
-const modelFor = (model: Model, script: Script) =>
-  model === "provider-shaped"
-    ? Layer.succeedContext(Context.add(providerShapedModel, SessionScript, script))
-    : scriptedModel(script)
+/** Which model plays the script. */
+type Model = "provider-shaped" | "scripted" | "fetch"
+
+/** One session's model: its layer, and the in-memory server whose failures the session rethrows. */
+interface SessionModel {
+  readonly layer: Layer.Layer<LanguageModel.LanguageModel>
+  readonly server: MemoryServer | undefined
+}
+
+/**
+ * The model for one session: the provider-shaped model (built once) with the
+ * session's script, the test double, or `OpenAiChat` over fetch (built once)
+ * with the session's in-memory server as `FetchHttpClient.Fetch`.
+ */
+const modelFor = (model: Model, script: Script): SessionModel => {
+  if (model === "provider-shaped") {
+    return { layer: Layer.succeedContext(Context.add(providerShapedModel, SessionScript, script)), server: undefined }
+  }
+  if (model === "scripted") return { layer: scriptedModel(script), server: undefined }
+  const server = new MemoryServer(script)
+  return { layer: Layer.succeedContext(Context.add(fetchModelContext(), FetchHttpClient.Fetch, server.fetch)), server }
+}
+
+/** Runs a session's Effect; a failure the in-memory server answered is rethrown first, as the cause. */
+const runWith = async <A, E>(session: SessionModel, run: Effect.Effect<A, E>): Promise<A> => {
+  const server = session.server
+  if (server === undefined) return Effect.runPromise(run)
+  const result = await Effect.runPromise(run).catch((error: unknown) => {
+    server.rethrow()
+    throw error
+  })
+  server.rethrow()
+  return result
+}
 
 /**
  * With `traced`, a tracer is installed (Effect's native one: spans are made
@@ -201,7 +208,9 @@ const make = (name: string, consumer: Consumer, model: Model, traced = false): A
           return noopResult(i)
         })
     })))
-    const result = await Effect.runPromise(
+    const session = modelFor(model, script)
+    const result = await runWith(
+      session,
       Agent.run({
         prompt: "go",
         config: { maxTurns: toolTurns + 1, graceTurns: 0 },
@@ -209,7 +218,7 @@ const make = (name: string, consumer: Consumer, model: Model, traced = false): A
           events++
         })]
       }).pipe(
-        Effect.provide(Layer.mergeAll(modelFor(model, script), tools)),
+        Effect.provide(Layer.mergeAll(session.layer, tools)),
         (run) => traced ? Effect.withTracer(run, Tracer.nativeTracer) : run
       )
     )
@@ -222,12 +231,14 @@ const make = (name: string, consumer: Consumer, model: Model, traced = false): A
     const tools = ToolRegistry.layer(WaitKit).pipe(Layer.provide(WaitKit.toLayer({
       [WAIT]: ({ i }) => Effect.promise(() => observed.wait(i, spec.ms))
     })))
-    const result = await Effect.runPromise(
+    const session = modelFor(model, script)
+    const result = await runWith(
+      session,
       Agent.run({
         prompt: "go",
         config: { maxTurns: 3, maxParallelTools: spec.maxParallel, maxToolCallsPerTurn: spec.calls }
       }).pipe(
-        Effect.provide(Layer.mergeAll(modelFor(model, script), tools)),
+        Effect.provide(Layer.mergeAll(session.layer, tools)),
         (run) => traced ? Effect.withTracer(run, Tracer.nativeTracer) : run
       )
     )
@@ -247,3 +258,6 @@ export const scriptedAdapter: Adapter = make("effect-agent (ScriptedModel, test 
 
 /** The main row with a tracer installed: spans and metrics on (kept in memory, not exported). */
 export const tracedAdapter: Adapter = make("effect-agent (traced)", "observe", "provider-shaped", true)
+
+/** effect-agent over `OpenAiChat.layer` on `FetchHttpClient.layer`, `fetch` answered in memory. */
+export const fetchAdapter: Adapter = make("effect-agent (OpenAiChat over fetch, in memory)", "observe", "fetch")
