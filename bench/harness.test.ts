@@ -10,7 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
 import { adapter as bare } from "./adapters/bare.ts"
-import { fetchAdapter } from "./adapters/effect-agent.ts"
+import { adapter, fetchAdapter, partsAdapter } from "./adapters/effect-agent.ts"
 import { lastMessage, MemoryServer, route, SESSION_HEADER } from "./memory-fetch.ts"
 import { bodyOf } from "./sse.ts"
 import {
@@ -159,6 +159,18 @@ describe("bench effect-agent over an in-memory fetch", () => {
     const outcome = await fetchAdapter.batch(spec)
     verifyBatch(fetchAdapter.name, spec, outcome)
     assert.strictEqual(outcome.maxInFlight, 3)
+  })
+})
+
+describe("bench effect-agent over the provider's decoding", () => {
+  it("the SSE row and the parts row each run a session that passes verification, with the same events", async () => {
+    const bytes = await adapter.session(4)
+    verifySession(adapter.name, 4, bytes)
+    const parts = await partsAdapter.session(4)
+    verifySession(partsAdapter.name, 4, parts)
+    // The parts row hands the loop what the decoder made from the same bodies: the run sees the same events.
+    assert.strictEqual(parts.events, bytes.events)
+    assert.strictEqual(parts.modelCalls, 5)
   })
 })
 

@@ -10,7 +10,7 @@
  *   --quick        one run: a smoke test of the harness with the full workload, labelled as such
  *   --smoke        tiny workload, one run, nothing written: checks the harness works
  *   --only a,b     adapters to run (bare, pi, ai, openai, effect-agent, effect-agent-onevent,
- *                  effect-agent-scripted, effect-agent-traced, pi-provider, effect-agent-fetch);
+ *                  effect-agent-parts, effect-agent-scripted, effect-agent-traced, pi-provider, effect-agent-fetch);
  *                  bare is always included
  *   --phases p,q   phases to run (single200, single1000, concurrent, setup, batch)
  *   --no-write     print only
@@ -44,6 +44,7 @@ const ALL_ADAPTERS: ReadonlyArray<AdapterId> = [
   "openai",
   "effect-agent",
   "effect-agent-onevent",
+  "effect-agent-parts",
   "effect-agent-scripted",
   "effect-agent-traced",
   "pi-provider",
@@ -362,6 +363,13 @@ const targets = (results: Results): Table | undefined => {
   }
   // Issue 19: the provider path.
   row(
+    `issue 19: OpenAiChat's parts without the wire, µs / turn at T = ${size.long}, × pi-agent-core (neither parses JSON)`,
+    medianRatio("single1000", usPerTurn, "pi", "effect-agent-parts"),
+    1,
+    "×"
+  )
+  row(`issue 19: OpenAiChat's parts without the wire, µs / turn, T = ${size.long} ÷ T = ${size.short}`, growth("effect-agent-parts"), 1.3, "×")
+  row(
     `issue 19: provider-shaped row, µs / turn at T = ${size.long}, × pi-agent-core (whose fake model parses no JSON)`,
     medianRatio("single1000", usPerTurn, "pi", "effect-agent"),
     1,
@@ -499,6 +507,10 @@ const report = (all: ReadonlyArray<Table>, adapters: ReadonlyArray<AdapterId>): 
     "  out (the full-stack benchmark below has it). Tools through `ToolRegistry.layer`, events via a plugin's",
     "  `observe` (the synchronous observer an app that counts or renders uses). Issue 19's in-memory target is checked against it.",
     "- **effect-agent (onEvent)**: the same, with the events counted by a plugin's `onEvent` instead, an `Effect.sync` per event (an observer that needs services).",
+    "- **effect-agent (OpenAiChat's parts, no wire)**: the same loop handed, per call, fresh copies of the parts `OpenAiChat`'s",
+    "  decoder made from the turn's SSE body (decoded once per process), in one chunk, as the provider's direct path hands",
+    "  over the parts of one read: issue 19's provider-shaped model (the parts a provider's decoder produces), without the",
+    "  SSE framing and `JSON.parse` that the row above pays and pi-agent-core's fake model does not.",
     "- **effect-agent (ScriptedModel, test double)**: the same loop over `ScriptedModel` (request recording off), which builds the decoded parts itself: the loop's own cost, without a provider's decoding. Issue 8's targets (the loop's own cost) are checked against it.",
     "",
     "Two rows compare the libraries' real provider paths like for like, over an in-memory `fetch`: an in-memory",

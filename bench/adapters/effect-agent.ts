@@ -27,14 +27,15 @@
  *   from the requesting fiber at each request, so each run is given its own
  *   server's `fetch` in its context, beside the process-wide model.
  */
-import { Context, Effect, Layer, Redacted, Schema, Scope, Stream, Tracer } from "effect"
-import { LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
+import { Cause, Channel, Context, Effect, Layer, Redacted, Schema, Scope, Stream, Tracer } from "effect"
+import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
 import { Agent, type Hooks, Message, ToolRegistry } from "../../src/index.ts"
 import { OpenAiChat } from "../../src/providers/index.ts"
 import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
 import * as ResponseParts from "../../src/providers/internal/ResponseParts.ts"
 import * as Settings from "../../src/providers/internal/Settings.ts"
+import * as SseFramer from "../../src/providers/internal/SseFramer.ts"
 import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
 import { ScriptedModel } from "../../src/testing/index.ts"
 import { MemoryServer } from "../memory-fetch.ts"
@@ -121,6 +122,87 @@ const providerShapedModel: Context.Context<LanguageModel.LanguageModel> = Effect
   }
 ))
 
+/** A part as the decoder asked for it: making it again runs the decoder's own maker. */
+type Recipe = () => ResponseParts.Decoded
+
+/** Records the decoder's calls to `ResponseParts.decoded`, to replay them for fresh parts on each call. */
+const recording: ResponseParts.Maker<Recipe> = {
+  metadata: (id, modelId, createdMillis) => () => ResponseParts.decoded.metadata(id, modelId, createdMillis),
+  start: (type, id) => () => ResponseParts.decoded.start(type, id),
+  delta: (type, id, delta) => () => ResponseParts.decoded.delta(type, id, delta),
+  end: (type, id, metadata) => () => ResponseParts.decoded.end(type, id, metadata),
+  paramsStart: (id, name) => () => ResponseParts.decoded.paramsStart(id, name),
+  paramsDelta: (id, delta) => () => ResponseParts.decoded.paramsDelta(id, delta),
+  paramsEnd: (id) => () => ResponseParts.decoded.paramsEnd(id),
+  toolCall: (id, name, params, metadata) => () => ResponseParts.decoded.toolCall(id, name, params, metadata),
+  finish: (finish) => () => ResponseParts.decoded.finish(finish)
+}
+
+/**
+ * How `OpenAiChat`'s decoder makes the parts of a turn's SSE body, decoded
+ * once per process: replaying it makes the parts a provider's decoder
+ * produces, fresh, without the wire (the tool call's parsed arguments are
+ * shared between calls; the loop only reads them).
+ */
+const recipes = new WeakMap<Turn, readonly [Recipe, ...Array<Recipe>]>()
+const recipeOf = (turn: Turn) => {
+  let recipe = recipes.get(turn)
+  if (recipe === undefined) {
+    const out: Array<Recipe> = []
+    const decoder = OpenAiChatStream.decoder(settings, recording)
+    const framer = new SseFramer.SseFramer((event) => {
+      const fault = decoder.push(event, out)
+      if (fault !== undefined) throw new Error(`the bench's own SSE body did not decode: ${fault.message}`)
+    })
+    framer.feed(new TextDecoder().decode(bodyOf(turn)))
+    const [first, ...rest] = out
+    if (first === undefined || !decoder.finished) throw new Error("the bench's own SSE body did not finish")
+    recipe = [first, ...rest]
+    recipes.set(turn, recipe)
+  }
+  return recipe
+}
+
+/**
+ * The provider-shaped model without the wire: each call hands the loop the
+ * parts `OpenAiChat`'s decoder makes from the turn's body, made fresh, in one
+ * chunk, as the provider's direct path hands over the parts of one read. No
+ * SSE framing and no `JSON.parse`, as pi-agent-core's fake model has none:
+ * issue 19's provider-shaped model (the parts a provider's decoder produces).
+ */
+const partsModel: Context.Context<LanguageModel.LanguageModel> = Effect.runSync(Effect.map(
+  LanguageModel.make({
+    generateText: () => Effect.die("the benchmark only streams"),
+    streamText: () => Stream.die("the benchmark streams the loop's calls only")
+  }),
+  (base) => {
+    const streamText = (
+      options: LanguageModel.GenerateTextOptions<{}>
+    ): Stream.Stream<ResponseParts.Decoded, AiError.AiError, SessionScript> => {
+      if (!SseTransport.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
+      return Stream.unwrap(Effect.map(Effect.service(SessionScript), (script) =>
+        Stream.fromChannel(Channel.fromTransform(() => {
+          checkRequest(script, Prompt.make(options.prompt))
+          const [first, ...rest] = recipeOf(script.next())
+          const fresh: readonly [ResponseParts.Decoded, ...Array<ResponseParts.Decoded>] = [
+            first(),
+            ...rest.map((make) => make())
+          ]
+          let pulled = false
+          return Effect.succeed(Effect.suspend(() => {
+            if (pulled) return Cause.done()
+            pulled = true
+            return Effect.succeed(fresh)
+          }))
+        }))))
+    }
+    return Context.make(LanguageModel.LanguageModel, {
+      ...base,
+      streamText: streamText as LanguageModel.LanguageModel["streamText"]
+    })
+  }
+))
+
 const Params = Schema.Struct({ i: Schema.Finite })
 const Noop = Tool.make(NOOP, { description: "Does nothing.", parameters: Params, success: Schema.String })
 const Wait = Tool.make(WAIT, { description: "Waits.", parameters: Params, success: Schema.String })
@@ -154,7 +236,7 @@ const fetchModelContext = (): Context.Context<LanguageModel.LanguageModel> =>
   ))
 
 /** Which model plays the script. */
-type Model = "provider-shaped" | "scripted" | "fetch"
+type Model = "provider-shaped" | "parts" | "scripted" | "fetch"
 
 /** One session's model: its layer, and the in-memory server whose failures the session rethrows. */
 interface SessionModel {
@@ -171,6 +253,7 @@ const modelFor = (model: Model, script: Script): SessionModel => {
   if (model === "provider-shaped") {
     return { layer: Layer.succeedContext(Context.add(providerShapedModel, SessionScript, script)), server: undefined }
   }
+  if (model === "parts") return { layer: Layer.succeedContext(Context.add(partsModel, SessionScript, script)), server: undefined }
   if (model === "scripted") return { layer: scriptedModel(script), server: undefined }
   const server = new MemoryServer(script)
   return { layer: Layer.succeedContext(Context.add(fetchModelContext(), FetchHttpClient.Fetch, server.fetch)), server }
@@ -252,6 +335,9 @@ export const adapter: Adapter = make("effect-agent", "observe", "provider-shaped
 
 /** The same, events counted by a plugin's `onEvent`, an `Effect.sync` per event. */
 export const onEventAdapter: Adapter = make("effect-agent (onEvent)", "onEvent", "provider-shaped")
+
+/** effect-agent over the parts `OpenAiChat`'s decoder made from each turn's body, without the wire. */
+export const partsAdapter: Adapter = make("effect-agent (OpenAiChat's parts, no wire)", "observe", "parts")
 
 /** effect-agent over `ScriptedModel`, the test double that builds decoded parts itself. */
 export const scriptedAdapter: Adapter = make("effect-agent (ScriptedModel, test double)", "observe", "scripted")
