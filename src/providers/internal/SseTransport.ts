@@ -380,7 +380,7 @@ const readBody = <P>(
       if (fault === undefined && !decoder.finished) fault = decoder.push(event, out)
     })
     // Set once the reader and the watchdog have started.
-    let watchdog: { readonly stop: () => void } | undefined
+    let watchdog: Watchdog.Watch | undefined
     const failWith = (reason: AiError.AiErrorReason) => {
       if (over) return
       over = true
