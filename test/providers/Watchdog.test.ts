@@ -1,4 +1,4 @@
-import { assert, describe, it } from "@effect/vitest"
+import { assert, describe, it, vi } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
 import * as Watchdog from "../../src/providers/internal/Watchdog.ts"
@@ -57,4 +57,24 @@ describe("Watchdog", () => {
       assert.isAtLeast(woken[1]! - woken[0]!, 19)
       assert.deepStrictEqual(stopped, [])
     }))
+
+  it("on effect's own clock: never checks before the time asked for, even past a timer's range", () => {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "Date"] })
+    try {
+      const clock = Effect.runSync(Effect.clockWith(Effect.succeed))
+      assert.isTrue(Watchdog.isDefaultClock(clock))
+      const start = Date.now()
+      const day = 86_400_000
+      const checked: Array<number> = []
+      // 30 days is past setTimeout's range (2^31 - 1 ms, about 24.9 days): the timer wakes at the end of it.
+      const watch = Watchdog.startUnsafe(clock, start + 30 * day, (now) => (checked.push(now - start), undefined))
+      vi.advanceTimersByTime(29 * day)
+      assert.deepStrictEqual(checked, [])
+      vi.advanceTimersByTime(day)
+      assert.deepStrictEqual(checked, [30 * day])
+      watch.stop()
+    } finally {
+      vi.useRealTimers()
+    }
+  })
 })

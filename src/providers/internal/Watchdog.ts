@@ -51,12 +51,18 @@ export interface Watch {
 
 const timer = (clock: Clock.Clock, at: number, check: Check): Watch => {
   let handle: ReturnType<typeof setTimeout> | undefined
+  // The time asked for: a timer may fire before it (Node's timers can run a millisecond early, and a wait
+  // longer than a timer's range wakes at the end of the range), and the check must not run before it.
+  let target = at
   const arm = (next: number) => {
+    target = next
     handle = setTimeout(wake, Math.min(Math.max(next - clock.currentTimeMillisUnsafe(), 0), maxTimerMillis))
   }
   const wake = () => {
     handle = undefined
-    const next = check(clock.currentTimeMillisUnsafe())
+    const now = clock.currentTimeMillisUnsafe()
+    if (now < target) return arm(target)
+    const next = check(now)
     if (next !== undefined) arm(next)
   }
   arm(at)
