@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Scheduler, Stream } from "effect"
 import { AiError, type LanguageModel } from "effect/ai"
-import { HttpClient, HttpClientRequest, HttpServerResponse } from "effect/http"
+import { HttpClient, HttpClientRequest, HttpClientResponse, HttpServerResponse } from "effect/http"
 import { TestClock } from "effect/testing"
 import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
 import * as RetrySchedule from "../../src/providers/internal/RetrySchedule.ts"
@@ -651,5 +651,73 @@ describe("provider timeouts on the real clock", () => {
       for (let i = 0; i < 10; i++) yield* ProviderTest.generate("hi").pipe(Effect.provide(layer))
       yield* Effect.sleep("150 millis")
       assert.isBelow(timers() - before, 10)
+    }))
+})
+
+// A consumer interrupted at any point of a call, once its request is sent, aborts the request: nothing else would
+// (the reader has no watchdog yet, or no reader exists), and the connection would be held against a server that
+// never ends its body.
+describe("a call interrupted at every point", () => {
+  const eventThenHang = () => {
+    const seen = { sent: false, aborted: false, cancelled: false }
+    const client = HttpClient.make((request, _url, signal) =>
+      Effect.sync(() => {
+        seen.sent = true
+        signal.addEventListener("abort", () => {
+          seen.aborted = true
+        })
+        const body = new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode("data: {}\n\n"))
+          },
+          cancel() {
+            seen.cancelled = true
+          }
+        })
+        return HttpClientResponse.fromWeb(request, new Response(body))
+      })
+    )
+    return { seen, client }
+  }
+
+  const decoder = (): SseTransport.EventDecoder<string> => {
+    const state = { terminal: "data: [DONE]", finished: false, push: (event: { readonly data: string }, out: Array<string>) => {
+      state.finished = event.data === "[DONE]"
+      out.push(event.data)
+      return undefined
+    } }
+    return state
+  }
+
+  it.live("aborts the request it sent, at each of the first 150 yield points", () =>
+    Effect.gen(function*() {
+      const leaked: Array<number> = []
+      let sent = 0
+      for (let yields = 0; yields < 150; yields++) {
+        const { client, seen } = eventThenHang()
+        const call = SseTransport.stream({
+          provider: "Test",
+          client,
+          request: HttpClientRequest.post("http://127.0.0.1:9/v1/chat/completions"),
+          retry: RetrySchedule.schedule({ maxRetries: 0 }),
+          idleTimeout: Duration.hours(1),
+          responseTimeout: Duration.hours(2),
+          maxResponseBytes: 1 << 20,
+          redact: (text) => text,
+          decoder
+        })
+        // Three operations between yields: the consumer pauses at nearly every step, where an interruption lands.
+        const fiber = yield* Effect.forkDetach(
+          Stream.runDrain(call).pipe(Effect.provideService(Scheduler.MaxOpsBeforeYield, 3))
+        )
+        for (let i = 0; i < yields; i++) yield* Effect.yieldNow
+        yield* Fiber.interrupt(fiber).pipe(Effect.timeout("1 second"))
+        yield* Effect.sleep("2 millis")
+        if (seen.sent) sent++
+        if (seen.sent && !seen.aborted && !seen.cancelled) leaked.push(yields)
+      }
+      // The sweep reached the points after the request was sent, not only the ones before.
+      assert.isAbove(sent, 50)
+      assert.deepStrictEqual(leaked, [])
     }))
 })

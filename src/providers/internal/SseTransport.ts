@@ -148,10 +148,16 @@ export const stream = <P>(options: Options<P>): Stream.Stream<P, AiError.AiError
         fail,
         request: Scope.makeUnsafe()
       }
-      return send(options, call).pipe(
-        Effect.timeoutOrElse({ duration: options.responseTimeout, orElse: () => overdue }),
-        Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(call.request, exit)),
-        Effect.flatMap((response) => readBody(response.stream, options, call, scope))
+      // From the response to the reader's finalizer on the stream's scope nothing may interrupt: an
+      // interruption there would leave the sent request open, with no watchdog and no one to abort it.
+      // Sending stays interruptible, and the reader is forked interruptible.
+      return Effect.uninterruptibleMask((restore) =>
+        restore(send(options, call).pipe(
+          Effect.timeoutOrElse({ duration: options.responseTimeout, orElse: () => overdue })
+        )).pipe(
+          Effect.onExit((exit) => Exit.isSuccess(exit) ? Effect.void : Scope.close(call.request, exit)),
+          Effect.flatMap((response) => readBody(response.stream, options, call, scope))
+        )
       )
     })
   ))
