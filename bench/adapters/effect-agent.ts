@@ -96,31 +96,41 @@ const decoded = decoding(ResponseParts.decoded)
 class SessionScript extends Context.Service<SessionScript, Script>()("bench/SessionScript") {}
 
 /**
+ * A model built once per process that streams the loop's calls only: each
+ * call checks its request against the session's script (read from the run's
+ * context) and streams what `turnStream` makes of the script's next turn.
+ */
+const loopModel = (
+  turnStream: (turn: Turn) => Stream.Stream<ResponseParts.Decoded, AiError.AiError>
+): Context.Context<LanguageModel.LanguageModel> =>
+  Effect.runSync(Effect.map(
+    LanguageModel.make({
+      generateText: () => Effect.die("the benchmark only streams"),
+      streamText: () => Stream.die("the benchmark streams the loop's calls only")
+    }),
+    (base) => {
+      const streamText = (
+        options: LanguageModel.GenerateTextOptions<{}>
+      ): Stream.Stream<ResponseParts.Decoded, AiError.AiError, SessionScript> => {
+        if (!SseTransport.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
+        return Stream.unwrap(Effect.map(Effect.service(SessionScript), (script) => {
+          checkRequest(script, Prompt.make(options.prompt))
+          return turnStream(script.next())
+        }))
+      }
+      return Context.make(LanguageModel.LanguageModel, {
+        ...base,
+        streamText: streamText as LanguageModel.LanguageModel["streamText"]
+      })
+    }
+  ))
+
+/**
  * The provider-shaped model: each call's body decoded by `OpenAiChat`'s own
  * code into decoded parts (the loop's calls, the only ones the benchmark
- * makes). Built once per process, as a server
- * builds its provider layer once; each session's script comes from the run's
- * context.
+ * makes). Built once per process, as a server builds its provider layer once.
  */
-const providerShapedModel: Context.Context<LanguageModel.LanguageModel> = Effect.runSync(Effect.map(
-  LanguageModel.make({
-    generateText: () => Effect.die("the benchmark only streams"),
-    streamText: () => Stream.die("the benchmark streams the loop's calls only")
-  }),
-  (base) => {
-    const streamText = (options: LanguageModel.GenerateTextOptions<{}>) => {
-      if (!SseTransport.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
-      return Stream.unwrap(Effect.map(Effect.service(SessionScript), (script) => {
-        checkRequest(script, Prompt.make(options.prompt))
-        return SseTransport.decodeBody(Stream.succeed(bodyOf(script.next())), decoded)
-      }))
-    }
-    return Context.make(LanguageModel.LanguageModel, {
-      ...base,
-      streamText: streamText as LanguageModel.LanguageModel["streamText"]
-    })
-  }
-))
+const providerShapedModel = loopModel((turn) => SseTransport.decodeBody(Stream.succeed(bodyOf(turn)), decoded))
 
 /** A part as the decoder asked for it: making it again runs the decoder's own maker. */
 type Recipe = () => ResponseParts.Decoded
@@ -170,38 +180,21 @@ const recipeOf = (turn: Turn) => {
  * SSE framing and no `JSON.parse`, as pi-agent-core's fake model has none:
  * issue 19's provider-shaped model (the parts a provider's decoder produces).
  */
-const partsModel: Context.Context<LanguageModel.LanguageModel> = Effect.runSync(Effect.map(
-  LanguageModel.make({
-    generateText: () => Effect.die("the benchmark only streams"),
-    streamText: () => Stream.die("the benchmark streams the loop's calls only")
-  }),
-  (base) => {
-    const streamText = (
-      options: LanguageModel.GenerateTextOptions<{}>
-    ): Stream.Stream<ResponseParts.Decoded, AiError.AiError, SessionScript> => {
-      if (!SseTransport.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
-      return Stream.unwrap(Effect.map(Effect.service(SessionScript), (script) =>
-        Stream.fromChannel(Channel.fromTransform(() => {
-          checkRequest(script, Prompt.make(options.prompt))
-          const [first, ...rest] = recipeOf(script.next())
-          const fresh: readonly [ResponseParts.Decoded, ...Array<ResponseParts.Decoded>] = [
-            first(),
-            ...rest.map((make) => make())
-          ]
-          let pulled = false
-          return Effect.succeed(Effect.suspend(() => {
-            if (pulled) return Cause.done()
-            pulled = true
-            return Effect.succeed(fresh)
-          }))
-        }))))
-    }
-    return Context.make(LanguageModel.LanguageModel, {
-      ...base,
-      streamText: streamText as LanguageModel.LanguageModel["streamText"]
-    })
-  }
-))
+const partsModel = loopModel((turn) =>
+  Stream.fromChannel(Channel.fromTransform(() => {
+    const [first, ...rest] = recipeOf(turn)
+    const fresh: readonly [ResponseParts.Decoded, ...Array<ResponseParts.Decoded>] = [
+      first(),
+      ...rest.map((make) => make())
+    ]
+    let pulled = false
+    return Effect.succeed(Effect.suspend(() => {
+      if (pulled) return Cause.done()
+      pulled = true
+      return Effect.succeed(fresh)
+    }))
+  }))
+)
 
 const Params = Schema.Struct({ i: Schema.Finite })
 const Noop = Tool.make(NOOP, { description: "Does nothing.", parameters: Params, success: Schema.String })
