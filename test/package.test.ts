@@ -126,7 +126,7 @@ describe.concurrent("the package", () => {
     try {
       Fs.writeFileSync(Path.join(project, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }))
       // The peers from this clone (linked, as file: directories): no registry is needed.
-      const linked = ["effect", "@effect/platform-node", "@types/node"].map((name) => `file:${Path.join(root, "node_modules", name)}`)
+      const linked = ["effect", "@effect/platform-node", "@effect/sql-pg", "@types/node"].map((name) => `file:${Path.join(root, "node_modules", name)}`)
       await npm(["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", tarball, ...linked], project)
       Fs.copyFileSync(Path.join(root, "examples/quickstart.ts"), Path.join(project, "quickstart.ts"))
       Fs.writeFileSync(Path.join(project, "entries.ts"), entries)
