@@ -4,7 +4,9 @@
  * `followUp` queues a message that restarts the loop when the model would
  * otherwise stop; `cancel` ends the run at once with `Cancelled`: the model
  * stream is aborted and running tools are interrupted and answered with
- * "cancelled" results, so the transcript stays valid.
+ * "cancelled" results, so the transcript stays valid. Each such result says
+ * whether the call's handler had started (`details.started`): a call that
+ * ran and was cut short may have taken effect (`outcome: "unknown"`).
  *
  * Messages not delivered when a run ends are returned in its state, never
  * dropped. One `Steering` serves one run at a time; cancelling is final for

@@ -196,7 +196,10 @@ const closedPort = Effect.callback<number>((resume) => {
 describe("the wall-clock budget is a deadline", () => {
   const wall = (ms: number) => ({ budgets: { wallClock: ms }, wrapUpAt: null })
   const exceeded = (used: number) => Outcome.budgetExceeded("wallClock", 2_000, used)
-  const stoppedText = "Tool call stopped: the run's wall-clock budget of 2000 ms ran out."
+  // Whether the handler had started says whether the call may have taken effect (issue 29, item 12).
+  const stoppedBefore = "Tool call stopped before it started: the run's wall-clock budget of 2000 ms ran out. It did not run."
+  const stoppedRunning = "Tool call stopped while it ran: the run's wall-clock budget of 2000 ms ran out. It had started and " +
+    "was interrupted: its outcome is unknown, it may or may not have taken effect. Check before calling it again."
 
   /**
    * Runs until virtual time `deadline`: the run must not have ended 1 ms
@@ -261,9 +264,14 @@ describe("the wall-clock budget is a deadline", () => {
       const answer = result.messages.at(-1)!
       assert.deepStrictEqual(answer.role === "toolResult" && [answer.toolCallId, Message.textOf(answer), answer.isError], [
         "c1",
-        stoppedText,
+        stoppedBefore,
         true
       ])
+      assert.deepStrictEqual(answer.role === "toolResult" && answer.details, {
+        kind: "budgetExceeded",
+        budget: "wallClock",
+        started: false
+      })
       assert.deepStrictEqual(trace.started, [])
     }))
 
@@ -284,7 +292,14 @@ describe("the wall-clock budget is a deadline", () => {
       assert.strictEqual(endedAfter, 2_000)
       assert.deepStrictEqual(result.outcome, exceeded(2_000))
       assert.deepStrictEqual([trace.started, trace.finished, trace.finalized], [["s"], [], ["s"]])
-      assert.strictEqual(Message.textOf(result.messages.at(-1)!), stoppedText)
+      const last = result.messages.at(-1)!
+      assert.strictEqual(Message.textOf(last), stoppedRunning)
+      assert.deepStrictEqual(last.role === "toolResult" && last.details, {
+        kind: "budgetExceeded",
+        budget: "wallClock",
+        started: true,
+        outcome: "unknown"
+      })
       assert.deepStrictEqual(ofTag(events, "ToolExecutionEnd").map((e) => [e.toolCallId, e.durationMs]), [["s", 2_000]])
       assert.deepStrictEqual(tags(events).slice(-4), ["TurnEnd", "BudgetSnapshot", "GuardTripped", "AgentEnd"])
     }))
@@ -312,7 +327,7 @@ describe("the wall-clock budget is a deadline", () => {
       assertValidTranscript(result.messages)
       assert.deepStrictEqual(
         result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, Message.textOf(m)]] : []),
-        [["a", "slept a"], ["b", stoppedText], ["c", stoppedText], ["d", stoppedText]]
+        [["a", "slept a"], ["b", stoppedRunning], ["c", stoppedRunning], ["d", stoppedBefore]]
       )
       assert.deepStrictEqual(trace.started, ["a", "b", "c"])
       assert.deepStrictEqual(trace.finalized.slice().sort(), ["a", "b", "c"])
@@ -339,10 +354,16 @@ describe("the wall-clock budget is a deadline", () => {
       assert.strictEqual(endedAfter, 2_000)
       assert.deepStrictEqual(result.outcome, exceeded(2_000))
       assert.deepStrictEqual(trace.started, [])
-      assert.strictEqual(Message.textOf(result.messages.at(-1)!), stoppedText)
+      const last = result.messages.at(-1)!
+      assert.strictEqual(Message.textOf(last), stoppedBefore)
+      assert.deepStrictEqual(last.role === "toolResult" && last.details, {
+        kind: "budgetExceeded",
+        budget: "wallClock",
+        started: false
+      })
       assert.deepStrictEqual(
         ofTag(events, "ApprovalResolved").map((e) => [e.approved, e.reason]),
-        [[false, stoppedText]]
+        [[false, stoppedBefore]]
       )
       assert.deepStrictEqual(result.state.pendingApprovals, [])
     }))

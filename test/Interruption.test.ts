@@ -43,17 +43,56 @@ describe("interrupting the run's fiber", () => {
       const messages = end.result!.state.messages
       assertValidTranscript(messages)
       const texts = messages.filter((m) => m.role === "toolResult").map((m) => m.role === "toolResult" ? m.content : [])
-      assert.deepStrictEqual(texts.map((c) => c[0]?.type === "text" ? c[0].text : ""), [
-        "slept quick",
-        "Tool call interrupted: the run was stopped.",
-        "Tool call interrupted: the run was stopped."
-      ])
+      // both long calls had started: each says it may have taken effect (issue 29, item 12)
+      const running = "Tool call interrupted while it ran: the run was stopped. It had started and was interrupted: " +
+        "its outcome is unknown, it may or may not have taken effect. Check before calling it again."
+      assert.deepStrictEqual(texts.map((c) => c[0]?.type === "text" ? c[0].text : ""), ["slept quick", running, running])
+      assert.deepStrictEqual(
+        messages.flatMap((m) => m.role === "toolResult" && m.toolCallId !== "s1" ? [m.details] : []),
+        [
+          { kind: "interrupted", started: true, outcome: "unknown" },
+          { kind: "interrupted", started: true, outcome: "unknown" }
+        ]
+      )
       // nothing keeps running after the interruption
       const count = events.length
       yield* TestClock.adjust("2 minutes")
       assert.strictEqual(events.length, count)
       assert.deepStrictEqual(trace.finished, ["quick"])
       assert.strictEqual(ofTag(events, "AgentEnd").length, 1)
+    }))
+
+  it.effect("29/12: an interrupted run tells a call that ran (outcome unknown) from one that never started", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const started = yield* Deferred.make<void>()
+      const { events, plugin } = recorder()
+      const signal = Hooks.plugin({
+        name: "signal",
+        onEvent: (e) => e._tag === "ToolExecutionStart" ? Deferred.succeed(started, undefined) : Effect.void
+      })
+      const fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "go", config: { maxParallelTools: 1 }, plugins: [plugin, signal] }).pipe(
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([{
+              toolCalls: [call("sleep", { ms: 60_000, label: "ran" }, "s1"), call("sleep", { ms: 10, label: "queued" }, "s2")]
+            }, { text: "never" }]),
+            toolsLayer(trace)
+          ))
+        )
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      assert.deepStrictEqual(trace.started, ["ran"])
+      const end = events.at(-1)!
+      assert.strictEqual(end._tag, "AgentEnd")
+      if (end._tag !== "AgentEnd") return
+      const messages = end.result!.state.messages
+      assertValidTranscript(messages)
+      assert.deepStrictEqual(messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, m.details]] : []), [
+        ["s1", { kind: "interrupted", started: true, outcome: "unknown" }],
+        ["s2", { kind: "interrupted", started: false }]
+      ])
     }))
 
   it.effect("interrupting during the model stream delivers AgentEnd with a valid transcript", () =>

@@ -187,8 +187,50 @@ describe("cancel", () => {
       assert.deepStrictEqual(trace.finalized, ["long"])
       assert.deepStrictEqual(trace.finished, [])
       const long = result.messages.find((m) => m.role === "toolResult" && m.toolCallId === "s")
-      assert.strictEqual(long === undefined ? undefined : Message.textOf(long), "Tool call cancelled: enough")
+      // it had started: the model and the host are told it may have taken effect (issue 29, item 12)
+      assert.strictEqual(
+        long === undefined ? undefined : Message.textOf(long),
+        "Tool call cancelled while it ran: enough. It had started and was interrupted: its outcome is unknown, " +
+          "it may or may not have taken effect. Check before calling it again."
+      )
+      assert.deepStrictEqual(long?.role === "toolResult" && long.details, {
+        kind: "cancelled",
+        started: true,
+        outcome: "unknown"
+      })
       assertValidTranscript(result.messages)
+    }))
+
+  it.effect("29/12: a cancelled call says whether its handler had started (may have taken effect) or never ran", () =>
+    Effect.gen(function*() {
+      const trace = makeTrace()
+      const steering = yield* Steering.make()
+      const { result } = yield* runOk([
+        { toolCalls: [call("sleep", { ms: 10_000, label: "first" }, "s1"), call("sleep", { ms: 10, label: "next" }, "s2")] },
+        { text: "never" }
+      ], {
+        trace,
+        steering,
+        config: { maxParallelTools: 1 },
+        plugins: [{
+          name: "stop",
+          onEvent: (e) => e._tag === "ToolExecutionStart" && e.toolCallId === "s1" ? steering.cancel("enough") : Effect.void
+        }]
+      })
+      assert.deepStrictEqual(trace.started, ["first"])
+      assertValidTranscript(result.messages)
+      const answers = result.messages.flatMap((m) =>
+        m.role === "toolResult" ? [[m.toolCallId, Message.textOf(m), m.details]] : []
+      )
+      assert.deepStrictEqual(answers, [
+        ["s1", "Tool call cancelled while it ran: enough. It had started and was interrupted: its outcome is unknown, " +
+          "it may or may not have taken effect. Check before calling it again.", {
+            kind: "cancelled",
+            started: true,
+            outcome: "unknown"
+          }],
+        ["s2", "Tool call cancelled before it started: enough. It did not run.", { kind: "cancelled", started: false }]
+      ])
     }))
 
   it.effect("before a model call: the run ends without calling the model", () =>

@@ -318,11 +318,11 @@ const endAbnormally = <R>(
   cause: Cause.Cause<AgentError>
 ): Effect.Effect<AgentError | undefined, never, R> => {
   if (Cause.hasInterruptsOnly(cause)) {
-    closeOpenCalls(run, Feedback.runInterrupted)
+    closeOpenCalls(run, true)
     return Effect.flatMap(result(run, Outcome.cancelled("interrupted")), (final) =>
       Effect.as(Events.emit(run.events, { _tag: "AgentEnd", outcome: final.outcome, result: final }), undefined))
   }
-  closeOpenCalls(run, Feedback.runFailed)
+  closeOpenCalls(run, false)
   const error = Cause.findErrorOption(cause)
   if (error._tag === "None") {
     return Effect.as(Events.emit(run.events, { _tag: "AgentEnd", defect: describeDefect(cause) }), undefined)
@@ -335,14 +335,21 @@ const endAbnormally = <R>(
 
 /**
  * Answers the calls left open by a run that ended abnormally (with what the
- * batch had for them, if anything), so the transcript stays valid.
+ * batch had for them, if anything), so the transcript stays valid; each says
+ * whether its handler had started (and so may have taken effect).
  */
-const closeOpenCalls = <R>(run: LiveRun.Uses<R, "transcript" | "journal">, text: string): void => {
+const closeOpenCalls = <R>(run: LiveRun.Uses<R, "transcript" | "journal">, interrupted: boolean): void => {
   for (const call of Transcript.openCalls(run.transcript.messages).calls) {
+    const recorded = run.journal.results.get(call.id)
+    if (recorded !== undefined) {
+      Transcript.append(run.transcript, recorded)
+      continue
+    }
+    const started = run.journal.started.has(call.id) || run.journal.restoredStarted.has(call.id)
+    const note = Feedback.leftOpen(interrupted, started)
     Transcript.append(
       run.transcript,
-      run.journal.results.get(call.id) ??
-        Message.toolResult({ toolCallId: call.id, toolName: call.name, text, isError: true })
+      Message.toolResult({ toolCallId: call.id, toolName: call.name, text: note.text, isError: true, details: note.details })
     )
   }
 }

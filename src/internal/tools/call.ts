@@ -83,10 +83,10 @@ const answered = (call: Hooks.ToolCall, note: Feedback.Note): Executed => ({
 function* approveAndInvoke<R>(run: CallRun<R>, planned: Plan.Prepared, startedAt: number) {
   const { call } = planned
   const before = yield* Stops.reason(run.stops)
-  if (before !== undefined) return answered(call, Feedback.stopped(before, run.stops.wallClock))
+  if (before !== undefined) return answered(call, Feedback.stopped(before, run.stops.wallClock, false))
   if (planned.approval !== undefined) {
     const decision = yield* approve(run, call, planned.approval.reason)
-    if (isStop(decision)) return answered(call, Feedback.stopped(decision, run.stops.wallClock))
+    if (isStop(decision)) return answered(call, Feedback.stopped(decision, run.stops.wallClock, false))
     if (!decision.approved) return answered(call, Feedback.denied(decision.reason))
   }
   Journal.start(run.journal, call.id)
@@ -96,7 +96,7 @@ function* approveAndInvoke<R>(run: CallRun<R>, planned: Plan.Prepared, startedAt
   const output: Output = yield* Stops.race(
     run.stops,
     invoke(run, planned),
-    (stop) => noteOutput(Feedback.stopped(stop, run.stops.wallClock))
+    (stop) => noteOutput(Feedback.stopped(stop, run.stops.wallClock, true))
   )
   const executed: Executed = { result: resultOf(call, output.content, output.isError, output.details), executed: true }
   return executed
@@ -138,7 +138,7 @@ const approve = Effect.fnUntraced(function*<R>(run: CallRun<R>, call: Hooks.Tool
     )
   run.journal.pendingApprovals.delete(call.id)
   const resolved = isStop(answer)
-    ? Approvals.denied(Feedback.stopped(answer, run.stops.wallClock).text)
+    ? Approvals.denied(Feedback.stopped(answer, run.stops.wallClock, false).text)
     : answer
   if (run.env.telemetry !== undefined) {
     yield* Telemetry.event("effect_agent.approval.resolved", { "effect_agent.approval.approved": resolved.approved })

@@ -129,16 +129,60 @@ export const noApprover = "this call needs approval and no approver is configure
 /** @internal */
 export const denied = (reason: string): Note => note(`Tool call denied: ${reason}`, { kind: "denied" })
 
-/** A call a stop cut short or never let start (`wallClock`: the budget, in ms). @internal */
-export const stopped = (stop: Stop, wallClock: number | null): Note =>
-  stop._tag === "Cancel"
-    ? note(`Tool call cancelled: ${stop.reason}`, { kind: "cancelled" })
+/** What the model and the host are told of a call's effects when it was cut short while its handler ran. */
+const mayHaveRun =
+  "It had started and was interrupted: its outcome is unknown, it may or may not have taken effect. " +
+  "Check before calling it again."
+
+/**
+ * A call a stop never let start (`started: false`: nothing of it ran), or cut
+ * short while its handler ran (`started: true`: its outcome is unknown, as
+ * after a crash). `wallClock`: the budget, in ms.
+ *
+ * @internal
+ */
+export const stopped = (stop: Stop, wallClock: number | null, started: boolean): Note => {
+  const why = stop._tag === "Cancel"
+    ? { verb: "cancelled", reason: stop.reason, details: { kind: "cancelled" } }
     : stop._tag === "Halt"
-    ? note(`Tool call stopped: ${stop.reason}`, { kind: "halted", outcome: stop.outcome })
-    : note(`Tool call stopped: the run's wall-clock budget of ${wallClock} ms ran out.`, {
-      kind: "budgetExceeded",
-      budget: "wallClock"
+    ? { verb: "stopped", reason: stop.reason, details: { kind: "halted", outcome: stop.outcome } }
+    : {
+      verb: "stopped",
+      reason: `the run's wall-clock budget of ${wallClock} ms ran out`,
+      details: { kind: "budgetExceeded", budget: "wallClock" }
+    }
+  return started
+    ? note(`Tool call ${why.verb} while it ran: ${why.reason}. ${mayHaveRun}`, {
+      ...why.details,
+      started: true,
+      outcome: "unknown"
     })
+    : note(`Tool call ${why.verb} before it started: ${why.reason}. It did not run.`, {
+      ...why.details,
+      started: false
+    })
+}
+
+/**
+ * A call left open by a run that ended abnormally (`interrupted`: the run's
+ * fiber was interrupted; else the run failed): whether its handler had
+ * started says whether it may have taken effect.
+ *
+ * @internal
+ */
+export const leftOpen = (interrupted: boolean, started: boolean): Note => {
+  const why = interrupted ? "the run was stopped" : "the run failed"
+  return started
+    ? note(`Tool call interrupted while it ran: ${why}. ${mayHaveRun}`, {
+      kind: interrupted ? "interrupted" : "runFailed",
+      started: true,
+      outcome: "unknown"
+    })
+    : note(`Tool call not started: ${why}. It did not run.`, {
+      kind: interrupted ? "interrupted" : "runFailed",
+      started: false
+    })
+}
 
 // -----------------------------------------------------------------------------
 // While and after a call runs
@@ -174,12 +218,6 @@ export const interrupted = (toolName: string): string => `Tool ${toolName} was i
 /** The result of a call whose fatal failure ends the run (in the state the run fails with). @internal */
 export const failedFatally = (toolName: string, description: string): Note =>
   note(`Tool ${toolName} failed fatally: ${description}`, { kind: "fatal" })
-
-/** A call left open by a run that was interrupted. @internal */
-export const runInterrupted = "Tool call interrupted: the run was stopped."
-
-/** A call left open by a run that failed. @internal */
-export const runFailed = "Tool call not completed: the run failed."
 
 /** What is said where a result's text was cut. @internal */
 export const cutMarker = (cut: number, total: number): string => `\n[… ${cut} of ${total} characters cut]`
