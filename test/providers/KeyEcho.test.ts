@@ -311,9 +311,28 @@ describe("Redaction.redactor", () => {
     assertNoKey("base64url", redact(btoa(`..${key}`).replaceAll("+", "-").replaceAll("/", "_")))
   })
 
+  it("29/17: a key echoed with spaces, line breaks or invisible characters between its characters", () => {
+    const spaced = Array.from(key).join(" ")
+    const forms = [
+      spaced,
+      Array.from(key).join("  \n "),
+      Array.from(key).join("\u200b"),
+      `${key.slice(0, 10)}\n${key.slice(10)}`,
+      `${Array.from(key.slice(0, 7)).join(" ")}…${Array.from(key.slice(-4)).join(" ")}`
+    ]
+    for (const form of forms) assert.strictEqual(redact(`<${form}>`), `<${Redaction.placeholder}>`, JSON.stringify(form))
+    // more than 4 between two characters, or visible separators: left alone (documented)
+    for (const form of [Array.from(key).join("     "), Array.from(key).join("-")]) {
+      assert.strictEqual(redact(form), form)
+    }
+    // a key that holds a space is matched as it is
+    const withSpace = Redaction.redactor("open sesame 1234")
+    assert.strictEqual(withSpace("<open sesame 1234>"), `<${Redaction.placeholder}>`)
+  })
+
   it("takes time linear in hostile text", () => {
     const long = Redaction.redactor(`sk-proj-${"aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY".repeat(5)}`)
-    const hostile = [".", "*", "…", "\\u002e", "%2E", "sk-proj-aB3d", "sk-proj-aB3d**"]
+    const hostile = [".", "*", "…", "\\u002e", "%2E", "sk-proj-aB3d", "sk-proj-aB3d**", "s k - p r o j - a B 3 d ", "s \u200b"]
     for (const unit of hostile) {
       const text = unit.repeat(Math.ceil(256 * 1024 / unit.length))
       const start = performance.now()

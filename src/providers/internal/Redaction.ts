@@ -13,7 +13,19 @@
  *   before a mask (`…`, `..`, `**` or `•`), with any of its last characters
  *   after it, or a mask and at least 3 of its last characters (`sk-abc…xyz`,
  *   `sk-proj-****wxyz`, `sk-abc…`, `…wxyz`), in any of the encodings above.
- *   Keys shorter than 12 characters are matched whole only.
+ *   Keys shorter than 12 characters are matched whole only;
+ * - any of these with up to 4 spaces, line breaks or invisible characters
+ *   (soft hyphen, zero-width spaces and joiners, word joiner, BOM) between
+ *   two of its characters (`s k - p r o j …`, a key wrapped across lines),
+ *   which a reader still reads as the key (unless the key itself holds one
+ *   of them).
+ *
+ * What it does not catch, on purpose: a key spelled with visible separators
+ * (`s-k-…`, `s,k,…`), reversed, or in another encoding (hex, ROT13, base32).
+ * Redaction keeps a key out of text that a server (or a CLI) echoes
+ * carelessly; it is no defence against a party that holds the key and wants
+ * it out, and that has no end of encodings. The defence there is that the
+ * agent never holds a key (see the sandbox's environment).
  *
  * {@link redactReason} applies a redactor to every text of an error reason
  * (descriptions, bodies, header names and values, metadata), after the
@@ -55,20 +67,34 @@ const character = (char: string): string => {
   return `(?:${escapeRegExp(char)}|\\\\u${anyCaseHex(code)}|${percent.join("")})`
 }
 
-const sequence = (chars: ReadonlyArray<string>): string => chars.map(character).join("")
+// What may stand between two characters of an echoed key and still read as the key: spaces, line breaks and
+// invisible characters, a few at a time (bounded, so that matching stays linear in the text).
+const separatorCharacters = "\\t\\n\\r \\u00a0\\u00ad\\u200b-\\u200d\\u2060\\ufeff"
+const separatorClass = new RegExp(`[${separatorCharacters}]`)
+const separators = `[${separatorCharacters}]{0,4}`
+
+/** How a key's characters are spelled out, and what may stand between two of them. */
+interface Spelling {
+  readonly chars: ReadonlyArray<string>
+  readonly gap: string
+}
+
+const sequence = ({ chars, gap }: Spelling): string => chars.map(character).join(gap)
 
 // At least `min` of the first characters: c0 c1 c2 (?:c3 (?:c4 …)?)?
-const prefix = (chars: ReadonlyArray<string>, min: number): string => {
+const prefix = (key: Spelling, min: number): string => {
+  const { chars, gap } = key
   let tail = ""
-  for (let i = chars.length - 1; i >= min; i--) tail = `(?:${character(chars[i]!)}${tail})?`
-  return sequence(chars.slice(0, min)) + tail
+  for (let i = chars.length - 1; i >= min; i--) tail = `(?:${gap}${character(chars[i]!)}${tail})?`
+  return sequence({ chars: chars.slice(0, min), gap }) + tail
 }
 
 // At least `min` of the last characters: (?:(?:c0)? c1)? … cn-3 cn-2 cn-1
-const suffix = (chars: ReadonlyArray<string>, min: number): string => {
+const suffix = (key: Spelling, min: number): string => {
+  const { chars, gap } = key
   let head = ""
-  for (let i = 0; i < chars.length - min; i++) head = `(?:${head}${character(chars[i]!)})?`
-  return head + sequence(chars.slice(chars.length - min))
+  for (let i = 0; i < chars.length - min; i++) head = `(?:${head}${character(chars[i]!)}${gap})?`
+  return head + sequence({ chars: chars.slice(chars.length - min), gap })
 }
 
 // What stands for the hidden part of an elided key: an ellipsis, two or more
@@ -115,12 +141,15 @@ const base64Cores = (key: string): Array<string> => {
 export const redactor = (key: string | undefined): (text: string) => string => {
   if (key === undefined || key.length < minKeyLength) return (text) => text
   const chars = Array.from(key)
-  const forms = [sequence(chars), ...base64Cores(key)]
+  // A key that holds a separator is matched without them: a gap that could also be the key's own character
+  // would let the engine backtrack.
+  const spelling: Spelling = { chars, gap: separatorClass.test(key) ? "" : separators }
+  const forms = [sequence(spelling), ...base64Cores(key)]
   if (chars.length >= minElidedKeyLength) {
     // The only capturing groups, numbered in order.
     forms.push(
-      `${prefix(chars, minVisible)}${maskRun(1)}(?:${suffix(chars, 1)})?`,
-      `${maskRun(2)}${suffix(chars, minVisible)}`
+      `${prefix(spelling, minVisible)}${maskRun(1)}(?:${suffix(spelling, 1)})?`,
+      `${maskRun(2)}${suffix(spelling, minVisible)}`
     )
   }
   const pattern = new RegExp(forms.join("|"), "g")
