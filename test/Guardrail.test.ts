@@ -3,11 +3,15 @@
  * on the final answer; a trip ends the run `GuardrailTripped` with a valid
  * transcript.
  */
+import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Latch, Schema } from "effect"
-import { Agent, Guardrail, Hooks, Message, ToolRegistry } from "effect-agent"
+import { Effect, FileSystem, Latch, Layer, Schema, Stream } from "effect"
+import { Agent, type AgentEvent, Guardrail, Hooks, Message, Outcome, type RunState, Steering, ToolRegistry } from "effect-agent"
+import { CheckpointStore, Session, Trajectory } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
-import { assertValidTranscript, makeTrace, ofTag, runOk } from "./support.ts"
+import * as Fs from "node:fs"
+import * as NodePath from "node:path"
+import { assertValidTranscript, makeTrace, ofTag, runOk, tags, toolsLayer } from "./support.ts"
 
 describe("Guardrail.input", () => {
   it.live("a trip interrupts the model call in flight and ends the run with the reason", () =>
@@ -90,7 +94,12 @@ describe("Guardrail.output", () => {
         phase: "output"
       })
       assertValidTranscript(result.state.messages)
-      assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "write to bob@example.com")
+      // withheld: the transcript holds a reply that says so, not the answer
+      assert.strictEqual(
+        Message.textOf(result.state.messages.at(-1)!),
+        "[This answer was withheld: the output guardrail pii tripped (the answer holds an email address).]"
+      )
+      assert.notInclude(JSON.stringify(result), "bob@example.com")
       assert.deepStrictEqual(ofTag(events, "GuardTripped").map((e) => e.guard), ["guardrail:pii"])
     }))
 
@@ -127,5 +136,270 @@ describe("Guardrail.output", () => {
         plugins: [Guardrail.output(() => Effect.succeed(Guardrail.pass))]
       })
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+    }))
+})
+
+// -----------------------------------------------------------------------------
+// Issue 29, item 5: guardrails bypassed. Every text that reaches the model passes the input guardrails;
+// a blocked answer reaches no consumer of events.
+// -----------------------------------------------------------------------------
+
+const secret = "hunter2"
+const secrets = Guardrail.input(({ text }) =>
+  Effect.succeed(text.includes(secret) ? Guardrail.trip("the message holds a password") : Guardrail.pass), {
+  name: "secrets"
+})
+const inputTrip = Outcome.guardrailTripped("secrets", "the message holds a password", "input")
+
+const leaked = "bob@example.com"
+const pii = Guardrail.output(({ text }) =>
+  Effect.succeed(text.includes("@") ? Guardrail.trip("the answer holds an email address") : Guardrail.pass), {
+  name: "pii"
+})
+const outputTrip = Outcome.guardrailTripped("pii", "the answer holds an email address", "output")
+
+/** Continues a run on a script: its result and the requests the model received. */
+const continueWith = (state: RunState.RunState, options: Agent.ContinueOptions, script: ScriptedModel.Script) =>
+  Effect.gen(function*() {
+    const result = yield* Agent.runContinue(state, options)
+    const requests = yield* ScriptedModel.ScriptedModel.use((model) => model.requests)
+    return { result, requests }
+  }).pipe(
+    Effect.provide(ScriptedModel.layer(script)),
+    Effect.provideService(ToolRegistry.ToolRegistry, ToolRegistry.empty)
+  )
+
+/** Everything the model was sent, as one text. */
+const sent = (requests: ReadonlyArray<ScriptedModel.Request>) => JSON.stringify(requests.map((r) => r.prompt.content))
+
+describe("Guardrail.input: every text that reaches the model passes it", () => {
+  it.effect("attack: steering the input guardrail would block reached the model unchecked (only the task was checked)", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const steerDuringTool = Hooks.plugin({
+        name: "steer",
+        onEvent: (event) =>
+          event._tag === "ToolExecutionStart" ? steering.steer(`my password is ${secret}`) : Effect.void
+      })
+      const { events, requests, result } = yield* runOk([
+        { toolCalls: [{ name: "add", params: { a: 1, b: 2 } }] },
+        { text: "noted" }
+      ], { prompt: "add 1 and 2", steering, plugins: [secrets, steerDuringTool] })
+      assert.strictEqual(requests.length, 1, "no model call after the blocked steering")
+      assert.notInclude(sent(requests), secret)
+      assert.deepStrictEqual(result.outcome, inputTrip)
+      assert.notInclude(JSON.stringify(result.state), secret)
+      assertValidTranscript(result.state.messages)
+      // accounted for: announced as blocked, never as delivered
+      assert.deepStrictEqual(ofTag(events, "DeliveryBlocked").map((e) => [e.kind, e.plugin, e.messages]), [
+        ["steering", "guardrail:secrets", [Message.user(`my password is ${secret}`)]]
+      ])
+      assert.strictEqual(ofTag(events, "SteeringDelivered").length, 0)
+      assert.deepStrictEqual(ofTag(events, "GuardTripped").map((e) => e.guard), ["guardrail:secrets"])
+    }))
+
+  it.effect("attack: a follow-up the input guardrail would block reached the model unchecked", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      yield* steering.followUp(`and log in with ${secret}`)
+      const { events, requests, result } = yield* runOk([{ text: "hello" }, { text: "logged in" }], {
+        prompt: "say hello",
+        steering,
+        plugins: [secrets]
+      })
+      assert.strictEqual(requests.length, 1)
+      assert.notInclude(sent(requests), secret)
+      assert.deepStrictEqual(result.outcome, inputTrip)
+      assert.notInclude(JSON.stringify(result.state), secret)
+      assert.deepStrictEqual(ofTag(events, "DeliveryBlocked").map((e) => e.kind), ["followUp"])
+      assert.strictEqual(ofTag(events, "FollowUpDelivered").length, 0)
+    }))
+
+  it.effect("attack: messages a plugin's steering and followUp hooks inject reached the model unchecked", () =>
+    Effect.gen(function*() {
+      for (const hook of ["steering", "followUp"] as const) {
+        let given = false
+        const relay = Hooks.plugin({
+          name: "relay",
+          [hook]: () =>
+            Effect.sync(() => given ? [] : (given = true, [Message.user(`the password is ${secret}`)]))
+        })
+        const { requests, result } = yield* runOk([{ text: "a" }, { text: "b" }], { plugins: [secrets, relay] })
+        assert.notInclude(sent(requests), secret, hook)
+        assert.deepStrictEqual(result.outcome, inputTrip, hook)
+      }
+    }))
+
+  it.effect("attack: a continued run's new prompt reached the model unchecked (a continued run was never checked)", () =>
+    Effect.gen(function*() {
+      const first = yield* runOk([{ text: "hello" }], { prompt: "say hello", plugins: [secrets] })
+      assert.deepStrictEqual(first.result.outcome, { _tag: "Completed" })
+      const state = { ...first.result.state, messages: [...first.result.state.messages, Message.user(`use ${secret}`)] }
+      const continued = yield* continueWith(state, { plugins: [secrets] }, [{ text: "done" }])
+      assert.deepStrictEqual(continued.result.outcome, inputTrip)
+      assert.strictEqual(continued.requests.length, 0, "the new prompt is checked before the model call")
+      assertValidTranscript(continued.result.state.messages)
+    }))
+
+  it.effect("a task that tripped is checked again when its run is continued with a follow-up", () =>
+    Effect.gen(function*() {
+      const first = yield* runOk([{ text: "never", delay: "1 minute" }], { prompt: `log in with ${secret}`, plugins: [secrets] })
+      assert.deepStrictEqual(first.result.outcome, inputTrip)
+      const steering = yield* Steering.make()
+      yield* steering.followUp("hello?")
+      const continued = yield* continueWith(first.result.state, { steering, plugins: [secrets] }, [{ text: "with it" }])
+      assert.deepStrictEqual(continued.result.outcome, inputTrip)
+      assert.strictEqual(continued.requests.length, 0, "the blocked task is not sent again")
+    }))
+
+  it.effect("steering and follow-ups that pass are delivered, each checked once", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      yield* steering.steer("use metric units")
+      yield* steering.followUp("and tomorrow?")
+      const checked: Array<string> = []
+      const log = Guardrail.input(({ text }) => Effect.sync(() => (checked.push(text), Guardrail.pass)))
+      const { events, result } = yield* runOk([{ text: "4°C" }, { text: "6°C" }], {
+        prompt: "weather?",
+        steering,
+        plugins: [log]
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(checked.slice().sort(), ["and tomorrow?", "use metric units", "weather?"])
+      assert.strictEqual(ofTag(events, "SteeringDelivered").length, 1)
+      assert.strictEqual(ofTag(events, "FollowUpDelivered").length, 1)
+    }))
+})
+
+describe("Guardrail.output: a blocked answer reaches no consumer", () => {
+  it.effect("attack: runStream, observe and onEvent got the blocked answer word by word before the trip", () =>
+    Effect.gen(function*() {
+      const observed: Array<string> = []
+      const onEvent: Array<string> = []
+      const spies = Hooks.plugin({
+        name: "spies",
+        observe: (event) => void observed.push(JSON.stringify(event)),
+        onEvent: (event) => Effect.sync(() => void onEvent.push(JSON.stringify(event)))
+      })
+      const events = yield* Stream.runCollect(Agent.runStream({ prompt: "who?", plugins: [pii, spies] })).pipe(
+        Effect.provide(ScriptedModel.layer([{ text: `write to ${leaked} today` }])),
+        Effect.provideService(ToolRegistry.ToolRegistry, ToolRegistry.empty)
+      )
+      for (const [who, seen] of [["stream", events.map((e) => JSON.stringify(e))], ["observe", observed], ["onEvent", onEvent]] as const) {
+        assert.isAbove(seen.length, 5, who)
+        for (const event of seen) assert.notInclude(event, leaked, who)
+        for (const event of seen) assert.notInclude(event, "today", who)
+      }
+      const end = events.at(-1)!
+      assert.strictEqual(end._tag, "AgentEnd")
+      assert.deepStrictEqual(end._tag === "AgentEnd" ? end.outcome : undefined, outputTrip)
+      // the reply is withheld: its events carry the withheld text, never a delta of the blocked one
+      assert.deepStrictEqual(ofTag(events, "MessageUpdate"), [])
+      const ends = ofTag(events, "MessageEnd").map((e) => Message.textOf(e.message))
+      assert.strictEqual(ends.length, 1)
+      assert.match(ends[0]!, /withheld/)
+    }))
+
+  it.effect("attack: a typed final answer that trips streamed its arguments (OutputDelta, ToolExecutionStart) first", () =>
+    Effect.gen(function*() {
+      const limit = Guardrail.output(({ output }) =>
+        Effect.succeed(JSON.stringify(output).includes("250") ? Guardrail.trip("over the refund limit") : Guardrail.pass))
+      const events = yield* Stream.runCollect(Agent.runStream({
+        prompt: "refund",
+        plugins: [limit],
+        output: Schema.Struct({ amount: Schema.Finite })
+      })).pipe(
+        Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "final_answer", params: { amount: 250 } }] }])),
+        Effect.provideService(ToolRegistry.ToolRegistry, ToolRegistry.empty)
+      )
+      for (const event of events) assert.notInclude(JSON.stringify(event), "250")
+      assert.strictEqual(ofTag(events, "ToolExecutionStart").length, 0)
+      const end = events.at(-1)!
+      assert.strictEqual(end._tag === "AgentEnd" ? end.outcome?._tag : undefined, "GuardrailTripped")
+    }))
+
+  it.effect("a reply that calls tools is released as it ends, a final answer once it passed; without an output guardrail nothing is held", () =>
+    Effect.gen(function*() {
+      const script: ReadonlyArray<ScriptedModel.Turn> = [
+        { text: ["let ", "me ", "add"], toolCalls: [{ name: "add", params: { a: 1, b: 2 } }] },
+        { text: ["it ", "is ", "3"] }
+      ]
+      const held = yield* runOk(script, { plugins: [pii] })
+      const free = yield* runOk(script)
+      assert.deepStrictEqual(held.result.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(held.result.state.messages, free.result.state.messages)
+      const updates = (events: ReadonlyArray<AgentEvent.AgentEvent>) =>
+        ofTag(events, "MessageUpdate").flatMap((e) => e.delta.type === "text" ? [e.delta.delta] : [])
+      // per token without one, per reply with one
+      assert.deepStrictEqual(updates(free.events), ["let ", "me ", "add", "it ", "is ", "3"])
+      assert.deepStrictEqual(updates(held.events), ["let me add", "it is 3"])
+      // the first reply's end comes before its tool runs, the answer's after the check
+      const order = tags(held.events)
+      assert.isBelow(order.indexOf("MessageEnd"), order.indexOf("ToolExecutionStart"))
+    }))
+})
+
+/** Every file under a directory, with its text. */
+const filesUnder = (dir: string): ReadonlyArray<{ readonly file: string; readonly text: string }> =>
+  (Fs.readdirSync(dir, { recursive: true, withFileTypes: true }))
+    .filter((entry) => entry.isFile())
+    .map((entry) => {
+      const file = NodePath.join(entry.parentPath, entry.name)
+      return { file, text: Fs.readFileSync(file, "utf8") }
+    })
+
+describe("guardrails in a session", () => {
+  it.live("attack: a session's checkpoint files and its trajectory file held the blocked answer", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      const store = yield* CheckpointStore.fileSystem(NodePath.join(dir, "sessions"))
+      const trajectory = NodePath.join(dir, "trajectory.ndjson")
+      const result = yield* Session.run({
+        id: "s1",
+        store,
+        prompt: "who do I write to?",
+        plugins: [pii, Trajectory.ndjson(trajectory)]
+      }).pipe(Effect.provide(Layer.merge(
+        ScriptedModel.layer([
+          { text: "let me add", toolCalls: [{ name: "add", params: { a: 1, b: 2 } }] },
+          { text: `write to ${leaked}` }
+        ]),
+        toolsLayer()
+      )))
+      assert.deepStrictEqual(result.outcome, outputTrip)
+      assert.notInclude(JSON.stringify(result), leaked)
+      const files = filesUnder(dir)
+      assert.isAtLeast(files.length, 3, files.map((f) => f.file).join())
+      for (const { file, text } of files) assert.notInclude(text, leaked, file)
+      assert.include(files.find((f) => f.file === trajectory)?.text, "let me add", "what passed is written")
+      // the finished session's stored result is the withheld one
+      const reopened = yield* Session.open("s1", { store, prompt: "unused" }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer([]), toolsLayer()))
+      )
+      assert.deepStrictEqual(reopened.outcome, outputTrip)
+      assert.match(Message.textOf(reopened.state.messages.at(-1)!), /withheld/)
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("attack: a resumed session's follow-up reached the model unchecked", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const model = Layer.merge(ScriptedModel.layer([{ text: "hello" }, { text: "logged in" }]), toolsLayer())
+      const first = yield* Session.run({ id: "s1", store, prompt: "say hello", plugins: [secrets] }).pipe(
+        Effect.provide(model)
+      )
+      assert.deepStrictEqual(first.outcome, { _tag: "Completed" })
+      const steering = yield* Steering.make()
+      yield* steering.followUp(`log in with ${secret}`)
+      const { requests, result } = yield* Effect.gen(function*() {
+        const result = yield* Session.resume("s1", { store, steering, plugins: [secrets] })
+        const requests = yield* ScriptedModel.ScriptedModel.use((m) => m.requests)
+        return { requests, result }
+      }).pipe(Effect.provide(model))
+      assert.deepStrictEqual(result.outcome, inputTrip)
+      assert.strictEqual(requests.length, 0)
+      // the checkpoint does not keep it either: a later follow-up does not carry it to the model
+      const saved = yield* store.load("s1")
+      assert.notInclude(JSON.stringify(saved), secret)
     }))
 })
