@@ -7,7 +7,16 @@ import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Latch, Layer, Schema, Stream } from "effect"
 import { Agent, type AgentEvent, Guardrail, Hooks, Message, Outcome, type RunState, Steering, ToolRegistry } from "effect-agent"
-import { CheckpointStore, Session, Trajectory } from "effect-agent/session"
+import {
+  ClusterWorkflowEngine,
+  MessageStorage,
+  RunnerHealth,
+  Runners,
+  RunnerStorage,
+  Sharding,
+  ShardingConfig
+} from "effect/cluster"
+import { CheckpointStore, DurableSession, Session, Trajectory } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import * as Fs from "node:fs"
 import * as NodePath from "node:path"
@@ -401,5 +410,61 @@ describe("guardrails in a session", () => {
       // the checkpoint does not keep it either: a later follow-up does not carry it to the model
       const saved = yield* store.load("s1")
       assert.notInclude(JSON.stringify(saved), secret)
+    }))
+})
+
+/** The cluster's workflow engine, in memory: every activity result (a withheld reply too) is encoded and stored. */
+const clusterEngine = ClusterWorkflowEngine.layer.pipe(
+  Layer.provideMerge(Sharding.layer),
+  Layer.provide(Runners.layerNoop),
+  Layer.provideMerge(MessageStorage.layerMemory),
+  Layer.provide(RunnerStorage.layerMemory),
+  Layer.provide(RunnerHealth.layerNoop),
+  Layer.provide(ShardingConfig.layer({ entityMessagePollInterval: 50, sendRetryInterval: 10 })),
+  Layer.orDie
+)
+
+/** A runner of durable sessions on the cluster's engine, with these plugins, on a script; the model's requests recorded. */
+const durableRunner = (script: ScriptedModel.Script, plugins: ReadonlyArray<Hooks.PluginInput>) =>
+  DurableSession.layer({ plugins }).pipe(
+    Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(script), toolsLayer(), DurableSession.layerMemoryStore)),
+    Layer.provideMerge(clusterEngine)
+  )
+
+describe("guardrails in a durable session", () => {
+  it.live("attack: a durable session's steering and follow-ups reached the model unchecked", () =>
+    Effect.gen(function*() {
+      for (const kind of ["steer", "followUp"] as const) {
+        const sessionId = `d-${kind}`
+        const { requests, result } = yield* Effect.gen(function*() {
+          // queued before the session starts: taken at its first poll of that kind
+          yield* DurableSession[kind](sessionId, `my password is ${secret}`)
+          const result = yield* DurableSession.run({ sessionId, prompt: "say hello" })
+          const requests = yield* ScriptedModel.ScriptedModel.use((model) => model.requests)
+          const published = (yield* DurableSession.events(sessionId)).map((entry) => entry.event)
+          assert.deepStrictEqual(ofTag(published, "DeliveryBlocked").map((e) => e.kind), [kind === "steer" ? "steering" : "followUp"])
+          return { requests, result }
+        }).pipe(Effect.provide(durableRunner([{ text: "hello" }, { text: "logged in" }], [secrets])))
+        assert.deepStrictEqual(result.outcome, inputTrip, kind)
+        assert.notInclude(sent(requests), secret, kind)
+        assert.notInclude(JSON.stringify(result.state), secret, kind)
+      }
+    }))
+
+  it.live("attack: a durable session published a blocked answer's words", () =>
+    Effect.gen(function*() {
+      const { published, result } = yield* Effect.gen(function*() {
+        const result = yield* DurableSession.run({ sessionId: "d-out", prompt: "who?" })
+        const published = (yield* DurableSession.events("d-out")).map((entry) => entry.event)
+        return { published, result }
+      }).pipe(Effect.provide(durableRunner([
+        { text: "let me add", toolCalls: [{ name: "add", params: { a: 1, b: 2 } }] },
+        { text: `write to ${leaked}` }
+      ], [pii])))
+      assert.deepStrictEqual(result.outcome, outputTrip)
+      assert.notInclude(JSON.stringify(result), leaked)
+      assert.isAbove(published.length, 5)
+      for (const event of published) assert.notInclude(JSON.stringify(event), leaked)
+      assert.include(JSON.stringify(published), "let me add")
     }))
 })
