@@ -5,7 +5,8 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Latch, Layer, Schema, Stream } from "effect"
+import { Effect, Fiber, FileSystem, Latch, Layer, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import { Agent, type AgentEvent, Guardrail, Hooks, Message, Outcome, type RunState, Steering, ToolRegistry } from "effect-agent"
 import {
   ClusterWorkflowEngine,
@@ -325,6 +326,21 @@ describe("Guardrail.output: a blocked answer reaches no consumer", () => {
       assert.strictEqual(ofTag(events, "ToolExecutionStart").length, 0)
       const end = events.at(-1)!
       assert.strictEqual(end._tag === "AgentEnd" ? end.outcome?._tag : undefined, "GuardrailTripped")
+    }))
+
+  it.effect("a reply the deadline cuts short before its check is withheld unchecked: its partial words reach no one", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(runOk([{ text: ["write ", "to ", "bob@"], hang: true }], {
+        plugins: [pii],
+        config: { budgets: { wallClock: 1000 } }
+      }))
+      yield* TestClock.adjust("2 seconds")
+      const { events, result } = yield* Fiber.join(fiber)
+      assert.strictEqual(result.outcome._tag, "BudgetExceeded")
+      for (const event of events) assert.notInclude(JSON.stringify(event), "bob@")
+      assert.notInclude(JSON.stringify(result), "bob@")
+      assert.match(Message.textOf(result.state.messages.at(-1)!), /withheld: the run stopped before/)
+      assertValidTranscript(result.state.messages)
     }))
 
   it.effect("a reply that calls tools is released as it ends, a final answer once it passed; without an output guardrail nothing is held", () =>

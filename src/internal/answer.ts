@@ -90,7 +90,13 @@ export function* release<R>(
     const released: Checked = { message, stopped }
     return released
   }
-  if (stopped !== undefined) return yield* withhold(run.events, message, cutShortText, stopped)
+  if (stopped !== undefined) {
+    // Cut short before it said anything: nothing to withhold.
+    if (message.content.length > 0) return yield* withhold(run.events, message, cutShortText, stopped)
+    yield* Events.messageEnded(run.events, message)
+    const empty: Checked = { message, stopped }
+    return empty
+  }
   const verdict = yield* Stops.race(run.stops, check(run, answers), (stop): Verdict => ({ _tag: "Stopped", stop }))
   if (verdict === undefined) {
     yield* announce(run.events, message, updates)

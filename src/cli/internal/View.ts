@@ -431,6 +431,8 @@ export const log = (
         return line(event, s.yellow(`↪ steering delivered: ${said(event.messages)}`))
       case "FollowUpDelivered":
         return line(event, s.yellow(`↪ follow-up delivered: ${said(event.messages)}`))
+      case "DeliveryBlocked":
+        return line(event, s.red(`✗ ${event.kind === "steering" ? "steering" : "follow-up"} blocked by ${printable(event.plugin)}`))
       case "ApprovalRequested":
         tracked.requested(event)
         return line(event, s.yellow(requestedText(event, "")))
@@ -765,6 +767,8 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           return print(s.yellow(`  ↪ steering: ${compact(event.messages.map(Message.textOf).join(" "), width() - 14)}`))
         case "FollowUpDelivered":
           return print(s.yellow(`  ↪ follow-up: ${compact(event.messages.map(Message.textOf).join(" "), width() - 15)}`))
+        case "DeliveryBlocked":
+          return print(s.red(`  ✗ ${event.kind === "steering" ? "steering" : "follow-up"} blocked by ${printable(event.plugin)}`))
         case "WrapUpRequested":
           return print(s.yellow(`  ! asked the model to wrap up (${event.source})`))
         case "GuardTripped":
