@@ -484,3 +484,130 @@ describe("guardrails in a durable session", () => {
       assert.include(JSON.stringify(published), "let me add")
     }))
 })
+
+// -----------------------------------------------------------------------------
+// The same attacks, at random: steering and follow-ups (some blocked) sent at random events, answers (some
+// blocked) among replies that call tools, cancels and deadlines that cut replies, both delivery modes.
+// -----------------------------------------------------------------------------
+
+/** A small seeded generator (mulberry32): the same seed, the same scenario. */
+const random = (seed: number) => () => {
+  seed = (seed + 0x6d2b79f5) | 0
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+
+/** A random run: its script, the messages sent and when, its cancel, deadline and delivery modes. */
+const scenarioOf = (seed: number) => {
+  const next = random(seed)
+  const pick = <A>(items: ReadonlyArray<A>): A => items[Math.floor(next() * items.length)]!
+  const turns: Array<ScriptedModel.Turn> = []
+  const toolTurns = Math.floor(next() * 4)
+  for (let t = 0; t < toolTurns; t++) {
+    // a reply that calls tools is released unchecked: its words are never the blocked ones
+    turns.push({ text: ["step ", `${t}`], toolCalls: [{ name: "add", params: { a: t, b: 1 } }], delay: `${pick([0, 200])} millis` })
+  }
+  // answers: the model may answer several times (follow-ups restart it), some with the blocked words
+  for (let a = 0; a < 12; a++) {
+    turns.push(pick<ScriptedModel.Turn>([
+      { text: ["answer ", `${a}`] },
+      { text: ["write ", "to ", leaked] },
+      { text: ["reach ", leaked, " now"], delay: "1500 millis" },
+      { text: ["slow ", "answer"], delay: "1500 millis" }
+    ]))
+  }
+  const sends = Array.from({ length: Math.floor(next() * 5) }, (_, i) => ({
+    kind: pick(["steer", "followUp"] as const),
+    atEvent: Math.floor(next() * 30),
+    text: next() < 0.4 ? `message ${seed}-${i}: the password is ${secret}` : `message ${seed}-${i}`
+  }))
+  return {
+    turns,
+    sends,
+    cancelAtEvent: next() < 0.2 ? Math.floor(next() * 30) : null,
+    wallClock: next() < 0.3 ? pick([500, 1000, 2000]) : null,
+    steeringMode: pick(["all", "oneAtATime"] as const),
+    followUpMode: pick(["all", "oneAtATime"] as const)
+  }
+}
+
+describe("guardrails on random runs", () => {
+  it.effect("no blocked message reaches the model, no blocked answer reaches a consumer, every message is accounted for", () =>
+    Effect.gen(function*() {
+      const runs = 300
+      let blockedDeliveries = 0
+      let withheld = 0
+      for (let seed = 1; seed <= runs; seed++) {
+        const scenario = scenarioOf(seed)
+        const steering = yield* Steering.make({ steeringMode: scenario.steeringMode, followUpMode: scenario.followUpMode })
+        let seen = 0
+        const triggers = Hooks.plugin({
+          name: "triggers",
+          onEvent: () =>
+            Effect.gen(function*() {
+              const n = seen++
+              for (const send of scenario.sends) {
+                if (send.atEvent === n) yield* (send.kind === "steer" ? steering.steer(send.text) : steering.followUp(send.text))
+              }
+              if (n === scenario.cancelAtEvent) yield* steering.cancel("random cancel")
+            })
+        })
+        const streamed: Array<string> = []
+        const fiber = yield* Effect.forkChild(
+          Effect.gen(function*() {
+            yield* Stream.runForEach(
+              Agent.runStream({
+                prompt: "go",
+                steering,
+                plugins: [secrets, pii, triggers],
+                config: { maxTurns: 12, budgets: { wallClock: scenario.wallClock } }
+              }),
+              (event) => Effect.sync(() => void streamed.push(JSON.stringify(event)))
+            )
+            return yield* ScriptedModel.ScriptedModel.use((model) => model.requests)
+          }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(scenario.turns), toolsLayer())))
+        )
+        // drive virtual time until the run ends (bounded)
+        for (let step = 0; step < 200 && fiber.pollUnsafe() === undefined; step++) yield* TestClock.adjust("100 millis")
+        const exit = yield* Fiber.await(fiber)
+        assert.strictEqual(exit._tag, "Success", `seed ${seed}: ${String(exit)}`)
+        assert(exit._tag === "Success")
+        // no blocked message reached the model
+        assert.notInclude(sent(exit.value), secret, `seed ${seed}`)
+        const events = streamed.map((line) => JSON.parse(line) as AgentEvent.Encoded)
+        const end = events.at(-1)
+        assert.strictEqual(end?._tag, "AgentEnd", `seed ${seed}`)
+        // no blocked answer reached the stream (nor, so, any plugin: they see the same events)
+        for (const line of streamed) assert.notInclude(line, leaked, `seed ${seed}`)
+        // every message sent before the end is delivered, blocked, or returned in the state: exactly once
+        const result = end?._tag === "AgentEnd" && "result" in end ? end.result : undefined
+        assert(result !== undefined, `seed ${seed}: no result`)
+        const texts = (messages: ReadonlyArray<unknown>) => messages.map((m) => JSON.stringify(m))
+        const accounted = [
+          ...events.flatMap((e) =>
+            e._tag === "SteeringDelivered" || e._tag === "FollowUpDelivered" || e._tag === "DeliveryBlocked"
+              ? texts(e.messages)
+              : []
+          ),
+          ...texts(result.state.steering),
+          ...texts(result.state.followUps)
+        ]
+        for (const send of scenario.sends.filter((send) => send.atEvent < events.length - 1)) {
+          const count = accounted.filter((text) => text.includes(`"${send.text}"`)).length
+          assert.strictEqual(count, 1, `seed ${seed}: ${send.text} accounted for ${count} times`)
+        }
+        // no blocked message in the transcript (so none was sent to the model, now or in a continued run)
+        assert.notInclude(JSON.stringify(result.state.messages), secret, `seed ${seed}`)
+        assertValidTranscript(Schema.decodeUnknownSync(Schema.toCodecJson(Message.Transcript))(result.state.messages))
+        if (events.some((e) => e._tag === "DeliveryBlocked")) {
+          blockedDeliveries++
+          assert.deepStrictEqual(result.outcome, inputTrip, `seed ${seed}`)
+        }
+        if (JSON.stringify(result.state.messages).includes("withheld")) withheld++
+      }
+      // the scenarios do exercise both guardrails
+      assert.isAbove(blockedDeliveries, runs / 10)
+      assert.isAbove(withheld, runs / 10)
+    }))
+})
