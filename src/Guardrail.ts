@@ -233,7 +233,10 @@ export const input = <R = never>(
       beforeToolCall: () => waitFor(allowing, (reason) => Effect.succeed(Hooks.block(`guardrail ${name}: ${reason}`))),
       afterTurn: (_turn, ctx) => {
         see(ctx)
-        return waitFor(proceeding, (reason) => Effect.succeed(Hooks.stop(Outcome.guardrailTripped(name, reason, "input"))))
+        return waitFor(
+          proceeding,
+          (reason) => Effect.succeed(Hooks.stop(Outcome.guardrailTripped(name, reason, "input")))
+        )
       },
       state: {
         // Once the opening messages passed, all the transcript has: the rest entered through `beforeDelivery`.

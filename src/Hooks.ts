@@ -482,10 +482,11 @@ export interface Plugin<R = never> {
    * its `MessageEnd` are held until the reply ends: a reply that calls tools
    * (other than a valid `final_answer`) is then released at once, one that may
    * be the answer once every `beforeAnswer` hook has proceeded. So streaming
-   * is per reply, not per token. A `Stop` withholds the reply: its held
-   * events are dropped, a reply that says it was withheld takes its place in
-   * the events, the transcript and the run's state (its tool calls never
-   * run), and the run ends with the outcome. A reply cut short by a stop
+   * is per reply, not per token. A `Stop` withholds the reply: nothing of
+   * it is announced, a reply that says it was withheld (same usage, no
+   * calls) takes its place in the events, the transcript, the run's state
+   * and result (its tool calls never run), and the run ends with the
+   * outcome. A reply cut short by a stop
    * (a cancel, the deadline) that may have been the answer is withheld
    * unchecked. What an output guardrail uses (`Guardrail.output`). See
    * {@link Check}.

@@ -195,7 +195,8 @@ export const deliver = <R>(
   run: LiveRun.Uses<R, "env" | "transcript" | "events" | "context">,
   kind: Kind,
   messages: ReadonlyArray<Message.Message>
-): Step.Step<Outcome.Outcome | undefined, never, R> => messages.length === 0 ? Step.done : deliverNow(run, kind, messages)
+): Step.Step<Outcome.Outcome | undefined, never, R> =>
+  messages.length === 0 ? Step.done : deliverNow(run, kind, messages)
 
 function* deliverNow<R>(
   run: LiveRun.Uses<R, "env" | "transcript" | "events" | "context">,
