@@ -262,6 +262,27 @@ describe("Guardrail.input: every text that reaches the model passes it", () => {
       assert.strictEqual(continued.requests.length, 0, "the blocked task is not sent again")
     }))
 
+  it.effect("a continued run checks only what has not passed (saved with its state); a state that is not its own fails", () =>
+    Effect.gen(function*() {
+      const checked: Array<string> = []
+      const log = Guardrail.input(({ text }) => Effect.sync(() => (checked.push(text), Guardrail.pass)), { name: "log" })
+      const first = yield* runOk([{ text: "hello" }], { prompt: "say hello", plugins: [log] })
+      assert.deepStrictEqual(first.result.state.pluginState["guardrail:log"], { checked: 2 })
+      const next = { ...first.result.state, messages: [...first.result.state.messages, Message.user("and goodbye")] }
+      yield* continueWith(next, { plugins: [log] }, [{ text: "bye" }])
+      assert.deepStrictEqual(checked, ["say hello", "and goodbye"])
+      // a saved mark that is not its own, or past the transcript, fails the run before it starts
+      for (const saved of ["everything", { checked: 9 }, { checked: -1 }]) {
+        const corrupt = { ...next, pluginState: { ...next.pluginState, "guardrail:log": saved } }
+        const error = yield* Effect.flip(continueWith(corrupt, { plugins: [log] }, [{ text: "ok" }]))
+        assert.deepStrictEqual([error._tag, error._tag === "InvalidPluginState" && error.plugin], [
+          "InvalidPluginState",
+          "guardrail:log"
+        ], JSON.stringify(saved))
+      }
+      assert.strictEqual(checked.length, 2)
+    }))
+
   it.effect("steering and follow-ups that pass are delivered, each checked once", () =>
     Effect.gen(function*() {
       const steering = yield* Steering.make()
