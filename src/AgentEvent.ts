@@ -184,6 +184,12 @@ const members = [
   }),
   Schema.TaggedStruct("SteeringDelivered", { ...base, messages: Message.Transcript }),
   Schema.TaggedStruct("FollowUpDelivered", { ...base, messages: Message.Transcript }),
+  Schema.TaggedStruct("DeliveryBlocked", {
+    ...base,
+    kind: Schema.Literals(["steering", "followUp"]),
+    messages: Message.Transcript,
+    plugin: Schema.String
+  }),
   Schema.TaggedStruct("WrapUpRequested", { ...base, source: Schema.String, message: Schema.String }),
   Schema.TaggedStruct("GuardTripped", {
     ...base,
@@ -343,6 +349,10 @@ const NestedEvent = Schema.TaggedStruct("Nested", {
  *   across the run and its sub-agents (`call_7/call_1` for the call `call_1`
  *   of the sub-agent that the call `call_7` runs).
  * - `SteeringDelivered` / `FollowUpDelivered`: queued messages entered the run.
+ * - `DeliveryBlocked`: steering or follow-ups a plugin's `beforeDelivery`
+ *   hook kept out of the run (an input guardrail that tripped, named by
+ *   `plugin`): the run ends, and these messages are neither delivered nor
+ *   returned in its state.
  * - `WrapUpRequested`: the model was asked to finish (turn limit, budget).
  * - `GuardTripped`: a guard warned or stopped the run, with its figures.
  * - `ContextTransformed`: a `transformContext` hook changed the request (with

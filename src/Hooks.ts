@@ -13,6 +13,8 @@
  * | `transformContext` | before each model call, on the request only | prune, redact, summarise (return the input unchanged to do nothing) |
  * | `onEvent` | every event | log, trace, persist |
  * | `steering` / `followUp` | between batches / at a natural stop | inject messages |
+ * | `beforeDelivery` | before steering or follow-ups enter the transcript | keep them out and stop the run |
+ * | `beforeAnswer` | when a reply that may be the final answer ends, before anyone sees it | withhold it and stop the run |
  * | `state` | at checkpoint and resume | save and restore the plugin's own counters |
  *
  * A plugin with per-run state is given as an Effect that builds it: the loop
@@ -274,7 +276,7 @@ export type Control =
  * @since 0.1.0
  * @category decisions
  */
-export const proceed: Control = { _tag: "Proceed" }
+export const proceed: Check = { _tag: "Proceed" }
 
 /**
  * Append messages before the next model call.
@@ -304,7 +306,48 @@ export const wrapUp = (source: string, message: string): Control => ({ _tag: "Wr
  * @since 0.1.0
  * @category decisions
  */
-export const stop = (outcome: Outcome): Control => ({ _tag: "Stop", outcome })
+export const stop = (outcome: Outcome): Check => ({ _tag: "Stop", outcome })
+
+/**
+ * What a `beforeDelivery` or `beforeAnswer` hook decides: `Proceed` lets the
+ * text through; `Stop` keeps it from the model (steering, follow-ups) or
+ * from everyone (an answer) and ends the run with the outcome. The other
+ * hooks of that kind do not run after a `Stop`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Check = Extract<Control, { readonly _tag: "Proceed" | "Stop" }>
+
+/**
+ * Messages about to enter a run from outside it, as `beforeDelivery` hooks
+ * see them: steering (from the `Steering` handle or a plugin's `steering`
+ * hook) before the next model call, or follow-ups at a natural stop.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Delivery {
+  readonly kind: "steering" | "followUp"
+  readonly messages: ReadonlyArray<Message.Message>
+}
+
+/**
+ * A reply that may be the run's final answer, as `beforeAnswer` hooks see
+ * it: a reply that calls no tool (`text` is its text), or, in a run with a
+ * typed output in the `"tool"` mode, one `final_answer` call whose arguments
+ * are valid (`output` holds them as the model sent them, their JSON form, and
+ * `text` their JSON text). A reply with two such calls is checked once for
+ * each.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Answer {
+  readonly message: Message.AssistantMessage
+  readonly text: string
+  readonly output?: unknown
+}
 
 /**
  * What a `transformContext` hook may return instead of the bare messages:
@@ -422,6 +465,33 @@ export interface Plugin<R = never> {
   readonly steering?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
   /** At a natural stop, with the `Steering` handle: messages that restart the run (`FollowUpDelivered`). */
   readonly followUp?: ((ctx: Context) => Effect.Effect<ReadonlyArray<Message.Message>, never, R>) | undefined
+  /**
+   * Before steering or follow-ups enter the transcript, whatever brought them
+   * (the `Steering` handle, a plugin's `steering` or `followUp` hook, a
+   * resumed session's queue): the run waits for it. A `Stop` keeps the
+   * messages out of the transcript (no model sees them) and ends the run
+   * with its outcome; they are announced with `DeliveryBlocked`, neither
+   * delivered nor returned. What an input guardrail uses (`Guardrail.input`).
+   * See {@link Check}.
+   */
+  readonly beforeDelivery?: ((delivery: Delivery, ctx: Context) => Effect.Effect<Check, never, R>) | undefined
+  /**
+   * When a reply that may be the final answer has ended (see {@link Answer}),
+   * before it enters the transcript and before any event shows it. In a run
+   * with such a hook, a reply's deltas (`MessageUpdate`, `OutputDelta`) and
+   * its `MessageEnd` are held until the reply ends: a reply that calls tools
+   * (other than a valid `final_answer`) is then released at once, one that may
+   * be the answer once every `beforeAnswer` hook has proceeded. So streaming
+   * is per reply, not per token. A `Stop` withholds the reply: nothing of
+   * it is announced, a reply that says it was withheld (same usage, no
+   * calls) takes its place in the events, the transcript, the run's state
+   * and result (its tool calls never run), and the run ends with the
+   * outcome. A reply cut short by a stop
+   * (a cancel, the deadline) that may have been the answer is withheld
+   * unchecked. What an output guardrail uses (`Guardrail.output`). See
+   * {@link Check}.
+   */
+  readonly beforeAnswer?: ((answer: Answer, ctx: Context) => Effect.Effect<Check, never, R>) | undefined
   /**
    * Saved with every snapshot of the run (a checkpoint, the result's state); restored before it starts.
    * A plugin whose `save` gives `undefined` saves nothing (and is not restored).

@@ -21,6 +21,7 @@ describe("AgentEvent.AgentEvent", () => {
         { ...base, _tag: "ApprovalResolved", toolCallId: "c", toolName: "deploy", approved: false, reason: "no" },
         { ...base, _tag: "SteeringDelivered", messages: [Message.user("s")] },
         { ...base, _tag: "FollowUpDelivered", messages: [Message.user("f")] },
+        { ...base, _tag: "DeliveryBlocked", kind: "steering", messages: [Message.user("b")], plugin: "guardrail:input" },
         { ...base, _tag: "WrapUpRequested", source: "maxTurns", message: "wrap up" },
         { ...base, _tag: "GuardTripped", guard: "loop", action: "warn", detail: "repeating", figures: { repeats: 3 } },
         { ...base, _tag: "ContextTransformed", plugin: "p", messagesBefore: 9, messagesAfter: 4, tokensBefore: 900, tokensAfter: 300 },

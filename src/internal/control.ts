@@ -182,19 +182,40 @@ const take = (queue: Array<Message.Message>, mode: Steering.DeliveryMode): Reado
   mode === "all" ? queue.splice(0) : queue.splice(0, 1)
 
 /**
- * Delivers messages taken by {@link poll}: appended to the transcript, and
- * announced with `SteeringDelivered` or `FollowUpDelivered`.
+ * Delivers messages taken by {@link poll}: the `beforeDelivery` hooks check
+ * them first, in order; when all proceed, they are appended to the
+ * transcript and announced with `SteeringDelivered` or `FollowUpDelivered`.
+ * When one stops, they never enter the transcript: `DeliveryBlocked`
+ * announces them, and the step answers the hook's outcome, which ends the
+ * run (`undefined`: delivered).
  *
  * @internal
  */
 export const deliver = <R>(
-  run: LiveRun.Uses<R, "transcript" | "events">,
-  tag: "SteeringDelivered" | "FollowUpDelivered",
+  run: LiveRun.Uses<R, "env" | "transcript" | "events" | "context">,
+  kind: Kind,
   messages: ReadonlyArray<Message.Message>
-): Effect.Effect<void, never, R> => {
-  if (messages.length === 0) return Effect.void
+): Step.Step<Outcome.Outcome | undefined, never, R> =>
+  messages.length === 0 ? Step.done : deliverNow(run, kind, messages)
+
+function* deliverNow<R>(
+  run: LiveRun.Uses<R, "env" | "transcript" | "events" | "context">,
+  kind: Kind,
+  messages: ReadonlyArray<Message.Message>
+) {
+  const checks = run.env.hooks.beforeDelivery
+  if (checks.length > 0) {
+    const delivery: Hooks.Delivery = { kind, messages }
+    for (const plugin of checks) {
+      const decision = yield* plugin.beforeDelivery!(delivery, run.context)
+      if (decision._tag === "Proceed") continue
+      yield* Events.emit(run.events, { _tag: "DeliveryBlocked", kind, messages, plugin: plugin.name })
+      return decision.outcome
+    }
+  }
   Transcript.appendAll(run.transcript, messages)
-  return Events.emit(run.events, { _tag: tag, messages })
+  yield* Events.emit(run.events, { _tag: kind === "steering" ? "SteeringDelivered" : "FollowUpDelivered", messages })
+  return undefined
 }
 
 /**

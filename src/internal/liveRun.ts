@@ -49,6 +49,8 @@ export type HookName =
   | "transformContext"
   | "steering"
   | "followUp"
+  | "beforeDelivery"
+  | "beforeAnswer"
 
 /**
  * A model call's reply (`Reply.Reply`, spelled out here: `reply.ts` imports this module).
@@ -170,7 +172,9 @@ const hookLists = <R>(plugins: ReadonlyArray<Hooks.Plugin<R>>): Environment<R>["
     afterToolCall: having("afterToolCall"),
     transformContext: having("transformContext"),
     steering: having("steering"),
-    followUp: having("followUp")
+    followUp: having("followUp"),
+    beforeDelivery: having("beforeDelivery"),
+    beforeAnswer: having("beforeAnswer")
   }
 }
 

@@ -163,14 +163,15 @@ const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
     return run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
   }
   let pending = yield* Control.poll(run, "steering")
-  let pendingTag: "SteeringDelivered" | "FollowUpDelivered" = "SteeringDelivered"
+  let pendingKind: "steering" | "followUp" = "steering"
   // A continued run that stopped naturally goes straight to its follow-ups.
   let hasToolCalls = !(pending.length === 0 && Transcript.endsWithReply(run.transcript.messages))
   while (true) {
     while (hasToolCalls || pending.length > 0) {
-      // What is pending enters the run before the turn.
-      yield* Control.deliver(run, pendingTag, pending)
-      pendingTag = "SteeringDelivered"
+      // What is pending enters the run before the turn, unless a `beforeDelivery` hook keeps it out.
+      const blocked = yield* Control.deliver(run, pendingKind, pending)
+      if (blocked !== undefined) return blocked
+      pendingKind = "steering"
       const step = yield* turn(run)
       // A guard, a stop, the tools' vote or an afterTurn hook ended the run.
       if (step._tag === "End") return step.outcome
@@ -180,7 +181,7 @@ const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
     // A natural stop: follow-ups restart the run; without any, it is done.
     pending = yield* Control.poll(run, "followUp")
     if (pending.length === 0) return run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
-    pendingTag = "FollowUpDelivered"
+    pendingKind = "followUp"
     hasToolCalls = true
   }
 })
@@ -242,7 +243,8 @@ function* endTurn<R>(
   if (run.env.telemetry !== undefined) yield* Telemetry.turnEnded(run.env.telemetry)
   yield* Events.turnEnded(run.events, message, batch.results, run.progress)
   // The final answer is judged before the afterTurn hooks, so a checkpoint they save holds the verdict's reminder.
-  const output = run.output === undefined
+  // A reply a stop cut short (or an output guardrail withheld) is no attempt: the run ends with the stop.
+  const output = run.output === undefined || stoppedReply !== undefined
     ? undefined
     : yield* OutputPart.afterTurn(run, run.output, message, batch.results)
   const after = yield* Control.consult(run, run.env.hooks.afterTurn, (plugin) =>

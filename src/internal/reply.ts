@@ -1,8 +1,9 @@
 /**
  * One model reply: the request streamed to the model, and the assistant
  * message built from its stream parts, part by part, with a `MessageUpdate`
- * for each delta. Each part is looked at once; text is kept as chunks and
- * joined once at the end.
+ * for each delta (in a run with an output guardrail, the reply is held until
+ * it ends, and `Answer` releases or withholds it). Each part is looked at
+ * once; text is kept as chunks and joined once at the end.
  *
  * @internal
  */
@@ -12,6 +13,7 @@ import type * as AgentEvent from "../AgentEvent.ts"
 import { ModelError } from "../AgentError.ts"
 import type * as Message from "../Message.ts"
 import * as Output from "../Output.ts"
+import * as Answer from "./answer.ts"
 import * as Events from "./events.ts"
 import type * as LiveRun from "./liveRun.ts"
 import * as OutputPart from "./output.ts"
@@ -36,7 +38,10 @@ const modelError = (turn: number) => (error: AiError.AiError) => ModelError.from
  *
  * @internal
  */
-export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops" | "output">, prompt: Prompt.Prompt) {
+export function* streamReply<R>(
+  run: LiveRun.Uses<R, "env" | "events" | "stops" | "output" | "context">,
+  prompt: Prompt.Prompt
+) {
   const { events } = run
   const builder = new AssistantBuilder()
   yield* Events.messageStarted(events)
@@ -55,7 +60,9 @@ export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops" 
     : native === undefined
     ? OutputPart.messageUpdates
     : OutputPart.nativeUpdates
-  const observed = events.observed
+  // A run with an output guardrail holds the reply until it is known to be no answer, or one that passed.
+  const holding = run.env.hooks.beforeAnswer.length > 0
+  const observed = events.observed && !holding
   const consume = Stream.runForEachArray(stream, (parts) => {
     let deltas: Array<AgentEvent.Delta> | undefined
     for (const part of parts) {
@@ -72,6 +79,7 @@ export function* streamReply<R>(run: LiveRun.Uses<R, "env" | "events" | "stops" 
   )
   // What streamed before a stop is kept; its complete tool calls are answered by the batch.
   const message = builder.build(stopped !== undefined)
+  if (holding) return yield* Answer.release(run, message, stopped === undefined ? undefined : stopped, updates)
   yield* Events.messageEnded(events, message)
   const reply: Reply = { message, stopped: stopped === undefined ? undefined : stopped }
   return reply

@@ -297,6 +297,10 @@ const cutShort = (event: AgentEvent.Of<"AgentEnd">) =>
 /** The text of messages (steering, follow-ups) on one line, without escapes. */
 const said = (messages: ReadonlyArray<Message.Message>) => printable(messages.map(Message.textOf).join(" "))
 
+/** Steering or follow-ups a plugin kept out of the run (their text is not echoed: it may be what was blocked). */
+const blockedText = (event: AgentEvent.Of<"DeliveryBlocked">) =>
+  `${event.kind === "steering" ? "steering" : "follow-up"} blocked by ${printable(event.plugin)}`
+
 /** A denial and its reason. */
 const deniedText = (event: AgentEvent.Of<"ApprovalResolved">, by = "") =>
   `✗ ${by}denied ${printable(event.toolName)}${event.reason === undefined ? "" : `: ${printable(event.reason)}`}`
@@ -431,6 +435,8 @@ export const log = (
         return line(event, s.yellow(`↪ steering delivered: ${said(event.messages)}`))
       case "FollowUpDelivered":
         return line(event, s.yellow(`↪ follow-up delivered: ${said(event.messages)}`))
+      case "DeliveryBlocked":
+        return line(event, s.red(`✗ ${blockedText(event)}`))
       case "ApprovalRequested":
         tracked.requested(event)
         return line(event, s.yellow(requestedText(event, "")))
@@ -765,6 +771,8 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           return print(s.yellow(`  ↪ steering: ${compact(event.messages.map(Message.textOf).join(" "), width() - 14)}`))
         case "FollowUpDelivered":
           return print(s.yellow(`  ↪ follow-up: ${compact(event.messages.map(Message.textOf).join(" "), width() - 15)}`))
+        case "DeliveryBlocked":
+          return print(s.red(`  ✗ ${blockedText(event)}`))
         case "WrapUpRequested":
           return print(s.yellow(`  ! asked the model to wrap up (${event.source})`))
         case "GuardTripped":
