@@ -148,14 +148,30 @@ export interface BubblewrapOptions extends HostOptions {
   /** The `bwrap` program. Default: `"bwrap"`, looked up on the allowlisted `PATH`. */
   readonly bwrap?: string | undefined
   /**
-   * Host paths commands must not see (absolute, or relative to the current
-   * directory): an empty directory is mounted over each directory, and an
-   * empty file over each file, looked up before each command (a path that
-   * does not exist then is skipped). The workspace stays visible when a hidden
-   * directory holds it; inside the workspace, file operations refuse hidden
-   * paths too. The effect-agent state directory (`$XDG_STATE_HOME/effect-agent`,
-   * else `~/.local/state/effect-agent`, where the command keeps the key that
-   * seals its sessions) is always hidden. Default: nothing else.
+   * Host paths commands may read, beyond the workspace and the system's
+   * directories (absolute, or relative to the current directory): each is
+   * shown read-only on its real path, looked up before each command (a path
+   * that does not exist then is skipped). A path inside the workspace needs
+   * no grant. Default: none.
+   */
+  readonly allowRead?: ReadonlyArray<string> | undefined
+  /**
+   * Host paths commands may read and write (a cache, a second checkout), as
+   * {@link allowRead}; a path in both lists is read-only. Default: none.
+   */
+  readonly allowWrite?: ReadonlyArray<string> | undefined
+  /**
+   * Host paths commands must not see, even inside the workspace or a granted
+   * path (absolute, or relative to the current directory): an empty
+   * directory is mounted over each directory, and an empty file over each
+   * file, looked up before each command (a path that does not exist then is
+   * skipped). The workspace stays visible when a hidden directory holds it;
+   * inside the workspace, file operations refuse hidden paths too. Always
+   * hidden besides: the effect-agent state directory
+   * (`$XDG_STATE_HOME/effect-agent`, else `~/.local/state/effect-agent`, where
+   * the command keeps the key that seals its sessions), and the secrets of
+   * `/etc` (`shadow`, `gshadow`, `sudoers`, SSH host keys, `ssl/private`, VPN
+   * and network credentials, …). Default: nothing else.
    */
   readonly hide?: ReadonlyArray<string> | undefined
 }
@@ -208,10 +224,14 @@ const makeLocal = (root: string, options: HostOptions | undefined) =>
 const makeBubblewrap = (root: string, options: BubblewrapOptions | undefined) =>
   Effect.flatMap(Path.Path, (path) => {
     const state = stateDirectory(path, process.env)
-    return Bubblewrap.make(root, hostSettings(options), {
+    const settings = hostSettings(options)
+    return Bubblewrap.make(root, settings, {
       bwrap: options?.bwrap ?? "bwrap",
       network: options?.network === true,
-      hide: [...(options?.hide ?? []).map((hidden) => path.resolve(hidden)), ...(state === undefined ? [] : [state])]
+      hide: [...(options?.hide ?? []).map((hidden) => path.resolve(hidden)), ...(state === undefined ? [] : [state])],
+      allowRead: (options?.allowRead ?? []).map((granted) => path.resolve(granted)),
+      allowWrite: (options?.allowWrite ?? []).map((granted) => path.resolve(granted)),
+      home: settings.env.HOME
     })
   })
 

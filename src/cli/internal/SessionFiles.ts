@@ -275,14 +275,14 @@ export const checkEntries = (dir: string, fail: (message: string) => Failure) =>
  * @since 0.1.0
  */
 export interface Widening {
-  readonly flag: "workspace" | "sandbox" | "approve" | "mcp" | "baseUrl" | "apiKeyEnv" | "worker"
+  readonly flag: "workspace" | "sandbox" | "allowRead" | "allowWrite" | "approve" | "mcp" | "baseUrl" | "apiKeyEnv" | "worker"
   readonly text: string
 }
 
 /**
  * What a target lets the agent (or the command) do past the defaults, as the
  * flags that ask for it: another workspace than the working directory, the
- * local sandbox, every call approved, MCP servers, another API root than the
+ * local sandbox, host paths granted to the sandbox, every call approved, MCP servers, another API root than the
  * provider's variable gives, another key variable, an external worker (a
  * CLI run outside the sandbox). A resumed run takes them only from its own
  * flags.
@@ -300,6 +300,8 @@ export const widening = (
     out.push({ flag: "workspace", text: `--workspace ${target.workspace}` })
   }
   if (target.sandbox === "local") out.push({ flag: "sandbox", text: "--sandbox local" })
+  for (const granted of target.allowRead ?? []) out.push({ flag: "allowRead", text: `--allow-read ${granted}` })
+  for (const granted of target.allowWrite ?? []) out.push({ flag: "allowWrite", text: `--allow-write ${granted}` })
   if (target.approve === "all") out.push({ flag: "approve", text: "--approve all" })
   for (const command of target.mcp) out.push({ flag: "mcp", text: `--mcp ${JSON.stringify(command)}` })
   const envVar = baseUrlEnv[target.provider]
