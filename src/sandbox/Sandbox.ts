@@ -23,8 +23,9 @@
  * Every path is relative to the workspace root (an absolute path is accepted
  * when it lies inside the root). A command that exits, times out, or whose
  * fiber is interrupted, ends with its whole process tree: the processes that
- * carry its marker (`EFFECT_AGENT_COMMAND`, in its environment) or descend
- * from it, `setsid` ones too, are found in `/proc` and killed.
+ * descend from it or (under {@link local}) carry its marker
+ * (`EFFECT_AGENT_COMMAND`, in its environment), `setsid` ones too, are found
+ * in `/proc` and killed.
  *
  * @example
  * ```ts

@@ -30,6 +30,13 @@ export interface Command {
   readonly cap: number
   /** How long the process tree gets after SIGTERM before SIGKILL. */
   readonly killGracePeriod: Duration.Duration
+  /**
+   * Whether the command's processes carry a marker in their environment, which finds those that left its tree
+   * (a local command's `setsid` children once their parent is gone); without it, the tree is the command's
+   * descendants, all of them in a PID namespace of the command's own (bubblewrap). A marker would let a command
+   * hand it to a process of the host it does not own (a file a user's shell sources), to have it killed.
+   */
+  readonly marked: boolean
 }
 
 /** How long output still in the pipes is read after the command exited. */
@@ -51,8 +58,8 @@ export const allowlistedEnv = (
 /**
  * Runs a command in its own scope: the scope's release (on exit, timeout or
  * interruption) kills the command's whole process tree, SIGTERM then SIGKILL
- * after the grace period: every process that carries the command's marker in
- * its environment or descends from the command ({@link ProcessTree.kill}),
+ * after the grace period: every process that descends from the command or
+ * (when `marked`) carries its marker in its environment ({@link ProcessTree.kill}),
  * then its process group (the Node spawner's `forceKillAfter`), which is all
  * there is to kill where `/proc` is missing.
  */
@@ -63,10 +70,10 @@ export const run = (
   Effect.scoped(Effect.gen(function*() {
     const [program, ...args] = command.argv
     const start = yield* Clock.currentTimeMillis
-    const marker = ProcessTree.newMarker()
+    const marker = command.marked ? ProcessTree.newMarker() : undefined
     const handle = yield* spawner.spawn(ChildProcess.make(program, args, {
       cwd: command.cwd,
-      env: { ...command.env, [ProcessTree.markerVariable]: marker },
+      env: marker === undefined ? command.env : { ...command.env, [ProcessTree.markerVariable]: marker },
       extendEnv: false,
       // Its own process group (the spawner's default on POSIX), so a kill
       // reaches every descendant that did not start a session of its own.
@@ -80,7 +87,11 @@ export const run = (
     // and the parents that tie the rest to it, are still there.
     const root = yield* ProcessTree.identify(handle.pid)
     yield* Effect.addFinalizer(() =>
-      ProcessTree.kill(`${ProcessTree.markerVariable}=${marker}`, root, command.killGracePeriod).pipe(
+      ProcessTree.kill(
+        marker === undefined ? undefined : `${ProcessTree.markerVariable}=${marker}`,
+        root,
+        command.killGracePeriod
+      ).pipe(
         Effect.flatMap((left) =>
           left.length === 0
             ? Effect.void

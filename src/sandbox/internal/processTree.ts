@@ -1,10 +1,12 @@
 /**
  * A command's whole process tree, found and killed through `/proc` (Linux):
- * every process that carries the command's marker in its environment (each
- * command gets its own, in {@link markerVariable}), every descendant of one,
- * and every descendant of the command's own process while it runs. A process
- * group kill misses the processes that started a session of their own
- * (`setsid`, daemons); this finds them by their marker or their parent.
+ * every descendant of the command's own process and, for a command given a
+ * marker in its environment ({@link markerVariable}, one per command), every
+ * process that carries it and every descendant of one. A process group kill
+ * misses the processes that started a session of their own (`setsid`,
+ * daemons); this finds them by their parent or their marker. Under bubblewrap
+ * no marker is needed: the command's PID namespace keeps every one of its
+ * processes below it.
  *
  * The sweep freezes the tree first (`SIGSTOP`, round after round until a scan
  * finds no new member: a frozen process forks no more, and its children stay
@@ -13,11 +15,11 @@
  * kills it (`SIGKILL`). Only processes started since the command are looked
  * at: a process older than the command is never signalled.
  *
- * What escapes: a process that both replaced its environment (an `exec` with
- * the marker removed: `env -i`) and lost its parent (re-parented to init)
- * before a scan found it; a process of another user (a setuid program); and
- * everything on a system without `/proc` (macOS), where only the process group
- * is killed.
+ * What escapes a marked command: a process that both replaced its environment
+ * (an `exec` with the marker removed: `env -i`) and lost its parent
+ * (re-parented to init) before a scan found it; a process of another user (a
+ * setuid program); and everything on a system without `/proc` (macOS), where
+ * only the process group is killed.
  *
  * @internal
  */
@@ -97,7 +99,7 @@ const scanChunk = 256
  * Node's asynchronous reads cost about ten times as much (2 ms against 30 for
  * 130 processes); the scan yields every {@link scanChunk} processes.
  */
-const scan = (marker: string, since: number): Effect.Effect<ReadonlyArray<Process>> =>
+const scan = (marker: string | undefined, since: number): Effect.Effect<ReadonlyArray<Process>> =>
   Effect.gen(function*() {
     let entries: Array<string>
     try {
@@ -106,7 +108,7 @@ const scan = (marker: string, since: number): Effect.Effect<ReadonlyArray<Proces
       return []
     }
     const self = globalThis.process.pid
-    const wanted = `\0${marker}\0`
+    const wanted = marker === undefined ? undefined : `\0${marker}\0`
     const found: Array<Process> = []
     for (let index = 0; index < entries.length; index++) {
       if (index > 0 && index % scanChunk === 0) yield* Effect.yieldNow
@@ -118,7 +120,7 @@ const scan = (marker: string, since: number): Effect.Effect<ReadonlyArray<Proces
       const zombie = parsed.state === "Z" || parsed.state === "X"
       let marked = false
       // A zombie's environment is gone; it needs no signal, but its parent link still counts.
-      if (!zombie) {
+      if (!zombie && wanted !== undefined) {
         try {
           marked = `\0${Fs.readFileSync(`/proc/${entry}/environ`, "latin1")}`.includes(wanted)
         } catch {
@@ -168,7 +170,7 @@ const signal = (pid: number, name: NodeJS.Signals) =>
  * the members; the live members of the last scan are returned.
  */
 const freeze = (
-  marker: string,
+  marker: string | undefined,
   since: number,
   tree: Map<number, number>
 ): Effect.Effect<ReadonlyArray<Process>> =>
@@ -186,7 +188,7 @@ const freeze = (
 
 /** Waits until no member of the tree is alive, or `wait` has passed; returns the live members. */
 const awaitGone = (
-  marker: string,
+  marker: string | undefined,
   since: number,
   tree: ReadonlyMap<number, number>,
   wait: Duration.Duration
@@ -201,14 +203,16 @@ const awaitGone = (
   })
 
 /**
- * Kills the tree of the command marked `marker` (`NAME=value`) whose own
- * process is `root` (`undefined` when it could not be identified: then every
- * process is looked at, not only those started since it): `SIGTERM`, `grace`
- * to stop, then `SIGKILL`. Returns the pids still alive at the end (none,
- * unless a process could not be killed).
+ * Kills the tree of the command whose own process is `root` (`undefined` when
+ * it could not be identified: then every process is looked at, not only
+ * those started since it), and of the processes marked `marker`
+ * (`NAME=value`; `undefined`: the tree is the command's descendants only, as
+ * in a PID namespace that keeps every process below the command): `SIGTERM`,
+ * `grace` to stop, then `SIGKILL`. Returns the pids still alive at the end
+ * (none, unless a process could not be killed).
  */
 export const kill = (
-  marker: string,
+  marker: string | undefined,
   root: Identity | undefined,
   grace: Duration.Duration
 ): Effect.Effect<ReadonlyArray<number>> =>
