@@ -155,9 +155,11 @@ export interface BubblewrapOptions extends HostOptions {
   /**
    * Host paths commands may read, beyond the workspace and the system's
    * directories (absolute, or relative to the current directory): each is
-   * shown read-only on its real path, looked up before each command (a path
-   * that does not exist then is skipped). A path inside the workspace needs
-   * no grant. Default: none.
+   * shown read-only on its real path, as it is on the host (a grant holding
+   * `/tmp` or `$HOME` shows the host's; `/dev` and `/proc` stay the
+   * sandbox's own), looked up before each command (a path that does not exist
+   * then is skipped). A path inside the workspace needs no grant. Default:
+   * none.
    */
   readonly allowRead?: ReadonlyArray<string> | undefined
   /**

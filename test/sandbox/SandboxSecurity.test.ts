@@ -457,6 +457,27 @@ describe("issue 29, attack 3: an agent sees its workspace, the system and what i
       assert.isFalse(Fs.existsSync(`${home}/planted`))
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
+  needsBubblewrap(it.live)("a grant of / shows the host as it is, but for /dev, /proc, the hidden paths and /etc's secrets", () =>
+    Effect.gen(function*() {
+      const { home, workspace } = yield* host
+      const mine = `${home}/.agent-sessions/fix`
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace, { allowRead: ["/"], hide: [mine] })
+      )
+      const result = yield* sandbox.exec({
+        command: [
+          "bash",
+          "-c",
+          `${readEach([`${home}/.config/openai/key`, `${mine}/trajectory.ndjson`, "/etc/shadow"])}; ` +
+            // the sandbox's own processes only: bash, the pipeline, bubblewrap's init
+            `ls /proc | grep -c '^[0-9]' | awk '{ print ($1 < 10) ? "own /proc" : "host /proc" }'; ` +
+            `echo x > ${home}/planted 2>/dev/null || echo read-only`
+        ]
+      })
+      assert.strictEqual(result.stdout, "sk-KEY-FILE-SECRET\n-\n-\nown /proc\nread-only\n", result.stderr)
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+
   needsBubblewrap(it.live)("the secrets of /etc stay hidden, from an agent run as root too", () =>
     Effect.gen(function*() {
       const workspace = yield* makeWorkspace("/var/tmp")

@@ -120,9 +120,15 @@ const sshHostKeys = (fs: FileSystem.FileSystem): Effect.Effect<ReadonlyArray<str
     Effect.orElseSucceed(() => [])
   )
 
-/** The system's part of the view: its `bwrap` arguments, and the real paths it shows. */
-interface SystemView {
+/** One mount of the view: where it goes, and its `bwrap` arguments. */
+interface Mount {
+  readonly at: string
   readonly args: ReadonlyArray<string>
+}
+
+/** The system's part of the view: its mounts, and the real paths they show. */
+interface SystemView {
+  readonly mounts: ReadonlyArray<Mount>
   readonly trees: ReadonlyArray<string>
 }
 
@@ -133,11 +139,11 @@ interface SystemView {
  */
 const systemView = (fs: FileSystem.FileSystem, path: Path.Path): Effect.Effect<SystemView> =>
   Effect.gen(function*() {
-    const args: Array<string> = []
+    const mounts: Array<Mount> = []
     const trees: Array<string> = []
     const show = (real: string) => {
       if (trees.some((tree) => isWithin(path, tree, real))) return
-      args.push("--ro-bind", real, real)
+      mounts.push({ at: real, args: ["--ro-bind", real, real] })
       trees.push(real)
     }
     for (const given of systemPaths) {
@@ -146,13 +152,13 @@ const systemView = (fs: FileSystem.FileSystem, path: Path.Path): Effect.Effect<S
       show(real.value)
       if (real.value === given) continue
       const link = yield* Effect.option(fs.readLink(given))
-      args.push("--symlink", link._tag === "Some" ? link.value : real.value, given)
+      mounts.push({ at: given, args: ["--symlink", link._tag === "Some" ? link.value : real.value, given] })
     }
     for (const given of etcLinks) {
       const real = yield* Effect.option(fs.realPath(given))
       if (real._tag === "Some") show(real.value)
     }
-    return { args, trees }
+    return { mounts, trees }
   })
 
 /** Covers a hidden path: an empty tmpfs over a directory, `/dev/null` over anything else. */
@@ -162,15 +168,24 @@ const cover = (hidden: Found): ReadonlyArray<string> =>
 /** Whether one of the two paths holds the other. */
 const overlaps = (path: Path.Path, a: string, b: string) => isWithin(path, a, b) || isWithin(path, b, a)
 
+/** How deep a path is: `/` 0, `/usr` 1, `/usr/lib` 2. */
+const depth = (path: Path.Path, at: string) => at.split(path.sep).filter((part) => part !== "").length
+
 /**
- * The part of the view looked up before each command: the granted paths
- * (parents before what lies in them; a path granted both ways is read-only;
- * one inside the workspace is the workspace's already), and the covers of
- * what commands must not see among what the view shows: the hidden paths,
- * the secrets of `/etc` and, without the network, the host's sockets. A
- * hidden path holding the workspace is covered before the workspace is bound
- * (the workspace stays visible), every other one after it; all of them after
- * the grants (a hidden path inside a granted one stays hidden).
+ * The view's mounts up to the workspace, and its covers after it, looked up
+ * before each command:
+ *
+ * - the system's directories (but for those a grant shows), a fresh `/dev`
+ *   and `/proc`, private `/tmp`, `/var/tmp` and home directory (but for those
+ *   a grant shows: a granted path is shown as it is on the host, `/dev` and
+ *   `/proc` excepted), and the granted paths (a path granted both ways is
+ *   read-only; one inside the workspace is the workspace's already), all
+ *   mounted parents first;
+ * - the covers of what commands must not see among what the view shows: the
+ *   hidden paths, the secrets of `/etc` and, without the network, the host's
+ *   sockets, after the grants (a hidden path inside a granted one stays
+ *   hidden). A hidden path holding the workspace is covered before the
+ *   workspace is bound (the workspace stays visible), every other one after.
  */
 const lookedUp = (fs: FileSystem.FileSystem, path: Path.Path, options: Options, system: SystemView) =>
 (root: string) =>
@@ -180,21 +195,29 @@ const lookedUp = (fs: FileSystem.FileSystem, path: Path.Path, options: Options, 
       !readOnly.some((other) => other.real === entry.real)
     )
     const grants = [
-      ...readOnly.map((entry) => ({ real: entry.real, flag: "--ro-bind" })),
-      ...writable.map((entry) => ({ real: entry.real, flag: "--bind" }))
+      ...readOnly.map((entry): Mount => ({ at: entry.real, args: ["--ro-bind", entry.real, entry.real] })),
+      ...writable.map((entry): Mount => ({ at: entry.real, args: ["--bind", entry.real, entry.real] }))
+    ].filter((grant) => !isWithin(path, root, grant.at))
+    const granted = (at: string) => grants.some((grant) => isWithin(path, grant.at, at))
+    const home = options.home !== undefined && path.isAbsolute(options.home) && options.home !== "/" &&
+        !isWithin(path, root, options.home)
+      ? [options.home]
+      : []
+    const fresh: Array<Mount> = [
+      ...system.mounts.filter((mount) => !granted(mount.at)),
+      ...["/tmp", "/var/tmp", ...home].filter((at) => !granted(at)).map((at): Mount => ({ at, args: ["--tmpfs", at] })),
+      { at: "/dev", args: ["--dev", "/dev"] },
+      { at: "/proc", args: ["--proc", "/proc"] }
     ]
-      .filter((grant) => !isWithin(path, root, grant.real))
-      .sort((a, b) => a.real.split(path.sep).length - b.real.split(path.sep).length)
-    const visible = [...system.trees, ...grants.map((grant) => grant.real), root]
+    // A stable sort: at the same depth, the system, the fresh directories, then the grants.
+    const mounts = [...fresh, ...grants].sort((a, b) => depth(path, a.at) - depth(path, b.at))
+    const visible = [...system.trees, ...grants.map((grant) => grant.at), root]
     const hidden = (yield* existing(fs, [...options.hide, ...etcSecrets, ...(yield* sshHostKeys(fs))]))
       .filter((entry) => visible.some((tree) => overlaps(path, tree, entry.real)))
     const sockets = options.network ? [] : yield* hideSockets(fs, path)(root, visible)
     const holdsWorkspace = (entry: Found) => isWithin(path, entry.real, root)
     return {
-      beforeWorkspace: [
-        ...grants.flatMap((grant) => [grant.flag, grant.real, grant.real]),
-        ...hidden.filter(holdsWorkspace).flatMap(cover)
-      ],
+      beforeWorkspace: [...mounts.flatMap((mount) => mount.args), ...hidden.filter(holdsWorkspace).flatMap(cover)],
       afterWorkspace: [...hidden.filter((entry) => !holdsWorkspace(entry)).flatMap(cover), ...sockets]
     }
   })
@@ -228,17 +251,17 @@ const hideSockets = (fs: FileSystem.FileSystem, path: Path.Path) =>
   })
 
 /**
- * The `bwrap` argument vector. The view: the system's directories
- * read-only ({@link systemView}); a minimal `/dev`, a fresh `/proc`, private
- * `/tmp` and `/var/tmp`, and an empty home directory of the commands' own
- * (unless the workspace holds it); the granted paths; the workspace
- * read-write (mounted after all of them, so a workspace under `/tmp` or the
- * home directory stays visible); the covers ({@link lookedUp}); the rest of
- * `/` an empty, read-only directory. Every namespace unshared, every
- * capability dropped (a command run as root could otherwise unmount a cover,
- * or remount the view read-write), a new session (no terminal injection),
- * and death with the parent: killing `bwrap` kills the sandbox's init, which
- * takes every process of the PID namespace with it.
+ * The `bwrap` argument vector. The view ({@link lookedUp}): the system's
+ * directories read-only ({@link systemView}); a minimal `/dev`, a fresh
+ * `/proc`, private `/tmp` and `/var/tmp`, and an empty home directory of the
+ * commands' own (unless the workspace holds it); the granted paths; the
+ * workspace read-write (mounted after all of them, so a workspace under
+ * `/tmp` or the home directory stays visible); the covers; the rest of `/` an
+ * empty, read-only directory. Every namespace unshared, every capability
+ * dropped (a command run as root could otherwise unmount a cover, or remount
+ * the view read-write), a new session (no terminal injection), and death with
+ * the parent: killing `bwrap` kills the sandbox's init, which takes every
+ * process of the PID namespace with it.
  *
  * Without the network, no host socket is reachable either: the network
  * namespace keeps the abstract ones out, and the pathname ones that the view
@@ -248,51 +271,34 @@ const hideSockets = (fs: FileSystem.FileSystem, path: Path.Path) =>
  * namespace, and its sockets.
  */
 const argv = (
-  path: Path.Path,
   options: Options,
-  system: SystemView,
   lookUpNow: (root: string) => Effect.Effect<{
     readonly beforeWorkspace: ReadonlyArray<string>
     readonly afterWorkspace: ReadonlyArray<string>
   }>
 ) =>
-(root: string): Host.Wrap => {
-  const home = options.home !== undefined && path.isAbsolute(options.home) && options.home !== "/" &&
-      !isWithin(path, root, options.home)
-    ? ["--tmpfs", options.home]
-    : []
-  return (command: Argv, cwd: string) =>
-    Effect.map(lookUpNow(root), ({ afterWorkspace, beforeWorkspace }): Argv => [
-      options.bwrap,
-      "--unshare-all",
-      ...(options.network ? ["--share-net"] : []),
-      "--cap-drop",
-      "ALL",
-      "--die-with-parent",
-      "--new-session",
-      ...system.args,
-      "--dev",
-      "/dev",
-      "--proc",
-      "/proc",
-      "--tmpfs",
-      "/tmp",
-      "--tmpfs",
-      "/var/tmp",
-      ...home,
-      ...beforeWorkspace,
-      "--bind",
-      root,
-      root,
-      ...afterWorkspace,
-      "--remount-ro",
-      "/",
-      "--chdir",
-      cwd,
-      "--",
-      ...command
-    ])
-}
+(root: string): Host.Wrap =>
+(command: Argv, cwd: string) =>
+  Effect.map(lookUpNow(root), ({ afterWorkspace, beforeWorkspace }): Argv => [
+    options.bwrap,
+    "--unshare-all",
+    ...(options.network ? ["--share-net"] : []),
+    "--cap-drop",
+    "ALL",
+    "--die-with-parent",
+    "--new-session",
+    ...beforeWorkspace,
+    "--bind",
+    root,
+    root,
+    ...afterWorkspace,
+    "--remount-ro",
+    "/",
+    "--chdir",
+    cwd,
+    "--",
+    ...command
+  ])
 
 /**
  * A bubblewrap sandbox on `root`, probed with the very flags commands get: in
@@ -311,7 +317,7 @@ export const make = (
     const sandbox = yield* Host.make(root, {
       ...settings,
       kind: "bubblewrap",
-      wrap: argv(path, options, system, lookedUp(fs, path, options, system)),
+      wrap: argv(options, lookedUp(fs, path, options, system)),
       hidden: hiddenInside(fs, path, options.hide)
     })
     const probe = yield* sandbox.exec({ command: ["true"], timeout: "10 seconds" }).pipe(
