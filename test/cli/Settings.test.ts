@@ -194,6 +194,8 @@ describe("Settings.resolve", () => {
       const cases: ReadonlyArray<readonly [Partial<Flags.Flags>, string]> = [
         [{ sandbox: some("none"), tools: some("bash") }, "--sandbox none leaves no sandbox for the built-in tools: add --tools none, or choose a sandbox"],
         [{ sandbox: some("local"), allowRead: ["/data"] }, "--allow-read grants a host path to bubblewrap's commands: under --sandbox local commands reach all their user can, granted or not; choose --sandbox bubblewrap or auto"],
+        [{ sessionDir: some("/data/s"), allowWrite: ["/srv", "/data"] }, "--session-dir: /data/s is inside --allow-write /data, where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"],
+        [{ sessionDir: some("/data"), allowWrite: ["/data/cache"] }, "--session-dir: /data holds --allow-write /data/cache, where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"],
         [{ sandbox: some("none"), tools: some("none"), allowWrite: ["/data"] }, "--allow-write grants a host path to bubblewrap's commands: under --sandbox none there are no commands; choose --sandbox bubblewrap or auto"],
         [{ provider: some("scripted") }, "--provider scripted needs --script FILE (the replies, as JSON)"],
         [{ script: some("s.json") }, "--script is for --provider scripted"],

@@ -214,10 +214,10 @@ export const isWithin = (path: Path.Path, inner: string, outer: string): boolean
 const touchesWorkspace = (target: Target) => target.tools.length > 0 || target.mcp.length > 0
 
 /**
- * Refuses a session directory that overlaps the workspace (inside it, or
- * holding it), compared as given and on real paths (links resolved): the
- * agent can write its workspace, and the host trusts what the session
- * directory holds.
+ * Refuses a session directory that overlaps the workspace or a path granted
+ * writable to the sandbox (`--allow-write`): inside it, or holding it,
+ * compared as given and on real paths (links resolved). The agent can write
+ * there, and the host trusts what the session directory holds.
  *
  * @since 0.1.0
  */
@@ -227,14 +227,23 @@ export const checkPlacement = (flag: string, dir: string, target: Target) =>
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const dirs = [dir, yield* realPathOf(fs, path, dir)]
-    const spaces = [target.workspace, yield* realPathOf(fs, path, target.workspace)]
-    for (const d of dirs) {
-      for (const w of spaces) {
-        if (isWithin(path, d, w) || isWithin(path, w, d)) {
-          return yield* configError(
-            `${flag}: ${dir} ${isWithin(path, d, w) ? "is inside" : "holds"} the workspace ${target.workspace}, ` +
-              "where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"
-          )
+    const places = [
+      { name: `the workspace ${target.workspace}`, given: target.workspace },
+      ...(target.sandbox === "local" ? [] : target.allowWrite ?? []).map((granted) => ({
+        name: `--allow-write ${granted}`,
+        given: granted
+      }))
+    ]
+    for (const place of places) {
+      const spaces = [place.given, yield* realPathOf(fs, path, place.given)]
+      for (const d of dirs) {
+        for (const w of spaces) {
+          if (isWithin(path, d, w) || isWithin(path, w, d)) {
+            return yield* configError(
+              `${flag}: ${dir} ${isWithin(path, d, w) ? "is inside" : "holds"} ${place.name}, ` +
+                "where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"
+            )
+          }
         }
       }
     }
