@@ -3,8 +3,9 @@
  * test, finds the bug, fixes it with `edit_file` and runs the test again.
  *
  * The tools are the built-in ones (`bash`, `read_file`, `edit_file`, …) on
- * `Sandbox.auto`: commands run under bubblewrap where it works (host
- * read-only, no network), else in the workspace directory. The model is
+ * `Sandbox.auto`: commands run under bubblewrap where it works (the
+ * workspace and the system's directories, nothing else of the host, no
+ * network), else in the workspace directory. The model is
  * `ScriptedModel`, so the example runs offline and always the same way; put a
  * provider's `LanguageModel` layer in its place to run it against a real
  * model.

@@ -12,6 +12,7 @@ import { it, type Vitest } from "@effect/vitest"
 import { Effect, FileSystem, Layer } from "effect"
 import { Sandbox } from "effect-agent/sandbox"
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 
 /** Whether `Sandbox.bubblewrap` can be built here; why not, if not. */
 export const bubblewrap: { readonly works: boolean; readonly reason: string } = await Effect.gen(function*() {
@@ -45,36 +46,27 @@ if (!bubblewrap.works) console.warn(`SKIPPING the tests that need bubblewrap: ${
 export const needsBubblewrap = <R>(test: Vitest.Test<R>): Vitest.Test<R> =>
   bubblewrap.works ? test : (name) => it(name, (context) => context.skip(skipReason))
 
-/**
- * Whether the host's `path` is what a command in the sandbox sees there: the sandbox has its own `/tmp`, so a
- * checkout under `/tmp` (where CI may clone) and the Node that `.ci/run` installs in it are not visible inside.
- */
-export const visibleInSandbox = (path: string): boolean => path !== "/tmp" && !path.startsWith("/tmp/")
+/** Whether `path` lies outside `/tmp`, which the sandbox replaces with a private one. */
+const outsideTmp = (path: string): boolean => path !== "/tmp" && !path.startsWith("/tmp/")
 
 /**
- * A directory on the host that commands in the sandbox see as it is (read-only), for the tests that plant or
- * probe files there: `preferred` unless it is under `/tmp`, else a new directory under `/var/tmp`, removed
- * when the process exits.
+ * A directory on the host outside `/tmp`, for the tests that plant or probe files where a granted path
+ * (`allowRead`, `allowWrite`) or the host's own view would show them: `preferred` unless it is under `/tmp`
+ * (where CI may clone), else a new directory under `/var/tmp`, removed when the process exits.
  */
 export const hostDirectory = (preferred: string): string => {
-  if (visibleInSandbox(preferred)) return preferred
+  if (outsideTmp(preferred)) return preferred
   const dir = Fs.mkdtempSync("/var/tmp/effect-agent-host-")
   process.once("exit", () => Fs.rmSync(dir, { recursive: true, force: true }))
   return dir
 }
 
-let node: string | undefined
-
 /**
- * A `node` a command in the sandbox can run: this process's, or a copy of it under `/var/tmp` when this one is
- * under `/tmp` (made once per test file, removed when the process exits).
+ * A `node` a command in the sandbox can run: this process's own, and the grant (`allowRead`) that shows it.
+ * The sandbox shows the host's system directories only, so a Node installed elsewhere (nvm under the home
+ * directory, `/opt`, a checkout under `/tmp`) is there only when its directory is granted.
  */
-export const sandboxNode = (): string => {
-  if (visibleInSandbox(process.execPath)) return process.execPath
-  if (node === undefined) {
-    node = `${hostDirectory("/tmp")}/node`
-    Fs.copyFileSync(process.execPath, node)
-    Fs.chmodSync(node, 0o755)
-  }
-  return node
+export const sandboxNode: { readonly program: string; readonly allowRead: ReadonlyArray<string> } = {
+  program: Fs.realpathSync(process.execPath),
+  allowRead: [Path.dirname(Fs.realpathSync(process.execPath))]
 }

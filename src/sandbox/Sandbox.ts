@@ -9,18 +9,23 @@
  *   Commands run with the host's privileges, in the workspace; they can read
  *   the host process's environment through `/proc`, keys included.
  * - {@link bubblewrap}: the same file access, and commands run under `bwrap`
- *   with the host read-only, the workspace read-write, a private `/tmp`, every
- *   namespace unshared and no network unless asked; without the network, the
- *   host's Unix sockets are out of reach too. Paths in `hide`, and the
- *   effect-agent state directory, are hidden.
+ *   in a view of the host: the system's directories read-only, the workspace
+ *   read-write, private `/tmp` and home directory, the paths granted
+ *   (`allowRead`, `allowWrite`), and nothing else of the host; every namespace
+ *   unshared, no capability, and no network unless asked (without it, the
+ *   host's Unix sockets are out of reach too). Paths in `hide`, the
+ *   effect-agent state directory and the secrets of `/etc` are hidden.
  * - {@link auto}: bubblewrap when `bwrap` works on this machine, else local
  *   (unless secrets are in the environment and the caller says so).
  * - {@link memory}: an in-memory workspace for tests of apps; it cannot run
  *   commands.
  *
  * Every path is relative to the workspace root (an absolute path is accepted
- * when it lies inside the root). A command that times out, or whose fiber is
- * interrupted, is killed with its whole process tree.
+ * when it lies inside the root). A command that exits, times out, or whose
+ * fiber is interrupted, ends with its whole process tree: the processes that
+ * descend from it or (under {@link local}) carry its marker
+ * (`EFFECT_AGENT_COMMAND`, in its environment), `setsid` ones too, are found
+ * in `/proc` and killed.
  *
  * @example
  * ```ts
@@ -148,14 +153,32 @@ export interface BubblewrapOptions extends HostOptions {
   /** The `bwrap` program. Default: `"bwrap"`, looked up on the allowlisted `PATH`. */
   readonly bwrap?: string | undefined
   /**
-   * Host paths commands must not see (absolute, or relative to the current
-   * directory): an empty directory is mounted over each directory, and an
-   * empty file over each file, looked up before each command (a path that
-   * does not exist then is skipped). The workspace stays visible when a hidden
-   * directory holds it; inside the workspace, file operations refuse hidden
-   * paths too. The effect-agent state directory (`$XDG_STATE_HOME/effect-agent`,
-   * else `~/.local/state/effect-agent`, where the command keeps the key that
-   * seals its sessions) is always hidden. Default: nothing else.
+   * Host paths commands may read, beyond the workspace and the system's
+   * directories (absolute, or relative to the current directory): each is
+   * shown read-only on its real path, as it is on the host (a grant holding
+   * `/tmp` or `$HOME` shows the host's; `/dev` and `/proc` stay the
+   * sandbox's own), looked up before each command (a path that does not exist
+   * then is skipped). A path inside the workspace needs no grant. Default:
+   * none.
+   */
+  readonly allowRead?: ReadonlyArray<string> | undefined
+  /**
+   * Host paths commands may read and write (a cache, a second checkout), as
+   * {@link allowRead}; a path in both lists is read-only. Default: none.
+   */
+  readonly allowWrite?: ReadonlyArray<string> | undefined
+  /**
+   * Host paths commands must not see, even inside the workspace or a granted
+   * path (absolute, or relative to the current directory): an empty
+   * directory is mounted over each directory, and an empty file over each
+   * file, looked up before each command (a path that does not exist then is
+   * skipped). The workspace stays visible when a hidden directory holds it;
+   * inside the workspace, file operations refuse hidden paths too. Always
+   * hidden besides: the effect-agent state directory
+   * (`$XDG_STATE_HOME/effect-agent`, else `~/.local/state/effect-agent`, where
+   * the command keeps the key that seals its sessions), and the secrets of
+   * `/etc` (`shadow`, `gshadow`, `sudoers`, SSH host keys, `ssl/private`, VPN
+   * and network credentials, …). Default: nothing else.
    */
   readonly hide?: ReadonlyArray<string> | undefined
 }
@@ -208,10 +231,14 @@ const makeLocal = (root: string, options: HostOptions | undefined) =>
 const makeBubblewrap = (root: string, options: BubblewrapOptions | undefined) =>
   Effect.flatMap(Path.Path, (path) => {
     const state = stateDirectory(path, process.env)
-    return Bubblewrap.make(root, hostSettings(options), {
+    const settings = hostSettings(options)
+    return Bubblewrap.make(root, settings, {
       bwrap: options?.bwrap ?? "bwrap",
       network: options?.network === true,
-      hide: [...(options?.hide ?? []).map((hidden) => path.resolve(hidden)), ...(state === undefined ? [] : [state])]
+      hide: [...(options?.hide ?? []).map((hidden) => path.resolve(hidden)), ...(state === undefined ? [] : [state])],
+      allowRead: (options?.allowRead ?? []).map((granted) => path.resolve(granted)),
+      allowWrite: (options?.allowWrite ?? []).map((granted) => path.resolve(granted)),
+      home: settings.env.HOME
     })
   })
 
@@ -219,11 +246,15 @@ const makeBubblewrap = (root: string, options: BubblewrapOptions | undefined) =>
  * A sandbox on a host directory. Every path is resolved inside `root` on its
  * real path; commands run with the host's privileges, with `root` (or the
  * given `cwd` inside it) as working directory, the allowlisted environment,
- * and a kill of their whole process group on timeout or interruption.
+ * and a kill of their whole process tree when they exit, time out or are
+ * interrupted: `SIGTERM`, then `SIGKILL` after `killGracePeriod`.
  *
- * Processes a command leaves in the background are killed when it exits.
- * A process that starts its own session (`setsid`) escapes the group kill,
- * and a local command can write anywhere its user can, and read the host
+ * The tree is the processes that carry the command's marker in their
+ * environment or descend from it, found in `/proc`: a process that starts its
+ * own session (`setsid`) is killed too. One that replaced its environment
+ * (`env -i`) and lost its parent before the kill escapes, and so does every
+ * one on a system without `/proc` (macOS) that left the command's process
+ * group. A local command can write anywhere its user can, and read the host
  * process's whole environment (API keys included) through
  * `/proc/<pid>/environ`, whatever `envAllowlist` says: use
  * {@link bubblewrap} where that matters. The file operations check paths
@@ -237,20 +268,47 @@ export const local = (root: string, options?: HostOptions): Layer.Layer<Sandbox,
   Layer.effect(Sandbox, makeLocal(root, options))
 
 /**
- * A sandbox whose commands run under bubblewrap (`bwrap`): the host
- * read-only, the workspace read-write, a private `/tmp`, all namespaces
- * unshared, no network unless `network: true`, killed with its parent. File
+ * A sandbox whose commands run under bubblewrap (`bwrap`), in a view of the
+ * host made of:
+ *
+ * - the system's directories, read-only: `/usr`, and `/bin`, `/sbin`,
+ *   `/lib*` as the host has them, `/etc` (its secrets hidden), and on NixOS
+ *   `/nix/store` and `/run/current-system`;
+ * - the workspace, read-write;
+ * - a fresh `/dev`, `/proc`, `/tmp` and `/var/tmp`, and an empty home
+ *   directory at `$HOME` (what commands write there ends with them);
+ * - the paths granted with `allowRead` (read-only) and `allowWrite`.
+ *
+ * Nothing else of the host is there: not the user's home, `/root`, `/home`,
+ * `/opt`, `/var`, `/run`, `/sys`, nor the sessions, stores and keys they hold.
+ * All namespaces are unshared, commands get no capability (root in the
+ * sandbox cannot unmount or remount what the view is made of), no network
+ * unless `network: true`, and they are killed with their parent. File
  * operations are those of {@link local}. Building the layer fails with a
  * {@link NotSupportedError} when `bwrap` does not work on the machine.
  *
  * Without the network, commands reach no host service over a Unix socket
  * either (the Docker daemon's, an ssh ControlMaster's, the session bus'):
  * abstract sockets stay in the host's network namespace, and the pathname
- * sockets the read-only `/` would show are hidden, looked up before each
- * command (every socket under `/run`, and every other one bound in the host's
- * network namespace). With `network: true`, commands share the host's network
- * namespace and its sockets. The paths in `hide`, and the effect-agent state
- * directory, are covered ({@link BubblewrapOptions}).
+ * sockets the view shows (in a granted path, the workspace) are hidden,
+ * looked up before each command. With `network: true`, commands share the
+ * host's network namespace and the sockets the view shows. The paths in
+ * `hide`, the effect-agent state directory and the secrets of `/etc` are
+ * covered, even inside a granted path ({@link BubblewrapOptions}).
+ *
+ * @example
+ * ```ts
+ * import { NodeServices } from "@effect/platform-node"
+ * import { Layer } from "effect"
+ * import { Sandbox } from "effect-agent/sandbox"
+ *
+ * // The agent's checkout, a read-only toolchain, and a cache it may write; its sessions stay hidden.
+ * export const sandbox = Sandbox.bubblewrap("/srv/work/app", {
+ *   allowRead: ["/opt/node"],
+ *   allowWrite: ["/srv/cache/npm"],
+ *   hide: ["/srv/work/sessions"]
+ * }).pipe(Layer.provide(NodeServices.layer))
+ * ```
  *
  * @category layers
  * @since 0.1.0

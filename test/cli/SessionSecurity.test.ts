@@ -122,7 +122,7 @@ describe("(a) a session directory the agent can write", () => {
         console.log("skipped: bubblewrap cannot run here, so the sandbox under attack is not there")
         return
       }
-      // Not under /tmp: bubblewrap gives the sandbox its own /tmp, and the attack must meet the read-only host
+      // Not under /tmp: bubblewrap gives the sandbox its own /tmp, where nothing of the host's is there to attack
       // (a checkout under /tmp, as CI may make, plants under /var/tmp instead).
       const cache = hostDirectory(Path.join(root, "node_modules/.cache"))
       const { home, workspace, session, rc, script } = yield* setUp(({ rc, session }) => [
@@ -149,7 +149,8 @@ describe("(a) a session directory the agent can write", () => {
       assert.strictEqual(out.code, 0, out.stderr)
       const events = (yield* readFile(`${home}/events.jsonl`)).trim().split("\n").map((line) => JSON.parse(line))
       const bash = events.find((event) => event._tag === "ToolExecutionEnd")
-      assert.match(JSON.stringify(bash.result.content), /Read-only file system/)
+      // The sandbox shows nothing of the session directory: it is not in the agent's view at all.
+      assert.match(JSON.stringify(bash.result.content), /session.*No such file or directory/)
       assert.strictEqual(yield* readFile(rc), "original\n")
       assert.strictEqual(Fs.lstatSync(`${session}/trajectory.ndjson`).isFile(), true)
       assert.isFalse(yield* exists(`${session}/checkpoint/head.json.tmp`))

@@ -21,6 +21,8 @@ const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   script: none,
   workspace: none,
   sandbox: none,
+  allowRead: [],
+  allowWrite: [],
   tools: none,
   mcp: [],
   maxTurns: none,
@@ -191,6 +193,10 @@ describe("Settings.resolve", () => {
     Effect.gen(function*() {
       const cases: ReadonlyArray<readonly [Partial<Flags.Flags>, string]> = [
         [{ sandbox: some("none"), tools: some("bash") }, "--sandbox none leaves no sandbox for the built-in tools: add --tools none, or choose a sandbox"],
+        [{ sandbox: some("local"), allowRead: ["/data"] }, "--allow-read grants a host path to bubblewrap's commands: under --sandbox local commands reach all their user can, granted or not; choose --sandbox bubblewrap or auto"],
+        [{ sessionDir: some("/data/s"), allowWrite: ["/srv", "/data"] }, "--session-dir: /data/s is inside --allow-write /data, where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"],
+        [{ sessionDir: some("/data"), allowWrite: ["/data/cache"] }, "--session-dir: /data holds --allow-write /data/cache, where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"],
+        [{ sandbox: some("none"), tools: some("none"), allowWrite: ["/data"] }, "--allow-write grants a host path to bubblewrap's commands: under --sandbox none there are no commands; choose --sandbox bubblewrap or auto"],
         [{ provider: some("scripted") }, "--provider scripted needs --script FILE (the replies, as JSON)"],
         [{ script: some("s.json") }, "--script is for --provider scripted"],
         [{ json: true, emitJsonl: some("-") }, "--emit-jsonl - and --json both want stdout: give --emit-jsonl a file"],
@@ -211,6 +217,36 @@ describe("Settings.resolve", () => {
         [22, "no task: give --task TEXT, or pipe the task on stdin"]
       )
     }))
+
+  it.effect("--allow-read and --allow-write: absolute paths in the target; a resumed run takes them only from its flags", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      const first = yield* resolve({
+        sessionDir: some(`${dir}/s`),
+        allowRead: ["docs", "/opt/tools"],
+        allowWrite: ["/var/cache/build"]
+      })
+      assert.deepStrictEqual(
+        [first.target.allowRead, first.target.allowWrite],
+        [["/work/here/docs", "/opt/tools"], ["/var/cache/build"]]
+      )
+      assert.isUndefined((yield* resolve({})).target.allowRead)
+      yield* SessionFiles.writeSessionFile(`${dir}/s`, first.target, keys)
+      assert.deepStrictEqual(yield* problem({ task: none, resume: some(`${dir}/s`) }), [
+        22,
+        "--resume: the session was started with --allow-read /work/here/docs --allow-read /opt/tools " +
+        "--allow-write /var/cache/build; a resumed run takes what widens the agent's " +
+        "reach only from its own flags, never from the session directory: pass them again (or others) to go on"
+      ])
+      const resumed = yield* resolve({
+        task: none,
+        resume: some(`${dir}/s`),
+        allowRead: ["/opt/tools"],
+        allowWrite: ["/var/cache/build"]
+      })
+      assert.deepStrictEqual([resumed.target.allowRead, resumed.target.allowWrite], [["/opt/tools"], ["/var/cache/build"]])
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
   it.effect("a session directory: run.json keeps the target; --resume runs on it with the flags given on top", () =>
     Effect.gen(function*() {

@@ -221,6 +221,96 @@ describe("Sandbox.bubblewrap commands", () => {
       })))
 })
 
+/**
+ * Issue 29, attack 13: 126 of 127 processes that called `setsid` survived a timeout of `Sandbox.local` (a process
+ * group kill misses a process that started a session of its own). Each command below starts `children` sleepers,
+ * each in a session of its own; the sleepers are found on the host by their command line (a duration no other
+ * process has), whatever their PID namespace, and once `exec` has returned none of them may be alive.
+ */
+const setsidSurvivors = (layer: (root: string) => Layer.Layer<Sandbox.Sandbox, Sandbox.SandboxError>) => {
+  const children = 20
+  let serial = 0
+  /** A fresh sleep duration, unique to this process and call, that finds the sleepers on the host. */
+  const duration = () => `${(process.pid % 1000) + 100}.${Date.now() % 100000}${serial++}`
+  /** Starts the sleepers, each under `setsid`, and waits until all have said they started (then `after`). */
+  const command = (seconds: string, after: string) =>
+    `for i in $(seq ${children}); do setsid sh -c 'echo up >> started; exec sleep ${seconds}' & done; ` +
+    `while [ "$(wc -l < started 2>/dev/null || echo 0)" -lt ${children} ]; do :; done; ${after}`
+  const running = (seconds: string) => processesRunning(["sleep", seconds])
+  /** Waits until every sleeper runs, and returns their (host) pids. */
+  const sleepers = (seconds: string) =>
+    Effect.gen(function*() {
+      assert.isTrue(yield* eventually(() => running(seconds).length === children, 10_000), "the sleepers did not start")
+      return running(seconds)
+    })
+  const alive = (pids: ReadonlyArray<number>) => pids.filter(isAlive)
+
+  return {
+    timeout: () =>
+      withSandbox(layer, (sandbox) =>
+        Effect.gen(function*() {
+          const seconds = duration()
+          const fiber = yield* Effect.forkChild(sandbox.exec({ command: command(seconds, "wait"), timeout: "3 seconds" }))
+          const pids = yield* sleepers(seconds)
+          const result = yield* Fiber.join(fiber)
+          assert.isTrue(result.timedOut)
+          assert.deepStrictEqual(alive(pids), [], "setsid children survived the timeout")
+          assert.deepStrictEqual(running(seconds), [])
+        })),
+    interruption: () =>
+      withSandbox(layer, (sandbox) =>
+        Effect.gen(function*() {
+          const seconds = duration()
+          const fiber = yield* Effect.forkChild(sandbox.exec({ command: command(seconds, "wait") }))
+          const pids = yield* sleepers(seconds)
+          yield* Fiber.interrupt(fiber)
+          assert.deepStrictEqual(alive(pids), [], "setsid children survived the interruption")
+          assert.deepStrictEqual(running(seconds), [])
+        })),
+    exit: () =>
+      withSandbox(layer, (sandbox) =>
+        Effect.gen(function*() {
+          const seconds = duration()
+          // The command ends by itself, its sleepers running: exec returns once they are gone.
+          const result = yield* sandbox.exec({ command: command(seconds, "echo done"), timeout: "30 seconds" })
+          assert.deepStrictEqual([result.exitCode, result.stdout], [0, "done\n"])
+          assert.deepStrictEqual(running(seconds), [], "setsid children outlived the command")
+        }))
+  }
+}
+
+describe("issue 29, attack 13: no process of a command outlives it, setsid children included", () => {
+  const local = setsidSurvivors(localLayer)
+  it.live("Sandbox.local: a timeout kills 20 setsid children", local.timeout)
+  it.live("Sandbox.local: an interruption kills 20 setsid children", local.interruption)
+  it.live("Sandbox.local: the end of the command kills 20 setsid children it left", local.exit)
+  it.live("Sandbox.local: a setsid child that clears its environment and ignores SIGTERM is found by its parent", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace()
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        localLayer(workspace.root, { killGracePeriod: "300 millis" })
+      )
+      const seconds = `${(process.pid % 1000) + 100}.${Date.now() % 100000}9`
+      const fiber = yield* Effect.forkChild(sandbox.exec({
+        // No marker in its environment: only its parent, the shell, ties it to the command.
+        command: `env -i setsid sh -c 'trap "" TERM; sleep ${seconds}; :' & wait`,
+        timeout: "2 seconds"
+      }))
+      assert.isTrue(yield* eventually(() => processesRunning(["sleep", seconds]).length === 1, 10_000))
+      const [sleeper] = processesRunning(["sleep", seconds])
+      const environ = readFileSync(`/proc/${sleeper}/environ`, "latin1")
+      assert.notInclude(environ, "EFFECT_AGENT_COMMAND")
+      assert.isTrue((yield* Fiber.join(fiber)).timedOut)
+      assert.isFalse(isAlive(sleeper!), `the sleeper ${sleeper} survived`)
+      assert.deepStrictEqual(processesRunning(["sleep", seconds]), [])
+    }).pipe(Effect.provide(NodeServices.layer)))
+  const isolated = setsidSurvivors(bubblewrapLayer)
+  needsBubblewrap(it.live)("Sandbox.bubblewrap: a timeout kills 20 setsid children", isolated.timeout)
+  needsBubblewrap(it.live)("Sandbox.bubblewrap: an interruption kills 20 setsid children", isolated.interruption)
+  needsBubblewrap(it.live)("Sandbox.bubblewrap: the end of the command kills 20 setsid children it left", isolated.exit)
+})
+
 describe("Sandbox.auto", () => {
   it.live("uses bubblewrap where it works, else local, and says which", () => {
     const logs = captureLogs()

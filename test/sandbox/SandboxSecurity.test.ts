@@ -113,9 +113,13 @@ describe("Sandbox.bubblewrap security", () => {
 
   needsBubblewrap(it.live)("commands cannot write outside the workspace; /tmp is private", () =>
     Effect.gen(function*() {
-      // Under /var/tmp, not /tmp: the sandbox's private /tmp would hide the outside directory.
+      // Under /var/tmp, not /tmp: the sandbox's private /tmp would hide the outside directory. It is granted
+      // read-only, so that commands see it (else nothing outside the workspace is there to write to).
       const workspace = yield* makeWorkspace("/var/tmp")
-      const sandbox = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace.root, { allowRead: [workspace.outside] })
+      )
       assert.strictEqual(sandbox.kind, "bubblewrap")
       const marker = `effect-agent-private-${process.pid}-${Date.now()}`
       const attempt = (label: string, target: string) =>
@@ -185,7 +189,7 @@ describe("Sandbox.bubblewrap and the host's Unix sockets", () => {
 
   /** A command that connects to each address and prints `name=connected` or `name=refused`. */
   const probe = (servers: ReadonlyArray<{ readonly name: string; readonly address: string }>) =>
-    [sandboxNode(), "-e", `
+    [sandboxNode.program, "-e", `
       const net = require("node:net")
       const servers = ${JSON.stringify(servers)}
       const attempt = ({ name, address }) => new Promise((resolve) => {
@@ -230,22 +234,25 @@ describe("Sandbox.bubblewrap and the host's Unix sockets", () => {
       // The same command outside the sandbox reaches every one of them.
       const local = yield* Effect.provide(Effect.service(Sandbox.Sandbox), localLayer(workspace.root))
       assert.strictEqual((yield* local.exec({ command: probe(servers) })).stdout, connected)
-      const isolated = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
+      // The directories of the sockets are granted (and /tmp's too, which the private /tmp hides anyway): the
+      // sockets are in the view, and only the hiding keeps them out of reach.
+      const allowRead = [...sandboxNode.allowRead, workspace.outside, tmp, ...(run === undefined ? [] : [run])]
+      const isolated = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace.root, { allowRead })
+      )
       const result = yield* isolated.exec({ command: probe(servers), timeout: "20 seconds" })
       assert.strictEqual(result.stdout, servers.map(({ name }) => `${name}=refused`).join("\n") + "\n", result.stderr)
       // The workspace's other files are still there, and the socket's name too.
       const named = yield* isolated.exec({ command: "cat inside.txt; test -e dev.sock && echo named" })
       assert.strictEqual(named.stdout, "insidenamed\n")
-      // With the network on, commands share the host's network namespace, and its sockets (but for the private /tmp).
+      // With the network on, commands share the host's network namespace, and the sockets their view shows.
       const networked = yield* Effect.provide(
         Effect.service(Sandbox.Sandbox),
-        bubblewrapLayer(workspace.root, { network: true })
+        bubblewrapLayer(workspace.root, { network: true, allowRead })
       )
       const shared = yield* networked.exec({ command: probe(servers), timeout: "20 seconds" })
-      assert.strictEqual(
-        shared.stdout,
-        servers.map(({ name }) => `${name}=${name === "tmp" ? "refused" : "connected"}`).join("\n") + "\n"
-      )
+      assert.strictEqual(shared.stdout, connected)
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })
 
@@ -265,7 +272,7 @@ describe("Sandbox.bubblewrap hides host paths", () => {
         })
     )
 
-  needsBubblewrap(it.live)("the effect-agent state directory, where the command's seal key is, is hidden", () =>
+  needsBubblewrap(it.live)("the effect-agent state directory, where the command's seal key is, is hidden, granted or not", () =>
     Effect.gen(function*() {
       // Under /var/tmp, not /tmp: the sandbox's private /tmp would hide the state directory anyway.
       const workspace = yield* makeWorkspace("/var/tmp")
@@ -276,15 +283,22 @@ describe("Sandbox.bubblewrap hides host paths", () => {
       const read = `cat ${state}/effect-agent/secret; ls -A ${state}/effect-agent; cat ${workspace.outside}/secret.txt`
       const local = yield* Effect.provide(Effect.service(Sandbox.Sandbox), localLayer(workspace.root))
       assert.strictEqual((yield* local.exec({ command: read })).stdout, "the key\nsecret\nsecret")
+      // Not granted: nothing of it is there.
       const isolated = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
-      const hidden = yield* isolated.exec({ command: read })
-      // the key's directory is empty; the rest of the host is still there
+      const absent = yield* isolated.exec({ command: read })
+      assert.strictEqual(absent.stdout, "")
+      // Inside a granted directory: the key's directory is empty; the rest of the grant is there.
+      const granted = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace.root, { allowRead: [workspace.outside] })
+      )
+      const hidden = yield* granted.exec({ command: read })
       assert.strictEqual(hidden.stdout, "secret")
       assert.match(hidden.stderr, /No such file or directory/)
-      // with the network on too
+      // with the network on too, granted writable
       const networked = yield* Effect.provide(
         Effect.service(Sandbox.Sandbox),
-        bubblewrapLayer(workspace.root, { network: true })
+        bubblewrapLayer(workspace.root, { network: true, allowWrite: [workspace.outside] })
       )
       assert.strictEqual((yield* networked.exec({ command: read })).stdout, "secret")
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
@@ -297,6 +311,7 @@ describe("Sandbox.bubblewrap hides host paths", () => {
       const sandbox = yield* Effect.provide(
         Effect.service(Sandbox.Sandbox),
         bubblewrapLayer(workspace.root, {
+          allowRead: [workspace.outside],
           hide: [`${workspace.outside}/secret.txt`, `${workspace.root}/private`, `${workspace.outside}/missing`]
         })
       )
@@ -315,13 +330,13 @@ describe("Sandbox.bubblewrap hides host paths", () => {
       assert.strictEqual(Fs.readFileSync(`${workspace.outside}/secret.txt`, "utf8"), "secret")
     }).pipe(Effect.provide(NodeServices.layer)))
 
-  needsBubblewrap(it.live)("a hidden directory that holds the workspace hides all but the workspace", () =>
+  needsBubblewrap(it.live)("a hidden directory that holds the workspace hides all but the workspace, granted too", () =>
     Effect.gen(function*() {
       const workspace = yield* makeWorkspace("/var/tmp")
       const base = workspace.root.slice(0, workspace.root.lastIndexOf("/"))
       const sandbox = yield* Effect.provide(
         Effect.service(Sandbox.Sandbox),
-        bubblewrapLayer(workspace.root, { hide: [base] })
+        bubblewrapLayer(workspace.root, { allowRead: [base], hide: [base] })
       )
       const result = yield* sandbox.exec({
         command: `cat inside.txt; echo; ls -A ${base}; cat ${workspace.outside}/secret.txt`
@@ -329,4 +344,169 @@ describe("Sandbox.bubblewrap hides host paths", () => {
       assert.strictEqual(result.stdout, "inside\nworkspace\n")
       assert.strictEqual(yield* sandbox.readFile("inside.txt"), "inside")
     }).pipe(Effect.provide(NodeServices.layer)))
+})
+
+describe("issue 29, attack 3: an agent sees its workspace, the system and what is granted, not the host's sessions", () => {
+  /** Sets environment variables for the scope. */
+  const withEnv = (vars: Record<string, string>) =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const before = Object.fromEntries(Object.keys(vars).map((name) => [name, process.env[name]]))
+        Object.assign(process.env, vars)
+        return before
+      }),
+      (before) =>
+        Effect.sync(() => {
+          for (const [name, value] of Object.entries(before)) {
+            if (value === undefined) delete process.env[name]
+            else process.env[name] = value
+          }
+        })
+    )
+
+  /**
+   * A host as the README leaves it: a home directory with the command's sessions (`~/.agent-sessions`, as the
+   * README suggests), a key file, and the workspace; a server's store beside it, and a directory to grant.
+   * Under /var/tmp, not /tmp: the sandbox's private /tmp would hide it all before the fix too.
+   */
+  const host = Effect.gen(function*() {
+    const base = Fs.realpathSync(Fs.mkdtempSync("/var/tmp/effect-agent-host-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => Fs.rmSync(base, { recursive: true, force: true })))
+    const home = `${base}/home/alice`
+    const files: Record<string, string> = {
+      [`${home}/.agent-sessions/fix/trajectory.ndjson`]: "prompt: deploy with password OTHER-SESSION-SECRET\n",
+      [`${home}/.agent-sessions/fix/run.json`]: "{}\n",
+      [`${home}/.config/openai/key`]: "sk-KEY-FILE-SECRET\n",
+      [`${home}/.local/state/effect-agent/key`]: "SEAL-KEY-SECRET\n",
+      [`${base}/srv/store/sessions/s-1/trajectory.ndjson`]: "prompt: the token is STORE-SECRET\n",
+      [`${base}/shared/notes.txt`]: "granted notes\n",
+      [`${home}/projects/app/README.md`]: "the app\n"
+    }
+    for (const [file, text] of Object.entries(files)) {
+      Fs.mkdirSync(file.slice(0, file.lastIndexOf("/")), { recursive: true })
+      Fs.writeFileSync(file, text, { mode: 0o600 })
+    }
+    yield* withEnv({ HOME: home, XDG_STATE_HOME: `${home}/.local/state` })
+    return { base, home, workspace: `${home}/projects/app`, store: `${base}/srv/store` }
+  })
+
+  /** Prints each file's content or `-`, so that the output says which could be read. */
+  const readEach = (files: ReadonlyArray<string>) => files.map((file) => `cat ${file} 2>/dev/null || echo -`).join("; ")
+
+  needsBubblewrap(it.live)("a bash call reads no other session, server store or key file; the workspace works", () =>
+    Effect.gen(function*() {
+      const { base, home, store, workspace } = yield* host
+      const sandbox = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace))
+      const secrets = [
+        `${home}/.agent-sessions/fix/trajectory.ndjson`,
+        `${store}/sessions/s-1/trajectory.ndjson`,
+        `${home}/.config/openai/key`,
+        `${home}/.local/state/effect-agent/key`
+      ]
+      const probe = yield* sandbox.exec({
+        command: ["bash", "-c", `${readEach(secrets)}; ls -A ~ ${base} 2>&1 | sed 's/^ls: //'`]
+      })
+      assert.strictEqual(
+        probe.stdout,
+        "-\n-\n-\n-\n" +
+          // HOME is an empty directory of the sandbox's own; of the host's directories, only the way to the workspace
+          `${base}:\nhome\n\n${home}:\nprojects\n`
+      )
+      // The workspace works, with the usual tools.
+      const work = yield* sandbox.exec({
+        command: [
+          "bash",
+          "-c",
+          "cat README.md; echo fixed > fix.txt; grep -c fixed fix.txt; sed s/the/an/ README.md; " +
+            "awk 'END { print NR }' README.md; ls | sort | tr '\\n' ' '; echo; echo x > ~/.cache-probe && echo home-writable"
+        ]
+      })
+      assert.strictEqual(work.stdout, "the app\n1\nan app\n1\nREADME.md fix.txt \nhome-writable\n", work.stderr)
+      assert.strictEqual(Fs.readFileSync(`${workspace}/fix.txt`, "utf8"), "fixed\n")
+      // What the sandbox wrote in its home went nowhere on the host.
+      assert.isFalse(Fs.existsSync(`${home}/.cache-probe`))
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+
+  needsBubblewrap(it.live)("a granted path is readable (read-only, or writable when asked); the command's own session and store stay hidden inside it", () =>
+    Effect.gen(function*() {
+      const { base, home, store, workspace } = yield* host
+      const mine = `${home}/.agent-sessions/fix`
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        // The whole home and the store's parent granted; the command hides its own session and store.
+        bubblewrapLayer(workspace, { allowRead: [home, `${base}/srv`], allowWrite: [`${base}/shared`], hide: [mine, store] })
+      )
+      const result = yield* sandbox.exec({
+        command: [
+          "bash",
+          "-c",
+          `${readEach([`${base}/shared/notes.txt`, `${home}/.config/openai/key`, `${mine}/trajectory.ndjson`,
+            `${store}/sessions/s-1/trajectory.ndjson`, `${home}/.local/state/effect-agent/key`])}; ` +
+            `ls -A ${mine} ${store}; echo more >> ${base}/shared/notes.txt && echo shared-written; ` +
+            `echo x > ${home}/planted 2>/dev/null || echo home-refused`
+        ]
+      })
+      assert.strictEqual(
+        result.stdout,
+        // granted: the notes and the key file (the operator granted all of the home); hidden: the session, the
+        // store and the seal key, each an empty directory
+        "granted notes\nsk-KEY-FILE-SECRET\n-\n-\n-\n" + `${mine}:\n\n${store}:\nshared-written\nhome-refused\n`,
+        result.stderr
+      )
+      assert.strictEqual(Fs.readFileSync(`${base}/shared/notes.txt`, "utf8"), "granted notes\nmore\n")
+      assert.isFalse(Fs.existsSync(`${home}/planted`))
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+
+  needsBubblewrap(it.live)("a grant of / shows the host as it is, but for /dev, /proc, the hidden paths and /etc's secrets", () =>
+    Effect.gen(function*() {
+      const { home, workspace } = yield* host
+      const mine = `${home}/.agent-sessions/fix`
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace, { allowRead: ["/"], hide: [mine] })
+      )
+      const result = yield* sandbox.exec({
+        command: [
+          "bash",
+          "-c",
+          `${readEach([`${home}/.config/openai/key`, `${mine}/trajectory.ndjson`, "/etc/shadow"])}; ` +
+            // the sandbox's own processes only: bash, the pipeline, bubblewrap's init
+            `ls /proc | grep -c '^[0-9]' | awk '{ print ($1 < 10) ? "own /proc" : "host /proc" }'; ` +
+            `echo x > ${home}/planted 2>/dev/null || echo read-only`
+        ]
+      })
+      assert.strictEqual(result.stdout, "sk-KEY-FILE-SECRET\n-\n-\nown /proc\nread-only\n", result.stderr)
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+
+  needsBubblewrap(it.live)("the secrets of /etc stay hidden, from an agent run as root too", () =>
+    Effect.gen(function*() {
+      const workspace = yield* makeWorkspace("/var/tmp")
+      const sandbox = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
+      const result = yield* sandbox.exec({
+        command: ["bash", "-c", `grep -c '^root:' /etc/passwd; ${readEach(["/etc/shadow", "/etc/gshadow"])}`]
+      })
+      assert.strictEqual(result.stdout, "1\n-\n-\n")
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
+
+  needsBubblewrap(it.live)("a command run as root can neither unmount a cover nor remount the view writable", () =>
+    Effect.gen(function*() {
+      const { base, home, workspace } = yield* host
+      const mine = `${home}/.agent-sessions/fix`
+      const sandbox = yield* Effect.provide(
+        Effect.service(Sandbox.Sandbox),
+        bubblewrapLayer(workspace, { allowRead: [home], hide: [mine] })
+      )
+      const result = yield* sandbox.exec({
+        command: [
+          "bash",
+          "-c",
+          `umount ${mine} 2>/dev/null; ${readEach([`${mine}/trajectory.ndjson`])}; ` +
+            `mount -o remount,rw,bind ${home} 2>/dev/null; mount -o remount,rw,bind / 2>/dev/null; ` +
+            `echo x > ${home}/planted 2>/dev/null || echo refused`
+        ]
+      })
+      assert.strictEqual(result.stdout, "-\nrefused\n")
+      assert.isFalse(Fs.existsSync(`${home}/planted`))
+      assert.isTrue(Fs.existsSync(base))
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })

@@ -46,6 +46,14 @@ export const flags = {
     Flag.optional(Flag.Literals("sandbox", SandboxKind.literals)),
     "Where commands run (default auto: bubblewrap where it works, else local)"
   ),
+  allowRead: describe(
+    Flag.atLeast(Flag.String("allow-read"), 0),
+    "A host path bubblewrap's commands may read, beyond the workspace and the system's directories (repeatable)"
+  ),
+  allowWrite: describe(
+    Flag.atLeast(Flag.String("allow-write"), 0),
+    "A host path bubblewrap's commands may read and write, beyond the workspace (repeatable)"
+  ),
   tools: describe(
     Flag.optional(Flag.String("tools")),
     `Built-in tools: builtin (all), none, or names (${builtinTools.join(",")})`

@@ -180,15 +180,20 @@ const secretVariables = (target: Target.Target): Array<string> => [
   ...Object.keys(process.env).filter(Sandbox.isSecretName)
 ]
 
-/** `auto` does not fall back to local while secrets are in the environment; `--sandbox local` accepts it. */
-const sandboxLayer = (target: Target.Target) => {
+/**
+ * The target's sandbox; bubblewrap shows the paths granted (`--allow-read`, `--allow-write`) and hides `hide`
+ * (the command's own session directory, the server's store) even inside them. `auto` does not fall back to local
+ * while secrets are in the environment; `--sandbox local` accepts it.
+ */
+const sandboxLayer = (target: Target.Target, hide: ReadonlyArray<string>) => {
+  const isolation = { allowRead: target.allowRead, allowWrite: target.allowWrite, hide }
   switch (target.sandbox) {
     case "bubblewrap":
-      return Sandbox.bubblewrap(target.workspace)
+      return Sandbox.bubblewrap(target.workspace, isolation)
     case "local":
       return Sandbox.local(target.workspace)
     default:
-      return Sandbox.auto(target.workspace, { secretVariables: secretVariables(target) })
+      return Sandbox.auto(target.workspace, { ...isolation, secretVariables: secretVariables(target) })
   }
 }
 
@@ -208,10 +213,10 @@ const sandboxFailure = (
   )
 }
 
-/** The built-in tools the target asks for, on its sandbox. */
-const builtinEntry = (target: Target.Target) =>
+/** The built-in tools the target asks for, on its sandbox (which hides `hide`). */
+const builtinEntry = (target: Target.Target, hide: ReadonlyArray<string>) =>
   Effect.gen(function*() {
-    const handlers = yield* Layer.build(BuiltinTools.layer.pipe(Layer.provide(sandboxLayer(target)))).pipe(
+    const handlers = yield* Layer.build(BuiltinTools.layer.pipe(Layer.provide(sandboxLayer(target, hide)))).pipe(
       Effect.mapError((error) => sandboxFailure(target, error))
     )
     const kit = BuiltinTools.make({ requireApproval: target.approve !== "all" })
@@ -303,14 +308,16 @@ const mcpEntry = (target: Target.Target, command: string) =>
 
 /**
  * The registry: built-in tools, then each MCP server's (a later tool
- * replaces an earlier one of the same name).
+ * replaces an earlier one of the same name). The sandbox of the built-in
+ * tools hides `hide` (what the command keeps of its sessions), even inside a
+ * path granted to it.
  *
  * @since 0.1.0
  */
-export const tools = (target: Target.Target, note: (text: string) => void) =>
+export const tools = (target: Target.Target, note: (text: string) => void, hide: ReadonlyArray<string> = []) =>
   Effect.gen(function*() {
     const entries: Array<ToolRegistry.Entry> = []
-    if (target.tools.length > 0) entries.push(yield* builtinEntry(target))
+    if (target.tools.length > 0) entries.push(yield* builtinEntry(target, hide))
     for (const command of target.mcp) entries.push(yield* mcpEntry(target, command))
     const seen = new Set<string>()
     for (const entry of entries) {
@@ -645,7 +652,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
 
       // What the agent runs on
       const languageModel = yield* model(settings, io.env, shown)
-      const registry = yield* tools(settings.target, shown.note)
+      // The sandbox hides the session's own directory, even inside a path granted to it.
+      const hidden = settings.session === undefined ? [] : [settings.session.dir]
+      const registry = yield* tools(settings.target, shown.note, hidden)
       const services = languageModel.pipe(
         Context.add(ToolRegistry.ToolRegistry, registry),
         Context.add(Approvals.Approvals, approvals)
@@ -700,7 +709,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
             : [Check.command(supervision.verifier, supervision.verifier, { role: "verifier" as const })])
         ]
         const { maxTurns: _maxTurns, budgets: _budgets, ...inner } = settings.config
-        const checkSandbox = yield* Layer.build(sandboxLayer(settings.target)).pipe(
+        const checkSandbox = yield* Layer.build(sandboxLayer(settings.target, hidden)).pipe(
           Effect.mapError((error) => sandboxFailure(settings.target, error))
         )
         const startSupervised = Effect.gen(function*() {

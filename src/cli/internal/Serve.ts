@@ -150,7 +150,8 @@ export const serve = (flags: ServeFlags) =>
         )
       )
     )
-    const registry = yield* Runner.tools(target, note)
+    // The sandbox hides the store, whose sessions hold every client's prompts, even inside a path granted to it.
+    const registry = yield* Runner.tools(target, note, [store])
     const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
       Context.add(ToolRegistry.ToolRegistry, registry)
     )

@@ -214,10 +214,10 @@ export const isWithin = (path: Path.Path, inner: string, outer: string): boolean
 const touchesWorkspace = (target: Target) => target.tools.length > 0 || target.mcp.length > 0
 
 /**
- * Refuses a session directory that overlaps the workspace (inside it, or
- * holding it), compared as given and on real paths (links resolved): the
- * agent can write its workspace, and the host trusts what the session
- * directory holds.
+ * Refuses a session directory that overlaps the workspace or a path granted
+ * writable to the sandbox (`--allow-write`): inside it, or holding it,
+ * compared as given and on real paths (links resolved). The agent can write
+ * there, and the host trusts what the session directory holds.
  *
  * @since 0.1.0
  */
@@ -227,14 +227,23 @@ export const checkPlacement = (flag: string, dir: string, target: Target) =>
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const dirs = [dir, yield* realPathOf(fs, path, dir)]
-    const spaces = [target.workspace, yield* realPathOf(fs, path, target.workspace)]
-    for (const d of dirs) {
-      for (const w of spaces) {
-        if (isWithin(path, d, w) || isWithin(path, w, d)) {
-          return yield* configError(
-            `${flag}: ${dir} ${isWithin(path, d, w) ? "is inside" : "holds"} the workspace ${target.workspace}, ` +
-              "where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"
-          )
+    const places = [
+      { name: `the workspace ${target.workspace}`, given: target.workspace },
+      ...(target.sandbox === "local" ? [] : target.allowWrite ?? []).map((granted) => ({
+        name: `--allow-write ${granted}`,
+        given: granted
+      }))
+    ]
+    for (const place of places) {
+      const spaces = [place.given, yield* realPathOf(fs, path, place.given)]
+      for (const d of dirs) {
+        for (const w of spaces) {
+          if (isWithin(path, d, w) || isWithin(path, w, d)) {
+            return yield* configError(
+              `${flag}: ${dir} ${isWithin(path, d, w) ? "is inside" : "holds"} ${place.name}, ` +
+                "where the agent can write: keep sessions outside it (e.g. ~/.local/state/effect-agent/sessions/NAME)"
+            )
+          }
         }
       }
     }
@@ -275,14 +284,14 @@ export const checkEntries = (dir: string, fail: (message: string) => Failure) =>
  * @since 0.1.0
  */
 export interface Widening {
-  readonly flag: "workspace" | "sandbox" | "approve" | "mcp" | "baseUrl" | "apiKeyEnv" | "worker"
+  readonly flag: "workspace" | "sandbox" | "allowRead" | "allowWrite" | "approve" | "mcp" | "baseUrl" | "apiKeyEnv" | "worker"
   readonly text: string
 }
 
 /**
  * What a target lets the agent (or the command) do past the defaults, as the
  * flags that ask for it: another workspace than the working directory, the
- * local sandbox, every call approved, MCP servers, another API root than the
+ * local sandbox, host paths granted to the sandbox, every call approved, MCP servers, another API root than the
  * provider's variable gives, another key variable, an external worker (a
  * CLI run outside the sandbox). A resumed run takes them only from its own
  * flags.
@@ -300,6 +309,8 @@ export const widening = (
     out.push({ flag: "workspace", text: `--workspace ${target.workspace}` })
   }
   if (target.sandbox === "local") out.push({ flag: "sandbox", text: "--sandbox local" })
+  for (const granted of target.allowRead ?? []) out.push({ flag: "allowRead", text: `--allow-read ${granted}` })
+  for (const granted of target.allowWrite ?? []) out.push({ flag: "allowWrite", text: `--allow-write ${granted}` })
   if (target.approve === "all") out.push({ flag: "approve", text: "--approve all" })
   for (const command of target.mcp) out.push({ flag: "mcp", text: `--mcp ${JSON.stringify(command)}` })
   const envVar = baseUrlEnv[target.provider]

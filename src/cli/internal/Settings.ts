@@ -232,7 +232,18 @@ const checkUrl = (url: string): boolean => {
  */
 export type TargetFlags = Pick<
   Flags,
-  "provider" | "model" | "baseUrl" | "apiKeyEnv" | "script" | "workspace" | "sandbox" | "tools" | "mcp" | "approve"
+  | "provider"
+  | "model"
+  | "baseUrl"
+  | "apiKeyEnv"
+  | "script"
+  | "workspace"
+  | "sandbox"
+  | "allowRead"
+  | "allowWrite"
+  | "tools"
+  | "mcp"
+  | "approve"
 >
 
 /**
@@ -264,6 +275,12 @@ export const target = (flags: TargetFlags, base: Target | undefined, options: Pl
       })
     const mcp = flags.mcp.length > 0 ? flags.mcp : base?.mcp ?? []
     const approve = orUndefined(flags.approve) ?? base?.approve ?? "none"
+    const allowRead = flags.allowRead.length > 0
+      ? flags.allowRead.map((granted) => path.resolve(cwd, granted))
+      : base?.allowRead ?? []
+    const allowWrite = flags.allowWrite.length > 0
+      ? flags.allowWrite.map((granted) => path.resolve(cwd, granted))
+      : base?.allowWrite ?? []
 
     if (provider === "scripted" && script === undefined) {
       return yield* configError("--provider scripted needs --script FILE (the replies, as JSON)")
@@ -282,6 +299,14 @@ export const target = (flags: TargetFlags, base: Target | undefined, options: Pl
         "--sandbox none leaves no sandbox for the built-in tools: add --tools none, or choose a sandbox"
       )
     }
+    if ((sandbox === "local" || sandbox === "none") && allowRead.length + allowWrite.length > 0) {
+      const flag = allowRead.length > 0 ? "--allow-read" : "--allow-write"
+      return yield* configError(
+        `${flag} grants a host path to bubblewrap's commands: under --sandbox ${sandbox} ` +
+          (sandbox === "local" ? "commands reach all their user can, granted or not" : "there are no commands") +
+          "; choose --sandbox bubblewrap or auto"
+      )
+    }
     for (const command of mcp) {
       const argv = mcpArgv(command)
       if (Result.isFailure(argv)) return yield* configError(`--mcp ${JSON.stringify(command)}: ${argv.failure}`)
@@ -293,6 +318,8 @@ export const target = (flags: TargetFlags, base: Target | undefined, options: Pl
         sandbox: Option.isSome(flags.sandbox),
         approve: Option.isSome(flags.approve),
         mcp: flags.mcp.length > 0,
+        allowRead: flags.allowRead.length > 0,
+        allowWrite: flags.allowWrite.length > 0,
         baseUrl: Option.isSome(flags.baseUrl) || !sameProvider,
         apiKeyEnv: Option.isSome(flags.apiKeyEnv),
         // An external worker is checked with the rest of the supervision (see `supervision`).
@@ -314,6 +341,8 @@ export const target = (flags: TargetFlags, base: Target | undefined, options: Pl
       ...(script === undefined ? {} : { script }),
       workspace,
       sandbox,
+      ...(allowRead.length === 0 ? {} : { allowRead }),
+      ...(allowWrite.length === 0 ? {} : { allowWrite }),
       tools,
       mcp,
       approve

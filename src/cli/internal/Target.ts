@@ -1,7 +1,8 @@
 /**
  * What the agent of `effect-agent run` runs on: the provider and model, the
  * API root and the name of the key's variable (never a key), the workspace,
- * the sandbox, the built-in tools, MCP servers and approvals. A session saves
+ * the sandbox and the host paths it grants, the built-in tools, MCP servers
+ * and approvals. A session saves
  * it in its `run.json` (see `SessionFiles`). Also each provider's defaults.
  *
  * @since 0.1.0
@@ -52,6 +53,10 @@ export const Target = Schema.Struct({
   script: Schema.optionalKey(Schema.String),
   workspace: Schema.String,
   sandbox: SandboxKind,
+  /** Host paths bubblewrap's commands may read (`--allow-read`), absolute. */
+  allowRead: Schema.optionalKey(Schema.Array(Schema.String)),
+  /** Host paths bubblewrap's commands may read and write (`--allow-write`), absolute. */
+  allowWrite: Schema.optionalKey(Schema.Array(Schema.String)),
   tools: Schema.Array(Schema.String),
   mcp: Schema.Array(Schema.String),
   approve: Approve

@@ -193,7 +193,9 @@ const operations = Effect.fnUntraced(function*(root: string, config: Config) {
       stdin: options.stdin,
       timeout: options.timeout === undefined ? config.timeout : Duration.fromInputUnsafe(options.timeout),
       cap: Math.max(0, options.maxOutputBytes ?? config.maxOutputBytes),
-      killGracePeriod: config.killGracePeriod
+      killGracePeriod: config.killGracePeriod,
+      // Under bubblewrap every process of the command stays below it, in its PID namespace.
+      marked: config.kind === "local"
     })
   })
 

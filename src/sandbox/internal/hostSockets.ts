@@ -1,7 +1,7 @@
 /**
- * The host's Unix sockets a confined command could reach through a read-only
- * view of `/` (the Docker daemon's, an ssh ControlMaster's, a database's, the
- * session bus'), for bubblewrap to hide.
+ * The host's Unix sockets a confined command could reach through what its
+ * view of the host shows (the Docker daemon's, an ssh ControlMaster's, a
+ * database's, the session bus'), for bubblewrap to hide.
  *
  * @internal
  */
@@ -48,28 +48,31 @@ const socketFilesUnder = (fs: FileSystem.FileSystem, path: Path.Path, dir: strin
   })
 
 /**
- * The host's Unix sockets, on their real paths, looked up anew for each
- * command: the socket files under `/run` (whatever network namespace bound
- * them), and every other pathname socket bound in this network namespace.
- * Those under `/tmp`, which commands see as a private tmpfs, are left out
- * unless they lie in the workspace (`root`), and so are those under `/dev`
- * and `/proc`, fresh too. `directories` are the real paths walked.
+ * The host's Unix sockets that a view made of the `visible` trees (real
+ * paths) shows, on their real paths, looked up anew for each command: the
+ * socket files under `/run` (whatever network namespace bound them), and
+ * every other pathname socket bound in this network namespace. `directories`
+ * are the real paths walked (those of `/run` and `/var/run` that the view
+ * shows some of).
  */
 export const find = (
   fs: FileSystem.FileSystem,
   path: Path.Path,
-  root: string
+  visible: ReadonlyArray<string>
 ): Effect.Effect<{ readonly sockets: ReadonlyArray<string>; readonly directories: ReadonlyArray<string> }> =>
   Effect.gen(function*() {
+    const shown = (real: string) => visible.some((tree) => isWithin(path, tree, real))
     const directories: Array<readonly [given: string, real: string]> = []
     for (const dir of socketDirectories) {
       const real = yield* Effect.option(fs.realPath(dir))
-      if (real._tag === "Some") directories.push([dir, real.value])
+      if (real._tag === "Some" && visible.some((tree) => isWithin(path, tree, real.value) || isWithin(path, real.value, tree))) {
+        directories.push([dir, real.value])
+      }
     }
     const walked = [...new Set(directories.map(([, real]) => real))]
     // The walk starts on real paths and follows no link: what it finds is a socket, on its real path.
     const walks = yield* Effect.forEach(walked, (dir) => socketFilesUnder(fs, path, dir))
-    const sockets = new Set(walks.flatMap((walk) => walk.found))
+    const sockets = new Set(walks.flatMap((walk) => walk.found).filter(shown))
     // A bound socket under a directory walked to its end was found there.
     const isWalked = (socket: string) =>
       walks.every((walk) => walk.complete) && directories.some(([given]) => isWithin(path, given, socket))
@@ -78,9 +81,7 @@ export const find = (
       fs.realPath(candidate).pipe(
         Effect.flatMap((real) => Effect.map(fs.stat(real), (info) => ({ real, type: info.type }))),
         Effect.map(({ real, type }) => {
-          const fresh = isWithin(path, "/dev", real) || isWithin(path, "/proc", real) ||
-            (isWithin(path, "/tmp", real) && !isWithin(path, root, real))
-          if (type === "Socket" && !fresh) sockets.add(real)
+          if (type === "Socket" && shown(real)) sockets.add(real)
         }),
         Effect.ignore
       ), { concurrency: 16, discard: true })

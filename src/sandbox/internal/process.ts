@@ -1,7 +1,8 @@
 /**
  * Host processes: a command spawned in its own process group with an
  * allowlisted environment, its output captured up to a cap, and its whole
- * process tree killed when it times out, exits or is interrupted.
+ * process tree killed when it times out, exits or is interrupted
+ * ({@link ProcessTree}).
  *
  * @internal
  */
@@ -10,6 +11,7 @@ import { ChildProcess, type ChildProcessSpawner } from "effect/process"
 import { CappedOutput } from "./capture.ts"
 import { CommandError, describe } from "./errors.ts"
 import type { CommandResult } from "./model.ts"
+import * as ProcessTree from "./processTree.ts"
 
 /** A program and its arguments. */
 export type Argv = readonly [string, ...Array<string>]
@@ -28,6 +30,13 @@ export interface Command {
   readonly cap: number
   /** How long the process tree gets after SIGTERM before SIGKILL. */
   readonly killGracePeriod: Duration.Duration
+  /**
+   * Whether the command's processes carry a marker in their environment, which finds those that left its tree
+   * (a local command's `setsid` children once their parent is gone); without it, the tree is the command's
+   * descendants, all of them in a PID namespace of the command's own (bubblewrap). A marker would let a command
+   * hand it to a process of the host it does not own (a file a user's shell sources), to have it killed.
+   */
+  readonly marked: boolean
 }
 
 /** How long output still in the pipes is read after the command exited. */
@@ -48,8 +57,11 @@ export const allowlistedEnv = (
 
 /**
  * Runs a command in its own scope: the scope's release (on exit, timeout or
- * interruption) kills the command's process group, SIGTERM then SIGKILL after
- * the grace period (the Node spawner's `forceKillAfter`).
+ * interruption) kills the command's whole process tree, SIGTERM then SIGKILL
+ * after the grace period: every process that descends from the command or
+ * (when `marked`) carries its marker in its environment ({@link ProcessTree.kill}),
+ * then its process group (the Node spawner's `forceKillAfter`), which is all
+ * there is to kill where `/proc` is missing.
  */
 export const run = (
   spawner: ChildProcessSpawner.ChildProcessSpawner["Service"],
@@ -58,9 +70,10 @@ export const run = (
   Effect.scoped(Effect.gen(function*() {
     const [program, ...args] = command.argv
     const start = yield* Clock.currentTimeMillis
+    const marker = command.marked ? ProcessTree.newMarker() : undefined
     const handle = yield* spawner.spawn(ChildProcess.make(program, args, {
       cwd: command.cwd,
-      env: command.env,
+      env: marker === undefined ? command.env : { ...command.env, [ProcessTree.markerVariable]: marker },
       extendEnv: false,
       // Its own process group (the spawner's default on POSIX), so a kill
       // reaches every descendant that did not start a session of its own.
@@ -69,6 +82,22 @@ export const run = (
       stdin: command.stdin === undefined ? "ignore" : Stream.make(new TextEncoder().encode(command.stdin))
     })).pipe(
       Effect.mapError((error) => new CommandError({ command: command.display, reason: spawnFailure(program, error) }))
+    )
+    // Added after the spawn, so released before the spawner's group kill: the tree is found while its root,
+    // and the parents that tie the rest to it, are still there.
+    const root = yield* ProcessTree.identify(handle.pid)
+    yield* Effect.addFinalizer(() =>
+      ProcessTree.kill(
+        marker === undefined ? undefined : `${ProcessTree.markerVariable}=${marker}`,
+        root,
+        command.killGracePeriod
+      ).pipe(
+        Effect.flatMap((left) =>
+          left.length === 0
+            ? Effect.void
+            : Effect.logWarning(`${command.display}: processes ${left.join(", ")} could not be killed`)
+        )
+      )
     )
     const stdout = new CappedOutput(command.cap)
     const stderr = new CappedOutput(command.cap)
