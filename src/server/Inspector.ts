@@ -27,6 +27,11 @@
  * The agent's text is put in the page as text, never as HTML, and the page
  * runs only its own script (a Content-Security-Policy with the script's hash).
  *
+ * The page itself holds no data and is served without the token; it reads
+ * the token from its URL's fragment (`/#token=…`, the URL `effect-agent
+ * serve` prints, or `AgentServer.inspectorUrl`), keeps it for its tab and
+ * sends it as `Authorization: Bearer` with every request.
+ *
  * @since 0.1.0
  */
 import * as NodeCrypto from "node:crypto"

@@ -10,6 +10,11 @@
  * steers, follows up and cancels through `POST /sessions/:id/control`, and
  * shows a trajectory file dropped on it (or chosen) without a server.
  *
+ * The server's token comes in the page's URL, in its fragment (`/#token=…`,
+ * never sent to a server, and `&session=ID` to open one): the page keeps it
+ * for its tab (`sessionStorage`), takes it out of the address bar, and sends
+ * it with every request as `Authorization: Bearer`.
+ *
  * A view is one run's place in the page: the session's run, or a sub-agent's
  * run (its `Nested` events), shown in a collapsible box inside the card of
  * the tool call that runs it, by the same handlers. A supervised run's worker
@@ -45,7 +50,32 @@ export const script = String.raw`
   var money = function (usd) { return usd === undefined || usd === null ? "" : "$" + Number(usd).toFixed(4); };
   var seconds = function (ms) { return (ms / 1000).toFixed(1) + " s"; };
 
+  // The server's token: from the fragment of the URL the server printed, kept for this tab.
+  var tokenKey = "effect-agent-token";
+  var storedToken = function () {
+    try { return sessionStorage.getItem(tokenKey); } catch (e) { return null; }
+  };
+  /** The session to open, from the fragment (#ID, or #token=…&session=ID); a token in it is kept, and removed. */
+  var fromFragment = function () {
+    var fragment = location.hash.slice(1);
+    if (fragment.indexOf("token=") === -1) return decodeURIComponent(fragment);
+    var params = new URLSearchParams(fragment);
+    var token = params.get("token");
+    if (token) {
+      state.token = token;
+      try { sessionStorage.setItem(tokenKey, token); } catch (e) { /* kept for this page only */ }
+    }
+    var session = params.get("session") || "";
+    history.replaceState(null, "", location.pathname + location.search + (session ? "#" + encodeURIComponent(session) : ""));
+    return session;
+  };
+  var authorize = function (headers) {
+    if (state.token) headers.authorization = "Bearer " + state.token;
+    return headers;
+  };
+
   var state = {
+    token: storedToken(),
     sessions: [],
     selected: null,   // session id followed live
     view: null,       // the timeline being shown
@@ -66,7 +96,7 @@ export const script = String.raw`
   };
 
   var api = function (method, path, body) {
-    var init = { method: method, headers: {} };
+    var init = { method: method, headers: authorize({}) };
     if (body !== undefined) {
       init.headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -742,7 +772,7 @@ export const script = String.raw`
     var attempt = 0;
     var connect = function () {
       if (controller.signal.aborted) return;
-      var headers = {};
+      var headers = authorize({});
       if (view.lastId >= 0) headers["last-event-id"] = String(view.lastId);
       setConnection(attempt === 0 ? "connecting" : "reconnecting (" + attempt + ")");
       var path = "/sessions/" + encodeURIComponent(id) + "/events";
@@ -877,8 +907,8 @@ export const script = String.raw`
     if (file) openFile(file);
   });
 
+  var wanted = fromFragment();
   refresh().then(function () {
-    var wanted = decodeURIComponent(location.hash.slice(1));
     if (wanted && state.sessions.some(function (s) { return s.id === wanted; })) select(wanted);
   });
   setInterval(refresh, 1500);
