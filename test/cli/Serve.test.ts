@@ -250,3 +250,46 @@ describe("effect-agent serve", () => {
       assert.include(collector.stderr, "--otlp: the URL may not hold credentials")
     }))
 })
+
+describe("the flags serve and runner do not honour", () => {
+  // A session finished despite `serve --check "exit 1"`: the flags of a supervised run were taken and ignored.
+  const refused: ReadonlyArray<readonly [command: "serve" | "runner", args: ReadonlyArray<string>, flag: string]> = [
+    ["serve", ["--check", "exit 1"], "--check"],
+    ["serve", ["--verifier", "npm test"], "--verifier"],
+    ["serve", ["--plan"], "--plan"],
+    ["serve", ["--max-plan-iterations", "3"], "--max-plan-iterations"],
+    ["serve", ["--approve-turns"], "--approve-turns"],
+    ["serve", ["--worker", "claude"], "--worker"],
+    ["serve", ["--quiet"], "--quiet"],
+    ["runner", ["--check", "exit 1"], "--check"],
+    ["runner", ["--verifier", "npm test"], "--verifier"],
+    ["runner", ["--plan"], "--plan"],
+    ["runner", ["--max-plan-iterations", "3"], "--max-plan-iterations"],
+    ["runner", ["--approve-turns"], "--approve-turns"],
+    ["runner", ["--worker", "codex"], "--worker"],
+    ["runner", ["--quiet"], "--quiet"],
+    ["runner", ["--otlp", "http://127.0.0.1:4318"], "--otlp"],
+    ["runner", ["--max-turns", "3"], "--max-turns"]
+  ]
+  live("are refused before anything starts (exit 22), naming the flag and why, not ignored", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted(turns)
+      const model = ["--provider", "scripted", "--script", `${dir}/script.json`, "--tools", "none", "--sandbox", "none"]
+      for (const [command, args, flag] of refused) {
+        const where = command === "runner"
+          ? ["--pg", "postgres://127.0.0.1:1/none"]
+          : ["--port", "0", "--store", `${dir}-store`]
+        const ran = yield* runCommand([command, ...where, ...model, ...args], { cwd: dir }).pipe(
+          // a command that took the flag would start serving instead of exiting
+          Effect.timeoutOrElse({
+            duration: "20 seconds",
+            orElse: () => Effect.succeed({ code: -1, stdout: "", stderr: `${command} started with ${flag}` })
+          })
+        )
+        assert.strictEqual(ran.code, 22, `${command} ${args.join(" ")}: ${ran.stderr}`)
+        assert.include(ran.stderr, `Unrecognized flag: ${flag} in command effect-agent ${command}`)
+        assert.include(ran.stderr, `${flag} is not taken by effect-agent ${command}: `)
+        assert.strictEqual(ran.stdout, "")
+      }
+    }))
+})

@@ -12,6 +12,12 @@
  * lists. With `--otlp URL` the sessions' spans are exported as `run --otlp`
  * exports a run's (the agent is named `effect-agent`).
  *
+ * It takes `run`'s flags that choose the model, the tools and the limits,
+ * not those of one run or of a supervised run (`--check`, `--verifier`,
+ * `--plan`, `--max-plan-iterations`, `--approve-turns`, `--worker`): the
+ * server does not run supervised sessions, and refuses them (exit 22) rather
+ * than ignore them; nor `--quiet` (it shows no progress).
+ *
  * @since 0.1.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
@@ -35,7 +41,8 @@ import * as Settings from "./Settings.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
 
-// `run`'s flags but those about one run (its task, session, outputs and stdin).
+// `run`'s flags but those about one run (its task, session, outputs and stdin), those of a supervised run (the
+// server runs none: given, they would be ignored, so they are not taken), and --quiet (it shows no progress).
 const {
   task: _task,
   resume: _resume,
@@ -45,6 +52,13 @@ const {
   stdinEof: _stdinEof,
   pg: _pg,
   sessionId: _sessionId,
+  quiet: _quiet,
+  check: _check,
+  verifier: _verifier,
+  plan: _plan,
+  maxPlanIterations: _maxPlanIterations,
+  approveTurns: _approveTurns,
+  worker: _worker,
   ...runFlags
 } = Flags.flags
 
