@@ -15,6 +15,12 @@
  * for its tab (`sessionStorage`), takes it out of the address bar, and sends
  * it with every request as `Authorization: Bearer`.
  *
+ * The approval bar shows the arguments of each waiting call as they are:
+ * compact JSON, whitespace other than single spaces and invisible or
+ * direction-changing characters shown as marks (`⟨4000 spaces⟩`,
+ * `⟨U+202E⟩`), so that nothing is hidden beside the Approve button; past
+ * 2,000 characters it cuts them, and says so, pointing to the call's card.
+ *
  * A view is one run's place in the page: the session's run, or a sub-agent's
  * run (its `Nested` events), shown in a collapsible box inside the card of
  * the tool call that runs it, by the same handlers. A supervised run's worker
@@ -303,6 +309,79 @@ export const script = String.raw`
     return box;
   };
 
+  /** The most of a waiting call's arguments the bar shows; past it, the cut is marked. */
+  var barLimit = 2000;
+  // Whitespace but a single space, and characters that are invisible or change the text's direction.
+  var hiding = /[\s\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}]+/gu;
+  var codePoint = function (c) { return "U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0"); };
+  /** A mark for a run of such characters: how many of each, in order (⟨4000 spaces⟩, ⟨U+202E⟩). */
+  var markOf = function (run) {
+    var parts = [];
+    var chars = Array.from(run);
+    for (var i = 0; i < chars.length;) {
+      var j = i;
+      while (j < chars.length && chars[j] === chars[i]) j++;
+      var name = chars[i] === " " ? "space" : codePoint(chars[i]);
+      parts.push(name === "space" ? (j - i) + (j - i === 1 ? " space" : " spaces") : (j - i > 1 ? (j - i) + " × " : "") + name);
+      i = j;
+    }
+    return "⟨" + parts.join(", ") + "⟩";
+  };
+  // In a call's card, where the arguments keep their layout: what draws nothing or turns the text around.
+  var invisible = /(?:(?![ \n])[\s\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}])+/gu;
+  /** Puts a call's arguments in its card as text, each run of invisible characters as a mark. */
+  var showArgs = function (node, text) {
+    node.textContent = "";
+    var last = 0;
+    var match;
+    invisible.lastIndex = 0;
+    while ((match = invisible.exec(text)) !== null) {
+      if (match.index > last) node.appendChild(document.createTextNode(text.slice(last, match.index)));
+      node.appendChild(el("span", "mark", markOf(match[0])));
+      last = match.index + match[0].length;
+    }
+    if (last < text.length) node.appendChild(document.createTextNode(text.slice(last)));
+  };
+  /**
+   * A call's arguments as the bar shows them: compact JSON (so every whitespace in it is the arguments' own),
+   * each run of hiding characters as a mark, and, past the limit, a plain mark of the cut.
+   */
+  var shownArguments = function (params) {
+    var text;
+    try { text = JSON.stringify(params); } catch (e) { text = String(params); }
+    if (text === undefined) text = String(params);
+    var box = el("code", "arguments");
+    box.dataset.testid = "pending-arguments";
+    var room = barLimit;
+    var cut = false;
+    /** Adds text up to the room left; false once it is cut. */
+    var add = function (piece) {
+      var part = piece.slice(0, room);
+      if (part) box.appendChild(document.createTextNode(part));
+      room -= part.length;
+      return part.length === piece.length;
+    };
+    var last = 0;
+    var match;
+    hiding.lastIndex = 0;
+    while ((match = hiding.exec(text)) !== null) {
+      if (!add(text.slice(last, match.index))) { cut = true; break; }
+      last = match.index + match[0].length;
+      if (match[0] === " ") { if (!add(" ")) { cut = true; break; } continue; }
+      if (room <= 0) { cut = true; break; }
+      box.appendChild(el("span", "mark", markOf(match[0])));
+      room -= 1;
+    }
+    if (!cut && !add(text.slice(last))) cut = true;
+    if (cut) {
+      var mark = el("span", "cut", " ✂ cut: the arguments are " + text.length +
+        " characters; read them whole in the call's card below before you approve");
+      mark.dataset.testid = "pending-cut";
+      box.appendChild(mark);
+    }
+    return box;
+  };
+
   /** The calls waiting for approval, the sub-agents' too (named by their path), in the bar above the timeline. */
   var renderPending = function (view) {
     var top = view.top;
@@ -314,7 +393,7 @@ export const script = String.raw`
       var item = el("div", "pending-item");
       item.appendChild(el("span", "label", "waiting for approval"));
       item.appendChild(el("span", "call-name", waiting.view.path.concat([event.toolName]).join(" › ")));
-      item.appendChild(el("code", null, json(event.params).slice(0, 200)));
+      item.appendChild(shownArguments(event.params));
       var buttons = approvalButtons(top, event);
       if (buttons) item.appendChild(buttons);
       bar.appendChild(item);
@@ -390,7 +469,7 @@ export const script = String.raw`
       if (d.type === "toolCall") {
         var call = callCard(view, d.id, d.name);
         call.raw += d.delta;
-        call.args.textContent = call.raw;
+        showArgs(call.args, call.raw);
         return;
       }
       if (!view.assistant) handlers.MessageStart(view, { role: "assistant" });
@@ -411,7 +490,7 @@ export const script = String.raw`
         (m.content || []).forEach(function (p) {
           if (p.type === "toolCall") {
             var call = callCard(view, p.id, p.name);
-            call.args.textContent = json(p.params);
+            showArgs(call.args, json(p.params));
           }
         });
         if (m.errorMessage) row(view, "error", "error", m.errorMessage);
@@ -424,7 +503,7 @@ export const script = String.raw`
     },
     ToolExecutionStart: function (view, e) {
       var call = callCard(view, e.toolCallId, e.toolName);
-      call.args.textContent = json(e.params);
+      showArgs(call.args, json(e.params));
       setStatus(call, "running", "running");
     },
     ToolExecutionUpdate: function (view, e) {
@@ -444,7 +523,7 @@ export const script = String.raw`
     },
     ApprovalRequested: function (view, e) {
       var call = callCard(view, e.toolCallId, e.toolName);
-      call.args.textContent = json(e.params);
+      showArgs(call.args, json(e.params));
       setStatus(call, "waiting for approval", "waiting");
       call.approval.classList.remove("hidden");
       call.approval.textContent = "";
