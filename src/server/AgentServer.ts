@@ -51,7 +51,7 @@
  * import { createServer } from "node:http"
  *
  * // The token from the environment (without one, the server makes one and logs it with the inspector's URL).
- * const Server = Layer.unwrap(Effect.map(Config.redacted("AGENT_TOKEN"), (token) =>
+ * const Server = Layer.unwrap(Effect.map(Config.Redacted("AGENT_TOKEN"), (token) =>
  *   AgentServer.layer({ directory: ".agent-server", token })
  * )).pipe(
  *   Layer.provide(OpenAiChat.layer({ model: "gpt-4o" })),
@@ -688,10 +688,11 @@ export const randomToken: () => Redacted.Redacted<string> = Access.randomToken
  *
  * @example
  * ```ts
+ * import { Redacted } from "effect"
  * import { AgentServer } from "effect-agent/server"
  *
- * const token = AgentServer.randomToken()
- * console.log(`open ${AgentServer.inspectorUrl("http://127.0.0.1:8080", token)}`)
+ * const token = Redacted.make("s3cret")
+ * console.log(AgentServer.inspectorUrl("http://127.0.0.1:8080", token)) // Output: http://127.0.0.1:8080/#token=s3cret
  * ```
  *
  * @category access
