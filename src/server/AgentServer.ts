@@ -563,6 +563,9 @@ const announce = (token: ReturnType<typeof tokenOf>, baseUrl: string | undefined
  * resumed). Each session runs with the `LanguageModel` and `ToolRegistry`
  * of the layer's context. Without a `token`, it makes one and logs it once
  * (with the page's path, `/#token=…`: it does not know where it is served).
+ * The access checks (`Origin`, JSON bodies, the `Host` of a tokenless
+ * server, the body limit) are the router's: they apply to an application's
+ * own routes beside these too.
  *
  * @category layers
  * @since 0.1.0
