@@ -18,7 +18,7 @@
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { HttpServer } from "effect/http"
 import type { Prompt } from "effect/ai"
@@ -69,8 +69,11 @@ const script: ScriptedModel.Script = (_index, request) => {
     : { text: "All steps checked.", usage, ...timing }
 }
 
+/** The token the server requires, made by the clients' process and given to the server's in its environment. */
+const tokenVariable = "EFFECT_AGENT_BENCH_TOKEN"
+
 const serve = (directory: string | undefined) => {
-  const server = AgentServer.layer({ directory }).pipe(
+  const server = AgentServer.layer({ directory, token: Redacted.make(process.env[tokenVariable] ?? "") }).pipe(
     Layer.provide(Layer.merge(ScriptedModel.layer(script, { record: false }), tools)),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
   )
@@ -98,13 +101,16 @@ interface Memory {
   readonly rss: number
 }
 
+const token = Redacted.value(AgentServer.randomToken())
+const authorized = { authorization: `Bearer ${token}` }
+
 const startServer = (directory: string | undefined) => {
   const self = fileURLToPath(import.meta.url)
   const where = directory === undefined ? [] : [directory]
   const child = spawn(
     process.execPath,
     ["--expose-gc", "--conditions=effect-agent-source", self, "--serve", ...where],
-    { stdio: ["pipe", "pipe", "inherit"] }
+    { stdio: ["pipe", "pipe", "inherit"], env: { ...process.env, [tokenVariable]: token } }
   )
   const lines = Readline.createInterface({ input: child.stdout! })
   const waiting: Array<(line: string) => void> = []
@@ -123,7 +129,7 @@ const startServer = (directory: string | undefined) => {
 
 /** Reads a session's SSE stream to its end: the ids and the last event's tag and outcome. */
 const follow = async (url: string, id: string) => {
-  const response = await fetch(`${url}/sessions/${id}/events`)
+  const response = await fetch(`${url}/sessions/${id}/events`, { headers: authorized })
   const reader = response.body!.getReader()
   const decoder = new TextDecoder()
   const ids: Array<number> = []
@@ -167,7 +173,7 @@ const phase = async (
     const id = `${name}-${i}`
     const start = fetch(`${url}/sessions`, {
       method: "POST",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": "application/json", ...authorized },
       body: JSON.stringify({ task: `${turns} ${delay}`, id, config: { maxTurns: turns + 5 } })
     }).then(async (response) => {
       if (response.status !== 201) throw new Error(`${id}: ${response.status} ${await response.text()}`)
@@ -182,7 +188,9 @@ const phase = async (
   if (delay > 0) {
     await Promise.all(created)
     peak = await memory()
-    const listed: Array<{ status: string }> = await fetch(`${url}/sessions`).then((response) => response.json())
+    const listed: Array<{ status: string }> = await fetch(`${url}/sessions`, { headers: authorized }).then((response) =>
+      response.json()
+    )
     running = listed.filter((session) => session.status === "running").length
   }
   const results = await Promise.all(runs)

@@ -24,7 +24,10 @@ const Model = ScriptedModel.layer([
 ])
 
 // The server: sessions kept in memory here (give `directory` to keep them, and resume them after a restart).
-const Server = AgentServer.layer({ config: { maxTurns: 10 } }).pipe(
+// Every request needs its token; this program talks to it too, so it makes the token (without one, the server
+// makes one and logs it, with the inspector's URL that carries it).
+const token = AgentServer.randomToken()
+const Server = AgentServer.layer({ token, config: { maxTurns: 10 } }).pipe(
   Layer.provide(Layer.merge(Model, ToolsLive)),
   Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
 )
@@ -32,7 +35,7 @@ const Server = AgentServer.layer({ config: { maxTurns: 10 } }).pipe(
 // A client: starts a session, follows its events, approves the deploy when it asks.
 const program = Effect.gen(function*() {
   const url = yield* HttpServer.addressFormattedWith(Effect.succeed)
-  const client = yield* AgentServer.client(url)
+  const client = yield* AgentServer.client(url, { token })
   const session = yield* client.sessions.create({ payload: { task: "Deploy to staging", id: "deploy-1" } })
   const events = yield* client.sessions.events({ params: { id: session.id }, headers: {} })
   yield* Stream.runForEach(events, ({ id, data: event }) =>

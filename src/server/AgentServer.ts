@@ -9,7 +9,16 @@
  * | `GET /sessions/:id` | describes one |
  * | `GET /sessions/:id/events` | its events as SSE, each with its `id:`; `Last-Event-ID` resumes after it |
  * | `POST /sessions/:id/control` | a control command, as on the command's stdin (see `Control`) |
- * | `GET /` | the inspector (see `Inspector`) |
+ * | `GET /` | the inspector (see `Inspector`): a page with no data in it, served without the token |
+ *
+ * Access: every route but the page needs the server's token (a random one
+ * when none is given, logged once with the inspector's URL that carries it;
+ * `token: "none"` serves without one, and says so loudly). A request from a
+ * web page of another origin (its `Origin`) is refused (`403`) unless listed
+ * in `allowedOrigins`, and every `POST` must be JSON (`Content-Type:
+ * application/json`, a `415` otherwise), so that a page the user opens
+ * cannot use the server. Without a token, only loopback `Host` names are
+ * answered (`421`), against DNS rebinding.
  *
  * The API is declared with `effect/http-api` ({@link Api}), so
  * `HttpApiClient.make(AgentServer.Api)` (or {@link client}) is a typed
@@ -35,13 +44,16 @@
  * @example
  * ```ts
  * import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
- * import { Layer, Redacted } from "effect"
+ * import { Config, Effect, Layer } from "effect"
  * import { ToolRegistry } from "effect-agent"
  * import { OpenAiChat } from "effect-agent/providers"
  * import { AgentServer } from "effect-agent/server"
  * import { createServer } from "node:http"
  *
- * const Server = AgentServer.layer({ directory: ".agent-server", token: Redacted.make("s3cret") }).pipe(
+ * // The token from the environment (without one, the server makes one and logs it with the inspector's URL).
+ * const Server = Layer.unwrap(Effect.map(Config.Redacted("AGENT_TOKEN"), (token) =>
+ *   AgentServer.layer({ directory: ".agent-server", token })
+ * )).pipe(
  *   Layer.provide(OpenAiChat.layer({ model: "gpt-4o" })),
  *   Layer.provide(ToolRegistry.layer()),
  *   Layer.provide(NodeHttpServer.layer(createServer, { port: 8080, host: "127.0.0.1" }))
@@ -50,13 +62,14 @@
  *
  * @since 0.1.0
  */
-import { Effect, type FileSystem, Layer, type Path, type Redacted, Schema, Stream } from "effect"
+import { Effect, type FileSystem, Layer, type Path, Redacted, Schema, Stream } from "effect"
 import {
   type Etag,
   HttpClient,
   HttpClientRequest,
   type HttpPlatform,
   HttpRouter,
+  HttpServer,
   HttpServerResponse
 } from "effect/http"
 import {
@@ -232,6 +245,13 @@ export {
    */
   ControlRejected,
   /**
+   * The request comes from a web page of an origin the server does not accept (`403`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  ForbiddenOrigin,
+  /**
    * The request's `Host` is not one a server without a token answers (`421`).
    *
    * @category errors
@@ -272,11 +292,19 @@ export {
    * @category errors
    * @since 0.1.0
    */
-  Unauthorized
+  Unauthorized,
+  /**
+   * A `POST` whose body is not declared as JSON (`415`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  UnsupportedMediaType
 } from "./internal/problems.ts"
 
 /**
- * The token check on every route: a middleware with the bearer and basic
+ * The token check on every route of the sessions group (the inspector's page
+ * holds no data, and is served without it): a middleware with the bearer and basic
  * security schemes (so the OpenAPI document says so). A Basic credential's
  * password is the token, so that a browser asked for it sends it.
  *
@@ -322,9 +350,11 @@ export const SessionsGroup = HttpApiGroup.make("sessions")
       error: [SessionNotFound, ControlRejected, HttpApiError.InternalServerErrorProblem]
     })
   )
+  .middleware(Authorization)
 
 /**
- * The inspector group: the page at `/`.
+ * The inspector group: the page at `/`, served without the token (it holds
+ * no data; it reads the token from its URL's fragment, see `Inspector`).
  *
  * @category api
  * @since 0.1.0
@@ -346,7 +376,6 @@ export const Api = HttpApi.make("AgentServer")
   .add(SessionsGroup)
   .add(InspectorGroup)
   .middleware(HttpApiMiddleware.ProblemDetails)
-  .middleware(Authorization)
 
 // -----------------------------------------------------------------------------
 // Options
@@ -367,8 +396,14 @@ export interface Options<R = never> {
    * in memory: nothing survives the server.
    */
   readonly directory?: string | undefined
-  /** Required on every route when set: `Authorization: Bearer <token>` (or Basic, the token as password). */
-  readonly token?: Redacted.Redacted<string> | undefined
+  /**
+   * The token every route but the inspector's page requires: `Authorization: Bearer <token>` (or Basic, the
+   * token as the password). Without one, the server makes a random one (see {@link randomToken}) and logs it
+   * once, with the inspector's URL that carries it (`http://host:port/#token=…`): give your own to know it in
+   * your program. `"none"` serves without a token, and logs a warning saying so: any program on this machine
+   * may then start sessions and approve their calls; only loopback `Host` names are answered.
+   */
+  readonly token?: Redacted.Redacted<string> | "none" | undefined
   /**
    * The agent's name: its runs' spans are `invoke_agent {name}` (with `gen_ai.agent.name`), and the sessions'
    * descriptions (and the inspector) show it.
@@ -393,11 +428,17 @@ export interface Options<R = never> {
   /** How often an idle SSE stream sends a comment to keep the connection open (default 15 seconds). */
   readonly keepAliveMs?: number | undefined
   /**
-   * Without a token, the `Host` names accepted (default: `localhost`,
+   * Without a token (`token: "none"`), the `Host` names accepted (default: `localhost`,
    * `127.0.0.1`, `[::1]`, with any port), so that a web page cannot reach a
    * server on the loopback through DNS rebinding. With a token, any.
    */
   readonly allowedHosts?: ReadonlyArray<string> | undefined
+  /**
+   * Origins (`https://app.example.com`, `http://localhost:3000`) whose web pages may call the server besides its
+   * own: answered with CORS headers (and their preflights), they still need the token. A request whose
+   * `Origin` is another is a `403`; one without `Origin` (a program, not a browser) is not checked.
+   */
+  readonly allowedOrigins?: ReadonlyArray<string> | undefined
   /** Resume the sessions that were running when the server last stopped (default true). */
   readonly resume?: boolean | undefined
 }
@@ -481,11 +522,50 @@ const authorization = (token: Redacted.Redacted<string> | undefined) => {
 }
 
 /**
+ * The token the server requires: the one given, none (`"none"`), or a random
+ * one made now (`generated`: it is told to the operator once).
+ */
+const tokenOf = (options: Options<unknown>): {
+  readonly token: Redacted.Redacted<string> | undefined
+  readonly generated: boolean
+} =>
+  options.token === "none"
+    ? { token: undefined, generated: false }
+    : options.token === undefined
+    ? { token: Access.randomToken(), generated: true }
+    : { token: options.token, generated: false }
+
+/** The loud warning of a server without a token. */
+const tokenlessWarning = "agent server: serving WITHOUT A TOKEN (token: \"none\"): any program on this machine can " +
+  "start sessions and approve their calls; web pages of other origins are refused, and only loopback Host names " +
+  "are answered"
+
+/** Tells the operator what a server's token is, once: the generated token and the inspector's URL that carries it. */
+const announce = (token: ReturnType<typeof tokenOf>, baseUrl: string | undefined) =>
+  token.token === undefined
+    ? Effect.logWarning(tokenlessWarning)
+    : token.generated
+    ? Effect.logInfo(
+      baseUrl === undefined
+        ? "agent server: no token was given, so it made one; requests need Authorization: Bearer " +
+          `${Redacted.value(token.token)} (the inspector: open its page at /#token=${
+            encodeURIComponent(Redacted.value(token.token))
+          })`
+        : "agent server: no token was given, so it made one; the inspector, with it: " +
+          Access.inspectorUrl(baseUrl, token.token)
+    )
+    : Effect.void
+
+/**
  * The server's routes, to add to an `HttpRouter` (with `HttpRouter.serve`,
  * or beside an application's own routes): the API, the inspector, and the
  * sessions they serve, started with the layer (and the unfinished ones
  * resumed). Each session runs with the `LanguageModel` and `ToolRegistry`
- * of the layer's context.
+ * of the layer's context. Without a `token`, it makes one and logs it once
+ * (with the page's path, `/#token=…`: it does not know where it is served).
+ * The access checks (`Origin`, JSON bodies, the `Host` of a tokenless
+ * server, the body limit) are the router's: they apply to an application's
+ * own routes beside these too.
  *
  * @category layers
  * @since 0.1.0
@@ -493,7 +573,10 @@ const authorization = (token: Redacted.Redacted<string> | undefined) => {
 export const routes = <R = never>(
   options: Options<R> = {}
 ): Layer.Layer<never, Store.StorageError, RoutesRequirements<R>> =>
-  routesWith(options, () => {})
+  Layer.unwrap(Effect.sync(() => {
+    const token = tokenOf(options)
+    return Layer.merge(routesWith(options, token.token, () => {}), Layer.effectDiscard(announce(token, undefined)))
+  }))
 
 /**
  * What {@link routes} needs: a router, the model and tools, the services of
@@ -511,7 +594,11 @@ export type RoutesRequirements<R> =
   | HttpPlatform.HttpPlatform
   | Path.Path
 
-const routesWith = <R>(options: Options<R>, onStop: (stop: Effect.Effect<void>) => void): Layer.Layer<
+const routesWith = <R>(
+  options: Options<R>,
+  token: Redacted.Redacted<string> | undefined,
+  onStop: (stop: Effect.Effect<void>) => void
+): Layer.Layer<
   never,
   Store.StorageError,
   | HttpRouter.HttpRouter
@@ -535,13 +622,14 @@ const routesWith = <R>(options: Options<R>, onStop: (stop: Effect.Effect<void>) 
       resume: options.resume ?? true
     })
     onStop(sessions.stop)
-    const allowedHosts = options.token === undefined ? options.allowedHosts ?? Access.loopbackHosts : undefined
+    const allowedHosts = token === undefined ? options.allowedHosts ?? Access.loopbackHosts : undefined
     return HttpApiBuilder.layer(Api).pipe(
       Layer.provide([sessionsGroup(sessions, options.keepAliveMs ?? defaults.keepAliveMs), inspectorGroup]),
-      Layer.provide([authorization(options.token), HttpApiMiddleware.layerProblemDetails({ includeDetails: true })]),
+      Layer.provide([authorization(token), HttpApiMiddleware.layerProblemDetails({ includeDetails: true })]),
       Layer.merge(Access.middleware({
         maxBodyBytes: options.maxBodyBytes ?? defaults.maxBodyBytes,
         allowedHosts,
+        allowedOrigins: options.allowedOrigins ?? [],
         stopping: sessions.isStopping
       }))
     )
@@ -550,21 +638,71 @@ const routesWith = <R>(options: Options<R>, onStop: (stop: Effect.Effect<void>) 
 /**
  * The server: {@link routes} served by the `HttpServer` of the layer's
  * context (on Node, `NodeHttpServer.layer(createServer, { port, host })`).
+ * Without a `token`, it makes one and logs it once, with the inspector's
+ * URL that carries it (`http://127.0.0.1:8080/#token=…`).
  *
  * @category layers
  * @since 0.1.0
  */
 export const layer = <R = never>(options: Options<R> = {}) =>
   Layer.suspend(() => {
+    const token = tokenOf(options)
     // The runs stop before the HTTP server drains its connections (which SSE streams would hold open):
     // this finalizer is added after the server's, so it runs first.
     let stop: Effect.Effect<void> = Effect.void
-    const served = HttpRouter.serve(routesWith<R>(options, (effect) => (stop = effect)), {
+    const served = HttpRouter.serve(routesWith<R>(options, token.token, (effect) => (stop = effect)), {
       disableListenLog: true,
       disableLogger: true
     })
-    return Layer.provideMerge(Layer.effectDiscard(Effect.addFinalizer(() => Effect.suspend(() => stop))), served)
+    const told = Layer.effectDiscard(
+      Effect.flatMap(HttpServer.addressFormattedWith(Effect.succeed), (url) => announce(token, url))
+    )
+    return Layer.provideMerge(
+      Layer.effectDiscard(Effect.addFinalizer(() => Effect.suspend(() => stop))),
+      Layer.merge(served, told)
+    )
   })
+
+/**
+ * A new random token for a server (32 bytes from the system's CSPRNG, as
+ * base64url): to give to {@link layer} (or {@link routes}) and to your
+ * clients, when the program that starts the server talks to it too.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { AgentServer } from "effect-agent/server"
+ *
+ * const token = AgentServer.randomToken()
+ * const Server = AgentServer.layer({ token })
+ * const client = AgentServer.client("http://127.0.0.1:8080", { token })
+ * ```
+ *
+ * @category access
+ * @since 0.1.0
+ */
+export const randomToken: () => Redacted.Redacted<string> = Access.randomToken
+
+/**
+ * The inspector's URL on a server at `baseUrl` that gives the page the
+ * token: in the URL's fragment (`http://127.0.0.1:8080/#token=…`), which a
+ * browser never sends. The page keeps it for its tab (`sessionStorage`),
+ * removes it from the address bar, and sends it as `Authorization: Bearer`.
+ *
+ * @example
+ * ```ts
+ * import { Redacted } from "effect"
+ * import { AgentServer } from "effect-agent/server"
+ *
+ * const token = Redacted.make("s3cret")
+ * console.log(AgentServer.inspectorUrl("http://127.0.0.1:8080", token)) // Output: http://127.0.0.1:8080/#token=s3cret
+ * ```
+ *
+ * @category access
+ * @since 0.1.0
+ */
+export const inspectorUrl: (baseUrl: string, token?: Redacted.Redacted<string> | undefined) => string =
+  Access.inspectorUrl
 
 /**
  * A typed client of a server at `baseUrl`, sending `token` when given.

@@ -17,6 +17,10 @@
  *   revision, the decision) and each act turn with its checks (name, role,
  *   status, duration, summary, details) and the feedback sent. An event kind
  *   it does not know is shown with its fields.
+ * - The calls waiting for approval in a bar above the timeline, with Approve
+ *   and Deny: each call's arguments as they are (whitespace other than a
+ *   single space and invisible characters shown as marks, `⟨4000 spaces⟩`;
+ *   past 2,000 characters, cut with a plain mark saying so).
  * - A box to steer the run, follow up a finished one, or cancel it.
  * - It follows the session's SSE stream and, when the connection drops (or
  *   the server restarts), reconnects with `Last-Event-ID`: nothing shown
@@ -26,6 +30,11 @@
  *
  * The agent's text is put in the page as text, never as HTML, and the page
  * runs only its own script (a Content-Security-Policy with the script's hash).
+ *
+ * The page itself holds no data and is served without the token; it reads
+ * the token from its URL's fragment (`/#token=…`, the URL `effect-agent
+ * serve` prints, or `AgentServer.inspectorUrl`), keeps it for its tab and
+ * sends it as `Authorization: Bearer` with every request.
  *
  * @since 0.1.0
  */
@@ -79,9 +88,12 @@ main { display: grid; grid-template-rows: auto auto 1fr auto; overflow: hidden; 
 #figures b { color: var(--text); font-weight: 600; }
 #pending:not(:empty) { padding: 8px 16px; background: color-mix(in srgb, var(--warn) 15%, var(--panel));
   border-bottom: 1px solid var(--line); }
-.pending-item { display: flex; gap: 10px; align-items: center; }
-.pending-item code { color: var(--muted); overflow: hidden; white-space: nowrap; text-overflow: ellipsis;
-  max-width: 40%; }
+.pending-item { display: flex; gap: 10px; align-items: flex-start; margin: 4px 0; }
+.pending-item code.arguments { flex: 1; min-width: 0; white-space: pre-wrap; overflow-wrap: anywhere;
+  font: 12px/1.4 ui-monospace, monospace; }
+.mark { padding: 0 3px; border-radius: 3px; font-size: 11px;
+  background: color-mix(in srgb, var(--warn) 35%, var(--panel)); }
+.pending-item .cut { color: var(--bad); font-weight: 600; }
 #timeline { overflow: auto; padding: 12px 16px 40px; }
 section.turn { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; margin: 10px 0;
   padding: 8px 12px; }

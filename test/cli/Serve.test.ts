@@ -1,7 +1,8 @@
 /**
  * `effect-agent serve` as a real process: sessions on the scripted model and
- * the built-in tools over HTTP, the inspector page, a token from the
- * environment, a clean stop on SIGTERM; and what it refuses.
+ * the built-in tools over HTTP, the inspector page, the token it makes and
+ * prints with the inspector's URL (or one from the environment, or none when
+ * asked by name), a clean stop on SIGTERM; and what it refuses.
  */
 import { assert, describe } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
@@ -43,16 +44,23 @@ describe("effect-agent serve", () => {
         "--max-turns",
         "5"
       ])
-      const { url, store } = JSON.parse(yield* proc.waitFor(started))
+      const { url, store, inspector, token } = JSON.parse(yield* proc.waitFor(started))
       assert.match(url, /^http:\/\/127\.0\.0\.1:\d+$/)
+      // no token given: it made one, and gave it once, in the inspector's URL (a fragment, never sent)
+      assert.match(token, /^[A-Za-z0-9_-]{43}$/)
+      assert.strictEqual(inspector, `${url}/#token=${token}`)
+      const authorization = `Bearer ${token}`
+      assert.strictEqual(yield* Effect.promise(() => fetch(`${url}/sessions`).then((r) => r.status)), 401)
       const created: any = yield* Effect.promise(() =>
         fetch(`${url}/sessions`, {
           method: "POST",
-          headers: { "content-type": "application/json" },
+          headers: { "content-type": "application/json", authorization },
           body: JSON.stringify({ task: "What is in a.txt?" })
         }).then((response) => response.json())
       )
-      const read = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/${created.id}/events`)))
+      const read = yield* Effect.promise(async () =>
+        readSse(await fetch(`${url}/sessions/${created.id}/events`, { headers: { authorization } }))
+      )
       const events = read.messages.map((message) => JSON.parse(message.data))
       const tool = events.find((event) => event._tag === "ToolExecutionEnd")
       assert.strictEqual(tool.result.content[0].text, "1\thello world")
@@ -66,7 +74,9 @@ describe("effect-agent serve", () => {
       yield* proc.signal("SIGTERM")
       const exited = yield* proc.exit
       assert.strictEqual(exited.code, 0, exited.stderr)
-      assert.include(exited.stderr, `effect-agent serve: listening on ${url}; sessions in ${store}`)
+      assert.include(exited.stderr, `effect-agent serve: listening on ${url} (a token is required); sessions in ${store}`)
+      assert.include(exited.stderr, `open the inspector with it: ${url}/#token=${token}\n`)
+      assert.strictEqual(exited.stderr.split(token).length - 1, 1, "the token is printed once on stderr")
     }))
 
   live("with --otlp, exports its sessions' spans as run --otlp does: invoke_agent effect-agent, chat, tools", () =>
@@ -89,16 +99,19 @@ describe("effect-agent serve", () => {
         "--otlp",
         otlp.url
       ])
-      const { url } = JSON.parse(yield* proc.waitFor(started))
+      const { url, token } = JSON.parse(yield* proc.waitFor(started))
+      const authorization = `Bearer ${token}`
       const created: any = yield* Effect.promise(() =>
         fetch(`${url}/sessions`, {
           method: "POST",
-          headers: { "content-type": "application/json" },
+          headers: { "content-type": "application/json", authorization },
           body: JSON.stringify({ task: "What is in a.txt?" })
         }).then((response) => response.json())
       )
       assert.strictEqual(created.agent, "effect-agent")
-      const read = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/${created.id}/events`)))
+      const read = yield* Effect.promise(async () =>
+        readSse(await fetch(`${url}/sessions/${created.id}/events`, { headers: { authorization } }))
+      )
       assert.strictEqual(JSON.parse(read.messages.at(-1)!.data).outcome._tag, "Completed")
       // the spans left are sent when the server stops
       yield* proc.signal("SIGTERM")
@@ -135,22 +148,89 @@ describe("effect-agent serve", () => {
         "--token-env",
         "AGENT_TOKEN"
       ], { AGENT_TOKEN: "s3cret-token" })
-      const { url } = JSON.parse(yield* proc.waitFor(started))
+      const ready = JSON.parse(yield* proc.waitFor(started))
+      const url = ready.url
+      // the token given is not printed: the inspector's URL asks for it
+      assert.strictEqual(ready.inspector, `${url}/`)
+      assert.isUndefined(ready.token)
       const status = (headers: Record<string, string>) =>
         Effect.promise(() => fetch(`${url}/sessions`, { headers }).then((response) => response.status))
       assert.strictEqual(yield* status({}), 401)
       assert.strictEqual(yield* status({ authorization: "Bearer s3cret-token" }), 200)
       yield* proc.signal("SIGTERM")
-      assert.strictEqual((yield* proc.exit).code, 0)
+      const exited = yield* proc.exit
+      assert.strictEqual(exited.code, 0)
+      assert.notInclude(exited.stderr + exited.stdout, "s3cret-token")
+      assert.include(exited.stderr, `the inspector: ${url}/ (give it the token in AGENT_TOKEN)`)
     }))
 
-  live("refuses: off the loopback without a token, an unset token variable, a store in the workspace, bad --otlp", () =>
+  live("with --without-token, only when asked by name: no token, a loud warning, a web page of another origin refused", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted(turns)
+      const proc = yield* serve(dir, [
+        "--provider",
+        "scripted",
+        "--script",
+        `${dir}/script.json`,
+        "--sandbox",
+        "none",
+        "--tools",
+        "none",
+        "--port",
+        "0",
+        "--store",
+        `${dir}-store`,
+        "--without-token",
+        "--allow-origin",
+        "http://localhost:3000"
+      ])
+      const ready = JSON.parse(yield* proc.waitFor(started))
+      const url = ready.url
+      assert.strictEqual(ready.inspector, `${url}/`)
+      assert.isUndefined(ready.token)
+      const create = (headers: Record<string, string>) =>
+        Effect.promise(() =>
+          fetch(`${url}/sessions`, {
+            method: "POST",
+            headers: { "content-type": "application/json", ...headers },
+            body: JSON.stringify({ task: "What is in a.txt?" })
+          }).then((response) => response.status)
+        )
+      assert.strictEqual(yield* create({}), 201)
+      assert.strictEqual(yield* create({ origin: "http://evil.example" }), 403)
+      assert.strictEqual(yield* create({ origin: "http://localhost:3000" }), 201)
+      assert.strictEqual(yield* create({ "content-type": "text/plain" }), 415)
+      yield* proc.signal("SIGTERM")
+      const exited = yield* proc.exit
+      assert.strictEqual(exited.code, 0)
+      assert.include(exited.stderr, "WARNING: serving WITHOUT A TOKEN (--without-token)")
+    }))
+
+  live("refuses: --without-token off the loopback or with --token-env, a bad origin, an unset token variable, a store in the workspace, bad --otlp", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
-      const open = yield* runCommand(["serve", "--host", "0.0.0.0", "--tools", "none", "--sandbox", "none"], { cwd: dir })
+      // off the loopback only with a token (one is made when none is given); without one, it refuses
+      const open = yield* runCommand(
+        ["serve", "--host", "0.0.0.0", "--without-token", "--tools", "none", "--sandbox", "none"],
+        { cwd: dir }
+      )
       assert.strictEqual(open.code, 22)
       assert.include(open.stderr, "--host 0.0.0.0 is not a loopback address")
-      assert.include(open.stderr, "--token-env NAME")
+      assert.include(open.stderr, "--without-token is for the loopback only")
+      const both = yield* runCommand(
+        ["serve", "--without-token", "--token-env", "AGENT_TOKEN", "--tools", "none", "--sandbox", "none"],
+        { cwd: dir, env: { AGENT_TOKEN: "x" } }
+      )
+      assert.strictEqual(both.code, 22)
+      assert.include(both.stderr, "--without-token and --token-env: give one of them")
+      for (const origin of ["localhost:3000", "ftp://example.com", "http://example.com/app", "*"]) {
+        const bad = yield* runCommand(
+          ["serve", "--allow-origin", origin, "--tools", "none", "--sandbox", "none"],
+          { cwd: dir }
+        )
+        assert.strictEqual(bad.code, 22, origin)
+        assert.include(bad.stderr, `--allow-origin: ${JSON.stringify(origin)} is not an origin`)
+      }
       const unset = yield* runCommand(["serve", "--token-env", "NOPE_TOKEN", "--tools", "none", "--sandbox", "none"], {
         cwd: dir
       })
@@ -168,5 +248,48 @@ describe("effect-agent serve", () => {
       )
       assert.strictEqual(collector.code, 22)
       assert.include(collector.stderr, "--otlp: the URL may not hold credentials")
+    }))
+})
+
+describe("the flags serve and runner do not honour", () => {
+  // A session finished despite `serve --check "exit 1"`: the flags of a supervised run were taken and ignored.
+  const refused: ReadonlyArray<readonly [command: "serve" | "runner", args: ReadonlyArray<string>, flag: string]> = [
+    ["serve", ["--check", "exit 1"], "--check"],
+    ["serve", ["--verifier", "npm test"], "--verifier"],
+    ["serve", ["--plan"], "--plan"],
+    ["serve", ["--max-plan-iterations", "3"], "--max-plan-iterations"],
+    ["serve", ["--approve-turns"], "--approve-turns"],
+    ["serve", ["--worker", "claude"], "--worker"],
+    ["serve", ["--quiet"], "--quiet"],
+    ["runner", ["--check", "exit 1"], "--check"],
+    ["runner", ["--verifier", "npm test"], "--verifier"],
+    ["runner", ["--plan"], "--plan"],
+    ["runner", ["--max-plan-iterations", "3"], "--max-plan-iterations"],
+    ["runner", ["--approve-turns"], "--approve-turns"],
+    ["runner", ["--worker", "codex"], "--worker"],
+    ["runner", ["--quiet"], "--quiet"],
+    ["runner", ["--otlp", "http://127.0.0.1:4318"], "--otlp"],
+    ["runner", ["--max-turns", "3"], "--max-turns"]
+  ]
+  live("are refused before anything starts (exit 22), naming the flag and why, not ignored", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted(turns)
+      const model = ["--provider", "scripted", "--script", `${dir}/script.json`, "--tools", "none", "--sandbox", "none"]
+      for (const [command, args, flag] of refused) {
+        const where = command === "runner"
+          ? ["--pg", "postgres://127.0.0.1:1/none"]
+          : ["--port", "0", "--store", `${dir}-store`]
+        const ran = yield* runCommand([command, ...where, ...model, ...args], { cwd: dir }).pipe(
+          // a command that took the flag would start serving instead of exiting
+          Effect.timeoutOrElse({
+            duration: "20 seconds",
+            orElse: () => Effect.succeed({ code: -1, stdout: "", stderr: `${command} started with ${flag}` })
+          })
+        )
+        assert.strictEqual(ran.code, 22, `${command} ${args.join(" ")}: ${ran.stderr}`)
+        assert.include(ran.stderr, `Unrecognized flag: ${flag} in command effect-agent ${command}`)
+        assert.include(ran.stderr, `${flag} is not taken by effect-agent ${command}: `)
+        assert.strictEqual(ran.stdout, "")
+      }
     }))
 })

@@ -332,14 +332,17 @@ layer(serverLayer({}, gatedAgent(slowGate)), { excludeTestServices: true })("the
 const token = "test-token-123"
 
 layer(serverLayer({ token: Redacted.make(token) }), { excludeTestServices: true })("a server with a token", (it) => {
-  it.effect("every route needs the token: 401 without it or with another; Bearer or Basic with it", () =>
+  it.effect("every route but the page needs the token: 401 without it or with another; Bearer or Basic with it", () =>
     Effect.gen(function*() {
       const url = yield* baseUrl
-      for (const path of ["/", "/sessions", "/sessions/x", "/sessions/x/events"]) {
+      for (const path of ["/sessions", "/sessions/x", "/sessions/x/events"]) {
         const none = yield* Effect.promise(() => fetch(`${url}${path}`))
         assert.strictEqual(none.status, 401, path)
         assert.match(none.headers.get("www-authenticate") ?? "", /^Basic realm="effect-agent"/)
       }
+      // the inspector's page holds no data: served without the token (it reads the token from its URL's fragment)
+      const open = yield* Effect.promise(() => fetch(`${url}/`))
+      assert.strictEqual(open.status, 200)
       const unauthorized = yield* post(`${url}/sessions`, { task: "hello" })
       assert.strictEqual(unauthorized.status, 401)
       assert.strictEqual(unauthorized.body.type, "urn:effect-agent:problem:unauthorized")

@@ -5,7 +5,7 @@
  * ephemeral loopback port, and a reader of its SSE streams.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, type Latch, Layer, Schema } from "effect"
+import { Effect, type Latch, Layer, Logger, Schema } from "effect"
 import { HttpServer } from "effect/http"
 import { type Prompt, Toolkit } from "effect/ai"
 import { Agent, SubAgent, ToolRegistry } from "effect-agent"
@@ -173,11 +173,25 @@ export const delegatingAgent = Layer.merge(
   )
 )
 
-/** A server on 127.0.0.1 at an ephemeral port, with the scripted model and tools (or `agent`). */
+/** Whether a log line is the warning of a server without a token (which the test servers are, unless told). */
+const isTokenlessWarning = (message: unknown) =>
+  (Array.isArray(message) ? message : [message]).some((part) => String(part).includes("WITHOUT A TOKEN"))
+
+/** The default logger, without the warning every tokenless test server logs (its own test asserts it). */
+const quietTokenless = Logger.layer([
+  Logger.make((options) => isTokenlessWarning(options.message) ? undefined : Logger.defaultLogger.log(options))
+])
+
+/**
+ * A server on 127.0.0.1 at an ephemeral port, with the scripted model and
+ * tools (or `agent`); without a token unless `options` gives one (the
+ * access tests check tokens; these test what the sessions do).
+ */
 export const serverLayer = (options: AgentServer.Options = {}, agent: typeof agentLayer = agentLayer) =>
-  AgentServer.layer(options).pipe(
+  AgentServer.layer({ token: "none", ...options }).pipe(
     Layer.provide(agent),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+    Layer.provide(quietTokenless)
   )
 
 /** The server's base URL. */

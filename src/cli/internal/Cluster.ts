@@ -16,6 +16,7 @@ import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result,
 import { LanguageModel } from "effect/ai"
 import { Flag } from "effect/cli"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
+import * as Approvals from "../../Approvals.ts"
 import * as Message from "../../Message.ts"
 import * as Provider from "../../providers/Provider.ts"
 import * as DurableSession from "../../session/DurableSession.ts"
@@ -26,11 +27,14 @@ import * as Flags from "./Flags.ts"
 import { Io } from "./Io.ts"
 import * as Runner from "./Runner.ts"
 import * as Settings from "./Settings.ts"
+import { Approve } from "./Target.ts"
 import * as View from "./View.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
 
-// `run`'s flags that choose the model and the tools (a session's task, prompt and limits are the client's).
+// `run`'s flags that choose the model and the tools (a session's task, prompt and limits are the client's). Not
+// those of a supervised run (a runner runs none), nor --quiet (it shows no progress) or --otlp (it exports no
+// traces): a flag a runner would ignore is not taken, so that giving it is an error (exit 22), not a silent no-op.
 const {
   task: _task,
   system: _system,
@@ -45,6 +49,15 @@ const {
   maxWall: _maxWall,
   pg: _pg,
   sessionId: _sessionId,
+  quiet: _quiet,
+  otlp: _otlp,
+  check: _check,
+  verifier: _verifier,
+  plan: _plan,
+  maxPlanIterations: _maxPlanIterations,
+  approveTurns: _approveTurns,
+  worker: _worker,
+  approve: _approve,
   ...modelFlags
 } = Flags.flags
 
@@ -55,6 +68,10 @@ const {
  */
 export const runnerFlags = {
   ...modelFlags,
+  approve: describe(
+    Flag.optional(Flag.Literals("approve", Approve.literals)),
+    "Calls that need approval: ask (default: each waits for DurableSession.approve, from any process), all, none"
+  ),
   pg: describe(Flag.String("pg"), "The PostgreSQL URL the cluster keeps its sessions in"),
   port: describe(Flag.withDefault(Flag.Int("port"), 34431), "The port runners reach this one on (default 34431)"),
   host: describe(
@@ -120,9 +137,18 @@ export const runner = (flags: RunnerFlags) =>
       Effect.mapError((error) => configError(`cannot set up the ${target.provider} provider: ${error.message}`))
     )
     const registry = yield* Runner.tools(target, note)
-    const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
+    const tools = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
       Context.add(ToolRegistry.ToolRegistry, registry)
     )
+    // --approve none: a policy that denies what needs approval (all: the tools need none; ask: each call waits)
+    const services: Context.Context<LanguageModel.LanguageModel | ToolRegistry.ToolRegistry> =
+      target.approve === "none"
+        ? Context.add(
+          tools,
+          Approvals.Approvals,
+          Approvals.denyAll("this call needs approval, and the runner was started with --approve none")
+        )
+        : tools
     const nodeLayer = DurableSession.layer().pipe(
       Layer.provideMerge(Layer.merge(Layer.succeedContext(services), DurableSession.layerSqlStore)),
       Layer.provideMerge(ClusterWorkflowEngine.layer),

@@ -107,7 +107,10 @@ export const serve = Command.make("serve", Serve.flags, (flags) =>
       "Serve agents over HTTP: sessions, their events as SSE, approvals and steering, and the inspector page"
     ),
     Command.withExamples([
-      { command: "effect-agent serve --tools read_file,grep", description: "On http://127.0.0.1:8080" },
+      {
+        command: "effect-agent serve --tools read_file,grep",
+        description: "On http://127.0.0.1:8080, with a token it makes: it prints the inspector's URL that carries it"
+      },
       {
         command: "AGENT_TOKEN=… effect-agent serve --host 0.0.0.0 --token-env AGENT_TOKEN",
         description: "Off the loopback, with a token"
@@ -248,10 +251,71 @@ export const version = Command.make("version", {
 // Output
 // -----------------------------------------------------------------------------
 
+const supervisedOnly = "it runs no supervised sessions yet (effect-agent run does)"
+const oneRun = "it is about one run: effect-agent run's"
+
+/**
+ * Why `serve` and `runner` do not take some of `run`'s flags (given, they
+ * would be ignored, so they are refused: exit 22), by command and flag.
+ */
+const notTaken: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  serve: {
+    "--check": supervisedOnly,
+    "--verifier": supervisedOnly,
+    "--plan": supervisedOnly,
+    "--max-plan-iterations": supervisedOnly,
+    "--approve-turns": supervisedOnly,
+    "--worker": supervisedOnly,
+    "--quiet": "it shows no progress",
+    "--task": "a session's task comes in POST /sessions",
+    "--resume": "it resumes its sessions itself, from --store",
+    "--session-dir": "its sessions are kept in --store",
+    "--emit-jsonl": "each session's events are served as SSE (GET /sessions/:id/events) and kept in --store",
+    "--json": oneRun,
+    "--stdin-eof": oneRun,
+    "--session-id": oneRun,
+    "--pg": "a cluster's sessions run on effect-agent runner --pg"
+  },
+  runner: {
+    "--check": supervisedOnly,
+    "--verifier": supervisedOnly,
+    "--plan": supervisedOnly,
+    "--max-plan-iterations": supervisedOnly,
+    "--approve-turns": supervisedOnly,
+    "--worker": supervisedOnly,
+    "--quiet": "it shows no progress",
+    "--otlp": "a runner exports no traces",
+    "--task": "a session's task is its client's: effect-agent run --pg URL --task …",
+    "--system": "a session's prompt is its client's: effect-agent run --pg URL --system …",
+    "--max-turns": "a session's limits are its client's: effect-agent run --pg URL --max-turns …",
+    "--max-tokens": "a session's limits are its client's: effect-agent run --pg URL --max-tokens …",
+    "--max-cost": "a session's limits are its client's: effect-agent run --pg URL --max-cost …",
+    "--max-wall": "a session's limits are its client's: effect-agent run --pg URL --max-wall …",
+    "--resume": oneRun,
+    "--session-dir": oneRun,
+    "--emit-jsonl": oneRun,
+    "--json": oneRun,
+    "--stdin-eof": oneRun,
+    "--session-id": oneRun
+  }
+}
+
+/** For each flag of `run` that the command does not take, why. */
+const whyNotTaken = (event: CliOutput.Presenter.InvalidInvocation): ReadonlyArray<string> => {
+  const reasons = notTaken[event.commandPath.at(-1) ?? ""]
+  if (reasons === undefined) return []
+  return event.errors.flatMap((error) => {
+    if (error._tag !== "UnrecognizedOption") return []
+    const why = reasons[error.option]
+    return why === undefined ? [] : [`  ${error.option} is not taken by ${event.commandPath.join(" ")}: ${why}`]
+  })
+}
+
 /**
  * Where effect/cli's output goes: help on stdout; invalid flags on stderr,
  * as the errors and a pointer to the help (not the whole help, which would
- * bury them).
+ * bury them), and why when the flag is one of `run`'s that the command does
+ * not take.
  *
  * @since 0.1.0
  */
@@ -265,10 +329,13 @@ export const presenter = (io: Io.Service): CliOutput.Presenter => {
             return io.stdout.write(formatter.formatHelpDoc(event.helpDoc) + "\n")
           case "Version":
             return io.stdout.write(formatter.formatVersion(event.name, event.version) + "\n")
-          case "InvalidInvocation":
+          case "InvalidInvocation": {
+            const why = whyNotTaken(event).map((line) => `${line}\n`).join("")
             return io.stderr.write(
-              `${formatter.formatErrors(event.errors).trimStart()}\n\nSee: ${event.commandPath.join(" ")} --help\n`
+              `${formatter.formatErrors(event.errors).trimStart()}\n${why === "" ? "" : `\n${why}`}\n` +
+                `See: ${event.commandPath.join(" ")} --help\n`
             )
+          }
         }
       })
   }

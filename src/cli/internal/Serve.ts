@@ -3,11 +3,20 @@
  * server, its sessions run with the model and tools the flags choose (the
  * flags of `run`), kept in a store directory, resumed when it starts again.
  *
- * It listens on 127.0.0.1:8080 by default. A token (`--token-env NAME`: read
- * from that variable) is required on every route when given; without one it
- * refuses to listen on an address that is not a loopback address. With
- * `--otlp URL` the sessions' spans are exported as `run --otlp` exports a
- * run's (the agent is named `effect-agent`).
+ * It listens on 127.0.0.1:8080 by default. Every request needs a token: the
+ * one in `--token-env NAME`'s variable, or else a random one it makes and
+ * prints once, with the inspector's URL that carries it (`http://…/#token=…`:
+ * open it and the page works, nothing to type). `--without-token` serves
+ * without one, on a loopback address only, and warns loudly. Requests from
+ * web pages of other origins are refused but for those `--allow-origin`
+ * lists. With `--otlp URL` the sessions' spans are exported as `run --otlp`
+ * exports a run's (the agent is named `effect-agent`).
+ *
+ * It takes `run`'s flags that choose the model, the tools and the limits,
+ * not those of one run or of a supervised run (`--check`, `--verifier`,
+ * `--plan`, `--max-plan-iterations`, `--approve-turns`, `--worker`): the
+ * server does not run supervised sessions, and refuses them (exit 22) rather
+ * than ignore them; nor `--quiet` (it shows no progress).
  *
  * @since 0.1.0
  */
@@ -32,7 +41,8 @@ import * as Settings from "./Settings.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
 
-// `run`'s flags but those about one run (its task, session, outputs and stdin).
+// `run`'s flags but those about one run (its task, session, outputs and stdin), those of a supervised run (the
+// server runs none: given, they would be ignored, so they are not taken), and --quiet (it shows no progress).
 const {
   task: _task,
   resume: _resume,
@@ -42,6 +52,13 @@ const {
   stdinEof: _stdinEof,
   pg: _pg,
   sessionId: _sessionId,
+  quiet: _quiet,
+  check: _check,
+  verifier: _verifier,
+  plan: _plan,
+  maxPlanIterations: _maxPlanIterations,
+  approveTurns: _approveTurns,
+  worker: _worker,
   ...runFlags
 } = Flags.flags
 
@@ -61,7 +78,15 @@ export const flags = {
   host: describe(Flag.withDefault(Flag.String("host"), "127.0.0.1"), "The address to listen on (default 127.0.0.1)"),
   tokenEnv: describe(
     Flag.optional(Flag.String("token-env")),
-    "The environment variable holding the token every request must carry (required off the loopback)"
+    "The environment variable holding the token every request must carry (default: a random one, printed once)"
+  ),
+  withoutToken: describe(
+    Flag.withDefault(Flag.Boolean("without-token"), false),
+    "Serve without a token (loopback only): any program on this machine can then run agents and approve their calls"
+  ),
+  allowOrigin: describe(
+    Flag.atLeast(Flag.String("allow-origin"), 0),
+    "An origin whose web pages may call the server, e.g. http://localhost:3000 (repeatable; with CORS)"
   ),
   store: describe(
     Flag.optional(Flag.String("store")),
@@ -88,22 +113,43 @@ export const isLoopback = (host: string): boolean => {
   return name === "localhost" || name === "::1" || /^127(\.\d{1,3}){3}$/.test(name)
 }
 
+/** The server's token: from `--token-env`'s variable, none with `--without-token`, or a random one (`generated`). */
 const tokenOf = (flags: ServeFlags, env: Readonly<Record<string, string | undefined>>) =>
   Effect.gen(function*() {
     const name = Option.getOrUndefined(flags.tokenEnv)
-    if (name === undefined) {
-      if (isLoopback(flags.host)) return undefined
-      return yield* configError(
-        `--host ${flags.host} is not a loopback address: anyone who reaches it could run agents; ` +
-          "give a token with --token-env NAME (or listen on 127.0.0.1)"
-      )
+    if (flags.withoutToken) {
+      if (name !== undefined) return yield* configError("--without-token and --token-env: give one of them")
+      if (!isLoopback(flags.host)) {
+        return yield* configError(
+          `--host ${flags.host} is not a loopback address: anyone who reaches it could run agents; ` +
+            "--without-token is for the loopback only (leave it out: a token is made and printed)"
+        )
+      }
+      return { token: undefined, generated: false }
     }
+    if (name === undefined) return { token: AgentServer.randomToken(), generated: true }
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) {
       return yield* configError(`--token-env: ${JSON.stringify(name)} is not an environment variable name`)
     }
     const value = env[name]
     if (value === undefined || value.trim() === "") return yield* configError(`--token-env: ${name} is not set`)
-    return Redacted.make(value)
+    return { token: Redacted.make(value), generated: false }
+  })
+
+/** The `--allow-origin` values as origins (`scheme://host[:port]`), or the first that is not one. */
+const originsOf = (values: ReadonlyArray<string>) =>
+  Effect.forEach(values, (value) => {
+    try {
+      const url = new URL(value)
+      if ((url.protocol === "http:" || url.protocol === "https:") && (url.pathname === "/" && url.search === "")) {
+        return Effect.succeed(url.origin)
+      }
+    } catch {
+      // not a URL
+    }
+    return Effect.fail(
+      configError(`--allow-origin: ${JSON.stringify(value)} is not an origin (http(s)://host[:port], e.g. http://localhost:3000)`)
+    )
   })
 
 /**
@@ -120,7 +166,8 @@ export const serve = (flags: ServeFlags) =>
     ;(yield* OnInterrupt).code = codes.ok
     const note = (text: string) => io.stderr.write(`effect-agent serve: ${text}\n`)
     const place = { cwd: io.cwd, env: io.env }
-    const token = yield* tokenOf(flags, io.env)
+    const { token, generated } = yield* tokenOf(flags, io.env)
+    const allowedOrigins = yield* originsOf(flags.allowOrigin)
     const otlp = Settings.tracesUrl(Option.getOrUndefined(flags.otlp))
     if (Result.isFailure(otlp)) return yield* configError(otlp.failure)
     const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
@@ -157,7 +204,8 @@ export const serve = (flags: ServeFlags) =>
     )
     const server = AgentServer.layer({
       directory: store,
-      token,
+      token: token ?? "none",
+      allowedOrigins,
       name: Runner.agentName,
       system: Option.getOrUndefined(flags.system),
       config,
@@ -175,7 +223,22 @@ export const serve = (flags: ServeFlags) =>
     yield* Effect.gen(function*() {
       const url = yield* HttpServer.addressFormattedWith(Effect.succeed)
       note(`listening on ${url}${token === undefined ? "" : " (a token is required)"}; sessions in ${store}`)
-      io.stdout.write(JSON.stringify({ url, store }) + "\n")
+      const inspector = AgentServer.inspectorUrl(url, generated ? token : undefined)
+      if (token === undefined) {
+        note(
+          "WARNING: serving WITHOUT A TOKEN (--without-token): any program on this machine can start sessions " +
+            "and approve their calls"
+        )
+        note(`the inspector: ${inspector}`)
+      } else if (generated) {
+        note(`the token was made for this run; open the inspector with it: ${inspector}`)
+      } else {
+        note(`the inspector: ${inspector} (give it the token in ${Option.getOrElse(flags.tokenEnv, () => "")})`)
+      }
+      io.stdout.write(
+        JSON.stringify({ url, store, inspector, ...(generated && token !== undefined ? { token: Redacted.value(token) } : {}) }) +
+          "\n"
+      )
       return yield* Effect.never
     }).pipe(
       Effect.provide(server),

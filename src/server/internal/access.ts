@@ -1,19 +1,37 @@
 /**
- * Who may use the server: the token check, the `Host` check of a server
- * without a token, and the limit on request bodies.
+ * Who may use the server: the token (a random one when none is given), the
+ * `Origin` check and the JSON-only bodies that keep web pages of other
+ * origins out, the `Host` check of a server without a token, and the limit
+ * on request bodies.
  *
  * @internal
  */
 import { ByteSize, Cause, Effect, Redacted } from "effect"
 import {
   HttpIncomingMessage,
+  HttpMiddleware,
   HttpRouter,
   HttpServerRequest,
   HttpServerRespondable,
   HttpServerResponse
 } from "effect/http"
 import * as NodeCrypto from "node:crypto"
-import { MisdirectedRequest, PayloadTooLarge, ServerStopping, Unauthorized } from "./problems.ts"
+import {
+  ForbiddenOrigin,
+  MisdirectedRequest,
+  PayloadTooLarge,
+  ServerStopping,
+  Unauthorized,
+  UnsupportedMediaType
+} from "./problems.ts"
+
+/** A new random token: 32 bytes from the system's CSPRNG, as base64url (safe in a URL's fragment). */
+export const randomToken = (): Redacted.Redacted<string> =>
+  Redacted.make(NodeCrypto.randomBytes(32).toString("base64url"))
+
+/** The inspector's URL at `baseUrl` that gives the page the token (in the fragment, which is never sent). */
+export const inspectorUrl = (baseUrl: string, token?: Redacted.Redacted<string> | undefined): string =>
+  token === undefined ? `${baseUrl}/` : `${baseUrl}/#token=${encodeURIComponent(Redacted.value(token))}`
 
 const digest = (text: string) => NodeCrypto.createHash("sha256").update(text).digest()
 
@@ -42,6 +60,53 @@ const hostName = (host: string): string => {
   return (colon === -1 ? host : host.slice(0, colon)).toLowerCase()
 }
 
+/**
+ * An origin as browsers send it in `Origin` (`scheme://host[:port]`, lower
+ * case, without a default port); what is not a URL is kept as it is, lower
+ * case (and so matches nothing a browser sends but itself).
+ */
+export const normalizeOrigin = (origin: string): string => {
+  const text = origin.trim().toLowerCase()
+  try {
+    const parsed = new URL(text)
+    return parsed.origin === "null" ? text : parsed.origin
+  } catch {
+    return text
+  }
+}
+
+/** The `host[:port]` of a `Host` header as a URL would have it (a default port dropped), or `undefined`. */
+const hostOf = (host: string): string | undefined => {
+  try {
+    return new URL(`http://${host}`).host
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Whether a request's `Origin` may use the server: the server's own (the
+ * origin's host is the request's `Host`), or one of `listed`.
+ */
+const originAllowed = (origin: string, host: string | undefined, listed: ReadonlySet<string>): boolean => {
+  const normalized = normalizeOrigin(origin)
+  if (listed.has(normalized)) return true
+  if (host === undefined) return false
+  try {
+    const parsed = new URL(normalized)
+    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.host === hostOf(host)
+  } catch {
+    return false
+  }
+}
+
+/** The methods that only read: every other method must carry a JSON body. */
+const reading: ReadonlySet<string> = new Set(["GET", "HEAD", "OPTIONS"])
+
+/** Whether a `Content-Type` is `application/json` (parameters such as `charset` allowed). */
+const isJson = (contentType: string | undefined): boolean =>
+  contentType !== undefined && contentType.split(";", 1)[0]!.trim().toLowerCase() === "application/json"
+
 /** Adds a challenge to a `401`, so that a browser asks for the token (as a password) and sends it. */
 const challenge = (response: HttpServerResponse.HttpServerResponse) =>
   response.status === 401
@@ -55,15 +120,22 @@ const isBodyTooLarge = (defect: unknown): boolean => {
 }
 
 /**
- * The router middleware of every route: the body limit (a larger body is a
- * `413` problem), the `Host` check when there is no token, the Basic
- * challenge on a `401`, and, once the server is stopping, a `503` that
- * closes the connection (so that clients holding connections open, such as
- * browsers, do not hold up the server's stop).
+ * The router middleware of every route, in this order: once the server is
+ * stopping, a `503` that closes the connection (so that clients holding
+ * connections open, such as browsers, do not hold up the server's stop); the
+ * `Host` check when there is no token (`421`); the `Origin` check (`403`: a
+ * request a browser sends from a page of another origin, unless listed;
+ * requests without `Origin`, from programs, pass); a JSON body on every
+ * request that is not a read (`415` otherwise: a page can send a body
+ * without a type, or as `text/plain`, to any origin without asking, but not
+ * as `application/json`); CORS headers and preflights for the listed
+ * origins; the body limit (a larger body is a `413`); the Basic challenge on
+ * a `401`.
  */
 export const middleware = (options: {
   readonly maxBodyBytes: number
   readonly allowedHosts: ReadonlyArray<string> | undefined
+  readonly allowedOrigins: ReadonlyArray<string>
   readonly stopping: () => boolean
 }) => {
   const stopping = new ServerStopping({ detail: "the server is stopping; its runs are saved: retry soon" })
@@ -73,6 +145,15 @@ export const middleware = (options: {
     detail: `the body is larger than ${options.maxBodyBytes} bytes`
   })
   const hosts = options.allowedHosts === undefined ? undefined : new Set(options.allowedHosts.map(hostName))
+  const listed: ReadonlySet<string> = new Set(options.allowedOrigins.map(normalizeOrigin))
+  // Pages of the listed origins call with a token and a JSON body: their browsers ask first (a preflight).
+  const cors = listed.size === 0 ? undefined : HttpMiddleware.cors({
+    // Only given requests from a listed origin (below), so every origin it sees is allowed.
+    allowedOrigins: () => true,
+    allowedMethods: ["GET", "POST"],
+    allowedHeaders: ["authorization", "content-type", "last-event-id"],
+    maxAge: 600
+  })
   return HttpRouter.middleware((httpEffect) =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -88,9 +169,31 @@ export const middleware = (options: {
           )
         }
       }
+      const origin = request.headers.origin
+      if (origin !== undefined && !originAllowed(origin, request.headers.host, listed)) {
+        return yield* HttpServerRespondable.toResponse(
+          new ForbiddenOrigin({
+            origin,
+            detail: `requests from ${origin} are not accepted: only this server's own origin` +
+              (listed.size === 0 ? "" : ` and ${Array.from(listed).join(", ")}`)
+          })
+        )
+      }
+      if (!reading.has(request.method) && !isJson(request.headers["content-type"])) {
+        const contentType = request.headers["content-type"] ?? ""
+        return yield* HttpServerRespondable.toResponse(
+          new UnsupportedMediaType({
+            contentType,
+            detail: `send the body as JSON, with Content-Type: application/json (not ${
+              contentType === "" ? "no Content-Type" : contentType
+            })`
+          })
+        )
+      }
       const length = Number(request.headers["content-length"] ?? "0")
       if (length > options.maxBodyBytes) return yield* HttpServerRespondable.toResponse(tooLarge)
-      const response = yield* httpEffect.pipe(
+      const crossOrigin = cors !== undefined && origin !== undefined && listed.has(normalizeOrigin(origin))
+      const response = yield* (crossOrigin ? cors(httpEffect) : httpEffect).pipe(
         Effect.provideService(HttpIncomingMessage.MaxBodySize, limit),
         Effect.catchCause((cause) => {
           const defect = cause.reasons.find(Cause.isDieReason)

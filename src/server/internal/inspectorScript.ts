@@ -10,6 +10,17 @@
  * steers, follows up and cancels through `POST /sessions/:id/control`, and
  * shows a trajectory file dropped on it (or chosen) without a server.
  *
+ * The server's token comes in the page's URL, in its fragment (`/#token=…`,
+ * never sent to a server, and `&session=ID` to open one): the page keeps it
+ * for its tab (`sessionStorage`), takes it out of the address bar, and sends
+ * it with every request as `Authorization: Bearer`.
+ *
+ * The approval bar shows the arguments of each waiting call as they are:
+ * compact JSON, whitespace other than single spaces and invisible or
+ * direction-changing characters shown as marks (`⟨4000 spaces⟩`,
+ * `⟨U+202E⟩`), so that nothing is hidden beside the Approve button; past
+ * 2,000 characters it cuts them, and says so, pointing to the call's card.
+ *
  * A view is one run's place in the page: the session's run, or a sub-agent's
  * run (its `Nested` events), shown in a collapsible box inside the card of
  * the tool call that runs it, by the same handlers. A supervised run's worker
@@ -45,7 +56,32 @@ export const script = String.raw`
   var money = function (usd) { return usd === undefined || usd === null ? "" : "$" + Number(usd).toFixed(4); };
   var seconds = function (ms) { return (ms / 1000).toFixed(1) + " s"; };
 
+  // The server's token: from the fragment of the URL the server printed, kept for this tab.
+  var tokenKey = "effect-agent-token";
+  var storedToken = function () {
+    try { return sessionStorage.getItem(tokenKey); } catch (e) { return null; }
+  };
+  /** The session to open, from the fragment (#ID, or #token=…&session=ID); a token in it is kept, and removed. */
+  var fromFragment = function () {
+    var fragment = location.hash.slice(1);
+    if (fragment.indexOf("token=") === -1) return decodeURIComponent(fragment);
+    var params = new URLSearchParams(fragment);
+    var token = params.get("token");
+    if (token) {
+      state.token = token;
+      try { sessionStorage.setItem(tokenKey, token); } catch (e) { /* kept for this page only */ }
+    }
+    var session = params.get("session") || "";
+    history.replaceState(null, "", location.pathname + location.search + (session ? "#" + encodeURIComponent(session) : ""));
+    return session;
+  };
+  var authorize = function (headers) {
+    if (state.token) headers.authorization = "Bearer " + state.token;
+    return headers;
+  };
+
   var state = {
+    token: storedToken(),
     sessions: [],
     selected: null,   // session id followed live
     view: null,       // the timeline being shown
@@ -66,7 +102,7 @@ export const script = String.raw`
   };
 
   var api = function (method, path, body) {
-    var init = { method: method, headers: {} };
+    var init = { method: method, headers: authorize({}) };
     if (body !== undefined) {
       init.headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -273,6 +309,79 @@ export const script = String.raw`
     return box;
   };
 
+  /** The most of a waiting call's arguments the bar shows; past it, the cut is marked. */
+  var barLimit = 2000;
+  // Whitespace but a single space, and characters that are invisible or change the text's direction.
+  var hiding = /[\s\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}]+/gu;
+  var codePoint = function (c) { return "U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0"); };
+  /** A mark for a run of such characters: how many of each, in order (⟨4000 spaces⟩, ⟨U+202E⟩). */
+  var markOf = function (run) {
+    var parts = [];
+    var chars = Array.from(run);
+    for (var i = 0; i < chars.length;) {
+      var j = i;
+      while (j < chars.length && chars[j] === chars[i]) j++;
+      var name = chars[i] === " " ? "space" : codePoint(chars[i]);
+      parts.push(name === "space" ? (j - i) + (j - i === 1 ? " space" : " spaces") : (j - i > 1 ? (j - i) + " × " : "") + name);
+      i = j;
+    }
+    return "⟨" + parts.join(", ") + "⟩";
+  };
+  // In a call's card, where the arguments keep their layout: what draws nothing or turns the text around.
+  var invisible = /(?:(?![ \n])[\s\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}])+/gu;
+  /** Puts a call's arguments in its card as text, each run of invisible characters as a mark. */
+  var showArgs = function (node, text) {
+    node.textContent = "";
+    var last = 0;
+    var match;
+    invisible.lastIndex = 0;
+    while ((match = invisible.exec(text)) !== null) {
+      if (match.index > last) node.appendChild(document.createTextNode(text.slice(last, match.index)));
+      node.appendChild(el("span", "mark", markOf(match[0])));
+      last = match.index + match[0].length;
+    }
+    if (last < text.length) node.appendChild(document.createTextNode(text.slice(last)));
+  };
+  /**
+   * A call's arguments as the bar shows them: compact JSON (so every whitespace in it is the arguments' own),
+   * each run of hiding characters as a mark, and, past the limit, a plain mark of the cut.
+   */
+  var shownArguments = function (params) {
+    var text;
+    try { text = JSON.stringify(params); } catch (e) { text = String(params); }
+    if (text === undefined) text = String(params);
+    var box = el("code", "arguments");
+    box.dataset.testid = "pending-arguments";
+    var room = barLimit;
+    var cut = false;
+    /** Adds text up to the room left; false once it is cut. */
+    var add = function (piece) {
+      var part = piece.slice(0, room);
+      if (part) box.appendChild(document.createTextNode(part));
+      room -= part.length;
+      return part.length === piece.length;
+    };
+    var last = 0;
+    var match;
+    hiding.lastIndex = 0;
+    while ((match = hiding.exec(text)) !== null) {
+      if (!add(text.slice(last, match.index))) { cut = true; break; }
+      last = match.index + match[0].length;
+      if (match[0] === " ") { if (!add(" ")) { cut = true; break; } continue; }
+      if (room <= 0) { cut = true; break; }
+      box.appendChild(el("span", "mark", markOf(match[0])));
+      room -= 1;
+    }
+    if (!cut && !add(text.slice(last))) cut = true;
+    if (cut) {
+      var mark = el("span", "cut", " ✂ cut: the arguments are " + text.length +
+        " characters; read them whole in the call's card below before you approve");
+      mark.dataset.testid = "pending-cut";
+      box.appendChild(mark);
+    }
+    return box;
+  };
+
   /** The calls waiting for approval, the sub-agents' too (named by their path), in the bar above the timeline. */
   var renderPending = function (view) {
     var top = view.top;
@@ -284,7 +393,7 @@ export const script = String.raw`
       var item = el("div", "pending-item");
       item.appendChild(el("span", "label", "waiting for approval"));
       item.appendChild(el("span", "call-name", waiting.view.path.concat([event.toolName]).join(" › ")));
-      item.appendChild(el("code", null, json(event.params).slice(0, 200)));
+      item.appendChild(shownArguments(event.params));
       var buttons = approvalButtons(top, event);
       if (buttons) item.appendChild(buttons);
       bar.appendChild(item);
@@ -360,7 +469,7 @@ export const script = String.raw`
       if (d.type === "toolCall") {
         var call = callCard(view, d.id, d.name);
         call.raw += d.delta;
-        call.args.textContent = call.raw;
+        showArgs(call.args, call.raw);
         return;
       }
       if (!view.assistant) handlers.MessageStart(view, { role: "assistant" });
@@ -381,7 +490,7 @@ export const script = String.raw`
         (m.content || []).forEach(function (p) {
           if (p.type === "toolCall") {
             var call = callCard(view, p.id, p.name);
-            call.args.textContent = json(p.params);
+            showArgs(call.args, json(p.params));
           }
         });
         if (m.errorMessage) row(view, "error", "error", m.errorMessage);
@@ -394,7 +503,7 @@ export const script = String.raw`
     },
     ToolExecutionStart: function (view, e) {
       var call = callCard(view, e.toolCallId, e.toolName);
-      call.args.textContent = json(e.params);
+      showArgs(call.args, json(e.params));
       setStatus(call, "running", "running");
     },
     ToolExecutionUpdate: function (view, e) {
@@ -414,7 +523,7 @@ export const script = String.raw`
     },
     ApprovalRequested: function (view, e) {
       var call = callCard(view, e.toolCallId, e.toolName);
-      call.args.textContent = json(e.params);
+      showArgs(call.args, json(e.params));
       setStatus(call, "waiting for approval", "waiting");
       call.approval.classList.remove("hidden");
       call.approval.textContent = "";
@@ -742,7 +851,7 @@ export const script = String.raw`
     var attempt = 0;
     var connect = function () {
       if (controller.signal.aborted) return;
-      var headers = {};
+      var headers = authorize({});
       if (view.lastId >= 0) headers["last-event-id"] = String(view.lastId);
       setConnection(attempt === 0 ? "connecting" : "reconnecting (" + attempt + ")");
       var path = "/sessions/" + encodeURIComponent(id) + "/events";
@@ -877,8 +986,8 @@ export const script = String.raw`
     if (file) openFile(file);
   });
 
+  var wanted = fromFragment();
   refresh().then(function () {
-    var wanted = decodeURIComponent(location.hash.slice(1));
     if (wanted && state.sessions.some(function (s) { return s.id === wanted; })) select(wanted);
   });
   setInterval(refresh, 1500);

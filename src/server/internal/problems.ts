@@ -61,6 +61,34 @@ export class Unauthorized extends HttpApiError.Problem<Unauthorized>()("Unauthor
 }) {}
 
 /**
+ * The request comes from a web page of another origin (`403`): its `Origin`
+ * is neither the server's own nor one the server lists (`allowedOrigins`),
+ * so that a page the user happens to open cannot use the server.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class ForbiddenOrigin extends HttpApiError.Problem<ForbiddenOrigin>()("ForbiddenOrigin", {
+  type: "urn:effect-agent:problem:forbidden-origin",
+  status: 403,
+  title: "Requests from this origin are not accepted"
+}, { origin: Schema.String }) {}
+
+/**
+ * A request that changes state without a JSON body (`415`): every `POST`
+ * must say `Content-Type: application/json`, which a web page of another
+ * origin cannot send without the server's consent (a CORS preflight).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class UnsupportedMediaType extends HttpApiError.Problem<UnsupportedMediaType>()("UnsupportedMediaType", {
+  type: "urn:effect-agent:problem:unsupported-media-type",
+  status: 415,
+  title: "The body must be JSON (Content-Type: application/json)"
+}, { contentType: Schema.String }) {}
+
+/**
  * The request body is larger than the server takes (`413`).
  *
  * @category errors
