@@ -103,6 +103,12 @@ export const Checkpoint = Schema.Struct({
   approvedPlanValue: Schema.optionalKey(Schema.Unknown),
   /** The message the next worker turn gets (re-sent on resume). */
   pendingMessage: Schema.String,
+  /**
+   * The pending message is feedback the turn gate (`approveTurns`) had not
+   * approved when this was saved: a resumed run asks the gate again before
+   * the worker gets it (and refuses to go on without a gate to ask).
+   */
+  awaitingApproval: Schema.optionalKey(Schema.Boolean),
   /** Act turns completed. */
   turns: Schema.Finite,
   usage: Usage,
@@ -418,6 +424,8 @@ const supervise = <R, RW, P>(
       lastReply: undefined as string | undefined,
       /** The first worker turn of a run resumed in the middle of a turn continues it. */
       continueTurn: resume?.inTurn === true,
+      /** The pending message is feedback the turn gate has not approved yet. */
+      awaitingApproval: resume?.awaitingApproval === true,
       replyRepeats: 0
     }
     const startedAt = (yield* Clock.currentTimeMillis) - (resume?.elapsedMs ?? 0)
@@ -479,6 +487,7 @@ const supervise = <R, RW, P>(
           ...(outcome === undefined ? {} : { outcome }),
           // Until the turn it was saved in goes on, a checkpoint of a run resumed in the middle of one says so.
           ...(s.continueTurn ? { inTurn: true } : {}),
+          ...(s.awaitingApproval ? { awaitingApproval: true } : {}),
           ...(agentState === undefined ? {} : { agentState })
         }
         yield* options.checkpoint!.save(checkpoint)
@@ -626,11 +635,45 @@ const supervise = <R, RW, P>(
         }
       })
 
+    /**
+     * The turn gate: with `approveTurns`, the operator approves the feedback, replaces it or interrupts the run
+     * before it goes out. It is saved as awaiting approval first, so that a run stopped while the gate waits asks
+     * again when it is resumed, and saved again once decided.
+     */
+    const gate = (approvals: Approvals.Service | undefined, feedbackText: string) =>
+      Effect.gen(function*() {
+        let text = feedbackText
+        const decideTurn = approvals?.decideTurn
+        if (options.approveTurns === true && decideTurn !== undefined) {
+          yield* emit({ _tag: "TurnApprovalRequested", feedback: text })
+          const decision = yield* decideTurn({ runId, turn: s.turn, feedback: text })
+          if (decision._tag === "Interrupt") return yield* Effect.interrupt
+          if (decision._tag === "Replace") text = decision.feedback
+          s.awaitingApproval = false
+          yield* save("act", text)
+        }
+        yield* emit({ _tag: "FeedbackSent", feedback: text, failing: failingNames() })
+        return text
+      })
+
     /** The act phase: turns until the checks pass or something ends the run. */
     const actPhase = (approvals: Approvals.Service | undefined, firstMessage: string) =>
       Effect.gen(function*() {
         let message = firstMessage
-        yield* save("act", message)
+        if (s.awaitingApproval) {
+          // Resumed while the gate waited: the feedback has not been approved, so the gate is asked again.
+          if (options.approveTurns !== true || approvals?.decideTurn === undefined) {
+            return yield* new ConfigError({
+              field: "approveTurns",
+              rule: "the run was saved while its feedback waited for the turn gate: resume it with approveTurns " +
+                "and an Approvals service that has decideTurn"
+            })
+          }
+          yield* checkBudgets(true)
+          message = yield* gate(approvals, message)
+        } else {
+          yield* save("act", message)
+        }
         while (true) {
           yield* checkBudgets(true)
           s.turn += 1
@@ -643,20 +686,11 @@ const supervise = <R, RW, P>(
             if (!verdict.some(Check.blocks)) return { _tag: "Converged", turns: s.turn } as const
           }
           yield* watch(s.last, reply.text)
-          let text = feedback(s.turn, s.last, lines)
+          const text = feedback(s.turn, s.last, lines)
+          s.awaitingApproval = options.approveTurns === true && approvals?.decideTurn !== undefined
           yield* save("act", text)
           yield* checkBudgets(true)
-          if (options.approveTurns === true && approvals?.decideTurn !== undefined) {
-            yield* emit({ _tag: "TurnApprovalRequested", feedback: text })
-            const decision = yield* approvals.decideTurn({ runId, turn: s.turn, feedback: text })
-            if (decision._tag === "Interrupt") return yield* Effect.interrupt
-            if (decision._tag === "Replace") {
-              text = decision.feedback
-              yield* save("act", text)
-            }
-          }
-          yield* emit({ _tag: "FeedbackSent", feedback: text, failing: failingNames() })
-          message = text
+          message = yield* gate(approvals, text)
         }
       })
 

@@ -258,3 +258,69 @@ describe("SupervisedSession: stopped while a call that is not replay-safe runs",
       assert.strictEqual(result.state.messages.filter((m) => m.role === "user").length, 1)
     }))
 })
+
+describe("SupervisedSession: stopped while the turn gate waits (approveTurns)", () => {
+  it.effect("attack: interrupted at the gate, then resumed: the unapproved feedback does not reach the worker; the gate is asked again", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const files = new Map<string, string>()
+      const asked: Array<Worker.TurnRequest> = []
+      const worker = Worker.make("w", (request) =>
+        Effect.sync(() => {
+          asked.push(request)
+          files.set("ok.txt", asked.length === 1 ? "no" : "yes")
+          return { text: `turn ${asked.length}`, usage: { inputTokens: 1, outputTokens: 1 }, resumeToken: undefined }
+        }))
+      // Process 1: the gate waits for an operator who never answers; the run is stopped there.
+      const waiting = yield* Deferred.make<Approvals.TurnRequest>()
+      const silent: Approvals.Service = {
+        decide: () => Effect.succeed(Approvals.approved),
+        decideTurn: (request) => Effect.andThen(Deferred.succeed(waiting, request), Effect.never)
+      }
+      const fiber = yield* Effect.forkChild(
+        SupervisedSession.run({ id: "g", store, task, checks: [okCheck(files)], approveTurns: true, worker }).pipe(
+          Effect.provideService(Approvals.Approvals, silent)
+        )
+      )
+      const pending = yield* Deferred.await(waiting)
+      yield* Fiber.interrupt(fiber)
+      const saved = yield* SupervisedSession.load("g", store)
+      assert.deepStrictEqual([saved.phase, saved.turns, saved.awaitingApproval], ["act", 1, true])
+      assert.strictEqual(saved.pendingMessage, pending.feedback)
+      assert.strictEqual(asked.length, 1)
+
+      // Resumed without a gate to ask: refused before any turn, and the checkpoint stays as it was.
+      const ungated = yield* Effect.flip(SupervisedSession.resume({ id: "g", store, checks: [okCheck(files)], worker }))
+      assert.deepStrictEqual([ungated._tag, ungated._tag === "ConfigError" && ungated.field], ["ConfigError", "approveTurns"])
+      assert.strictEqual(asked.length, 1)
+      assert.deepStrictEqual(yield* SupervisedSession.load("g", store), saved)
+
+      // Resumed with the gate: it is asked the same feedback before the worker gets anything; the replacement goes.
+      const requests: Array<Approvals.TurnRequest> = []
+      const events: Array<AgentEvent.AgentEvent> = []
+      const operator: Approvals.Service = {
+        decide: () => Effect.succeed(Approvals.approved),
+        decideTurn: (request) =>
+          Effect.sync(() => {
+            requests.push(request)
+            return { _tag: "Replace", feedback: "Write yes into ok.txt." } as const
+          })
+      }
+      const result = yield* SupervisedSession.resume({
+        id: "g",
+        store,
+        checks: [okCheck(files)],
+        approveTurns: true,
+        worker,
+        onEvent: (event) => Effect.sync(() => void events.push(event))
+      }).pipe(Effect.provideService(Approvals.Approvals, operator))
+      assert.deepStrictEqual(requests.map((r) => [r.turn, r.feedback]), [[1, pending.feedback]])
+      assert.deepStrictEqual(asked.slice(1).map((r) => r.message), ["Write yes into ok.txt."])
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      const tags = events.map((e) => e._tag).filter((tag) =>
+        tag === "TurnApprovalRequested" || tag === "FeedbackSent" || tag === "WorkerTurnStart"
+      )
+      assert.deepStrictEqual(tags, ["TurnApprovalRequested", "FeedbackSent", "WorkerTurnStart"])
+      assert.isUndefined((yield* SupervisedSession.load("g", store)).awaitingApproval)
+    }))
+})

@@ -619,7 +619,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       const steering = yield* Steering.make()
       const eof = yield* Deferred.make<void>()
       const asks = settings.target.approve === "ask"
-      const interactive = asks || flags.approveTurns ? yield* Approvals.interactive() : undefined
+      // A resumed supervised session keeps its turn gate (its run.json's), with or without --approve-turns now.
+      const approveTurns = settings.supervision?.approveTurns === true
+      const interactive = asks || approveTurns ? yield* Approvals.interactive() : undefined
       const untilEof = interactive === undefined ? undefined : Control.approvalsUntilEof(interactive, eof)
       const policy = settings.target.approve === "all"
         ? Approvals.allowAll
@@ -628,7 +630,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       const approvals: Approvals.Service = {
         decide: asks && untilEof !== undefined ? untilEof.decide : policy.decide,
         decidePlan: asks ? untilEof?.decidePlan : undefined,
-        decideTurn: flags.approveTurns ? untilEof?.decideTurn : undefined
+        decideTurn: approveTurns ? untilEof?.decideTurn : undefined
       }
       if (controlled) {
         const lines = stdinIsTerminal && "typing" in shown
