@@ -6,9 +6,9 @@
  * observers (one AgentStart, one AgentEnd in all).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Fiber, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { type AgentEvent, Approvals, Message, Output, ToolRegistry } from "effect-agent"
+import { type AgentEvent, Approvals, Message, Output, RunState, Steering, ToolRegistry } from "effect-agent"
 import { AgentWorker, Check, Supervisor, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
 
@@ -197,5 +197,90 @@ describe("AgentWorker: a typed plan (planOutput)", () => {
       assert.strictEqual(error._tag, "ConfigError")
       assert.include(error.message, "the claude worker gives its plan as text only")
       assert.strictEqual(turns, 0)
+    }))
+})
+
+describe("Supervisor.run: steering (issue 29, item 10)", () => {
+  it.effect("attack: a cancel while our loop's model call runs ends the supervised run Cancelled; the transcript is valid", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const hanging = ScriptedModel.layer([{ text: "thinking", hang: true }])
+      const fiber = yield* Effect.forkChild(
+        Supervisor.run({
+          task: "write ok.txt",
+          steering,
+          checks: [Check.make("ok", Effect.succeed({ status: "fail", summary: "never" }))],
+          baseline: false,
+          onEvent: (event) => event._tag === "TurnStart" ? steering.cancel("enough") : Effect.void
+        }).pipe(Effect.provide(Layer.merge(hanging, tools)))
+      )
+      const result = yield* Fiber.join(fiber)
+      assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "enough" })
+      assert.strictEqual(RunState.validate(result.state), undefined)
+      assert.strictEqual(result.turns, 1)
+      assert.deepStrictEqual(result.checks, [])
+    }))
+
+  it.effect("attack: a cancel while the operator is asked, or while a check runs, ends the supervised run at once", () =>
+    Effect.gen(function*() {
+      for (const where of ["gate", "check"] as const) {
+        const steering = yield* Steering.make()
+        const worker = Worker.make("w", () =>
+          Effect.succeed({ text: "tried", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined }))
+        const check = Check.make(
+          "slow",
+          where === "check"
+            ? Effect.andThen(steering.cancel("stop the check"), Effect.never)
+            : Effect.succeed({ status: "fail", summary: "no" })
+        )
+        const approvals: Approvals.Service = {
+          decide: () => Effect.succeed(Approvals.approved),
+          decideTurn: () => Effect.andThen(steering.cancel("stop the gate"), Effect.never)
+        }
+        const result = yield* Supervisor.run({ task: "t", worker, steering, checks: [check], baseline: false, approveTurns: true })
+          .pipe(Effect.provideService(Approvals.Approvals, approvals))
+        assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: where === "check" ? "stop the check" : "stop the gate" })
+      }
+    }))
+
+  it.effect("attack: steer and followUp reach our loop's turn; what an external worker cannot take comes back undelivered", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const events: Array<AgentEvent.AgentEvent> = []
+      const model = ScriptedModel.layer([
+        { toolCalls: [{ name: "lookup", params: { q: "x" } }] },
+        { text: "looked it up" },
+        { text: "and the summary" }
+      ])
+      const result = yield* Supervisor.run({
+        task: "look x up",
+        steering,
+        onEvent: (event) =>
+          Effect.andThen(
+            Effect.sync(() => void events.push(event)),
+            event._tag === "ToolExecutionStart"
+              ? Effect.andThen(steering.steer("Use metric units."), steering.followUp("Now the summary."))
+              : Effect.void
+          )
+      }).pipe(Effect.provide(Layer.merge(model, tools)))
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
+      assert.strictEqual(result.reply, "and the summary")
+      const delivered = events.flatMap((e) =>
+        e._tag === "SteeringDelivered" || e._tag === "FollowUpDelivered" ? [[e._tag, e.messages.map(Message.textOf)]] : []
+      )
+      assert.deepStrictEqual(delivered, [
+        ["SteeringDelivered", ["Use metric units."]],
+        ["FollowUpDelivered", ["Now the summary."]]
+      ])
+
+      const other = yield* Steering.make()
+      const external = Worker.make("cli", () =>
+        Effect.andThen(
+          Effect.andThen(other.steer("steer me"), other.followUp("follow me")),
+          Effect.succeed({ text: "done", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined })
+        ))
+      const undelivered = yield* Supervisor.run({ task: "t", worker: external, steering: other })
+      assert.deepStrictEqual(undelivered.state.steering.map(Message.textOf), ["steer me"])
+      assert.deepStrictEqual(undelivered.state.followUps.map(Message.textOf), ["follow me"])
     }))
 })

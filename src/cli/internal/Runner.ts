@@ -638,7 +638,13 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
           : Control.lines(stdio.stdin)
         yield* Effect.forkScoped(Control.serve({
           lines,
-          target: { steering, approvals: interactive },
+          target: {
+            steering,
+            approvals: interactive,
+            messagesRefused: settings.supervision === undefined || settings.supervision.worker === "agent"
+              ? undefined
+              : `the ${settings.supervision.worker} worker (a CLI run) takes no steering or follow-ups, only cancel`
+          },
           onEof: settings.stdinEof,
           eof,
           report: (text) => Effect.sync(() => shown.note(text))
@@ -720,6 +726,8 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
             maxWallClock: supervision.maxWallMs,
             agent: { system: settings.system, config: inner, readOnlyTools: [] },
             onEvent: yield* PluginEvents.deliverTo(plugins),
+            // cancel ends the supervised run; steer and follow_up reach our loop (an external worker refuses them)
+            steering,
             ...(worker === undefined ? {} : { worker })
           }
           if (session === undefined) return yield* Supervisor.run({ ...options, task: task ?? "" })
