@@ -608,6 +608,12 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
     const program = Effect.gen(function*() {
       const settings = yield* Settings.resolve(flags, { cwd: io.cwd, env: io.env, stdinIsTerminal })
       json = settings.json
+      // The result and the events on stdout are records too: not in a file the agent can replace.
+      const record = settings.json ? "--json" : settings.emitJsonl === "-" ? "--emit-jsonl -" : undefined
+      if (record !== undefined && io.stdout.file !== undefined) {
+        const worker = settings.supervision?.worker
+        yield* SessionFiles.checkOutside(record, io.stdout.file, settings.target, worker, `stdout (${io.stdout.file})`)
+      }
       // Stdin carries the control lines, unless it carries the task.
       const controlled = settings.task !== undefined || settings.session?.resume === true
       const shown = yield* makeView(settings, controlled && stdinIsTerminal)
