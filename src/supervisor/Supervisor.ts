@@ -469,17 +469,18 @@ const supervise = <R, RW, P>(
 
     const cancelled = steering?.cancelled
     const cancelStop = (reason: string) => new Stop({ outcome: { _tag: "Cancelled", reason } })
-    /** What waits (the checks, the operator, an external worker's turn) gives way to a cancel at once. */
-    const cancellable = <A, E, R2>(effect: Effect.Effect<A, E, R2>): Effect.Effect<A, E | Stop, R2> =>
-      cancelled === undefined
-        ? effect
-        : Effect.raceFirst(effect, Effect.flatMap(Deferred.await(cancelled), (reason) => Effect.fail(cancelStop(reason))))
-    /** Ends the run if it was cancelled (before and after each worker turn). */
+    /** Ends the run if it was cancelled (before and after each worker turn, and before anything that waits). */
     const checkCancelled = Effect.suspend(() =>
       cancelled !== undefined && Deferred.isDoneUnsafe(cancelled)
         ? Effect.flatMap(Deferred.await(cancelled), (reason) => Effect.fail(cancelStop(reason)))
         : Effect.void
     )
+    /** What waits (the checks, the operator, an external worker's turn) gives way to a cancel at once. */
+    const cancellable = <A, E, R2>(effect: Effect.Effect<A, E, R2>): Effect.Effect<A, E | Stop, R2> =>
+      cancelled === undefined ? effect : Effect.andThen(
+        checkCancelled,
+        Effect.raceFirst(effect, Effect.flatMap(Deferred.await(cancelled), (reason) => Effect.fail(cancelStop(reason))))
+      )
 
     /** Ends the run `Unverified` when a budget (or, with `turns`, the turn cap) is spent. */
     const checkBudgets = (turns: boolean) =>

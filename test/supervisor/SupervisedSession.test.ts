@@ -9,6 +9,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
+import { TestClock } from "effect/testing"
 import { Tool, Toolkit } from "effect/ai"
 import { AgentTool, Approvals, type AgentEvent, Message, RunState, ToolRegistry } from "effect-agent"
 import { CheckpointStore } from "effect-agent/session"
@@ -322,5 +323,79 @@ describe("SupervisedSession: stopped while the turn gate waits (approveTurns)", 
       )
       assert.deepStrictEqual(tags, ["TurnApprovalRequested", "FeedbackSent", "WorkerTurnStart"])
       assert.isUndefined((yield* SupervisedSession.load("g", store)).awaitingApproval)
+    }))
+})
+
+describe("SupervisedSession with approveTurns: stopped at random moments (randomized, bounded)", () => {
+  /** A small deterministic generator (mulberry32), so that a failing seed can be replayed. */
+  const random = (seed: number) => () => {
+    seed = (seed + 0x6d2b79f5) | 0
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+
+  it.effect("attack: 100 sessions stopped up to 3 times at random moments: the worker never gets feedback the gate did not approve", () =>
+    Effect.gen(function*() {
+      const seed = Number(process.env.SUPERVISED_GATE_SEED ?? Date.now() % 1_000_000)
+      const next = random(seed)
+      let stoppedAtGate = 0
+      for (let run = 0; run < 100; run++) {
+        const note = `seed ${seed}, run ${run}`
+        const store = CheckpointStore.memory()
+        // What outlives a process: the work done (the workspace), what the worker got, what the gate let through.
+        let done = 0
+        const received: Array<string> = []
+        const approved = new Set<string>()
+        let waiting = false
+        const worker = Worker.make("w", (request) =>
+          Effect.gen(function*() {
+            yield* Effect.sleep("5 millis")
+            received.push(request.message)
+            done++
+            return { text: `turn ${done}`, usage: { inputTokens: 1, outputTokens: 1 }, resumeToken: undefined }
+          }))
+        const check = Check.make("three turns", Effect.map(Effect.sleep("2 millis"), () =>
+          done >= 3 ? { status: "pass", summary: "done" } as const : { status: "fail", summary: `${done} of 3` } as const))
+        const operator: Approvals.Service = {
+          decide: () => Effect.succeed(Approvals.approved),
+          decideTurn: (request) =>
+            Effect.gen(function*() {
+              waiting = true
+              yield* Effect.sleep("12 millis")
+              waiting = false
+              const replace = next() < 0.5
+              const text = replace ? `Replaced: ${request.feedback}` : request.feedback
+              approved.add(text)
+              return replace ? { _tag: "Replace", feedback: text } as const : { _tag: "Approve" } as const
+            }).pipe(Effect.onInterrupt(() => Effect.sync(() => void (waiting = false))))
+        }
+        const options = { id: "s", store, checks: [check], approveTurns: true, worker }
+        let finished: Supervisor.Result | undefined
+        for (let attempt = 0; attempt <= 3 && finished === undefined; attempt++) {
+          const saved = yield* Effect.exit(SupervisedSession.load("s", store))
+          const process = saved._tag === "Success"
+            ? SupervisedSession.resume(options)
+            : SupervisedSession.run({ ...options, task })
+          const fiber = yield* Effect.forkChild(process.pipe(Effect.provideService(Approvals.Approvals, operator)))
+          if (attempt < 3) {
+            yield* TestClock.adjust(Math.floor(next() * 40))
+            if (waiting) stoppedAtGate++
+            yield* Fiber.interrupt(fiber)
+          } else {
+            yield* TestClock.adjust("1 second")
+            finished = yield* Fiber.join(fiber)
+          }
+        }
+        // (a turn redone after a stop finds its work done: the run may converge in fewer turns than three)
+        assert.strictEqual(finished?.outcome._tag, "Converged", note)
+        // the task first (again, when its turn was redone); every other message passed the gate
+        assert.strictEqual(received[0], task, note)
+        for (const message of received) {
+          if (message !== task) assert.isTrue(approved.has(message), `${note}: unapproved ${message}`)
+        }
+      }
+      console.log(`supervised gate: ${stoppedAtGate} of 300 stops came while the gate waited (seed ${seed})`)
+      assert.isAtLeast(stoppedAtGate, 10, `seed ${seed}`)
     }))
 })
