@@ -10,6 +10,10 @@
  * | `{"type":"follow_up","text":"Now write the tests."}` | restarts the run when it would stop |
  * | `{"type":"cancel","reason":"enough"}` | ends the run at once (`Cancelled`, exit 30) |
  *
+ * In a supervised run `steer` and `follow_up` reach the worker when it is
+ * our own loop; an external CLI worker takes neither (the line is refused
+ * with a note), and `cancel` ends any supervised run at once.
+ *
  * A decision for a call that is not waiting yet is kept, and answers the
  * call when it asks. Malformed and unknown lines are reported on stderr and
  * ignored. End of input is not a cancel unless asked (`--stdin-eof cancel`);
@@ -126,6 +130,12 @@ const expected = "approve, deny, steer, follow_up, cancel, approve_plan, refine_
 export interface Target {
   readonly steering: Steering.Service
   readonly approvals: Approvals.Interactive | undefined
+  /**
+   * Why `steer` and `follow_up` cannot reach the run, when they cannot (a
+   * supervised run's external worker takes neither): such a line is refused
+   * with this note and not queued; `cancel` still applies.
+   */
+  readonly messagesRefused?: string | undefined
 }
 
 /**
@@ -137,9 +147,13 @@ export interface Target {
 export const apply = (command: Command, target: Target): Effect.Effect<string | undefined> => {
   switch (command.type) {
     case "steer":
-      return Effect.as(target.steering.steer(command.text), undefined)
+      return target.messagesRefused !== undefined
+        ? Effect.succeed(`steer: ${target.messagesRefused}; ignored`)
+        : Effect.as(target.steering.steer(command.text), undefined)
     case "follow_up":
-      return Effect.as(target.steering.followUp(command.text), undefined)
+      return target.messagesRefused !== undefined
+        ? Effect.succeed(`follow_up: ${target.messagesRefused}; ignored`)
+        : Effect.as(target.steering.followUp(command.text), undefined)
     case "cancel":
       return Effect.as(target.steering.cancel(command.reason ?? "cancelled by the user"), undefined)
     case "approve":

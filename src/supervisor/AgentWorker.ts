@@ -21,6 +21,7 @@ import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import type * as Output from "../Output.ts"
 import type * as RunState from "../RunState.ts"
+import type * as Steering from "../Steering.ts"
 import * as ToolRegistry from "../ToolRegistry.ts"
 import { type TurnReply, type TurnRequest, WorkerError } from "./Worker.ts"
 
@@ -48,6 +49,11 @@ export interface Options<R = never> {
   readonly runId?: string | undefined
   /** The transcript to go on from (a resumed session). */
   readonly state?: RunState.RunState | undefined
+  /**
+   * The steering of the inner runs: `steer` reaches the model before its next call, `followUp` restarts a turn's
+   * run when it would stop, `cancel` ends the turn's run (`Cancelled`). A supervised run gives its own.
+   */
+  readonly steering?: Steering.Service | undefined
 }
 
 /**
@@ -166,13 +172,14 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
           config: options.config,
           plugins,
           runId: options.runId,
-          output
+          output,
+          steering: options.steering
         })
         : Agent.runContinue(
           request.continue === true
             ? prior
             : { ...prior, messages: [...prior.messages, Message.user(request.message)] },
-          { config: options.config, plugins, output }
+          { config: options.config, plugins, output, steering: options.steering }
         )
       const result = yield* request.phase === "plan"
         ? Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>

@@ -24,12 +24,13 @@
  *
  * Outcomes: `Converged`, `Unverified` (a budget or the turn cap ended the run
  * before the checks passed; never `Completed`), `Stuck`, `Rejected`,
- * `PlanIterationCap`, and `Cancelled` when the run is interrupted. Plan
+ * `PlanIterationCap`, and `Cancelled` when the run is interrupted or
+ * cancelled through its `steering` (at once, whatever it is doing). Plan
  * turns count against tokens, cost and wall clock, not the act turn cap.
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Data, Duration, Effect, Exit, Option, Schema } from "effect"
+import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Option, Schema } from "effect"
 import type * as Agent from "../Agent.ts"
 import type * as CheckpointStore from "../session/CheckpointStore.ts"
 import {
@@ -44,6 +45,7 @@ import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
 import * as Output from "../Output.ts"
 import * as RunState from "../RunState.ts"
+import * as Steering from "../Steering.ts"
 import * as AgentWorker from "./AgentWorker.ts"
 import * as Check from "./Check.ts"
 import * as Worker from "./Worker.ts"
@@ -103,6 +105,12 @@ export const Checkpoint = Schema.Struct({
   approvedPlanValue: Schema.optionalKey(Schema.Unknown),
   /** The message the next worker turn gets (re-sent on resume). */
   pendingMessage: Schema.String,
+  /**
+   * The pending message is feedback the turn gate (`approveTurns`) had not
+   * approved when this was saved: a resumed run asks the gate again before
+   * the worker gets it (and refuses to go on without a gate to ask).
+   */
+  awaitingApproval: Schema.optionalKey(Schema.Boolean),
   /** Act turns completed. */
   turns: Schema.Finite,
   usage: Usage,
@@ -206,6 +214,14 @@ export interface Options<R = never, P = never> {
   readonly stuckAfterIdenticalReplies?: number | undefined
   /** Every event of the run, in order. */
   readonly onEvent?: ((event: AgentEvent.AgentEvent) => Effect.Effect<void>) | undefined
+  /**
+   * Talking to the run while it runs (else the `Steering` service, if provided). `cancel` ends it at once with
+   * `Cancelled`, whatever it is doing: a worker turn, the checks, a wait for the operator. `steer` and `followUp`
+   * reach our own loop (the default worker) as they reach `Agent.run`: before its next model call, and when it
+   * would stop (between turns they wait for the next worker turn). An external worker takes neither: what is
+   * not delivered when the run ends comes back in the result's state, as `Agent.run` returns it.
+   */
+  readonly steering?: Steering.Service | undefined
   /** Durable runs: the checkpoint to resume from, and where to save one. */
   readonly checkpoint?: {
     readonly resume?: Checkpoint | undefined
@@ -343,18 +359,28 @@ export const run: {
   ): Effect.Effect<Result<P>, RunError, R>
   <R = never, P = never>(options: Options<R, P>): Effect.Effect<Result<P>, RunError, Agent.Requirements | R>
 } = <R, P>(options: Options<R, P>): Effect.Effect<Result<P>, RunError, Agent.Requirements | R> =>
-  Effect.suspend(() => {
+  Effect.flatMap(Effect.serviceOption(Steering.Steering), (service) => {
+    const steering = options.steering ?? Option.getOrUndefined(service)
     const resume = options.checkpoint?.resume
     const runId = resume?.runId ?? options.runId ?? globalThis.crypto.randomUUID()
+    // Our own loop is given the run's steering: it delivers steering and follow-ups, and ends its turn on a cancel.
     const worker: AnyWorker<Agent.Requirements | R> = options.worker ??
-      AgentWorker.make<R>({ ...options.agent, runId, state: resume?.agentState ?? options.agent?.state })
-    return supervise(options, runId, worker)
+      AgentWorker.make<R>({
+        ...options.agent,
+        runId,
+        state: resume?.agentState ?? options.agent?.state,
+        ...(steering === undefined ? {} : { steering })
+      })
+    return supervise(options, runId, worker, steering, options.worker === undefined)
   })
 
 const supervise = <R, RW, P>(
   options: Options<R, P>,
   runId: string,
-  worker: AnyWorker<RW>
+  worker: AnyWorker<RW>,
+  steering: Steering.Service | undefined,
+  /** The worker is our own loop given `steering`: a cancel ends its turn, which it answers with a valid transcript. */
+  workerCancels: boolean
 ): Effect.Effect<Result<P>, RunError, R | RW> =>
   Effect.gen(function*() {
     const resume = options.checkpoint?.resume
@@ -418,6 +444,8 @@ const supervise = <R, RW, P>(
       lastReply: undefined as string | undefined,
       /** The first worker turn of a run resumed in the middle of a turn continues it. */
       continueTurn: resume?.inTurn === true,
+      /** The pending message is feedback the turn gate has not approved yet. */
+      awaitingApproval: resume?.awaitingApproval === true,
       replyRepeats: 0
     }
     const startedAt = (yield* Clock.currentTimeMillis) - (resume?.elapsedMs ?? 0)
@@ -438,6 +466,21 @@ const supervise = <R, RW, P>(
     })
 
     const failingNames = () => s.last.filter(Check.blocks).map((result) => result.check)
+
+    const cancelled = steering?.cancelled
+    const cancelStop = (reason: string) => new Stop({ outcome: { _tag: "Cancelled", reason } })
+    /** Ends the run if it was cancelled (before and after each worker turn, and before anything that waits). */
+    const checkCancelled = Effect.suspend(() =>
+      cancelled !== undefined && Deferred.isDoneUnsafe(cancelled)
+        ? Effect.flatMap(Deferred.await(cancelled), (reason) => Effect.fail(cancelStop(reason)))
+        : Effect.void
+    )
+    /** What waits (the checks, the operator, an external worker's turn) gives way to a cancel at once. */
+    const cancellable = <A, E, R2>(effect: Effect.Effect<A, E, R2>): Effect.Effect<A, E | Stop, R2> =>
+      cancelled === undefined ? effect : Effect.andThen(
+        checkCancelled,
+        Effect.raceFirst(effect, Effect.flatMap(Deferred.await(cancelled), (reason) => Effect.fail(cancelStop(reason))))
+      )
 
     /** Ends the run `Unverified` when a budget (or, with `turns`, the turn cap) is spent. */
     const checkBudgets = (turns: boolean) =>
@@ -479,6 +522,7 @@ const supervise = <R, RW, P>(
           ...(outcome === undefined ? {} : { outcome }),
           // Until the turn it was saved in goes on, a checkpoint of a run resumed in the middle of one says so.
           ...(s.continueTurn ? { inTurn: true } : {}),
+          ...(s.awaitingApproval ? { awaitingApproval: true } : {}),
           ...(agentState === undefined ? {} : { agentState })
         }
         yield* options.checkpoint!.save(checkpoint)
@@ -487,6 +531,7 @@ const supervise = <R, RW, P>(
     /** One worker turn, bounded by what is left of the wall clock. */
     const workerTurn = (phase: "plan" | "act", message: string) =>
       Effect.gen(function*() {
+        yield* checkCancelled
         yield* emit({ _tag: "WorkerTurnStart", worker: worker.name, phase, message })
         const request: AgentWorker.TypedRequest = {
           message,
@@ -496,7 +541,9 @@ const supervise = <R, RW, P>(
           ...(s.continueTurn ? { continue: true } : {})
         }
         s.continueTurn = false
-        const turn = worker.turn(request).pipe(Effect.provideService(AgentWorker.Events, forward))
+        const working = worker.turn(request).pipe(Effect.provideService(AgentWorker.Events, forward))
+        // Our loop ends its own turn on a cancel (its calls answered); any other worker's turn is cut short.
+        const turn = workerCancels ? working : cancellable(working)
         const left = maxWallMs === undefined ? undefined : maxWallMs - (yield* elapsed)
         const reply = left === undefined ? yield* turn : yield* Effect.timeoutOrElse(turn, {
           duration: Duration.millis(Math.max(0, left)),
@@ -522,6 +569,7 @@ const supervise = <R, RW, P>(
           usage: { ...Message.emptyUsage, input: reply.usage.inputTokens, output: reply.usage.outputTokens }
         })
         yield* emit({ _tag: "WorkerTurnEnd", worker: worker.name, phase, text: reply.text, usage: reply.usage })
+        yield* checkCancelled
         return reply
       })
 
@@ -532,13 +580,13 @@ const supervise = <R, RW, P>(
           if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary))
         }
       }
-      return Effect.forEach(round, (check) =>
+      return cancellable(Effect.forEach(round, (check) =>
         Effect.gen(function*() {
           yield* emit({ _tag: "CheckStarted", check: check.name, role: check.role, baseline })
           const result = yield* Check.run(check, known.get(check.name))
           yield* emit({ _tag: "CheckResult", ...result, baseline })
           return result
-        }), { concurrency })
+        }), { concurrency }))
     }
 
     /** The typed plan of a plan turn's reply, when the run asked for one (the Schema's guard, not a cast). */
@@ -581,7 +629,7 @@ const supervise = <R, RW, P>(
           }
           const decision: Approvals.PlanDecision = approvals?.decidePlan === undefined
             ? { _tag: "Approve" }
-            : yield* approvals.decidePlan(request)
+            : yield* cancellable(approvals.decidePlan(request))
           switch (decision._tag) {
             case "Approve": {
               yield* emit({ _tag: "PlanApproved", iteration: s.planIteration, plan })
@@ -626,11 +674,45 @@ const supervise = <R, RW, P>(
         }
       })
 
+    /**
+     * The turn gate: with `approveTurns`, the operator approves the feedback, replaces it or interrupts the run
+     * before it goes out. It is saved as awaiting approval first, so that a run stopped while the gate waits asks
+     * again when it is resumed, and saved again once decided.
+     */
+    const gate = (approvals: Approvals.Service | undefined, feedbackText: string) =>
+      Effect.gen(function*() {
+        let text = feedbackText
+        const decideTurn = approvals?.decideTurn
+        if (options.approveTurns === true && decideTurn !== undefined) {
+          yield* emit({ _tag: "TurnApprovalRequested", feedback: text })
+          const decision = yield* cancellable(decideTurn({ runId, turn: s.turn, feedback: text }))
+          if (decision._tag === "Interrupt") return yield* Effect.interrupt
+          if (decision._tag === "Replace") text = decision.feedback
+          s.awaitingApproval = false
+          yield* save("act", text)
+        }
+        yield* emit({ _tag: "FeedbackSent", feedback: text, failing: failingNames() })
+        return text
+      })
+
     /** The act phase: turns until the checks pass or something ends the run. */
     const actPhase = (approvals: Approvals.Service | undefined, firstMessage: string) =>
       Effect.gen(function*() {
         let message = firstMessage
-        yield* save("act", message)
+        if (s.awaitingApproval) {
+          // Resumed while the gate waited: the feedback has not been approved, so the gate is asked again.
+          if (options.approveTurns !== true || approvals?.decideTurn === undefined) {
+            return yield* new ConfigError({
+              field: "approveTurns",
+              rule: "the run was saved while its feedback waited for the turn gate: resume it with approveTurns " +
+                "and an Approvals service that has decideTurn"
+            })
+          }
+          yield* checkBudgets(true)
+          message = yield* gate(approvals, message)
+        } else {
+          yield* save("act", message)
+        }
         while (true) {
           yield* checkBudgets(true)
           s.turn += 1
@@ -643,20 +725,11 @@ const supervise = <R, RW, P>(
             if (!verdict.some(Check.blocks)) return { _tag: "Converged", turns: s.turn } as const
           }
           yield* watch(s.last, reply.text)
-          let text = feedback(s.turn, s.last, lines)
+          const text = feedback(s.turn, s.last, lines)
+          s.awaitingApproval = options.approveTurns === true && approvals?.decideTurn !== undefined
           yield* save("act", text)
           yield* checkBudgets(true)
-          if (options.approveTurns === true && approvals?.decideTurn !== undefined) {
-            yield* emit({ _tag: "TurnApprovalRequested", feedback: text })
-            const decision = yield* approvals.decideTurn({ runId, turn: s.turn, feedback: text })
-            if (decision._tag === "Interrupt") return yield* Effect.interrupt
-            if (decision._tag === "Replace") {
-              text = decision.feedback
-              yield* save("act", text)
-            }
-          }
-          yield* emit({ _tag: "FeedbackSent", feedback: text, failing: failingNames() })
-          message = text
+          message = yield* gate(approvals, text)
         }
       })
 
@@ -678,19 +751,30 @@ const supervise = <R, RW, P>(
       return yield* actPhase(approvals, actRequest(plan, task))
     })
 
+    /** What was queued and never delivered (to an external worker, or after our loop's last turn), for the result. */
+    const undelivered = steering === undefined
+      ? Effect.succeed<readonly [ReadonlyArray<Message.Message>, ReadonlyArray<Message.Message>]>([[], []])
+      : Effect.all([steering.takeSteering, steering.takeFollowUps])
     const result = (outcome: SupervisedOutcome) =>
-      Effect.map(state, (runState): Result<P> => ({
-        outcome,
-        turns: s.turn,
-        planIterations: s.planIteration,
-        plan: s.plan,
-        planValue: s.planValue?.value,
-        baseline: s.baseline ?? [],
-        checks: s.last,
-        reply: s.reply,
-        usage: s.usage,
-        state: runState
-      }))
+      Effect.map(Effect.all([state, undelivered]), ([inner, [steered, followUps]]): Result<P> => {
+        const runState = steered.length === 0 && followUps.length === 0 ? inner : {
+          ...inner,
+          steering: [...inner.steering, ...steered],
+          followUps: [...inner.followUps, ...followUps]
+        }
+        return {
+          outcome,
+          turns: s.turn,
+          planIterations: s.planIteration,
+          plan: s.plan,
+          planValue: s.planValue?.value,
+          baseline: s.baseline ?? [],
+          checks: s.last,
+          reply: s.reply,
+          usage: s.usage,
+          state: runState
+        }
+      })
     const runResult = (done: Result<P>): RunState.RunResult => ({
       messages: done.state.messages,
       state: done.state,

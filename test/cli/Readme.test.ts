@@ -185,11 +185,14 @@ describe.concurrent("README: the effect-agent command", () => {
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const dir = yield* tempDir
+      // the runner's temporary directory, outside the checkout (the workspace)
+      const runnerTemp = yield* tempDir
       yield* fs.writeFileString(`${dir}/task.md`, "Say hello in Portuguese.\n")
       const server = yield* replaying("anthropic/thinking-plus-tool-use_claude-sonnet-4.sse", "anthropic/simple-text_claude-sonnet-4.sse")
       const out = yield* bash(example("Use from CI"), dir, {
         ANTHROPIC_BASE_URL: server.baseUrl,
-        ANTHROPIC_API_KEY: "sk-ant-x"
+        ANTHROPIC_API_KEY: "sk-ant-x",
+        RUNNER_TEMP: runnerTemp
       })
       if (!bubblewrap.works) {
         refusedWithoutBubblewrap(out, server, "ANTHROPIC_API_KEY")
@@ -200,9 +203,11 @@ describe.concurrent("README: the effect-agent command", () => {
       // --quiet leaves only warnings: none
       assert.strictEqual(out.stderr, "")
       assert.strictEqual(server.requests[0]!.body.messages[0].content[0].text, "Say hello in Portuguese.")
-      const result = JSON.parse(yield* fs.readFileString(`${dir}/result.json`))
+      const result = JSON.parse(yield* fs.readFileString(`${runnerTemp}/result.json`))
       assert.include(result.answer, "Olá")
-      const trajectory = (yield* fs.readFileString(`${dir}/trajectory.jsonl`)).trim().split("\n")
+      const trajectory = (yield* fs.readFileString(`${runnerTemp}/trajectory.jsonl`)).trim().split("\n")
       assert.strictEqual(JSON.parse(trajectory.at(-1)!)._tag, "AgentEnd")
+      // nothing in the workspace but the task
+      assert.deepStrictEqual(yield* fs.readDirectory(dir), ["task.md"])
     }))
 })

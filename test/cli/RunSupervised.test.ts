@@ -67,14 +67,16 @@ describe("effect-agent run --check", () => {
   live("--plan with --approve ask: refine_plan then approve_plan; the act turn gets the revised plan", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
+      // the events outside the workspace, where the agent cannot replace them
+      const events = `${yield* tempDirOf}/events.jsonl`
       const out = yield* run(
         [{ text: "plan A" }, { text: "plan B" }, write("done.txt", "yes"), { text: "done" }],
-        ["--plan", "--check", "test -f done.txt", "--emit-jsonl", "events.jsonl"],
+        ["--plan", "--check", "test -f done.txt", "--emit-jsonl", events],
         `{"type":"refine_plan","notes":"use B"}\n{"type":"approve_plan"}\n`,
         "ask"
       )
       assert.strictEqual(out.code, 0, out.stderr)
-      const lines = (yield* fs.readFileString(`${out.dir}/events.jsonl`)).trim().split("\n").map((l) => JSON.parse(l))
+      const lines = (yield* fs.readFileString(events)).trim().split("\n").map((l) => JSON.parse(l))
       const tags = lines.map((e) => e._tag)
       assert.deepStrictEqual(tags.filter((t) => t.startsWith("Plan")), [
         "PlanProposed",

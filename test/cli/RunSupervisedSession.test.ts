@@ -156,3 +156,47 @@ describe("supervised sessions", () => {
       assert.isAtLeast(killed, Math.min(kills, 1), note)
     }))
 })
+
+describe("supervised sessions with --approve-turns", () => {
+  live("attack: SIGINT while the turn gate waits, then --resume: the gate is asked again before the worker gets the feedback", () =>
+    Effect.gen(function*() {
+      // The check passes before the task, fails once step1 is written, and passes once step2 is.
+      const gated = [
+        write("step1.txt"),
+        { text: "wrote step1" },
+        write("step2.txt"),
+        { text: "wrote step2" }
+      ]
+      const dir = yield* scripted(gated)
+      const session = `${yield* tempDir}/session`
+      const flags = ["--approve", "all", "--approve-turns", "--check", "test ! -e step1.txt || test -e step2.txt"]
+      const first = yield* spawn(cli, scriptedArgs(dir, ...flags, "--session-dir", session, "--emit-jsonl", "-"), {
+        cwd: dir
+      })
+      const requested = decode(JSON.parse(yield* first.waitFor(isEvent("TurnApprovalRequested"))))
+      const feedback = requested._tag === "TurnApprovalRequested" ? requested.feedback : ""
+      assert.include(feedback, "The checks after turn 1 did not pass")
+      yield* first.signal("SIGINT")
+      const stopped = yield* first.exit
+      assert.strictEqual(stopped.code, 31, stopped.stderr)
+
+      // Resumed (the gate is the session's: --approve-turns need not be given again): the gate asks first.
+      const resumed = yield* spawn(
+        cli,
+        ["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--emit-jsonl", "-"],
+        { cwd: dir }
+      )
+      const firstAsk = yield* resumed.waitFor((line) => isEvent("TurnApprovalRequested")(line) || isEvent("WorkerTurnStart")(line))
+      assert.isTrue(isEvent("TurnApprovalRequested")(firstAsk), `the worker got the feedback unapproved: ${firstAsk}`)
+      const asked = decode(JSON.parse(firstAsk))
+      assert.strictEqual(asked._tag === "TurnApprovalRequested" && asked.feedback, feedback)
+      yield* resumed.send(`{"type":"replace_feedback","text":"Write step2.txt now."}`)
+      const out = yield* resumed.exit
+      assert.strictEqual(out.code, 0, out.stderr)
+      const events = eventsOf(out.stdout)
+      const starts = events.filter((e): e is AgentEvent.Of<"WorkerTurnStart"> => e._tag === "WorkerTurnStart")
+      assert.deepStrictEqual(starts.map((e) => [e.turn, e.message]), [[2, "Write step2.txt now."]])
+      const end = events.at(-1)
+      assert.deepStrictEqual(end?._tag === "AgentEnd" && end.outcome, { _tag: "Converged", turns: 2 })
+    }))
+})

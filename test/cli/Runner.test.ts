@@ -253,9 +253,11 @@ describe.concurrent("exit codes, each from a real run (in the test process, but 
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const dir = yield* scripted([{ text: "Thinking...", hang: true }])
-      const proc = yield* spawn(cli, scriptedArgs(dir, "--json", "--emit-jsonl", "events.jsonl"), { cwd: dir })
+      // the events outside the workspace, where the agent cannot replace them
+      const events = `${yield* tempDir}/events.jsonl`
+      const proc = yield* spawn(cli, scriptedArgs(dir, "--json", "--emit-jsonl", events), { cwd: dir })
       // the reply has started streaming
-      yield* fs.readFileString(`${dir}/events.jsonl`).pipe(
+      yield* fs.readFileString(events).pipe(
         Effect.orElseSucceed(() => ""),
         Effect.repeat({ until: (text) => text.includes(`"_tag":"MessageUpdate"`), schedule: Schedule.spaced("20 millis") }),
         Effect.timeout("30 seconds")

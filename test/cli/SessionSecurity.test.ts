@@ -2,8 +2,9 @@
  * The session directory under attack: an agent confined to its workspace
  * must not reach the host through the files the command writes and reads
  * back. Each way in is tried as an attack that must fail: a session
- * directory inside the workspace, links planted where the host writes
- * (`checkpoint/head.json.tmp`, `trajectory.ndjson`, `--emit-jsonl`), and a
+ * directory inside the workspace, an `--emit-jsonl` file there, links
+ * planted where the host writes (`checkpoint/head.json.tmp`,
+ * `trajectory.ndjson`, `--emit-jsonl`), and a
  * rewritten `run.json` that would start the attacker's program on the host,
  * with and without the key that seals it.
  */
@@ -211,17 +212,23 @@ describe("(b) links planted in the session directory between two runs", () => {
       assert.include(out.stderr, `--resume: ${workspace}/.agent is inside the workspace ${workspace}`)
     }))
 
-  live("--emit-jsonl through a link the agent planted in the workspace is refused; the outside file is untouched", () =>
+  live("--emit-jsonl in the workspace of an agent that can write is refused; through a link planted there, always", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
       const { home, workspace, rc, script } = yield* setUp([{ text: "First." }])
       yield* fs.symlink(rc, `${workspace}/events.jsonl`)
       yield* fs.symlink(home, `${workspace}/logs`)
+      // an agent with tools could replace the file: anywhere in its workspace is refused
       const args = scripted(script, workspace, "--tools", "read_file", "--task", "go")
-      const file = yield* runCommand([...args, "--emit-jsonl", "events.jsonl"], { cwd: workspace })
+      const inside = yield* runCommand([...args, "--emit-jsonl", "logs/bashrc"], { cwd: workspace })
+      assert.strictEqual(inside.code, 22, inside.stderr)
+      assert.include(inside.stderr, `--emit-jsonl: ${workspace}/logs/bashrc is inside the workspace ${workspace}`)
+      // without tools it writes nothing now, but an earlier run's agent may have planted links there
+      const toolless = scripted(script, workspace, "--tools", "none", "--task", "go")
+      const file = yield* runCommand([...toolless, "--emit-jsonl", "events.jsonl"], { cwd: workspace })
       assert.strictEqual(file.code, 22, file.stderr)
       assert.include(file.stderr, `${workspace}/events.jsonl is a symbolic link: the command does not write through it`)
-      const dir = yield* runCommand([...args, "--emit-jsonl", "logs/bashrc"], { cwd: workspace })
+      const dir = yield* runCommand([...toolless, "--emit-jsonl", "logs/bashrc"], { cwd: workspace })
       assert.strictEqual(dir.code, 22, dir.stderr)
       assert.include(dir.stderr, `--emit-jsonl: ${workspace}/logs is a link out of the workspace`)
       assert.strictEqual(yield* readFile(rc), "original\n")

@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import { Context, Layer } from "effect"
+import * as Fs from "node:fs"
 
 /**
  * One output stream.
@@ -20,6 +21,11 @@ export interface Output {
   readonly isTerminal: boolean
   /** Its width in cells (80 when unknown). */
   readonly columns: () => number
+  /**
+   * The regular file it writes to (`> result.json`), when the system says
+   * which (Linux's `/proc`); `undefined` for a pipe, a terminal, or unknown.
+   */
+  readonly file?: string | undefined
 }
 
 /**
@@ -38,10 +44,22 @@ export interface Service {
   readonly env: Readonly<Record<string, string | undefined>>
 }
 
-const output = (stream: NodeJS.WriteStream, dumb: boolean): Output => ({
+/** The path of the regular file open on a descriptor, as `/proc` names it (not a file, or unknown: `undefined`). */
+const fileOf = (fd: number): string | undefined => {
+  try {
+    if (!Fs.fstatSync(fd).isFile()) return undefined
+    const target = Fs.readlinkSync(`/proc/self/fd/${fd}`)
+    return target.startsWith("/") && !target.endsWith(" (deleted)") ? target : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const output = (stream: NodeJS.WriteStream, dumb: boolean, fd: number): Output => ({
   write: (text) => void stream.write(text),
   isTerminal: stream.isTTY === true && !dumb,
-  columns: () => stream.columns ?? 80
+  columns: () => stream.columns ?? 80,
+  file: fileOf(fd)
 })
 
 /**
@@ -52,8 +70,8 @@ const output = (stream: NodeJS.WriteStream, dumb: boolean): Output => ({
 export const fromProcess = (): Service => {
   const dumb = process.env.TERM === "dumb"
   return {
-    stdout: output(process.stdout, dumb),
-    stderr: output(process.stderr, dumb),
+    stdout: output(process.stdout, dumb, 1),
+    stderr: output(process.stderr, dumb, 2),
     color: (process.env.NO_COLOR ?? "") === "",
     cwd: process.cwd(),
     env: process.env

@@ -615,6 +615,12 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
     const program = Effect.gen(function*() {
       const settings = yield* Settings.resolve(flags, { cwd: io.cwd, env: io.env, stdinIsTerminal })
       json = settings.json
+      // The result and the events on stdout are records too: not in a file the agent can replace.
+      const record = settings.json ? "--json" : settings.emitJsonl === "-" ? "--emit-jsonl -" : undefined
+      if (record !== undefined && io.stdout.file !== undefined) {
+        const worker = settings.supervision?.worker
+        yield* SessionFiles.checkOutside(record, io.stdout.file, settings.target, worker, `stdout (${io.stdout.file})`)
+      }
       // Stdin carries the control lines, unless it carries the task.
       const controlled = settings.task !== undefined || settings.session?.resume === true
       const shown = yield* makeView(settings, controlled && stdinIsTerminal)
@@ -626,7 +632,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       const steering = yield* Steering.make()
       const eof = yield* Deferred.make<void>()
       const asks = settings.target.approve === "ask"
-      const interactive = asks || flags.approveTurns ? yield* Approvals.interactive() : undefined
+      // A resumed supervised session keeps its turn gate (its run.json's), with or without --approve-turns now.
+      const approveTurns = settings.supervision?.approveTurns === true
+      const interactive = asks || approveTurns ? yield* Approvals.interactive() : undefined
       const untilEof = interactive === undefined ? undefined : Control.approvalsUntilEof(interactive, eof)
       const policy = settings.target.approve === "all"
         ? Approvals.allowAll
@@ -635,7 +643,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       const approvals: Approvals.Service = {
         decide: asks && untilEof !== undefined ? untilEof.decide : policy.decide,
         decidePlan: asks ? untilEof?.decidePlan : undefined,
-        decideTurn: flags.approveTurns ? untilEof?.decideTurn : undefined
+        decideTurn: approveTurns ? untilEof?.decideTurn : undefined
       }
       if (controlled) {
         const lines = stdinIsTerminal && "typing" in shown
@@ -643,7 +651,13 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
           : Control.lines(stdio.stdin)
         yield* Effect.forkScoped(Control.serve({
           lines,
-          target: { steering, approvals: interactive },
+          target: {
+            steering,
+            approvals: interactive,
+            messagesRefused: settings.supervision === undefined || settings.supervision.worker === "agent"
+              ? undefined
+              : `the ${settings.supervision.worker} worker (a CLI run) takes no steering or follow-ups, only cancel`
+          },
           onEof: settings.stdinEof,
           eof,
           report: (text) => Effect.sync(() => shown.note(text))
@@ -727,6 +741,8 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
             maxWallClock: supervision.maxWallMs,
             agent: { system: settings.system, config: inner, readOnlyTools: [] },
             onEvent: yield* PluginEvents.deliverTo(plugins),
+            // cancel ends the supervised run; steer and follow_up reach our loop (an external worker refuses them)
+            steering,
             ...(worker === undefined ? {} : { worker })
           }
           if (session === undefined) return yield* Supervisor.run({ ...options, task: task ?? "" })

@@ -210,8 +210,15 @@ export const isWithin = (path: Path.Path, inner: string, outer: string): boolean
   return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative))
 }
 
-/** Whether the agent has anything that can write in its workspace: built-in tools, or MCP servers (run there). */
-const touchesWorkspace = (target: Target) => target.tools.length > 0 || target.mcp.length > 0
+/**
+ * Whether the agent has anything that can write in its workspace: built-in
+ * tools, MCP servers (run there), or a supervised run's external worker (a
+ * CLI run there, outside the sandbox).
+ *
+ * @since 0.1.0
+ */
+export const agentWrites = (target: Target, worker?: Supervision["worker"]): boolean =>
+  target.tools.length > 0 || target.mcp.length > 0 || (worker !== undefined && worker !== "agent")
 
 /**
  * Refuses a session directory that overlaps the workspace or a path granted
@@ -221,9 +228,9 @@ const touchesWorkspace = (target: Target) => target.tools.length > 0 || target.m
  *
  * @since 0.1.0
  */
-export const checkPlacement = (flag: string, dir: string, target: Target) =>
+export const checkPlacement = (flag: string, dir: string, target: Target, worker?: Supervision["worker"]) =>
   Effect.gen(function*() {
-    if (!touchesWorkspace(target)) return
+    if (!agentWrites(target, worker)) return
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const dirs = [dir, yield* realPathOf(fs, path, dir)]
@@ -246,6 +253,37 @@ export const checkPlacement = (flag: string, dir: string, target: Target) =>
           }
         }
       }
+    }
+  })
+
+/**
+ * Refuses a record the command writes for the host or a pipeline to read
+ * back (the `--emit-jsonl` file, `--json` on a stdout redirected to a file)
+ * inside the workspace of an agent that can write there, compared as given
+ * and on real paths (links resolved): the agent could delete it and write
+ * its own in its place, while the command goes on writing to the unlinked
+ * file. `what` names it in the message (the file, by default).
+ *
+ * @since 0.1.0
+ */
+export const checkOutside = (
+  flag: string,
+  file: string,
+  target: Target,
+  worker?: Supervision["worker"],
+  what: string = file
+) =>
+  Effect.gen(function*() {
+    if (!agentWrites(target, worker)) return
+    const fs = yield* FileSystem.FileSystem
+    const path = yield* Path.Path
+    const files = [file, yield* realPathOf(fs, path, file)]
+    const spaces = [target.workspace, yield* realPathOf(fs, path, target.workspace)]
+    if (files.some((f) => spaces.some((w) => isWithin(path, f, w)))) {
+      return yield* configError(
+        `${flag}: ${what} is inside the workspace ${target.workspace}, where the agent can delete it and write ` +
+          "its own: write it outside (in CI, e.g. under $RUNNER_TEMP)"
+      )
     }
   })
 

@@ -16,6 +16,7 @@ import { configError, resumeFailure } from "./Failure.ts"
 import { type Flags, mcpArgv, parseDuration, parseTools } from "./Flags.ts"
 import {
   checkEntries,
+  checkOutside,
   checkPlacement,
   type Place,
   readSessionFile,
@@ -391,12 +392,14 @@ export const resolve = (flags: Flags, options: Environment) =>
     const saved = resume ? yield* readSessionFile(resumeDir.value, options.env) : undefined
     const base = saved?.target
     const resolved = yield* target(flags, base, options, path)
+    // An external worker (a CLI run in the workspace) writes there too; a resumed session keeps its own.
+    const worker = saved?.supervision?.worker ?? orUndefined(flags.worker)
 
     if (Option.isSome(resumeDir)) {
-      yield* checkPlacement("--resume", resumeDir.value, resolved)
+      yield* checkPlacement("--resume", resumeDir.value, resolved, worker)
       yield* checkEntries(resumeDir.value, resumeFailure)
     } else if (Option.isSome(sessionDir)) {
-      yield* checkPlacement("--session-dir", sessionDir.value, resolved)
+      yield* checkPlacement("--session-dir", sessionDir.value, resolved, worker)
       yield* checkEntries(sessionDir.value, configError)
     }
     if (taskFromStdin && resolved.approve === "ask") {
@@ -405,10 +408,15 @@ export const resolve = (flags: Flags, options: Environment) =>
     if (taskFromStdin && flags.stdinEof === "cancel") {
       return yield* configError("--stdin-eof cancel watches the control input on stdin: give the task with --task")
     }
-    const emitJsonl = orUndefined(flags.emitJsonl)
-    if (emitJsonl === "-" && flags.json) {
+    const emitJsonlFlag = orUndefined(flags.emitJsonl)
+    if (emitJsonlFlag === "-" && flags.json) {
       return yield* configError("--emit-jsonl - and --json both want stdout: give --emit-jsonl a file")
     }
+    const emitJsonl = emitJsonlFlag === undefined || emitJsonlFlag === "-"
+      ? emitJsonlFlag
+      : path.resolve(options.cwd, emitJsonlFlag)
+    // The events are a record a pipeline keeps: never where the agent can replace them.
+    if (emitJsonl !== undefined && emitJsonl !== "-") yield* checkOutside("--emit-jsonl", emitJsonl, resolved, worker)
     const otlp = tracesUrl(orUndefined(flags.otlp))
     if (Result.isFailure(otlp)) return yield* configError(otlp.failure)
     const { config, warnings } = yield* limits(flags, resume)
@@ -430,7 +438,7 @@ export const resolve = (flags: Flags, options: Environment) =>
       config,
       supervision: supervised,
       session: Option.isSome(dir) ? { dir: dir.value, resume } : undefined,
-      emitJsonl: emitJsonl === undefined || emitJsonl === "-" ? emitJsonl : path.resolve(options.cwd, emitJsonl),
+      emitJsonl,
       otlp: otlp.success,
       quiet: flags.quiet,
       json: flags.json,
