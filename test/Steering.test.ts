@@ -24,7 +24,7 @@ describe("steer", () => {
         plugins: [{
           name: "steer-on-start",
           onEvent: (e) =>
-            e._tag === "ToolExecutionStart" && e.toolCallId === "a" ? steering.steer("use metric units") : Effect.void
+            e._tag === "ToolExecutionStart" && e.toolCallId === "a" ? Effect.orDie(steering.steer("use metric units")) : Effect.void
         }]
       })
       assert.deepStrictEqual(roles(requests[1]!), ["user", "assistant", "tool", "tool", "user"])
@@ -44,7 +44,7 @@ describe("steer", () => {
         steering,
         plugins: [{
           name: "steer-after-first-reply",
-          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 1 ? steering.steer("second") : Effect.void
+          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 1 ? Effect.orDie(steering.steer("second")) : Effect.void
         }]
       })
       assert.strictEqual(requests.length, 2)
@@ -80,7 +80,7 @@ describe("steer", () => {
         steering,
         plugins: [{
           name: "late",
-          onEvent: (e) => e._tag === "ToolExecutionStart" ? steering.steer("too late") : Effect.void
+          onEvent: (e) => e._tag === "ToolExecutionStart" ? Effect.orDie(steering.steer("too late")) : Effect.void
         }]
       })
       assert.strictEqual(result.outcome._tag, "Terminated")
@@ -110,7 +110,7 @@ describe("followUp", () => {
         steering,
         plugins: [{
           name: "queue",
-          onEvent: (e) => e._tag === "TurnStart" && e.turn === 1 ? steering.followUp("and another") : Effect.void
+          onEvent: (e) => e._tag === "TurnStart" && e.turn === 1 ? Effect.orDie(steering.followUp("and another")) : Effect.void
         }]
       })
       assert.strictEqual(requests.length, 2)

@@ -67,6 +67,19 @@ const resume = (store: CheckpointStore.Service, turns: Turns, options: Partial<S
     return { exit, events, ran }
   })
 
+/** Answers each call as it asks, by its approval id: `true` approves, a string denies with that reason. */
+const approver = (approvals: Approvals.Interactive, decisions: Readonly<Record<string, true | string>>): Hooks.Plugin => ({
+  name: "approver",
+  onEvent: (event) => {
+    const request = event._tag === "Nested" ? event.event : event
+    if (request._tag !== "ApprovalRequested") return Effect.void
+    const id = request.approvalId ?? request.toolCallId
+    const decision = decisions[id]
+    if (decision === undefined) return Effect.void
+    return Effect.asVoid(decision === true ? approvals.approve(id) : approvals.deny(id, decision))
+  }
+})
+
 const succeeded = <A, E>(exit: import("effect").Exit.Exit<A, E>): A => {
   if (exit._tag === "Failure") throw new Error(`expected success: ${String(exit.cause)}`)
   return exit.value
@@ -248,7 +261,7 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(result.state.messages.slice(2, 4).map(Message.textOf), ["charged 100 cents", "slept 60000 ms"])
     }))
 
-  it.live("a pending approval survives the restart: the resumed run asks again, and a decision given early answers it", () =>
+  it.live("a pending approval survives the restart: the resumed run asks again under its id, and is answered then", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
       const turns: Turns = [{ toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }] }, { text: "deployed" }]
@@ -268,8 +281,10 @@ describe("Session.resume", () => {
       ])
 
       const approvals = yield* Approvals.interactive()
-      yield* approvals.approve("d1")
-      const { events, exit, ran } = yield* resume(store, turns).pipe(Effect.provideService(Approvals.Approvals, approvals))
+      // a decision before the resumed run asks answers nothing (it would answer whatever next asks as d1)
+      assert.isFalse(yield* approvals.approve("d1"))
+      const { events, exit, ran } = yield* resume(store, turns, { plugins: [approver(approvals, { d1: true })] })
+        .pipe(Effect.provideService(Approvals.Approvals, approvals))
       const { result } = succeeded(exit)
       assert.deepStrictEqual(ran, ["deploy"])
       assert.deepStrictEqual(tags(events).slice(0, 3), ["AgentStart", "SessionResumed", "ApprovalRequested"])
@@ -326,11 +341,10 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(childPending(saved), [
         { toolCallId: "c1", approvalId: "c2/c1", toolName: "deploy", params: { env: "child" } }
       ])
-      // 2. decided ahead by their ids, then resumed: the child's call runs, the parent's is denied
+      // 2. resumed, each decided by its id when it asks again: the child's call runs, the parent's is denied
       const approvals = yield* Approvals.interactive()
-      yield* approvals.approve("c2/c1")
-      yield* approvals.deny("c1", "not the parent")
-      const result = yield* Session.resume("s1", { store }).pipe(
+      const decisions = approver(approvals, { "c2/c1": true, c1: "not the parent" })
+      const result = yield* Session.resume("s1", { store, plugins: [decisions] }).pipe(
         Effect.provideService(Approvals.Approvals, approvals),
         Effect.provide(Layer.merge(tools, model()))
       )
@@ -520,8 +534,9 @@ describe("Session.resume", () => {
       assert.deepStrictEqual([twice.startedCalls, twice.pendingApprovals.map((p) => p.toolCallId)], [["b"], ["a"]])
       // 3. resumed and approved: the deploy runs, the charge never does
       const approvals = yield* Approvals.interactive()
-      yield* approvals.approve("a")
-      const last = yield* resume(store, turns).pipe(Effect.provideService(Approvals.Approvals, approvals))
+      const last = yield* resume(store, turns, { plugins: [approver(approvals, { a: true })] }).pipe(
+        Effect.provideService(Approvals.Approvals, approvals)
+      )
       const { result } = succeeded(last.exit)
       assert.deepStrictEqual([...ran, ...last.ran], ["deploy"])
       assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed to prod")
@@ -537,9 +552,11 @@ describe("Session.resume", () => {
         name: "steer",
         onEvent: (event) => {
           if (event._tag !== "ToolExecutionStart") return Effect.void
-          return event.toolName === "step"
-            ? steering.steer("use metric units")
-            : Effect.andThen(steering.steer("be brief"), steering.followUp("now summarise"))
+          return Effect.orDie(
+            event.toolName === "step"
+              ? steering.steer("use metric units")
+              : Effect.andThen(steering.steer("be brief"), steering.followUp("now summarise"))
+          )
         }
       })
       yield* interruptWhenStarted(
