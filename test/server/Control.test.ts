@@ -3,9 +3,18 @@
  * call by an id that is not the one the listing gives (issue 29, items 2 and
  * 8), and steering floods (item 9). Real HTTP on the loopback.
  */
+import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Effect } from "effect"
-import { baseUrl, delegatingAgent, readSse, serverLayer, type SseMessage } from "./support.ts"
+import { Effect, Exit, FileSystem, Layer, Scope } from "effect"
+import {
+  agentLayer,
+  baseUrl,
+  delegatingAgent,
+  hangingFrom,
+  readSse,
+  serverLayer,
+  type SseMessage
+} from "./support.ts"
 
 const json = { "content-type": "application/json" }
 
@@ -126,4 +135,78 @@ describe("decisions for a finished session", () => {
       const late = yield* post(`${url}/sessions/done/control`, { type: "approve", id: "call_1_1" })
       assert.strictEqual(late.status, 409)
     }).pipe(Effect.provide(serverLayer({}, delegatingAgent))))
+})
+
+/** A steer whose body is just under the server's 1 MiB limit. */
+const bigSteer = (i: number) => ({ type: "steer", text: `${i} `.padEnd(1_048_000, "x") })
+
+/** Sends `body` until the server refuses one (or `max` were sent): the statuses. */
+const flood = (url: string, id: string, body: (i: number) => unknown, max: number) =>
+  Effect.gen(function*() {
+    const statuses: Array<number> = []
+    for (let i = 0; i < max; i++) {
+      const sent = yield* post(`${url}/sessions/${id}/control`, body(i))
+      statuses.push(sent.status)
+      if (sent.status !== 202) return { statuses, refused: sent.body }
+    }
+    return { statuses, refused: undefined }
+  })
+
+describe("steering floods", () => {
+  it.effect("a flood of steering is refused past the queue's bound with a 429, by count and by size", () =>
+    Effect.gen(function*() {
+      const url = yield* baseUrl
+      // The run waits on its model while the flood comes (the steering waits for the next model call).
+      yield* post(`${url}/sessions`, { task: "steps 2 0", id: "small" })
+      yield* readUntil(url, "small", (event) => event._tag === "ToolExecutionEnd")
+      const small = yield* flood(url, "small", (i) => ({ type: i % 2 === 0 ? "steer" : "follow_up", text: `${i}` }), 150)
+      assert.deepStrictEqual(small.statuses, [...Array.from({ length: 100 }, () => 202), 429])
+      assert.deepStrictEqual(
+        [small.refused.type, small.refused.queued, small.refused.status],
+        ["urn:effect-agent:problem:queue-full", 100, 429]
+      )
+      yield* post(`${url}/sessions`, { task: "steps 2 0", id: "large" })
+      yield* readUntil(url, "large", (event) => event._tag === "ToolExecutionEnd")
+      const large = yield* flood(url, "large", bigSteer, 80)
+      assert.deepStrictEqual(large.statuses, [202, 202, 202, 202, 429])
+      assert.match(large.refused.detail, /^the run's queue is full: 4 messages \(4192212 bytes\) wait for delivery, and it holds at most 100 messages or 4194304 bytes/)
+    }).pipe(Effect.provide(serverLayer({}, hangingFrom(1)))), { timeout: 60_000 })
+
+  it.live("a server restarted after a near-limit flood resumes the session (not CheckpointCorrupt) and delivers it", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* fs.makeTempDirectoryScoped()
+      // The first server's model never gives the second reply: the steering waits in the queue when it stops.
+      const first = yield* Scope.make()
+      const a = yield* Effect.provideContext(
+        baseUrl,
+        yield* Layer.buildWithScope(serverLayer({ directory }, hangingFrom(1)), first)
+      )
+      yield* post(`${a}/sessions`, { task: "steps 2 0", id: "flooded" })
+      yield* readUntil(a, "flooded", (event) => event._tag === "ToolExecutionEnd")
+      const sent = yield* flood(a, "flooded", bigSteer, 80)
+      yield* Scope.close(first, Exit.void)
+      // A new server on the same directory resumes it, and the steering that was accepted is delivered.
+      const second = yield* Scope.make()
+      const b = yield* Effect.provideContext(
+        baseUrl,
+        yield* Layer.buildWithScope(serverLayer({ directory }, agentLayer), second)
+      )
+      const resumed = (yield* call(`${b}/sessions/flooded`)).body
+      assert.deepStrictEqual([resumed.status === "failed", resumed.error, sent.statuses.at(-1)], [false, undefined, 429])
+      const events = yield* readUntil(b, "flooded")
+      const info = (yield* call(`${b}/sessions/flooded`)).body
+      yield* Scope.close(second, Exit.void)
+      const accepted = sent.statuses.filter((status) => status === 202).length
+      const delivered = events.filter((event) => event._tag === "SteeringDelivered")
+      assert.deepStrictEqual(
+        {
+          status: info.status,
+          error: info.error,
+          outcome: info.outcome,
+          delivered: delivered.flatMap((event) => event.messages).length
+        },
+        { status: "finished", error: undefined, outcome: { _tag: "Completed" }, delivered: accepted }
+      )
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 120_000 })
 })
