@@ -8,6 +8,8 @@ import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 import { fileURLToPath } from "node:url"
+import * as Journal from "../../src/session/internal/journal.ts"
+import * as MemoryDisk from "../../src/session/internal/memoryDisk.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -162,6 +164,40 @@ describe("Session.run", () => {
       // the last save of the interrupted run kept turn 1, which had been saved
       const { state } = yield* inner.load("s1")
       assert.deepStrictEqual([roles(state.messages), state.turn], [["user", "assistant", "toolResult"], 1])
+    }))
+})
+
+describe("a checkpoint too large to read back", () => {
+  it.live("fails the run with CheckpointTooLarge when it would be written; the last one saved resumes", () =>
+    Effect.gen(function*() {
+      // a store that reads heads of at most 32 KiB; a plugin whose saved state grows by 10 KB a turn
+      const store = Journal.make(MemoryDisk.make(), { headBytes: 32 * 1024, journalBytes: 1024 * 1024 })
+      const notes = (restored: { length: number }) =>
+        Hooks.plugin({
+          name: "notes",
+          afterTurn: () => Effect.sync(() => (restored.length += 10_000, Hooks.proceed)),
+          state: {
+            save: Effect.sync(() => "n".repeat(restored.length)),
+            restore: (saved) => Effect.sync(() => void (restored.length = typeof saved === "string" ? saved.length : 0))
+          }
+        })
+      const turns: Turns = Array.from({ length: 6 }, (_, i) => ({ toolCalls: [{ id: `c${i}`, name: "step", params: { n: i } }] }))
+      const failed = yield* Effect.flip(
+        Session.run({ id: "s1", store, prompt: "go", plugins: [notes({ length: 0 })], config: { maxTurns: 6 } }).pipe(
+          Effect.provide(layers(turns, []))
+        )
+      )
+      assert.strictEqual(failed._tag, "CheckpointTooLarge")
+      assert.include(failed._tag === "CheckpointTooLarge" ? failed : {}, { sessionId: "s1", limit: 32 * 1024 })
+      // the last checkpoint written loads: three turns, 30 KB of notes
+      const last = yield* store.load("s1")
+      assert.deepStrictEqual([last.state.turn, String(last.state.pluginState.notes).length], [3, 30_000])
+      const restored = { length: 0 }
+      const resumed = yield* Effect.flip(
+        Session.resume("s1", { store, plugins: [notes(restored)] }).pipe(Effect.provide(layers(turns, [])))
+      )
+      // it resumed from there (the notes it restored), and stops again where the state outgrows the store
+      assert.deepStrictEqual([resumed._tag, restored.length], ["CheckpointTooLarge", 40_000])
     }))
 })
 

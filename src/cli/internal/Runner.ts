@@ -499,6 +499,7 @@ const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitC
       return codes.configError
     case "ToolFatalError":
     case "CheckpointIoError":
+    case "CheckpointTooLarge":
       return codes.unexpected
   }
 }
