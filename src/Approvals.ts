@@ -36,7 +36,10 @@ import { Context, Deferred, Effect, Layer, type Scope } from "effect"
  * @category models
  */
 export interface Request {
+  /** The run that asks: a sub-agent's own run id for its calls. */
   readonly runId: string
+  /** The turn of the run that asks (a sub-agent counts its own), when the run says. */
+  readonly turn?: number | undefined
   readonly toolCallId: string
   /**
    * The id that answers the call ({@link Interactive}), unique across the run and its sub-agents: the ids of the

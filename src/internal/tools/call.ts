@@ -131,7 +131,7 @@ const approve = Effect.fnUntraced(function*<R>(run: CallRun<R>, call: Hooks.Tool
     : { toolCallId: call.id, approvalId, toolName: call.name, params: call.rawParams, reason }
   run.journal.pendingApprovals.set(call.id, pending)
   const { approvals } = run.env
-  const request = { runId: run.env.runId, ...pending }
+  const request = { runId: run.env.runId, turn: run.events.turn, ...pending }
   const answer = yield* Effect.scoped(Effect.gen(function*() {
     const opened = approvals?.open === undefined ? undefined : yield* approvals.open(request)
     yield* Events.emit(run.events, { _tag: "ApprovalRequested", ...pending })
