@@ -42,7 +42,8 @@ const program = Effect.gen(function*() {
     Effect.gen(function*() {
       if (event._tag === "ApprovalRequested") {
         console.log(`#${id} ${event.toolName} waits for approval`)
-        yield* client.sessions.control({ params: { id: session.id }, payload: { type: "approve", id: event.toolCallId } })
+        const approvalId = event.approvalId ?? event.toolCallId
+        yield* client.sessions.control({ params: { id: session.id }, payload: { type: "approve", id: approvalId } })
       }
       if (event._tag === "ToolExecutionEnd") console.log(`#${id} ${event.toolName}: ${Message.textOf(event.result)}`)
       if (event._tag === "AgentEnd") console.log(`#${id} ${event.outcome?._tag}`)

@@ -28,15 +28,16 @@ const Model = ScriptedModel.layer([
 const program = Effect.gen(function*() {
   // Decisions come later, through a handle: from a UI, a chat, a CLI's stdin.
   const approvals = yield* Approvals.interactive()
-  // Here a reviewer answers each ApprovalRequested event (a decision may also come before the call asks).
+  // Here a reviewer answers each ApprovalRequested event, by its approvalId (the call waits by then).
   const reviewer = Hooks.plugin({
     name: "reviewer",
     onEvent: (event) => {
       if (event._tag !== "ApprovalRequested") return Effect.void
+      const id = event.approvalId ?? event.toolCallId
       const production = JSON.stringify(event.params).includes("production")
       const decide = production
-        ? approvals.deny(event.toolCallId, "no production deploys on Fridays")
-        : approvals.approve(event.toolCallId)
+        ? approvals.deny(id, "no production deploys on Fridays")
+        : approvals.approve(id)
       return Effect.asVoid(decide)
     }
   })

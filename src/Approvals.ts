@@ -7,6 +7,11 @@
  *
  * When a run has no `Approvals` service, calls that need approval are denied.
  *
+ * A decision given through an {@link Interactive} handle answers only the
+ * question waiting now, named exactly (a call by its `approvalId`): one for
+ * no waiting question is refused and never kept, so it cannot answer a
+ * later call that happens to reuse the id.
+ *
  * @example
  * ```ts
  * import { Effect } from "effect"
@@ -22,7 +27,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Layer } from "effect"
+import { Context, Deferred, Effect, Layer, type Scope } from "effect"
 
 /**
  * A call waiting for a decision.
@@ -31,7 +36,10 @@ import { Context, Deferred, Effect, Layer } from "effect"
  * @category models
  */
 export interface Request {
+  /** The run that asks: a sub-agent's own run id for its calls. */
   readonly runId: string
+  /** The turn of the run that asks (a sub-agent counts its own), when the run says. */
+  readonly turn?: number | undefined
   readonly toolCallId: string
   /**
    * The id that answers the call ({@link Interactive}), unique across the run and its sub-agents: the ids of the
@@ -127,6 +135,14 @@ export type TurnDecision =
  * also asks `decidePlan` and `decideTurn`, and approves on its own when they
  * are absent.
  *
+ * A service whose answers come later from outside (a person, another process)
+ * also has `open` (`openPlan`, `openTurn`): the run calls it instead of
+ * `decide` *before* it announces the question (`ApprovalRequested`,
+ * `PlanProposed`, `TurnApprovalRequested`), so the question is waiting by the
+ * time anyone can see it, and an answer given as soon as the event is seen
+ * finds it. It returns the wait for the answer; closing the scope withdraws
+ * the question, answered or not. A policy that decides at once needs none.
+ *
  * @since 0.1.0
  * @category services
  */
@@ -134,6 +150,13 @@ export interface Service {
   readonly decide: (request: Request) => Effect.Effect<Decision>
   readonly decidePlan?: ((request: PlanRequest) => Effect.Effect<PlanDecision>) | undefined
   readonly decideTurn?: ((request: TurnRequest) => Effect.Effect<TurnDecision>) | undefined
+  readonly open?: ((request: Request) => Effect.Effect<Effect.Effect<Decision>, never, Scope.Scope>) | undefined
+  readonly openPlan?:
+    | ((request: PlanRequest) => Effect.Effect<Effect.Effect<PlanDecision>, never, Scope.Scope>)
+    | undefined
+  readonly openTurn?:
+    | ((request: TurnRequest) => Effect.Effect<Effect.Effect<TurnDecision>, never, Scope.Scope>)
+    | undefined
 }
 
 /**
@@ -185,65 +208,98 @@ export const policy = (decide: (request: Request) => Decision | Effect.Effect<De
 /**
  * Approvals answered later through a handle.
  *
+ * A decision answers only the question waiting now: a call by its exact
+ * `approvalId` (the id its `ApprovalRequested` event and {@link pending}
+ * give), the plan or the feedback waiting. A decision for nothing waiting
+ * answers nothing and is not kept (the methods return `false`): a call that
+ * asks later, even under the same id, waits for a decision of its own. A
+ * restarted run asks again for the calls that were waiting, under the same
+ * ids: answer them then.
+ *
  * @since 0.1.0
  * @category models
  */
 export interface Interactive extends Service {
   readonly decidePlan: (request: PlanRequest) => Effect.Effect<PlanDecision>
   readonly decideTurn: (request: TurnRequest) => Effect.Effect<TurnDecision>
+  readonly open: (request: Request) => Effect.Effect<Effect.Effect<Decision>, never, Scope.Scope>
+  readonly openPlan: (request: PlanRequest) => Effect.Effect<Effect.Effect<PlanDecision>, never, Scope.Scope>
+  readonly openTurn: (request: TurnRequest) => Effect.Effect<Effect.Effect<TurnDecision>, never, Scope.Scope>
   /** The requests waiting for a decision, oldest first. */
   readonly pending: Effect.Effect<ReadonlyArray<Request>>
   /**
-   * Approves a call by its `approvalId` (see {@link Request}): a sub-agent's
-   * call and its parent's with the same call id are told apart. A call of
-   * the top run is also answered by its plain call id. A decision for a call
-   * not (yet) waiting is kept and answers the call when it asks (a restarted
-   * run re-asks for its pending approvals, under the same ids). Returns
-   * whether a waiting call was answered.
+   * Approves the call waiting under this `approvalId` (see {@link Request}):
+   * a sub-agent's call and its parent's with the same call id are told apart.
+   * Returns whether a waiting call was answered; when none waits under the
+   * id, nothing is answered and nothing kept.
    */
   readonly approve: (approvalId: string) => Effect.Effect<boolean>
-  /** Denies a call with a reason the model reads; see `approve`. */
+  /** Denies the call waiting under this `approvalId`, with a reason the model reads; see `approve`. */
   readonly deny: (approvalId: string, reason?: string) => Effect.Effect<boolean>
   /** The plan waiting for a decision, if any. */
   readonly pendingPlan: Effect.Effect<PlanRequest | undefined>
-  /**
-   * Decides the plan waiting (or the next one asked for, when none waits).
-   * Returns whether a waiting plan was answered.
-   */
+  /** Decides the plan waiting; returns whether one waited (else nothing is decided or kept). */
   readonly decidePlanWith: (decision: PlanDecision) => Effect.Effect<boolean>
   /** The feedback waiting for the operator, if any. */
   readonly pendingTurn: Effect.Effect<TurnRequest | undefined>
-  /** Decides the feedback waiting (or the next, when none waits); returns whether one waited. */
+  /** Decides the feedback waiting; returns whether one waited (else nothing is decided or kept). */
   readonly decideTurnWith: (decision: TurnDecision) => Effect.Effect<boolean>
 }
 
+/** A question waiting, and the answer it waits for. */
+interface Waiting<Q, D> {
+  readonly request: Q
+  readonly decision: Deferred.Deferred<D>
+}
+
+/** A question answered as it is entered, without waiting. */
+interface Answered<D> {
+  readonly answered: D
+}
+
 /**
- * One decision at a time, asked by the run and answered through the handle:
- * answers given before their questions are kept, in order, for the next ones.
+ * Asking questions answered through a handle: `enter` makes a question wait
+ * (or answers it at once), `leave` takes it out if it still waits as `entry`.
+ * Asked (`ask`), a question waits until it is answered or the asker is
+ * interrupted; opened (`open`), until the scope closes.
+ */
+const asking = <Q, D>(
+  enter: (request: Q) => Waiting<Q, D> | Answered<D>,
+  leave: (entry: Waiting<Q, D>) => void
+) => ({
+  ask: (request: Q): Effect.Effect<D> =>
+    Effect.suspend(() => {
+      const entered = enter(request)
+      if ("answered" in entered) return Effect.succeed(entered.answered)
+      return Deferred.await(entered.decision).pipe(Effect.ensuring(Effect.sync(() => leave(entered))))
+    }),
+  open: (request: Q): Effect.Effect<Effect.Effect<D>, never, Scope.Scope> =>
+    Effect.suspend(() => {
+      const entered = enter(request)
+      if ("answered" in entered) return Effect.succeed(Effect.succeed(entered.answered))
+      return Effect.as(Effect.addFinalizer(() => Effect.sync(() => leave(entered))), Deferred.await(entered.decision))
+    })
+})
+
+/**
+ * One question at a time (a supervised run's plan, its feedback), asked by
+ * the run and answered through the handle: an answer when none waits is
+ * refused, not kept.
  */
 const slot = <Q, D>() => {
-  let waiting: { readonly request: Q; readonly decision: Deferred.Deferred<D> } | undefined
-  const early: Array<D> = []
+  let waiting: Waiting<Q, D> | undefined
+  const { ask, open } = asking<Q, D>(
+    (request) => (waiting = { request, decision: Deferred.makeUnsafe<D>() }),
+    (entry) => void (waiting === entry && (waiting = undefined))
+  )
   return {
-    ask: (request: Q): Effect.Effect<D> =>
-      Effect.suspend(() => {
-        if (early.length > 0) return Effect.succeed(early.shift()!)
-        return Effect.flatMap(Deferred.make<D>(), (decision) => {
-          const entry = { request, decision }
-          waiting = entry
-          return Deferred.await(decision).pipe(
-            Effect.onExit(() => Effect.sync(() => void (waiting === entry && (waiting = undefined))))
-          )
-        })
-      }),
+    ask,
+    open,
     pending: Effect.sync(() => waiting?.request),
     answer: (decision: D): Effect.Effect<boolean> =>
       Effect.suspend(() => {
         const entry = waiting
-        if (entry === undefined) {
-          early.push(decision)
-          return Effect.succeed(false)
-        }
+        if (entry === undefined) return Effect.succeed(false)
         waiting = undefined
         return Effect.as(Deferred.succeed(entry.decision, decision), true)
       })
@@ -259,60 +315,37 @@ const slot = <Q, D>() => {
 export const interactive = (): Effect.Effect<Interactive> =>
   Effect.sync(() => {
     // By approval id, in the order the calls asked.
-    const waiting = new Map<string, { readonly request: Request; readonly decision: Deferred.Deferred<Decision> }>()
-    const early = new Map<string, Decision>()
-    /** The call waiting under `id`: its approval id, else (a call of the top run) its call id. */
-    const waitingAs = (id: string) => {
-      const exact = waiting.get(id)
-      if (exact !== undefined) return exact
-      for (const entry of waiting.values()) if (topLevel(entry.request) && entry.request.toolCallId === id) return entry
-      return undefined
-    }
-    /** The decision given before the call asked: under its approval id, else (top run) its call id. */
-    const takeEarly = (request: Request) => {
-      const key = early.has(request.approvalId)
-        ? request.approvalId
-        : topLevel(request) && early.has(request.toolCallId)
-        ? request.toolCallId
-        : undefined
-      if (key === undefined) return undefined
-      const decision = early.get(key)
-      early.delete(key)
-      return decision
-    }
+    const waiting = new Map<string, Waiting<Request, Decision>>()
+    const calls = asking<Request, Decision>(
+      (request) => {
+        // Two calls waiting under one id (a provider that repeats an id in a batch) could not be told apart.
+        if (waiting.has(request.approvalId)) return duplicate(request.approvalId)
+        const entry = { request, decision: Deferred.makeUnsafe<Decision>() }
+        waiting.set(request.approvalId, entry)
+        return entry
+      },
+      (entry) => void (waiting.get(entry.request.approvalId) === entry && waiting.delete(entry.request.approvalId))
+    )
     const answer = (id: string, decision: Decision) =>
       Effect.suspend(() => {
-        const entry = waitingAs(id)
-        if (entry === undefined) {
-          early.set(id, decision)
-          return Effect.succeed(false)
-        }
-        waiting.delete(entry.request.approvalId)
+        const entry = waiting.get(id)
+        if (entry === undefined) return Effect.succeed(false)
+        waiting.delete(id)
         return Effect.as(Deferred.succeed(entry.decision, decision), true)
       })
     const plans = slot<PlanRequest, PlanDecision>()
     const turns = slot<TurnRequest, TurnDecision>()
     const handle: Interactive = {
+      decide: calls.ask,
+      open: calls.open,
       decidePlan: plans.ask,
+      openPlan: plans.open,
       pendingPlan: plans.pending,
       decidePlanWith: plans.answer,
       decideTurn: turns.ask,
+      openTurn: turns.open,
       pendingTurn: turns.pending,
       decideTurnWith: turns.answer,
-      decide: (request) =>
-        Effect.suspend(() => {
-          const decided = takeEarly(request)
-          if (decided !== undefined) return Effect.succeed(decided)
-          return Effect.flatMap(Deferred.make<Decision>(), (decision) => {
-            const entry = { request, decision }
-            waiting.set(request.approvalId, entry)
-            return Deferred.await(decision).pipe(
-              Effect.onInterrupt(() =>
-                Effect.sync(() => void (waiting.get(request.approvalId) === entry && waiting.delete(request.approvalId)))
-              )
-            )
-          })
-        }),
       pending: Effect.sync(() => Array.from(waiting.values(), (entry) => entry.request)),
       approve: (id) => answer(id, approved),
       deny: (id, reason = "denied by the user") => answer(id, denied(reason))
@@ -320,6 +353,11 @@ export const interactive = (): Effect.Effect<Interactive> =>
     handles.add(handle)
     return handle
   })
+
+/** The answer to a call asking under an approval id another waiting call has. */
+const duplicate = (approvalId: string): Answered<Decision> => ({
+  answered: denied(`another call is waiting for approval under the same id (${approvalId}); call ids must be unique`)
+})
 
 /** The handles {@link interactive} made. */
 const handles = new WeakSet<Service>()
@@ -342,9 +380,6 @@ const handles = new WeakSet<Service>()
  * @category guards
  */
 export const isInteractive = (service: Service): service is Interactive => handles.has(service)
-
-/** A call of the top run: its approval id has no `/` (an encoded id never has one). */
-const topLevel = (request: Request): boolean => !request.approvalId.includes("/")
 
 /**
  * A layer providing an approvals service.

@@ -168,7 +168,7 @@ describe("Agent.run", () => {
       // steered while the second model call runs: the failure comes before it could be delivered
       const steer = Hooks.plugin({
         name: "steer",
-        onEvent: (event) => event._tag === "TurnStart" && event.turn === 2 ? steering.steer("use the cache") : Effect.void
+        onEvent: (event) => event._tag === "TurnStart" && event.turn === 2 ? Effect.orDie(steering.steer("use the cache")) : Effect.void
       })
       const { events, exit } = yield* runScript([
         { toolCalls: [{ id: "c1", name: "add", params: { a: 1, b: 2 } }] },
@@ -197,7 +197,7 @@ describe("Agent.run", () => {
       const steering = yield* Steering.make()
       const steer = Hooks.plugin({
         name: "steer",
-        onEvent: (event) => event._tag === "ToolExecutionStart" ? steering.steer("stop and report") : Effect.void
+        onEvent: (event) => event._tag === "ToolExecutionStart" ? Effect.orDie(steering.steer("stop and report")) : Effect.void
       })
       const { events, exit } = yield* runScript([
         { toolCalls: [{ id: "f", name: "fatal", params: { reason: "disk corrupt" } }] }

@@ -82,18 +82,123 @@ describe("approvals", () => {
       assert.strictEqual(endOf("d") - events[0]!.timestamp, 1000)
     }))
 
-  it.effect("a decision given before the call asks answers it when it asks", () =>
+  it.effect("wrong-call attack: a decision for no waiting call is refused and not kept; a later call_0 waits for its own", () =>
+    Effect.gen(function*() {
+      const approvals = yield* Approvals.interactive()
+      const trace = makeTrace()
+      const answers: Array<boolean> = []
+      // A provider that numbers calls per response: both turns' deploys are call_0.
+      const reviewer = Hooks.plugin({
+        name: "reviewer",
+        onEvent: (event) => {
+          if (event._tag !== "ApprovalRequested") return Effect.void
+          const id = event.approvalId ?? event.toolCallId
+          const approve = Effect.map(approvals.approve(id), (answered) => void answers.push(answered))
+          return JSON.stringify(event.params).includes("staging")
+            // approved, and approved again (a double click, a retry): the second names no waiting call
+            ? Effect.andThen(approve, approve)
+            : Effect.asVoid(approvals.deny(id, "no production deploys"))
+        }
+      })
+      const result = yield* Agent.run({ prompt: "go", plugins: [reviewer] }).pipe(
+        Effect.provideService(Approvals.Approvals, approvals),
+        Effect.provide(Layer.merge(
+          ScriptedModel.layer([
+            { toolCalls: [call("deploy", { env: "staging" }, "call_0")] },
+            { toolCalls: [call("deploy", { env: "production" }, "call_0")] },
+            { text: "ok" }
+          ]),
+          toolsLayer(trace)
+        ))
+      )
+      assert.deepStrictEqual(answers, [true, false])
+      assert.deepStrictEqual(trace.started, ["deploy:staging"])
+      const results = result.messages.filter((m) => m.role === "toolResult").map(Message.textOf)
+      assert.deepStrictEqual(results, ["deployed to staging", "Tool call denied: no production deploys"])
+    }))
+
+  it.effect("a decision given before the run asks answers nothing: the call waits, and is answered when it asks", () =>
     Effect.gen(function*() {
       const approvals = yield* Approvals.interactive()
       assert.isFalse(yield* approvals.approve("d"))
-      const result = yield* Agent.run({ prompt: "go" }).pipe(
+      assert.isFalse(yield* approvals.deny("d", "no"))
+      const fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "go" }).pipe(
+          Effect.provideService(Approvals.Approvals, approvals),
+          Effect.provide(Layer.merge(
+            ScriptedModel.layer([{ toolCalls: [call("deploy", { env: "x" }, "d")] }, { text: "ok" }]),
+            toolsLayer()
+          ))
+        )
+      )
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual((yield* approvals.pending).map((r) => r.approvalId), ["d"])
+      assert.isTrue(yield* approvals.approve("d"))
+      assert.strictEqual(textOf((yield* Fiber.join(fiber)).messages, "d"), "deployed to x")
+    }))
+
+  it.effect("early decisions use no memory: ten thousand of them (1 KB ids) are all refused, and none is kept", () =>
+    Effect.gen(function*() {
+      const approvals = yield* Approvals.interactive()
+      const ids = Array.from({ length: 10_000 }, (_, i) => `${i}`.padEnd(1024, "x"))
+      const answered = yield* Effect.forEach(ids, (id, i) => i % 2 === 0 ? approvals.approve(id) : approvals.deny(id))
+      assert.isFalse(answered.some(Boolean))
+      // a call asking under the last of them waits (nothing was kept for it)
+      const request = { runId: "r", toolCallId: ids.at(-1)!, approvalId: ids.at(-1)!, toolName: "deploy", params: {} }
+      const waiting = yield* Effect.forkChild(approvals.decide(request), { startImmediately: true })
+      assert.deepStrictEqual((yield* approvals.pending).map((r) => r.approvalId), [ids.at(-1)])
+      assert.isTrue(yield* approvals.approve(ids.at(-1)!))
+      assert.deepStrictEqual(yield* Fiber.join(waiting), Approvals.approved)
+      assert.deepStrictEqual(yield* approvals.pending, [])
+    }))
+
+  it.effect("a decision names the call by its approvalId only: a sub-agent's call_0 is not answered as call_0", () =>
+    Effect.gen(function*() {
+      const approvals = yield* Approvals.interactive()
+      const child = { runId: "c", toolCallId: "call_0", approvalId: "call_0/call_0", toolName: "deploy", params: {} }
+      const waiting = yield* Effect.forkChild(approvals.decide(child), { startImmediately: true })
+      assert.isFalse(yield* approvals.approve("call_0"))
+      assert.deepStrictEqual((yield* approvals.pending).map((r) => r.approvalId), ["call_0/call_0"])
+      assert.isTrue(yield* approvals.deny("call_0/call_0", "no"))
+      assert.deepStrictEqual(yield* Fiber.join(waiting), Approvals.denied("no"))
+    }))
+
+  it.effect("a second call asking under an approval id that waits already is denied, never confused with the first", () =>
+    Effect.gen(function*() {
+      const approvals = yield* Approvals.interactive()
+      const request = { runId: "r", toolCallId: "d", approvalId: "d", toolName: "deploy", params: {} }
+      const first = yield* Effect.forkChild(approvals.decide(request), { startImmediately: true })
+      const second = yield* approvals.decide({ ...request, params: { env: "production" } })
+      assert.deepStrictEqual(
+        second,
+        Approvals.denied("another call is waiting for approval under the same id (d); call ids must be unique")
+      )
+      assert.isTrue(yield* approvals.approve("d"))
+      assert.deepStrictEqual(yield* Fiber.join(first), Approvals.approved)
+    }))
+
+  it.effect("an answer given on the ApprovalRequested event itself finds the call waiting (it is opened first)", () =>
+    Effect.gen(function*() {
+      const approvals = yield* Approvals.interactive()
+      const answered: Array<boolean> = []
+      // answered in the same fiber, while the event is being emitted
+      const reviewer = Hooks.plugin({
+        name: "reviewer",
+        onEvent: (event) =>
+          event._tag === "ApprovalRequested"
+            ? Effect.map(approvals.approve(event.approvalId ?? event.toolCallId), (ok) => void answered.push(ok))
+            : Effect.void
+      })
+      const result = yield* Agent.run({ prompt: "go", plugins: [reviewer] }).pipe(
         Effect.provideService(Approvals.Approvals, approvals),
         Effect.provide(Layer.merge(
           ScriptedModel.layer([{ toolCalls: [call("deploy", { env: "x" }, "d")] }, { text: "ok" }]),
           toolsLayer()
         ))
       )
+      assert.deepStrictEqual(answered, [true])
       assert.strictEqual(textOf(result.messages, "d"), "deployed to x")
+      assert.deepStrictEqual(yield* approvals.pending, [])
     }))
 
   it.effect("pending lists the calls waiting", () =>
@@ -211,7 +316,7 @@ describe("approvals", () => {
 })
 
 describe("Approvals.interactive: plans and turns", () => {
-  it.effect("a plan waits for its decision; decisions given early are kept, in order, for the next plans", () =>
+  it.effect("a plan waits for its decision; a decision when no plan or feedback waits is refused and not kept", () =>
     Effect.gen(function*() {
       const approvals = yield* Approvals.interactive()
       const fiber = yield* Effect.forkChild(approvals.decidePlan({ runId: "r", plan: "p1", iteration: 1 }))
@@ -220,17 +325,40 @@ describe("Approvals.interactive: plans and turns", () => {
       assert.isTrue(yield* approvals.decidePlanWith({ _tag: "Refine", notes: "more" }))
       assert.deepStrictEqual(yield* Fiber.join(fiber), { _tag: "Refine", notes: "more" })
       assert.isUndefined(yield* approvals.pendingPlan)
+      // a second click, and an approval sent before the next plan is seen: neither is kept for plan 2
       assert.isFalse(yield* approvals.decidePlanWith({ _tag: "Refine", notes: "again" }))
       assert.isFalse(yield* approvals.decidePlanWith({ _tag: "Approve" }))
-      assert.deepStrictEqual(yield* approvals.decidePlan({ runId: "r", plan: "p2", iteration: 2 }), {
-        _tag: "Refine",
-        notes: "again"
+      const second = yield* Effect.forkChild(approvals.decidePlan({ runId: "r", plan: "p2", iteration: 2 }), {
+        startImmediately: true
       })
-      assert.deepStrictEqual(yield* approvals.decidePlan({ runId: "r", plan: "p3", iteration: 3 }), { _tag: "Approve" })
+      assert.deepStrictEqual(yield* approvals.pendingPlan, { runId: "r", plan: "p2", iteration: 2 })
+      assert.isTrue(yield* approvals.decidePlanWith({ _tag: "Reject", notes: "no" }))
+      assert.deepStrictEqual(yield* Fiber.join(second), { _tag: "Reject", notes: "no" })
       assert.isFalse(yield* approvals.decideTurnWith({ _tag: "Replace", feedback: "look at a.ts" }))
-      assert.deepStrictEqual(yield* approvals.decideTurn({ runId: "r", turn: 1, feedback: "x" }), {
-        _tag: "Replace",
-        feedback: "look at a.ts"
+      const turn = yield* Effect.forkChild(approvals.decideTurn({ runId: "r", turn: 1, feedback: "x" }), {
+        startImmediately: true
       })
+      assert.deepStrictEqual(yield* approvals.pendingTurn, { runId: "r", turn: 1, feedback: "x" })
+      assert.isTrue(yield* approvals.decideTurnWith({ _tag: "Approve" }))
+      assert.deepStrictEqual(yield* Fiber.join(turn), { _tag: "Approve" })
+    }))
+
+  it.effect("an opened question waits until its scope closes, then is withdrawn", () =>
+    Effect.gen(function*() {
+      const approvals = yield* Approvals.interactive()
+      const request = { runId: "r", toolCallId: "d", approvalId: "d", toolName: "deploy", params: {} }
+      const decided = yield* Effect.scoped(Effect.gen(function*() {
+        const wait = yield* approvals.open(request)
+        assert.deepStrictEqual((yield* approvals.pending).map((r) => r.approvalId), ["d"])
+        assert.isTrue(yield* approvals.deny("d", "no"))
+        return yield* wait
+      }))
+      assert.deepStrictEqual(decided, Approvals.denied("no"))
+      // opened and never waited for: the scope's end takes it out
+      yield* Effect.scoped(Effect.asVoid(approvals.openPlan({ runId: "r", plan: "p", iteration: 1 })))
+      assert.isUndefined(yield* approvals.pendingPlan)
+      assert.isFalse(yield* approvals.decidePlanWith({ _tag: "Approve" }))
+      yield* Effect.scoped(Effect.asVoid(approvals.open(request)))
+      assert.deepStrictEqual(yield* approvals.pending, [])
     }))
 })

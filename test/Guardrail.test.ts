@@ -189,7 +189,7 @@ describe("Guardrail.input: every text that reaches the model passes it", () => {
       const steerDuringTool = Hooks.plugin({
         name: "steer",
         onEvent: (event) =>
-          event._tag === "ToolExecutionStart" ? steering.steer(`my password is ${secret}`) : Effect.void
+          event._tag === "ToolExecutionStart" ? Effect.orDie(steering.steer(`my password is ${secret}`)) : Effect.void
       })
       const { events, requests, result } = yield* runOk([
         { toolCalls: [{ name: "add", params: { a: 1, b: 2 } }] },
@@ -569,7 +569,7 @@ describe("guardrails on random runs", () => {
             Effect.gen(function*() {
               const n = seen++
               for (const send of scenario.sends) {
-                if (send.atEvent === n) yield* (send.kind === "steer" ? steering.steer(send.text) : steering.followUp(send.text))
+                if (send.atEvent === n) yield* Effect.orDie(send.kind === "steer" ? steering.steer(send.text) : steering.followUp(send.text))
               }
               if (n === scenario.cancelAtEvent) yield* steering.cancel("random cancel")
             })

@@ -492,7 +492,7 @@ describe("loop detection", () => {
         steering,
         plugins: [{
           name: "nudge",
-          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 2 ? steering.steer("try again") : Effect.void
+          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 2 ? Effect.orDie(steering.steer("try again")) : Effect.void
         }]
       })
       assert.deepStrictEqual(ofTag(steered.events, "GuardTripped").map((e) => [e.action, e.turn]), [["warn", 5], ["stop", 6]])
@@ -560,7 +560,7 @@ describe("stagnation", () => {
         config: { maxStagnantReplies: 3 },
         plugins: [keepGoing(9), {
           name: "user",
-          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 3 ? steering.followUp("new question") : Effect.void
+          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 3 ? Effect.orDie(steering.followUp("new question")) : Effect.void
         }]
       })
       // 3 "same" replies, then the user's follow-up resets the count: 3 more are tolerated

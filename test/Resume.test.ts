@@ -153,7 +153,7 @@ describe("continuing a state saved in the middle of a batch", () => {
       assert.deepStrictEqual(ranAgain, [])
     }))
 
-  it.effect("a call that was waiting for approval asks again, and an early decision answers it", () =>
+  it.effect("a call that was waiting for approval asks again under its id, and is answered when it asks", () =>
     Effect.gen(function*() {
       const Deploy = Tool.make("deploy", { success: Schema.String, needsApproval: true })
       const kit = Toolkit.make(Deploy)
@@ -175,11 +175,14 @@ describe("continuing a state saved in the middle of a batch", () => {
         pendingApprovals: [{ toolCallId: "d", toolName: "deploy", params: {} }]
       }
       const approvals = yield* Approvals.interactive()
-      yield* approvals.approve("d")
       const { events, plugin } = recorder()
+      const approver = Hooks.plugin({
+        name: "approver",
+        onEvent: (event) => event._tag === "ApprovalRequested" ? Effect.asVoid(approvals.approve("d")) : Effect.void
+      })
       // a session announces itself through the loop's internal option
       const result = yield* Loop.resume(state, {
-        plugins: [plugin],
+        plugins: [plugin, approver],
         announce: [{
           _tag: "SessionResumed",
           sessionId: "s1",

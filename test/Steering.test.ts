@@ -24,7 +24,7 @@ describe("steer", () => {
         plugins: [{
           name: "steer-on-start",
           onEvent: (e) =>
-            e._tag === "ToolExecutionStart" && e.toolCallId === "a" ? steering.steer("use metric units") : Effect.void
+            e._tag === "ToolExecutionStart" && e.toolCallId === "a" ? Effect.orDie(steering.steer("use metric units")) : Effect.void
         }]
       })
       assert.deepStrictEqual(roles(requests[1]!), ["user", "assistant", "tool", "tool", "user"])
@@ -44,7 +44,7 @@ describe("steer", () => {
         steering,
         plugins: [{
           name: "steer-after-first-reply",
-          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 1 ? steering.steer("second") : Effect.void
+          onEvent: (e) => e._tag === "TurnEnd" && e.turn === 1 ? Effect.orDie(steering.steer("second")) : Effect.void
         }]
       })
       assert.strictEqual(requests.length, 2)
@@ -80,7 +80,7 @@ describe("steer", () => {
         steering,
         plugins: [{
           name: "late",
-          onEvent: (e) => e._tag === "ToolExecutionStart" ? steering.steer("too late") : Effect.void
+          onEvent: (e) => e._tag === "ToolExecutionStart" ? Effect.orDie(steering.steer("too late")) : Effect.void
         }]
       })
       assert.strictEqual(result.outcome._tag, "Terminated")
@@ -110,7 +110,7 @@ describe("followUp", () => {
         steering,
         plugins: [{
           name: "queue",
-          onEvent: (e) => e._tag === "TurnStart" && e.turn === 1 ? steering.followUp("and another") : Effect.void
+          onEvent: (e) => e._tag === "TurnStart" && e.turn === 1 ? Effect.orDie(steering.followUp("and another")) : Effect.void
         }]
       })
       assert.strictEqual(requests.length, 2)
@@ -267,5 +267,64 @@ describe("cancel", () => {
       const result = yield* Fiber.join(fiber)
       assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "via service" })
       assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+    }))
+})
+
+describe("the queue's bound", () => {
+  it.effect("a flood past the bound fails with SteeringFull and queues nothing; what the run takes makes room", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make({ limits: { messages: 3 } })
+      yield* steering.steer("a")
+      yield* steering.followUp("b")
+      yield* steering.steer("c")
+      const refused = yield* Effect.flip(steering.followUp("d"))
+      const size = new TextEncoder().encode(JSON.stringify(Message.user("d"))).byteLength
+      assert.deepStrictEqual(
+        [refused._tag, refused.kind, refused.queued, refused.bytes, refused.size, refused.limits],
+        ["SteeringFull", "followUp", 3, 3 * size, size, { messages: 3, bytes: Steering.defaultLimits.bytes }]
+      )
+      assert.deepStrictEqual(yield* steering.takeFollowUps, [Message.user("b")])
+      yield* steering.followUp("d")
+      assert.deepStrictEqual(yield* steering.takeSteering, [Message.user("a"), Message.user("c")])
+      assert.deepStrictEqual(yield* steering.takeFollowUps, [Message.user("d")])
+    }))
+
+  it.effect("by size: 4 MiB by default, whatever the count", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const mib = "x".repeat(1024 * 1024 - 100)
+      for (let i = 0; i < 4; i++) yield* steering.steer(mib)
+      const refused = yield* Effect.flip(steering.steer(mib))
+      assert.deepStrictEqual([refused.queued, refused.bytes > 4 * (1024 * 1024 - 100)], [4, true])
+      // a small one still fits
+      yield* steering.steer("use metric units")
+      assert.strictEqual((yield* steering.takeSteering).length, 5)
+    }))
+
+  it.effect("one at a time: a flood at every turn cannot grow the run's queue past the bound", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make({ steeringMode: "oneAtATime", limits: { messages: 3 } })
+      let sent = 0
+      const flood = Hooks.plugin({
+        name: "flood",
+        onEvent: (event) =>
+          event._tag !== "TurnStart" ? Effect.void : Effect.gen(function*() {
+            // as many as it takes, at most 10 a turn
+            for (let i = 0; i < 10; i++) {
+              const queued = yield* Effect.result(steering.steer(`m${sent}`))
+              if (queued._tag === "Failure") return
+              sent++
+            }
+          })
+      })
+      const { events, result } = yield* runOk(
+        Array.from({ length: 6 }, (_, i) => ({ toolCalls: [call("add", { a: i, b: 1 }, `c${i}`)] })),
+        { steering, plugins: [flood], config: { maxTurns: 6, graceTurns: 0 } }
+      )
+      const delivered = ofTag(events, "SteeringDelivered").flatMap((event) => event.messages).length
+      // what waits at the end (in the state and the handle) is within the bound, and nothing was lost
+      const left = result.state.steering.length + (yield* steering.takeSteering).length
+      assert.isAtMost(left, 3)
+      assert.strictEqual(delivered + left, sent)
     }))
 })

@@ -4,7 +4,7 @@
  *
  * | line | does |
  * |---|---|
- * | `{"type":"approve","id":"call_1"}` | approves the tool call with that `approvalId` (without `id`: the oldest call waiting) |
+ * | `{"type":"approve","id":"call_1"}` | approves the tool call waiting with that `approvalId` (without `id`: the oldest call waiting) |
  * | `{"type":"deny","id":"call_1","reason":"not on main"}` | denies it; the model reads the reason |
  * | `{"type":"steer","text":"Use metric units."}` | delivered before the next model call |
  * | `{"type":"follow_up","text":"Now write the tests."}` | restarts the run when it would stop |
@@ -14,11 +14,15 @@
  * our own loop; an external CLI worker takes neither (the line is refused
  * with a note), and `cancel` ends any supervised run at once.
  *
- * A decision for a call that is not waiting yet is kept, and answers the
- * call when it asks. Malformed and unknown lines are reported on stderr and
- * ignored. End of input is not a cancel unless asked (`--stdin-eof cancel`);
- * once stdin has ended nobody can answer, so calls that wait for approval
- * then are denied, unless a decision for them came before.
+ * A decision answers only a call waiting now: one for a call that is not
+ * waiting (not asked yet, or answered) is reported on stderr and dropped,
+ * never kept for a later call that reuses the id. A program answers each
+ * `ApprovalRequested` event it reads (`--emit-jsonl -`): the call waits by
+ * the time the event is written. A `steer` or `follow_up` past the queue's
+ * bound (`Steering.limits`) is reported and dropped. Malformed and unknown
+ * lines are reported on stderr and ignored. End of input is not a cancel
+ * unless asked (`--stdin-eof cancel`); once stdin has ended nobody can
+ * answer, so calls that wait for approval then are denied.
  *
  * @since 0.1.0
  */
@@ -149,11 +153,11 @@ export const apply = (command: Command, target: Target): Effect.Effect<string | 
     case "steer":
       return target.messagesRefused !== undefined
         ? Effect.succeed(`steer: ${target.messagesRefused}; ignored`)
-        : Effect.as(target.steering.steer(command.text), undefined)
+        : queue(command.type, target.steering.steer(command.text))
     case "follow_up":
       return target.messagesRefused !== undefined
         ? Effect.succeed(`follow_up: ${target.messagesRefused}; ignored`)
-        : Effect.as(target.steering.followUp(command.text), undefined)
+        : queue(command.type, target.steering.followUp(command.text))
     case "cancel":
       return Effect.as(target.steering.cancel(command.reason ?? "cancelled by the user"), undefined)
     case "approve":
@@ -184,15 +188,28 @@ export const apply = (command: Command, target: Target): Effect.Effect<string | 
   }
 }
 
-/** A plan or turn decision: answers what waits, or is kept for the next one to ask. */
+/** A message queued for the run; past the queue's bound it is dropped, and the note says so. */
+const queue = (type: string, queued: Effect.Effect<void, Steering.SteeringFull>): Effect.Effect<string | undefined> =>
+  queued.pipe(
+    Effect.as(undefined),
+    Effect.catchTag("SteeringFull", (full) => Effect.succeed(`${type}: ${full.message}; dropped`))
+  )
+
+/** A plan or turn decision: answers what waits; with nothing waiting, nothing is decided or kept. */
 const decideWith = (
   approvals: Approvals.Interactive | undefined,
-  type: string,
+  type: "approve_plan" | "refine_plan" | "reject_plan" | "approve_turn" | "replace_feedback",
   answer: (approvals: Approvals.Interactive) => Effect.Effect<boolean>
 ): Effect.Effect<string | undefined> =>
   approvals === undefined
     ? Effect.succeed(`${type}: decisions are not asked on stdin (run with --approve ask or --approve-turns)`)
-    : Effect.as(answer(approvals), undefined)
+    : Effect.map(answer(approvals), (answered) =>
+      answered
+        ? undefined
+        : `${type}: no ${type.endsWith("_plan") ? "plan" : "feedback"} is waiting for a decision; ignored`)
+
+/** An id from a line, quoted, and cut to a length a note can show. */
+const clip = (id: string): string => JSON.stringify(id.length > 48 ? `${id.slice(0, 47)}…` : id)
 
 const decide = (
   command: Extract<Command, { readonly type: "approve" | "deny" }>,
@@ -201,9 +218,9 @@ const decide = (
   Effect.gen(function*() {
     if (approvals === undefined) return `${command.type}: approvals are not asked on stdin (run with --approve ask)`
     const id = command.id ?? (yield* approvals.pending)[0]?.approvalId
-    if (id === undefined) return `${command.type}: no call is waiting for approval (give its "id" to decide ahead)`
-    yield* command.type === "approve" ? approvals.approve(id) : approvals.deny(id, command.reason)
-    return undefined
+    if (id === undefined) return `${command.type}: no call is waiting for approval; ignored`
+    const answered = yield* command.type === "approve" ? approvals.approve(id) : approvals.deny(id, command.reason)
+    return answered ? undefined : `${command.type}: no call waits for approval as ${clip(id)}; ignored`
   })
 
 /**
@@ -264,7 +281,9 @@ export const serve = <E>(options: {
 /**
  * Approvals asked on stdin: the interactive handle's decisions, and once
  * `eof` completes (nobody is left to answer), a denial for every call that
- * has no decision yet.
+ * waits (a plan waiting is rejected, a feedback waiting interrupts the run).
+ * Questions are opened through the handle (`open`), so they wait before
+ * they are announced.
  *
  * @since 0.1.0
  * @category serving
@@ -273,21 +292,17 @@ export const approvalsUntilEof = (
   interactive: Approvals.Interactive,
   eof: Deferred.Deferred<void>
 ): Approvals.Service => {
-  const closed = Effect.as(
-    Deferred.await(eof),
-    Approvals.denied("no one can approve this call: the control input (stdin) was closed")
-  )
-  // A decision given before the call asked is already there: `decide` completes at once and wins the race.
-  // With stdin closed, a plan waiting is rejected and a turn waiting is interrupted (no one can answer them).
   const gone = "the control input (stdin) was closed"
+  const call = Approvals.denied(`no one can approve this call: ${gone}`)
+  const plan: Approvals.PlanDecision = { _tag: "Reject", notes: gone }
+  const turn: Approvals.TurnDecision = { _tag: "Interrupt" }
+  const untilEof = <D>(wait: Effect.Effect<D>, closed: D) => Effect.raceFirst(wait, Effect.as(Deferred.await(eof), closed))
   return {
-    decide: (request) => Effect.raceFirst(interactive.decide(request), closed),
-    decidePlan: (request) =>
-      Effect.raceFirst(
-        interactive.decidePlan(request),
-        Effect.as(Deferred.await(eof), { _tag: "Reject", notes: gone } as const)
-      ),
-    decideTurn: (request) =>
-      Effect.raceFirst(interactive.decideTurn(request), Effect.as(Deferred.await(eof), { _tag: "Interrupt" } as const))
+    decide: (request) => untilEof(interactive.decide(request), call),
+    open: (request) => Effect.map(interactive.open(request), (wait) => untilEof(wait, call)),
+    decidePlan: (request) => untilEof(interactive.decidePlan(request), plan),
+    openPlan: (request) => Effect.map(interactive.openPlan(request), (wait) => untilEof(wait, plan)),
+    decideTurn: (request) => untilEof(interactive.decideTurn(request), turn),
+    openTurn: (request) => Effect.map(interactive.openTurn(request), (wait) => untilEof(wait, turn))
   }
 }

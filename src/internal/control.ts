@@ -166,7 +166,9 @@ export const poll = <R>(run: InboxRun<R>, kind: Kind): Effect.Effect<ReadonlyArr
 
 const pollNow = Effect.fnUntraced(function*<R>(run: InboxRun<R>, kind: Kind, queue: Array<Message.Message>) {
   const { steering } = run.env
-  if (steering !== undefined) {
+  const mode = steering === undefined ? "all" : kind === "steering" ? steering.steeringMode : steering.followUpMode
+  // One at a time, the handle's messages stay in it (counted against its bound) until the inbox is empty.
+  if (steering !== undefined && (mode === "all" || queue.length === 0)) {
     queue.push(...yield* (kind === "steering" ? steering.takeSteering : steering.takeFollowUps))
   }
   for (const plugin of run.env.hooks[kind]) {
@@ -174,7 +176,6 @@ const pollNow = Effect.fnUntraced(function*<R>(run: InboxRun<R>, kind: Kind, que
     if (hook !== undefined) queue.push(...yield* hook(run.context))
   }
   if (queue.length === 0) return []
-  const mode = steering === undefined ? "all" : kind === "steering" ? steering.steeringMode : steering.followUpMode
   return take(queue, mode)
 })
 

@@ -93,7 +93,7 @@ import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
 import * as Access from "./internal/access.ts"
 import type * as EventLog from "./internal/eventLog.ts"
-import { ControlRejected, SessionExists, SessionNotFound, Unauthorized } from "./internal/problems.ts"
+import { ControlRejected, QueueFull, SessionExists, SessionNotFound, Unauthorized } from "./internal/problems.ts"
 import * as Sessions from "./internal/sessions.ts"
 import * as Store from "./internal/store.ts"
 import * as Inspector from "./Inspector.ts"
@@ -146,6 +146,8 @@ export type CreateSession = typeof CreateSession.Type
  */
 export const PendingApproval = Schema.Struct({
   toolCallId: Schema.String,
+  /** What `approve` and `deny` name the call by: unique across the run and its sub-agents (`c2/c1`). */
+  approvalId: Schema.String,
   toolName: Schema.String,
   params: Schema.Unknown,
   reason: Schema.optionalKey(Schema.String)
@@ -180,10 +182,10 @@ export const SessionInfo = Schema.Struct({
 export type SessionInfo = typeof SessionInfo.Type
 
 /**
- * What a control command did: `applied` now (a cancel, a decision for a
- * waiting call), `queued` until the run gets to it (a message; a decision
- * for a call that is not waiting yet), or `restarted` (the session was not
- * running: a new run started with the message).
+ * What a control command did: `applied` now (a cancel, a decision for the
+ * call waiting under its `approvalId`), `queued` until the run gets to it (a
+ * message), or `restarted` (the session was not running: a new run started
+ * with the message). A decision names the call it answered.
  *
  * @category schemas
  * @since 0.1.0
@@ -192,7 +194,8 @@ export const ControlResult = Schema.Struct({
   sessionId: Schema.String,
   type: Schema.Literals(Control.types),
   status: Schema.Literals(["applied", "queued", "restarted"]),
-  toolCallId: Schema.optionalKey(Schema.String)
+  toolCallId: Schema.optionalKey(Schema.String),
+  approvalId: Schema.optionalKey(Schema.String)
 })
 /**
  * @category schemas
@@ -258,6 +261,13 @@ export {
    * @since 0.1.0
    */
   MisdirectedRequest,
+  /**
+   * The session's queue of steering and follow-ups is full (`429`): see `Steering.Limits`.
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  QueueFull,
   /**
    * The request body is larger than `maxBodyBytes` (`413`).
    *
@@ -347,7 +357,7 @@ export const SessionsGroup = HttpApiGroup.make("sessions")
       params,
       payload: Control.Command,
       success: ControlResult.pipe(HttpApiSchema.status(202)),
-      error: [SessionNotFound, ControlRejected, HttpApiError.InternalServerErrorProblem]
+      error: [SessionNotFound, ControlRejected, QueueFull, HttpApiError.InternalServerErrorProblem]
     })
   )
   .middleware(Authorization)

@@ -24,7 +24,10 @@
  * checksums. It reads only regular files, never through a link, and no
  * more than the head records (a head at most 64 MiB, a journal at most
  * 1 GiB): a FIFO, a device or a directory in their place is
- * `CheckpointCorrupt`, not a hang. It writes through no link either: the
+ * `CheckpointCorrupt`, not a hang. It never writes what it would refuse to
+ * read: a save whose head or journal would pass those sizes fails with
+ * `CheckpointTooLarge` before it writes anything, and the last checkpoint
+ * saved still loads. It writes through no link either: the
  * journal it appends to must be a regular file, files it writes anew (the
  * temp head, a new journal) are created exclusively after whatever had
  * their name is unlinked, and a session directory that is a link is
@@ -68,6 +71,7 @@ export {
   CheckpointExists,
   CheckpointIoError,
   CheckpointMissing,
+  CheckpointTooLarge,
   CheckpointVersionMismatch,
   InvalidSessionId,
   type LoadError

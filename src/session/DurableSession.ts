@@ -42,6 +42,7 @@ import { DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../AgentConfig.ts"
 import { AgentError as AgentErrorSchema, type ConfigError } from "../AgentError.ts"
 import type { AgentError } from "../AgentError.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Approvals from "../Approvals.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
@@ -320,9 +321,10 @@ export const followUp = (
 /**
  * Answers a call waiting for approval, from any process: `approvalId` is the
  * one its `ApprovalRequested` event carries (a call's own id at the top of
- * the run). The call is found among the session's published events, so a
- * call id the model used again in a later turn answers only the call waiting
- * now. Succeeds with `false`, answering nothing, when no call of that id
+ * the run, `c2/c1` for a sub-agent's). The call is found among the session's
+ * published events, so a call id the model (or a sub-agent's model, in its
+ * next turn) used again answers only the call waiting now. Succeeds with
+ * `false`, answering nothing and keeping nothing, when no call of that id
  * waits (not yet asked, or already decided).
  *
  * @since 0.1.0
@@ -334,10 +336,10 @@ export const approve = (
   decision: Approvals.Decision
 ): Effect.Effect<boolean, StoreError, Store | WorkflowEngine.WorkflowEngine> =>
   Effect.gen(function*() {
-    const turn = waitingTurn(yield* events(sessionId), approvalId)
-    if (turn === undefined) return false
+    const key = waitingKey(yield* events(sessionId), approvalId)
+    if (key === undefined) return false
     const executionId = yield* executionIdOf(sessionId)
-    const deferred = Body.approvalOf(turn, approvalId)
+    const deferred = Body.approvalOf(key)
     yield* DurableDeferred.succeed(deferred, {
       token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
       value: decision
@@ -346,21 +348,24 @@ export const approve = (
   })
 
 /**
- * The session's turn of the call `approvalId` that was asked for and not yet
- * decided, if any (the latest). A sub-agent's call comes in a `Nested` event,
- * stamped with the session's turn.
+ * The approval key (`Body.approvalKey`) of the call `approvalId` that was
+ * asked for and not yet decided, if any (the latest). A sub-agent's call
+ * comes in a `Nested` event (a grandchild's in one nested again), stamped
+ * with the session's turn; the event inside is stamped with the sub-agent's
+ * turn and carries the call's tool and arguments.
  */
-const waitingTurn = (published: ReadonlyArray<Published>, approvalId: string): number | undefined => {
-  let turn: number | undefined
+const waitingKey = (published: ReadonlyArray<Published>, approvalId: string): string | undefined => {
+  let key: string | undefined
   for (const { event: outer } of published) {
-    const event = outer._tag === "Nested" ? outer.event : outer
-    if (event._tag === "ApprovalRequested" && (event.approvalId ?? event.toolCallId) === approvalId) {
-      turn = outer.turn
-    } else if (event._tag === "ApprovalResolved" && (event.approvalId ?? event.toolCallId) === approvalId) {
-      turn = undefined
-    }
+    let event: AgentEvent.AgentEvent = outer
+    while (event._tag === "Nested") event = event.event
+    if (event._tag !== "ApprovalRequested" && event._tag !== "ApprovalResolved") continue
+    if ((event.approvalId ?? event.toolCallId) !== approvalId) continue
+    key = event._tag === "ApprovalRequested"
+      ? Body.approvalKey(outer.turn, { approvalId, turn: event.turn, toolName: event.toolName, params: event.params })
+      : undefined
   }
-  return turn
+  return key
 }
 
 /**

@@ -615,21 +615,26 @@ const supervise = <R, RW, P>(
           yield* checkBudgets(false)
           const plan = reply.text
           const typed = yield* typedPlan(reply)
-          yield* emit({
-            _tag: "PlanProposed",
-            plan,
-            iteration: s.planIteration,
-            ...(typed === undefined ? {} : { value: typed.encoded })
-          })
           const request: Approvals.PlanRequest = {
             runId,
             plan,
             iteration: s.planIteration,
             ...(typed === undefined ? {} : { value: typed.value })
           }
-          const decision: Approvals.PlanDecision = approvals?.decidePlan === undefined
-            ? { _tag: "Approve" }
-            : yield* cancellable(approvals.decidePlan(request))
+          // Opened before it is announced (`Approvals.Service.openPlan`): an answer on seeing the event finds it.
+          const decision: Approvals.PlanDecision = yield* Effect.scoped(Effect.gen(function*() {
+            const decide = approvals?.decidePlan
+            const opened = decide === undefined || approvals?.openPlan === undefined
+              ? undefined
+              : yield* approvals.openPlan(request)
+            yield* emit({
+              _tag: "PlanProposed",
+              plan,
+              iteration: s.planIteration,
+              ...(typed === undefined ? {} : { value: typed.encoded })
+            })
+            return decide === undefined ? { _tag: "Approve" } as const : yield* cancellable(opened ?? decide(request))
+          }))
           switch (decision._tag) {
             case "Approve": {
               yield* emit({ _tag: "PlanApproved", iteration: s.planIteration, plan })
@@ -684,8 +689,13 @@ const supervise = <R, RW, P>(
         let text = feedbackText
         const decideTurn = approvals?.decideTurn
         if (options.approveTurns === true && decideTurn !== undefined) {
-          yield* emit({ _tag: "TurnApprovalRequested", feedback: text })
-          const decision = yield* cancellable(decideTurn({ runId, turn: s.turn, feedback: text }))
+          const request: Approvals.TurnRequest = { runId, turn: s.turn, feedback: text }
+          // Opened before it is announced (`Approvals.Service.openTurn`): an answer on seeing the event finds it.
+          const decision = yield* Effect.scoped(Effect.gen(function*() {
+            const opened = approvals?.openTurn === undefined ? undefined : yield* approvals.openTurn(request)
+            yield* emit({ _tag: "TurnApprovalRequested", feedback: text })
+            return yield* cancellable(opened ?? decideTurn(request))
+          }))
           if (decision._tag === "Interrupt") return yield* Effect.interrupt
           if (decision._tag === "Replace") text = decision.feedback
           s.awaitingApproval = false

@@ -118,9 +118,7 @@ describe("Control.serve", () => {
       yield* serve(`{"type":"deny","reason":"not now"}\n{"type":"approve"}\n{"type":"approve"}\n`)
       assert.deepStrictEqual(yield* Fiber.join(first), Approvals.denied("not now"))
       assert.deepStrictEqual(yield* Fiber.join(second), Approvals.approved)
-      assert.deepStrictEqual(notes, [
-        "stdin line 3: approve: no call is waiting for approval (give its \"id\" to decide ahead)"
-      ])
+      assert.deepStrictEqual(notes, ["stdin line 3: approve: no call is waiting for approval; ignored"])
     }))
 
   it.effect("a parent's and a sub-agent's calls with the same id: each line answers the one its id names", () =>
@@ -138,16 +136,54 @@ describe("Control.serve", () => {
       assert.deepStrictEqual(yield* Fiber.join(again), Approvals.approved)
     }))
 
-  it.effect("a decision given ahead answers its call after stdin has ended; a call without one is denied", () =>
+  it.effect("wrong-call attack: a decision ahead of its call is refused and not kept; after stdin ends the call is denied", () =>
     Effect.gen(function*() {
-      const { approvals, serve } = yield* setup
+      const { approvals, notes, serve } = yield* setup
       const waiting = yield* Effect.forkChild(approvals.decide(request("c0")), { startImmediately: true })
-      yield* serve(`{"type":"approve","id":"c1"}\n{"type":"deny","id":"c2","reason":"no"}\n`)
+      // c0 is answered; call_0 and c2 are not waiting: nothing is kept for a later call under those ids
+      yield* serve(
+        `{"type":"approve","id":"call_0"}\n{"type":"deny","id":"c2","reason":"no"}\n{"type":"approve","id":"c0"}\n` +
+          `{"type":"approve","id":"${"x".repeat(5000)}"}\n`
+      )
+      assert.deepStrictEqual(yield* Fiber.join(waiting), Approvals.approved)
+      assert.deepStrictEqual(notes, [
+        "stdin line 1: approve: no call waits for approval as \"call_0\"; ignored",
+        "stdin line 2: deny: no call waits for approval as \"c2\"; ignored",
+        `stdin line 4: approve: no call waits for approval as "${"x".repeat(47)}…"; ignored`
+      ])
       const closed = Approvals.denied("no one can approve this call: the control input (stdin) was closed")
-      assert.deepStrictEqual(yield* Fiber.join(waiting), closed)
-      assert.deepStrictEqual(yield* approvals.decide(request("c1")), Approvals.approved)
-      assert.deepStrictEqual(yield* approvals.decide(request("c2")), Approvals.denied("no"))
-      assert.deepStrictEqual(yield* approvals.decide(request("c3")), closed)
+      assert.deepStrictEqual(yield* approvals.decide(request("call_0")), closed)
+      assert.deepStrictEqual(yield* approvals.decide(request("c2")), closed)
+    }))
+
+  it.effect("a decision on the ApprovalRequested line it answers finds the call waiting (opened before it is announced)", () =>
+    Effect.gen(function*() {
+      const { approvals, notes, serve } = yield* setup
+      const decided = yield* Effect.scoped(Effect.gen(function*() {
+        const wait = yield* approvals.open!(request("c1", "c7"))
+        // the line comes as soon as the event is out, before the run gets to wait
+        yield* serve(`{"type":"deny","id":"c7/c1","reason":"not the child"}\n`)
+        return yield* wait
+      }))
+      assert.deepStrictEqual(decided, Approvals.denied("not the child"))
+      assert.deepStrictEqual(notes, [])
+    }))
+
+  it.effect("a steering flood past the queue's bound is reported and dropped, not queued", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make({ limits: { messages: 2 } })
+      const notes: Array<string> = []
+      yield* Control.serve({
+        lines: Control.lines(input(`{"type":"steer","text":"a"}\n{"type":"follow_up","text":"b"}\n{"type":"steer","text":"c"}\n`)),
+        target: { steering, approvals: undefined },
+        onEof: "ignore",
+        eof: yield* Deferred.make<void>(),
+        report: (note) => Effect.sync(() => void notes.push(note))
+      })
+      assert.deepStrictEqual(yield* steering.takeSteering, [Message.user("a")])
+      assert.deepStrictEqual(yield* steering.takeFollowUps, [Message.user("b")])
+      assert.strictEqual(notes.length, 1)
+      assert.match(notes[0]!, /^stdin line 3: steer: the run's queue is full: 2 messages \(\d+ bytes\) wait for delivery, .*; dropped$/)
     }))
 
   it.effect("approvals not asked on stdin: decisions are reported as not applying", () =>
@@ -183,15 +219,13 @@ describe("Control: plan and turn decisions", () => {
 
   it.effect("lines decide the plan and the turn; at the end of stdin a plan waiting is rejected, a turn interrupted", () =>
     Effect.gen(function*() {
-      const { approvals, serve } = yield* setup
+      const { approvals, notes, serve } = yield* setup
       const plan = yield* Effect.forkChild(approvals.decidePlan!({ runId: "r", plan: "p", iteration: 1 }))
       yield* Effect.yieldNow
+      // the feedback line comes before any feedback waits: refused, not kept for the next one
       yield* serve(`{"type":"reject_plan","notes":"no"}\n{"type":"replace_feedback","text":"t"}\n`)
       assert.deepStrictEqual(yield* Fiber.join(plan), { _tag: "Reject", notes: "no" })
-      assert.deepStrictEqual(yield* approvals.decideTurn!({ runId: "r", turn: 1, feedback: "f" }), {
-        _tag: "Replace",
-        feedback: "t"
-      })
+      assert.deepStrictEqual(notes, ["stdin line 2: replace_feedback: no feedback is waiting for a decision; ignored"])
       // stdin is closed now: no one can answer
       assert.deepStrictEqual(yield* approvals.decidePlan!({ runId: "r", plan: "p", iteration: 2 }), {
         _tag: "Reject",

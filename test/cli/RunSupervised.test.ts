@@ -6,7 +6,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem } from "effect"
+import { type Cause, Effect, FileSystem, Queue, Stream } from "effect"
 import * as SupervisedDemo from "../../src/cli/internal/SupervisedDemo.ts"
 import * as View from "../../src/cli/internal/View.ts"
 import { runCommand } from "./inProcess.ts"
@@ -19,6 +19,33 @@ const run = (turns: ReadonlyArray<unknown>, flags: ReadonlyArray<string>, stdin?
     const dir = yield* scripted(turns)
     const out = yield* runCommand(scriptedArgs(dir, "--approve", approve, "--json", ...flags), { cwd: dir, stdin })
     return { ...out, result: JSON.parse(out.stdout.trim().split("\n").at(-1)!), dir }
+  })
+
+/**
+ * Stdin for a run with `--emit-jsonl -` that answers each event it writes with the line `answer` gives, if any (a
+ * question waits by the time its event is out); the events seen.
+ */
+const answering = (answer: (event: any) => string | undefined) =>
+  Effect.map(Queue.unbounded<Uint8Array, Cause.Done>(), (input) => {
+    const seen: Array<any> = []
+    let pending = ""
+    return {
+      events: () => seen,
+      stdin: Stream.fromQueue(input),
+      onStdout: (text: string) => {
+        pending += text
+        let newline: number
+        while ((newline = pending.indexOf("\n")) >= 0) {
+          const line = pending.slice(0, newline)
+          pending = pending.slice(newline + 1)
+          if (!line.startsWith("{")) continue
+          const event = JSON.parse(line)
+          seen.push(event)
+          const reply = answer(event)
+          if (reply !== undefined) Queue.offerUnsafe(input, new TextEncoder().encode(`${reply}\n`))
+        }
+      }
+    }
   })
 
 const live = (name: string, test: () => Effect.Effect<void, unknown, Services>) =>
@@ -55,28 +82,51 @@ describe("effect-agent run --check", () => {
   live("--plan with --approve ask: reject_plan on stdin ends the run Rejected, exit 30", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "1. write done.txt" }])
+      const { events, stdin, onStdout } = yield* answering((event) =>
+        event._tag === "PlanProposed" ? `{"type":"reject_plan","notes":"too risky"}` : undefined
+      )
       const out = yield* runCommand(
-        scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "true", "--json"),
-        { cwd: dir, stdin: `{"type":"reject_plan","notes":"too risky"}\n` }
+        scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "true", "--emit-jsonl", "-"),
+        { cwd: dir, stdin, onStdout }
       )
       assert.strictEqual(out.code, 30, out.stderr)
-      assert.deepStrictEqual(JSON.parse(out.stdout).outcome, { _tag: "Rejected", notes: "too risky" })
+      assert.deepStrictEqual(events().at(-1).outcome, { _tag: "Rejected", notes: "too risky" })
       assert.include(out.stderr, "☐ plan 1:\n1. write done.txt")
+    }))
+
+  live("a plan decision sent before the plan is proposed is refused, not kept for it", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([{ text: "1. write done.txt" }])
+      const out = yield* runCommand(
+        scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "true", "--json"),
+        { cwd: dir, stdin: `{"type":"approve_plan"}\n` }
+      )
+      // nothing waited when the line came; stdin then ended, so the plan is rejected: nobody can approve it
+      assert.strictEqual(out.code, 30, out.stderr)
+      assert.deepStrictEqual(JSON.parse(out.stdout).outcome, {
+        _tag: "Rejected",
+        notes: "the control input (stdin) was closed"
+      })
+      assert.include(out.stderr, "stdin line 1: approve_plan: no plan is waiting for a decision; ignored")
     }))
 
   live("--plan with --approve ask: refine_plan then approve_plan; the act turn gets the revised plan", () =>
     Effect.gen(function*() {
-      const fs = yield* FileSystem.FileSystem
-      // the events outside the workspace, where the agent cannot replace them
-      const events = `${yield* tempDirOf}/events.jsonl`
-      const out = yield* run(
-        [{ text: "plan A" }, { text: "plan B" }, write("done.txt", "yes"), { text: "done" }],
-        ["--plan", "--check", "test -f done.txt", "--emit-jsonl", events],
-        `{"type":"refine_plan","notes":"use B"}\n{"type":"approve_plan"}\n`,
-        "ask"
+      const decisions = [`{"type":"refine_plan","notes":"use B"}`, `{"type":"approve_plan"}`]
+      const { stdin, onStdout } = yield* answering((event) =>
+        event._tag === "PlanProposed"
+          ? decisions.shift()
+          : event._tag === "ApprovalRequested"
+          ? JSON.stringify({ type: "approve", id: event.approvalId })
+          : undefined
+      )
+      const dir = yield* scripted([{ text: "plan A" }, { text: "plan B" }, write("done.txt", "yes"), { text: "done" }])
+      const out = yield* runCommand(
+        scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "test -f done.txt", "--emit-jsonl", "-"),
+        { cwd: dir, stdin, onStdout }
       )
       assert.strictEqual(out.code, 0, out.stderr)
-      const lines = (yield* fs.readFileString(events)).trim().split("\n").map((l) => JSON.parse(l))
+      const lines = out.stdout.trim().split("\n").map((l) => JSON.parse(l))
       const tags = lines.map((e) => e._tag)
       assert.deepStrictEqual(tags.filter((t) => t.startsWith("Plan")), [
         "PlanProposed",

@@ -14,8 +14,10 @@ export interface Options {
   readonly cwd: string
   /** The whole environment the command sees, on top of `PATH`, `HOME` and the tests' `XDG_STATE_HOME`. */
   readonly env?: Readonly<Record<string, string | undefined>> | undefined
-  /** What stdin holds; it ends after it. */
-  readonly stdin?: string | undefined
+  /** What stdin holds (it ends after it), or its bytes as they come. */
+  readonly stdin?: string | Stream.Stream<Uint8Array> | undefined
+  /** Sees what the command writes on stdout, as it writes it (to answer events on stdin, say). */
+  readonly onStdout?: ((text: string) => void) | undefined
   /** Make stderr (and stdin, with `stdinIsTerminal`) a terminal. */
   readonly stderrIsTerminal?: boolean | undefined
   readonly stdinIsTerminal?: boolean | undefined
@@ -46,7 +48,10 @@ export const runCommand = (args: ReadonlyArray<string>, options: Options): Effec
     let stderr = ""
     const io: Io.Service = {
       stdout: {
-        write: (text) => void (stdout += text),
+        write: (text) => {
+          stdout += text
+          options.onStdout?.(text)
+        },
         isTerminal: options.stdoutIsTerminal === true,
         columns: () => 100
       },
@@ -60,7 +65,11 @@ export const runCommand = (args: ReadonlyArray<string>, options: Options): Effec
       env: { PATH: process.env.PATH, HOME: process.env.HOME, XDG_STATE_HOME: stateHome, ...options.env }
     }
     const onInterrupt: { code: ExitCode.ExitCode } = { code: ExitCode.codes.cancelled }
-    const stdin = options.stdin === undefined ? Stream.empty : Stream.make(new TextEncoder().encode(options.stdin))
+    const stdin = options.stdin === undefined
+      ? Stream.empty
+      : typeof options.stdin === "string"
+      ? Stream.make(new TextEncoder().encode(options.stdin))
+      : options.stdin
     const exit = yield* Cli.command.pipe(
       Effect.provideService(ExitCode.OnInterrupt, onInterrupt),
       Effect.provide(Layer.mergeAll(

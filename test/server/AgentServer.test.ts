@@ -129,16 +129,17 @@ layer(serverLayer({}, gatedAgent(slowGate)), { excludeTestServices: true })("the
               const info: any = await fetch(`${url}/sessions/${id}`).then((r) => r.json())
               assert.strictEqual(info.status, "waiting")
               assert.strictEqual(info.pendingApprovals[0].toolCallId, toolCallId)
+              assert.strictEqual(info.pendingApprovals[0].approvalId, event.approvalId)
               assert.strictEqual(info.pendingApprovals[0].toolName, "deploy")
               const approved = await fetch(`${url}/sessions/${id}/control`, {
                 method: "POST",
                 headers: json,
-                body: JSON.stringify({ type: "approve", id: toolCallId })
+                body: JSON.stringify({ type: "approve", id: event.approvalId })
               })
               assert.strictEqual(approved.status, 202)
               assert.deepStrictEqual(
                 await approved.json(),
-                { sessionId: id, type: "approve", status: "applied", toolCallId }
+                { sessionId: id, type: "approve", status: "applied", toolCallId, approvalId: event.approvalId }
               )
             })()
           }
@@ -159,18 +160,22 @@ layer(serverLayer({}, gatedAgent(slowGate)), { excludeTestServices: true })("the
       const url = yield* baseUrl
       const id = yield* start(url, "deploy")
       yield* events(url, id, { stop: (message) => tagOf(message) === "ApprovalRequested" })
-      // without an id: the oldest call waiting
-      const denied = yield* post(`${url}/sessions/${id}/control`, { type: "deny", reason: "not on a Friday" })
+      const [waiting] = (yield* call(`${url}/sessions/${id}`)).body.pendingApprovals
+      const denied = yield* post(`${url}/sessions/${id}/control`, {
+        type: "deny",
+        id: waiting.approvalId,
+        reason: "not on a Friday"
+      })
       assert.strictEqual(denied.status, 202)
       assert.strictEqual(denied.body.status, "applied")
       const read = yield* events(url, id)
       const ended = read.messages.map(eventOf).find((event) => event._tag === "ToolExecutionEnd")
       assert.isTrue(ended.result.isError)
       assert.include(ended.result.content[0].text, "not on a Friday")
-      const none = yield* post(`${url}/sessions/${id}/control`, { type: "approve" })
+      const none = yield* post(`${url}/sessions/${id}/control`, { type: "approve", id: waiting.approvalId })
       assert.strictEqual(none.status, 409)
       assert.strictEqual(none.body.type, "urn:effect-agent:problem:control-rejected")
-      assert.include(none.body.detail, "no call is waiting")
+      assert.include(none.body.detail, "no call waits for approval")
     }))
 
   it.effect("a run is steered over HTTP: the message goes in before the next model call", () =>

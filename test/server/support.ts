@@ -34,6 +34,8 @@ const taskOf = (prompt: Prompt.Prompt): string => {
  * - `big N K D`: a reply streamed as N deltas of K characters, after D ms;
  * - `delegate T`: a call to the `researcher` sub-agent on topic T, then a reply with its answer;
  * - `research T` (the researcher's task): a canary deploy (it needs approval), then a reply with markup in it;
+ * - `numbered`: as a provider that numbers calls per response: the researcher is called as `call_0`, its canary
+ *   deploy is `call_0` too (`research numbered`), then the session's own production deploy is `call_0` again;
  * - anything else: one reply.
  */
 export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
@@ -93,7 +95,19 @@ export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
         { text: "I will ask the researcher.", toolCalls: [{ name: "researcher", params: { topic: a ?? "logs" } }] },
         { text: "The researcher says the logs are clean." }
       ]
+    case "numbered":
+      return [
+        { toolCalls: [{ id: "call_0", name: "researcher", params: { topic: "numbered" } }] },
+        { toolCalls: [{ id: "call_0", name: "deploy", params: { env: "production" } }] },
+        { text: "The production deploy step is over." }
+      ]
     case "research":
+      if (a === "numbered") {
+        return [
+          { toolCalls: [{ id: "call_0", name: "deploy", params: { env: "canary" } }] },
+          { text: "The canary step is over." }
+        ]
+      }
       return [
         {
           reasoning: "A canary shows the logs first.",

@@ -6,6 +6,8 @@ import { CheckpointStore } from "effect-agent/session"
 import { execFileSync } from "node:child_process"
 import * as NodeFs from "node:fs"
 import { crc32 } from "node:zlib"
+import * as Journal from "../../src/session/internal/journal.ts"
+import * as MemoryDisk from "../../src/session/internal/memoryDisk.ts"
 
 const assistant = (id: string): Message.AssistantMessage => ({
   role: "assistant",
@@ -469,6 +471,54 @@ describe("a corrupt checkpoint", () => {
         problem: "the head records a journal of 4000000000 bytes; a store reads at most 1024 MiB"
       }))
     }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a save whose head would be larger than a store reads fails with CheckpointTooLarge, writes nothing, and the last checkpoint loads", () =>
+    Effect.gen(function*() {
+      const files = yield* fileStore
+      for (const [store, reopen] of [[CheckpointStore.memory(), undefined], [files.store, files.reopen]] as const) {
+        const state = stateOf(transcript(3), 3)
+        yield* store.create("s1", { state, config })
+        // a steering flood's worth of queue: 65 messages of 1 MiB in the head
+        const flooded: RunState.RunState = {
+          ...stateOf(transcript(4), 4),
+          steering: Array.from({ length: 65 }, (_, i) => Message.user(`${i}`.padEnd(1024 * 1024, "x")))
+        }
+        const refused = yield* Effect.flip(store.save("s1", { state: flooded, config }))
+        assert.strictEqual(refused._tag, "CheckpointTooLarge")
+        assert.include(refused._tag === "CheckpointTooLarge" ? refused : {}, {
+          sessionId: "s1",
+          file: store.headFile("s1"),
+          limit: 64 * 1024 * 1024
+        })
+        assert.isAbove(refused._tag === "CheckpointTooLarge" ? refused.bytes : 0, 65 * 1024 * 1024)
+        // nothing was written: this store and a new one on the same files load the last checkpoint
+        assert.deepStrictEqual(yield* store.load("s1"), { state, config })
+        if (reopen !== undefined) assert.deepStrictEqual(yield* (yield* reopen).load("s1"), { state, config })
+        // and the session goes on from it
+        yield* store.save("s1", { state: stateOf(transcript(4), 4), config })
+        assert.deepStrictEqual((yield* store.load("s1")).state.turn, 4)
+      }
+    }).pipe(Effect.provide(NodeServices.layer)), { timeout: 60_000 })
+
+  it.effect("a save whose journal would pass what a store reads fails with CheckpointTooLarge before it appends", () =>
+    Effect.gen(function*() {
+      const store = Journal.make(MemoryDisk.make(), { headBytes: 64 * 1024, journalBytes: 4096 })
+      const state = stateOf(transcript(3), 3)
+      yield* store.create("s1", { state, config })
+      const longer = stateOf(transcript(40), 40)
+      const refused = yield* Effect.flip(store.save("s1", { state: longer, config }))
+      assert.deepStrictEqual(
+        [refused._tag, refused._tag === "CheckpointTooLarge" && [refused.file, refused.limit]],
+        ["CheckpointTooLarge", ["memory:s1/journal-0.ndjson", 4096]]
+      )
+      assert.deepStrictEqual(yield* store.load("s1"), { state, config })
+      // a whole new transcript, too: refused before the new journal is written
+      const other = stateOf([Message.user("x".repeat(5000))])
+      assert.strictEqual((yield* Effect.flip(store.save("s1", { state: other, config })))._tag, "CheckpointTooLarge")
+      assert.deepStrictEqual(yield* store.load("s1"), { state, config })
+      assert.strictEqual((yield* Effect.flip(store.create("s2", { state: other, config })))._tag, "CheckpointTooLarge")
+      assert.strictEqual((yield* Effect.flip(store.load("s2")))._tag, "CheckpointMissing")
+    }))
 
   it.effect("a journal longer than the head records is read only as far as the head records", () =>
     Effect.gen(function*() {

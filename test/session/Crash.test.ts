@@ -115,7 +115,7 @@ describe.concurrent("a session killed in the middle of a turn resumes in a new p
       assert.match(Message.textOf(state.messages[4]!), /^This call to charge had started when the run was interrupted/)
     }), 90_000)
 
-  it.live("SIGTERM while a call waits for approval: the resumed process asks again, and its early approval answers", () =>
+  it.live("SIGTERM while a call waits for approval: the resumed process asks again, and an approval then answers", () =>
     Effect.gen(function*() {
       const { final, state, trajectory } = yield* crashAndResume("deploy", "SIGTERM")
       assert.deepStrictEqual(final, { outcome: "Completed", modelCalls: 1, ran: ["deploy"] })

@@ -328,6 +328,151 @@ describe("DurableSession", () => {
       assert.deepStrictEqual(ran, ["deploy"])
     }))
 
+  describe("a sub-agent that uses a call id again in its next turn (a provider numbering calls per response)", () => {
+    /** The parent's call c2 runs a deployer whose two turns both call call_0: staging, then production. */
+    const setup = (policy?: Approvals.Service) => {
+      const ran: Array<string> = []
+      const ChildTools = Toolkit.make(Deploy)
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: ToolRegistry.layer(ChildTools).pipe(Layer.provide(ChildTools.toLayer({
+          deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`))
+        }))),
+        model: ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "call_0", name: "deploy", params: { env: "staging" } }], usage },
+          { toolCalls: [{ id: "call_0", name: "deploy", params: { env: "production" } }], usage },
+          { text: "child done", usage }
+        ]))
+      })
+      const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({
+        deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`)),
+        deployer: SubAgent.handler(deployer)
+      })))
+      const turns: Turns = [
+        { toolCalls: [{ id: "c2", name: "deployer", params: { topic: "x" } }], usage },
+        { text: "all done", usage }
+      ]
+      const base = Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), tools, DurableSession.layerMemoryStore)
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(policy === undefined ? base : Layer.merge(base, Layer.succeed(Approvals.Approvals, policy))),
+        Layer.provideMerge(engines.cluster)
+      )
+      return { ran, layer }
+    }
+    const childResults = (result: RunState.RunResult) =>
+      result.messages.filter((message) => message.role === "toolResult").map(textOf)
+
+    it.live("with a policy, the second call_0 is decided on its own, not given the first decision", () =>
+      Effect.gen(function*() {
+        const asked: Array<unknown> = []
+        const policy = Approvals.policy((request) => {
+          asked.push([request.approvalId, request.params])
+          return JSON.stringify(request.params).includes("production") ? Approvals.denied("not prod") : Approvals.approved
+        })
+        const { layer, ran } = setup(policy)
+        const result = yield* DurableSession.run({ sessionId: "again1", prompt: "ship it" }).pipe(
+          Effect.timeout("20 seconds"),
+          Effect.provide(layer)
+        )
+        assert.deepStrictEqual(asked, [["c2/call_0", { env: "staging" }], ["c2/call_0", { env: "production" }]])
+        assert.deepStrictEqual(ran, ["deploy:staging"])
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(childResults(result), ["child done"])
+      }))
+
+    it.live("wrong-call attack: a sub-agent whose model asks another call when the session replays asks anew", () =>
+      Effect.gen(function*() {
+        // The session replays after each decision, and the sub-agent runs again, its model included: this one
+        // asks for a staging deploy the first time, and for production at the same place ever after.
+        const ran: Array<string> = []
+        let asked = 0
+        const ChildTools = Toolkit.make(Deploy)
+        const deployer = Agent.define({
+          name: "deployer",
+          description: "deploys",
+          input: Schema.Struct({ topic: Schema.String }),
+          tools: ToolRegistry.layer(ChildTools).pipe(Layer.provide(ChildTools.toLayer({
+            deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`))
+          }))),
+          model: ScriptedModel.layer((_index, request) =>
+            request.prompt.content.some((message) => message.role === "tool")
+              ? { text: "child done", usage }
+              : {
+                toolCalls: [{ id: "call_0", name: "deploy", params: { env: asked++ === 0 ? "staging" : "production" } }],
+                usage
+              }, { record: false })
+        })
+        const Parent = Toolkit.make(Agent.asTool(deployer))
+        const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({ deployer: SubAgent.handler(deployer) })))
+        const turns: Turns = [
+          { toolCalls: [{ id: "c2", name: "deployer", params: { topic: "x" } }], usage },
+          { text: "all done", usage }
+        ]
+        const layer = DurableSession.layer().pipe(
+          Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), tools, DurableSession.layerMemoryStore)),
+          Layer.provideMerge(engines.cluster)
+        )
+        yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "replayed", prompt: "ship it" }))
+          const requests = (events: ReadonlyArray<DurableSession.Published>) =>
+            events.flatMap((entry) =>
+              entry.event._tag === "Nested" && entry.event.event._tag === "ApprovalRequested" ? [entry.event.event] : []
+            )
+          const waitRequests = (n: number) =>
+            Effect.map(
+              Effect.repeat(DurableSession.events("replayed"), {
+                until: (events) => requests(events).length >= n,
+                schedule: Schedule.spaced("10 millis"),
+                times: 1000
+              }),
+              requests
+            )
+          assert.deepStrictEqual((yield* waitRequests(1)).map((request) => request.params), [{ env: "staging" }])
+          assert.isTrue(yield* DurableSession.approve("replayed", "c2/call_0", { approved: true }))
+          // the replay asks for production where staging was: a question of its own, not the staging approval
+          const second = yield* waitRequests(2)
+          assert.deepStrictEqual(second.map((request) => request.params), [{ env: "staging" }, { env: "production" }])
+          assert.isTrue(yield* DurableSession.approve("replayed", "c2/call_0", { approved: false, reason: "not prod" }))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        }).pipe(Effect.provide(layer))
+        assert.deepStrictEqual(ran, [])
+      }))
+
+    it.live("wrong-call attack: without a policy, approving the first call_0 does not approve the second", () =>
+      Effect.gen(function*() {
+        const { layer, ran } = setup()
+        yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "again2", prompt: "ship it" }))
+          const nestedRequests = (events: ReadonlyArray<DurableSession.Published>) =>
+            events.filter((entry) => entry.event._tag === "Nested" && entry.event.event._tag === "ApprovalRequested")
+          const waitNested = (n: number) =>
+            Effect.repeat(DurableSession.events("again2"), {
+              until: (events) => nestedRequests(events).length >= n,
+              schedule: Schedule.spaced("10 millis"),
+              times: 1000
+            })
+          yield* waitNested(1)
+          assert.isTrue(yield* DurableSession.approve("again2", "c2/call_0", { approved: true }))
+          // the production deploy asks for its own decision, and waits for it: it is answered by this denial
+          const second = nestedRequests(yield* waitNested(2)).at(-1)?.event
+          assert.deepStrictEqual(
+            second?._tag === "Nested" && second.event._tag === "ApprovalRequested" && second.event.params,
+            { env: "production" }
+          )
+          assert.isTrue(yield* DurableSession.approve("again2", "c2/call_0", { approved: false, reason: "not prod" }))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+          assert.deepStrictEqual(childResults(result), ["child done"])
+        }).pipe(Effect.provide(layer))
+        // the sub-agent runs again in each replay of the session (its staging deploy too); production never
+        assert.deepStrictEqual([...new Set(ran)], ["deploy:staging"])
+      }))
+  })
+
   it.live("with an interactive handle (one process's), a call waits on its durable deferred as without one", () =>
     Effect.gen(function*() {
       const turns: Turns = [

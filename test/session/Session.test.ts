@@ -8,6 +8,8 @@ import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, counting, ofTag, recorder, tags } from "../support.ts"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 import { fileURLToPath } from "node:url"
+import * as Journal from "../../src/session/internal/journal.ts"
+import * as MemoryDisk from "../../src/session/internal/memoryDisk.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -66,6 +68,19 @@ const resume = (store: CheckpointStore.Service, turns: Turns, options: Partial<S
     }).pipe(Effect.provide(layers(turns, ran, undefined, 1)), Effect.exit)
     return { exit, events, ran }
   })
+
+/** Answers each call as it asks, by its approval id: `true` approves, a string denies with that reason. */
+const approver = (approvals: Approvals.Interactive, decisions: Readonly<Record<string, true | string>>): Hooks.Plugin => ({
+  name: "approver",
+  onEvent: (event) => {
+    const request = event._tag === "Nested" ? event.event : event
+    if (request._tag !== "ApprovalRequested") return Effect.void
+    const id = request.approvalId ?? request.toolCallId
+    const decision = decisions[id]
+    if (decision === undefined) return Effect.void
+    return Effect.asVoid(decision === true ? approvals.approve(id) : approvals.deny(id, decision))
+  }
+})
 
 const succeeded = <A, E>(exit: import("effect").Exit.Exit<A, E>): A => {
   if (exit._tag === "Failure") throw new Error(`expected success: ${String(exit.cause)}`)
@@ -149,6 +164,40 @@ describe("Session.run", () => {
       // the last save of the interrupted run kept turn 1, which had been saved
       const { state } = yield* inner.load("s1")
       assert.deepStrictEqual([roles(state.messages), state.turn], [["user", "assistant", "toolResult"], 1])
+    }))
+})
+
+describe("a checkpoint too large to read back", () => {
+  it.live("fails the run with CheckpointTooLarge when it would be written; the last one saved resumes", () =>
+    Effect.gen(function*() {
+      // a store that reads heads of at most 32 KiB; a plugin whose saved state grows by 10 KB a turn
+      const store = Journal.make(MemoryDisk.make(), { headBytes: 32 * 1024, journalBytes: 1024 * 1024 })
+      const notes = (restored: { length: number }) =>
+        Hooks.plugin({
+          name: "notes",
+          afterTurn: () => Effect.sync(() => (restored.length += 10_000, Hooks.proceed)),
+          state: {
+            save: Effect.sync(() => "n".repeat(restored.length)),
+            restore: (saved) => Effect.sync(() => void (restored.length = typeof saved === "string" ? saved.length : 0))
+          }
+        })
+      const turns: Turns = Array.from({ length: 6 }, (_, i) => ({ toolCalls: [{ id: `c${i}`, name: "step", params: { n: i } }] }))
+      const failed = yield* Effect.flip(
+        Session.run({ id: "s1", store, prompt: "go", plugins: [notes({ length: 0 })], config: { maxTurns: 6 } }).pipe(
+          Effect.provide(layers(turns, []))
+        )
+      )
+      assert.strictEqual(failed._tag, "CheckpointTooLarge")
+      assert.include(failed._tag === "CheckpointTooLarge" ? failed : {}, { sessionId: "s1", limit: 32 * 1024 })
+      // the last checkpoint written loads: three turns, 30 KB of notes
+      const last = yield* store.load("s1")
+      assert.deepStrictEqual([last.state.turn, String(last.state.pluginState.notes).length], [3, 30_000])
+      const restored = { length: 0 }
+      const resumed = yield* Effect.flip(
+        Session.resume("s1", { store, plugins: [notes(restored)] }).pipe(Effect.provide(layers(turns, [])))
+      )
+      // it resumed from there (the notes it restored), and stops again where the state outgrows the store
+      assert.deepStrictEqual([resumed._tag, restored.length], ["CheckpointTooLarge", 40_000])
     }))
 })
 
@@ -248,7 +297,7 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(result.state.messages.slice(2, 4).map(Message.textOf), ["charged 100 cents", "slept 60000 ms"])
     }))
 
-  it.live("a pending approval survives the restart: the resumed run asks again, and a decision given early answers it", () =>
+  it.live("a pending approval survives the restart: the resumed run asks again under its id, and is answered then", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
       const turns: Turns = [{ toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }] }, { text: "deployed" }]
@@ -268,8 +317,10 @@ describe("Session.resume", () => {
       ])
 
       const approvals = yield* Approvals.interactive()
-      yield* approvals.approve("d1")
-      const { events, exit, ran } = yield* resume(store, turns).pipe(Effect.provideService(Approvals.Approvals, approvals))
+      // a decision before the resumed run asks answers nothing (it would answer whatever next asks as d1)
+      assert.isFalse(yield* approvals.approve("d1"))
+      const { events, exit, ran } = yield* resume(store, turns, { plugins: [approver(approvals, { d1: true })] })
+        .pipe(Effect.provideService(Approvals.Approvals, approvals))
       const { result } = succeeded(exit)
       assert.deepStrictEqual(ran, ["deploy"])
       assert.deepStrictEqual(tags(events).slice(0, 3), ["AgentStart", "SessionResumed", "ApprovalRequested"])
@@ -326,11 +377,10 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(childPending(saved), [
         { toolCallId: "c1", approvalId: "c2/c1", toolName: "deploy", params: { env: "child" } }
       ])
-      // 2. decided ahead by their ids, then resumed: the child's call runs, the parent's is denied
+      // 2. resumed, each decided by its id when it asks again: the child's call runs, the parent's is denied
       const approvals = yield* Approvals.interactive()
-      yield* approvals.approve("c2/c1")
-      yield* approvals.deny("c1", "not the parent")
-      const result = yield* Session.resume("s1", { store }).pipe(
+      const decisions = approver(approvals, { "c2/c1": true, c1: "not the parent" })
+      const result = yield* Session.resume("s1", { store, plugins: [decisions] }).pipe(
         Effect.provideService(Approvals.Approvals, approvals),
         Effect.provide(Layer.merge(tools, model()))
       )
@@ -520,8 +570,9 @@ describe("Session.resume", () => {
       assert.deepStrictEqual([twice.startedCalls, twice.pendingApprovals.map((p) => p.toolCallId)], [["b"], ["a"]])
       // 3. resumed and approved: the deploy runs, the charge never does
       const approvals = yield* Approvals.interactive()
-      yield* approvals.approve("a")
-      const last = yield* resume(store, turns).pipe(Effect.provideService(Approvals.Approvals, approvals))
+      const last = yield* resume(store, turns, { plugins: [approver(approvals, { a: true })] }).pipe(
+        Effect.provideService(Approvals.Approvals, approvals)
+      )
       const { result } = succeeded(last.exit)
       assert.deepStrictEqual([...ran, ...last.ran], ["deploy"])
       assert.strictEqual(Message.textOf(result.state.messages[2]!), "deployed to prod")
@@ -537,9 +588,11 @@ describe("Session.resume", () => {
         name: "steer",
         onEvent: (event) => {
           if (event._tag !== "ToolExecutionStart") return Effect.void
-          return event.toolName === "step"
-            ? steering.steer("use metric units")
-            : Effect.andThen(steering.steer("be brief"), steering.followUp("now summarise"))
+          return Effect.orDie(
+            event.toolName === "step"
+              ? steering.steer("use metric units")
+              : Effect.andThen(steering.steer("be brief"), steering.followUp("now summarise"))
+          )
         }
       })
       yield* interruptWhenStarted(

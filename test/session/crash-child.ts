@@ -54,7 +54,7 @@ const steered = Effect.gen(function*() {
     onEvent: (event) => {
       if (event._tag !== "ToolExecutionStart" && event._tag !== "ToolExecutionEnd") return Effect.void
       const text = `steer ${given++}`
-      return Effect.uninterruptible(Effect.andThen(steering.steer(text), Effect.sync(() => print(text))))
+      return Effect.uninterruptible(Effect.andThen(Effect.orDie(steering.steer(text)), Effect.sync(() => print(text))))
     }
   }
   const path = yield* Path.Path
@@ -84,10 +84,16 @@ const program = Effect.gen(function*() {
         else if (event._tag === "CheckpointSaved" && asked !== undefined) print(`approval ${asked}`)
       })
   }
-  const plugins = [Trajectory.ndjson(path.join(dir, "trajectory.ndjson")), announce]
-  // The resumed process approves the deploy before the call asks again.
+  // The resumed process approves the deploy when the call asks again (it waits by the time it is announced).
   const approvals = yield* Approvals.interactive()
-  if (mode === "resume") yield* approvals.approve("d1")
+  const approver: Hooks.Plugin = {
+    name: "approver",
+    onEvent: (event) =>
+      mode === "resume" && event._tag === "ApprovalRequested" && event.approvalId === "d1"
+        ? Effect.asVoid(approvals.approve(event.approvalId))
+        : Effect.void
+  }
+  const plugins = [Trajectory.ndjson(path.join(dir, "trajectory.ndjson")), announce, approver]
   const result = yield* (mode === "run"
     ? Session.run({ id: "crash", store, prompt: "go", plugins })
     : Session.resume("crash", { store, plugins })).pipe(Effect.provideService(Approvals.Approvals, approvals))

@@ -260,7 +260,7 @@ describe("Supervisor.run: steering (issue 29, item 10)", () => {
           Effect.andThen(
             Effect.sync(() => void events.push(event)),
             event._tag === "ToolExecutionStart"
-              ? Effect.andThen(steering.steer("Use metric units."), steering.followUp("Now the summary."))
+              ? Effect.orDie(Effect.andThen(steering.steer("Use metric units."), steering.followUp("Now the summary.")))
               : Effect.void
           )
       }).pipe(Effect.provide(Layer.merge(model, tools)))
@@ -277,7 +277,7 @@ describe("Supervisor.run: steering (issue 29, item 10)", () => {
       const other = yield* Steering.make()
       const external = Worker.make("cli", () =>
         Effect.andThen(
-          Effect.andThen(other.steer("steer me"), other.followUp("follow me")),
+          Effect.orDie(Effect.andThen(other.steer("steer me"), other.followUp("follow me"))),
           Effect.succeed({ text: "done", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined })
         ))
       const undelivered = yield* Supervisor.run({ task: "t", worker: external, steering: other })

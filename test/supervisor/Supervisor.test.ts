@@ -428,14 +428,21 @@ describe("Supervisor.run: per-turn approval", () => {
       const { worker, requests } = scripted(["a", "b"])
       const tests = scriptedCheck("tests", [fail(), pass()])
       const { events, onEvent } = collect()
-      yield* approvals.decideTurnWith({ _tag: "Replace", feedback: "Look at src/a.ts first." })
+      // answered as the feedback is announced: it waits by then
+      const operator = (event: AgentEvent.AgentEvent) =>
+        Effect.andThen(
+          onEvent(event),
+          event._tag === "TurnApprovalRequested"
+            ? Effect.asVoid(approvals.decideTurnWith({ _tag: "Replace", feedback: "Look at src/a.ts first." }))
+            : Effect.void
+        )
       const result = yield* Supervisor.run({
         task: "t",
         worker,
         checks: [tests.check],
         baseline: false,
         approveTurns: true,
-        onEvent
+        onEvent: operator
       }).pipe(Effect.provideService(Approvals.Approvals, approvals))
       assert.strictEqual(result.outcome._tag, "Converged")
       assert.strictEqual(requests[1]!.message, "Look at src/a.ts first.")
@@ -545,9 +552,13 @@ describe("Supervisor.run: checkpoint and resume", () => {
       const approvals = yield* Approvals.interactive()
       const first = scripted(["plan v1", () => Effect.never])
       const { saved, save } = saving()
-      yield* approvals.decidePlanWith({ _tag: "Refine", notes: "mention the tests" })
+      // the reviewer refines the plan as it is proposed
+      const reviewer = (event: AgentEvent.AgentEvent) =>
+        event._tag === "PlanProposed"
+          ? Effect.asVoid(approvals.decidePlanWith({ _tag: "Refine", notes: "mention the tests" }))
+          : Effect.void
       const fiber = yield* Effect.forkChild(
-        Supervisor.run({ task: "t", worker: first.worker, plan: true, checkpoint: { save } }).pipe(
+        Supervisor.run({ task: "t", worker: first.worker, plan: true, checkpoint: { save }, onEvent: reviewer }).pipe(
           Effect.provideService(Approvals.Approvals, approvals)
         )
       )

@@ -506,6 +506,7 @@ const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitC
       return codes.configError
     case "ToolFatalError":
     case "CheckpointIoError":
+    case "CheckpointTooLarge":
       return codes.unexpected
   }
 }
@@ -642,8 +643,11 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       // Tool calls and plans are decided on stdin with --approve ask; feedback with --approve-turns.
       const approvals: Approvals.Service = {
         decide: asks && untilEof !== undefined ? untilEof.decide : policy.decide,
+        open: asks ? untilEof?.open : undefined,
         decidePlan: asks ? untilEof?.decidePlan : undefined,
-        decideTurn: approveTurns ? untilEof?.decideTurn : undefined
+        openPlan: asks ? untilEof?.openPlan : undefined,
+        decideTurn: approveTurns ? untilEof?.decideTurn : undefined,
+        openTurn: approveTurns ? untilEof?.openTurn : undefined
       }
       if (controlled) {
         const lines = stdinIsTerminal && "typing" in shown
@@ -800,7 +804,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
               `cannot resume ${session.dir}: its checkpoint is a supervised run's, and its run.json says it is not`
             )
           }
-          if (task !== undefined) yield* steering.followUp(task)
+          if (task !== undefined) {
+            yield* Effect.mapError(steering.followUp(task), (full) => configError(`--task: ${full.message}`))
+          }
           resumable(session.dir)
           return yield* Session.resume(SessionFiles.sessionId, {
             store,

@@ -119,23 +119,31 @@ const fatal = <R>(
 /** Whether the approval wait was cut by a stop rather than answered. */
 const isStop = (answer: Approvals.Decision | Stops.Stop): answer is Stops.Stop => "_tag" in answer
 
-/** Asks the run's `Approvals` service, announcing the request and its resolution; the run's stops cut the wait. */
+/**
+ * Asks the run's `Approvals` service, announcing the request and its resolution; the run's stops cut the wait.
+ * A service that takes answers from outside (`open`) has the call waiting before `ApprovalRequested` is out,
+ * so an answer given on seeing the event finds it.
+ */
 const approve = Effect.fnUntraced(function*<R>(run: CallRun<R>, call: Hooks.ToolCall, reason: string | undefined) {
   const approvalId = Lineage.approvalId(yield* Lineage.Current, call.id)
   const pending = reason === undefined
     ? { toolCallId: call.id, approvalId, toolName: call.name, params: call.rawParams }
     : { toolCallId: call.id, approvalId, toolName: call.name, params: call.rawParams, reason }
   run.journal.pendingApprovals.set(call.id, pending)
-  yield* Events.emit(run.events, { _tag: "ApprovalRequested", ...pending })
-  if (run.env.telemetry !== undefined) yield* Telemetry.event("effect_agent.approval.requested", {})
   const { approvals } = run.env
-  const answer = approvals === undefined
-    ? Approvals.denied(Feedback.noApprover)
-    : yield* Stops.race(
-      run.stops,
-      approvals.decide({ runId: run.env.runId, ...pending }),
-      (stop): Approvals.Decision | Stops.Stop => stop
-    )
+  const request = { runId: run.env.runId, turn: run.events.turn, ...pending }
+  const answer = yield* Effect.scoped(Effect.gen(function*() {
+    const opened = approvals?.open === undefined ? undefined : yield* approvals.open(request)
+    yield* Events.emit(run.events, { _tag: "ApprovalRequested", ...pending })
+    if (run.env.telemetry !== undefined) yield* Telemetry.event("effect_agent.approval.requested", {})
+    return approvals === undefined
+      ? Approvals.denied(Feedback.noApprover)
+      : yield* Stops.race(
+        run.stops,
+        opened ?? approvals.decide(request),
+        (stop): Approvals.Decision | Stops.Stop => stop
+      )
+  }))
   run.journal.pendingApprovals.delete(call.id)
   const resolved = isStop(answer)
     ? Approvals.denied(Feedback.stopped(answer, run.stops.wallClock, false).text)

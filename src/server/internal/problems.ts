@@ -47,6 +47,20 @@ export class ControlRejected extends HttpApiError.Problem<ControlRejected>()("Co
 }, { sessionId: Schema.String }) {}
 
 /**
+ * The session's queue of steering and follow-ups is full (`429`): what waits
+ * for delivery is at its bound (`Steering.limits`). Nothing was queued; send
+ * again once the run has taken what waits (at its next model call).
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class QueueFull extends HttpApiError.Problem<QueueFull>()("QueueFull", {
+  type: "urn:effect-agent:problem:queue-full",
+  status: 429,
+  title: "The session's queue is full"
+}, { sessionId: Schema.String, queued: Schema.Finite, bytes: Schema.Finite }) {}
+
+/**
  * No valid token (`401`): the server has a token and the request did not
  * carry it (`Authorization: Bearer <token>`, or Basic with the token as the
  * password).

@@ -24,12 +24,14 @@ import type * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as Session from "../../session/Session.ts"
 import * as Steering from "../../Steering.ts"
 import * as EventLog from "./eventLog.ts"
-import { badRequest, ControlRejected, SessionExists, SessionNotFound } from "./problems.ts"
+import { badRequest, ControlRejected, QueueFull, SessionExists, SessionNotFound } from "./problems.ts"
 import type * as Store from "./store.ts"
 
 /** A call waiting for a decision. */
 export interface PendingApproval {
   readonly toolCallId: string
+  /** What a decision names it by: unique across the run and its sub-agents (`Approvals.Request`). */
+  readonly approvalId: string
   readonly toolName: string
   readonly params: unknown
   readonly reason?: string
@@ -48,12 +50,13 @@ export interface ControlResult {
   readonly type: Control.Command["type"]
   /**
    * `applied`: done now (a cancel, a decision for a waiting call);
-   * `queued`: kept until the run gets to it (a message, a decision for a call
-   * not waiting yet); `restarted`: the session was not running and a new run
-   * started with it.
+   * `queued`: kept until the run gets to it (a message); `restarted`: the
+   * session was not running and a new run started with it.
    */
   readonly status: "applied" | "queued" | "restarted"
+  /** The call a decision answered. */
   readonly toolCallId?: string
+  readonly approvalId?: string
 }
 
 
@@ -91,7 +94,10 @@ export interface Sessions {
   readonly control: (
     id: string,
     command: Control.Command
-  ) => Effect.Effect<ControlResult, SessionNotFound | ControlRejected | Store.StorageError>
+  ) => Effect.Effect<
+    ControlResult,
+    SessionNotFound | ControlRejected | QueueFull | HttpApiError.BadRequestProblem | Store.StorageError
+  >
   /**
    * Stops every run (each saves its checkpoint; its record stays `running`,
    * to be resumed by the next server) and ends every event stream.
@@ -114,14 +120,24 @@ interface Entry {
   log: EventLog.EventLog | undefined
   readonly approvals: Approvals.Interactive
   run: Run | undefined
-  /** Messages that came while a run was ending, for the next run. */
-  queued: Array<{ readonly kind: "steer" | "followUp"; readonly message: Message.Message }>
+}
+
+/** A message for a run, of its kind. */
+interface Queued {
+  readonly kind: "steer" | "followUp"
+  readonly message: Message.Message
 }
 
 const titleOf = (task: string): string => {
   const line = task.trim().split("\n", 1)[0] ?? ""
   return line.length > 200 ? `${line.slice(0, 199)}…` : line
 }
+
+/** The session's run now (read again after a wait: a request may have started one meanwhile). */
+const runOf = (entry: Entry): Run | undefined => entry.run
+
+/** An id a client sent, quoted, and cut to a length a problem's detail can show. */
+const clip = (id: string): string => JSON.stringify(id.length > 48 ? `${id.slice(0, 47)}…` : id)
 
 const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
@@ -230,6 +246,7 @@ export const make = <R>(
           pendingApprovals: running
             ? pending.map((request) => ({
               toolCallId: request.toolCallId,
+              approvalId: request.approvalId,
               toolName: request.toolName,
               params: request.params,
               ...(request.reason === undefined ? {} : { reason: request.reason })
@@ -305,18 +322,29 @@ export const make = <R>(
         } else {
           yield* save(entry, { status: "failed", error: failureOf(exit.cause) })
         }
+        // Messages that came while the run was ending are still in its queue: they go to the next run.
         const leftover = [
           ...(yield* run.steering.takeSteering).map((message) => ({ kind: "steer" as const, message })),
-          ...(yield* run.steering.takeFollowUps).map((message) => ({ kind: "followUp" as const, message })),
-          ...entry.queued.splice(0)
+          ...(yield* run.steering.takeFollowUps).map((message) => ({ kind: "followUp" as const, message }))
         ]
-        if (leftover.length > 0 && !run.cancelled) yield* restart(entry, leftover)
+        if (leftover.length === 0 || run.cancelled) return
+        const next = runOf(entry)
+        if (next === undefined) return yield* restart(entry, leftover)
+        // A message given while the record was saved started the next run already: these go to its queue.
+        for (const { kind, message } of leftover) {
+          yield* (kind === "steer" ? next.steering.steer(message) : next.steering.followUp(message)).pipe(
+            Effect.catch((full) => Effect.logWarning(`agent server: session ${entry.record.id}: dropped: ${full.message}`))
+          )
+        }
       }).pipe(
         Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
       )
 
-    /** A new run of a session that is not running, with messages for it (each becomes a follow-up when finished). */
-    const restart = (entry: Entry, messages: Entry["queued"]) =>
+    /**
+     * A new run of a session that is not running, with messages for it (each becomes a follow-up when finished).
+     * Fails with `SteeringFull` (nothing started) when the messages do not fit a run's queue.
+     */
+    const restart = (entry: Entry, messages: ReadonlyArray<Queued>) =>
       Effect.gen(function*() {
         const steering = yield* Steering.make()
         const finished = entry.record.status === "finished"
@@ -346,7 +374,7 @@ export const make = <R>(
 
     const newEntry = (record: Store.Record) =>
       Effect.map(Approvals.interactive(), (approvals) => {
-        const entry: Entry = { record, log: undefined, approvals, run: undefined, queued: [] }
+        const entry: Entry = { record, log: undefined, approvals, run: undefined }
         entries.set(record.id, entry)
         return entry
       })
@@ -433,24 +461,39 @@ export const make = <R>(
         return yield* info(entry)
       })
 
+    /**
+     * A decision answers the call waiting now under the `approvalId` it names, and nothing else: without an id
+     * (several clients may decide: the oldest waiting may not be the call its sender saw) it is a 400; for no
+     * waiting call (not asked yet, answered already, or no such id) a 409, and nothing is kept.
+     */
     const decide = (entry: Entry, command: Extract<Control.Command, { readonly type: "approve" | "deny" }>) =>
       Effect.gen(function*() {
         const sessionId = entry.record.id
         if (options.approvals !== undefined) {
           return yield* rejected(sessionId, "this server decides approvals by its own policy")
         }
-        const id = command.id ?? (yield* entry.approvals.pending)[0]?.approvalId
+        const id = command.id
         if (id === undefined) {
-          return yield* rejected(sessionId, "no call is waiting for approval (give its \"id\" to decide ahead)")
+          return yield* badRequest(
+            ["payload", "id"],
+            "is required",
+            `${command.type} names the call it answers: give the "approvalId" the session's description lists`
+          )
         }
-        const answered = command.type === "approve"
+        const waiting = entry.run === undefined ? undefined : (yield* entry.approvals.pending)
+          .find((request) => request.approvalId === id)
+        const answered = waiting !== undefined && (command.type === "approve"
           ? yield* entry.approvals.approve(id)
-          : yield* entry.approvals.deny(id, command.reason ?? "denied over HTTP")
+          : yield* entry.approvals.deny(id, command.reason ?? "denied over HTTP"))
+        if (waiting === undefined || !answered) {
+          return yield* rejected(sessionId, `no call waits for approval as ${clip(id)}`)
+        }
         const result: ControlResult = {
           sessionId,
           type: command.type,
-          status: answered ? "applied" : "queued",
-          toolCallId: id
+          status: "applied",
+          toolCallId: waiting.toolCallId,
+          approvalId: id
         }
         return result
       })
@@ -475,19 +518,21 @@ export const make = <R>(
           return yield* rejected(id, `${command.type}: decisions for supervised runs, which are not served`)
         }
         const kind = command.type === "steer" ? "steer" as const : "followUp" as const
-        if (run !== undefined && !run.ended) {
-          yield* kind === "steer" ? run.steering.steer(command.text) : run.steering.followUp(command.text)
-          return result("queued")
-        }
+        const full = (error: Steering.SteeringFull) =>
+          new QueueFull({ sessionId: id, queued: error.queued, bytes: error.bytes, detail: error.message })
         if (run !== undefined) {
-          // The run is ending: the message goes to the next run, which its end starts.
-          entry.queued.push({ kind, message: Message.user(command.text) })
+          // Into the run's queue, bounded; a run that is ending leaves it to the next run, which its end starts.
+          yield* Effect.mapError(
+            kind === "steer" ? run.steering.steer(command.text) : run.steering.followUp(command.text),
+            full
+          )
           return result("queued")
         }
         if (kind === "steer" && entry.record.status === "finished") {
           return yield* rejected(id, "the session has finished: send a follow_up to go on")
         }
-        yield* restart(entry, [{ kind, message: Message.user(command.text) }])
+        yield* Effect.mapError(restart(entry, [{ kind, message: Message.user(command.text) }]), (error) =>
+          error._tag === "SteeringFull" ? full(error) : error)
         return result("restarted")
       })
 

@@ -114,6 +114,27 @@ export class CheckpointIoError extends Schema.TaggedError<CheckpointIoError>()("
 }
 
 /**
+ * A checkpoint was not saved: one of its files would be larger than a store
+ * reads back (`file`, `bytes`, and the store's `limit`: a head at most 64 MiB,
+ * a journal at most 1 GiB). Nothing was written; the last checkpoint saved
+ * is still the one that loads.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class CheckpointTooLarge extends Schema.TaggedError<CheckpointTooLarge>()("CheckpointTooLarge", {
+  sessionId: Schema.String,
+  file: Schema.String,
+  bytes: Schema.Finite,
+  limit: Schema.Finite
+}) {
+  override get message(): string {
+    return `the checkpoint of session ${this.sessionId} was not saved: ${this.file} would have ${this.bytes} bytes, ` +
+      `and a store reads at most ${this.limit}`
+  }
+}
+
+/**
  * A session was handed off (`Agent.handoff`) to an agent the resuming
  * application does not give in `agents`: it cannot go on in the agent its
  * checkpoint names.
@@ -160,6 +181,7 @@ export const CheckpointError = Schema.Union([
   CheckpointExists,
   InvalidSessionId,
   CheckpointIoError,
+  CheckpointTooLarge,
   CheckpointAgentUnknown
 ])
 /**

@@ -4,7 +4,8 @@
  * the head; a transcript that does not extend the saved one is written to a
  * new journal generation, which the head then points to. Loading reads no
  * more than the head records (a head at most 64 MiB, a journal at most
- * 1 GiB) and checks everything ({@link Codec}).
+ * 1 GiB) and checks everything ({@link Codec}); saving never writes what
+ * loading would refuse (`CheckpointTooLarge`, before any byte is written).
  *
  * @internal
  */
@@ -13,7 +14,14 @@ import type * as Message from "../../Message.ts"
 import type * as RunState from "../../RunState.ts"
 import * as Codec from "./codec.ts"
 import type { Disk } from "./disk.ts"
-import { CheckpointExists, CheckpointMissing, corrupt, InvalidSessionId, type LoadError } from "./errors.ts"
+import {
+  CheckpointExists,
+  CheckpointMissing,
+  CheckpointTooLarge,
+  corrupt,
+  InvalidSessionId,
+  type LoadError
+} from "./errors.ts"
 import type { Checkpoint, Service } from "./model.ts"
 
 /** What a store knows of a session it has read or written: where its journal ends. */
@@ -33,8 +41,22 @@ interface Decoded {
   readonly known: Known
 }
 
-/** A store over a `Disk`: the checkpoint format, its checks, and incremental saves. */
-export const make = (disk: Disk): Service => {
+/** The largest files a store reads, and so writes. */
+export interface Limits {
+  readonly headBytes: number
+  readonly journalBytes: number
+}
+
+/**
+ * A store over a `Disk`: the checkpoint format, its checks, and incremental saves. `limits`: the largest head and
+ * journal it reads and writes (by default 64 MiB and 1 GiB; smaller ones are for tests).
+ */
+export const make = (disk: Disk, limits: Limits = defaultLimits): Service => {
+  /** Fails, before anything is written, when a file would end past what the store reads back. */
+  const fits = (sessionId: string, name: string, bytes: number, limit: number) =>
+    bytes <= limit
+      ? Effect.void
+      : Effect.fail(new CheckpointTooLarge({ sessionId, file: disk.where(sessionId, name), bytes, limit }))
   const lock = Semaphore.makeUnsafe(1)
   // A write runs to its end once started (milliseconds): an interrupted save would leave
   // a stray write in flight that could land after the next save.
@@ -50,6 +72,8 @@ export const make = (disk: Disk): Service => {
       const entries = checkpoint.state.messages.length
       const journal = { generation, entries, bytes: data.length, checksum: Codec.checksum(data) }
       const head = yield* Codec.headBytes(sessionId, disk.where(sessionId, Codec.HEAD), journal, checkpoint)
+      yield* fits(sessionId, name, data.length, limits.journalBytes)
+      yield* fits(sessionId, Codec.HEAD, head.length, limits.headBytes)
       yield* disk.writeAt(sessionId, name, 0, data)
       yield* disk.replace(sessionId, Codec.HEAD, head)
       sessions.set(sessionId, { ...journal, last: checkpoint.state.messages.at(-1), lastLine })
@@ -66,7 +90,8 @@ export const make = (disk: Disk): Service => {
 
   const save: Service["save"] = (sessionId, checkpoint) =>
     writing(Effect.gen(function*() {
-      const known = sessions.get(sessionId) ?? (yield* Effect.map(decode(disk, sessionId), (decoded) => decoded.known))
+      const known = sessions.get(sessionId) ??
+        (yield* Effect.map(decode(disk, sessionId, limits), (decoded) => decoded.known))
       const messages = checkpoint.state.messages
       if (!extendsSaved(known, messages)) {
         const saved = yield* writeFresh(sessionId, known.generation + 1, checkpoint)
@@ -85,6 +110,8 @@ export const make = (disk: Disk): Service => {
         checksum: Codec.checksum(added.data, known.checksum)
       }
       const head = yield* Codec.headBytes(sessionId, disk.where(sessionId, Codec.HEAD), journal, checkpoint)
+      yield* fits(sessionId, name, journal.bytes, limits.journalBytes)
+      yield* fits(sessionId, Codec.HEAD, head.length, limits.headBytes)
       if (added.data.length > 0) yield* disk.writeAt(sessionId, name, known.bytes, added.data)
       yield* disk.replace(sessionId, Codec.HEAD, head)
       sessions.set(sessionId, { ...journal, last: messages.at(-1), lastLine: added.lastLine })
@@ -92,7 +119,7 @@ export const make = (disk: Disk): Service => {
     }))
 
   const load: Service["load"] = (sessionId) =>
-    lock.withPermit(Effect.map(decode(disk, sessionId), ({ checkpoint, known }) => {
+    lock.withPermit(Effect.map(decode(disk, sessionId, limits), ({ checkpoint, known }) => {
       sessions.set(sessionId, known)
       return checkpoint
     }))
@@ -122,34 +149,31 @@ const checkId = (sessionId: string): Effect.Effect<void, InvalidSessionId> =>
     )
 
 /**
- * The largest head a store reads. A head holds no transcript, only queues,
- * counters and plugin state: a few KB.
+ * The largest files a store reads: a head (it holds no transcript, only queues, counters and plugin state: a few
+ * KB), and a journal (its valid part, as the head records it).
  */
-const MAX_HEAD_BYTES = 64 * 1024 * 1024
-
-/** The largest journal a store reads (its valid part, as the head records it). */
-const MAX_JOURNAL_BYTES = 1024 * 1024 * 1024
+const defaultLimits: Limits = { headBytes: 64 * 1024 * 1024, journalBytes: 1024 * 1024 * 1024 }
 
 const mib = (bytes: number) => `${bytes / 1024 / 1024} MiB`
 
-const decode = (disk: Disk, sessionId: string): Effect.Effect<Decoded, LoadError> =>
+const decode = (disk: Disk, sessionId: string, limits: Limits): Effect.Effect<Decoded, LoadError> =>
   Effect.gen(function*() {
     yield* checkId(sessionId)
     const headFile = disk.where(sessionId, Codec.HEAD)
-    const headBytes = yield* disk.read(sessionId, Codec.HEAD, MAX_HEAD_BYTES)
+    const headBytes = yield* disk.read(sessionId, Codec.HEAD, limits.headBytes)
     if (headBytes === undefined) return yield* new CheckpointMissing({ sessionId })
-    if (headBytes.size > MAX_HEAD_BYTES) {
-      const problem = `the file has ${headBytes.size} bytes; a head has at most ${mib(MAX_HEAD_BYTES)}`
+    if (headBytes.size > limits.headBytes) {
+      const problem = `the file has ${headBytes.size} bytes; a head has at most ${mib(limits.headBytes)}`
       return yield* corrupt(sessionId, headFile, problem)
     }
     const head = yield* Codec.readHead(sessionId, headFile, headBytes.bytes)
     const name = Codec.journalName(head.journal.generation)
     const journalFile = disk.where(sessionId, name)
-    if (head.journal.bytes > MAX_JOURNAL_BYTES) {
+    if (head.journal.bytes > limits.journalBytes) {
       return yield* corrupt(
         sessionId,
         headFile,
-        `the head records a journal of ${head.journal.bytes} bytes; a store reads at most ${mib(MAX_JOURNAL_BYTES)}`
+        `the head records a journal of ${head.journal.bytes} bytes; a store reads at most ${mib(limits.journalBytes)}`
       )
     }
     const journalBytes = yield* disk.read(sessionId, name, head.journal.bytes)

@@ -14,6 +14,7 @@ import type {
   CheckpointCorrupt,
   CheckpointExists,
   CheckpointIoError,
+  CheckpointTooLarge,
   InvalidSessionId,
   LoadError
 } from "./errors.ts"
@@ -74,19 +75,25 @@ export interface Saved {
 export interface Service {
   /**
    * Saves the first checkpoint of a new session; fails with `CheckpointExists`
-   * when the id is taken, and with `CheckpointCorrupt` when something that is
-   * not the store's is where the session's files go.
+   * when the id is taken, with `CheckpointCorrupt` when something that is
+   * not the store's is where the session's files go, and with
+   * `CheckpointTooLarge` (writing nothing) when it would not load back.
    */
   readonly create: (
     sessionId: string,
     checkpoint: Checkpoint
-  ) => Effect.Effect<Saved, InvalidSessionId | CheckpointExists | CheckpointCorrupt | CheckpointIoError>
+  ) => Effect.Effect<
+    Saved,
+    InvalidSessionId | CheckpointExists | CheckpointCorrupt | CheckpointIoError | CheckpointTooLarge
+  >
   /**
    * Saves a later checkpoint of a session. Messages already saved are not
    * written again: when the transcript extends the saved one, only the new
-   * messages are appended (otherwise the journal is rewritten).
+   * messages are appended (otherwise the journal is rewritten). A checkpoint
+   * that would not load back (too large) is not written: `CheckpointTooLarge`,
+   * and the last one saved still loads.
    */
-  readonly save: (sessionId: string, checkpoint: Checkpoint) => Effect.Effect<Saved, LoadError>
+  readonly save: (sessionId: string, checkpoint: Checkpoint) => Effect.Effect<Saved, LoadError | CheckpointTooLarge>
   /** Loads the last checkpoint of a session. */
   readonly load: (sessionId: string) => Effect.Effect<Checkpoint, LoadError>
   /** Deletes a session's checkpoint (whatever its state); the library itself never calls it. */

@@ -10,9 +10,9 @@
  *   through the `modelCall` seam): its assistant message;
  * - `tool/<turn>/<callId>`: one tool call; a batch's calls run as concurrent
  *   activities within the config's cap (the loop's own batch);
- * - `decision/<turn>/<approvalId>`: the application's approval policy decides a call;
- * - `approval/<turn>/<approvalId>`: without a policy, announces an approval
- *   request, then the body waits on the `DurableDeferred` of that call;
+ * - `decision/<key>`: the application's approval policy decides a call;
+ * - `approval/<key>`: without a policy, announces an approval request, then
+ *   the body waits on the `DurableDeferred` of that call (see {@link approvalKey});
  * - `idle/<k>`, `wake/<k>`: an idle session waiting for a follow-up;
  * - `end/<k>`: publishes the last events.
  *
@@ -22,6 +22,7 @@
  * @internal
  */
 import { Clock, Context, Deferred, Duration, Effect, Option, Schema } from "effect"
+import { createHash } from "node:crypto"
 import type { LanguageModel } from "effect/ai"
 import { Activity, DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../../../AgentConfig.ts"
@@ -125,15 +126,44 @@ export const Decision = Schema.Union([
 ])
 
 /**
- * The deferred an approval of a call completes: keyed by the turn and the
- * call's approval id, since a model may use a call id again in a later turn
- * (some servers number calls per response) and a deferred, once completed,
- * stays completed for the whole execution.
+ * What names a call's approval in a session (its activities and its
+ * deferred), so that no decision answers another call: a model may use a
+ * call id again in a later turn (some servers number calls per response),
+ * and a deferred, once completed, stays completed for the whole execution.
+ *
+ * A call of the session's own run: the session's turn and its approval id
+ * (`<turn>/<approvalId>`); the turn's calls are its model call's stored
+ * result, the same in every replay. A sub-agent's call (its approval id has
+ * a `/`) is made inside its parent's call, every turn of the sub-agent in one
+ * turn of the session, and a replay runs the sub-agent again, its model
+ * included, which may answer otherwise: its key also has the sub-agent's
+ * turn and the SHA-256 of the call's tool and arguments
+ * (`<turn>/<approvalId>@<runTurn>.<sha256>`), so a decision answers that very
+ * call, and a different call where it was asks anew.
  *
  * @internal
  */
-export const approvalOf = (turn: number, approvalId: string) =>
-  DurableDeferred.make(`approval/${turn}/${approvalId}`, { success: Decision })
+export const approvalKey = (
+  sessionTurn: number,
+  request: {
+    readonly approvalId: string
+    readonly turn?: number | undefined
+    readonly toolName: string
+    readonly params: unknown
+  }
+): string =>
+  request.approvalId.includes("/")
+    ? `${sessionTurn}/${request.approvalId}@${request.turn ?? 0}.${
+      createHash("sha256").update(JSON.stringify([request.toolName, request.params]) ?? "").digest("hex")
+    }`
+    : `${sessionTurn}/${request.approvalId}`
+
+/**
+ * The deferred an approval of a call completes, by its {@link approvalKey}.
+ *
+ * @internal
+ */
+export const approvalOf = (key: string) => DurableDeferred.make(`approval/${key}`, { success: Decision })
 
 /**
  * The deferred that wakes a session in its `k`-th idle wait.
@@ -331,27 +361,24 @@ const decidesDurably = (service: Approvals.Service | undefined): service is Appr
 
 /**
  * Approvals in a durable session. With the application's policy: its
- * decision, as the activity `decision/<turn>/<approvalId>` (a replay does not
- * ask again). Without one: a durable deferred per call and turn, resolved by
- * `DurableSession.approve` from any process.
+ * decision, as the activity `decision/<key>` (a replay does not ask again).
+ * Without one: a durable deferred per call ({@link approvalKey}), resolved
+ * by `DurableSession.approve` from any process.
  */
 const approvalsOf = (session: Session, app: Approvals.Service | undefined): Approvals.Service => ({
   decide: (request) =>
-    Effect.provideContext(
-      decidesDurably(app)
-        ? activity(
-          session,
-          `decision/${session.turn}/${request.approvalId}`,
-          Decision,
-          Schema.Never,
-          app.decide(request)
-        )
-        : Effect.andThen(
-          activity(session, `approval/${session.turn}/${request.approvalId}`, Schema.Void, Schema.Never, Effect.void),
-          stopsOnInterrupt(session, DurableDeferred.await(approvalOf(session.turn, request.approvalId)))
-        ),
-      session.engine
-    )
+    Effect.suspend(() => {
+      const key = approvalKey(session.turn, request)
+      return Effect.provideContext(
+        decidesDurably(app)
+          ? activity(session, `decision/${key}`, Decision, Schema.Never, app.decide(request))
+          : Effect.andThen(
+            activity(session, `approval/${key}`, Schema.Void, Schema.Never, Effect.void),
+            stopsOnInterrupt(session, DurableDeferred.await(approvalOf(key)))
+          ),
+        session.engine
+      )
+    })
 })
 
 const promptMessages = (prompt: Request["prompt"]): ReadonlyArray<Message.Message> =>

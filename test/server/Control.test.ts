@@ -1,0 +1,212 @@
+/**
+ * The control route under attack: decisions that name no waiting call, or a
+ * call by an id that is not the one the listing gives (issue 29, items 2 and
+ * 8), and steering floods (item 9). Real HTTP on the loopback.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Effect, Exit, FileSystem, Layer, Scope } from "effect"
+import {
+  agentLayer,
+  baseUrl,
+  delegatingAgent,
+  hangingFrom,
+  readSse,
+  serverLayer,
+  type SseMessage
+} from "./support.ts"
+
+const json = { "content-type": "application/json" }
+
+const call = (url: string, init: RequestInit = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, init)
+    const text = await response.text()
+    return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
+  })
+
+const post = (url: string, body: unknown) =>
+  call(url, { method: "POST", headers: json, body: JSON.stringify(body) })
+
+const eventOf = (message: SseMessage) => JSON.parse(message.data)
+
+/** Reads a session's events from the start until `stop` (or to the end): the events. */
+const readUntil = (url: string, id: string, stop: (event: any) => boolean = () => false) =>
+  Effect.promise(async () => {
+    const read = await readSse(await fetch(`${url}/sessions/${id}/events`), (message) => stop(eventOf(message)))
+    return read.messages.map(eventOf)
+  })
+
+const isTopApproval = (event: any) => event._tag === "ApprovalRequested"
+const isChildApproval = (event: any) => event._tag === "Nested" && event.event._tag === "ApprovalRequested"
+
+layer(serverLayer({}, delegatingAgent), { excludeTestServices: true })("decisions over HTTP", (it) => {
+  it.effect(
+    "wrong-call attack: approving a sub-agent's call by the id the listing gives never answers the top run's own call_0",
+    () =>
+      Effect.gen(function*() {
+        const url = yield* baseUrl
+        const created = yield* post(`${url}/sessions`, { task: "numbered", id: "numbered" })
+        assert.strictEqual(created.status, 201)
+        // The researcher's canary deploy (its own call id call_0, run by the session's call_0) waits.
+        yield* readUntil(url, "numbered", isChildApproval)
+        const listed = (yield* call(`${url}/sessions/numbered`)).body
+        assert.strictEqual(listed.status, "waiting")
+        const [waiting] = listed.pendingApprovals
+        // The attack: an approval by the call's own id, which names no waiting call.
+        const byCallId = yield* post(`${url}/sessions/numbered/control`, { type: "approve", id: waiting.toolCallId })
+        // The listing's id answers the researcher's call.
+        const byListing = yield* post(`${url}/sessions/numbered/control`, { type: "approve", id: waiting.approvalId })
+        // Then the session's own production deploy (call_0 as well) must wait for a decision of its own.
+        const events = yield* readUntil(url, "numbered", (event) => isTopApproval(event) || event._tag === "AgentEnd")
+        const production = (yield* call(`${url}/sessions/numbered`)).body
+        assert.deepStrictEqual(
+          {
+            listed: { toolCallId: waiting.toolCallId, approvalId: waiting.approvalId, env: waiting.params.env },
+            byCallId: [byCallId.status, byCallId.body.type],
+            byListing: [byListing.status, byListing.body.status],
+            last: events.at(-1)._tag,
+            production: [production.status, production.pendingApprovals]
+          },
+          {
+            listed: { toolCallId: "call_0", approvalId: "call_0/call_0", env: "canary" },
+            byCallId: [409, "urn:effect-agent:problem:control-rejected"],
+            byListing: [202, "applied"],
+            last: "ApprovalRequested",
+            production: ["waiting", [{
+              toolCallId: "call_0",
+              approvalId: "call_0",
+              toolName: "deploy",
+              params: { env: "production" }
+            }]]
+          }
+        )
+        // Denied by its own id, it never runs.
+        const denied = yield* post(`${url}/sessions/numbered/control`, { type: "deny", id: "call_0", reason: "no" })
+        assert.deepStrictEqual([denied.status, denied.body.status], [202, "applied"])
+        const all = yield* readUntil(url, "numbered")
+        const ends = all.filter((event) => event._tag === "ToolExecutionEnd" && event.toolName === "deploy")
+        assert.deepStrictEqual(ends.map((event) => event.result.content[0].text), ["Tool call denied: no"])
+        const childEnds = all.filter((event) => event._tag === "Nested" && event.event._tag === "ToolExecutionEnd")
+        assert.deepStrictEqual(childEnds.map((event) => event.event.result.content[0].text), ["deployed to canary"])
+      })
+  )
+
+  it.effect("a decision for no waiting call is a 409 and is not kept: the call that later asks under that id waits", () =>
+    Effect.gen(function*() {
+      const url = yield* baseUrl
+      yield* post(`${url}/sessions`, { task: "numbered", id: "ahead" })
+      yield* readUntil(url, "ahead", isChildApproval)
+      // Decisions ahead of the top run's call_0, and for ids nothing will ever use (large ones too).
+      const ahead = yield* post(`${url}/sessions/ahead/control`, { type: "approve", id: "call_0" })
+      const unknown = yield* post(`${url}/sessions/ahead/control`, { type: "approve", id: "x".repeat(500_000) })
+      const denied = yield* post(`${url}/sessions/ahead/control`, { type: "deny", id: "call_1", reason: "no" })
+      assert.deepStrictEqual(
+        [ahead, unknown, denied].map((response) => [response.status, response.body.type, response.body.detail]),
+        [
+          [409, "urn:effect-agent:problem:control-rejected", "no call waits for approval as \"call_0\""],
+          [409, "urn:effect-agent:problem:control-rejected", `no call waits for approval as "${"x".repeat(47)}…"`],
+          [409, "urn:effect-agent:problem:control-rejected", "no call waits for approval as \"call_1\""]
+        ]
+      )
+      // Without an id, a decision names no call: refused, whatever waits.
+      const unnamed = yield* post(`${url}/sessions/ahead/control`, { type: "approve" })
+      assert.strictEqual(unnamed.status, 400)
+      assert.deepStrictEqual(unnamed.body.errors[0].path, ["payload", "id"])
+      yield* post(`${url}/sessions/ahead/control`, { type: "approve", id: "call_0/call_0" })
+      yield* readUntil(url, "ahead", (event) => isTopApproval(event) || event._tag === "AgentEnd")
+      const info = (yield* call(`${url}/sessions/ahead`)).body
+      assert.deepStrictEqual(
+        [info.status, info.pendingApprovals.map((pending: any) => [pending.approvalId, pending.params.env])],
+        ["waiting", [["call_0", "production"]]]
+      )
+      yield* post(`${url}/sessions/ahead/control`, { type: "deny", id: "call_0" })
+      const end = (yield* readUntil(url, "ahead")).at(-1)
+      assert.deepStrictEqual(end.outcome, { _tag: "Completed" })
+    }))
+})
+
+describe("decisions for a finished session", () => {
+  it.effect("are refused (409): nothing waits", () =>
+    Effect.gen(function*() {
+      const url = yield* baseUrl
+      yield* post(`${url}/sessions`, { task: "hello", id: "done" })
+      yield* readUntil(url, "done")
+      const late = yield* post(`${url}/sessions/done/control`, { type: "approve", id: "call_1_1" })
+      assert.strictEqual(late.status, 409)
+    }).pipe(Effect.provide(serverLayer({}, delegatingAgent))))
+})
+
+/** A steer whose body is just under the server's 1 MiB limit. */
+const bigSteer = (i: number) => ({ type: "steer", text: `${i} `.padEnd(1_048_000, "x") })
+
+/** Sends `body` until the server refuses one (or `max` were sent): the statuses. */
+const flood = (url: string, id: string, body: (i: number) => unknown, max: number) =>
+  Effect.gen(function*() {
+    const statuses: Array<number> = []
+    for (let i = 0; i < max; i++) {
+      const sent = yield* post(`${url}/sessions/${id}/control`, body(i))
+      statuses.push(sent.status)
+      if (sent.status !== 202) return { statuses, refused: sent.body }
+    }
+    return { statuses, refused: undefined }
+  })
+
+describe("steering floods", () => {
+  it.effect("a flood of steering is refused past the queue's bound with a 429, by count and by size", () =>
+    Effect.gen(function*() {
+      const url = yield* baseUrl
+      // The run waits on its model while the flood comes (the steering waits for the next model call).
+      yield* post(`${url}/sessions`, { task: "steps 2 0", id: "small" })
+      yield* readUntil(url, "small", (event) => event._tag === "ToolExecutionEnd")
+      const small = yield* flood(url, "small", (i) => ({ type: i % 2 === 0 ? "steer" : "follow_up", text: `${i}` }), 150)
+      assert.deepStrictEqual(small.statuses, [...Array.from({ length: 100 }, () => 202), 429])
+      assert.deepStrictEqual(
+        [small.refused.type, small.refused.queued, small.refused.status],
+        ["urn:effect-agent:problem:queue-full", 100, 429]
+      )
+      yield* post(`${url}/sessions`, { task: "steps 2 0", id: "large" })
+      yield* readUntil(url, "large", (event) => event._tag === "ToolExecutionEnd")
+      const large = yield* flood(url, "large", bigSteer, 80)
+      assert.deepStrictEqual(large.statuses, [202, 202, 202, 202, 429])
+      assert.match(large.refused.detail, /^the run's queue is full: 4 messages \(4192212 bytes\) wait for delivery, and it holds at most 100 messages or 4194304 bytes/)
+    }).pipe(Effect.provide(serverLayer({}, hangingFrom(1)))), { timeout: 60_000 })
+
+  it.live("a server restarted after a near-limit flood resumes the session (not CheckpointCorrupt) and delivers it", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* fs.makeTempDirectoryScoped()
+      // The first server's model never gives the second reply: the steering waits in the queue when it stops.
+      const first = yield* Scope.make()
+      const a = yield* Effect.provideContext(
+        baseUrl,
+        yield* Layer.buildWithScope(serverLayer({ directory }, hangingFrom(1)), first)
+      )
+      yield* post(`${a}/sessions`, { task: "steps 2 0", id: "flooded" })
+      yield* readUntil(a, "flooded", (event) => event._tag === "ToolExecutionEnd")
+      const sent = yield* flood(a, "flooded", bigSteer, 80)
+      yield* Scope.close(first, Exit.void)
+      // A new server on the same directory resumes it, and the steering that was accepted is delivered.
+      const second = yield* Scope.make()
+      const b = yield* Effect.provideContext(
+        baseUrl,
+        yield* Layer.buildWithScope(serverLayer({ directory }, agentLayer), second)
+      )
+      const resumed = (yield* call(`${b}/sessions/flooded`)).body
+      assert.deepStrictEqual([resumed.status === "failed", resumed.error, sent.statuses.at(-1)], [false, undefined, 429])
+      const events = yield* readUntil(b, "flooded")
+      const info = (yield* call(`${b}/sessions/flooded`)).body
+      yield* Scope.close(second, Exit.void)
+      const accepted = sent.statuses.filter((status) => status === 202).length
+      const delivered = events.filter((event) => event._tag === "SteeringDelivered")
+      assert.deepStrictEqual(
+        {
+          status: info.status,
+          error: info.error,
+          outcome: info.outcome,
+          delivered: delivered.flatMap((event) => event.messages).length
+        },
+        { status: "finished", error: undefined, outcome: { _tag: "Completed" }, delivered: accepted }
+      )
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 120_000 })
+})
