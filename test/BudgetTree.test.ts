@@ -8,8 +8,8 @@
  * starts only when it fits beside what is spent and reserved.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Latch, Layer, Schema } from "effect"
-import { Toolkit } from "effect/ai"
+import { Effect, Fiber, Latch, Layer, Schedule, Schema } from "effect"
+import { AiError, Toolkit } from "effect/ai"
 import { WorkflowEngine } from "effect/workflow"
 import { Agent, type AgentConfig, Message, SubAgent, ToolRegistry } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
@@ -297,6 +297,57 @@ describe("the same bound on every backend", () => {
         )
       assert.strictEqual(spentBelow(calls, "root", "costUsd"), 1.25)
       assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 1.25, used: 1.25 })
+    }))
+
+  it.live("attack on DurableSession: a session resumed after a suspension still counts what its sub-agents spent", () =>
+    Effect.gen(function*() {
+      // The top run calls 2 sub-agents (3 calls each), then its next call fails: the session suspends. Resumed,
+      // it replays from the activities' records: the sub-agents do not run again, but what they spent counts.
+      const usage = { input: 10, output: 10, cost: 0.125 }
+      let spent = 0
+      let failed = false
+      const replies = (k: number) => k === 0 ? "x" : "y"
+      const worker = Agent.define({
+        name: "worker",
+        description: "a worker",
+        input: Topic,
+        tools: toolsLayer(),
+        model: ScriptedModel.layer((_, request) => {
+          spent += usage.cost
+          const k = request.prompt.content.filter((message) => message.role === "assistant").length
+          return k < 2 ? { toolCalls: [{ id: `a${k}`, name: "add", params: { a: k, b: 1 } }], usage } : { text: "ok", usage }
+        })
+      })
+      const toolkit = Toolkit.make(Agent.asTool(worker))
+      const tools = ToolRegistry.layer(toolkit).pipe(Layer.provide(toolkit.toLayer({ worker: SubAgent.handler(worker) })))
+      const model = ScriptedModel.layer((_, request) => {
+        const k = request.prompt.content.filter((message) => message.role === "assistant").length
+        if (k === 1 && !failed) {
+          failed = true
+          return { fail: new AiError.InternalProviderError({ description: "down" }) }
+        }
+        spent += usage.cost
+        if (k === 2) return { text: "done", usage }
+        const calls = [0, 1].map((i) => ({ id: `c${k}${i}`, name: "worker", params: { topic: `${replies(k)}${i}` } }))
+        return { toolCalls: calls, usage }
+      })
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(model, tools, DurableSession.layerMemoryStore)),
+        Layer.provideMerge(WorkflowEngine.layerMemory)
+      )
+      const poll = (done: (status: DurableSession.Status) => boolean) =>
+        Effect.repeat(DurableSession.poll("r"), { until: done, schedule: Schedule.spaced("10 millis"), times: 1_000 })
+      const finished = yield* Effect.gen(function*() {
+        yield* DurableSession.start({ sessionId: "r", prompt: "go", config: { budgets: { costUsd: 1.25 } } })
+        assert.strictEqual((yield* poll((status) => status._tag === "Suspended"))._tag, "Suspended")
+        assert.deepStrictEqual(yield* DurableSession.resumeSuspended, ["r"])
+        return yield* poll((status) => status._tag === "Finished")
+      }).pipe(Effect.provide(layer))
+      assert(finished._tag === "Finished")
+      // before the suspension: 7 calls (0.875); after: the top run's call, then the sub-agents' calls that fit
+      assert.isTrue(failed)
+      assert.strictEqual(spent, 1.25)
+      assert.deepStrictEqual(finished.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 1.25, used: 1.25 })
     }))
 
   it.live("a call interrupted in flight (its sub-agent timed out) releases its reservation: the call waiting for room goes on", () =>

@@ -299,10 +299,6 @@ const describe = (outcome: Outcome.Outcome): string => {
 // What ties a child to the runs above it
 // -----------------------------------------------------------------------------
 
-const ancestors = function*(parent: Lineage.Lineage | undefined) {
-  for (let run = parent; run !== undefined; run = run.parent) if (run.run !== undefined) yield [run, run.run] as const
-}
-
 /**
  * The plugin of a child run: it reports the child's events to the parent as
  * `Nested` (when the parent's events are observed), and adds the usage of
@@ -322,10 +318,20 @@ const childPlugin = (
   const calls = (below: ReadonlyArray<string> | undefined) =>
     toolCallId === undefined || below === undefined ? undefined : [toolCallId, ...below]
   const rollUp = (usage: Message.Usage, turns: number) => {
-    for (const [lineage, run] of ancestors(parent)) {
+    // The call of each run above that runs this one: this one's, then the run below that run's.
+    let via = toolCallId
+    for (let lineage = parent; lineage !== undefined; lineage = lineage.parent) {
+      const run = lineage.run
+      const call = via
+      via = lineage.toolCallId
+      if (run === undefined) continue
       const key = path.slice(lineage.depth).join("/")
       const { progress } = run
-      if (usage !== Message.emptyUsage) progress.usage = Message.addUsage(progress.usage, usage)
+      if (usage !== Message.emptyUsage) {
+        progress.usage = Message.addUsage(progress.usage, usage)
+        const below = call === undefined ? undefined : lineage.spentBelow.get(call)
+        if (call !== undefined && below !== undefined) lineage.spentBelow.set(call, Message.addUsage(below, usage))
+      }
       const before = progress.agents?.[key]
       progress.agents = {
         ...progress.agents,
