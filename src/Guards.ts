@@ -9,7 +9,9 @@
  * - {@link gracefulTurnLimit}: asks the model to wrap up a few turns before the
  *   cap (`WrappedUp` when it then finishes in time).
  * - {@link budgets}: tokens, cost and wall clock (`BudgetExceeded`), with the
- *   same one-shot wrap-up request at `wrapUpAt` of any budget.
+ *   same one-shot wrap-up request at `wrapUpAt` of any budget (the loop also
+ *   reserves each model call's estimate against the config's token and cost
+ *   budgets, see {@link budgets}).
  * - {@link loopDetector}: the same tool calls with the same results again and
  *   again: one warning, then `LoopDetected`.
  * - {@link stagnationDetector}: the same reply again and again (`Stagnated`).

@@ -51,9 +51,9 @@ export interface Lineage {
   /**
    * The usage the sub-agent runs below this run reported, by the id of this run's call that runs them: kept
    * only for the calls entered here, while they run (a durable session's tool activity records it, so a
-   * replay that does not run the call again still counts what its sub-agents spent).
+   * replay that does not run the call again still counts what its sub-agents spent). Made at the first entry.
    */
-  readonly spentBelow: Map<string, Message.Usage>
+  spentBelow: Map<string, Message.Usage> | undefined
 }
 
 /**
@@ -132,7 +132,7 @@ export const make = (runId: string, link: Link | undefined, handoffs: Handoffs |
     restored: new Map(),
     handoffs,
     ledger: parent?.ledger ?? Reservations.ledger(),
-    spentBelow: new Map()
+    spentBelow: undefined
   }
 }
 

@@ -329,8 +329,8 @@ const childPlugin = (
       const { progress } = run
       if (usage !== Message.emptyUsage) {
         progress.usage = Message.addUsage(progress.usage, usage)
-        const below = call === undefined ? undefined : lineage.spentBelow.get(call)
-        if (call !== undefined && below !== undefined) lineage.spentBelow.set(call, Message.addUsage(below, usage))
+        const below = call === undefined ? undefined : lineage.spentBelow?.get(call)
+        if (call !== undefined && below !== undefined) lineage.spentBelow?.set(call, Message.addUsage(below, usage))
       }
       const before = progress.agents?.[key]
       progress.agents = {

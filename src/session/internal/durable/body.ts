@@ -320,13 +320,14 @@ const withSpentBelow = <R>(
   invoked: Effect.Effect<ToolRegistryOutput, ToolFatalError, R>
 ): Effect.Effect<typeof Output.Type, ToolFatalError, R> =>
   Effect.suspend(() => {
-    lineage.spentBelow.set(toolCallId, Message.emptyUsage)
+    const spentBelow = lineage.spentBelow ??= new Map()
+    spentBelow.set(toolCallId, Message.emptyUsage)
     return Effect.ensuring(
       Effect.map(invoked, (output): typeof Output.Type => {
-        const spent = lineage.spentBelow.get(toolCallId)
+        const spent = spentBelow.get(toolCallId)
         return spent === undefined || spent === Message.emptyUsage ? output : { ...output, usage: spent }
       }),
-      Effect.sync(() => void lineage.spentBelow.delete(toolCallId))
+      Effect.sync(() => void spentBelow.delete(toolCallId))
     )
   })
 
