@@ -161,6 +161,17 @@ describe("budgets", () => {
       assert.isTrue(ofTag(events, "BudgetSnapshot").every((e) => Number.isFinite(e.figures.usage.cost ?? 0)))
     }))
 
+  it.effect("a token count a model reports below 0 is none: it gives back no budget", () =>
+    Effect.gen(function*() {
+      const counts = [{ input: 100, output: 50 }, { input: -100_000, output: -100_000 }, { input: 100, output: 50 }]
+      const { result } = yield* runOk((i) => ({ ...addCall(i), usage: counts[i] ?? usage }), {
+        config: { budgets: { tokens: 400 }, wrapUpAt: null }
+      })
+      // 150 + 0 + 150: the fourth call, estimated at 150, does not fit
+      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "tokens", limit: 400, used: 300 })
+      assert.deepStrictEqual([result.usage.input, result.usage.output], [200, 100])
+    }))
+
   it.effect("a wall-clock budget, on virtual time", () =>
     Effect.gen(function*() {
       const fiber = yield* Effect.forkChild(
