@@ -226,18 +226,13 @@ export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
         }
       }
       if (options.wrapUpAt === null || ctx.wrapUpRequested) return proceeding
-      // The run's last call: the estimate of its next, for the token and cost budgets.
-      let last: Message.Usage | undefined
-      let looked = false
+      // The run's last call: what its next is estimated at, for the token and cost budgets.
+      const last = Reservations.lastCallOf(ctx.messages)
       for (const [budget, limit] of active) {
         const used = usedOf(budget, ctx)
-        let lastOnly = false
-        if (budget !== "wallClock") {
-          if (!looked) last = Reservations.lastCallOf(ctx.messages)
-          looked = true
-          lastOnly = last !== undefined && used + 2 * Reservations.usedOf(budget, last) > limit
-        }
-        if (used >= options.wrapUpAt * limit || lastOnly) {
+        const next = budget === "wallClock" || last === undefined ? 0 : Reservations.usedOf(budget, last)
+        // At `wrapUpAt`, or when the call about to be made is likely the last that fits.
+        if (used >= options.wrapUpAt * limit || used + 2 * next > limit) {
           return requestWrapUp(`budget:${budget}`, text({ _tag: "Budget", budget, used, limit }))
         }
       }

@@ -39,6 +39,24 @@ const usageOf = (turn: { readonly input: number; readonly output: number; readon
   cost: turn.cost
 })
 
+/** An agent's path: its task, the first user message of its requests. */
+const pathOf = (request: ScriptedModel.Request): string => {
+  const first = request.prompt.content.find((message) => message.role === "user")
+  return first?.role === "user" ? first.content.flatMap((part) => part.type === "text" ? [part.text] : []).join("") : "?"
+}
+
+/** Which of its agent's calls a request is: how many replies it holds (a resumed agent carries on). */
+const callIndex = (request: ScriptedModel.Request): number =>
+  request.prompt.content.filter((message) => message.role === "assistant").length
+
+/** A sub-agent tool's registry: `definition` as the only tool. */
+const registryOf = <const Name extends string>(definition: SubAgent.Definition<Name, typeof Topic>) => {
+  const toolkit = Toolkit.make(Agent.asTool(definition))
+  return ToolRegistry.layer(toolkit).pipe(
+    Layer.provide(toolkit.toLayer(Object.fromEntries([[definition.name, SubAgent.handler(definition)]]) as never))
+  )
+}
+
 /** What a tree of agents is: who calls how many, how many turns each takes, what each call costs. */
 interface Shape {
   /** How deep the tree goes: the top run is at 0, its sub-agents at 1, … */
@@ -65,11 +83,8 @@ type Calls = Map<string, Array<Message.Usage>>
  */
 const makeTree = (shape: Shape, calls: Calls, onCall: (path: string, k: number) => void = () => {}) => {
   const script = (depth: number): ScriptedModel.Script => (_index, request) => {
-    const first = request.prompt.content.find((message) => message.role === "user")
-    const path = first?.role === "user"
-      ? first.content.flatMap((part) => part.type === "text" ? [part.text] : []).join("")
-      : "?"
-    const k = request.prompt.content.filter((message) => message.role === "assistant").length
+    const path = pathOf(request)
+    const k = callIndex(request)
     const usage = shape.usage(path, k)
     const made = calls.get(path) ?? []
     made.push(usageOf(usage))
@@ -87,9 +102,8 @@ const makeTree = (shape: Shape, calls: Calls, onCall: (path: string, k: number) 
     }
     return { toolCalls: [{ id: `a${k}`, name: "add", params: { a: k, b: 1 } }], usage, delay }
   }
-  const level = (depth: number): Layer.Layer<ToolRegistry.ToolRegistry> => {
-    if (depth > shape.depth) return toolsLayer()
-    const definition = Agent.define({
+  const level = (depth: number): Layer.Layer<ToolRegistry.ToolRegistry> =>
+    depth > shape.depth ? toolsLayer() : registryOf(Agent.define({
       name: `agent${depth}`,
       description: `an agent at depth ${depth}`,
       input: Topic,
@@ -97,12 +111,7 @@ const makeTree = (shape: Shape, calls: Calls, onCall: (path: string, k: number) 
       tools: level(depth + 1),
       model: ScriptedModel.layer(script(depth)),
       config: { maxRepeatedBatches: null, ...shape.config?.(depth) }
-    })
-    const toolkit = Toolkit.make(Agent.asTool(definition))
-    return ToolRegistry.layer(toolkit).pipe(
-      Layer.provide(toolkit.toLayer(Object.fromEntries([[definition.name, SubAgent.handler(definition)]]) as never))
-    )
-  }
+    }))
   return Layer.merge(level(1), ScriptedModel.layer(script(0)))
 }
 
@@ -139,9 +148,8 @@ describe("a budget bounds a tree of sub-agents", () => {
         const calls: Calls = new Map()
         const limit = tenCalls[budget]
         const { events, plugin } = recorder()
-        const result = yield* Agent.run({ prompt: "root", plugins: [plugin], config: { budgets: { [budget]: limit } } }).pipe(
-          Effect.provide(makeTree(fanOut8x8, calls))
-        )
+        const result = yield* Agent.run({ prompt: "root", plugins: [plugin], config: { budgets: { [budget]: limit } } })
+          .pipe(Effect.provide(makeTree(fanOut8x8, calls)))
         // exactly the ten calls that fit were made (before: 73), and every one is counted
         const spent = spentBelow(calls, "root", budget)
         assert.strictEqual(spent, limit)
@@ -260,7 +268,8 @@ describe("random trees of sub-agents (seeded)", () => {
           for (const budget of counted) {
             const limit = own?.[budget]
             if (typeof limit !== "number") continue
-            assert.isAtMost(spentBelow(calls, path, budget), bound(calls, path, budget, limit) + 1e-12, `${path} ${budget}`)
+            const spent = spentBelow(calls, path, budget)
+            assert.isAtMost(spent, bound(calls, path, budget, limit) + 1e-12, `${path} ${budget}`)
           }
         }
       }), 60_000)
@@ -307,21 +316,19 @@ describe("the same bound on every backend", () => {
       let spent = 0
       let failed = false
       const replies = (k: number) => k === 0 ? "x" : "y"
-      const worker = Agent.define({
+      const tools = registryOf(Agent.define({
         name: "worker",
         description: "a worker",
         input: Topic,
         tools: toolsLayer(),
         model: ScriptedModel.layer((_, request) => {
           spent += usage.cost
-          const k = request.prompt.content.filter((message) => message.role === "assistant").length
+          const k = callIndex(request)
           return k < 2 ? { toolCalls: [{ id: `a${k}`, name: "add", params: { a: k, b: 1 } }], usage } : { text: "ok", usage }
         })
-      })
-      const toolkit = Toolkit.make(Agent.asTool(worker))
-      const tools = ToolRegistry.layer(toolkit).pipe(Layer.provide(toolkit.toLayer({ worker: SubAgent.handler(worker) })))
+      }))
       const model = ScriptedModel.layer((_, request) => {
-        const k = request.prompt.content.filter((message) => message.role === "assistant").length
+        const k = callIndex(request)
         if (k === 1 && !failed) {
           failed = true
           return { fail: new AiError.InternalProviderError({ description: "down" }) }
@@ -347,43 +354,57 @@ describe("the same bound on every backend", () => {
       // before the suspension: 7 calls (0.875); after: the top run's call, then the sub-agents' calls that fit
       assert.isTrue(failed)
       assert.strictEqual(spent, 1.25)
-      assert.deepStrictEqual(finished.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 1.25, used: 1.25 })
+      const outcome = finished.result.outcome
+      assert.deepStrictEqual(outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 1.25, used: 1.25 })
     }))
 
-  it.live("a call interrupted in flight (its sub-agent timed out) releases its reservation: the call waiting for room goes on", () =>
+  it.live("a call interrupted in flight (its sub-agent timed out) releases its reservation: a call waiting goes on", () =>
     Effect.gen(function*() {
       // budget: 3 calls of 0.125. The top run's first call spends one; "root.0" reserves one and hangs;
       // "root.1" spends one, then its second call fits beside what is spent but not beside the hung call's
       // reservation: it waits, until the hung call is interrupted by the top run's tool timeout.
-      const hung = ScriptedModel.layer((_, request) => {
-        const k = request.prompt.content.filter((message) => message.role === "assistant").length
-        const text = request.prompt.content.find((message) => message.role === "user")
-        const path = text?.role === "user" && text.content[0]?.type === "text" ? text.content[0].text : "?"
-        const usage = { input: 50, output: 50, cost: 0.125 }
-        if (path === "root") return k === 0 ? { toolCalls: [0, 1].map((i) => ({ id: `c${i}`, name: "agent1", params: { topic: `root.${i}` } })), usage } : { text: "done", usage }
+      const usage = { input: 50, output: 50, cost: 0.125 }
+      const model = ScriptedModel.layer((_, request): ScriptedModel.Turn => {
+        const [path, k] = [pathOf(request), callIndex(request)]
         if (path === "root.0") return { hang: true }
-        return k === 0 ? { toolCalls: [{ id: "a", name: "add", params: { a: 1, b: 1 } }], usage, delay: "20 millis" } : { text: "root.1 done", usage }
+        if (path === "root.1") {
+          return k === 0
+            ? { toolCalls: [{ id: "a", name: "add", params: { a: 1, b: 1 } }], usage, delay: "20 millis" }
+            : { text: "root.1 done", usage }
+        }
+        if (k > 0) return { text: "done", usage }
+        return { toolCalls: [0, 1].map((i) => ({ id: `c${i}`, name: "agent1", params: { topic: `root.${i}` } })), usage }
       })
-      const definition = Agent.define({ name: "agent1", description: "a worker", input: Topic, prompt: ({ topic }) => topic, tools: toolsLayer(), model: hung })
-      const toolkit = Toolkit.make(Agent.asTool(definition))
-      const tools = ToolRegistry.layer(toolkit).pipe(Layer.provide(toolkit.toLayer({ agent1: SubAgent.handler(definition) })))
+      const tools = registryOf(Agent.define({
+        name: "agent1",
+        description: "a worker",
+        input: Topic,
+        prompt: ({ topic }) => topic,
+        tools: toolsLayer(),
+        model
+      }))
       const { events, plugin } = recorder()
       const result = yield* Agent.run({
         prompt: "root",
         plugins: [plugin],
         // the wall clock ends a wait that nothing would end (a reservation never released)
         config: { budgets: { costUsd: 0.375, wallClock: 10_000 }, toolTimeout: 300 }
-      }).pipe(Effect.provide(tools), Effect.provide(hung))
-      const answers = result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, Message.textOf(m), m.isError]] : [])
+      }).pipe(Effect.provide(tools), Effect.provide(model))
+      const answers = result.messages.flatMap((m) =>
+        m.role === "toolResult" ? [[m.toolCallId, Message.textOf(m), m.isError]] : []
+      )
       assert.deepStrictEqual(answers, [["c0", "Tool agent1 timed out after 300 ms.", true], ["c1", "root.1 done", false]])
       // root.1's second call started once the hung call was interrupted, not before
       const startedAt = ofTag(events, "AgentStart")[0]!.timestamp
-      const second = ofTag(events, "Nested").find((e) => e.calls?.[0] === "c1" && e.event._tag === "TurnStart" && e.event.turn === 2)
+      const second = ofTag(events, "Nested").find((e) =>
+        e.calls?.[0] === "c1" && e.event._tag === "TurnStart" && e.event.turn === 2
+      )
       assert.isAtLeast(second!.event.timestamp - startedAt, 290)
       assert.strictEqual(result.usage.cost, 0.375)
       assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.375, used: 0.375 })
-      const guards = ofTag(events, "GuardTripped").map((e) => e.detail)
-      assert.deepStrictEqual(guards, ["the costUsd budget is exhausted: 0.375 of 0.375"])
+      assert.deepStrictEqual(ofTag(events, "GuardTripped").map((e) => e.detail), [
+        "the costUsd budget is exhausted: 0.375 of 0.375"
+      ])
     }))
 
   it.live("a resumed session has nothing reserved, and its tree keeps the budget too", () =>

@@ -8,7 +8,8 @@
  *   loop (inner: while the model asks for tools, or steering is pending)
  *     deliver steering → turn:
  *       beforeModelCall hooks → stops → reservation (budgets) → TurnStart → transformContext → model stream
- *       → MessageStart / MessageUpdate… / MessageEnd → release → tool batch → results appended in the calls' order
+ *       → MessageStart / MessageUpdate… / MessageEnd → release → tool batch
+ *       → results appended in the calls' order
  *       → endTurn: TurnEnd → BudgetSnapshot → afterTurn hooks → a stop, the tools' vote or a hook ends the run
  *   natural stop → poll follow-ups; none → Completed (WrappedUp after a wrap-up request)
  * ```

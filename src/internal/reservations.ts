@@ -299,7 +299,9 @@ const release = (meter: Meter, estimate: Progress.Amounts, usage: Message.Usage 
   const spent = usage === undefined ? undefined : amountsOf(usage)
   if (spent !== undefined && !isNothing(spent)) {
     const { ledger } = meter
-    if (meter.last === undefined) ledger.firstCall = ledger.firstCall === undefined ? spent : larger(ledger.firstCall, spent)
+    if (meter.last === undefined) {
+      ledger.firstCall = ledger.firstCall === undefined ? spent : larger(ledger.firstCall, spent)
+    }
     meter.last = spent
   }
   const released = meter.ledger.released
@@ -338,7 +340,10 @@ export const spend = <A extends { readonly message: Message.AssistantMessage }, 
         reserve(meter.accounts, amounts)
         return Effect.onExit(
           Effect.map(restore(call), (reply): Spent<A> => ({ _tag: "Spent", reply })),
-          (exit) => Effect.sync(() => release(meter, amounts, exit._tag === "Success" ? exit.value.reply.message.usage : undefined))
+          (exit) =>
+            Effect.sync(() =>
+              release(meter, amounts, exit._tag === "Success" ? exit.value.reply.message.usage : undefined)
+            )
         )
       }
       if (verdict !== wait) return Effect.succeed(verdict)
