@@ -279,7 +279,9 @@ const describe = (outcome: Outcome.Outcome): string => {
     case "MaxTurns":
       return `it reached its cap of ${outcome.limit} turns`
     case "BudgetExceeded":
-      return `its ${outcome.budget} budget ran out (${outcome.used} of ${outcome.limit})`
+      return outcome.used >= outcome.limit
+        ? `its ${outcome.budget} budget ran out (${outcome.used} of ${outcome.limit})`
+        : `its ${outcome.budget} budget had no room for its next model call (${outcome.used} of ${outcome.limit} used)`
     case "LoopDetected":
       return "it kept repeating the same tool calls"
     case "Stagnated":
