@@ -9,7 +9,9 @@
  * - {@link gracefulTurnLimit}: asks the model to wrap up a few turns before the
  *   cap (`WrappedUp` when it then finishes in time).
  * - {@link budgets}: tokens, cost and wall clock (`BudgetExceeded`), with the
- *   same one-shot wrap-up request at `wrapUpAt` of any budget.
+ *   same one-shot wrap-up request at `wrapUpAt` of any budget (the loop also
+ *   reserves each model call's estimate against the config's token and cost
+ *   budgets, see {@link budgets}).
  * - {@link loopDetector}: the same tool calls with the same results again and
  *   again: one warning, then `LoopDetected`.
  * - {@link stagnationDetector}: the same reply again and again (`Stagnated`).
@@ -24,6 +26,7 @@ import * as ContextWindow from "./ContextWindow.ts"
 import * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
 import * as Outcome from "./Outcome.ts"
+import * as Reservations from "./internal/reservations.ts"
 
 /**
  * The answer of a guard with nothing to say, made once. The guards decide
@@ -168,26 +171,24 @@ export interface BudgetsOptions {
 
 const BUDGETS: ReadonlyArray<Outcome.Budget> = ["tokens", "inputTokens", "outputTokens", "costUsd", "wallClock"]
 
-const usedOf = (budget: Outcome.Budget, info: Hooks.RunInfo): number => {
-  switch (budget) {
-    case "tokens":
-      return Message.totalTokens(info.usage)
-    case "inputTokens":
-      return info.usage.input
-    case "outputTokens":
-      return info.usage.output
-    case "costUsd":
-      return info.usage.cost ?? 0
-    case "wallClock":
-      return info.elapsedMs
-  }
-}
+const usedOf = (budget: Outcome.Budget, info: Hooks.RunInfo): number =>
+  budget === "wallClock" ? info.elapsedMs : Reservations.usedOf(budget, info.usage)
 
 /**
  * Token, cost and wall-clock budgets, checked before each model call (so a
  * run, or a resumed run, never calls the model past a budget): an exhausted
- * budget ends the run with `BudgetExceeded { budget, limit, used }`; at
- * `wrapUpAt` of any budget the model is asked, once, to wrap up.
+ * budget ends the run with `BudgetExceeded { budget, limit, used }`. The
+ * model is asked, once, to wrap up at `wrapUpAt` of any budget, or, for a
+ * token or cost budget, when the call about to be made is likely the last
+ * that fits it: when what is used plus twice the run's last call is over the
+ * limit (`wrapUpAt: null`: never).
+ *
+ * The budgets of the config are also kept by the loop itself, whatever the
+ * plugins: before each model call the call's estimate is reserved against
+ * the token and cost budgets of the run and of every run above it (a
+ * sub-agent's), and a call that does not fit beside what is spent and
+ * reserved waits for room or, when none can come, ends the run
+ * `BudgetExceeded` (see the README's Budgets).
  *
  * The wall clock is also a deadline the loop itself keeps, whatever the
  * plugins: when the config's `budgets.wallClock` runs out (counting the time
@@ -225,9 +226,13 @@ export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
         }
       }
       if (options.wrapUpAt === null || ctx.wrapUpRequested) return proceeding
+      // The run's last call: what its next is estimated at, for the token and cost budgets.
+      const last = Reservations.lastCallOf(ctx.messages)
       for (const [budget, limit] of active) {
         const used = usedOf(budget, ctx)
-        if (used >= options.wrapUpAt * limit) {
+        const next = budget === "wallClock" || last === undefined ? 0 : Reservations.usedOf(budget, last)
+        // At `wrapUpAt`, or when the call about to be made is likely the last that fits.
+        if (used >= options.wrapUpAt * limit || used + 2 * next > limit) {
           return requestWrapUp(`budget:${budget}`, text({ _tag: "Budget", budget, used, limit }))
         }
       }

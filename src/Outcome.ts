@@ -26,8 +26,10 @@ export type Budget = typeof Budget.Type
  * - `WrappedUp`: the model was asked to wrap up (turn limit or budget) and
  *   finished before the hard limit.
  * - `MaxTurns`: the turn cap was reached.
- * - `BudgetExceeded`: a budget ran out before the next model call; the wall
- *   clock also in the middle of a model call, a tool batch or an approval wait.
+ * - `BudgetExceeded`: a budget ran out, or the next model call would not fit
+ *   it (a token or cost budget of the run or of a run above it; `used` is what
+ *   was spent); the wall clock also in the middle of a model call, a tool
+ *   batch or an approval wait.
  * - `LoopDetected`: the model kept repeating the same tool calls.
  * - `Stagnated`: the model kept giving the same reply.
  * - `Cancelled`: the application cancelled the run, or its fiber was interrupted.

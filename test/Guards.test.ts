@@ -110,15 +110,25 @@ describe("graceful turn limit", () => {
 describe("budgets", () => {
   const usage = { input: 100, output: 50 }
 
-  it.effect("a token budget ends the run with BudgetExceeded before the next model call", () =>
+  it.effect("a token budget ends the run with BudgetExceeded before a model call that would go past it", () =>
     Effect.gen(function*() {
       const { events, requests, result } = yield* runOk((i) => ({ ...addCall(i), usage }), {
         config: { budgets: { tokens: 400 }, wrapUpAt: null }
       })
-      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "tokens", limit: 400, used: 450 })
-      assert.strictEqual(requests.length, 3)
+      // 150 tokens a call: the third, estimated at the last (150), does not fit beside the 300 spent
+      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "tokens", limit: 400, used: 300 })
+      assert.strictEqual(requests.length, 2)
+      assert.deepStrictEqual(
+        ofTag(events, "GuardTripped").map((e) => [e.guard, e.action, e.detail, e.figures]),
+        [["budget", "stop", "the next model call does not fit the tokens budget: 300 of 400 used, and the call is estimated at 150", {
+          limit: 400,
+          used: 300,
+          estimate: 150
+        }]]
+      )
+      assert.deepStrictEqual(tags(events).slice(-3), ["BudgetSnapshot", "GuardTripped", "AgentEnd"])
       const snapshots = ofTag(events, "BudgetSnapshot")
-      assert.strictEqual(snapshots.length, 3)
+      assert.strictEqual(snapshots.length, 2)
       assert.deepStrictEqual(snapshots.at(-1)!.figures.usage, result.usage)
       assert.strictEqual(snapshots.at(-1)!.figures.limits.tokens, 400)
       assertValidTranscript(result.state.messages)
@@ -127,14 +137,16 @@ describe("budgets", () => {
   it.effect("input, output and cost budgets", () =>
     Effect.gen(function*() {
       const input = yield* runOk((i) => ({ ...addCall(i), usage }), { config: { budgets: { inputTokens: 250 } } })
-      assert.deepStrictEqual(input.result.outcome, { _tag: "BudgetExceeded", budget: "inputTokens", limit: 250, used: 300 })
+      assert.deepStrictEqual(input.result.outcome, { _tag: "BudgetExceeded", budget: "inputTokens", limit: 250, used: 200 })
+      // a call that fits exactly is made; the budget is then exhausted
       const output = yield* runOk((i) => ({ ...addCall(i), usage }), { config: { budgets: { outputTokens: 100 } } })
       assert.deepStrictEqual(output.result.outcome, { _tag: "BudgetExceeded", budget: "outputTokens", limit: 100, used: 100 })
+      assert.strictEqual(output.requests.length, 2)
       const cost = yield* runOk((i) => ({ ...addCall(i), usage: { ...usage, cost: 0.25 } }), {
         config: { budgets: { costUsd: 0.6 } }
       })
-      assert.deepStrictEqual(cost.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.6, used: 0.75 })
-      assert.strictEqual(cost.requests.length, 3)
+      assert.deepStrictEqual(cost.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.6, used: 0.5 })
+      assert.strictEqual(cost.requests.length, 2)
     }))
 
   it.effect("a cost a model reports as NaN, infinite or negative is no cost: the budget counts the valid ones", () =>
@@ -143,8 +155,21 @@ describe("budgets", () => {
       const { events, result } = yield* runOk((i) => ({ ...addCall(i), usage: { ...usage, cost: costs[i]! } }), {
         config: { budgets: { costUsd: 0.6 }, wrapUpAt: null }
       })
-      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.6, used: 0.75 })
+      // the invalid costs count 0 (and so estimate the next call at 0): the sixth call, at 0.25, does not fit beside 0.5
+      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.6, used: 0.5 })
+      assert.strictEqual(ofTag(events, "TurnEnd").length, 5)
       assert.isTrue(ofTag(events, "BudgetSnapshot").every((e) => Number.isFinite(e.figures.usage.cost ?? 0)))
+    }))
+
+  it.effect("a token count a model reports below 0 is none: it gives back no budget", () =>
+    Effect.gen(function*() {
+      const counts = [{ input: 100, output: 50 }, { input: -100_000, output: -100_000 }, { input: 100, output: 50 }]
+      const { result } = yield* runOk((i) => ({ ...addCall(i), usage: counts[i] ?? usage }), {
+        config: { budgets: { tokens: 400 }, wrapUpAt: null }
+      })
+      // 150 + 0 + 150: the fourth call, estimated at 150, does not fit
+      assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "tokens", limit: 400, used: 300 })
+      assert.deepStrictEqual([result.usage.input, result.usage.output], [200, 100])
     }))
 
   it.effect("a wall-clock budget, on virtual time", () =>
@@ -161,12 +186,26 @@ describe("budgets", () => {
   it.effect("at wrapUpAt of a budget the one-shot wrap-up request goes in", () =>
     Effect.gen(function*() {
       const { events, requests, result } = yield* runOk(
-        (i) => i < 3 ? { ...addCall(i), usage } : { text: "summary", usage },
+        (i) => i < 11 ? { ...addCall(i), usage } : { text: "summary", usage },
+        { config: { budgets: { tokens: 2_000 }, wrapUpAt: 0.8 } }
+      )
+      // 11 calls of 150: 1,650 tokens, over 80% of 2,000 (and two more calls still fit)
+      assert.deepStrictEqual(ofTag(events, "WrapUpRequested").map((e) => [e.turn, e.source]), [[11, "budget:tokens"]])
+      assert.match(systemTexts(requests[11]!)[0]!, /^You have used 83% of your tokens budget\./)
+      assert.deepStrictEqual(result.outcome, { _tag: "WrappedUp" })
+    }))
+
+  it.effect("the wrap-up request goes in before the call likely to be the last that fits, even short of wrapUpAt", () =>
+    Effect.gen(function*() {
+      const { events, requests, result } = yield* runOk(
+        (i) => i < 2 ? { ...addCall(i), usage } : { text: "summary", usage },
         { config: { budgets: { tokens: 500 }, wrapUpAt: 0.8 } }
       )
-      assert.deepStrictEqual(ofTag(events, "WrapUpRequested").map((e) => [e.turn, e.source]), [[3, "budget:tokens"]])
-      assert.match(systemTexts(requests[3]!)[0]!, /^You have used 90% of your tokens budget\./)
+      // 300 of 500 used, calls of 150: the third fits, a fourth would not; the model is asked before the third
+      assert.deepStrictEqual(ofTag(events, "WrapUpRequested").map((e) => [e.turn, e.source]), [[2, "budget:tokens"]])
+      assert.match(systemTexts(requests[2]!)[0]!, /^You have used 60% of your tokens budget\. Stop calling work tools/)
       assert.deepStrictEqual(result.outcome, { _tag: "WrappedUp" })
+      assert.strictEqual(Message.totalTokens(result.usage), 450)
     }))
 
   it.effect("a resumed run whose budget is already exhausted ends without calling the model", () =>

@@ -172,7 +172,8 @@ describe("Agent.run with output", () => {
   it.effect("a budget's wrap-up too: WrappedUp with the typed output", () =>
     Effect.gen(function*() {
       const { result } = yield* runTyped([
-        { toolCalls: [{ id: "c1", name: "add", params: { a: 1, b: 2 } }], usage: { input: 95, output: 0 } },
+        // 45 of 100 used: the next call fits, the one after would not; the model is asked to wrap up before it
+        { toolCalls: [{ id: "c1", name: "add", params: { a: 1, b: 2 } }], usage: { input: 45, output: 0 } },
         final({ sum: 3, explanation: "within budget" })
       ], { config: { budgets: { tokens: 100 } } })
       assert.strictEqual(result.outcome._tag, "WrappedUp")

@@ -3,7 +3,8 @@
  * (`Agent.asTool`) has a parent, a depth and a path of agent names; a run
  * knows the sub-agent runs in flight below it (a snapshot of the run holds
  * their states, so a resumed session continues them) and the handoff a tool
- * asked for. The loop makes one per run and provides it to everything the
+ * asked for; the runs of a tree share one ledger of reservations against
+ * their budgets. The loop makes one per run and provides it to everything the
  * run calls (tool handlers read it through {@link Current}).
  *
  * @internal
@@ -13,8 +14,10 @@ import type * as AgentConfig from "../AgentConfig.ts"
 import { InvalidPluginState } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
+import type * as Message from "../Message.ts"
 import * as RunState from "../RunState.ts"
 import type * as Progress from "./progress.ts"
+import * as Reservations from "./reservations.ts"
 import type * as Stops from "./stops.ts"
 
 /**
@@ -43,6 +46,14 @@ export interface Lineage {
   readonly restored: Map<string, Saved>
   /** Where a handoff tool leaves its target (only a run that can hand off has one). */
   readonly handoffs: Handoffs | undefined
+  /** What the runs of the tree share of their budgets' reservations (the top run's, for every run below). */
+  readonly ledger: Reservations.Ledger
+  /**
+   * The usage the sub-agent runs below this run reported, by the id of this run's call that runs them: kept
+   * only for the calls entered here, while they run (a durable session's tool activity records it, so a
+   * replay that does not run the call again still counts what its sub-agents spent). Made at the first entry.
+   */
+  spentBelow: Map<string, Message.Usage> | undefined
 }
 
 /**
@@ -119,7 +130,9 @@ export const make = (runId: string, link: Link | undefined, handoffs: Handoffs |
     run: undefined,
     children: new Map(),
     restored: new Map(),
-    handoffs
+    handoffs,
+    ledger: parent?.ledger ?? Reservations.ledger(),
+    spentBelow: undefined
   }
 }
 
@@ -148,6 +161,25 @@ export const attach = (lineage: Lineage, run: Attached): void => {
   if (lineage.parent !== undefined && lineage.toolCallId !== undefined) {
     lineage.parent.children.set(lineage.toolCallId, lineage)
   }
+}
+
+/**
+ * The meter of an attached run: the accounts of its budgets and of those of
+ * every run above it; `undefined` when none has a token or cost budget.
+ * `messages`: the transcript the run starts from (its last call is the first
+ * estimate of a continued run).
+ *
+ * @internal
+ */
+export const meter = (lineage: Lineage, messages: ReadonlyArray<Message.Message>): Reservations.Meter | undefined => {
+  const accounts: Array<Reservations.Account> = []
+  for (let at: Lineage | undefined = lineage; at !== undefined; at = at.parent) {
+    if (at.run === undefined) continue
+    const whose = at === lineage ? "the" : at.agent === undefined ? "the top run's" : `${at.agent}'s`
+    const account = Reservations.account(at.run.progress, at.run.config.budgets, whose)
+    if (account !== undefined) accounts.push(account)
+  }
+  return Reservations.meter(lineage.ledger, accounts, messages)
 }
 
 const SavedChildren = Schema.Record(

@@ -7,8 +7,9 @@
  *   finishOpenTurn: a continued run first answers the calls its last turn left open
  *   loop (inner: while the model asks for tools, or steering is pending)
  *     deliver steering → turn:
- *       beforeModelCall hooks → stops → TurnStart → transformContext → model stream
- *       → MessageStart / MessageUpdate… / MessageEnd → tool batch → results appended in the calls' order
+ *       beforeModelCall hooks → stops → reservation (budgets) → TurnStart → transformContext → model stream
+ *       → MessageStart / MessageUpdate… / MessageEnd → release → tool batch
+ *       → results appended in the calls' order
  *       → endTurn: TurnEnd → BudgetSnapshot → afterTurn hooks → a stop, the tools' vote or a hook ends the run
  *   natural stop → poll follow-ups; none → Completed (WrappedUp after a wrap-up request)
  * ```
@@ -37,6 +38,7 @@ import * as LiveRun from "./liveRun.ts"
 import * as OutputPart from "./output.ts"
 import * as Progress from "./progress.ts"
 import * as Reply from "./reply.ts"
+import * as Reservations from "./reservations.ts"
 import * as Stops from "./stops.ts"
 import * as Telemetry from "./telemetry.ts"
 import * as Batch from "./tools/batch.ts"
@@ -136,11 +138,13 @@ const executeWith = Effect.fnUntraced(function*<R>(
     emit: context.emit,
     snapshot: context.snapshot
   })
+  // What its model calls count against: its budgets and those of the runs above it, if any.
+  const meter = Lineage.meter(lineage, state.messages)
   yield* Events.emit(run.events, { _tag: "AgentStart", messages: Transcript.added(run.transcript) })
   for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
   // Set when the run fails: the loop's error with the run's state on it.
   let failed: AgentError | undefined
-  const outcome = yield* Stops.withDeadline(run.stops, run.progress.elapsedBefore, loop(run)).pipe(
+  const outcome = yield* Stops.withDeadline(run.stops, run.progress.elapsedBefore, loop(run, meter)).pipe(
     Effect.provideService(Lineage.Current, lineage),
     Effect.onExit((exit) =>
       exit._tag === "Success"
@@ -154,7 +158,7 @@ const executeWith = Effect.fnUntraced(function*<R>(
   return final
 })
 
-const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
+const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>, meter: Reservations.Meter | undefined) {
   // A continued run first finishes the turn it stopped in.
   const finished = yield* finishOpenTurn(run)
   if (finished._tag === "End") return finished.outcome
@@ -172,7 +176,7 @@ const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
       const blocked = yield* Control.deliver(run, pendingKind, pending)
       if (blocked !== undefined) return blocked
       pendingKind = "steering"
-      const step = yield* turn(run)
+      const step = yield* turn(run, meter)
       // A guard, a stop, the tools' vote or an afterTurn hook ended the run.
       if (step._tag === "End") return step.outcome
       hasToolCalls = step.hasToolCalls
@@ -195,7 +199,7 @@ const next = (hasToolCalls: boolean): Next => ({ _tag: "Next", hasToolCalls })
 const end = (outcome: Outcome.Outcome): Next => ({ _tag: "End", outcome })
 
 /** One turn: guards, the model call, the tool batch, the turn's end. */
-const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
+const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>, meter: Reservations.Meter | undefined) {
   const { env, progress, transcript } = run
   // A guard may end the run before the model is called: the turn cap, a budget.
   const guarded = yield* Control.consult(run, env.hooks.beforeModelCall, (plugin) =>
@@ -204,14 +208,19 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   // So may a cancel or the deadline.
   const stoppedBefore = yield* Stops.reason(run.stops)
   if (stoppedBefore !== undefined) return end(yield* stopped(run, stoppedBefore))
-  run.events.turn = progress.turn + 1
-  yield* Events.turnStarted(run.events)
-  const prompt = env.hooks.transformContext.length === 0
-    ? Transcript.request(transcript)
-    : yield* Control.transformedRequest(run)
-  const reply = env.telemetry === undefined && env.modelCall === undefined
-    ? yield* Reply.streamReply(run, prompt)
-    : yield* modelCall(run, prompt)
+  let reply: LiveRun.ModelReply
+  if (meter === undefined) {
+    reply = yield* callModel(run)
+  } else {
+    // Under budgets, the turn starts once its call's estimate is reserved (it may wait for room), or not at all.
+    const spent = yield* Reservations.spend(meter, run.stops, Effect.gen(() => callModel(run)))
+    if (spent._tag === "Stopped") return end(yield* stopped(run, spent.stop))
+    if (spent._tag === "Refused") {
+      yield* Events.emit(run.events, spent.event)
+      return end(spent.outcome)
+    }
+    reply = spent.reply
+  }
   Transcript.append(transcript, reply.message)
   progress.usage = Message.addUsage(progress.usage, reply.message.usage)
   const calls = Message.toolCalls(reply.message)
@@ -219,6 +228,20 @@ const turn = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>) {
   Transcript.appendAll(transcript, batch.results)
   return yield* endTurn(run, reply.message, batch, reply.stopped)
 })
+
+/** A turn's start and its model call: `TurnStart`, the request (transformed by the hooks), the reply. */
+function* callModel<R>(run: LiveRun.LiveRun<R>) {
+  const { env, transcript } = run
+  run.events.turn = run.progress.turn + 1
+  yield* Events.turnStarted(run.events)
+  const prompt = env.hooks.transformContext.length === 0
+    ? Transcript.request(transcript)
+    : yield* Control.transformedRequest(run)
+  const reply: LiveRun.ModelReply = env.telemetry === undefined && env.modelCall === undefined
+    ? yield* Reply.streamReply(run, prompt)
+    : yield* modelCall(run, prompt)
+  return reply
+}
 
 /** The model call of a turn that is traced, or made through a durable session's activity, or both. */
 const modelCall = <R>(run: LiveRun.LiveRun<R>, prompt: Prompt.Prompt) => {

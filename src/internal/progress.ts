@@ -1,7 +1,9 @@
 /**
  * How far a run has come: completed turns, usage, wall time, whether the
  * model was asked to wrap up, and calls per tool (the per-run quotas); what
- * the guards and budgets read and `BudgetSnapshot` reports.
+ * the guards and budgets read and `BudgetSnapshot` reports; and what model
+ * calls in flight in the run and below it have reserved against its budgets
+ * (see `Reservations`).
  *
  * @internal
  */
@@ -10,6 +12,19 @@ import type { AgentConfig } from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Message from "../Message.ts"
 import type * as RunState from "../RunState.ts"
+
+/**
+ * An amount of each budget a model call counts against: total, input and
+ * output tokens, and US dollars.
+ *
+ * @internal
+ */
+export interface Amounts {
+  tokens: number
+  inputTokens: number
+  outputTokens: number
+  costUsd: number
+}
 
 /**
  * A run's progress.
@@ -36,7 +51,21 @@ export interface Progress {
    * changed in place: a `BudgetSnapshot` holds it as it was.
    */
   agents: Readonly<Record<string, { readonly turns: number; readonly usage: Message.Usage }>> | undefined
+  /**
+   * What the model calls in flight in this run and in the runs below it have reserved against this run's
+   * budgets, and how many they are (at none, the amounts are set back to exactly 0). Never saved: a resumed
+   * run has nothing reserved.
+   */
+  readonly reserved: Amounts
+  inFlight: number
 }
+
+/**
+ * No amount of anything.
+ *
+ * @internal
+ */
+export const noAmounts = (): Amounts => ({ tokens: 0, inputTokens: 0, outputTokens: 0, costUsd: 0 })
 
 /**
  * The progress of a run continued from `state`.
@@ -52,7 +81,9 @@ export const make = (state: RunState.RunState, config: AgentConfig, clock: Clock
   startedAt: clock.currentTimeMillisUnsafe(),
   elapsedBefore: state.elapsedMs,
   limits: { turns: config.maxTurns, ...config.budgets },
-  agents: undefined
+  agents: undefined,
+  reserved: noAmounts(),
+  inFlight: 0
 })
 
 /**

@@ -146,6 +146,9 @@ const costOf = (metadata: Record<string, unknown>): number | undefined => {
   return undefined
 }
 
+// A token count below 0 (a server's usage may say anything) is none: it would give back budget already spent.
+const tokens = (count: number | undefined): number => count === undefined || !(count > 0) ? 0 : count
+
 /**
  * The usage of one model call, from `effect/ai`'s usage and the finish part's
  * metadata (where our providers put the cost).
@@ -155,12 +158,12 @@ const costOf = (metadata: Record<string, unknown>): number | undefined => {
 export const usageFromFinish = (part: Response.FinishPart): Message.Usage => {
   const input = part.usage.inputTokens
   const output = part.usage.outputTokens
-  const cacheRead = input.cacheRead ?? 0
-  const cacheWrite = input.cacheWrite ?? 0
-  const reasoning = output.reasoning ?? 0
+  const cacheRead = tokens(input.cacheRead)
+  const cacheWrite = tokens(input.cacheWrite)
+  const reasoning = tokens(output.reasoning)
   const usage: Mutable<Message.Usage> = {
-    input: input.total ?? (input.uncached ?? 0) + cacheRead + cacheWrite,
-    output: output.total ?? (output.text ?? 0) + reasoning,
+    input: input.total === undefined ? tokens(input.uncached) + cacheRead + cacheWrite : tokens(input.total),
+    output: output.total === undefined ? tokens(output.text) + reasoning : tokens(output.total),
     cacheRead,
     cacheWrite,
     reasoning

@@ -5,9 +5,10 @@
  *
  * A child run is the loop itself (`Loop.start`, or `Loop.resume` for a child
  * saved in its parent's state), on the fiber of the call that runs it, with
- * the plugins below: they report its events to the parent (`Nested`), roll
- * its usage up into every run above it, and stop it when a budget of a run
- * above it is exhausted. Everything else comes with the fiber: interrupting
+ * the plugins below: they report its events to the parent (`Nested`) and
+ * roll its usage up into every run above it; its model calls reserve against
+ * the budgets of every run above it (the loop's `Reservations`, through its
+ * `Lineage`). Everything else comes with the fiber: interrupting
  * the parent interrupts the child and its tools, and the parent's
  * `Approvals` service decides the child's calls.
  *
@@ -17,7 +18,6 @@ import { Clock, Effect, Layer, Schema } from "effect"
 import type { LanguageModel } from "effect/ai"
 import * as AgentConfig from "../AgentConfig.ts"
 import type { AgentError } from "../AgentError.ts"
-import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
@@ -279,7 +279,9 @@ const describe = (outcome: Outcome.Outcome): string => {
     case "MaxTurns":
       return `it reached its cap of ${outcome.limit} turns`
     case "BudgetExceeded":
-      return `its ${outcome.budget} budget ran out (${outcome.used} of ${outcome.limit})`
+      return outcome.used >= outcome.limit
+        ? `its ${outcome.budget} budget ran out (${outcome.used} of ${outcome.limit})`
+        : `its ${outcome.budget} budget had no room for its next model call (${outcome.used} of ${outcome.limit} used)`
     case "LoopDetected":
       return "it kept repeating the same tool calls"
     case "Stagnated":
@@ -299,27 +301,14 @@ const describe = (outcome: Outcome.Outcome): string => {
 // What ties a child to the runs above it
 // -----------------------------------------------------------------------------
 
-const budgetsChecked = ["tokens", "inputTokens", "outputTokens", "costUsd"] as const
-
-const usedOf = (budget: typeof budgetsChecked[number], usage: Message.Usage): number =>
-  budget === "tokens"
-    ? Message.totalTokens(usage)
-    : budget === "costUsd"
-    ? usage.cost ?? 0
-    : budget === "inputTokens"
-    ? usage.input
-    : usage.output
-
-const ancestors = function*(parent: Lineage.Lineage | undefined) {
-  for (let run = parent; run !== undefined; run = run.parent) if (run.run !== undefined) yield [run, run.run] as const
-}
-
 /**
  * The plugin of a child run: it reports the child's events to the parent as
- * `Nested` (when the parent's events are observed), adds the usage of each of
- * its replies and its turns to every run above it (their usage, budgets and
- * per-agent figures), and, before each model call, stops the child when a
- * budget of a run above it is exhausted.
+ * `Nested` (when the parent's events are observed), and adds the usage of
+ * each of its replies and its turns to every run above it (their usage,
+ * budgets and per-agent figures) when the reply ends, before the reply's
+ * reservation is released. The budgets of the runs above are kept by the
+ * loop's reservations (see `Reservations`): a child's call reserves against
+ * them, and does not start when it does not fit.
  */
 const childPlugin = (
   parent: Lineage.Lineage | undefined,
@@ -331,10 +320,20 @@ const childPlugin = (
   const calls = (below: ReadonlyArray<string> | undefined) =>
     toolCallId === undefined || below === undefined ? undefined : [toolCallId, ...below]
   const rollUp = (usage: Message.Usage, turns: number) => {
-    for (const [lineage, run] of ancestors(parent)) {
+    // The call of each run above that runs this one: this one's, then the run below that run's.
+    let via = toolCallId
+    for (let lineage = parent; lineage !== undefined; lineage = lineage.parent) {
+      const run = lineage.run
+      const call = via
+      via = lineage.toolCallId
+      if (run === undefined) continue
       const key = path.slice(lineage.depth).join("/")
       const { progress } = run
-      if (usage !== Message.emptyUsage) progress.usage = Message.addUsage(progress.usage, usage)
+      if (usage !== Message.emptyUsage) {
+        progress.usage = Message.addUsage(progress.usage, usage)
+        const below = call === undefined ? undefined : lineage.spentBelow?.get(call)
+        if (call !== undefined && below !== undefined) lineage.spentBelow?.set(call, Message.addUsage(below, usage))
+      }
       const before = progress.agents?.[key]
       progress.agents = {
         ...progress.agents,
@@ -361,25 +360,6 @@ const childPlugin = (
         ...(ids === undefined ? {} : { calls: ids }),
         event: nested ? event.event : event
       })
-    },
-    beforeModelCall: (ctx) => {
-      for (const [lineage, run] of ancestors(parent)) {
-        for (const budget of budgetsChecked) {
-          const limit = run.config.budgets[budget]
-          const used = usedOf(budget, run.progress.usage)
-          if (limit === null || used < limit) continue
-          const whose = lineage.agent === undefined ? "the top run's" : `${lineage.agent}'s`
-          const tripped: AgentEvent.Input = {
-            _tag: "GuardTripped",
-            guard: "budget",
-            action: "stop",
-            detail: `${whose} ${budget} budget is exhausted: ${used} of ${limit}`,
-            figures: { limit, used }
-          }
-          return Effect.as(ctx.emit(tripped), { _tag: "Stop", outcome: Outcome.budgetExceeded(budget, limit, used) })
-        }
-      }
-      return Effect.succeed({ _tag: "Proceed" })
     }
   }
 }

@@ -667,10 +667,10 @@ describe("Session.resume", () => {
     Effect.gen(function*() {
       // cost: the session ends on its budget; resuming it does not spend more
       const costly = CheckpointStore.memory()
-      const first = yield* Session.run({ id: "s1", store: costly, prompt: "go", config: { budgets: { costUsd: 0.0015 } } }).pipe(
+      const first = yield* Session.run({ id: "s1", store: costly, prompt: "go", config: { budgets: { costUsd: 0.002 } } }).pipe(
         Effect.provide(layers(threeTurns("slow", 1), []))
       )
-      assert.deepStrictEqual(first.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.0015, used: 0.002 })
+      assert.deepStrictEqual(first.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.002, used: 0.002 })
       const again = yield* resume(costly, threeTurns("slow", 1))
       const spent = succeeded(again.exit)
       assert.deepStrictEqual([spent.result.outcome, spent.calls], [first.outcome, 0])
@@ -817,10 +817,10 @@ describe("Session.open", () => {
   it.live("a session that ended on a guard is finished too: its outcome is returned, not run again", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
-      const first = yield* open(store, threeTurns("slow", 1), { config: { budgets: { costUsd: 0.0015 } } })
+      const first = yield* open(store, threeTurns("slow", 1), { config: { budgets: { costUsd: 0.002 } } })
       const ended = succeeded(first.exit)
-      assert.deepStrictEqual(ended.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.0015, used: 0.002 })
-      const again = yield* open(store, threeTurns("slow", 1), { config: { budgets: { costUsd: 0.0015 } } })
+      assert.deepStrictEqual(ended.result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.002, used: 0.002 })
+      const again = yield* open(store, threeTurns("slow", 1), { config: { budgets: { costUsd: 0.002 } } })
       assert.deepStrictEqual(succeeded(again.exit), { result: ended.result, calls: 0 })
     }))
 

@@ -35,6 +35,7 @@ import * as Outcome from "../../../Outcome.ts"
 import * as RunState from "../../../RunState.ts"
 import type * as Steering from "../../../Steering.ts"
 import { type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
+import * as Lineage from "../../../internal/lineage.ts"
 import type * as LiveRun from "../../../internal/liveRun.ts"
 import * as Loop from "../../../internal/loop.ts"
 import * as Feedback from "../../../internal/tools/feedback.ts"
@@ -113,7 +114,16 @@ const Stop = Schema.Union([
 
 const ReplyResult = Schema.Struct({ message: Message.AssistantMessage, stopped: Schema.optionalKey(Stop) })
 
-const Output = Schema.Struct({ content: Schema.Array(Message.UserContent), isError: Schema.Boolean })
+/**
+ * A tool call's output, with what the sub-agents it ran reported (`usage`): a
+ * replay that answers the call from this record adds it to the run's usage,
+ * so the budgets still count what the sub-agents spent.
+ */
+const Output = Schema.Struct({
+  content: Schema.Array(Message.UserContent),
+  isError: Schema.Boolean,
+  usage: Schema.optionalKey(Message.Usage)
+})
 
 /**
  * An approver's decision, as the deferred of a call carries it.
@@ -218,7 +228,11 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
   success: S,
   error: E,
   execute: Effect.Effect<S["Type"], E["Type"], R>,
-  options?: { readonly live?: boolean | undefined }
+  options?: {
+    readonly live?: boolean | undefined
+    /** Called with the recorded result when the activity answers from its record rather than running. */
+    readonly replayed?: ((value: S["Type"]) => void) | undefined
+  }
 ) =>
   Effect.suspend(() => {
     const mark = session.outbox.emitted.length
@@ -230,7 +244,12 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     })
     return Effect.tap(
       stopsOnInterrupt(session, Activity.make({ name, success, error, execute: body })),
-      () => Effect.sync(() => ran ? undefined : Outbox.skipTo(session.outbox, mark))
+      (value) =>
+        Effect.sync(() => {
+          if (ran) return
+          Outbox.skipTo(session.outbox, mark)
+          options?.replayed?.(value)
+        })
     )
   })
 
@@ -322,31 +341,74 @@ const unknownOutcome = (toolName: string): ToolRegistryOutput => ({
 })
 
 /**
+ * What the sub-agents a call runs spend, with the call's output: the usage
+ * they report while it runs, added to the output as `usage`.
+ */
+const withSpentBelow = <R>(
+  lineage: Lineage.Lineage,
+  toolCallId: string,
+  invoked: Effect.Effect<ToolRegistryOutput, ToolFatalError, R>
+): Effect.Effect<typeof Output.Type, ToolFatalError, R> =>
+  Effect.suspend(() => {
+    const spentBelow = lineage.spentBelow ??= new Map()
+    spentBelow.set(toolCallId, Message.emptyUsage)
+    return Effect.ensuring(
+      Effect.map(invoked, (output): typeof Output.Type => {
+        const spent = spentBelow.get(toolCallId)
+        return spent === undefined || spent === Message.emptyUsage ? output : { ...output, usage: spent }
+      }),
+      Effect.sync(() => void spentBelow.delete(toolCallId))
+    )
+  })
+
+/**
  * The registry whose every call is the activity `tool/<turn>/<callId>`. A
  * call of a tool that is not `ReplaySafe` writes its intent record first
  * (keyed by the activity's idempotency key); an activity run again that finds
- * it answers "outcome unknown" rather than acting twice.
+ * it answers "outcome unknown" rather than acting twice. The activity records
+ * what the call's sub-agents spent; a replay answered from the record adds it
+ * to the run's usage (the sub-agents do not run again), so the budgets count
+ * it after a suspension as before.
  */
 const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegistry["Service"] => ({
   tools: base.tools,
   get: base.get,
   definitions: base.definitions,
-  invoke: (name, invocation) => {
-    const activityName = `tool/${session.turn}/${invocation.toolCallId}`
-    const tool = base.get(name)
-    const invoked = base.invoke(name, invocation)
-    const guarded = tool === undefined || AgentTool.settings(tool).replaySafe
-      ? invoked
-      : Effect.flatMap(
-        Activity.idempotencyKey(activityName),
-        (key) =>
-          Effect.flatMap(
-            orDie(session.store.claimIntent(session.sessionId, key)),
-            (claimed) => claimed ? invoked : Effect.succeed(unknownOutcome(name))
-          )
+  invoke: (name, invocation) =>
+    Effect.flatMap(Lineage.Current, (lineage) => {
+      const activityName = `tool/${session.turn}/${invocation.toolCallId}`
+      const tool = base.get(name)
+      const invoked = base.invoke(name, invocation)
+      const guarded = tool === undefined || AgentTool.settings(tool).replaySafe
+        ? invoked
+        : Effect.flatMap(
+          Activity.idempotencyKey(activityName),
+          (key) =>
+            Effect.flatMap(
+              orDie(session.store.claimIntent(session.sessionId, key)),
+              (claimed) => claimed ? invoked : Effect.succeed(unknownOutcome(name))
+            )
+        )
+      const run = lineage?.run
+      const recorded = activity(
+        session,
+        activityName,
+        Output,
+        ToolFatalError,
+        lineage === undefined ? guarded : withSpentBelow(lineage, invocation.toolCallId, guarded),
+        {
+          replayed: (output) => {
+            if (run !== undefined && output.usage !== undefined) {
+              run.progress.usage = Message.addUsage(run.progress.usage, output.usage)
+            }
+          }
+        }
       )
-    return Effect.provideContext(activity(session, activityName, Output, ToolFatalError, guarded), session.engine)
-  }
+      return Effect.map(
+        Effect.provideContext(recorded, session.engine),
+        ({ content, isError }): ToolRegistryOutput => ({ content, isError })
+      )
+    })
 })
 
 /**
