@@ -13,8 +13,9 @@ import type * as Message from "../../Message.ts"
 import type * as RunState from "../../RunState.ts"
 import * as Codec from "./codec.ts"
 import type { Disk } from "./disk.ts"
-import { CheckpointExists, CheckpointMissing, corrupt, InvalidSessionId, type LoadError } from "./errors.ts"
+import { CheckpointExists, CheckpointMissing, corrupt, type InvalidSessionId, type LoadError } from "./errors.ts"
 import type { Checkpoint, Service } from "./model.ts"
+import * as SessionId from "./sessionId.ts"
 
 /** What a store knows of a session it has read or written: where its journal ends. */
 interface Known {
@@ -109,17 +110,8 @@ export const make = (disk: Disk): Service => {
   return { create, save, load, remove, headFile: (sessionId) => disk.where(sessionId, Codec.HEAD) }
 }
 
-const ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/
-
 const checkId = (sessionId: string): Effect.Effect<void, InvalidSessionId> =>
-  ID.test(sessionId)
-    ? Effect.void
-    : Effect.fail(
-      new InvalidSessionId({
-        sessionId,
-        rule: "1 to 128 characters among letters, digits, '.', '_' and '-', not starting with '.'"
-      })
-    )
+  Effect.asVoid(SessionId.validate(sessionId))
 
 /**
  * The largest head a store reads. A head holds no transcript, only queues,
