@@ -93,11 +93,8 @@ export { type Checkpoint, Finished, type Saved, type Service } from "./internal/
  * import { Schema } from "effect"
  * import { CheckpointStore } from "effect-agent/session"
  *
- * console.log(Schema.is(CheckpointStore.SessionId)("task-42"))
- * console.log(Schema.is(CheckpointStore.SessionId)("task\u000042"))
- * // Output:
- * // true
- * // false
+ * console.log(Schema.is(CheckpointStore.SessionId)("task-42")) // Output: true
+ * console.log(Schema.is(CheckpointStore.SessionId)("task\u000042")) // Output: false
  * ```
  *
  * @category schemas
