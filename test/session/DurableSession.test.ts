@@ -203,6 +203,59 @@ describe("DurableSession", () => {
       assert.deepStrictEqual(ran, ["charge", "deploy"])
     }))
 
+  it.live(
+    "attack (a replay interleaves concurrent calls differently): each event of a batch is published once, none from the stopped run",
+    () =>
+      Effect.gen(function*() {
+        // One call waits for approval while the other runs: the session suspends mid-batch, and its replay
+        // meets the calls in another order (the approved call's activity runs, the other's is memoized).
+        const turns: Turns = [
+          {
+            toolCalls: [
+              { id: "s1", name: "slow", params: { ms: 30 } },
+              { id: "d1", name: "deploy", params: { env: "prod" } },
+              { id: "s2", name: "slow", params: { ms: 60 } }
+            ],
+            usage
+          },
+          { text: "deployed", usage }
+        ]
+        const ran: Array<string> = []
+        yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(
+            DurableSession.run({ sessionId: "cb1", prompt: "ship it", config: { maxParallelTools: 3 } })
+          )
+          yield* waitFor("cb1", "ApprovalRequested")
+          yield* untilStatus("cb1", (status) => status._tag === "Suspended")
+          assert.isTrue(yield* DurableSession.approve("cb1", "d1", { approved: true }))
+          const result = yield* Fiber.join(fiber)
+          assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+          const published = yield* DurableSession.events("cb1")
+          assert.deepStrictEqual(published.map((entry) => entry.seq), published.map((_, i) => i + 1))
+          assert.strictEqual(new Set(published.map((entry) => entry.id)).size, published.length)
+          const events = published.map((entry) => entry.event)
+          for (const [tag, n] of [
+            ["AgentStart", 1],
+            ["TurnStart", 2],
+            ["ApprovalRequested", 1],
+            ["ApprovalResolved", 1],
+            ["ToolExecutionStart", 3],
+            ["ToolExecutionEnd", 3],
+            ["TurnEnd", 2],
+            ["AgentEnd", 1]
+          ] as const) {
+            assert.strictEqual(count(events, tag), n, tag)
+          }
+          assert.strictEqual(events.at(-1)?._tag, "AgentEnd")
+          for (const id of ["s1", "d1", "s2"]) {
+            const ends = events.filter((event) => event._tag === "ToolExecutionEnd" && event.toolCallId === id)
+            assert.strictEqual(ends.length, 1, id)
+          }
+        }).pipe(Effect.provide(runner("cluster", turns, ran)))
+        assert.deepStrictEqual([...ran].sort(), ["deploy", "slow", "slow"])
+      })
+  )
+
   it.live("the application's approval policy decides at once, each call once, without a durable wait", () =>
     Effect.gen(function*() {
       const turns: Turns = [

@@ -119,20 +119,26 @@ export const take = (outbox: Outbox): ReadonlyArray<Entry> => {
 }
 
 /**
- * Marks the events the body emitted before `mark` on the path of an activity
- * that returned a memoized result (its call, `path`, and the body's own
- * events of no call) as published: they were, when that activity first ran.
- * What concurrent calls emitted meanwhile stays waiting: in another run it
- * may have come after that activity started, and a later flush publishes it
- * (again, under the same ids, if it was).
+ * Marks the events the body emitted before `mark` that came before an
+ * activity that returned a memoized result as published: they were, when that
+ * activity first ran (its first flush published all that waited). An
+ * activity of the body's own (`path` `-`: a model call, an inbox poll) runs
+ * when no call is in flight, so everything emitted before it came before it
+ * in every run. A call's activity (`path`: its call id) runs beside the other
+ * calls of its batch: what they emitted meanwhile may have come after it in
+ * another run, so only the body's own events and the call's stay marked, and
+ * a later flush publishes the rest (again, under the same ids, if it was).
  *
  * @internal
  */
 export const skipTo = (outbox: Outbox, mark: number, path: string): void => {
+  const end = Math.min(mark, outbox.emitted.length)
   let settled = true
-  for (let i = outbox.settled; i < mark && i < outbox.emitted.length; i++) {
+  for (let i = outbox.settled; i < end; i++) {
     const emitted = outbox.emitted[i]!
-    if (!emitted.published && (emitted.path === "-" || emitted.path === path)) emitted.published = true
+    if (!emitted.published && (path === "-" || emitted.path === "-" || emitted.path === path)) {
+      emitted.published = true
+    }
     if (!emitted.published) settled = false
     if (settled) outbox.settled = i + 1
   }
