@@ -73,7 +73,10 @@ const client = (url: string, sessionId: string, prompt: string) =>
         console.log(`${event._tag}${event._tag === "MessageEnd" ? `: ${Message.textOf(event.message)}` : ""}`)
       }
       return yield* DurableSession.poll(sessionId)
-    })
+    }).pipe(
+      // The database restarts: a StoreError, asked again (for up to 5 minutes).
+      Effect.retry({ while: (error) => error._tag === "DurableStoreError", schedule: Schedule.spaced("1 second"), times: 300 })
+    )
     const status = yield* follow.pipe(
       Effect.repeat({
         until: (status) => status._tag === "Finished" || status._tag === "Failed" || status._tag === "Died",

@@ -91,6 +91,7 @@ import * as Control from "../cli/Control.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
+import * as CheckpointStore from "../session/CheckpointStore.ts"
 import * as Access from "./internal/access.ts"
 import type * as EventLog from "./internal/eventLog.ts"
 import { ControlRejected, QueueFull, SessionExists, SessionNotFound, Unauthorized } from "./internal/problems.ts"
@@ -104,12 +105,13 @@ import * as Inspector from "./Inspector.ts"
 
 /**
  * A session id: 1 to 128 letters, digits, `.`, `_` or `-`, not starting
- * with `.` (the ids a `CheckpointStore` accepts).
+ * with `.`. It is `CheckpointStore.SessionId`, the one rule every surface
+ * checks (the stores, `Session`, `DurableSession`, the command).
  *
  * @category schemas
  * @since 0.1.0
  */
-export const SessionId = Schema.String.check(Schema.isPattern(/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/))
+export const SessionId = CheckpointStore.SessionId
 
 /**
  * The longest task accepted, in characters.

@@ -57,6 +57,7 @@ import * as FileDisk from "./internal/fileDisk.ts"
 import * as Journal from "./internal/journal.ts"
 import * as MemoryDisk from "./internal/memoryDisk.ts"
 import type { Service } from "./internal/model.ts"
+import * as SessionIdRule from "./internal/sessionId.ts"
 
 export { version } from "./internal/codec.ts"
 
@@ -82,6 +83,28 @@ export {
 // -----------------------------------------------------------------------------
 
 export { type Checkpoint, Finished, type Saved, type Service } from "./internal/model.ts"
+
+/**
+ * A session id: 1 to 128 letters, digits, `.`, `_` or `-`, not starting with
+ * `.`. The one rule every surface checks: the stores (this one and
+ * `DurableSession`'s), `Session`, `DurableSession`, the agent server's routes
+ * (`AgentServer.SessionId` is this schema) and the command's `--session-id`.
+ * An id that breaks it is refused with `InvalidSessionId` before anything is
+ * stored.
+ *
+ * @example
+ * ```ts
+ * import { Schema } from "effect"
+ * import { CheckpointStore } from "effect-agent/session"
+ *
+ * console.log(Schema.is(CheckpointStore.SessionId)("task-42")) // Output: true
+ * console.log(Schema.is(CheckpointStore.SessionId)("task\u000042")) // Output: false
+ * ```
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const SessionId = SessionIdRule.SessionId
 
 /**
  * The checkpoint store service.

@@ -34,9 +34,16 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Cause, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
 import type { LanguageModel } from "effect/ai"
-import { ClusterSchema, EntityAddress, EntityId, EntityType, MessageStorage, Sharding } from "effect/cluster"
+import {
+  ClusterSchema,
+  EntityAddress,
+  EntityId,
+  EntityType,
+  MessageStorage,
+  Sharding
+} from "effect/cluster"
 import type { SqlClient } from "effect/sql"
 import { DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../AgentConfig.ts"
@@ -50,7 +57,10 @@ import type * as RunState from "../RunState.ts"
 import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Body from "./internal/durable/body.ts"
 import * as SqlStore from "./internal/durable/sqlStore.ts"
+import * as StorageFailure from "./internal/durable/storageFailure.ts"
 import * as StoreModule from "./internal/durable/store.ts"
+import type { InvalidSessionId } from "./internal/errors.ts"
+import * as SessionIdRule from "./internal/sessionId.ts"
 
 /**
  * The store beside the engine's: inbox, intent records, events, sessions.
@@ -84,7 +94,7 @@ export type StoreError = StoreModule.StoreError
  * @since 0.1.0
  * @category constructors
  */
-export const makeMemoryStore: () => Store["Service"] = StoreModule.makeMemory
+export const makeMemoryStore: () => Store["Service"] = () => StoreModule.validated(StoreModule.makeMemory())
 
 /**
  * A store in memory (for tests, and one-process engines that need not survive the process).
@@ -92,7 +102,7 @@ export const makeMemoryStore: () => Store["Service"] = StoreModule.makeMemory
  * @since 0.1.0
  * @category layers
  */
-export const layerMemoryStore: Layer.Layer<Store> = Layer.sync(Store, StoreModule.makeMemory)
+export const layerMemoryStore: Layer.Layer<Store> = Layer.sync(Store, makeMemoryStore)
 
 /**
  * The store on PostgreSQL, through `effect/sql`'s `SqlClient` (e.g.
@@ -102,7 +112,10 @@ export const layerMemoryStore: Layer.Layer<Store> = Layer.sync(Store, StoreModul
  * @since 0.1.0
  * @category layers
  */
-export const layerSqlStore: Layer.Layer<Store, never, SqlClient.SqlClient> = Layer.effect(Store, SqlStore.make)
+export const layerSqlStore: Layer.Layer<Store, never, SqlClient.SqlClient> = Layer.effect(
+  Store,
+  Effect.map(SqlStore.make, StoreModule.validated)
+)
 
 /**
  * Creates the SQL store's tables when missing (safe to run again): run it once per deploy, before the runners.
@@ -111,6 +124,23 @@ export const layerSqlStore: Layer.Layer<Store, never, SqlClient.SqlClient> = Lay
  * @category layers
  */
 export const migrateSql: Effect.Effect<void, StoreError, SqlClient.SqlClient> = SqlStore.migrate
+
+/**
+ * The workflow engine dies when its storage fails (see `StorageFailure`):
+ * here that is the `StoreError` it is, which a caller can retry; any other
+ * defect stays one.
+ */
+const storageFailure = (operation: string) => <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | StoreError, R> =>
+  Effect.catchCauseIf(
+    effect,
+    (cause) => StorageFailure.storageFailureOf(cause) !== undefined,
+    (cause) =>
+      Effect.fail(
+        new StoreError({ operation, detail: StorageFailure.detailOf(StorageFailure.storageFailureOf(cause)) })
+      )
+  )
 
 /**
  * The workflow of a session: payload `{ sessionId, version, request }`, the
@@ -186,6 +216,7 @@ export interface StartOptions {
 }
 
 const payloadOf = Effect.fnUntraced(function*(options: StartOptions) {
+  yield* SessionIdRule.validate(options.sessionId)
   const config = yield* AgentConfig.make(options.config)
   const request: Body.Request = options.system === undefined
     ? { prompt: options.prompt, config }
@@ -199,29 +230,54 @@ const executionIdOf = (sessionId: string): Effect.Effect<string> =>
   SessionWorkflow.executionId({ sessionId, version: Body.version, request: { prompt: "" } })
 
 /**
+ * Records the session in the store before its workflow is submitted: a
+ * session that suspends before its first activity has stored anything (the
+ * database went away) is then still one {@link supervise} finds and resumes.
+ */
+const submitted = (payload: Body.Payload) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    yield* store.register(payload.sessionId, yield* Effect.clockWith((clock) => clock.currentTimeMillis))
+    return payload
+  })
+
+/**
  * Runs a session to its end and answers its result (joining it when it runs
- * already). A session that suspends is waited for.
+ * already). A session that suspends is waited for. An id that breaks the rule
+ * (`CheckpointStore.SessionId`) is refused with `InvalidSessionId`, and a
+ * storage failure is a `StoreError` (retry it: starting a session again joins it).
  *
  * @since 0.1.0
  * @category running
  */
 export const run = (
   options: StartOptions
-): Effect.Effect<RunState.RunResult, AgentError, WorkflowEngine.WorkflowEngine> =>
-  Effect.flatMap(payloadOf(options), (payload) =>
-    Effect.flatMap(SessionWorkflow.execute(payload), (result) =>
+): Effect.Effect<
+  RunState.RunResult,
+  AgentError | StoreError | InvalidSessionId,
+  WorkflowEngine.WorkflowEngine | Store
+> =>
+  Effect.flatMap(Effect.flatMap(payloadOf(options), submitted), (payload) =>
+    Effect.flatMap(storageFailure("run")(SessionWorkflow.execute(payload)), (result) =>
       result._tag === "Finished" ? Effect.succeed(result.result) : Effect.fail(result.error)))
 
 /**
- * Starts a session and answers its execution id at once.
+ * Starts a session and answers its execution id at once. It records the
+ * session in the store first (so the supervisor finds it whatever happens
+ * next). An id that breaks the rule (`CheckpointStore.SessionId`) is refused
+ * with `InvalidSessionId`, and a storage failure is a `StoreError` (retry it:
+ * starting a session again joins it).
  *
  * @since 0.1.0
  * @category running
  */
 export const start = (
   options: StartOptions
-): Effect.Effect<string, ConfigError, WorkflowEngine.WorkflowEngine> =>
-  Effect.flatMap(payloadOf(options), (payload) => SessionWorkflow.execute(payload, { discard: true }))
+): Effect.Effect<string, ConfigError | StoreError | InvalidSessionId, WorkflowEngine.WorkflowEngine | Store> =>
+  Effect.flatMap(
+    Effect.flatMap(payloadOf(options), submitted),
+    (payload) => storageFailure("start")(SessionWorkflow.execute(payload, { discard: true }))
+  )
 
 /**
  * Where a session is: running or suspended, or complete with its result.
@@ -236,16 +292,10 @@ export type Status =
   | { readonly _tag: "Failed"; readonly error: AgentError }
   | { readonly _tag: "Died"; readonly defect: string }
 
-/**
- * Where a session is. `Unknown`: never started here, or running (the engine tells these apart only by
- * their result).
- *
- * @since 0.1.0
- * @category running
- */
-export const poll = (sessionId: string): Effect.Effect<Status, never, WorkflowEngine.WorkflowEngine> =>
+/** {@link poll} of an id known to be valid. */
+const statusOf = (sessionId: string): Effect.Effect<Status, StoreError, WorkflowEngine.WorkflowEngine> =>
   Effect.flatMap(executionIdOf(sessionId), (executionId) =>
-    Effect.map(SessionWorkflow.poll(executionId), (result): Status => {
+    Effect.map(storageFailure("poll")(SessionWorkflow.poll(executionId)), (result): Status => {
       if (Option.isNone(result)) return { _tag: "Unknown" }
       const value = result.value
       if (value._tag === "Suspended") return { _tag: "Suspended", failed: value.failed === true }
@@ -259,13 +309,32 @@ export const poll = (sessionId: string): Effect.Effect<Status, never, WorkflowEn
     }))
 
 /**
+ * Where a session is. `Unknown`: never started here, or running (the engine tells these apart only by
+ * their result). A storage failure (the database restarts) is a `StoreError`: ask again.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const poll = (
+  sessionId: string
+): Effect.Effect<Status, StoreError | InvalidSessionId, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(SessionIdRule.validate(sessionId), statusOf)
+
+/** {@link resume} of an id known to be valid. */
+const resumeValid = (sessionId: string): Effect.Effect<void, StoreError, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(executionIdOf(sessionId), (executionId) =>
+    storageFailure("resume")(SessionWorkflow.resume(executionId)))
+
+/**
  * Resumes a suspended session.
  *
  * @since 0.1.0
  * @category running
  */
-export const resume = (sessionId: string): Effect.Effect<void, never, WorkflowEngine.WorkflowEngine> =>
-  Effect.flatMap(executionIdOf(sessionId), (executionId) => SessionWorkflow.resume(executionId))
+export const resume = (
+  sessionId: string
+): Effect.Effect<void, StoreError | InvalidSessionId, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(SessionIdRule.validate(sessionId), resumeValid)
 
 /**
  * Interrupts a session (durably: it ends wherever it runs).
@@ -273,8 +342,12 @@ export const resume = (sessionId: string): Effect.Effect<void, never, WorkflowEn
  * @since 0.1.0
  * @category running
  */
-export const interrupt = (sessionId: string): Effect.Effect<void, never, WorkflowEngine.WorkflowEngine> =>
-  Effect.flatMap(executionIdOf(sessionId), (executionId) => SessionWorkflow.interrupt(executionId))
+export const interrupt = (
+  sessionId: string
+): Effect.Effect<void, StoreError | InvalidSessionId, WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(SessionIdRule.validate(sessionId), () =>
+    Effect.flatMap(executionIdOf(sessionId), (executionId) =>
+      storageFailure("interrupt")(SessionWorkflow.interrupt(executionId))))
 
 const toMessage = (message: string | Message.Message): Message.Message =>
   typeof message === "string" ? Message.user(message) : message
@@ -286,8 +359,12 @@ const toMessage = (message: string | Message.Message): Message.Message =>
  * @since 0.1.0
  * @category control
  */
-export const steer = (sessionId: string, message: string | Message.Message): Effect.Effect<void, StoreError, Store> =>
+export const steer = (
+  sessionId: string,
+  message: string | Message.Message
+): Effect.Effect<void, StoreError | InvalidSessionId, Store> =>
   Effect.gen(function*() {
+    yield* SessionIdRule.validate(sessionId)
     const store = yield* Store
     yield* store.appendInbox(sessionId, "steering", toMessage(message))
   })
@@ -302,8 +379,9 @@ export const steer = (sessionId: string, message: string | Message.Message): Eff
 export const followUp = (
   sessionId: string,
   message: string | Message.Message
-): Effect.Effect<void, StoreError, Store | WorkflowEngine.WorkflowEngine> =>
+): Effect.Effect<void, StoreError | InvalidSessionId, Store | WorkflowEngine.WorkflowEngine> =>
   Effect.gen(function*() {
+    yield* SessionIdRule.validate(sessionId)
     const store = yield* Store
     yield* store.appendInbox(sessionId, "followUp", toMessage(message))
     // The session records its wait before it reads the inbox, and this reads the wait after the append:
@@ -312,10 +390,10 @@ export const followUp = (
     if (wait === undefined) return
     const executionId = yield* executionIdOf(sessionId)
     const deferred = Body.wakeOf(wait)
-    yield* DurableDeferred.succeed(deferred, {
+    yield* storageFailure("followUp")(DurableDeferred.succeed(deferred, {
       token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
       value: undefined
-    })
+    }))
   })
 
 /**
@@ -334,16 +412,16 @@ export const approve = (
   sessionId: string,
   approvalId: string,
   decision: Approvals.Decision
-): Effect.Effect<boolean, StoreError, Store | WorkflowEngine.WorkflowEngine> =>
+): Effect.Effect<boolean, StoreError | InvalidSessionId, Store | WorkflowEngine.WorkflowEngine> =>
   Effect.gen(function*() {
     const key = waitingKey(yield* events(sessionId), approvalId)
     if (key === undefined) return false
     const executionId = yield* executionIdOf(sessionId)
     const deferred = Body.approvalOf(key)
-    yield* DurableDeferred.succeed(deferred, {
+    yield* storageFailure("approve")(DurableDeferred.succeed(deferred, {
       token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
       value: decision
-    })
+    }))
     return true
   })
 
@@ -386,8 +464,9 @@ export type Published = StoreModule.Published
 export const events = (
   sessionId: string,
   after = 0
-): Effect.Effect<ReadonlyArray<Published>, StoreError, Store> =>
+): Effect.Effect<ReadonlyArray<Published>, StoreError | InvalidSessionId, Store> =>
   Effect.gen(function*() {
+    yield* SessionIdRule.validate(sessionId)
     const store = yield* Store
     return yield* store.events(sessionId, after)
   })
@@ -408,8 +487,9 @@ export const suspended: Effect.Effect<
   const store = yield* Store
   const found: Array<{ readonly sessionId: string; readonly failed: boolean }> = []
   for (const session of yield* store.sessions) {
-    if (session.status !== "running") continue
-    const status = yield* poll(session.sessionId)
+    // (an id that breaks the rule was never run: a store of an older version may hold one)
+    if (session.status !== "running" || !SessionIdRule.isValid(session.sessionId)) continue
+    const status = yield* statusOf(session.sessionId)
     if (status._tag === "Suspended") found.push({ sessionId: session.sessionId, failed: status.failed })
   }
   return found
@@ -430,7 +510,7 @@ export const resumeSuspended: Effect.Effect<
   const resumed: Array<string> = []
   for (const { failed, sessionId } of yield* suspended) {
     if (!failed) continue
-    yield* resume(sessionId)
+    yield* resumeValid(sessionId)
     resumed.push(sessionId)
   }
   return resumed
@@ -438,8 +518,10 @@ export const resumeSuspended: Effect.Effect<
 
 /**
  * Resumes suspended sessions every `every` (5 seconds by default) until
- * interrupted; a pass that fails (the store is down) is retried with
- * exponential backoff.
+ * interrupted. A pass that fails, or dies (the database restarts under it:
+ * the engine dies on a storage failure), is logged and retried with
+ * exponential backoff (200 ms, up to 30 s between tries): the supervisor,
+ * and a runner that runs it, outlive the database going away.
  *
  * @since 0.1.0
  * @category supervision
@@ -448,11 +530,24 @@ export const supervise = (
   options: { readonly every?: Duration.Input | undefined } = {}
 ): Effect.Effect<never, never, Store | WorkflowEngine.WorkflowEngine> =>
   resumeSuspended.pipe(
-    Effect.retry(Schedule.min([Schedule.exponential("200 millis"), Schedule.spaced("30 seconds")])),
+    Effect.sandbox,
+    Effect.tapError((cause) =>
+      Cause.hasInterruptsOnly(cause)
+        ? Effect.void
+        : Effect.logWarning("effect-agent: a pass of DurableSession.supervise failed; retrying", cause)
+    ),
+    Effect.retry({
+      while: (cause) => !Cause.hasInterruptsOnly(cause),
+      schedule: Schedule.min([Schedule.exponential("200 millis"), Schedule.spaced("30 seconds")])
+    }),
     Effect.ignore,
     Effect.repeat(Schedule.spaced(options.every ?? "5 seconds")),
     Effect.andThen(Effect.never)
   )
+
+/** Forgets a session whose id is valid (the callers skip the others: there is no invalid id to report). */
+const forget = (store: Store["Service"], sessionId: string): Effect.Effect<void, StoreError> =>
+  Effect.catchTag(store.forget(sessionId), "InvalidSessionId", () => Effect.void)
 
 /**
  * Forgets what the store holds for finished sessions older than `retention`:
@@ -468,8 +563,8 @@ export const reap = (retention: Duration.Input): Effect.Effect<ReadonlyArray<str
     const cutoff = Date.now() - Duration.toMillis(Duration.fromInputUnsafe(retention))
     const reaped: Array<string> = []
     for (const session of yield* store.sessions) {
-      if (session.status === "finished" && session.updatedAt <= cutoff) {
-        yield* store.forget(session.sessionId)
+      if (session.status === "finished" && session.updatedAt <= cutoff && SessionIdRule.isValid(session.sessionId)) {
+        yield* forget(store, session.sessionId)
         reaped.push(session.sessionId)
       }
     }
@@ -522,8 +617,9 @@ export const reapCluster = (
     const reaped: Array<string> = []
     for (const session of yield* store.sessions) {
       if (session.status !== "finished" || session.updatedAt > cutoff) continue
+      if (!SessionIdRule.isValid(session.sessionId)) continue
       // A run whose reply is not stored yet (it is finishing) keeps its rows.
-      const status = yield* poll(session.sessionId)
+      const status = yield* statusOf(session.sessionId)
       if (status._tag === "Unknown" || status._tag === "Suspended") continue
       const executionId = yield* executionIdOf(session.sessionId)
       for (const address of addressesOf(sharding, executionId)) {
@@ -531,7 +627,7 @@ export const reapCluster = (
           Effect.mapError((error) => new StoreError({ operation: "reapCluster", detail: error.message }))
         )
       }
-      yield* store.forget(session.sessionId)
+      yield* forget(store, session.sessionId)
       reaped.push(session.sessionId)
     }
     return reaped

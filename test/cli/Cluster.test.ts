@@ -4,7 +4,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { fileURLToPath } from "node:url"
 import * as Postgres from "../session/postgres.ts"
 import { live, scripted, spawnProgram, tempDir } from "./support.ts"
@@ -67,6 +67,84 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
       assert.strictEqual(again.stdout, "a.txt says hello world.\n")
       // the runner is killed with the scope: a session never depends on its runner stopping cleanly
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 180_000)
+
+  it.live(
+    "attack: PostgreSQL restarted under effect-agent runner --pg: the runner lives on, and run --pg follows its session through the restarts to its answer",
+    () =>
+      Effect.gen(function*() {
+        const pg = yield* Postgres.scoped
+        // The first model call takes 3 s: the session is in flight when the database goes away.
+        const dir = yield* scripted([{ ...turns[0], delay: 3000 }, turns[1]])
+        const port = yield* Effect.promise(Postgres.freePort)
+        const runner = yield* cli(dir, [
+          "runner",
+          "--pg",
+          pg.url,
+          "--port",
+          String(port),
+          "--provider",
+          "scripted",
+          "--script",
+          `${dir}/script.json`,
+          "--sandbox",
+          "local",
+          "--tools",
+          "read_file"
+        ])
+        yield* runner.waitFor((line) => line.startsWith("{\"runner\""))
+        const client = yield* cli(yield* tempDir, [
+          "run",
+          "--pg",
+          pg.url,
+          "--session-id",
+          "cli-pg-1",
+          "--task",
+          "What is in a.txt?"
+        ])
+        yield* Effect.sleep("2 seconds")
+        // Down for longer than the runner's supervisor pass and the client's poll are apart, then a fast restart.
+        pg.down()
+        yield* Effect.sleep("2500 millis")
+        pg.up()
+        yield* Effect.sleep("1 second")
+        pg.restart()
+        const done = yield* client.exit
+        assert.strictEqual(done.code, 0, done.stderr)
+        assert.strictEqual(done.stdout, "a.txt says hello world.\n")
+        // the runner is still running, and runs another session
+        assert.isTrue(Option.isNone(yield* Effect.timeoutOption(runner.exit, "200 millis")), "the runner exited")
+        const next = yield* (yield* cli(yield* tempDir, [
+          "run",
+          "--pg",
+          pg.url,
+          "--session-id",
+          "cli-pg-2",
+          "--task",
+          "What is in a.txt?"
+        ])).exit
+        assert.strictEqual(next.code, 0, next.stderr)
+        assert.strictEqual(next.stdout, "a.txt says hello world.\n")
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    180_000
+  )
+
+  live("attack: run --pg refuses a --session-id the rule refuses (exit 22), before reaching the database", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      for (const id of ["../x", ".hidden", "a b", "x".repeat(129)]) {
+        const refused = yield* (yield* cli(dir, [
+          "run",
+          "--pg",
+          "postgres://postgres@127.0.0.1:1/x",
+          "--session-id",
+          id,
+          "--task",
+          "t"
+        ])).exit
+        assert.strictEqual(refused.code, 22, refused.stderr)
+        assert.include(refused.stderr, `--session-id ${JSON.stringify(id)}: Expected a session id`)
+      }
+    }))
 
   live("run --pg without --task exits 22 saying why", () =>
     Effect.gen(function*() {

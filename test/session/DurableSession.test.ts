@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Latch, Layer, Schedule, Schema, Stream } from "effect"
+import { Effect, Fiber, Latch, Layer, Option, Schedule, Schema, Stream } from "effect"
 import { LanguageModel, Toolkit } from "effect/ai"
 import {
+  ClusterError,
   ClusterWorkflowEngine,
   MessageStorage,
   RunnerHealth,
@@ -201,6 +202,59 @@ describe("DurableSession", () => {
       }).pipe(Effect.provide(runner("cluster", turns, ran)))
       assert.deepStrictEqual(ran, ["charge", "deploy"])
     }))
+
+  it.live(
+    "attack (a replay interleaves concurrent calls differently): each event of a batch is published once, none from the stopped run",
+    () =>
+      Effect.gen(function*() {
+        // One call waits for approval while the other runs: the session suspends mid-batch, and its replay
+        // meets the calls in another order (the approved call's activity runs, the other's is memoized).
+        const turns: Turns = [
+          {
+            toolCalls: [
+              { id: "s1", name: "slow", params: { ms: 30 } },
+              { id: "d1", name: "deploy", params: { env: "prod" } },
+              { id: "s2", name: "slow", params: { ms: 60 } }
+            ],
+            usage
+          },
+          { text: "deployed", usage }
+        ]
+        const ran: Array<string> = []
+        yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(
+            DurableSession.run({ sessionId: "cb1", prompt: "ship it", config: { maxParallelTools: 3 } })
+          )
+          yield* waitFor("cb1", "ApprovalRequested")
+          yield* untilStatus("cb1", (status) => status._tag === "Suspended")
+          assert.isTrue(yield* DurableSession.approve("cb1", "d1", { approved: true }))
+          const result = yield* Fiber.join(fiber)
+          assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+          const published = yield* DurableSession.events("cb1")
+          assert.deepStrictEqual(published.map((entry) => entry.seq), published.map((_, i) => i + 1))
+          assert.strictEqual(new Set(published.map((entry) => entry.id)).size, published.length)
+          const events = published.map((entry) => entry.event)
+          for (const [tag, n] of [
+            ["AgentStart", 1],
+            ["TurnStart", 2],
+            ["ApprovalRequested", 1],
+            ["ApprovalResolved", 1],
+            ["ToolExecutionStart", 3],
+            ["ToolExecutionEnd", 3],
+            ["TurnEnd", 2],
+            ["AgentEnd", 1]
+          ] as const) {
+            assert.strictEqual(count(events, tag), n, tag)
+          }
+          assert.strictEqual(events.at(-1)?._tag, "AgentEnd")
+          for (const id of ["s1", "d1", "s2"]) {
+            const ends = events.filter((event) => event._tag === "ToolExecutionEnd" && event.toolCallId === id)
+            assert.strictEqual(ends.length, 1, id)
+          }
+        }).pipe(Effect.provide(runner("cluster", turns, ran)))
+        assert.deepStrictEqual([...ran].sort(), ["deploy", "slow", "slow"])
+      })
+  )
 
   it.live("the application's approval policy decides at once, each call once, without a durable wait", () =>
     Effect.gen(function*() {
@@ -595,6 +649,141 @@ describe("DurableSession", () => {
         assert.strictEqual(count(events, "AgentEnd"), 1)
       }).pipe(Effect.provide(layer))
     }))
+
+  it.live(
+    "attack (PostgreSQL restarted): a session whose first activity cannot reach the store is still found by the supervisor and resumed",
+    () =>
+      Effect.gen(function*() {
+        const turns = threeTurns("slow", 1)
+        const failing = { on: true }
+        const base = DurableSession.makeMemoryStore()
+        // The database goes away while the session's first activity records it: only writes made inside the
+        // workflow fail (the submitter's own write went through before).
+        const flaky: DurableSession.Store["Service"] = {
+          ...base,
+          register: (sessionId, at) =>
+            Effect.flatMap(Effect.serviceOption(WorkflowEngine.WorkflowInstance), (instance) =>
+              failing.on && Option.isSome(instance)
+                ? Effect.fail(new DurableSession.StoreError({ operation: "register", detail: "connection refused" }))
+                : base.register(sessionId, at))
+        }
+        const layer = DurableSession.layer().pipe(
+          Layer.provideMerge(Layer.mergeAll(
+            ScriptedModel.layer(followTranscript(turns)),
+            toolsLayer([]),
+            Layer.succeed(DurableSession.Store, flaky)
+          )),
+          Layer.provideMerge(engines.cluster)
+        )
+        yield* Effect.gen(function*() {
+          yield* DurableSession.start({ sessionId: "reg1", prompt: "go" })
+          assert.deepStrictEqual(yield* untilStatus("reg1", (status) => status._tag === "Suspended"), {
+            _tag: "Suspended",
+            failed: true
+          })
+          // The supervisor lists the sessions the store knows: this one is among them.
+          assert.deepStrictEqual(yield* DurableSession.suspended, [{ sessionId: "reg1", failed: true }])
+          failing.on = false
+          assert.deepStrictEqual(yield* DurableSession.resumeSuspended, ["reg1"])
+          const finished = yield* untilStatus("reg1", (status) => status._tag === "Finished")
+          assert(finished._tag === "Finished")
+          assert.deepStrictEqual(finished.result.outcome, { _tag: "Completed" })
+          assertValidTranscript(finished.result.messages)
+        }).pipe(Effect.provide(layer))
+      })
+  )
+
+  it.live(
+    "attack (PostgreSQL restarted): supervise outlives a pass that dies as the engine does when its database goes away, and resumes on",
+    () =>
+      Effect.gen(function*() {
+        const turns = threeTurns("slow", 1)
+        const failing = { publish: true, sessions: 3 }
+        const base = DurableSession.makeMemoryStore()
+        const flaky: DurableSession.Store["Service"] = {
+          ...base,
+          publish: (sessionId, entries) =>
+            failing.publish
+              ? Effect.fail(new DurableSession.StoreError({ operation: "publish", detail: "connection refused" }))
+              : base.publish(sessionId, entries),
+          // The first passes die, as `ClusterWorkflowEngine.poll` does when a query meets a restarting server.
+          sessions: Effect.suspend(() =>
+            failing.sessions-- > 0
+              ? Effect.die(
+                new ClusterError.PersistenceError({ cause: new Error("the database system is shutting down") })
+              )
+              : base.sessions
+          )
+        }
+        const layer = DurableSession.layer().pipe(
+          Layer.provideMerge(Layer.mergeAll(
+            ScriptedModel.layer(followTranscript(turns)),
+            toolsLayer([]),
+            Layer.succeed(DurableSession.Store, flaky)
+          )),
+          Layer.provideMerge(engines.cluster)
+        )
+        yield* Effect.gen(function*() {
+          const supervisor = yield* Effect.forkChild(DurableSession.supervise({ every: "20 millis" }))
+          yield* DurableSession.start({ sessionId: "sup1", prompt: "go" })
+          yield* untilStatus("sup1", (status) => status._tag === "Suspended")
+          failing.publish = false
+          // Only the supervisor resumes it.
+          const finished = yield* untilStatus("sup1", (status) => status._tag === "Finished")
+          assert(finished._tag === "Finished", finished._tag)
+          assert.deepStrictEqual(finished.result.outcome, { _tag: "Completed" })
+          assert.isTrue(failing.sessions < 0, "the dying passes ran")
+          assert.isUndefined(supervisor.pollUnsafe(), "the supervisor still runs")
+          yield* Fiber.interrupt(supervisor)
+        }).pipe(Effect.provide(layer))
+      })
+  )
+
+  it.live(
+    "attack: a session id with a NUL byte (or any id the rule refuses) is refused with InvalidSessionId by every entry and store",
+    () =>
+      Effect.gen(function*() {
+        const ran: Array<string> = []
+        const bad = ["nul\u0000byte", "", ".hidden", "a/b", "x".repeat(129), "tab\there"]
+        yield* Effect.gen(function*() {
+          const store = yield* DurableSession.Store
+          for (const sessionId of bad) {
+            const refused = <A, E extends { readonly _tag: string }, R>(what: string, effect: Effect.Effect<A, E, R>) =>
+              Effect.map(Effect.flip(effect), (error) => {
+                assert.strictEqual(error._tag, "InvalidSessionId", `${what} ${JSON.stringify(sessionId)}`)
+                assert(error instanceof CheckpointStore.InvalidSessionId)
+                assert.strictEqual(error.sessionId, sessionId)
+              })
+            yield* refused("start", DurableSession.start({ sessionId, prompt: "go" }))
+            yield* refused("run", DurableSession.run({ sessionId, prompt: "go" }))
+            yield* refused("poll", DurableSession.poll(sessionId))
+            yield* refused("resume", DurableSession.resume(sessionId))
+            yield* refused("interrupt", DurableSession.interrupt(sessionId))
+            yield* refused("steer", DurableSession.steer(sessionId, "hi"))
+            yield* refused("followUp", DurableSession.followUp(sessionId, "hi"))
+            yield* refused("approve", DurableSession.approve(sessionId, "d1", { approved: true }))
+            yield* refused("events", DurableSession.events(sessionId))
+            yield* refused("store.register", store.register(sessionId, 0))
+            yield* refused("store.appendInbox", store.appendInbox(sessionId, "steering", Message.user("hi")))
+            yield* refused("store.claimIntent", store.claimIntent(sessionId, "k"))
+            yield* refused("store.publish", store.publish(sessionId, []))
+            yield* refused("store.events", store.events(sessionId, 0))
+            yield* refused("store.forget", store.forget(sessionId))
+            // A checkpoint store (Session's) refuses it the same way.
+            yield* refused("Session.run", Session.run({ id: sessionId, store: CheckpointStore.memory(), prompt: "go" }))
+          }
+          // Nothing was recorded, and nothing is left for the supervisor to resume again and again.
+          assert.deepStrictEqual(yield* store.sessions, [])
+          assert.deepStrictEqual(yield* DurableSession.suspended, [])
+          // The one schema says the same.
+          for (const sessionId of bad) assert.isFalse(Schema.is(CheckpointStore.SessionId)(sessionId), sessionId)
+          // A valid id still runs.
+          const result = yield* DurableSession.run({ sessionId: "ok-1.a_b", prompt: "go" })
+          assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        }).pipe(Effect.provide(runner("cluster", [{ text: "hi", usage }], ran)))
+        assert.deepStrictEqual(ran, [])
+      })
+  )
 
   it.live("the wall-clock budget counts from the durable start: a session resumed past it ends BudgetExceeded", () =>
     Effect.gen(function*() {

@@ -20,6 +20,10 @@ export interface Postgres {
   readonly url: string
   /** Restarts the server (fast shutdown: open connections are cut). */
   readonly restart: () => void
+  /** Stops the server (fast shutdown: open connections are cut); {@link up} starts it again. */
+  readonly down: () => void
+  /** Starts the server again after {@link down}. */
+  readonly up: () => void
 }
 
 /** Why there is no server: printed by the tests that skip. */
@@ -105,6 +109,8 @@ export const scoped = Effect.acquireRelease(
     const postgres: Postgres & { readonly stop: () => void } = {
       url: `postgres://postgres@127.0.0.1:${port}/postgres`,
       restart: () => run(ctl, ["-D", data, "-l", path.join(dir, "log"), "-m", "fast", "-w", "-t", "60", "restart"]),
+      down: () => run(ctl, ["-D", data, "-m", "fast", "-w", "-t", "60", "stop"]),
+      up: () => run(ctl, ["-D", data, "-l", path.join(dir, "log"), "-o", options, "-w", "-t", "60", "start"]),
       stop: () => {
         process.removeListener("exit", stop)
         stop()

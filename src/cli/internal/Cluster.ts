@@ -12,14 +12,16 @@
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result, Schedule } from "effect"
+import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result, Schedule, Schema } from "effect"
 import { LanguageModel } from "effect/ai"
 import { Flag } from "effect/cli"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
 import * as Approvals from "../../Approvals.ts"
 import * as Message from "../../Message.ts"
 import * as Provider from "../../providers/Provider.ts"
+import * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as DurableSession from "../../session/DurableSession.ts"
+import * as StorageFailure from "../../session/internal/durable/storageFailure.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import { codes, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
 import { configError, Failure } from "./Failure.ts"
@@ -110,6 +112,20 @@ const sharding = (address?: { readonly host: string; readonly port: number }) =>
 
 const database = (url: string) => PgClient.layer({ url: Redacted.make(url) })
 
+/**
+ * A database that is away when a command starts, or while `run --pg`
+ * follows its session (it restarts, a connection drops), is waited for:
+ * the step is made again, backing off from 200 ms to 5 s between tries, for
+ * up to 5 minutes (saying so once); then the command exits 22 with the
+ * reason. One that refuses the command (its credentials) is no wait.
+ */
+const waitingForTheDatabase = (note: (text: string) => void) =>
+  StorageFailure.waitingForTheDatabase({
+    onWait: (failure) =>
+      note(`cannot reach the database (${StorageFailure.detailOf(failure)}); trying again for up to 5 minutes`),
+    onGiveUp: (failure) => configError(`--pg: cannot reach the database: ${StorageFailure.detailOf(failure)}`)
+  })
+
 /** What cannot reach or use the cluster (the database, the runner's port) is a config error, with its reason. */
 const asFailure = <E extends { readonly message: string }>(what: string) => (error: E): Failure | ExitWith =>
   error instanceof Failure || error instanceof ExitWith ? error : configError(`${what}: ${error.message}`)
@@ -156,13 +172,17 @@ export const runner = (flags: RunnerFlags) =>
         NodeClusterSocket.layer({ storage: "sql", shardingConfig: sharding({ host: flags.host, port: flags.port }) })
       )
     )
-    return yield* Effect.gen(function*() {
-      yield* Effect.mapError(DurableSession.migrateSql, (error) => configError(`--pg: ${error.message}`))
-      const context = yield* Layer.build(nodeLayer)
-      note(`running sessions on ${flags.host}:${flags.port}`)
-      io.stdout.write(JSON.stringify({ runner: `${flags.host}:${flags.port}` }) + "\n")
-      return yield* DurableSession.supervise().pipe(Effect.provideContext(context))
-    }).pipe(Effect.provide(database(flags.pg)))
+    // The database may be away when the runner starts (it restarts): the runner waits for it.
+    const context = yield* Effect.gen(function*() {
+      const sql = yield* Layer.build(database(flags.pg))
+      yield* DurableSession.migrateSql.pipe(Effect.provideContext(sql))
+      return yield* Layer.build(nodeLayer).pipe(Effect.provideContext(sql))
+    }).pipe(waitingForTheDatabase(note))
+    note(`running sessions on ${flags.host}:${flags.port}`)
+    io.stdout.write(JSON.stringify({ runner: `${flags.host}:${flags.port}` }) + "\n")
+    // Once running, the runner outlives the database going away: its sharding reconnects, and the supervisor
+    // survives a pass that fails and resumes the sessions that suspended meanwhile.
+    return yield* DurableSession.supervise().pipe(Effect.provideContext(context))
   }).pipe(Effect.scoped, Effect.mapError(asFailure("cannot run sessions")))
 
 /**
@@ -180,6 +200,9 @@ export const submit = (flags: Flags.Flags, url: string) =>
     const task = Option.getOrUndefined(flags.task)
     if (task === undefined) return yield* configError("--pg needs --task: the task of the session to submit")
     const sessionId = Option.getOrElse(flags.sessionId, () => globalThis.crypto.randomUUID())
+    yield* Schema.decodeUnknownEffect(CheckpointStore.SessionId)(sessionId).pipe(
+      Effect.mapError((error) => configError(`--session-id ${JSON.stringify(sessionId)}: ${error.message}`))
+    )
     const system = Option.getOrUndefined(flags.system)
     const client = DurableSession.layerClient.pipe(
       Layer.provideMerge(DurableSession.layerSqlStore),
@@ -187,8 +210,11 @@ export const submit = (flags: Flags.Flags, url: string) =>
       Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding() })),
       Layer.provideMerge(database(url))
     )
+    const waiting = waitingForTheDatabase((text) => io.stderr.write(`effect-agent: ${text}\n`))
+    const context = yield* waiting(Layer.build(client))
     return yield* Effect.gen(function*() {
-      yield* DurableSession.start({ sessionId, prompt: task, system, config })
+      // Starting a session again joins it, so a start the database did not answer is made again.
+      yield* waiting(DurableSession.start({ sessionId, prompt: task, system, config }))
       io.stderr.write(`effect-agent: session ${sessionId} submitted\n`)
       let seen = 0
       const follow = Effect.gen(function*() {
@@ -201,7 +227,7 @@ export const submit = (flags: Flags.Flags, url: string) =>
           }
         }
         return yield* DurableSession.poll(sessionId)
-      })
+      }).pipe(waiting)
       const status = yield* follow.pipe(
         Effect.repeat({
           until: (status) => status._tag === "Finished" || status._tag === "Failed" || status._tag === "Died",
@@ -218,5 +244,5 @@ export const submit = (flags: Flags.Flags, url: string) =>
       if (answer !== "") io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
       const code = fromOutcome(status.result.outcome)
       if (code !== codes.ok) return yield* Effect.fail(new ExitWith({ code }))
-    }).pipe(Effect.provide(client))
+    }).pipe(Effect.provideContext(context))
   }).pipe(Effect.scoped, Effect.mapError(asFailure("--pg")))

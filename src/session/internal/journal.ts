@@ -19,10 +19,11 @@ import {
   CheckpointMissing,
   CheckpointTooLarge,
   corrupt,
-  InvalidSessionId,
+  type InvalidSessionId,
   type LoadError
 } from "./errors.ts"
 import type { Checkpoint, Service } from "./model.ts"
+import * as SessionId from "./sessionId.ts"
 
 /** What a store knows of a session it has read or written: where its journal ends. */
 interface Known {
@@ -136,17 +137,8 @@ export const make = (disk: Disk, limits: Limits = defaultLimits): Service => {
   return { create, save, load, remove, headFile: (sessionId) => disk.where(sessionId, Codec.HEAD) }
 }
 
-const ID = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/
-
 const checkId = (sessionId: string): Effect.Effect<void, InvalidSessionId> =>
-  ID.test(sessionId)
-    ? Effect.void
-    : Effect.fail(
-      new InvalidSessionId({
-        sessionId,
-        rule: "1 to 128 characters among letters, digits, '.', '_' and '-', not starting with '.'"
-      })
-    )
+  Effect.asVoid(SessionId.validate(sessionId))
 
 /**
  * The largest files a store reads: a head (it holds no transcript, only queues, counters and plugin state: a few

@@ -21,11 +21,13 @@
  *
  * @internal
  */
-import { Clock, Context, Deferred, Duration, Effect, Option, Schema } from "effect"
+import { Cause, Clock, Context, Deferred, Duration, Effect, Fiber, Option, Schedule, Schema } from "effect"
 import { createHash } from "node:crypto"
 import type { LanguageModel } from "effect/ai"
+import { ClusterSchema, Entity, Sharding } from "effect/cluster"
 import { Activity, DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../../../AgentConfig.ts"
+import type * as AgentEvent from "../../../AgentEvent.ts"
 import { AgentError, ModelError, ToolFatalError } from "../../../AgentError.ts"
 import * as AgentTool from "../../../AgentTool.ts"
 import * as Approvals from "../../../Approvals.ts"
@@ -39,7 +41,9 @@ import * as Lineage from "../../../internal/lineage.ts"
 import type * as LiveRun from "../../../internal/liveRun.ts"
 import * as Loop from "../../../internal/loop.ts"
 import * as Feedback from "../../../internal/tools/feedback.ts"
+import * as SessionId from "../sessionId.ts"
 import * as Outbox from "./outbox.ts"
+import * as StorageFailure from "./storageFailure.ts"
 import { type InboxKind, Store } from "./store.ts"
 
 // -----------------------------------------------------------------------------
@@ -66,7 +70,7 @@ export type Request = typeof Request.Type
  * @internal
  */
 export const Payload = Schema.Struct({
-  sessionId: Schema.String,
+  sessionId: SessionId.SessionId,
   version: Schema.Int,
   request: Request
 })
@@ -211,16 +215,48 @@ interface Session {
   readonly watermark: { steering: number; followUp: number }
   idle: number
   segment: number
-  /** Set when this run of the body is interrupted (see `stopsOnInterrupt`). */
+  /** Set when this run of the body is interrupted (see `stopsOnAbnormalExit`). */
   stopping: boolean
 }
 
 const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
 
+/** The activity whose execution this is, if any: the events emitted there are its own. */
+const CurrentActivity = Context.Reference<string | undefined>("effect-agent/DurableSession/CurrentActivity", {
+  defaultValue: () => undefined
+})
+
+/**
+ * Whether this run of the body is being stopped: it suspends, it is
+ * interrupted, or its runner gave the session up (see `abandonsOnShardLoss`).
+ */
+const isStopping = (session: Session): boolean => {
+  if (session.stopping) return true
+  const instance = Context.get(session.engine, WorkflowEngine.WorkflowInstance)
+  return instance.suspended || instance.interrupted
+}
+
+/**
+ * The sink the loop is given: each event goes into the outbox, with the
+ * activity that emitted it, if any (its id depends on it). Once this run of
+ * the body is stopping, what its loop emits as it unwinds (an `AgentEnd` for
+ * a run that has not ended, calls cut short) is no news: the replay emits
+ * what really happens, and an activity still running would otherwise publish
+ * it. (Events emitted inside an activity still count: a model call in flight
+ * when its shard is handed over streams on, and its reply is kept for the
+ * replay.)
+ */
+const sinkOf = (session: Session) => (event: AgentEvent.AgentEvent): void => {
+  const activity = Fiber.getCurrent()?.getRef(CurrentActivity)
+  if (activity === undefined && isStopping(session)) return
+  Outbox.add(session.outbox, event, activity)
+}
+
 /**
  * An activity whose body publishes the outbox (`live`: as its events arrive,
  * see `Outbox`); when it returns a memoized result instead, what the body
- * emitted before it was published already.
+ * emitted before it on its path (`call`: the call it is about; the body's
+ * own events otherwise) was published already.
  */
 const activity = <S extends Schema.Top, E extends Schema.Top, R>(
   session: Session,
@@ -232,6 +268,8 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     readonly live?: boolean | undefined
     /** Called with the recorded result when the activity answers from its record rather than running. */
     readonly replayed?: ((value: S["Type"]) => void) | undefined
+    /** The call the activity is for (its events' ids, see `Outbox`). */
+    readonly call?: string | undefined
   }
 ) =>
   Effect.suspend(() => {
@@ -240,28 +278,37 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     const publish = (entries: ReadonlyArray<Outbox.Entry>) => orDie(session.store.publish(session.sessionId, entries))
     const body = Effect.suspend(() => {
       ran = true
-      return Outbox.publishing(session.outbox, name, publish, execute, options)
-    })
+      return Outbox.publishing(session.outbox, publish, execute, options)
+    }).pipe(Effect.provideService(CurrentActivity, name))
+    // The call itself dies when the engine cannot store the request (the database is away): the loop would
+    // take that for the tool's own crash, so it is made again until the storage is back (or the run is given up).
     return Effect.tap(
-      stopsOnInterrupt(session, Activity.make({ name, success, error, execute: body })),
+      stopsOnAbnormalExit(session, StorageFailure.ridingOut(Activity.make({ name, success, error, execute: body }))),
       (value) =>
         Effect.sync(() => {
           if (ran) return
-          Outbox.skipTo(session.outbox, mark)
+          Outbox.skipTo(session.outbox, mark, options?.call ?? "-")
           options?.replayed?.(value)
         })
     )
   })
 
 /**
- * Notes that this run of the body is being stopped (it suspends, or its
- * runner gives the session up): the loop then ends abnormally and drains the
- * inbox, and those polls must not become activities. One would take the name
- * the replay's poll needs; on a runner releasing its shards, it would wait
- * for the entity being stopped, which waits for it.
+ * Notes that this run of the body is being stopped (it suspends, its runner
+ * gives the session up, or an activity died: the storage went away, and the
+ * session suspends): the loop then ends abnormally and drains the inbox, and
+ * those polls must not become activities. One would take the name the
+ * replay's poll needs; on a runner releasing its shards, it would wait for
+ * the entity being stopped, which waits for it. (A typed failure is no stop:
+ * a tool's fatal error ends the session for good, with its events.)
  */
-const stopsOnInterrupt = <A, E, R>(session: Session, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.onInterrupt(effect, () => Effect.sync(() => void (session.stopping = true)))
+const stopsOnAbnormalExit = <A, E, R>(session: Session, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.onExit(effect, (exit) =>
+    Effect.sync(() => {
+      if (exit._tag === "Failure" && (Cause.hasInterrupts(exit.cause) || Cause.hasDies(exit.cause))) {
+        session.stopping = true
+      }
+    }))
 
 const takeInbox = (session: Session, kind: InboxKind, name: string, before?: Effect.Effect<void>) =>
   Effect.map(
@@ -397,6 +444,7 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
         ToolFatalError,
         lineage === undefined ? guarded : withSpentBelow(lineage, invocation.toolCallId, guarded),
         {
+          call: invocation.toolCallId,
           replayed: (output) => {
             if (run !== undefined && output.usage !== undefined) {
               run.progress.usage = Message.addUsage(run.progress.usage, output.usage)
@@ -433,10 +481,12 @@ const approvalsOf = (session: Session, app: Approvals.Service | undefined): Appr
       const key = approvalKey(session.turn, request)
       return Effect.provideContext(
         decidesDurably(app)
-          ? activity(session, `decision/${key}`, Decision, Schema.Never, app.decide(request))
+          ? activity(session, `decision/${key}`, Decision, Schema.Never, app.decide(request), {
+            call: request.toolCallId
+          })
           : Effect.andThen(
-            activity(session, `approval/${key}`, Schema.Void, Schema.Never, Effect.void),
-            stopsOnInterrupt(session, DurableDeferred.await(approvalOf(key)))
+            activity(session, `approval/${key}`, Schema.Void, Schema.Never, Effect.void, { call: request.toolCallId }),
+            stopsOnAbnormalExit(session, DurableDeferred.await(approvalOf(key)))
           ),
         session.engine
       )
@@ -473,6 +523,46 @@ const awaitFollowUp = Effect.fnUntraced(function*(session: Session, idle: Durati
 })
 
 /**
+ * How often a running body checks that its runner still holds its shard.
+ */
+const shardCheckInterval = Duration.seconds(1)
+
+/**
+ * On a cluster, ends this run of the body, abandoned, once its runner no
+ * longer holds the session's shard: the shard moved to another runner, or its
+ * lock was lost (the database restarted: a lock lives in a database session).
+ *
+ * Effect 4.1 releases such a shard like any moving shard: it waits, up to
+ * `entityTerminationTimeout`, for the entities on it to finish. A workflow's
+ * run never finishes by itself there: its next activity goes to a shard no
+ * runner holds until this one is released (and after a lost lock, the
+ * replies of the activities in flight are fenced off), so every session on
+ * the shard stalled for the whole timeout. An interrupt annotated
+ * `ClusterSchema.Abandon` is the engine's own way to end a run that "must
+ * continue under another owner": it writes no reply, closes the run's local
+ * resources without running its durable finalizers, and leaves the request
+ * for the shard's next owner, which replays it. (If the shard turns out to be
+ * held again, the engine runs the request again here.) The activities in
+ * flight are separate requests and run on: their results are stored while
+ * the lock is held, so a shard handed over keeps them.
+ */
+const abandonsOnShardLoss = Effect.fnUntraced(function*(session: Session) {
+  const sharding = yield* Effect.serviceOption(Sharding.Sharding)
+  const address = yield* Effect.serviceOption(Entity.CurrentAddress)
+  if (Option.isNone(sharding) || Option.isNone(address)) return
+  const shardId = address.value.shardId
+  const body = yield* Effect.withFiber((fiber) => Effect.succeed(fiber))
+  yield* Effect.sync(() => sharding.value.hasShardId(shardId)).pipe(
+    Effect.repeat({ while: (held) => held, schedule: Schedule.spaced(shardCheckInterval) }),
+    Effect.andThen(Effect.suspend(() => {
+      session.stopping = true
+      return Fiber.interruptAs(body, body.id, ClusterSchema.Abandon.annotation)
+    })),
+    Effect.forkChild
+  )
+})
+
+/**
  * The body of a session's workflow.
  *
  * @internal
@@ -495,6 +585,7 @@ export const make = <R>(options: Options<R>) =>
       segment: 0,
       stopping: false
     }
+    yield* abandonsOnShardLoss(session)
     const started = yield* activity(
       session,
       "start",
@@ -518,7 +609,7 @@ export const make = <R>(options: Options<R>) =>
       config: request.config,
       plugins: options.plugins,
       steering: steeringOf(session, cancelled),
-      sinks: [Outbox.sink(session.outbox)],
+      sinks: [sinkOf(session)],
       modelCall: modelCallOf(session)
     }
     const idle = options.idle === undefined ? undefined : Duration.fromInputUnsafe(options.idle)

@@ -5,17 +5,26 @@
  * an event it emits is not yet news. Every event goes into the outbox; an
  * activity that executes publishes what is waiting (when it starts and when
  * it ends), and one that returns a memoized result instead marks what the
- * body emitted before it as published already (it was, when that activity
- * first ran). So a replay publishes nothing it had published, and the events
- * an activity emits (a model call's stream, a tool's updates) are published
- * by it.
+ * body emitted before it, on its own path, as published already (it was,
+ * when that activity first ran). So a replay publishes little it had
+ * published, and the events an activity emits (a model call's stream, a
+ * tool's updates) are published by it.
  *
- * An event's id is the name of the activity that publishes it, whether it
- * was waiting before it (`<`) or emitted inside it (`>`), and its place
- * among those: stable across replays (a memoized activity emits nothing, so
- * a running count would not be). An activity may run more than once (at
- * least once, not exactly once): its events are published again with the
- * same ids, by which the store dedupes them.
+ * An event's id is fixed when it is emitted, from where it comes, so that it
+ * is the same in every run of the body, whatever the order in which
+ * concurrent calls interleave and whichever activity happens to publish it:
+ *
+ * - emitted inside an activity: the activity's name and the event's place
+ *   among the activity's own events (`tool/3/c1>0`, `model/3>12`); an
+ *   activity's own events come in order;
+ * - emitted by the body: its turn, the call it is about (`toolCallId`) or
+ *   `-`, and its place among the body's events of that turn and call
+ *   (`3/c1/0`, `3/-/2`); the body emits the same events on each path, in the
+ *   same order, in every run.
+ *
+ * An activity may run more than once (at least once, not exactly once): its
+ * events are published again with the same ids, by which the store dedupes
+ * them; a replay that publishes an event again does the same.
  *
  * The model call's activity publishes live: its events (the streamed
  * deltas) are published while it runs, as they arrive, not when it ends. A
@@ -38,16 +47,26 @@ export interface Entry {
   readonly event: AgentEvent.AgentEvent
 }
 
+/** An event of this run of the body, with the path it came on and whether it is published. */
+interface Emitted {
+  readonly entry: Entry
+  /** The activity that emitted it (`activity:<name>`), else the call it is about, else `-`. */
+  readonly path: string
+  published: boolean
+}
+
 /**
  * A session's outbox.
  *
  * @internal
  */
 export interface Outbox {
-  /** Every event the body emitted in this run of it, in order. */
-  readonly emitted: Array<AgentEvent.AgentEvent>
-  /** Events before this index are published (or were, before a replay). */
-  published: number
+  /** Every event this run of the body emitted, in order. */
+  readonly emitted: Array<Emitted>
+  /** Events before this index are all published. */
+  settled: number
+  /** How many events each path (by its id prefix) emitted so far. */
+  readonly counts: Map<string, number>
   /** Opened by the sink on each event while an activity publishes live. */
   arrived: Latch.Latch | undefined
 }
@@ -57,44 +76,72 @@ export interface Outbox {
  *
  * @internal
  */
-export const make = (): Outbox => ({ emitted: [], published: 0, arrived: undefined })
+export const make = (): Outbox => ({ emitted: [], settled: 0, counts: new Map(), arrived: undefined })
+
+/** The call an event emitted by the body is about, if any. */
+const callOf = (event: AgentEvent.AgentEvent): string | undefined =>
+  "toolCallId" in event && typeof event.toolCallId === "string" ? event.toolCallId : undefined
 
 /**
- * The synchronous sink the loop is given.
+ * Adds an event: `activity` is the name of the activity whose execution
+ * emitted it, if any.
  *
  * @internal
  */
-export const sink = (outbox: Outbox) => (event: AgentEvent.AgentEvent): void => {
-  outbox.emitted.push(event)
+export const add = (outbox: Outbox, event: AgentEvent.AgentEvent, activity: string | undefined): void => {
+  const call = activity === undefined ? callOf(event) ?? "-" : undefined
+  const prefix = activity === undefined ? `${event.turn}/${call}/` : `${activity}>`
+  const n = outbox.counts.get(prefix) ?? 0
+  outbox.counts.set(prefix, n + 1)
+  outbox.emitted.push({
+    entry: { id: `${prefix}${n}`, event },
+    path: activity === undefined ? call! : `activity:${activity}`,
+    published: false
+  })
   outbox.arrived?.openUnsafe()
 }
 
 /**
- * Takes what is waiting to be published, marking it published: an event's
- * id is `prefix` and its place after `base` (by default, the first waiting).
+ * Takes what is waiting to be published, marking it published.
  *
  * @internal
  */
-export const take = (outbox: Outbox, prefix: string, base?: number): ReadonlyArray<Entry> => {
-  const from = outbox.published
-  const to = outbox.emitted.length
-  if (from >= to) return []
-  outbox.published = to
-  const first = base ?? from
+export const take = (outbox: Outbox): ReadonlyArray<Entry> => {
   const entries: Array<Entry> = []
-  for (let i = from; i < to; i++) entries.push({ id: `${prefix}${i - first}`, event: outbox.emitted[i]! })
+  for (let i = outbox.settled; i < outbox.emitted.length; i++) {
+    const emitted = outbox.emitted[i]!
+    if (emitted.published) continue
+    emitted.published = true
+    entries.push(emitted.entry)
+  }
+  outbox.settled = outbox.emitted.length
   return entries
 }
 
 /**
- * Marks the events emitted before `mark` as published: the activity that
- * followed them returned a memoized result, so they were published when it
- * first ran.
+ * Marks the events the body emitted before `mark` that came before an
+ * activity that returned a memoized result as published: they were, when that
+ * activity first ran (its first flush published all that waited). An
+ * activity of the body's own (`path` `-`: a model call, an inbox poll) runs
+ * when no call is in flight, so everything emitted before it came before it
+ * in every run. A call's activity (`path`: its call id) runs beside the other
+ * calls of its batch: what they emitted meanwhile may have come after it in
+ * another run, so only the body's own events and the call's stay marked, and
+ * a later flush publishes the rest (again, under the same ids, if it was).
  *
  * @internal
  */
-export const skipTo = (outbox: Outbox, mark: number): void => {
-  if (mark > outbox.published) outbox.published = mark
+export const skipTo = (outbox: Outbox, mark: number, path: string): void => {
+  const end = Math.min(mark, outbox.emitted.length)
+  let settled = true
+  for (let i = outbox.settled; i < end; i++) {
+    const emitted = outbox.emitted[i]!
+    if (!emitted.published && (path === "-" || emitted.path === "-" || emitted.path === path)) {
+      emitted.published = true
+    }
+    if (!emitted.published) settled = false
+    if (settled) outbox.settled = i + 1
+  }
 }
 
 /**
@@ -105,21 +152,16 @@ export const skipTo = (outbox: Outbox, mark: number): void => {
  */
 export const publishing = <A, E, R, R2>(
   outbox: Outbox,
-  name: string,
   publish: (entries: ReadonlyArray<Entry>) => Effect.Effect<void, never, R2>,
   body: Effect.Effect<A, E, R>,
   options: { readonly live?: boolean | undefined } = {}
 ): Effect.Effect<A, E, R | R2> => {
-  const flush = (prefix: string, base?: number) =>
-    Effect.suspend(() => {
-      const entries = take(outbox, prefix, base)
-      return entries.length === 0 ? Effect.void : publish(entries)
-    })
-  if (options.live !== true) return Effect.andThen(flush(`${name}<`), Effect.ensuring(body, flush(`${name}>`)))
-  return Effect.andThen(
-    flush(`${name}<`),
-    Effect.suspend(() => live(outbox, flush(`${name}>`, outbox.published), body))
-  )
+  const flush = Effect.suspend(() => {
+    const entries = take(outbox)
+    return entries.length === 0 ? Effect.void : publish(entries)
+  })
+  if (options.live !== true) return Effect.andThen(flush, Effect.ensuring(body, flush))
+  return Effect.andThen(flush, Effect.suspend(() => live(outbox, flush, body)))
 }
 
 /**

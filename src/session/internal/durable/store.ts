@@ -9,6 +9,8 @@
 import { Context, Effect, Schema } from "effect"
 import type * as AgentEvent from "../../../AgentEvent.ts"
 import type * as Message from "../../../Message.ts"
+import type { InvalidSessionId } from "../errors.ts"
+import * as SessionId from "../sessionId.ts"
 import type { Entry } from "./outbox.ts"
 
 /**
@@ -81,40 +83,41 @@ export interface SessionRecord {
 }
 
 /**
- * The store's operations.
+ * The store's operations. Each that takes a session id refuses one that
+ * breaks the rule (`CheckpointStore.SessionId`) with `InvalidSessionId`.
  *
  * @since 0.1.0
  * @category models
  */
 export interface Service {
   /** Records a session as running (again); a finished one stays finished. */
-  readonly register: (sessionId: string, at: number) => Effect.Effect<void, StoreError>
+  readonly register: (sessionId: string, at: number) => Effect.Effect<void, StoreError | InvalidSessionId>
   /** Records a session as finished. */
-  readonly finish: (sessionId: string, at: number) => Effect.Effect<void, StoreError>
+  readonly finish: (sessionId: string, at: number) => Effect.Effect<void, StoreError | InvalidSessionId>
   readonly sessions: Effect.Effect<ReadonlyArray<SessionRecord>, StoreError>
   /** Appends to a session's inbox; answers the message's place. */
   readonly appendInbox: (
     sessionId: string,
     kind: InboxKind,
     message: Message.Message
-  ) => Effect.Effect<number, StoreError>
+  ) => Effect.Effect<number, StoreError | InvalidSessionId>
   /** The messages of a kind after `after`, in order. */
   readonly readInbox: (
     sessionId: string,
     kind: InboxKind,
     after: number
-  ) => Effect.Effect<ReadonlyArray<InboxEntry>, StoreError>
+  ) => Effect.Effect<ReadonlyArray<InboxEntry>, StoreError | InvalidSessionId>
   /** Records the idle wait a session is in (`undefined`: none). */
-  readonly setWaiting: (sessionId: string, wait: number | undefined) => Effect.Effect<void, StoreError>
-  readonly waiting: (sessionId: string) => Effect.Effect<number | undefined, StoreError>
+  readonly setWaiting: (sessionId: string, wait: number | undefined) => Effect.Effect<void, StoreError | InvalidSessionId>
+  readonly waiting: (sessionId: string) => Effect.Effect<number | undefined, StoreError | InvalidSessionId>
   /** Writes an intent record: `true` when this call wrote it, `false` when it was there already. */
-  readonly claimIntent: (sessionId: string, key: string) => Effect.Effect<boolean, StoreError>
+  readonly claimIntent: (sessionId: string, key: string) => Effect.Effect<boolean, StoreError | InvalidSessionId>
   /** Stores published events, in order; an event whose id is stored already is kept as it was. */
-  readonly publish: (sessionId: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void, StoreError>
+  readonly publish: (sessionId: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void, StoreError | InvalidSessionId>
   /** The published events whose `seq` is after `after` (`0`: all), in order. */
-  readonly events: (sessionId: string, after: number) => Effect.Effect<ReadonlyArray<Published>, StoreError>
+  readonly events: (sessionId: string, after: number) => Effect.Effect<ReadonlyArray<Published>, StoreError | InvalidSessionId>
   /** Deletes what the store holds for a session. */
-  readonly forget: (sessionId: string) => Effect.Effect<void, StoreError>
+  readonly forget: (sessionId: string) => Effect.Effect<void, StoreError | InvalidSessionId>
 }
 
 /**
@@ -124,6 +127,31 @@ export interface Service {
  * @category services
  */
 export class Store extends Context.Service<Store, Service>()("effect-agent/DurableSession/Store") {}
+
+/**
+ * A store whose every operation on a session first checks its id: an id that
+ * breaks the rule is refused with `InvalidSessionId`, and the store under it
+ * never sees it. The layers wrap every store in it.
+ *
+ * @internal
+ */
+export const validated = (store: Service): Service => {
+  const check = <A, E>(sessionId: string, effect: () => Effect.Effect<A, E>) =>
+    Effect.flatMap(SessionId.validate(sessionId), effect)
+  return {
+    register: (sessionId, at) => check(sessionId, () => store.register(sessionId, at)),
+    finish: (sessionId, at) => check(sessionId, () => store.finish(sessionId, at)),
+    sessions: store.sessions,
+    appendInbox: (sessionId, kind, message) => check(sessionId, () => store.appendInbox(sessionId, kind, message)),
+    readInbox: (sessionId, kind, after) => check(sessionId, () => store.readInbox(sessionId, kind, after)),
+    setWaiting: (sessionId, wait) => check(sessionId, () => store.setWaiting(sessionId, wait)),
+    waiting: (sessionId) => check(sessionId, () => store.waiting(sessionId)),
+    claimIntent: (sessionId, key) => check(sessionId, () => store.claimIntent(sessionId, key)),
+    publish: (sessionId, entries) => check(sessionId, () => store.publish(sessionId, entries)),
+    events: (sessionId, after) => check(sessionId, () => store.events(sessionId, after)),
+    forget: (sessionId) => check(sessionId, () => store.forget(sessionId))
+  }
+}
 
 /**
  * A store in memory: for tests and one-process engines.
