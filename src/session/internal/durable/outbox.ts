@@ -16,7 +16,11 @@
  *
  * - emitted inside an activity: the activity's name and the event's place
  *   among the activity's own events (`tool/3/c1>0`, `model/3>12`); an
- *   activity's own events come in order;
+ *   activity's own events come in order. A sub-agent's events (`Nested`)
+ *   also carry the id of the sub-agent's run (`tool/3/c1>run-id>4`): a
+ *   sub-agent run again with its activity is a new run, whose events are
+ *   news (it may ask other questions than the first run did), not the first
+ *   run's under the same ids;
  * - emitted by the body: its turn, the call it is about (`toolCallId`) or
  *   `-`, and its place among the body's events of that turn and call
  *   (`3/c1/0`, `3/-/2`); the body emits the same events on each path, in the
@@ -82,6 +86,10 @@ export const make = (): Outbox => ({ emitted: [], settled: 0, counts: new Map(),
 const callOf = (event: AgentEvent.AgentEvent): string | undefined =>
   "toolCallId" in event && typeof event.toolCallId === "string" ? event.toolCallId : undefined
 
+/** The sub-agent's own event inside a `Nested` one (a grandchild's, for a `Nested` of a `Nested`). */
+const innermost = (event: AgentEvent.AgentEvent): AgentEvent.AgentEvent =>
+  event._tag === "Nested" ? innermost(event.event) : event
+
 /**
  * Adds an event: `activity` is the name of the activity whose execution
  * emitted it, if any.
@@ -90,7 +98,11 @@ const callOf = (event: AgentEvent.AgentEvent): string | undefined =>
  */
 export const add = (outbox: Outbox, event: AgentEvent.AgentEvent, activity: string | undefined): void => {
   const call = activity === undefined ? callOf(event) ?? "-" : undefined
-  const prefix = activity === undefined ? `${event.turn}/${call}/` : `${activity}>`
+  const prefix = activity === undefined
+    ? `${event.turn}/${call}/`
+    : event._tag === "Nested"
+    ? `${activity}>${innermost(event).runId}>`
+    : `${activity}>`
   const n = outbox.counts.get(prefix) ?? 0
   outbox.counts.set(prefix, n + 1)
   outbox.emitted.push({
