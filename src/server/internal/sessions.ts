@@ -10,7 +10,7 @@
  *
  * @internal
  */
-import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Scope, type Stream } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Scope, Semaphore, type Stream } from "effect"
 import type { HttpApiError } from "effect/http-api"
 import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
@@ -120,6 +120,12 @@ interface Entry {
   log: EventLog.EventLog | undefined
   readonly approvals: Approvals.Interactive
   run: Run | undefined
+  /**
+   * Held while the session's run is looked at and changed (started, queued to, ended): one run at a time,
+   * whatever the interleaving of requests and of a run's end. A check of `run` and the start of a new one with
+   * a wait between them (opening the log, saving the record) would otherwise let two requests both find no run.
+   */
+  readonly lock: Semaphore.Semaphore
 }
 
 /** A message for a run, of its kind. */
@@ -132,9 +138,6 @@ const titleOf = (task: string): string => {
   const line = task.trim().split("\n", 1)[0] ?? ""
   return line.length > 200 ? `${line.slice(0, 199)}…` : line
 }
-
-/** The session's run now (read again after a wait: a request may have started one meanwhile). */
-const runOf = (entry: Entry): Run | undefined => entry.run
 
 /** An id a client sent, quoted, and cut to a length a problem's detail can show. */
 const clip = (id: string): string => JSON.stringify(id.length > 48 ? `${id.slice(0, 47)}…` : id)
@@ -312,6 +315,21 @@ export const make = <R>(
         entry.log?.close()
         // Interrupted (the server is stopping): the record keeps `running`, so the next server resumes it.
         if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
+        yield* entry.lock.withPermit(ended(entry, run, exit))
+      }).pipe(
+        Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
+      )
+
+    /**
+     * The end of a run, under the session's lock: no message is queued to the run nor a run started meanwhile,
+     * so what its queue holds now is all that came too late for it, and goes to the one next run.
+     */
+    const ended = (
+      entry: Entry,
+      run: Run,
+      exit: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError>
+    ) =>
+      Effect.gen(function*() {
         entry.run = undefined
         // Its log is opened again when it is read or written: an ended session holds no descriptor.
         entry.log?.release()
@@ -328,21 +346,13 @@ export const make = <R>(
           ...(yield* run.steering.takeFollowUps).map((message) => ({ kind: "followUp" as const, message }))
         ]
         if (leftover.length === 0 || run.cancelled) return
-        const next = runOf(entry)
-        if (next === undefined) return yield* restart(entry, leftover)
-        // A message given while the record was saved started the next run already: these go to its queue.
-        for (const { kind, message } of leftover) {
-          yield* (kind === "steer" ? next.steering.steer(message) : next.steering.followUp(message)).pipe(
-            Effect.catch((full) => Effect.logWarning(`agent server: session ${entry.record.id}: dropped: ${full.message}`))
-          )
-        }
-      }).pipe(
-        Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
-      )
+        yield* restart(entry, leftover)
+      })
 
     /**
      * A new run of a session that is not running, with messages for it (each becomes a follow-up when finished).
-     * Fails with `SteeringFull` (nothing started) when the messages do not fit a run's queue.
+     * Fails with `SteeringFull` (nothing started) when the messages do not fit a run's queue. Called with the
+     * session's lock held.
      */
     const restart = (entry: Entry, messages: ReadonlyArray<Queued>) =>
       Effect.gen(function*() {
@@ -372,10 +382,11 @@ export const make = <R>(
         return entry === undefined ? Effect.fail(notFound(id)) : Effect.succeed(entry)
       })
 
-    const newEntry = (record: Store.Record) =>
+    /** A session's entry; listed (in `entries`) at once unless `listed` is false. */
+    const newEntry = (record: Store.Record, listed = true) =>
       Effect.map(Approvals.interactive(), (approvals) => {
-        const entry: Entry = { record, log: undefined, approvals, run: undefined }
-        entries.set(record.id, entry)
+        const entry: Entry = { record, log: undefined, approvals, run: undefined, lock: Semaphore.makeUnsafe(1) }
+        if (listed) entries.set(record.id, entry)
         return entry
       })
 
@@ -397,8 +408,8 @@ export const make = <R>(
           return yield* save(entry, { status: "finished", outcome, turns: state.turn, usage: state.usage })
         }
         const steering = yield* Steering.make()
-        yield* launch(entry, ({ plugins, steering }) =>
-          Session.resume<R>(id, { store: store.checkpoints, plugins, steering, name: options.name }), steering)
+        yield* entry.lock.withPermit(launch(entry, ({ plugins, steering }) =>
+          Session.resume<R>(id, { store: store.checkpoints, plugins, steering, name: options.name }), steering))
       }).pipe(
         Effect.catch((error) =>
           Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`)
@@ -436,6 +447,8 @@ export const make = <R>(
         const existing = yield* Effect.result(store.checkpoints.load(id))
         if (existing._tag === "Success" || existing.failure._tag !== "CheckpointMissing") return yield* exists(id)
         const now = yield* Clock.currentTimeMillis
+        // Listed once its run is started (its id is reserved meanwhile): a message for it before then would find
+        // no run, and start one of its own.
         const entry = yield* newEntry({
           id,
           title: titleOf(task),
@@ -444,8 +457,8 @@ export const make = <R>(
           updatedAt: now,
           turns: 0,
           usage: Message.emptyUsage
-        })
-        yield* store.save(entry.record).pipe(Effect.tapError(() => Effect.sync(() => entries.delete(id))))
+        }, false)
+        yield* store.save(entry.record)
         const steering = yield* Steering.make()
         yield* launch(entry, ({ plugins, steering }) =>
           Session.run<R>({
@@ -457,7 +470,7 @@ export const make = <R>(
             plugins,
             steering,
             name: options.name
-          }), steering)
+          }), steering).pipe(Effect.ensuring(Effect.sync(() => entries.set(id, entry))))
         return yield* info(entry)
       })
 
@@ -517,13 +530,25 @@ export const make = <R>(
         if (command.type !== "steer" && command.type !== "follow_up") {
           return yield* rejected(id, `${command.type}: decisions for supervised runs, which are not served`)
         }
-        const kind = command.type === "steer" ? "steer" as const : "followUp" as const
+        return yield* entry.lock.withPermit(message(entry, command.type, command.text))
+      })
+
+    /**
+     * A message for a session, under its lock: into its run's queue, or a new run with it when none runs (the
+     * lock makes the check and the start one step: two messages never both start a run).
+     */
+    const message = (entry: Entry, type: "steer" | "follow_up", text: string) =>
+      Effect.gen(function*() {
+        const id = entry.record.id
+        const run = entry.run
+        const result = (status: ControlResult["status"]): ControlResult => ({ sessionId: id, type, status })
+        const kind = type === "steer" ? "steer" as const : "followUp" as const
         const full = (error: Steering.SteeringFull) =>
           new QueueFull({ sessionId: id, queued: error.queued, bytes: error.bytes, detail: error.message })
         if (run !== undefined) {
           // Into the run's queue, bounded; a run that is ending leaves it to the next run, which its end starts.
           yield* Effect.mapError(
-            kind === "steer" ? run.steering.steer(command.text) : run.steering.followUp(command.text),
+            kind === "steer" ? run.steering.steer(text) : run.steering.followUp(text),
             full
           )
           return result("queued")
@@ -531,7 +556,7 @@ export const make = <R>(
         if (kind === "steer" && entry.record.status === "finished") {
           return yield* rejected(id, "the session has finished: send a follow_up to go on")
         }
-        yield* Effect.mapError(restart(entry, [{ kind, message: Message.user(command.text) }]), (error) =>
+        yield* Effect.mapError(restart(entry, [{ kind, message: Message.user(text) }]), (error) =>
           error._tag === "SteeringFull" ? full(error) : error)
         return result("restarted")
       })
