@@ -167,7 +167,8 @@ export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSys
       Effect.gen(function*() {
         const opened = yield* Scope.make()
         scope = opened
-        const handle = yield* Scope.provide(fs.open(path, { flag: "a+", noFollow: true }), opened).pipe(
+        // Created readable by its owner alone: a transcript holds every prompt and tool result.
+        const handle = yield* Scope.provide(fs.open(path, { flag: "a+", noFollow: true, mode: 0o600 }), opened).pipe(
           Effect.catch(refused)
         )
         const info = yield* handle.stat

@@ -169,10 +169,11 @@ export const writeSessionFile = (dir: string, target: Target, env: Env, supervis
     const ioError = (error: { readonly message: string }) =>
       configError(`--session-dir: cannot write ${file}: ${error.message}`)
     const key = yield* Effect.mapError(Seal.key(env), ioError)
-    yield* Effect.mapError(fs.makeDirectory(dir, { recursive: true }), ioError)
+    // The session's directories and files are its owner's alone (0700, 0600): they hold the transcript.
+    yield* Effect.mapError(fs.makeDirectory(dir, { recursive: true, mode: 0o700 }), ioError)
     const content: SessionFile = { version: 1, target, ...(supervision === undefined ? {} : { supervision }) }
     const sealed = { ...Schema.encodeSync(SessionFile)(content), seal: Seal.sign(key, sealedText(content)) }
-    yield* fs.writeFileString(file, JSON.stringify(sealed, null, 2) + "\n", { flag: "wx" }).pipe(
+    yield* fs.writeFileString(file, JSON.stringify(sealed, null, 2) + "\n", { flag: "wx", mode: 0o600 }).pipe(
       Effect.mapError((error) =>
         error.reason._tag === "AlreadyExists"
           ? configError(
