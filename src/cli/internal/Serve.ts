@@ -95,6 +95,15 @@ export const flags = {
   store: describe(
     Flag.optional(Flag.String("store")),
     "Where sessions are kept (default ~/.local/state/effect-agent/server; outside the workspace)"
+  ),
+  maxRunning: describe(
+    Flag.withDefault(Flag.Int("max-running"), AgentServer.defaults.maxRunning),
+    `Sessions running at once (default ${AgentServer.defaults.maxRunning}): starting one more is a 429`
+  ),
+  maxStreams: describe(
+    Flag.withDefault(Flag.Int("max-streams"), AgentServer.defaults.maxStreams),
+    `Events streams open at once (default ${AgentServer.defaults.maxStreams}, ` +
+      `${AgentServer.defaults.maxStreamsPerSession} to a session): one more is a 429`
   )
 }
 
@@ -172,6 +181,9 @@ export const serve = (flags: ServeFlags) =>
     const place = { cwd: io.cwd, env: io.env }
     const { token, generated } = yield* tokenOf(flags, io.env)
     const allowedOrigins = yield* originsOf(flags.allowOrigin)
+    for (const [flag, value] of [["--max-running", flags.maxRunning], ["--max-streams", flags.maxStreams]] as const) {
+      if (value < 1) return yield* configError(`${flag}: ${value} is not a number of at least 1`)
+    }
     const otlp = Settings.tracesUrl(Option.getOrUndefined(flags.otlp))
     if (Result.isFailure(otlp)) return yield* configError(otlp.failure)
     const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
@@ -229,6 +241,9 @@ export const serve = (flags: ServeFlags) =>
       name: Runner.agentName,
       system: Option.getOrUndefined(flags.system),
       config,
+      maxRunning: flags.maxRunning,
+      maxStreams: flags.maxStreams,
+      maxStreamsPerSession: Math.min(flags.maxStreams, AgentServer.defaults.maxStreamsPerSession),
       approvals: target.approve === "all"
         ? Approvals.allowAll
         : target.approve === "none"

@@ -24,7 +24,15 @@ import type * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as Session from "../../session/Session.ts"
 import * as Steering from "../../Steering.ts"
 import * as EventLog from "./eventLog.ts"
-import { badRequest, ControlRejected, QueueFull, SessionExists, SessionNotFound } from "./problems.ts"
+import {
+  badRequest,
+  ControlRejected,
+  QueueFull,
+  SessionExists,
+  SessionNotFound,
+  TooManyRuns,
+  TooManyStreams
+} from "./problems.ts"
 import type * as Store from "./store.ts"
 
 /** A call waiting for a decision. */
@@ -73,6 +81,11 @@ export interface Options<R> {
   readonly buffer: number
   /** Resume sessions that were running when the server last stopped. */
   readonly resume: boolean
+  /** Runs at once: a request that would start one more is refused (`TooManyRuns`). */
+  readonly maxRunning: number
+  /** Events streams at once, in all and to one session (`TooManyStreams` past either). */
+  readonly maxStreams: number
+  readonly maxStreamsPerSession: number
 }
 
 export interface Sessions {
@@ -80,23 +93,30 @@ export interface Sessions {
     readonly task: string
     readonly id?: string | undefined
     readonly config?: unknown
-  }) => Effect.Effect<Info, SessionExists | HttpApiError.BadRequestProblem | Store.StorageError>
+  }) => Effect.Effect<Info, SessionExists | TooManyRuns | HttpApiError.BadRequestProblem | Store.StorageError>
   readonly list: Effect.Effect<ReadonlyArray<Info>>
   readonly get: (id: string) => Effect.Effect<Info, SessionNotFound>
+  /** A session's events; the stream counts as one of its clients until the scope (the request's) closes. */
   readonly events: (
     id: string,
     after: number,
     idleMs: number
   ) => Effect.Effect<
     Stream.Stream<EventLog.Item>,
-    SessionNotFound | HttpApiError.BadRequestProblem | Store.StorageError
+    SessionNotFound | TooManyStreams | HttpApiError.BadRequestProblem | Store.StorageError,
+    Scope.Scope
   >
   readonly control: (
     id: string,
     command: Control.Command
   ) => Effect.Effect<
     ControlResult,
-    SessionNotFound | ControlRejected | QueueFull | HttpApiError.BadRequestProblem | Store.StorageError
+    | SessionNotFound
+    | ControlRejected
+    | QueueFull
+    | TooManyRuns
+    | HttpApiError.BadRequestProblem
+    | Store.StorageError
   >
   /**
    * Stops every run (each saves its checkpoint; its record stays `running`,
@@ -126,6 +146,8 @@ interface Entry {
    * a wait between them (opening the log, saving the record) would otherwise let two requests both find no run.
    */
   readonly lock: Semaphore.Semaphore
+  /** Its events streams now. */
+  streams: number
 }
 
 /** A message for a run, of its kind. */
@@ -217,6 +239,30 @@ export const make = <R>(
     const entries = new Map<string, Entry>()
     const reserving = new Set<string>()
     let stopping = false
+    /** Runs started and not ended; runs admitted and not started yet; events streams open. */
+    let runCount = 0
+    let startCount = 0
+    let streamCount = 0
+
+    /**
+     * Runs `start` (which starts a run) if one more run fits under `maxRunning`, counting it as starting
+     * meanwhile: the check and the count are one synchronous step, so requests at once never pass it together.
+     * A run that ends and starts the next one with what came too late for it is not admitted again: the next
+     * takes its place.
+     */
+    const admitted = <A, E, R>(start: Effect.Effect<A, E, R>): Effect.Effect<A, E | TooManyRuns, R> =>
+      Effect.suspend((): Effect.Effect<A, E | TooManyRuns, R> => {
+        if (runCount + startCount >= options.maxRunning) {
+          return Effect.fail(
+            new TooManyRuns({
+              limit: options.maxRunning,
+              detail: `the server runs ${options.maxRunning} sessions at once already: retry once one has ended`
+            })
+          )
+        }
+        startCount++
+        return Effect.ensuring(start, Effect.sync(() => void startCount--))
+      })
 
     const logOf = (entry: Entry) =>
       Effect.suspend(() => {
@@ -291,10 +337,13 @@ export const make = <R>(
       Effect.gen(function*() {
         if (stopping) return
         const log = yield* logOf(entry)
+        // Saved before the run is the session's: a store that fails leaves it without a run, not with one that
+        // never started.
+        if (entry.record.status !== "running") yield* save(entry, { status: "running" })
         const run: Run = { steering, fiber: undefined, ended: false, cancelled: false }
         entry.run = run
+        runCount++
         log.open()
-        if (entry.record.status !== "running") yield* save(entry, { status: "running" })
         const plugins = [...(options.plugins ?? []), observer(entry, log, run)]
         const approvals = options.approvals ?? entry.approvals
         const body = start({ plugins, steering }).pipe(
@@ -331,6 +380,7 @@ export const make = <R>(
     ) =>
       Effect.gen(function*() {
         entry.run = undefined
+        runCount--
         // Its log is opened again when it is read or written: an ended session holds no descriptor.
         entry.log?.release()
         entry.log = undefined
@@ -385,7 +435,14 @@ export const make = <R>(
     /** A session's entry; listed (in `entries`) at once unless `listed` is false. */
     const newEntry = (record: Store.Record, listed = true) =>
       Effect.map(Approvals.interactive(), (approvals) => {
-        const entry: Entry = { record, log: undefined, approvals, run: undefined, lock: Semaphore.makeUnsafe(1) }
+        const entry: Entry = {
+          record,
+          log: undefined,
+          approvals,
+          run: undefined,
+          lock: Semaphore.makeUnsafe(1),
+          streams: 0
+        }
         if (listed) entries.set(record.id, entry)
         return entry
       })
@@ -439,7 +496,9 @@ export const make = <R>(
           return true
         })
         if (!reserved) return yield* exists(id)
-        return yield* start(id, input.task, config).pipe(Effect.ensuring(Effect.sync(() => reserving.delete(id))))
+        return yield* admitted(start(id, input.task, config)).pipe(
+          Effect.ensuring(Effect.sync(() => reserving.delete(id)))
+        )
       })
 
     const start = (id: string, task: string, config: AgentConfig.AgentConfig) =>
@@ -556,14 +615,43 @@ export const make = <R>(
         if (kind === "steer" && entry.record.status === "finished") {
           return yield* rejected(id, "the session has finished: send a follow_up to go on")
         }
-        yield* Effect.mapError(restart(entry, [{ kind, message: Message.user(text) }]), (error) =>
+        yield* Effect.mapError(admitted(restart(entry, [{ kind, message: Message.user(text) }])), (error) =>
           error._tag === "SteeringFull" ? full(error) : error)
         return result("restarted")
       })
 
+    /** Counts a client of the session's events until the scope closes, if one more fits; else `TooManyStreams`. */
+    const follow = (entry: Entry) =>
+      Effect.acquireRelease(
+        Effect.suspend(() => {
+          const perSession = entry.streams >= options.maxStreamsPerSession
+          if (perSession || streamCount >= options.maxStreams) {
+            const limit = perSession ? options.maxStreamsPerSession : options.maxStreams
+            return Effect.fail(
+              new TooManyStreams({
+                sessionId: entry.record.id,
+                limit,
+                detail: perSession
+                  ? `${limit} clients follow session ${entry.record.id} already: reconnect once one has gone`
+                  : `${limit} clients follow the server's sessions already: reconnect once one has gone`
+              })
+            )
+          }
+          entry.streams++
+          streamCount++
+          return Effect.void
+        }),
+        () =>
+          Effect.sync(() => {
+            entry.streams--
+            streamCount--
+          })
+      )
+
     const events: Sessions["events"] = (id, after, idleMs) =>
       Effect.gen(function*() {
         const entry = yield* find(id)
+        yield* follow(entry)
         const log = yield* logOf(entry)
         return yield* Effect.mapError(log.subscribe(after, idleMs), (count) =>
           badRequest(
