@@ -116,7 +116,8 @@ export const decodeLine = (text: string): Effect.Effect<Line, Schema.SchemaError
 /**
  * A plugin writing the run's events to `path` (see the module
  * documentation). Give it in a run's `plugins`; it is built afresh for each
- * run.
+ * run. A file it creates is readable by its owner alone (`0600`): it holds
+ * the transcript.
  *
  * @since 0.1.0
  * @category codecs

@@ -574,15 +574,11 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
         yield* Effect.promise(() => page.setViewportSize({ width: 700, height: 420 }))
         yield* Effect.promise(() => page.click("[data-testid=session-item][data-id=tall]"))
         yield* Effect.promise(() => page.waitForSelector(`${bar} :text("word word")`, { timeout: 10_000 }))
-        const geometry = yield* Effect.promise(() =>
-          page.evaluate(() => {
-            const item = document.querySelector("#pending .pending-item")!
-            const box = (selector: string) => item.querySelector(selector)!.getBoundingClientRect()
-            const args = box("[data-testid=pending-arguments]")
-            const approve = box("[data-testid=approve]")
-            return { argumentsBottom: args.bottom, approveTop: approve.top }
-          })
-        )
+        const geometry = yield* Effect.promise(async () => {
+          const args = (await page.locator(`${bar} [data-testid=pending-arguments]`).boundingBox())!
+          const approve = (await page.locator(`${bar} [data-testid=approve]`).boundingBox())!
+          return { argumentsBottom: args.y + args.height, approveTop: approve.y }
+        })
         assert.isAtLeast(geometry.approveTop, geometry.argumentsBottom, JSON.stringify(geometry))
         Fs.mkdirSync(artifacts, { recursive: true })
         yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-approval-bar-short.png") }))
