@@ -73,7 +73,14 @@ const script: ScriptedModel.Script = (_index, request) => {
 const tokenVariable = "EFFECT_AGENT_BENCH_TOKEN"
 
 const serve = (directory: string | undefined) => {
-  const server = AgentServer.layer({ directory, token: Redacted.make(process.env[tokenVariable] ?? "") }).pipe(
+  // Every session runs at once, each with its client: the server's bounds on both (32 runs, 256 streams by default)
+  // are raised out of the way of what is measured.
+  const server = AgentServer.layer({
+    directory,
+    token: Redacted.make(process.env[tokenVariable] ?? ""),
+    maxRunning: 100_000,
+    maxStreams: 100_000
+  }).pipe(
     Layer.provide(Layer.merge(ScriptedModel.layer(script, { record: false }), tools)),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
   )

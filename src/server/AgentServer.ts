@@ -37,6 +37,15 @@
  * with an SSE comment saying so) rather than slow the run: it reconnects and
  * catches up from the stored events.
  *
+ * Bounds: at most `maxRunning` sessions run at once (a request that would
+ * start one more is a `429`), at most `maxStreams` events streams are open
+ * (and `maxStreamsPerSession` to one session; a `429` past either), each
+ * with at most `sseBuffer` events unread; a session's queue of messages is
+ * bounded (`Steering.limits`, a `429` past it), and so is a request body
+ * (`maxBodyBytes`). Sessions that have ended are kept in the store (their
+ * record and trajectory on disk, a small description in memory): what bounds
+ * their number is the store's disk.
+ *
  * Runs survive the server: a session is a `Session` with its checkpoint in
  * the store; when the server stops (or dies), the next server on the same
  * store resumes the sessions that were running.
@@ -94,7 +103,15 @@ import * as Outcome from "../Outcome.ts"
 import * as CheckpointStore from "../session/CheckpointStore.ts"
 import * as Access from "./internal/access.ts"
 import type * as EventLog from "./internal/eventLog.ts"
-import { ControlRejected, QueueFull, SessionExists, SessionNotFound, Unauthorized } from "./internal/problems.ts"
+import {
+  ControlRejected,
+  QueueFull,
+  SessionExists,
+  SessionNotFound,
+  TooManyRuns,
+  TooManyStreams,
+  Unauthorized
+} from "./internal/problems.ts"
 import * as Sessions from "./internal/sessions.ts"
 import * as Store from "./internal/store.ts"
 import * as Inspector from "./Inspector.ts"
@@ -299,6 +316,20 @@ export {
    */
   ServerStopping,
   /**
+   * The server runs `maxRunning` sessions already (`429`): nothing was started.
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  TooManyRuns,
+  /**
+   * The session (`maxStreamsPerSession`) or the server (`maxStreams`) has as many events streams as it takes (`429`).
+   *
+   * @category errors
+   * @since 0.1.0
+   */
+  TooManyStreams,
+  /**
    * No valid token (`401`).
    *
    * @category errors
@@ -345,7 +376,7 @@ export const SessionsGroup = HttpApiGroup.make("sessions")
     HttpApiEndpoint.post("create", "/sessions", {
       payload: CreateSession,
       success: SessionInfo.pipe(HttpApiSchema.status(201)),
-      error: [SessionExists, HttpApiError.InternalServerErrorProblem]
+      error: [SessionExists, TooManyRuns, HttpApiError.InternalServerErrorProblem]
     }),
     HttpApiEndpoint.get("list", "/sessions", { success: Schema.Array(SessionInfo) }),
     HttpApiEndpoint.get("get", "/sessions/:id", { params, success: SessionInfo, error: SessionNotFound }),
@@ -353,13 +384,13 @@ export const SessionsGroup = HttpApiGroup.make("sessions")
       params,
       headers: { "last-event-id": Schema.optionalKey(EventId) },
       success: HttpApiSchema.StreamSse({ events: EventMessage }),
-      error: [SessionNotFound, HttpApiError.InternalServerErrorProblem]
+      error: [SessionNotFound, TooManyStreams, HttpApiError.InternalServerErrorProblem]
     }),
     HttpApiEndpoint.post("control", "/sessions/:id/control", {
       params,
       payload: Control.Command,
       success: ControlResult.pipe(HttpApiSchema.status(202)),
-      error: [SessionNotFound, ControlRejected, QueueFull, HttpApiError.InternalServerErrorProblem]
+      error: [SessionNotFound, ControlRejected, QueueFull, TooManyRuns, HttpApiError.InternalServerErrorProblem]
     })
   )
   .middleware(Authorization)
@@ -453,6 +484,16 @@ export interface Options<R = never> {
   readonly allowedOrigins?: ReadonlyArray<string> | undefined
   /** Resume the sessions that were running when the server last stopped (default true). */
   readonly resume?: boolean | undefined
+  /**
+   * Sessions running at once (default 32): a `POST /sessions`, or a `follow_up` that would start a run, past it is
+   * a `429` (`TooManyRuns`); a message for a running session is queued as ever. The sessions a server resumes when
+   * it starts are not refused.
+   */
+  readonly maxRunning?: number | undefined
+  /** Events streams (`GET /sessions/:id/events`) open at once, in all (default 256); past it, a `429`. */
+  readonly maxStreams?: number | undefined
+  /** Events streams open at once to one session (default 16); past it, a `429`. */
+  readonly maxStreamsPerSession?: number | undefined
 }
 
 /**
@@ -464,7 +505,10 @@ export interface Options<R = never> {
 export const defaults = {
   maxBodyBytes: 1024 * 1024,
   sseBuffer: 1024,
-  keepAliveMs: 15_000
+  keepAliveMs: 15_000,
+  maxRunning: 32,
+  maxStreams: 256,
+  maxStreamsPerSession: 16
 } as const
 
 // -----------------------------------------------------------------------------
@@ -631,7 +675,10 @@ const routesWith = <R>(
       plugins: options.plugins,
       approvals: options.approvals,
       buffer: options.sseBuffer ?? defaults.sseBuffer,
-      resume: options.resume ?? true
+      resume: options.resume ?? true,
+      maxRunning: options.maxRunning ?? defaults.maxRunning,
+      maxStreams: options.maxStreams ?? defaults.maxStreams,
+      maxStreamsPerSession: options.maxStreamsPerSession ?? defaults.maxStreamsPerSession
     })
     onStop(sessions.stop)
     const allowedHosts = token === undefined ? options.allowedHosts ?? Access.loopbackHosts : undefined

@@ -18,9 +18,13 @@
  *   status, duration, summary, details) and the feedback sent. An event kind
  *   it does not know is shown with its fields.
  * - The calls waiting for approval in a bar above the timeline, with Approve
- *   and Deny: each call's arguments as they are (whitespace other than a
- *   single space and invisible characters shown as marks, `⟨4000 spaces⟩`;
- *   past 2,000 characters, cut with a plain mark saying so).
+ *   and Deny after each call's arguments: the arguments as they are, every
+ *   character that draws nothing or blank (whitespace other than a single
+ *   space, `White_Space`, `Default_Ignorable_Code_Point`, control, format,
+ *   private use, unassigned, U+2800) shown as a mark (`⟨4000 spaces⟩`,
+ *   `⟨1900 × U+2800⟩`); past 2,000 characters, cut with a plain mark saying
+ *   so. The buttons come below all the bar shows of the call (the bar
+ *   scrolls past half the window), never beside a part of it out of sight.
  * - A box to steer the run, follow up a finished one, or cancel it.
  * - It follows the session's SSE stream and, when the connection drops (or
  *   the server restarts), reconnects with `Last-Event-ID`: nothing shown
@@ -87,9 +91,9 @@ main { display: grid; grid-template-rows: auto auto 1fr auto; overflow: hidden; 
 #figures { display: flex; gap: 14px; color: var(--muted); font-size: 12px; }
 #figures b { color: var(--text); font-weight: 600; }
 #pending:not(:empty) { padding: 8px 16px; background: color-mix(in srgb, var(--warn) 15%, var(--panel));
-  border-bottom: 1px solid var(--line); }
-.pending-item { display: flex; gap: 10px; align-items: flex-start; margin: 4px 0; }
-.pending-item code.arguments { flex: 1; min-width: 0; white-space: pre-wrap; overflow-wrap: anywhere;
+  border-bottom: 1px solid var(--line); max-height: 50vh; overflow: auto; }
+.pending-item { display: flex; flex-wrap: wrap; gap: 4px 10px; align-items: baseline; margin: 4px 0 10px; }
+.pending-item code.arguments { flex: 1 1 100%; min-width: 0; white-space: pre-wrap; overflow-wrap: anywhere;
   font: 12px/1.4 ui-monospace, monospace; }
 .mark { padding: 0 3px; border-radius: 3px; font-size: 11px;
   background: color-mix(in srgb, var(--warn) 35%, var(--panel)); }

@@ -37,6 +37,8 @@
  * what it must not trust, such as an agent's workspace.) The library never
  * overwrites or deletes a checkpoint it cannot read; only `remove`, called
  * by the application, deletes one. One process writes a session at a time.
+ * What it creates is its owner's alone, whatever the umask: directories
+ * (`dir` itself when it makes it, each session's) `0700`, files `0600`.
  *
  * @example
  * ```ts

@@ -116,7 +116,8 @@ export const decodeLine = (text: string): Effect.Effect<Line, Schema.SchemaError
 /**
  * A plugin writing the run's events to `path` (see the module
  * documentation). Give it in a run's `plugins`; it is built afresh for each
- * run.
+ * run. A file it creates is readable by its owner alone (`0600`): it holds
+ * the transcript.
  *
  * @since 0.1.0
  * @category codecs
@@ -167,7 +168,8 @@ export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSys
       Effect.gen(function*() {
         const opened = yield* Scope.make()
         scope = opened
-        const handle = yield* Scope.provide(fs.open(path, { flag: "a+", noFollow: true }), opened).pipe(
+        // Created readable by its owner alone: a transcript holds every prompt and tool result.
+        const handle = yield* Scope.provide(fs.open(path, { flag: "a+", noFollow: true, mode: 0o600 }), opened).pipe(
           Effect.catch(refused)
         )
         const info = yield* handle.stat

@@ -6,6 +6,7 @@
  */
 import { assert, describe } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
+import * as Fs from "node:fs"
 import { fileURLToPath } from "node:url"
 import { receiver, spansOf } from "../otlpReceiver.ts"
 import { readSse, tagOf } from "../server/support.ts"
@@ -249,6 +250,56 @@ describe("effect-agent serve", () => {
       assert.strictEqual(collector.code, 22)
       assert.include(collector.stderr, "--otlp: the URL may not hold credentials")
     }))
+})
+
+/** A shell word. */
+const quote = (text: string) => `'${text.replaceAll("'", `'\\''`)}'`
+
+describe("the token serve prints", () => {
+  live(
+    "token-in-the-log attack: serve's stdout or stderr in a file in the workspace (> serve.log 2>&1) is refused " +
+      "(exit 22) before a token is printed there: the agent's read_file would have read it",
+    () =>
+      Effect.gen(function*() {
+        if (!Fs.existsSync("/proc/self/fd")) return console.log("skipped: no /proc here to name stdout's file")
+        const fs = yield* FileSystem.FileSystem
+        const dir = yield* scripted([{ toolCalls: [{ name: "read_file", params: { path: "serve.log" } }] }])
+        const store = `${dir}-store`
+        const command = [process.execPath, "--conditions=effect-agent-source", main, "serve", "--provider", "scripted",
+          "--script", `${dir}/script.json`, "--sandbox", "local", "--tools", "read_file", "--port", "0", "--store", store]
+          .map(quote).join(" ")
+        // The workspace is the current directory: the logs land in it.
+        const started = (redirect: string) =>
+          Effect.gen(function*() {
+            const proc = yield* spawnProgram("bash", ["-c", `exec ${command} ${redirect}`], { cwd: dir })
+            const exited = yield* proc.exit.pipe(Effect.timeoutOption("30 seconds"))
+            if (exited._tag === "None") yield* proc.signal("SIGTERM")
+            return { exited: exited._tag === "Some" ? exited.value.code : "still serving" }
+          })
+        const cases = [
+          ["> serve.log 2>&1", "stdout", "serve.log"],
+          ["2> serve.log", "stderr", "serve.log"],
+          ["> out.json", "stdout", "out.json"]
+        ] as const
+        for (const [redirect, stream, file] of cases) {
+          const { exited } = yield* started(redirect)
+          const log = yield* fs.readFileString(`${dir}/${file}`)
+          assert.deepStrictEqual(
+            { exited, token: /#token=|"token"/.test(log) },
+            { exited: 22, token: false },
+            `${redirect}: ${log}`
+          )
+          if (redirect !== "> out.json") {
+            assert.include(
+              log,
+              `effect-agent: ${stream} (${dir}/${file}) is inside the workspace ${dir}, where the agent can read the ` +
+                "token printed there: write it outside, or give the token in a variable with --token-env NAME"
+            )
+          }
+          yield* fs.remove(`${dir}/${file}`)
+        }
+      })
+  )
 })
 
 describe("the flags serve and runner do not honour", () => {

@@ -456,6 +456,106 @@ layer(serverLayer({ config: { maxTurns: 4, budgets: { costUsd: 1 } } }), { exclu
   }
 )
 
+/** Opens a session's events stream: its status, and a way to close it (the client goes). */
+const follow = (url: string, id: string) =>
+  Effect.promise(async () => {
+    const controller = new AbortController()
+    const response = await fetch(`${url}/sessions/${id}/events`, { signal: controller.signal })
+    const body: any = response.status === 200 ? undefined : await response.json()
+    return { status: response.status, body, close: () => controller.abort() }
+  })
+
+/** Retries `attempt` until `done` says so (bounded: 200 tries, 20 ms apart): the last result. */
+const until = <A>(attempt: Effect.Effect<A>, done: (a: A) => boolean) =>
+  Effect.gen(function*() {
+    for (let i = 0;; i++) {
+      const result = yield* attempt
+      if (done(result) || i >= 200) return result
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+describe("bounds", () => {
+  layer(serverLayer({ maxStreams: 5, maxStreamsPerSession: 3 }), { excludeTestServices: true })(
+    "a server that takes 5 events streams, 3 to a session",
+    (it) => {
+      it.effect(
+        "SSE flood attack: a stream past the session's bound or the server's is refused with a 429; a client that " +
+          "goes frees its place",
+        () =>
+          Effect.gen(function*() {
+            const url = yield* baseUrl
+            // Sessions whose runs never end: their streams stay open.
+            const a = yield* start(url, "hang")
+            const b = yield* start(url, "hang")
+            const toA = yield* Effect.forEach(Array.from({ length: 4 }), () => follow(url, a))
+            const toB = yield* Effect.forEach(Array.from({ length: 3 }), () => follow(url, b))
+            assert.deepStrictEqual(
+              {
+                a: toA.map((stream) => stream.status),
+                b: toB.map((stream) => stream.status),
+                refused: [toA[3]!.body.type, toA[3]!.body.limit, toB[2]!.body.type, toB[2]!.body.limit]
+              },
+              {
+                a: [200, 200, 200, 429],
+                b: [200, 200, 429],
+                refused: [
+                  "urn:effect-agent:problem:too-many-streams",
+                  3,
+                  "urn:effect-agent:problem:too-many-streams",
+                  5
+                ]
+              }
+            )
+            // A client of `a` goes: `b` may have one more.
+            toA[0]!.close()
+            const again = yield* until(follow(url, b), (stream) => stream.status === 200)
+            assert.strictEqual(again.status, 200)
+            for (const stream of [...toA, ...toB, again]) stream.close()
+          })
+      )
+    }
+  )
+
+  layer(serverLayer({ maxRunning: 2 }), { excludeTestServices: true })("a server that runs 2 sessions at once", (it) => {
+    it.effect(
+      "session flood attack: past maxRunning, POST /sessions and a follow_up that would start a run are refused " +
+        "with a 429; a message to a running session is queued; a run that ends frees its place",
+      () =>
+        Effect.gen(function*() {
+          const url = yield* baseUrl
+          const done = yield* start(url, "hello")
+          yield* events(url, done)
+          const first = yield* start(url, "hang")
+          yield* start(url, "hang")
+          const third = yield* post(`${url}/sessions`, { task: "hang" })
+          const followUp = yield* post(`${url}/sessions/${done}/control`, { type: "follow_up", text: "more" })
+          const steer = yield* post(`${url}/sessions/${first}/control`, { type: "steer", text: "faster" })
+          const listed = (yield* call(`${url}/sessions`)).body.map((session: any) => session.id)
+          assert.deepStrictEqual(
+            {
+              third: [third.status, third.body.type, third.body.limit],
+              followUp: [followUp.status, followUp.body.type],
+              steer: [steer.status, steer.body.status],
+              listed: listed.length
+            },
+            {
+              third: [429, "urn:effect-agent:problem:too-many-runs", 2],
+              followUp: [429, "urn:effect-agent:problem:too-many-runs"],
+              steer: [202, "queued"],
+              listed: 3
+            }
+          )
+          // One run is cancelled: once it has ended, a session may start again.
+          yield* post(`${url}/sessions/${first}/control`, { type: "cancel" })
+          yield* events(url, first)
+          const later = yield* until(post(`${url}/sessions`, { task: "hello" }), (response) => response.status !== 429)
+          assert.strictEqual(later.status, 201)
+        })
+    )
+  })
+})
+
 describe("sessions", () => {
   it.live("two requests for one id at once start one session; the other is told it exists", () =>
     Effect.gen(function*() {
@@ -472,7 +572,14 @@ describe("sessions", () => {
             )
         }
       }
-      const sessions = yield* Sessions.make<never>({ store: slow, buffer: 16, resume: false })
+      const sessions = yield* Sessions.make<never>({
+        store: slow,
+        buffer: 16,
+        resume: false,
+        maxRunning: 32,
+        maxStreams: 256,
+        maxStreamsPerSession: 16
+      })
       const results = yield* Effect.all(
         Array.from({ length: 3 }, () => Effect.result(sessions.create({ task: "steps 1 0", id: "race" }))),
         { concurrency: "unbounded" }

@@ -6,6 +6,9 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Exit, FileSystem, Layer, Scope } from "effect"
+import { CheckpointStore } from "effect-agent/session"
+import { ScriptedModel } from "effect-agent/testing"
+import { toolsLayer } from "../session/fixture.ts"
 import {
   agentLayer,
   baseUrl,
@@ -209,4 +212,140 @@ describe("steering floods", () => {
         { status: "finished", error: undefined, outcome: { _tag: "Completed" }, delivered: accepted }
       )
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 120_000 })
+})
+
+/** A model that answers every request, after a few milliseconds or none: runs of any length, ending at random. */
+const answering = Layer.merge(
+  ScriptedModel.layer(
+    (index, request) => ({
+      text: `reply ${request.prompt.content.filter((message) => message.role === "assistant").length}`,
+      delay: `${2 + (index * 7) % 13} millis`
+    }),
+    { record: false }
+  ),
+  toolsLayer([])
+)
+
+/** A small seeded generator (mulberry32): the test's choices are the same on every run. */
+const seeded = (seed: number) => () => {
+  seed = (seed + 0x6d2b79f5) | 0
+  let t = Math.imul(seed ^ (seed >>> 15), 1 | seed)
+  t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+}
+
+/** The texts of user messages. */
+const userTexts = (messages: ReadonlyArray<any>): Array<string> =>
+  messages.filter((message) => message.role === "user").map((message) =>
+    message.content.map((part: any) => part.type === "text" ? part.text : "").join("")
+  )
+
+/** The problems of a trajectory's runs: a run that starts before the one before it ended. */
+const overlaps = (events: ReadonlyArray<any>): Array<number> => {
+  const out: Array<number> = []
+  let open = false
+  events.forEach((event, i) => {
+    if (event._tag === "AgentStart") {
+      if (open) out.push(i)
+      open = true
+    } else if (event._tag === "AgentEnd") open = false
+  })
+  return out
+}
+
+/**
+ * Waits until a session's run has ended and its end was saved: its record's `updatedAt` moves past its
+ * `createdAt` then (the model takes 2 ms at least), after which a message starts a new run (bounded: 30 s).
+ */
+const idle = (url: string, id: string) =>
+  Effect.gen(function*() {
+    yield* readUntil(url, id)
+    for (let attempt = 0;; attempt++) {
+      const info = (yield* call(`${url}/sessions/${id}`)).body
+      if (info.status === "finished" && info.updatedAt > info.createdAt) return
+      assert.isBelow(attempt, 1_500, `${id} did not end`)
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+describe("one run at a time", () => {
+  it.live(
+    "follow-up race attack: parallel follow_ups and steers, to finished and running sessions, start one run at a " +
+      "time; each accepted message is delivered once and kept in the checkpoint",
+    () =>
+      Effect.gen(function*() {
+        const fs = yield* FileSystem.FileSystem
+        const directory = yield* fs.makeTempDirectoryScoped()
+        const server = yield* Scope.make()
+        const url = yield* Effect.provideContext(
+          baseUrl,
+          yield* Layer.buildWithScope(serverLayer({ directory }, answering), server)
+        )
+        const random = seeded(29)
+        const accepted = new Map<string, Array<string>>()
+        const statuses: Array<number> = []
+        for (let round = 0; round < 8; round++) {
+          const id = `race-${round}`
+          yield* post(`${url}/sessions`, { task: `race ${round}`, id })
+          // Half the rounds hit a finished session (a follow_up restarts it), half a running one.
+          if (round % 2 === 0) yield* idle(url, id)
+          const sends = Array.from({ length: 6 }, (_, i) => ({
+            type: random() < 0.3 ? "steer" : "follow_up",
+            text: `${id} message ${i}`,
+            after: Math.floor(random() * 3) * 10
+          }))
+          const answers = yield* Effect.forEach(
+            sends,
+            ({ after, text, type }) =>
+              Effect.andThen(Effect.sleep(`${after} millis`), post(`${url}/sessions/${id}/control`, { type, text })),
+            { concurrency: "unbounded" }
+          )
+          statuses.push(...answers.map((answer) => answer.status))
+          accepted.set(id, sends.filter((_, i) => answers[i]!.status === 202).map((send) => send.text))
+          // Until every accepted message was delivered and the session is idle (bounded: 30 s).
+          for (let attempt = 0;; attempt++) {
+            const events = yield* readUntil(url, id)
+            const delivered = events.filter((event) =>
+              event._tag === "FollowUpDelivered" || event._tag === "SteeringDelivered"
+            ).flatMap((event) => userTexts(event.messages))
+            const info = (yield* call(`${url}/sessions/${id}`)).body
+            const done = accepted.get(id)!.every((text) => delivered.includes(text))
+            if (done && info.status === "finished" && events.at(-1)._tag === "AgentEnd") break
+            assert.isBelow(
+              attempt,
+              1_500,
+              `${id}: not every accepted message was delivered: ${
+                JSON.stringify({ accepted: accepted.get(id), delivered, status: info.status, last: events.at(-1)._tag })
+              }`
+            )
+            yield* Effect.sleep("20 millis")
+          }
+        }
+        // The server stops: what it kept is what the checks read.
+        yield* Scope.close(server, Exit.void)
+        const checkpoints = yield* CheckpointStore.fileSystem(`${directory}/checkpoints`)
+        for (const [id, texts] of accepted) {
+          const lines = (yield* fs.readFileString(`${directory}/sessions/${id}/trajectory.ndjson`)).trim().split("\n")
+          const events = lines.map((line) => JSON.parse(line))
+          const delivered = events.filter((event) =>
+            event._tag === "FollowUpDelivered" || event._tag === "SteeringDelivered"
+          ).flatMap((event) => userTexts(event.messages))
+          const { finished, state } = yield* checkpoints.load(id)
+          const kept = userTexts(state.messages)
+          assert.deepStrictEqual(
+            {
+              overlapping: overlaps(events),
+              deliveredTwice: texts.filter((text) => delivered.filter((d) => d === text).length !== 1),
+              keptOtherThanOnce: texts.filter((text) => kept.filter((k) => k === text).length !== 1),
+              finished: finished?.outcome._tag
+            },
+            { overlapping: [], deliveredTwice: [], keptOtherThanOnce: [], finished: "Completed" },
+            id
+          )
+        }
+        // Follow-ups are never refused here; a steer to a finished session is (409).
+        assert.deepStrictEqual(statuses.filter((status) => status !== 202 && status !== 409), [])
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 120_000 }
+  )
 })

@@ -6,7 +6,11 @@
  * It listens on 127.0.0.1:8080 by default. Every request needs a token: the
  * one in `--token-env NAME`'s variable, or else a random one it makes and
  * prints once, with the inspector's URL that carries it (`http://…/#token=…`:
- * open it and the page works, nothing to type). `--without-token` serves
+ * open it and the page works, nothing to type). It prints that token on
+ * stderr and stdout, so it refuses (exit 22) to start when either goes to a
+ * file in the workspace of an agent with tools (`> serve.log 2>&1` run
+ * there), which the agent could read; its sandbox hides the files its output
+ * goes to elsewhere too. `--without-token` serves
  * without one, on a loopback address only, and warns loudly. Requests from
  * web pages of other origins are refused but for those `--allow-origin`
  * lists. With `--otlp URL` the sessions' spans are exported as `run --otlp`
@@ -36,7 +40,7 @@ import { configError } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
 import { Io } from "./Io.ts"
 import * as Runner from "./Runner.ts"
-import { checkPlacement } from "./SessionFiles.ts"
+import { checkPlacement, checkUnreadable } from "./SessionFiles.ts"
 import * as Settings from "./Settings.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
@@ -91,6 +95,15 @@ export const flags = {
   store: describe(
     Flag.optional(Flag.String("store")),
     "Where sessions are kept (default ~/.local/state/effect-agent/server; outside the workspace)"
+  ),
+  maxRunning: describe(
+    Flag.withDefault(Flag.Int("max-running"), AgentServer.defaults.maxRunning),
+    `Sessions running at once (default ${AgentServer.defaults.maxRunning}): starting one more is a 429`
+  ),
+  maxStreams: describe(
+    Flag.withDefault(Flag.Int("max-streams"), AgentServer.defaults.maxStreams),
+    `Events streams open at once (default ${AgentServer.defaults.maxStreams}, ` +
+      `${AgentServer.defaults.maxStreamsPerSession} to a session): one more is a 429`
   )
 }
 
@@ -168,6 +181,9 @@ export const serve = (flags: ServeFlags) =>
     const place = { cwd: io.cwd, env: io.env }
     const { token, generated } = yield* tokenOf(flags, io.env)
     const allowedOrigins = yield* originsOf(flags.allowOrigin)
+    for (const [flag, value] of [["--max-running", flags.maxRunning], ["--max-streams", flags.maxStreams]] as const) {
+      if (value < 1) return yield* configError(`${flag}: ${value} is not a number of at least 1`)
+    }
     const otlp = Settings.tracesUrl(Option.getOrUndefined(flags.otlp))
     if (Result.isFailure(otlp)) return yield* configError(otlp.failure)
     const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
@@ -183,6 +199,21 @@ export const serve = (flags: ServeFlags) =>
     }
     const store = storeFlag === undefined ? path.join(stateDir!, "server") : path.resolve(io.cwd, storeFlag)
     yield* checkPlacement("--store", store, target)
+    // The files its output goes to (`> serve.log 2>&1`), where /proc names them. A token it made is printed there
+    // (stderr: the inspector's URL; stdout: its JSON line): never where the agent can read it.
+    const outputs = [["stdout", io.stdout.file], ["stderr", io.stderr.file]] as const
+    const files = outputs.flatMap(([, file]) => file === undefined ? [] : [file])
+    if (generated) {
+      for (const [name, file] of outputs) {
+        if (file === undefined) continue
+        yield* checkUnreadable(
+          `${name} (${file})`,
+          file,
+          target,
+          "write it outside, or give the token in a variable with --token-env NAME (it is not printed then)"
+        )
+      }
+    }
 
     const languageModel = yield* Layer.build(
       Runner.providerLayer(target, key.success, { maxRetries: Provider.defaultRetryPolicy.maxRetries })
@@ -197,8 +228,9 @@ export const serve = (flags: ServeFlags) =>
         )
       )
     )
-    // The sandbox hides the store, whose sessions hold every client's prompts, even inside a path granted to it.
-    const registry = yield* Runner.tools(target, note, [store])
+    // The sandbox hides the store, whose sessions hold every client's prompts, even inside a path granted to it,
+    // and the files its output goes to.
+    const registry = yield* Runner.tools(target, note, [store, ...files])
     const services = Context.make(LanguageModel.LanguageModel, languageModel).pipe(
       Context.add(ToolRegistry.ToolRegistry, registry)
     )
@@ -209,6 +241,9 @@ export const serve = (flags: ServeFlags) =>
       name: Runner.agentName,
       system: Option.getOrUndefined(flags.system),
       config,
+      maxRunning: flags.maxRunning,
+      maxStreams: flags.maxStreams,
+      maxStreamsPerSession: Math.min(flags.maxStreams, AgentServer.defaults.maxStreamsPerSession),
       approvals: target.approve === "all"
         ? Approvals.allowAll
         : target.approve === "none"

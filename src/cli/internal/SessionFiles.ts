@@ -169,10 +169,11 @@ export const writeSessionFile = (dir: string, target: Target, env: Env, supervis
     const ioError = (error: { readonly message: string }) =>
       configError(`--session-dir: cannot write ${file}: ${error.message}`)
     const key = yield* Effect.mapError(Seal.key(env), ioError)
-    yield* Effect.mapError(fs.makeDirectory(dir, { recursive: true }), ioError)
+    // The session's directories and files are its owner's alone (0700, 0600): they hold the transcript.
+    yield* Effect.mapError(fs.makeDirectory(dir, { recursive: true, mode: 0o700 }), ioError)
     const content: SessionFile = { version: 1, target, ...(supervision === undefined ? {} : { supervision }) }
     const sealed = { ...Schema.encodeSync(SessionFile)(content), seal: Seal.sign(key, sealedText(content)) }
-    yield* fs.writeFileString(file, JSON.stringify(sealed, null, 2) + "\n", { flag: "wx" }).pipe(
+    yield* fs.writeFileString(file, JSON.stringify(sealed, null, 2) + "\n", { flag: "wx", mode: 0o600 }).pipe(
       Effect.mapError((error) =>
         error.reason._tag === "AlreadyExists"
           ? configError(
@@ -275,14 +276,40 @@ export const checkOutside = (
 ) =>
   Effect.gen(function*() {
     if (!agentWrites(target, worker)) return
+    if (yield* inWorkspace(file, target)) {
+      return yield* configError(
+        `${flag}: ${what} is inside the workspace ${target.workspace}, where the agent can delete it and write ` +
+          "its own: write it outside (in CI, e.g. under $RUNNER_TEMP)"
+      )
+    }
+  })
+
+/** Whether `file` is inside the target's workspace, compared as given and on real paths (links resolved). */
+const inWorkspace = (file: string, target: Target) =>
+  Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
     const files = [file, yield* realPathOf(fs, path, file)]
     const spaces = [target.workspace, yield* realPathOf(fs, path, target.workspace)]
-    if (files.some((f) => spaces.some((w) => isWithin(path, f, w)))) {
+    return files.some((f) => spaces.some((w) => isWithin(path, f, w)))
+  })
+
+/**
+ * Refuses a file the command writes a secret to (`serve`'s stdout or stderr
+ * redirected to a file, where it prints the token it made) inside the
+ * workspace of an agent with tools, which can read it there: compared as
+ * given and on real paths. `what` names the file and `instead` says what to
+ * do.
+ *
+ * @since 0.1.0
+ */
+export const checkUnreadable = (what: string, file: string, target: Target, instead: string) =>
+  Effect.gen(function*() {
+    if (!agentWrites(target)) return
+    if (yield* inWorkspace(file, target)) {
       return yield* configError(
-        `${flag}: ${what} is inside the workspace ${target.workspace}, where the agent can delete it and write ` +
-          "its own: write it outside (in CI, e.g. under $RUNNER_TEMP)"
+        `${what} is inside the workspace ${target.workspace}, where the agent can read the token printed there: ` +
+          instead
       )
     }
   })

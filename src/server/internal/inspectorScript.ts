@@ -16,9 +16,10 @@
  * it with every request as `Authorization: Bearer`.
  *
  * The approval bar shows the arguments of each waiting call as they are:
- * compact JSON, whitespace other than single spaces and invisible or
- * direction-changing characters shown as marks (`⟨4000 spaces⟩`,
- * `⟨U+202E⟩`), so that nothing is hidden beside the Approve button; past
+ * compact JSON, whitespace other than single spaces and every character
+ * that draws nothing, draws blank or changes the text's direction (by its
+ * Unicode properties, and U+2800) shown as marks (`⟨4000 spaces⟩`,
+ * `⟨U+202E⟩`), so that nothing is hidden above the Approve button; past
  * 2,000 characters it cuts them, and says so, pointing to the call's card.
  *
  * A view is one run's place in the page: the session's run, or a sub-agent's
@@ -311,8 +312,13 @@ export const script = String.raw`
 
   /** The most of a waiting call's arguments the bar shows; past it, the cut is marked. */
   var barLimit = 2000;
-  // Whitespace but a single space, and characters that are invisible or change the text's direction.
-  var hiding = /[\s\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}]+/gu;
+  // Every character that draws nothing, draws blank or changes the text's direction, by its Unicode properties:
+  // White_Space, Default_Ignorable_Code_Point (zero widths, variation selectors, tags, the Hangul fillers U+115F,
+  // U+1160, U+3164, U+FFA0), control, format (direction marks and overrides), surrogate, private use and
+  // unassigned code points; and the one blank glyph that is none of these, U+2800 (the Braille blank).
+  var blank = "\\p{White_Space}\\p{Default_Ignorable_Code_Point}\\p{Cc}\\p{Cf}\\p{Cs}\\p{Co}\\p{Cn}\\u2800";
+  // In the bar: all of them (a single space included, which stays a space).
+  var hiding = new RegExp("[" + blank + "]+", "gu");
   var codePoint = function (c) { return "U+" + c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0"); };
   /** A mark for a run of such characters: how many of each, in order (⟨4000 spaces⟩, ⟨U+202E⟩). */
   var markOf = function (run) {
@@ -327,8 +333,8 @@ export const script = String.raw`
     }
     return "⟨" + parts.join(", ") + "⟩";
   };
-  // In a call's card, where the arguments keep their layout: what draws nothing or turns the text around.
-  var invisible = /(?:(?![ \n])[\s\p{Cc}\p{Cf}\p{Co}\p{Cn}\p{Zl}\p{Zp}])+/gu;
+  // In a call's card, where the arguments keep their layout: the same, but for spaces and newlines.
+  var invisible = new RegExp("(?:(?![ \\n])[" + blank + "])+", "gu");
   /** Puts a call's arguments in its card as text, each run of invisible characters as a mark. */
   var showArgs = function (node, text) {
     node.textContent = "";

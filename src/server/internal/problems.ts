@@ -61,6 +61,35 @@ export class QueueFull extends HttpApiError.Problem<QueueFull>()("QueueFull", {
 }, { sessionId: Schema.String, queued: Schema.Finite, bytes: Schema.Finite }) {}
 
 /**
+ * The server runs as many sessions at once as it takes (`429`, its
+ * `maxRunning` option): no session was started, and no message started one.
+ * Retry once a run has ended; a message for a session that is running is
+ * queued as ever.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class TooManyRuns extends HttpApiError.Problem<TooManyRuns>()("TooManyRuns", {
+  type: "urn:effect-agent:problem:too-many-runs",
+  status: 429,
+  title: "The server runs as many sessions as it takes"
+}, { limit: Schema.Finite }) {}
+
+/**
+ * The server streams as many events streams as it takes (`429`), to this
+ * session (its `maxStreamsPerSession` option) or in all (`maxStreams`):
+ * reconnect once another client has gone.
+ *
+ * @category errors
+ * @since 0.1.0
+ */
+export class TooManyStreams extends HttpApiError.Problem<TooManyStreams>()("TooManyStreams", {
+  type: "urn:effect-agent:problem:too-many-streams",
+  status: 429,
+  title: "Too many clients follow the server's events"
+}, { sessionId: Schema.String, limit: Schema.Finite }) {}
+
+/**
  * No valid token (`401`): the server has a token and the request did not
  * carry it (`Authorization: Bearer <token>`, or Basic with the token as the
  * password).

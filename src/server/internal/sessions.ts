@@ -10,7 +10,7 @@
  *
  * @internal
  */
-import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Scope, type Stream } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Scope, Semaphore, type Stream } from "effect"
 import type { HttpApiError } from "effect/http-api"
 import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
@@ -24,7 +24,15 @@ import type * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as Session from "../../session/Session.ts"
 import * as Steering from "../../Steering.ts"
 import * as EventLog from "./eventLog.ts"
-import { badRequest, ControlRejected, QueueFull, SessionExists, SessionNotFound } from "./problems.ts"
+import {
+  badRequest,
+  ControlRejected,
+  QueueFull,
+  SessionExists,
+  SessionNotFound,
+  TooManyRuns,
+  TooManyStreams
+} from "./problems.ts"
 import type * as Store from "./store.ts"
 
 /** A call waiting for a decision. */
@@ -73,6 +81,11 @@ export interface Options<R> {
   readonly buffer: number
   /** Resume sessions that were running when the server last stopped. */
   readonly resume: boolean
+  /** Runs at once: a request that would start one more is refused (`TooManyRuns`). */
+  readonly maxRunning: number
+  /** Events streams at once, in all and to one session (`TooManyStreams` past either). */
+  readonly maxStreams: number
+  readonly maxStreamsPerSession: number
 }
 
 export interface Sessions {
@@ -80,23 +93,30 @@ export interface Sessions {
     readonly task: string
     readonly id?: string | undefined
     readonly config?: unknown
-  }) => Effect.Effect<Info, SessionExists | HttpApiError.BadRequestProblem | Store.StorageError>
+  }) => Effect.Effect<Info, SessionExists | TooManyRuns | HttpApiError.BadRequestProblem | Store.StorageError>
   readonly list: Effect.Effect<ReadonlyArray<Info>>
   readonly get: (id: string) => Effect.Effect<Info, SessionNotFound>
+  /** A session's events; the stream counts as one of its clients until the scope (the request's) closes. */
   readonly events: (
     id: string,
     after: number,
     idleMs: number
   ) => Effect.Effect<
     Stream.Stream<EventLog.Item>,
-    SessionNotFound | HttpApiError.BadRequestProblem | Store.StorageError
+    SessionNotFound | TooManyStreams | HttpApiError.BadRequestProblem | Store.StorageError,
+    Scope.Scope
   >
   readonly control: (
     id: string,
     command: Control.Command
   ) => Effect.Effect<
     ControlResult,
-    SessionNotFound | ControlRejected | QueueFull | HttpApiError.BadRequestProblem | Store.StorageError
+    | SessionNotFound
+    | ControlRejected
+    | QueueFull
+    | TooManyRuns
+    | HttpApiError.BadRequestProblem
+    | Store.StorageError
   >
   /**
    * Stops every run (each saves its checkpoint; its record stays `running`,
@@ -120,6 +140,14 @@ interface Entry {
   log: EventLog.EventLog | undefined
   readonly approvals: Approvals.Interactive
   run: Run | undefined
+  /**
+   * Held while the session's run is looked at and changed (started, queued to, ended): one run at a time,
+   * whatever the interleaving of requests and of a run's end. A check of `run` and the start of a new one with
+   * a wait between them (opening the log, saving the record) would otherwise let two requests both find no run.
+   */
+  readonly lock: Semaphore.Semaphore
+  /** Its events streams now. */
+  streams: number
 }
 
 /** A message for a run, of its kind. */
@@ -132,9 +160,6 @@ const titleOf = (task: string): string => {
   const line = task.trim().split("\n", 1)[0] ?? ""
   return line.length > 200 ? `${line.slice(0, 199)}…` : line
 }
-
-/** The session's run now (read again after a wait: a request may have started one meanwhile). */
-const runOf = (entry: Entry): Run | undefined => entry.run
 
 /** An id a client sent, quoted, and cut to a length a problem's detail can show. */
 const clip = (id: string): string => JSON.stringify(id.length > 48 ? `${id.slice(0, 47)}…` : id)
@@ -214,6 +239,30 @@ export const make = <R>(
     const entries = new Map<string, Entry>()
     const reserving = new Set<string>()
     let stopping = false
+    /** Runs started and not ended; runs admitted and not started yet; events streams open. */
+    let runCount = 0
+    let startCount = 0
+    let streamCount = 0
+
+    /**
+     * Runs `start` (which starts a run) if one more run fits under `maxRunning`, counting it as starting
+     * meanwhile: the check and the count are one synchronous step, so requests at once never pass it together.
+     * A run that ends and starts the next one with what came too late for it is not admitted again: the next
+     * takes its place.
+     */
+    const admitted = <A, E, R>(start: Effect.Effect<A, E, R>): Effect.Effect<A, E | TooManyRuns, R> =>
+      Effect.suspend((): Effect.Effect<A, E | TooManyRuns, R> => {
+        if (runCount + startCount >= options.maxRunning) {
+          return Effect.fail(
+            new TooManyRuns({
+              limit: options.maxRunning,
+              detail: `the server runs ${options.maxRunning} sessions at once already: retry once one has ended`
+            })
+          )
+        }
+        startCount++
+        return Effect.ensuring(start, Effect.sync(() => void startCount--))
+      })
 
     const logOf = (entry: Entry) =>
       Effect.suspend(() => {
@@ -288,10 +337,13 @@ export const make = <R>(
       Effect.gen(function*() {
         if (stopping) return
         const log = yield* logOf(entry)
+        // Saved before the run is the session's: a store that fails leaves it without a run, not with one that
+        // never started.
+        if (entry.record.status !== "running") yield* save(entry, { status: "running" })
         const run: Run = { steering, fiber: undefined, ended: false, cancelled: false }
         entry.run = run
+        runCount++
         log.open()
-        if (entry.record.status !== "running") yield* save(entry, { status: "running" })
         const plugins = [...(options.plugins ?? []), observer(entry, log, run)]
         const approvals = options.approvals ?? entry.approvals
         const body = start({ plugins, steering }).pipe(
@@ -312,7 +364,23 @@ export const make = <R>(
         entry.log?.close()
         // Interrupted (the server is stopping): the record keeps `running`, so the next server resumes it.
         if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
+        yield* entry.lock.withPermit(ended(entry, run, exit))
+      }).pipe(
+        Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
+      )
+
+    /**
+     * The end of a run, under the session's lock: no message is queued to the run nor a run started meanwhile,
+     * so what its queue holds now is all that came too late for it, and goes to the one next run.
+     */
+    const ended = (
+      entry: Entry,
+      run: Run,
+      exit: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError>
+    ) =>
+      Effect.gen(function*() {
         entry.run = undefined
+        runCount--
         // Its log is opened again when it is read or written: an ended session holds no descriptor.
         entry.log?.release()
         entry.log = undefined
@@ -328,21 +396,13 @@ export const make = <R>(
           ...(yield* run.steering.takeFollowUps).map((message) => ({ kind: "followUp" as const, message }))
         ]
         if (leftover.length === 0 || run.cancelled) return
-        const next = runOf(entry)
-        if (next === undefined) return yield* restart(entry, leftover)
-        // A message given while the record was saved started the next run already: these go to its queue.
-        for (const { kind, message } of leftover) {
-          yield* (kind === "steer" ? next.steering.steer(message) : next.steering.followUp(message)).pipe(
-            Effect.catch((full) => Effect.logWarning(`agent server: session ${entry.record.id}: dropped: ${full.message}`))
-          )
-        }
-      }).pipe(
-        Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
-      )
+        yield* restart(entry, leftover)
+      })
 
     /**
      * A new run of a session that is not running, with messages for it (each becomes a follow-up when finished).
-     * Fails with `SteeringFull` (nothing started) when the messages do not fit a run's queue.
+     * Fails with `SteeringFull` (nothing started) when the messages do not fit a run's queue. Called with the
+     * session's lock held.
      */
     const restart = (entry: Entry, messages: ReadonlyArray<Queued>) =>
       Effect.gen(function*() {
@@ -372,10 +432,18 @@ export const make = <R>(
         return entry === undefined ? Effect.fail(notFound(id)) : Effect.succeed(entry)
       })
 
-    const newEntry = (record: Store.Record) =>
+    /** A session's entry; listed (in `entries`) at once unless `listed` is false. */
+    const newEntry = (record: Store.Record, listed = true) =>
       Effect.map(Approvals.interactive(), (approvals) => {
-        const entry: Entry = { record, log: undefined, approvals, run: undefined }
-        entries.set(record.id, entry)
+        const entry: Entry = {
+          record,
+          log: undefined,
+          approvals,
+          run: undefined,
+          lock: Semaphore.makeUnsafe(1),
+          streams: 0
+        }
+        if (listed) entries.set(record.id, entry)
         return entry
       })
 
@@ -397,8 +465,8 @@ export const make = <R>(
           return yield* save(entry, { status: "finished", outcome, turns: state.turn, usage: state.usage })
         }
         const steering = yield* Steering.make()
-        yield* launch(entry, ({ plugins, steering }) =>
-          Session.resume<R>(id, { store: store.checkpoints, plugins, steering, name: options.name }), steering)
+        yield* entry.lock.withPermit(launch(entry, ({ plugins, steering }) =>
+          Session.resume<R>(id, { store: store.checkpoints, plugins, steering, name: options.name }), steering))
       }).pipe(
         Effect.catch((error) =>
           Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`)
@@ -428,7 +496,9 @@ export const make = <R>(
           return true
         })
         if (!reserved) return yield* exists(id)
-        return yield* start(id, input.task, config).pipe(Effect.ensuring(Effect.sync(() => reserving.delete(id))))
+        return yield* admitted(start(id, input.task, config)).pipe(
+          Effect.ensuring(Effect.sync(() => reserving.delete(id)))
+        )
       })
 
     const start = (id: string, task: string, config: AgentConfig.AgentConfig) =>
@@ -436,6 +506,8 @@ export const make = <R>(
         const existing = yield* Effect.result(store.checkpoints.load(id))
         if (existing._tag === "Success" || existing.failure._tag !== "CheckpointMissing") return yield* exists(id)
         const now = yield* Clock.currentTimeMillis
+        // Listed once its run is started (its id is reserved meanwhile): a message for it before then would find
+        // no run, and start one of its own.
         const entry = yield* newEntry({
           id,
           title: titleOf(task),
@@ -444,8 +516,8 @@ export const make = <R>(
           updatedAt: now,
           turns: 0,
           usage: Message.emptyUsage
-        })
-        yield* store.save(entry.record).pipe(Effect.tapError(() => Effect.sync(() => entries.delete(id))))
+        }, false)
+        yield* store.save(entry.record)
         const steering = yield* Steering.make()
         yield* launch(entry, ({ plugins, steering }) =>
           Session.run<R>({
@@ -457,7 +529,7 @@ export const make = <R>(
             plugins,
             steering,
             name: options.name
-          }), steering)
+          }), steering).pipe(Effect.ensuring(Effect.sync(() => entries.set(id, entry))))
         return yield* info(entry)
       })
 
@@ -517,13 +589,25 @@ export const make = <R>(
         if (command.type !== "steer" && command.type !== "follow_up") {
           return yield* rejected(id, `${command.type}: decisions for supervised runs, which are not served`)
         }
-        const kind = command.type === "steer" ? "steer" as const : "followUp" as const
+        return yield* entry.lock.withPermit(message(entry, command.type, command.text))
+      })
+
+    /**
+     * A message for a session, under its lock: into its run's queue, or a new run with it when none runs (the
+     * lock makes the check and the start one step: two messages never both start a run).
+     */
+    const message = (entry: Entry, type: "steer" | "follow_up", text: string) =>
+      Effect.gen(function*() {
+        const id = entry.record.id
+        const run = entry.run
+        const result = (status: ControlResult["status"]): ControlResult => ({ sessionId: id, type, status })
+        const kind = type === "steer" ? "steer" as const : "followUp" as const
         const full = (error: Steering.SteeringFull) =>
           new QueueFull({ sessionId: id, queued: error.queued, bytes: error.bytes, detail: error.message })
         if (run !== undefined) {
           // Into the run's queue, bounded; a run that is ending leaves it to the next run, which its end starts.
           yield* Effect.mapError(
-            kind === "steer" ? run.steering.steer(command.text) : run.steering.followUp(command.text),
+            kind === "steer" ? run.steering.steer(text) : run.steering.followUp(text),
             full
           )
           return result("queued")
@@ -531,14 +615,43 @@ export const make = <R>(
         if (kind === "steer" && entry.record.status === "finished") {
           return yield* rejected(id, "the session has finished: send a follow_up to go on")
         }
-        yield* Effect.mapError(restart(entry, [{ kind, message: Message.user(command.text) }]), (error) =>
+        yield* Effect.mapError(admitted(restart(entry, [{ kind, message: Message.user(text) }])), (error) =>
           error._tag === "SteeringFull" ? full(error) : error)
         return result("restarted")
       })
 
+    /** Counts a client of the session's events until the scope closes, if one more fits; else `TooManyStreams`. */
+    const follow = (entry: Entry) =>
+      Effect.acquireRelease(
+        Effect.suspend(() => {
+          const perSession = entry.streams >= options.maxStreamsPerSession
+          if (perSession || streamCount >= options.maxStreams) {
+            const limit = perSession ? options.maxStreamsPerSession : options.maxStreams
+            return Effect.fail(
+              new TooManyStreams({
+                sessionId: entry.record.id,
+                limit,
+                detail: perSession
+                  ? `${limit} clients follow session ${entry.record.id} already: reconnect once one has gone`
+                  : `${limit} clients follow the server's sessions already: reconnect once one has gone`
+              })
+            )
+          }
+          entry.streams++
+          streamCount++
+          return Effect.void
+        }),
+        () =>
+          Effect.sync(() => {
+            entry.streams--
+            streamCount--
+          })
+      )
+
     const events: Sessions["events"] = (id, after, idleMs) =>
       Effect.gen(function*() {
         const entry = yield* find(id)
+        yield* follow(entry)
         const log = yield* logOf(entry)
         return yield* Effect.mapError(log.subscribe(after, idleMs), (count) =>
           badRequest(

@@ -9,6 +9,10 @@
  * - `dir/sessions/<id>/session.json`: the record, replaced atomically;
  * - `dir/sessions/<id>/trajectory.ndjson`: the events, one JSON line each.
  *
+ * Every directory it creates is 0700 and every file 0600 (the umask only
+ * takes bits away): records, trajectories and checkpoints hold every
+ * client's prompts.
+ *
  * Or all of it in memory, for tests and servers that need no durability.
  *
  * @internal

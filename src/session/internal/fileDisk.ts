@@ -1,6 +1,7 @@
 /**
  * The file system disk of a checkpoint store: each session in
  * `dir/<session id>/`, through the link-safe operations of {@link Files}.
+ * What it creates is its owner's alone: directories 0700, files 0600.
  *
  * @internal
  */
@@ -50,8 +51,10 @@ export const make = (dir: string): Disk => {
     prepare: (sessionId) => {
       const at = sessionDir(sessionId)
       return nodeFs(sessionId, "create", at, async () => {
-        await NodeFs.promises.mkdir(root, { recursive: true })
-        await NodeFs.promises.mkdir(at).catch((error: unknown) => {
+        // The store's own directories are its owner's alone (a transcript holds every prompt); the umask only
+        // takes bits away.
+        await NodeFs.promises.mkdir(root, { recursive: true, mode: Files.directoryMode })
+        await NodeFs.promises.mkdir(at, { mode: Files.directoryMode }).catch((error: unknown) => {
           if (Files.errnoCode(error) !== "EEXIST") throw error
         })
         await Files.checkDirectory(at)

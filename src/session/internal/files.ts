@@ -10,7 +10,8 @@
  * refuses anything but a regular file, and its size bounds a read (a device
  * such as /dev/zero never ends); files written anew are created with
  * O_CREAT | O_EXCL, after unlinking whatever had their name (unlink removes
- * a link, not what it points to). What is in the way is thrown as an
+ * a link, not what it points to), readable and writable by their owner
+ * alone ({@link fileMode}). What is in the way is thrown as an
  * {@link InTheWay}; any other failure as `node:fs` throws it.
  *
  * @internal
@@ -40,6 +41,12 @@ const kindOf = (stat: NodeFs.Stats): string =>
     : stat.isCharacterDevice() || stat.isBlockDevice()
     ? "a device"
     : "not a regular file"
+
+/** The mode of every directory a store creates: its owner's alone. */
+export const directoryMode = 0o700
+
+/** The mode of every file a store creates: its owner's alone (a checkpoint holds the whole transcript). */
+export const fileMode = 0o600
 
 export const errnoCode = (error: unknown): string | undefined =>
   error instanceof Error && "code" in error && typeof error.code === "string" ? error.code : undefined
@@ -141,7 +148,7 @@ export const writeNew = async (at: string, data: Uint8Array): Promise<void> => {
   let handle: NodeFs.promises.FileHandle
   try {
     // O_EXCL with O_CREAT fails on any name that exists, a link (even dangling) included
-    handle = await NodeFs.promises.open(at, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, 0o666)
+    handle = await NodeFs.promises.open(at, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, fileMode)
   } catch (error) {
     if (errnoCode(error) === "EEXIST") throw new InTheWay(at, "something took the file's name while it was written")
     throw error
