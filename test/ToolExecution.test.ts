@@ -338,16 +338,21 @@ describe("scheduling", () => {
       assert.strictEqual(exclusive.endedAt, 200)
     }))
 
-  it.live("in real time too: parallel about 100 ms, exclusive about 200 ms", () =>
+  it.live("in real time too: parallel about one sleep, exclusive about two", () =>
     Effect.gen(function*() {
+      // The best of two runs of each (the first pays for loading and compiling), with sleeps long enough that a
+      // loaded machine's delays stay small beside them.
       const time = (toolCalls: ReadonlyArray<ReturnType<typeof sleep>>) =>
-        Effect.map(Effect.timed(runOk([{ toolCalls }, { text: "ok" }])), ([duration]) => Duration.toMillis(duration))
-      const parallel = yield* time([sleep("a", 100), sleep("b", 100)])
-      const exclusive = yield* time([sleep("a", 100), sleep("b", 100, "sleep_exclusive")])
-      assert.isAtLeast(parallel, 100)
-      assert.isAtLeast(exclusive, 200)
+        Effect.map(
+          Effect.replicateEffect(Effect.timed(runOk([{ toolCalls }, { text: "ok" }])), 2),
+          (runs) => Math.min(...runs.map(([duration]) => Duration.toMillis(duration)))
+        )
+      const parallel = yield* time([sleep("a", 250), sleep("b", 250)])
+      const exclusive = yield* time([sleep("a", 250), sleep("b", 250, "sleep_exclusive")])
+      assert.isAtLeast(parallel, 250)
+      assert.isAtLeast(exclusive, 500)
       // relative, so a loaded machine slowing both cannot fail it: the parallel pair saves a whole sleep
-      assert.isBelow(parallel, exclusive - 50)
+      assert.isBelow(parallel, exclusive - 125)
     }))
 
   it.effect("event times: a call's end minus its duration is its start; a turn's budget snapshot is at its end", () =>
