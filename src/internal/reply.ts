@@ -173,6 +173,82 @@ export const usageFromFinish = (part: Response.FinishPart): Message.Usage => {
   return usage
 }
 
+// -----------------------------------------------------------------------------
+// Tool call ids
+// -----------------------------------------------------------------------------
+
+/**
+ * The longest tool call id the loop keeps as the model gave it.
+ *
+ * @internal
+ */
+export const maxCallIdLength = 128
+
+/** A call whose arguments stream: the id the model gave (`from`), the one it has in the message, its tool. */
+interface StreamingCall {
+  readonly from: string
+  readonly id: string
+  readonly name: string
+}
+
+/**
+ * Whether the loop keeps a model's call id as it is: 1 to
+ * {@link maxCallIdLength} characters of printable ASCII (no space, no
+ * control character, nothing that needs a second look in a log or a URL
+ * but `/` and the like, which approval ids encode).
+ */
+const isPlainId = (id: string): boolean => {
+  const length = id.length
+  if (length === 0 || length > maxCallIdLength) return false
+  for (let i = 0; i < length; i++) {
+    const code = id.charCodeAt(i)
+    if (code < 0x21 || code > 0x7e) return false
+  }
+  return true
+}
+
+/**
+ * The ids of one reply's tool calls, each unique in the reply. A call keeps
+ * the model's id when it is plain ({@link isPlainId}) and no earlier call of
+ * the reply has it. Otherwise it gets a fresh one: the model's id with the
+ * next free `_<n>` (`x`, then `x_2`, `x_3`), or, for an id that is empty,
+ * too long or not plain, `call_<n>`. Every call of a reply has its own
+ * result, approval, checkpoint entry and durable activity, keyed by this id,
+ * and the transcript goes back to the model with it, on the call and on its
+ * result. Ids may repeat across replies (some providers number calls per
+ * response): what a call's id keys is per turn.
+ *
+ * @internal
+ */
+export class CallIds {
+  private readonly given = new Set<string>()
+  /** The next suffix to try, by base: made at the first rename, so a reply with unique ids pays nothing for it. */
+  private next: Map<string, number> | undefined
+
+  /** The id of the reply's next call, from the model's. */
+  give(from: string): string {
+    const given = this.given
+    const plain = isPlainId(from)
+    if (plain && !given.has(from)) {
+      given.add(from)
+      return from
+    }
+    const base = plain ? from : "call"
+    const next = this.next ??= new Map()
+    // The suffixes are tried in order from where the last rename of this base stopped: each is tried once.
+    for (let n = next.get(base) ?? (plain ? 2 : 1);; n++) {
+      const suffix = `_${n}`
+      const id = base.length + suffix.length > maxCallIdLength
+        ? base.slice(0, maxCallIdLength - suffix.length) + suffix
+        : base + suffix
+      if (given.has(id)) continue
+      next.set(base, n + 1)
+      given.add(id)
+      return id
+    }
+  }
+}
+
 /**
  * Builds one assistant message from stream parts.
  *
@@ -186,8 +262,10 @@ export class AssistantBuilder {
    * another each time a close shrank it.
    */
   private readonly blocks: Array<OpenBlock> = []
-  /** Tool names by call id, for the argument deltas (made at the first call). */
-  private toolNames: Map<string, string> | undefined
+  /** The calls whose arguments stream, until their `tool-call` part (made at the first call). */
+  private streaming: Array<StreamingCall> | undefined
+  /** The ids of this reply's calls (made at the first call), and what renames them: see {@link CallIds}. */
+  private ids: CallIds | undefined
   private toolCallCount = 0
   private finish: Response.FinishPart | undefined
   private model: string | undefined
@@ -209,19 +287,26 @@ export class AssistantBuilder {
         this.close(part.id, part.metadata)
         return undefined
       case "tool-params-start":
-        ;(this.toolNames ??= new Map()).set(part.id, part.name)
+        // The call gets its id in the message now, so its argument deltas carry that id.
+        ;(this.streaming ??= []).push({ from: part.id, id: (this.ids ??= new CallIds()).give(part.id), name: part.name })
         return undefined
-      case "tool-params-delta":
-        return { type: "toolCall", id: part.id, name: this.toolNames?.get(part.id) ?? "", delta: part.delta }
-      case "tool-call":
+      case "tool-params-delta": {
+        const call = this.streamingCall(part.id, false)
+        return call === undefined
+          ? { type: "toolCall", id: part.id, name: "", delta: part.delta }
+          : { type: "toolCall", id: call.id, name: call.name, delta: part.delta }
+      }
+      case "tool-call": {
         if (part.providerExecuted) return undefined
+        const id = this.streamingCall(part.id, true)?.id ?? (this.ids ??= new CallIds()).give(part.id)
         this.content.push(
           isEmptyRecord(part.metadata)
-            ? { type: "tool-call", id: part.id, name: part.name, params: part.params }
-            : { type: "tool-call", id: part.id, name: part.name, params: part.params, providerData: part.metadata }
+            ? { type: "tool-call", id, name: part.name, params: part.params }
+            : { type: "tool-call", id, name: part.name, params: part.params, providerData: part.metadata }
         )
         this.toolCallCount++
         return undefined
+      }
       case "response-metadata":
         if (part.modelId !== undefined) this.model = part.modelId
         return undefined
@@ -234,6 +319,28 @@ export class AssistantBuilder {
       default:
         return undefined
     }
+  }
+
+  /**
+   * The streaming call a part names by the model's id: for a delta, the last
+   * one started under that id; for the `tool-call` part that ends it
+   * (`claim`), the first one not ended yet, which it takes off the list.
+   * (A model that gives two calls one id streams them one after the other.)
+   */
+  private streamingCall(from: string, claim: boolean): StreamingCall | undefined {
+    const streaming = this.streaming
+    if (streaming === undefined) return undefined
+    if (!claim) {
+      for (let i = streaming.length - 1; i >= 0; i--) if (streaming[i]!.from === from) return streaming[i]
+      return undefined
+    }
+    for (let i = 0; i < streaming.length; i++) {
+      const call = streaming[i]!
+      if (call.from !== from) continue
+      streaming.splice(i, 1)
+      return call
+    }
+    return undefined
   }
 
   private indexOf(id: string): number {

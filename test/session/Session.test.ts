@@ -330,6 +330,60 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(result.state.pendingApprovals, [])
     }))
 
+  it.live("duplicate-id attack: a reply whose two calls share an id is saved with an id per call, and the checkpoint resumes", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const turns: Turns = [
+        {
+          toolCalls: [
+            { id: "x", name: "deploy", params: { env: "staging" } },
+            { id: "x", name: "deploy", params: { env: "production" } }
+          ]
+        },
+        { text: "done" }
+      ]
+      // The first call is denied as it asks; the run is stopped while the second waits (once it is saved so).
+      let asked = 0
+      let resolved = false
+      const denied = savedAfter((event) => {
+        if (event._tag === "ApprovalRequested") asked++
+        else if (event._tag === "ApprovalResolved") resolved = true
+        else return false
+        return asked === 2 && resolved
+      })
+      const approvals = yield* Approvals.interactive()
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store, prompt: "ship it", plugins: [denied.plugin, approver(approvals, { x: "no" })] })
+          .pipe(Effect.provideService(Approvals.Approvals, approvals), Effect.provide(layers(turns, [])))
+      )
+      yield* denied.latch.await
+      yield* Fiber.interrupt(fiber)
+      const checkpoint = (yield* store.load("s1")).state
+      const reply = checkpoint.messages[1]
+      assert.deepStrictEqual(reply?.role === "assistant" && Message.toolCalls(reply).map((call) => call.id), ["x", "x_2"])
+      assert.deepStrictEqual(checkpoint.partialResults.map((r) => [r.toolCallId, Message.textOf(r)]), [
+        ["x", "Tool call denied: no"]
+      ])
+      assert.deepStrictEqual(checkpoint.pendingApprovals, [
+        { toolCallId: "x_2", approvalId: "x_2", toolName: "deploy", params: { env: "production" } }
+      ])
+
+      const next = yield* Approvals.interactive()
+      const { events, exit, ran } = yield* resume(store, turns, { plugins: [approver(next, { x_2: true })] })
+        .pipe(Effect.provideService(Approvals.Approvals, next))
+      const { result } = succeeded(exit)
+      assert.deepStrictEqual(ran, ["deploy"])
+      assert.deepStrictEqual(ofTag(events, "ApprovalRequested").map((e) => [e.approvalId, e.params]), [
+        ["x_2", { env: "production" }]
+      ])
+      assertValidTranscript(result.state.messages)
+      assert.deepStrictEqual(result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf), [
+        "Tool call denied: no",
+        "deployed to production"
+      ])
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+    }))
+
   it.live("a parent's and a sub-agent's pending approvals on the same call id survive a restart under their own ids", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
