@@ -445,6 +445,77 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(texts, ["Tool call denied: not the parent", "child done"])
     }))
 
+  it.live("call_0 attack: a sub-agent saved in flight whose call does not run again on resume is not resumed by a later call_0", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const ran: Array<string> = []
+      // The deployer deploys to the environment its task names: a fresh child for "second" asks for "second".
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        prompt: ({ topic }) => topic,
+        tools: toolsLayer(ran),
+        model: ScriptedModel.layer((_, request) => {
+          const replies = request.prompt.content.filter((message) => message.role === "assistant").length
+          const first = request.prompt.content.find((message) => message.role === "user")
+          const topic = first?.role === "user" && first.content[0]?.type === "text" ? first.content[0].text : "?"
+          return replies === 0
+            ? { toolCalls: [{ id: "c1", name: "deploy", params: { env: topic } }] }
+            : { text: `deployed ${topic}` }
+        })
+      })
+      const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({
+        deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`)),
+        deployer: SubAgent.handler(deployer)
+      })))
+      // A provider that numbers calls per response: both turns call the deployer as call_0.
+      const model = () =>
+        ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "call_0", name: "deployer", params: { topic: "first" } }] },
+          { toolCalls: [{ id: "call_0", name: "deployer", params: { topic: "second" } }] },
+          { text: "all done" }
+        ]))
+      // 1. the first child waits for approval (nobody answers); stopped once the checkpoint holds it
+      const nobody = yield* Approvals.interactive()
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store, prompt: "ship it" }).pipe(
+          Effect.provideService(Approvals.Approvals, nobody),
+          Effect.provide(Layer.merge(tools, model()))
+        )
+      )
+      yield* store.load("s1").pipe(
+        Effect.flatMap((checkpoint) =>
+          checkpoint.state.pluginState.subAgents === undefined ? Effect.fail("not yet") : Effect.void
+        ),
+        Effect.retry(Schedule.spaced("5 millis")),
+        Effect.timeout("5 seconds")
+      )
+      yield* Fiber.interrupt(fiber)
+      // 2. resumed, the first call is blocked this time (its child does not run again); the second call_0 runs
+      let blocked = false
+      const blockOnce = Hooks.plugin({
+        name: "block-once",
+        beforeToolCall: (call) =>
+          Effect.sync(() => call.name === "deployer" && !blocked ? (blocked = true, Hooks.block("not now")) : Hooks.allow)
+      })
+      const { events, plugin } = recorder()
+      const result = yield* Session.resume("s1", { store, plugins: [blockOnce, plugin] }).pipe(
+        Effect.provideService(Approvals.Approvals, Approvals.allowAll),
+        Effect.provide(Layer.merge(tools, model()))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      // The second call_0 ran a child of its own, for "second", not the first child resumed.
+      const asked = events.flatMap((event) =>
+        event._tag === "Nested" && event.event._tag === "ApprovalRequested" ? [event.event.params] : []
+      )
+      assert.deepStrictEqual(asked, [{ env: "second" }])
+      assert.deepStrictEqual(ran, ["deploy"])
+      const texts = result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf)
+      assert.deepStrictEqual(texts.slice(-1), ["deployed second"])
+    }))
+
   describe("handoffs", () => {
     /** The billing agent, with its own model and tools (`ran`, `onStart`, `maxSleep`: see the fixture's tools). */
     const billing = (
