@@ -106,7 +106,10 @@ export type ReasoningPart = typeof ReasoningPart.Type
  * A call the model asked for. `params` is the JSON the model sent, unvalidated:
  * the loop validates it against the tool's Schema when it runs the call.
  * Arguments that were not valid JSON are kept as a `ToolArguments.Malformed`
- * value holding the raw text.
+ * value holding the raw text. `id` is unique in its message: the loop keeps
+ * the model's id when it is 1 to 128 characters of printable ASCII and no
+ * earlier call of the reply has it, and gives the call an id of its own
+ * otherwise (`x`, then `x_2`; `call_1` for an empty or unprintable id).
  *
  * @since 0.1.0
  * @category schemas

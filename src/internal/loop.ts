@@ -144,7 +144,7 @@ const executeWith = Effect.fnUntraced(function*<R>(
   for (const event of options.announce ?? []) yield* Events.emit(run.events, event)
   // Set when the run fails: the loop's error with the run's state on it.
   let failed: AgentError | undefined
-  const outcome = yield* Stops.withDeadline(run.stops, run.progress.elapsedBefore, loop(run, meter)).pipe(
+  const outcome = yield* Stops.withDeadline(run.stops, run.progress.elapsedBefore, loop(run, meter, lineage)).pipe(
     Effect.provideService(Lineage.Current, lineage),
     Effect.onExit((exit) =>
       exit._tag === "Success"
@@ -158,9 +158,16 @@ const executeWith = Effect.fnUntraced(function*<R>(
   return final
 })
 
-const loop = Effect.fnUntraced(function*<R>(run: LiveRun.LiveRun<R>, meter: Reservations.Meter | undefined) {
+const loop = Effect.fnUntraced(function*<R>(
+  run: LiveRun.LiveRun<R>,
+  meter: Reservations.Meter | undefined,
+  lineage: Lineage.Lineage
+) {
   // A continued run first finishes the turn it stopped in.
   const finished = yield* finishOpenTurn(run)
+  // The sub-agents saved in flight were that turn's: one whose call did not run again (a hook blocked it) is
+  // dropped, never resumed by a later call that reuses its id (a provider that numbers calls per response).
+  lineage.restored.clear()
   if (finished._tag === "End") return finished.outcome
   // A continued run that had ended with its final answer (saved after that turn) ends with it again.
   if (run.output !== undefined && OutputPart.endedWithAnswer(run.output, run.transcript.messages)) {

@@ -3,7 +3,11 @@
  * message built from its stream parts, part by part, with a `MessageUpdate`
  * for each delta (in a run with an output guardrail, the reply is held until
  * it ends, and `Answer` releases or withholds it). Each part is looked at
- * once; text is kept as chunks and joined once at the end.
+ * once; text is kept as chunks and joined once at the end. Each tool call
+ * gets an id unique in the message here, the one place a model's calls
+ * become the transcript's (see `AssistantBuilder.giveId`): the batch, the
+ * approvals, a checkpoint's journal and a durable session's activities all
+ * key a call by it.
  *
  * @internal
  */
@@ -173,6 +177,40 @@ export const usageFromFinish = (part: Response.FinishPart): Message.Usage => {
   return usage
 }
 
+// -----------------------------------------------------------------------------
+// Tool call ids
+// -----------------------------------------------------------------------------
+
+/** The longest tool call id the loop keeps as the model gave it. */
+const maxCallIdLength = 128
+
+/**
+ * A call whose arguments stream, until its `tool-call` part: its id in the
+ * message, its tool, and the call started before it under the same id of the
+ * model's that has not ended yet, if any.
+ */
+interface StreamingCall {
+  readonly id: string
+  readonly name: string
+  earlier: StreamingCall | undefined
+  ended: boolean
+}
+
+/**
+ * Whether the loop keeps a model's call id as it is: 1 to 128 characters of
+ * printable ASCII (no space, no control character; `/` and the like are
+ * encoded where ids are joined, in approval ids).
+ */
+const isPlainId = (id: string): boolean => {
+  const length = id.length
+  if (length === 0 || length > maxCallIdLength) return false
+  for (let i = 0; i < length; i++) {
+    const code = id.charCodeAt(i)
+    if (code < 0x21 || code > 0x7e) return false
+  }
+  return true
+}
+
 /**
  * Builds one assistant message from stream parts.
  *
@@ -186,8 +224,13 @@ export class AssistantBuilder {
    * another each time a close shrank it.
    */
   private readonly blocks: Array<OpenBlock> = []
-  /** Tool names by call id, for the argument deltas (made at the first call). */
-  private toolNames: Map<string, string> | undefined
+  /** The calls whose arguments stream, by the model's id (made at the first call): see {@link giveId}. */
+  private streaming: Map<string, StreamingCall> | undefined
+  /** The id of the reply's first call; from the second on, the ids given, in a set. */
+  private firstId: string | undefined
+  private givenIds: Set<string> | undefined
+  /** The next suffix a rename tries, by base (made at the first rename). */
+  private nextSuffix: Map<string, number> | undefined
   private toolCallCount = 0
   private finish: Response.FinishPart | undefined
   private model: string | undefined
@@ -208,20 +251,35 @@ export class AssistantBuilder {
       case "reasoning-end":
         this.close(part.id, part.metadata)
         return undefined
-      case "tool-params-start":
-        ;(this.toolNames ??= new Map()).set(part.id, part.name)
+      case "tool-params-start": {
+        // The call gets its id in the message now, so that its argument deltas carry it.
+        const streaming = this.streaming ??= new Map()
+        const id = this.giveId(part.id)
+        // Only a call whose id was given already can have one started before it under the model's id.
+        const earlier = id === part.id ? undefined : streaming.get(part.id)
+        streaming.set(part.id, {
+          id,
+          name: part.name,
+          earlier: earlier === undefined || earlier.ended ? undefined : earlier,
+          ended: false
+        })
         return undefined
-      case "tool-params-delta":
-        return { type: "toolCall", id: part.id, name: this.toolNames?.get(part.id) ?? "", delta: part.delta }
-      case "tool-call":
+      }
+      case "tool-params-delta": {
+        const call = this.streaming?.get(part.id)
+        return { type: "toolCall", id: call?.id ?? part.id, name: call?.name ?? "", delta: part.delta }
+      }
+      case "tool-call": {
         if (part.providerExecuted) return undefined
+        const id = this.endStreaming(part.id) ?? this.giveId(part.id)
         this.content.push(
           isEmptyRecord(part.metadata)
-            ? { type: "tool-call", id: part.id, name: part.name, params: part.params }
-            : { type: "tool-call", id: part.id, name: part.name, params: part.params, providerData: part.metadata }
+            ? { type: "tool-call", id, name: part.name, params: part.params }
+            : { type: "tool-call", id, name: part.name, params: part.params, providerData: part.metadata }
         )
         this.toolCallCount++
         return undefined
+      }
       case "response-metadata":
         if (part.modelId !== undefined) this.model = part.modelId
         return undefined
@@ -234,6 +292,65 @@ export class AssistantBuilder {
       default:
         return undefined
     }
+  }
+
+  /**
+   * The id a call has in the message, from the model's: unique in the reply.
+   * A call keeps the model's id when it is plain (1 to 128 characters of
+   * printable ASCII) and no earlier call of the reply has it. Otherwise it
+   * gets the model's id with the next free `_<n>` (`x`, then `x_2`, `x_3`),
+   * or, for an id that is empty, too long or not plain, `call_<n>`. A reply's
+   * first call is checked against nothing, and a set of the ids given is made
+   * at its second.
+   */
+  private giveId(from: string): string {
+    const plain = isPlainId(from)
+    let given = this.givenIds
+    if (given === undefined) {
+      const first = this.firstId
+      if (first === undefined && plain) return this.firstId = from
+      given = this.givenIds = new Set()
+      if (first !== undefined) given.add(first)
+    }
+    if (plain && !given.has(from)) {
+      given.add(from)
+      return from
+    }
+    const base = plain ? from : "call"
+    const next = this.nextSuffix ??= new Map()
+    // From where the last rename of this base stopped: each suffix is tried once.
+    for (let n = next.get(base) ?? (plain ? 2 : 1);; n++) {
+      const suffix = `_${n}`
+      const id = base.length + suffix.length > maxCallIdLength
+        ? base.slice(0, maxCallIdLength - suffix.length) + suffix
+        : base + suffix
+      if (given.has(id)) continue
+      next.set(base, n + 1)
+      given.add(id)
+      return id
+    }
+  }
+
+  /**
+   * Ends the streaming call the model's `tool-call` part names: its id in the
+   * message. Of two calls started under one id, the earlier ends first (a
+   * provider ends its calls in the order they started); the deltas go to the
+   * later one, the one streaming.
+   */
+  private endStreaming(from: string): string | undefined {
+    const streaming = this.streaming
+    const call = streaming?.get(from)
+    if (call === undefined) return undefined
+    if (call.ended) return undefined
+    if (call.earlier === undefined) {
+      call.ended = true
+      return call.id
+    }
+    let later = call
+    while (later.earlier!.earlier !== undefined) later = later.earlier!
+    const earliest = later.earlier!
+    later.earlier = undefined
+    return earliest.id
   }
 
   private indexOf(id: string): number {

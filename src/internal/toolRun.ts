@@ -61,7 +61,7 @@ export const decoderFor = (tool: Tool.Any): Decode => {
  * @category models
  */
 export interface Invocation {
-  /** The call's id, as the model gave it. */
+  /** The call's id, as the transcript has it (the model's, unless the loop had to give it one: see `Message.ToolCallPart`). */
   readonly toolCallId: string
   /**
    * The arguments, already decoded by the tool's parameter Schema (what

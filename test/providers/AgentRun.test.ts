@@ -84,6 +84,74 @@ describe("Agent.run on the real providers", () => {
       ])
     }))
 
+  it.effect("duplicate-id attack: OpenAiChat streams two calls with one id; each goes back with its own id and result", () =>
+    Effect.gen(function*() {
+      calls.length = 0
+      const chunk = (delta: unknown, finish: string | null = null) => ({
+        id: "chatcmpl-1",
+        object: "chat.completion.chunk",
+        model: "gpt-4o",
+        choices: [{ index: 0, delta, finish_reason: finish }]
+      })
+      const start = (index: number) => ({
+        tool_calls: [{ index, id: "call_0", type: "function", function: { name: "get_weather", arguments: "" } }]
+      })
+      const args = (index: number, text: string) => ({ tool_calls: [{ index, function: { arguments: text } }] })
+      // The calls' arguments stream one after the other; the provider ends both calls at the finish.
+      const first = TestServer.events(
+        chunk(start(0)),
+        chunk(args(0, "{\"city\":\"Paris\"}")),
+        chunk(start(1)),
+        chunk(args(1, "{\"city\":")),
+        chunk(args(1, "\"Rome\"}")),
+        chunk({}, "tool_calls"),
+        "[DONE]"
+      )
+      const server = yield* TestServer.start((_, index) =>
+        Effect.succeed(
+          TestServer.sse(index === 0 ? first : TestServer.fixture("openai-chat/openai-python_text-with-usage_gpt-4o.sse"))
+        )
+      )
+      const model = OpenAiChat.layer({ model: "gpt-4o", apiKey: key, baseUrl: server.baseUrl }).pipe(
+        Layer.provide(ProviderTest.client)
+      )
+      const deltas: Array<string> = []
+      const result = yield* Agent.run({
+        prompt: "Weather in Paris and Rome?",
+        plugins: [{
+          name: "deltas",
+          onEvent: (event) =>
+            Effect.sync(() => {
+              if (event._tag === "MessageUpdate" && event.delta.type === "toolCall") {
+                deltas.push(`${event.delta.id} ${event.delta.name} ${event.delta.delta}`)
+              }
+            })
+        }]
+      }).pipe(Effect.provide(Layer.merge(ToolsLive, model)))
+      assert.strictEqual(result.outcome._tag, "Completed")
+      assert.deepStrictEqual(calls, ["Paris", "Rome"])
+      // Each delta names the call it belongs to, by the id the call has in the transcript.
+      assert.deepStrictEqual(deltas, [
+        "call_0 get_weather {\"city\":\"Paris\"}",
+        "call_0_2 get_weather {\"city\":",
+        "call_0_2 get_weather \"Rome\"}"
+      ])
+      const second = server.requests[1]!.body
+      assert.deepStrictEqual(second.messages, [
+        { role: "user", content: "Weather in Paris and Rome?" },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            { id: "call_0", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } },
+            { id: "call_0_2", type: "function", function: { name: "get_weather", arguments: "{\"city\":\"Rome\"}" } }
+          ]
+        },
+        { role: "tool", tool_call_id: "call_0", content: "{\"celsius\":21}" },
+        { role: "tool", tool_call_id: "call_0_2", content: "{\"celsius\":21}" }
+      ])
+    }))
+
   it.effect("a server naming its model `constructor` costs nothing known: no NaN cost, the cost budget still counts", () =>
     Effect.gen(function*() {
       // The model id is the server's text; it once found Object's constructor as a price, made the cost NaN, and

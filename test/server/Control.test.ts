@@ -8,7 +8,7 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect, Exit, FileSystem, Layer, Scope } from "effect"
 import { CheckpointStore } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
-import { toolsLayer } from "../session/fixture.ts"
+import { followTranscript, toolsLayer } from "../session/fixture.ts"
 import {
   agentLayer,
   baseUrl,
@@ -348,4 +348,105 @@ describe("one run at a time", () => {
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
     { timeout: 120_000 }
   )
+})
+
+/** A model that gives two calls one id, `x`: a staging deploy, then a production one (both need approval). */
+const twinsAgent = Layer.merge(
+  ScriptedModel.layer(
+    followTranscript([
+      {
+        toolCalls: [
+          { id: "x", name: "deploy", params: { env: "staging" } },
+          { id: "x", name: "deploy", params: { env: "production" } }
+        ]
+      },
+      { text: "The deploy step is over." }
+    ]),
+    { record: false }
+  ),
+  toolsLayer([])
+)
+
+/** Stops at the `n`-th event `matches` says yes to. */
+const nth = (n: number, matches: (event: any) => boolean) => {
+  let seen = 0
+  return (event: any) => matches(event) && ++seen === n
+}
+
+const pendingOf = (url: string, id: string) =>
+  Effect.map(
+    call(`${url}/sessions/${id}`),
+    (response) => response.body.pendingApprovals.map((pending: any) => [pending.approvalId, pending.params.env])
+  )
+
+const toolResults = (events: ReadonlyArray<any>) =>
+  events.filter((event) => event._tag === "ToolExecutionEnd")
+    .map((event) => [event.toolCallId, event.result.content[0].text])
+
+describe("duplicate call ids", () => {
+  it.effect("duplicate-id attack: two calls that share an id are listed apart; parallel decisions for x answer x once, never the other", () =>
+    Effect.gen(function*() {
+      const url = yield* baseUrl
+      yield* post(`${url}/sessions`, { task: "ship it", id: "twins" })
+      yield* readUntil(url, "twins", nth(2, isTopApproval))
+      // Each call is listed, under its own approval id, with its own arguments.
+      assert.deepStrictEqual(yield* pendingOf(url, "twins"), [["x", "staging"], ["x_2", "production"]])
+      // Five approvals and five denials of x at once (reviewers, retries): one answers x; none answers x_2.
+      const decisions = yield* Effect.forEach(
+        Array.from({ length: 10 }, (_, i) => i % 2 === 0 ? { type: "approve", id: "x" } : { type: "deny", id: "x" }),
+        (decision) => post(`${url}/sessions/twins/control`, decision),
+        { concurrency: "unbounded" }
+      )
+      const statuses = decisions.map((decision) => decision.status).sort()
+      assert.deepStrictEqual(statuses, [202, ...Array.from({ length: 9 }, () => 409)])
+      const applied = decisions.filter((decision) => decision.status === 202).map((decision) => decision.body)
+      assert.deepStrictEqual(applied.map((decision) => decision.approvalId), ["x"])
+      assert.deepStrictEqual(yield* pendingOf(url, "twins"), [["x_2", "production"]])
+      const denied = yield* post(`${url}/sessions/twins/control`, { type: "deny", id: "x_2", reason: "not production" })
+      assert.deepStrictEqual([denied.status, denied.body.approvalId], [202, "x_2"])
+      const events = yield* readUntil(url, "twins")
+      const results = toolResults(events)
+      assert.deepStrictEqual(results.map(([id]) => id), ["x", "x_2"])
+      assert.strictEqual(
+        results[0]![1],
+        applied[0].type === "approve" ? "deployed to staging" : "Tool call denied: denied over HTTP"
+      )
+      assert.deepStrictEqual(results[1], ["x_2", "Tool call denied: not production"])
+      assert.deepStrictEqual(events.at(-1).outcome, { _tag: "Completed" })
+    }).pipe(Effect.provide(serverLayer({}, twinsAgent))))
+
+  it.live("duplicate-id attack: stopped while the second of two calls sharing an id waits, the server resumes the session (not CheckpointCorrupt)", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const directory = yield* fs.makeTempDirectoryScoped()
+      const first = yield* Scope.make()
+      const a = yield* Effect.provideContext(baseUrl, yield* Layer.buildWithScope(serverLayer({ directory }, twinsAgent), first))
+      yield* post(`${a}/sessions`, { task: "ship it", id: "twins" })
+      yield* readUntil(a, "twins", nth(2, isTopApproval))
+      const denied = yield* post(`${a}/sessions/twins/control`, { type: "deny", id: "x", reason: "not now" })
+      assert.strictEqual(denied.status, 202)
+      yield* readUntil(a, "twins", (event) => event._tag === "ApprovalResolved")
+      yield* Scope.close(first, Exit.void)
+      // Started again on the same directory: the session resumes, and the second call asks again under its own id.
+      const second = yield* Scope.make()
+      const b = yield* Effect.provideContext(baseUrl, yield* Layer.buildWithScope(serverLayer({ directory }, twinsAgent), second))
+      const resumed = (yield* call(`${b}/sessions/twins`)).body
+      assert.deepStrictEqual([resumed.status === "failed", resumed.error], [false, undefined])
+      let restarted = false
+      yield* readUntil(b, "twins", (event) => {
+        if (event._tag === "SessionResumed") restarted = true
+        return restarted && isTopApproval(event) && event.approvalId === "x_2"
+      })
+      assert.deepStrictEqual(yield* pendingOf(b, "twins"), [["x_2", "production"]])
+      const approved = yield* post(`${b}/sessions/twins/control`, { type: "approve", id: "x_2" })
+      assert.strictEqual(approved.status, 202)
+      const events = yield* readUntil(b, "twins")
+      const info = (yield* call(`${b}/sessions/twins`)).body
+      yield* Scope.close(second, Exit.void)
+      assert.deepStrictEqual([info.status, info.outcome], ["finished", { _tag: "Completed" }])
+      assert.deepStrictEqual(toolResults(events).slice(-2), [
+        ["x", "Tool call denied: not now"],
+        ["x_2", "deployed to production"]
+      ])
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 60_000 })
 })

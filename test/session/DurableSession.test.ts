@@ -69,6 +69,17 @@ const scenarios: ReadonlyArray<{
     config: { maxParallelTools: 2 }
   },
   {
+    // Two calls the model gave one id: each is its own activity, with its own result (not the first's twice).
+    name: "duplicate-id attack: two calls share an id",
+    turns: [
+      {
+        toolCalls: [{ id: "x", name: "step", params: { n: 1 } }, { id: "x", name: "step", params: { n: 2 } }],
+        usage
+      },
+      { text: "done", usage }
+    ]
+  },
+  {
     name: "the turn cap ends the run",
     turns: [
       { toolCalls: [{ id: "a", name: "step", params: { n: 1 } }], usage },
@@ -201,6 +212,41 @@ describe("DurableSession", () => {
         assert.strictEqual(count(events, "AgentEnd"), 1)
       }).pipe(Effect.provide(runner("cluster", turns, ran)))
       assert.deepStrictEqual(ran, ["charge", "deploy"])
+    }))
+
+  it.live("duplicate-id attack: two calls that share an id wait under their own ids; approving x answers the first only", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        {
+          toolCalls: [
+            { id: "x", name: "deploy", params: { env: "staging" } },
+            { id: "x", name: "deploy", params: { env: "production" } }
+          ],
+          usage
+        },
+        { text: "done", usage }
+      ]
+      const ran: Array<string> = []
+      const result = yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "dup", prompt: "ship it" }))
+        yield* waitFor("dup", "ApprovalRequested", 2)
+        const requested = (yield* DurableSession.events("dup")).flatMap(({ event }) =>
+          event._tag === "ApprovalRequested" ? [[event.approvalId, event.params]] : []
+        )
+        assert.deepStrictEqual(requested, [["x", { env: "staging" }], ["x_2", { env: "production" }]])
+        assert.isTrue(yield* DurableSession.approve("dup", "x", { approved: true }))
+        yield* waitFor("dup", "ApprovalResolved")
+        // The same decision again answers nothing: x was decided, and the production deploy is x_2.
+        assert.isFalse(yield* DurableSession.approve("dup", "x", { approved: true }))
+        assert.isTrue(yield* DurableSession.approve("dup", "x_2", { approved: false, reason: "not production" }))
+        return yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+      }).pipe(Effect.provide(runner("cluster", turns, ran)))
+      assert.deepStrictEqual(ran, ["deploy"])
+      assertValidTranscript(result.messages)
+      assert.deepStrictEqual(
+        result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, textOf(m)]] : []),
+        [["x", "deployed to staging"], ["x_2", "Tool call denied: not production"]]
+      )
     }))
 
   it.live(

@@ -330,6 +330,60 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(result.state.pendingApprovals, [])
     }))
 
+  it.live("duplicate-id attack: a reply whose two calls share an id is saved with an id per call, and the checkpoint resumes", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const turns: Turns = [
+        {
+          toolCalls: [
+            { id: "x", name: "deploy", params: { env: "staging" } },
+            { id: "x", name: "deploy", params: { env: "production" } }
+          ]
+        },
+        { text: "done" }
+      ]
+      // The first call is denied as it asks; the run is stopped while the second waits (once it is saved so).
+      let asked = 0
+      let resolved = false
+      const denied = savedAfter((event) => {
+        if (event._tag === "ApprovalRequested") asked++
+        else if (event._tag === "ApprovalResolved") resolved = true
+        else return false
+        return asked === 2 && resolved
+      })
+      const approvals = yield* Approvals.interactive()
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store, prompt: "ship it", plugins: [denied.plugin, approver(approvals, { x: "no" })] })
+          .pipe(Effect.provideService(Approvals.Approvals, approvals), Effect.provide(layers(turns, [])))
+      )
+      yield* denied.latch.await
+      yield* Fiber.interrupt(fiber)
+      const checkpoint = (yield* store.load("s1")).state
+      const reply = checkpoint.messages[1]
+      assert.deepStrictEqual(reply?.role === "assistant" && Message.toolCalls(reply).map((call) => call.id), ["x", "x_2"])
+      assert.deepStrictEqual(checkpoint.partialResults.map((r) => [r.toolCallId, Message.textOf(r)]), [
+        ["x", "Tool call denied: no"]
+      ])
+      assert.deepStrictEqual(checkpoint.pendingApprovals, [
+        { toolCallId: "x_2", approvalId: "x_2", toolName: "deploy", params: { env: "production" } }
+      ])
+
+      const next = yield* Approvals.interactive()
+      const { events, exit, ran } = yield* resume(store, turns, { plugins: [approver(next, { x_2: true })] })
+        .pipe(Effect.provideService(Approvals.Approvals, next))
+      const { result } = succeeded(exit)
+      assert.deepStrictEqual(ran, ["deploy"])
+      assert.deepStrictEqual(ofTag(events, "ApprovalRequested").map((e) => [e.approvalId, e.params]), [
+        ["x_2", { env: "production" }]
+      ])
+      assertValidTranscript(result.state.messages)
+      assert.deepStrictEqual(result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf), [
+        "Tool call denied: no",
+        "deployed to production"
+      ])
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+    }))
+
   it.live("a parent's and a sub-agent's pending approvals on the same call id survive a restart under their own ids", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
@@ -389,6 +443,77 @@ describe("Session.resume", () => {
       assert.deepStrictEqual(ran, ["deploy"])
       const texts = result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf)
       assert.deepStrictEqual(texts, ["Tool call denied: not the parent", "child done"])
+    }))
+
+  it.live("call_0 attack: a sub-agent saved in flight whose call does not run again on resume is not resumed by a later call_0", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const ran: Array<string> = []
+      // The deployer deploys to the environment its task names: a fresh child for "second" asks for "second".
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        prompt: ({ topic }) => topic,
+        tools: toolsLayer(ran),
+        model: ScriptedModel.layer((_, request) => {
+          const replies = request.prompt.content.filter((message) => message.role === "assistant").length
+          const first = request.prompt.content.find((message) => message.role === "user")
+          const topic = first?.role === "user" && first.content[0]?.type === "text" ? first.content[0].text : "?"
+          return replies === 0
+            ? { toolCalls: [{ id: "c1", name: "deploy", params: { env: topic } }] }
+            : { text: `deployed ${topic}` }
+        })
+      })
+      const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({
+        deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`)),
+        deployer: SubAgent.handler(deployer)
+      })))
+      // A provider that numbers calls per response: both turns call the deployer as call_0.
+      const model = () =>
+        ScriptedModel.layer(followTranscript([
+          { toolCalls: [{ id: "call_0", name: "deployer", params: { topic: "first" } }] },
+          { toolCalls: [{ id: "call_0", name: "deployer", params: { topic: "second" } }] },
+          { text: "all done" }
+        ]))
+      // 1. the first child waits for approval (nobody answers); stopped once the checkpoint holds it
+      const nobody = yield* Approvals.interactive()
+      const fiber = yield* Effect.forkChild(
+        Session.run({ id: "s1", store, prompt: "ship it" }).pipe(
+          Effect.provideService(Approvals.Approvals, nobody),
+          Effect.provide(Layer.merge(tools, model()))
+        )
+      )
+      yield* store.load("s1").pipe(
+        Effect.flatMap((checkpoint) =>
+          checkpoint.state.pluginState.subAgents === undefined ? Effect.fail("not yet") : Effect.void
+        ),
+        Effect.retry(Schedule.spaced("5 millis")),
+        Effect.timeout("5 seconds")
+      )
+      yield* Fiber.interrupt(fiber)
+      // 2. resumed, the first call is blocked this time (its child does not run again); the second call_0 runs
+      let blocked = false
+      const blockOnce = Hooks.plugin({
+        name: "block-once",
+        beforeToolCall: (call) =>
+          Effect.sync(() => call.name === "deployer" && !blocked ? (blocked = true, Hooks.block("not now")) : Hooks.allow)
+      })
+      const { events, plugin } = recorder()
+      const result = yield* Session.resume("s1", { store, plugins: [blockOnce, plugin] }).pipe(
+        Effect.provideService(Approvals.Approvals, Approvals.allowAll),
+        Effect.provide(Layer.merge(tools, model()))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      // The second call_0 ran a child of its own, for "second", not the first child resumed.
+      const asked = events.flatMap((event) =>
+        event._tag === "Nested" && event.event._tag === "ApprovalRequested" ? [event.event.params] : []
+      )
+      assert.deepStrictEqual(asked, [{ env: "second" }])
+      assert.deepStrictEqual(ran, ["deploy"])
+      const texts = result.state.messages.filter((m) => m.role === "toolResult").map(Message.textOf)
+      assert.deepStrictEqual(texts.slice(-1), ["deployed second"])
     }))
 
   describe("handoffs", () => {
