@@ -11,7 +11,7 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Latch, Layer, Redacted, Scope } from "effect"
-import { AgentEvent, Approvals } from "effect-agent"
+import { Agent, AgentEvent, Approvals } from "effect-agent"
 import { AgentServer, Inspector } from "effect-agent/server"
 import { Check, Supervisor } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
@@ -586,6 +586,36 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       }).pipe(Effect.scoped),
     { timeout: 60_000 }
   )
+
+  it.live("a provider that numbers calls per response (call_0 every turn): each turn's call has its own card", () =>
+    Effect.gen(function*() {
+      // Before, the page kept cards by call id across turns: turn 2's call_0 was drawn into turn 1's card.
+      const lines: Array<string> = []
+      const encode = (event: AgentEvent.AgentEvent) => JSON.stringify(AgentEvent.encodeJson(event))
+      yield* Agent.run({
+        prompt: "two steps",
+        plugins: [{ name: "record", observe: (event) => void lines.push(encode(event)) }]
+      }).pipe(
+        Effect.provide(ScriptedModel.layer([
+          { toolCalls: [{ id: "call_0", name: "step", params: { n: 1 } }] },
+          { toolCalls: [{ id: "call_0", name: "step", params: { n: 2 } }] },
+          { text: "Both steps done." }
+        ])),
+        Effect.provide(toolsLayer([]))
+      )
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const scope = yield* Effect.scope
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      const { page, errors } = yield* openPage(yield* browser, `${url}/`)
+      yield* drop(page, "calls.jsonl", lines.join("\n") + "\n")
+      yield* Effect.promise(() => page.waitForSelector(completed))
+      const card = (turn: number) => `[data-testid=turn][data-turn="${turn}"] [data-testid=tool-call][data-call=call_0]`
+      assert.strictEqual(yield* Effect.promise(() => page.locator("[data-testid=tool-call]").count()), 2)
+      assert.include((yield* texts(page, `${card(1)} .call-args`))[0], "\"n\": 1")
+      assert.include((yield* texts(page, `${card(2)} .call-args`))[0], "\"n\": 2")
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
 
   it.live("opens a trajectory file dropped on it, without a server", () =>
     Effect.gen(function*() {

@@ -454,6 +454,9 @@ export const script = String.raw`
       if (view.stage) view.stage.worked = true;
       view.turn = { card: card, body: body, ended: false };
       view.assistant = null;
+      // A call's card is its turn's: providers that number calls per response use call_0 again in the next turn.
+      view.calls = dict();
+      view.lastCall = dict();
     },
     MessageStart: function (view, e) {
       if (e.role !== "assistant") return;
@@ -494,7 +497,7 @@ export const script = String.raw`
         var thinking = Array.isArray(m.content) ? partsText(m.content, "reasoning") : "";
         if (thinking) { a.reasoning.classList.remove("hidden"); a.thought.textContent = thinking; }
         (m.content || []).forEach(function (p) {
-          if (p.type === "toolCall") {
+          if (p.type === "tool-call") {
             var call = callCard(view, p.id, p.name);
             showArgs(call.args, json(p.params));
           }
