@@ -5,11 +5,18 @@
  * is gone (`| head`) ends the writing quietly (the built command, in a real
  * pipe).
  */
-import { assert, describe } from "@effect/vitest"
+import { assert, beforeAll, describe } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
 import type { AgentEvent } from "effect-agent"
+import { spawn } from "node:child_process"
+import { builtCommand } from "./build.ts"
 import { runCommand } from "./inProcess.ts"
-import { events, live, readEvents, scripted, tempDir } from "./support.ts"
+import { environment, events, live, readEvents, scripted, tempDir } from "./support.ts"
+
+let cli = ""
+beforeAll(async () => {
+  cli = await builtCommand()
+}, 240_000)
 
 type Call = { readonly id: string; readonly name: string; readonly params: Record<string, unknown> }
 
@@ -126,5 +133,72 @@ describe.concurrent("--emit-jsonl", () => {
         turns.push({ text: "done" })
         yield* emitted(turns, calls, `seed ${seed} (EFFECT_AGENT_JSONL_SEED), script ${script}`)
       }
+    }))
+})
+
+interface Closed {
+  readonly code: number | null
+  readonly signal: string | null
+  readonly read: number
+  readonly stderr: string
+}
+
+/**
+ * Runs the built command with `args` in `cwd`, its stdout a pipe that this
+ * process reads `bytes` of and then closes (as `| head -c 3000` does).
+ */
+const readThenClose = (args: ReadonlyArray<string>, cwd: string, bytes: number) =>
+  Effect.callback<Closed>((resume) => {
+    const child = spawn(process.execPath, [cli, ...args], {
+      cwd,
+      env: environment({}),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let read = 0
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => {
+      read += chunk.length
+      if (read >= bytes) child.stdout.destroy()
+    })
+    child.stderr.on("data", (chunk) => (stderr += chunk))
+    const timer = setTimeout(() => child.kill("SIGKILL"), 50_000)
+    child.on("close", (code, signal) => {
+      clearTimeout(timer)
+      resume(Effect.succeed({ code, signal, read, stderr }))
+    })
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+describe.concurrent("--emit-jsonl - into a pipe closed early", () => {
+  /**
+   * Eight reads, then eight more a second later, twice, then a reply that
+   * never comes: the run cannot end by itself, and it writes after the pipe
+   * is closed.
+   */
+  const turns = () => {
+    const reads = (turn: number) =>
+      Array.from({ length: 8 }, (_, i) => ({ id: `t${turn}c${i}`, name: "read_file", params: { path: "a.txt" } }))
+    return [{ toolCalls: reads(1) }, { toolCalls: reads(2), delay: 1000 }, { toolCalls: reads(3), delay: 1000 }, {
+      hang: true
+    }]
+  }
+
+  live("L5: | head -c 3000 ends the run quietly: no EPIPE stack trace, exit 30, stderr says stdout was closed", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted(turns())
+      const closed = yield* readThenClose(runArgs(dir, "--emit-jsonl", "-"), dir, 3000)
+      assert.deepStrictEqual([closed.code, closed.signal], [30, null], closed.stderr)
+      assert.isAtLeast(closed.read, 3000)
+      assert.strictEqual(closed.stderr, "effect-agent: stdout was closed\n")
+    }))
+
+  live("L5: with a session, the run stops as SIGTERM stops it: exit 31, the session saved to resume", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted(turns())
+      const session = `${yield* tempDir}/session`
+      const closed = yield* readThenClose(runArgs(dir, "--emit-jsonl", "-", "--session-dir", session), dir, 3000)
+      assert.deepStrictEqual([closed.code, closed.signal], [31, null], closed.stderr)
+      assert.match(closed.stderr, /^effect-agent: stdout was closed; the session is saved: resume it with effect-agent run --resume /)
+      assert.notInclude(closed.stderr, "EPIPE")
     }))
 })

@@ -19,6 +19,7 @@ import {
   Deferred,
   Duration,
   Effect,
+  Fiber,
   FileSystem,
   Layer,
   Logger,
@@ -607,6 +608,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
     let view: View.View | undefined
     let json = flags.json
     let sessionDir: string | undefined
+    let stdoutClosed = false
     const runTally = tally()
     // Notes before the view exists (and logs) go to stderr as they are.
     const note = (text: string) => (view ?? View.quiet(io.stderr.write)).note(text)
@@ -720,10 +722,11 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       }
       const interrupted = Effect.sync(() => {
         shown.close()
+        const why = stdoutClosed ? "stdout was closed" : "interrupted"
         io.stderr.write(
           sessionDir !== undefined
-            ? `effect-agent: interrupted; the session is saved: resume it with ${resumeHint}\n`
-            : "effect-agent: interrupted\n"
+            ? `effect-agent: ${why}; the session is saved: resume it with ${resumeHint}\n`
+            : `effect-agent: ${why}\n`
         )
         if (json) {
           printJson(onInterrupt.code, {
@@ -872,12 +875,23 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       return yield* finish(code, { outcome: result.outcome, summary, answer: answer ?? null, error: null })
     })
 
-    return yield* program.pipe(
+    const running = yield* Effect.forkChild(program.pipe(
       Effect.catch((error) =>
         error._tag === "ExitWith"
           ? Effect.fail(error)
           : fail(error._tag === "CliFailure" ? error.code : failureCode(error), error)
       ),
       Effect.provide(Logger.layer([logger(note)]))
-    )
+    ))
+    // Stdout's reader gone (`| head`): the run stops as SIGTERM stops it, there being no one to read what it does.
+    if (io.stdout.closed !== undefined) {
+      yield* Effect.forkChild(Effect.andThen(
+        io.stdout.closed,
+        Effect.suspend(() => {
+          stdoutClosed = true
+          return Fiber.interrupt(running)
+        })
+      ))
+    }
+    return yield* Fiber.join(running)
   }).pipe(Effect.scoped)
