@@ -20,7 +20,9 @@
  * `ApprovalRequested` event it reads (`--emit-jsonl -`): the call waits by
  * the time the event is written. A `steer` or `follow_up` past the queue's
  * bound (`Steering.limits`) is reported and dropped. Malformed and unknown
- * lines are reported on stderr and ignored. End of input is not a cancel
+ * lines are reported on stderr and ignored; a line longer than
+ * {@link maxLineLength} is reported as soon as it is, and dropped up to its
+ * newline ({@link lines}). End of input is not a cancel
  * unless asked (`--stdin-eof cancel`); once stdin has ended nobody can
  * answer, so calls that wait for approval then are denied.
  *
