@@ -20,7 +20,9 @@
  * `ApprovalRequested` event it reads (`--emit-jsonl -`): the call waits by
  * the time the event is written. A `steer` or `follow_up` past the queue's
  * bound (`Steering.limits`) is reported and dropped. Malformed and unknown
- * lines are reported on stderr and ignored. End of input is not a cancel
+ * lines are reported on stderr and ignored; a line longer than
+ * {@link maxLineLength} is reported as soon as it is, and dropped up to its
+ * newline ({@link lines}). End of input is not a cancel
  * unless asked (`--stdin-eof cancel`); once stdin has ended nobody can
  * answer, so calls that wait for approval then are denied.
  *
@@ -237,13 +239,85 @@ export const OnEof = Schema.Literals(["ignore", "cancel"])
 export type OnEof = typeof OnEof.Type
 
 /**
- * The lines of a byte stream (stdin when it is not a terminal).
+ * The lines of a byte stream (stdin when it is not a terminal), none held
+ * longer than {@link maxLineLength}: a longer line is given as its first
+ * `maxLineLength + 1` characters as soon as they have come (so that
+ * {@link parse} reports it at once), and the rest of it, up to its end of
+ * line, is read and dropped. Nothing without a line break grows the memory
+ * held.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import { Control } from "effect-agent/cli"
+ *
+ * const long = "x".repeat(Control.maxLineLength + 5)
+ * const bytes = Stream.make(new TextEncoder().encode(`${long}\n{"type":"cancel"}\n`))
+ * const lines = Effect.runSync(Stream.runCollect(Control.lines(bytes)))
+ * console.log(lines.map((line) => line.length)) // Output: [ 1000001, 17 ]
+ * ```
  *
  * @since 0.1.0
  * @category serving
  */
 export const lines = <E>(bytes: Stream.Stream<Uint8Array, E>): Stream.Stream<string, E> =>
-  bytes.pipe(Stream.decodeText(), Stream.splitLines)
+  bytes.pipe(Stream.decodeText(), Stream.mapAccum(() => initialCut, cutLongLines), Stream.splitLines)
+
+/**
+ * Where the text is in its current line: how many characters it has had,
+ * whether the rest of the line is being dropped, and whether the text cut
+ * there ended with a `\r` (a `\n` right after it ends the same line).
+ */
+interface Cut {
+  readonly length: number
+  readonly dropping: boolean
+  readonly afterCr: boolean
+}
+
+const initialCut: Cut = { length: 0, dropping: false, afterCr: false }
+
+const lineBreak = /[\r\n]/g
+
+/**
+ * Cuts every line at `maxLineLength + 1` characters: the part kept ends with
+ * a line break of its own, and what follows, up to and with the line's own
+ * break, is dropped (so that the lines keep their numbers).
+ */
+const cutLongLines = (cut: Cut, text: string): readonly [Cut, ReadonlyArray<string>] => {
+  const keep = maxLineLength + 1
+  let { afterCr, dropping, length } = cut
+  let out = ""
+  let from = 0
+  while (from < text.length) {
+    // A "\r\n" whose "\r" ended the dropped part: its "\n" goes too.
+    if (afterCr && from === 0 && text[0] === "\n") {
+      afterCr = false
+      from = 1
+      continue
+    }
+    afterCr = false
+    lineBreak.lastIndex = from
+    const found = lineBreak.exec(text)
+    const end = found === null ? text.length : found.index
+    if (!dropping) {
+      const kept = Math.min(end - from, keep - length)
+      out += text.slice(from, from + kept)
+      length += kept
+      if (length === keep) {
+        out += "\n"
+        dropping = true
+      }
+    }
+    if (found === null) break
+    if (dropping) afterCr = text[end] === "\r" && end === text.length - 1
+    else out += text[end]
+    const crlf = dropping && text[end] === "\r" && text[end + 1] === "\n"
+    from = end + (crlf ? 2 : 1)
+    length = 0
+    dropping = false
+  }
+  return [{ length, dropping, afterCr }, out === "" ? [] : [out]]
+}
 
 /**
  * Reads control lines until they end, applying each one and reporting bad

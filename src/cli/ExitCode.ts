@@ -18,8 +18,8 @@
  * | 20 | the model or provider failed |
  * | 21 | the run could not be resumed (missing, corrupt or incompatible checkpoint) |
  * | 22 | config error, including invalid flags |
- * | 30 | cancelled by the user (a `cancel` line, or SIGINT/SIGTERM when there is no session to resume), or the plan was rejected |
- * | 31 | interrupted by SIGINT/SIGTERM, and resumable with `--resume` |
+ * | 30 | cancelled by the user (a `cancel` line, or SIGINT/SIGTERM or a stdout closed by its reader when there is no session to resume), or the plan was rejected |
+ * | 31 | interrupted by SIGINT/SIGTERM or a stdout closed by its reader, and resumable with `--resume` |
  *
  * @since 0.1.0
  */
@@ -120,7 +120,8 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
 export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: ExitCode }> {}
 
 /**
- * The code the process exits with when SIGINT or SIGTERM interrupts it: the
+ * The code the process exits with when SIGINT or SIGTERM interrupts it (or
+ * the reader of its stdout goes away, which stops a run the same way): the
  * run command sets it to {@link codes.interrupted} once it has a session to
  * resume.
  *

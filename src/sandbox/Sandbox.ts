@@ -21,7 +21,10 @@
  *   commands.
  *
  * Every path is relative to the workspace root (an absolute path is accepted
- * when it lies inside the root). A command that exits, times out, or whose
+ * when it lies inside the root). A command gets stdin, stdout and stderr and
+ * no other descriptor: it starts in a shell that closes those the host
+ * process inherited (which Node cannot mark close-on-exec), inside the
+ * sandbox under bubblewrap, and then execs it. A command that exits, times out, or whose
  * fiber is interrupted, ends with its whole process tree: the processes that
  * descend from it or (under {@link local}) carry its marker
  * (`EFFECT_AGENT_COMMAND`, in its environment), `setsid` ones too, are found
@@ -256,7 +259,9 @@ const makeBubblewrap = (root: string, options: BubblewrapOptions | undefined) =>
  * one on a system without `/proc` (macOS) that left the command's process
  * group. A local command can write anywhere its user can, and read the host
  * process's whole environment (API keys included) through
- * `/proc/<pid>/environ`, whatever `envAllowlist` says: use
+ * `/proc/<pid>/environ`, whatever `envAllowlist` says, and open its
+ * descriptors again through `/proc/<pid>/fd` (a command starts without
+ * them, but that is no boundary): use
  * {@link bubblewrap} where that matters. The file operations check paths
  * just before using them; a process swapping a directory for a link in
  * between, or a hard link made to an outside file, is not detected.

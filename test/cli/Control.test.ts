@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Result, Stream } from "effect"
+import { type Cause, Deferred, Effect, Fiber, Queue, Result, Stream } from "effect"
 import { Approvals, Message, Steering } from "effect-agent"
 import { Control } from "effect-agent/cli"
 
@@ -234,5 +234,77 @@ describe("Control: plan and turn decisions", () => {
       assert.deepStrictEqual(yield* approvals.decideTurn!({ runId: "r", turn: 2, feedback: "f" }), {
         _tag: "Interrupt"
       })
+    }))
+})
+
+describe("Control.lines", () => {
+  it.live("L4: a line without a newline is reported once while it comes, held to maxLineLength + 1 characters", () =>
+    Effect.gen(function*() {
+      const { steering } = yield* setup
+      const bytes = yield* Queue.unbounded<Uint8Array, Cause.Done>()
+      const reported = yield* Deferred.make<string>()
+      const notes: Array<string> = []
+      let longest = 0
+      const served = yield* Effect.forkChild(Control.serve({
+        lines: Control.lines(Stream.fromQueue(bytes)).pipe(
+          Stream.tap((line) => Effect.sync(() => void (longest = Math.max(longest, line.length))))
+        ),
+        target: { steering, approvals: undefined },
+        onEof: "ignore",
+        eof: yield* Deferred.make<void>(),
+        report: (note) => Effect.sync(() => void notes.push(note)).pipe(Effect.andThen(Deferred.succeed(reported, note)))
+      }))
+      // 3 MB of one line, in 64 KiB chunks (as a pipe gives them): reported before it ends
+      const chunk = encoder.encode("x".repeat(65_536))
+      for (let i = 0; i < 48; i++) yield* Queue.offer(bytes, chunk)
+      const note = yield* Deferred.await(reported).pipe(
+        Effect.timeoutOrElse({ duration: "10 seconds", orElse: () => Effect.succeed("no report while the line came") })
+      )
+      assert.strictEqual(note, `stdin line 1: the line is longer than ${Control.maxLineLength} characters; ignored`)
+      // more of it, its end, and the next line: that one is applied, with its own number
+      for (let i = 0; i < 16; i++) yield* Queue.offer(bytes, chunk)
+      yield* Queue.offer(bytes, encoder.encode(`xx\r\n{"type":"steer","text":"after"}\n{"type":"bogus"}\n`))
+      yield* Queue.end(bytes)
+      yield* Fiber.join(served)
+      assert.deepStrictEqual(yield* steering.takeSteering, [Message.user("after")])
+      assert.strictEqual(notes.length, 2)
+      assert.match(notes[1]!, /^stdin line 3: unknown type "bogus"/)
+      assert.strictEqual(longest, Control.maxLineLength + 1)
+    }))
+
+  it.effect("lines split anywhere come out as the whole lines would, each cut at maxLineLength + 1 (seeded, 60 inputs)", () =>
+    Effect.gen(function*() {
+      const keep = Control.maxLineLength + 1
+      const seed = Date.now() % 100_000
+      let state = seed
+      const random = () => {
+        state = (Math.imul(state, 1103515245) + 12345) & 0x7fffffff
+        return state / 0x7fffffff
+      }
+      const pick = <A>(choices: ReadonlyArray<A>): A => choices[Math.floor(random() * choices.length)]!
+      for (let trial = 0; trial < 60; trial++) {
+        const parts: Array<string> = []
+        for (let i = 0, n = 1 + Math.floor(random() * 5); i < n; i++) {
+          const length = pick([0, 1, 5, keep - 2, keep - 1, keep, keep + 1, keep + 7, 2 * keep + 3])
+          parts.push("ab".repeat(Math.ceil(length / 2)).slice(0, length) + pick(["\n", "\r\n", "\r"]))
+        }
+        parts.push(pick(["", "tail", "€ tail"]))
+        const text = parts.join("")
+        const whole = yield* Stream.runCollect(Stream.splitLines(Stream.make(text)))
+        const bytes = encoder.encode(text)
+        const chunks: Array<Uint8Array> = []
+        for (let at = 0; at < bytes.length;) {
+          const size = pick([1, 2, 3, 100, keep - 1, keep, keep + 1, 3 * keep])
+          chunks.push(bytes.subarray(at, at + size))
+          at += size
+        }
+        const cut = yield* Stream.runCollect(Control.lines(Stream.fromIterable(chunks)))
+        assert.deepStrictEqual(
+          cut.map((line) => line.length),
+          whole.map((line) => Math.min(line.length, keep)),
+          `seed ${seed}, input ${trial}`
+        )
+        assert.isTrue(cut.every((line, i) => line === whole[i]!.slice(0, keep)), `seed ${seed}, input ${trial}`)
+      }
     }))
 })

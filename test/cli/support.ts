@@ -59,7 +59,7 @@ export const stateHome = (() => {
  * without isolation beside one), with the test's state directory and the
  * given variables on top.
  */
-const environment = (env: Options["env"]): Record<string, string | undefined> => {
+export const environment = (env: Options["env"]): Record<string, string | undefined> => {
   const base: Record<string, string | undefined> = {}
   for (const [name, value] of Object.entries(process.env)) {
     if (!Sandbox.isSecretName(name)) base[name] = value

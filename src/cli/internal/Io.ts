@@ -5,9 +5,14 @@
  * order of the events, and nothing is lost when the process exits; the
  * `Stdio` service's sinks would need a fiber and a queue for the same.
  *
+ * A stream whose reader is gone (a pipe closed by `| head`: `EPIPE`) stops
+ * being written, quietly (Node ignores `SIGPIPE` and reports the error on the
+ * stream, which would end the process with a stack trace); its `closed`
+ * says so, for the run to stop.
+ *
  * @since 0.1.0
  */
-import { Context, Layer } from "effect"
+import { Context, Deferred, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 
 /**
@@ -26,6 +31,12 @@ export interface Output {
    * which (Linux's `/proc`); `undefined` for a pipe, a terminal, or unknown.
    */
   readonly file?: string | undefined
+  /**
+   * Completes when it can no longer be written (its reader is gone: a
+   * closed pipe); what is written from then on is dropped. Without it, it
+   * stays open.
+   */
+  readonly closed?: Effect.Effect<void> | undefined
 }
 
 /**
@@ -55,12 +66,45 @@ const fileOf = (fd: number): string | undefined => {
   }
 }
 
-const output = (stream: NodeJS.WriteStream, dumb: boolean, fd: number): Output => ({
-  write: (text) => void stream.write(text),
-  isTerminal: stream.isTTY === true && !dumb,
-  columns: () => stream.columns ?? 80,
-  file: fileOf(fd)
-})
+/** Whether a stream of the process can still be written, and the signal that it cannot; one for each stream. */
+interface Watched {
+  gone: boolean
+  readonly closed: Deferred.Deferred<void>
+}
+
+const watched = new WeakMap<NodeJS.WriteStream, Watched>()
+
+/**
+ * Watches a stream of the process for the error that ends it (`EPIPE`, once
+ * its reader is gone; `EIO`, a terminal hung up): written no more from then
+ * on, and no `error` event left unhandled, which would end the process.
+ */
+const watch = (stream: NodeJS.WriteStream): Watched => {
+  let state = watched.get(stream)
+  if (state === undefined) {
+    const created: Watched = { gone: false, closed: Deferred.makeUnsafe<void>() }
+    stream.on("error", () => {
+      created.gone = true
+      Deferred.doneUnsafe(created.closed, Effect.void)
+    })
+    watched.set(stream, created)
+    state = created
+  }
+  return state
+}
+
+const output = (stream: NodeJS.WriteStream, dumb: boolean, fd: number): Output => {
+  const state = watch(stream)
+  return {
+    write: (text) => {
+      if (!state.gone) stream.write(text)
+    },
+    isTerminal: stream.isTTY === true && !dumb,
+    columns: () => stream.columns ?? 80,
+    file: fileOf(fd),
+    closed: Deferred.await(state.closed)
+  }
+}
 
 /**
  * The process's streams, working directory and environment, as they are now.

@@ -19,6 +19,7 @@ import {
   Deferred,
   Duration,
   Effect,
+  Fiber,
   FileSystem,
   Layer,
   Logger,
@@ -27,6 +28,7 @@ import {
   type Redacted,
   Result,
   type Scope,
+  Semaphore,
   Stdio,
   Stream,
   type Terminal
@@ -346,6 +348,14 @@ const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
  * command (appended to by a resumed run) without following a link at its
  * name: the file may be in the workspace, where the agent could plant one.
  * A file that cannot be written is a note, and the run goes on.
+ *
+ * Each event is written once, in the order the events happen, whichever
+ * fiber emits it (the calls of a parallel batch): its line is queued where it
+ * happens (`observe`), and the lines queued are written by one write at a
+ * time (`onEvent`, which the emitting fiber waits for). A file handle's
+ * writes are not ordered by themselves: two at once both write where the file
+ * ended before either (the handle keeps its position), and one overwrites the
+ * other. What is queued when the command ends is written then.
  */
 const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (text: string) => void) =>
   Effect.gen(function*() {
@@ -372,17 +382,28 @@ const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (
       )
     )
     const encoder = new TextEncoder()
+    const lock = yield* Semaphore.make(1)
     let open = true
+    let queued: Array<string> = []
+    const flush = lock.withPermits(1)(Effect.suspend(() => {
+      if (queued.length === 0) return Effect.void
+      const text = queued.join("")
+      queued = []
+      return Effect.catch(handle.writeAll(encoder.encode(text)), (error) =>
+        Effect.sync(() => {
+          open = false
+          queued = []
+          note(`--emit-jsonl ${file}: stopped writing: ${error.message}`)
+        }))
+    }))
+    // Released before the handle is closed (it was opened first).
+    yield* Effect.addFinalizer(() => flush)
     const plugin: Hooks.Plugin = {
       name: "jsonl",
-      onEvent: (event) =>
-        open
-          ? Effect.catch(handle.writeAll(encoder.encode(eventLine(event))), (error) =>
-            Effect.sync(() => {
-              open = false
-              note(`--emit-jsonl ${file}: stopped writing: ${error.message}`)
-            }))
-          : Effect.void
+      observe: (event) => {
+        if (open) queued.push(eventLine(event))
+      },
+      onEvent: () => flush
     }
     return plugin
   })
@@ -587,6 +608,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
     let view: View.View | undefined
     let json = flags.json
     let sessionDir: string | undefined
+    let stdoutClosed = false
     const runTally = tally()
     // Notes before the view exists (and logs) go to stderr as they are.
     const note = (text: string) => (view ?? View.quiet(io.stderr.write)).note(text)
@@ -700,10 +722,11 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       }
       const interrupted = Effect.sync(() => {
         shown.close()
+        const why = stdoutClosed ? "stdout was closed" : "interrupted"
         io.stderr.write(
           sessionDir !== undefined
-            ? `effect-agent: interrupted; the session is saved: resume it with ${resumeHint}\n`
-            : "effect-agent: interrupted\n"
+            ? `effect-agent: ${why}; the session is saved: resume it with ${resumeHint}\n`
+            : `effect-agent: ${why}\n`
         )
         if (json) {
           printJson(onInterrupt.code, {
@@ -852,12 +875,23 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       return yield* finish(code, { outcome: result.outcome, summary, answer: answer ?? null, error: null })
     })
 
-    return yield* program.pipe(
+    const running = yield* Effect.forkChild(program.pipe(
       Effect.catch((error) =>
         error._tag === "ExitWith"
           ? Effect.fail(error)
           : fail(error._tag === "CliFailure" ? error.code : failureCode(error), error)
       ),
       Effect.provide(Logger.layer([logger(note)]))
-    )
+    ))
+    // Stdout's reader gone (`| head`): the run stops as SIGTERM stops it, there being no one to read what it does.
+    if (io.stdout.closed !== undefined) {
+      yield* Effect.forkChild(Effect.andThen(
+        io.stdout.closed,
+        Effect.suspend(() => {
+          stdoutClosed = true
+          return Fiber.interrupt(running)
+        })
+      ))
+    }
+    return yield* Fiber.join(running)
   }).pipe(Effect.scoped)

@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import { type Cause, Effect, Option, Queue, type Scope, Stream, Terminal } from "effect"
+import * as Control from "../Control.ts"
 
 /**
  * What a key does to the line being typed.
@@ -42,7 +43,10 @@ export const edit = (text: string, input: Terminal.UserInput): Edit => {
   if (name === "backspace") return { _tag: "Typing", text: Array.from(text).slice(0, -1).join("") }
   const typed = Option.getOrUndefined(input.input)
   if (ctrl || meta || typed === undefined || control.test(typed)) return { _tag: "Typing", text }
-  return { _tag: "Typing", text: text + typed }
+  // Past the longest line there is (a paste that never ends), the line is held as long as that and one more
+  // character: sent, it is reported as too long (`Control.parse`).
+  if (text.length > Control.maxLineLength) return { _tag: "Typing", text }
+  return { _tag: "Typing", text: (text + typed).slice(0, Control.maxLineLength + 1) }
 }
 
 /**

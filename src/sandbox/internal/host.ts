@@ -7,7 +7,9 @@
  */
 import { Duration, Effect, FileSystem, Path } from "effect"
 import { ChildProcessSpawner } from "effect/process"
+import * as Descriptors from "./descriptors.ts"
 import {
+  CommandError,
   describe,
   errnoReasons,
   type FileNotFoundError,
@@ -185,11 +187,19 @@ const operations = Effect.fnUntraced(function*(root: string, config: Config) {
       return yield* fsError("exec", cwdInput, "the working directory is not a directory")
     }
     const command = options.command
+    const argv: Process.Argv = typeof command === "string" ? ["/bin/sh", "-c", command] : command
+    const display = typeof command === "string" ? command : command.join(" ")
+    const env = options.env === undefined ? config.env : { ...config.env, ...options.env }
+    // A local program is looked up here (bwrap looks it up in the sandbox): the spawn finds only the shell.
+    if (config.kind === "local" && !Descriptors.programExists(argv[0], env, cwd)) {
+      return yield* new CommandError({ command: display, reason: `program not found: ${argv[0]}` })
+    }
     return yield* Process.run(spawner, {
-      argv: yield* wrap(typeof command === "string" ? ["/bin/sh", "-c", command] : command, cwd),
-      display: typeof command === "string" ? command : command.join(" "),
+      // Inside the wrapper: under bubblewrap, the descriptors are closed in the sandbox, where the command starts.
+      argv: yield* wrap(Descriptors.closingInherited(argv, env), cwd),
+      display,
       cwd,
-      env: options.env === undefined ? config.env : { ...config.env, ...options.env },
+      env,
       stdin: options.stdin,
       timeout: options.timeout === undefined ? config.timeout : Duration.fromInputUnsafe(options.timeout),
       cap: Math.max(0, options.maxOutputBytes ?? config.maxOutputBytes),

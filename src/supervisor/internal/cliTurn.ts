@@ -11,6 +11,7 @@ import { Duration, Effect, Fiber, type PlatformError, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import { redactor } from "../../providers/internal/Redaction.ts"
 import { CappedOutput } from "../../sandbox/internal/capture.ts"
+import * as Descriptors from "../../sandbox/internal/descriptors.ts"
 import { describe } from "../../sandbox/internal/errors.ts"
 import { allowlistedEnv } from "../../sandbox/internal/process.ts"
 import { type TurnReply, type TurnRequest, WorkerError } from "../Worker.ts"
@@ -73,7 +74,12 @@ const attempt = (
   Effect.gen(function*() {
     const fail = failure(settings.worker)
     const env = allowlistedEnv(settings.env, undefined)
-    const handle = yield* spawner.spawn(ChildProcess.make(settings.executable, args, {
+    // The CLI starts in the shell that closes the descriptors this process inherited: the spawn runs the shell.
+    if (!Descriptors.programExists(settings.executable, env, settings.cwd)) {
+      return yield* fail("spawn", `program not found: ${settings.executable}`)
+    }
+    const [shell, ...shellArgs] = Descriptors.closingInherited([settings.executable, ...args], env)
+    const handle = yield* spawner.spawn(ChildProcess.make(shell, shellArgs, {
       cwd: settings.cwd,
       env,
       extendEnv: false,

@@ -3,7 +3,8 @@
  * applied to the line being typed.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Queue, Stream, Terminal } from "effect"
+import { Effect, Option, Queue, Result, Stream, Terminal } from "effect"
+import { Control } from "effect-agent/cli"
 import * as TerminalInput from "../../../src/cli/internal/TerminalInput.ts"
 
 const key = (name: string, input?: string, ctrl = false): Terminal.UserInput => ({
@@ -22,6 +23,18 @@ describe("TerminalInput.edit", () => {
     assert.deepStrictEqual(TerminalInput.edit("ab", key("c", undefined, true)), { _tag: "Interrupt" })
     // escape sequences (arrows) are not text
     assert.deepStrictEqual(TerminalInput.edit("ab", key("up", "\x1b[A")), { _tag: "Typing", text: "ab" })
+  })
+
+  it("L4: a paste that never ends holds the line at Control.maxLineLength + 1 characters, which is reported when sent", () => {
+    const full = "x".repeat(Control.maxLineLength)
+    assert.deepStrictEqual(TerminalInput.edit(full, key("y", "yz")), { _tag: "Typing", text: `${full}y` })
+    assert.deepStrictEqual(TerminalInput.edit(`${full}y`, key("z", "z")), { _tag: "Typing", text: `${full}y` })
+    const sent = TerminalInput.edit(`${full}y`, key("return", "\r"))
+    assert.deepStrictEqual(sent, { _tag: "Line", line: `${full}y` })
+    assert.deepStrictEqual(
+      Control.parse(`${full}y`),
+      Result.fail(`the line is longer than ${Control.maxLineLength} characters`)
+    )
   })
 })
 
