@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer } from "effect"
 import { TestClock } from "effect/testing"
-import { Agent, Hooks } from "effect-agent"
+import { Agent, Hooks, Message, Steering } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, makeTrace, ofTag, recorder, toolsLayer } from "./support.ts"
 
@@ -93,6 +93,37 @@ describe("interrupting the run's fiber", () => {
         ["s1", { kind: "interrupted", started: true, outcome: "unknown" }],
         ["s2", { kind: "interrupted", started: false }]
       ])
+    }))
+
+  it.effect("a message the steering handle gave up is kept when the run is interrupted as it is taken", () =>
+    Effect.gen(function*() {
+      // The run's fiber is interrupted while it takes the handle's messages: the interruption lands as soon as
+      // the take returns. Before, a message taken then was in neither the inbox nor the transcript: lost.
+      let fiber: Fiber.Fiber<unknown, unknown> | undefined
+      const handle = yield* Steering.make()
+      let given = false
+      const steering: Steering.Service = {
+        ...handle,
+        takeSteering: Effect.sync(() => {
+          if (given) return []
+          given = true
+          fiber!.interruptUnsafe()
+          return [Message.user("keep me")]
+        })
+      }
+      const { events, plugin } = recorder()
+      fiber = yield* Effect.forkChild(
+        Agent.run({ prompt: "go", steering, plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "never" }]), toolsLayer(makeTrace())))
+        )
+      )
+      yield* Fiber.await(fiber)
+      const end = events.at(-1)!
+      assert.strictEqual(end._tag, "AgentEnd")
+      if (end._tag !== "AgentEnd") return
+      const state = end.result!.state
+      const kept = [...state.steering, ...state.messages].filter((m) => Message.textOf(m) === "keep me")
+      assert.strictEqual(kept.length, 1)
     }))
 
   it.effect("interrupting during the model stream delivers AgentEnd with a valid transcript", () =>

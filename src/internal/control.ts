@@ -152,9 +152,12 @@ type InboxRun<R> = LiveRun.Uses<R, "env" | "inbox" | "context">
 const nothing: Effect.Effect<ReadonlyArray<Message.Message>> = Effect.succeed([])
 
 /**
- * Takes what is waiting of one kind: from the `Steering` handle and the
- * plugins' `steering` / `followUp` hooks, into the inbox, then out of it by
- * the handle's delivery mode (all at once, or one at a time).
+ * What is waiting of one kind, to deliver next: from the `Steering` handle
+ * and the plugins' `steering` / `followUp` hooks, into the inbox; then the
+ * first of the inbox by the handle's delivery mode (all at once, or one at a
+ * time). They stay in the inbox until {@link deliver} takes them out, in the
+ * same step as it appends them: a run stopped in between (an interruption
+ * comes between two steps) returns them undelivered in its state.
  *
  * @internal
  */
@@ -169,51 +172,66 @@ const pollNow = Effect.fnUntraced(function*<R>(run: InboxRun<R>, kind: Kind, que
   const mode = steering === undefined ? "all" : kind === "steering" ? steering.steeringMode : steering.followUpMode
   // One at a time, the handle's messages stay in it (counted against its bound) until the inbox is empty.
   if (steering !== undefined && (mode === "all" || queue.length === 0)) {
-    queue.push(...yield* (kind === "steering" ? steering.takeSteering : steering.takeFollowUps))
+    yield* into(queue, kind === "steering" ? steering.takeSteering : steering.takeFollowUps)
   }
   for (const plugin of run.env.hooks[kind]) {
     const hook = kind === "steering" ? plugin.steering : plugin.followUp
     if (hook !== undefined) queue.push(...yield* hook(run.context))
   }
   if (queue.length === 0) return []
-  return take(queue, mode)
+  return next(queue, mode)
 })
 
-const take = (queue: Array<Message.Message>, mode: Steering.DeliveryMode): ReadonlyArray<Message.Message> =>
-  mode === "all" ? queue.splice(0) : queue.splice(0, 1)
+/**
+ * Moves what the `Steering` handle gives into the inbox as one uninterruptible step: a message the handle gave
+ * up is in the inbox, and a run stopped then returns it (invariant 3: a message given to `steer` or `followUp`
+ * is delivered, returned or saved, never dropped). A handle's take is quick (the library's is synchronous);
+ * a plugin's `steering` hook, which may take its time, stays interruptible.
+ */
+const into = (
+  queue: Array<Message.Message>,
+  take: Effect.Effect<ReadonlyArray<Message.Message>>
+): Effect.Effect<void> => Effect.uninterruptible(Effect.map(take, (taken) => void queue.push(...taken)))
+
+const next = (queue: Array<Message.Message>, mode: Steering.DeliveryMode): ReadonlyArray<Message.Message> =>
+  mode === "all" ? queue.slice() : queue.slice(0, 1)
 
 /**
- * Delivers messages taken by {@link poll}: the `beforeDelivery` hooks check
- * them first, in order; when all proceed, they are appended to the
- * transcript and announced with `SteeringDelivered` or `FollowUpDelivered`.
- * When one stops, they never enter the transcript: `DeliveryBlocked`
+ * Delivers the messages {@link poll} found, the first of the inbox: the
+ * `beforeDelivery` hooks check them first, in order; when all proceed, they
+ * leave the inbox and are appended to the transcript in one step, and are
+ * announced with `SteeringDelivered` or `FollowUpDelivered`. When one stops,
+ * they leave the inbox and never enter the transcript: `DeliveryBlocked`
  * announces them, and the step answers the hook's outcome, which ends the
  * run (`undefined`: delivered).
  *
  * @internal
  */
 export const deliver = <R>(
-  run: LiveRun.Uses<R, "env" | "transcript" | "events" | "context">,
+  run: LiveRun.Uses<R, "env" | "inbox" | "transcript" | "events" | "context">,
   kind: Kind,
   messages: ReadonlyArray<Message.Message>
 ): Step.Step<Outcome.Outcome | undefined, never, R> =>
   messages.length === 0 ? Step.done : deliverNow(run, kind, messages)
 
 function* deliverNow<R>(
-  run: LiveRun.Uses<R, "env" | "transcript" | "events" | "context">,
+  run: LiveRun.Uses<R, "env" | "inbox" | "transcript" | "events" | "context">,
   kind: Kind,
   messages: ReadonlyArray<Message.Message>
 ) {
+  const queue = kind === "steering" ? run.inbox.steering : run.inbox.followUps
   const checks = run.env.hooks.beforeDelivery
   if (checks.length > 0) {
     const delivery: Hooks.Delivery = { kind, messages }
     for (const plugin of checks) {
       const decision = yield* plugin.beforeDelivery!(delivery, run.context)
       if (decision._tag === "Proceed") continue
+      queue.splice(0, messages.length)
       yield* Events.emit(run.events, { _tag: "DeliveryBlocked", kind, messages, plugin: plugin.name })
       return decision.outcome
     }
   }
+  queue.splice(0, messages.length)
   Transcript.appendAll(run.transcript, messages)
   yield* Events.emit(run.events, { _tag: kind === "steering" ? "SteeringDelivered" : "FollowUpDelivered", messages })
   return undefined
