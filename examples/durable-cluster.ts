@@ -60,6 +60,7 @@ const runner = (url: string, port: number) =>
     console.log(`runner on 127.0.0.1:${port}`)
     // Resumes the sessions that suspended on a failure (the database was away).
     return yield* DurableSession.supervise().pipe(Effect.provideContext(context))
+    // The database outlives the runner's layers (scoped inside it): their stop hands the shards back through it.
   }).pipe(Effect.scoped, Effect.provide(database(url)))
 
 const client = (url: string, sessionId: string, prompt: string) =>

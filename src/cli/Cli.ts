@@ -29,7 +29,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
-import { Effect, type FileSystem, Layer, type Path, type Runtime, type Stdio, Terminal } from "effect"
+import { type Context, Effect, type FileSystem, Layer, type Path, type Runtime, type Stdio, Terminal } from "effect"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
 import type { HttpClient } from "effect/http"
 import type { ChildProcessSpawner } from "effect/process"
@@ -104,13 +104,33 @@ export const program = command.pipe(
 
 /**
  * Runs the command as the process's main fiber: SIGINT and SIGTERM
- * interrupt it, and the process exits with the command's exit code.
+ * interrupt it, and the process exits with the command's exit code. A
+ * command that bounds its stop (`OnInterrupt`'s `forced`: `effect-agent
+ * runner`) is exited at once by a second signal, or when its stop outlasts
+ * the bound.
  *
  * @since 0.1.0
  * @category running
  */
 export const runMain = (): void => {
-  const onInterrupt: { code: ExitCode } = { code: codes.cancelled }
+  const onInterrupt: Context.Service.Shape<typeof OnInterrupt> = { code: codes.cancelled }
+  let signals = 0
+  const force = (why: string) => {
+    const forced = onInterrupt.forced
+    if (forced === undefined) return
+    process.stderr.write(`effect-agent: ${why}: exiting at once; ${forced.note}\n`)
+    process.exit(forced.code)
+  }
+  // Beside NodeRuntime.runMain's own listeners, which interrupt the command (once: it ignores a second signal).
+  const onSignal = () => {
+    signals += 1
+    const forced = onInterrupt.forced
+    if (forced === undefined) return
+    if (signals > 1) return force("a second signal")
+    setTimeout(() => force(`not stopped ${forced.within / 1000} s after the signal`), forced.within).unref()
+  }
+  process.on("SIGINT", onSignal)
+  process.on("SIGTERM", onSignal)
   NodeRuntime.runMain(Effect.provideService(program, OnInterrupt, onInterrupt), {
     disableErrorReporting: true,
     teardown: teardown(onInterrupt)

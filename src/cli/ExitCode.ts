@@ -5,7 +5,7 @@
  * | code | meaning |
  * |---|---|
  * | 0 | completed, terminated by its tools, wrapped up, or handed off; a supervised run converged |
- * | 1 | an unexpected failure (a tool failed fatally, a checkpoint could not be written, a bug) |
+ * | 1 | an unexpected failure (a tool failed fatally, a checkpoint could not be written, a bug); a runner whose stop was cut short |
  * | 10 | the turn cap was reached (a supervised run: `Unverified` by its turn cap) |
  * | 11 | a token budget ran out (a supervised run: `Unverified` by tokens) |
  * | 12 | the wall-clock budget ran out (a supervised run: `Unverified` by wall clock) |
@@ -120,15 +120,22 @@ export const fromOutcome = (outcome: Outcome): ExitCode => {
 export class ExitWith extends Data.TaggedError("ExitWith")<{ readonly code: ExitCode }> {}
 
 /**
- * The code the process exits with when SIGINT or SIGTERM interrupts it (or
- * the reader of its stdout goes away, which stops a run the same way): the
- * run command sets it to {@link codes.interrupted} once it has a session to
- * resume.
+ * What SIGINT and SIGTERM do to the command. `code` is the code the process
+ * exits with once a signal has interrupted it (or the reader of its stdout
+ * goes away, which stops a run the same way) and it has stopped: the run
+ * command sets it to {@link codes.interrupted} once it has a session to
+ * resume. A command whose stop may hang on what it waits for (`effect-agent
+ * runner` hands its sessions back through the database) sets `forced`: a
+ * second signal, or a stop that outlasts `within` milliseconds, then exits
+ * the process at once with `forced.code`, saying so on stderr with `note`.
  *
  * @since 0.1.0
  * @category references
  */
-export class OnInterrupt extends Context.Reference<{ code: ExitCode }>("effect-agent/cli/OnInterrupt", {
+export class OnInterrupt extends Context.Reference<{
+  code: ExitCode
+  forced?: { readonly within: number; readonly code: ExitCode; readonly note: string } | undefined
+}>("effect-agent/cli/OnInterrupt", {
   defaultValue: () => ({ code: codes.cancelled })
 }) {}
 

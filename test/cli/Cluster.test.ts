@@ -3,8 +3,10 @@
  * processes, on a local PostgreSQL (skipped, saying why, where there is none).
  */
 import { NodeServices } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FileSystem, Option } from "effect"
+import { Clock, Duration, Effect, FileSystem, Option, Redacted, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
 import { fileURLToPath } from "node:url"
 import * as Postgres from "../session/postgres.ts"
 import { live, scripted, spawnProgram, tempDir } from "./support.ts"
@@ -49,6 +51,52 @@ const turns = [
   { text: "a.txt says hello world." }
 ]
 
+/** The cluster as PostgreSQL sees it: the runners registered, and the shard locks each database session holds. */
+interface ClusterState {
+  readonly runners: ReadonlyArray<string>
+  readonly locks: ReadonlyArray<number>
+}
+
+const clusterState = (pg: Postgres.Postgres) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const runners = yield* sql<{ address: string }>`SELECT address FROM cluster_runners`
+    const locks = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM pg_locks
+      WHERE locktype = 'advisory' GROUP BY pid`
+    const state: ClusterState = { runners: runners.map((row) => row.address), locks: locks.map((row) => Number(row.n)) }
+    return state
+  }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(pg.url) })))
+
+/** Waits, up to `within`, for the cluster to be in a state (asking again while the database is away). */
+const until = (pg: Postgres.Postgres, what: string, done: (state: ClusterState) => boolean, within: Duration.Input) =>
+  clusterState(pg).pipe(
+    Effect.retry({ schedule: Schedule.spaced("250 millis") }),
+    Effect.repeat({ until: done, schedule: Schedule.spaced("250 millis") }),
+    Effect.timeoutOrElse({
+      duration: within,
+      orElse: () =>
+        Effect.flatMap(
+          Effect.option(clusterState(pg)),
+          (state) => Effect.die(new Error(`not ${what} within ${Duration.format(Duration.fromInputUnsafe(within))}: ${JSON.stringify(state)}`))
+        )
+    })
+  )
+
+const sum = (counts: ReadonlyArray<number>) => counts.reduce((a, b) => a + b, 0)
+
+/** Every shard held, by `runners` runners each holding some. */
+const settled = (runners: number) => (state: ClusterState) =>
+  state.locks.length === runners && state.locks.every((n) => n > 0) && sum(state.locks) === 300
+
+/**
+ * A session whose call marks the runner it runs on (`ran.txt` in that runner's directory) as it starts, and then
+ * takes `seconds`: once the mark is there, the call is in flight.
+ */
+const marking = (seconds: number) => [
+  { toolCalls: [{ name: "bash", params: { command: `echo ran >> ran.txt; sleep ${seconds}` } }] },
+  { text: "done." }
+]
+
 describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", () => {
   it.live("a runner runs the sessions run --pg submits; run follows one to its answer and exits 0", () =>
     Effect.gen(function*() {
@@ -62,10 +110,11 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
       assert.strictEqual(done.stdout, "a.txt says hello world.\n")
       assert.include(done.stderr, "session cli-1 submitted")
       assert.include(done.stderr, "⚙ read_file")
-      // the same id again follows the session that has it: its answer, nothing run again
-      const again = yield* (yield* submit(pg, "cli-1", "x")).exit
+      // the same id again follows the session that has it: its answer, nothing run again (--quiet: no progress)
+      const again = yield* (yield* submit(pg, "cli-1", "x", ["--quiet"])).exit
       assert.strictEqual(again.code, 0, again.stderr)
       assert.strictEqual(again.stdout, "a.txt says hello world.\n")
+      assert.strictEqual(again.stderr, "")
       // the runner is killed with the scope: a session never depends on its runner stopping cleanly
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 180_000)
 
@@ -88,6 +137,8 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
         const done = yield* client.exit
         assert.strictEqual(done.code, 0, done.stderr)
         assert.strictEqual(done.stdout, "a.txt says hello world.\n")
+        // the client waited for the database, and said so once
+        assert.strictEqual(done.stderr.split("cannot reach the database").length - 1, 1, done.stderr)
         // the runner is still running, and runs another session
         assert.isTrue(Option.isNone(yield* Effect.timeoutOption(started.process.exit, "200 millis")), "the runner exited")
         const next = yield* (yield* submit(pg, "cli-pg-2", "What is in a.txt?")).exit
@@ -112,6 +163,142 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
       const fs = yield* FileSystem.FileSystem
       assert.isFalse(yield* fs.exists(`${dir}/b.txt`))
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 180_000)
+
+  // Before, a runner given SIGTERM or SIGINT never exited: its database pool was closed before its sharding (the
+  // database was provided around the runner's body, inside the scope of the layers that use it), so the sharding's
+  // stop retried for ever; it kept its runner row and its shard locks, and the sessions on its shards stalled.
+  it.live(
+    "attack: SIGTERM, SIGINT, and SIGTERM after a pg_ctl restart, to a runner while sessions run: it exits 0 in bounded time, its shard locks and runner row released, and every session finishes on the other runner",
+    () =>
+      Effect.gen(function*() {
+        const pg = yield* Postgres.scoped
+        const fs = yield* FileSystem.FileSystem
+        yield* runner(pg, yield* scripted(marking(3)), "bash", ["--approve", "all"])
+        const cases = [
+          { signal: "SIGTERM", restart: false },
+          { signal: "SIGINT", restart: false },
+          { signal: "SIGTERM", restart: true }
+        ] as const
+        for (const [round, { restart, signal }] of cases.entries()) {
+          const dir = yield* scripted(marking(3))
+          const stopping = yield* runner(pg, dir, "bash", ["--approve", "all"])
+          yield* until(pg, "settled on two runners", settled(2), "90 seconds")
+          if (restart) {
+            pg.restart()
+            // each runner finds its locks gone at its next refresh, and takes its shards again
+            yield* until(pg, "settled again after the restart", settled(2), "90 seconds")
+          }
+          // Sessions, until one runs on the runner to stop: its call is in flight when the signal comes.
+          const clients = []
+          for (let batch = 0; batch < 5 && !(yield* fs.exists(`${dir}/ran.txt`)); batch++) {
+            for (let i = 0; i < 4; i++) {
+              clients.push({ id: `sig-${round}-${batch}-${i}`, process: yield* submit(pg, `sig-${round}-${batch}-${i}`, "go") })
+            }
+            yield* fs.exists(`${dir}/ran.txt`).pipe(
+              Effect.repeat({ until: (ran) => ran, schedule: Schedule.spaced("100 millis") }),
+              Effect.timeoutOption("20 seconds")
+            )
+          }
+          assert.isTrue(yield* fs.exists(`${dir}/ran.txt`), "no session ran on the runner to stop")
+          const signalled = yield* Clock.currentTimeMillis
+          yield* stopping.process.signal(signal)
+          const stopped = yield* stopping.process.exit
+          const took = (yield* Clock.currentTimeMillis) - signalled
+          assert.strictEqual(stopped.code, 0, stopped.stderr)
+          assert.include(stopped.stderr, "effect-agent runner: stopping: handing its sessions to the other runners")
+          assert.include(stopped.stderr, "effect-agent runner: stopped\n")
+          // it waits for its calls in flight (3 s); its bound is 140 s (the entity termination timeout, a lock
+          // refresh interval, 10 s)
+          assert.isBelow(took, 60_000)
+          // its runner row is gone, and the other runner holds every shard
+          yield* until(
+            pg,
+            "handed over",
+            (state) => !state.runners.includes(`127.0.0.1:${stopping.port}`) && state.locks.length === 1 && state.locks[0] === 300,
+            "60 seconds"
+          )
+          for (const client of clients) {
+            const done = yield* client.process.exit
+            assert.strictEqual(done.code, 0, `${client.id}: ${done.stderr}`)
+            assert.strictEqual(done.stdout, "done.\n", client.id)
+          }
+        }
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    600_000
+  )
+
+  // Before, a second signal did nothing: the runner went on waiting for its calls in flight (up to 2 minutes). The
+  // first stops it cleanly, waiting for its call in flight (30 s); the second cuts that short.
+  it.live(
+    "attack: a second SIGTERM exits a stopping runner at once (exit 1, saying so), and its session finishes on a runner started after",
+    () =>
+      Effect.gen(function*() {
+        const pg = yield* Postgres.scoped
+        const fs = yield* FileSystem.FileSystem
+        const dir = yield* scripted(marking(30))
+        const stopping = yield* runner(pg, dir, "bash", ["--approve", "all"])
+        const client = yield* submit(pg, "second-signal", "go")
+        // its 30 s call is in flight
+        yield* fs.exists(`${dir}/ran.txt`).pipe(
+          Effect.repeat({ until: (ran) => ran, schedule: Schedule.spaced("100 millis") }),
+          Effect.timeout("30 seconds")
+        )
+        yield* stopping.process.signal("SIGTERM")
+        // the stop has begun (its runner row is gone), and waits for the call in flight
+        yield* until(pg, "unregistered", (state) => !state.runners.includes(`127.0.0.1:${stopping.port}`), "30 seconds")
+        const signalled = yield* Clock.currentTimeMillis
+        yield* stopping.process.signal("SIGTERM")
+        const stopped = yield* stopping.process.exit
+        assert.isBelow((yield* Clock.currentTimeMillis) - signalled, 10_000)
+        assert.strictEqual(stopped.code, 1, stopped.stderr)
+        assert.include(stopped.stderr, "effect-agent: a second signal: exiting at once")
+        // (the call cut short is not made again: a bash call answers "outcome unknown" when replayed)
+        yield* runner(pg, yield* scripted(marking(30)), "bash", ["--approve", "all"])
+        const done = yield* client.exit
+        assert.strictEqual(done.code, 0, done.stderr)
+        assert.strictEqual(done.stdout, "done.\n")
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    180_000
+  )
+
+  // Before, run --pg took these flags and ignored them: the session ran on the runners' model, tools and approvals.
+  live("attack: run --pg refuses every flag it would ignore (exit 22, naming each), before reaching the database", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const pgArgs = ["run", "--pg", "postgres://postgres@127.0.0.1:1/x", "--task", "t"]
+      const approve = yield* (yield* cli(dir, [...pgArgs, "--approve", "all"])).exit
+      assert.strictEqual(approve.code, 22, approve.stderr)
+      assert.include(approve.stderr, "effect-agent: run --pg does not take flags it would ignore:\n  --approve: ")
+      const ignored: ReadonlyArray<readonly [string, ...Array<string>]> = [
+        ["--provider", "scripted"],
+        ["--model", "m"],
+        ["--base-url", "http://127.0.0.1:1/v1"],
+        ["--api-key-env", "KEY"],
+        ["--script", "s.json"],
+        ["--tools", "bash"],
+        ["--mcp", "server"],
+        ["--workspace", "/"],
+        ["--sandbox", "local"],
+        ["--allow-read", "/"],
+        ["--allow-write", "/tmp"],
+        ["--approve", "all"],
+        ["--resume", "/tmp/s"],
+        ["--session-dir", "/tmp/s"],
+        ["--emit-jsonl", "-"],
+        ["--json"],
+        ["--otlp", "http://127.0.0.1:1"],
+        ["--stdin-eof", "cancel"],
+        ["--check", "true"],
+        ["--verifier", "true"],
+        ["--plan"],
+        ["--max-plan-iterations", "2"],
+        ["--approve-turns"],
+        ["--worker", "claude"]
+      ]
+      const all = yield* (yield* cli(dir, [...pgArgs, ...ignored.flat()])).exit
+      assert.strictEqual(all.code, 22, all.stderr)
+      for (const [flag] of ignored) assert.include(all.stderr, `\n  ${flag}: `)
+    }))
 
   live("attack: run --pg refuses a --session-id the rule refuses (exit 22), before reaching the database", () =>
     Effect.gen(function*() {

@@ -12,7 +12,7 @@
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result, Schedule, Schema } from "effect"
+import { ConfigProvider, Context, Duration, Effect, Exit, Layer, Option, Path, Redacted, Result, Schedule, Schema, Scope } from "effect"
 import { LanguageModel } from "effect/ai"
 import { Flag } from "effect/cli"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
@@ -98,19 +98,44 @@ export type RunnerFlags = {
  * refresh slower than its interval gives up all of a runner's shards (their
  * calls in flight are made again): 10 s copes with a loaded database.
  */
+const settings = {
+  shardLockExpiration: Duration.seconds(35),
+  shardLockRefreshInterval: Duration.seconds(10),
+  runnerHealthCheckInterval: Duration.seconds(5),
+  entityTerminationTimeout: Duration.minutes(2)
+}
+
 const sharding = (address?: { readonly host: string; readonly port: number }) => {
-  const config: Partial<ShardingConfig.ShardingConfig["Service"]> = {
-    shardLockExpiration: "35 seconds",
-    shardLockRefreshInterval: "10 seconds",
-    runnerHealthCheckInterval: "5 seconds",
-    entityTerminationTimeout: "2 minutes"
-  }
+  const config: Partial<ShardingConfig.ShardingConfig["Service"]> = settings
   if (address === undefined) return config
   const runner = RunnerAddress.make(address.host, address.port)
   return { ...config, runnerAddress: Option.some(runner), runnerListenAddress: Option.some(runner) }
 }
 
+/**
+ * How long a runner's stop may take (in milliseconds) before the process
+ * exits anyway: the longest effect's own stop waits (for the sessions it
+ * ends, `entityTerminationTimeout`; for the hand-off of its shards, a lock
+ * refresh interval), and 10 s more. A stop takes a few seconds: its
+ * sessions give their runs up within a second of it.
+ */
+const stopWithin = Duration.toMillis(settings.entityTerminationTimeout) +
+  Duration.toMillis(settings.shardLockRefreshInterval) + 10_000
+
 const database = (url: string) => PgClient.layer({ url: Redacted.make(url) })
+
+/**
+ * Builds `layer` in a scope of its own under the current one: a build that
+ * fails releases what it acquired (a pool that could not connect), so that
+ * trying again builds afresh.
+ */
+const building = <ROut, E, RIn>(layer: Layer.Layer<ROut, E, RIn>) =>
+  Effect.gen(function*() {
+    const scope = yield* Scope.fork(yield* Effect.scope)
+    return yield* Layer.buildWithScope(layer, scope).pipe(
+      Effect.onError((cause) => Scope.close(scope, Exit.failCause(cause)))
+    )
+  })
 
 /**
  * A database that is away when a command starts, or while `run --pg`
@@ -131,15 +156,25 @@ const asFailure = <E extends { readonly message: string }>(what: string) => (err
   error instanceof Failure || error instanceof ExitWith ? error : configError(`${what}: ${error.message}`)
 
 /**
- * Runs `effect-agent runner` until it is interrupted.
+ * Runs `effect-agent runner` until SIGINT or SIGTERM stops it: it then takes
+ * no new work, hands its sessions back (they go on on the other runners),
+ * releases its shards and its runner row, and exits 0. A second signal, or
+ * a stop that takes longer than `stopWithin`, exits at once (code 1): its
+ * sessions then move when the other runners find it gone, as after a kill.
  *
  * @since 0.1.0
  */
 export const runner = (flags: RunnerFlags) =>
   Effect.gen(function*() {
     const io = yield* Io
-    ;(yield* OnInterrupt).code = codes.ok
     const note = (text: string) => io.stderr.write(`effect-agent runner: ${text}\n`)
+    const onInterrupt = yield* OnInterrupt
+    onInterrupt.code = codes.ok
+    onInterrupt.forced = {
+      within: stopWithin,
+      code: codes.unexpected,
+      note: "its sessions move to the other runners once their health check finds it gone"
+    }
     const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
     const path = yield* Path.Path
     const target = yield* Settings.target({ ...flags, approve }, undefined, { cwd: io.cwd, env: io.env }, path)
@@ -165,36 +200,102 @@ export const runner = (flags: RunnerFlags) =>
           Approvals.denyAll("this call needs approval, and the runner was started with --approve none")
         )
         : tools
+    // The database is the dependency of every other layer: built first (with its tables), closed last. The
+    // runner's stop needs it to hand its shards back and to remove its runner row: closed first (as when the
+    // database was provided around the runner's body, inside the scope of the layers that use it), it left the
+    // stop retrying for ever, the runner holding its shards and their sessions stalled.
     const nodeLayer = DurableSession.layer().pipe(
       Layer.provideMerge(Layer.merge(Layer.succeedContext(services), DurableSession.layerSqlStore)),
       Layer.provideMerge(ClusterWorkflowEngine.layer),
       Layer.provideMerge(
         NodeClusterSocket.layer({ storage: "sql", shardingConfig: sharding({ host: flags.host, port: flags.port }) })
-      )
+      ),
+      Layer.provideMerge(Layer.effectDiscard(DurableSession.migrateSql).pipe(Layer.provideMerge(database(flags.pg))))
     )
     // The database may be away when the runner starts (it restarts): the runner waits for it.
-    const context = yield* Effect.gen(function*() {
-      const sql = yield* Layer.build(database(flags.pg))
-      yield* DurableSession.migrateSql.pipe(Effect.provideContext(sql))
-      return yield* Layer.build(nodeLayer).pipe(Effect.provideContext(sql))
-    }).pipe(waitingForTheDatabase(note))
+    const context = yield* waitingForTheDatabase(note)(building(nodeLayer))
     note(`running sessions on ${flags.host}:${flags.port}`)
     io.stdout.write(JSON.stringify({ runner: `${flags.host}:${flags.port}` }) + "\n")
     // Once running, the runner outlives the database going away: its sharding reconnects, and the supervisor
     // survives a pass that fails and resumes the sessions that suspended meanwhile.
-    return yield* DurableSession.supervise().pipe(Effect.provideContext(context))
-  }).pipe(Effect.scoped, Effect.mapError(asFailure("cannot run sessions")))
+    return yield* DurableSession.supervise().pipe(
+      Effect.provideContext(context),
+      Effect.onInterrupt(() =>
+        Effect.sync(() =>
+          note(
+            `stopping: handing its sessions to the other runners (within ${stopWithin / 1000} s; ` +
+              "a second signal exits at once)"
+          )
+        )
+      )
+    )
+  }).pipe(
+    Effect.scoped,
+    Effect.onInterrupt(() =>
+      Effect.flatMap(Io, (io) => Effect.sync(() => io.stderr.write("effect-agent runner: stopped\n")))
+    ),
+    Effect.mapError(asFailure("cannot run sessions"))
+  )
+
+const supervised = "the runners run no supervised sessions yet (effect-agent run does)"
+const runnersModel = "the session runs on the runners' model (effect-agent runner --provider …)"
+const runnersTools = "the session runs the runners' tools, in their workspace (effect-agent runner --tools …)"
+const inTheDatabase = "the cluster keeps the session in PostgreSQL: run --pg --session-id ID follows it again"
+
+/**
+ * Those of `run`'s flags that `run --pg` would ignore, given, with why: the
+ * runners run the session with their own model, tools, sandbox and
+ * approvals. They are refused (exit 22), as `runner` and `serve` refuse
+ * theirs. `--stdin-eof` is refused unless `ignore` (stdin is not read).
+ */
+const ignoredWithPg = (flags: Flags.Flags): ReadonlyArray<string> => {
+  const flagged: ReadonlyArray<readonly [string, boolean, string]> = [
+    ["--provider", Option.isSome(flags.provider), runnersModel],
+    ["--model", Option.isSome(flags.model), runnersModel],
+    ["--base-url", Option.isSome(flags.baseUrl), runnersModel],
+    ["--api-key-env", Option.isSome(flags.apiKeyEnv), runnersModel],
+    ["--script", Option.isSome(flags.script), runnersModel],
+    ["--tools", Option.isSome(flags.tools), runnersTools],
+    ["--mcp", flags.mcp.length > 0, runnersTools],
+    ["--workspace", Option.isSome(flags.workspace), runnersTools],
+    ["--sandbox", Option.isSome(flags.sandbox), runnersTools],
+    ["--allow-read", flags.allowRead.length > 0, runnersTools],
+    ["--allow-write", flags.allowWrite.length > 0, runnersTools],
+    [
+      "--approve",
+      Option.isSome(flags.approve),
+      "the runners decide approvals (effect-agent runner --approve …); a call that waits is approved with DurableSession.approve"
+    ],
+    ["--resume", Option.isSome(flags.resume), inTheDatabase],
+    ["--session-dir", Option.isSome(flags.sessionDir), inTheDatabase],
+    ["--emit-jsonl", Option.isSome(flags.emitJsonl), "the session's events are kept in PostgreSQL (DurableSession.events)"],
+    ["--json", flags.json, "run --pg prints the answer as text"],
+    ["--otlp", Option.isSome(flags.otlp), "the session runs on the runners: run --pg has no spans to export"],
+    ["--stdin-eof", flags.stdinEof !== "ignore", "run --pg reads no stdin"],
+    ["--check", flags.check.length > 0, supervised],
+    ["--verifier", Option.isSome(flags.verifier), supervised],
+    ["--plan", flags.plan, supervised],
+    ["--max-plan-iterations", Option.isSome(flags.maxPlanIterations), supervised],
+    ["--approve-turns", flags.approveTurns, supervised],
+    ["--worker", Option.isSome(flags.worker), supervised]
+  ]
+  return flagged.filter(([, given]) => given).map(([flag, , why]) => `${flag}: ${why}`)
+}
 
 /**
  * `effect-agent run --pg URL`: submits the session and follows its events
- * (a line per turn, call and message on stderr; the answer on stdout) until
- * it ends; exits as `run` does for its outcome.
+ * (a line per turn, call and message on stderr, none with `--quiet`; the
+ * answer on stdout) until it ends; exits as `run` does for its outcome.
  *
  * @since 0.1.0
  */
 export const submit = (flags: Flags.Flags, url: string) =>
   Effect.gen(function*() {
     const io = yield* Io
+    const ignored = ignoredWithPg(flags)
+    if (ignored.length > 0) {
+      return yield* configError(`run --pg does not take flags it would ignore:\n  ${ignored.join("\n  ")}`)
+    }
     const { config, warnings } = yield* Settings.limits(flags, false)
     for (const warning of warnings) io.stderr.write(`effect-agent: ${warning}\n`)
     const task = Option.getOrUndefined(flags.task)
@@ -203,6 +304,7 @@ export const submit = (flags: Flags.Flags, url: string) =>
     yield* Schema.decodeUnknownEffect(CheckpointStore.SessionId)(sessionId).pipe(
       Effect.mapError((error) => configError(`--session-id ${JSON.stringify(sessionId)}: ${error.message}`))
     )
+    const progress = (text: string) => flags.quiet ? undefined : io.stderr.write(text)
     const system = Option.getOrUndefined(flags.system)
     const client = DurableSession.layerClient.pipe(
       Layer.provideMerge(DurableSession.layerSqlStore),
@@ -211,19 +313,19 @@ export const submit = (flags: Flags.Flags, url: string) =>
       Layer.provideMerge(database(url))
     )
     const waiting = waitingForTheDatabase((text) => io.stderr.write(`effect-agent: ${text}\n`))
-    const context = yield* waiting(Layer.build(client))
+    const context = yield* waiting(building(client))
     return yield* Effect.gen(function*() {
       // Starting a session again joins it, so a start the database did not answer is made again.
       yield* waiting(DurableSession.start({ sessionId, prompt: task, system, config }))
-      io.stderr.write(`effect-agent: session ${sessionId} submitted\n`)
+      progress(`effect-agent: session ${sessionId} submitted\n`)
       let seen = 0
       const follow = Effect.gen(function*() {
         for (const { event, seq } of yield* DurableSession.events(sessionId, seen)) {
           seen = seq
-          if (event._tag === "TurnStart") io.stderr.write(`── turn ${event.turn}\n`)
-          else if (event._tag === "ToolExecutionStart") io.stderr.write(`⚙ ${event.toolName}\n`)
+          if (event._tag === "TurnStart") progress(`── turn ${event.turn}\n`)
+          else if (event._tag === "ToolExecutionStart") progress(`⚙ ${event.toolName}\n`)
           else if (event._tag === "ApprovalRequested") {
-            io.stderr.write(`? ${event.toolName} waits for approval (call ${event.toolCallId})\n`)
+            progress(`? ${event.toolName} waits for approval (call ${event.toolCallId})\n`)
           }
         }
         return yield* DurableSession.poll(sessionId)
