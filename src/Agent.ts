@@ -54,7 +54,7 @@ import type { LanguageModel } from "effect/ai"
 import * as AgentConfig from "./AgentConfig.ts"
 import type { AgentError, ConfigError, OutputSchemaMismatch } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
-import * as Execution from "./Execution.ts"
+import * as Backend from "./Backend.ts"
 import type * as Hooks from "./Hooks.ts"
 import type * as Output from "./Output.ts"
 import * as RunState from "./RunState.ts"
@@ -157,9 +157,9 @@ export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 /**
  * The front door: every run starts here (`run`, `runContinue`, `runStream`,
  * and through them every session and backend). It checks the options,
- * reads how the run is carried out (`Execution`), follows the handoffs the
+ * reads how the run is carried out (`Backend`), follows the handoffs the
  * run ends with, and types its output. The run's own tools see the default
- * `Execution`: a run inside a tool is a run of its own.
+ * `Backend`: a run inside a tool is a run of its own.
  */
 const execute = <R, A>(
   options: ContinueOptions<R, A>,
@@ -168,7 +168,7 @@ const execute = <R, A>(
 ): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
   Effect.gen(function*() {
     const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
-    const execution = yield* Execution.Execution
+    const execution = yield* Backend.Backend
     const agent = options.agent
     const sinks = [...execution.sinks ?? [], ...(sink === undefined ? [] : [sink])]
     const loop: Loop.Options<R> = {
@@ -186,7 +186,7 @@ const execute = <R, A>(
       // In the agent handed off to (a session resumed after a handoff): its own tools and model.
       (withHandoffs) => agent === undefined ? begin(withHandoffs) : SubAgents.provideOwn(agent, begin(withHandoffs)),
       { agent: agent?.name, handedOff: execution.handedOff }
-    ).pipe(Effect.provideService(Execution.Execution, Execution.defaults))
+    ).pipe(Effect.provideService(Backend.Backend, Backend.defaults))
     return OutputPart.typed(options.output)(result)
   })
 
@@ -237,7 +237,7 @@ const freshState = (options: RunOptions<unknown, unknown>, elapsedBefore: number
 }
 
 const startFresh = <R, A>(options: RunOptions<R, A>) =>
-  Effect.map(Execution.Execution, (execution) => (loop: Loop.Options<R>) =>
+  Effect.map(Backend.Backend, (execution) => (loop: Loop.Options<R>) =>
     Loop.start(freshState(options, execution.elapsedBefore), loop))
 
 /**

@@ -20,7 +20,7 @@ import { AiError, LanguageModel, type Toolkit } from "effect/ai"
 import * as AgentConfig from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Approvals from "../Approvals.ts"
-import type * as Execution from "../Execution.ts"
+import type * as Backend from "../Backend.ts"
 import * as Guards from "../Guards.ts"
 import type * as Hooks from "../Hooks.ts"
 import type * as Message from "../Message.ts"
@@ -57,14 +57,14 @@ export type HookName =
  *
  * @internal
  */
-export type ModelReply = Execution.ModelReply
+export type ModelReply = Backend.ModelReply
 
 /**
  * Runs a turn's model call (see `Execution`).
  *
  * @internal
  */
-export type ModelCall = Execution.ModelCall
+export type ModelCall = Backend.ModelCall
 
 /**
  * What a run was given.

@@ -7,7 +7,7 @@
  * @internal
  */
 import { Deferred, Effect, Exit, Fiber } from "effect"
-import type * as Execution from "../Execution.ts"
+import type * as Backend from "../Backend.ts"
 import type * as Outcome from "../Outcome.ts"
 import * as Step from "./step.ts"
 
@@ -16,7 +16,7 @@ import * as Step from "./step.ts"
  *
  * @internal
  */
-export type Stop = Execution.Stop
+export type Stop = Backend.Stop
 
 /**
  * A run's stops.

@@ -18,7 +18,7 @@ import { Clock, Effect, Layer, Schema } from "effect"
 import type { LanguageModel } from "effect/ai"
 import * as AgentConfig from "../AgentConfig.ts"
 import type { AgentError } from "../AgentError.ts"
-import type * as Execution from "../Execution.ts"
+import type * as Backend from "../Backend.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
@@ -392,7 +392,7 @@ export const handOff = (
     if (lineage?.handoffs === undefined || lineage.run === undefined) {
       return yield* failed(
         definition.name,
-        `cannot hand off to ${definition.name}: only a run started by Agent.run, Agent.runStream or a Session ` +
+        `cannot hand off to ${definition.name}: only a run started by Agent.run, Agent.runStream or a session ` +
           `can hand off`
       )
     }
@@ -458,7 +458,7 @@ export const follow = <R>(
     /** The agent `first` runs in, when not the application's. */
     readonly agent?: string | undefined
     /** Told of each handoff before the agent handed off to starts. */
-    readonly handedOff?: ((next: Execution.Handoff) => Effect.Effect<void>) | undefined
+    readonly handedOff?: ((next: Backend.Handoff) => Effect.Effect<void>) | undefined
   } = {}
 ): Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R> =>
   Effect.gen(function*() {

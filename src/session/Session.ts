@@ -64,7 +64,7 @@ import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import type * as SubAgent from "../SubAgent.ts"
-import * as Execution from "../Execution.ts"
+import * as Backend from "../Backend.ts"
 import * as CheckpointStore from "./CheckpointStore.ts"
 import { durable } from "./internal/checkpointer.ts"
 
@@ -116,7 +116,7 @@ export const run = <R = never, A = never>(
     const created = yield* store.create(id, { state, config })
     return yield* durable(id, store, { agent: undefined, config }, state, (execution) =>
       Agent.run({ ...options, runId, config }).pipe(
-        Effect.provideService(Execution.Execution, {
+        Effect.provideService(Backend.Backend, {
           ...execution,
           announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }]
         })
@@ -192,7 +192,7 @@ const resumeFrom = <R, A>(
     const agent = yield* agentOf(sessionId, checkpoint, options.agents)
     return yield* durable(sessionId, store, { agent: agent?.name, config }, state, (execution) =>
       Agent.runContinue(state, { ...options, config, agent }).pipe(
-        Effect.provideService(Execution.Execution, { ...execution, announce: [resumed(sessionId, state)] })
+        Effect.provideService(Backend.Backend, { ...execution, announce: [resumed(sessionId, state)] })
       )).pipe(
         // A plugin refused its saved state before the run started: the checkpoint holds what it cannot use.
         Effect.catchTag("InvalidPluginState", (error) =>

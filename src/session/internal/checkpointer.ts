@@ -10,7 +10,7 @@ import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
 import type { AgentError } from "../../AgentError.ts"
 import type * as AgentEvent from "../../AgentEvent.ts"
-import type * as Execution from "../../Execution.ts"
+import type * as Backend from "../../Backend.ts"
 import * as AgentTool from "../../AgentTool.ts"
 import * as Hooks from "../../Hooks.ts"
 import type * as Message from "../../Message.ts"
@@ -43,7 +43,7 @@ interface Delivered {
 
 interface Checkpointer {
   /** How the session's runs are carried out: its plugin, and what it saves when a run hands off. */
-  readonly execution: Execution.Service
+  readonly execution: Backend.Service
   /** Fails with the store's error when a checkpoint could not be written. */
   readonly failed: Deferred.Deferred<never, CheckpointStore.CheckpointError>
 }
@@ -122,7 +122,7 @@ const checkpointer = (
      * A handoff, before the agent handed off to starts: the session goes on in that agent, from the state
      * its run starts with (the run that handed off was saved as it ended). A crash from here resumes there.
      */
-    const handedOff = (next: Execution.Handoff): Effect.Effect<void> =>
+    const handedOff = (next: Backend.Handoff): Effect.Effect<void> =>
       lock.withPermit(Effect.gen(function*() {
         runner.agent = next.agent
         // An invalid config fails the next run (`ConfigError`) before it saves; the last config is kept.
@@ -177,7 +177,7 @@ export const durable = <A, R>(
   store: CheckpointStore.Service,
   runAs: { readonly agent: string | undefined; readonly config: AgentConfig.AgentConfig },
   saved: RunState.RunState,
-  start: (execution: Execution.Service) => Effect.Effect<RunState.RunResult<A>, AgentError, Agent.Requirements | R>
+  start: (execution: Backend.Service) => Effect.Effect<RunState.RunResult<A>, AgentError, Agent.Requirements | R>
 ): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { execution, failed } = yield* checkpointer(sessionId, store, { ...runAs }, saved)

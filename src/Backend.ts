@@ -1,5 +1,5 @@
 /**
- * How a run is carried out, where a backend changes it: how each turn's
+ * A backend: how a run is carried out, where it is not the default: how each turn's
  * model call is made, where the run's events go first, what it announces
  * after `AgentStart`, how long it had already run, and what happens between
  * the runs of a handoff. `Agent.run`, `Agent.runContinue` and
@@ -19,12 +19,12 @@
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Agent, Execution, Message, ToolRegistry } from "effect-agent"
+ * import { Agent, Backend, Message, ToolRegistry } from "effect-agent"
  * import { ScriptedModel } from "effect-agent/testing"
  *
  * const seen: Array<string> = []
  * const program = Agent.run({ prompt: "Hi" }).pipe(
- *   Effect.provideService(Execution.Execution, {
+ *   Effect.provideService(Backend.Backend, {
  *     // every model call passes here: a backend may store its reply
  *     modelCall: (turn, call) => Effect.tap(call, () => Effect.sync(() => seen.push(`model call ${turn}`))),
  *     sinks: [(event) => seen.push(event._tag)]
@@ -127,12 +127,13 @@ export interface Service {
 }
 
 /**
- * How runs are carried out here: read by the front door when a run starts.
+ * How runs are carried out here: read by the front door when a run starts
+ * (the default changes nothing).
  *
  * @since 0.1.0
  * @category services
  */
-export class Execution extends Context.Reference<Service>("effect-agent/Execution", {
+export class Backend extends Context.Reference<Service>("effect-agent/Backend", {
   defaultValue: () => defaults
 }) {}
 
