@@ -105,6 +105,7 @@ const askedFor = (events: ReadonlyArray<AgentEvent.AgentEvent>): string | undefi
 
 /** `CONFORMANCE_DEBUG=1`: print what each cell observed. */
 const debug = process.env.CONFORMANCE_DEBUG === "1"
+const show = (what: string, value: unknown) => Effect.sync(() => console.log(`${what}: ${JSON.stringify(value, null, 1)}`))
 
 const failure = (what: string) => () => Effect.fail(new Error(what))
 
@@ -182,20 +183,14 @@ const observe = (start: Start, backend: Backend, scenario: Scenario): Effect.Eff
   withCurrent(scenario, (gate) =>
     bounded(Effect.gen(function*() {
       const handle = yield* start(scenario, gate)
-      if (debug) yield* Effect.addFinalizer(() => Effect.sync(() => console.log(`${backend.name} × ${scenario.name}: closing`)))
       const runs = yield* drive(scenario, handle, gate).pipe(
-        Effect.tapError(() =>
-          debug
-            ? Effect.flatMap(handle.events, (events) => Effect.sync(() => console.log(JSON.stringify(events.map(tagOf)))))
-            : Effect.void
-        ),
-        Effect.tap(() => debug ? Effect.sync(() => console.log(`${backend.name} × ${scenario.name}: driven`)) : Effect.void)
+        Effect.tapError(() => debug ? Effect.flatMap(handle.events, (events) => show("events when a step failed", events.map(tagOf))) : Effect.void)
       )
       const final = yield* (handle.final ?? ((n: number) => waitForEnds(handle.events, n)))(runs)
       // The last run's end is in the events: nothing follows it.
-      const events = yield* handle.events
-      if (debug) console.log(`${backend.name} × ${scenario.name}:`, JSON.stringify({ events: normalise(events, backend.own), final }, null, 1))
-      return { events: normalise(events, backend.own), final }
+      const observed = { events: normalise(yield* handle.events, backend.own), final }
+      if (debug) yield* show(`${backend.name} × ${scenario.name}`, observed)
+      return observed
     }))).pipe(
     Effect.catchCause((cause) => Effect.succeed({ failed: String(cause).split("\n")[0]! }))
   )
