@@ -1,0 +1,397 @@
+/**
+ * The ways to run a session, each as an adapter the conformance matrix
+ * drives the same way: start a scenario, read its events, steer it, approve
+ * a call, send a follow-up once it has ended. Adding a backend is adding one
+ * adapter to {@link backends}.
+ *
+ * An adapter is made once for the whole matrix (`make`, in the matrix's
+ * scope: a database, a server) and starts each scenario in the scenario's
+ * own scope (`start`). It answers what its user sees: the events (as the
+ * backend publishes them: a hook, the store, SSE) and, where the backend
+ * returns one, the result ({@link Handle.final}); by default the result is
+ * the one the last `AgentEnd` carries.
+ */
+import { NodeServices } from "@effect/platform-node"
+import { type Context, type Duration, Effect, Fiber, Layer, Schedule, Schema, type Scope } from "effect"
+import { WorkflowEngine } from "effect/workflow"
+import {
+  Agent,
+  AgentEvent,
+  Approvals,
+  Hooks,
+  type Message,
+  type Outcome,
+  Steering
+} from "effect-agent"
+import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
+import { Supervisor } from "effect-agent/supervisor"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { baseUrl, readSse, serverLayer } from "../server/support.ts"
+import { database, engine } from "../session/cluster-fixture.ts"
+import * as Postgres from "../session/postgres.ts"
+import { agentLayer, billing, type Gate, guardrail, type Scenario, systems } from "./scenarios.ts"
+
+/** How a run ended, as the backend tells it. */
+export interface Final {
+  readonly messages: ReadonlyArray<Message.Message>
+  readonly outcome: Outcome.Outcome
+  /** The typed output, as its JSON (what the run's state keeps). */
+  readonly output: unknown
+}
+
+/** A scenario running on a backend. */
+export interface Handle {
+  /** Every event published so far, in order. */
+  readonly events: Effect.Effect<ReadonlyArray<AgentEvent.AgentEvent>, unknown>
+  readonly steer: (text: string) => Effect.Effect<void, unknown>
+  /** Approves the call waiting under `approvalId`; whether one waited. */
+  readonly approve: (approvalId: string) => Effect.Effect<boolean, unknown>
+  /** Sends a follow-up to the session whose run has ended. */
+  readonly followUp: (text: string) => Effect.Effect<void, unknown>
+  /** The result, once `runs` runs have ended (default: from the last `AgentEnd`). */
+  readonly final?: ((runs: number) => Effect.Effect<Final, unknown>) | undefined
+}
+
+/** Types a handle. */
+const handle = (handle: Handle): Handle => handle
+
+/** Starts a scenario. */
+export type Start = (scenario: Scenario, gate: Gate) => Effect.Effect<Handle, unknown, Scope.Scope>
+
+/** A way to run a session. */
+export interface Backend {
+  readonly name: string
+  /** Event tags the backend documents as its own: left out before comparing. */
+  readonly own: ReadonlyArray<string>
+  /** Set up once for the matrix; `{ skip }` says why the backend cannot run here. */
+  readonly make: Effect.Effect<Start | { readonly skip: string }, unknown, Scope.Scope>
+}
+
+/** The ends of runs among events: `AgentEnd`s at the top (not a sub-agent's), except those of a handoff. */
+export const endsOf = (events: ReadonlyArray<AgentEvent.AgentEvent>) =>
+  events.filter((event): event is AgentEvent.Of<"AgentEnd"> =>
+    event._tag === "AgentEnd" && event.outcome?._tag !== "HandedOff"
+  )
+
+/** The result the last end carries. */
+export const finalOf = (end: AgentEvent.Of<"AgentEnd">): Final => {
+  const result = end.result
+  if (result === undefined) throw new Error(`the run ended without a result: ${end.error?._tag ?? end.defect}`)
+  return { messages: result.state.messages, outcome: result.outcome, output: result.state.output?.value }
+}
+
+/** Polls (every 20 ms, for at most `within`) until `events` holds `runs` ends. */
+export const waitForEnds = (events: Handle["events"], runs: number, within: Duration.Input = "3 seconds") =>
+  events.pipe(
+    Effect.repeat({ until: (all) => endsOf(all).length >= runs, schedule: Schedule.spaced("20 millis") }),
+    Effect.timeoutOrElse({
+      duration: within,
+      orElse: () => Effect.fail(new Error(`${runs === 1 ? "the run" : `run ${runs}`} did not end in time`))
+    }),
+    Effect.map((all) => finalOf(endsOf(all).at(-1)!))
+  )
+
+const recording = () => {
+  const events: Array<AgentEvent.AgentEvent> = []
+  const plugin = Hooks.plugin({ name: "conformance", onEvent: (event) => Effect.sync(() => void events.push(event)) })
+  return { events, plugin, read: Effect.sync(() => events.slice()) }
+}
+
+/** What every in-process run is given. */
+const runOptions = (scenario: Scenario, plugin: Hooks.Plugin) => ({
+  system: systems.main,
+  output: scenario.output,
+  config: scenario.config,
+  plugins: [guardrail, plugin]
+})
+
+// -----------------------------------------------------------------------------
+// Agent.run: the reference
+// -----------------------------------------------------------------------------
+
+/** `Agent.run`, and `Agent.runContinue` with the follow-up queued once it has ended. */
+export const reference: Backend = {
+  name: "Agent.run",
+  own: [],
+  make: Effect.succeed<Start>((scenario) =>
+    Effect.gen(function*() {
+      const { plugin, read } = recording()
+      const scope = yield* Effect.scope
+      const approvals = yield* Approvals.interactive()
+      const provide = Effect.provide(Layer.merge(agentLayer, Approvals.layer(approvals)))
+      const options = runOptions(scenario, plugin)
+      let steering = yield* Steering.make()
+      let last = yield* Effect.forkScoped(Agent.run({ prompt: scenario.prompt, ...options, steering }).pipe(provide))
+      return handle({
+        events: read,
+        steer: (text) => steering.steer(text),
+        approve: approvals.approve,
+        followUp: (text) =>
+          Effect.gen(function*() {
+            const ended = yield* Fiber.join(last)
+            steering = yield* Steering.make()
+            yield* steering.followUp(text)
+            last = yield* Effect.forkIn(Agent.runContinue(ended.state, { ...options, steering }).pipe(provide), scope)
+          })
+      })
+    })
+  )
+}
+
+// -----------------------------------------------------------------------------
+// Session, on a CheckpointStore
+// -----------------------------------------------------------------------------
+
+let sessions = 0
+
+/** `Session.run`, and `Session.resume` with the follow-up queued once it has ended. */
+const session = (name: string, store: Effect.Effect<CheckpointStore.Service, unknown, Scope.Scope>): Backend => ({
+  name,
+  own: ["CheckpointSaved", "SessionResumed"],
+  make: Effect.succeed<Start>((scenario) =>
+    Effect.gen(function*() {
+      const { plugin, read } = recording()
+      const scope = yield* Effect.scope
+      const approvals = yield* Approvals.interactive()
+      const provide = Effect.provide(Layer.merge(agentLayer, Approvals.layer(approvals)))
+      const options = runOptions(scenario, plugin)
+      const id = `conformance-${++sessions}`
+      const checkpoints = yield* store
+      let steering = yield* Steering.make()
+      let last = yield* Effect.forkScoped(
+        Session.run({ id, store: checkpoints, prompt: scenario.prompt, ...options, steering }).pipe(provide)
+      )
+      return handle({
+        events: read,
+        steer: (text) => steering.steer(text),
+        approve: approvals.approve,
+        followUp: (text) =>
+          Effect.gen(function*() {
+            yield* Fiber.join(last)
+            steering = yield* Steering.make()
+            yield* steering.followUp(text)
+            last = yield* Effect.forkIn(
+              Session.resume(id, { store: checkpoints, ...options, steering, agents: [billing] }).pipe(provide),
+              scope
+            )
+          })
+      })
+    })
+  )
+})
+
+/** A temporary directory for the scope. */
+const temporary = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), prefix))),
+    (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+  )
+
+export const sessionMemory = session("Session (memory)", Effect.sync(CheckpointStore.memory))
+
+export const sessionFile = session(
+  "Session (files)",
+  Effect.flatMap(temporary("conformance-store-"), CheckpointStore.fileSystem)
+)
+
+// -----------------------------------------------------------------------------
+// DurableSession, on a workflow engine
+// -----------------------------------------------------------------------------
+
+type Runner = Context.Context<WorkflowEngine.WorkflowEngine | DurableSession.Store>
+
+/** The session workflow registered on an engine, with the model, the tools and the guardrail. */
+const runnerOf = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, E, R>) =>
+  DurableSession.layer({ plugins: [guardrail] }).pipe(
+    Layer.provideMerge(agentLayer),
+    Layer.provideMerge(engineAndStore)
+  )
+
+/** `DurableSession.run`; steering, approvals and follow-ups through its store and engine. */
+const durableStart = (runner: Runner): Start => (scenario) =>
+  Effect.gen(function*() {
+    const sessionId = `conformance-${globalThis.crypto.randomUUID()}`
+    const inRunner = Effect.provideContext(runner)
+    yield* Effect.forkScoped(
+      DurableSession.run({ sessionId, prompt: scenario.prompt, system: systems.main, config: scenario.config }).pipe(
+        inRunner
+      )
+    )
+    return {
+      events: Effect.map(DurableSession.events(sessionId), (published) => published.map((entry) => entry.event)).pipe(
+        inRunner
+      ),
+      steer: (text) => DurableSession.steer(sessionId, text).pipe(inRunner),
+      approve: (approvalId) => DurableSession.approve(sessionId, approvalId, Approvals.approved).pipe(inRunner),
+      followUp: (text) => DurableSession.followUp(sessionId, text).pipe(inRunner)
+    }
+  })
+
+export const durableMemory: Backend = {
+  name: "DurableSession (memory)",
+  own: [],
+  make: Effect.succeed<Start>((scenario, gate) =>
+    Effect.flatMap(
+      Layer.build(runnerOf(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))),
+      (runner) => durableStart(runner)(scenario, gate)
+    )
+  )
+}
+
+/** One runner in this process on a real PostgreSQL, for every scenario (skipped when PostgreSQL cannot start). */
+export const durablePostgres: Backend = {
+  name: "DurableSession (PostgreSQL)",
+  own: [],
+  make: Effect.gen(function*(): Effect.fn.Return<Start | { readonly skip: string }, unknown, Scope.Scope> {
+    const available = Postgres.availability()
+    if ("unavailable" in available) return { skip: available.unavailable }
+    const pg = yield* Postgres.scoped
+    yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+    const port = yield* Effect.promise(Postgres.freePort)
+    const runner = yield* Layer.build(runnerOf(DurableSession.layerSqlStore.pipe(Layer.provideMerge(engine(pg.url, port)))))
+    return durableStart(runner)
+  })
+}
+
+// -----------------------------------------------------------------------------
+// A supervised run, with no checks and our own worker
+// -----------------------------------------------------------------------------
+
+/** What a supervised run that converges reports where its inner run completed. */
+const innerOutcome = (outcome: Outcome.Outcome): Outcome.Outcome =>
+  outcome._tag === "Converged" ? { _tag: "Completed" } : outcome
+
+/**
+ * `Supervisor.run` with no checks: the inner run's events (its plugin), its
+ * transcript, and the supervisor's outcome (`Converged` read as `Completed`:
+ * no checks, so the first ended turn converges). A follow-up goes through
+ * the run's steering, as `Agent.run`'s would.
+ */
+export const supervised: Backend = {
+  name: "Supervisor",
+  own: [
+    "WorkerTurnStart",
+    "WorkerTurnEnd",
+    "CheckStarted",
+    "CheckResult",
+    "PlanProposed",
+    "PlanRevised",
+    "PlanApproved",
+    "PlanRejected",
+    "TurnApprovalRequested",
+    "FeedbackSent"
+  ],
+  make: Effect.succeed<Start>((scenario) =>
+    Effect.gen(function*() {
+      const { plugin, read } = recording()
+      const approvals = yield* Approvals.interactive()
+      const steering = yield* Steering.make()
+      const fiber = yield* Effect.forkScoped(
+        Supervisor.run({
+          task: scenario.prompt,
+          checks: [],
+          baseline: false,
+          steering,
+          agent: { system: systems.main, config: scenario.config, plugins: [guardrail, plugin] }
+        }).pipe(Effect.provide(Layer.merge(agentLayer, Approvals.layer(approvals))))
+      )
+      return handle({
+        events: read,
+        steer: (text) => steering.steer(text),
+        approve: approvals.approve,
+        followUp: (text) => steering.followUp(text),
+        final: (runs) =>
+          Effect.gen(function*() {
+            yield* waitForEnds(read, runs)
+            const result = yield* Fiber.join(fiber)
+            return {
+              messages: result.state.messages,
+              outcome: innerOutcome(result.outcome),
+              output: result.state.output?.value
+            }
+          })
+      })
+    })
+  )
+}
+
+// -----------------------------------------------------------------------------
+// The agent server, over HTTP on 127.0.0.1
+// -----------------------------------------------------------------------------
+
+const decodeEvent = Schema.decodeUnknownSync(Schema.fromJsonString(AgentEvent.AgentEventJson))
+
+/**
+ * One server for every scenario (in memory, without a token, on 127.0.0.1):
+ * a session per scenario, started with `POST /sessions` (its config in the
+ * body), followed over SSE (reconnecting with `Last-Event-ID` when a run's
+ * stream ends, as a client does), controlled with `POST .../control`.
+ */
+export const server: Backend = {
+  name: "AgentServer",
+  own: ["CheckpointSaved", "SessionResumed"],
+  make: Effect.gen(function*() {
+    const context = yield* Layer.build(
+      serverLayer({ system: systems.main, plugins: [guardrail] }, agentLayer).pipe(Layer.provide(NodeServices.layer))
+    )
+    const url = yield* baseUrl.pipe(Effect.provideContext(context))
+    const post = (route: string, body: unknown) =>
+      Effect.promise(async () => {
+        const response = await fetch(`${url}${route}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body)
+        })
+        return { status: response.status, text: await response.text() }
+      })
+    const start: Start = (scenario) =>
+      Effect.gen(function*() {
+        const created = yield* post("/sessions", {
+          task: scenario.prompt,
+          ...(scenario.config === undefined ? {} : { config: scenario.config })
+        })
+        if (created.status !== 201) return yield* Effect.fail(new Error(`POST /sessions: ${created.status} ${created.text}`))
+        const id: string = JSON.parse(created.text).id
+        const events: Array<AgentEvent.AgentEvent> = []
+        let lastId: string | undefined
+        // Follows the events: a stream ends with its run; the next run's events come on a new one.
+        yield* Effect.forkScoped(
+          Effect.promise((signal) =>
+            fetch(`${url}/sessions/${id}/events`, {
+              headers: lastId === undefined ? {} : { "last-event-id": lastId },
+              signal
+            }).then((response) =>
+              readSse(response, (message) => {
+                lastId = message.id
+                events.push(decodeEvent(message.data))
+                return false
+              })
+            )
+          ).pipe(Effect.repeat(Schedule.spaced("50 millis")))
+        )
+        const control = (command: unknown) =>
+          Effect.map(post(`/sessions/${id}/control`, command), (response) => response.status === 202)
+        return {
+          events: Effect.sync(() => events.slice()),
+          steer: (text) => Effect.asVoid(control({ type: "steer", text })),
+          approve: (approvalId) => control({ type: "approve", id: approvalId }),
+          followUp: (text) => Effect.asVoid(control({ type: "follow_up", text }))
+        }
+      })
+    return start
+  })
+}
+
+/** Every backend the matrix runs, the reference first. */
+export const backends: ReadonlyArray<Backend> = [
+  reference,
+  sessionMemory,
+  sessionFile,
+  durableMemory,
+  durablePostgres,
+  supervised,
+  server
+]
+
