@@ -170,12 +170,13 @@ export interface Options<R = never> {
   /** How long a session that completed waits for a follow-up (on durable time); without it, it finishes. */
   readonly idle?: Duration.Input | undefined
   /**
-   * The typed output every session on this runner asks for (see
-   * `Agent.run`'s `output`): the model is offered `final_answer`, and the
-   * result's state keeps the answer. A client reads it typed with
-   * `Agent.typedResult(schema, result)`.
+   * The typed outputs a session may ask for, by name (`StartOptions.output`;
+   * see `Agent.run`'s `output`): the model is offered `final_answer`, and
+   * the result's state keeps the answer. A client reads it typed with
+   * `Agent.typedResult(schema, result)`. A session that names an output the
+   * runner does not know fails with `ConfigError`.
    */
-  readonly output?: Schema.Codec<unknown, unknown> | undefined
+  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
   /** How many invalid final answers the model may correct (default 2). */
   readonly outputRetries?: number | undefined
   /** How the final answer is asked for (see `Output.Mode`). */
@@ -233,14 +234,19 @@ export interface StartOptions {
   readonly system?: string | undefined
   /** Settings (validated here: a bad config is a `ConfigError` before anything starts). */
   readonly config?: AgentConfig.Input | undefined
+  /** The typed output the session asks for: the name of one of the runners' `outputs`. */
+  readonly output?: string | undefined
 }
 
 const payloadOf = Effect.fnUntraced(function*(options: StartOptions) {
   yield* SessionIdRule.validate(options.sessionId)
   const config = yield* AgentConfig.make(options.config)
-  const request: Body.Request = options.system === undefined
-    ? { prompt: options.prompt, config }
-    : { prompt: options.prompt, system: options.system, config }
+  const request: Body.Request = {
+    prompt: options.prompt,
+    config,
+    ...(options.system === undefined ? {} : { system: options.system }),
+    ...(options.output === undefined ? {} : { output: options.output })
+  }
   const payload: Body.Payload = { sessionId: options.sessionId, version: Body.version, request }
   return payload
 })

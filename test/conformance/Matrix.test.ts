@@ -36,14 +36,10 @@ type Cell = `${string} × ${string}`
  * make a new difference pass.
  */
 const gaps: Partial<Record<Cell, string>> = {
-  "DurableSession (memory) × typed output": "takes no output Schema (StartOptions has none): no typed output",
-  "DurableSession (memory) × handoff": "answers the handoff call SubAgentFailed (cannot hand off); the main agent goes on",
   "DurableSession (memory) × sub-agent with an approval inside":
     "DurableSession.approve of the nested call (r1/d1) never answers on WorkflowEngine.layerMemory, and the session cannot be stopped",
   "DurableSession (memory) × guardrail trip, then a follow-up":
     "a follow-up after the trip is never delivered: the finished session does not run again",
-  "DurableSession (PostgreSQL) × typed output": "takes no output Schema (StartOptions has none): no typed output",
-  "DurableSession (PostgreSQL) × handoff": "answers the handoff call SubAgentFailed (cannot hand off); the main agent goes on",
   "DurableSession (PostgreSQL) × sub-agent with an approval inside":
     "the sub-agent's events are published again when the session resumes after the approval (researcher AgentEnd, then AgentStart … ApprovalRequested a second time)",
   "DurableSession (PostgreSQL) × guardrail trip, then a follow-up":

@@ -385,8 +385,8 @@ describe("DurableSession", () => {
         { toolCalls: [{ id: "f1", name: "final_answer", params: { answer: "42", confidence: 0.9 } }], usage }
       ]
       const ran: Array<string> = []
-      const result = yield* DurableSession.run({ sessionId: "typed-1", prompt: "the answer?" }).pipe(
-        Effect.provide(runner("cluster", turns, ran, { output: Answer }))
+      const result = yield* DurableSession.run({ sessionId: "typed-1", prompt: "the answer?", output: "answer" }).pipe(
+        Effect.provide(runner("cluster", turns, ran, { outputs: { answer: Answer } }))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
       const typed = yield* Agent.typedResult(Answer, result)
@@ -396,6 +396,14 @@ describe("DurableSession", () => {
       )
       assert.deepStrictEqual(typed.output, direct.output)
       assert.deepStrictEqual(result.messages, direct.messages)
+      // a session that names an output the runner does not know fails, saying which it knows
+      const unknown = yield* DurableSession.run({ sessionId: "typed-2", prompt: "the answer?", output: "other" }).pipe(
+        Effect.provide(runner("cluster", turns, ran, { outputs: { answer: Answer } })),
+        Effect.flip
+      )
+      assert.strictEqual(unknown._tag, "ConfigError")
+      assert.include(unknown.message, `"other"`)
+      assert.include(unknown.message, `["answer"]`)
     }))
 
   // Before, a handoff in a DurableSession was answered "cannot hand off". Each agent's run counts its turns from

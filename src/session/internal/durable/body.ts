@@ -29,7 +29,7 @@ import { Activity, DurableClock, DurableDeferred, WorkflowEngine } from "effect/
 import * as Agent from "../../../Agent.ts"
 import * as AgentConfig from "../../../AgentConfig.ts"
 import type * as AgentEvent from "../../../AgentEvent.ts"
-import { AgentError, ModelError, ToolFatalError } from "../../../AgentError.ts"
+import { AgentError, ConfigError, ModelError, ToolFatalError } from "../../../AgentError.ts"
 import * as AgentTool from "../../../AgentTool.ts"
 import * as Approvals from "../../../Approvals.ts"
 import * as Backend from "../../../Backend.ts"
@@ -60,7 +60,9 @@ import { type InboxKind, Store } from "./store.ts"
 export const Request = Schema.Struct({
   prompt: Schema.Union([Schema.String, Schema.Array(Message.Message)]),
   system: Schema.optionalKey(Schema.String),
-  config: Schema.optionalKey(AgentConfig.AgentConfig)
+  config: Schema.optionalKey(AgentConfig.AgentConfig),
+  /** The name of the runner's typed output the session asks for. */
+  output: Schema.optionalKey(Schema.String)
 })
 
 /** @internal */
@@ -207,8 +209,8 @@ export const wakeOf = (k: number) => DurableDeferred.make(`wake/${k}`)
  */
 export interface Options<R> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
-  /** The typed output every session asks for (see `Agent.run`'s `output`). */
-  readonly output?: Schema.Codec<unknown, unknown> | undefined
+  /** The typed outputs a session may ask for, by name. */
+  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
   readonly outputRetries?: number | undefined
   readonly outputMode?: OutputModule.Mode | undefined
   /** The agents a session may be handed off to: a follow-up goes on in the one that answered. */
@@ -626,11 +628,12 @@ export const make = <R>(options: Options<R>) =>
     const now = yield* Clock.currentTimeMillis
     const { request } = payload
     const cancelled = yield* Deferred.make<string>()
+    const output = request.output === undefined ? undefined : options.outputs?.[request.output]
     const runOptions: Agent.ContinueOptions<R, unknown> = {
       config: request.config,
       plugins: options.plugins,
       steering: steeringOf(session, cancelled),
-      output: options.output,
+      output,
       outputRetries: options.outputRetries,
       outputMode: options.outputMode
     }
@@ -661,6 +664,17 @@ export const make = <R>(options: Options<R>) =>
         ),
         result
       )
+    if (request.output !== undefined && output === undefined) {
+      return yield* finish({
+        _tag: "Failed",
+        error: new ConfigError({
+          field: "output",
+          rule: `names a typed output this runner does not know (${JSON.stringify(request.output)}); it knows ${
+            JSON.stringify(Object.keys(options.outputs ?? {}))
+          }`
+        })
+      })
+    }
     const messages: Array<Message.Message> = []
     let continued: RunState.RunResult | undefined
     while (true) {
