@@ -34,9 +34,9 @@
  * )
  *
  * Effect.runPromise(program).then((result) =>
- *   console.log(Message.textOf(result.messages.at(-1)!), seen.slice(0, 3).join(", "))
+ *   console.log(Message.textOf(result.messages.at(-1)!), seen.filter((line) => !line.startsWith("Message")).join(", "))
  * )
- * // Output: Hello. AgentStart, TurnStart, model call 1
+ * // Output: Hello. AgentStart, TurnStart, model call 1, TurnEnd, BudgetSnapshot, AgentEnd
  * ```
  *
  * @since 0.1.0

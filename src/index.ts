@@ -40,14 +40,9 @@ export * as AgentTool from "./AgentTool.ts"
  * @category modules
  */
 export * as Approvals from "./Approvals.ts"
-
 /**
- * A backend: how a run is carried out where it is not the default (how a
- * model call is made, where events go first, a backend's plugins, what a
- * handoff does). Sessions and durable sessions are backends of the one
- * front door, `Agent.run`.
- *
  * @since 0.1.0
+ * @category modules
  */
 export * as Backend from "./Backend.ts"
 /**

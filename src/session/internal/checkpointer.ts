@@ -112,6 +112,8 @@ const checkpointer = (
     const checkpointEnd = (event: AgentEvent.Of<"AgentEnd">, ctx: Hooks.Context): Effect.Effect<void> =>
       lock.withPermit(Effect.gen(function*() {
         const result = event.result
+        // Not finished: the session goes on in the agent handed off to, saved before it starts (`handedOff`).
+        if (result?.outcome._tag === "HandedOff") return yield* write(result.state)
         if (!endedAbnormally(event) && result !== undefined) {
           const firstMessage = result.state.messages.length - result.messages.length
           return yield* write(result.state, { outcome: result.outcome, firstMessage })
@@ -120,7 +122,7 @@ const checkpointer = (
       })).pipe(Effect.catch((error) => Effect.asVoid(Deferred.fail(failed, error))))
     /**
      * A handoff, before the agent handed off to starts: the session goes on in that agent, from the state
-     * its run starts with (the run that handed off was saved as it ended). A crash from here resumes there.
+     * its run starts with. (A crash before this save resumes the run that handed off, after its handoff call.)
      */
     const handedOff = (next: Backend.Handoff): Effect.Effect<void> =>
       lock.withPermit(Effect.gen(function*() {
