@@ -51,14 +51,15 @@
  */
 import { Effect, Queue, type Schema, Stream } from "effect"
 import type { LanguageModel } from "effect/ai"
-import type * as AgentConfig from "./AgentConfig.ts"
-import type { AgentError, ConfigError } from "./AgentError.ts"
+import * as AgentConfig from "./AgentConfig.ts"
+import type { AgentError, ConfigError, OutputSchemaMismatch } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"
+import * as Backend from "./Backend.ts"
 import type * as Hooks from "./Hooks.ts"
-import * as Message from "./Message.ts"
 import type * as Output from "./Output.ts"
 import * as RunState from "./RunState.ts"
 import type * as Steering from "./Steering.ts"
+import type * as SubAgent from "./SubAgent.ts"
 import type { ToolRegistry } from "./ToolRegistry.ts"
 import * as Loop from "./internal/loop.ts"
 import * as OutputPart from "./internal/output.ts"
@@ -94,7 +95,7 @@ export {
  */
 export interface RunOptions<R = never, A = never> extends ContinueOptions<R, A> {
   /** The task: text, a message, or messages. */
-  readonly prompt: string | Message.Message | ReadonlyArray<Message.Message>
+  readonly prompt: RunState.Prompt
   /** The system prompt. */
   readonly system?: string | undefined
   /** The run id (a random UUID by default). */
@@ -137,6 +138,12 @@ export interface ContinueOptions<R = never, A = never> {
   readonly steering?: Steering.Service | undefined
   /** The agent's name, in its spans: `invoke_agent {name}` (default `agent`; see `Telemetry`). */
   readonly name?: string | undefined
+  /**
+   * The agent the run is in, when not the application's: a run continued
+   * after it was handed off to a sub-agent (`Agent.handoff`) goes on in
+   * that agent, with its tools, model, config's plugins and name.
+   */
+  readonly agent?: SubAgent.Definition<string, SubAgent.InputSchema, unknown> | undefined
 }
 
 /**
@@ -148,26 +155,90 @@ export interface ContinueOptions<R = never, A = never> {
 export type Requirements = LanguageModel.LanguageModel | ToolRegistry
 
 /**
- * The loop's options: the steering, plugins, config and name, and the output Schema with its retries, checked.
+ * The front door: every run starts here (`run`, `runContinue`, `runStream`,
+ * and through them every session and backend). It checks the options,
+ * reads how the run is carried out (`Backend`), follows the handoffs the
+ * run ends with, and types its output. The run's own tools see the default
+ * `Backend`: a run inside a tool is a run of its own.
  */
-const loopOptions = <R, A>(options: ContinueOptions<R, A>): Effect.Effect<Loop.Options<R>, ConfigError> =>
-  Effect.map(OutputPart.request(options.output, options.outputRetries, options.outputMode), (output) => ({
-    config: options.config,
-    plugins: options.plugins,
-    steering: options.steering,
-    name: options.name,
-    output
-  }))
-
-const promptMessages = (prompt: RunOptions["prompt"]): ReadonlyArray<Message.Message> =>
-  typeof prompt === "string" ? [Message.user(prompt)] : "role" in prompt ? [prompt] : prompt
-
-const freshState = (options: RunOptions<unknown, unknown>): RunState.RunState =>
-  RunState.make({
-    runId: options.runId ?? globalThis.crypto.randomUUID(),
-    system: options.system,
-    messages: promptMessages(options.prompt)
+const execute = <R, A>(
+  options: ContinueOptions<R, A>,
+  begin: (loop: Loop.Options<R>) => Effect.Effect<RunState.RunResult, AgentError, Requirements | R>,
+  sink?: (event: AgentEvent.AgentEvent) => void
+): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
+  Effect.gen(function*() {
+    const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
+    const execution = yield* Backend.Backend
+    const agent = options.agent
+    const sinks = [...execution.sinks ?? [], ...(sink === undefined ? [] : [sink])]
+    const loop: Loop.Options<R> = {
+      config: options.config,
+      plugins: [...options.plugins ?? [], ...agent?.plugins ?? [], ...execution.plugins ?? []],
+      steering: options.steering,
+      name: agent?.name ?? options.name,
+      output,
+      sinks,
+      modelCall: execution.modelCall,
+      announce: execution.announce
+    }
+    const result = yield* SubAgents.follow(
+      loop,
+      // In the agent handed off to (a session resumed after a handoff): its own tools and model.
+      (withHandoffs) => agent === undefined ? begin(withHandoffs) : SubAgents.provideOwn(agent, begin(withHandoffs)),
+      { agent: agent?.name, handedOff: execution.handedOff }
+    ).pipe(Effect.provideService(Backend.Backend, Backend.defaults))
+    return OutputPart.typed(options.output)(result)
   })
+
+/**
+ * Checks a run's options as the run does when it starts (its config, and
+ * its output's settings), without running it: a backend that stores a
+ * session before its run starts checks first. Answers the config, with
+ * defaults for what was left out.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent } from "effect-agent"
+ *
+ * Effect.runPromise(Effect.flip(Agent.validate({ config: { maxTurns: -1 } }))).then((error) =>
+ *   console.log(error._tag, error.field)
+ * )
+ * // Output: ConfigError maxTurns
+ * ```
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const validate = <R, A>(options: ContinueOptions<R, A>): Effect.Effect<AgentConfig.AgentConfig, ConfigError> =>
+  Effect.tap(
+    AgentConfig.make(options.config),
+    () => OutputPart.request(options.output, options.outputRetries, options.outputMode)
+  )
+
+/**
+ * A finished run's result, typed by the output Schema it is asked with (the
+ * value its state saved, decoded): what a session answers when it is opened
+ * after its run finished. Fails with `OutputSchemaMismatch` when the run was
+ * made with another Schema (or with none, or without one given here).
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const typedResult = <A = never>(
+  output: Schema.Codec<A, unknown> | undefined,
+  result: RunState.RunResult<unknown>
+): Effect.Effect<RunState.RunResult<A>, OutputSchemaMismatch> => OutputPart.saved(output, result)
+
+/** A new run's state: its prompt, with the time the backend had already spent on it. */
+const freshState = (options: RunOptions<unknown, unknown>, elapsedBefore: number | undefined): RunState.RunState => {
+  const state = RunState.fromPrompt(options)
+  return elapsedBefore === undefined ? state : { ...state, elapsedMs: elapsedBefore }
+}
+
+const startFresh = <R, A>(options: RunOptions<R, A>) =>
+  Effect.map(Backend.Backend, (execution) => (loop: Loop.Options<R>) =>
+    Loop.start(freshState(options, execution.elapsedBefore), loop))
 
 /**
  * Runs an agent on a task until the model stops, a tool ends the run, or a
@@ -180,10 +251,7 @@ const freshState = (options: RunOptions<unknown, unknown>): RunState.RunState =>
 export const run = <R = never, A = never>(
   options: RunOptions<R, A>
 ): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
-  Effect.flatMap(loopOptions(options), (loop) =>
-    SubAgents.follow(loop, (withHandoffs) => Loop.start(freshState(options), withHandoffs))).pipe(
-      Effect.map(OutputPart.typed(options.output))
-    )
+  Effect.flatMap(startFresh(options), (begin) => execute(options, begin))
 
 /**
  * Continues a run from its state: answers tool calls left open, delivers
@@ -198,10 +266,7 @@ export const runContinue = <R = never, A = never>(
   state: RunState.RunState,
   options: ContinueOptions<R, A> = {}
 ): Effect.Effect<RunState.RunResult<A>, AgentError, Requirements | R> =>
-  Effect.flatMap(loopOptions(options), (loop) =>
-    SubAgents.follow(loop, (withHandoffs) => Loop.resume(state, withHandoffs))).pipe(
-      Effect.map(OutputPart.typed(options.output))
-    )
+  execute(options, (loop) => Loop.resume(state, loop))
 
 /**
  * Runs an agent and returns its events as a stream; the last element is
@@ -217,11 +282,8 @@ export const runStream = <R = never, A = never>(
   options: RunOptions<R, A>
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements | R> =>
   Stream.callback<AgentEvent.AgentEvent, AgentError, Requirements | R>((queue) =>
-    Effect.flatMap(loopOptions(options), (loop) =>
-      SubAgents.follow(
-        { ...loop, sinks: [(event) => void Queue.offerUnsafe(queue, event)] },
-        (withHandoffs) => Loop.start(freshState(options), withHandoffs)
-      )).pipe(
+    Effect.flatMap(startFresh(options), (begin) =>
+      execute(options, begin, (event) => void Queue.offerUnsafe(queue, event))).pipe(
       Effect.matchCauseEffect({
         onSuccess: () => Queue.end(queue),
         onFailure: (cause) => Queue.failCause(queue, cause)

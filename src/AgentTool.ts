@@ -122,6 +122,19 @@ export const ReplaySafe = Context.Reference<boolean>("effect-agent/AgentTool/Rep
 })
 
 /**
+ * Whether the tool hands the run off to another agent (the tools
+ * `Agent.handoff` makes); `false` by default. Its call acts on the run
+ * itself, not on the world: a durable session makes it again each time it
+ * replays, rather than answer it from a record (which would not hand off).
+ *
+ * @since 0.1.0
+ * @category annotations
+ */
+export const HandsOff = Context.Reference<boolean>("effect-agent/AgentTool/HandsOff", {
+  defaultValue: () => false
+})
+
+/**
  * Whether a typed failure of this tool's handler ends the run with
  * `ToolFatalError`; `false` by default, when the failure is an error result
  * the model reads (whatever the tool's `failureMode`). Defects and timeouts
@@ -277,6 +290,7 @@ export interface Settings {
   readonly replaySafe: boolean
   readonly quota: Quota | undefined
   readonly fatal: boolean
+  readonly handsOff: boolean
 }
 
 const settingsCache = new WeakMap<Tool.Any, Settings>()
@@ -301,7 +315,8 @@ export const settings = (tool: Tool.Any): Settings => {
       maxResultChars: Context.get(annotations, MaxResultChars),
       replaySafe: Context.get(annotations, ReplaySafe),
       quota: Context.get(annotations, Quota),
-      fatal: Context.get(annotations, Fatal)
+      fatal: Context.get(annotations, Fatal),
+      handsOff: Context.get(annotations, HandsOff)
     }
     settingsCache.set(tool, cached)
   }

@@ -239,6 +239,46 @@ export const make = (options: {
 }
 
 /**
+ * What a run is asked: text (a user message), a message, or messages.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Prompt = string | Message.Message | ReadonlyArray<Message.Message>
+
+/**
+ * The state a run starts from when asked `prompt`: the one place a prompt
+ * becomes a transcript (`Agent.run`, sessions and durable sessions start
+ * here). The run id is a random UUID unless given.
+ *
+ * @example
+ * ```ts
+ * import { RunState } from "effect-agent"
+ *
+ * const state = RunState.fromPrompt({ runId: "run-1", system: "Be brief.", prompt: "Hi" })
+ * console.log(state.runId, state.system, state.messages.length, state.messages[0]?.role)
+ * // Output: run-1 Be brief. 1 user
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const fromPrompt = (options: {
+  readonly prompt: Prompt
+  readonly system?: string | undefined
+  readonly runId?: string | undefined
+}): RunState =>
+  make({
+    runId: options.runId ?? globalThis.crypto.randomUUID(),
+    system: options.system,
+    messages: typeof options.prompt === "string"
+      ? [Message.user(options.prompt)]
+      : "role" in options.prompt
+      ? [options.prompt]
+      : options.prompt
+  })
+
+/**
  * What a run returns: the messages this run added, the whole state to
  * continue from, how it ended, and the usage so far (over the state's whole
  * life, across continuations). After a handoff (`Agent.handoff`), the result

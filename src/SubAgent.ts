@@ -137,9 +137,9 @@ export const handler = <const Name extends string, Input extends InputSchema, Ou
  * with the agent, from the history its handler keeps ({@link handoffHandler})
  * and the call's input as a user message. The result is that agent's run,
  * and its `agent` names it. A run started by `Agent.run`,
- * `Agent.runStream` or a `Session` can hand off (a session saves the agent
- * it was handed to, and resumes in it); elsewhere (a sub-agent's run, a
- * `DurableSession`) the call is answered that it cannot.
+ * `Agent.runStream`, a `Session` or a `DurableSession` can hand off (a
+ * session saves the agent it was handed to, and resumes in it); in a
+ * sub-agent's run the call is answered that it cannot.
  *
  * @since 0.1.0
  * @category constructors
@@ -152,7 +152,7 @@ export const handoff = <const Name extends string, Input extends InputSchema, Ou
     parameters: definition.input,
     success: Schema.String,
     failure: Internal.SubAgentFailed
-  })
+  }).annotate(AgentTool.HandsOff, true)
 
 /**
  * What a handoff keeps of the run's transcript for the agent that takes it

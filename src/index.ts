@@ -44,6 +44,11 @@ export * as Approvals from "./Approvals.ts"
  * @since 0.1.0
  * @category modules
  */
+export * as Backend from "./Backend.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
 export * as ContextWindow from "./ContextWindow.ts"
 /**
  * @since 0.1.0

@@ -21,7 +21,8 @@ describe("AgentTool.settings", () => {
       maxResultChars: undefined,
       replaySafe: true,
       quota: undefined,
-      fatal: false
+      fatal: false,
+      handsOff: false
     })
   })
 
@@ -48,7 +49,8 @@ describe("AgentTool.settings", () => {
       maxResultChars: 500,
       replaySafe: false,
       quota: { perRun: 3, perTurn: 1 },
-      fatal: true
+      fatal: true,
+      handsOff: false
     })
     // the annotations are effect/ai's: the same values through Context
     assert.strictEqual(Context.get(tool.annotations, AgentTool.Execution), "exclusive")

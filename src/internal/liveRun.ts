@@ -19,8 +19,8 @@ import { Clock, type Context, Effect, Option } from "effect"
 import { AiError, LanguageModel, type Toolkit } from "effect/ai"
 import * as AgentConfig from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
-import type { ModelError } from "../AgentError.ts"
 import * as Approvals from "../Approvals.ts"
+import type * as Backend from "../Backend.ts"
 import * as Guards from "../Guards.ts"
 import type * as Hooks from "../Hooks.ts"
 import type * as Message from "../Message.ts"
@@ -53,26 +53,18 @@ export type HookName =
   | "beforeAnswer"
 
 /**
- * A model call's reply (`Reply.Reply`, spelled out here: `reply.ts` imports this module).
+ * A model call's reply (see `Execution`).
  *
  * @internal
  */
-export interface ModelReply {
-  readonly message: Message.AssistantMessage
-  readonly stopped: Stops.Stop | undefined
-}
+export type ModelReply = Backend.ModelReply
 
 /**
- * Runs a turn's model call: given the turn and the call (the loop's own
- * `Reply.streamReply`), answers its reply. A durable session makes it an
- * activity whose result is memoized; a run without one calls the model.
+ * Runs a turn's model call (see `Execution`).
  *
  * @internal
  */
-export type ModelCall = <R>(
-  turn: number,
-  call: Effect.Effect<ModelReply, ModelError, R>
-) => Effect.Effect<ModelReply, ModelError, R>
+export type ModelCall = Backend.ModelCall
 
 /**
  * What a run was given.

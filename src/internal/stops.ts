@@ -7,6 +7,7 @@
  * @internal
  */
 import { Deferred, Effect, Exit, Fiber } from "effect"
+import type * as Backend from "../Backend.ts"
 import type * as Outcome from "../Outcome.ts"
 import * as Step from "./step.ts"
 
@@ -15,10 +16,7 @@ import * as Step from "./step.ts"
  *
  * @internal
  */
-export type Stop =
-  | { readonly _tag: "Cancel"; readonly reason: string }
-  | { readonly _tag: "Deadline" }
-  | { readonly _tag: "Halt"; readonly outcome: Outcome.Outcome; readonly reason: string }
+export type Stop = Backend.Stop
 
 /**
  * A run's stops.

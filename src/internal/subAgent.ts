@@ -18,6 +18,7 @@ import { Clock, Effect, Layer, Schema } from "effect"
 import type { LanguageModel } from "effect/ai"
 import * as AgentConfig from "../AgentConfig.ts"
 import type { AgentError } from "../AgentError.ts"
+import type * as Backend from "../Backend.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
@@ -391,7 +392,7 @@ export const handOff = (
     if (lineage?.handoffs === undefined || lineage.run === undefined) {
       return yield* failed(
         definition.name,
-        `cannot hand off to ${definition.name}: only a run started by Agent.run, Agent.runStream or a Session ` +
+        `cannot hand off to ${definition.name}: only a run started by Agent.run, Agent.runStream or a session ` +
           `can hand off`
       )
     }
@@ -453,17 +454,26 @@ export const nextRun = (
 export const follow = <R>(
   options: Loop.Options<R>,
   first: (options: Loop.Options<R>) => Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R>,
-  agent?: string
+  around: {
+    /** The agent `first` runs in, when not the application's. */
+    readonly agent?: string | undefined
+    /** Told of each handoff before the agent handed off to starts. */
+    readonly handedOff?: ((next: Backend.Handoff) => Effect.Effect<void>) | undefined
+  } = {}
 ): Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R> =>
   Effect.gen(function*() {
     const handoffs: Lineage.Handoffs = options.handoffs ?? { pending: undefined }
     const firstResult = yield* first({ ...options, handoffs })
+    const agent = around.agent
     let result = agent === undefined ? firstResult : { ...firstResult, agent }
     for (let hop = 0; hop < maxHandoffs; hop++) {
       const pending = handoffs.pending
       if (result.outcome._tag !== "HandedOff" || pending === undefined) return result
       handoffs.pending = undefined
       const { definition, state } = nextRun(pending, result.state.messages)
+      if (around.handedOff !== undefined) {
+        yield* around.handedOff({ agent: definition.name, config: definition.config, state })
+      }
       const next = yield* provideOwn(
         definition,
         Loop.start<R>(state, {

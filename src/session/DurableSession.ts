@@ -53,7 +53,9 @@ import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Approvals from "../Approvals.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
+import type * as Output from "../Output.ts"
 import type * as RunState from "../RunState.ts"
+import type * as SubAgent from "../SubAgent.ts"
 import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Body from "./internal/durable/body.ts"
 import * as SqlStore from "./internal/durable/sqlStore.ts"
@@ -167,6 +169,25 @@ export interface Options<R = never> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /** How long a session that completed waits for a follow-up (on durable time); without it, it finishes. */
   readonly idle?: Duration.Input | undefined
+  /**
+   * The typed outputs a session may ask for, by name (`StartOptions.output`;
+   * see `Agent.run`'s `output`): the model is offered `final_answer`, and
+   * the result's state keeps the answer. A client reads it typed with
+   * `Agent.typedResult(schema, result)`. A session that names an output the
+   * runner does not know fails with `ConfigError`.
+   */
+  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
+  /** How many invalid final answers the model may correct (default 2). */
+  readonly outputRetries?: number | undefined
+  /** How the final answer is asked for (see `Output.Mode`). */
+  readonly outputMode?: Output.Mode | undefined
+  /**
+   * The agents a session may be handed off to (`Agent.handoff` tools among
+   * the runner's): a follow-up to a session that was handed off goes on in
+   * the agent that answered. A session handed off to an agent not listed
+   * finishes rather than wait for a follow-up.
+   */
+  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
 }
 
 /**
@@ -213,14 +234,19 @@ export interface StartOptions {
   readonly system?: string | undefined
   /** Settings (validated here: a bad config is a `ConfigError` before anything starts). */
   readonly config?: AgentConfig.Input | undefined
+  /** The typed output the session asks for: the name of one of the runners' `outputs`. */
+  readonly output?: string | undefined
 }
 
 const payloadOf = Effect.fnUntraced(function*(options: StartOptions) {
   yield* SessionIdRule.validate(options.sessionId)
   const config = yield* AgentConfig.make(options.config)
-  const request: Body.Request = options.system === undefined
-    ? { prompt: options.prompt, config }
-    : { prompt: options.prompt, system: options.system, config }
+  const request: Body.Request = {
+    prompt: options.prompt,
+    config,
+    ...(options.system === undefined ? {} : { system: options.system }),
+    ...(options.output === undefined ? {} : { output: options.output })
+  }
   const payload: Body.Payload = { sessionId: options.sessionId, version: Body.version, request }
   return payload
 })
@@ -434,13 +460,21 @@ export const approve = (
  */
 const waitingKey = (published: ReadonlyArray<Published>, approvalId: string): string | undefined => {
   let key: string | undefined
+  // The session's runs count their turns from 1 again after each handoff (their `AgentEnd` says `HandedOff`).
+  let hop = 0
   for (const { event: outer } of published) {
+    if (outer._tag === "AgentEnd" && outer.outcome?._tag === "HandedOff") hop++
     let event: AgentEvent.AgentEvent = outer
     while (event._tag === "Nested") event = event.event
     if (event._tag !== "ApprovalRequested" && event._tag !== "ApprovalResolved") continue
     if ((event.approvalId ?? event.toolCallId) !== approvalId) continue
     key = event._tag === "ApprovalRequested"
-      ? Body.approvalKey(outer.turn, { approvalId, turn: event.turn, toolName: event.toolName, params: event.params })
+      ? Body.approvalKey(Body.turnKey(hop, outer.turn), {
+        approvalId,
+        turn: event.turn,
+        toolName: event.toolName,
+        params: event.params
+      })
       : undefined
   }
   return key

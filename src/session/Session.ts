@@ -64,10 +64,8 @@ import * as Outcome from "../Outcome.ts"
 import * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import type * as SubAgent from "../SubAgent.ts"
+import * as Backend from "../Backend.ts"
 import * as CheckpointStore from "./CheckpointStore.ts"
-import * as Loop from "../internal/loop.ts"
-import * as OutputPart from "../internal/output.ts"
-import * as SubAgents from "../internal/subAgent.ts"
 import { durable } from "./internal/checkpointer.ts"
 
 /**
@@ -98,9 +96,6 @@ export interface ResumeOptions<R = never, A = never> extends Agent.ContinueOptio
   readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
 }
 
-const promptMessages = (prompt: Agent.RunOptions["prompt"]): ReadonlyArray<Message.Message> =>
-  typeof prompt === "string" ? [Message.user(prompt)] : "role" in prompt ? [prompt] : prompt
-
 /**
  * Starts a durable session: `Agent.run` with a checkpoint at the start and
  * as the run goes (see the module documentation). Fails with
@@ -115,29 +110,19 @@ export const run = <R = never, A = never>(
 ): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { id, store } = options
-    const config = yield* AgentConfig.make(options.config)
-    const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
+    const config = yield* Agent.validate(options)
     const runId = options.runId ?? globalThis.crypto.randomUUID()
-    const prompt = promptMessages(options.prompt)
-    const state = RunState.make({ runId, system: options.system, messages: prompt })
+    const state = RunState.fromPrompt({ ...options, runId })
     const created = yield* store.create(id, { state, config })
-    return yield* durable<R>(id, store, { agent: undefined, config }, state, (plugin, handoffs) =>
-      SubAgents.follow({
-        steering: options.steering,
-        name: options.name,
-        output,
-        config,
-        plugins: [...(options.plugins ?? []), plugin],
-        announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }],
-        handoffs
-      }, (withHandoffs) => Loop.start<R>(state, withHandoffs))).pipe(Effect.map(OutputPart.typed(options.output)))
+    return yield* durable(id, store, { agent: undefined, config }, state, (execution) =>
+      Agent.run({ ...options, runId, config }).pipe(
+        Effect.provideService(Backend.Backend, {
+          ...execution,
+          announce: [{ _tag: "CheckpointSaved", sessionId: id, bytes: created.bytes }]
+        })
+      ))
   })
 
-/**
- * The saved config with the given settings on top. A new turn cap without a
- * grace window keeps the saved window only if it still fits under the cap
- * (else `AgentConfig.make` picks the default for the cap).
- */
 const resumeConfig = (
   saved: AgentConfig.AgentConfig | undefined,
   given: AgentConfig.Input | undefined
@@ -202,27 +187,12 @@ const resumeFrom = <R, A>(
 ): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { store } = options
-    const config = yield* AgentConfig.make(resumeConfig(checkpoint.config, options.config))
-    const output = yield* OutputPart.request(options.output, options.outputRetries, options.outputMode)
+    const config = yield* Agent.validate({ ...options, config: resumeConfig(checkpoint.config, options.config) })
     const state = checkpoint.state
     const agent = yield* agentOf(sessionId, checkpoint, options.agents)
-    return yield* durable<R>(sessionId, store, { agent: agent?.name, config }, state, (plugin, handoffs) =>
-      SubAgents.follow(
-        {
-          steering: options.steering,
-          name: agent?.name ?? options.name,
-          output,
-          config,
-          plugins: [...(options.plugins ?? []), ...(agent?.plugins ?? []), plugin],
-          announce: [resumed(sessionId, state)],
-          handoffs
-        },
-        // In the agent handed off to: its own tools and model, as when it took the session over.
-        (withHandoffs) =>
-          agent === undefined
-            ? Loop.resume<R>(state, withHandoffs)
-            : SubAgents.provideOwn(agent, Loop.resume<R>(state, withHandoffs)),
-        agent?.name
+    return yield* durable(sessionId, store, { agent: agent?.name, config }, state, (execution) =>
+      Agent.runContinue(state, { ...options, config, agent }).pipe(
+        Effect.provideService(Backend.Backend, { ...execution, announce: [resumed(sessionId, state)] })
       )).pipe(
         // A plugin refused its saved state before the run started: the checkpoint holds what it cannot use.
         Effect.catchTag("InvalidPluginState", (error) =>
@@ -232,17 +202,15 @@ const resumeFrom = <R, A>(
               file: store.headFile(sessionId),
               problem: `state.pluginState.${error.plugin}: ${error.reason}`
             })
-          )),
-        Effect.map(OutputPart.typed(options.output))
+          ))
       )
   })
 
-/** The agent a handed-off session runs in (`undefined`: the application's), from the agents the app gives. */
 const agentOf = (
   sessionId: string,
   checkpoint: CheckpointStore.Checkpoint,
   agents: ResumeOptions["agents"]
-): Effect.Effect<SubAgents.AnyDefinition | undefined, CheckpointStore.CheckpointAgentUnknown> => {
+): Effect.Effect<SubAgent.Definition<string, SubAgent.InputSchema, unknown> | undefined, CheckpointStore.CheckpointAgentUnknown> => {
   const name = checkpoint.agent
   if (name === undefined) return Effect.succeed(undefined)
   const found = agents?.find((definition) => definition.name === name)
@@ -331,5 +299,5 @@ export const open = <R = never, A = never>(
     const finished = finishedResult(checkpoint, options.steering)
     if (finished === undefined) return yield* resumeFrom<R, A>(sessionId, checkpoint, options)
     // A finished session's output is the one it saved, decoded with the Schema it was run with.
-    return yield* OutputPart.saved(options.output, finished)
+    return yield* Agent.typedResult(options.output, finished)
   })

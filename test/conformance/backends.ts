@@ -31,7 +31,7 @@ import * as path from "node:path"
 import { baseUrl, readSse, serverLayer } from "../server/support.ts"
 import { database, engine } from "../session/cluster-fixture.ts"
 import * as Postgres from "../session/postgres.ts"
-import { agentLayer, billing, type Gate, guardrail, type Scenario, systems } from "./scenarios.ts"
+import { agentLayer, billing, type Gate, guardrail, type Scenario, scenarios, systems } from "./scenarios.ts"
 
 /** How a run ended, as the backend tells it. */
 export interface Final {
@@ -204,7 +204,11 @@ type Runner = Context.Context<WorkflowEngine.WorkflowEngine | DurableSession.Sto
 
 /** The session workflow registered on an engine, with the model, the tools and the guardrail. */
 const runnerOf = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, E, R>) =>
-  DurableSession.layer({ plugins: [guardrail] }).pipe(
+  DurableSession.layer({
+    plugins: [guardrail],
+    // each scenario's typed output, by its name: a session asks for its own
+    outputs: Object.fromEntries(scenarios.flatMap((scenario) => scenario.output === undefined ? [] : [[scenario.name, scenario.output]]))
+  }).pipe(
     Layer.provideMerge(agentLayer),
     Layer.provideMerge(engineAndStore)
   )
@@ -215,7 +219,13 @@ const durableStart = (runner: Runner): Start => (scenario) =>
     const sessionId = `conformance-${globalThis.crypto.randomUUID()}`
     const inRunner = Effect.provideContext(runner)
     yield* Effect.forkScoped(
-      DurableSession.run({ sessionId, prompt: scenario.prompt, system: systems.main, config: scenario.config }).pipe(
+      DurableSession.run({
+        sessionId,
+        prompt: scenario.prompt,
+        system: systems.main,
+        config: scenario.config,
+        output: scenario.output === undefined ? undefined : scenario.name
+      }).pipe(
         inRunner
       )
     )

@@ -377,6 +377,85 @@ describe("DurableSession", () => {
       assert.deepStrictEqual(waited, ["deploy"])
     }))
 
+  // Before, the body ran the loop itself: DurableSession had no typed output.
+  it.live("through the front door: a typed output, read typed by Agent.typedResult, as Agent.run gives it", () =>
+    Effect.gen(function*() {
+      const Answer = Schema.Struct({ answer: Schema.String, confidence: Schema.Finite })
+      const turns: Turns = [
+        { toolCalls: [{ id: "f1", name: "final_answer", params: { answer: "42", confidence: 0.9 } }], usage }
+      ]
+      const ran: Array<string> = []
+      const result = yield* DurableSession.run({ sessionId: "typed-1", prompt: "the answer?", output: "answer" }).pipe(
+        Effect.provide(runner("cluster", turns, ran, { outputs: { answer: Answer } }))
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      const typed = yield* Agent.typedResult(Answer, result)
+      assert.deepStrictEqual(typed.output, { answer: "42", confidence: 0.9 })
+      const direct = yield* Agent.run({ prompt: "the answer?", output: Answer }).pipe(
+        Effect.provide(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([])))
+      )
+      assert.deepStrictEqual(typed.output, direct.output)
+      assert.deepStrictEqual(result.messages, direct.messages)
+      // a session that names an output the runner does not know fails, saying which it knows
+      const unknown = yield* DurableSession.run({ sessionId: "typed-2", prompt: "the answer?", output: "other" }).pipe(
+        Effect.provide(runner("cluster", turns, ran, { outputs: { answer: Answer } })),
+        Effect.flip
+      )
+      assert.strictEqual(unknown._tag, "ConfigError")
+      assert.include(unknown.message, `"other"`)
+      assert.include(unknown.message, `["answer"]`)
+    }))
+
+  // Before, a handoff in a DurableSession was answered "cannot hand off". Each agent's run counts its turns from
+  // 1: the agent handed off to has activities of its own (model/1.1), not the replies of the run that handed off.
+  it.live("through the front door: a handoff goes on in the agent handed off to; its call that waits is approved by its id", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: toolsLayer(ran),
+        // it reads the history the handoff keeps: the run's reply that handed off is its first
+        model: ScriptedModel.layer(followTranscript([
+          { text: "(the reply that handed off)" },
+          { toolCalls: [{ id: "c1", name: "deploy", params: { env: "prod" } }], usage },
+          { text: "deployed by deployer", usage }
+        ]))
+      })
+      const Tools = Toolkit.make(Agent.handoff(deployer))
+      const tools = ToolRegistry.layer(Tools).pipe(
+        Layer.provide(Tools.toLayer({ transfer_to_deployer: SubAgent.handoffHandler(deployer) }))
+      )
+      const turns: Turns = [{ toolCalls: [{ id: "h1", name: "transfer_to_deployer", params: { topic: "x" } }], usage }]
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(
+          ScriptedModel.layer(followTranscript(turns)),
+          tools,
+          DurableSession.layerMemoryStore
+        )),
+        Layer.provideMerge(engines.cluster)
+      )
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "handoff-1", prompt: "ship it" }))
+        yield* waitFor("handoff-1", "ApprovalRequested")
+        assert.isTrue(yield* DurableSession.approve("handoff-1", "c1", { approved: true }))
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.strictEqual(result.agent, "deployer")
+        assert.strictEqual(textOf(result.messages.at(-1)!), "deployed by deployer")
+        assertValidTranscript(result.state.messages)
+        const events = (yield* DurableSession.events("handoff-1")).map((entry) => entry.event)
+        const ends = events.flatMap((event) => event._tag === "AgentEnd" ? [event.outcome?._tag] : [])
+        assert.deepStrictEqual(ends, ["HandedOff", "Completed"])
+        assert.deepStrictEqual(
+          events.filter((event) => event._tag === "TurnStart").map((event) => event.turn),
+          [1, 1, 2]
+        )
+      }).pipe(Effect.provide(layer))
+      assert.deepStrictEqual(ran, ["deploy"])
+    }))
+
   it.live("a sub-agent's call waiting for approval is answered by its approval id", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []

@@ -10,12 +10,11 @@ import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
 import type { AgentError } from "../../AgentError.ts"
 import type * as AgentEvent from "../../AgentEvent.ts"
+import type * as Backend from "../../Backend.ts"
 import * as AgentTool from "../../AgentTool.ts"
 import * as Hooks from "../../Hooks.ts"
 import type * as Message from "../../Message.ts"
 import type * as RunState from "../../RunState.ts"
-import type * as Lineage from "../../internal/lineage.ts"
-import * as SubAgents from "../../internal/subAgent.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import type * as CheckpointStore from "../CheckpointStore.ts"
 
@@ -43,7 +42,8 @@ interface Delivered {
 }
 
 interface Checkpointer {
-  readonly plugin: Hooks.Plugin
+  /** How the session's runs are carried out: its plugin, and what it saves when a run hands off. */
+  readonly execution: Backend.Service
   /** Fails with the store's error when a checkpoint could not be written. */
   readonly failed: Deferred.Deferred<never, CheckpointStore.CheckpointError>
 }
@@ -61,8 +61,7 @@ const checkpointer = (
   sessionId: string,
   store: CheckpointStore.Service,
   runner: RunsAs,
-  saved: RunState.RunState,
-  handoffs: Lineage.Handoffs
+  saved: RunState.RunState
 ): Effect.Effect<Checkpointer> =>
   Effect.map(Deferred.make<never, CheckpointStore.CheckpointError>(), (failed) => {
     // Snapshot and save under one lock: concurrent calls of a batch save in order, each a superset of the last.
@@ -113,22 +112,26 @@ const checkpointer = (
     const checkpointEnd = (event: AgentEvent.Of<"AgentEnd">, ctx: Hooks.Context): Effect.Effect<void> =>
       lock.withPermit(Effect.gen(function*() {
         const result = event.result
-        const pending = handoffs.pending
-        if (result?.outcome._tag === "HandedOff" && pending !== undefined) {
-          // Not finished: the session goes on in the agent handed off to, from the state its run starts with.
-          const next = SubAgents.nextRun(pending, result.state.messages)
-          runner.agent = next.definition.name
-          // An invalid config fails the next run (`ConfigError`) before it saves; the last config is kept.
-          const made = yield* Effect.option(AgentConfig.make(next.definition.config))
-          runner.config = Option.getOrUndefined(made) ?? runner.config
-          return yield* write(next.state)
-        }
+        // Not finished: the session goes on in the agent handed off to, saved before it starts (`handedOff`).
+        if (result?.outcome._tag === "HandedOff") return yield* write(result.state)
         if (!endedAbnormally(event) && result !== undefined) {
           const firstMessage = result.state.messages.length - result.messages.length
           return yield* write(result.state, { outcome: result.outcome, firstMessage })
         }
         return yield* write(abnormalEnd(result?.state ?? (yield* ctx.snapshot)))
       })).pipe(Effect.catch((error) => Effect.asVoid(Deferred.fail(failed, error))))
+    /**
+     * A handoff, before the agent handed off to starts: the session goes on in that agent, from the state
+     * its run starts with. (A crash before this save resumes the run that handed off, after its handoff call.)
+     */
+    const handedOff = (next: Backend.Handoff): Effect.Effect<void> =>
+      lock.withPermit(Effect.gen(function*() {
+        runner.agent = next.agent
+        // An invalid config fails the next run (`ConfigError`) before it saves; the last config is kept.
+        const made = yield* Effect.option(AgentConfig.make(next.config))
+        runner.config = Option.getOrUndefined(made) ?? runner.config
+        return yield* write(next.state)
+      })).pipe(Effect.catch((error) => Effect.andThen(Deferred.fail(failed, error), Effect.never)))
     /** Records delivered messages where they are appended (synchronously: no interruption can come between). */
     const observeDelivery = (event: AgentEvent.AgentEvent, ctx: Hooks.Context): void => {
       if (event._tag !== "SteeringDelivered" && event._tag !== "FollowUpDelivered") return
@@ -167,26 +170,21 @@ const checkpointer = (
         }
       }
     }
-    return { plugin, failed }
+    return { execution: { plugins: [plugin], handedOff }, failed }
   })
 
 /** Runs a session's run, stopping it as soon as a checkpoint cannot be written. */
-export const durable = <R>(
+export const durable = <A, R>(
   sessionId: string,
   store: CheckpointStore.Service,
   runAs: { readonly agent: string | undefined; readonly config: AgentConfig.AgentConfig },
   saved: RunState.RunState,
-  start: (
-    plugin: Hooks.Plugin,
-    handoffs: Lineage.Handoffs
-  ) => Effect.Effect<RunState.RunResult, AgentError, Agent.Requirements | R>
-): Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+  start: (execution: Backend.Service) => Effect.Effect<RunState.RunResult<A>, AgentError, Agent.Requirements | R>
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
   Effect.gen(function*() {
-    const handoffs: Lineage.Handoffs = { pending: undefined }
-    const { failed, plugin } = yield* checkpointer(sessionId, store, { ...runAs }, saved, handoffs)
-    const result = yield* Effect.raceFirst(start(plugin, handoffs), Deferred.await(failed))
+    const { execution, failed } = yield* checkpointer(sessionId, store, { ...runAs }, saved)
+    const result = yield* Effect.raceFirst(start(execution), Deferred.await(failed))
     // The last save (at `AgentEnd`) may have failed after the run had succeeded.
     if (Deferred.isDoneUnsafe(failed)) yield* Deferred.await(failed)
     return result
   })
-

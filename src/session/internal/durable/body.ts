@@ -26,20 +26,22 @@ import { createHash } from "node:crypto"
 import type { LanguageModel } from "effect/ai"
 import { ClusterSchema, Entity, Sharding } from "effect/cluster"
 import { Activity, DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
+import * as Agent from "../../../Agent.ts"
 import * as AgentConfig from "../../../AgentConfig.ts"
 import type * as AgentEvent from "../../../AgentEvent.ts"
-import { AgentError, ModelError, ToolFatalError } from "../../../AgentError.ts"
+import { AgentError, ConfigError, ModelError, ToolFatalError } from "../../../AgentError.ts"
 import * as AgentTool from "../../../AgentTool.ts"
 import * as Approvals from "../../../Approvals.ts"
+import * as Backend from "../../../Backend.ts"
 import type * as Hooks from "../../../Hooks.ts"
 import * as Message from "../../../Message.ts"
 import * as Outcome from "../../../Outcome.ts"
+import type * as OutputModule from "../../../Output.ts"
 import * as RunState from "../../../RunState.ts"
 import type * as Steering from "../../../Steering.ts"
+import type * as SubAgent from "../../../SubAgent.ts"
 import { type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
 import * as Lineage from "../../../internal/lineage.ts"
-import type * as LiveRun from "../../../internal/liveRun.ts"
-import * as Loop from "../../../internal/loop.ts"
 import * as Feedback from "../../../internal/tools/feedback.ts"
 import * as SessionId from "../sessionId.ts"
 import * as Outbox from "./outbox.ts"
@@ -58,7 +60,9 @@ import { type InboxKind, Store } from "./store.ts"
 export const Request = Schema.Struct({
   prompt: Schema.Union([Schema.String, Schema.Array(Message.Message)]),
   system: Schema.optionalKey(Schema.String),
-  config: Schema.optionalKey(AgentConfig.AgentConfig)
+  config: Schema.optionalKey(AgentConfig.AgentConfig),
+  /** The name of the runner's typed output the session asks for. */
+  output: Schema.optionalKey(Schema.String)
 })
 
 /** @internal */
@@ -158,7 +162,7 @@ export const Decision = Schema.Union([
  * @internal
  */
 export const approvalKey = (
-  sessionTurn: number,
+  sessionTurn: string,
   request: {
     readonly approvalId: string
     readonly turn?: number | undefined
@@ -171,6 +175,14 @@ export const approvalKey = (
       createHash("sha256").update(JSON.stringify([request.toolName, request.params]) ?? "").digest("hex")
     }`
     : `${sessionTurn}/${request.approvalId}`
+
+/**
+ * A turn as activities name it: `3`, or after the `hop`-th handoff `hop.3`
+ * (each agent's run counts its turns from 1).
+ *
+ * @internal
+ */
+export const turnKey = (hop: number, turn: number): string => hop === 0 ? `${turn}` : `${hop}.${turn}`
 
 /**
  * The deferred an approval of a call completes, by its {@link approvalKey}.
@@ -197,6 +209,12 @@ export const wakeOf = (k: number) => DurableDeferred.make(`wake/${k}`)
  */
 export interface Options<R> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /** The typed outputs a session may ask for, by name. */
+  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
+  readonly outputRetries?: number | undefined
+  readonly outputMode?: OutputModule.Mode | undefined
+  /** The agents a session may be handed off to: a follow-up goes on in the one that answered. */
+  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
   /** How long a session that completed waits for a follow-up (durable time); none: it finishes. */
   readonly idle?: Duration.Input | undefined
 }
@@ -209,8 +227,14 @@ interface Session {
   readonly store: Store["Service"]
   readonly outbox: Outbox.Outbox
   readonly engine: Context.Context<Engine>
-  /** The turn whose model call came last: tool activities are named by it. */
-  turn: number
+  /**
+   * The turn whose model call came last, as activities are named by it: the
+   * turn, after a handoff with the handoff's number before it (`2.1`: the
+   * second handoff's first turn), since each agent's run counts from 1.
+   */
+  turn: string
+  /** How many handoffs the session's runs made (the same in every replay). */
+  hop: number
   readonly polls: { steering: number; followUp: number }
   readonly watermark: { steering: number; followUp: number }
   idle: number
@@ -363,11 +387,11 @@ const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Ste
 }
 
 /** The turn's model call as the activity `model/<turn>`: its deltas are published as they arrive. */
-const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
-  session.turn = turn
+const modelCallOf = (session: Session): Backend.ModelCall => (turn, call) => {
+  session.turn = turnKey(session.hop, turn)
   const memoized = activity(
     session,
-    `model/${turn}`,
+    `model/${session.turn}`,
     ReplyResult,
     ModelError,
     Effect.map(call, (reply) =>
@@ -378,7 +402,7 @@ const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
   )
   return Effect.map(
     Effect.provideContext(memoized, session.engine),
-    (result): LiveRun.ModelReply => ({ message: result.message, stopped: result.stopped })
+    (result): Backend.ModelReply => ({ message: result.message, stopped: result.stopped })
   )
 }
 
@@ -426,6 +450,8 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
       const activityName = `tool/${session.turn}/${invocation.toolCallId}`
       const tool = base.get(name)
       const invoked = base.invoke(name, invocation)
+      // A handoff acts on the run: made again on every replay (a record of it would not hand off).
+      if (tool !== undefined && AgentTool.settings(tool).handsOff) return invoked
       const guarded = tool === undefined || AgentTool.settings(tool).replaySafe
         ? invoked
         : Effect.flatMap(
@@ -493,8 +519,9 @@ const approvalsOf = (session: Session, app: Approvals.Service | undefined): Appr
     })
 })
 
-const promptMessages = (prompt: Request["prompt"]): ReadonlyArray<Message.Message> =>
-  typeof prompt === "string" ? [Message.user(prompt)] : prompt
+/** The agent a session was handed off to, among those the runner knows. */
+const agentOf = <R>(options: Options<R>, name: string | undefined) =>
+  name === undefined ? undefined : options.agents?.find((agent) => agent.name === name)
 
 /**
  * Waits for a follow-up (durably, up to `idle`): the messages, or none when the wait ran out.
@@ -578,7 +605,8 @@ export const make = <R>(options: Options<R>) =>
       store,
       outbox: Outbox.make(),
       engine,
-      turn: 0,
+      turn: "0",
+      hop: 0,
       polls: { steering: 0, followUp: 0 },
       watermark: { steering: 0, followUp: 0 },
       idle: 0,
@@ -599,22 +627,29 @@ export const make = <R>(options: Options<R>) =>
     )
     const now = yield* Clock.currentTimeMillis
     const { request } = payload
-    const first = RunState.make({
-      runId: started.runId,
-      system: request.system,
-      messages: promptMessages(request.prompt)
-    })
     const cancelled = yield* Deferred.make<string>()
-    const loopOptions: Loop.Options<R> = {
+    const output = request.output === undefined ? undefined : options.outputs?.[request.output]
+    const runOptions: Agent.ContinueOptions<R, unknown> = {
       config: request.config,
       plugins: options.plugins,
       steering: steeringOf(session, cancelled),
+      output,
+      outputRetries: options.outputRetries,
+      outputMode: options.outputMode
+    }
+    // Through the front door: the model calls are activities, every event goes to the outbox, and a handoff
+    // numbers the turns of the agent it starts apart (their activities' names).
+    const execution: Backend.Service = {
+      modelCall: modelCallOf(session),
       sinks: [sinkOf(session)],
-      modelCall: modelCallOf(session)
+      // The wall-clock budget counts from the durable start: a replay has the time already spent.
+      elapsedBefore: Math.max(0, now - started.startedAt),
+      handedOff: () => Effect.sync(() => void session.hop++)
     }
     const idle = options.idle === undefined ? undefined : Duration.fromInputUnsafe(options.idle)
     const provided = <A, E>(effect: Effect.Effect<A, E, R | ToolRegistry | LanguageModel.LanguageModel>) =>
       effect.pipe(
+        Effect.provideService(Backend.Backend, execution),
         Effect.provideService(ToolRegistry, registryOf(session, base)),
         Effect.provideService(Approvals.Approvals, approvalsOf(session, approvals))
       )
@@ -629,14 +664,25 @@ export const make = <R>(options: Options<R>) =>
         ),
         result
       )
-    // The wall-clock budget counts from the durable start: a replay has the time already spent.
-    let state: RunState.RunState = { ...first, elapsedMs: Math.max(0, now - started.startedAt) }
+    if (request.output !== undefined && output === undefined) {
+      return yield* finish({
+        _tag: "Failed",
+        error: new ConfigError({
+          field: "output",
+          rule: `names a typed output this runner does not know (${JSON.stringify(request.output)}); it knows ${
+            JSON.stringify(Object.keys(options.outputs ?? {}))
+          }`
+        })
+      })
+    }
     const messages: Array<Message.Message> = []
-    let continued = false
+    let continued: RunState.RunResult | undefined
     while (true) {
-      const exit = yield* Effect.exit(
-        provided(continued ? Loop.resume(state, loopOptions) : Loop.start(state, loopOptions))
-      )
+      const exit = yield* Effect.exit(provided(
+        continued === undefined
+          ? Agent.run({ ...runOptions, prompt: request.prompt, system: request.system, runId: started.runId })
+          : Agent.runContinue(continued.state, { ...runOptions, agent: agentOf(options, continued.agent) })
+      ))
       if (exit._tag === "Failure") {
         const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
         // A model error suspends the session (the supervisor resumes it); other errors end it.
@@ -645,14 +691,14 @@ export const make = <R>(options: Options<R>) =>
       }
       const result = exit.value
       messages.push(...result.messages)
-      if (idle === undefined || result.outcome._tag !== "Completed") {
-        return yield* finish({ _tag: "Finished", result: { ...result, messages } })
-      }
+      const finished = (): Result => ({ _tag: "Finished", result: { ...result, messages } })
+      // A session handed off goes on in that agent: on a follow-up only when the runner knows it.
+      const goesOn = result.agent === undefined || agentOf(options, result.agent) !== undefined
+      if (idle === undefined || result.outcome._tag !== "Completed" || !goesOn) return yield* finish(finished())
       session.segment++
       const followUps = yield* awaitFollowUp(session, idle)
-      if (followUps.length === 0) return yield* finish({ _tag: "Finished", result: { ...result, messages } })
-      state = { ...result.state, followUps: [...result.state.followUps, ...followUps] }
-      continued = true
+      if (followUps.length === 0) return yield* finish(finished())
+      continued = { ...result, state: { ...result.state, followUps: [...result.state.followUps, ...followUps] } }
     }
   })
 
