@@ -417,3 +417,38 @@ describe("Supervisor.run: how the inner run ended is never hidden (issue 30)", (
       assert.deepStrictEqual(result.outcome, { _tag: "Unverified", budget: "tokens", limit: 10, used: 20, failing: [] })
     }))
 })
+
+describe("Supervisor.run: the run's options reach the inner run (issue 30)", () => {
+  it.effect("output: each act turn answers through final_answer; the result's output is the last one, decoded", () =>
+    Effect.gen(function*() {
+      files.clear()
+      const Answer = Schema.Struct({ file: Schema.String, lines: Schema.FiniteFromString })
+      const check = Check.make(
+        "ok.txt says yes",
+        Effect.sync(() =>
+          files.get("ok.txt") === "yes" ? { status: "pass", summary: "yes" } : { status: "fail", summary: "no" }
+        )
+      )
+      const result = yield* Supervisor.run({ task: "make ok.txt say yes", checks: [check], baseline: false, output: Answer })
+        .pipe(Effect.provide(tools))
+      const requests = yield* ScriptedModel.ScriptedModel.use((recorder) => recorder.requests)
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      const output: { readonly file: string; readonly lines: number } | undefined = result.output
+      assert.deepStrictEqual(output, { file: "ok.txt", lines: 2 })
+      assert.include([...requests[0]!.tools], "final_answer")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "write_file", params: { path: "ok.txt", content: "no" } }] },
+      { toolCalls: [{ name: "final_answer", params: { file: "ok.txt", lines: "1" } }] },
+      { toolCalls: [{ name: "write_file", params: { path: "ok.txt", content: "yes" } }] },
+      { toolCalls: [{ name: "final_answer", params: { file: "ok.txt", lines: "2" } }] }
+    ]))))
+
+  it.effect("output with an external worker is a ConfigError before any turn", () =>
+    Effect.gen(function*() {
+      const worker = Worker.make("codex", () =>
+        Effect.succeed({ text: "x", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined }))
+      const error = yield* Effect.flip(Supervisor.run({ task: "t", worker, output: Schema.String }))
+      assert.strictEqual(error._tag, "ConfigError")
+      assert.include(error.message, "the codex worker gives its answer as text only")
+    }))
+})

@@ -399,3 +399,39 @@ describe("SupervisedSession with approveTurns: stopped at random moments (random
       assert.isAtLeast(stoppedAtGate, 10, `seed ${seed}`)
     }))
 })
+
+describe("SupervisedSession: checkpoints of version 1 (issue 30)", () => {
+  const v1 = {
+    version: 1,
+    runId: "r1",
+    task: "fix it",
+    phase: "act",
+    planIteration: 1,
+    pendingMessage: "feedback",
+    turns: 2,
+    usage: { inputTokens: 30, outputTokens: 7, costUsd: 0.25 },
+    elapsedMs: 10,
+    baseline: [],
+    outcome: { _tag: "Unverified", budget: "turns", limit: 2, used: 2, failing: ["tests"] },
+    state: "external"
+  }
+
+  it.effect("a session version 1 saved loads: its usage as Message.Usage, its ending as the supervisor's own", () =>
+    Effect.gen(function*() {
+      const state = RunState.make({ runId: "r1", messages: [Message.user("fix it")] })
+      const stored = { state: { ...state, pluginState: { [SupervisedSession.key]: v1 } } }
+      const loaded = yield* SupervisedSession.fromStore("s", "head.json", stored)
+      assert.strictEqual(loaded.version, 2)
+      assert.deepStrictEqual(loaded.usage, { ...Message.emptyUsage, input: 30, output: 7, cost: 0.25 })
+      assert.deepStrictEqual(loaded.outcome, { _tag: "Unverified", budget: "turns", limit: 2, used: 2, failing: ["tests"] })
+      // and through the JSON codec of a checkpoint (what an application that keeps its own saved)
+      const { state: _, ...checkpoint } = v1
+      const decoded = yield* Supervisor.decodeCheckpoint(checkpoint)
+      assert.deepStrictEqual(decoded.usage, loaded.usage)
+      // neither form: the error names today's form
+      const broken = yield* Effect.flip(SupervisedSession.fromStore("s", "head.json", {
+        state: { ...state, pluginState: { [SupervisedSession.key]: { ...v1, usage: { tokens: 1 } } } }
+      }))
+      assert.strictEqual(broken._tag, "CheckpointCorrupt")
+    }))
+})
