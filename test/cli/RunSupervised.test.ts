@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { type Cause, Effect, FileSystem, Queue, Stream } from "effect"
 import * as SupervisedDemo from "../../src/cli/internal/SupervisedDemo.ts"
 import * as View from "../../src/cli/internal/View.ts"
-import { SupervisorEvent } from "effect-agent/supervisor"
+import { SupervisorEvent, SupervisorOutcome } from "effect-agent/supervisor"
 import { runCommand } from "./inProcess.ts"
 import { scripted, scriptedArgs, type Services, tempDir as tempDirOf } from "./support.ts"
 
@@ -91,7 +91,7 @@ describe("effect-agent run --check", () => {
         { cwd: dir, stdin, onStdout }
       )
       assert.strictEqual(out.code, 30, out.stderr)
-      assert.deepStrictEqual(events().at(-1).outcome, { _tag: "Rejected", notes: "too risky" })
+      assert.deepStrictEqual(SupervisorOutcome.fromOutcome(events().at(-1).outcome), { _tag: "Rejected", notes: "too risky" })
       assert.include(out.stderr, "☐ plan 1:\n1. write done.txt")
     }))
 
