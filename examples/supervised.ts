@@ -1,5 +1,5 @@
 import { Effect } from "effect"
-import { Check, Supervisor, Worker } from "effect-agent/supervisor"
+import { Check, Supervisor, SupervisorEvent, Worker } from "effect-agent/supervisor"
 
 // The code being worked on, and a worker that edits it. Yours would be our own loop (the default)
 // or a coding-agent CLI; here it is scripted: its first try is wrong, the feedback shows it why.
@@ -27,12 +27,14 @@ const program = Supervisor.run({
   task: "Fix add.",
   worker,
   checks: [add],
-  onEvent: (event) =>
+  // The supervised run's own events come as `Custom` events: `SupervisorEvent.of` reads them.
+  onEvent: (any) =>
     Effect.sync(() => {
-      if (event._tag === "CheckResult") {
+      const event = SupervisorEvent.of(any)
+      if (event?._tag === "CheckResult") {
         console.log(`check ${event.check}${event.baseline ? " (baseline)" : ""}: ${event.status}: ${event.summary}`)
-      } else if (event._tag === "WorkerTurnEnd") console.log(`turn ${event.turn}: ${event.text}`)
-      else if (event._tag === "FeedbackSent") console.log(`feedback:\n${event.feedback}`)
+      } else if (event?._tag === "WorkerTurnEnd") console.log(`turn ${event.turn}: ${event.text}`)
+      else if (event?._tag === "FeedbackSent") console.log(`feedback:\n${event.feedback}`)
     })
 })
 

@@ -9,7 +9,6 @@
 import { Schema } from "effect"
 import { AiError } from "effect/ai"
 import { RunState } from "./RunState.ts"
-import { WorkerError } from "./supervisor/Worker.ts"
 
 /**
  * The model transport failed (after the provider's own retries): it wraps the
@@ -147,8 +146,7 @@ export const AgentError = Schema.Union([
   ConfigError,
   InvalidContinuation,
   InvalidPluginState,
-  OutputSchemaMismatch,
-  WorkerError
+  OutputSchemaMismatch
 ])
 /**
  * @since 0.1.0

@@ -73,9 +73,6 @@ export const BudgetFigures = Schema.Struct({
  */
 export type BudgetFigures = typeof BudgetFigures.Type
 
-const SupervisedPhase = Schema.Literals(["plan", "act"])
-const CheckRole = Schema.Literals(["blocking", "advisory", "verifier"])
-
 const AgentEndFields = Schema.TaggedStruct("AgentEnd", {
   ...base,
   outcome: Schema.optionalKey(Outcome.Outcome),
@@ -228,42 +225,6 @@ const members = [
     })
   }),
   Schema.TaggedStruct("Custom", { ...base, kind: Schema.String, payload: Schema.Unknown }),
-  Schema.TaggedStruct("WorkerTurnStart", {
-    ...base,
-    worker: Schema.String,
-    phase: SupervisedPhase,
-    message: Schema.String
-  }),
-  Schema.TaggedStruct("WorkerTurnEnd", {
-    ...base,
-    worker: Schema.String,
-    phase: SupervisedPhase,
-    text: Schema.String,
-    usage: Schema.Struct({ inputTokens: Schema.Finite, outputTokens: Schema.Finite })
-  }),
-  Schema.TaggedStruct("CheckStarted", { ...base, check: Schema.String, role: CheckRole, baseline: Schema.Boolean }),
-  Schema.TaggedStruct("CheckResult", {
-    ...base,
-    check: Schema.String,
-    role: CheckRole,
-    status: Schema.Literals(["pass", "fail", "known"]),
-    summary: Schema.String,
-    details: Schema.String,
-    durationMs: Schema.Finite,
-    baseline: Schema.Boolean
-  }),
-  Schema.TaggedStruct("PlanProposed", {
-    ...base,
-    plan: Schema.String,
-    iteration: Schema.Finite,
-    /** The typed plan in its JSON form (encoded with the plan's Schema), when the run asked for one. */
-    value: Schema.optionalKey(Schema.Unknown)
-  }),
-  Schema.TaggedStruct("PlanRevised", { ...base, iteration: Schema.Finite, notes: Schema.String }),
-  Schema.TaggedStruct("PlanApproved", { ...base, iteration: Schema.Finite, plan: Schema.String }),
-  Schema.TaggedStruct("PlanRejected", { ...base, iteration: Schema.Finite, notes: Schema.String }),
-  Schema.TaggedStruct("TurnApprovalRequested", { ...base, feedback: Schema.String }),
-  Schema.TaggedStruct("FeedbackSent", { ...base, feedback: Schema.String, failing: Schema.Array(Schema.String) }),
   AgentEnd
 ] as const
 
@@ -365,13 +326,8 @@ const NestedEvent = Schema.TaggedStruct("Nested", {
  *   pieces of one call, joined, are its arguments as the model sent them.
  * - `Custom`: an event a plugin defined (see {@link custom}): its `kind`, and
  *   its `payload` in its JSON form.
- * - A supervised run (`effect-agent/supervisor`) adds its own:
- *   `WorkerTurnStart` / `WorkerTurnEnd` (one worker turn, plan or act),
- *   `CheckStarted` / `CheckResult` (a check of the baseline or after a turn),
- *   `PlanProposed` / `PlanRevised` / `PlanApproved` / `PlanRejected` (the plan
- *   phase; `PlanProposed` carries the typed plan's JSON form as `value` when
- *   the run asked for one with `planOutput`), `TurnApprovalRequested` (feedback waits for the operator) and
- *   `FeedbackSent` (the failing checks went back to the worker).
+ * - A supervised run (`effect-agent/supervisor`) adds its own as `Custom`
+ *   events of kind `effect-agent/supervisor` (see its `SupervisorEvent`).
  * - `Nested`: an event of a sub-agent's run (`Agent.asTool`), with the path of
  *   agent names from this run down to it (see {@link Nested}).
  * - `AgentEnd`: always the last event: the outcome and the result, or the

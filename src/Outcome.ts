@@ -44,13 +44,9 @@ export type Budget = typeof Budget.Type
  * - `GuardrailTripped`: a guardrail's check tripped on the prompt (`phase:
  *   "input"`) or the final answer (`"output"`), with its reason (see `Guardrail`).
  *
- * A supervised run (`effect-agent/supervisor`) ends with one of its own:
- * - `Converged`: every blocking check passed (then the verifier), after `turns` act turns.
- * - `Unverified`: a budget or the turn cap ended the run before the checks passed
- *   (`failing` names the checks still failing); never `Completed`.
- * - `Stuck`: the no-progress watchdog fired (`reason`, after `repeats` identical results).
- * - `Rejected`: the operator rejected the plan, with their notes.
- * - `PlanIterationCap`: the plan was refined `limit` times and still not approved.
+ * A supervised run (`effect-agent/supervisor`) ends with its own endings
+ * as `Custom` outcomes of kind `effect-agent/supervisor` (see its
+ * `SupervisorOutcome`).
  *
  * @since 0.1.0
  * @category schemas
@@ -66,16 +62,6 @@ export const Outcome = Schema.TaggedUnion({
   Cancelled: { reason: Schema.String },
   OutputInvalid: { lastAttempt: Schema.Unknown, issue: Schema.String, attempts: Schema.Finite },
   Custom: { kind: Schema.String, payload: Schema.Unknown },
-  Converged: { turns: Schema.Finite },
-  Unverified: {
-    budget: Schema.Literals(["turns", "tokens", "costUsd", "wallClock"]),
-    limit: Schema.Finite,
-    used: Schema.Finite,
-    failing: Schema.Array(Schema.String)
-  },
-  Stuck: { reason: Schema.Literals(["checks", "replies"]), repeats: Schema.Finite },
-  Rejected: { notes: Schema.String },
-  PlanIterationCap: { limit: Schema.Finite },
   HandedOff: { to: Schema.String },
   GuardrailTripped: { guardrail: Schema.String, reason: Schema.String, phase: Schema.Literals(["input", "output"]) }
 })

@@ -5,7 +5,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Option, Schema } from "effect"
 import { AiError } from "effect/ai"
 import { AgentError, AgentEvent, Message, RunState } from "effect-agent"
-import { Worker } from "effect-agent/supervisor"
 import { roundTrip, runOk } from "./support.ts"
 
 describe("AgentEvent.AgentEvent", () => {
@@ -52,31 +51,6 @@ describe("AgentEvent.AgentEvent", () => {
           _tag: "Nested",
           path: ["researcher", "searcher"],
           event: { ...base, runId: "child", _tag: "AgentEnd", error: new AgentError.ConfigError({ field: "x", rule: "y" }) }
-        },
-        { ...base, _tag: "WorkerTurnStart", worker: "agent", phase: "plan", message: "plan it" },
-        { ...base, _tag: "WorkerTurnEnd", worker: "agent", phase: "act", text: "done", usage: { inputTokens: 1, outputTokens: 2 } },
-        { ...base, _tag: "CheckStarted", check: "tests", role: "blocking", baseline: true },
-        {
-          ...base,
-          _tag: "CheckResult",
-          check: "tests",
-          role: "verifier",
-          status: "known",
-          summary: "exit 1",
-          details: "FAIL",
-          durationMs: 12,
-          baseline: false
-        },
-        { ...base, _tag: "PlanProposed", plan: "1. read", iteration: 1 },
-        { ...base, _tag: "PlanRevised", iteration: 2, notes: "shorter" },
-        { ...base, _tag: "PlanApproved", iteration: 2, plan: "1. read" },
-        { ...base, _tag: "PlanRejected", iteration: 1, notes: "no" },
-        { ...base, _tag: "TurnApprovalRequested", feedback: "fix tests" },
-        { ...base, _tag: "FeedbackSent", feedback: "fix tests", failing: ["tests"] },
-        {
-          ...base,
-          _tag: "AgentEnd",
-          error: new Worker.WorkerError({ worker: "codex", reason: "eof", message: "stream ended mid-turn" })
         }
       ]
       const all = [...events, ...more]

@@ -38,7 +38,16 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
   "effect-agent/server": ["AgentServer", "Inspector"],
   "effect-agent/session": ["CheckpointStore", "DurableSession", "Session", "Trajectory"],
-  "effect-agent/supervisor": ["AgentWorker", "Check", "ExternalWorker", "SupervisedSession", "Supervisor", "Worker"],
+  "effect-agent/supervisor": [
+    "AgentWorker",
+    "Check",
+    "ExternalWorker",
+    "SupervisedSession",
+    "Supervisor",
+    "SupervisorEvent",
+    "SupervisorOutcome",
+    "Worker"
+  ],
   "effect-agent/testing": ["ScriptedModel"]
 }
 

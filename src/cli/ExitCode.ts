@@ -26,6 +26,7 @@
 import { Cause, Context, Data, Exit } from "effect"
 import { CliError } from "effect/cli"
 import type { Outcome } from "../Outcome.ts"
+import * as SupervisorOutcome from "../supervisor/SupervisorOutcome.ts"
 
 /**
  * Every exit code, by name.
@@ -61,12 +62,15 @@ export const codes = {
 export type ExitCode = typeof codes[keyof typeof codes]
 
 /**
- * The exit code of a run that ended with an outcome.
+ * The exit code of a run that ended with an outcome: a supervised run's own
+ * ending (`SupervisorOutcome`) as it is, or as the `Custom` outcome its
+ * `AgentEnd` event carries, has its own code.
  *
  * @since 0.1.0
  * @category conversions
  */
-export const fromOutcome = (outcome: Outcome): ExitCode => {
+export const fromOutcome = (given: Outcome | SupervisorOutcome.SupervisorOutcome): ExitCode => {
+  const outcome = SupervisorOutcome.isOwnOutcome(given) ? given : SupervisorOutcome.fromOutcome(given)
   switch (outcome._tag) {
     case "Completed":
     case "Terminated":

@@ -6,23 +6,32 @@
  * tools: the built-in readers (`read_file`, `list_files`, `grep`) and the
  * tools named in `readOnlyTools`.
  *
+ * Each inner run is given the worker's options (system prompt, config,
+ * plugins and guardrails, name, the typed output's settings) and, as its
+ * budgets, at most what is left of the supervised run's (`Room`): it stops
+ * before a model call past them, or at the wall clock, with every call
+ * answered. The reply says how the inner run ended (`outcome`), so that the
+ * supervised run never hides it.
+ *
  * The inner runs' events (tool calls, messages, guards) reach the supervised
  * run's observers; their own `AgentStart` / `AgentEnd` do not (the supervised
  * run has one of each).
  *
  * @since 0.1.0
  */
-import { Context, Effect } from "effect"
+import { Context, Duration, Effect, Option } from "effect"
 import * as Agent from "../Agent.ts"
 import type * as AgentConfig from "../AgentConfig.ts"
 import type { AgentError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
+import type * as Outcome from "../Outcome.ts"
 import type * as Output from "../Output.ts"
 import type * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import * as ToolRegistry from "../ToolRegistry.ts"
+import * as SupervisorOutcome from "./SupervisorOutcome.ts"
 import { type TurnReply, type TurnRequest, WorkerError } from "./Worker.ts"
 
 /**
@@ -43,6 +52,12 @@ export interface Options<R = never> {
   readonly system?: string | undefined
   readonly config?: AgentConfig.Input | undefined
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /** The agent's name, in its spans (see `Agent.run`'s `name`). */
+  readonly name?: string | undefined
+  /** Invalid typed answers the model may correct in a turn asked for one (see `Agent.run`'s `outputRetries`). */
+  readonly outputRetries?: number | undefined
+  /** How a typed answer is asked for (see `Agent.run`'s `outputMode`). */
+  readonly outputMode?: Output.Mode | undefined
   /** Tools (besides the built-in readers) the plan phase may use. */
   readonly readOnlyTools?: ReadonlyArray<string> | undefined
   /** The run id of the inner runs (the supervised run's, when the supervisor makes the worker). */
@@ -67,9 +82,23 @@ export interface Options<R = never> {
 export interface AgentWorker<R = never> {
   readonly _tag: "AgentWorker"
   readonly name: string
-  readonly turn: (request: TypedRequest) => Effect.Effect<TypedReply, AgentError, Agent.Requirements | R>
+  readonly turn: (request: TypedRequest) => Effect.Effect<TypedReply, AgentError | WorkerError, Agent.Requirements | R>
   /** The transcript and counters after the last turn (`undefined` before the first). */
   readonly state: Effect.Effect<RunState.RunState | undefined>
+}
+
+/**
+ * What is left of the supervised run's budgets: the most a turn may use of
+ * tokens (input and output), US dollars and wall-clock milliseconds (absent:
+ * no such budget).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Room {
+  readonly tokens?: number | undefined
+  readonly costUsd?: number | undefined
+  readonly wallClock?: number | undefined
 }
 
 /**
@@ -88,6 +117,8 @@ export interface TypedRequest extends TurnRequest {
    * appending the message again.
    */
   readonly continue?: boolean | undefined
+  /** What is left of the supervised run's budgets: the inner run's budgets are at most this. */
+  readonly budgets?: Room | undefined
 }
 
 /**
@@ -99,6 +130,8 @@ export interface TypedRequest extends TurnRequest {
  */
 export interface TypedReply extends TurnReply {
   readonly output?: { readonly value: unknown; readonly encoded: unknown } | undefined
+  /** How the inner run ended (our loop's turns): the supervisor ends the run when it did not end by itself. */
+  readonly outcome?: Outcome.Outcome | undefined
 }
 
 /**
@@ -124,6 +157,43 @@ const readOnly = (registry: ToolRegistry.Service, allowed: ReadonlySet<string>):
 const withoutOutput = (state: RunState.RunState): RunState.RunState => {
   const { output: _, ...rest } = state
   return rest
+}
+
+/** The least of a limit of the config and one that `room` leaves (`null`/`undefined`: none). */
+const least = (given: number | null | undefined, left: number | undefined): number | null | undefined =>
+  left === undefined ? given : given === null || given === undefined ? left : Math.min(given, left)
+
+const millisOf = (input: Duration.Input | null | undefined): number | null | undefined =>
+  input === null || input === undefined ? input : Option.getOrUndefined(Option.map(Duration.fromInput(input), Duration.toMillis))
+
+/**
+ * The config of an inner run: the worker's, its budgets at most what the supervised run has left, counted as the
+ * inner run counts them (over its whole transcript: what `prior` used, plus the room).
+ */
+const withRoom = (
+  config: AgentConfig.Input | undefined,
+  room: Room | undefined,
+  prior: RunState.RunState | undefined
+): AgentConfig.Input | undefined => {
+  if (room === undefined || (room.tokens === undefined && room.costUsd === undefined && room.wallClock === undefined)) {
+    return config
+  }
+  const usage = prior?.usage ?? Message.emptyUsage
+  const over = (before: number, left: number | undefined) => left === undefined ? undefined : before + left
+  const budgets = config?.budgets
+  const tokens = least(budgets?.tokens, over(Message.totalTokens(usage), room.tokens))
+  const costUsd = least(budgets?.costUsd, over(usage.cost ?? 0, room.costUsd))
+  const wallClock = least(millisOf(budgets?.wallClock), over(prior?.elapsedMs ?? 0, room.wallClock))
+  return {
+    ...config,
+    budgets: {
+      ...budgets,
+      // A budget is at least 1 (a positive limit): the supervisor checks its own before each turn.
+      ...(tokens === undefined ? {} : { tokens: tokens === null ? null : Math.max(1, Math.floor(tokens)) }),
+      ...(costUsd === undefined ? {} : { costUsd: costUsd === null ? null : Math.max(Number.EPSILON, costUsd) }),
+      ...(wallClock === undefined ? {} : { wallClock: wallClock === null ? null : Math.max(1, Math.ceil(wallClock)) })
+    }
+  }
 }
 
 const lastText = (messages: ReadonlyArray<Message.Message>): string => {
@@ -165,21 +235,22 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
         }
         return reply
       }
+      const continued: Agent.ContinueOptions<R | Agent.Requirements, unknown> = {
+        config: withRoom(options.config, request.budgets, prior),
+        plugins,
+        output,
+        outputRetries: options.outputRetries,
+        outputMode: options.outputMode,
+        steering: options.steering,
+        name: options.name
+      }
       const run = prior === undefined
-        ? Agent.run({
-          prompt: request.message,
-          system: options.system,
-          config: options.config,
-          plugins,
-          runId: options.runId,
-          output,
-          steering: options.steering
-        })
+        ? Agent.run({ ...continued, prompt: request.message, system: options.system, runId: options.runId })
         : Agent.runContinue(
           request.continue === true
             ? prior
             : { ...prior, messages: [...prior.messages, Message.user(request.message)] },
-          { config: options.config, plugins, output, steering: options.steering }
+          continued
         )
       const result = yield* request.phase === "plan"
         ? Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>
@@ -188,14 +259,18 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
       current = withoutOutput(result.state)
       const before = prior?.usage ?? Message.emptyUsage
       const encoded = result.state.output?.value
-      if (output !== undefined && (result.output === undefined || encoded === undefined)) {
+      // A run that did not end by itself has no answer to give: the reply says how it ended.
+      const stopped = SupervisorOutcome.fromInner(result.outcome, []) !== undefined
+      if (output !== undefined && !stopped && (result.output === undefined || encoded === undefined)) {
         return yield* new WorkerError({
           worker: "agent",
           reason: "decode",
           message: `the ${request.phase} turn ended without an answer matching its Schema (${result.outcome._tag})`
         })
       }
-      const typed = output === undefined ? undefined : { value: result.output, encoded }
+      const typed = output === undefined || stopped || encoded === undefined
+        ? undefined
+        : { value: result.output, encoded }
       const reply: TypedReply = {
         text: typed === undefined ? lastText(result.messages) : JSON.stringify(typed.encoded, null, 2),
         output: typed,
@@ -204,7 +279,8 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
           outputTokens: result.usage.output - before.output
         },
         resumeToken: undefined,
-        costUsd: result.usage.cost === undefined ? undefined : result.usage.cost - (before.cost ?? 0)
+        costUsd: result.usage.cost === undefined ? undefined : result.usage.cost - (before.cost ?? 0),
+        outcome: result.outcome
       }
       return reply
     })

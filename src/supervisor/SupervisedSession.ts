@@ -48,6 +48,7 @@ import * as CheckpointStore from "../session/CheckpointStore.ts"
 import * as ToolRegistry from "../ToolRegistry.ts"
 import type * as AgentWorker from "./AgentWorker.ts"
 import * as Supervisor from "./Supervisor.ts"
+import * as SupervisorEvent from "./SupervisorEvent.ts"
 import type * as Worker from "./Worker.ts"
 
 /**
@@ -80,6 +81,26 @@ export type Stored = typeof Stored.Type
 const StoredJson = Schema.toCodecJson(Stored)
 const encodeStored = Schema.encodeSync(StoredJson)
 const decodeStored = Schema.decodeUnknownEffect(StoredJson, { onExcessProperty: "error" })
+
+/** The supervisor's part as version 1 stored it: read, and migrated (`Supervisor.fromV1`). */
+const StoredV1Json = Schema.toCodecJson(Schema.Struct({
+  ...Struct.omit(Supervisor.CheckpointV1.fields, ["agentState"]),
+  state: Schema.Literals(["agent", "external"])
+}))
+const decodeStoredV1 = Schema.decodeUnknownEffect(StoredV1Json, { onExcessProperty: "error" })
+
+/** The supervisor's part of a stored checkpoint, of this version or of version 1 (migrated). */
+const decodeAnyStored = (saved: unknown) =>
+  decodeStored(saved).pipe(
+    Effect.catch((error) =>
+      typeof saved === "object" && saved !== null && "version" in saved && saved.version === 1
+        ? Effect.mapError(
+          Effect.map(decodeStoredV1(saved), ({ state, ...rest }): Stored => ({ ...Supervisor.fromV1(rest), state })),
+          () => error
+        )
+        : Effect.fail(error)
+    )
+  )
 
 /**
  * A supervisor's checkpoint as the store keeps it: the agent's state (or the
@@ -119,7 +140,7 @@ export const fromStore = (
         problem: "it holds no supervised run (a plain session's checkpoint?): it is not resumed as one"
       })
     }
-    const { state, ...rest } = yield* decodeStored(saved).pipe(
+    const { state, ...rest } = yield* decodeAnyStored(saved).pipe(
       Effect.mapError((error) =>
         new CheckpointStore.CheckpointCorrupt({
           sessionId,
@@ -178,11 +199,14 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
         const state = yield* ctx.snapshot
         // The supervisor's usage with the part of the turn done (a resumed turn counts only the rest).
         const base = checkpoint.agentState?.usage ?? Message.emptyUsage
-        const usage = {
-          inputTokens: checkpoint.usage.inputTokens + state.usage.input - base.input,
-          outputTokens: checkpoint.usage.outputTokens + state.usage.output - base.output,
-          costUsd: checkpoint.usage.costUsd + (state.usage.cost ?? 0) - (base.cost ?? 0)
-        }
+        const usage = Message.addUsage(checkpoint.usage, {
+          input: state.usage.input - base.input,
+          output: state.usage.output - base.output,
+          cacheRead: state.usage.cacheRead - base.cacheRead,
+          cacheWrite: state.usage.cacheWrite - base.cacheWrite,
+          reasoning: state.usage.reasoning - base.reasoning,
+          ...(state.usage.cost === undefined ? {} : { cost: state.usage.cost - (base.cost ?? 0) })
+        })
         yield* store.save(id, toStore({ ...checkpoint, usage, inTurn: true, agentState: state }, transcript))
         saved = state.messages.length
       })).pipe(Effect.catch((error) => Effect.logWarning(`a mid-turn checkpoint was not saved: ${error.message}`)))
@@ -210,14 +234,10 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
   })
   const onEvent = (event: AgentEvent.AgentEvent) =>
     Effect.sync(() => {
-      if (event._tag === "WorkerTurnStart") transcript.push(Message.user(event.message))
-      else if (event._tag === "WorkerTurnEnd") {
-        transcript.push({
-          role: "assistant",
-          content: [Message.text(event.text)],
-          stopReason: "stop",
-          usage: { ...Message.emptyUsage, input: event.usage.inputTokens, output: event.usage.outputTokens }
-        })
+      const own = SupervisorEvent.of(event)
+      if (own?._tag === "WorkerTurnStart") transcript.push(Message.user(own.message))
+      else if (own?._tag === "WorkerTurnEnd") {
+        transcript.push({ role: "assistant", content: [Message.text(own.text)], stopReason: "stop", usage: own.usage })
       }
     })
   return { save, onEvent, transcript, midTurn }
@@ -230,7 +250,7 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
  * @since 0.1.0
  * @category models
  */
-export interface Options<R = never, P = never> extends Omit<Supervisor.Options<R, P>, "checkpoint"> {
+export interface Options<R = never, P = never, A = never> extends Omit<Supervisor.Options<R, P, A>, "checkpoint"> {
   /** The session's id in the store (letters, digits, `.`, `_`, `-`). */
   readonly id: string
   readonly store: CheckpointStore.Service
@@ -265,19 +285,19 @@ const withMidTurn = <R>(
  * @category running
  */
 export const run: {
-  <R = never, P = never>(
-    options: Options<R, P> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, R>
-  <R = never, P = never>(
-    options: Options<R, P>
-  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R>
-} = <R, P>(
-  options: Options<R, P>
-): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R> =>
+  <R = never, P = never, A = never>(
+    options: Options<R, P, A> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, R>
+  <R = never, P = never, A = never>(
+    options: Options<R, P, A>
+  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Agent.Requirements | R>
+} = <R, P, A>(
+  options: Options<R, P, A>
+): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Agent.Requirements | R> =>
   Effect.suspend(() => {
     const { id, store, ...rest } = options
     const saving = saver(id, store, false)
-    return Supervisor.run<R | ToolRegistry.ToolRegistry, P>({
+    return Supervisor.run<R | ToolRegistry.ToolRegistry, P, A>({
       ...rest,
       agent: withMidTurn(rest.agent, saving.midTurn),
       onEvent: withEvents(options, saving.onEvent),
@@ -298,15 +318,15 @@ export const run: {
  * @category running
  */
 export const resume: {
-  <R = never, P = never>(
-    options: Omit<Options<R, P>, "task"> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, R>
-  <R = never, P = never>(
-    options: Omit<Options<R, P>, "task">
-  ): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R>
-} = <R, P>(
-  options: Omit<Options<R, P>, "task">
-): Effect.Effect<Supervisor.Result<P>, Supervisor.RunError, Agent.Requirements | R> =>
+  <R = never, P = never, A = never>(
+    options: Omit<Options<R, P, A>, "task"> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, R>
+  <R = never, P = never, A = never>(
+    options: Omit<Options<R, P, A>, "task">
+  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Agent.Requirements | R>
+} = <R, P, A>(
+  options: Omit<Options<R, P, A>, "task">
+): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Agent.Requirements | R> =>
   Effect.gen(function*() {
     const { id, store, ...rest } = options
     const loaded = yield* load(id, store)
@@ -322,14 +342,14 @@ export const resume: {
       restored: {
         messages: loaded.agentState?.messages.length ?? saving.transcript.length,
         turns: loaded.turns,
-        usage: { ...Message.emptyUsage, input: loaded.usage.inputTokens, output: loaded.usage.outputTokens },
+        usage: loaded.usage,
         elapsedMs: loaded.elapsedMs,
         steering: 0,
         followUps: 0,
         pendingApprovals: 0
       }
     })
-    return yield* Supervisor.run<R | ToolRegistry.ToolRegistry, P>({
+    return yield* Supervisor.run<R | ToolRegistry.ToolRegistry, P, A>({
       ...rest,
       agent: withMidTurn(rest.agent, saving.midTurn),
       task: loaded.task,

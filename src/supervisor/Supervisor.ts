@@ -3,51 +3,65 @@
  * on a task in turns, and after each turn the checks run; the run ends when
  * they pass, and otherwise the worker gets one feedback message listing what
  * failed, until a budget, the turn cap or the no-progress watchdog ends it.
+ * It is an outer loop over the worker's runs: with our own loop as the
+ * worker, each turn is one `Agent.run` (then `Agent.runContinue` over the same
+ * transcript), given the run's options (`agent`: system prompt, config and its
+ * budgets, plugins and guardrails, `output`) and what is left of the
+ * supervised run's budgets.
  *
  * ```
  * AgentStart → baseline checks (failures there are "known")
  * [plan: WorkerTurnStart/End (work tools withheld) → PlanProposed → Approvals.decidePlan
  *        → approve (PlanApproved) | refine (PlanRevised, ask again) | reject (PlanRejected → Rejected)]
- * act turn: WorkerTurnStart → worker → WorkerTurnEnd → CheckStarted/CheckResult… (in parallel)
+ * act turn: WorkerTurnStart → worker → WorkerTurnEnd
+ *   → the worker's run did not end by itself → its ending (SupervisorOutcome.fromInner)
+ *   → CheckStarted/CheckResult… (in parallel)
  *   → every blocking check passes (then the verifier) → Converged
  *   → else watchdog (Stuck) → feedback (new failures first) → caps (Unverified)
  *     → [TurnApprovalRequested → Approvals.decideTurn] → FeedbackSent → next act turn
  * AgentEnd (always last)
  * ```
  *
+ * The run's own events and endings are the supervisor's words, not the
+ * core's: see `SupervisorEvent` (carried as `Custom` events) and
+ * `SupervisorOutcome` (the result's outcome; `Custom` on the `AgentEnd`
+ * event).
+ *
  * With `planOutput` (a Schema) and our own loop as the worker, the plan is a
  * typed value: the plan turn is `Agent.run({ output })`, `PlanProposed`
  * carries the value (in its JSON form) beside the text, the approver sees it
  * (`PlanRequest.value`), and the approved value is in the result
  * (`planValue`) and the checkpoint. An external CLI worker gives text only:
- * `planOutput` with one is a `ConfigError`.
+ * `planOutput` with one is a `ConfigError`. With `output`, each act turn is
+ * `Agent.run({ output })` the same way, and the last act turn's answer is
+ * the result's `output`.
  *
  * Outcomes: `Converged`, `Unverified` (a budget or the turn cap ended the run
  * before the checks passed; never `Completed`), `Stuck`, `Rejected`,
- * `PlanIterationCap`, and `Cancelled` when the run is interrupted or
- * cancelled through its `steering` (at once, whatever it is doing). Plan
- * turns count against tokens, cost and wall clock, not the act turn cap.
+ * `PlanIterationCap`, `Cancelled` when the run is interrupted or cancelled
+ * through its `steering` (at once, whatever it is doing), and how the
+ * worker's own run ended when it did not end by itself (a guardrail trip, its
+ * own turn cap…: see `SupervisorOutcome.fromInner`). Plan turns count
+ * against tokens, cost and wall clock, not the act turn cap.
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, Option, Schema } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type SchemaAST } from "effect"
 import type * as Agent from "../Agent.ts"
-import type * as CheckpointStore from "../session/CheckpointStore.ts"
-import {
-  AgentError as AgentErrorSchema,
-  type AgentError,
-  ConfigError,
-  OutputSchemaMismatch
-} from "../AgentError.ts"
+import { type AgentError, ConfigError, OutputSchemaMismatch } from "../AgentError.ts"
+import { AgentError as AgentErrorSchema } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Approvals from "../Approvals.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
 import * as Output from "../Output.ts"
 import * as RunState from "../RunState.ts"
+import type * as CheckpointStore from "../session/CheckpointStore.ts"
 import * as Steering from "../Steering.ts"
 import * as AgentWorker from "./AgentWorker.ts"
 import * as Check from "./Check.ts"
+import * as SupervisorEvent from "./SupervisorEvent.ts"
+import * as SupervisorOutcome from "./SupervisorOutcome.ts"
 import * as Worker from "./Worker.ts"
 
 // -----------------------------------------------------------------------------
@@ -55,44 +69,26 @@ import * as Worker from "./Worker.ts"
 // -----------------------------------------------------------------------------
 
 /**
- * The endings of a supervised run.
+ * The endings of a supervised run (see `SupervisorOutcome`).
  *
  * @since 0.1.0
  * @category models
  */
-export type SupervisedOutcome = Extract<
-  Outcome.Outcome,
-  { readonly _tag: "Converged" | "Unverified" | "Stuck" | "Rejected" | "PlanIterationCap" | "Cancelled" }
->
-
-/**
- * Tokens (and cost, when the worker reports it) a supervised run used.
- *
- * @since 0.1.0
- * @category models
- */
-export const Usage = Schema.Struct({
-  inputTokens: Schema.Finite,
-  outputTokens: Schema.Finite,
-  costUsd: Schema.Finite
-})
-/**
- * @since 0.1.0
- * @category models
- */
-export type Usage = typeof Usage.Type
+export type SupervisedOutcome = SupervisorOutcome.SupervisorOutcome
 
 /**
  * Where a supervised run is, saved after each step that changes it (the
  * start, before the baseline; each plan request; act entry; each turn that
  * did not converge): what a resumed run needs to carry on in the phase it was
- * in, redoing at most one turn.
+ * in, redoing at most one turn. Version 2: `usage` is the core's
+ * `Message.Usage`, and `outcome` a `SupervisorOutcome` (a version 1
+ * checkpoint is read by {@link decodeCheckpoint}).
  *
  * @since 0.1.0
  * @category models
  */
 export const Checkpoint = Schema.Struct({
-  version: Schema.Literal(1),
+  version: Schema.Literal(2),
   runId: Schema.String,
   task: Schema.String,
   phase: Schema.Literals(["plan", "act"]),
@@ -113,7 +109,8 @@ export const Checkpoint = Schema.Struct({
   awaitingApproval: Schema.optionalKey(Schema.Boolean),
   /** Act turns completed. */
   turns: Schema.Finite,
-  usage: Usage,
+  /** What the run used, plan and act turns alike (the cost when the worker reports it). */
+  usage: Message.Usage,
   elapsedMs: Schema.Finite,
   /** The baseline round (absent: it had not run yet, and a resumed run runs it). */
   baseline: Schema.optionalKey(Schema.Array(Check.CheckResult)),
@@ -122,10 +119,10 @@ export const Checkpoint = Schema.Struct({
    * How the run ended, once it has (not when it was interrupted). A run
    * resumed from a checkpoint that `Converged` or was `Rejected` ends so
    * again without a turn; one that ended otherwise (a budget, the watchdog,
-   * the plan-iteration cap) goes on from where it was, with the limits it is
-   * given now.
+   * the plan-iteration cap, the worker's own run) goes on from where it was,
+   * with the limits it is given now.
    */
-  outcome: Schema.optionalKey(Outcome.Outcome),
+  outcome: Schema.optionalKey(SupervisorOutcome.SupervisorOutcome),
   /**
    * Saved in the middle of a worker turn (by `SupervisedSession`, for our own
    * loop): the agent's state already holds the pending message and the part
@@ -143,13 +140,81 @@ export const Checkpoint = Schema.Struct({
  */
 export type Checkpoint = typeof Checkpoint.Type
 
+const UsageV1 = Schema.Struct({ inputTokens: Schema.Finite, outputTokens: Schema.Finite, costUsd: Schema.Finite })
+
+/**
+ * A checkpoint as version 1 wrote it (`usage` as `{ inputTokens,
+ * outputTokens, costUsd }`, the outcome in the core's union of then).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export const CheckpointV1 = Schema.Struct({
+  ...Checkpoint.fields,
+  version: Schema.Literal(1),
+  usage: UsageV1
+})
+
+/**
+ * The checkpoint of version 1 in today's form: its usage as `Message.Usage`
+ * (the cost kept), its outcome unchanged (its endings are
+ * `SupervisorOutcome`'s own).
+ *
+ * @since 0.1.0
+ * @category conversions
+ */
+export const fromV1 = (checkpoint: typeof CheckpointV1.Type): Checkpoint => ({
+  ...checkpoint,
+  version: 2,
+  usage: {
+    ...Message.emptyUsage,
+    input: checkpoint.usage.inputTokens,
+    output: checkpoint.usage.outputTokens,
+    cost: checkpoint.usage.costUsd
+  }
+})
+
+const CheckpointJson = Schema.toCodecJson(Checkpoint)
+const CheckpointV1Json = Schema.toCodecJson(CheckpointV1)
+
+/**
+ * Decodes a checkpoint from its JSON form, of this version or of version 1
+ * (migrated with {@link fromV1}); fails with the `SchemaError` of today's
+ * form when it is neither.
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
+export const decodeCheckpoint = (
+  input: unknown,
+  options?: SchemaAST.ParseOptions
+): Effect.Effect<Checkpoint, Schema.SchemaError> =>
+  Schema.decodeUnknownEffect(CheckpointJson)(input, options).pipe(
+    Effect.catch((error) =>
+      typeof input === "object" && input !== null && "version" in input && input.version === 1
+        ? Effect.map(
+          Effect.mapError(Schema.decodeUnknownEffect(CheckpointV1Json)(input, options), () => error),
+          fromV1
+        )
+        : Effect.fail(error)
+    )
+  )
+
+/**
+ * Encodes a checkpoint to its JSON form.
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
+export const encodeCheckpoint = Schema.encodeSync(CheckpointJson)
+
 /**
  * How a supervised run ended.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Result<P = never> {
+export interface Result<P = never, A = never> {
   readonly outcome: SupervisedOutcome
   /** Act turns run. */
   readonly turns: number
@@ -159,12 +224,15 @@ export interface Result<P = never> {
   readonly plan: string | undefined
   /** The approved typed plan, when the run asked for one (`planOutput`) and it was approved. */
   readonly planValue: P | undefined
+  /** The last act turn's typed answer, when the run asked for one (`output`). */
+  readonly output: A | undefined
   readonly baseline: ReadonlyArray<Check.CheckResult>
   /** The last round of checks. */
   readonly checks: ReadonlyArray<Check.CheckResult>
   /** The worker's last reply. */
   readonly reply: string
-  readonly usage: Usage
+  /** What the run used, plan and act turns alike (the cost when the worker reports it). */
+  readonly usage: Message.Usage
   /** The run as a transcript (the agent worker's own; messages and replies for an external worker). */
   readonly state: RunState.RunState
 }
@@ -175,14 +243,17 @@ export interface Result<P = never> {
  * @since 0.1.0
  * @category models
  */
-export interface Options<R = never, P = never> {
+export interface Options<R = never, P = never, A = never> {
   /** The task. */
   readonly task: string
-  /** The checks run after each turn (none: the first ended turn converges). */
+  /** The checks run after each turn (none: the first turn that ends by itself converges). */
   readonly checks?: ReadonlyArray<Check.Check<R>> | undefined
   /** The worker; our own loop when absent (built from `agent`). */
   readonly worker?: Worker.Worker<R> | AgentWorker.AgentWorker<R> | undefined
-  /** The default worker's settings. */
+  /**
+   * The default worker's settings: what each of its runs is given (system prompt, config with its budgets,
+   * plugins and guardrails; handoffs and sub-agents are tools of the `ToolRegistry`).
+   */
   readonly agent?: AgentWorker.Options<R> | undefined
   readonly runId?: string | undefined
   /** Ask for a plan first, with the work tools withheld. */
@@ -193,14 +264,23 @@ export interface Options<R = never, P = never> {
    * external worker gives text (a `ConfigError`).
    */
   readonly planOutput?: Schema.Codec<P, unknown> | undefined
+  /**
+   * The Schema of each act turn's answer: each act turn is `Agent.run({ output })`, and the result's `output` is
+   * the last one's, decoded. Our own loop only (a `ConfigError` with an external worker). A turn without a valid
+   * answer ends the run `OutputInvalid`.
+   */
+  readonly output?: Schema.Codec<A, unknown> | undefined
   /** Plans proposed at most (default 5); a refinement past it ends `PlanIterationCap`. */
   readonly maxPlanIterations?: number | undefined
   /** Ask the operator (`Approvals.decideTurn`) before each feedback goes out. */
   readonly approveTurns?: boolean | undefined
   /** Act turns at most (default 10). */
   readonly maxTurns?: number | undefined
+  /** Tokens (input and output) at most; our own loop's runs stop before a model call past it. */
   readonly maxTokens?: number | undefined
+  /** US dollars at most (when the worker reports its cost); our own loop's runs stop before a call past it. */
   readonly maxCostUsd?: number | undefined
+  /** Time at most, checks included; our own loop's runs stop at it with their calls answered. */
   readonly maxWallClock?: Duration.Input | undefined
   /** Checks running at once (default 4). */
   readonly checkConcurrency?: number | undefined
@@ -225,7 +305,7 @@ export interface Options<R = never, P = never> {
   /** Durable runs: the checkpoint to resume from, and where to save one. */
   readonly checkpoint?: {
     readonly resume?: Checkpoint | undefined
-    readonly save: (checkpoint: Checkpoint) => Effect.Effect<void, AgentError | CheckpointStore.CheckpointError>
+    readonly save: (checkpoint: Checkpoint) => Effect.Effect<void, RunError>
   } | undefined
 }
 
@@ -313,36 +393,13 @@ export const feedback = (turn: number, results: ReadonlyArray<Check.CheckResult>
 // -----------------------------------------------------------------------------
 
 /**
- * Why a supervised run could not go on: its worker failed, or its checkpoint
- * could not be saved.
+ * Why a supervised run could not go on: its worker failed (`WorkerError`,
+ * or any `AgentError` of our loop), or its checkpoint could not be saved.
  *
  * @since 0.1.0
  * @category errors
  */
-export type RunError = AgentError | CheckpointStore.CheckpointError
-
-/** A typed plan: decoded, and in its JSON form. */
-interface TypedPlan<P> {
-  readonly value: P
-  readonly encoded: unknown
-}
-
-/** Ends the run with an outcome (internal control flow, caught by `run`). */
-class Stop extends Data.TaggedError("Stop")<{ readonly outcome: SupervisedOutcome }> {}
-
-/** A worker as the supervisor drives it: an external one, or our loop (which may fail with any `AgentError`). */
-interface AnyWorker<R> {
-  readonly _tag?: "AgentWorker"
-  readonly name: string
-  readonly turn: (request: AgentWorker.TypedRequest) => Effect.Effect<AgentWorker.TypedReply, AgentError, R>
-  readonly state?: Effect.Effect<RunState.RunState | undefined>
-}
-
-const nonNegative = (value: number | undefined, fallback: number): number =>
-  value === undefined || !Number.isFinite(value) ? fallback : Math.max(0, Math.floor(value))
-
-const resultsKey = (results: ReadonlyArray<Check.CheckResult>): string =>
-  results.length === 0 ? "" : JSON.stringify(results.map((result) => [result.check, result.status, result.summary]))
+export type RunError = AgentError | Worker.WorkerError | CheckpointStore.CheckpointError
 
 /**
  * Runs a supervised run to its outcome. It fails only when it cannot go on:
@@ -354,13 +411,15 @@ const resultsKey = (results: ReadonlyArray<Check.CheckResult>): string =>
  * @category running
  */
 export const run: {
-  <R = never, P = never>(
-    options: Options<R, P> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Result<P>, RunError, R>
-  <R = never, P = never>(options: Options<R, P>): Effect.Effect<Result<P>, RunError, Agent.Requirements | R>
-} = <R, P>(options: Options<R, P>): Effect.Effect<Result<P>, RunError, Agent.Requirements | R> =>
-  Effect.flatMap(Effect.serviceOption(Steering.Steering), (service) => {
-    const steering = options.steering ?? Option.getOrUndefined(service)
+  <R = never, P = never, A = never>(
+    options: Options<R, P, A> & { readonly worker: Worker.Worker<R> }
+  ): Effect.Effect<Result<P, A>, RunError, R>
+  <R = never, P = never, A = never>(
+    options: Options<R, P, A>
+  ): Effect.Effect<Result<P, A>, RunError, Agent.Requirements | R>
+} = <R, P, A>(options: Options<R, P, A>): Effect.Effect<Result<P, A>, RunError, Agent.Requirements | R> =>
+  Effect.gen(function*() {
+    const steering = options.steering ?? Option.getOrUndefined(yield* Effect.serviceOption(Steering.Steering))
     const resume = options.checkpoint?.resume
     const runId = resume?.runId ?? options.runId ?? globalThis.crypto.randomUUID()
     // Our own loop is given the run's steering: it delivers steering and follow-ups, and ends its turn on a cancel.
@@ -371,41 +430,143 @@ export const run: {
         state: resume?.agentState ?? options.agent?.state,
         ...(steering === undefined ? {} : { steering })
       })
-    return supervise(options, runId, worker, steering, options.worker === undefined)
+    const live = yield* start(options, runId, worker, steering, options.worker === undefined)
+    return yield* supervise(live)
   })
 
-const supervise = <R, RW, P>(
-  options: Options<R, P>,
+/** A worker as the supervisor drives it: an external one, or our loop (which may fail with any `AgentError`). */
+interface AnyWorker<R> {
+  readonly _tag?: "AgentWorker"
+  readonly name: string
+  readonly turn: (
+    request: AgentWorker.TypedRequest
+  ) => Effect.Effect<AgentWorker.TypedReply, AgentError | Worker.WorkerError, R>
+  readonly state?: Effect.Effect<RunState.RunState | undefined>
+}
+
+/** A typed value: decoded, and in its JSON form. */
+interface Typed<P> {
+  readonly value: P
+  readonly encoded: unknown
+}
+
+/** The limits of a run: its act turn cap and its budgets (`null`: none). */
+interface Limits {
+  readonly turns: number
+  readonly tokens: number | null
+  readonly costUsd: number | null
+  readonly wallClock: number | null
+}
+
+/** What a run was given, settled once: read, never changed. */
+interface Settings<R, P, A> {
+  readonly runId: string
+  readonly task: string
+  readonly checks: ReadonlyArray<Check.Check<R>>
+  readonly verifiers: ReadonlyArray<Check.Check<R>>
+  readonly planOutput: Schema.Codec<P, unknown> | undefined
+  readonly planSchema: string | undefined
+  readonly output: Schema.Codec<A, unknown> | undefined
+  readonly limits: Limits
+  readonly maxPlanIterations: number
+  readonly concurrency: number
+  readonly lines: number
+  readonly stuckChecks: number
+  readonly stuckReplies: number
+  /** The operator approves each feedback (`approveTurns` and an `Approvals` service that has `decideTurn`). */
+  readonly gated: boolean
+}
+
+/** Where the run is: what a checkpoint copies, and what the watchdog counts. */
+interface Progress<P, A> {
+  phase: "plan" | "act"
+  /** The message the next worker turn gets. */
+  pending: string
+  /** Act turns started. */
+  turns: number
+  planIteration: number
+  plan: string | undefined
+  planValue: Typed<P> | undefined
+  output: A | undefined
+  usage: Message.Usage
+  resumeToken: string | undefined
+  baseline: ReadonlyArray<Check.CheckResult> | undefined
+  /** The last round of checks. */
+  last: ReadonlyArray<Check.CheckResult>
+  reply: string
+  /** An external worker's transcript: the messages sent and the replies. */
+  readonly transcript: Array<Message.Message>
+  checksKey: string
+  checksRepeats: number
+  lastReply: string | undefined
+  replyRepeats: number
+  /** The first worker turn of a run resumed in the middle of a turn continues it. */
+  continueTurn: boolean
+  /** The pending message is feedback the turn gate has not approved yet. */
+  awaitingApproval: boolean
+}
+
+/** A supervised run in progress. */
+interface Live<R, RW, P, A> {
+  readonly options: Options<R, P, A>
+  readonly settings: Settings<R, P, A>
+  readonly worker: AnyWorker<RW>
+  /** The worker is our own loop given `steering`: it ends its own turn on a cancel and at the wall clock. */
+  readonly workerStops: boolean
+  readonly steering: Steering.Service | undefined
+  readonly approvals: Approvals.Service | undefined
+  readonly startedAt: number
+  readonly progress: Progress<P, A>
+}
+
+/** What a step of the run gives: its value, or the run's ending. */
+type Step<A> =
+  | { readonly _tag: "Next"; readonly value: A }
+  | { readonly _tag: "End"; readonly outcome: SupervisedOutcome }
+
+const next = <A>(value: A): Step<A> => ({ _tag: "Next", value })
+const end = (outcome: SupervisedOutcome): Step<never> => ({ _tag: "End", outcome })
+
+const nonNegative = (value: number | undefined, fallback: number): number =>
+  value === undefined || !Number.isFinite(value) ? fallback : Math.max(0, Math.floor(value))
+
+const resultsKey = (results: ReadonlyArray<Check.CheckResult>): string =>
+  results.length === 0 ? "" : JSON.stringify(results.map((result) => [result.check, result.status, result.summary]))
+
+/** The options, checked and settled, and the run's progress (fresh, or the checkpoint's). */
+const start = <R, RW, P, A>(
+  options: Options<R, P, A>,
   runId: string,
   worker: AnyWorker<RW>,
   steering: Steering.Service | undefined,
-  /** The worker is our own loop given `steering`: a cancel ends its turn, which it answers with a valid transcript. */
-  workerCancels: boolean
-): Effect.Effect<Result<P>, RunError, R | RW> =>
+  workerStops: boolean
+): Effect.Effect<Live<R, RW, P, A>, ConfigError | OutputSchemaMismatch> =>
   Effect.gen(function*() {
     const resume = options.checkpoint?.resume
     const task = resume?.task ?? options.task
-    const checks = options.checks ?? []
-    const verifiers = checks.filter((check) => check.role === "verifier")
+    const all = options.checks ?? []
+    const verifiers = all.filter((check) => check.role === "verifier")
     if (verifiers.length > 1) {
       const names = verifiers.map((check) => JSON.stringify(check.name)).join(", ")
       return yield* new ConfigError({ field: "checks", rule: `at most one check is the verifier, got ${names}` })
     }
-    const regular = checks.filter((check) => check.role !== "verifier")
-    const planOutput = options.planOutput
-    if (planOutput !== undefined && worker._tag !== "AgentWorker") {
-      return yield* new ConfigError({
-        field: "planOutput",
-        rule: `the ${worker.name} worker gives its plan as text only: a typed plan needs our own loop (AgentWorker)`
-      })
+    for (const [field, schema] of [["planOutput", options.planOutput], ["output", options.output]] as const) {
+      if (schema !== undefined && worker._tag !== "AgentWorker") {
+        return yield* new ConfigError({
+          field,
+          rule: `the ${worker.name} worker gives its ${
+            field === "planOutput" ? "plan" : "answer"
+          } as text only: a typed ${field === "planOutput" ? "plan" : "answer"} needs our own loop (AgentWorker)`
+        })
+      }
     }
+    const planOutput = options.planOutput
     const planSchema = planOutput === undefined ? undefined : Output.finalAnswer(planOutput).identity
     if (resume !== undefined && (resume.planSchema ?? null) !== (planSchema ?? null)) {
       return yield* new OutputSchemaMismatch({ saved: resume.planSchema ?? null, given: planSchema ?? null })
     }
-    const isPlan = planOutput === undefined ? undefined : Schema.is(planOutput)
     const savedPlan = resume?.approvedPlanValue
-    const resumedPlanValue: TypedPlan<P> | undefined = planOutput === undefined || savedPlan === undefined
+    const planValue: Typed<P> | undefined = planOutput === undefined || savedPlan === undefined
       ? undefined
       : {
         value: yield* Schema.decodeUnknownEffect(Schema.toCodecJson(planOutput))(savedPlan).pipe(
@@ -415,402 +576,616 @@ const supervise = <R, RW, P>(
         ),
         encoded: savedPlan
       }
-    const maxTurns = nonNegative(options.maxTurns, defaults.maxTurns)
-    const maxPlanIterations = Math.max(1, nonNegative(options.maxPlanIterations, defaults.maxPlanIterations))
-    const concurrency = Math.max(1, nonNegative(options.checkConcurrency, defaults.checkConcurrency))
-    const lines = nonNegative(options.feedbackLines, defaults.feedbackLines)
-    const stuckChecks = nonNegative(options.stuckAfterIdenticalChecks, defaults.stuckAfterIdenticalChecks)
-    const stuckReplies = nonNegative(options.stuckAfterIdenticalReplies, defaults.stuckAfterIdenticalReplies)
-    const maxWallMs = options.maxWallClock === undefined
-      ? undefined
-      : Duration.toMillis(Duration.fromInputUnsafe(options.maxWallClock))
-
-    // The run's mutable state, in one place (a checkpoint is a copy of it).
-    const s = {
-      phase: resume?.phase ?? "act" as "plan" | "act",
+    const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
+    const settings: Settings<R, P, A> = {
+      runId,
+      task,
+      checks: all.filter((check) => check.role !== "verifier"),
+      verifiers,
+      planOutput,
+      planSchema,
+      output: options.output,
+      limits: {
+        turns: nonNegative(options.maxTurns, defaults.maxTurns),
+        tokens: options.maxTokens ?? null,
+        costUsd: options.maxCostUsd ?? null,
+        wallClock: options.maxWallClock === undefined
+          ? null
+          : Duration.toMillis(Duration.fromInputUnsafe(options.maxWallClock))
+      },
+      maxPlanIterations: Math.max(1, nonNegative(options.maxPlanIterations, defaults.maxPlanIterations)),
+      concurrency: Math.max(1, nonNegative(options.checkConcurrency, defaults.checkConcurrency)),
+      lines: nonNegative(options.feedbackLines, defaults.feedbackLines),
+      stuckChecks: nonNegative(options.stuckAfterIdenticalChecks, defaults.stuckAfterIdenticalChecks),
+      stuckReplies: nonNegative(options.stuckAfterIdenticalReplies, defaults.stuckAfterIdenticalReplies),
+      gated: options.approveTurns === true && approvals?.decideTurn !== undefined
+    }
+    const progress: Progress<P, A> = {
+      phase: resume?.phase ?? "act",
       pending: resume?.pendingMessage ?? task,
-      turn: resume?.turns ?? 0,
+      turns: resume?.turns ?? 0,
       planIteration: resume?.planIteration ?? 1,
       plan: resume?.approvedPlan,
-      planValue: resumedPlanValue,
-      usage: resume?.usage ?? { inputTokens: 0, outputTokens: 0, costUsd: 0 },
+      planValue,
+      output: undefined,
+      usage: resume?.usage ?? Message.emptyUsage,
       resumeToken: resume?.resumeToken,
       baseline: resume?.baseline,
-      last: [] as ReadonlyArray<Check.CheckResult>,
+      last: [],
       reply: "",
-      transcript: [Message.user(task)] as Array<Message.Message>,
+      transcript: [Message.user(task)],
       checksKey: "",
       checksRepeats: 0,
-      lastReply: undefined as string | undefined,
-      /** The first worker turn of a run resumed in the middle of a turn continues it. */
+      lastReply: undefined,
+      replyRepeats: 0,
       continueTurn: resume?.inTurn === true,
-      /** The pending message is feedback the turn gate has not approved yet. */
-      awaitingApproval: resume?.awaitingApproval === true,
-      replyRepeats: 0
+      awaitingApproval: resume?.awaitingApproval === true
     }
     const startedAt = (yield* Clock.currentTimeMillis) - (resume?.elapsedMs ?? 0)
-    const elapsed = Effect.map(Clock.currentTimeMillis, (now) => now - startedAt)
-
-    const emit = (event: AgentEvent.Input) =>
-      Effect.flatMap(Clock.currentTimeMillis, (timestamp) => {
-        const full: AgentEvent.AgentEvent = { ...event, runId, turn: s.turn, timestamp }
-        return options.onEvent === undefined ? Effect.void : options.onEvent(full)
-      })
-    const forward = (event: AgentEvent.AgentEvent) =>
-      options.onEvent === undefined ? Effect.void : options.onEvent(event)
-
-    const state = Effect.gen(function*() {
-      const inner = worker.state === undefined ? undefined : yield* worker.state
-      const base = inner ?? RunState.make({ runId, messages: s.transcript })
-      return { ...base, turn: s.turn }
-    })
-
-    const failingNames = () => s.last.filter(Check.blocks).map((result) => result.check)
-
-    const cancelled = steering?.cancelled
-    const cancelStop = (reason: string) => new Stop({ outcome: { _tag: "Cancelled", reason } })
-    /** Ends the run if it was cancelled (before and after each worker turn, and before anything that waits). */
-    const checkCancelled = Effect.suspend(() =>
-      cancelled !== undefined && Deferred.isDoneUnsafe(cancelled)
-        ? Effect.flatMap(Deferred.await(cancelled), (reason) => Effect.fail(cancelStop(reason)))
-        : Effect.void
-    )
-    /** What waits (the checks, the operator, an external worker's turn) gives way to a cancel at once. */
-    const cancellable = <A, E, R2>(effect: Effect.Effect<A, E, R2>): Effect.Effect<A, E | Stop, R2> =>
-      cancelled === undefined ? effect : Effect.andThen(
-        checkCancelled,
-        Effect.raceFirst(effect, Effect.flatMap(Deferred.await(cancelled), (reason) => Effect.fail(cancelStop(reason))))
-      )
-
-    /** Ends the run `Unverified` when a budget (or, with `turns`, the turn cap) is spent. */
-    const checkBudgets = (turns: boolean) =>
-      Effect.gen(function*() {
-        const unverified = (budget: "turns" | "tokens" | "costUsd" | "wallClock", limit: number, used: number) =>
-          new Stop({ outcome: { _tag: "Unverified", budget, limit, used, failing: failingNames() } })
-        if (turns && s.turn >= maxTurns) return yield* unverified("turns", maxTurns, s.turn)
-        const tokens = s.usage.inputTokens + s.usage.outputTokens
-        if (options.maxTokens !== undefined && tokens >= options.maxTokens) {
-          return yield* unverified("tokens", options.maxTokens, tokens)
-        }
-        if (options.maxCostUsd !== undefined && s.usage.costUsd >= options.maxCostUsd) {
-          return yield* unverified("costUsd", options.maxCostUsd, s.usage.costUsd)
-        }
-        const used = yield* elapsed
-        if (maxWallMs !== undefined && used >= maxWallMs) return yield* unverified("wallClock", maxWallMs, used)
-      })
-
-    const save = (phase: "plan" | "act", pendingMessage: string, outcome?: SupervisedOutcome) =>
-      options.checkpoint === undefined ? Effect.void : Effect.gen(function*() {
-        s.phase = phase
-        s.pending = pendingMessage
-        const agentState = worker.state === undefined ? undefined : yield* worker.state
-        const checkpoint: Checkpoint = {
-          version: 1,
-          runId,
-          task,
-          phase,
-          planIteration: s.planIteration,
-          pendingMessage,
-          turns: s.turn,
-          usage: s.usage,
-          elapsedMs: yield* elapsed,
-          ...(s.baseline === undefined ? {} : { baseline: s.baseline }),
-          ...(s.plan === undefined ? {} : { approvedPlan: s.plan }),
-          ...(planSchema === undefined ? {} : { planSchema }),
-          ...(s.planValue === undefined ? {} : { approvedPlanValue: s.planValue.encoded }),
-          ...(s.resumeToken === undefined ? {} : { resumeToken: s.resumeToken }),
-          ...(outcome === undefined ? {} : { outcome }),
-          // Until the turn it was saved in goes on, a checkpoint of a run resumed in the middle of one says so.
-          ...(s.continueTurn ? { inTurn: true } : {}),
-          ...(s.awaitingApproval ? { awaitingApproval: true } : {}),
-          ...(agentState === undefined ? {} : { agentState })
-        }
-        yield* options.checkpoint!.save(checkpoint)
-      })
-
-    /** One worker turn, bounded by what is left of the wall clock. */
-    const workerTurn = (phase: "plan" | "act", message: string) =>
-      Effect.gen(function*() {
-        yield* checkCancelled
-        yield* emit({ _tag: "WorkerTurnStart", worker: worker.name, phase, message })
-        const request: AgentWorker.TypedRequest = {
-          message,
-          phase,
-          resumeToken: s.resumeToken,
-          ...(phase === "plan" && planOutput !== undefined ? { output: planOutput } : {}),
-          ...(s.continueTurn ? { continue: true } : {})
-        }
-        s.continueTurn = false
-        const working = worker.turn(request).pipe(Effect.provideService(AgentWorker.Events, forward))
-        // Our loop ends its own turn on a cancel (its calls answered); any other worker's turn is cut short.
-        const turn = workerCancels ? working : cancellable(working)
-        const left = maxWallMs === undefined ? undefined : maxWallMs - (yield* elapsed)
-        const reply = left === undefined ? yield* turn : yield* Effect.timeoutOrElse(turn, {
-          duration: Duration.millis(Math.max(0, left)),
-          orElse: () =>
-            Effect.flatMap(elapsed, (used) =>
-              Effect.fail(
-                new Stop({
-                  outcome: { _tag: "Unverified", budget: "wallClock", limit: maxWallMs!, used, failing: failingNames() }
-                })
-              ))
-        })
-        s.usage = {
-          inputTokens: s.usage.inputTokens + reply.usage.inputTokens,
-          outputTokens: s.usage.outputTokens + reply.usage.outputTokens,
-          costUsd: s.usage.costUsd + (reply.costUsd ?? 0)
-        }
-        s.resumeToken = reply.resumeToken ?? s.resumeToken
-        s.reply = reply.text
-        s.transcript.push(Message.user(message), {
-          role: "assistant",
-          content: [Message.text(reply.text)],
-          stopReason: "stop",
-          usage: { ...Message.emptyUsage, input: reply.usage.inputTokens, output: reply.usage.outputTokens }
-        })
-        yield* emit({ _tag: "WorkerTurnEnd", worker: worker.name, phase, text: reply.text, usage: reply.usage })
-        yield* checkCancelled
-        return reply
-      })
-
-    const runChecks = (round: ReadonlyArray<Check.Check<R>>, baseline: boolean) => {
-      const known = new Map<string, string>()
-      if (!baseline) {
-        for (const result of s.baseline ?? []) {
-          if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary))
-        }
-      }
-      return cancellable(Effect.forEach(round, (check) =>
-        Effect.gen(function*() {
-          yield* emit({ _tag: "CheckStarted", check: check.name, role: check.role, baseline })
-          const result = yield* Check.run(check, known.get(check.name))
-          yield* emit({ _tag: "CheckResult", ...result, baseline })
-          return result
-        }), { concurrency }))
-    }
-
-    /** The typed plan of a plan turn's reply, when the run asked for one (the Schema's guard, not a cast). */
-    const typedPlan = (reply: AgentWorker.TypedReply) =>
-      Effect.gen(function*() {
-        if (isPlan === undefined) return undefined
-        const value = reply.output?.value
-        if (reply.output === undefined || !isPlan(value)) {
-          return yield* new Worker.WorkerError({
-            worker: worker.name,
-            reason: "decode",
-            message: "the plan turn gave no plan of the plan's Schema"
-          })
-        }
-        const plan: TypedPlan<P> = { value, encoded: reply.output.encoded }
-        return plan
-      })
-
-    /** The plan phase: propose, then approve, refine (up to the cap) or reject. */
-    const planPhase = (approvals: Approvals.Service | undefined, firstMessage: string) =>
-      Effect.gen(function*() {
-        let message = firstMessage
-        while (true) {
-          yield* save("plan", message)
-          const reply = yield* workerTurn("plan", message)
-          yield* checkBudgets(false)
-          const plan = reply.text
-          const typed = yield* typedPlan(reply)
-          const request: Approvals.PlanRequest = {
-            runId,
-            plan,
-            iteration: s.planIteration,
-            ...(typed === undefined ? {} : { value: typed.value })
-          }
-          // Opened before it is announced (`Approvals.Service.openPlan`): an answer on seeing the event finds it.
-          const decision: Approvals.PlanDecision = yield* Effect.scoped(Effect.gen(function*() {
-            const decide = approvals?.decidePlan
-            const opened = decide === undefined || approvals?.openPlan === undefined
-              ? undefined
-              : yield* approvals.openPlan(request)
-            yield* emit({
-              _tag: "PlanProposed",
-              plan,
-              iteration: s.planIteration,
-              ...(typed === undefined ? {} : { value: typed.encoded })
-            })
-            return decide === undefined ? { _tag: "Approve" } as const : yield* cancellable(opened ?? decide(request))
-          }))
-          switch (decision._tag) {
-            case "Approve": {
-              yield* emit({ _tag: "PlanApproved", iteration: s.planIteration, plan })
-              s.planValue = typed
-              return plan
-            }
-            case "Reject": {
-              yield* emit({ _tag: "PlanRejected", iteration: s.planIteration, notes: decision.notes })
-              return yield* new Stop({ outcome: { _tag: "Rejected", notes: decision.notes } })
-            }
-            case "Refine": {
-              if (s.planIteration >= maxPlanIterations) {
-                return yield* new Stop({ outcome: { _tag: "PlanIterationCap", limit: maxPlanIterations } })
-              }
-              s.planIteration += 1
-              yield* emit({ _tag: "PlanRevised", iteration: s.planIteration, notes: decision.notes })
-              message = revisionRequest(decision.notes)
-            }
-          }
-        }
-      })
-
-    /** The watchdog, on a turn that did not converge. */
-    const watch = (results: ReadonlyArray<Check.CheckResult>, reply: string) =>
-      Effect.gen(function*() {
-        const key = resultsKey(results)
-        if (key !== "" && key === s.checksKey) s.checksRepeats += 1
-        else {
-          s.checksKey = key
-          s.checksRepeats = 0
-        }
-        if (reply === s.lastReply) s.replyRepeats += 1
-        else {
-          s.lastReply = reply
-          s.replyRepeats = 1
-        }
-        if (stuckChecks > 0 && s.checksRepeats >= stuckChecks) {
-          return yield* new Stop({ outcome: { _tag: "Stuck", reason: "checks", repeats: s.checksRepeats } })
-        }
-        if (stuckReplies > 0 && s.replyRepeats >= stuckReplies) {
-          return yield* new Stop({ outcome: { _tag: "Stuck", reason: "replies", repeats: s.replyRepeats } })
-        }
-      })
-
-    /**
-     * The turn gate: with `approveTurns`, the operator approves the feedback, replaces it or interrupts the run
-     * before it goes out. It is saved as awaiting approval first, so that a run stopped while the gate waits asks
-     * again when it is resumed, and saved again once decided.
-     */
-    const gate = (approvals: Approvals.Service | undefined, feedbackText: string) =>
-      Effect.gen(function*() {
-        let text = feedbackText
-        const decideTurn = approvals?.decideTurn
-        if (options.approveTurns === true && decideTurn !== undefined) {
-          const request: Approvals.TurnRequest = { runId, turn: s.turn, feedback: text }
-          // Opened before it is announced (`Approvals.Service.openTurn`): an answer on seeing the event finds it.
-          const decision = yield* Effect.scoped(Effect.gen(function*() {
-            const opened = approvals?.openTurn === undefined ? undefined : yield* approvals.openTurn(request)
-            yield* emit({ _tag: "TurnApprovalRequested", feedback: text })
-            return yield* cancellable(opened ?? decideTurn(request))
-          }))
-          if (decision._tag === "Interrupt") return yield* Effect.interrupt
-          if (decision._tag === "Replace") text = decision.feedback
-          s.awaitingApproval = false
-          yield* save("act", text)
-        }
-        yield* emit({ _tag: "FeedbackSent", feedback: text, failing: failingNames() })
-        return text
-      })
-
-    /** The act phase: turns until the checks pass or something ends the run. */
-    const actPhase = (approvals: Approvals.Service | undefined, firstMessage: string) =>
-      Effect.gen(function*() {
-        let message = firstMessage
-        if (s.awaitingApproval) {
-          // Resumed while the gate waited: the feedback has not been approved, so the gate is asked again.
-          if (options.approveTurns !== true || approvals?.decideTurn === undefined) {
-            return yield* new ConfigError({
-              field: "approveTurns",
-              rule: "the run was saved while its feedback waited for the turn gate: resume it with approveTurns " +
-                "and an Approvals service that has decideTurn"
-            })
-          }
-          yield* checkBudgets(true)
-          message = yield* gate(approvals, message)
-        } else {
-          yield* save("act", message)
-        }
-        while (true) {
-          yield* checkBudgets(true)
-          s.turn += 1
-          const reply = yield* workerTurn("act", message)
-          const results = yield* runChecks(regular, false)
-          s.last = results
-          if (!results.some(Check.blocks)) {
-            const verdict = yield* runChecks(verifiers, false)
-            s.last = [...results, ...verdict]
-            if (!verdict.some(Check.blocks)) return { _tag: "Converged", turns: s.turn } as const
-          }
-          yield* watch(s.last, reply.text)
-          const text = feedback(s.turn, s.last, lines)
-          s.awaitingApproval = options.approveTurns === true && approvals?.decideTurn !== undefined
-          yield* save("act", text)
-          yield* checkBudgets(true)
-          message = yield* gate(approvals, text)
-        }
-      })
-
-    const body = Effect.gen(function*() {
-      yield* emit({ _tag: "AgentStart", messages: [Message.user(task)] })
-      const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
-      if (resume?.outcome?._tag === "Converged" || resume?.outcome?._tag === "Rejected") return resume.outcome
-      const phase = resume?.phase ?? (options.plan === true ? "plan" : "act")
-      const message = resume?.pendingMessage ?? (phase === "plan" ? planRequest(task) : task)
-      if (s.baseline === undefined) {
-        // Saved before the baseline, so that a run stopped from here on can be resumed.
-        if (resume === undefined) yield* save(phase, message)
-        s.baseline = options.baseline !== false && regular.length > 0 ? yield* runChecks(regular, true) : []
-      }
-      if (phase === "act") return yield* actPhase(approvals, message)
-      yield* checkBudgets(false)
-      const plan = yield* planPhase(approvals, message)
-      s.plan = plan
-      return yield* actPhase(approvals, actRequest(plan, task))
-    })
-
-    /** What was queued and never delivered (to an external worker, or after our loop's last turn), for the result. */
-    const undelivered = steering === undefined
-      ? Effect.succeed<readonly [ReadonlyArray<Message.Message>, ReadonlyArray<Message.Message>]>([[], []])
-      : Effect.all([steering.takeSteering, steering.takeFollowUps])
-    const result = (outcome: SupervisedOutcome) =>
-      Effect.map(Effect.all([state, undelivered]), ([inner, [steered, followUps]]): Result<P> => {
-        const runState = steered.length === 0 && followUps.length === 0 ? inner : {
-          ...inner,
-          steering: [...inner.steering, ...steered],
-          followUps: [...inner.followUps, ...followUps]
-        }
-        return {
-          outcome,
-          turns: s.turn,
-          planIterations: s.planIteration,
-          plan: s.plan,
-          planValue: s.planValue?.value,
-          baseline: s.baseline ?? [],
-          checks: s.last,
-          reply: s.reply,
-          usage: s.usage,
-          state: runState
-        }
-      })
-    const runResult = (done: Result<P>): RunState.RunResult => ({
-      messages: done.state.messages,
-      state: done.state,
-      outcome: done.outcome,
-      usage: { ...Message.emptyUsage, input: done.usage.inputTokens, output: done.usage.outputTokens }
-    })
-
-    return yield* body.pipe(
-      Effect.catchTag("Stop", (stop) => Effect.succeed(stop.outcome)),
-      // The ending is saved (an interrupted run keeps its last checkpoint, to go on from).
-      Effect.tap((outcome) => outcome._tag === "Cancelled" ? Effect.void : save(s.phase, s.pending, outcome)),
-      Effect.flatMap(result),
-      Effect.onExit((exit) => {
-        if (Exit.isSuccess(exit)) {
-          return emit({ _tag: "AgentEnd", outcome: exit.value.outcome, result: runResult(exit.value) })
-        }
-        if (Cause.hasInterruptsOnly(exit.cause)) {
-          return Effect.flatMap(result({ _tag: "Cancelled", reason: "interrupted" }), (done) =>
-            emit({ _tag: "AgentEnd", outcome: done.outcome, result: runResult(done) }))
-        }
-        const error = Cause.findErrorOption(exit.cause)
-        if (error._tag === "None") return emit({ _tag: "AgentEnd", defect: Cause.pretty(exit.cause) })
-        // A checkpoint that could not be saved is not an `AgentError`: the event says it in words.
-        return Schema.is(AgentErrorSchema)(error.value)
-          ? emit({ _tag: "AgentEnd", error: error.value })
-          : emit({ _tag: "AgentEnd", defect: error.value.message })
-      })
-    )
+    return { options, settings, worker, workerStops, steering, approvals, startedAt, progress }
   })
+
+/**
+ * The run, from `AgentStart` to `AgentEnd`: its phases give its ending, which is saved (not a cancel: an
+ * interrupted run keeps its last checkpoint, to go on from) and announced.
+ */
+const supervise = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<Result<P, A>, RunError, R | RW> =>
+  phases(live).pipe(
+    Effect.tap((outcome) =>
+      outcome._tag === "Cancelled" ? Effect.void : save(live, live.progress.phase, live.progress.pending, outcome)
+    ),
+    Effect.flatMap((outcome) => result(live, outcome)),
+    Effect.onExit((exit) => announceEnd(live, exit))
+  )
+
+/** The baseline, then the plan phase (when asked for, or resumed in it), then the act phase. */
+const phases = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<SupervisedOutcome, RunError, R | RW> =>
+  Effect.gen(function*() {
+    const { options, progress, settings } = live
+    yield* emit(live, { _tag: "AgentStart", messages: [Message.user(settings.task)] })
+    const resume = options.checkpoint?.resume
+    if (resume?.outcome?._tag === "Converged" || resume?.outcome?._tag === "Rejected") return resume.outcome
+    const phase = resume?.phase ?? (options.plan === true ? "plan" : "act")
+    const message = resume?.pendingMessage ?? (phase === "plan" ? planRequest(settings.task) : settings.task)
+    if (progress.baseline === undefined) {
+      // Saved before the baseline, so that a run stopped from here on can be resumed.
+      if (resume === undefined) yield* save(live, phase, message)
+      const baseline = options.baseline !== false && settings.checks.length > 0
+        ? yield* checkRound(live, settings.checks, true)
+        : next([])
+      if (baseline._tag === "End") return baseline.outcome
+      progress.baseline = baseline.value
+    }
+    if (phase === "act") return yield* actPhase(live, message)
+    const spent = yield* exhausted(live, false)
+    if (spent !== undefined) return spent
+    const plan = yield* planPhase(live, message)
+    if (plan._tag === "End") return plan.outcome
+    progress.plan = plan.value
+    return yield* actPhase(live, actRequest(plan.value, settings.task))
+  })
+
+/** The plan phase: propose, then approve, refine (up to the cap) or reject. */
+const planPhase = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  first: string
+): Effect.Effect<Step<string>, RunError, RW> =>
+  Effect.gen(function*() {
+    const { progress, settings } = live
+    let message = first
+    while (true) {
+      yield* save(live, "plan", message)
+      const turn = yield* workerTurn(live, "plan", message)
+      if (turn._tag === "End") return turn
+      const spent = yield* exhausted(live, false)
+      if (spent !== undefined) return end(spent)
+      const plan = turn.value.text
+      const typed = yield* typedPlan(live, turn.value)
+      const decision = yield* askPlan(live, plan, typed)
+      if (decision._tag === "End") return decision
+      switch (decision.value._tag) {
+        case "Approve": {
+          yield* emitOwn(live, { _tag: "PlanApproved", iteration: progress.planIteration, plan })
+          progress.planValue = typed
+          return next(plan)
+        }
+        case "Reject": {
+          yield* emitOwn(live, { _tag: "PlanRejected", iteration: progress.planIteration, notes: decision.value.notes })
+          return end({ _tag: "Rejected", notes: decision.value.notes })
+        }
+        case "Refine": {
+          if (progress.planIteration >= settings.maxPlanIterations) {
+            return end({ _tag: "PlanIterationCap", limit: settings.maxPlanIterations })
+          }
+          progress.planIteration += 1
+          yield* emitOwn(live, { _tag: "PlanRevised", iteration: progress.planIteration, notes: decision.value.notes })
+          message = revisionRequest(decision.value.notes)
+        }
+      }
+    }
+  })
+
+/** The act phase: turns until the checks pass or something ends the run (at most the turn cap). */
+const actPhase = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  first: string
+): Effect.Effect<SupervisedOutcome, RunError, R | RW> =>
+  Effect.gen(function*() {
+    const { progress, settings } = live
+    let message = first
+    if (progress.awaitingApproval) {
+      // Resumed while the gate waited: the feedback has not been approved, so the gate is asked again.
+      if (!settings.gated) {
+        return yield* new ConfigError({
+          field: "approveTurns",
+          rule: "the run was saved while its feedback waited for the turn gate: resume it with approveTurns " +
+            "and an Approvals service that has decideTurn"
+        })
+      }
+      const spent = yield* exhausted(live, true)
+      if (spent !== undefined) return spent
+      const approved = yield* gate(live, message)
+      if (approved._tag === "End") return approved.outcome
+      message = approved.value
+    } else {
+      yield* save(live, "act", message)
+    }
+    while (true) {
+      const spent = yield* exhausted(live, true)
+      if (spent !== undefined) return spent
+      progress.turns += 1
+      const turn = yield* workerTurn(live, "act", message)
+      if (turn._tag === "End") return turn.outcome
+      const verdict = yield* verify(live)
+      if (verdict._tag === "End") return verdict.outcome
+      if (verdict.value) return { _tag: "Converged", turns: progress.turns }
+      const stuck = watch(live, turn.value.text)
+      if (stuck !== undefined) return stuck
+      const text = feedback(progress.turns, progress.last, settings.lines)
+      progress.awaitingApproval = settings.gated
+      yield* save(live, "act", text)
+      const spentAfter = yield* exhausted(live, true)
+      if (spentAfter !== undefined) return spentAfter
+      const approved = yield* gate(live, text)
+      if (approved._tag === "End") return approved.outcome
+      message = approved.value
+    }
+  })
+
+// -----------------------------------------------------------------------------
+// The steps
+// -----------------------------------------------------------------------------
+
+/**
+ * One worker turn. Our own loop is given what is left of the run's budgets, and stops itself at them (and on a
+ * cancel); any other worker's turn is cut short by a cancel and by the wall clock. When the worker's own run did
+ * not end by itself, the supervised run ends as it did (see `SupervisorOutcome.fromInner`).
+ */
+const workerTurn = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  phase: "plan" | "act",
+  message: string
+): Effect.Effect<Step<AgentWorker.TypedReply>, AgentError | Worker.WorkerError, RW> =>
+  Effect.gen(function*() {
+    const { progress, settings, worker } = live
+    const before = yield* cancelledNow(live)
+    if (before !== undefined) return end(before)
+    yield* emitOwn(live, { _tag: "WorkerTurnStart", worker: worker.name, phase, message })
+    const output = phase === "plan" ? settings.planOutput : settings.output
+    const request: AgentWorker.TypedRequest = {
+      message,
+      phase,
+      resumeToken: progress.resumeToken,
+      // Our own loop keeps the run's budgets within its turn; other workers are checked between turns.
+      ...(worker._tag === "AgentWorker" ? { budgets: yield* room(live) } : {}),
+      ...(output === undefined ? {} : { output }),
+      ...(progress.continueTurn ? { continue: true } : {})
+    }
+    progress.continueTurn = false
+    const working = worker.turn(request).pipe(
+      Effect.provideService(AgentWorker.Events, (event) => forward(live, event))
+    )
+    const turn = live.workerStops ? Effect.map(working, next) : yield* cutShort(live, working)
+    const step = yield* turn
+    if (step._tag === "End") return step
+    const reply = step.value
+    const usage = usageOf(reply)
+    progress.usage = Message.addUsage(progress.usage, usage)
+    progress.resumeToken = reply.resumeToken ?? progress.resumeToken
+    progress.reply = reply.text
+    const answer = reply.output?.value
+    if (phase === "act" && settings.output !== undefined && Schema.is(settings.output)(answer)) progress.output = answer
+    progress.transcript.push(Message.user(message), {
+      role: "assistant",
+      content: [Message.text(reply.text)],
+      stopReason: "stop",
+      usage
+    })
+    yield* emitOwn(live, { _tag: "WorkerTurnEnd", worker: worker.name, phase, text: reply.text, usage })
+    const after = yield* cancelledNow(live)
+    if (after !== undefined) return end(after)
+    const inner = reply.outcome === undefined ? undefined : SupervisorOutcome.fromInner(reply.outcome, failing(live))
+    if (inner === undefined) return next(reply)
+    // A budget of the worker's run that is the supervised run's own is reported with the supervised run's figures.
+    const spent = inner._tag === "Unverified" ? yield* exhausted(live, false) : undefined
+    return end(spent ?? inner)
+  })
+
+/** A worker that does not stop itself: its turn gives way to a cancel at once, and to the wall clock. */
+const cutShort = <R, RW, P, A, B, E, R2>(
+  live: Live<R, RW, P, A>,
+  turn: Effect.Effect<B, E, R2>
+): Effect.Effect<Effect.Effect<Step<B>, E, R2>> =>
+  Effect.map(elapsed(live), (used) => {
+    const limit = live.settings.limits.wallClock
+    if (limit === null) return cancellable(live, turn)
+    return Effect.timeoutOrElse(cancellable(live, turn), {
+      duration: Duration.millis(Math.max(0, limit - used)),
+      orElse: () => Effect.map(elapsed(live), (now) => end(unverified(live, "wallClock", limit, now)))
+    })
+  })
+
+/** One round of checks, in parallel; failures the baseline already had are marked known. */
+const checkRound = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  round: ReadonlyArray<Check.Check<R>>,
+  baseline: boolean
+): Effect.Effect<Step<ReadonlyArray<Check.CheckResult>>, never, R> => {
+  const known = new Map<string, string>()
+  if (!baseline) {
+    for (const result of live.progress.baseline ?? []) {
+      if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary))
+    }
+  }
+  return cancellable(
+    live,
+    Effect.forEach(round, (check) =>
+      Effect.gen(function*() {
+        yield* emitOwn(live, { _tag: "CheckStarted", check: check.name, role: check.role, baseline })
+        const result = yield* Check.run(check, known.get(check.name))
+        yield* emitOwn(live, { _tag: "CheckResult", ...result, baseline })
+        return result
+      }), { concurrency: live.settings.concurrency })
+  )
+}
+
+/** The checks after an act turn: whether every blocking check passed, then the verifier. */
+const verify = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<Step<boolean>, never, R> =>
+  Effect.gen(function*() {
+    const { progress, settings } = live
+    const results = yield* checkRound(live, settings.checks, false)
+    if (results._tag === "End") return results
+    progress.last = results.value
+    if (results.value.some(Check.blocks)) return next(false)
+    const verdict = yield* checkRound(live, settings.verifiers, false)
+    if (verdict._tag === "End") return verdict
+    progress.last = [...results.value, ...verdict.value]
+    return next(!verdict.value.some(Check.blocks))
+  })
+
+/** The typed plan of a plan turn's reply, when the run asked for one (the Schema's guard, not a cast). */
+const typedPlan = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  reply: AgentWorker.TypedReply
+): Effect.Effect<Typed<P> | undefined, Worker.WorkerError> =>
+  Effect.suspend(() => {
+    const schema = live.settings.planOutput
+    if (schema === undefined) return Effect.succeed(undefined)
+    const value = reply.output?.value
+    if (reply.output === undefined || !Schema.is(schema)(value)) {
+      return Effect.fail(
+        new Worker.WorkerError({
+          worker: live.worker.name,
+          reason: "decode",
+          message: "the plan turn gave no plan of the plan's Schema"
+        })
+      )
+    }
+    return Effect.succeed({ value, encoded: reply.output.encoded })
+  })
+
+/** Asks the operator about a plan (`Approvals.decidePlan`; approved as proposed without one). */
+const askPlan = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  plan: string,
+  typed: Typed<P> | undefined
+): Effect.Effect<Step<Approvals.PlanDecision>> =>
+  Effect.scoped(Effect.gen(function*() {
+    const { approvals, progress } = live
+    const request: Approvals.PlanRequest = {
+      runId: live.settings.runId,
+      plan,
+      iteration: progress.planIteration,
+      ...(typed === undefined ? {} : { value: typed.value })
+    }
+    const decide = approvals?.decidePlan
+    // Opened before it is announced (`Approvals.Service.openPlan`): an answer on seeing the event finds it.
+    const opened = decide === undefined || approvals?.openPlan === undefined
+      ? undefined
+      : yield* approvals.openPlan(request)
+    yield* emitOwn(live, {
+      _tag: "PlanProposed",
+      plan,
+      iteration: progress.planIteration,
+      ...(typed === undefined ? {} : { value: typed.encoded })
+    })
+    if (decide === undefined) return next<Approvals.PlanDecision>({ _tag: "Approve" })
+    return yield* cancellable(live, opened ?? decide(request))
+  }))
+
+/** The watchdog, on a turn that did not converge: `Stuck` when the checks' results or the replies repeat. */
+const watch = <R, RW, P, A>(live: Live<R, RW, P, A>, reply: string): SupervisedOutcome | undefined => {
+  const { progress, settings } = live
+  const key = resultsKey(progress.last)
+  if (key !== "" && key === progress.checksKey) progress.checksRepeats += 1
+  else {
+    progress.checksKey = key
+    progress.checksRepeats = 0
+  }
+  if (reply === progress.lastReply) progress.replyRepeats += 1
+  else {
+    progress.lastReply = reply
+    progress.replyRepeats = 1
+  }
+  if (settings.stuckChecks > 0 && progress.checksRepeats >= settings.stuckChecks) {
+    return { _tag: "Stuck", reason: "checks", repeats: progress.checksRepeats }
+  }
+  if (settings.stuckReplies > 0 && progress.replyRepeats >= settings.stuckReplies) {
+    return { _tag: "Stuck", reason: "replies", repeats: progress.replyRepeats }
+  }
+  return undefined
+}
+
+/**
+ * The turn gate: with `approveTurns`, the operator approves the feedback, replaces it or interrupts the run
+ * before it goes out. It is saved as awaiting approval first, so that a run stopped while the gate waits asks
+ * again when it is resumed, and saved again once decided.
+ */
+const gate = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  feedbackText: string
+): Effect.Effect<Step<string>, RunError> =>
+  Effect.gen(function*() {
+    const { approvals, progress, settings } = live
+    let text = feedbackText
+    const decideTurn = approvals?.decideTurn
+    if (settings.gated && decideTurn !== undefined) {
+      const request: Approvals.TurnRequest = { runId: settings.runId, turn: progress.turns, feedback: text }
+      // Opened before it is announced (`Approvals.Service.openTurn`): an answer on seeing the event finds it.
+      const decision = yield* Effect.scoped(Effect.gen(function*() {
+        const opened = approvals?.openTurn === undefined ? undefined : yield* approvals.openTurn(request)
+        yield* emitOwn(live, { _tag: "TurnApprovalRequested", feedback: text })
+        return yield* cancellable(live, opened ?? decideTurn(request))
+      }))
+      if (decision._tag === "End") return decision
+      if (decision.value._tag === "Interrupt") return yield* Effect.interrupt
+      if (decision.value._tag === "Replace") text = decision.value.feedback
+      progress.awaitingApproval = false
+      yield* save(live, "act", text)
+    }
+    yield* emitOwn(live, { _tag: "FeedbackSent", feedback: text, failing: failing(live) })
+    return next(text)
+  })
+
+// -----------------------------------------------------------------------------
+// Budgets, cancels, checkpoints, events
+// -----------------------------------------------------------------------------
+
+const elapsed = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<number> =>
+  Effect.map(Clock.currentTimeMillis, (now) => now - live.startedAt)
+
+/** The blocking checks still failing. */
+const failing = <R, RW, P, A>(live: Live<R, RW, P, A>): Array<string> =>
+  live.progress.last.filter(Check.blocks).map((result) => result.check)
+
+const unverified = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  budget: SupervisorOutcome.Budget,
+  limit: number,
+  used: number
+): SupervisedOutcome => ({ _tag: "Unverified", budget, limit, used, failing: failing(live) })
+
+/** What the run has used of each of its limits. */
+const used = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<Record<keyof Limits, number>> =>
+  Effect.map(elapsed(live), (wallClock) => ({
+    turns: live.progress.turns,
+    tokens: Message.totalTokens(live.progress.usage),
+    costUsd: live.progress.usage.cost ?? 0,
+    wallClock
+  }))
+
+const budgets = ["tokens", "costUsd", "wallClock"] as const
+
+/** The first limit the run has spent (the turn cap too, with `turns`): the run's ending, `Unverified` by it. */
+const exhausted = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  turns: boolean
+): Effect.Effect<SupervisedOutcome | undefined> =>
+  Effect.map(used(live), (spent) => {
+    const limits = live.settings.limits
+    if (turns && spent.turns >= limits.turns) return unverified(live, "turns", limits.turns, spent.turns)
+    for (const budget of budgets) {
+      const limit = limits[budget]
+      if (limit !== null && spent[budget] >= limit) return unverified(live, budget, limit, spent[budget])
+    }
+    return undefined
+  })
+
+/** What is left of the run's budgets: the most the next worker turn may use. */
+const room = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<AgentWorker.Room> =>
+  Effect.map(used(live), (spent) => {
+    const limits = live.settings.limits
+    const left = (budget: typeof budgets[number]) => {
+      const limit = limits[budget]
+      return limit === null ? {} : { [budget]: Math.max(0, limit - spent[budget]) }
+    }
+    return { ...left("tokens"), ...left("costUsd"), ...left("wallClock") }
+  })
+
+/** The reply's usage as the core counts it. */
+const usageOf = (reply: Worker.TurnReply): Message.Usage => ({
+  ...Message.emptyUsage,
+  input: reply.usage.inputTokens,
+  output: reply.usage.outputTokens,
+  ...(reply.costUsd === undefined ? {} : { cost: reply.costUsd })
+})
+
+/** The run's ending when it was cancelled (checked before and after each worker turn). */
+const cancelledNow = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<SupervisedOutcome | undefined> =>
+  Effect.suspend(() => {
+    const cancelled = live.steering?.cancelled
+    return cancelled !== undefined && Deferred.isDoneUnsafe(cancelled)
+      ? Effect.map(Deferred.await(cancelled), Outcome.cancelled)
+      : Effect.succeed(undefined)
+  })
+
+/** What waits (the checks, the operator, an external worker's turn) gives way to a cancel at once. */
+const cancellable = <R, RW, P, A, B, E, R2>(
+  live: Live<R, RW, P, A>,
+  effect: Effect.Effect<B, E, R2>
+): Effect.Effect<Step<B>, E, R2> => {
+  const cancelled = live.steering?.cancelled
+  if (cancelled === undefined) return Effect.map(effect, next)
+  return Effect.flatMap(cancelledNow(live), (outcome) =>
+    outcome !== undefined ? Effect.succeed(end(outcome)) : Effect.raceFirst(
+      Effect.map(effect, next),
+      Effect.map(Deferred.await(cancelled), (reason) => end(Outcome.cancelled(reason)))
+    ))
+}
+
+/** Saves where the run is (with the worker's transcript, for our own loop), and its ending once it has one. */
+const save = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  phase: "plan" | "act",
+  pending: string,
+  outcome?: SupervisedOutcome
+): Effect.Effect<void, RunError> => {
+  const saving = live.options.checkpoint
+  if (saving === undefined) return Effect.void
+  return Effect.gen(function*() {
+    const { progress, settings, worker } = live
+    progress.phase = phase
+    progress.pending = pending
+    const agentState = worker.state === undefined ? undefined : yield* worker.state
+    yield* saving.save({
+      version: 2,
+      runId: settings.runId,
+      task: settings.task,
+      phase,
+      planIteration: progress.planIteration,
+      pendingMessage: pending,
+      turns: progress.turns,
+      usage: progress.usage,
+      elapsedMs: yield* elapsed(live),
+      ...(progress.baseline === undefined ? {} : { baseline: progress.baseline }),
+      ...(progress.plan === undefined ? {} : { approvedPlan: progress.plan }),
+      ...(settings.planSchema === undefined ? {} : { planSchema: settings.planSchema }),
+      ...(progress.planValue === undefined ? {} : { approvedPlanValue: progress.planValue.encoded }),
+      ...(progress.resumeToken === undefined ? {} : { resumeToken: progress.resumeToken }),
+      ...(outcome === undefined ? {} : { outcome }),
+      // Until the turn it was saved in goes on, a checkpoint of a run resumed in the middle of one says so.
+      ...(progress.continueTurn ? { inTurn: true } : {}),
+      ...(progress.awaitingApproval ? { awaitingApproval: true } : {}),
+      ...(agentState === undefined ? {} : { agentState })
+    })
+  })
+}
+
+/** An event of the run, stamped with its id, act turn and time. */
+const emit = <R, RW, P, A>(live: Live<R, RW, P, A>, event: AgentEvent.Input): Effect.Effect<void> => {
+  const onEvent = live.options.onEvent
+  if (onEvent === undefined) return Effect.void
+  return Effect.flatMap(Clock.currentTimeMillis, (timestamp) => {
+    const full: AgentEvent.AgentEvent = { ...event, runId: live.settings.runId, turn: live.progress.turns, timestamp }
+    return onEvent(full)
+  })
+}
+
+/** One of the supervised run's own events (a `Custom` event, see `SupervisorEvent`). */
+const emitOwn = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  event: SupervisorEvent.SupervisorEvent
+): Effect.Effect<void> => emit(live, SupervisorEvent.make(event))
+
+/** An event of the worker's own run, as it is. */
+const forward = <R, RW, P, A>(live: Live<R, RW, P, A>, event: AgentEvent.AgentEvent): Effect.Effect<void> =>
+  live.options.onEvent === undefined ? Effect.void : live.options.onEvent(event)
+
+// -----------------------------------------------------------------------------
+// The ending
+// -----------------------------------------------------------------------------
+
+/** The state of the run: the agent worker's own, or the external worker's transcript. */
+const stateOf = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<RunState.RunState> =>
+  Effect.gen(function*() {
+    const inner = live.worker.state === undefined ? undefined : yield* live.worker.state
+    const base = inner ?? RunState.make({ runId: live.settings.runId, messages: live.progress.transcript })
+    return { ...base, turn: live.progress.turns }
+  })
+
+/** The run's result; what was queued and never delivered (to an external worker, or after the last turn) is in its state. */
+const result = <R, RW, P, A>(live: Live<R, RW, P, A>, outcome: SupervisedOutcome): Effect.Effect<Result<P, A>> =>
+  Effect.gen(function*() {
+    const { progress, steering } = live
+    const inner = yield* stateOf(live)
+    const steered = steering === undefined ? [] : yield* steering.takeSteering
+    const followUps = steering === undefined ? [] : yield* steering.takeFollowUps
+    const state = steered.length === 0 && followUps.length === 0 ? inner : {
+      ...inner,
+      steering: [...inner.steering, ...steered],
+      followUps: [...inner.followUps, ...followUps]
+    }
+    return {
+      outcome,
+      turns: progress.turns,
+      planIterations: progress.planIteration,
+      plan: progress.plan,
+      planValue: progress.planValue?.value,
+      output: progress.output,
+      baseline: progress.baseline ?? [],
+      checks: progress.last,
+      reply: progress.reply,
+      usage: progress.usage,
+      state
+    }
+  })
+
+const runResult = <P, A>(done: Result<P, A>): RunState.RunResult => ({
+  messages: done.state.messages,
+  state: done.state,
+  outcome: SupervisorOutcome.toOutcome(done.outcome),
+  usage: done.usage
+})
+
+/**
+ * `AgentEnd`, always last: the ending and the result; an interrupted run's `Cancelled`; the `AgentError` it
+ * failed with. A failure that is not an `AgentError` is said in words (a checkpoint that could not be saved; a
+ * worker's failure, announced first by `WorkerFailed`).
+ */
+const announceEnd = <R, RW, P, A>(
+  live: Live<R, RW, P, A>,
+  exit: Exit.Exit<Result<P, A>, RunError>
+): Effect.Effect<void> => {
+  if (Exit.isSuccess(exit)) {
+    const ended = runResult(exit.value)
+    return emit(live, { _tag: "AgentEnd", outcome: ended.outcome, result: ended })
+  }
+  if (Cause.hasInterruptsOnly(exit.cause)) {
+    return Effect.flatMap(result(live, Outcome.cancelled("interrupted")), (done) => {
+      const ended = runResult(done)
+      return emit(live, { _tag: "AgentEnd", outcome: ended.outcome, result: ended })
+    })
+  }
+  const error = Cause.findErrorOption(exit.cause)
+  if (error._tag === "None") return emit(live, { _tag: "AgentEnd", defect: Cause.pretty(exit.cause) })
+  const failure = error.value
+  if (Schema.is(AgentErrorSchema)(failure)) return emit(live, { _tag: "AgentEnd", error: failure })
+  if (failure._tag === "WorkerError") {
+    const { worker, reason, message, exitCode } = failure
+    return Effect.andThen(
+      emitOwn(live, { _tag: "WorkerFailed", worker, reason, message, ...(exitCode === undefined ? {} : { exitCode }) }),
+      emit(live, { _tag: "AgentEnd", defect: `WorkerError: ${message}` })
+    )
+  }
+  return emit(live, { _tag: "AgentEnd", defect: failure.message })
+}

@@ -3,8 +3,9 @@
  * works on a task in turns, checks run after each turn, and their failures go
  * back to the worker until they pass. The worker contract (`Worker`), our loop
  * as a worker (`AgentWorker`), the workers that drive an external CLI
- * (`ExternalWorker`: Claude Code, Codex), checks (`Check`) and the run
- * (`Supervisor`).
+ * (`ExternalWorker`: Claude Code, Codex), checks (`Check`), the run
+ * (`Supervisor`), and its own events and endings (`SupervisorEvent`,
+ * `SupervisorOutcome`: carried by the core's open unions as `Custom`).
  *
  * @since 0.1.0
  */
@@ -29,6 +30,16 @@ export * as ExternalWorker from "./ExternalWorker.ts"
  * @category modules
  */
 export * as Supervisor from "./Supervisor.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as SupervisorEvent from "./SupervisorEvent.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as SupervisorOutcome from "./SupervisorOutcome.ts"
 /**
  * @since 0.1.0
  * @category modules

@@ -7,6 +7,7 @@ import { Cause, Exit, Schema } from "effect"
 import { CliError } from "effect/cli"
 import { Outcome } from "effect-agent"
 import { ExitCode } from "effect-agent/cli"
+import { SupervisorOutcome } from "effect-agent/supervisor"
 import * as Failure from "../../src/cli/internal/Failure.ts"
 
 describe("ExitCode.codes", () => {
@@ -36,7 +37,7 @@ describe("ExitCode.codes", () => {
 
 describe("ExitCode.fromOutcome", () => {
   it("maps every outcome: the ends a run meant to 0, each budget to its code, loops and stagnation to stuck", () => {
-    const cases: ReadonlyArray<readonly [Outcome.Outcome, ExitCode.ExitCode]> = [
+    const cases: ReadonlyArray<readonly [Outcome.Outcome | SupervisorOutcome.SupervisorOutcome, ExitCode.ExitCode]> = [
       [Outcome.completed, 0],
       [Outcome.terminated, 0],
       [Outcome.wrappedUp, 0],
@@ -64,6 +65,8 @@ describe("ExitCode.fromOutcome", () => {
     ]
     for (const [outcome, code] of cases) {
       assert.strictEqual(ExitCode.fromOutcome(outcome), code, JSON.stringify(outcome))
+      // a supervised run's own ending, as its AgentEnd event carries it (a Custom outcome), has the same code
+      assert.strictEqual(ExitCode.fromOutcome(SupervisorOutcome.toOutcome(outcome)), code, JSON.stringify(outcome))
     }
   })
 })

@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { type Cause, Effect, FileSystem, Queue, Stream } from "effect"
 import * as SupervisedDemo from "../../src/cli/internal/SupervisedDemo.ts"
 import * as View from "../../src/cli/internal/View.ts"
+import { SupervisorEvent, SupervisorOutcome } from "effect-agent/supervisor"
 import { runCommand } from "./inProcess.ts"
 import { scripted, scriptedArgs, type Services, tempDir as tempDirOf } from "./support.ts"
 
@@ -83,14 +84,14 @@ describe("effect-agent run --check", () => {
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "1. write done.txt" }])
       const { events, stdin, onStdout } = yield* answering((event) =>
-        event._tag === "PlanProposed" ? `{"type":"reject_plan","notes":"too risky"}` : undefined
+        SupervisorEvent.tagOf(event) === "PlanProposed" ? `{"type":"reject_plan","notes":"too risky"}` : undefined
       )
       const out = yield* runCommand(
         scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "true", "--emit-jsonl", "-"),
         { cwd: dir, stdin, onStdout }
       )
       assert.strictEqual(out.code, 30, out.stderr)
-      assert.deepStrictEqual(events().at(-1).outcome, { _tag: "Rejected", notes: "too risky" })
+      assert.deepStrictEqual(SupervisorOutcome.fromOutcome(events().at(-1).outcome), { _tag: "Rejected", notes: "too risky" })
       assert.include(out.stderr, "☐ plan 1:\n1. write done.txt")
     }))
 
@@ -114,7 +115,7 @@ describe("effect-agent run --check", () => {
     Effect.gen(function*() {
       const decisions = [`{"type":"refine_plan","notes":"use B"}`, `{"type":"approve_plan"}`]
       const { stdin, onStdout } = yield* answering((event) =>
-        event._tag === "PlanProposed"
+        SupervisorEvent.tagOf(event) === "PlanProposed"
           ? decisions.shift()
           : event._tag === "ApprovalRequested"
           ? JSON.stringify({ type: "approve", id: event.approvalId })
@@ -127,15 +128,15 @@ describe("effect-agent run --check", () => {
       )
       assert.strictEqual(out.code, 0, out.stderr)
       const lines = out.stdout.trim().split("\n").map((l) => JSON.parse(l))
-      const tags = lines.map((e) => e._tag)
+      const tags = lines.map(SupervisorEvent.tagOf)
       assert.deepStrictEqual(tags.filter((t) => t.startsWith("Plan")), [
         "PlanProposed",
         "PlanRevised",
         "PlanProposed",
         "PlanApproved"
       ])
-      const act = lines.find((e) => e._tag === "WorkerTurnStart" && e.phase === "act")
-      assert.include(act.message, "Plan approved:\n\nplan B")
+      const act = SupervisorEvent.ofTag(lines, "WorkerTurnStart").find((e) => e.phase === "act")
+      assert.include(act?.message, "Plan approved:\n\nplan B")
       assert.strictEqual(tags.at(-1), "AgentEnd")
     }))
 

@@ -9,6 +9,7 @@
 import { assert, beforeAll, describe } from "@effect/vitest"
 import { Clock, Effect, FileSystem, Schedule } from "effect"
 import { type AgentEvent, Message } from "effect-agent"
+import { SupervisorEvent, SupervisorOutcome } from "effect-agent/supervisor"
 import { builtCommand } from "./build.ts"
 import { events, isEvent, live, scripted, scriptedArgs, spawn, tempDir } from "./support.ts"
 
@@ -19,7 +20,7 @@ beforeAll(async () => {
 
 const outcomeOf = (trajectory: ReadonlyArray<AgentEvent.AgentEvent>) => {
   const end = trajectory.at(-1)
-  return end?._tag === "AgentEnd" ? end.outcome : undefined
+  return end?._tag === "AgentEnd" && end.outcome !== undefined ? SupervisorOutcome.fromOutcome(end.outcome) : undefined
 }
 
 /** A cancel must end the run at once: well before the 120 s that what it interrupts would take. */
@@ -74,7 +75,7 @@ describe.concurrent("effect-agent run supervised: cancel, steer and follow_up on
       const trajectory = yield* events(out.stdout)
       assert.deepStrictEqual(outcomeOf(trajectory), { _tag: "Cancelled", reason: "enough" })
       // the baseline never finished, no worker turn started, and the check's process is gone
-      assert.deepStrictEqual(trajectory.filter((e) => e._tag === "CheckResult" || e._tag === "WorkerTurnStart"), [])
+      assert.deepStrictEqual(trajectory.filter((e) => SupervisorEvent.tagOf(e) === "CheckResult" || SupervisorEvent.tagOf(e) === "WorkerTurnStart"), [])
       assert.isFalse(alive(pid), `the check (pid ${pid}) still runs`)
     }))
 
@@ -103,7 +104,7 @@ describe.concurrent("effect-agent run supervised: cancel, steer and follow_up on
       const followed = trajectory.find((e) => e._tag === "FollowUpDelivered")
       assert.deepStrictEqual(followed?._tag === "FollowUpDelivered" && followed.messages, [Message.user("Now add a summary.")])
       // within the one worker turn, which ends with the follow-up's answer
-      const ends = trajectory.filter((e): e is AgentEvent.Of<"WorkerTurnEnd"> => e._tag === "WorkerTurnEnd")
+      const ends = SupervisorEvent.ofTag(trajectory, "WorkerTurnEnd")
       assert.deepStrictEqual(ends.map((e) => [e.turn, e.text]), [[1, "Added the summary too."]])
       assert.deepStrictEqual(outcomeOf(trajectory), { _tag: "Converged", turns: 1 })
       assert.notInclude(out.stderr, "ignored")
@@ -141,7 +142,7 @@ describe.concurrent("effect-agent run supervised: cancel, steer and follow_up on
       )
       const trajectory = yield* events(out.stdout)
       assert.deepStrictEqual(outcomeOf(trajectory), { _tag: "Cancelled", reason: "enough" })
-      assert.deepStrictEqual(trajectory.filter((e) => e._tag === "WorkerTurnEnd"), [])
+      assert.deepStrictEqual(trajectory.filter((e) => SupervisorEvent.tagOf(e) === "WorkerTurnEnd"), [])
       assert.isFalse(alive(pid), `the CLI (pid ${pid}) still runs`)
     }))
 })

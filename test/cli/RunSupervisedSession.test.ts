@@ -12,6 +12,7 @@
 import { assert, beforeAll, describe } from "@effect/vitest"
 import { Effect, FileSystem, Schema } from "effect"
 import { AgentEvent } from "effect-agent"
+import { SupervisorEvent, SupervisorOutcome } from "effect-agent/supervisor"
 import { builtCommand } from "./build.ts"
 import { isEvent, live, scripted, scriptedArgs, spawn, tempDir } from "./support.ts"
 
@@ -98,7 +99,7 @@ describe("supervised sessions", () => {
         if (before !== undefined) {
           // The resumed run says where it resumes, and goes on in the phase its checkpoint was in.
           assert.deepStrictEqual(events.slice(0, 2).map((e) => e._tag), ["AgentStart", "SessionResumed"], note)
-          const start = events.find((e): e is AgentEvent.Of<"WorkerTurnStart"> => e._tag === "WorkerTurnStart")
+          const start = SupervisorEvent.ofTag(events, "WorkerTurnStart")[0]
           if (start !== undefined) {
             assert.strictEqual(start.phase, before.phase, note)
             if (before.phase === "act") assert.strictEqual(start.turn, before.turns + 1, note)
@@ -108,8 +109,8 @@ describe("supervised sessions", () => {
           assert.notStrictEqual(exited.code, 0, note)
           killed++
           // What the killed process had started and not saved is all that is redone: at most its one turn.
-          const ended = events.filter((e) => e._tag === "WorkerTurnEnd").length
-          const started = events.filter((e) => e._tag === "WorkerTurnStart").length
+          const ended = events.filter((e) => SupervisorEvent.tagOf(e) === "WorkerTurnEnd").length
+          const started = events.filter((e) => SupervisorEvent.tagOf(e) === "WorkerTurnStart").length
           redone += started > ended ? 1 : 0
           assert.isAtMost(started - ended, 1, note)
           continue
@@ -120,10 +121,10 @@ describe("supervised sessions", () => {
       assert.isDefined(last, `${note}: no process ran to its end`)
       assert.strictEqual(last!.code, 0, `${note}: ${last!.stderr}`)
       const end = all.at(-1)
-      assert.deepStrictEqual(end?._tag === "AgentEnd" && end.outcome, { _tag: "Converged", turns: 3 }, note)
+      assert.deepStrictEqual(end?._tag === "AgentEnd" && end.outcome && SupervisorOutcome.fromOutcome(end.outcome), { _tag: "Converged", turns: 3 }, note)
 
       // Across every process: each act turn ended once in the run that saved it; no more turns than kills redone.
-      const ends = all.filter((e): e is AgentEvent.Of<"WorkerTurnEnd"> => e._tag === "WorkerTurnEnd")
+      const ends = SupervisorEvent.ofTag(all, "WorkerTurnEnd")
       const actEnds = ends.filter((e) => e.phase === "act").map((e) => e.turn)
       assert.deepStrictEqual([...new Set(actEnds)], [1, 2, 3], note)
       assert.isAtMost(ends.length, 4 + killed, note)
@@ -174,7 +175,7 @@ describe("supervised sessions with --approve-turns", () => {
         cwd: dir
       })
       const requested = decode(JSON.parse(yield* first.waitFor(isEvent("TurnApprovalRequested"))))
-      const feedback = requested._tag === "TurnApprovalRequested" ? requested.feedback : ""
+      const feedback = SupervisorEvent.ofTag([requested], "TurnApprovalRequested")[0]?.feedback ?? ""
       assert.include(feedback, "The checks after turn 1 did not pass")
       yield* first.signal("SIGINT")
       const stopped = yield* first.exit
@@ -189,14 +190,14 @@ describe("supervised sessions with --approve-turns", () => {
       const firstAsk = yield* resumed.waitFor((line) => isEvent("TurnApprovalRequested")(line) || isEvent("WorkerTurnStart")(line))
       assert.isTrue(isEvent("TurnApprovalRequested")(firstAsk), `the worker got the feedback unapproved: ${firstAsk}`)
       const asked = decode(JSON.parse(firstAsk))
-      assert.strictEqual(asked._tag === "TurnApprovalRequested" && asked.feedback, feedback)
+      assert.strictEqual(SupervisorEvent.ofTag([asked], "TurnApprovalRequested")[0]?.feedback, feedback)
       yield* resumed.send(`{"type":"replace_feedback","text":"Write step2.txt now."}`)
       const out = yield* resumed.exit
       assert.strictEqual(out.code, 0, out.stderr)
       const events = eventsOf(out.stdout)
-      const starts = events.filter((e): e is AgentEvent.Of<"WorkerTurnStart"> => e._tag === "WorkerTurnStart")
+      const starts = SupervisorEvent.ofTag(events, "WorkerTurnStart")
       assert.deepStrictEqual(starts.map((e) => [e.turn, e.message]), [[2, "Write step2.txt now."]])
       const end = events.at(-1)
-      assert.deepStrictEqual(end?._tag === "AgentEnd" && end.outcome, { _tag: "Converged", turns: 2 })
+      assert.deepStrictEqual(end?._tag === "AgentEnd" && end.outcome && SupervisorOutcome.fromOutcome(end.outcome), { _tag: "Converged", turns: 2 })
     }))
 })

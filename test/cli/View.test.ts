@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { AgentError, type AgentEvent, Message, type Outcome, RunState } from "effect-agent"
+import { SupervisorEvent } from "effect-agent/supervisor"
 import * as View from "../../src/cli/internal/View.ts"
 import { Screen } from "./screen.ts"
 
@@ -285,7 +286,7 @@ describe("what the agent wrote reaches the terminal without its escapes", () => 
       })
       yield* play(view, { _tag: "ApprovalRequested", toolCallId: hostile, toolName: hostile, params: { p: hostile } })
       yield* play(view, { _tag: "ApprovalResolved", toolCallId: hostile, toolName: hostile, approved: false, reason: hostile })
-      yield* play(view, { _tag: "PlanProposed", plan: hostile, iteration: 1 })
+      yield* play(view, SupervisorEvent.make({ _tag: "PlanProposed", plan: hostile, iteration: 1 }))
       yield* play(view, ended({ _tag: "Cancelled", reason: hostile }))
       for (const bad of agentEscapes) assert.notInclude(out, bad)
       assert.include(out, shownText)

@@ -8,6 +8,7 @@ import { NodeServices } from "@effect/platform-node"
 import { it } from "@effect/vitest"
 import { Cause, Effect, Fiber, FileSystem, type Path, Queue, Ref, Schedule, type Scope, Stream } from "effect"
 import { AgentEvent } from "effect-agent"
+import { SupervisorEvent } from "effect-agent/supervisor"
 import { Sandbox } from "effect-agent/sandbox"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Fs from "node:fs"
@@ -158,7 +159,16 @@ export const readEvents = (path: string) =>
   Effect.flatMap(Effect.service(FileSystem.FileSystem), (fs) => Effect.flatMap(fs.readFileString(path), events))
 
 /** Whether a JSON line is an event with this tag. */
-export const isEvent = (tag: AgentEvent.Tag) => (line: string) => line.startsWith(`{"_tag":"${tag}"`)
+export const isEvent = (tag: AgentEvent.Tag | SupervisorEvent.Tag) => (line: string) => {
+  if (line.startsWith(`{"_tag":"${tag}"`)) return true
+  // A supervised run's own events are `Custom` events (see `SupervisorEvent`).
+  if (!line.startsWith(`{"_tag":"Custom"`)) return false
+  try {
+    return SupervisorEvent.tagOf(JSON.parse(line)) === tag
+  } catch {
+    return false
+  }
+}
 
 /** What the process tests need. */
 export type Services = FileSystem.FileSystem | Path.Path | Scope.Scope | ChildProcessSpawner.ChildProcessSpawner

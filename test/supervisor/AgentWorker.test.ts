@@ -9,8 +9,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { Tool, Toolkit } from "effect/ai"
-import { type AgentEvent, Approvals, Message, Output, RunState, Steering, ToolRegistry } from "effect-agent"
-import { AgentWorker, Check, Supervisor, Worker } from "effect-agent/supervisor"
+import { type AgentEvent, Approvals, Guardrail, Message, Outcome, Output, RunState, Steering, ToolRegistry } from "effect-agent"
+import { AgentWorker, Check, Supervisor, SupervisorEvent, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
 
 const ReadFile = Tool.make("read_file", { parameters: Schema.Struct({ path: Schema.String }), success: Schema.String })
@@ -69,19 +69,19 @@ describe("AgentWorker", () => {
       assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "fixed")
       assert.strictEqual(result.reply, "fixed")
       // the inner runs' events, framed by the supervised run's one AgentStart and one AgentEnd
-      const tags = events.map((e) => e._tag)
+      const tags = events.map(SupervisorEvent.tagOf)
       assert.strictEqual(tags.filter((t) => t === "AgentStart").length, 1)
       assert.strictEqual(tags.filter((t) => t === "AgentEnd").length, 1)
       assert.strictEqual(tags[0], "AgentStart")
       assert.strictEqual(tags.at(-1), "AgentEnd")
       assert.strictEqual(tags.filter((t) => t === "ToolExecutionEnd").length, 2)
       assert.isBelow(tags.indexOf("PlanApproved"), tags.indexOf("ToolExecutionStart"))
-      const ends = events.filter((e): e is AgentEvent.Of<"WorkerTurnEnd"> => e._tag === "WorkerTurnEnd")
+      const ends = SupervisorEvent.ofTag(events, "WorkerTurnEnd")
       assert.deepStrictEqual(ends.map((e) => [e.phase, e.text]), [["plan", "Plan: write ok.txt"], ["act", "written"], [
         "act",
         "fixed"
       ]])
-      assert.deepStrictEqual(ends[1]!.usage, { inputTokens: 12, outputTokens: 3 })
+      assert.deepStrictEqual(ends[1]!.usage, { ...Message.emptyUsage, input: 12, output: 3 })
     }).pipe(Effect.provide(planThenAct)))
 
   it.effect("a worker made alone keeps its transcript across turns", () =>
@@ -151,7 +151,7 @@ describe("AgentWorker: a typed plan (planOutput)", () => {
         { steps: ["write ok.txt"], hours: 1 },
         { steps: ["look", "write ok.txt"], hours: 2.5 }
       ])
-      const proposed = events.filter((e): e is AgentEvent.Of<"PlanProposed"> => e._tag === "PlanProposed")
+      const proposed = SupervisorEvent.ofTag(events, "PlanProposed")
       assert.deepStrictEqual(proposed.map((e) => [e.iteration, e.value]), [
         [1, { steps: ["write ok.txt"], hours: "1" }],
         [2, { steps: ["look", "write ok.txt"], hours: "2.5" }]
@@ -161,9 +161,7 @@ describe("AgentWorker: a typed plan (planOutput)", () => {
       assert.deepStrictEqual([...requests[0]!.tools].sort(), ["final_answer", "read_file"])
       assert.deepStrictEqual([...requests[3]!.tools].sort(), ["lookup", "read_file", "write_file"])
       // the act message carries the approved plan and the task
-      const act = events.find((e): e is AgentEvent.Of<"WorkerTurnStart"> =>
-        e._tag === "WorkerTurnStart" && e.phase === "act"
-      )
+      const act = SupervisorEvent.ofTag(events, "WorkerTurnStart").find((e) => e.phase === "act")
       assert.strictEqual(act?.message, Supervisor.actRequest(proposed[1]!.plan, "make ok.txt say yes"))
       // the checkpoint keeps the approved plan encoded with the Schema, and the Schema's identity
       const last = saved.at(-1)!
@@ -359,5 +357,98 @@ describe("Supervisor.run: a cancel at a random moment (randomized, bounded)", ()
       console.log(`supervised cancel: ${cancelledRuns} of 200 runs cancelled mid-run (seed ${seed})`)
       // most runs were cut short (a run that had converged before its cancel is fine, but not the rule)
       assert.isAtLeast(cancelledRuns, 100, `seed ${seed}`)
+    }))
+})
+
+describe("Supervisor.run: how the inner run ended is never hidden (issue 30)", () => {
+  const noChecksRun = (
+    agent: AgentWorker.Options,
+    model: ReturnType<typeof ScriptedModel.layer>,
+    limits: { readonly maxTokens?: number } = {}
+  ) =>
+    Effect.gen(function*() {
+      const events: Array<AgentEvent.AgentEvent> = []
+      const result = yield* Supervisor.run({
+        task: "answer",
+        agent,
+        ...limits,
+        onEvent: (event) => Effect.sync(() => void events.push(event))
+      }).pipe(Effect.provide(tools))
+      const requests = yield* ScriptedModel.ScriptedModel.use((recorder) => recorder.requests)
+      const end = events.at(-1)
+      return { result, requests, end }
+    }).pipe(Effect.provide(model))
+
+  it.effect("no checks: an inner run whose output guardrail tripped ends GuardrailTripped, not Converged", () =>
+    Effect.gen(function*() {
+      const censor = Guardrail.output(() => Effect.succeed(Guardrail.trip("it names the secret")), { name: "censor" })
+      const { result, end } = yield* noChecksRun({ plugins: [censor] }, ScriptedModel.layer([{ text: "the secret is 42" }]))
+      const tripped = Outcome.guardrailTripped("censor", "it names the secret", "output")
+      assert.deepStrictEqual(result.outcome, tripped)
+      assert.strictEqual(result.turns, 1)
+      assert.strictEqual(end?._tag, "AgentEnd")
+      // the run's AgentEnd says so too (a core outcome: as it is)
+      assert.deepStrictEqual(end?._tag === "AgentEnd" ? end.outcome : undefined, tripped)
+    }))
+
+  it.effect("no checks: an inner run that ran out of its token budget ends Unverified by tokens, not Converged", () =>
+    Effect.gen(function*() {
+      const { result } = yield* noChecksRun(
+        { config: { budgets: { tokens: 10 } } },
+        ScriptedModel.layer([
+          { toolCalls: [{ name: "lookup", params: { q: "x" } }], usage: { input: 20 } },
+          { text: "done" }
+        ])
+      )
+      assert.deepStrictEqual(result.outcome, { _tag: "Unverified", budget: "tokens", limit: 10, used: 20, failing: [] })
+    }))
+
+  it.effect("the supervised token budget stops the inner run before its next model call, not after the turn", () =>
+    Effect.gen(function*() {
+      const { result, requests } = yield* noChecksRun(
+        {},
+        ScriptedModel.layer([
+          { toolCalls: [{ name: "lookup", params: { q: "x" } }], usage: { input: 20 } },
+          { text: "done", usage: { input: 30 } }
+        ]),
+        { maxTokens: 10 }
+      )
+      assert.strictEqual(requests.length, 1)
+      assert.deepStrictEqual(result.outcome, { _tag: "Unverified", budget: "tokens", limit: 10, used: 20, failing: [] })
+    }))
+})
+
+describe("Supervisor.run: the run's options reach the inner run (issue 30)", () => {
+  it.effect("output: each act turn answers through final_answer; the result's output is the last one, decoded", () =>
+    Effect.gen(function*() {
+      files.clear()
+      const Answer = Schema.Struct({ file: Schema.String, lines: Schema.FiniteFromString })
+      const check = Check.make(
+        "ok.txt says yes",
+        Effect.sync(() =>
+          files.get("ok.txt") === "yes" ? { status: "pass", summary: "yes" } : { status: "fail", summary: "no" }
+        )
+      )
+      const result = yield* Supervisor.run({ task: "make ok.txt say yes", checks: [check], baseline: false, output: Answer })
+        .pipe(Effect.provide(tools))
+      const requests = yield* ScriptedModel.ScriptedModel.use((recorder) => recorder.requests)
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      const output: { readonly file: string; readonly lines: number } | undefined = result.output
+      assert.deepStrictEqual(output, { file: "ok.txt", lines: 2 })
+      assert.include([...requests[0]!.tools], "final_answer")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "write_file", params: { path: "ok.txt", content: "no" } }] },
+      { toolCalls: [{ name: "final_answer", params: { file: "ok.txt", lines: "1" } }] },
+      { toolCalls: [{ name: "write_file", params: { path: "ok.txt", content: "yes" } }] },
+      { toolCalls: [{ name: "final_answer", params: { file: "ok.txt", lines: "2" } }] }
+    ]))))
+
+  it.effect("output with an external worker is a ConfigError before any turn", () =>
+    Effect.gen(function*() {
+      const worker = Worker.make("codex", () =>
+        Effect.succeed({ text: "x", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined }))
+      const error = yield* Effect.flip(Supervisor.run({ task: "t", worker, output: Schema.String }))
+      assert.strictEqual(error._tag, "ConfigError")
+      assert.include(error.message, "the codex worker gives its answer as text only")
     }))
 })

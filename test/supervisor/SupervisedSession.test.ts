@@ -13,7 +13,7 @@ import { TestClock } from "effect/testing"
 import { Tool, Toolkit } from "effect/ai"
 import { AgentTool, Approvals, type AgentEvent, Message, RunState, ToolRegistry } from "effect-agent"
 import { CheckpointStore } from "effect-agent/session"
-import { Check, SupervisedSession, Supervisor, Worker } from "effect-agent/supervisor"
+import { Check, SupervisedSession, Supervisor, SupervisorEvent, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
 
 const WriteFile = Tool.make("write_file", {
@@ -58,7 +58,7 @@ describe("SupervisedSession", () => {
           onEvent: (event) =>
             Effect.andThen(
               Effect.sync(() => void events.push(event)),
-              event._tag === "WorkerTurnStart" && event.turn === 2 ? Deferred.succeed(secondTurn, void 0) : Effect.void
+              SupervisorEvent.tagOf(event) === "WorkerTurnStart" && event.turn === 2 ? Deferred.succeed(secondTurn, void 0) : Effect.void
             )
         }).pipe(Effect.provide(Layer.merge(first, toolsOn(files))))
       )
@@ -104,7 +104,7 @@ describe("SupervisedSession", () => {
 
       assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
       // every completed model call's tokens once, across the stop
-      assert.strictEqual(result.usage.inputTokens, 100)
+      assert.strictEqual(result.usage.input, 100)
       const after = result.state.messages
       assert.deepStrictEqual(after.slice(0, before.length), before)
       // the turn goes on from there: the feedback is not sent a second time, w2 does not run again
@@ -116,15 +116,15 @@ describe("SupervisedSession", () => {
       assert.deepStrictEqual(calls.map((c) => c.type === "tool-call" ? c.id : ""), ["w1", "w2"])
       assert.strictEqual(after.filter((m) => m.role === "assistant").length, 4)
       // the resumed run says so, once, right after its AgentStart; its only worker turn is the redone turn 2
-      const tags = resumedEvents.map((e) => e._tag)
+      const tags = resumedEvents.map(SupervisorEvent.tagOf)
       assert.deepStrictEqual(tags.slice(0, 2), ["AgentStart", "SessionResumed"])
       const resumed = resumedEvents[1]
       assert.deepStrictEqual(
         resumed?._tag === "SessionResumed" && [resumed.sessionId, resumed.resumedAtTurn, resumed.restored.messages],
         ["s1", 2, 7]
       )
-      const starts = resumedEvents.filter((e) => e._tag === "WorkerTurnStart")
-      assert.deepStrictEqual(starts.map((e) => [e.turn, e._tag === "WorkerTurnStart" && e.message]), [[2, feedback]])
+      const starts = SupervisorEvent.ofTag(resumedEvents, "WorkerTurnStart")
+      assert.deepStrictEqual(starts.map((e) => [e.turn, e.message]), [[2, feedback]])
       // the last checkpoint is the run as it ended: resumed again, it ends Converged without a turn
       const last = yield* SupervisedSession.load("s1", store)
       assert.deepStrictEqual(last.outcome, { _tag: "Converged", turns: 2 })
@@ -318,7 +318,7 @@ describe("SupervisedSession: stopped while the turn gate waits (approveTurns)", 
       assert.deepStrictEqual(requests.map((r) => [r.turn, r.feedback]), [[1, pending.feedback]])
       assert.deepStrictEqual(asked.slice(1).map((r) => r.message), ["Write yes into ok.txt."])
       assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
-      const tags = events.map((e) => e._tag).filter((tag) =>
+      const tags = events.map(SupervisorEvent.tagOf).filter((tag) =>
         tag === "TurnApprovalRequested" || tag === "FeedbackSent" || tag === "WorkerTurnStart"
       )
       assert.deepStrictEqual(tags, ["TurnApprovalRequested", "FeedbackSent", "WorkerTurnStart"])
@@ -397,5 +397,41 @@ describe("SupervisedSession with approveTurns: stopped at random moments (random
       }
       console.log(`supervised gate: ${stoppedAtGate} of 300 stops came while the gate waited (seed ${seed})`)
       assert.isAtLeast(stoppedAtGate, 10, `seed ${seed}`)
+    }))
+})
+
+describe("SupervisedSession: checkpoints of version 1 (issue 30)", () => {
+  const v1 = {
+    version: 1,
+    runId: "r1",
+    task: "fix it",
+    phase: "act",
+    planIteration: 1,
+    pendingMessage: "feedback",
+    turns: 2,
+    usage: { inputTokens: 30, outputTokens: 7, costUsd: 0.25 },
+    elapsedMs: 10,
+    baseline: [],
+    outcome: { _tag: "Unverified", budget: "turns", limit: 2, used: 2, failing: ["tests"] },
+    state: "external"
+  }
+
+  it.effect("a session version 1 saved loads: its usage as Message.Usage, its ending as the supervisor's own", () =>
+    Effect.gen(function*() {
+      const state = RunState.make({ runId: "r1", messages: [Message.user("fix it")] })
+      const stored = { state: { ...state, pluginState: { [SupervisedSession.key]: v1 } } }
+      const loaded = yield* SupervisedSession.fromStore("s", "head.json", stored)
+      assert.strictEqual(loaded.version, 2)
+      assert.deepStrictEqual(loaded.usage, { ...Message.emptyUsage, input: 30, output: 7, cost: 0.25 })
+      assert.deepStrictEqual(loaded.outcome, { _tag: "Unverified", budget: "turns", limit: 2, used: 2, failing: ["tests"] })
+      // and through the JSON codec of a checkpoint (what an application that keeps its own saved)
+      const { state: _, ...checkpoint } = v1
+      const decoded = yield* Supervisor.decodeCheckpoint(checkpoint)
+      assert.deepStrictEqual(decoded.usage, loaded.usage)
+      // neither form: the error names today's form
+      const broken = yield* Effect.flip(SupervisedSession.fromStore("s", "head.json", {
+        state: { ...state, pluginState: { [SupervisedSession.key]: { ...v1, usage: { tokens: 1 } } } }
+      }))
+      assert.strictEqual(broken._tag, "CheckpointCorrupt")
     }))
 })

@@ -6,9 +6,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Schema } from "effect"
 import { TestClock } from "effect/testing"
-import { type AgentEvent, Approvals } from "effect-agent"
+import { type AgentEvent, Approvals, Message } from "effect-agent"
 import { ExitCode } from "effect-agent/cli"
-import { Check, Supervisor, Worker } from "effect-agent/supervisor"
+import { Check, Supervisor, SupervisorEvent, SupervisorOutcome, Worker } from "effect-agent/supervisor"
 
 type Verdict = Check.Verdict
 
@@ -42,8 +42,21 @@ const collect = () => {
   const events: Array<AgentEvent.AgentEvent> = []
   return { events, onEvent: (event: AgentEvent.AgentEvent) => Effect.sync(() => void events.push(event)) }
 }
-const ofTag = <T extends AgentEvent.Tag>(events: ReadonlyArray<AgentEvent.AgentEvent>, tag: T) =>
-  events.filter((event): event is AgentEvent.Of<T> => event._tag === tag)
+/** The events of a tag: the supervised run's own (`SupervisorEvent`), or the core's. */
+function ofTag<T extends SupervisorEvent.Tag>(
+  events: ReadonlyArray<AgentEvent.AgentEvent>,
+  tag: T
+): Array<SupervisorEvent.Of<T>>
+function ofTag<T extends AgentEvent.Tag>(events: ReadonlyArray<AgentEvent.AgentEvent>, tag: T): Array<AgentEvent.Of<T>>
+function ofTag(
+  events: ReadonlyArray<AgentEvent.AgentEvent>,
+  tag: string
+): Array<AgentEvent.AgentEvent | SupervisorEvent.Stamped> {
+  return events.flatMap((event) => {
+    const own = SupervisorEvent.of(event) ?? event
+    return own._tag === tag ? [own] : []
+  })
+}
 
 describe("Supervisor.run: convergence", () => {
   it.effect("with no checks, the first ended turn converges; AgentStart first, AgentEnd last", () =>
@@ -56,8 +69,8 @@ describe("Supervisor.run: convergence", () => {
       assert.deepStrictEqual(requests.map((r) => [r.message, r.phase]), [["write hello.txt", "act"]])
       assert.strictEqual(events[0]!._tag, "AgentStart")
       assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
-      assert.deepStrictEqual(ofTag(events, "AgentEnd")[0]!.outcome, result.outcome)
-      assert.deepStrictEqual(result.usage, { inputTokens: 10, outputTokens: 10, costUsd: 0 })
+      assert.deepStrictEqual(ofTag(events, "AgentEnd")[0]!.outcome, SupervisorOutcome.toOutcome(result.outcome))
+      assert.deepStrictEqual(result.usage, { ...Message.emptyUsage, input: 10, output: 10 })
     }))
 
   it.effect("a failing then passing check converges on turn 2; the feedback names it and goes to the worker", () =>
@@ -409,7 +422,11 @@ describe("Supervisor.run: plan, then act", () => {
       assert.strictEqual(error._tag, "WorkerError")
       assert.strictEqual(ofTag(events, "PlanRevised").length, 1)
       const end = events.at(-1)!
-      assert.strictEqual(end._tag === "AgentEnd" && end.error?._tag, "WorkerError")
+      // WorkerError is the supervisor's, not an AgentError: WorkerFailed carries it, and AgentEnd says it in words
+      assert.deepStrictEqual(ofTag(events, "WorkerFailed").map((e) => [e.worker, e.reason, e.message, e.exitCode]), [
+        ["scripted", "exit", "boom", 2]
+      ])
+      assert.strictEqual(end._tag === "AgentEnd" && end.defect, "WorkerError: boom")
     }))
 
   it.effect("without an Approvals service the plan is approved as proposed", () =>
@@ -432,7 +449,7 @@ describe("Supervisor.run: per-turn approval", () => {
       const operator = (event: AgentEvent.AgentEvent) =>
         Effect.andThen(
           onEvent(event),
-          event._tag === "TurnApprovalRequested"
+          SupervisorEvent.tagOf(event) === "TurnApprovalRequested"
             ? Effect.asVoid(approvals.decideTurnWith({ _tag: "Replace", feedback: "Look at src/a.ts first." }))
             : Effect.void
         )
@@ -544,7 +561,7 @@ describe("Supervisor.run: checkpoint and resume", () => {
       assert.strictEqual(passing.rounds(), 1) // no new baseline on resume
       assert.deepStrictEqual(two.baseline, last.baseline)
       assert.deepStrictEqual(ofTag(events, "WorkerTurnStart").map((e) => e.turn), [3])
-      assert.deepStrictEqual(two.usage, { inputTokens: 30, outputTokens: 30, costUsd: 0 })
+      assert.deepStrictEqual(two.usage, { ...Message.emptyUsage, input: 30, output: 30 })
     }))
 
   it.effect("plan phase: interrupted while revising; the resumed run asks for the revision again, then acts", () =>
@@ -554,7 +571,7 @@ describe("Supervisor.run: checkpoint and resume", () => {
       const { saved, save } = saving()
       // the reviewer refines the plan as it is proposed
       const reviewer = (event: AgentEvent.AgentEvent) =>
-        event._tag === "PlanProposed"
+        SupervisorEvent.tagOf(event) === "PlanProposed"
           ? Effect.asVoid(approvals.decidePlanWith({ _tag: "Refine", notes: "mention the tests" }))
           : Effect.void
       const fiber = yield* Effect.forkChild(
@@ -583,14 +600,14 @@ describe("Supervisor.run: checkpoint and resume", () => {
       const { worker, requests } = scripted(["done"])
       const { saved, save } = saving()
       const resume: Supervisor.Checkpoint = {
-        version: 1,
+        version: 2,
         runId: "r",
         task: "t",
         phase: "act",
         planIteration: 1,
         pendingMessage: "feedback",
         turns: 1,
-        usage: { inputTokens: 0, outputTokens: 0, costUsd: 0 },
+        usage: Message.emptyUsage,
         elapsedMs: 0,
         baseline: [],
         inTurn: true
@@ -607,14 +624,14 @@ describe("Supervisor.run: checkpoint and resume", () => {
     Effect.gen(function*() {
       const { worker, requests } = scripted(["x"])
       const resume: Supervisor.Checkpoint = {
-        version: 1,
+        version: 2,
         runId: "r",
         task: "t",
         phase: "act",
         planIteration: 1,
         pendingMessage: "feedback",
         turns: 5,
-        usage: { inputTokens: 0, outputTokens: 0, costUsd: 0 },
+        usage: Message.emptyUsage,
         elapsedMs: 0,
         baseline: []
       }

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Ref, Schema } from "effect"
 import { AgentError } from "effect-agent"
-import { Worker } from "effect-agent/supervisor"
+import { Supervisor, Worker } from "effect-agent/supervisor"
 
 /** A worker that echoes its messages and counts its turns in the resume token. */
 const echo = (turns: Ref.Ref<number>): Worker.Worker => ({
@@ -58,7 +58,7 @@ describe("Worker", () => {
 })
 
 describe("Worker.make", () => {
-  it.effect("a named turn; its WorkerError is an AgentError, so a supervised run can end with it", () =>
+  it.effect("a named turn; its WorkerError is the supervisor's own (not the core's AgentError), with its JSON form", () =>
     Effect.gen(function*() {
       const worker = Worker.make("w", (request) =>
         request.message === "fail"
@@ -71,8 +71,11 @@ describe("Worker.make", () => {
       assert.strictEqual(worker.name, "w")
       assert.strictEqual((yield* worker.turn({ message: "hi", phase: "act", resumeToken: undefined })).text, "hi")
       const error = yield* Effect.flip(worker.turn({ message: "fail", phase: "act", resumeToken: undefined }))
-      assert.isTrue(Schema.is(AgentError.AgentError)(error))
-      assert.deepStrictEqual(Schema.encodeSync(Schema.toCodecJson(AgentError.AgentError))(error), {
+      // issue 30: the core does not name a wing's error; a supervised run fails with it (typed) all the same
+      assert.isFalse(Schema.is(AgentError.AgentError)(error))
+      const supervised = yield* Effect.flip(Supervisor.run({ task: "fail", worker }))
+      assert.strictEqual(supervised._tag, "WorkerError")
+      assert.deepStrictEqual(Schema.encodeSync(Schema.toCodecJson(Worker.WorkerError))(error), {
         _tag: "WorkerError",
         worker: "w",
         reason: "exit",

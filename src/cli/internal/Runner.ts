@@ -39,7 +39,6 @@ import { OtlpSerialization, OtlpTracer } from "effect/observability"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Agent from "../../Agent.ts"
-import type { AgentError } from "../../AgentError.ts"
 import * as AgentEvent from "../../AgentEvent.ts"
 import * as Approvals from "../../Approvals.ts"
 import type * as Hooks from "../../Hooks.ts"
@@ -63,6 +62,7 @@ import * as Check from "../../supervisor/Check.ts"
 import * as Supervisor from "../../supervisor/Supervisor.ts"
 import * as ExternalWorker from "../../supervisor/ExternalWorker.ts"
 import * as SupervisedSession from "../../supervisor/SupervisedSession.ts"
+import type * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
 import type * as Worker from "../../supervisor/Worker.ts"
 import * as Control from "../Control.ts"
 import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
@@ -461,7 +461,8 @@ const answerOf = (messages: ReadonlyArray<Message.Message>): string | undefined 
  */
 export interface Report {
   readonly exitCode: ExitCode
-  readonly outcome: Outcome | null
+  /** How the run ended: a supervised run's own ending as it is (`SupervisorOutcome`). */
+  readonly outcome: Outcome | SupervisorOutcome.SupervisorOutcome | null
   /** The outcome or the error, in words. */
   readonly summary: string
   readonly answer: string | null
@@ -507,7 +508,7 @@ const externalWorker = (
 }
 
 /** A failure's exit code. */
-const failureCode = (error: AgentError | CheckpointStore.CheckpointError): ExitCode => {
+const failureCode = (error: Supervisor.RunError): ExitCode => {
   switch (error._tag) {
     case "ModelError":
     case "WorkerError":

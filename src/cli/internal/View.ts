@@ -22,6 +22,8 @@ import type * as AgentEvent from "../../AgentEvent.ts"
 import type * as Hooks from "../../Hooks.ts"
 import * as Message from "../../Message.ts"
 import type { Outcome } from "../../Outcome.ts"
+import * as SupervisorEvent from "../../supervisor/SupervisorEvent.ts"
+import * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
 
 /**
  * A view of a run.
@@ -177,7 +179,8 @@ const budgetAmount = (budget: string, amount: number) =>
  *
  * @since 0.1.0
  */
-export const describe = (outcome: Outcome): string => {
+export const describe = (given: Outcome | SupervisorOutcome.SupervisorOutcome): string => {
+  const outcome = shown(given)
   switch (outcome._tag) {
     case "Completed":
       return "the model finished"
@@ -223,9 +226,15 @@ export const describe = (outcome: Outcome): string => {
   }
 }
 
-const isSuccess = (outcome: Outcome) =>
-  outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp" ||
-  outcome._tag === "Converged"
+/** An ending as it is shown: a supervised run's own (carried as `Custom` by its `AgentEnd`) as itself. */
+const shown = (outcome: Outcome | SupervisorOutcome.SupervisorOutcome): SupervisorOutcome.SupervisorOutcome =>
+  SupervisorOutcome.isOwnOutcome(outcome) ? outcome : SupervisorOutcome.fromOutcome(outcome)
+
+const isSuccess = (given: Outcome) => {
+  const outcome = shown(given)
+  return outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp" ||
+    outcome._tag === "Converged"
+}
 
 /** What the control lines answer a call with: its approval id (the call id in events recorded before there was one). */
 const approvalIdOf = (event: AgentEvent.Of<"ApprovalRequested"> | AgentEvent.Of<"ApprovalResolved">) =>
@@ -244,7 +253,7 @@ const approvalHint = (toolCallId: string) =>
 
 const endLine = (event: AgentEvent.Of<"AgentEnd">, s: Style): string =>
   event.outcome !== undefined
-    ? (isSuccess(event.outcome) ? s.green : s.red)(s.bold(`■ ${event.outcome._tag}`)) +
+    ? (isSuccess(event.outcome) ? s.green : s.red)(s.bold(`■ ${shown(event.outcome)._tag}`)) +
       (event.outcome._tag === "Completed" ? "" : `: ${printable(describe(event.outcome))}`)
     : s.bold(s.red(`■ failed: ${event.error === undefined ? "defect" : printable(errorText(event.error.message))}`))
 
@@ -331,8 +340,12 @@ const usageLine = (usage: Message.Usage, turns: number) =>
  *
  * @since 0.1.0
  */
-export const supervisedText = (event: AgentEvent.AgentEvent, s: Style): string | undefined => {
-  switch (event._tag) {
+export const supervisedText = (given: AgentEvent.AgentEvent, s: Style): string | undefined => {
+  const event = SupervisorEvent.of(given)
+  switch (event?._tag) {
+    case undefined:
+    case "WorkerTurnEnd":
+      return undefined
     case "WorkerTurnStart":
       return s.bold(
         s.cyan(`══ ${event.phase === "plan" ? "plan" : `act turn ${event.turn}`} (worker ${event.worker})`)
@@ -365,8 +378,8 @@ export const supervisedText = (event: AgentEvent.AgentEvent, s: Style): string |
       )
     case "FeedbackSent":
       return s.yellow(`↪ feedback sent (failing: ${event.failing.join(", ") || "none"})`)
-    default:
-      return undefined
+    case "WorkerFailed":
+      return s.red(`✗ worker ${event.worker} failed (${event.reason}): ${compact(event.message, 400)}`)
   }
 }
 
@@ -461,16 +474,10 @@ export const log = (
         return line(event, s.red(`! ${event.guard}: ${printable(event.detail)}`))
       case "BudgetSnapshot":
         return line(event, s.dim(`  ${usageLine(event.figures.usage, event.figures.turns)}`))
-      case "WorkerTurnStart":
-      case "CheckStarted":
-      case "CheckResult":
-      case "PlanProposed":
-      case "PlanRevised":
-      case "PlanApproved":
-      case "PlanRejected":
-      case "TurnApprovalRequested":
-      case "FeedbackSent":
-        return line(event, supervisedText(event, s) ?? "")
+      case "Custom": {
+        const text = supervisedText(event, s)
+        return text === undefined ? undefined : line(event, text)
+      }
       case "AgentEnd": {
         const { running, waiting } = tracked.unfinished(event.timestamp)
         for (const call of running) {
@@ -713,6 +720,28 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
       print(`  ${resolvedText(event, by, s)}`)
     }
 
+    /** A supervised run's own event (a `Custom` event): checks show in the bottom lines while they run. */
+    const supervised = (event: AgentEvent.AgentEvent): void => {
+      const own = SupervisorEvent.of(event)
+      switch (own?._tag) {
+        case undefined:
+        case "WorkerTurnEnd":
+          return
+        case "CheckStarted":
+          // A running check shows in the bottom lines, with a spinner, until its result.
+          running.set(`check:${own.check}`, { name: `check ${own.check}`, params: undefined, startedAt: now() })
+          return redraw()
+        case "CheckResult":
+          running.delete(`check:${own.check}`)
+          return print(supervisedText(event, s) ?? "")
+        case "WorkerTurnStart":
+          flushPartial()
+          return print(supervisedText(event, s) ?? "")
+        default:
+          return print(supervisedText(event, s) ?? "")
+      }
+    }
+
     const render = (event: AgentEvent.AgentEvent): void => {
       switch (event._tag) {
         case "AgentStart":
@@ -781,23 +810,8 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           turn = event.figures.turns
           usage = totals = event.figures.usage
           return
-        case "CheckStarted":
-          // A running check shows in the bottom lines, with a spinner, until its result.
-          running.set(`check:${event.check}`, { name: `check ${event.check}`, params: undefined, startedAt: now() })
-          return redraw()
-        case "CheckResult":
-          running.delete(`check:${event.check}`)
-          return print(supervisedText(event, s) ?? "")
-        case "WorkerTurnStart":
-          flushPartial()
-          return print(supervisedText(event, s) ?? "")
-        case "PlanProposed":
-        case "PlanRevised":
-        case "PlanApproved":
-        case "PlanRejected":
-        case "TurnApprovalRequested":
-        case "FeedbackSent":
-          return print(supervisedText(event, s) ?? "")
+        case "Custom":
+          return supervised(event)
         case "AgentEnd": {
           flushPartial()
           // Calls the run ended without a result for (Ctrl-C) are shown as cancelled, not dropped.

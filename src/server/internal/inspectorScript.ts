@@ -592,13 +592,14 @@ export const script = String.raw`
         if (top === view || top.approvals[id].view === view) delete top.approvals[id];
       });
       renderPending(view);
-      var why = e.outcome && (e.outcome.reason || e.outcome.budget || e.outcome.notes);
-      var text = e.outcome ? e.outcome._tag + (why ? ": " + why : "")
+      var outcome = e.outcome && unwrap(e.outcome);
+      var why = outcome && (outcome.reason || outcome.budget || outcome.notes);
+      var text = outcome ? outcome._tag + (why ? ": " + why : "")
         : e.error ? "failed: " + (e.error.message || e.error._tag) : "died: " + e.defect;
-      var ok = e.outcome && succeeded[e.outcome._tag] === true;
+      var ok = outcome && succeeded[outcome._tag] === true;
       var node = row(view, ok ? "outcome ok" : "outcome bad", "outcome", text);
       node.dataset.testid = "outcome";
-      node.dataset.outcome = e.outcome ? e.outcome._tag : e.error ? "Failed" : "Died";
+      node.dataset.outcome = outcome ? outcome._tag : e.error ? "Failed" : "Died";
       if (top !== view) setChildStatus(view, node.dataset.outcome, ok ? "done" : "failed");
     }
   };
@@ -827,8 +828,23 @@ export const script = String.raw`
     node.appendChild(details("fields", json(e), false));
   };
 
+  /** The kind of the Custom events and outcomes a supervised run's own are carried as. */
+  var supervisedKind = "effect-agent/supervisor";
+
+  /** A supervised run's own event or ending (a Custom one of its kind): itself, as its handler reads it. */
+  var unwrap = function (e) {
+    if (e === null || typeof e !== "object" || e._tag !== "Custom" || e.kind !== supervisedKind) return e;
+    var p = e.payload;
+    if (p === null || typeof p !== "object" || typeof p._tag !== "string") return e;
+    var own = {};
+    Object.keys(p).forEach(function (key) { if (key !== "__proto__") own[key] = p[key]; });
+    if (e.runId !== undefined) { own.runId = e.runId; own.turn = e.turn; own.timestamp = e.timestamp; }
+    return own;
+  };
+
   /** Shows an event in a view with its handler; one it does not know, or cannot show, with its fields. */
-  var dispatch = function (view, e) {
+  var dispatch = function (view, given) {
+    var e = unwrap(given);
     var tag = e !== null && typeof e === "object" ? e._tag : undefined;
     var known = typeof tag === "string" && Object.prototype.hasOwnProperty.call(handlers, tag);
     var handle = known ? handlers[tag] : generic;
