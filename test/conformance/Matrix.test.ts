@@ -42,10 +42,8 @@ const gaps: Partial<Record<Cell, string>> = {
     "a follow-up after the trip is never delivered: the finished session does not run again",
   "DurableSession (PostgreSQL) × guardrail trip, then a follow-up":
     "a follow-up after the trip is never delivered: the finished session does not run again",
-  "Supervisor × typed output": "takes no output Schema (only planOutput): no typed output",
   "Supervisor × guardrail trip, then a follow-up":
     "a follow-up after the inner run ended is never delivered: the supervised run is over",
-  "Supervisor × a cost budget ends the run": "reports Converged (read Completed) where the inner run ended BudgetExceeded",
   "AgentServer × typed output": "POST /sessions takes no output Schema: no typed output"
 }
 

@@ -24,7 +24,7 @@ import {
   Steering
 } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
-import { Supervisor } from "effect-agent/supervisor"
+import { Supervisor, SupervisorOutcome } from "effect-agent/supervisor"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -269,9 +269,18 @@ export const durablePostgres: Backend = {
 // A supervised run, with no checks and our own worker
 // -----------------------------------------------------------------------------
 
-/** What a supervised run that converges reports where its inner run completed. */
-const innerOutcome = (outcome: Outcome.Outcome): Outcome.Outcome =>
-  outcome._tag === "Converged" ? { _tag: "Completed" } : outcome
+/**
+ * The inner run's ending as a supervised run with no checks reports it:
+ * `Converged` where it completed; `Unverified` by a budget where a budget
+ * ended it (the supervisor's word for `BudgetExceeded`); any other as it is.
+ */
+const innerOutcome = (outcome: SupervisorOutcome.SupervisorOutcome): Outcome.Outcome => {
+  if (outcome._tag === "Converged") return { _tag: "Completed" }
+  if (outcome._tag === "Unverified" && outcome.budget !== "turns") {
+    return { _tag: "BudgetExceeded", budget: outcome.budget, limit: outcome.limit, used: outcome.used }
+  }
+  return SupervisorOutcome.toOutcome(outcome)
+}
 
 /**
  * `Supervisor.run` with no checks: the inner run's events (its plugin), its
@@ -281,18 +290,8 @@ const innerOutcome = (outcome: Outcome.Outcome): Outcome.Outcome =>
  */
 export const supervised: Backend = {
   name: "Supervisor",
-  own: [
-    "WorkerTurnStart",
-    "WorkerTurnEnd",
-    "CheckStarted",
-    "CheckResult",
-    "PlanProposed",
-    "PlanRevised",
-    "PlanApproved",
-    "PlanRejected",
-    "TurnApprovalRequested",
-    "FeedbackSent"
-  ],
+  // the inner run's events: the supervisor's own (SupervisorEvent) never reach its plugins
+  own: [],
   make: Effect.succeed<Start>((scenario) =>
     Effect.gen(function*() {
       const { plugin, read } = recording()
@@ -304,6 +303,7 @@ export const supervised: Backend = {
           checks: [],
           baseline: false,
           steering,
+          output: scenario.output,
           agent: { system: systems.main, config: scenario.config, plugins: [guardrail, plugin] }
         }).pipe(Effect.provide(Layer.merge(agentLayer, Approvals.layer(approvals))))
       )
@@ -319,7 +319,10 @@ export const supervised: Backend = {
             return {
               messages: result.state.messages,
               outcome: innerOutcome(result.outcome),
-              output: result.state.output?.value
+              // the last act turn's answer, in its JSON form as a run's state keeps it
+              output: result.output === undefined || scenario.output === undefined
+                ? undefined
+                : Schema.encodeUnknownSync(Schema.toCodecJson(scenario.output))(result.output)
             }
           })
       })
