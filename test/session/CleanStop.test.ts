@@ -78,8 +78,8 @@ const stopOnce = (dir: string, id: string, stopAfter: number, figures: Figures) 
     const steerer = yield* Effect.forkChild(Effect.forever(Effect.gen(function*() {
       yield* Effect.sleep(`${yield* Random.nextIntBetween(0, 3)} millis`)
       const text = `${id} steer ${given.length}`
-      given.push(text)
-      yield* steering.steer(text)
+      // Given and sent in one step: an interruption between the two counted a message never sent as lost.
+      yield* Effect.uninterruptible(Effect.andThen(steering.steer(text), Effect.sync(() => given.push(text))))
     })))
     const session = yield* Effect.forkChild(
       Session.run({
