@@ -16,7 +16,7 @@ export * as Cli from "./Cli.ts"
  * @since 0.1.0
  * @category modules
  */
-export * as Control from "./Control.ts"
+export * as Control from "../protocol/Control.ts"
 /**
  * @since 0.1.0
  * @category modules

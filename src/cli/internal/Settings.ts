@@ -11,7 +11,7 @@
  */
 import { Effect, Option, Path, Redacted, Result } from "effect"
 import * as AgentConfig from "../../AgentConfig.ts"
-import type * as Control from "../Control.ts"
+import type * as Control from "../../protocol/Control.ts"
 import { configError, resumeFailure } from "./Failure.ts"
 import { type Flags, mcpArgv, parseDuration, parseTools } from "./Flags.ts"
 import {

@@ -1,6 +1,8 @@
 /**
  * The control protocol: one JSON object per line on the command's stdin,
- * talking to the run while it runs.
+ * talking to the run while it runs. The server takes the same commands, one
+ * per `POST /sessions/:id/control`; both apps read it from here (the command
+ * exports it as `effect-agent/cli`'s `Control`).
  *
  * | line | does |
  * |---|---|
