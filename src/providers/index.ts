@@ -2,7 +2,8 @@
  * The model providers: `effect/ai` `LanguageModel` layers over OpenAI's Chat
  * Completions (and every compatible server), OpenAI's Responses API and
  * Anthropic's Messages API, and the options they share (`Provider`). They
- * need an `HttpClient` (on Node, `NodeHttpClient.layerUndici`).
+ * need an `HttpClient` (on Node, `NodeHttpClient.layerUndici`). `Redaction`
+ * keeps an API key out of the text a server or a CLI echoes.
  *
  * @since 0.1.0
  */
@@ -27,3 +28,8 @@ export * as OpenAiResponses from "./OpenAiResponses.ts"
  * @category modules
  */
 export * as Provider from "./Provider.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Redaction from "./Redaction.ts"

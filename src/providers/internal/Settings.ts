@@ -11,7 +11,7 @@ import { Model } from "effect/ai"
 import { HttpClientRequest } from "effect/http"
 import * as Pricing from "../../Pricing.ts"
 import * as Provider from "../Provider.ts"
-import * as Redaction from "./Redaction.ts"
+import * as Redaction from "../Redaction.ts"
 import * as RetrySchedule from "./RetrySchedule.ts"
 
 /**

@@ -9,7 +9,7 @@
  */
 import { Duration, Effect, Fiber, type PlatformError, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
-import { redactor } from "../../providers/internal/Redaction.ts"
+import { redactor } from "../../providers/Redaction.ts"
 import { CappedOutput } from "../../sandbox/internal/capture.ts"
 import * as Descriptors from "../../sandbox/internal/descriptors.ts"
 import { describe } from "../../sandbox/internal/errors.ts"
