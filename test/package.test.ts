@@ -34,7 +34,7 @@ const core = ["Agent", "AgentConfig", "AgentEvent", "Hooks", "Message", "Steerin
 /** The modules of each other entry point, exactly. */
 const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/cli": ["Cli", "Control", "ExitCode"],
-  "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider", "Redaction"],
+  "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Pricing", "Provider", "Redaction"],
   "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
   "effect-agent/server": ["AgentServer", "Inspector"],
   "effect-agent/session": ["CheckpointStore", "DurableSession", "Session", "Trajectory"],

@@ -1,7 +1,8 @@
 /**
  * The model providers: `effect/ai` `LanguageModel` layers over OpenAI's Chat
  * Completions (and every compatible server), OpenAI's Responses API and
- * Anthropic's Messages API, and the options they share (`Provider`). They
+ * Anthropic's Messages API, the options they share (`Provider`), and the
+ * prices they put each call's cost with (`Pricing`). They
  * need an `HttpClient` (on Node, `NodeHttpClient.layerUndici`). `Redaction`
  * keeps an API key out of the text a server or a CLI echoes.
  *
@@ -23,6 +24,15 @@ export * as OpenAiChat from "./OpenAiChat.ts"
  * @category modules
  */
 export * as OpenAiResponses from "./OpenAiResponses.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Pricing from "./Pricing.ts"
 /**
  * @since 0.1.0
  * @category modules

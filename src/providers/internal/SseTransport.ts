@@ -60,7 +60,7 @@ import {
 import { AiError, LanguageModel, Prompt, ResponseIdTracker, Telemetry, type Tool } from "effect/ai"
 import type { Sse } from "effect/encoding"
 import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
-import * as Output from "../../Output.ts"
+import * as Output from "./Output.ts"
 import * as PromptEncoding from "./PromptEncoding.ts"
 import type * as Settings from "./Settings.ts"
 import * as ProviderError from "./ProviderError.ts"
