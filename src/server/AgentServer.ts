@@ -25,7 +25,7 @@
  * client. Bodies are Schemas: bad input is a `400` problem (RFC 9457) whose
  * `errors` name the field; an unknown session is a `404`; a body over
  * `maxBodyBytes` a `413`. A session's `config` goes through
- * `AgentConfig.fromUntrusted`, over the server's own defaults, whose limits it
+ * `UntrustedConfig.decode` (`effect-agent/protocol`), over the server's own defaults, whose limits it
  * cannot raise.
  *
  * Events: each is one line of the session's trajectory (the format of
@@ -140,7 +140,7 @@ export const maxTaskLength = 1_000_000
 
 /**
  * The body of `POST /sessions`: the task, an id (else a random one), and
- * settings (any `AgentConfig.fromUntrusted` takes: unknown fields and internal
+ * settings (any `UntrustedConfig.decode` takes: unknown fields and internal
  * knobs are refused, extreme values clamped into safe ranges).
  *
  * @category schemas
@@ -455,7 +455,7 @@ export interface Options<R = never> {
   /** The system prompt of every session. */
   readonly system?: string | undefined
   /**
-   * Every session's config, under the settings a request gives (those go through `AgentConfig.fromUntrusted`).
+   * Every session's config, under the settings a request gives (those go through `UntrustedConfig.decode`).
    * The limits it sets (turns, parallel tools, calls per turn, tool timeout, budgets) are ceilings: a request
    * can lower them, not raise them.
    */
