@@ -36,7 +36,7 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/cli": ["Cli", "ExitCode"],
   "effect-agent/protocol": ["Control", "UntrustedConfig"],
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Pricing", "Provider", "Redaction"],
-  "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
+  "effect-agent/sandbox": ["BuiltinTools", "HostProcess", "Sandbox"],
   "effect-agent/server": ["AgentServer", "Inspector"],
   "effect-agent/session": ["CheckpointStore", "DurableSession", "Session", "Trajectory"],
   "effect-agent/supervisor": ["AgentWorker", "Check", "ExternalWorker", "SupervisedSession", "Supervisor", "Worker"],
