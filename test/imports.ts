@@ -18,11 +18,11 @@ export const sources = (dir: string): ReadonlyArray<string> =>
   })
 
 /**
- * The relative modules a source text imports or re-exports from: `import`,
- * `import type`, `export … from`, `import("…")` types and dynamic imports
- * (comments and strings aside), as absolute paths.
+ * The module specifiers a source text imports or re-exports from, as written:
+ * `import`, `import type`, `export … from`, `import("…")` types and dynamic
+ * imports (comments and strings aside).
  */
-export const importsOfText = (file: string, text: string): ReadonlyArray<string> => {
+export const specifiersOfText = (file: string, text: string): ReadonlyArray<string> => {
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true)
   const specifiers: Array<string> = []
   const visit = (node: ts.Node): void => {
@@ -38,11 +38,21 @@ export const importsOfText = (file: string, text: string): ReadonlyArray<string>
     ts.forEachChild(node, visit)
   }
   visit(source)
-  return specifiers.filter((name) => name.startsWith(".")).map((name) => Path.resolve(Path.dirname(file), name))
+  return specifiers
 }
+
+/** The relative modules a source text imports or re-exports from (see `specifiersOfText`), as absolute paths. */
+export const importsOfText = (file: string, text: string): ReadonlyArray<string> =>
+  specifiersOfText(file, text).filter((name) => name.startsWith(".")).map((name) =>
+    Path.resolve(Path.dirname(file), name)
+  )
 
 /** The modules of `src/` a file imports or re-exports from (see `importsOfText`). */
 export const importsOf = (file: string): ReadonlyArray<string> => importsOfText(file, Fs.readFileSync(file, "utf8"))
+
+/** The packages (not relative modules) a file of `src/` imports, as written: `effect/ai`, `node:fs`. */
+export const packagesOf = (file: string): ReadonlyArray<string> =>
+  specifiersOfText(file, Fs.readFileSync(file, "utf8")).filter((name) => !name.startsWith("."))
 
 /** The import graph of `src/`: each file to the modules it imports. */
 export const graphOf = (dir: string = src): ReadonlyMap<string, ReadonlyArray<string>> =>
