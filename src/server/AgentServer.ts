@@ -8,7 +8,7 @@
  * | `GET /sessions` | describes every session, newest first |
  * | `GET /sessions/:id` | describes one |
  * | `GET /sessions/:id/events` | its events as SSE, each with its `id:`; `Last-Event-ID` resumes after it |
- * | `POST /sessions/:id/control` | a control command, as on the command's stdin (see `Control`) |
+ * | `POST /sessions/:id/control` | a control command, as on the command's stdin (see `effect-agent/protocol`'s `Control`) |
  * | `GET /` | the inspector (see `Inspector`): a page with no data in it, served without the token |
  *
  * Access: every route but the page needs the server's token (a random one
