@@ -33,6 +33,7 @@ export default defineConfig({
     alias: [
       { find: /^effect-agent\/testing$/, replacement: src("testing/index.ts") },
       { find: /^effect-agent\/cli$/, replacement: src("cli/index.ts") },
+      { find: /^effect-agent\/protocol$/, replacement: src("protocol/index.ts") },
       { find: /^effect-agent\/providers$/, replacement: src("providers/index.ts") },
       { find: /^effect-agent\/sandbox$/, replacement: src("sandbox/index.ts") },
       { find: /^effect-agent\/server$/, replacement: src("server/index.ts") },

@@ -67,7 +67,7 @@ export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFa
 /**
  * A config broke a rule: `field` names the setting (`budgets.costUsd`),
  * `rule` says what it must be, and `range` gives the allowed range when the
- * setting came from untrusted input (`AgentConfig.fromUntrusted`).
+ * setting came from untrusted input (`UntrustedConfig.decode`, `effect-agent/protocol`).
  *
  * @since 0.1.0
  * @category errors

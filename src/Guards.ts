@@ -26,7 +26,6 @@ import * as ContextWindow from "./ContextWindow.ts"
 import * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
 import * as Outcome from "./Outcome.ts"
-import * as Reservations from "./internal/reservations.ts"
 
 /**
  * The answer of a guard with nothing to say, made once. The guards decide
@@ -172,7 +171,7 @@ export interface BudgetsOptions {
 const BUDGETS: ReadonlyArray<Outcome.Budget> = ["tokens", "inputTokens", "outputTokens", "costUsd", "wallClock"]
 
 const usedOf = (budget: Outcome.Budget, info: Hooks.RunInfo): number =>
-  budget === "wallClock" ? info.elapsedMs : Reservations.usedOf(budget, info.usage)
+  budget === "wallClock" ? info.elapsedMs : Message.counted(budget, info.usage)
 
 /**
  * Token, cost and wall-clock budgets, checked before each model call (so a
@@ -227,10 +226,10 @@ export const budgets = (options: BudgetsOptions): Hooks.Plugin => {
       }
       if (options.wrapUpAt === null || ctx.wrapUpRequested) return proceeding
       // The run's last call: what its next is estimated at, for the token and cost budgets.
-      const last = Reservations.lastCallOf(ctx.messages)
+      const last = Message.lastCallUsage(ctx.messages)
       for (const [budget, limit] of active) {
         const used = usedOf(budget, ctx)
-        const next = budget === "wallClock" || last === undefined ? 0 : Reservations.usedOf(budget, last)
+        const next = budget === "wallClock" || last === undefined ? 0 : Message.counted(budget, last)
         // At `wrapUpAt`, or when the call about to be made is likely the last that fits.
         if (used >= options.wrapUpAt * limit || used + 2 * next > limit) {
           return requestWrapUp(`budget:${budget}`, text({ _tag: "Budget", budget, used, limit }))

@@ -239,6 +239,50 @@ export const addUsage = (self: Usage, that: Usage): Usage => {
  */
 export const totalTokens = (usage: Usage): number => usage.input + usage.output
 
+/**
+ * What a budget of model calls counts of a usage: total, input or output
+ * tokens, or the cost in USD (0 when unknown). The wall clock is not counted
+ * from usage.
+ *
+ * @example
+ * ```ts
+ * import { Message } from "effect-agent"
+ *
+ * const usage = { input: 120, output: 30, cacheRead: 0, cacheWrite: 0, reasoning: 0, cost: 0.002 }
+ * console.log(Message.counted("tokens", usage), Message.counted("costUsd", usage)) // Output: 150 0.002
+ * ```
+ *
+ * @since 0.1.0
+ * @category usage
+ */
+export const counted = (budget: "tokens" | "inputTokens" | "outputTokens" | "costUsd", usage: Usage): number => {
+  switch (budget) {
+    case "tokens":
+      return totalTokens(usage)
+    case "inputTokens":
+      return usage.input
+    case "outputTokens":
+      return usage.output
+    case "costUsd":
+      return usage.cost ?? 0
+  }
+}
+
+/**
+ * The usage of the last model call in a transcript: the last assistant
+ * message's, or `undefined` when there is none.
+ *
+ * @since 0.1.0
+ * @category usage
+ */
+export const lastCallUsage = (messages: ReadonlyArray<Message>): Usage | undefined => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "assistant") return message.usage
+  }
+  return undefined
+}
+
 // -----------------------------------------------------------------------------
 // Messages
 // -----------------------------------------------------------------------------

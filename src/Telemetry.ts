@@ -72,7 +72,7 @@ export const Enabled = Context.Reference<boolean | "auto">("effect-agent/Telemet
  * (`gen_ai.tool.call.arguments`, `gen_ai.tool.call.result`). Off by default:
  * content may hold what the application must not export. It is a reference
  * the application sets, not a config field, so that a config from outside
- * (`AgentConfig.fromUntrusted`) cannot turn it on.
+ * (`UntrustedConfig.decode`) cannot turn it on.
  *
  * @since 0.1.0
  * @category references

@@ -89,11 +89,6 @@ export * as Output from "./Output.ts"
  * @since 0.1.0
  * @category modules
  */
-export * as Pricing from "./Pricing.ts"
-/**
- * @since 0.1.0
- * @category modules
- */
 export * as RunState from "./RunState.ts"
 /**
  * @since 0.1.0

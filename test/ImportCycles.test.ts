@@ -6,42 +6,8 @@
  * be read, or moved, apart.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { fileURLToPath } from "node:url"
-import ts from "typescript"
-
-const src = fileURLToPath(new URL("../src", import.meta.url))
-
-const sources = (dir: string): ReadonlyArray<string> =>
-  Fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = Path.join(dir, entry.name)
-    return entry.isDirectory() ? sources(path) : entry.name.endsWith(".ts") ? [path] : []
-  })
-
-/**
- * The modules of `src/` a file imports or re-exports from: `import`, `import
- * type`, `export … from`, `import("…")` types and dynamic imports (comments
- * and strings aside).
- */
-const importsOf = (file: string): ReadonlyArray<string> => {
-  const source = ts.createSourceFile(file, Fs.readFileSync(file, "utf8"), ts.ScriptTarget.Latest, true)
-  const specifiers: Array<string> = []
-  const visit = (node: ts.Node): void => {
-    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier !== undefined) {
-      if (ts.isStringLiteral(node.moduleSpecifier)) specifiers.push(node.moduleSpecifier.text)
-    } else if (ts.isImportTypeNode(node)) {
-      const argument = node.argument
-      if (ts.isLiteralTypeNode(argument) && ts.isStringLiteral(argument.literal)) specifiers.push(argument.literal.text)
-    } else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) {
-      const [first] = node.arguments
-      if (first !== undefined && ts.isStringLiteral(first)) specifiers.push(first.text)
-    }
-    ts.forEachChild(node, visit)
-  }
-  visit(source)
-  return specifiers.filter((name) => name.startsWith(".")).map((name) => Path.resolve(Path.dirname(file), name))
-}
+import { graphOf, src } from "./imports.ts"
 
 /** Every cycle's modules (strongly connected components of more than one module, or a module importing itself). */
 const cycles = (graph: ReadonlyMap<string, ReadonlyArray<string>>): ReadonlyArray<ReadonlyArray<string>> => {
@@ -82,8 +48,7 @@ const cycles = (graph: ReadonlyMap<string, ReadonlyArray<string>>): ReadonlyArra
 
 describe("the modules of src/", () => {
   it("import each other without a cycle, type-only imports included", () => {
-    const files = sources(src)
-    const graph = new Map(files.map((file) => [file, importsOf(file)] as const))
+    const graph = graphOf()
     assert.isAbove(graph.size, 50)
     // the parser sees re-exports and type-only imports
     assert.isTrue(graph.get(Path.join(src, "index.ts"))!.includes(Path.join(src, "Agent.ts")))

@@ -28,6 +28,34 @@ describe("Message.hasToolCalls", () => {
   })
 })
 
+describe("Message.counted and Message.lastCallUsage", () => {
+  const usage = (input: number, output: number, cost?: number): Message.Usage =>
+    cost === undefined ? { ...Message.emptyUsage, input, output } : { ...Message.emptyUsage, input, output, cost }
+  const reply = (used: Message.Usage): Message.AssistantMessage => ({
+    role: "assistant",
+    content: [{ type: "text", text: "ok" }],
+    stopReason: "stop",
+    usage: used
+  })
+
+  it("a budget counts total, input or output tokens, or the cost (0 when unknown)", () => {
+    const used = usage(120, 30, 0.002)
+    assert.deepStrictEqual(
+      (["tokens", "inputTokens", "outputTokens", "costUsd"] as const).map((budget) => Message.counted(budget, used)),
+      [150, 120, 30, 0.002]
+    )
+    assert.strictEqual(Message.counted("costUsd", usage(1, 1)), 0)
+  })
+
+  it("the last call's usage is the last assistant message's, whatever follows it", () => {
+    const user: Message.Message = { role: "user", content: [{ type: "text", text: "hi" }] }
+    assert.isUndefined(Message.lastCallUsage([]))
+    assert.isUndefined(Message.lastCallUsage([user]))
+    const transcript: ReadonlyArray<Message.Message> = [user, reply(usage(1, 2)), user, reply(usage(3, 4)), user]
+    assert.deepStrictEqual(Message.lastCallUsage(transcript), usage(3, 4))
+  })
+})
+
 describe("Message.toPrompt", () => {
   it("converts each message once, leaves custom messages out, replays reasoning data and raw arguments", () => {
     const prompt = Message.toPrompt(messages)

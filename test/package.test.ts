@@ -33,9 +33,10 @@ const core = ["Agent", "AgentConfig", "AgentEvent", "Hooks", "Message", "Steerin
 
 /** The modules of each other entry point, exactly. */
 const platform: Record<string, ReadonlyArray<string>> = {
-  "effect-agent/cli": ["Cli", "Control", "ExitCode"],
-  "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Provider"],
-  "effect-agent/sandbox": ["BuiltinTools", "Sandbox"],
+  "effect-agent/cli": ["Cli", "ExitCode"],
+  "effect-agent/protocol": ["Control", "UntrustedConfig"],
+  "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Pricing", "Provider", "Redaction"],
+  "effect-agent/sandbox": ["BuiltinTools", "HostProcess", "Sandbox"],
   "effect-agent/server": ["AgentServer", "Inspector"],
   "effect-agent/session": ["CheckpointStore", "DurableSession", "Session", "Trajectory"],
   "effect-agent/supervisor": [
@@ -62,6 +63,7 @@ import type { HttpClient } from "effect/http"
 import type { ChildProcessSpawner } from "effect/process"
 import * as Core from "effect-agent"
 import * as Cli from "effect-agent/cli"
+import * as Protocol from "effect-agent/protocol"
 import * as Providers from "effect-agent/providers"
 import * as Sandbox from "effect-agent/sandbox"
 import * as Server from "effect-agent/server"
@@ -84,13 +86,16 @@ const worker: Supervisor.Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> 
   Supervisor.ExternalWorker.claude({ cwd: ".", env: ["ANTHROPIC_API_KEY"] })
 const server = Server.AgentServer.layer({ directory: ".sessions", config: { maxTurns: 10 } })
 const check: Supervisor.Check.Check<Sandbox.Sandbox.Sandbox> = Supervisor.Check.command("tests", "npm test")
-void [model, code, sandbox, store, config, scripted, worker, server, check]
+const line: Protocol.Control.Command = { type: "steer", text: "Use metric units." }
+const limits: Effect.Effect<Core.AgentConfig.AgentConfig, Core.AgentError.ConfigError> = Protocol.UntrustedConfig.decode({ maxTurns: 10 })
+void [model, code, sandbox, store, config, scripted, worker, server, check, line, limits]
 
-const modules = { Core, Cli, Providers, Sandbox, Server, Session, Supervisor, Testing }
+const modules = { Core, Cli, Protocol, Providers, Sandbox, Server, Session, Supervisor, Testing }
 const names = (module: object) => Object.keys(module).sort()
 console.log(JSON.stringify({ inspector: Server.Inspector.html, modules: {
   "effect-agent": names(modules.Core),
   "effect-agent/cli": names(modules.Cli),
+  "effect-agent/protocol": names(modules.Protocol),
   "effect-agent/providers": names(modules.Providers),
   "effect-agent/sandbox": names(modules.Sandbox),
   "effect-agent/server": names(modules.Server),

@@ -1,8 +1,8 @@
 /**
  * The `effect-agent` command, for programs that drive or embed it: the
  * command tree to mount in another `effect/cli` program and its `runMain`
- * (`Cli`), the control protocol it reads on stdin (`Control`), and its exit
- * codes (`ExitCode`).
+ * (`Cli`) and its exit codes (`ExitCode`). The control protocol it reads on
+ * stdin is `effect-agent/protocol`'s `Control`.
  *
  * @since 0.1.0
  */
@@ -12,11 +12,6 @@
  * @category modules
  */
 export * as Cli from "./Cli.ts"
-/**
- * @since 0.1.0
- * @category modules
- */
-export * as Control from "./Control.ts"
 /**
  * @since 0.1.0
  * @category modules

@@ -59,24 +59,6 @@ export type Counted = "tokens" | "inputTokens" | "outputTokens" | "costUsd"
 
 const counted: ReadonlyArray<Counted> = ["tokens", "inputTokens", "outputTokens", "costUsd"]
 
-/**
- * What a budget counts of a usage.
- *
- * @internal
- */
-export const usedOf = (budget: Counted, usage: Message.Usage): number => {
-  switch (budget) {
-    case "tokens":
-      return Message.totalTokens(usage)
-    case "inputTokens":
-      return usage.input
-    case "outputTokens":
-      return usage.output
-    case "costUsd":
-      return usage.cost ?? 0
-  }
-}
-
 const amountsOf = (usage: Message.Usage): Progress.Amounts => ({
   tokens: Message.totalTokens(usage),
   inputTokens: usage.input,
@@ -180,24 +162,9 @@ export const meter = (
   return { ledger, accounts, last }
 }
 
-/**
- * The usage of the last call a transcript holds, if it reported one: its
- * last assistant message's. Only the messages after that one are looked at
- * (that turn's tool results, what was delivered since): what the next
- * request adds.
- *
- * @internal
- */
-export const lastCallOf = (messages: ReadonlyArray<Message.Message>): Message.Usage | undefined => {
-  for (let i = messages.length - 1; i >= 0; i--) {
-    const message = messages[i]!
-    if (message.role === "assistant") return message.usage
-  }
-  return undefined
-}
-
 const lastCall = (messages: ReadonlyArray<Message.Message>): Progress.Amounts | undefined => {
-  const usage = lastCallOf(messages)
+  // The last call's usage, if it reported one (read backwards: only the messages after it are passed over).
+  const usage = Message.lastCallUsage(messages)
   const amounts = usage === undefined ? undefined : amountsOf(usage)
   return amounts === undefined || isNothing(amounts) ? undefined : amounts
 }
@@ -265,7 +232,7 @@ const check = (accounts: ReadonlyArray<Account>, estimate: Progress.Amounts): Re
   for (const account of accounts) {
     const { progress } = account
     for (const [budget, limit] of account.limits) {
-      const used = usedOf(budget, progress.usage)
+      const used = Message.counted(budget, progress.usage)
       const cost = estimate[budget]
       if (used >= limit || used + cost > limit) return refused(account, budget, limit, used, cost)
       if (used + progress.reserved[budget] + cost > limit) waits = true

@@ -29,7 +29,7 @@
  */
 import { Effect, Layer } from "effect"
 import { LanguageModel, OpenAiStructuredOutput, type Prompt, Tool } from "effect/ai"
-import * as ToolArguments from "../ToolArguments.ts"
+import * as ToolArguments from "./internal/ToolArguments.ts"
 import * as OpenAiChatStream from "./internal/OpenAiChatStream.ts"
 import * as PromptEncoding from "./internal/PromptEncoding.ts"
 import * as Settings from "./internal/Settings.ts"

@@ -31,7 +31,7 @@
 import { Effect, Layer, Result, Schema } from "effect"
 import { type AiError, LanguageModel, OpenAiStructuredOutput, type Prompt, type Response, Tool } from "effect/ai"
 import type { Sse } from "effect/encoding"
-import * as ToolArguments from "../ToolArguments.ts"
+import * as ToolArguments from "./internal/ToolArguments.ts"
 import * as PromptEncoding from "./internal/PromptEncoding.ts"
 import * as ProviderError from "./internal/ProviderError.ts"
 import * as ResponseParts from "./internal/ResponseParts.ts"

@@ -22,7 +22,7 @@
  */
 import { type Config, Duration, type Effect, type Redacted, Schema } from "effect"
 import type { AiError } from "effect/ai"
-import type * as Pricing from "../Pricing.ts"
+import type * as Pricing from "./Pricing.ts"
 
 // -----------------------------------------------------------------------------
 // Options

@@ -49,7 +49,6 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Path } from "effect"
-import { stateDirectory } from "../internal/stateDirectory.ts"
 import * as Bubblewrap from "./internal/bubblewrap.ts"
 import { IsolationUnavailableError, type NotSupportedError, type SandboxError } from "./internal/errors.ts"
 import * as Host from "./internal/host.ts"
@@ -177,11 +176,11 @@ export interface BubblewrapOptions extends HostOptions {
    * file, looked up before each command (a path that does not exist then is
    * skipped). The workspace stays visible when a hidden directory holds it;
    * inside the workspace, file operations refuse hidden paths too. Always
-   * hidden besides: the effect-agent state directory
-   * (`$XDG_STATE_HOME/effect-agent`, else `~/.local/state/effect-agent`, where
-   * the command keeps the key that seals its sessions), and the secrets of
-   * `/etc` (`shadow`, `gshadow`, `sudoers`, SSH host keys, `ssl/private`, VPN
-   * and network credentials, …). Default: nothing else.
+   * hidden besides: the secrets of `/etc` (`shadow`, `gshadow`, `sudoers`,
+   * SSH host keys, `ssl/private`, VPN and network credentials, …). The
+   * `effect-agent` command adds its own: its state directory (the key that
+   * seals its sessions), its session directory and the server's store.
+   * Default: nothing else.
    */
   readonly hide?: ReadonlyArray<string> | undefined
 }
@@ -233,12 +232,11 @@ const makeLocal = (root: string, options: HostOptions | undefined) =>
 
 const makeBubblewrap = (root: string, options: BubblewrapOptions | undefined) =>
   Effect.flatMap(Path.Path, (path) => {
-    const state = stateDirectory(path, process.env)
     const settings = hostSettings(options)
     return Bubblewrap.make(root, settings, {
       bwrap: options?.bwrap ?? "bwrap",
       network: options?.network === true,
-      hide: [...(options?.hide ?? []).map((hidden) => path.resolve(hidden)), ...(state === undefined ? [] : [state])],
+      hide: (options?.hide ?? []).map((hidden) => path.resolve(hidden)),
       allowRead: (options?.allowRead ?? []).map((granted) => path.resolve(granted)),
       allowWrite: (options?.allowWrite ?? []).map((granted) => path.resolve(granted)),
       home: settings.env.HOME

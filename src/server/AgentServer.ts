@@ -8,7 +8,7 @@
  * | `GET /sessions` | describes every session, newest first |
  * | `GET /sessions/:id` | describes one |
  * | `GET /sessions/:id/events` | its events as SSE, each with its `id:`; `Last-Event-ID` resumes after it |
- * | `POST /sessions/:id/control` | a control command, as on the command's stdin (see `Control`) |
+ * | `POST /sessions/:id/control` | a control command, as on the command's stdin (see `effect-agent/protocol`'s `Control`) |
  * | `GET /` | the inspector (see `Inspector`): a page with no data in it, served without the token |
  *
  * Access: every route but the page needs the server's token (a random one
@@ -25,7 +25,7 @@
  * client. Bodies are Schemas: bad input is a `400` problem (RFC 9457) whose
  * `errors` name the field; an unknown session is a `404`; a body over
  * `maxBodyBytes` a `413`. A session's `config` goes through
- * `AgentConfig.fromUntrusted`, over the server's own defaults, whose limits it
+ * `UntrustedConfig.decode` (`effect-agent/protocol`), over the server's own defaults, whose limits it
  * cannot raise.
  *
  * Events: each is one line of the session's trajectory (the format of
@@ -96,7 +96,7 @@ import type * as Agent from "../Agent.ts"
 import type * as AgentConfig from "../AgentConfig.ts"
 import * as AgentEvent from "../AgentEvent.ts"
 import type * as Approvals from "../Approvals.ts"
-import * as Control from "../cli/Control.ts"
+import * as Control from "../protocol/Control.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
@@ -140,7 +140,7 @@ export const maxTaskLength = 1_000_000
 
 /**
  * The body of `POST /sessions`: the task, an id (else a random one), and
- * settings (any `AgentConfig.fromUntrusted` takes: unknown fields and internal
+ * settings (any `UntrustedConfig.decode` takes: unknown fields and internal
  * knobs are refused, extreme values clamped into safe ranges).
  *
  * @category schemas
@@ -455,7 +455,7 @@ export interface Options<R = never> {
   /** The system prompt of every session. */
   readonly system?: string | undefined
   /**
-   * Every session's config, under the settings a request gives (those go through `AgentConfig.fromUntrusted`).
+   * Every session's config, under the settings a request gives (those go through `UntrustedConfig.decode`).
    * The limits it sets (turns, parallel tools, calls per turn, tool timeout, budgets) are ceilings: a request
    * can lower them, not raise them.
    */

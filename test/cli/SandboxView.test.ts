@@ -53,7 +53,17 @@ const toolResult = (events: ReadonlyArray<any>): string =>
   events.find((event) => event._tag === "ToolExecutionEnd").result.content[0].text
 
 /** `run` on the host's script, in its workspace under bubblewrap, every call approved, its events in a file. */
-const run = (place: { readonly base: string; readonly script: string; readonly workspace: string }, ...more: ReadonlyArray<string>) =>
+const run = (
+  place: { readonly base: string; readonly script: string; readonly workspace: string },
+  ...more: ReadonlyArray<string>
+) => runIn(place, {}, ...more)
+
+/** `run` as {@link run}, with more variables in the command's environment. */
+const runIn = (
+  place: { readonly base: string; readonly script: string; readonly workspace: string },
+  env: Record<string, string>,
+  ...more: ReadonlyArray<string>
+) =>
   Effect.gen(function*() {
     const out = yield* runCommand([
       "run",
@@ -72,7 +82,7 @@ const run = (place: { readonly base: string; readonly script: string; readonly w
       "--emit-jsonl",
       `${place.base}/events.jsonl`,
       ...more
-    ], { cwd: place.base })
+    ], { cwd: place.base, env })
     assert.strictEqual(out.code, 0, out.stderr)
     return toolResult(Fs.readFileSync(`${place.base}/events.jsonl`, "utf8").trim().split("\n").map((line) => JSON.parse(line)))
   })
@@ -110,6 +120,48 @@ describe("issue 29, attack 3: the command's agent reads no other session", () =>
         "deploy with password OTHER-SESSION-SECRET\nsk-KEY-FILE-SECRET\n" +
           `- ${mine}/run.json\nhello\n[exit code 0]`
       )
+    }))
+
+  live("run: the command's state directory (the key that seals its sessions) is hidden, granted or not", () =>
+    Effect.gen(function*() {
+      // The command's state directory is its environment's XDG_STATE_HOME/effect-agent; it makes its key there.
+      const key = ({ home }: { readonly home: string }) => `${home}/.local/state/effect-agent/secret`
+      const probe = (place: { readonly home: string }) => [key(place), `${place.home}/.config/openai/key`]
+      const state = (home: string) => ({ XDG_STATE_HOME: `${home}/.local/state` })
+      // Not granted: nothing of it is there.
+      const place = yield* host(probe)
+      const alone = yield* runIn(place, state(place.home), "--session-dir", `${place.base}/sessions/mine`)
+      assert.isTrue(Fs.existsSync(key(place)), "the command made its key")
+      assert.strictEqual(alone, `- ${key(place)}\n- ${place.home}/.config/openai/key\n[exit code 0]`)
+      // Inside a granted directory, read-only or writable: the key's directory is empty; the rest of the grant is
+      // there.
+      for (const grant of ["--allow-read", "--allow-write"]) {
+        const granted = yield* host(probe)
+        Fs.writeFileSync(
+          `${granted.base}/script.json`,
+          JSON.stringify({
+            turns: [{
+              toolCalls: [{
+                name: "bash",
+                params: {
+                  command: `cat ${key(granted)} 2>/dev/null || echo "- key"; cat ${granted.home}/.config/openai/key; ` +
+                    `ls -A ${granted.home}/.local/state/effect-agent`
+                }
+              }]
+            }, { text: "Done." }]
+          })
+        )
+        const result = yield* runIn(
+          granted,
+          state(granted.home),
+          "--session-dir",
+          `${granted.base}/sessions/mine`,
+          grant,
+          granted.home
+        )
+        assert.isTrue(Fs.existsSync(key(granted)), "the command made its key")
+        assert.strictEqual(result, "- key\nsk-KEY-FILE-SECRET\n[exit code 0]", grant)
+      }
     }))
 
   live("serve --store DIR: a session's bash call does not read the store, even inside a granted path", () =>

@@ -74,7 +74,7 @@ describe("Settings.resolve", () => {
       assert.deepStrictEqual(settings.warnings, [])
     }))
 
-  it.effect("the limits go through AgentConfig.fromUntrusted: extreme ones clamped into range, with a warning each", () =>
+  it.effect("the limits go through UntrustedConfig.decode: extreme ones clamped into range, with a warning each", () =>
     Effect.gen(function*() {
       const settings = yield* resolve({
         maxTurns: some(1000),

@@ -11,54 +11,12 @@ import { Cause, Effect, Exit, Layer, Redacted, Schema, Stream } from "effect"
 import { AiError, type LanguageModel } from "effect/ai"
 import { HttpServerResponse } from "effect/http"
 import { Agent, AgentEvent, ToolRegistry } from "effect-agent"
-import { Anthropic, OpenAiChat, OpenAiResponses, Provider } from "effect-agent/providers"
-import * as Redaction from "../../src/providers/internal/Redaction.ts"
+import { Anthropic, OpenAiChat, OpenAiResponses, Provider, Redaction } from "effect-agent/providers"
+import { assertNoKey, jsonEscaped, percentEncoded } from "./keyLeaks.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
 const key = ProviderTest.apiKey
-
-const jsonEscaped = (text: string) =>
-  Array.from(text, (char) => `\\u${char.charCodeAt(0).toString(16).padStart(4, "0")}`).join("")
-const percentEncoded = (text: string) =>
-  Array.from(text, (char) => `%${char.charCodeAt(0).toString(16).toUpperCase().padStart(2, "0")}`).join("")
-
-// -----------------------------------------------------------------------------
-// What counts as a leak
-// -----------------------------------------------------------------------------
-
-const windows = (length: number) => {
-  const out: Array<string> = []
-  for (let i = 0; i + length <= key.length; i++) out.push(key.slice(i, i + length))
-  return out
-}
-const keyPieces = windows(6)
-
-const decodings = (text: string): Array<string> => {
-  const fromHex = (_: string, hex: string) => String.fromCharCode(parseInt(hex, 16))
-  const unescaped = text.replace(/\\u([0-9a-fA-F]{4})/g, fromHex)
-  const unpercented = unescaped.replace(/%([0-9a-fA-F]{2})/g, fromHex)
-  const base64 = Array.from(text.matchAll(/[A-Za-z0-9+/_-]{8,}/g), ([run]) => {
-    const standard = run.replaceAll("-", "+").replaceAll("_", "/")
-    return [0, 1, 2, 3].map((skip) => {
-      const aligned = standard.slice(skip)
-      try {
-        return atob(aligned.slice(0, aligned.length - (aligned.length % 4)))
-      } catch {
-        return ""
-      }
-    }).join("\n")
-  })
-  return [text, unescaped, unpercented, ...base64]
-}
-
-const assertNoKey = (label: string, text: string) => {
-  for (const decoded of decodings(text)) {
-    for (const piece of keyPieces) {
-      assert.notInclude(decoded, piece, `${label} holds part of the key`)
-    }
-  }
-}
 
 /** Every rendering of a failure a user or a log could see. */
 const renderings = (error: AiError.AiError, cause: Cause.Cause<unknown>) => ({
@@ -280,80 +238,4 @@ describe("an API key a server echoes never reaches a failure", () => {
         }))
     })
   }
-})
-
-describe("Redaction.redactor", () => {
-  const redact = Redaction.redactor(key)
-
-  it("leaves text without the key alone, and short keys unsought", () => {
-    const text = "sk-proj is a prefix; ...; ** and … are masks; the end"
-    assert.strictEqual(redact(text), text)
-    assert.strictEqual(Redaction.redactor("abc")("abc abc"), "abc abc")
-    assert.strictEqual(Redaction.redactor(undefined)(key), key)
-  })
-
-  it("replaces each form of the key", () => {
-    const forms = [
-      key,
-      jsonEscaped(key),
-      jsonEscaped(key).toUpperCase().replaceAll("\\U", "\\u"),
-      percentEncoded(key),
-      `${key.slice(0, 3)}${jsonEscaped(key.slice(3, 9))}${percentEncoded(key.slice(9))}`,
-      `${key.slice(0, 7)}…${key.slice(-4)}`,
-      `${key.slice(0, 7)}\\u2026${key.slice(-4)}`,
-      `${key.slice(0, 5)}••••${key.slice(-3)}`,
-      `****${key.slice(-4)}`
-    ]
-    for (const form of forms) assert.strictEqual(redact(`<${form}>`), `<${Redaction.placeholder}>`, form)
-    for (const prefix of ["", "a", "ab", "Bearer "]) {
-      assertNoKey(`base64 after ${JSON.stringify(prefix)}`, redact(btoa(prefix + key)))
-    }
-    assertNoKey("base64url", redact(btoa(`..${key}`).replaceAll("+", "-").replaceAll("/", "_")))
-  })
-
-  it("29/17: a key echoed with spaces, line breaks or invisible characters between its characters", () => {
-    const spaced = Array.from(key).join(" ")
-    const forms = [
-      spaced,
-      Array.from(key).join("  \n "),
-      Array.from(key).join("\u200b"),
-      `${key.slice(0, 10)}\n${key.slice(10)}`,
-      `${Array.from(key.slice(0, 7)).join(" ")}…${Array.from(key.slice(-4)).join(" ")}`
-    ]
-    for (const form of forms) assert.strictEqual(redact(`<${form}>`), `<${Redaction.placeholder}>`, JSON.stringify(form))
-    // more than 4 between two characters, or visible separators: left alone (documented)
-    for (const form of [Array.from(key).join("     "), Array.from(key).join("-")]) {
-      assert.strictEqual(redact(form), form)
-    }
-    // a key that holds a space is matched as it is
-    const withSpace = Redaction.redactor("open sesame 1234")
-    assert.strictEqual(withSpace("<open sesame 1234>"), `<${Redaction.placeholder}>`)
-  })
-
-  it("takes time linear in hostile text", () => {
-    const long = Redaction.redactor(`sk-proj-${"aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY".repeat(5)}`)
-    const hostile = [".", "*", "…", "\\u002e", "%2E", "sk-proj-aB3d", "sk-proj-aB3d**", "s k - p r o j - a B 3 d ", "s \u200b"]
-    // Linear, not fast: after a warm-up (V8 compiles a regular expression once it has run a while), the best of
-    // two runs on 256 KiB and on 1 MiB of each unit, in CPU time (what other processes take is not counted),
-    // compared with each other (4x the text may take at most 10x the time; a quadratic match takes 16x), so a
-    // loaded machine cannot fail it; the absolute bound only catches a match that does not end.
-    const best = (text: string) => {
-      let least = Infinity
-      for (let i = 0; i < 2; i++) {
-        const start = process.cpuUsage()
-        long(text)
-        const used = process.cpuUsage(start)
-        least = Math.min(least, (used.user + used.system) / 1000)
-      }
-      return least
-    }
-    for (const unit of hostile) {
-      const text = (kib: number) => unit.repeat(Math.ceil(kib * 1024 / unit.length))
-      long(text(64))
-      const small = Math.max(best(text(256)), 5)
-      const large = best(text(1024))
-      assert.isBelow(large / small, 10, `${JSON.stringify(unit)} repeated: ${small.toFixed(1)} ms, then ${large.toFixed(1)} ms`)
-      assert.isBelow(large, 20_000, `${JSON.stringify(unit)} repeated`)
-    }
-  })
 })

@@ -256,53 +256,8 @@ describe("Sandbox.bubblewrap and the host's Unix sockets", () => {
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })
 
+// The command's state directory (its seal key) is the command's to hide: test/cli/SandboxView.test.ts.
 describe("Sandbox.bubblewrap hides host paths", () => {
-  /** Sets an environment variable for the scope. */
-  const withEnv = (name: string, value: string) =>
-    Effect.acquireRelease(
-      Effect.sync(() => {
-        const before = process.env[name]
-        process.env[name] = value
-        return before
-      }),
-      (before) =>
-        Effect.sync(() => {
-          if (before === undefined) delete process.env[name]
-          else process.env[name] = before
-        })
-    )
-
-  needsBubblewrap(it.live)("the effect-agent state directory, where the command's seal key is, is hidden, granted or not", () =>
-    Effect.gen(function*() {
-      // Under /var/tmp, not /tmp: the sandbox's private /tmp would hide the state directory anyway.
-      const workspace = yield* makeWorkspace("/var/tmp")
-      const state = `${workspace.outside}/state`
-      Fs.mkdirSync(`${state}/effect-agent`, { recursive: true })
-      Fs.writeFileSync(`${state}/effect-agent/secret`, "the key\n", { mode: 0o600 })
-      yield* withEnv("XDG_STATE_HOME", state)
-      const read = `cat ${state}/effect-agent/secret; ls -A ${state}/effect-agent; cat ${workspace.outside}/secret.txt`
-      const local = yield* Effect.provide(Effect.service(Sandbox.Sandbox), localLayer(workspace.root))
-      assert.strictEqual((yield* local.exec({ command: read })).stdout, "the key\nsecret\nsecret")
-      // Not granted: nothing of it is there.
-      const isolated = yield* Effect.provide(Effect.service(Sandbox.Sandbox), bubblewrapLayer(workspace.root))
-      const absent = yield* isolated.exec({ command: read })
-      assert.strictEqual(absent.stdout, "")
-      // Inside a granted directory: the key's directory is empty; the rest of the grant is there.
-      const granted = yield* Effect.provide(
-        Effect.service(Sandbox.Sandbox),
-        bubblewrapLayer(workspace.root, { allowRead: [workspace.outside] })
-      )
-      const hidden = yield* granted.exec({ command: read })
-      assert.strictEqual(hidden.stdout, "secret")
-      assert.match(hidden.stderr, /No such file or directory/)
-      // with the network on too, granted writable
-      const networked = yield* Effect.provide(
-        Effect.service(Sandbox.Sandbox),
-        bubblewrapLayer(workspace.root, { network: true, allowWrite: [workspace.outside] })
-      )
-      assert.strictEqual((yield* networked.exec({ command: read })).stdout, "secret")
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
-
   needsBubblewrap(it.live)("hide: files and directories, inside the workspace too (file operations refuse them)", () =>
     Effect.gen(function*() {
       const workspace = yield* makeWorkspace("/var/tmp")
@@ -433,8 +388,13 @@ describe("issue 29, attack 3: an agent sees its workspace, the system and what i
       const mine = `${home}/.agent-sessions/fix`
       const sandbox = yield* Effect.provide(
         Effect.service(Sandbox.Sandbox),
-        // The whole home and the store's parent granted; the command hides its own session and store.
-        bubblewrapLayer(workspace, { allowRead: [home, `${base}/srv`], allowWrite: [`${base}/shared`], hide: [mine, store] })
+        // The whole home and the store's parent granted; the command hides its own session, store and state
+        // directory (its seal key).
+        bubblewrapLayer(workspace, {
+          allowRead: [home, `${base}/srv`],
+          allowWrite: [`${base}/shared`],
+          hide: [mine, store, `${home}/.local/state/effect-agent`]
+        })
       )
       const result = yield* sandbox.exec({
         command: [

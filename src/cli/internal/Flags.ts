@@ -8,7 +8,7 @@
 import { Result } from "effect"
 import { type Command, Flag } from "effect/cli"
 import { CommandLine } from "effect/process"
-import * as Control from "../Control.ts"
+import * as Control from "../../protocol/Control.ts"
 import { Approve, builtinTools, defaultModels, Provider, SandboxKind } from "./Target.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)

@@ -64,7 +64,7 @@ import * as ExternalWorker from "../../supervisor/ExternalWorker.ts"
 import * as SupervisedSession from "../../supervisor/SupervisedSession.ts"
 import type * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
 import type * as Worker from "../../supervisor/Worker.ts"
-import * as Control from "../Control.ts"
+import * as Control from "../../protocol/Control.ts"
 import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
 import { configError, resumeFailure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
@@ -72,6 +72,7 @@ import * as PluginEvents from "./PluginEvents.ts"
 import { Io, type Service as IoService } from "./Io.ts"
 import * as ScriptFile from "./ScriptFile.ts"
 import * as SessionFiles from "./SessionFiles.ts"
+import { stateDirectory } from "./stateDirectory.ts"
 import * as Settings from "./Settings.ts"
 import type * as Target from "./Target.ts"
 import * as TerminalInput from "./TerminalInput.ts"
@@ -184,20 +185,27 @@ const secretVariables = (target: Target.Target): Array<string> => [
 
 /**
  * The target's sandbox; bubblewrap shows the paths granted (`--allow-read`, `--allow-write`) and hides `hide`
- * (the command's own session directory, the server's store) even inside them. `auto` does not fall back to local
- * while secrets are in the environment; `--sandbox local` accepts it.
+ * (the command's own session directory, the server's store) and the command's state directory (the key that
+ * seals its sessions) even inside them. `auto` does not fall back to local while secrets are in the environment;
+ * `--sandbox local` accepts it.
  */
-const sandboxLayer = (target: Target.Target, hide: ReadonlyArray<string>) => {
-  const isolation = { allowRead: target.allowRead, allowWrite: target.allowWrite, hide }
-  switch (target.sandbox) {
-    case "bubblewrap":
-      return Sandbox.bubblewrap(target.workspace, isolation)
-    case "local":
-      return Sandbox.local(target.workspace)
-    default:
-      return Sandbox.auto(target.workspace, { ...isolation, secretVariables: secretVariables(target) })
-  }
-}
+const sandboxLayer = (target: Target.Target, hide: ReadonlyArray<string>) =>
+  Layer.unwrap(Effect.gen(function*() {
+    const state = stateDirectory(yield* Path.Path, (yield* Io).env)
+    const isolation = {
+      allowRead: target.allowRead,
+      allowWrite: target.allowWrite,
+      hide: state === undefined ? hide : [...hide, state]
+    }
+    switch (target.sandbox) {
+      case "bubblewrap":
+        return Sandbox.bubblewrap(target.workspace, isolation)
+      case "local":
+        return Sandbox.local(target.workspace)
+      default:
+        return Sandbox.auto(target.workspace, { ...isolation, secretVariables: secretVariables(target) })
+    }
+  }))
 
 const sandboxFailure = (
   target: Target.Target,

@@ -19,7 +19,7 @@
  */
 import { Data, Effect, FileSystem, Option, Path, type PlatformError } from "effect"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
-import { stateDirectory } from "../../internal/stateDirectory.ts"
+import { stateDirectory } from "./stateDirectory.ts"
 
 /**
  * The key could not be read or created, or is unsafe to use.

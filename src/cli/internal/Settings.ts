@@ -2,7 +2,7 @@
  * From the flags of `effect-agent run` and the command's environment to
  * checked settings: the `Target` the agent runs on (over a resumed session's
  * `run.json`), its API key, its config (every limit through
- * `AgentConfig.fromUntrusted`), how a supervised run is supervised (over a
+ * `UntrustedConfig.decode`), how a supervised run is supervised (over a
  * resumed session's), the session directory, and the outputs.
  * Whatever is wrong is a `Failure` with exit code 22 that names the flag; a
  * session that cannot be resumed is a `Failure` with exit code 21.
@@ -11,7 +11,8 @@
  */
 import { Effect, Option, Path, Redacted, Result } from "effect"
 import * as AgentConfig from "../../AgentConfig.ts"
-import type * as Control from "../Control.ts"
+import type * as Control from "../../protocol/Control.ts"
+import * as UntrustedConfig from "../../protocol/UntrustedConfig.ts"
 import { configError, resumeFailure } from "./Failure.ts"
 import { type Flags, mcpArgv, parseDuration, parseTools } from "./Flags.ts"
 import {
@@ -118,7 +119,7 @@ interface Limit {
   readonly show?: (value: number | null) => string
 }
 
-const { budgets: budgetRanges, maxTurns: turnRange } = AgentConfig.untrustedRanges
+const { budgets: budgetRanges, maxTurns: turnRange } = UntrustedConfig.ranges
 
 /** Each limit flag's safe range, in the flag's own unit. */
 const rangeText: Record<string, string> = {
@@ -146,7 +147,7 @@ const possible = (flag: string, given: Option.Option<number>, shown: string | un
 export type LimitFlags = Pick<Flags, "maxTurns" | "maxTokens" | "maxCost" | "maxWall">
 
 /**
- * The config from the limit flags, through `AgentConfig.fromUntrusted`
+ * The config from the limit flags, through `UntrustedConfig.decode`
  * (only the given settings when resuming), and a warning for each clamped.
  *
  * @since 0.1.0
@@ -173,7 +174,7 @@ export const limits = (flags: LimitFlags, resume: boolean) =>
       ...(Option.isSome(flags.maxTurns) ? { maxTurns: flags.maxTurns.value } : {}),
       ...(Object.keys(budgets).length > 0 ? { budgets } : {})
     }
-    const config = yield* Effect.mapError(AgentConfig.fromUntrusted(input), (error) =>
+    const config = yield* Effect.mapError(UntrustedConfig.decode(input), (error) =>
       configError(`${flagOfField[error.field] ?? error.field}: ${error.rule}`))
     const given: Array<Limit> = []
     if (input.maxTurns !== undefined) {

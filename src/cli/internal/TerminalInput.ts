@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { type Cause, Effect, Option, Queue, type Scope, Stream, Terminal } from "effect"
-import * as Control from "../Control.ts"
+import * as Control from "../../protocol/Control.ts"
 
 /**
  * What a key does to the line being typed.

@@ -9,7 +9,7 @@
 import { Result, Schema } from "effect"
 import type { AiError, Response } from "effect/ai"
 import type { Sse } from "effect/encoding"
-import * as ToolArguments from "../../ToolArguments.ts"
+import * as ToolArguments from "./ToolArguments.ts"
 import * as ProviderError from "./ProviderError.ts"
 import type * as ResponseParts from "./ResponseParts.ts"
 import type * as Settings from "./Settings.ts"

@@ -13,7 +13,7 @@
  */
 import { DateTime, Effect, Stream, type Types } from "effect"
 import { Response } from "effect/ai"
-import * as Pricing from "../../Pricing.ts"
+import * as Pricing from "../Pricing.ts"
 
 /**
  * The metadata key under which the finish part carries the call's cost:

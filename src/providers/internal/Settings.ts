@@ -9,9 +9,9 @@
 import { Config, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Model } from "effect/ai"
 import { HttpClientRequest } from "effect/http"
-import * as Pricing from "../../Pricing.ts"
+import * as Pricing from "../Pricing.ts"
 import * as Provider from "../Provider.ts"
-import * as Redaction from "./Redaction.ts"
+import * as Redaction from "../Redaction.ts"
 import * as RetrySchedule from "./RetrySchedule.ts"
 
 /**

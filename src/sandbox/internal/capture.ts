@@ -7,7 +7,12 @@
 /**
  * Keeps the first and last halves of a byte stream up to a cap, counting what
  * falls between. A command's output is read to its end (a child blocked on a
- * full pipe would never exit) but memory stays bounded.
+ * full pipe would never exit) but memory stays bounded. `text()` is what was
+ * kept, with `[... N bytes truncated ...]` between the halves when bytes were
+ * dropped (`dropped`), cut at character boundaries.
+ *
+ * @since 0.1.0
+ * @category capture
  */
 export class CappedOutput {
   private readonly head: Array<Uint8Array> = []

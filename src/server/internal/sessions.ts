@@ -16,7 +16,8 @@ import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
 import type { AgentError } from "../../AgentError.ts"
 import * as Approvals from "../../Approvals.ts"
-import type * as Control from "../../cli/Control.ts"
+import type * as Control from "../../protocol/Control.ts"
+import * as UntrustedConfig from "../../protocol/UntrustedConfig.ts"
 import type * as Hooks from "../../Hooks.ts"
 import * as Message from "../../Message.ts"
 import type * as RunState from "../../RunState.ts"
@@ -196,7 +197,7 @@ const capped = (config: AgentConfig.AgentConfig, server: AgentConfig.AgentConfig
 
 /**
  * A config from an untrusted body on top of the server's defaults: each
- * setting the body gives goes through `AgentConfig.fromUntrusted` (rejected
+ * setting the body gives goes through `UntrustedConfig.decode` (rejected
  * or clamped), and replaces the default; the rest are the server's. The
  * server's limits (turns, parallel tools, calls per turn, tool timeout,
  * budgets) are ceilings: a request may lower them, never raise them. A turn
@@ -206,7 +207,7 @@ const capped = (config: AgentConfig.AgentConfig, server: AgentConfig.AgentConfig
 const sessionConfig = (defaults: AgentConfig.Input | undefined, input: unknown) =>
   Effect.gen(function*() {
     if (input === undefined) return yield* AgentConfig.make(defaults)
-    const untrusted = yield* AgentConfig.fromUntrusted(input)
+    const untrusted = yield* UntrustedConfig.decode(input)
     const { budgets: _budgets, ...chosen } = given(input, untrusted)
     const budgets = given(isRecord(input) ? input.budgets : undefined, untrusted.budgets)
     const base = defaults ?? {}

@@ -9,11 +9,8 @@
  */
 import { Duration, Effect, Fiber, type PlatformError, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
-import { redactor } from "../../providers/internal/Redaction.ts"
-import { CappedOutput } from "../../sandbox/internal/capture.ts"
-import * as Descriptors from "../../sandbox/internal/descriptors.ts"
-import { describe } from "../../sandbox/internal/errors.ts"
-import { allowlistedEnv } from "../../sandbox/internal/process.ts"
+import { redactor } from "../../providers/Redaction.ts"
+import * as HostProcess from "../../sandbox/HostProcess.ts"
 import { type TurnReply, type TurnRequest, WorkerError } from "../Worker.ts"
 import { type Exceeded, LineSplitter } from "./lines.ts"
 import type { Ending, Protocol, TurnDecoder } from "./protocol.ts"
@@ -73,12 +70,12 @@ const attempt = (
 ) =>
   Effect.gen(function*() {
     const fail = failure(settings.worker)
-    const env = allowlistedEnv(settings.env, undefined)
+    const env = HostProcess.environment(settings.env)
     // The CLI starts in the shell that closes the descriptors this process inherited: the spawn runs the shell.
-    if (!Descriptors.programExists(settings.executable, env, settings.cwd)) {
+    if (!HostProcess.programExists(settings.executable, env, settings.cwd)) {
       return yield* fail("spawn", `program not found: ${settings.executable}`)
     }
-    const [shell, ...shellArgs] = Descriptors.closingInherited([settings.executable, ...args], env)
+    const [shell, ...shellArgs] = HostProcess.closingInherited([settings.executable, ...args], env)
     const handle = yield* spawner.spawn(ChildProcess.make(shell, shellArgs, {
       cwd: settings.cwd,
       env,
@@ -88,7 +85,7 @@ const attempt = (
       forceKillAfter: killGrace,
       stdin: Stream.make(encoder.encode(message))
     })).pipe(Effect.catch((error) => fail("spawn", spawnFailure(settings, error))))
-    const stderr = new CappedOutput(stderrCap)
+    const stderr = new HostProcess.CappedOutput(stderrCap)
     const stderrReader = yield* Effect.forkChild(
       Stream.runForEach(handle.stderr, (chunk) => Effect.sync(() => stderr.push(chunk))).pipe(Effect.ignore)
     )
@@ -97,7 +94,10 @@ const attempt = (
       const problem = readChunk(splitter, decoder, chunk)
       return problem === undefined ? Effect.void : fail("decode", problem)
     }).pipe(
-      Effect.catchTag("PlatformError", (error) => fail("eof", `its output could not be read: ${describe(error)}`)),
+      Effect.catchTag(
+        "PlatformError",
+        (error) => fail("eof", `its output could not be read: ${HostProcess.describeFailure(error)}`)
+      ),
       Effect.andThen(Effect.suspend(() => {
         const last = splitter.end()
         const problem = last === undefined ? undefined : decoder.line(last)
@@ -179,9 +179,9 @@ const secretRedactor = (env: Readonly<Record<string, string>>, secrets: Readonly
 const spawnFailure = (settings: Settings, error: PlatformError.PlatformError): string =>
   // The spawner checks the working directory with the file system before it spawns.
   error.reason.module === "FileSystem"
-    ? `the workspace cannot be entered: ${settings.cwd} (${describe(error)})`
+    ? `the workspace cannot be entered: ${settings.cwd} (${HostProcess.describeFailure(error)})`
     : error.reason._tag === "NotFound"
     ? `program not found: ${settings.executable}`
     : error.reason._tag === "BadArgument"
     ? error.reason.description ?? "bad argument"
-    : describe(error)
+    : HostProcess.describeFailure(error)

@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, Queue, Result, Stream, Terminal } from "effect"
-import { Control } from "effect-agent/cli"
+import { Control } from "effect-agent/protocol"
 import * as TerminalInput from "../../../src/cli/internal/TerminalInput.ts"
 
 const key = (name: string, input?: string, ctrl = false): Terminal.UserInput => ({

@@ -1,9 +1,9 @@
 /**
- * Where effect-agent keeps its per-user state, such as the key that seals the
- * command's sessions: `$XDG_STATE_HOME/effect-agent` when `XDG_STATE_HOME` is
- * an absolute path (as the XDG spec asks), else
- * `$HOME/.local/state/effect-agent`. The command keeps its key there, and
- * `Sandbox.bubblewrap` hides it from commands.
+ * Where the command keeps its per-user state, such as the key that seals its
+ * sessions and the server's default store: `$XDG_STATE_HOME/effect-agent`
+ * when `XDG_STATE_HOME` is an absolute path (as the XDG spec asks), else
+ * `$HOME/.local/state/effect-agent`. The command's sandboxes hide it from the
+ * agent (`Runner.ts`).
  *
  * @internal
  */

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Exit, Schema } from "effect"
-import { Pricing } from "effect-agent"
+import { Pricing } from "effect-agent/providers"
 
 describe("Pricing", () => {
   it("finds a model by id, dated id, longest prefix and router prefix", () => {

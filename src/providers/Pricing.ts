@@ -84,7 +84,7 @@ export const defaultTable: PriceTable = {
  *
  * @example
  * ```ts
- * import { Pricing } from "effect-agent"
+ * import { Pricing } from "effect-agent/providers"
  *
  * // USD per million tokens of input, from the "gpt-4o-mini" entry (the longest key the id starts with)
  * console.log(Pricing.find(Pricing.defaultTable, "gpt-4o-mini-2024-07-18")?.input) // Output: 0.15

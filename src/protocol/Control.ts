@@ -1,6 +1,7 @@
 /**
  * The control protocol: one JSON object per line on the command's stdin,
- * talking to the run while it runs.
+ * talking to the run while it runs. The server takes the same commands, one
+ * per `POST /sessions/:id/control`; both apps read it from here.
  *
  * | line | does |
  * |---|---|
@@ -96,7 +97,7 @@ const decodeCommand = Schema.decodeUnknownResult(Command)
  * @example
  * ```ts
  * import { Result } from "effect"
- * import { Control } from "effect-agent/cli"
+ * import { Control } from "effect-agent/protocol"
  *
  * const steer = Control.parse(`{"type":"steer","text":"Use metric units."}`)
  * if (Result.isSuccess(steer)) console.log(steer.success) // Output: { type: 'steer', text: 'Use metric units.' }
@@ -249,7 +250,7 @@ export type OnEof = typeof OnEof.Type
  * @example
  * ```ts
  * import { Effect, Stream } from "effect"
- * import { Control } from "effect-agent/cli"
+ * import { Control } from "effect-agent/protocol"
  *
  * const long = "x".repeat(Control.maxLineLength + 5)
  * const bytes = Stream.make(new TextEncoder().encode(`${long}\n{"type":"cancel"}\n`))

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { type Cause, Deferred, Effect, Fiber, Queue, Result, Stream } from "effect"
 import { Approvals, Message, Steering } from "effect-agent"
-import { Control } from "effect-agent/cli"
+import { Control } from "effect-agent/protocol"
 
 const encoder = new TextEncoder()
 

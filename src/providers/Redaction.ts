@@ -34,7 +34,17 @@
  *
  * Matching is a single regular expression built once per key, run only on the
  * text of a failure (never on a streamed part), and linear in that text for
- * a given key.
+ * a given key. The providers redact their failures with it; the supervisor's
+ * external workers redact what a CLI prints.
+ *
+ * @example
+ * ```ts
+ * import { Redaction } from "effect-agent/providers"
+ *
+ * const redact = Redaction.redactor("sk-proj-abcdefghijklmnop")
+ * console.log(redact("401: invalid key sk-proj-abc…mnop"))
+ * // Output: 401: invalid key <redacted>
+ * ```
  *
  * @since 0.1.0
  */
@@ -44,6 +54,7 @@ import { AiError } from "effect/ai"
 /**
  * What a redactor puts in place of a key.
  *
+ * @category constants
  * @since 0.1.0
  */
 export const placeholder = "<redacted>"
@@ -136,6 +147,7 @@ const base64Cores = (key: string): Array<string> => {
  * description with {@link placeholder}. Keys shorter than 4 characters are
  * not looked for.
  *
+ * @category redaction
  * @since 0.1.0
  */
 export const redactor = (key: string | undefined): (text: string) => string => {
@@ -175,6 +187,7 @@ const decodeReason = Schema.decodeUnknownSync(ReasonJson)
  * part of a tag), the reason becomes an `UnknownError` with the redacted
  * message.
  *
+ * @category redaction
  * @since 0.1.0
  */
 export const redactReason = (
