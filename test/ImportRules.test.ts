@@ -3,7 +3,7 @@
  * apps. Each room and what it may import:
  *
  * - **core**: `src/*.ts` but the run's files, the contracts and plugins;
- * - **run**: `src/Agent.ts`, `src/Execution.ts`, `src/index.ts` (the entry that
+ * - **run**: `src/Agent.ts`, `src/Backend.ts`, `src/index.ts` (the entry that
  *   re-exports core and run) and `src/internal/**`, the run's private room;
  * - **wings**: `src/session/`, `src/supervisor/`, `src/sandbox/`,
  *   `src/providers/`, `src/testing/`;
@@ -35,7 +35,7 @@ type Room = "core" | "run" | "wing" | "protocol" | "app"
 
 const wings = ["session", "supervisor", "sandbox", "providers", "testing"]
 const apps = ["server", "cli"]
-const runFiles = ["Agent.ts", "Execution.ts", "index.ts"]
+const runFiles = ["Agent.ts", "Backend.ts", "index.ts"]
 
 const roomOf = (module: Module): Room => {
   const [top, ...rest] = module.split("/")
@@ -72,7 +72,7 @@ interface Rule {
 
 const rule2: Rule = {
   title:
-    "rule 2: only the run (Agent.ts, Execution.ts, internal/) imports src/internal/, and a wing's or app's internal/ is its own",
+    "rule 2: only the run (Agent.ts, Backend.ts, internal/) imports src/internal/, and a wing's or app's internal/ is its own",
   breaks: ({ from, to }) => {
     const owner = privateOwner(to)
     return owner !== undefined && !insideOwner(from, owner)
@@ -126,15 +126,9 @@ const pending: ReadonlyMap<Rule, ReadonlyArray<readonly [arrow: string, slice: s
     // promptLiteral (effect's Prompt part markers) goes to the compat module: Message's conversion must then
     // read it from a room core may import (not src/internal/), or move into the run.
     ["src/Message.ts → src/internal/promptLiteral.ts", "tools"],
-    // Sessions run through the front door (Agent.ts / Execution.ts), not the loop's internals.
-    ["src/session/Session.ts → src/internal/loop.ts", "front door (lead)"],
-    ["src/session/Session.ts → src/internal/output.ts", "front door (lead)"],
-    ["src/session/Session.ts → src/internal/subAgent.ts", "front door (lead)"],
-    ["src/session/internal/checkpointer.ts → src/internal/lineage.ts", "front door (lead)"],
-    ["src/session/internal/checkpointer.ts → src/internal/subAgent.ts", "front door (lead)"],
+    // Sessions run through the front door (Agent.ts / Backend.ts), not the loop's internals: what is left is the
+    // durable body's reach for the usage a replayed call's sub-agents spent, and the "outcome unknown" text.
     ["src/session/internal/durable/body.ts → src/internal/lineage.ts", "front door (lead)"],
-    ["src/session/internal/durable/body.ts → src/internal/liveRun.ts", "front door (lead)"],
-    ["src/session/internal/durable/body.ts → src/internal/loop.ts", "front door (lead)"],
     ["src/session/internal/durable/body.ts → src/internal/tools/feedback.ts", "front door (lead)"],
     // SubAgent's handler runs a child loop: it belongs to the run, or reaches it through the front door.
     ["src/SubAgent.ts → src/internal/subAgent.ts", "front door (lead)"],
@@ -145,9 +139,7 @@ const pending: ReadonlyMap<Rule, ReadonlyArray<readonly [arrow: string, slice: s
     ["src/ToolRegistry.ts → src/internal/toolRun.ts", "tools"],
     ["src/ToolRegistry.ts → src/internal/tools/feedback.ts", "tools"],
     ["src/Message.ts → src/internal/promptLiteral.ts", "tools"],
-    ["src/SubAgent.ts → src/internal/subAgent.ts", "front door (lead)"],
-    // WorkerError leaves AgentError.ts for supervisor/.
-    ["src/AgentError.ts → src/supervisor/Worker.ts", "supervisor"]
+    ["src/SubAgent.ts → src/internal/subAgent.ts", "front door (lead)"]
   ]]
 ])
 
