@@ -383,7 +383,7 @@ const modelCallOf = (session: Session): LiveRun.ModelCall => (turn, call) => {
 }
 
 const unknownOutcome = (toolName: string): ToolRegistryOutput => ({
-  content: [Message.text(Feedback.outcomeUnknown(toolName).text)],
+  content: Feedback.outcomeUnknown(toolName).content,
   isError: true
 })
 
