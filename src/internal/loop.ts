@@ -566,9 +566,8 @@ function* plan<R>(
     return answered(index, base, counted, Feedback.outcomeUnknown(tool.name))
   }
   if (over) return answered(index, base, counted, Feedback.overCallLimit(run.env.config.maxToolCallsPerTurn))
-  const first = yield* validate(tool, part.params)
-  if (isOutput(first)) return answered(index, base, counted, first)
-  let call: Hooks.ToolCall = { id: part.id, name: part.name, params: first.params, rawParams: part.params, tool }
+  let call = yield* validate(tool, base, part.params)
+  if (isOutput(call)) return answered(index, base, counted, call)
   // The `beforeToolCall` hooks, in order: the first `Block` wins (the hooks after it do not run); a
   // `Rewrite` is what the hooks after it see as the raw arguments, and the last one is validated again.
   let approval: { readonly reason: string | undefined } | undefined
@@ -584,9 +583,9 @@ function* plan<R>(
     else if (decision._tag === "Rewrite") rewrite = { plugin: plugin.name, params: decision.params }
   }
   if (rewrite !== undefined) {
-    const again = yield* validate(tool, rewrite.params, rewrite.plugin)
+    const again = yield* validate(tool, call, rewrite.params, rewrite.plugin)
     if (isOutput(again)) return answered(index, call, counted, again)
-    call = { ...call, params: again.params, rawParams: rewrite.params }
+    call = again
   }
   const quota = settings.quota
   if (quota !== undefined) {
@@ -637,32 +636,34 @@ const decoderFor = (tool: Tool.Any): Decode => {
   return decode
 }
 
-/** Decoded arguments; an argument error is the call's answer (an `Output`). */
-interface Valid {
-  readonly params: unknown
-}
-
-const isOutput = (validated: Valid | ToolRegistry.Output): validated is ToolRegistry.Output => "isError" in validated
+const isOutput = (validated: Hooks.ToolCall | ToolRegistry.Output): validated is ToolRegistry.Output =>
+  "isError" in validated
 
 /**
- * Decodes a call's arguments with its tool's Schema (`rewrittenBy`: the
- * plugin whose rewrite they are). A Schema without effectful steps decodes to
- * an Exit, read here with no fiber step.
+ * Decodes a call's arguments (`params`: as sent, or as a `beforeToolCall`
+ * rewrite set them; `rewrittenBy`: the plugin whose rewrite they are) with
+ * its tool's Schema: the call with them decoded, or the answer saying what
+ * is wrong with them. A Schema without effectful steps decodes to an Exit,
+ * read here with no fiber step.
  */
-function* validate(tool: Tool.Any, params: unknown, rewrittenBy?: string) {
+function* validate(tool: Tool.Any, call: Hooks.ToolCall, params: unknown, rewrittenBy?: string) {
+  const decodedCall = (decoded: unknown): Hooks.ToolCall | ToolRegistry.Output => ({
+    ...call,
+    params: decoded,
+    rawParams: params
+  })
   if (ToolArguments.isMalformed(params)) {
-    const malformed: Valid | ToolRegistry.Output = Feedback.malformedArguments(tool, params, rewrittenBy)
+    const malformed: Hooks.ToolCall | ToolRegistry.Output = Feedback.malformedArguments(tool, params, rewrittenBy)
     return malformed
   }
   const decoded = decoderFor(tool)(params)
-  if (Step.isSucceeded(decoded)) return valid(decoded.value)
+  if (Step.isSucceeded(decoded)) return decodedCall(decoded.value)
   return yield* Effect.match(decoded, {
-    onSuccess: valid,
-    onFailure: (error): Valid | ToolRegistry.Output => Feedback.invalidArguments(tool, params, error, rewrittenBy)
+    onSuccess: decodedCall,
+    onFailure: (error): Hooks.ToolCall | ToolRegistry.Output =>
+      Feedback.invalidArguments(tool, params, error, rewrittenBy)
   })
 }
-
-const valid = (params: unknown): Valid | ToolRegistry.Output => ({ params })
 
 const noApproval = Step.settled(false)
 const approvalNeeded = Step.settled(true)
