@@ -8,15 +8,17 @@
  *   loop (inner: while the model asks for tools, or steering is pending)
  *     deliver steering → turn:
  *       beforeModelCall hooks → stops → reservation (budgets) → TurnStart → transformContext → model stream
- *       → MessageStart / MessageUpdate… / MessageEnd → release → tool batch
+ *       → MessageStart / MessageUpdate… / MessageEnd → release
+ *       → tools (runTools, below): each call planned → run → finalized (ToolExecutionStart / End)
  *       → results appended in the calls' order
  *       → endTurn: TurnEnd → BudgetSnapshot → afterTurn hooks → a stop, the tools' vote or a hook ends the run
  *   natural stop → poll follow-ups; none → Completed (WrappedUp after a wrap-up request)
  * ```
  *
  * The steps are in `Control` (hooks, the request, steering), `Reply` (the
- * model call), `Batch` (the tools); the parts of the run they share are in
- * `LiveRun`.
+ * model call) and, for a turn's tool calls, here (a call crosses this file
+ * and `ToolRegistry`, which runs its handler); the parts of the run they
+ * share are in `LiveRun`.
  *
  * @internal
  */
