@@ -11,7 +11,7 @@
  */
 import { Schema } from "effect"
 import { Prompt } from "effect/ai"
-import * as PromptLiteral from "./internal/promptLiteral.ts"
+import * as Compat from "./internal/compat.ts"
 
 // -----------------------------------------------------------------------------
 // Content parts
@@ -539,7 +539,7 @@ export const textOf = (message: Message): string => {
 
 const toPromptUserPart = (part: UserContent): Prompt.TextPart | Prompt.FilePart =>
   part.type === "text"
-    ? PromptLiteral.textPart(part.text)
+    ? Compat.textPart(part.text)
     : Prompt.makePart("file", {
       mediaType: part.mediaType,
       data: part.source.type === "base64" ? part.source.data : new URL(part.source.url)
@@ -550,14 +550,14 @@ const toPromptAssistantPart = (
 ): Prompt.TextPart | Prompt.ReasoningPart | Prompt.ToolCallPart => {
   switch (part.type) {
     case "text":
-      return PromptLiteral.textPart(part.text)
+      return Compat.textPart(part.text)
     case "reasoning":
       return Prompt.makePart("reasoning", {
         text: part.text,
         options: reasoningOptions(part)
       })
     case "tool-call":
-      return PromptLiteral.toolCallPart(part.id, part.name, part.params, jsonOptions(part.providerData))
+      return Compat.toolCallPart(part.id, part.name, part.params, jsonOptions(part.providerData))
   }
 }
 
@@ -587,7 +587,7 @@ const isImage = (content: UserContent): boolean => content.type === "image"
  * @category conversions
  */
 export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResultPart => {
-  const part = PromptLiteral.toolResultPart(message.toolCallId, message.toolName, message.isError, textOf(message))
+  const part = Compat.toolResultPart(message.toolCallId, message.toolName, message.isError, textOf(message))
   return message.content.some(isImage) ? { ...part, modelOutput: message.content.map(toPromptUserPart) } : part
 }
 
@@ -600,13 +600,13 @@ export const toPromptToolResult = (message: ToolResultMessage): Prompt.ToolResul
 export const toPromptMessage = (message: Message): Prompt.Message | undefined => {
   switch (message.role) {
     case "system":
-      return PromptLiteral.systemMessage(message.content)
+      return Compat.systemMessage(message.content)
     case "user":
-      return PromptLiteral.userMessage(message.content.map(toPromptUserPart))
+      return Compat.userMessage(message.content.map(toPromptUserPart))
     case "assistant":
-      return PromptLiteral.assistantMessage(message.content.map(toPromptAssistantPart))
+      return Compat.assistantMessage(message.content.map(toPromptAssistantPart))
     case "toolResult":
-      return PromptLiteral.toolMessage([toPromptToolResult(message)])
+      return Compat.toolMessage([toPromptToolResult(message)])
     case "custom":
       return undefined
   }

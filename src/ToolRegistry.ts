@@ -22,15 +22,72 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer } from "effect"
-import { type Tool, Toolkit } from "effect/ai"
-import type { ToolFatalError } from "./AgentError.ts"
+import { Cause, Context, Effect, Exit, Layer, Option, Result, Schema } from "effect"
+import { AiError, Prompt, Tool, Toolkit } from "effect/ai"
+import { ToolFatalError } from "./AgentError.ts"
+import * as AgentTool from "./AgentTool.ts"
+import * as Compat from "./internal/compat.ts"
 import * as Message from "./Message.ts"
-import * as Feedback from "./internal/tools/feedback.ts"
-import type { Invocation, Output } from "./internal/toolRun.ts"
-import * as ToolRun from "./internal/toolRun.ts"
 
-export type { Invocation, Output } from "./internal/toolRun.ts"
+/**
+ * One call of a tool, as {@link Invoke} takes it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Invocation {
+  /** The call's id, as the transcript has it (the model's, unless the loop had to give it one: see `Message.ToolCallPart`). */
+  readonly toolCallId: string
+  /**
+   * The arguments, already decoded by the tool's parameter Schema (what
+   * `beforeToolCall` hooks see as `params`): the loop validates a call's
+   * arguments before any hook sees them, and they are not decoded again.
+   */
+  readonly params: unknown
+  /** Receives each preliminary result the handler reports, encoded with the tool's success Schema. */
+  readonly onPreliminary?: ((encoded: unknown) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * What a call gave the model: the one shape of a call's result, from the
+ * handler (or the loop's answer for a call that did not run) to the
+ * transcript's `Message.ToolResultMessage`, which takes its fields.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Output {
+  /**
+   * What the model reads: the result encoded with the tool's success Schema
+   * (or its `toModelOutput`), the failure encoded with its failure Schema, or
+   * the words for a defect, an interruption, or a call that did not run.
+   */
+  readonly content: ReadonlyArray<Message.UserContent>
+  /** Whether the call failed (a typed failure, a defect, an interruption, a call that did not run). */
+  readonly isError: boolean
+  /** Kept beside the result, never sent to the model (the result message's `details`). */
+  readonly details?: unknown
+}
+
+/**
+ * An error {@link Output}: the text the model reads, and the `details` kept beside it.
+ *
+ * @example
+ * ```ts
+ * import { ToolRegistry } from "effect-agent"
+ *
+ * const output = ToolRegistry.errorOutput("Tool lookup failed: not found", { kind: "notFound" })
+ * console.log(output.isError)
+ * // Output: true
+ * ```
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const errorOutput = (text: string, details?: unknown): Output =>
+  details === undefined
+    ? { content: [Message.text(text)], isError: true }
+    : { content: [Message.text(text)], isError: true, details }
 
 /**
  * Invokes one call of a tool by its name. Every failure is an error
@@ -92,21 +149,22 @@ export interface Entry {
 export const fromToolkit = <Tools extends Record<string, Tool.Any>>(
   toolkit: Toolkit.Toolkit<Tools>
 ): Effect.Effect<Entry, never, Tool.HandlersFor<Tools>> =>
-  // The handlers are found in the context under each tool's id (the requirement above puts them there).
+  // The handlers are found in the context (the requirement above puts them there).
   Effect.map(Effect.context<never>(), (handlers) => {
-    const invokers = ToolRun.invokers(toolkit.tools, handlers)
     const tools: Readonly<Record<string, Tool.Any>> = toolkit.tools
+    const byName = new Map<string, InvokeOne>()
+    for (const tool of Object.values(tools)) {
+      const handler = Compat.handlerOf(tool, handlers)
+      byName.set(tool.name, handler === undefined ? noHandler(tool) : invoker(tool, handler))
+    }
     return {
       tools,
       invoke: (name, invocation) => {
-        const invoke = invokers.get(name)
-        return invoke === undefined ? unknownTool(name, Object.values(tools)) : invoke(invocation)
+        const invoke = byName.get(name)
+        return invoke === undefined ? Effect.succeed(unknownTool(name, Object.values(tools))) : invoke(invocation)
       }
     }
   })
-
-const unknownTool = (name: string, available: ReadonlyArray<Tool.Any>): Effect.Effect<Output> =>
-  Effect.succeed({ content: [Message.text(Feedback.unknownTool(name, available).text)], isError: true })
 
 /**
  * Builds a registry from entries (later tools replace earlier ones of the
@@ -129,7 +187,9 @@ export const make = (...entries: ReadonlyArray<Entry>): Service => {
     definitions,
     invoke: (name, invocation) => {
       const registered = byName.get(name)
-      return registered === undefined ? unknownTool(name, tools) : registered.invoke(name, invocation)
+      return registered === undefined
+        ? Effect.succeed(unknownTool(name, tools))
+        : registered.invoke(name, invocation)
     }
   }
 }
@@ -162,3 +222,299 @@ export const layer = <const Toolkits extends ReadonlyArray<Toolkit.Any>>(
  */
 export const layerEntries = (...entries: ReadonlyArray<Entry>): Layer.Layer<ToolRegistry> =>
   Layer.succeed(ToolRegistry, make(...entries))
+
+/**
+ * The answer to a call of a tool that is not registered, naming the tools
+ * that are: what a registry's `invoke` gives for such a name, and what the
+ * loop answers such a call with (without invoking anything).
+ *
+ * @example
+ * ```ts
+ * import { ToolRegistry } from "effect-agent"
+ *
+ * const output = ToolRegistry.unknownTool("sub", [])
+ * console.log(output.isError, output.content.map((part) => part.type === "text" ? part.text : "").join(""))
+ * // Output: true Unknown tool "sub". Available tools: (none).
+ * ```
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const unknownTool = (name: string, available: ReadonlyArray<Tool.Any>): Output =>
+  errorOutput(`Unknown tool "${name}". Available tools: ${available.map((tool) => tool.name).join(", ") || "(none)"}.`)
+
+/**
+ * Runs one call through a registry, as the loop does: whatever the registry
+ * does but fail fatally (it throws, dies, fails with another error, is
+ * interrupted, or returns something that is not an Effect) is an error
+ * {@link Output} the model reads; a `ToolFatalError` goes on (the run ends).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Tool, Toolkit } from "effect/ai"
+ * import { ToolRegistry } from "effect-agent"
+ *
+ * const Add = Tool.make("add", {
+ *   parameters: Schema.Struct({ a: Schema.Finite, b: Schema.Finite }),
+ *   success: Schema.Finite
+ * })
+ * const Math = Toolkit.make(Add)
+ * const program = Effect.gen(function*() {
+ *   const registry = ToolRegistry.make(yield* ToolRegistry.fromToolkit(Math))
+ *   const sum = yield* ToolRegistry.invoke(registry, "add", { toolCallId: "c1", params: { a: 1, b: 2 } })
+ *   const unknown = yield* ToolRegistry.invoke(registry, "sub", { toolCallId: "c2", params: {} })
+ *   return [sum, unknown].map((output) => JSON.stringify(output))
+ * })
+ * Effect.runPromise(program.pipe(Effect.provide(Math.toLayer({ add: ({ a, b }) => Effect.succeed(a + b) }))))
+ *   .then((outputs) => console.log(outputs.join("\n")))
+ * // Output: {"content":[{"type":"text","text":"3"}],"isError":false}
+ * // Output: {"content":[{"type":"text","text":"Unknown tool \"sub\". Available tools: add."}],"isError":true}
+ * ```
+ *
+ * @since 0.2.0
+ * @category invoking
+ */
+export const invoke = (registry: Service, name: string, invocation: Invocation): Effect.Effect<Output, ToolFatalError> =>
+  Effect.catchCause(guard(() => registry.invoke(name, invocation)), (cause) => unexpected(name, cause))
+
+/**
+ * What an invocation that did not give an output ended with: a fatal failure
+ * goes on; any other failure, a defect (a registry of the application's own
+ * that threw) or an interruption is an error output.
+ */
+const unexpected = (toolName: string, cause: Cause.Cause<unknown>): Effect.Effect<Output, ToolFatalError> => {
+  const failure = Cause.findErrorOption(cause)
+  if (Option.isSome(failure)) {
+    return failure.value instanceof ToolFatalError
+      ? Effect.fail(failure.value)
+      : Effect.succeed(errorOutput(failed(toolName, failure.value)))
+  }
+  const defect = Cause.findDefect(cause)
+  if (Result.isSuccess(defect)) return Effect.succeed(errorOutput(crashed(toolName, defect.success)))
+  return Effect.succeed(errorOutput(interrupted(toolName)))
+}
+
+// -----------------------------------------------------------------------------
+// Invoking a toolkit's handler
+// -----------------------------------------------------------------------------
+//
+// `Toolkit.handle` is not used: it runs each call on a forked fiber behind a
+// queue and a stream (about 60 µs of CPU per call, fifty times what decoding,
+// running and encoding cost) and decodes the arguments again. The handler
+// `toolkit.toLayer` registered (found by `Compat.handlerOf`) is run here in
+// the caller's fiber by `Toolkit.handle`'s rules: it gets the decoded
+// parameters and a `preliminary` callback, runs with the context its layer
+// captured (the caller's services win), its result is encoded with the tool's
+// success Schema (and `toModelOutput`), and a typed failure is encoded with the
+// failure Schema, whatever the `failureMode`, so the model reads the
+// structured failure.
+
+/** Invokes one call of one tool. */
+type InvokeOne = (invocation: Invocation) => Effect.Effect<Output, ToolFatalError>
+
+// The types promise a handler for every tool; a context built by hand may still lack one.
+const noHandler = (tool: Tool.Any): InvokeOne => () =>
+  Effect.succeed(errorOutput(crashed(tool.name, new Error(`no handler is registered for ${tool.name}`))))
+
+type Encode = (value: unknown) => Effect.Effect<unknown, Schema.SchemaError>
+
+// Encoding a result needs no services, as decoding the parameters does not (`Toolkit.handle` does the same).
+const encoderOf = (schema: Schema.Top): Encode => Schema.encodeUnknownEffect(schema) as Encode
+
+interface Encoders {
+  readonly success: Encode
+  readonly failure: Encode
+}
+
+const encoders = new WeakMap<Tool.Any, Encoders>()
+
+/**
+ * A tool's result encoders, made once per tool: registries are built per run
+ * (a layer per session), and `Tool.failureResultSchema` makes a new Schema,
+ * compiled afresh, on every call.
+ */
+const encodersFor = (tool: Tool.Any): Encoders => {
+  let cached = encoders.get(tool)
+  if (cached === undefined) {
+    cached = { success: encoderOf(tool.successSchema), failure: encoderOf(Tool.failureResultSchema(tool)) }
+    encoders.set(tool, cached)
+  }
+  return cached
+}
+
+const invalidResult = (tool: Tool.Any, error: Schema.SchemaError) =>
+  AiError.make({
+    module: "Toolkit",
+    method: `${tool.name}.handle`,
+    reason: new AiError.InvalidToolResultError({
+      toolName: tool.name,
+      description: `Tool handler returned invalid result: ${error.message}`
+    })
+  })
+
+/**
+ * Invokes a handler in the caller's fiber. A failure ends the run
+ * (`ToolFatalError`) only when the tool is `fatal` or the handler failed or
+ * died with `AgentTool.FatalFailure`; every other failure, defect or
+ * interruption is an error output the model reads.
+ */
+const invoker = (tool: Tool.Any, record: Tool.Handler<string>): InvokeOne => {
+  const settings = AgentTool.settings(tool)
+  const { failure: encodeFailure, success: encodeSuccess } = encodersFor(tool)
+  // The caller's context is the same object call after call in a run: merge it once.
+  const merged = new WeakMap<Context.Context<never>, Context.Context<never>>()
+  const withContext = (input: Context.Context<never>) => {
+    let context = merged.get(input)
+    if (context === undefined) {
+      context = Context.merge(record.context, input)
+      merged.set(input, context)
+    }
+    return context
+  }
+  // A preliminary result its Schema cannot encode is a defect of the handler (`Toolkit.handle` does the same).
+  const encodePreliminary = (value: unknown): Effect.Effect<unknown> =>
+    Effect.orDie(Effect.mapError(encodeSuccess(value), (error) => invalidResult(tool, error)))
+  const isFatal = (error: unknown): boolean => settings.fatal || error instanceof AgentTool.FatalFailure
+  const fatal = (toolCallId: string, error: unknown, encoded: Option.Option<unknown>) => {
+    const description = describeError(error)
+    return Effect.fail(
+      new ToolFatalError({
+        toolName: tool.name,
+        toolCallId,
+        description,
+        error: Option.isSome(encoded) ? encoded.value : Schema.is(Schema.Json)(error) ? error : description
+      })
+    )
+  }
+  const resultOutput = (result: unknown, encoded: unknown): Output => {
+    let modelOutput: ReadonlyArray<Prompt.ToolModelOutputPart> | undefined
+    try {
+      modelOutput = tool.toModelOutput?.(result)
+    } catch (defect) {
+      return errorOutput(crashed(tool.name, defect))
+    }
+    return {
+      content: modelOutput !== undefined && modelOutput.length > 0
+        ? modelOutput.map(modelOutputContent)
+        : [Message.text(resultText(encoded))],
+      isError: false
+    }
+  }
+  // Made once per tool, not per call.
+  const succeeded = (result: unknown): Effect.Effect<Output> => {
+    const encoded = encodeSuccess(result)
+    // A Schema without effectful steps encodes to an Exit: read it here rather than in a fiber step.
+    if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return Effect.succeed(resultOutput(result, encoded.value))
+    return Effect.match(encoded, {
+      onSuccess: (value) => resultOutput(result, value),
+      onFailure: (error) => errorOutput(failed(tool.name, invalidResult(tool, error)))
+    })
+  }
+  /**
+   * A typed failure of the handler: an error output holding the failure
+   * encoded with the tool's failure Schema, or the run's end when it is
+   * fatal. A failure the Schema cannot encode is described in words.
+   */
+  const handlerFailed = (toolCallId: string, error: unknown): Effect.Effect<Output, ToolFatalError> => {
+    const normalized = AiError.isAiErrorReason(error)
+      ? AiError.make({ module: "Toolkit", method: `${tool.name}.handle`, reason: error })
+      : error
+    const onEncoded = (encoded: unknown): Effect.Effect<Output, ToolFatalError> =>
+      isFatal(normalized)
+        ? fatal(toolCallId, normalized, Option.some(encoded))
+        : Effect.succeed(errorOutput(resultText(encoded)))
+    const encoded = encodeFailure(normalized)
+    if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return onEncoded(encoded.value)
+    return Effect.matchEffect(encoded, {
+      onSuccess: onEncoded,
+      onFailure: (schemaError) =>
+        isFatal(normalized)
+          ? fatal(toolCallId, normalized, Option.none())
+          : Effect.succeed(errorOutput(failed(
+            tool.name,
+            // `failureMode: "return"` reports a failure it cannot encode as an invalid result
+            tool.failureMode === "return" ? invalidResult(tool, schemaError) : normalized
+          )))
+    })
+  }
+  const ended = (toolCallId: string, cause: Cause.Cause<unknown>): Effect.Effect<Output, ToolFatalError> => {
+    const failure = Cause.findErrorOption(cause)
+    if (Option.isSome(failure)) return handlerFailed(toolCallId, failure.value)
+    const defect = Cause.findDefect(cause)
+    if (Result.isSuccess(defect)) {
+      return defect.success instanceof AgentTool.FatalFailure
+        ? fatal(toolCallId, defect.success, Option.none())
+        : Effect.succeed(errorOutput(crashed(tool.name, defect.success)))
+    }
+    return Effect.succeed(errorOutput(interrupted(tool.name)))
+  }
+  return ({ onPreliminary, params, toolCallId }) => {
+    const context: Toolkit.HandlerContext<Tool.Any> = {
+      toolCallId,
+      preliminary: (value) =>
+        onPreliminary === undefined ? Effect.void : Effect.flatMap(encodePreliminary(value), onPreliminary)
+    }
+    return Effect.matchCauseEffect(Effect.updateContext(guard(() => record.handler(params, context)), withContext), {
+      onSuccess: succeeded,
+      onFailure: (cause) => ended(toolCallId, cause)
+    })
+  }
+}
+
+/** A part of a tool's model output as transcript content: text and images as they are, other files named. */
+const modelOutputContent = (part: Prompt.ToolModelOutputPart): Message.UserContent => {
+  if (part.type === "text") return Message.text(part.text)
+  if (!part.mediaType.startsWith("image/")) return Message.text(Prompt.toolModelOutputToText([part]))
+  return {
+    type: "image",
+    mediaType: part.mediaType,
+    source: part.data instanceof URL
+      ? { type: "url", url: part.data.href }
+      : { type: "base64", data: typeof part.data === "string" ? part.data : Buffer.from(part.data).toString("base64") }
+  }
+}
+
+/**
+ * Calls a function that should return an Effect: a synchronous throw, or a
+ * value that is not an Effect, becomes a defect of the returned Effect, as a
+ * throw inside `Effect.sync` would. A `try` rather than `Effect.suspend`: the
+ * handler is called at once, with no fiber step added to every call.
+ */
+const guard = <A, E, R>(f: () => Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+  let effect: Effect.Effect<A, E, R>
+  try {
+    effect = f()
+  } catch (defect) {
+    return Effect.die(defect)
+  }
+  // A handler written in JavaScript, or typed `any`, may return anything.
+  if (!Effect.isEffect(effect)) return Effect.die(new TypeError(`expected an Effect, got ${describe(effect)}`))
+  return effect
+}
+
+const describe = (value: unknown): string => value === null ? "null" : typeof value
+
+// -----------------------------------------------------------------------------
+// What the model reads of a call the registry answers (the loop's own answers are in `internal/tools/feedback.ts`)
+// -----------------------------------------------------------------------------
+
+
+/** A value as text: strings as they are, anything else as JSON. */
+const resultText = (encoded: unknown): string => typeof encoded === "string" ? encoded : JSON.stringify(encoded) ?? ""
+
+const describeError = (error: unknown): string => error instanceof Error ? error.message : resultText(error)
+
+const describeDefect = (defect: unknown): string =>
+  defect instanceof Error
+    ? `${defect.name}: ${defect.message}`
+    : typeof defect === "string"
+    ? defect
+    : resultText(defect)
+
+/** A failure the tool's failure Schema could not encode, or one that did not come from its handler. */
+const failed = (toolName: string, error: unknown): string => `Tool ${toolName} failed: ${describeError(error)}`
+
+const crashed = (toolName: string, defect: unknown): string => `Tool ${toolName} crashed: ${describeDefect(defect)}`
+
+const interrupted = (toolName: string): string => `Tool ${toolName} was interrupted.`

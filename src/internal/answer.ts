@@ -30,7 +30,6 @@ import * as Events from "./events.ts"
 import type * as LiveRun from "./liveRun.ts"
 import type * as OutputPart from "./output.ts"
 import * as Stops from "./stops.ts"
-import * as ToolRun from "./toolRun.ts"
 
 /**
  * How the deltas of a reply are announced (`Events.messageUpdates`, or the
@@ -84,7 +83,7 @@ export function* release<R>(
   stopped: Stops.Stop | undefined,
   updates: Updates<R>
 ) {
-  const answers = yield* answersOf(run.output, message)
+  const answers = answersOf(run.output, message)
   if (answers.length === 0) {
     yield* announce(run.events, message, updates)
     const released: Checked = { message, stopped }
@@ -134,7 +133,10 @@ const check = <R>(
  * run with a typed output through its tool, each `final_answer` call whose
  * arguments its Schema decodes (the ones the run may accept).
  */
-function* answersOf(output: OutputPart.LiveOutput | undefined, message: Message.AssistantMessage) {
+const answersOf = (
+  output: OutputPart.LiveOutput | undefined,
+  message: Message.AssistantMessage
+): ReadonlyArray<Hooks.Answer> => {
   const calls = Message.toolCalls(message)
   const answers: Array<Hooks.Answer> = []
   if (calls.length === 0) {
@@ -145,8 +147,7 @@ function* answersOf(output: OutputPart.LiveOutput | undefined, message: Message.
   const tool = output.answer.tool
   for (const call of calls) {
     if (call.name !== tool.name || ToolArguments.isMalformed(call.params)) continue
-    const decoded = yield* Effect.exit(ToolRun.decoderFor(tool)(call.params))
-    if (Exit.isFailure(decoded)) continue
+    if (Exit.isFailure(output.decodeAnswer(call.params))) continue
     answers.push({ message, text: ToolArguments.toJsonText(call.params), output: call.params })
   }
   return answers

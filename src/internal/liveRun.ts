@@ -29,7 +29,6 @@ import * as RunState from "../RunState.ts"
 import * as Steering from "../Steering.ts"
 import { ToolRegistry } from "../ToolRegistry.ts"
 import * as Events from "./events.ts"
-import * as Journal from "./journal.ts"
 import * as Output from "./output.ts"
 import * as Progress from "./progress.ts"
 import * as Stops from "./stops.ts"
@@ -114,7 +113,7 @@ export interface LiveRun<R> {
   readonly env: Environment<R>
   readonly transcript: Transcript.Transcript
   readonly events: Events.EventSink<R>
-  readonly journal: Journal.Journal
+  readonly journal: Transcript.Journal
   readonly progress: Progress.Progress
   readonly inbox: Inbox
   readonly stops: Stops.Stops
@@ -232,7 +231,7 @@ export const make = Effect.fnUntraced(function*<R>(setup: Setup<R>) {
     env,
     transcript: Transcript.make(state.system, state.messages, setup.firstNew),
     events: Events.make(state.runId, clock, state.turn, sinks, listeners),
-    journal: Journal.make(state),
+    journal: Transcript.journal(state),
     progress: Progress.make(state, config, clock),
     inbox: { steering: state.steering.slice(), followUps: state.followUps.slice() },
     stops: Stops.make(steering?.cancelled, config.budgets.wallClock),
@@ -319,7 +318,7 @@ export const snapshot = <R>(
         elapsedMs: Progress.elapsedMs(progress),
         steering: inbox.steering.slice(),
         followUps: inbox.followUps.slice(),
-        ...Journal.snapshot(run.journal),
+        ...Transcript.journalSnapshot(run.journal),
         wrapUpRequested: progress.wrapUpRequested,
         pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
       }

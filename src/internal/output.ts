@@ -18,7 +18,7 @@ import * as Outcome from "../Outcome.ts"
 import * as Output from "../Output.ts"
 import type * as RunState from "../RunState.ts"
 import * as ToolArguments from "../ToolArguments.ts"
-import type * as ToolRegistry from "../ToolRegistry.ts"
+import * as ToolRegistry from "../ToolRegistry.ts"
 import * as Events from "./events.ts"
 import * as Feedback from "./tools/feedback.ts"
 import * as Transcript from "./transcript.ts"
@@ -121,6 +121,8 @@ export interface LiveOutput {
   /** Decodes a native answer: the reply's text, as JSON, with the Schema. */
   readonly decodeText: (text: string) => Exit.Exit<unknown, Schema.SchemaError>
   readonly encode: (value: unknown) => Exit.Exit<unknown, Schema.SchemaError>
+  /** Decodes a `final_answer` call's arguments with the tool's parameter Schema. */
+  readonly decodeAnswer: (params: unknown) => Exit.Exit<unknown, Schema.SchemaError>
   /** Invalid answers since the last valid one (plain-text answers count). */
   invalidAttempts: number
   /** The accepted answer: decoded, and in its JSON form. */
@@ -164,6 +166,7 @@ export const make = (
     native: request.mode === "native" ? { objectName: Output.toolName, schema: request.schema } : undefined,
     decodeText: Schema.decodeUnknownExit(Schema.fromJsonString(request.schema), { errors: "all" }),
     encode: Schema.encodeUnknownExit(json),
+    decodeAnswer: Schema.decodeUnknownExit(answer.parameters),
     invalidAttempts: saved?.invalidAttempts ?? 0,
     accepted: undefined,
     acceptedInTurn: false
@@ -205,15 +208,12 @@ const alreadyGivenText = "A final answer was already given in this turn: this on
 export const registry = (base: ToolRegistry.Service, output: LiveOutput): ToolRegistry.Service => {
   if (output.native !== undefined) return base
   const tool = output.answer.tool
-  const tools = [...base.tools.filter((t) => t.name !== tool.name), tool]
-  const definitions = { ...base.definitions, [tool.name]: tool }
-  return {
-    tools,
-    definitions,
-    get: (name) => name === tool.name ? tool : base.get(name),
-    invoke: (name, invocation) =>
-      name === tool.name ? Effect.sync(() => accept(output, invocation.params)) : base.invoke(name, invocation)
-  }
+  const others: Record<string, Tool.Any> = {}
+  for (const t of base.tools) if (t.name !== tool.name) others[t.name] = t
+  return ToolRegistry.make(
+    { tools: others, invoke: base.invoke },
+    { tools: { [tool.name]: tool }, invoke: (_, invocation) => Effect.sync(() => accept(output, invocation.params)) }
+  )
 }
 
 const accept = (output: LiveOutput, params: unknown): ToolRegistry.Output => {

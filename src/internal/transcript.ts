@@ -1,12 +1,19 @@
 /**
  * A run's transcript and its `Prompt` form, kept in step: each message is
  * converted once, when it is appended, and a request holds the converted
- * messages as they are, never a copy of the history.
+ * messages as they are, never a copy of the history. Beside it, the recovery
+ * journal: the results of the tool batch in progress, before they are
+ * appended, and what a checkpoint taken in the middle of a batch must hold
+ * so that a resume neither loses a result nor runs a call twice (the calls
+ * whose handler has started and not finished, the calls waiting for
+ * approval; and, for a run continued from such a checkpoint, what that
+ * batch had done).
  *
  * @internal
  */
 import { Prompt } from "effect/ai"
 import * as Message from "../Message.ts"
+import type * as RunState from "../RunState.ts"
 
 /**
  * The transcript of a run in progress.
@@ -134,4 +141,96 @@ export const openCalls = (messages: ReadonlyArray<Message.Message>): {
 export const endsWithReply = (messages: ReadonlyArray<Message.Message>): boolean => {
   const last = messages.at(-1)
   return last !== undefined && last.role === "assistant" && !Message.hasToolCalls(last)
+}
+
+// -----------------------------------------------------------------------------
+// The recovery journal
+// -----------------------------------------------------------------------------
+
+/**
+ * A run's recovery journal.
+ *
+ * @internal
+ */
+export interface Journal {
+  /** Results of the batch in progress, by call id (kept as they are if the run is interrupted). */
+  readonly results: Map<string, Message.ToolResultMessage>
+  /** Calls of the batch in progress whose handler has started and not finished. */
+  readonly started: Set<string>
+  /** Calls waiting for approval, by call id. */
+  readonly pendingApprovals: Map<string, RunState.PendingApproval>
+  /** From a state saved mid-batch: the results that batch had produced, by call id. */
+  readonly restoredResults: Map<string, Message.ToolResultMessage>
+  /** From a state saved mid-batch: the calls that had started. */
+  readonly restoredStarted: Set<string>
+}
+
+/**
+ * The journal of a run continued from `state` (empty for a new run).
+ *
+ * @internal
+ */
+export const journal = (state: RunState.RunState): Journal => ({
+  results: new Map(),
+  started: new Set(),
+  pendingApprovals: new Map(),
+  restoredResults: new Map(state.partialResults.map((result) => [result.toolCallId, result])),
+  restoredStarted: new Set(state.startedCalls)
+})
+
+/**
+ * Marks a call's handler as started.
+ *
+ * @internal
+ */
+export const startCall = (journal: Journal, toolCallId: string): void => {
+  journal.started.add(toolCallId)
+}
+
+/**
+ * Records a call's result. From "started" to "has a result" in one step: a
+ * snapshot taken in between must not see a call that ran as never started,
+ * or a resume would run it again.
+ *
+ * @internal
+ */
+export const recordResult = (journal: Journal, result: Message.ToolResultMessage): void => {
+  journal.results.set(result.toolCallId, result)
+  journal.started.delete(result.toolCallId)
+}
+
+/**
+ * Ends a batch: its results are in the transcript now, and what a restored
+ * batch had done is done. (What was restored stays until here, so a snapshot
+ * taken while the batch runs still has it: a call that started before the
+ * crash must never look unstarted.)
+ *
+ * @internal
+ */
+export const endBatch = (journal: Journal): void => {
+  journal.results.clear()
+  journal.restoredResults.clear()
+  journal.restoredStarted.clear()
+}
+
+/**
+ * The journal's part of a snapshot.
+ *
+ * @internal
+ */
+export const journalSnapshot = (
+  journal: Journal
+): Pick<RunState.RunState, "pendingApprovals" | "partialResults" | "startedCalls"> => {
+  const { restoredResults, restoredStarted, results, started } = journal
+  return {
+    pendingApprovals: Array.from(journal.pendingApprovals.values()),
+    partialResults: [
+      ...Array.from(restoredResults.values()).filter((result) => !results.has(result.toolCallId)),
+      ...results.values()
+    ],
+    startedCalls: [
+      ...Array.from(restoredStarted).filter((id) => !results.has(id) && !started.has(id)),
+      ...started
+    ]
+  }
 }

@@ -1,37 +1,23 @@
 /**
- * Every text the model reads about a tool call that the tool did not write
- * itself: an unknown tool, arguments that do not fit, a block, a quota, a
- * denial, a stop, a timeout, a failure, a crash, a cut. Each comes with the
- * `details` its result carries (which never reach the model), so the wording
- * of a call's fate is in one place.
+ * Every text the model reads about a tool call that neither the tool nor the
+ * registry wrote: arguments that do not fit, a block, a quota, a denial, a
+ * stop, a timeout, a fatal failure, a cut. Each is a `ToolRegistry.Output`
+ * (the one shape of a call's result) with the `details` its result carries
+ * (which never reach the model), so the wording of a call's fate is in one
+ * place. What the registry answers (an unknown tool, a failed or crashed
+ * handler) is in `ToolRegistry`.
  *
  * @internal
  */
 import { type Schema, SchemaIssue } from "effect"
 import { Tool } from "effect/ai"
 import * as ToolArguments from "../../ToolArguments.ts"
+import { errorOutput as note, type Output } from "../../ToolRegistry.ts"
 import type { Stop } from "../stops.ts"
-
-/**
- * A result the loop writes for a call: the text the model reads, and the
- * `details` kept beside it.
- *
- * @internal
- */
-export interface Note {
-  readonly text: string
-  readonly details?: unknown
-}
-
-const note = (text: string, details?: unknown): Note => details === undefined ? { text } : { text, details }
 
 // -----------------------------------------------------------------------------
 // Before a call runs
 // -----------------------------------------------------------------------------
-
-/** @internal */
-export const unknownTool = (name: string, available: ReadonlyArray<Tool.Any>): Note =>
-  note(`Unknown tool "${name}". Available tools: ${available.map((tool) => tool.name).join(", ") || "(none)"}.`)
 
 const RAW_LIMIT = 1024
 
@@ -68,7 +54,7 @@ export const describeIssue = (error: Schema.SchemaError): string =>
  *
  * @internal
  */
-export const malformedArguments = (tool: Tool.Any, params: ToolArguments.Malformed, rewrittenBy?: string): Note =>
+export const malformedArguments = (tool: Tool.Any, params: ToolArguments.Malformed, rewrittenBy?: string): Output =>
   note(
     `The arguments for ${tool.name} were not valid JSON (${params.error}). You sent (raw): ${capRaw(params.raw)}\n` +
       `Resend the call with a JSON object matching this schema: ${jsonSchemaText(tool)}`,
@@ -81,7 +67,7 @@ export const invalidArguments = (
   params: unknown,
   error: Schema.SchemaError,
   rewrittenBy?: string
-): Note =>
+): Output =>
   note(
     `Invalid arguments for ${tool.name}: ${describeIssue(error)}\n` +
       `Expected arguments matching this schema: ${jsonSchemaText(tool)}\n` +
@@ -93,7 +79,7 @@ const invalidDetails = (rewrittenBy: string | undefined) =>
   rewrittenBy === undefined ? { kind: "invalidArguments" } : { kind: "invalidArguments", rewrittenBy }
 
 /** A call that had started before a crash, to a tool that is not safe to run again. @internal */
-export const outcomeUnknown = (toolName: string): Note =>
+export const outcomeUnknown = (toolName: string): Output =>
   note(
     `This call to ${toolName} had started when the run was interrupted, and its outcome is unknown: ` +
       "it may or may not have taken effect. Check before calling it again.",
@@ -101,7 +87,7 @@ export const outcomeUnknown = (toolName: string): Note =>
   )
 
 /** @internal */
-export const overCallLimit = (limit: number | null): Note =>
+export const overCallLimit = (limit: number | null): Output =>
   note(
     `This tool call was not executed: at most ${limit} calls per turn. ` +
       "Reissue the calls that matter in the next turn, fewer at a time.",
@@ -109,14 +95,14 @@ export const overCallLimit = (limit: number | null): Note =>
   )
 
 /** @internal */
-export const blocked = (plugin: string, reason: string, details: unknown): Note =>
+export const blocked = (plugin: string, reason: string, details: unknown): Output =>
   note(
     `Tool call blocked: ${reason}`,
     details === undefined ? { kind: "blocked", plugin } : { kind: "blocked", plugin, details }
   )
 
 /** @internal */
-export const quotaExceeded = (toolName: string, scope: "turn" | "run", limit: number): Note =>
+export const quotaExceeded = (toolName: string, scope: "turn" | "run", limit: number): Output =>
   note(`Quota exceeded: ${toolName} may be called at most ${limit} times per ${scope}.`, {
     kind: "quota",
     scope,
@@ -127,7 +113,7 @@ export const quotaExceeded = (toolName: string, scope: "turn" | "run", limit: nu
 export const noApprover = "this call needs approval and no approver is configured"
 
 /** @internal */
-export const denied = (reason: string): Note => note(`Tool call denied: ${reason}`, { kind: "denied" })
+export const denied = (reason: string): Output => note(`Tool call denied: ${reason}`, { kind: "denied" })
 
 /** What the model and the host are told of a call's effects when it was cut short while its handler ran. */
 const mayHaveRun =
@@ -141,7 +127,7 @@ const mayHaveRun =
  *
  * @internal
  */
-export const stopped = (stop: Stop, wallClock: number | null, started: boolean): Note => {
+export const stopped = (stop: Stop, wallClock: number | null, started: boolean): Output => {
   const why = stop._tag === "Cancel"
     ? { verb: "cancelled", reason: stop.reason, details: { kind: "cancelled" } }
     : stop._tag === "Halt"
@@ -170,7 +156,7 @@ export const stopped = (stop: Stop, wallClock: number | null, started: boolean):
  *
  * @internal
  */
-export const leftOpen = (interrupted: boolean, started: boolean): Note => {
+export const leftOpen = (interrupted: boolean, started: boolean): Output => {
   const why = interrupted ? "the run was stopped" : "the run failed"
   return started
     ? note(`Tool call interrupted while it ran: ${why}. ${mayHaveRun}`, {
@@ -188,36 +174,19 @@ export const leftOpen = (interrupted: boolean, started: boolean): Note => {
 // While and after a call runs
 // -----------------------------------------------------------------------------
 
-/** A value as text: strings as they are, anything else as JSON. @internal */
-export const resultText = (encoded: unknown): string =>
-  typeof encoded === "string" ? encoded : JSON.stringify(encoded) ?? ""
-
 /** @internal */
-export const describeError = (error: unknown): string => error instanceof Error ? error.message : resultText(error)
-
-const describeDefect = (defect: unknown): string =>
-  defect instanceof Error
-    ? `${defect.name}: ${defect.message}`
-    : typeof defect === "string"
-    ? defect
-    : resultText(defect)
-
-/** @internal */
-export const timedOut = (toolName: string, ms: number): string => `Tool ${toolName} timed out after ${ms} ms.`
-
-/** A failure the tool's failure Schema could not encode, or one that did not come from its handler. @internal */
-export const failed = (toolName: string, error: unknown): string => `Tool ${toolName} failed: ${describeError(error)}`
-
-/** @internal */
-export const crashed = (toolName: string, defect: unknown): string =>
-  `Tool ${toolName} crashed: ${describeDefect(defect)}`
-
-/** @internal */
-export const interrupted = (toolName: string): string => `Tool ${toolName} was interrupted.`
+export const timedOut = (toolName: string, ms: number): Output =>
+  note(`Tool ${toolName} timed out after ${ms} ms.`, { kind: "timedOut", timeoutMs: ms })
 
 /** The result of a call whose fatal failure ends the run (in the state the run fails with). @internal */
-export const failedFatally = (toolName: string, description: string): Note =>
+export const failedFatally = (toolName: string, description: string): Output =>
   note(`Tool ${toolName} failed fatally: ${description}`, { kind: "fatal" })
 
 /** What is said where a result's text was cut. @internal */
 export const cutMarker = (cut: number, total: number): string => `\n[… ${cut} of ${total} characters cut]`
+
+/** The text of one of these answers (a denial's reason). @internal */
+export const textOf = (output: Output): string => {
+  const first = output.content[0]
+  return first !== undefined && first.type === "text" ? first.text : ""
+}

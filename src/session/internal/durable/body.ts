@@ -407,7 +407,7 @@ const modelCallOf = (session: Session): Backend.ModelCall => (turn, call) => {
 }
 
 const unknownOutcome = (toolName: string): ToolRegistryOutput => ({
-  content: [Message.text(Feedback.outcomeUnknown(toolName).text)],
+  content: Feedback.outcomeUnknown(toolName).content,
   isError: true
 })
 
