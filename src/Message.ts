@@ -11,7 +11,7 @@
  */
 import { Schema } from "effect"
 import { Prompt } from "effect/ai"
-import * as Compat from "./internal/compat.ts"
+import * as Compat from "./compat.ts"
 
 // -----------------------------------------------------------------------------
 // Content parts

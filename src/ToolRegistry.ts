@@ -26,7 +26,7 @@ import { Cause, Context, Effect, Exit, Layer, Option, Result, Schema } from "eff
 import { AiError, Prompt, Tool, Toolkit } from "effect/ai"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
-import * as Compat from "./internal/compat.ts"
+import * as Compat from "./compat.ts"
 import * as Message from "./Message.ts"
 
 /**
@@ -81,7 +81,7 @@ export interface Output {
  * // Output: true
  * ```
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category constructors
  */
 export const errorOutput = (text: string, details?: unknown): Output =>
@@ -237,11 +237,36 @@ export const layerEntries = (...entries: ReadonlyArray<Entry>): Layer.Layer<Tool
  * // Output: true Unknown tool "sub". Available tools: (none).
  * ```
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category constructors
  */
 export const unknownTool = (name: string, available: ReadonlyArray<Tool.Any>): Output =>
   errorOutput(`Unknown tool "${name}". Available tools: ${available.map((tool) => tool.name).join(", ") || "(none)"}.`)
+
+/**
+ * The answer to a call that had started before a crash, of a tool that is
+ * not safe to run again (`AgentTool.ReplaySafe` false): its outcome is
+ * unknown. What a resumed run, or a durable session's replay, answers such
+ * a call with, rather than act twice.
+ *
+ * @example
+ * ```ts
+ * import { ToolRegistry } from "effect-agent"
+ *
+ * const output = ToolRegistry.outcomeUnknown("charge")
+ * console.log(output.isError, output.details)
+ * // Output: true { kind: 'outcomeUnknown' }
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const outcomeUnknown = (toolName: string): Output =>
+  errorOutput(
+    `This call to ${toolName} had started when the run was interrupted, and its outcome is unknown: ` +
+      "it may or may not have taken effect. Check before calling it again.",
+    { kind: "outcomeUnknown" }
+  )
 
 /**
  * Runs one call through a registry, as the loop does: whatever the registry
@@ -272,7 +297,7 @@ export const unknownTool = (name: string, available: ReadonlyArray<Tool.Any>): O
  * // Output: {"content":[{"type":"text","text":"Unknown tool \"sub\". Available tools: add."}],"isError":true}
  * ```
  *
- * @since 0.2.0
+ * @since 0.1.0
  * @category invoking
  */
 export const invoke = (registry: Service, name: string, invocation: Invocation): Effect.Effect<Output, ToolFatalError> =>

@@ -1,12 +1,12 @@
 /**
- * `src/internal/compat.ts` relies on parts of `effect` its public API does not
+ * `src/compat.ts` relies on parts of `effect` its public API does not
  * promise. Each test here fails when the installed `effect` changes under one
  * of them, before a run would misbehave.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Schema, Stream } from "effect"
 import { Prompt, Tool, Toolkit } from "effect/ai"
-import * as Compat from "../src/internal/compat.ts"
+import * as Compat from "../src/compat.ts"
 
 const Add = Tool.make("add", {
   parameters: Schema.Struct({ a: Schema.Finite, b: Schema.Finite }),

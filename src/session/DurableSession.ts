@@ -530,6 +530,40 @@ export const suspended: Effect.Effect<
 })
 
 /**
+ * Makes `effect` again while it ends because the database is away (it
+ * restarts, a connection drops), backing off from 200 ms to 5 s between
+ * tries, for up to 5 minutes; then fails with `onGiveUp` of what the last
+ * try met, in a line. `onWait` is told of the first, once (to say that the
+ * program waits). A database that refuses (its credentials) is no wait: that
+ * exit is the effect's, as any other. For a program that starts a runner or
+ * a client while the database may be away (`effect-agent runner` and
+ * `run --pg` do).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { DurableSession } from "effect-agent/session"
+ *
+ * const starting = (build: Effect.Effect<void>) =>
+ *   build.pipe(DurableSession.waitingForTheDatabase({
+ *     onWait: (detail) => console.error(`cannot reach the database (${detail}); trying again`),
+ *     onGiveUp: (detail) => new Error(`cannot reach the database: ${detail}`)
+ *   }))
+ * ```
+ *
+ * @since 0.1.0
+ * @category supervision
+ */
+export const waitingForTheDatabase = <E2>(options: {
+  readonly onGiveUp: (detail: string) => E2
+  readonly onWait?: ((detail: string) => void) | undefined
+}): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | E2, R> =>
+  StorageFailure.waitingForTheDatabase({
+    onGiveUp: (failure) => options.onGiveUp(StorageFailure.detailOf(failure)),
+    onWait: (failure) => options.onWait?.(StorageFailure.detailOf(failure))
+  })
+
+/**
  * Resumes the sessions that suspended on a failure, once: answers the ids it
  * resumed. {@link supervise} runs it on a schedule.
  *

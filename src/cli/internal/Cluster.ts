@@ -21,7 +21,6 @@ import * as Message from "../../Message.ts"
 import * as Provider from "../../providers/Provider.ts"
 import * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as DurableSession from "../../session/DurableSession.ts"
-import * as StorageFailure from "../../session/internal/durable/storageFailure.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import { codes, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
 import { configError, Failure } from "./Failure.ts"
@@ -145,10 +144,9 @@ const building = <ROut, E, RIn>(layer: Layer.Layer<ROut, E, RIn>) =>
  * reason. One that refuses the command (its credentials) is no wait.
  */
 const waitingForTheDatabase = (note: (text: string) => void) =>
-  StorageFailure.waitingForTheDatabase({
-    onWait: (failure) =>
-      note(`cannot reach the database (${StorageFailure.detailOf(failure)}); trying again for up to 5 minutes`),
-    onGiveUp: (failure) => configError(`--pg: cannot reach the database: ${StorageFailure.detailOf(failure)}`)
+  DurableSession.waitingForTheDatabase({
+    onWait: (detail) => note(`cannot reach the database (${detail}); trying again for up to 5 minutes`),
+    onGiveUp: (detail) => configError(`--pg: cannot reach the database: ${detail}`)
   })
 
 /** What cannot reach or use the cluster (the database, the runner's port) is a config error, with its reason. */

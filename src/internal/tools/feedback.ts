@@ -12,7 +12,7 @@
 import { type Schema, SchemaIssue } from "effect"
 import { Tool } from "effect/ai"
 import * as ToolArguments from "../../ToolArguments.ts"
-import { errorOutput as note, type Output } from "../../ToolRegistry.ts"
+import { errorOutput as note, outcomeUnknown as outcomeUnknownOf, type Output } from "../../ToolRegistry.ts"
 import type { Stop } from "../stops.ts"
 
 // -----------------------------------------------------------------------------
@@ -79,12 +79,7 @@ const invalidDetails = (rewrittenBy: string | undefined) =>
   rewrittenBy === undefined ? { kind: "invalidArguments" } : { kind: "invalidArguments", rewrittenBy }
 
 /** A call that had started before a crash, to a tool that is not safe to run again. @internal */
-export const outcomeUnknown = (toolName: string): Output =>
-  note(
-    `This call to ${toolName} had started when the run was interrupted, and its outcome is unknown: ` +
-      "it may or may not have taken effect. Check before calling it again.",
-    { kind: "outcomeUnknown" }
-  )
+export const outcomeUnknown = (toolName: string): Output => outcomeUnknownOf(toolName)
 
 /** @internal */
 export const overCallLimit = (limit: number | null): Output =>

@@ -40,9 +40,8 @@ import type * as OutputModule from "../../../Output.ts"
 import * as RunState from "../../../RunState.ts"
 import type * as Steering from "../../../Steering.ts"
 import type * as SubAgent from "../../../SubAgent.ts"
-import { type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
+import { outcomeUnknown, type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
 import * as Lineage from "../../../internal/lineage.ts"
-import * as Feedback from "../../../internal/tools/feedback.ts"
 import * as SessionId from "../sessionId.ts"
 import * as Outbox from "./outbox.ts"
 import * as StorageFailure from "./storageFailure.ts"
@@ -407,7 +406,7 @@ const modelCallOf = (session: Session): Backend.ModelCall => (turn, call) => {
 }
 
 const unknownOutcome = (toolName: string): ToolRegistryOutput => ({
-  content: Feedback.outcomeUnknown(toolName).content,
+  content: outcomeUnknown(toolName).content,
   isError: true
 })
 

@@ -5,8 +5,10 @@
  * under one of them. Providers keep theirs apart (`providers/internal/`),
  * since they depend on `effect` alone.
  *
- * This module imports `effect` and nothing of the library: core modules use
- * it (`ToolRegistry` for handlers, `Message` for `Prompt` literals).
+ * This module imports `effect` and nothing of the library, and no user
+ * imports it (no entry point exports it): a leaf beside the core, which the
+ * core uses (`ToolRegistry` for handlers, `Message` for `Prompt` literals),
+ * so it lives beside the core modules rather than in the run's `internal/`.
  *
  * @internal
  */
