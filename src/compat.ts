@@ -32,6 +32,8 @@ import type { Prompt, Tool } from "effect/ai"
  * rules; only where the record is kept is not public (`Tool.Handler`, its
  * shape, is).
  *
+ * @since 0.1.0
+ * @category compat
  * @internal
  */
 export const handlerOf = (tool: Tool.Any, handlers: Context.Context<never>): Tool.Handler<string> | undefined => {
@@ -64,7 +66,11 @@ const isHandler = (u: unknown): u is Tool.Handler<string> =>
 const PartMarker = "~effect/ai/Prompt/Part" as const
 const MessageMarker = "~effect/ai/Prompt/Message" as const
 
-/** @internal */
+/**
+ * @since 0.1.0
+ * @category compat
+ * @internal
+ */
 export const textPart = (text: string): Prompt.TextPart => ({
   "~effect/ai/Prompt/Part": PartMarker,
   type: "text",
@@ -72,7 +78,11 @@ export const textPart = (text: string): Prompt.TextPart => ({
   options: {}
 })
 
-/** @internal */
+/**
+ * @since 0.1.0
+ * @category compat
+ * @internal
+ */
 export const toolCallPart = (
   id: string,
   name: string,
@@ -88,7 +98,11 @@ export const toolCallPart = (
   options
 })
 
-/** @internal */
+/**
+ * @since 0.1.0
+ * @category compat
+ * @internal
+ */
 export const toolResultPart = (
   id: string,
   name: string,
@@ -105,7 +119,11 @@ export const toolResultPart = (
   options: {}
 })
 
-/** @internal */
+/**
+ * @since 0.1.0
+ * @category compat
+ * @internal
+ */
 export const systemMessage = (content: string): Prompt.SystemMessage => ({
   "~effect/ai/Prompt/Message": MessageMarker,
   role: "system",
@@ -113,7 +131,11 @@ export const systemMessage = (content: string): Prompt.SystemMessage => ({
   options: {}
 })
 
-/** @internal */
+/**
+ * @since 0.1.0
+ * @category compat
+ * @internal
+ */
 export const userMessage = (content: ReadonlyArray<Prompt.UserMessagePart>): Prompt.UserMessage => ({
   "~effect/ai/Prompt/Message": MessageMarker,
   role: "user",
@@ -121,7 +143,11 @@ export const userMessage = (content: ReadonlyArray<Prompt.UserMessagePart>): Pro
   options: {}
 })
 
-/** @internal */
+/**
+ * @since 0.1.0
+ * @category compat
+ * @internal
+ */
 export const assistantMessage = (content: ReadonlyArray<Prompt.AssistantMessagePart>): Prompt.AssistantMessage => ({
   "~effect/ai/Prompt/Message": MessageMarker,
   role: "assistant",
@@ -129,7 +155,11 @@ export const assistantMessage = (content: ReadonlyArray<Prompt.AssistantMessageP
   options: {}
 })
 
-/** @internal */
+/**
+ * @since 0.1.0
+ * @category compat
+ * @internal
+ */
 export const toolMessage = (content: ReadonlyArray<Prompt.ToolMessagePart>): Prompt.ToolMessage => ({
   "~effect/ai/Prompt/Message": MessageMarker,
   role: "tool",
