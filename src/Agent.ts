@@ -184,8 +184,11 @@ const execute = <R, A>(
     const result = yield* SubAgents.follow(
       loop,
       // In the agent handed off to (a session resumed after a handoff): its own tools and model.
-      (withHandoffs) => agent === undefined ? begin(withHandoffs) : SubAgents.provideOwn(agent, begin(withHandoffs)),
-      { agent: agent?.name, handedOff: execution.handedOff }
+      (withHandoffs) =>
+        agent === undefined
+          ? SubAgents.wrapping(begin(withHandoffs), execution.tools)
+          : SubAgents.provideOwn(agent, begin(withHandoffs), execution.tools),
+      { agent: agent?.name, handedOff: execution.handedOff, tools: execution.tools }
     ).pipe(Effect.provideService(Backend.Backend, Backend.defaults))
     return OutputPart.typed(options.output)(result)
   })

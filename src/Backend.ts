@@ -1,6 +1,6 @@
 /**
  * A backend: how a run is carried out, where it is not the default: how each turn's
- * model call is made, where the run's events go first, what it announces
+ * model call and each tool call is made, where the run's events go first, what it announces
  * after `AgentStart`, how long it had already run, and what happens between
  * the runs of a handoff. `Agent.run`, `Agent.runContinue` and
  * `Agent.runStream` (the one front door to a run) read it when they start;
@@ -49,6 +49,7 @@ import type * as Hooks from "./Hooks.ts"
 import type * as Message from "./Message.ts"
 import type * as Outcome from "./Outcome.ts"
 import type * as RunState from "./RunState.ts"
+import type * as ToolRegistry from "./ToolRegistry.ts"
 
 /**
  * Why a model call ended the run as it returned: the run was cancelled, its
@@ -110,6 +111,12 @@ export interface Handoff {
 export interface Service {
   /** How each turn's model call is made (else: the model is called). */
   readonly modelCall?: ModelCall | undefined
+  /**
+   * How each tool call is made: the registry of each agent the run is in
+   * (the application's, or an agent's own after a handoff), wrapped. A
+   * durable backend makes each call an activity whose result is stored.
+   */
+  readonly tools?: ((registry: ToolRegistry.ToolRegistry["Service"]) => ToolRegistry.ToolRegistry["Service"]) | undefined
   /** Synchronous sinks every event of the run reaches first, before the plugins. */
   readonly sinks?: ReadonlyArray<(event: AgentEvent.AgentEvent) => void> | undefined
   /** Plugins of the backend, after the run's own (a session's checkpointer). */

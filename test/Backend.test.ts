@@ -129,6 +129,46 @@ describe("Backend", () => {
       assert.strictEqual(result.state.runId, next!.state.runId)
     }))
 
+  it.effect("tools wraps the registry of every agent the run is in: the application's, and an agent's own after a handoff", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const Tools = Toolkit.make(Ask)
+      const askLayer = (answer: string) =>
+        ToolRegistry.layer(Tools).pipe(Layer.provide(Tools.toLayer({ ask: () => Effect.succeed(answer) })))
+      const billing = Agent.define({
+        name: "billing",
+        description: "handles refunds",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: askLayer("billing's own"),
+        model: ScriptedModel.layer([{ toolCalls: [{ id: "b1", name: "ask", params: { q: "own?" } }] }, { text: "refunded" }])
+      })
+      const Main = Toolkit.make(Ask, Agent.handoff(billing))
+      const tools = ToolRegistry.layer(Main).pipe(Layer.provide(Main.toLayer({
+        ask: () => Effect.succeed("main's"),
+        transfer_to_billing: SubAgent.handoffHandler(billing)
+      })))
+      const result = yield* Agent.run({ prompt: "refund" }).pipe(
+        Effect.provideService(Backend.Backend, {
+          tools: (registry) => ({
+            ...registry,
+            invoke: (name, invocation) =>
+              Effect.andThen(Effect.sync(() => seen.push(`${invocation.toolCallId}:${name}`)), registry.invoke(name, invocation))
+          })
+        }),
+        Effect.provide(tools),
+        Effect.provide(ScriptedModel.layer([
+          { toolCalls: [{ id: "m1", name: "ask", params: { q: "main?" } }] },
+          { toolCalls: [{ id: "h1", name: "transfer_to_billing", params: { topic: "refund" } }] }
+        ]))
+      )
+      assert.strictEqual(result.agent, "billing")
+      assert.deepStrictEqual(seen, ["m1:ask", "h1:transfer_to_billing", "b1:ask"])
+      const answers = result.state.messages.flatMap((message) =>
+        message.role === "toolResult" && message.toolCallId === "b1" ? [Message.textOf(message)] : []
+      )
+      assert.deepStrictEqual(answers, ["billing's own"])
+    }))
+
   it("RunState.fromPrompt: the one place a prompt becomes a transcript", () => {
     const message = Message.user("as a message")
     assert.deepStrictEqual(RunState.fromPrompt({ runId: "r", prompt: "text" }).messages, [Message.user("text")])

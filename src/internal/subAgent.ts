@@ -147,12 +147,27 @@ const promptOf = (definition: Common, params: unknown): string =>
  */
 export const provideOwn = <A, E, R>(
   definition: Common,
-  effect: Effect.Effect<A, E, R>
+  effect: Effect.Effect<A, E, R>,
+  wrap?: ((registry: ToolRegistry["Service"]) => ToolRegistry["Service"]) | undefined
 ): Effect.Effect<A, E, Exclude<R, ToolRegistry>> => {
   const tools: Layer.Layer<ToolRegistry> = definition.tools ?? Layer.succeed(ToolRegistry, ToolRegistryModule.empty)
-  const withTools = Effect.provide(effect, tools)
+  const withTools = Effect.provide(wrapping(effect, wrap), tools)
   return definition.model === undefined ? withTools : Effect.provide(withTools, definition.model)
 }
+
+/**
+ * `effect` with the registry in its context wrapped by `wrap` (a backend's
+ * way of making tool calls, see `Backend`), if any.
+ *
+ * @internal
+ */
+export const wrapping = <A, E, R>(
+  effect: Effect.Effect<A, E, R>,
+  wrap: ((registry: ToolRegistry["Service"]) => ToolRegistry["Service"]) | undefined
+): Effect.Effect<A, E, R | ToolRegistry> =>
+  wrap === undefined
+    ? effect
+    : Effect.flatMap(Effect.service(ToolRegistry), (registry) => Effect.provideService(effect, ToolRegistry, wrap(registry)))
 
 // -----------------------------------------------------------------------------
 // A child run
@@ -459,6 +474,8 @@ export const follow = <R>(
     readonly agent?: string | undefined
     /** Told of each handoff before the agent handed off to starts. */
     readonly handedOff?: ((next: Backend.Handoff) => Effect.Effect<void>) | undefined
+    /** How each agent's tool calls are made: its registry, wrapped (see `Backend`). */
+    readonly tools?: ((registry: ToolRegistry["Service"]) => ToolRegistry["Service"]) | undefined
   } = {}
 ): Effect.Effect<RunState.RunResult, AgentError, Loop.Requirements | R> =>
   Effect.gen(function*() {
@@ -483,7 +500,8 @@ export const follow = <R>(
           name: definition.name,
           announce: undefined,
           handoffs
-        })
+        }),
+        around.tools
       )
       result = { ...next, agent: definition.name }
     }

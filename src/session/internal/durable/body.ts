@@ -597,7 +597,6 @@ export const make = <R>(options: Options<R>) =>
   Effect.fnUntraced(function*(payload: Payload, _executionId: string) {
     const store = yield* Store
     const engine = yield* Effect.context<Engine>()
-    const base = yield* ToolRegistry
     const approvals = Option.getOrUndefined(yield* Effect.serviceOption(Approvals.Approvals))
     const session: Session = {
       sessionId: payload.sessionId,
@@ -643,13 +642,14 @@ export const make = <R>(options: Options<R>) =>
       sinks: [sinkOf(session)],
       // The wall-clock budget counts from the durable start: a replay has the time already spent.
       elapsedBefore: Math.max(0, now - started.startedAt),
-      handedOff: () => Effect.sync(() => void session.hop++)
+      handedOff: () => Effect.sync(() => void session.hop++),
+      // every agent's calls are activities, an agent's own tools after a handoff too
+      tools: (registry) => registryOf(session, registry)
     }
     const idle = options.idle === undefined ? undefined : Duration.fromInputUnsafe(options.idle)
     const provided = <A, E>(effect: Effect.Effect<A, E, R | ToolRegistry | LanguageModel.LanguageModel>) =>
       effect.pipe(
         Effect.provideService(Backend.Backend, execution),
-        Effect.provideService(ToolRegistry, registryOf(session, base)),
         Effect.provideService(Approvals.Approvals, approvalsOf(session, approvals))
       )
     const finish = (result: Result) =>
