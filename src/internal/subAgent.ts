@@ -428,12 +428,10 @@ export interface Next {
   readonly state: RunState.RunState
 }
 
-/** Each handoff's next run, made once: a session saves it when the run ends, then {@link follow} starts it. */
-const nextRuns = new WeakMap<object, Next>()
-
 /**
  * The run the pending handoff starts, from the messages of the run that
- * handed off (the same one each time it is asked).
+ * handed off ({@link follow} makes it once per handoff, and tells the
+ * backend of it before it starts).
  *
  * @internal
  */
@@ -441,8 +439,6 @@ export const nextRun = (
   pending: NonNullable<Lineage.Handoffs["pending"]>,
   messages: ReadonlyArray<Message.Message>
 ): Next => {
-  const made = nextRuns.get(pending)
-  if (made !== undefined) return made
   // `handOff` left it: a `Target`.
   const { definition, history, params } = pending.target as Target
   const state = RunState.make({
@@ -450,9 +446,7 @@ export const nextRun = (
     system: definition.system,
     messages: [...history(messages), Message.user(promptOf(definition, params))]
   })
-  const next: Next = { definition, state }
-  nextRuns.set(pending, next)
-  return next
+  return { definition, state }
 }
 
 /**
