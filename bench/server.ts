@@ -195,10 +195,11 @@ const phase = async (
   if (delay > 0) {
     await Promise.all(created)
     peak = await memory()
-    const listed: Array<{ status: string }> = await fetch(`${url}/sessions`, { headers: authorized }).then((response) =>
-      response.json()
-    )
-    running = listed.filter((session) => session.status === "running").length
+    const listed: unknown = await fetch(`${url}/sessions`, { headers: authorized }).then((response) => response.json())
+    if (!Array.isArray(listed)) throw new Error(`GET /sessions: not a list: ${JSON.stringify(listed)}`)
+    running = listed.filter((session: unknown) =>
+      typeof session === "object" && session !== null && "status" in session && session.status === "running"
+    ).length
   }
   const results = await Promise.all(runs)
   const seconds = (performance.now() - started) / 1000

@@ -37,7 +37,7 @@ const program = Effect.gen(function*() {
     onEvent: (event) => Effect.sync(() => void (event._tag === "CheckpointSaved" && bytes.set(event.turn, event.bytes)))
   })
   const started = Date.now()
-  const result = yield* Session.run({ id: "bench", store, prompt: "Check every step.", plugins: [saves], config: { maxTurns: null } })
+  const result = yield* Session.run({ id: "bench", prompt: "Check every step.", plugins: [saves], config: { maxTurns: null } }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
   const seconds = (Date.now() - started) / 1000
   const head = (yield* fs.stat(path.join(dir, "bench", "head.json"))).size
   const journal = (yield* fs.stat(path.join(dir, "bench", "journal-0.ndjson"))).size

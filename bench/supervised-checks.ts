@@ -13,7 +13,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Sandbox } from "../src/sandbox/index.ts"
-import { Check, Supervisor, Worker } from "../src/supervisor/index.ts"
+import { Check, Supervisor, SupervisorEvent, Worker } from "../src/supervisor/index.ts"
 
 const runs = Math.min(20, Math.max(1, Number(process.argv[2] ?? 5)))
 const worker = Worker.make("instant", () =>
@@ -34,8 +34,9 @@ const round = (n: number, concurrency: number) =>
       checkConcurrency: concurrency,
       onEvent: (event) =>
         Effect.sync(() => {
-          if (event._tag === "CheckStarted" && first === 0) first = performance.now()
-          if (event._tag === "CheckResult") last = performance.now()
+          const tag = SupervisorEvent.tagOf(event)
+          if (tag === "CheckStarted" && first === 0) first = performance.now()
+          if (tag === "CheckResult") last = performance.now()
         })
     })
     if (result.outcome._tag !== "Converged") throw new Error(`expected Converged, got ${result.outcome._tag}`)

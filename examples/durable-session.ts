@@ -89,7 +89,6 @@ export const durableSession = (
   delay: Duration.Input = "1500 millis"
 ) =>
   Effect.gen(function*() {
-    const store = yield* CheckpointStore.fileSystem(dir)
     const printer = {
       name: "printer",
       onEvent: (event: AgentEvent.AgentEvent) => {
@@ -99,12 +98,11 @@ export const durableSession = (
     }
     const plugins = [Trajectory.ndjson((yield* Path.Path).join(dir, "research.ndjson")), printer]
     return yield* Session.open("research", {
-      store,
       prompt: "Find out what example.org says, and publish a summary.",
       plugins,
       config: { maxTurns: 10, budgets: { costUsd: 1 } }
     })
-  }).pipe(Effect.provide(Layer.merge(model, tools(delay))))
+  }).pipe(Effect.provide(Layer.mergeAll(model, tools(delay), CheckpointStore.layerFileSystem(dir))))
 
 const dir = process.argv[2] ?? ".sessions"
 const main = durableSession(dir, Console.log).pipe(

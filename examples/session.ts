@@ -21,11 +21,8 @@ const Model = ScriptedModel.layer([
 ])
 
 const program = Effect.gen(function*() {
-  // Each session is kept in .sessions/<id>/.
-  const store = yield* CheckpointStore.fileSystem(".sessions")
   // New id: starts the session. Unfinished (a crash, Ctrl-C): resumes it. Finished: its stored result.
   const result = yield* Session.open("research", {
-    store,
     prompt: "What do people say about durable agents?",
     plugins: [Trajectory.ndjson(".sessions/research.ndjson")],
     config: { maxTurns: 10, budgets: { costUsd: 1 } }
@@ -33,6 +30,8 @@ const program = Effect.gen(function*() {
   console.log(result.outcome._tag, "-", Message.textOf(result.messages.at(-1)!))
 })
 
+// Each session is kept in .sessions/<id>/: where checkpoints go is a Layer (CheckpointStore.layerMemory in tests).
+const Checkpoints = CheckpointStore.layerFileSystem(".sessions")
 // The trajectory writes its file through @effect/platform-node's NodeServices.
 // runMain turns SIGINT and SIGTERM into a clean stop, which keeps the checkpoint.
-NodeRuntime.runMain(program.pipe(Effect.provide(Layer.mergeAll(ToolsLive, Model, NodeServices.layer))))
+NodeRuntime.runMain(program.pipe(Effect.provide(Layer.mergeAll(ToolsLive, Model, Checkpoints, NodeServices.layer))))

@@ -286,10 +286,9 @@ describe("the same bound on every backend", () => {
       const calls: Calls = new Map()
       const result = yield* Session.run({
         id: "s",
-        store: CheckpointStore.memory(),
         prompt: "root",
         config: { budgets: { costUsd: 1.25 } }
-      }).pipe(Effect.provide(makeTree(fanOut8x8, calls)))
+      }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, CheckpointStore.memory()), Effect.provide(makeTree(fanOut8x8, calls)))
       assert.strictEqual(spentBelow(calls, "root", "costUsd"), 1.25)
       assert.deepStrictEqual(result.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 1.25, used: 1.25 })
     }))
@@ -417,7 +416,8 @@ describe("the same bound on every backend", () => {
       const started = Latch.makeUnsafe()
       let leaves = 0
       const fiber = yield* Effect.forkChild(
-        Session.run({ id: "s", store, prompt: "root", config }).pipe(
+        Session.run({ id: "s", prompt: "root", config }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provide(makeTree(shape, before, (path) => {
             if (path.split(".").length === 3 && ++leaves === 5) started.openUnsafe()
           }))
@@ -427,7 +427,7 @@ describe("the same bound on every backend", () => {
       yield* Fiber.interrupt(fiber)
       const after: Calls = new Map()
       const { events, plugin } = recorder()
-      const result = yield* Session.resume("s", { store, plugins: [plugin] }).pipe(Effect.provide(makeTree(shape, after)))
+      const result = yield* Session.resume("s", { plugins: [plugin] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(makeTree(shape, after)))
       // the resumed tree made calls, and what the run counted (before and after) stays within the budget
       assert.isAbove(after.size, 0)
       assert.isAtMost(result.usage.cost ?? 0, 2.5)

@@ -403,10 +403,9 @@ describe("guardrails in a session", () => {
       const trajectory = NodePath.join(dir, "trajectory.ndjson")
       const result = yield* Session.run({
         id: "s1",
-        store,
         prompt: "who do I write to?",
         plugins: [pii, Trajectory.ndjson(trajectory)]
-      }).pipe(Effect.provide(Layer.merge(
+      }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(Layer.merge(
         ScriptedModel.layer([
           { text: "let me add", toolCalls: [{ name: "add", params: { a: 1, b: 2 } }] },
           { text: `write to ${leaked}` }
@@ -420,7 +419,8 @@ describe("guardrails in a session", () => {
       for (const { file, text } of files) assert.notInclude(text, leaked, file)
       assert.include(files.find((f) => f.file === trajectory)?.text, "let me add", "what passed is written")
       // the finished session's stored result is the withheld one
-      const reopened = yield* Session.open("s1", { store, prompt: "unused" }).pipe(
+      const reopened = yield* Session.open("s1", { prompt: "unused" }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(Layer.merge(ScriptedModel.layer([]), toolsLayer()))
       )
       assert.deepStrictEqual(reopened.outcome, outputTrip)
@@ -431,14 +431,15 @@ describe("guardrails in a session", () => {
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
       const model = Layer.merge(ScriptedModel.layer([{ text: "hello" }, { text: "logged in" }]), toolsLayer())
-      const first = yield* Session.run({ id: "s1", store, prompt: "say hello", plugins: [secrets] }).pipe(
+      const first = yield* Session.run({ id: "s1", prompt: "say hello", plugins: [secrets] }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(model)
       )
       assert.deepStrictEqual(first.outcome, { _tag: "Completed" })
       const steering = yield* Steering.make()
       yield* steering.followUp(`log in with ${secret}`)
       const { requests, result } = yield* Effect.gen(function*() {
-        const result = yield* Session.resume("s1", { store, steering, plugins: [secrets] })
+        const result = yield* Session.resume("s1", { steering, plugins: [secrets] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
         const requests = yield* ScriptedModel.ScriptedModel.use((m) => m.requests)
         return { requests, result }
       }).pipe(Effect.provide(model))

@@ -206,7 +206,8 @@ describe("resuming a session with a new turn cap", () => {
       const saved = RunState.make({ runId: "r", messages: [Message.user("go")] })
       // saved with the defaults: maxTurns 50, graceTurns 3
       yield* store.create("s", { state: saved, config: AgentConfig.makeUnsafe() })
-      const result = yield* Session.resume("s", { store, config: { maxTurns: 2 } }).pipe(
+      const result = yield* Session.resume("s", { config: { maxTurns: 2 } }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(Layer.merge(makeTools([]), ScriptedModel.layer([{ text: "done" }])))
       )
       assert.strictEqual(result.outcome._tag, "Completed")

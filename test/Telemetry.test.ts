@@ -290,7 +290,8 @@ describe("Telemetry across a crash", () => {
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
       const crashed = collecting()
-      const fiber = yield* Session.run({ id: "s1", store, prompt: "go", name: "worker" }).pipe(
+      const fiber = yield* Session.run({ id: "s1", prompt: "go", name: "worker" }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(Layer.mergeAll(
           ScriptedModel.layer([
             { toolCalls: [{ id: "a", name: "sleep", params: { ms: 10, label: "a" } }] },
@@ -309,7 +310,8 @@ describe("Telemetry across a crash", () => {
       assert.deepStrictEqual(checkpoint.state.trace, { traceId: before.traceId, spanId: before.spanId })
 
       const resumed = collecting()
-      const result = yield* Session.resume("s1", { store, name: "worker" }).pipe(
+      const result = yield* Session.resume("s1", { name: "worker" }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(Layer.mergeAll(ScriptedModel.layer([{ text: "done" }]), toolsLayer())),
         Effect.withTracer(resumed.tracer)
       )

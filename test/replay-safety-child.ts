@@ -75,8 +75,8 @@ const program = Effect.gen(function*() {
   const script: ScriptedModel.Script = (_index, request) =>
     turns[request.prompt.content.filter((message) => message.role === "assistant").length]
   const result = yield* (mode === "run"
-    ? Session.run({ id: "pay", store, prompt: "pay everyone", plugins: [plugin] })
-    : Session.resume("pay", { store, plugins: [plugin] })).pipe(
+    ? Session.run({ id: "pay", prompt: "pay everyone", plugins: [plugin] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
+    : Session.resume("pay", { plugins: [plugin] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))).pipe(
       Effect.provide(Layer.merge(tools, ScriptedModel.layer(script)))
     )
   print(JSON.stringify({ outcome: result.outcome._tag }))

@@ -46,10 +46,10 @@
  * import { CheckpointStore, Session } from "effect-agent/session"
  *
  * // the first time it starts the session; after a crash it resumes it; once it has finished, its result
- * const tidy = Effect.gen(function*() {
- *   const store = yield* CheckpointStore.fileSystem(".sessions")
- *   return yield* Session.open("task-42", { store, prompt: "Tidy up the repository" })
- * })
+ * const tidy = Session.open("task-42", { prompt: "Tidy up the repository" }).pipe(
+ *   // where checkpoints are kept is a Layer: on files here, `CheckpointStore.layerMemory` in tests
+ *   Effect.provide(CheckpointStore.layerFileSystem(".sessions"))
+ * )
  * ```
  *
  * @since 0.1.0
@@ -69,7 +69,18 @@ import * as CheckpointStore from "./CheckpointStore.ts"
 import { durable } from "./internal/checkpointer.ts"
 
 /**
- * What starts a session: a run's options, the session id and the store.
+ * What a session needs: a run's requirements and the store it keeps its
+ * checkpoints in, a Layer (`CheckpointStore.layerFileSystem(dir)`,
+ * `CheckpointStore.layerMemory`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Requirements = Agent.Requirements | CheckpointStore.CheckpointStore
+
+/**
+ * What starts a session: a run's options and the session id. The store is
+ * the `CheckpointStore` service.
  *
  * @since 0.1.0
  * @category options
@@ -77,7 +88,6 @@ import { durable } from "./internal/checkpointer.ts"
 export interface RunOptions<R = never, A = never> extends Agent.RunOptions<R, A> {
   /** The session id: 1 to 128 letters, digits, `.`, `_` or `-`, not starting with `.`. */
   readonly id: string
-  readonly store: CheckpointStore.Service
 }
 
 /**
@@ -88,7 +98,6 @@ export interface RunOptions<R = never, A = never> extends Agent.RunOptions<R, A>
  * @category options
  */
 export interface ResumeOptions<R = never, A = never> extends Agent.ContinueOptions<R, A> {
-  readonly store: CheckpointStore.Service
   /**
    * The agents the session may have been handed off to (`Agent.handoff`): a session whose checkpoint names one
    * goes on in it, with its tools, model and plugins; one this list lacks fails with `CheckpointAgentUnknown`.
@@ -107,9 +116,10 @@ export interface ResumeOptions<R = never, A = never> extends Agent.ContinueOptio
  */
 export const run = <R = never, A = never>(
   options: RunOptions<R, A>
-): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Requirements | R> =>
   Effect.gen(function*() {
-    const { id, store } = options
+    const { id } = options
+    const store = yield* CheckpointStore.CheckpointStore
     const config = yield* Agent.validate(options)
     const runId = options.runId ?? globalThis.crypto.randomUUID()
     const state = RunState.fromPrompt({ ...options, runId })
@@ -177,16 +187,19 @@ const resumed = (sessionId: string, state: RunState.RunState): AgentEvent.Input 
 export const resume = <R = never, A = never>(
   sessionId: string,
   options: ResumeOptions<R, A>
-): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
-  Effect.flatMap(options.store.load(sessionId), (checkpoint) => resumeFrom<R, A>(sessionId, checkpoint, options))
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Requirements | R> =>
+  Effect.gen(function*() {
+    const store = yield* CheckpointStore.CheckpointStore
+    return yield* resumeFrom<R, A>(sessionId, yield* store.load(sessionId), options)
+  })
 
 const resumeFrom = <R, A>(
   sessionId: string,
   checkpoint: CheckpointStore.Checkpoint,
   options: ResumeOptions<R, A>
-): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Requirements | R> =>
   Effect.gen(function*() {
-    const { store } = options
+    const store = yield* CheckpointStore.CheckpointStore
     const config = yield* Agent.validate({ ...options, config: resumeConfig(checkpoint.config, options.config) })
     const state = checkpoint.state
     const agent = yield* agentOf(sessionId, checkpoint, options.agents)
@@ -233,7 +246,6 @@ const agentOf = (
  * @category options
  */
 export interface OpenOptions<R = never, A = never> extends Agent.RunOptions<R, A> {
-  readonly store: CheckpointStore.Service
   /** The agents the session may have been handed off to (see {@link ResumeOptions}). */
   readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
 }
@@ -278,10 +290,9 @@ const naturalEnd = (state: RunState.RunState): Outcome.Outcome =>
  * import { Effect } from "effect"
  * import { CheckpointStore, Session } from "effect-agent/session"
  *
- * const research = Effect.gen(function*() {
- *   const store = yield* CheckpointStore.fileSystem(".sessions")
- *   return yield* Session.open("research", { store, prompt: "Research effect agents" })
- * })
+ * const research = Session.open("research", { prompt: "Research effect agents" }).pipe(
+ *   Effect.provide(CheckpointStore.layerFileSystem(".sessions"))
+ * )
  * ```
  *
  * @since 0.1.0
@@ -290,9 +301,10 @@ const naturalEnd = (state: RunState.RunState): Outcome.Outcome =>
 export const open = <R = never, A = never>(
   sessionId: string,
   options: OpenOptions<R, A>
-): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R> =>
+): Effect.Effect<RunState.RunResult<A>, AgentError | CheckpointStore.CheckpointError, Requirements | R> =>
   Effect.gen(function*() {
-    const checkpoint = yield* options.store.load(sessionId).pipe(
+    const store = yield* CheckpointStore.CheckpointStore
+    const checkpoint = yield* store.load(sessionId).pipe(
       Effect.catchTag("CheckpointMissing", () => Effect.succeed(undefined))
     )
     if (checkpoint === undefined) return yield* run<R, A>({ ...options, id: sessionId })

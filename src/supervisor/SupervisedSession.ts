@@ -24,15 +24,11 @@
  * import { CheckpointStore } from "effect-agent/session"
  * import { Check, SupervisedSession } from "effect-agent/supervisor"
  *
- * const program = Effect.gen(function*() {
- *   const store = yield* CheckpointStore.fileSystem(".sessions")
- *   return yield* SupervisedSession.run({
- *     id: "fix-42",
- *     store,
- *     task: "Make the tests pass",
- *     checks: [Check.command("tests", "npm test")]
- *   })
- * })
+ * const program = SupervisedSession.run({
+ *   id: "fix-42",
+ *   task: "Make the tests pass",
+ *   checks: [Check.command("tests", "npm test")]
+ * }).pipe(Effect.provide(CheckpointStore.layerFileSystem(".sessions")))
  * ```
  *
  * @since 0.1.0
@@ -244,8 +240,17 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
 }
 
 /**
- * What a supervised session is given: the options of `Supervisor.run`, a
- * session id and a store.
+ * What a supervised session with our own agent worker needs: a run's
+ * requirements and the `CheckpointStore` its checkpoints go to.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Requirements = Agent.Requirements | CheckpointStore.CheckpointStore
+
+/**
+ * What a supervised session is given: the options of `Supervisor.run` and a
+ * session id. The store is the `CheckpointStore` service.
  *
  * @since 0.1.0
  * @category models
@@ -253,7 +258,6 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
 export interface Options<R = never, P = never, A = never> extends Omit<Supervisor.Options<R, P, A>, "checkpoint"> {
   /** The session's id in the store (letters, digits, `.`, `_`, `-`). */
   readonly id: string
-  readonly store: CheckpointStore.Service
 }
 
 const withEvents = (
@@ -287,17 +291,18 @@ const withMidTurn = <R>(
 export const run: {
   <R = never, P = never, A = never>(
     options: Options<R, P, A> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, R>
+  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, CheckpointStore.CheckpointStore | R>
   <R = never, P = never, A = never>(
     options: Options<R, P, A>
-  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Agent.Requirements | R>
+  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Requirements | R>
 } = <R, P, A>(
   options: Options<R, P, A>
-): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Agent.Requirements | R> =>
-  Effect.suspend(() => {
-    const { id, store, ...rest } = options
+): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Requirements | R> =>
+  Effect.gen(function*() {
+    const { id, ...rest } = options
+    const store = yield* CheckpointStore.CheckpointStore
     const saving = saver(id, store, false)
-    return Supervisor.run<R | ToolRegistry.ToolRegistry, P, A>({
+    return yield* Supervisor.run<R | ToolRegistry.ToolRegistry, P, A>({
       ...rest,
       agent: withMidTurn(rest.agent, saving.midTurn),
       onEvent: withEvents(options, saving.onEvent),
@@ -320,16 +325,17 @@ export const run: {
 export const resume: {
   <R = never, P = never, A = never>(
     options: Omit<Options<R, P, A>, "task"> & { readonly worker: Worker.Worker<R> }
-  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, R>
+  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, CheckpointStore.CheckpointStore | R>
   <R = never, P = never, A = never>(
     options: Omit<Options<R, P, A>, "task">
-  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Agent.Requirements | R>
+  ): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Requirements | R>
 } = <R, P, A>(
   options: Omit<Options<R, P, A>, "task">
-): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Agent.Requirements | R> =>
+): Effect.Effect<Supervisor.Result<P, A>, Supervisor.RunError, Requirements | R> =>
   Effect.gen(function*() {
-    const { id, store, ...rest } = options
-    const loaded = yield* load(id, store)
+    const { id, ...rest } = options
+    const store = yield* CheckpointStore.CheckpointStore
+    const loaded = yield* load(id)
     const saving = saver(id, store, true)
     if (loaded.agentState === undefined) saving.transcript.push(...(yield* store.load(id)).state.messages)
     const resumed = (start: AgentEvent.AgentEvent): AgentEvent.AgentEvent => ({
@@ -366,7 +372,9 @@ export const resume: {
  * @category running
  */
 export const load = (
-  id: string,
-  store: CheckpointStore.Service
-): Effect.Effect<Supervisor.Checkpoint, CheckpointStore.LoadError> =>
-  Effect.flatMap(store.load(id), (checkpoint) => fromStore(id, store.headFile(id), checkpoint))
+  id: string
+): Effect.Effect<Supervisor.Checkpoint, CheckpointStore.LoadError, CheckpointStore.CheckpointStore> =>
+  Effect.gen(function*() {
+    const store = yield* CheckpointStore.CheckpointStore
+    return yield* fromStore(id, store.headFile(id), yield* store.load(id))
+  })

@@ -141,13 +141,16 @@ export const reference: Backend = {
 }
 
 // -----------------------------------------------------------------------------
-// Session, on a CheckpointStore
+// Session, on a CheckpointStore layer
 // -----------------------------------------------------------------------------
 
 let sessions = 0
 
-/** `Session.run`, and `Session.resume` with the follow-up queued once it has ended. */
-const session = (name: string, store: Effect.Effect<CheckpointStore.Service, unknown, Scope.Scope>): Backend => ({
+/**
+ * `Session.run`, and `Session.resume` with the follow-up queued once it has
+ * ended: one adapter, the store a Layer (built in the scenario's scope).
+ */
+const session = (name: string, store: Layer.Layer<CheckpointStore.CheckpointStore, unknown, Scope.Scope>): Backend => ({
   name,
   own: ["CheckpointSaved", "SessionResumed"],
   make: Effect.succeed<Start>((scenario) =>
@@ -155,14 +158,14 @@ const session = (name: string, store: Effect.Effect<CheckpointStore.Service, unk
       const { plugin, read } = recording()
       const scope = yield* Effect.scope
       const approvals = yield* Approvals.interactive()
-      const provide = Effect.provide(Layer.merge(agentLayer, Approvals.layer(approvals)))
+      const checkpoints = yield* Layer.build(store)
+      const provide = Effect.provide(
+        Layer.mergeAll(agentLayer, Approvals.layer(approvals), Layer.succeedContext(checkpoints))
+      )
       const options = runOptions(scenario, plugin)
       const id = `conformance-${++sessions}`
-      const checkpoints = yield* store
       let steering = yield* Steering.make()
-      let last = yield* Effect.forkScoped(
-        Session.run({ id, store: checkpoints, prompt: scenario.prompt, ...options, steering }).pipe(provide)
-      )
+      let last = yield* Effect.forkScoped(Session.run({ id, prompt: scenario.prompt, ...options, steering }).pipe(provide))
       return handle({
         events: read,
         steer: (text) => steering.steer(text),
@@ -173,7 +176,7 @@ const session = (name: string, store: Effect.Effect<CheckpointStore.Service, unk
             steering = yield* Steering.make()
             yield* steering.followUp(text)
             last = yield* Effect.forkIn(
-              Session.resume(id, { store: checkpoints, ...options, steering, agents: [billing] }).pipe(provide),
+              Session.resume(id, { ...options, steering, agents: [billing] }).pipe(provide),
               scope
             )
           })
@@ -189,11 +192,11 @@ const temporary = (prefix: string) =>
     (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
   )
 
-export const sessionMemory = session("Session (memory)", Effect.sync(CheckpointStore.memory))
+export const sessionMemory = session("Session (memory)", CheckpointStore.layerMemory)
 
 export const sessionFile = session(
   "Session (files)",
-  Effect.flatMap(temporary("conformance-store-"), CheckpointStore.fileSystem)
+  Layer.unwrap(Effect.map(temporary("conformance-store-"), CheckpointStore.layerFileSystem))
 )
 
 // -----------------------------------------------------------------------------

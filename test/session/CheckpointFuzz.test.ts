@@ -197,7 +197,8 @@ describe("a corrupt-checkpoint fuzz", () => {
       // the original: a real session, with its guards' state, its config and its finished outcome
       const original = yield* CheckpointStore.fileSystem(`${root}/original`)
       const config = { maxTurns: 7, budgets: { costUsd: 2 } }
-      yield* Session.run({ id: "original", store: original, prompt: "go", config }).pipe(
+      yield* Session.run({ id: "original", prompt: "go", config }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, original),
         Effect.provide(Layer.merge(ScriptedModel.layer(threeTurns("slow", 1)), toolsLayer([])))
       )
       const checkpoint = yield* original.load("original")

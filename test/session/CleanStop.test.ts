@@ -84,13 +84,13 @@ const stopOnce = (dir: string, id: string, stopAfter: number, figures: Figures) 
     const session = yield* Effect.forkChild(
       Session.run({
         id,
-        store,
         prompt: "go",
         steering,
         // the trajectory writes each event to its file before the session's own hook sees it
         plugins: [Trajectory.ndjson(`${dir}/${id}.ndjson`)],
         config: { maxTurns: null, maxRepeatedBatches: null }
       }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(Layer.merge(ScriptedModel.layer(endless), toolsLayer([])))
       )
     )

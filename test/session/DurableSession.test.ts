@@ -107,7 +107,8 @@ describe("DurableSession", () => {
             Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(scenario.turns)), toolsLayer([])))
           )
           const store = CheckpointStore.memory()
-          const session = yield* Session.run({ id: "s", store, prompt, runId: "r", config: scenario.config }).pipe(
+          const session = yield* Session.run({ id: "s", prompt, runId: "r", config: scenario.config }).pipe(
+            Effect.provideService(CheckpointStore.CheckpointStore, store),
             Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(scenario.turns)), toolsLayer([])))
           )
           const ran: Array<string> = []
@@ -898,7 +899,7 @@ describe("DurableSession", () => {
             yield* refused("store.events", store.events(sessionId, 0))
             yield* refused("store.forget", store.forget(sessionId))
             // A checkpoint store (Session's) refuses it the same way.
-            yield* refused("Session.run", Session.run({ id: sessionId, store: CheckpointStore.memory(), prompt: "go" }))
+            yield* refused("Session.run", Session.run({ id: sessionId, prompt: "go" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, CheckpointStore.memory())))
           }
           // Nothing was recorded, and nothing is left for the supervisor to resume again and again.
           assert.deepStrictEqual(yield* store.sessions, [])

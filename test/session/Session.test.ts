@@ -62,7 +62,7 @@ const resume = (store: CheckpointStore.Service, turns: Turns, options: Partial<S
     const ran: Array<string> = []
     const { events, plugin } = recorder()
     const exit = yield* Effect.gen(function*() {
-      const result = yield* Session.resume("s1", { ...options, store, plugins: [...(options.plugins ?? []), plugin] })
+      const result = yield* Session.resume("s1", { ...options, plugins: [...(options.plugins ?? []), plugin] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       const model = yield* ScriptedModel.ScriptedModel
       return { result, calls: yield* model.calls }
     }).pipe(Effect.provide(layers(turns, ran, undefined, 1)), Effect.exit)
@@ -93,7 +93,8 @@ describe("Session.run", () => {
       const store = CheckpointStore.memory()
       const ran: Array<string> = []
       const { events, plugin } = recorder()
-      const result = yield* Session.run({ id: "s1", store, prompt: "go", plugins: [plugin], config: { maxTurns: 9 } }).pipe(
+      const result = yield* Session.run({ id: "s1", prompt: "go", plugins: [plugin], config: { maxTurns: 9 } }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(layers(threeTurns("slow", 1), ran))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
@@ -111,9 +112,9 @@ describe("Session.run", () => {
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
       const ran: Array<string> = []
-      yield* Session.run({ id: "s1", store, prompt: "go" }).pipe(Effect.provide(layers([{ text: "hi" }], ran)))
+      yield* Session.run({ id: "s1", prompt: "go" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(layers([{ text: "hi" }], ran)))
       const again = yield* Effect.gen(function*() {
-        const error = yield* Effect.flip(Session.run({ id: "s1", store, prompt: "again" }))
+        const error = yield* Effect.flip(Session.run({ id: "s1", prompt: "again" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
         return { error, calls: yield* (yield* ScriptedModel.ScriptedModel).calls }
       }).pipe(Effect.provide(layers([{ text: "hi" }], ran)))
       assert.deepStrictEqual(again.error, new CheckpointStore.CheckpointExists({ sessionId: "s1" }))
@@ -135,7 +136,7 @@ describe("Session.run", () => {
       }
       const ran: Array<string> = []
       const { events, plugin } = recorder()
-      const error = yield* Effect.flip(Session.run({ id: "s1", store: failing, prompt: "go", plugins: [plugin] })).pipe(
+      const error = yield* Effect.flip(Session.run({ id: "s1", prompt: "go", plugins: [plugin] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, failing))).pipe(
         Effect.provide(layers(threeTurns("charge", 1), ran))
       )
       assert.deepStrictEqual(error, new CheckpointStore.CheckpointIoError({ sessionId: "s1", operation: "write", path: "x", reason: "disk full" }))
@@ -157,7 +158,7 @@ describe("Session.run", () => {
             ++saves === 1 ? Effect.andThen(writing.open, Effect.sleep("20 millis")) : Effect.void))
       }
       const fiber = yield* Effect.forkChild(
-        Session.run({ id: "s1", store: slow, prompt: "go" }).pipe(Effect.provide(layers(threeTurns("slow", 60_000), [])))
+        Session.run({ id: "s1", prompt: "go" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, slow), Effect.provide(layers(threeTurns("slow", 60_000), [])))
       )
       yield* writing.await
       yield* Fiber.interrupt(fiber)
@@ -183,7 +184,8 @@ describe("a checkpoint too large to read back", () => {
         })
       const turns: Turns = Array.from({ length: 6 }, (_, i) => ({ toolCalls: [{ id: `c${i}`, name: "step", params: { n: i } }] }))
       const failed = yield* Effect.flip(
-        Session.run({ id: "s1", store, prompt: "go", plugins: [notes({ length: 0 })], config: { maxTurns: 6 } }).pipe(
+        Session.run({ id: "s1", prompt: "go", plugins: [notes({ length: 0 })], config: { maxTurns: 6 } }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provide(layers(turns, []))
         )
       )
@@ -194,7 +196,7 @@ describe("a checkpoint too large to read back", () => {
       assert.deepStrictEqual([last.state.turn, String(last.state.pluginState.notes).length], [3, 30_000])
       const restored = { length: 0 }
       const resumed = yield* Effect.flip(
-        Session.resume("s1", { store, plugins: [notes(restored)] }).pipe(Effect.provide(layers(turns, [])))
+        Session.resume("s1", { plugins: [notes(restored)] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(layers(turns, [])))
       )
       // it resumed from there (the notes it restored), and stops again where the state outgrows the store
       assert.deepStrictEqual([resumed._tag, restored.length], ["CheckpointTooLarge", 40_000])
@@ -208,7 +210,7 @@ describe("Session.resume", () => {
       const before = yield* interruptWhenStarted(
         "slow",
         threeTurns("slow", 60_000),
-        Session.run({ id: "s1", store, prompt: "go", plugins: [counting] })
+        Session.run({ id: "s1", prompt: "go", plugins: [counting] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       )
       assert.deepStrictEqual(before, ["step", "slow"])
       const checkpoint = (yield* store.load("s1")).state
@@ -251,7 +253,7 @@ describe("Session.resume", () => {
   it.live("a started call to a tool that is not ReplaySafe is not run again: its result says the outcome is unknown", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
-      yield* interruptWhenStarted("charge", threeTurns("charge", 60_000), Session.run({ id: "s1", store, prompt: "go" }))
+      yield* interruptWhenStarted("charge", threeTurns("charge", 60_000), Session.run({ id: "s1", prompt: "go" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
       const checkpoint = (yield* store.load("s1")).state
       // saved before the handler started: the call's message, and the call marked as started
       assert.deepStrictEqual(roles(checkpoint.messages), ["user", "assistant", "toolResult", "assistant"])
@@ -286,7 +288,7 @@ describe("Session.resume", () => {
       const before = yield* interruptWhenStarted(
         "slow",
         batch,
-        Session.run({ id: "s1", store, prompt: "go", plugins: [charged.plugin] }),
+        Session.run({ id: "s1", prompt: "go", plugins: [charged.plugin] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)),
         charged.latch
       )
       assert.deepStrictEqual(before.sort(), ["charge", "slow"])
@@ -304,7 +306,8 @@ describe("Session.resume", () => {
       const asked = savedAfter((event) => event._tag === "ApprovalRequested")
       const nobody = yield* Approvals.interactive()
       const fiber = yield* Effect.forkChild(
-        Session.run({ id: "s1", store, prompt: "ship it", plugins: [asked.plugin] }).pipe(
+        Session.run({ id: "s1", prompt: "ship it", plugins: [asked.plugin] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provideService(Approvals.Approvals, nobody),
           Effect.provide(layers(turns, []))
         )
@@ -353,8 +356,8 @@ describe("Session.resume", () => {
       })
       const approvals = yield* Approvals.interactive()
       const fiber = yield* Effect.forkChild(
-        Session.run({ id: "s1", store, prompt: "ship it", plugins: [denied.plugin, approver(approvals, { x: "no" })] })
-          .pipe(Effect.provideService(Approvals.Approvals, approvals), Effect.provide(layers(turns, [])))
+        Session.run({ id: "s1", prompt: "ship it", plugins: [denied.plugin, approver(approvals, { x: "no" })] })
+          .pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provideService(Approvals.Approvals, approvals), Effect.provide(layers(turns, [])))
       )
       yield* denied.latch.await
       yield* Fiber.interrupt(fiber)
@@ -411,7 +414,8 @@ describe("Session.resume", () => {
       // 1. both wait (nobody answers); stopped once the checkpoint holds both
       const nobody = yield* Approvals.interactive()
       const fiber = yield* Effect.forkChild(
-        Session.run({ id: "s1", store, prompt: "ship it" }).pipe(
+        Session.run({ id: "s1", prompt: "ship it" }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provideService(Approvals.Approvals, nobody),
           Effect.provide(Layer.merge(tools, model()))
         )
@@ -434,7 +438,8 @@ describe("Session.resume", () => {
       // 2. resumed, each decided by its id when it asks again: the child's call runs, the parent's is denied
       const approvals = yield* Approvals.interactive()
       const decisions = approver(approvals, { "c2/c1": true, c1: "not the parent" })
-      const result = yield* Session.resume("s1", { store, plugins: [decisions] }).pipe(
+      const result = yield* Session.resume("s1", { plugins: [decisions] }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provideService(Approvals.Approvals, approvals),
         Effect.provide(Layer.merge(tools, model()))
       )
@@ -480,7 +485,8 @@ describe("Session.resume", () => {
       // 1. the first child waits for approval (nobody answers); stopped once the checkpoint holds it
       const nobody = yield* Approvals.interactive()
       const fiber = yield* Effect.forkChild(
-        Session.run({ id: "s1", store, prompt: "ship it" }).pipe(
+        Session.run({ id: "s1", prompt: "ship it" }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provideService(Approvals.Approvals, nobody),
           Effect.provide(Layer.merge(tools, model()))
         )
@@ -501,7 +507,8 @@ describe("Session.resume", () => {
           Effect.sync(() => call.name === "deployer" && !blocked ? (blocked = true, Hooks.block("not now")) : Hooks.allow)
       })
       const { events, plugin } = recorder()
-      const result = yield* Session.resume("s1", { store, plugins: [blockOnce, plugin] }).pipe(
+      const result = yield* Session.resume("s1", { plugins: [blockOnce, plugin] }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provideService(Approvals.Approvals, Approvals.allowAll),
         Effect.provide(Layer.merge(tools, model()))
       )
@@ -559,7 +566,7 @@ describe("Session.resume", () => {
         const started = Latch.makeUnsafe()
         const first = billing(ran, (name) => void (name === "slow" && started.openUnsafe()))
         const fiber = yield* Effect.forkChild(
-          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+          Session.run({ id: "s1", prompt: "I want a refund" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(triage(first)))
         )
         yield* started.await
         yield* Fiber.interrupt(fiber)
@@ -575,8 +582,8 @@ describe("Session.resume", () => {
         // resumed by an application that defines billing: billing's model and tools answer
         const again: Array<string> = []
         const { events, plugin } = recorder()
-        const result = yield* Session.resume("s1", { store, agents: [billing(again, undefined, 1)], plugins: [plugin] })
-          .pipe(Effect.provide(triage(first)))
+        const result = yield* Session.resume("s1", { agents: [billing(again, undefined, 1)], plugins: [plugin] })
+          .pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(triage(first)))
         assert.strictEqual(result.agent, "billing")
         assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
         assert.strictEqual(Message.textOf(result.state.messages.at(-1)!), "refunded")
@@ -586,7 +593,8 @@ describe("Session.resume", () => {
         const done = yield* store.load("s1")
         assert.deepStrictEqual([done.agent, done.finished?.outcome], ["billing", { _tag: "Completed" }])
         // opened again, the finished session's result says who answered
-        const opened = yield* Session.open("s1", { store, prompt: "x", agents: [billing(again)] }).pipe(
+        const opened = yield* Session.open("s1", { prompt: "x", agents: [billing(again)] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provide(triage(first))
         )
         assert.strictEqual(opened.agent, "billing")
@@ -600,14 +608,15 @@ describe("Session.resume", () => {
         const charge = [{ id: "b1", name: "charge", params: { cents: 500, ms: 60_000 } }]
         const first = billing(ran, (name) => void (name === "charge" && started.openUnsafe()), undefined, charge)
         const fiber = yield* Effect.forkChild(
-          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+          Session.run({ id: "s1", prompt: "I want a refund" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(triage(first)))
         )
         yield* started.await
         yield* Fiber.interrupt(fiber)
         // billing's charge is not replay-safe in billing's own tools (the application's have no charge)
         assert.deepStrictEqual((yield* store.load("s1")).state.startedCalls, ["b1"])
         const again: Array<string> = []
-        const result = yield* Session.resume("s1", { store, agents: [billing(again, undefined, 1, charge)] }).pipe(
+        const result = yield* Session.resume("s1", { agents: [billing(again, undefined, 1, charge)] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provide(triage(first))
         )
         assert.deepStrictEqual([ran, again], [["charge"], []])
@@ -621,7 +630,8 @@ describe("Session.resume", () => {
         const store = CheckpointStore.memory()
         const ran: Array<string> = []
         const { events, plugin } = recorder()
-        const result = yield* Session.run({ id: "s1", store, prompt: "I want a refund", plugins: [plugin] }).pipe(
+        const result = yield* Session.run({ id: "s1", prompt: "I want a refund", plugins: [plugin] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provide(triage(billing(ran, undefined, 1)))
         )
         assert.deepStrictEqual([result.agent, result.outcome], ["billing", { _tag: "Completed" }])
@@ -639,12 +649,12 @@ describe("Session.resume", () => {
         const started = Latch.makeUnsafe()
         const first = billing([], (name) => void (name === "slow" && started.openUnsafe()))
         const fiber = yield* Effect.forkChild(
-          Session.run({ id: "s1", store, prompt: "I want a refund" }).pipe(Effect.provide(triage(first)))
+          Session.run({ id: "s1", prompt: "I want a refund" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(triage(first)))
         )
         yield* started.await
         yield* Fiber.interrupt(fiber)
         const before = yield* store.load("s1")
-        const error = yield* Effect.flip(Session.resume("s1", { store }).pipe(Effect.provide(triage(first))))
+        const error = yield* Effect.flip(Session.resume("s1", {}).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(triage(first))))
         assert.strictEqual(error._tag, "CheckpointAgentUnknown")
         assert.deepStrictEqual(
           error._tag === "CheckpointAgentUnknown" ? [error.sessionId, error.agent, error.known] : [],
@@ -672,7 +682,8 @@ describe("Session.resume", () => {
       yield* interruptWhenStarted(
         "charge",
         turns,
-        Session.run({ id: "s1", store, prompt: "go", plugins: [first.plugin] }).pipe(
+        Session.run({ id: "s1", prompt: "go", plugins: [first.plugin] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provideService(Approvals.Approvals, nobody)
         ),
         first.latch
@@ -684,7 +695,8 @@ describe("Session.resume", () => {
       const stillNobody = yield* Approvals.interactive()
       const ran: Array<string> = []
       const fiber = yield* Effect.forkChild(
-        Session.resume("s1", { store, plugins: [second.plugin] }).pipe(
+        Session.resume("s1", { plugins: [second.plugin] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provideService(Approvals.Approvals, stillNobody),
           Effect.provide(layers(turns, ran))
         )
@@ -723,7 +735,7 @@ describe("Session.resume", () => {
       yield* interruptWhenStarted(
         "slow",
         threeTurns("slow", 60_000),
-        Session.run({ id: "s1", store, prompt: "go", steering, plugins: [steer] })
+        Session.run({ id: "s1", prompt: "go", steering, plugins: [steer] }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       )
       const checkpoint = (yield* store.load("s1")).state
       assert.deepStrictEqual(checkpoint.messages.slice(3).map(Message.textOf), ["use metric units"])
@@ -760,7 +772,7 @@ describe("Session.resume", () => {
       yield* interruptWhenStarted(
         "slow",
         threeTurns("slow", 60_000),
-        Session.run({ id: "s1", store, prompt: "go", config: { maxTurns: 2, graceTurns: 0 } })
+        Session.run({ id: "s1", prompt: "go", config: { maxTurns: 2, graceTurns: 0 } }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       )
       // the redone turn 2 is the last one the cap allows
       const first = yield* resume(store, threeTurns("slow", 1))
@@ -780,7 +792,7 @@ describe("Session.resume", () => {
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
       const down: Turns = [threeTurns("slow", 1)[0]!, { fail: new AiError.InternalProviderError({ description: "overloaded" }) }]
-      const failed = yield* Effect.flip(Session.run({ id: "s1", store, prompt: "go" })).pipe(Effect.provide(layers(down, [])))
+      const failed = yield* Effect.flip(Session.run({ id: "s1", prompt: "go" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))).pipe(Effect.provide(layers(down, [])))
       assert.strictEqual(failed._tag, "ModelError")
       assert.deepStrictEqual(roles((yield* store.load("s1")).state.messages), ["user", "assistant", "toolResult"])
       const { exit } = yield* resume(store, threeTurns("slow", 1))
@@ -792,7 +804,8 @@ describe("Session.resume", () => {
     Effect.gen(function*() {
       // cost: the session ends on its budget; resuming it does not spend more
       const costly = CheckpointStore.memory()
-      const first = yield* Session.run({ id: "s1", store: costly, prompt: "go", config: { budgets: { costUsd: 0.002 } } }).pipe(
+      const first = yield* Session.run({ id: "s1", prompt: "go", config: { budgets: { costUsd: 0.002 } } }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, costly),
         Effect.provide(layers(threeTurns("slow", 1), []))
       )
       assert.deepStrictEqual(first.outcome, { _tag: "BudgetExceeded", budget: "costUsd", limit: 0.002, used: 0.002 })
@@ -803,7 +816,7 @@ describe("Session.resume", () => {
       // wall time: it ran out while a tool was running; the time used is restored with the checkpoint
       const store = CheckpointStore.memory()
       const overtime = Latch.makeUnsafe()
-      const session = Session.run({ id: "s1", store, prompt: "go", config: { budgets: { wallClock: "1 second" } } })
+      const session = Session.run({ id: "s1", prompt: "go", config: { budgets: { wallClock: "1 second" } } }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       // (well past the budget, so a slow start of the session on a loaded machine still leaves it spent)
       yield* Effect.forkChild(Effect.andThen(Effect.sleep("1500 millis"), overtime.open))
       yield* interruptWhenStarted("slow", threeTurns("slow", 60_000), session, overtime)
@@ -824,7 +837,7 @@ describe("Session.resume", () => {
       const store = CheckpointStore.memory()
       const missing = yield* resume(store, [])
       assert.deepStrictEqual(missing.exit._tag === "Failure" && String(missing.exit.cause).includes("CheckpointMissing"), true)
-      yield* Session.run({ id: "s1", store, prompt: "go" }).pipe(Effect.provide(layers([{ text: "hi" }], [])))
+      yield* Session.run({ id: "s1", prompt: "go" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(layers([{ text: "hi" }], [])))
       const finished = yield* resume(store, [{ text: "again" }])
       assert.isTrue(finished.exit._tag === "Failure" && String(finished.exit.cause).includes("InvalidContinuation"))
     }))
@@ -904,9 +917,8 @@ describe("Session.open", () => {
         const result = yield* Session.open("s1", {
           prompt: "go",
           ...options,
-          store,
           plugins: [...(options.plugins ?? []), plugin]
-        })
+        }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
         return { result, calls: yield* (yield* ScriptedModel.ScriptedModel).calls }
       }).pipe(Effect.provide(layers(turns, ran, undefined, 1)), Effect.exit)
       return { exit, events, ran }
@@ -919,7 +931,7 @@ describe("Session.open", () => {
       const crashed = yield* interruptWhenStarted(
         "slow",
         threeTurns("slow", 60_000),
-        Session.open("s1", { store, prompt: "go", config: { maxTurns: 9 } })
+        Session.open("s1", { prompt: "go", config: { maxTurns: 9 } }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       )
       assert.deepStrictEqual(crashed, ["step", "slow"])
       assert.isUndefined((yield* store.load("s1")).finished)
@@ -985,7 +997,8 @@ describe("Session.open", () => {
         1,
         7
       ])
-      const resumed = yield* Session.open("stopped", { store, prompt: "go" }).pipe(
+      const resumed = yield* Session.open("stopped", { prompt: "go" }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(layers(threeTurns("slow", 1), []))
       )
       assert.deepStrictEqual([resumed.outcome, resumed.state.turn], [{ _tag: "Completed" }, 3])
@@ -995,7 +1008,7 @@ describe("Session.open", () => {
       const finished = yield* store.load("finished")
       assert.isUndefined(finished.finished)
       const result = yield* Effect.gen(function*() {
-        const result = yield* Session.open("finished", { store, prompt: "go" })
+        const result = yield* Session.open("finished", { prompt: "go" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
         return { result, calls: yield* (yield* ScriptedModel.ScriptedModel).calls }
       }).pipe(Effect.provide(layers(threeTurns("slow", 1), [])))
       assert.deepStrictEqual(result, {

@@ -30,7 +30,8 @@ describe("Session with a typed output", () => {
   it.effect("saves the output with the Schema's identity; a finished session opens with its typed output", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
-      const result = yield* Session.run({ id: "s1", store, prompt: "go", output: Report }).pipe(
+      const result = yield* Session.run({ id: "s1", prompt: "go", output: Report }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(layers(script))
       )
       assert.deepStrictEqual(result.output, { steps: 1, summary: "one step" })
@@ -40,34 +41,35 @@ describe("Session with a typed output", () => {
         invalidAttempts: 0,
         value: { steps: 1, summary: "one step" }
       })
-      const opened = yield* Session.open("s1", { store, prompt: "go", output: Report }).pipe(Effect.provide(noModel))
+      const opened = yield* Session.open("s1", { prompt: "go", output: Report }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(noModel))
       const steps: number | undefined = opened.output?.steps
       assert.strictEqual(steps, 1)
       assert.strictEqual(opened.outcome._tag, "Completed")
       // opened with another Schema, or none: a typed error naming both
       const other = yield* Effect.flip(
-        Session.open("s1", { store, prompt: "go", output: Other }).pipe(Effect.provide(noModel))
+        Session.open("s1", { prompt: "go", output: Other }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(noModel))
       )
       assert.strictEqual(other._tag, "OutputSchemaMismatch")
       if (other._tag === "OutputSchemaMismatch") {
         assert.strictEqual(other.saved, Output.finalAnswer(Report).identity)
         assert.strictEqual(other.given, Output.finalAnswer(Other).identity)
       }
-      const none = yield* Effect.flip(Session.open("s1", { store, prompt: "go" }).pipe(Effect.provide(noModel)))
+      const none = yield* Effect.flip(Session.open("s1", { prompt: "go" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(noModel)))
       assert.strictEqual(none._tag, "OutputSchemaMismatch")
     }))
 
   it.effect("resuming with another Schema fails with OutputSchemaMismatch before any model call", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
-      const first = yield* Session.run({ id: "s2", store, prompt: "go", output: Report, config: { maxTurns: 1 } })
-        .pipe(Effect.provide(layers(script)))
+      const first = yield* Session.run({ id: "s2", prompt: "go", output: Report, config: { maxTurns: 1 } })
+        .pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(layers(script)))
       assert.strictEqual(first.outcome._tag, "MaxTurns")
       const error = yield* Effect.flip(
-        Session.resume("s2", { store, output: Other, config: { maxTurns: 5 } }).pipe(Effect.provide(noModel))
+        Session.resume("s2", { output: Other, config: { maxTurns: 5 } }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(noModel))
       )
       assert.strictEqual(error._tag, "OutputSchemaMismatch")
-      const resumed = yield* Session.resume("s2", { store, output: Report, config: { maxTurns: 5 } }).pipe(
+      const resumed = yield* Session.resume("s2", { output: Report, config: { maxTurns: 5 } }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(layers(script))
       )
       assert.deepStrictEqual(resumed.output, { steps: 1, summary: "one step" })
@@ -88,7 +90,8 @@ describe("Session with a typed output", () => {
         }
       })
       const fiber = yield* Effect.forkChild(
-        Session.run({ id: "s3", store, prompt: "go", output: Report, plugins: [crash] }).pipe(
+        Session.run({ id: "s3", prompt: "go", output: Report, plugins: [crash] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provide(layers(script))
         )
       )
@@ -96,7 +99,7 @@ describe("Session with a typed output", () => {
       yield* Fiber.interrupt(fiber)
       const checkpoint = yield* store.load("s3")
       assert.deepStrictEqual(checkpoint.state.output?.value, { steps: 1, summary: "one step" })
-      const resumed = yield* Session.open("s3", { store, prompt: "go", output: Report }).pipe(Effect.provide(noModel))
+      const resumed = yield* Session.open("s3", { prompt: "go", output: Report }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(noModel))
       assert.strictEqual(resumed.outcome._tag, "Completed")
       assert.deepStrictEqual(resumed.output, { steps: 1, summary: "one step" })
     }))
@@ -104,13 +107,15 @@ describe("Session with a typed output", () => {
   it.effect("a checkpoint saved without output (an older one) loads and continues, and may start asking for one", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
-      const first = yield* Session.run({ id: "s4", store, prompt: "go", config: { maxTurns: 1 } }).pipe(
+      const first = yield* Session.run({ id: "s4", prompt: "go", config: { maxTurns: 1 } }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(layers(script))
       )
       assert.strictEqual(first.outcome._tag, "MaxTurns")
       const saved = yield* store.load("s4")
       assert.isFalse("output" in saved.state)
-      const resumed = yield* Session.resume("s4", { store, output: Report, config: { maxTurns: 5 } }).pipe(
+      const resumed = yield* Session.resume("s4", { output: Report, config: { maxTurns: 5 } }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(layers(script))
       )
       assert.deepStrictEqual(resumed.output, { steps: 1, summary: "one step" })

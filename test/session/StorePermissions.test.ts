@@ -51,7 +51,7 @@ describe("world-readable checkpoint attack", () => {
     Effect.gen(function*() {
       const dir = yield* tempDir
       const store = yield* CheckpointStore.fileSystem(Path.join(dir, "nested", "store"))
-      yield* Session.run({ id: "s1", store, prompt: "steps 2 0" }).pipe(Effect.provide(agentLayer))
+      yield* Session.run({ id: "s1", prompt: "steps 2 0" }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(agentLayer))
       const modes = modesUnder(dir)
       assert.includeMembers(Object.keys(modes), ["nested/", "nested/store/", "nested/store/s1/", "nested/store/s1/head.json"])
       assert.deepStrictEqual(open(modes), [])

@@ -49,7 +49,8 @@ describe("Trajectory.ndjson", () => {
       const store = yield* CheckpointStore.fileSystem(dir)
       const started = Latch.makeUnsafe()
       const fiber = yield* Effect.forkChild(
-        Session.run({ id: "s1", store, prompt: "go", plugins: [Trajectory.ndjson(path)] }).pipe(
+        Session.run({ id: "s1", prompt: "go", plugins: [Trajectory.ndjson(path)] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provide(layers(threeTurns("slow", 60_000), (name) => void started.openUnsafe()))
         )
       )
@@ -62,7 +63,8 @@ describe("Trajectory.ndjson", () => {
       // a process killed in the middle of writing a line
       yield* fs.writeFileString(path, "{\"_tag\":\"Turn", { flag: "a" })
       const resumed = recorder()
-      yield* Session.resume("s1", { store, plugins: [Trajectory.ndjson(path), resumed.plugin] }).pipe(
+      yield* Session.resume("s1", { plugins: [Trajectory.ndjson(path), resumed.plugin] }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(layers(threeTurns("slow", 1)))
       )
       const all = yield* lines

@@ -61,12 +61,11 @@ const steered = Effect.gen(function*() {
   const plugins = [Trajectory.ndjson(path.join(dir, "trajectory.ndjson")), steer]
   yield* Session.run({
     id: "crash",
-    store,
     prompt: "go",
     steering,
     plugins,
     config: { maxTurns: null, maxRepeatedBatches: null }
-  })
+  }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
 }).pipe(
   Effect.provide(Layer.mergeAll(ScriptedModel.layer(endless), toolsLayer([]), NodeServices.layer))
 )
@@ -95,8 +94,8 @@ const program = Effect.gen(function*() {
   }
   const plugins = [Trajectory.ndjson(path.join(dir, "trajectory.ndjson")), announce, approver]
   const result = yield* (mode === "run"
-    ? Session.run({ id: "crash", store, prompt: "go", plugins })
-    : Session.resume("crash", { store, plugins })).pipe(Effect.provideService(Approvals.Approvals, approvals))
+    ? Session.run({ id: "crash", prompt: "go", plugins }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
+    : Session.resume("crash", { plugins }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))).pipe(Effect.provideService(Approvals.Approvals, approvals))
   const model = yield* ScriptedModel.ScriptedModel
   print(JSON.stringify({ outcome: result.outcome._tag, modelCalls: yield* model.calls, ran }))
 }).pipe(

@@ -56,8 +56,8 @@ const program = Effect.gen(function*() {
   const path = yield* Path.Path
   const plugins = [Trajectory.ndjson(path.join(dir, "trajectory.ndjson"))]
   const result = yield* (mode === "run"
-    ? Session.run({ id: "nested", store, prompt: "research x", plugins })
-    : Session.resume("nested", { store, plugins }))
+    ? Session.run({ id: "nested", prompt: "research x", plugins }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
+    : Session.resume("nested", { plugins }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
   const model = yield* ScriptedModel.ScriptedModel
   print(JSON.stringify({
     outcome: result.outcome._tag,

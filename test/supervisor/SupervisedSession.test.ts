@@ -52,7 +52,6 @@ describe("SupervisedSession", () => {
       const fiber = yield* Effect.forkChild(
         SupervisedSession.run({
           id: "s1",
-          store,
           task,
           checks: [okCheck(files)],
           onEvent: (event) =>
@@ -60,7 +59,7 @@ describe("SupervisedSession", () => {
               Effect.sync(() => void events.push(event)),
               SupervisorEvent.tagOf(event) === "WorkerTurnStart" && event.turn === 2 ? Deferred.succeed(secondTurn, void 0) : Effect.void
             )
-        }).pipe(Effect.provide(Layer.merge(first, toolsOn(files))))
+        }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provide(Layer.merge(first, toolsOn(files))))
       )
       yield* Deferred.await(secondTurn)
       // the hanging model call has started
@@ -68,7 +67,7 @@ describe("SupervisedSession", () => {
       yield* Fiber.interrupt(fiber)
 
       // saved in the middle of act turn 2: the feedback, the call and its result are in, the hanging call is not
-      const saved = yield* SupervisedSession.load("s1", store)
+      const saved = yield* SupervisedSession.load("s1").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       assert.deepStrictEqual([saved.phase, saved.turns, saved.inTurn], ["act", 1, true])
       const before = saved.agentState!.messages
       const feedback = saved.pendingMessage
@@ -90,10 +89,9 @@ describe("SupervisedSession", () => {
       const result = yield* Effect.gen(function*() {
         const result = yield* SupervisedSession.resume({
           id: "s1",
-          store,
           checks: [okCheck(files)],
           onEvent: (event) => Effect.sync(() => void resumedEvents.push(event))
-        })
+        }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
         const requests = yield* ScriptedModel.ScriptedModel.use((recorder) => recorder.requests)
         // the one model call of the resumed run sees the restored transcript, nothing more
         const prompt = requests[0]!.prompt.content
@@ -126,15 +124,14 @@ describe("SupervisedSession", () => {
       const starts = SupervisorEvent.ofTag(resumedEvents, "WorkerTurnStart")
       assert.deepStrictEqual(starts.map((e) => [e.turn, e.message]), [[2, feedback]])
       // the last checkpoint is the run as it ended: resumed again, it ends Converged without a turn
-      const last = yield* SupervisedSession.load("s1", store)
+      const last = yield* SupervisedSession.load("s1").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       assert.deepStrictEqual(last.outcome, { _tag: "Converged", turns: 2 })
       assert.deepStrictEqual(last.agentState?.messages, after)
       let asked = 0
       const again = yield* SupervisedSession.resume({
         id: "s1",
-        store,
         worker: Worker.make("never", () => Effect.die(`asked ${++asked}`))
-      })
+      }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       assert.deepStrictEqual(again.outcome, { _tag: "Converged", turns: 2 })
       assert.strictEqual(asked, 0)
     }))
@@ -158,20 +155,21 @@ describe("SupervisedSession", () => {
         decidePlan: () => Effect.succeed({ _tag: "Refine", notes: "shorter" })
       }
       const fiber = yield* Effect.forkChild(
-        SupervisedSession.run({ id: "p", store, task, plan: true, worker: worker(["plan v1", undefined]) }).pipe(
+        SupervisedSession.run({ id: "p", task, plan: true, worker: worker(["plan v1", undefined]) }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provideService(Approvals.Approvals, approvals)
         )
       )
       yield* Deferred.await(hang)
       yield* Fiber.interrupt(fiber)
-      const saved = yield* SupervisedSession.load("p", store)
+      const saved = yield* SupervisedSession.load("p").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       assert.deepStrictEqual([saved.phase, saved.planIteration, saved.resumeToken], ["plan", 2, "tok"])
       assert.strictEqual(saved.agentState, undefined)
       const stored = yield* store.load("p")
       assert.deepStrictEqual(stored.state.messages.map(Message.textOf), [Supervisor.planRequest(task), "plan v1"])
 
       asked.length = 0
-      const result = yield* SupervisedSession.resume({ id: "p", store, worker: worker(["plan v2", "done"]) })
+      const result = yield* SupervisedSession.resume({ id: "p", worker: worker(["plan v2", "done"]) }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
       assert.deepStrictEqual(asked.map((r) => [r.phase, r.message, r.resumeToken]), [
         ["plan", Supervisor.revisionRequest("shorter"), "tok"],
@@ -186,19 +184,19 @@ describe("SupervisedSession", () => {
       const state = RunState.make({ runId: "r", messages: [Message.user("hi")] })
       yield* store.create("plain", { state })
       const never = Worker.make("w", () => Effect.die("never"))
-      const plain = yield* Effect.flip(SupervisedSession.resume({ id: "plain", store, worker: never }))
+      const plain = yield* Effect.flip(SupervisedSession.resume({ id: "plain", worker: never }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
       assert.strictEqual(plain._tag, "CheckpointCorrupt")
       assert.include(plain.message, "holds no supervised run")
       assert.deepStrictEqual((yield* store.load("plain")).state, state)
 
       const damaged = { ...state, pluginState: { [SupervisedSession.key]: { version: 1, phase: "later" } } }
       yield* store.create("damaged", { state: damaged })
-      const error = yield* Effect.flip(SupervisedSession.load("damaged", store))
+      const error = yield* Effect.flip(SupervisedSession.load("damaged").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
       assert.strictEqual(error._tag, "CheckpointCorrupt")
       assert.include(error.message, "its supervised run does not decode")
       assert.deepStrictEqual((yield* store.load("damaged")).state, damaged)
 
-      const missing = yield* Effect.flip(SupervisedSession.load("nothing", store))
+      const missing = yield* Effect.flip(SupervisedSession.load("nothing").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
       assert.strictEqual(missing._tag, "CheckpointMissing")
     }))
 
@@ -209,7 +207,7 @@ describe("SupervisedSession", () => {
       let turns = 0
       const worker = Worker.make("w", () =>
         Effect.sync(() => (turns++, { text: "x", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined })))
-      const error = yield* Effect.flip(SupervisedSession.run({ id: "taken", store, task, worker }))
+      const error = yield* Effect.flip(SupervisedSession.run({ id: "taken", task, worker }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
       assert.strictEqual(error._tag, "CheckpointExists")
       assert.strictEqual(turns, 0)
     }))
@@ -232,13 +230,14 @@ describe("SupervisedSession: stopped while a call that is not replay-safe runs",
         { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "yes" } }] }
       ])
       const fiber = yield* Effect.forkChild(
-        SupervisedSession.run({ id: "u", store, task, checks: [okCheck(files)] }).pipe(
+        SupervisedSession.run({ id: "u", task, checks: [okCheck(files)] }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provide(Layer.merge(script, hanging))
         )
       )
       yield* Deferred.await(started)
       yield* Fiber.interrupt(fiber)
-      const saved = yield* SupervisedSession.load("u", store)
+      const saved = yield* SupervisedSession.load("u").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       assert.deepStrictEqual([saved.phase, saved.turns, saved.inTurn], ["act", 0, true])
       assert.deepStrictEqual(saved.agentState!.startedCalls, ["w1"])
 
@@ -249,7 +248,8 @@ describe("SupervisedSession: stopped while a call that is not replay-safe runs",
       const unsafeOn = ToolRegistry.layer(Unsafe).pipe(Layer.provide(Unsafe.toLayer({
         write_file: ({ path, content }) => Effect.sync(() => (writes++, files.set(path, content), "written"))
       })))
-      const result = yield* SupervisedSession.resume({ id: "u", store, checks: [okCheck(files)] }).pipe(
+      const result = yield* SupervisedSession.resume({ id: "u", checks: [okCheck(files)] }).pipe(
+        Effect.provideService(CheckpointStore.CheckpointStore, store),
         Effect.provide(Layer.merge(rest, unsafeOn))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
@@ -279,22 +279,23 @@ describe("SupervisedSession: stopped while the turn gate waits (approveTurns)", 
         decideTurn: (request) => Effect.andThen(Deferred.succeed(waiting, request), Effect.never)
       }
       const fiber = yield* Effect.forkChild(
-        SupervisedSession.run({ id: "g", store, task, checks: [okCheck(files)], approveTurns: true, worker }).pipe(
+        SupervisedSession.run({ id: "g", task, checks: [okCheck(files)], approveTurns: true, worker }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
           Effect.provideService(Approvals.Approvals, silent)
         )
       )
       const pending = yield* Deferred.await(waiting)
       yield* Fiber.interrupt(fiber)
-      const saved = yield* SupervisedSession.load("g", store)
+      const saved = yield* SupervisedSession.load("g").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
       assert.deepStrictEqual([saved.phase, saved.turns, saved.awaitingApproval], ["act", 1, true])
       assert.strictEqual(saved.pendingMessage, pending.feedback)
       assert.strictEqual(asked.length, 1)
 
       // Resumed without a gate to ask: refused before any turn, and the checkpoint stays as it was.
-      const ungated = yield* Effect.flip(SupervisedSession.resume({ id: "g", store, checks: [okCheck(files)], worker }))
+      const ungated = yield* Effect.flip(SupervisedSession.resume({ id: "g", checks: [okCheck(files)], worker }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
       assert.deepStrictEqual([ungated._tag, ungated._tag === "ConfigError" && ungated.field], ["ConfigError", "approveTurns"])
       assert.strictEqual(asked.length, 1)
-      assert.deepStrictEqual(yield* SupervisedSession.load("g", store), saved)
+      assert.deepStrictEqual(yield* SupervisedSession.load("g").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)), saved)
 
       // Resumed with the gate: it is asked the same feedback before the worker gets anything; the replacement goes.
       const requests: Array<Approvals.TurnRequest> = []
@@ -309,12 +310,11 @@ describe("SupervisedSession: stopped while the turn gate waits (approveTurns)", 
       }
       const result = yield* SupervisedSession.resume({
         id: "g",
-        store,
         checks: [okCheck(files)],
         approveTurns: true,
         worker,
         onEvent: (event) => Effect.sync(() => void events.push(event))
-      }).pipe(Effect.provideService(Approvals.Approvals, operator))
+      }).pipe(Effect.provideService(CheckpointStore.CheckpointStore, store), Effect.provideService(Approvals.Approvals, operator))
       assert.deepStrictEqual(requests.map((r) => [r.turn, r.feedback]), [[1, pending.feedback]])
       assert.deepStrictEqual(asked.slice(1).map((r) => r.message), ["Write yes into ok.txt."])
       assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
@@ -322,7 +322,7 @@ describe("SupervisedSession: stopped while the turn gate waits (approveTurns)", 
         tag === "TurnApprovalRequested" || tag === "FeedbackSent" || tag === "WorkerTurnStart"
       )
       assert.deepStrictEqual(tags, ["TurnApprovalRequested", "FeedbackSent", "WorkerTurnStart"])
-      assert.isUndefined((yield* SupervisedSession.load("g", store)).awaitingApproval)
+      assert.isUndefined((yield* SupervisedSession.load("g").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))).awaitingApproval)
     }))
 })
 
@@ -370,14 +370,17 @@ describe("SupervisedSession with approveTurns: stopped at random moments (random
               return replace ? { _tag: "Replace", feedback: text } as const : { _tag: "Approve" } as const
             }).pipe(Effect.onInterrupt(() => Effect.sync(() => void (waiting = false))))
         }
-        const options = { id: "s", store, checks: [check], approveTurns: true, worker }
+        const options = { id: "s", checks: [check], approveTurns: true, worker }
         let finished: Supervisor.Result | undefined
         for (let attempt = 0; attempt <= 3 && finished === undefined; attempt++) {
-          const saved = yield* Effect.exit(SupervisedSession.load("s", store))
+          const saved = yield* Effect.exit(SupervisedSession.load("s").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store)))
           const process = saved._tag === "Success"
             ? SupervisedSession.resume(options)
             : SupervisedSession.run({ ...options, task })
-          const fiber = yield* Effect.forkChild(process.pipe(Effect.provideService(Approvals.Approvals, operator)))
+          const fiber = yield* Effect.forkChild(process.pipe(
+            Effect.provideService(CheckpointStore.CheckpointStore, store),
+            Effect.provideService(Approvals.Approvals, operator)
+          ))
           if (attempt < 3) {
             yield* TestClock.adjust(Math.floor(next() * 40))
             if (waiting) stoppedAtGate++

@@ -782,19 +782,24 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
             ...(worker === undefined ? {} : { worker })
           }
           if (session === undefined) return yield* Supervisor.run({ ...options, task: task ?? "" })
-          const store = yield* CheckpointStore.fileSystem(SessionFiles.sessionPaths(path, session.dir).store)
           const id = SessionFiles.sessionId
-          if (session.resume) {
-            yield* Effect.mapError(
-              SupervisedSession.load(id, store),
-              (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
-            )
+          const supervisedSession = Effect.gen(function*() {
+            if (session.resume) {
+              yield* Effect.mapError(
+                SupervisedSession.load(id),
+                (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
+              )
+              resumable(session.dir)
+              return yield* SupervisedSession.resume({ ...options, id })
+            }
+            yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env, supervision)
             resumable(session.dir)
-            return yield* SupervisedSession.resume({ ...options, id, store })
-          }
-          yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env, supervision)
-          resumable(session.dir)
-          return yield* SupervisedSession.run({ ...options, task: task ?? "", id, store })
+            return yield* SupervisedSession.run({ ...options, task: task ?? "", id })
+          })
+          // the session's checkpoints: a store on files in its directory
+          return yield* supervisedSession.pipe(
+            Effect.provide(CheckpointStore.layerFileSystem(SessionFiles.sessionPaths(path, session.dir).store))
+          )
         })
         const supervised = yield* startSupervised.pipe(
           Effect.provideContext(Context.merge(services, checkSandbox)),
@@ -824,43 +829,47 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
           })
         }
         const paths = SessionFiles.sessionPaths(path, session.dir)
-        const store = yield* CheckpointStore.fileSystem(paths.store)
         plugins.push(Trajectory.ndjson(paths.trajectory))
-        if (session.resume) {
-          const saved = yield* Effect.mapError(
-            store.load(SessionFiles.sessionId),
-            (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
-          )
-          if (SupervisedSession.key in saved.state.pluginState) {
-            return yield* resumeFailure(
-              `cannot resume ${session.dir}: its checkpoint is a supervised run's, and its run.json says it is not`
+        return yield* sessionRun(session).pipe(Effect.provide(CheckpointStore.layerFileSystem(paths.store)))
+      })
+
+      /** A run of the command's session, its checkpoints in the store given as a layer. */
+      const sessionRun = (session: { readonly dir: string; readonly resume: boolean }) =>
+        Effect.gen(function*() {
+          if (session.resume) {
+            const store = yield* CheckpointStore.CheckpointStore
+            const saved = yield* Effect.mapError(
+              store.load(SessionFiles.sessionId),
+              (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
             )
+            if (SupervisedSession.key in saved.state.pluginState) {
+              return yield* resumeFailure(
+                `cannot resume ${session.dir}: its checkpoint is a supervised run's, and its run.json says it is not`
+              )
+            }
+            if (task !== undefined) {
+              yield* Effect.mapError(steering.followUp(task), (full) => configError(`--task: ${full.message}`))
+            }
+            resumable(session.dir)
+            return yield* Session.resume(SessionFiles.sessionId, {
+              config: settings.config,
+              plugins,
+              steering,
+              name: agentName
+            })
           }
-          if (task !== undefined) {
-            yield* Effect.mapError(steering.followUp(task), (full) => configError(`--task: ${full.message}`))
-          }
+          yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env)
           resumable(session.dir)
-          return yield* Session.resume(SessionFiles.sessionId, {
-            store,
+          return yield* Session.run({
+            id: SessionFiles.sessionId,
+            prompt: task ?? "",
+            system: settings.system,
             config: settings.config,
             plugins,
             steering,
             name: agentName
           })
-        }
-        yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env)
-        resumable(session.dir)
-        return yield* Session.run({
-          id: SessionFiles.sessionId,
-          store,
-          prompt: task ?? "",
-          system: settings.system,
-          config: settings.config,
-          plugins,
-          steering,
-          name: agentName
         })
-      })
 
       const result = yield* start.pipe(
         Effect.provideContext(services),

@@ -21,7 +21,7 @@ import * as UntrustedConfig from "../../protocol/UntrustedConfig.ts"
 import type * as Hooks from "../../Hooks.ts"
 import * as Message from "../../Message.ts"
 import type * as RunState from "../../RunState.ts"
-import type * as CheckpointStore from "../../session/CheckpointStore.ts"
+import * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as Session from "../../session/Session.ts"
 import * as Steering from "../../Steering.ts"
 import * as EventLog from "./eventLog.ts"
@@ -331,7 +331,7 @@ export const make = <R>(
     type Start = (run: {
       readonly plugins: ReadonlyArray<Hooks.PluginInput<R>>
       readonly steering: Steering.Service
-    }) => Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Agent.Requirements | R>
+    }) => Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Session.Requirements | R>
 
     /** Starts a run of the session in the server's scope; the log is open to subscribers at once. */
     const launch = (entry: Entry, start: Start, steering: Steering.Service): Effect.Effect<void, Store.StorageError> =>
@@ -348,7 +348,11 @@ export const make = <R>(
         const plugins = [...(options.plugins ?? []), observer(entry, log, run)]
         const approvals = options.approvals ?? entry.approvals
         const body = start({ plugins, steering }).pipe(
-          Effect.provideContext(Context.add(services, Approvals.Approvals, approvals)),
+          Effect.provideContext(
+            Context.add(services, Approvals.Approvals, approvals).pipe(
+              Context.add(CheckpointStore.CheckpointStore, store.checkpoints)
+            )
+          ),
           Effect.exit,
           Effect.flatMap((exit) => finish(entry, run, exit))
         )
@@ -417,7 +421,7 @@ export const make = <R>(
         yield* launch(
           entry,
           ({ plugins, steering }) =>
-            Session.resume<R>(entry.record.id, { store: store.checkpoints, plugins, steering, name: options.name }),
+            Session.resume<R>(entry.record.id, { plugins, steering, name: options.name }),
           steering
         )
       })
@@ -467,7 +471,7 @@ export const make = <R>(
         }
         const steering = yield* Steering.make()
         yield* entry.lock.withPermit(launch(entry, ({ plugins, steering }) =>
-          Session.resume<R>(id, { store: store.checkpoints, plugins, steering, name: options.name }), steering))
+          Session.resume<R>(id, { plugins, steering, name: options.name }), steering))
       }).pipe(
         Effect.catch((error) =>
           Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`)
@@ -523,7 +527,6 @@ export const make = <R>(
         yield* launch(entry, ({ plugins, steering }) =>
           Session.run<R>({
             id,
-            store: store.checkpoints,
             prompt: task,
             system: options.system,
             config,
