@@ -162,7 +162,7 @@ const usage = (cost: number) => ({ input: 10, output: 5, cost })
 const byAgent = (turns: Partial<Record<AgentName, ReadonlyArray<ScriptedModel.Turn | undefined>>>) =>
 (agent: AgentName, replies: number) => turns[agent]?.[replies]
 
-/** The seven scenarios. */
+/** The seven scenarios, and an approval at the top, a follow-up after a completed run and a turn limit. */
 export const scenarios: ReadonlyArray<Scenario> = [
   {
     name: "plain tools",
@@ -247,6 +247,42 @@ export const scenarios: ReadonlyArray<Scenario> = [
       ]
     }),
     steps: [{ _tag: "FollowUpAfterEnd", text: "Then say what you can." }]
+  },
+  {
+    name: "an approval at the top",
+    prompt: "Deploy to production.",
+    script: byAgent({
+      main: [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "production" } }], usage: usage(0.0001) },
+        { text: "Deployed to production.", usage: usage(0.0001) }
+      ]
+    }),
+    steps: [{ _tag: "ApproveAsked" }]
+  },
+  {
+    name: "a follow-up after a completed run",
+    prompt: "Say hello.",
+    script: byAgent({
+      main: [
+        { text: "Hello.", usage: usage(0.0001) },
+        { toolCalls: [{ id: "s1", name: "step", params: { n: 1 } }], usage: usage(0.0001) },
+        { text: "Hello again, after a step.", usage: usage(0.0001) }
+      ]
+    }),
+    steps: [{ _tag: "FollowUpAfterEnd", text: "Now take a step." }]
+  },
+  {
+    name: "a turn limit ends the run",
+    prompt: "Step until told to stop.",
+    config: { maxTurns: 2 },
+    script: byAgent({
+      main: [
+        { toolCalls: [{ id: "s1", name: "step", params: { n: 1 } }], usage: usage(0.0001) },
+        { toolCalls: [{ id: "s2", name: "step", params: { n: 2 } }], usage: usage(0.0001) },
+        { text: "never reached", usage: usage(0.0001) }
+      ]
+    }),
+    steps: []
   },
   {
     name: "a cost budget ends the run",
