@@ -119,6 +119,12 @@ export interface TypedRequest extends TurnRequest {
   readonly continue?: boolean | undefined
   /** What is left of the supervised run's budgets: the inner run's budgets are at most this. */
   readonly budgets?: Room | undefined
+  /**
+   * The message is these follow-ups (its text is theirs): the inner run is given them queued, and delivers them
+   * as `Agent.runContinue` delivers a follow-up (its `beforeDelivery` hooks, `FollowUpDelivered`) rather than
+   * taking `message` as a new user message.
+   */
+  readonly followUps?: ReadonlyArray<Message.Message> | undefined
 }
 
 /**
@@ -225,7 +231,7 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
       const output = request.output
       const last = prior?.messages.at(-1)
       const ended = request.continue === true && output === undefined && last?.role === "assistant" &&
-        !Message.hasToolCalls(last)
+        !Message.hasToolCalls(last) && prior?.steering.length === 0 && prior.followUps.length === 0
       if (ended) {
         // The turn had ended when it was saved: its reply is the last one (its usage is in the saved one).
         const reply: TypedReply = {
@@ -244,11 +250,14 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
         steering: options.steering,
         name: options.name
       }
+      const followUps = request.followUps ?? []
       const run = prior === undefined
         ? Agent.run({ ...continued, prompt: request.message, system: options.system, runId: options.runId })
         : Agent.runContinue(
           request.continue === true
             ? prior
+            : followUps.length > 0
+            ? { ...prior, followUps: [...prior.followUps, ...followUps] }
             : { ...prior, messages: [...prior.messages, Message.user(request.message)] },
           continued
         )

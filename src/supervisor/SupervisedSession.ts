@@ -319,6 +319,13 @@ export const run: {
  * when there is nothing to resume, and with `CheckpointCorrupt` when the
  * checkpoint holds no supervised run.
  *
+ * A finished session (one that ended after an act turn; not a rejected
+ * plan) given a follow-up on its `steering` goes on with it, as a plain
+ * `Session` does: a new act round whose message is the follow-up, the checks
+ * after it, within the limits given now; its outcome is that round's ending.
+ * With nothing queued it ends as it ended (`Converged`) or goes on from
+ * where it was (see `Supervisor.Checkpoint`'s `outcome`).
+ *
  * @since 0.1.0
  * @category running
  */
@@ -351,7 +358,7 @@ export const resume: {
         usage: loaded.usage,
         elapsedMs: loaded.elapsedMs,
         steering: 0,
-        followUps: 0,
+        followUps: loaded.pendingFollowUps?.length ?? 0,
         pendingApprovals: 0
       }
     })

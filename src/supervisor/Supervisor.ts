@@ -16,7 +16,8 @@
  * act turn: WorkerTurnStart → worker → WorkerTurnEnd
  *   → the worker's run did not end by itself → its ending (SupervisorOutcome.fromInner)
  *   → CheckStarted/CheckResult… (in parallel)
- *   → every blocking check passes (then the verifier) → Converged
+ *   → every blocking check passes (then the verifier)
+ *     → follow-ups queued on the steering? the next act turn, with them as its message : Converged
  *   → else watchdog (Stuck) → feedback (new failures first) → caps (Unverified)
  *     → [TurnApprovalRequested → Approvals.decideTurn] → FeedbackSent → next act turn
  * AgentEnd (always last)
@@ -107,6 +108,13 @@ export const Checkpoint = Schema.Struct({
    * the worker gets it (and refuses to go on without a gate to ask).
    */
   awaitingApproval: Schema.optionalKey(Schema.Boolean),
+  /**
+   * The pending message is these follow-ups (its text is theirs): our own
+   * loop gets them as queued follow-ups, delivered as `Agent.runContinue`
+   * delivers one (its `beforeDelivery` hooks, `FollowUpDelivered`), rather
+   * than as a new user message.
+   */
+  pendingFollowUps: Schema.optionalKey(Schema.Array(Message.Message)),
   /** Act turns completed. */
   turns: Schema.Finite,
   /** What the run used, plan and act turns alike (the cost when the worker reports it). */
@@ -120,7 +128,9 @@ export const Checkpoint = Schema.Struct({
    * resumed from a checkpoint that `Converged` or was `Rejected` ends so
    * again without a turn; one that ended otherwise (a budget, the watchdog,
    * the plan-iteration cap, the worker's own run) goes on from where it was,
-   * with the limits it is given now.
+   * with the limits it is given now. Resumed with a follow-up queued on its
+   * `steering`, a run that ended after an act turn (but `Rejected`) goes on
+   * with it instead: a new act round whose message is the follow-up.
    */
   outcome: Schema.optionalKey(SupervisorOutcome.SupervisorOutcome),
   /**
@@ -298,8 +308,10 @@ export interface Options<R = never, P = never, A = never> {
    * Talking to the run while it runs (else the `Steering` service, if provided). `cancel` ends it at once with
    * `Cancelled`, whatever it is doing: a worker turn, the checks, a wait for the operator. `steer` and `followUp`
    * reach our own loop (the default worker) as they reach `Agent.run`: before its next model call, and when it
-   * would stop (between turns they wait for the next worker turn). An external worker takes neither: what is
-   * not delivered when the run ends comes back in the result's state, as `Agent.run` returns it.
+   * would stop (between turns they wait for the next worker turn). When the checks pass, follow-ups still
+   * queued are the next act turn's message (any worker), as `Agent.run` delivers them before it ends; a resumed
+   * run that had ended after an act turn goes on with them the same way. An external worker takes no steering:
+   * what is not delivered when the run ends comes back in the result's state, as `Agent.run` returns it.
    */
   readonly steering?: Steering.Service | undefined
   /** Durable runs: the checkpoint to resume from, and where to save one. */
@@ -504,6 +516,8 @@ interface Progress<P, A> {
   continueTurn: boolean
   /** The pending message is feedback the turn gate has not approved yet. */
   awaitingApproval: boolean
+  /** The pending message is these follow-ups (taken from the steering, not yet given to the worker). */
+  followUps: ReadonlyArray<Message.Message> | undefined
 }
 
 /** A supervised run in progress. */
@@ -619,7 +633,8 @@ const start = <R, RW, P, A>(
       lastReply: undefined,
       replyRepeats: 0,
       continueTurn: resume?.inTurn === true,
-      awaitingApproval: resume?.awaitingApproval === true
+      awaitingApproval: resume?.awaitingApproval === true,
+      followUps: resume?.pendingFollowUps
     }
     const startedAt = (yield* Clock.currentTimeMillis) - (resume?.elapsedMs ?? 0)
     return { options, settings, worker, workerStops, steering, approvals, startedAt, progress }
@@ -644,7 +659,13 @@ const phases = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<SupervisedO
     const { options, progress, settings } = live
     yield* emit(live, { _tag: "AgentStart", messages: [Message.user(settings.task)] })
     const resume = options.checkpoint?.resume
-    if (resume?.outcome?._tag === "Converged" || resume?.outcome?._tag === "Rejected") return resume.outcome
+    const ended = resume?.outcome
+    // A finished run given a follow-up goes on with it, as `Agent.runContinue` does: a new act round. Not one
+    // whose worker never had its act turn (it goes on as it is, the follow-up after), nor a rejected plan.
+    const followUp = ended !== undefined && ended._tag !== "Rejected" && resume?.phase === "act" && resume.turns > 0
+      ? yield* takeFollowUps(live)
+      : undefined
+    if (followUp === undefined && (ended?._tag === "Converged" || ended?._tag === "Rejected")) return ended
     const phase = resume?.phase ?? (options.plan === true ? "plan" : "act")
     const message = resume?.pendingMessage ?? (phase === "plan" ? planRequest(settings.task) : settings.task)
     if (progress.baseline === undefined) {
@@ -656,6 +677,7 @@ const phases = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<SupervisedO
       if (baseline._tag === "End") return baseline.outcome
       progress.baseline = baseline.value
     }
+    if (followUp !== undefined) return yield* actPhase(live, followUp, true)
     if (phase === "act") return yield* actPhase(live, message)
     const spent = yield* exhausted(live, false)
     if (spent !== undefined) return spent
@@ -705,10 +727,14 @@ const planPhase = <R, RW, P, A>(
     }
   })
 
-/** The act phase: turns until the checks pass or something ends the run (at most the turn cap). */
+/**
+ * The act phase: turns until the checks pass or something ends the run (at most the turn cap). When they pass,
+ * follow-ups queued meanwhile go on as the next turn's message, as `Agent.run` delivers them before it ends.
+ */
 const actPhase = <R, RW, P, A>(
   live: Live<R, RW, P, A>,
-  first: string
+  first: string,
+  saved = false
 ): Effect.Effect<SupervisedOutcome, RunError, R | RW> =>
   Effect.gen(function*() {
     const { progress, settings } = live
@@ -727,7 +753,7 @@ const actPhase = <R, RW, P, A>(
       const approved = yield* gate(live, message)
       if (approved._tag === "End") return approved.outcome
       message = approved.value
-    } else {
+    } else if (!saved) {
       yield* save(live, "act", message)
     }
     while (true) {
@@ -738,7 +764,12 @@ const actPhase = <R, RW, P, A>(
       if (turn._tag === "End") return turn.outcome
       const verdict = yield* verify(live)
       if (verdict._tag === "End") return verdict.outcome
-      if (verdict.value) return { _tag: "Converged", turns: progress.turns }
+      if (verdict.value) {
+        const followUp = yield* takeFollowUps(live)
+        if (followUp === undefined) return { _tag: "Converged", turns: progress.turns }
+        message = followUp
+        continue
+      }
       const stuck = watch(live, turn.value.text)
       if (stuck !== undefined) return stuck
       const text = feedback(progress.turns, progress.last, settings.lines)
@@ -771,6 +802,11 @@ const workerTurn = <R, RW, P, A>(
     const before = yield* cancelledNow(live)
     if (before !== undefined) return end(before)
     yield* emitOwn(live, { _tag: "WorkerTurnStart", worker: worker.name, phase, message })
+    const followUps = progress.followUps
+    // Our own loop's run delivers follow-ups itself (its hooks, its event); any other worker gets their text.
+    if (followUps !== undefined && worker._tag !== "AgentWorker") {
+      yield* emit(live, { _tag: "FollowUpDelivered", messages: followUps })
+    }
     const output = phase === "plan" ? settings.planOutput : settings.output
     const request: AgentWorker.TypedRequest = {
       message,
@@ -779,9 +815,11 @@ const workerTurn = <R, RW, P, A>(
       // Our own loop keeps the run's budgets within its turn; other workers are checked between turns.
       ...(worker._tag === "AgentWorker" ? { budgets: yield* room(live) } : {}),
       ...(output === undefined ? {} : { output }),
-      ...(progress.continueTurn ? { continue: true } : {})
+      ...(progress.continueTurn ? { continue: true } : {}),
+      ...(followUps === undefined || worker._tag !== "AgentWorker" ? {} : { followUps })
     }
     progress.continueTurn = false
+    progress.followUps = undefined
     const working = worker.turn(request).pipe(
       Effect.provideService(AgentWorker.Events, (event) => forward(live, event))
     )
@@ -1053,6 +1091,28 @@ const cancellable = <R, RW, P, A, B, E, R2>(
     ))
 }
 
+/** Follow-ups as a worker's message: their text. */
+const followUpText = (messages: ReadonlyArray<Message.Message>): string => messages.map(Message.textOf).join("\n\n")
+
+/**
+ * Follow-ups queued on the run's steering, taken as the next act turn's message (in place of what was pending:
+ * unapproved feedback is not sent, a turn cut short is not continued) and saved as it, in one step: a follow-up
+ * is delivered, returned or saved, never dropped. `undefined` when none is queued.
+ */
+const takeFollowUps = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<string | undefined, RunError> =>
+  Effect.uninterruptible(Effect.gen(function*() {
+    const { progress, steering } = live
+    const taken = steering === undefined ? [] : yield* steering.takeFollowUps
+    if (taken.length === 0) return undefined
+    const followUps = [...progress.followUps ?? [], ...taken]
+    progress.followUps = followUps
+    progress.awaitingApproval = false
+    progress.continueTurn = false
+    const text = followUpText(followUps)
+    yield* save(live, "act", text)
+    return text
+  }))
+
 /** Saves where the run is (with the worker's transcript, for our own loop), and its ending once it has one. */
 const save = <R, RW, P, A>(
   live: Live<R, RW, P, A>,
@@ -1086,6 +1146,7 @@ const save = <R, RW, P, A>(
       // Until the turn it was saved in goes on, a checkpoint of a run resumed in the middle of one says so.
       ...(progress.continueTurn ? { inTurn: true } : {}),
       ...(progress.awaitingApproval ? { awaitingApproval: true } : {}),
+      ...(progress.followUps === undefined ? {} : { pendingFollowUps: progress.followUps }),
       ...(agentState === undefined ? {} : { agentState })
     })
   })
@@ -1123,13 +1184,16 @@ const stateOf = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<RunState.R
     return { ...base, turn: live.progress.turns }
   })
 
-/** The run's result; what was queued and never delivered (to an external worker, or after the last turn) is in its state. */
+/**
+ * The run's result; what was queued and never delivered (steering an external worker cannot take, follow-ups
+ * taken for a turn that never came, what came after the last turn of a run that did not converge) is in its state.
+ */
 const result = <R, RW, P, A>(live: Live<R, RW, P, A>, outcome: SupervisedOutcome): Effect.Effect<Result<P, A>> =>
   Effect.gen(function*() {
     const { progress, steering } = live
     const inner = yield* stateOf(live)
     const steered = steering === undefined ? [] : yield* steering.takeSteering
-    const followUps = steering === undefined ? [] : yield* steering.takeFollowUps
+    const followUps = [...progress.followUps ?? [], ...steering === undefined ? [] : yield* steering.takeFollowUps]
     const state = steered.length === 0 && followUps.length === 0 ? inner : {
       ...inner,
       steering: [...inner.steering, ...steered],

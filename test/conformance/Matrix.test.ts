@@ -42,15 +42,11 @@ const gaps: Partial<Record<Cell, string>> = {
     "a follow-up after the trip is never delivered: the finished session does not run again",
   "DurableSession (PostgreSQL) × guardrail trip, then a follow-up":
     "a follow-up after the trip is never delivered: the finished session does not run again",
-  "Supervisor × guardrail trip, then a follow-up":
-    "a follow-up after the inner run ended is never delivered: the supervised run is over",
   // the same gaps, after a run that completed (a scenario added after the gaps were first listed)
   "DurableSession (memory) × a follow-up after a completed run":
     "a follow-up after the run completed is never delivered: the finished session does not run again",
   "DurableSession (PostgreSQL) × a follow-up after a completed run":
     "a follow-up after the run completed is never delivered: the finished session does not run again",
-  "Supervisor × a follow-up after a completed run":
-    "a follow-up after the inner run ended is never delivered: the supervised run is over",
   "AgentServer × typed output": "POST /sessions takes no output Schema: no typed output"
 }
 

@@ -24,7 +24,7 @@ import {
   Steering
 } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
-import { Supervisor, SupervisorOutcome } from "effect-agent/supervisor"
+import { SupervisedSession, SupervisorOutcome } from "effect-agent/supervisor"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -269,7 +269,7 @@ export const durablePostgres: Backend = {
 }
 
 // -----------------------------------------------------------------------------
-// A supervised run, with no checks and our own worker
+// A supervised session, with no checks and our own worker
 // -----------------------------------------------------------------------------
 
 /**
@@ -285,40 +285,55 @@ const innerOutcome = (outcome: SupervisorOutcome.SupervisorOutcome): Outcome.Out
   return SupervisorOutcome.toOutcome(outcome)
 }
 
+let supervisedSessions = 0
+
 /**
- * `Supervisor.run` with no checks: the inner run's events (its plugin), its
- * transcript, and the supervisor's outcome (`Converged` read as `Completed`:
- * no checks, so the first ended turn converges). A follow-up goes through
- * the run's steering, as `Agent.run`'s would.
+ * `SupervisedSession.run` with no checks, on `CheckpointStore.layerMemory`
+ * (built in the scenario's scope), and `SupervisedSession.resume` with the
+ * follow-up queued once it has ended, as the Session adapter does: the inner
+ * runs' events (their plugin), the transcript, and the supervisor's outcome
+ * (`Converged` read as `Completed`: no checks, so the first ended turn
+ * converges).
  */
 export const supervised: Backend = {
   name: "Supervisor",
-  // the inner run's events: the supervisor's own (SupervisorEvent) never reach its plugins
+  // the inner runs' events: the supervisor's own (SupervisorEvent, SessionResumed) never reach their plugins
   own: [],
   make: Effect.succeed<Start>((scenario) =>
     Effect.gen(function*() {
       const { plugin, read } = recording()
+      const scope = yield* Effect.scope
       const approvals = yield* Approvals.interactive()
-      const steering = yield* Steering.make()
-      const fiber = yield* Effect.forkScoped(
-        Supervisor.run({
-          task: scenario.prompt,
-          checks: [],
-          baseline: false,
-          steering,
-          output: scenario.output,
-          agent: { system: systems.main, config: scenario.config, plugins: [guardrail, plugin] }
-        }).pipe(Effect.provide(Layer.merge(agentLayer, Approvals.layer(approvals))))
+      const checkpoints = yield* Layer.build(CheckpointStore.layerMemory)
+      const provide = Effect.provide(
+        Layer.mergeAll(agentLayer, Approvals.layer(approvals), Layer.succeedContext(checkpoints))
+      )
+      const id = `supervised-${++supervisedSessions}`
+      const options = {
+        checks: [],
+        baseline: false,
+        output: scenario.output,
+        agent: { system: systems.main, config: scenario.config, plugins: [guardrail, plugin] }
+      }
+      let steering = yield* Steering.make()
+      let last = yield* Effect.forkScoped(
+        SupervisedSession.run({ id, task: scenario.prompt, ...options, steering }).pipe(provide)
       )
       return handle({
         events: read,
         steer: (text) => steering.steer(text),
         approve: approvals.approve,
-        followUp: (text) => steering.followUp(text),
+        followUp: (text) =>
+          Effect.gen(function*() {
+            yield* Fiber.join(last)
+            steering = yield* Steering.make()
+            yield* steering.followUp(text)
+            last = yield* Effect.forkIn(SupervisedSession.resume({ id, ...options, steering }).pipe(provide), scope)
+          }),
         final: (runs) =>
           Effect.gen(function*() {
             yield* waitForEnds(read, runs)
-            const result = yield* Fiber.join(fiber)
+            const result = yield* Fiber.join(last)
             return {
               messages: result.state.messages,
               outcome: innerOutcome(result.outcome),

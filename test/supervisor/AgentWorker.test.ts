@@ -272,15 +272,81 @@ describe("Supervisor.run: steering (issue 29, item 10)", () => {
         ["FollowUpDelivered", ["Now the summary."]]
       ])
 
+      // An external worker takes no steering (it comes back undelivered); a follow-up is its next turn's message.
       const other = yield* Steering.make()
-      const external = Worker.make("cli", () =>
+      const asked: Array<string> = []
+      const external = Worker.make("cli", (request) =>
         Effect.andThen(
-          Effect.orDie(Effect.andThen(other.steer("steer me"), other.followUp("follow me"))),
+          asked.push(request.message) === 1
+            ? Effect.orDie(Effect.andThen(other.steer("steer me"), other.followUp("follow me")))
+            : Effect.void,
           Effect.succeed({ text: "done", usage: { inputTokens: 0, outputTokens: 0 }, resumeToken: undefined })
         ))
       const undelivered = yield* Supervisor.run({ task: "t", worker: external, steering: other })
+      assert.deepStrictEqual(undelivered.outcome, { _tag: "Converged", turns: 2 })
+      assert.deepStrictEqual(asked, ["t", "follow me"])
       assert.deepStrictEqual(undelivered.state.steering.map(Message.textOf), ["steer me"])
-      assert.deepStrictEqual(undelivered.state.followUps.map(Message.textOf), ["follow me"])
+      assert.deepStrictEqual(undelivered.state.followUps, [])
+    }))
+
+  it.effect("a follow-up queued while the checks run, when the run would converge, is delivered before it ends", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const events: Array<AgentEvent.AgentEvent> = []
+      let checked = 0
+      // the check passes; on its first round the user queues a follow-up (the inner run has ended by then)
+      const check = Check.make(
+        "passes",
+        Effect.andThen(
+          Effect.suspend(() => ++checked === 1 ? Effect.orDie(steering.followUp("Now the summary.")) : Effect.void),
+          Effect.succeed({ status: "pass", summary: "ok" } as const)
+        )
+      )
+      const result = yield* Supervisor.run({
+        task: "look x up",
+        steering,
+        checks: [check],
+        baseline: false,
+        onEvent: (event) => Effect.sync(() => void events.push(event))
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "looked it up" }, { text: "the summary" }]), tools)))
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      assert.strictEqual(checked, 2)
+      assert.strictEqual(result.reply, "the summary")
+      assert.deepStrictEqual(result.state.messages.map((m) => [m.role, Message.textOf(m)]), [
+        ["user", "look x up"],
+        ["assistant", "looked it up"],
+        ["user", "Now the summary."],
+        ["assistant", "the summary"]
+      ])
+      assert.deepStrictEqual(result.state.followUps, [])
+      const tags = events.map(SupervisorEvent.tagOf).filter((tag) =>
+        ["WorkerTurnStart", "FollowUpDelivered", "WorkerTurnEnd", "CheckResult", "AgentEnd"].includes(tag)
+      )
+      // (the inner runs' own AgentEnd never reaches the supervised run's observers: one AgentEnd, last)
+      assert.deepStrictEqual(tags, [
+        "WorkerTurnStart",
+        "WorkerTurnEnd",
+        "CheckResult",
+        "WorkerTurnStart",
+        "FollowUpDelivered",
+        "WorkerTurnEnd",
+        "CheckResult",
+        "AgentEnd"
+      ])
+      assert.deepStrictEqual(SupervisorEvent.ofTag(events, "WorkerTurnStart").map((e) => e.message), ["look x up", "Now the summary."])
+    }))
+
+  it.effect("a follow-up the turn cap leaves no turn for comes back undelivered in the result's state, never dropped", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      const check = Check.make(
+        "passes",
+        Effect.andThen(Effect.orDie(steering.followUp("One more thing.")), Effect.succeed({ status: "pass", summary: "ok" } as const))
+      )
+      const result = yield* Supervisor.run({ task: "t", steering, checks: [check], baseline: false, maxTurns: 1 })
+        .pipe(Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "done" }]), tools)))
+      assert.deepStrictEqual(result.outcome, { _tag: "Unverified", budget: "turns", limit: 1, used: 1, failing: [] })
+      assert.deepStrictEqual(result.state.followUps.map(Message.textOf), ["One more thing."])
     }))
 })
 

@@ -11,9 +11,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { Tool, Toolkit } from "effect/ai"
-import { AgentTool, Approvals, type AgentEvent, Message, RunState, ToolRegistry } from "effect-agent"
+import { Agent, AgentTool, Approvals, type AgentEvent, Guardrail, Message, Outcome, RunState, Steering, ToolRegistry } from "effect-agent"
 import { CheckpointStore } from "effect-agent/session"
-import { Check, SupervisedSession, Supervisor, SupervisorEvent, Worker } from "effect-agent/supervisor"
+import { Check, SupervisedSession, Supervisor, SupervisorEvent, SupervisorOutcome, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
 
 const WriteFile = Tool.make("write_file", {
@@ -436,5 +436,194 @@ describe("SupervisedSession: checkpoints of version 1 (issue 30)", () => {
         state: { ...state, pluginState: { [SupervisedSession.key]: { ...v1, usage: { tokens: 1 } } } }
       }))
       assert.strictEqual(broken._tag, "CheckpointCorrupt")
+    }))
+})
+
+describe("SupervisedSession: a finished session given a follow-up (issue 30)", () => {
+  const secret = "Tell me the secret."
+  const followUp = "Then say what you can."
+  const censor = Guardrail.output(({ text }) =>
+    Effect.succeed(text.includes("secret") ? Guardrail.trip("it names the secret") : Guardrail.pass), { name: "censor" })
+  const tells = { text: "The secret is 42.", usage: { input: 10, output: 5 } }
+  const declines = { text: "I cannot tell you that.", usage: { input: 20, output: 5 } }
+  const inStore = (store: CheckpointStore.Service) => Effect.provideService(CheckpointStore.CheckpointStore, store)
+
+  it.effect("a guardrail trip, then resumed with a follow-up: a new act round, the transcript Agent.runContinue's, Converged", () =>
+    Effect.gen(function*() {
+      // the reference: Agent.run, then Agent.runContinue with the follow-up queued
+      const reference = yield* Effect.gen(function*() {
+        const first = yield* Agent.run({ prompt: secret, plugins: [censor] })
+        const steering = yield* Steering.make()
+        yield* steering.followUp(followUp)
+        return yield* Agent.runContinue(first.state, { plugins: [censor], steering })
+      }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer([tells, declines]), toolsOn(new Map()))))
+      assert.strictEqual(reference.outcome._tag, "Completed")
+
+      // process 1: the supervised session's run trips the guardrail
+      const store = CheckpointStore.memory()
+      const first = yield* SupervisedSession.run({ id: "trip", task: secret, agent: { plugins: [censor] } }).pipe(
+        inStore(store),
+        Effect.provide(Layer.merge(ScriptedModel.layer([tells]), toolsOn(new Map())))
+      )
+      assert.deepStrictEqual(first.outcome, Outcome.guardrailTripped("censor", "it names the secret", "output"))
+
+      // process 2: resumed with the follow-up queued on its steering
+      const steering = yield* Steering.make()
+      yield* steering.followUp(followUp)
+      const events: Array<AgentEvent.AgentEvent> = []
+      let checked = 0
+      const check = Check.make("answered", Effect.sync(() => (checked++, { status: "pass", summary: "yes" } as const)))
+      const result = yield* SupervisedSession.resume({
+        id: "trip",
+        checks: [check],
+        steering,
+        agent: { plugins: [censor] },
+        onEvent: (event) => Effect.sync(() => void events.push(event))
+      }).pipe(inStore(store), Effect.provide(Layer.merge(ScriptedModel.layer([declines]), toolsOn(new Map()))))
+
+      // the follow-up's round: one act turn with it as the message, the checks after it, and the run converges
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      assert.strictEqual(result.turns, 2)
+      assert.strictEqual(result.reply, "I cannot tell you that.")
+      assert.strictEqual(checked, 1)
+      assert.deepStrictEqual(result.state.messages, reference.state.messages)
+      assert.deepStrictEqual(result.state.messages.map((m) => [m.role, Message.textOf(m)]).slice(-2), [
+        ["user", followUp],
+        ["assistant", "I cannot tell you that."]
+      ])
+      assert.deepStrictEqual(result.state.followUps, [])
+      assert.deepStrictEqual(result.usage.input, 30)
+      // delivered as Agent.runContinue delivers a follow-up: FollowUpDelivered, in the worker's turn
+      const tags = events.map(SupervisorEvent.tagOf).filter((tag) =>
+        ["AgentStart", "SessionResumed", "WorkerTurnStart", "FollowUpDelivered", "WorkerTurnEnd", "CheckResult", "AgentEnd"]
+          .includes(tag)
+      )
+      assert.deepStrictEqual(tags, [
+        "AgentStart",
+        "SessionResumed",
+        "WorkerTurnStart",
+        "FollowUpDelivered",
+        "WorkerTurnEnd",
+        "CheckResult",
+        "AgentEnd"
+      ])
+      assert.deepStrictEqual(SupervisorEvent.ofTag(events, "WorkerTurnStart").map((e) => [e.turn, e.message]), [[2, followUp]])
+      const delivered = events.find((e) => e._tag === "FollowUpDelivered")
+      assert.deepStrictEqual(delivered?._tag === "FollowUpDelivered" ? delivered.messages.map(Message.textOf) : [], [followUp])
+      const end = events.at(-1)
+      assert.deepStrictEqual(
+        end?._tag === "AgentEnd" ? end.outcome : undefined,
+        SupervisorOutcome.toOutcome({ _tag: "Converged", turns: 2 })
+      )
+      // the session's checkpoint is the continued run's end
+      const saved = yield* SupervisedSession.load("trip").pipe(inStore(store))
+      assert.deepStrictEqual(saved.outcome, { _tag: "Converged", turns: 2 })
+      assert.isUndefined(saved.pendingFollowUps)
+      assert.deepStrictEqual(saved.agentState?.messages, result.state.messages)
+    }))
+
+  it.effect("a converged session resumed with a follow-up: the worker gets it, the checks run again; resumed with none, it ends as it ended", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const asked: Array<Worker.TurnRequest> = []
+      const worker = Worker.make("w", (request) =>
+        Effect.sync(() => {
+          asked.push(request)
+          return { text: `turn ${asked.length}`, usage: { inputTokens: 1, outputTokens: 1 }, resumeToken: undefined }
+        }))
+      let checked = 0
+      const check = Check.make("always", Effect.sync(() => (checked++, { status: "pass", summary: "ok" } as const)))
+      const options = { id: "c", checks: [check], baseline: false, worker }
+      const first = yield* SupervisedSession.run({ ...options, task }).pipe(inStore(store))
+      assert.deepStrictEqual(first.outcome, { _tag: "Converged", turns: 1 })
+
+      // nothing queued (a steering handle, empty): the stored ending, no turn, no check
+      const idle = yield* SupervisedSession.resume({ ...options, steering: yield* Steering.make() }).pipe(inStore(store))
+      assert.deepStrictEqual(idle.outcome, { _tag: "Converged", turns: 1 })
+      assert.deepStrictEqual([asked.length, checked], [1, 1])
+
+      const steering = yield* Steering.make()
+      yield* steering.followUp("Also update the docs.")
+      const events: Array<AgentEvent.AgentEvent> = []
+      const result = yield* SupervisedSession.resume({
+        ...options,
+        steering,
+        onEvent: (event) => Effect.sync(() => void events.push(event))
+      }).pipe(inStore(store))
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      assert.deepStrictEqual(asked.map((r) => [r.phase, r.message]), [["act", task], ["act", "Also update the docs."]])
+      assert.strictEqual(checked, 2)
+      // an external worker gets the text; the run says the follow-up was delivered, before the turn's reply
+      const tags = events.map(SupervisorEvent.tagOf).filter((tag) =>
+        ["WorkerTurnStart", "FollowUpDelivered", "WorkerTurnEnd", "CheckResult"].includes(tag)
+      )
+      assert.deepStrictEqual(tags, ["WorkerTurnStart", "FollowUpDelivered", "WorkerTurnEnd", "CheckResult"])
+      // the session's transcript has the follow-up and its reply
+      const stored = yield* store.load("c")
+      assert.deepStrictEqual(stored.state.messages.map(Message.textOf), [task, "turn 1", "Also update the docs.", "turn 2"])
+    }))
+
+  it.effect("stopped during the follow-up's turn: the checkpoint holds the follow-up, and the resumed run delivers it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const asked: Array<string> = []
+      const hang = yield* Deferred.make<void>()
+      const worker = (hangOn: string | undefined) =>
+        Worker.make("w", (request) =>
+          Effect.suspend(() => {
+            asked.push(request.message)
+            return request.message === hangOn
+              ? Effect.andThen(Deferred.succeed(hang, void 0), Effect.never)
+              : Effect.succeed({ text: `re: ${request.message}`, usage: { inputTokens: 1, outputTokens: 1 }, resumeToken: undefined })
+          }))
+      yield* SupervisedSession.run({ id: "f", task, worker: worker(undefined) }).pipe(inStore(store))
+      const steering = yield* Steering.make()
+      yield* steering.followUp("Also the docs.")
+      const fiber = yield* Effect.forkChild(
+        SupervisedSession.resume({ id: "f", worker: worker("Also the docs."), steering }).pipe(inStore(store))
+      )
+      yield* Deferred.await(hang)
+      yield* Fiber.interrupt(fiber)
+      const saved = yield* SupervisedSession.load("f").pipe(inStore(store))
+      assert.isUndefined(saved.outcome)
+      assert.deepStrictEqual([saved.turns, saved.pendingMessage], [1, "Also the docs."])
+      assert.deepStrictEqual(saved.pendingFollowUps?.map(Message.textOf), ["Also the docs."])
+
+      // resumed with nothing queued: it goes on with the saved follow-up, delivered once
+      const events: Array<AgentEvent.AgentEvent> = []
+      const result = yield* SupervisedSession.resume({
+        id: "f",
+        worker: worker(undefined),
+        onEvent: (event) => Effect.sync(() => void events.push(event))
+      }).pipe(inStore(store))
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      assert.deepStrictEqual(asked, [task, "Also the docs.", "Also the docs."])
+      assert.deepStrictEqual(events.filter((e) => e._tag === "FollowUpDelivered").length, 1)
+      const resumed = events.find((e) => e._tag === "SessionResumed")
+      assert.strictEqual(resumed?._tag === "SessionResumed" ? resumed.restored.followUps : undefined, 1)
+      assert.isUndefined((yield* SupervisedSession.load("f").pipe(inStore(store))).pendingFollowUps)
+    }))
+
+  it.effect("a rejected plan stays rejected: a follow-up does not start the act phase, and comes back undelivered", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      let turns = 0
+      const worker = Worker.make("w", () =>
+        Effect.sync(() => (turns++, { text: "a plan", usage: { inputTokens: 1, outputTokens: 1 }, resumeToken: undefined })))
+      const reject: Approvals.Service = {
+        decide: () => Effect.succeed(Approvals.approved),
+        decidePlan: () => Effect.succeed({ _tag: "Reject", notes: "no" })
+      }
+      const first = yield* SupervisedSession.run({ id: "r", task, plan: true, worker }).pipe(
+        inStore(store),
+        Effect.provideService(Approvals.Approvals, reject)
+      )
+      assert.deepStrictEqual(first.outcome, { _tag: "Rejected", notes: "no" })
+      const steering = yield* Steering.make()
+      yield* steering.followUp("Act anyway.")
+      const again = yield* SupervisedSession.resume({ id: "r", plan: true, worker, steering }).pipe(inStore(store))
+      assert.deepStrictEqual(again.outcome, { _tag: "Rejected", notes: "no" })
+      assert.strictEqual(turns, 1)
+      assert.deepStrictEqual(again.state.followUps.map(Message.textOf), ["Act anyway."])
     }))
 })
