@@ -38,10 +38,6 @@ type Cell = `${string} × ${string}`
 const gaps: Partial<Record<Cell, string>> = {
   "DurableSession (memory) × sub-agent with an approval inside":
     "DurableSession.approve of the nested call (r1/d1) never answers on WorkflowEngine.layerMemory, and the session cannot be stopped",
-  "DurableSession (memory) × guardrail trip, then a follow-up":
-    "a follow-up after the trip is never delivered: the finished session does not run again",
-  "DurableSession (PostgreSQL) × guardrail trip, then a follow-up":
-    "a follow-up after the trip is never delivered: the finished session does not run again",
   "Supervisor × guardrail trip, then a follow-up":
     "a follow-up after the inner run ended is never delivered: the supervised run is over",
   "AgentServer × typed output": "POST /sessions takes no output Schema: no typed output"

@@ -12,7 +12,7 @@ import {
   ShardingConfig
 } from "effect/cluster"
 import { Activity, WorkflowEngine } from "effect/workflow"
-import { Agent, type AgentEvent, Approvals, Message, type RunState, SubAgent, ToolRegistry } from "effect-agent"
+import { Agent, type AgentEvent, Approvals, Guardrail, Message, type RunState, Steering, SubAgent, ToolRegistry } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, recorder } from "../support.ts"
@@ -708,6 +708,43 @@ describe("DurableSession", () => {
         assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
       }).pipe(Effect.provide(runner("cluster", turns, [], { idle: "1 second" })))
     }))
+
+  // Before, only a run that completed waited for a follow-up: one that a guardrail ended finished the session, and
+  // the follow-up was never delivered. Every ending the loop decides is continued, as Agent.runContinue does.
+  for (const engine of ["memory", "cluster"] as const) {
+    it.live(`an idle session whose run a guardrail ended carries on with a follow-up, as Agent.runContinue (${engine})`, () =>
+      Effect.gen(function*() {
+        const guardrail = Guardrail.output(({ text }) =>
+          Effect.succeed(text.includes("secret") ? Guardrail.trip("the answer holds the secret") : Guardrail.pass), {
+          name: "secrets"
+        })
+        const turns: Turns = [{ text: "The secret is 42.", usage }, { text: "I cannot tell you that.", usage }]
+        const reference = yield* Effect.gen(function*() {
+          const ended = yield* Agent.run({ prompt: "the secret?", plugins: [guardrail] })
+          const steering = yield* Steering.make()
+          yield* steering.followUp("Then say what you can.")
+          return yield* Agent.runContinue(ended.state, { plugins: [guardrail], steering })
+        }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]))))
+        yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "trip1", prompt: "the secret?" }))
+          yield* waitFor("trip1", "AgentEnd")
+          const ended = (yield* DurableSession.events("trip1")).flatMap((entry) =>
+            entry.event._tag === "AgentEnd" ? [entry.event.outcome?._tag] : []
+          )
+          assert.deepStrictEqual(ended, ["GuardrailTripped"])
+          yield* DurableSession.followUp("trip1", "Then say what you can.")
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          assert.deepStrictEqual(result.state.messages, reference.state.messages)
+          assert.deepStrictEqual(result.outcome, reference.outcome)
+          assert.deepStrictEqual(result.messages.map(textOf), [
+            "the secret?",
+            "[This answer was withheld: the output guardrail secrets tripped (the answer holds the secret).]",
+            "Then say what you can.",
+            "I cannot tell you that."
+          ])
+        }).pipe(Effect.provide(runner(engine, turns, [], { idle: "1 second", plugins: [guardrail] })))
+      }))
+  }
 
   it.live("a call that must not run twice whose intent record exists answers \"outcome unknown\", unrun", () =>
     Effect.gen(function*() {

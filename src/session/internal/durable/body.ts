@@ -13,7 +13,7 @@
  * - `decision/<key>`: the application's approval policy decides a call;
  * - `approval/<key>`: without a policy, announces an approval request, then
  *   the body waits on the `DurableDeferred` of that call (see {@link approvalKey});
- * - `idle/<k>`, `wake/<k>`: an idle session waiting for a follow-up;
+ * - `idle/<k>`, `wake/<k>`: an idle session (its run ended, however) waiting for a follow-up;
  * - `end/<k>`: publishes the last events.
  *
  * The transcript is rebuilt from the activities' results when the body
@@ -214,7 +214,7 @@ export interface Options<R> {
   readonly outputMode?: OutputModule.Mode | undefined
   /** The agents a session may be handed off to: a follow-up goes on in the one that answered. */
   readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
-  /** How long a session that completed waits for a follow-up (durable time); none: it finishes. */
+  /** How long a session whose run ended waits for a follow-up (durable time); none: it finishes. */
   readonly idle?: Duration.Input | undefined
 }
 
@@ -691,9 +691,11 @@ export const make = <R>(options: Options<R>) =>
       const result = exit.value
       messages.push(...result.messages)
       const finished = (): Result => ({ _tag: "Finished", result: { ...result, messages } })
-      // A session handed off goes on in that agent: on a follow-up only when the runner knows it.
+      // Every ending the loop decides (completed, a guardrail trip, a budget, a cancel, ...) is one a follow-up
+      // continues, as `Agent.runContinue` does: with `idle`, the session waits for one. A session handed off goes
+      // on in that agent: on a follow-up only when the runner knows it.
       const goesOn = result.agent === undefined || agentOf(options, result.agent) !== undefined
-      if (idle === undefined || result.outcome._tag !== "Completed" || !goesOn) return yield* finish(finished())
+      if (idle === undefined || !goesOn) return yield* finish(finished())
       session.segment++
       const followUps = yield* awaitFollowUp(session, idle)
       if (followUps.length === 0) return yield* finish(finished())
