@@ -36,8 +36,6 @@ type Cell = `${string} × ${string}`
  * make a new difference pass.
  */
 const gaps: Partial<Record<Cell, string>> = {
-  "DurableSession (memory) × sub-agent with an approval inside":
-    "DurableSession.approve of the nested call (r1/d1) never answers on WorkflowEngine.layerMemory, and the session cannot be stopped",
   "Supervisor × guardrail trip, then a follow-up":
     "a follow-up after the inner run ended is never delivered: the supervised run is over",
   "AgentServer × typed output": "POST /sessions takes no output Schema: no typed output"
@@ -48,10 +46,7 @@ const gaps: Partial<Record<Cell, string>> = {
  * may differ or agree, and says which it did. Fix the race and move the
  * entry out; never add one to make a flaky new difference pass.
  */
-const intermittent: Partial<Record<Cell, string>> = {
-  "DurableSession (PostgreSQL) × sub-agent with an approval inside":
-    "on some runs, the sub-agent's events are published again when the session resumes after the approval (researcher AgentEnd, then AgentStart … ApprovalRequested a second time)"
-}
+const intermittent: Partial<Record<Cell, string>> = {}
 
 /**
  * Differences a backend documents because it cannot keep the promise by
