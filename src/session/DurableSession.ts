@@ -17,9 +17,12 @@
  *   and answers "outcome unknown" (the rule of the file store's `Session`).
  * - Approvals: the application's `Approvals` policy, when the runner is
  *   given one, decides each call (once: its decision is an activity's
- *   result); otherwise (none, or an `Approvals.interactive()` handle, which
- *   lives in one process) each call waits on a durable deferred, which
- *   {@link approve} resolves from any process. Steering and follow-ups go through the store's
+ *   result, or for a sub-agent's call in the activity of the call that runs
+ *   the sub-agent); otherwise (none, or an `Approvals.interactive()` handle,
+ *   which lives in one process) each call waits on a durable deferred, which
+ *   {@link approve} resolves from any process. A sub-agent's call that waits
+ *   stops the session's call that runs the sub-agent; the decision continues
+ *   it, the sub-agent going on from where it was. Steering and follow-ups go through the store's
  *   inbox ({@link steer}, {@link followUp}); with `idle`, a session whose
  *   run ended (however the loop ended it) waits (on durable time) for a
  *   follow-up instead of finishing.
