@@ -17,11 +17,15 @@
  *   and answers "outcome unknown" (the rule of the file store's `Session`).
  * - Approvals: the application's `Approvals` policy, when the runner is
  *   given one, decides each call (once: its decision is an activity's
- *   result); otherwise (none, or an `Approvals.interactive()` handle, which
- *   lives in one process) each call waits on a durable deferred, which
- *   {@link approve} resolves from any process. Steering and follow-ups go through the store's
- *   inbox ({@link steer}, {@link followUp}); with `idle`, a session that
- *   completed waits (on durable time) for a follow-up instead of finishing.
+ *   result, or for a sub-agent's call in the activity of the call that runs
+ *   the sub-agent); otherwise (none, or an `Approvals.interactive()` handle,
+ *   which lives in one process) each call waits on a durable deferred, which
+ *   {@link approve} resolves from any process. A sub-agent's call that waits
+ *   stops the session's call that runs the sub-agent; the decision continues
+ *   it, the sub-agent going on from where it was. Steering and follow-ups go through the store's
+ *   inbox ({@link steer}, {@link followUp}); with `idle`, a session whose
+ *   run ended (however the loop ended it) waits (on durable time) for a
+ *   follow-up instead of finishing.
  * - Events are published from inside activities only, each with a sequence
  *   number within its session by which the store dedupes it ({@link events}).
  * - A session suspends on failure (a storage error, a model error): it is
@@ -167,7 +171,11 @@ export const SessionWorkflow = Workflow.make("effect-agent/DurableSession", {
 export interface Options<R = never> {
   /** Plugins, after the guards the config installs (their hooks run again when a session replays). */
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
-  /** How long a session that completed waits for a follow-up (on durable time); without it, it finishes. */
+  /**
+   * How long a session whose run ended waits for a follow-up (on durable time), whatever ended it (it
+   * completed, a guardrail tripped, a budget ran out, it was cancelled): a follow-up continues it as
+   * `Agent.runContinue` would. Without it, the session finishes when its run ends.
+   */
   readonly idle?: Duration.Input | undefined
   /**
    * The typed outputs a session may ask for, by name (`StartOptions.output`;

@@ -36,17 +36,6 @@ type Cell = `${string} × ${string}`
  * make a new difference pass.
  */
 const gaps: Partial<Record<Cell, string>> = {
-  "DurableSession (memory) × sub-agent with an approval inside":
-    "DurableSession.approve of the nested call (r1/d1) never answers on WorkflowEngine.layerMemory, and the session cannot be stopped",
-  "DurableSession (memory) × guardrail trip, then a follow-up":
-    "a follow-up after the trip is never delivered: the finished session does not run again",
-  "DurableSession (PostgreSQL) × guardrail trip, then a follow-up":
-    "a follow-up after the trip is never delivered: the finished session does not run again",
-  // the same gaps, after a run that completed (a scenario added after the gaps were first listed)
-  "DurableSession (memory) × a follow-up after a completed run":
-    "a follow-up after the run completed is never delivered: the finished session does not run again",
-  "DurableSession (PostgreSQL) × a follow-up after a completed run":
-    "a follow-up after the run completed is never delivered: the finished session does not run again",
   "AgentServer × typed output": "POST /sessions takes no output Schema: no typed output"
 }
 
@@ -55,10 +44,7 @@ const gaps: Partial<Record<Cell, string>> = {
  * may differ or agree, and says which it did. Fix the race and move the
  * entry out; never add one to make a flaky new difference pass.
  */
-const intermittent: Partial<Record<Cell, string>> = {
-  "DurableSession (PostgreSQL) × sub-agent with an approval inside":
-    "on some runs, the sub-agent's events are published again when the session resumes after the approval (researcher AgentEnd, then AgentStart … ApprovalRequested a second time)"
-}
+const intermittent: Partial<Record<Cell, string>> = {}
 
 /**
  * Differences a backend documents because it cannot keep the promise by

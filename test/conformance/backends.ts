@@ -209,6 +209,9 @@ type Runner = Context.Context<WorkflowEngine.WorkflowEngine | DurableSession.Sto
 const runnerOf = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, E, R>) =>
   DurableSession.layer({
     plugins: [guardrail],
+    // a session whose run ended waits for a follow-up (DurableSession's way to continue a session, as
+    // Agent.runContinue and Session.resume do), on durable time
+    idle: "1 minute",
     // each scenario's typed output, by its name: a session asks for its own
     outputs: Object.fromEntries(scenarios.flatMap((scenario) => scenario.output === undefined ? [] : [[scenario.name, scenario.output]]))
   }).pipe(

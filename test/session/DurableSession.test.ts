@@ -12,9 +12,10 @@ import {
   ShardingConfig
 } from "effect/cluster"
 import { Activity, WorkflowEngine } from "effect/workflow"
-import { Agent, type AgentEvent, Approvals, Message, type RunState, SubAgent, ToolRegistry } from "effect-agent"
+import { Agent, type AgentEvent, Approvals, Guardrail, Message, type RunState, Steering, SubAgent, ToolRegistry } from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
+import * as Body from "../../src/session/internal/durable/body.ts"
 import { assertValidTranscript, recorder } from "../support.ts"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 
@@ -460,55 +461,189 @@ describe("DurableSession", () => {
       assert.deepStrictEqual(ran, ["charge", "deploy"])
     }))
 
-  it.live("a sub-agent's call waiting for approval is answered by its approval id", () =>
+  // Before, on WorkflowEngine.layerMemory the sub-agent's wait was made inside its parent call's activity, with the
+  // workflow's instance: the memory engine gives an activity an instance of its own, so it took the wait for an
+  // interrupt and ran the activity again (the sub-agent, up to 10 times), and approve never answered.
+  for (const engine of ["memory", "cluster"] as const) {
+    it.live(`a sub-agent's call waiting for approval is answered by its approval id (${engine})`, () =>
+      Effect.gen(function*() {
+        const ran: Array<string> = []
+        const deployer = Agent.define({
+          name: "deployer",
+          description: "deploys",
+          input: Schema.Struct({ topic: Schema.String }),
+          tools: toolsLayer(ran),
+          model: ScriptedModel.layer(followTranscript([
+            { toolCalls: [{ id: "c1", name: "deploy", params: { env: "child" } }], usage },
+            { text: "child done", usage }
+          ]))
+        })
+        const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
+        const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({
+          deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`)),
+          deployer: SubAgent.handler(deployer)
+        })))
+        const turns: Turns = [
+          { toolCalls: [{ id: "c2", name: "deployer", params: { topic: "x" } }], usage },
+          { text: "all done", usage }
+        ]
+        const layer = DurableSession.layer().pipe(
+          Layer.provideMerge(Layer.mergeAll(
+            ScriptedModel.layer(followTranscript(turns)),
+            tools,
+            DurableSession.layerMemoryStore
+          )),
+          Layer.provideMerge(engines[engine])
+        )
+        yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "sub1", prompt: "ship it" }))
+          const nested = yield* Effect.repeat(DurableSession.events("sub1"), {
+            until: (events) => events.some((entry) => entry.event._tag === "Nested" &&
+              entry.event.event._tag === "ApprovalRequested"),
+            schedule: Schedule.spaced("10 millis"),
+            times: 1000
+          })
+          const request = nested.map((entry) => entry.event).find((event) =>
+            event._tag === "Nested" && event.event._tag === "ApprovalRequested"
+          )
+          assert(request !== undefined && request._tag === "Nested" && request.event._tag === "ApprovalRequested")
+          assert.strictEqual(request.event.approvalId, "c2/c1")
+          assert.isFalse(yield* DurableSession.approve("sub1", "c1", { approved: true }), "the child's own call id")
+          assert.isTrue(yield* DurableSession.approve("sub1", "c2/c1", { approved: true }))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        }).pipe(Effect.provide(layer))
+        assert.deepStrictEqual(ran, ["deploy"])
+      }))
+
+    // Before, the session resumed after the approval made the parent's call again from its start: the sub-agent
+    // started over (its tools and model calls made again) as a new run, whose events were all published again
+    // (its AgentStart … ApprovalRequested a second time, after the AgentEnd of the run that was stopped).
+    it.live(`a sub-agent's call that the session waited for: the sub-agent goes on from where it was; its events once each, its tools and model calls once (${engine})`, () =>
+      Effect.gen(function*() {
+        const ran: Array<string> = []
+        let childCalls = 0
+        const childTurns: Turns = [
+          { toolCalls: [{ id: "s1", name: "step", params: { n: 1 } }], usage },
+          { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+          { text: "child done", usage }
+        ]
+        const deployer = Agent.define({
+          name: "deployer",
+          description: "deploys",
+          input: Schema.Struct({ topic: Schema.String }),
+          tools: toolsLayer(ran),
+          model: ScriptedModel.layer((_index, request) => {
+            childCalls++
+            return childTurns[request.prompt.content.filter((message) => message.role === "assistant").length]
+          }, { record: false })
+        })
+        const Parent = Toolkit.make(Agent.asTool(deployer))
+        const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({ deployer: SubAgent.handler(deployer) })))
+        const turns: Turns = [
+          { toolCalls: [{ id: "c2", name: "deployer", params: { topic: "x" } }], usage },
+          { text: "all done", usage }
+        ]
+        const { events: local, plugin } = recorder()
+        const reference = yield* Agent.run({ prompt: "ship it", plugins: [plugin] }).pipe(
+          Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(turns)), tools)),
+          Effect.provideService(Approvals.Approvals, Approvals.allowAll)
+        )
+        assert.deepStrictEqual([ran, childCalls], [["step", "deploy"], 3])
+        ran.length = 0
+        childCalls = 0
+        const layer = DurableSession.layer().pipe(
+          Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), tools, DurableSession.layerMemoryStore)),
+          Layer.provideMerge(engines[engine])
+        )
+        yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "goes-on", prompt: "ship it" }))
+          yield* Effect.repeat(DurableSession.events("goes-on"), {
+            until: (events) => events.some((entry) => innerTag(entry.event) === "ApprovalRequested"),
+            schedule: Schedule.spaced("10 millis"),
+            times: 1000
+          })
+          // the session waits (suspended) before it is approved: it is resumed, and replays
+          assert.strictEqual((yield* untilStatus("goes-on", (status) => status._tag === "Suspended"))._tag, "Suspended")
+          assert.isTrue(yield* DurableSession.approve("goes-on", "c2/d1", { approved: true }))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          assertValidTranscript(result.state.messages)
+          assert.deepStrictEqual(result.messages, reference.messages)
+          assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+          // what the sub-agents spent counts once, in the run that replayed the call's parts too
+          assert.deepStrictEqual(result.usage, reference.usage)
+          const published = yield* DurableSession.events("goes-on")
+          assert.deepStrictEqual(published.map((entry) => tagOf(entry.event)), local.map(tagOf))
+        }).pipe(Effect.provide(layer))
+        assert.deepStrictEqual([ran, childCalls], [["step", "deploy"], 3])
+      }))
+  }
+
+  it.live("a grandchild's call that the session waited for: both sub-agents go on from where they were, each event once", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []
-      const deployer = Agent.define({
-        name: "deployer",
+      const calls = { scout: 0, researcher: 0 }
+      const scripted = (agent: keyof typeof calls, turns: Turns) =>
+        ScriptedModel.layer((_index, request) => {
+          calls[agent]++
+          return turns[request.prompt.content.filter((message) => message.role === "assistant").length]
+        }, { record: false })
+      const scout = Agent.define({
+        name: "scout",
         description: "deploys",
         input: Schema.Struct({ topic: Schema.String }),
         tools: toolsLayer(ran),
-        model: ScriptedModel.layer(followTranscript([
-          { toolCalls: [{ id: "c1", name: "deploy", params: { env: "child" } }], usage },
-          { text: "child done", usage }
-        ]))
+        model: scripted("scout", [
+          { toolCalls: [{ id: "s1", name: "step", params: { n: 1 } }], usage },
+          { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+          { text: "scout done", usage }
+        ])
       })
-      const Parent = Toolkit.make(Deploy, Agent.asTool(deployer))
-      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({
-        deploy: ({ env }) => Effect.sync(() => (ran.push(`deploy:${env}`), `deployed to ${env}`)),
-        deployer: SubAgent.handler(deployer)
-      })))
+      const Middle = Toolkit.make(Agent.asTool(scout))
+      const researcher = Agent.define({
+        name: "researcher",
+        description: "sends the scout",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: ToolRegistry.layer(Middle).pipe(Layer.provide(Middle.toLayer({ scout: SubAgent.handler(scout) }))),
+        model: scripted("researcher", [
+          { toolCalls: [{ id: "q1", name: "scout", params: { topic: "y" } }], usage },
+          { text: "researcher done", usage }
+        ])
+      })
+      const Parent = Toolkit.make(Agent.asTool(researcher))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({ researcher: SubAgent.handler(researcher) })))
       const turns: Turns = [
-        { toolCalls: [{ id: "c2", name: "deployer", params: { topic: "x" } }], usage },
+        { toolCalls: [{ id: "c2", name: "researcher", params: { topic: "x" } }], usage },
         { text: "all done", usage }
       ]
+      const { events: local, plugin } = recorder()
+      const reference = yield* Agent.run({ prompt: "go", plugins: [plugin] }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(turns)), tools)),
+        Effect.provideService(Approvals.Approvals, Approvals.allowAll)
+      )
+      assert.deepStrictEqual([ran, calls], [["step", "deploy"], { scout: 3, researcher: 2 }])
+      ran.length = 0
+      calls.scout = calls.researcher = 0
       const layer = DurableSession.layer().pipe(
-        Layer.provideMerge(Layer.mergeAll(
-          ScriptedModel.layer(followTranscript(turns)),
-          tools,
-          DurableSession.layerMemoryStore
-        )),
+        Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), tools, DurableSession.layerMemoryStore)),
         Layer.provideMerge(engines.cluster)
       )
       yield* Effect.gen(function*() {
-        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "sub1", prompt: "ship it" }))
-        const nested = yield* Effect.repeat(DurableSession.events("sub1"), {
-          until: (events) => events.some((entry) => entry.event._tag === "Nested" &&
-            entry.event.event._tag === "ApprovalRequested"),
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "deep", prompt: "go" }))
+        yield* Effect.repeat(DurableSession.events("deep"), {
+          until: (events) => events.some((entry) => innerTag(entry.event) === "ApprovalRequested"),
           schedule: Schedule.spaced("10 millis"),
           times: 1000
         })
-        const request = nested.map((entry) => entry.event).find((event) =>
-          event._tag === "Nested" && event.event._tag === "ApprovalRequested"
-        )
-        assert(request !== undefined && request._tag === "Nested" && request.event._tag === "ApprovalRequested")
-        assert.strictEqual(request.event.approvalId, "c2/c1")
-        assert.isFalse(yield* DurableSession.approve("sub1", "c1", { approved: true }), "the child's own call id")
-        assert.isTrue(yield* DurableSession.approve("sub1", "c2/c1", { approved: true }))
+        assert.strictEqual((yield* untilStatus("deep", (status) => status._tag === "Suspended"))._tag, "Suspended")
+        assert.isTrue(yield* DurableSession.approve("deep", "c2/q1/d1", { approved: true }))
         const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
-        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(result.messages, reference.messages)
+        assert.deepStrictEqual(result.usage, reference.usage)
+        const published = yield* DurableSession.events("deep")
+        assert.deepStrictEqual(published.map((entry) => tagOf(entry.event)), local.map(tagOf))
       }).pipe(Effect.provide(layer))
-      assert.deepStrictEqual(ran, ["deploy"])
+      assert.deepStrictEqual([ran, calls], [["step", "deploy"], { scout: 3, researcher: 2 }])
     }))
 
   describe("a sub-agent that uses a call id again in its next turn (a provider numbering calls per response)", () => {
@@ -566,10 +701,12 @@ describe("DurableSession", () => {
         assert.deepStrictEqual(childResults(result), ["child done"])
       }))
 
-    it.live("wrong-call attack: a sub-agent whose model asks another call when the session replays asks anew", () =>
+    // Before, the session replayed after each decision and ran the sub-agent again, its model included: a model
+    // that asked for production where it had asked for staging asked anew (the key has the call's tool and
+    // arguments). Now the sub-agent goes on from where it was: its model is not asked again, and the call approved
+    // is the very call that runs.
+    it.live("wrong-call attack: a sub-agent whose model would ask another call when asked again is not asked again", () =>
       Effect.gen(function*() {
-        // The session replays after each decision, and the sub-agent runs again, its model included: this one
-        // asks for a staging deploy the first time, and for production at the same place ever after.
         const ran: Array<string> = []
         let asked = 0
         const ChildTools = Toolkit.make(Deploy)
@@ -604,25 +741,28 @@ describe("DurableSession", () => {
             events.flatMap((entry) =>
               entry.event._tag === "Nested" && entry.event.event._tag === "ApprovalRequested" ? [entry.event.event] : []
             )
-          const waitRequests = (n: number) =>
-            Effect.map(
-              Effect.repeat(DurableSession.events("replayed"), {
-                until: (events) => requests(events).length >= n,
-                schedule: Schedule.spaced("10 millis"),
-                times: 1000
-              }),
-              requests
-            )
-          assert.deepStrictEqual((yield* waitRequests(1)).map((request) => request.params), [{ env: "staging" }])
+          const first = yield* Effect.repeat(DurableSession.events("replayed"), {
+            until: (events) => requests(events).length >= 1,
+            schedule: Schedule.spaced("10 millis"),
+            times: 1000
+          })
+          assert.deepStrictEqual(requests(first).map((request) => request.params), [{ env: "staging" }])
+          assert.strictEqual((yield* untilStatus("replayed", (status) => status._tag === "Suspended"))._tag, "Suspended")
           assert.isTrue(yield* DurableSession.approve("replayed", "c2/call_0", { approved: true }))
-          // the replay asks for production where staging was: a question of its own, not the staging approval
-          const second = yield* waitRequests(2)
-          assert.deepStrictEqual(second.map((request) => request.params), [{ env: "staging" }, { env: "production" }])
-          assert.isTrue(yield* DurableSession.approve("replayed", "c2/call_0", { approved: false, reason: "not prod" }))
           const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
           assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+          assert.deepStrictEqual(
+            requests(yield* DurableSession.events("replayed")).map((request) => request.params),
+            [{ env: "staging" }]
+          )
         }).pipe(Effect.provide(layer))
-        assert.deepStrictEqual(ran, [])
+        assert.strictEqual(asked, 1)
+        assert.deepStrictEqual(ran, ["deploy:staging"])
+        // a sub-agent that its call's activity runs again from its start asks its model again: its key tells the
+        // calls apart, so a decision never answers another call asked where it was
+        const key = (env: string) =>
+          Body.approvalKey("1", { approvalId: "c2/call_0", turn: 1, toolName: "deploy", params: { env } })
+        assert.notStrictEqual(key("staging"), key("production"))
       }))
 
     it.live("wrong-call attack: without a policy, approving the first call_0 does not approve the second", () =>
@@ -709,6 +849,43 @@ describe("DurableSession", () => {
         assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
       }).pipe(Effect.provide(runner("cluster", turns, [], { idle: "1 second" })))
     }))
+
+  // Before, only a run that completed waited for a follow-up: one that a guardrail ended finished the session, and
+  // the follow-up was never delivered. Every ending the loop decides is continued, as Agent.runContinue does.
+  for (const engine of ["memory", "cluster"] as const) {
+    it.live(`an idle session whose run a guardrail ended carries on with a follow-up, as Agent.runContinue (${engine})`, () =>
+      Effect.gen(function*() {
+        const guardrail = Guardrail.output(({ text }) =>
+          Effect.succeed(text.includes("secret") ? Guardrail.trip("the answer holds the secret") : Guardrail.pass), {
+          name: "secrets"
+        })
+        const turns: Turns = [{ text: "The secret is 42.", usage }, { text: "I cannot tell you that.", usage }]
+        const reference = yield* Effect.gen(function*() {
+          const ended = yield* Agent.run({ prompt: "the secret?", plugins: [guardrail] })
+          const steering = yield* Steering.make()
+          yield* steering.followUp("Then say what you can.")
+          return yield* Agent.runContinue(ended.state, { plugins: [guardrail], steering })
+        }).pipe(Effect.provide(Layer.merge(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]))))
+        yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "trip1", prompt: "the secret?" }))
+          yield* waitFor("trip1", "AgentEnd")
+          const ended = (yield* DurableSession.events("trip1")).flatMap((entry) =>
+            entry.event._tag === "AgentEnd" ? [entry.event.outcome?._tag] : []
+          )
+          assert.deepStrictEqual(ended, ["GuardrailTripped"])
+          yield* DurableSession.followUp("trip1", "Then say what you can.")
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          assert.deepStrictEqual(result.state.messages, reference.state.messages)
+          assert.deepStrictEqual(result.outcome, reference.outcome)
+          assert.deepStrictEqual(result.messages.map(textOf), [
+            "the secret?",
+            "[This answer was withheld: the output guardrail secrets tripped (the answer holds the secret).]",
+            "Then say what you can.",
+            "I cannot tell you that."
+          ])
+        }).pipe(Effect.provide(runner(engine, turns, [], { idle: "1 second", plugins: [guardrail] })))
+      }))
+  }
 
   it.live("a call that must not run twice whose intent record exists answers \"outcome unknown\", unrun", () =>
     Effect.gen(function*() {
@@ -983,6 +1160,13 @@ const count = (events: ReadonlyArray<AgentEvent.AgentEvent>, tag: AgentEvent.Tag
   events.filter((event) => event._tag === tag).length
 
 const textOf = (message: Message.Message): string => Message.textOf(message)
+
+/** An event's tag, a sub-agent's with the path of agents it comes from. */
+const tagOf = (event: AgentEvent.AgentEvent): string =>
+  event._tag === "Nested" ? `${event.path.join("/")}:${tagOf(event.event)}` : event._tag
+
+/** The tag of the event inside `Nested` ones. */
+const innerTag = (event: AgentEvent.AgentEvent): string => event._tag === "Nested" ? innerTag(event.event) : event._tag
 
 /** The text deltas among published events, in order. */
 const deltasOf = (events: ReadonlyArray<DurableSession.Published>): ReadonlyArray<string> =>

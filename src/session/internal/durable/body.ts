@@ -10,14 +10,19 @@
  *   through the `modelCall` seam): its assistant message;
  * - `tool/<turn>/<callId>`: one tool call; a batch's calls run as concurrent
  *   activities within the config's cap (the loop's own batch);
+ * - `continue/<n>/<turn>/<callId>`: the `n`-th part of a call that stopped
+ *   to wait for an approval one of its sub-agents asked (see `registryOf`);
  * - `decision/<key>`: the application's approval policy decides a call;
  * - `approval/<key>`: without a policy, announces an approval request, then
  *   the body waits on the `DurableDeferred` of that call (see {@link approvalKey});
- * - `idle/<k>`, `wake/<k>`: an idle session waiting for a follow-up;
+ * - `idle/<k>`, `wake/<k>`: an idle session (its run ended, however) waiting for a follow-up;
  * - `end/<k>`: publishes the last events.
  *
  * The transcript is rebuilt from the activities' results when the body
  * replays. Events are published from inside activities only (see `Outbox`).
+ * Every durable operation (an activity, a durable wait) is the body's own:
+ * none is made inside an activity (an engine may give an activity a workflow
+ * instance of its own, as `WorkflowEngine.layerMemory` does).
  *
  * @internal
  */
@@ -39,9 +44,8 @@ import * as Outcome from "../../../Outcome.ts"
 import type * as OutputModule from "../../../Output.ts"
 import * as RunState from "../../../RunState.ts"
 import type * as Steering from "../../../Steering.ts"
-import type * as SubAgent from "../../../SubAgent.ts"
+import * as SubAgent from "../../../SubAgent.ts"
 import { outcomeUnknown, type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
-import * as Lineage from "../../../internal/lineage.ts"
 import * as SessionId from "../sessionId.ts"
 import * as Outbox from "./outbox.ts"
 import * as StorageFailure from "./storageFailure.ts"
@@ -122,15 +126,19 @@ const Stop = Schema.Union([
 const ReplyResult = Schema.Struct({ message: Message.AssistantMessage, stopped: Schema.optionalKey(Stop) })
 
 /**
- * A tool call's output, with what the sub-agents it ran reported (`usage`): a
- * replay that answers the call from this record adds it to the run's usage,
- * so the budgets still count what the sub-agents spent.
+ * A part of a tool call: its output, with what the sub-agents it ran
+ * reported (`usage`: a replay that answers the part from this record adds it
+ * to the run's usage, so the budgets still count what the sub-agents spent);
+ * or, `waits`, the call stopped there to wait for an approval one of its
+ * sub-agents asked: the approval's key and the sub-agent's run as it was.
  */
 const Output = Schema.Struct({
   content: Schema.Array(Message.UserContent),
   isError: Schema.Boolean,
-  usage: Schema.optionalKey(Message.Usage)
+  usage: Schema.optionalKey(Message.Usage),
+  waits: Schema.optionalKey(Schema.Struct({ key: Schema.String, saved: Schema.optionalKey(SubAgent.Saved) }))
 })
+type Output = typeof Output.Type
 
 /**
  * An approver's decision, as the deferred of a call carries it.
@@ -152,11 +160,12 @@ export const Decision = Schema.Union([
  * (`<turn>/<approvalId>`); the turn's calls are its model call's stored
  * result, the same in every replay. A sub-agent's call (its approval id has
  * a `/`) is made inside its parent's call, every turn of the sub-agent in one
- * turn of the session, and a replay runs the sub-agent again, its model
- * included, which may answer otherwise: its key also has the sub-agent's
- * turn and the SHA-256 of the call's tool and arguments
- * (`<turn>/<approvalId>@<runTurn>.<sha256>`), so a decision answers that very
- * call, and a different call where it was asks anew.
+ * turn of the session; a sub-agent that its call's activity runs again from
+ * its start (its runner died) asks its model again, which may answer
+ * otherwise: its key also has the sub-agent's turn and the SHA-256 of the
+ * call's tool and arguments (`<turn>/<approvalId>@<runTurn>.<sha256>`), so a
+ * decision answers that very call, and a different call where it was asks
+ * anew.
  *
  * @internal
  */
@@ -214,7 +223,7 @@ export interface Options<R> {
   readonly outputMode?: OutputModule.Mode | undefined
   /** The agents a session may be handed off to: a follow-up goes on in the one that answered. */
   readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
-  /** How long a session that completed waits for a follow-up (durable time); none: it finishes. */
+  /** How long a session whose run ended waits for a follow-up (durable time); none: it finishes. */
   readonly idle?: Duration.Input | undefined
 }
 
@@ -244,10 +253,41 @@ interface Session {
 
 const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
 
-/** The activity whose execution this is, if any: the events emitted there are its own. */
-const CurrentActivity = Context.Reference<string | undefined>("effect-agent/DurableSession/CurrentActivity", {
+/**
+ * One execution of an activity's body (an activity may execute more than
+ * once): the events it emits are its own (see `Outbox.Source`).
+ */
+interface Execution extends Outbox.Source {
+  /** What the sub-agents below it spent while it ran: the usage of their replies, from their `Nested` events. */
+  spent: Message.Usage
+  /** For a tool call's part: how a sub-agent's call waiting for approval stops it (see `registryOf`). */
+  stop: Stop | undefined
+  /** Set once the call stopped: what its runs emit as they are stopped is no news (the next part goes on). */
+  stopped: boolean
+}
+
+/** How a part of a tool call stops, and the approval the part continues after, if any. */
+interface Stop {
+  /** Completed by the first call below that waits for approval, with its key. */
+  readonly asked: Deferred.Deferred<string>
+  readonly resumes: { readonly key: string; readonly decision: Approvals.Decision } | undefined
+}
+
+/** The execution of an activity this fiber runs in, if any. */
+const CurrentActivity = Context.Reference<Execution | undefined>("effect-agent/DurableSession/CurrentActivity", {
   defaultValue: () => undefined
 })
+
+const currentActivity = (): Execution | undefined => Fiber.getCurrent()?.getRef(CurrentActivity)
+
+/** The usage of a sub-agent's reply, for a `Nested` event that ends one. */
+const replyUsage = (event: AgentEvent.AgentEvent): Message.Usage | undefined => {
+  let inner = event
+  while (inner._tag === "Nested") inner = inner.event
+  return inner !== event && inner._tag === "MessageEnd" && inner.message.role === "assistant"
+    ? inner.message.usage
+    : undefined
+}
 
 /**
  * Whether this run of the body is being stopped: it suspends, it is
@@ -267,12 +307,18 @@ const isStopping = (session: Session): boolean => {
  * what really happens, and an activity still running would otherwise publish
  * it. (Events emitted inside an activity still count: a model call in flight
  * when its shard is handed over streams on, and its reply is kept for the
- * replay.)
+ * replay. But not those of a call that stopped to wait for an approval, see
+ * `registryOf`: its next part goes on.) An event that ends a sub-agent's
+ * reply adds its usage to what the activity's sub-agents spent.
  */
 const sinkOf = (session: Session) => (event: AgentEvent.AgentEvent): void => {
-  const activity = Fiber.getCurrent()?.getRef(CurrentActivity)
-  if (activity === undefined && isStopping(session)) return
-  Outbox.add(session.outbox, event, activity)
+  const execution = currentActivity()
+  if (execution === undefined ? isStopping(session) : execution.stopped) return
+  if (execution !== undefined) {
+    const usage = replyUsage(event)
+    if (usage !== undefined) execution.spent = Message.addUsage(execution.spent, usage)
+  }
+  Outbox.add(session.outbox, event, execution)
 }
 
 /**
@@ -289,29 +335,44 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
   execute: Effect.Effect<S["Type"], E["Type"], R>,
   options?: {
     readonly live?: boolean | undefined
-    /** Called with the recorded result when the activity answers from its record rather than running. */
-    readonly replayed?: ((value: S["Type"]) => void) | undefined
+    /** Made with the recorded result when the activity answers from its record rather than running. */
+    readonly replayed?: ((value: S["Type"]) => Effect.Effect<void>) | undefined
     /** The call the activity is for (its events' ids, see `Outbox`). */
     readonly call?: string | undefined
+    /** The name of the first activity of the call, when this one continues it (its sub-agents' events' ids). */
+    readonly partOf?: string | undefined
   }
 ) =>
   Effect.suspend(() => {
+    if (currentActivity() !== undefined) {
+      return Effect.die(`effect-agent: the durable session's activity ${name} was asked for inside another activity`)
+    }
     const mark = session.outbox.emitted.length
     let ran = false
     const publish = (entries: ReadonlyArray<Outbox.Entry>) => orDie(session.store.publish(session.sessionId, entries))
     const body = Effect.suspend(() => {
       ran = true
-      return Outbox.publishing(session.outbox, publish, execute, options)
-    }).pipe(Effect.provideService(CurrentActivity, name))
+      const execution: Execution = {
+        name,
+        call: options?.partOf ?? name,
+        counts: new Map(),
+        spent: Message.emptyUsage,
+        stop: undefined,
+        stopped: false
+      }
+      return Outbox.publishing(session.outbox, publish, execute, options).pipe(
+        Effect.provideService(CurrentActivity, execution)
+      )
+    })
     // The call itself dies when the engine cannot store the request (the database is away): the loop would
     // take that for the tool's own crash, so it is made again until the storage is back (or the run is given up).
     return Effect.tap(
       stopsOnAbnormalExit(session, StorageFailure.ridingOut(Activity.make({ name, success, error, execute: body }))),
       (value) =>
-        Effect.sync(() => {
-          if (ran) return
+        Effect.suspend(() => {
+          if (ran) return Effect.void
           Outbox.skipTo(session.outbox, mark, options?.call ?? "-")
-          options?.replayed?.(value)
+          return options?.replayed?.(value) ?? Effect.void
         })
     )
   })
@@ -411,24 +472,31 @@ const unknownOutcome = (toolName: string): ToolRegistryOutput => ({
 })
 
 /**
- * What the sub-agents a call runs spend, with the call's output: the usage
- * they report while it runs, added to the output as `usage`.
+ * A part of a tool call, in its activity: the call (`invoked`), which stops
+ * when a sub-agent below it asks for an approval that waits (see
+ * `approvalsOf`): the part then answers `waits`, with the approval's key and
+ * the sub-agent's run as it is at that moment (the call's runs are
+ * interrupted, and what they emit as they are is not published). The output
+ * keeps what the call's sub-agents spent while it ran.
  */
-const withSpentBelow = <R>(
-  lineage: Lineage.Lineage,
+const stoppable = <R>(
   toolCallId: string,
+  resumes: Stop["resumes"],
   invoked: Effect.Effect<ToolRegistryOutput, ToolFatalError, R>
-): Effect.Effect<typeof Output.Type, ToolFatalError, R> =>
-  Effect.suspend(() => {
-    const spentBelow = lineage.spentBelow ??= new Map()
-    spentBelow.set(toolCallId, Message.emptyUsage)
-    return Effect.ensuring(
-      Effect.map(invoked, (output): typeof Output.Type => {
-        const spent = spentBelow.get(toolCallId)
-        return spent === undefined || spent === Message.emptyUsage ? output : { ...output, usage: spent }
-      }),
-      Effect.sync(() => void spentBelow.delete(toolCallId))
-    )
+): Effect.Effect<Output, ToolFatalError, R> =>
+  Effect.gen(function*() {
+    const execution = yield* CurrentActivity
+    if (execution === undefined) return yield* Effect.die("effect-agent: a tool call's part ran outside its activity")
+    const asked = yield* Deferred.make<string>()
+    execution.stop = { asked, resumes }
+    const stopped = Effect.flatMap(Deferred.await(asked), (key) =>
+      Effect.map(SubAgent.inFlight(toolCallId), (saved): Output => {
+        execution.stopped = true
+        return { content: [], isError: false, waits: saved === undefined ? { key } : { key, saved } }
+      }))
+    const output: Output = yield* Effect.raceFirst(invoked, stopped)
+    const spent = execution.spent
+    return spent === Message.emptyUsage ? output : { ...output, usage: spent }
   })
 
 /**
@@ -439,49 +507,77 @@ const withSpentBelow = <R>(
  * what the call's sub-agents spent; a replay answered from the record adds it
  * to the run's usage (the sub-agents do not run again), so the budgets count
  * it after a suspension as before.
+ *
+ * A call whose sub-agent asks for an approval that waits is made in parts:
+ * the part stops there, recording the sub-agent's run as it was; the body
+ * waits for the decision (a durable wait of its own, never one inside an
+ * activity), then makes the next part, `continue/<n>/<turn>/<callId>`, in
+ * which the call continues that sub-agent run (`SubAgent.continuing`) with
+ * the decision: the sub-agent does not start over, its tools and model calls
+ * done before the approval are not made again, and what it emits again on
+ * its way back to the call that waited (its start, the request) keeps its
+ * ids, so each event is published once.
  */
 const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegistry["Service"] => ({
   tools: base.tools,
   get: base.get,
   definitions: base.definitions,
-  invoke: (name, invocation) =>
-    Effect.flatMap(Lineage.Current, (lineage) => {
-      const activityName = `tool/${session.turn}/${invocation.toolCallId}`
-      const tool = base.get(name)
-      const invoked = base.invoke(name, invocation)
-      // A handoff acts on the run: made again on every replay (a record of it would not hand off).
-      if (tool !== undefined && AgentTool.settings(tool).handsOff) return invoked
-      const guarded = tool === undefined || AgentTool.settings(tool).replaySafe
-        ? invoked
+  invoke: (name, invocation) => {
+    const tool = base.get(name)
+    // A handoff acts on the run: made again on every replay (a record of it would not hand off).
+    if (tool !== undefined && AgentTool.settings(tool).handsOff) return base.invoke(name, invocation)
+    const { toolCallId } = invocation
+    const turn = session.turn
+    const first = `tool/${turn}/${toolCallId}`
+    const once = (call: Effect.Effect<ToolRegistryOutput, ToolFatalError>) =>
+      tool === undefined || AgentTool.settings(tool).replaySafe
+        ? call
         : Effect.flatMap(
-          Activity.idempotencyKey(activityName),
+          Activity.idempotencyKey(first),
           (key) =>
             Effect.flatMap(
               orDie(session.store.claimIntent(session.sessionId, key)),
-              (claimed) => claimed ? invoked : Effect.succeed(unknownOutcome(name))
+              (claimed) => claimed ? call : Effect.succeed(unknownOutcome(name))
             )
         )
-      const run = lineage?.run
-      const recorded = activity(
-        session,
-        activityName,
-        Output,
-        ToolFatalError,
-        lineage === undefined ? guarded : withSpentBelow(lineage, invocation.toolCallId, guarded),
-        {
-          call: invocation.toolCallId,
-          replayed: (output) => {
-            if (run !== undefined && output.usage !== undefined) {
-              run.progress.usage = Message.addUsage(run.progress.usage, output.usage)
-            }
+    const part = (n: number, resumes: Stop["resumes"], saved: SubAgent.Saved | undefined) =>
+      Effect.provideContext(
+        activity(
+          session,
+          n === 0 ? first : `continue/${n}/${turn}/${toolCallId}`,
+          Output,
+          ToolFatalError,
+          stoppable(
+            toolCallId,
+            resumes,
+            once(
+              saved === undefined
+                ? base.invoke(name, invocation)
+                : SubAgent.continuing(toolCallId, saved)(base.invoke(name, invocation))
+            )
+          ),
+          {
+            call: toolCallId,
+            partOf: first,
+            replayed: (output) => output.usage === undefined ? Effect.void : SubAgent.countSpent(output.usage)
           }
-        }
+        ),
+        session.engine
       )
-      return Effect.map(
-        Effect.provideContext(recorded, session.engine),
-        ({ content, isError }): ToolRegistryOutput => ({ content, isError })
+    const from = (n: number, output: Output): Effect.Effect<ToolRegistryOutput, ToolFatalError> => {
+      const waits = output.waits
+      if (waits === undefined) return Effect.succeed({ content: output.content, isError: output.isError })
+      return Effect.flatMap(
+        stopsOnAbnormalExit(session, Effect.provideContext(DurableDeferred.await(approvalOf(waits.key)), session.engine)),
+        (decision) =>
+          Effect.flatMap(
+            part(n + 1, { key: waits.key, decision }, waits.saved),
+            (next) => from(n + 1, next)
+          )
       )
-    })
+    }
+    return Effect.flatMap(part(0, undefined, undefined), (output) => from(0, output))
+  }
 })
 
 /**
@@ -499,11 +595,27 @@ const decidesDurably = (service: Approvals.Service | undefined): service is Appr
  * decision, as the activity `decision/<key>` (a replay does not ask again).
  * Without one: a durable deferred per call ({@link approvalKey}), resolved
  * by `DurableSession.approve` from any process.
+ *
+ * A sub-agent's call is asked inside the activity of the session's call that
+ * runs the sub-agent, where no durable operation is made: a policy decides
+ * it there (the activity's record keeps what followed); without one, it
+ * stops that part of the call, and the body waits (see `registryOf`); the
+ * next part answers it with the decision.
  */
 const approvalsOf = (session: Session, app: Approvals.Service | undefined): Approvals.Service => ({
   decide: (request) =>
     Effect.suspend(() => {
       const key = approvalKey(session.turn, request)
+      const execution = currentActivity()
+      if (execution !== undefined) {
+        if (decidesDurably(app)) return app.decide(request)
+        const stop = execution.stop
+        if (stop === undefined) {
+          return Effect.die(`effect-agent: a call asked for approval inside the activity ${execution.name}`)
+        }
+        if (stop.resumes?.key === key) return Effect.succeed(stop.resumes.decision)
+        return Effect.andThen(Deferred.succeed(stop.asked, key), Effect.never)
+      }
       return Effect.provideContext(
         decidesDurably(app)
           ? activity(session, `decision/${key}`, Decision, Schema.Never, app.decide(request), {
@@ -691,9 +803,11 @@ export const make = <R>(options: Options<R>) =>
       const result = exit.value
       messages.push(...result.messages)
       const finished = (): Result => ({ _tag: "Finished", result: { ...result, messages } })
-      // A session handed off goes on in that agent: on a follow-up only when the runner knows it.
+      // Every ending the loop decides (completed, a guardrail trip, a budget, a cancel, ...) is one a follow-up
+      // continues, as `Agent.runContinue` does: with `idle`, the session waits for one. A session handed off goes
+      // on in that agent: on a follow-up only when the runner knows it.
       const goesOn = result.agent === undefined || agentOf(options, result.agent) !== undefined
-      if (idle === undefined || result.outcome._tag !== "Completed" || !goesOn) return yield* finish(finished())
+      if (idle === undefined || !goesOn) return yield* finish(finished())
       session.segment++
       const followUps = yield* awaitFollowUp(session, idle)
       if (followUps.length === 0) return yield* finish(finished())

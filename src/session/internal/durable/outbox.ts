@@ -15,12 +15,20 @@
  * concurrent calls interleave and whichever activity happens to publish it:
  *
  * - emitted inside an activity: the activity's name and the event's place
- *   among the activity's own events (`tool/3/c1>0`, `model/3>12`); an
- *   activity's own events come in order. A sub-agent's events (`Nested`)
- *   also carry the id of the sub-agent's run (`tool/3/c1>run-id>4`): a
- *   sub-agent run again with its activity is a new run, whose events are
- *   news (it may ask other questions than the first run did), not the first
- *   run's under the same ids;
+ *   among the events of that execution of it (`tool/3/c1>0`, `model/3>12`);
+ *   an activity's own events come in order;
+ * - a sub-agent's event (`Nested`), emitted inside the activity of the
+ *   session's call that runs it: what the event is, in the sub-agent's run:
+ *   the call's first activity, the run's id, the event's turn, the call it
+ *   is about (or `-`), its tag, and its place among the events alike in that
+ *   execution (`tool/3/c1>run-id>2/d1/ApprovalRequested#0`; a run's
+ *   `AgentStart` and `AgentEnd` are `tool/3/c1>run-id>AgentStart#0`). A call
+ *   that stopped to wait for an approval its sub-agent asked is made again,
+ *   continuing the sub-agent from where it was, in an activity of its own:
+ *   what the continued run emits again on its way back (its `AgentStart`,
+ *   the request) has the ids it had, and only what is new is news. A
+ *   sub-agent run again from its start (its activity ran again) is a new run,
+ *   with a new run id: its events are news;
  * - emitted by the body: its turn, the call it is about (`toolCallId`) or
  *   `-`, and its place among the body's events of that turn and call
  *   (`3/c1/0`, `3/-/2`); the body emits the same events on each path, in the
@@ -69,7 +77,7 @@ export interface Outbox {
   readonly emitted: Array<Emitted>
   /** Events before this index are all published. */
   settled: number
-  /** How many events each path (by its id prefix) emitted so far. */
+  /** How many events the body emitted outside activities, by turn and call, so far. */
   readonly counts: Map<string, number>
   /** Opened by the sink on each event while an activity publishes live. */
   arrived: Latch.Latch | undefined
@@ -91,25 +99,54 @@ const innermost = (event: AgentEvent.AgentEvent): AgentEvent.AgentEvent =>
   event._tag === "Nested" ? innermost(event.event) : event
 
 /**
- * Adds an event: `activity` is the name of the activity whose execution
- * emitted it, if any.
+ * The execution of an activity that emits events: its name, the name of the
+ * first activity of the call it makes (its sub-agents' events are named by
+ * it, in every part of the call), and how many events of each kind it
+ * emitted so far.
  *
  * @internal
  */
-export const add = (outbox: Outbox, event: AgentEvent.AgentEvent, activity: string | undefined): void => {
-  const call = activity === undefined ? callOf(event) ?? "-" : undefined
-  const prefix = activity === undefined
-    ? `${event.turn}/${call}/`
-    : event._tag === "Nested"
-    ? `${activity}>${innermost(event).runId}>`
-    : `${activity}>`
-  const n = outbox.counts.get(prefix) ?? 0
-  outbox.counts.set(prefix, n + 1)
-  outbox.emitted.push({
-    entry: { id: `${prefix}${n}`, event },
-    path: activity === undefined ? call! : `activity:${activity}`,
-    published: false
-  })
+export interface Source {
+  readonly name: string
+  readonly call?: string | undefined
+  readonly counts: Map<string, number>
+}
+
+/** What a sub-agent's event is in its run: its kind, where it happens (see the module's doc). */
+const kindOf = (event: AgentEvent.AgentEvent): string =>
+  event._tag === "AgentStart" || event._tag === "AgentEnd"
+    ? event._tag
+    : `${event.turn}/${callOf(event) ?? "-"}/${event._tag}`
+
+/** The next number of `key` among `counts`. */
+const next = (counts: Map<string, number>, key: string): number => {
+  const n = counts.get(key) ?? 0
+  counts.set(key, n + 1)
+  return n
+}
+
+/**
+ * Adds an event: `source` is the execution of the activity that emitted it, if any.
+ *
+ * @internal
+ */
+export const add = (outbox: Outbox, event: AgentEvent.AgentEvent, source: Source | undefined): void => {
+  let id: string
+  let path: string
+  if (source === undefined) {
+    path = callOf(event) ?? "-"
+    const prefix = `${event.turn}/${path}/`
+    id = `${prefix}${next(outbox.counts, prefix)}`
+  } else if (event._tag === "Nested") {
+    const inner = innermost(event)
+    const key = `${source.call ?? source.name}>${inner.runId}>${kindOf(inner)}`
+    id = `${key}#${next(source.counts, key)}`
+    path = `activity:${source.name}`
+  } else {
+    id = `${source.name}>${next(source.counts, "")}`
+    path = `activity:${source.name}`
+  }
+  outbox.emitted.push({ entry: { id, event }, path, published: false })
   outbox.arrived?.openUnsafe()
 }
 
