@@ -48,12 +48,6 @@ export interface Lineage {
   readonly handoffs: Handoffs | undefined
   /** What the runs of the tree share of their budgets' reservations (the top run's, for every run below). */
   readonly ledger: Reservations.Ledger
-  /**
-   * The usage the sub-agent runs below this run reported, by the id of this run's call that runs them: kept
-   * only for the calls entered here, while they run (a durable session's tool activity records it, so a
-   * replay that does not run the call again still counts what its sub-agents spent). Made at the first entry.
-   */
-  spentBelow: Map<string, Message.Usage> | undefined
 }
 
 /**
@@ -131,8 +125,7 @@ export const make = (runId: string, link: Link | undefined, handoffs: Handoffs |
     children: new Map(),
     restored: new Map(),
     handoffs,
-    ledger: parent?.ledger ?? Reservations.ledger(),
-    spentBelow: undefined
+    ledger: parent?.ledger ?? Reservations.ledger()
   }
 }
 

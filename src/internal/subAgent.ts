@@ -336,20 +336,12 @@ const childPlugin = (
   const calls = (below: ReadonlyArray<string> | undefined) =>
     toolCallId === undefined || below === undefined ? undefined : [toolCallId, ...below]
   const rollUp = (usage: Message.Usage, turns: number) => {
-    // The call of each run above that runs this one: this one's, then the run below that run's.
-    let via = toolCallId
     for (let lineage = parent; lineage !== undefined; lineage = lineage.parent) {
       const run = lineage.run
-      const call = via
-      via = lineage.toolCallId
       if (run === undefined) continue
       const key = path.slice(lineage.depth).join("/")
       const { progress } = run
-      if (usage !== Message.emptyUsage) {
-        progress.usage = Message.addUsage(progress.usage, usage)
-        const below = call === undefined ? undefined : lineage.spentBelow?.get(call)
-        if (call !== undefined && below !== undefined) lineage.spentBelow?.set(call, Message.addUsage(below, usage))
-      }
+      if (usage !== Message.emptyUsage) progress.usage = Message.addUsage(progress.usage, usage)
       const before = progress.agents?.[key]
       progress.agents = {
         ...progress.agents,
