@@ -142,9 +142,10 @@ const textFormat: LanguageModel.ProviderOptions["responseFormat"] = { type: "tex
 
 /**
  * The `ProviderOptions` `LanguageModel.make` hands the provider for a loop
- * call without a tracker or approvals: the prompt, the tools (the `oneOf`
- * ones when the choice names some), the tool choice (`"auto"` when none is
- * given), a text response, no previous response, deferred tool-call
+ * call without a tracker or approvals: the prompt; with tools, the tools (the
+ * `oneOf` ones when the choice names some) and the tool choice (`"auto"` when
+ * none is given); without (no toolkit, or an empty one), no tools and the
+ * choice `"none"`; a text response; no previous response; deferred tool-call
  * validation.
  *
  * Mirrors `streamText`'s first `providerOptions` inside `make` and what
@@ -165,10 +166,11 @@ export const loopOptions = (
   const oneOf: ReadonlyArray<string> | undefined = typeof toolChoice === "object" && "oneOf" in toolChoice
     ? toolChoice.oneOf
     : undefined
+  const some = tools.length > 0
   return {
     prompt,
-    tools: oneOf === undefined ? tools : tools.filter((tool) => oneOf.includes(tool.name)),
-    toolChoice,
+    tools: !some ? [] : oneOf === undefined ? tools : tools.filter((tool) => oneOf.includes(tool.name)),
+    toolChoice: some ? toolChoice : "none",
     responseFormat: textFormat,
     span,
     previousResponseId: undefined,
