@@ -1,18 +1,23 @@
 /**
  * What the provider layers cost per streamed event, without the network:
  * each recorded stream is served by an in-memory HttpClient, one event per
- * chunk, and decoded
- * through `LanguageModel.streamText` (SSE framing, JSON, the wire Schemas, the
- * parts, and effect/ai's own decoding of each part). The floor printed beside
- * it is `JSON.parse` of the same `data:` lines alone.
+ * chunk, and decoded through `LanguageModel.streamText` as the agent loop
+ * calls it (SSE framing, JSON, the wire Schemas and the parts), on the
+ * providers' direct path, and again with every call sent through
+ * `LanguageModel.make` (`compat.StandardPath`: the encoded parts, which
+ * effect/ai decodes again): what the direct path (`providers/internal/compat.ts`)
+ * saves. The two are run in alternating rounds; each prints its median
+ * round. The floor printed beside them is `JSON.parse` of the same `data:`
+ * lines alone.
  *
- *   node bench/providers.ts
+ *   node bench/providers.ts [rounds]
  */
 import { Effect, Layer, Redacted, Stream } from "effect"
 import { LanguageModel } from "effect/ai"
 import { HttpClient, HttpClientResponse } from "effect/http"
 import { readFileSync } from "node:fs"
 import { Anthropic, OpenAiChat, OpenAiResponses } from "../src/providers/index.ts"
+import * as Compat from "../src/providers/internal/compat.ts"
 
 const fixture = (path: string) => readFileSync(new URL(`../test/fixtures/providers/${path}`, import.meta.url), "utf8")
 
@@ -49,6 +54,9 @@ const cases: ReadonlyArray<
 ]
 
 const runs = 300
+const rounds = Number(process.argv[2] ?? 5)
+
+const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 for (const [name, path, layer] of cases) {
   const body = fixture(path)
@@ -57,19 +65,33 @@ for (const [name, path, layer] of cases) {
   const once = Stream.runDrain(
     LanguageModel.streamText({ prompt: "hi", disableToolCallResolution: true, toolCallValidation: "deferred" })
   )
+  const round = (standard: boolean) =>
+    Effect.gen(function*() {
+      const start = performance.now()
+      for (let i = 0; i < runs; i++) yield* once
+      return performance.now() - start
+    }).pipe(Effect.provideService(Compat.StandardPath, standard))
   const program = Effect.gen(function*() {
     for (let i = 0; i < 30; i++) yield* once // warm up
-    const start = performance.now()
-    for (let i = 0; i < runs; i++) yield* once
-    return performance.now() - start
+    for (let i = 0; i < 30; i++) yield* Effect.provideService(once, Compat.StandardPath, true)
+    const direct: Array<number> = []
+    const standard: Array<number> = []
+    for (let r = 0; r < rounds; r++) {
+      direct.push(yield* round(false))
+      standard.push(yield* round(true))
+    }
+    return { direct: median(direct), standard: median(standard) }
   }).pipe(Effect.provide(model))
-  const elapsed = await Effect.runPromise(program)
+  const { direct, standard } = await Effect.runPromise(program)
   let floor = performance.now()
   for (let i = 0; i < runs; i++) for (const line of data) JSON.parse(line.slice(6))
   floor = performance.now() - floor
   const perEvent = (ms: number) => ((ms * 1000) / (runs * data.length)).toFixed(2)
+  const perCall = (ms: number) => ((ms * 1000) / runs).toFixed(0)
   console.log(
-    `${name.padEnd(28)} ${String(data.length).padStart(4)} events  ${perEvent(elapsed).padStart(6)} µs/event` +
-      `  (JSON.parse alone ${perEvent(floor)} µs/event)  ${((elapsed * 1000) / runs).toFixed(0)} µs/call`
+    `${name.padEnd(28)} ${String(data.length).padStart(4)} events  direct ${perEvent(direct).padStart(6)} µs/event` +
+      ` ${perCall(direct).padStart(5)} µs/call  LanguageModel.make ${perEvent(standard).padStart(6)} µs/event` +
+      ` ${perCall(standard).padStart(5)} µs/call  ×${(standard / direct).toFixed(2)}` +
+      `  (JSON.parse alone ${perEvent(floor)} µs/event)`
   )
 }

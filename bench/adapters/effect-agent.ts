@@ -32,6 +32,7 @@ import { type AiError, LanguageModel, Prompt, Tool, Toolkit } from "effect/ai"
 import { FetchHttpClient } from "effect/http"
 import { Agent, type Hooks, Message, ToolRegistry } from "../../src/index.ts"
 import { OpenAiChat } from "../../src/providers/index.ts"
+import * as Compat from "../../src/providers/internal/compat.ts"
 import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
 import * as ResponseParts from "../../src/providers/internal/ResponseParts.ts"
 import * as Settings from "../../src/providers/internal/Settings.ts"
@@ -90,7 +91,7 @@ const decoding = <P>(make: ResponseParts.Maker<P>): SseTransport.Decoding<P> => 
   redact: settings.redact,
   decoder: () => OpenAiChatStream.decoder(settings, make)
 })
-const decoded = decoding(ResponseParts.decoded)
+const decoded = decoding(Compat.decodedParts)
 
 /** The session's script, which the model reads from the run's context: the model itself is built once. */
 class SessionScript extends Context.Service<SessionScript, Script>()("bench/SessionScript") {}
@@ -112,7 +113,7 @@ const loopModel = (
       const streamText = (
         options: LanguageModel.GenerateTextOptions<{}>
       ): Stream.Stream<ResponseParts.Decoded, AiError.AiError, SessionScript> => {
-        if (!SseTransport.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
+        if (!Compat.isLoopCall(options)) return Stream.die("the benchmark streams the loop's calls only")
         return Stream.unwrap(Effect.map(Effect.service(SessionScript), (script) => {
           checkRequest(script, Prompt.make(options.prompt))
           return turnStream(script.next())
@@ -135,17 +136,17 @@ const providerShapedModel = loopModel((turn) => SseTransport.decodeBody(Stream.s
 /** A part as the decoder asked for it: making it again runs the decoder's own maker. */
 type Recipe = () => ResponseParts.Decoded
 
-/** Records the decoder's calls to `ResponseParts.decoded`, to replay them for fresh parts on each call. */
+/** Records the decoder's calls to `Compat.decodedParts`, to replay them for fresh parts on each call. */
 const recording: ResponseParts.Maker<Recipe> = {
-  metadata: (id, modelId, createdMillis) => () => ResponseParts.decoded.metadata(id, modelId, createdMillis),
-  start: (type, id) => () => ResponseParts.decoded.start(type, id),
-  delta: (type, id, delta) => () => ResponseParts.decoded.delta(type, id, delta),
-  end: (type, id, metadata) => () => ResponseParts.decoded.end(type, id, metadata),
-  paramsStart: (id, name) => () => ResponseParts.decoded.paramsStart(id, name),
-  paramsDelta: (id, delta) => () => ResponseParts.decoded.paramsDelta(id, delta),
-  paramsEnd: (id) => () => ResponseParts.decoded.paramsEnd(id),
-  toolCall: (id, name, params, metadata) => () => ResponseParts.decoded.toolCall(id, name, params, metadata),
-  finish: (finish) => () => ResponseParts.decoded.finish(finish)
+  metadata: (id, modelId, createdMillis) => () => Compat.decodedParts.metadata(id, modelId, createdMillis),
+  start: (type, id) => () => Compat.decodedParts.start(type, id),
+  delta: (type, id, delta) => () => Compat.decodedParts.delta(type, id, delta),
+  end: (type, id, metadata) => () => Compat.decodedParts.end(type, id, metadata),
+  paramsStart: (id, name) => () => Compat.decodedParts.paramsStart(id, name),
+  paramsDelta: (id, delta) => () => Compat.decodedParts.paramsDelta(id, delta),
+  paramsEnd: (id) => () => Compat.decodedParts.paramsEnd(id),
+  toolCall: (id, name, params, metadata) => () => Compat.decodedParts.toolCall(id, name, params, metadata),
+  finish: (finish) => () => Compat.decodedParts.finish(finish)
 }
 
 /**

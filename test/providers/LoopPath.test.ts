@@ -16,7 +16,7 @@ import { Agent, AgentError, Message, ToolRegistry } from "effect-agent"
 import { Anthropic, OpenAiChat, OpenAiResponses } from "effect-agent/providers"
 import * as Fs from "node:fs"
 import * as OpenAiChatStream from "../../src/providers/internal/OpenAiChatStream.ts"
-import * as SseTransport from "../../src/providers/internal/SseTransport.ts"
+import * as Compat from "../../src/providers/internal/compat.ts"
 import * as ProviderTest from "./ProviderTest.ts"
 import * as TestServer from "./TestServer.ts"
 
@@ -77,7 +77,7 @@ const fixtures = (directory: string): ReadonlyArray<string> =>
 
 /** Runs an effect with every call of our providers routed through `LanguageModel.make`. */
 const throughMake = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.provideService(effect, SseTransport.StandardPath, true)
+  Effect.provideService(effect, Compat.StandardPath, true)
 
 const serving = (body: string) => TestServer.start(() => Effect.succeed(TestServer.sse(body)))
 

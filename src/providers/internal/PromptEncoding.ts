@@ -236,31 +236,3 @@ export const openAiJsonSchema = (
   schema: OpenAiStructuredOutput.toCodecOpenAI(format.schema).jsonSchema,
   strict: true
 })
-
-const approvalsIn = new WeakMap<Prompt.Message, boolean>()
-
-const messageHasApprovals = (message: Prompt.Message): boolean => {
-  if (message.role !== "assistant" && message.role !== "tool") return false
-  let found = approvalsIn.get(message)
-  if (found === undefined) {
-    found = false
-    for (const part of message.content) {
-      if (part.type === "tool-approval-request" || part.type === "tool-approval-response") found = true
-    }
-    approvalsIn.set(message, found)
-  }
-  return found
-}
-
-/**
- * Whether a prompt holds tool approval requests or responses, which
- * `LanguageModel.make` resolves before a call (each message is looked at
- * once for its life).
- *
- * @since 0.1.0
- * @category approvals
- */
-export const hasApprovals = (prompt: Prompt.Prompt): boolean => {
-  for (const message of prompt.content) if (messageHasApprovals(message)) return true
-  return false
-}

@@ -2,16 +2,16 @@
  * Building and collecting `effect/ai` response parts, shared by the
  * providers. A provider's decoder builds its parts through a {@link Maker}:
  * {@link encoded} makes the encoded parts `LanguageModel.make` decodes (every
- * call of an `effect/ai` user goes that way), {@link decoded} makes the parts
- * that decoding yields, directly, for the agent loop's calls (the provider has
- * already validated each wire event with its own Schema, so the parts it
- * builds are valid by construction, and a second decode would only copy
- * them). {@link collect} turns a provider's own stream into the parts of a
+ * call of an `effect/ai` user goes that way); `compat.decodedParts` makes the
+ * parts that decoding yields, directly, for the agent loop's calls (the
+ * provider has already validated each wire event with its own Schema, so the
+ * parts it builds are valid by construction, and a second decode would only
+ * copy them). {@link collect} turns a provider's own stream into the parts of a
  * `generateText` response, so that each provider has a single decoding path.
  *
  * @since 0.1.0
  */
-import { DateTime, Effect, Stream, type Types } from "effect"
+import { Effect, Stream, type Types } from "effect"
 import { Response } from "effect/ai"
 import * as Pricing from "../Pricing.ts"
 
@@ -68,16 +68,28 @@ export interface Finish {
   readonly prices: Pricing.PriceTable
 }
 
-/** The finish part's metadata: the call's cost when the price table knows the model. */
-const finishMetadata = (finish: Finish): Response.ProviderMetadata | undefined => {
+/**
+ * The finish part's metadata: the call's cost when the price table knows the model.
+ *
+ * @since 0.1.0
+ * @category makers
+ */
+export const finishMetadata = (finish: Finish): Response.ProviderMetadata | undefined => {
   const price = Pricing.find(finish.prices, finish.modelId)
   return price === undefined ? undefined : { [metadataKey]: { costUsd: Pricing.cost(price, finish.usage) } }
 }
 
-// The range of a JavaScript Date: a creation time outside it (a server's bad
-// `created`) is left out rather than thrown on.
+// The range of a JavaScript Date.
 const maxMillis = 8.64e15
-const validMillis = (millis: number | undefined): millis is number =>
+
+/**
+ * Whether a creation time is within a JavaScript Date's range: one outside
+ * it (a server's bad `created`) is left out rather than thrown on.
+ *
+ * @since 0.1.0
+ * @category makers
+ */
+export const validMillis = (millis: number | undefined): millis is number =>
   millis !== undefined && Number.isFinite(millis) && Math.abs(millis) <= maxMillis
 
 /**
@@ -110,72 +122,6 @@ export const encoded: Maker<Response.StreamPartEncoded> = {
       ? { type: "finish", reason: finish.reason, usage: finish.usage }
       : { type: "finish", reason: finish.reason, usage: finish.usage, metadata }
   }
-}
-
-/**
- * The marker every decoded part carries (what `Response.makePart` sets). The
- * parts are written as literals, the marker as a plain key: `makePart`'s
- * generic spread, or a computed key, builds each part the slow way, and this
- * runs once per streamed part. If effect changes the marker, these literals
- * stop type-checking.
- */
-const Part = "~effect/ai/Response/Part" as const
-
-/** The metadata of parts that carry none (what decoding defaults it to): one frozen object, not one per part. */
-const noMetadata: Response.ProviderMetadata = Object.freeze({})
-
-/**
- * The parts `LanguageModel.make` decodes {@link encoded}'s to (tool-call
- * validation deferred), made directly.
- *
- * @since 0.1.0
- * @category makers
- */
-export const decoded: Maker<Decoded> = {
-  metadata: (id, modelId, createdMillis) => ({
-    "~effect/ai/Response/Part": Part,
-    type: "response-metadata",
-    ...(id === undefined ? {} : { id }),
-    ...(modelId === undefined ? {} : { modelId }),
-    ...(validMillis(createdMillis) ? { timestamp: DateTime.makeUnsafe(createdMillis) } : {}),
-    metadata: noMetadata
-  }),
-  start: (type, id) => ({ "~effect/ai/Response/Part": Part, type, id, metadata: noMetadata }),
-  delta: (type, id, delta) => ({ "~effect/ai/Response/Part": Part, type, id, delta, metadata: noMetadata }),
-  end: (type, id, metadata) => ({ "~effect/ai/Response/Part": Part, type, id, metadata: metadata ?? noMetadata }),
-  paramsStart: (id, name) => ({
-    "~effect/ai/Response/Part": Part,
-    type: "tool-params-start",
-    id,
-    name,
-    providerExecuted: false,
-    metadata: noMetadata
-  }),
-  paramsDelta: (id, delta) => ({
-    "~effect/ai/Response/Part": Part,
-    type: "tool-params-delta",
-    id,
-    delta,
-    metadata: noMetadata
-  }),
-  paramsEnd: (id) => ({ "~effect/ai/Response/Part": Part, type: "tool-params-end", id, metadata: noMetadata }),
-  toolCall: (id, name, params, metadata) => ({
-    "~effect/ai/Response/Part": Part,
-    type: "tool-call",
-    id,
-    name,
-    params,
-    providerExecuted: false,
-    metadata: metadata ?? noMetadata
-  }),
-  finish: (finish) => ({
-    "~effect/ai/Response/Part": Part,
-    type: "finish",
-    reason: finish.reason,
-    // The counts were checked as integers by the provider's wire Schema: the class need not check them again.
-    usage: new Response.Usage(finish.usage, { disableChecks: true }),
-    metadata: finishMetadata(finish) ?? noMetadata
-  })
 }
 
 type Metadata = NonNullable<Response.StreamPartEncoded["metadata"]>

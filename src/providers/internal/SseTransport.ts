@@ -33,9 +33,10 @@
  *
  * {@link languageModel} gives the agent loop's calls (tool resolution off,
  * tool-call validation deferred) a path of their own: the provider's decoder
- * builds decoded parts directly (`ResponseParts.decoded`), streamed a chunk
- * per read of the body, without `LanguageModel.make`'s second decode of every
- * part. Every other call goes through `LanguageModel.make` as before.
+ * builds decoded parts directly, streamed a chunk per read of the body,
+ * without `LanguageModel.make`'s second decode of every part. What that path
+ * rebuilds of `LanguageModel.make` is in `compat.ts`, with why. Every other
+ * call goes through `LanguageModel.make` as before.
  *
  * @since 0.1.0
  */
@@ -43,7 +44,6 @@ import {
   Cause,
   Channel,
   Clock,
-  Context,
   Duration,
   Effect,
   Exit,
@@ -57,9 +57,10 @@ import {
   Stream,
   Tracer
 } from "effect"
-import { AiError, LanguageModel, Prompt, ResponseIdTracker, Telemetry, type Tool } from "effect/ai"
+import { AiError, LanguageModel } from "effect/ai"
 import type { Sse } from "effect/encoding"
 import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import * as Compat from "./compat.ts"
 import * as Output from "./Output.ts"
 import * as PromptEncoding from "./PromptEncoding.ts"
 import type * as Settings from "./Settings.ts"
@@ -609,60 +610,6 @@ export interface WireFormat {
 }
 
 /**
- * When true, every call goes through `LanguageModel.make`, the loop's too
- * (the tests compare both paths with it).
- *
- * @since 0.1.0
- * @category references
- */
-export const StandardPath = Context.Reference<boolean>("effect-agent/providers/StandardPath", {
-  defaultValue: () => false
-})
-
-/**
- * The options of the agent loop's calls, which take the direct path: tool
- * calls are not resolved, and their validation is left to the caller.
- *
- * @since 0.1.0
- * @category guards
- */
-export const isLoopCall = (options: LanguageModel.GenerateTextOptions<{}>): boolean =>
-  options.disableToolCallResolution === true && options.toolCallValidation === "deferred"
-
-/** What a call streams: decoded parts (`LanguageModel.make` decodes for the calls that go through it). */
-type Parts = Stream.Stream<ResponseParts.Decoded, AiError.AiError, unknown>
-
-const textFormat: LanguageModel.ProviderOptions["responseFormat"] = { type: "text" }
-
-const toolsByToolkit = new WeakMap<object, ReadonlyArray<Tool.Any>>()
-
-/** A toolkit's tools, listed once per toolkit (the loop passes the same one on every call). */
-const toolsOf = (toolkit: { readonly tools: Record<string, Tool.Any> }): ReadonlyArray<Tool.Any> => {
-  let tools = toolsByToolkit.get(toolkit)
-  if (tools === undefined) {
-    tools = Object.values(toolkit.tools)
-    toolsByToolkit.set(toolkit, tools)
-  }
-  return tools
-}
-
-// A toolkit made by `Toolkit.make` is a function (it is also an Effect); a toolkit with handlers is an object.
-const hasTools = (toolkit: unknown): toolkit is { readonly tools: Record<string, Tool.Any> } =>
-  (typeof toolkit === "object" || typeof toolkit === "function") && toolkit !== null && "tools" in toolkit &&
-  typeof toolkit.tools === "object" && toolkit.tools !== null
-
-/**
- * The `LanguageModel` of a wire format: `streamText` sends the request and
- * decodes its stream; `generateText` collects that same stream. The loop's
- * calls ({@link isLoopCall}) stream decoded parts straight from the decoder;
- * the rest, and the loop's calls when something `LanguageModel.make` does
- * for them is in play (a `ResponseIdTracker`, a span transformer, tool
- * approvals in the prompt), go through `LanguageModel.make`.
- *
- * @since 0.1.0
- * @category constructors
- */
-/**
  * The request's options with the structured output a run asks for natively
  * (`Output.NativeFormat`), as `generateObject` would ask for it; a request
  * that already asks for one keeps its own.
@@ -675,6 +622,16 @@ const withNativeFormat = (
     ? providerOptions
     : { ...providerOptions, responseFormat: { type: "json", objectName: native.objectName, schema: native.schema } }
 
+/**
+ * The `LanguageModel` of a wire format: `streamText` sends the request and
+ * decodes its stream; `generateText` collects that same stream. Made by
+ * `LanguageModel.make`, with the loop's calls on the direct path of
+ * `compat.withDirectLoopCalls`, which streams decoded parts straight from the
+ * decoder.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const languageModel = Effect.fnUntraced(function*(settings: Settings.Settings, format: WireFormat) {
   const client = yield* HttpClient.HttpClient
   const retry = RetrySchedule.schedule(settings.retry)
@@ -701,81 +658,5 @@ export const languageModel = Effect.fnUntraced(function*(settings: Settings.Sett
     codecTransformer: format.codecTransformer,
     supportsSystemMessagesInHistory: Effect.succeed(format.supportsSystemMessagesInHistory)
   })
-  // A span transformer present when the layer was built applies to every call, as `LanguageModel.make` does.
-  const transformedAtBuild = Option.isSome(yield* Effect.serviceOption(Telemetry.CurrentSpanTransformer))
-  // The span of a loop call when no tracer is installed: inert, made once.
-  const inertSpan = yield* Effect.makeSpan("LanguageModel.streamText", {
-    annotations: Context.make(Tracer.DisablePropagation, true)
-  })
-
-  // `LanguageModel.streamText` is typed by overloads on the toolkit given.
-  // The widest options may carry a toolkit Effect needing any service: `unknown` stands for them.
-  const standard = (input: LanguageModel.GenerateTextOptions<{}>): Parts => {
-    const { toolkit, ...rest } = input
-    return toolkit === undefined ? base.streamText(rest) : base.streamText({ ...rest, toolkit })
-  }
-
-  const direct = (
-    input: LanguageModel.GenerateTextOptions<{}>,
-    tools: ReadonlyArray<Tool.Any>
-  ): Parts =>
-    Stream.unwrap(Effect.withFiber((fiber): Effect.Effect<Parts, never, Scope.Scope> => {
-      const prompt = Prompt.make(input.prompt)
-      if (PromptEncoding.hasApprovals(prompt)) return Effect.succeed(standard(input))
-      const toolChoice = input.toolChoice ?? "auto"
-      const allowed: ReadonlyArray<string> | undefined = typeof toolChoice === "object" && "oneOf" in toolChoice
-        ? toolChoice.oneOf
-        : undefined
-      const chosen = allowed === undefined ? tools : tools.filter((tool) => allowed.includes(tool.name))
-      const traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
-      return Effect.map(
-        traced ? Effect.makeSpanScoped("LanguageModel.streamText", { kind: "client" }) : Effect.succeed(inertSpan),
-        (span) => {
-          if (traced) {
-            span.attribute("gen_ai.output.type", "text")
-            span.attribute(
-              "effect.ai.tool_choice",
-              typeof toolChoice === "string" ? toolChoice : JSON.stringify(toolChoice)
-            )
-            span.attribute("effect.ai.concurrency", input.concurrency ?? "unbounded")
-          }
-          return call({
-            prompt,
-            tools: chosen,
-            toolChoice,
-            responseFormat: textFormat,
-            span,
-            previousResponseId: undefined,
-            incrementalPrompt: undefined,
-            toolCallValidation: "deferred"
-          }, ResponseParts.decoded)
-        }
-      )
-    }))
-
-  const loopCall = (input: LanguageModel.GenerateTextOptions<{}>): Parts =>
-    Stream.unwrap(Effect.withFiber((fiber): Effect.Effect<Parts> => {
-      const context = fiber.context
-      if (
-        transformedAtBuild || fiber.getRef(StandardPath) ||
-        Context.getOption(context, ResponseIdTracker.ResponseIdTracker)._tag === "Some" ||
-        Context.getOption(context, Telemetry.CurrentSpanTransformer)._tag === "Some"
-      ) {
-        return Effect.succeed(standard(input))
-      }
-      const toolkit = input.toolkit
-      if (toolkit === undefined) return Effect.succeed(direct(input, []))
-      // A toolkit is read as it is; one given as another Effect (rare) is resolved by `LanguageModel.make`.
-      return Effect.succeed(hasTools(toolkit) ? direct(input, toolsOf(toolkit)) : standard(input))
-    }))
-
-  const streamText = (input: LanguageModel.GenerateTextOptions<{}>) =>
-    isLoopCall(input) ? loopCall(input) : standard(input)
-  const model: LanguageModel.LanguageModel = {
-    ...base,
-    // LanguageModel's streamText is typed by overloads on the toolkit given; like
-    // LanguageModel.make itself, the implementation is written once over the widest options.
-    streamText: streamText as LanguageModel.LanguageModel["streamText"]
-  }
-  return model
+  return yield* Compat.withDirectLoopCalls(base, (providerOptions) => call(providerOptions, Compat.decodedParts))
 })
