@@ -43,8 +43,7 @@ const gaps: Partial<Record<Cell, string>> = {
   "DurableSession (PostgreSQL) × guardrail trip, then a follow-up":
     "a follow-up after the trip is never delivered: the finished session does not run again",
   "Supervisor × guardrail trip, then a follow-up":
-    "a follow-up after the inner run ended is never delivered: the supervised run is over",
-  "AgentServer × typed output": "POST /sessions takes no output Schema: no typed output"
+    "a follow-up after the inner run ended is never delivered: the supervised run is over"
 }
 
 /**

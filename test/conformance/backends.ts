@@ -205,13 +205,14 @@ export const sessionFile = session(
 
 type Runner = Context.Context<WorkflowEngine.WorkflowEngine | DurableSession.Store>
 
+/** Each scenario's typed output, by its name: a session asks for its own (a runner's, a server's `outputs`). */
+const outputs = Object.fromEntries(
+  scenarios.flatMap((scenario) => scenario.output === undefined ? [] : [[scenario.name, scenario.output]])
+)
+
 /** The session workflow registered on an engine, with the model, the tools and the guardrail. */
 const runnerOf = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, E, R>) =>
-  DurableSession.layer({
-    plugins: [guardrail],
-    // each scenario's typed output, by its name: a session asks for its own
-    outputs: Object.fromEntries(scenarios.flatMap((scenario) => scenario.output === undefined ? [] : [[scenario.name, scenario.output]]))
-  }).pipe(
+  DurableSession.layer({ plugins: [guardrail], outputs }).pipe(
     Layer.provideMerge(agentLayer),
     Layer.provideMerge(engineAndStore)
   )
@@ -341,8 +342,8 @@ const decodeEvent = Schema.decodeUnknownSync(Schema.fromJsonString(AgentEvent.Ag
 
 /**
  * One server for every scenario (in memory, without a token, on 127.0.0.1):
- * a session per scenario, started with `POST /sessions` (its config in the
- * body), followed over SSE (reconnecting with `Last-Event-ID` when a run's
+ * a session per scenario, started with `POST /sessions` (its config and the
+ * name of its typed output in the body), followed over SSE (reconnecting with `Last-Event-ID` when a run's
  * stream ends, as a client does), controlled with `POST .../control`.
  */
 export const server: Backend = {
@@ -350,7 +351,9 @@ export const server: Backend = {
   own: ["CheckpointSaved", "SessionResumed"],
   make: Effect.gen(function*() {
     const context = yield* Layer.build(
-      serverLayer({ system: systems.main, plugins: [guardrail] }, agentLayer).pipe(Layer.provide(NodeServices.layer))
+      serverLayer({ system: systems.main, plugins: [guardrail], outputs }, agentLayer).pipe(
+        Layer.provide(NodeServices.layer)
+      )
     )
     const url = yield* baseUrl.pipe(Effect.provideContext(context))
     const post = (route: string, body: unknown) =>
@@ -366,7 +369,8 @@ export const server: Backend = {
       Effect.gen(function*() {
         const created = yield* post("/sessions", {
           task: scenario.prompt,
-          ...(scenario.config === undefined ? {} : { config: scenario.config })
+          ...(scenario.config === undefined ? {} : { config: scenario.config }),
+          ...(scenario.output === undefined ? {} : { output: scenario.name })
         })
         if (created.status !== 201) return yield* Effect.fail(new Error(`POST /sessions: ${created.status} ${created.text}`))
         const id: string = JSON.parse(created.text).id
