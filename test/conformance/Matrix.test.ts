@@ -43,7 +43,11 @@ const gaps: Partial<Record<Cell, string>> = {
   "DurableSession (PostgreSQL) × guardrail trip, then a follow-up":
     "a follow-up after the trip is never delivered: the finished session does not run again",
   "Supervisor × guardrail trip, then a follow-up":
-    "a follow-up after the inner run ended is never delivered: the supervised run is over"
+    "a follow-up after the inner run ended is never delivered: the supervised run is over",
+  "AgentServer (supervised) × handoff":
+    "the worker's runs' AgentStart and AgentEnd are not forwarded to the supervised run's events (AgentWorker), so the handoff's AgentEnd (HandedOff) and the billing agent's AgentStart are missing",
+  "AgentServer (supervised) × guardrail trip, then a follow-up":
+    "the follow-up restarts the session with SupervisedSession.resume, which goes on from the tripped run's checkpoint instead of delivering it: the worker's model is asked for a turn the scenario has no reply for (ModelError)"
 }
 
 /**
