@@ -84,7 +84,7 @@ const serve = (server: ReturnType<typeof fixServer>) =>
   })
 
 describe("supervised sessions on the server", () => {
-  it.live("a check that fails, then passes: the session converges, and its description says it is supervised and how it ended", () =>
+  it.live("a check that fails, then passes: the session converges, its description says it is supervised and how it ended, and it takes no follow-up", () =>
     Effect.gen(function*() {
       const workspace = memoryWorkspace()
       const url = yield* serve(fixServer(workspace))
@@ -131,6 +131,14 @@ describe("supervised sessions on the server", () => {
       // The worker read the failing check in its feedback.
       assert.include(userTexts(end)[1], "fixed [new")
       assert.include(userTexts(end)[1], "steps done: 1")
+      // A converged session would end so again at once: a follow-up would never reach the worker, and is refused.
+      const late = yield* post(`${url}/sessions/fix-1/control`, { type: "follow_up", text: "And step 3." })
+      assert.deepStrictEqual([late.status, late.body.detail], [
+        409,
+        "follow_up: the supervised session ended Converged, and resuming it ends it so again: the message would " +
+        "never reach its worker (start a new session)"
+      ])
+      assert.strictEqual((yield* call(`${url}/sessions/fix-1`)).body.status, "finished")
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
 
   it.live("the plan waits for a decision through the control route: refined, then approved", () =>

@@ -319,6 +319,16 @@ const encoded = (schema: Schema.Codec<unknown, unknown> | undefined, value: unkn
 const namesOf = (table: Readonly<Record<string, unknown>> | undefined): Array<string> =>
   Object.keys(table ?? {}).sort().map((name) => JSON.stringify(name))
 
+/**
+ * The ending of a supervised session that a resumed run ends with again at once (`Converged`, `Rejected`: see
+ * `Supervisor.Checkpoint.outcome`), so that a message for it would never be delivered; else `undefined`.
+ */
+const settled = (record: Store.Record): string | undefined => {
+  if (record.supervisor === undefined || record.status !== "finished" || record.outcome === undefined) return undefined
+  const tag = SupervisorOutcome.fromOutcome(record.outcome)._tag
+  return tag === "Converged" || tag === "Rejected" ? tag : undefined
+}
+
 /** What a failed run failed with, in words. */
 const failureOf = (cause: Cause.Cause<RunError | Store.StorageError>) => {
   const error = Cause.findErrorOption(cause)
@@ -905,6 +915,14 @@ export const make = <R>(
         }
         if (kind === "steer" && entry.record.status === "finished") {
           return yield* rejected(id, "the session has finished: send a follow_up to go on")
+        }
+        const over = settled(entry.record)
+        if (over !== undefined) {
+          return yield* rejected(
+            id,
+            `${type}: the supervised session ended ${over}, and resuming it ends it so again: the message would ` +
+              "never reach its worker (start a new session)"
+          )
         }
         yield* Effect.mapError(admitted(restart(entry, [{ kind, message: Message.user(text) }])), (error) =>
           error._tag === "SteeringFull" ? full(error) : error)
