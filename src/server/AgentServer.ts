@@ -4,7 +4,7 @@
  *
  * | route | does |
  * |---|---|
- * | `POST /sessions` | starts a durable session: `{ task, id?, config? }` → its description (201) |
+ * | `POST /sessions` | starts a durable session: `{ task, id?, config?, supervisor?, output? }` → its description (201) |
  * | `GET /sessions` | describes every session, newest first |
  * | `GET /sessions/:id` | describes one |
  * | `GET /sessions/:id/events` | its events as SSE, each with its `id:`; `Last-Event-ID` resumes after it |
@@ -49,6 +49,18 @@
  * Runs survive the server: a session is a `Session` with its checkpoint in
  * the store; when the server stops (or dies), the next server on the same
  * store resumes the sessions that were running.
+ *
+ * Supervised sessions: the server's owner lists supervisors by name
+ * (`supervisors`: the checks, the worker, the limits, whether a plan comes
+ * first or each feedback waits for the operator), and a client names one
+ * (`POST /sessions { task, supervisor }`): the session is a
+ * `SupervisedSession`, checkpointed and resumed as a plain one is. A client
+ * never gives a check or a command, only a name. Its plan and its feedback
+ * wait for `approve_plan`, `refine_plan`, `reject_plan`, `approve_turn` or
+ * `replace_feedback` on the control route, which answer the question of their
+ * kind waiting now (a `409` when none waits). Typed output the same way: the
+ * owner lists Schemas by name (`outputs`), a client names one (`output`), and
+ * the answer is in the session's description.
  *
  * @example
  * ```ts
@@ -100,7 +112,10 @@ import * as Control from "../protocol/Control.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
+import type * as Output from "../Output.ts"
 import * as CheckpointStore from "../session/CheckpointStore.ts"
+import type * as Supervisor from "../supervisor/Supervisor.ts"
+import * as SupervisorOutcome from "../supervisor/SupervisorOutcome.ts"
 import * as Access from "./internal/access.ts"
 import type * as EventLog from "./internal/eventLog.ts"
 import {
@@ -139,9 +154,22 @@ export const SessionId = CheckpointStore.SessionId
 export const maxTaskLength = 1_000_000
 
 /**
- * The body of `POST /sessions`: the task, an id (else a random one), and
+ * A name a client gives for one of the server's own (a supervisor, a typed
+ * output): 1 to 128 characters.
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const Name = Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(128))
+
+/**
+ * The body of `POST /sessions`: the task, an id (else a random one),
  * settings (any `UntrustedConfig.decode` takes: unknown fields and internal
- * knobs are refused, extreme values clamped into safe ranges).
+ * knobs are refused, extreme values clamped into safe ranges), the name of
+ * one of the server's `supervisors` (the session is supervised) and the name
+ * of one of its `outputs` (the session's typed output). A field it does not
+ * list is refused (`400`): a client names what the server has, never gives a
+ * check or a command of its own.
  *
  * @category schemas
  * @since 0.1.0
@@ -149,7 +177,9 @@ export const maxTaskLength = 1_000_000
 export const CreateSession = Schema.Struct({
   task: Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(maxTaskLength)),
   id: Schema.optionalKey(SessionId),
-  config: Schema.optionalKey(Schema.Unknown)
+  config: Schema.optionalKey(Schema.Unknown),
+  supervisor: Schema.optionalKey(Name),
+  output: Schema.optionalKey(Name)
 })
 /**
  * @category schemas
@@ -173,9 +203,48 @@ export const PendingApproval = Schema.Struct({
 })
 
 /**
+ * A supervised session's plan waiting for a decision (`approve_plan`,
+ * `refine_plan`, `reject_plan`): its iteration (1, then one more per
+ * refinement) and its text.
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const PendingPlan = Schema.Struct({ iteration: Schema.Finite, plan: Schema.String })
+
+/**
+ * A supervised session's feedback waiting for the operator before it goes
+ * to the worker (`approve_turn`, `replace_feedback`): the act turn it
+ * follows, and its text.
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const PendingTurn = Schema.Struct({ turn: Schema.Finite, feedback: Schema.String })
+
+/**
+ * The typed output a session asked for (`name`), and its answer once its run
+ * gave one, in its JSON form (`value`); an answer larger than 256 KiB is not
+ * kept in the description (`bytes` says its size): read it from the
+ * session's `AgentEnd` event.
+ *
+ * @category schemas
+ * @since 0.1.0
+ */
+export const SessionOutput = Schema.Struct({
+  name: Schema.String,
+  value: Schema.optionalKey(Schema.Unknown),
+  bytes: Schema.optionalKey(Schema.Finite)
+})
+
+/**
  * What the server tells about a session. `status`: `running`, `waiting` (for
- * an approval), `finished` (its run ended with `outcome`) or `failed`
- * (`error`; a `follow_up` runs it again from its last checkpoint).
+ * an approval, or a supervised session's plan or feedback), `finished` (its
+ * run ended with `outcome`) or `failed` (`error`; a `follow_up` runs it again
+ * from its last checkpoint). A supervised session names its `supervisor`, and
+ * once it has ended, says how in the supervisor's words
+ * (`supervisorOutcome`: `Converged`, `Unverified`, … ; `outcome` is the same
+ * ending as the core's `Custom` outcome).
  *
  * @category schemas
  * @since 0.1.0
@@ -191,6 +260,12 @@ export const SessionInfo = Schema.Struct({
   outcome: Schema.optionalKey(Outcome.Outcome),
   error: Schema.optionalKey(Schema.Struct({ _tag: Schema.String, message: Schema.String })),
   pendingApprovals: Schema.Array(PendingApproval),
+  pendingPlan: Schema.optionalKey(PendingPlan),
+  pendingTurn: Schema.optionalKey(PendingTurn),
+  /** The server's supervisor the session runs under, when it is supervised. */
+  supervisor: Schema.optionalKey(Schema.String),
+  supervisorOutcome: Schema.optionalKey(SupervisorOutcome.SupervisorOutcome),
+  output: Schema.optionalKey(SessionOutput),
   /** The agent's name, when the server has one (its `name` option). */
   agent: Schema.optionalKey(Schema.String)
 })
@@ -202,9 +277,10 @@ export type SessionInfo = typeof SessionInfo.Type
 
 /**
  * What a control command did: `applied` now (a cancel, a decision for the
- * call waiting under its `approvalId`), `queued` until the run gets to it (a
- * message), or `restarted` (the session was not running: a new run started
- * with the message). A decision names the call it answered.
+ * call waiting under its `approvalId`, for the plan or the feedback waiting),
+ * `queued` until the run gets to it (a message), or `restarted` (the session
+ * was not running: a new run started with the message). A decision names
+ * what it answered: the call, the plan's `iteration`, the feedback's `turn`.
  *
  * @category schemas
  * @since 0.1.0
@@ -214,7 +290,9 @@ export const ControlResult = Schema.Struct({
   type: Schema.Literals(Control.types),
   status: Schema.Literals(["applied", "queued", "restarted"]),
   toolCallId: Schema.optionalKey(Schema.String),
-  approvalId: Schema.optionalKey(Schema.String)
+  approvalId: Schema.optionalKey(Schema.String),
+  iteration: Schema.optionalKey(Schema.Finite),
+  turn: Schema.optionalKey(Schema.Finite)
 })
 /**
  * @category schemas
@@ -377,7 +455,7 @@ export const SessionsGroup = HttpApiGroup.make("sessions")
       payload: CreateSession,
       success: SessionInfo.pipe(HttpApiSchema.status(201)),
       error: [SessionExists, TooManyRuns, HttpApiError.InternalServerErrorProblem]
-    }),
+    }).annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error" }),
     HttpApiEndpoint.get("list", "/sessions", { success: Schema.Array(SessionInfo) }),
     HttpApiEndpoint.get("get", "/sessions/:id", { params, success: SessionInfo, error: SessionNotFound }),
     HttpApiEndpoint.get("events", "/sessions/:id/events", {
@@ -425,6 +503,42 @@ export const Api = HttpApi.make("AgentServer")
 // -----------------------------------------------------------------------------
 
 /**
+ * A supervised run the server's owner sets up, for clients to name
+ * (`Options.supervisors`): `Supervisor.Options` without what the server
+ * gives each session. The worker (our own loop by default) runs with the
+ * server's `system`, `plugins` and `name`, the session's config, and the
+ * typed output the client names; the checks, the worker and the limits are
+ * the owner's alone. A check needs the services its `R` names (a
+ * `Check.command` the `Sandbox`): give them to the layer.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { AgentServer } from "effect-agent/server"
+ * import { Check } from "effect-agent/supervisor"
+ *
+ * const tests: AgentServer.Supervision = {
+ *   checks: [Check.make("tests", Effect.succeed({ status: "pass" as const, summary: "ok" }))],
+ *   plan: true,
+ *   maxTurns: 5
+ * }
+ * const Server = AgentServer.layer({ supervisors: { tests } })
+ * ```
+ *
+ * @category options
+ * @since 0.1.0
+ */
+export interface Supervision<R = never> extends
+  Omit<
+    Supervisor.Options<R, unknown, unknown>,
+    "task" | "agent" | "runId" | "output" | "onEvent" | "steering" | "checkpoint"
+  >
+{
+  /** The tools (besides the built-in readers) the worker may use in the plan phase. */
+  readonly readOnlyTools?: ReadonlyArray<string> | undefined
+}
+
+/**
  * What the server runs sessions with. The model and the tools are the
  * `LanguageModel` and `ToolRegistry` of the layer's context (shared by every
  * session); these options add the rest.
@@ -462,8 +576,26 @@ export interface Options<R = never> {
   readonly config?: AgentConfig.Input | undefined
   /** Plugins of every run (after the server's own, which logs the events). */
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
-  /** Decides calls that need approval; by default they wait for `approve` / `deny` over HTTP. */
+  /**
+   * Decides calls that need approval (and a supervised session's plans and feedback, when it has `decidePlan` /
+   * `decideTurn`); by default they wait for the control route's decisions.
+   */
   readonly approvals?: Approvals.Service | undefined
+  /**
+   * The supervised runs a client may ask for, by name (`POST /sessions { task, supervisor: "name" }`): the
+   * checks, the worker and the limits are these, never a client's. An unknown name is a `400` naming these.
+   */
+  readonly supervisors?: Readonly<Record<string, Supervision<R>>> | undefined
+  /**
+   * The typed outputs a client may ask for, by name (`POST /sessions { task, output: "name" }`; see `Agent.run`'s
+   * `output`): the model is offered `final_answer`, and the session's description holds the answer (its JSON
+   * form). An unknown name is a `400` naming these.
+   */
+  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
+  /** How many invalid final answers the model may correct (default 2). */
+  readonly outputRetries?: number | undefined
+  /** How the final answer is asked for (see `Output.Mode`). */
+  readonly outputMode?: Output.Mode | undefined
   /** The largest request body, in bytes (default 1 MiB); larger is a `413`. */
   readonly maxBodyBytes?: number | undefined
   /** Events an SSE client may fall behind before it is dropped (default 1,024). */
@@ -674,6 +806,10 @@ const routesWith = <R>(
       config: options.config,
       plugins: options.plugins,
       approvals: options.approvals,
+      supervisors: options.supervisors,
+      outputs: options.outputs,
+      outputRetries: options.outputRetries,
+      outputMode: options.outputMode,
       buffer: options.sseBuffer ?? defaults.sseBuffer,
       resume: options.resume ?? true,
       maxRunning: options.maxRunning ?? defaults.maxRunning,

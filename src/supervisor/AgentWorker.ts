@@ -15,7 +15,9 @@
  *
  * The inner runs' events (tool calls, messages, guards) reach the supervised
  * run's observers; their own `AgentStart` / `AgentEnd` do not (the supervised
- * run has one of each).
+ * run has one of each), but for a handoff's: the `AgentEnd` of the run that
+ * handed off (`HandedOff`) and the `AgentStart` of the agent handed off to,
+ * as `Agent.run`'s observers see them.
  *
  * @since 0.1.0
  */
@@ -222,9 +224,20 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
   const turn = (request: TypedRequest) =>
     Effect.gen(function*() {
       const emit = yield* Events
+      // A handoff's boundary is forwarded: the end of the run that handed off, the start of the one it went to.
+      let handedOff = false
       const forward: Hooks.Plugin = {
         name: "supervisor",
-        onEvent: (event) => event._tag === "AgentStart" || event._tag === "AgentEnd" ? Effect.void : emit(event)
+        onEvent: (event) => {
+          if (event._tag === "AgentEnd") {
+            handedOff = event.outcome?._tag === "HandedOff"
+            return handedOff ? emit(event) : Effect.void
+          }
+          if (event._tag !== "AgentStart") return emit(event)
+          if (!handedOff) return Effect.void
+          handedOff = false
+          return emit(event)
+        }
       }
       const plugins = [...(options.plugins ?? []), forward]
       const prior = current

@@ -23,6 +23,7 @@ import {
   type Outcome,
   Steering
 } from "effect-agent"
+import { AgentServer } from "effect-agent/server"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
 import { SupervisedSession, SupervisorOutcome } from "effect-agent/supervisor"
 import * as fs from "node:fs"
@@ -205,6 +206,11 @@ export const sessionFile = session(
 
 type Runner = Context.Context<WorkflowEngine.WorkflowEngine | DurableSession.Store>
 
+/** Each scenario's typed output, by its name: a session asks for its own (a runner's, a server's `outputs`). */
+const outputs = Object.fromEntries(
+  scenarios.flatMap((scenario) => scenario.output === undefined ? [] : [[scenario.name, scenario.output]])
+)
+
 /** The session workflow registered on an engine, with the model, the tools and the guardrail. */
 const runnerOf = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, E, R>) =>
   DurableSession.layer({
@@ -212,8 +218,7 @@ const runnerOf = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngin
     // a session whose run ended waits for a follow-up (DurableSession's way to continue a session, as
     // Agent.runContinue and Session.resume do), on durable time
     idle: "1 minute",
-    // each scenario's typed output, by its name: a session asks for its own
-    outputs: Object.fromEntries(scenarios.flatMap((scenario) => scenario.output === undefined ? [] : [[scenario.name, scenario.output]]))
+    outputs
   }).pipe(
     Layer.provideMerge(agentLayer),
     Layer.provideMerge(engineAndStore)
@@ -356,19 +361,29 @@ export const supervised: Backend = {
 // -----------------------------------------------------------------------------
 
 const decodeEvent = Schema.decodeUnknownSync(Schema.fromJsonString(AgentEvent.AgentEventJson))
+const decodeInfo = Schema.decodeUnknownSync(AgentServer.SessionInfo)
 
 /**
  * One server for every scenario (in memory, without a token, on 127.0.0.1):
- * a session per scenario, started with `POST /sessions` (its config in the
- * body), followed over SSE (reconnecting with `Last-Event-ID` when a run's
- * stream ends, as a client does), controlled with `POST .../control`.
+ * a session per scenario, started with `POST /sessions` (its config and the
+ * name of its typed output in the body), followed over SSE (reconnecting
+ * with `Last-Event-ID` when a run's stream ends, as a client does),
+ * controlled with `POST .../control`. With `supervised`, each session names
+ * the server's supervisor with no checks: its events are the supervised
+ * run's (its own, `Custom`, left out), its outcome as the `Supervisor`
+ * column reads it, and its typed output the session's description's.
  */
-export const server: Backend = {
-  name: "AgentServer",
-  own: ["CheckpointSaved", "SessionResumed"],
+const agentServer = (name: string, supervised: boolean): Backend => ({
+  name,
+  own: supervised ? ["CheckpointSaved", "SessionResumed", "Custom"] : ["CheckpointSaved", "SessionResumed"],
   make: Effect.gen(function*() {
     const context = yield* Layer.build(
-      serverLayer({ system: systems.main, plugins: [guardrail] }, agentLayer).pipe(Layer.provide(NodeServices.layer))
+      serverLayer({
+        system: systems.main,
+        plugins: [guardrail],
+        outputs,
+        supervisors: { matrix: { checks: [], baseline: false } }
+      }, agentLayer).pipe(Layer.provide(NodeServices.layer))
     )
     const url = yield* baseUrl.pipe(Effect.provideContext(context))
     const post = (route: string, body: unknown) =>
@@ -384,7 +399,9 @@ export const server: Backend = {
       Effect.gen(function*() {
         const created = yield* post("/sessions", {
           task: scenario.prompt,
-          ...(scenario.config === undefined ? {} : { config: scenario.config })
+          ...(scenario.config === undefined ? {} : { config: scenario.config }),
+          ...(scenario.output === undefined ? {} : { output: scenario.name }),
+          ...(supervised ? { supervisor: "matrix" } : {})
         })
         if (created.status !== 201) return yield* Effect.fail(new Error(`POST /sessions: ${created.status} ${created.text}`))
         const id: string = JSON.parse(created.text).id
@@ -405,18 +422,36 @@ export const server: Backend = {
             )
           ).pipe(Effect.repeat(Schedule.spaced("50 millis")))
         )
+        const read = Effect.sync(() => events.slice())
         const control = (command: unknown) =>
           Effect.map(post(`/sessions/${id}/control`, command), (response) => response.status === 202)
-        return {
-          events: Effect.sync(() => events.slice()),
+        const final = (runs: number) =>
+          Effect.gen(function*() {
+            const end = finalOf(endsOf(yield* waitForEnds(read, runs).pipe(Effect.andThen(read))).at(-1)!)
+            const info = decodeInfo(
+              yield* Effect.promise(() => fetch(`${url}/sessions/${id}`).then((response) => response.json()))
+            )
+            return {
+              messages: end.messages,
+              outcome: innerOutcome(SupervisorOutcome.fromOutcome(end.outcome)),
+              output: info.output?.value
+            }
+          })
+        return handle({
+          events: read,
           steer: (text) => Effect.asVoid(control({ type: "steer", text })),
           approve: (approvalId) => control({ type: "approve", id: approvalId }),
-          followUp: (text) => Effect.asVoid(control({ type: "follow_up", text }))
-        }
+          followUp: (text) => Effect.asVoid(control({ type: "follow_up", text })),
+          final: supervised ? final : undefined
+        })
       })
     return start
   })
-}
+})
+
+export const server = agentServer("AgentServer", false)
+
+export const serverSupervised = agentServer("AgentServer (supervised)", true)
 
 /** Every backend the matrix runs, the reference first. */
 export const backends: ReadonlyArray<Backend> = [
@@ -426,6 +461,7 @@ export const backends: ReadonlyArray<Backend> = [
   durableMemory,
   durablePostgres,
   supervised,
-  server
+  server,
+  serverSupervised
 ]
 

@@ -120,3 +120,68 @@ describe("a server restarted mid-run", () => {
       assert.strictEqual(ends[0].outcome._tag, "Cancelled")
     }), { timeout: 60_000 })
 })
+
+/** A supervisor's own event's payload (`SupervisorEvent`, carried as `Custom`), else undefined. */
+const own = (message: SseMessage) => {
+  const event = eventOf(message)
+  return event._tag === "Custom" && event.kind === "effect-agent/supervisor" ? event.payload : undefined
+}
+
+describe("a supervised session on a server killed mid-run", () => {
+  it.live("is resumed by the next server on the directory in the act turn it was in, and converges", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* fs.makeTempDirectoryScoped()
+      // the first server's model never gives a third reply: the session is in its second act turn when it dies
+      const a = yield* startServer(dir, 3)
+      const created: any = yield* Effect.promise(() =>
+        fetch(`${a.url}/sessions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ task: "fix the build", id: "supervised", supervisor: "fix" })
+        }).then((response) => response.json())
+      )
+      assert.strictEqual(created.supervisor, "fix")
+      let turns = 0
+      const first = yield* Effect.promise(async () =>
+        readSse(await fetch(`${a.url}/sessions/supervised/events`), (message) =>
+          own(message)?._tag === "WorkerTurnStart" && ++turns === 2)
+      )
+      yield* a.handle.kill({ killSignal: "SIGKILL", forceKillAfter: "10 seconds" })
+      yield* Effect.exit(a.handle.exitCode)
+
+      const b = yield* startServer(dir)
+      const rest = yield* Effect.promise(async () =>
+        readSse(await fetch(`${b.url}/sessions/supervised/events`, {
+          headers: { "last-event-id": first.messages.at(-1)!.id! }
+        }))
+      )
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${b.url}/sessions/supervised/events`)))
+      const info: any = yield* Effect.promise(() =>
+        fetch(`${b.url}/sessions/supervised`).then((response) => response.json())
+      )
+      yield* b.handle.kill({ killSignal: "SIGTERM", forceKillAfter: "10 seconds" })
+      const steps = yield* fs.readFileString(`${dir}/steps`)
+      // nothing lost, nothing twice
+      assert.deepStrictEqual([...first.messages, ...rest.messages], whole.messages)
+      assert.include(rest.messages.map(tagOf), "SessionResumed")
+      const checks = whole.messages.flatMap((message) => {
+        const payload = own(message)
+        return payload?._tag === "CheckResult" ? [`${payload.baseline ? "baseline " : ""}${payload.status}`] : []
+      })
+      assert.deepStrictEqual(
+        {
+          checks,
+          end: eventOf(rest.messages.at(-1)!).outcome,
+          info: [info.status, info.supervisor, info.supervisorOutcome, info.turns],
+          steps
+        },
+        {
+          checks: ["baseline fail", "fail", "pass"],
+          end: { _tag: "Custom", kind: "effect-agent/supervisor", payload: { _tag: "Converged", turns: 2 } },
+          info: ["finished", "fix", { _tag: "Converged", turns: 2 }, 2],
+          steps: "1\n2\n"
+        }
+      )
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 60_000 })
+})

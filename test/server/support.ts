@@ -6,10 +6,12 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, type Latch, Layer, Logger, Schema } from "effect"
+import * as NodeFs from "node:fs"
 import { HttpServer } from "effect/http"
 import { type Prompt, Toolkit } from "effect/ai"
 import { Agent, SubAgent, ToolRegistry } from "effect-agent"
 import { AgentServer } from "effect-agent/server"
+import { Check, Supervisor } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
 import { createServer } from "node:http"
 import { Kit, toolsLayer } from "../session/fixture.ts"
@@ -34,6 +36,7 @@ const taskOf = (prompt: Prompt.Prompt): string => {
  * - `big N K D`: a reply streamed as N deltas of K characters, after D ms;
  * - `delegate T`: a call to the `researcher` sub-agent on topic T, then a reply with its answer;
  * - `research T` (the researcher's task): a canary deploy (it needs approval), then a reply with markup in it;
+ * - `answer N`: a typed final answer, `{ answer: N }` (see {@link Answer});
  * - `numbered`: as a provider that numbers calls per response: the researcher is called as `call_0`, its canary
  *   deploy is `call_0` too (`research numbered`), then the session's own production deploy is `call_0` again;
  * - anything else: one reply.
@@ -85,6 +88,8 @@ export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
       ]
     case "hang":
       return [{ text: "Thinking", hang: true }]
+    case "answer":
+      return [{ toolCalls: [{ name: "final_answer", params: { answer: Number(a) } }] }, { text: "Answered." }]
     case "big":
       return [{
         text: Array.from({ length: Number(a) }, (_, i) => `${i}`.padEnd(Number(b), ".")),
@@ -122,9 +127,100 @@ export const turnsFor = (task: string): ReadonlyArray<ScriptedModel.Turn> => {
   }
 }
 
+/** The typed output of the `answer N` tasks. */
+export const Answer = Schema.Struct({ answer: Schema.Finite })
+
+const textOf = (message: Prompt.Message): string =>
+  typeof message.content === "string"
+    ? message.content
+    : message.content.map((part) => part.type === "text" ? part.text : "").join("")
+
+/** Whether a supervisor's message asks the worker for a plan (a first one, or a revision). */
+const asksForPlan = (text: string) =>
+  text === Supervisor.planRequest(text.slice(text.lastIndexOf("Task: ") + 6)) || text.startsWith("Revise your plan")
+
+/**
+ * The worker of a supervised `fix` task (whose run's transcript follows it, so a resumed session carries on):
+ * asked for a plan (or a revision), it replies `Plan N: …`; in an act turn it calls `step` with the next number,
+ * then replies `Attempt N done.` (a steer delivered between the two changes nothing).
+ */
+export const fixTurn = (request: ScriptedModel.Request): ScriptedModel.Turn => {
+  const messages = request.prompt.content
+  const last = messages.at(-1)
+  const users = messages.filter((message) => message.role === "user").map(textOf)
+  if (last?.role === "user" && asksForPlan(textOf(last))) {
+    return { text: `Plan ${users.filter(asksForPlan).length}: call step until the check passes.` }
+  }
+  const replies = messages.filter((message) => message.role === "assistant")
+  const steps = replies.flatMap((message) =>
+    typeof message.content === "string"
+      ? []
+      : message.content.filter((part) => part.type === "tool-call" && part.name === "step")
+  ).length
+  const called = replies.at(-1)?.content
+  const calledStep = typeof called !== "string" && called?.some((part) => part.type === "tool-call") === true
+  return calledStep
+    ? { text: `Attempt ${steps} done.`, usage: { input: 10, output: 5, cost: 0.0001 } }
+    : { toolCalls: [{ name: "step", params: { n: steps + 1 } }], usage: { input: 10, output: 5, cost: 0.0001 } }
+}
+
+/** Whether a task is a supervised `fix` task (as such, or inside the supervisor's plan request). */
+const isFix = (task: string) => task.startsWith("fix") || task.includes("\n\nTask: fix")
+
 /** The reply to a request: by the task, and the replies the transcript holds. */
-export const script = (_index: number, request: ScriptedModel.Request): ScriptedModel.Turn | undefined =>
-  turnsFor(taskOf(request.prompt))[request.prompt.content.filter((message) => message.role === "assistant").length]
+export const script = (_index: number, request: ScriptedModel.Request): ScriptedModel.Turn | undefined => {
+  const task = taskOf(request.prompt)
+  if (isFix(task)) return fixTurn(request)
+  return turnsFor(task)[request.prompt.content.filter((message) => message.role === "assistant").length]
+}
+
+/**
+ * Where a supervised `fix` task works: the `step` calls its worker made (the numbers they were given), kept in
+ * memory or in a file (one number a line: a server in another process, and the next one, see the same).
+ */
+export interface Workspace {
+  readonly step: (n: number) => Effect.Effect<void>
+  readonly steps: Effect.Effect<ReadonlyArray<number>>
+}
+
+export const memoryWorkspace = (): Workspace => {
+  const done: Array<number> = []
+  return { step: (n) => Effect.sync(() => void done.push(n)), steps: Effect.sync(() => done.slice()) }
+}
+
+export const fileWorkspace = (file: string): Workspace => ({
+  step: (n) => Effect.sync(() => NodeFs.appendFileSync(file, `${n}\n`)),
+  steps: Effect.sync(() =>
+    NodeFs.existsSync(file)
+      ? NodeFs.readFileSync(file, "utf8").split("\n").filter((line) => line !== "").map(Number)
+      : []
+  )
+})
+
+/**
+ * The check of a `fix` task: it passes once the worker's step `target` is done, and otherwise says which steps
+ * are (so that a failure after a step is a new one, not the baseline's).
+ */
+export const fixedCheck = (workspace: Workspace, target = 2) =>
+  Check.make(
+    "fixed",
+    Effect.map(workspace.steps, (steps) =>
+      steps.includes(target)
+        ? { status: "pass" as const, summary: `step ${target} is done` }
+        : { status: "fail" as const, summary: `steps done: ${steps.length === 0 ? "none" : steps.join(", ")}` })
+  )
+
+/** The model and tools, the `step` calls recorded in `workspace` (and `slow` held until `gate` opens, if given). */
+export const workingAgent = (workspace: Workspace, model: ScriptedModel.Script = script, gate?: Latch.Latch) =>
+  Layer.merge(
+    ScriptedModel.layer(model, { record: false }),
+    ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
+      step: ({ n }) => Effect.as(workspace.step(n), `step ${n} done`),
+      slow: ({ ms }) => Effect.as(gate === undefined ? Effect.sleep(`${ms} millis`) : gate.await, `slept ${ms} ms`),
+      charge: ({ cents }) => Effect.succeed(`charged ${cents} cents`),
+      deploy: ({ env }) => Effect.succeed(`deployed to ${env}`)
+    })))
+  )
 
 /** The model and the tools every test server runs sessions with. */
 export const agentLayer = Layer.merge(ScriptedModel.layer(script, { record: false }), toolsLayer([]))
@@ -146,21 +242,18 @@ export const gatedAgent = (gate: Latch.Latch) =>
   )
 
 /**
- * The model and tools, but once a session's transcript holds `replies` of
- * its replies, the model never answers: a run held mid-way until its server
- * stops (a server that resumes it with {@link agentLayer} carries on).
+ * The model, but once a session's transcript holds `replies` of its
+ * replies, it never answers: a run held mid-way until its server stops (a
+ * server that resumes it with {@link script} carries on).
  */
+export const hangingScript = (replies: number): ScriptedModel.Script => (index, request) =>
+  request.prompt.content.filter((message) => message.role === "assistant").length >= replies
+    ? { reasoning: "Weighing the next step.", text: "Thinking it over", hang: true }
+    : script(index, request)
+
+/** The model and tools of {@link hangingScript}. */
 export const hangingFrom = (replies: number) =>
-  Layer.merge(
-    ScriptedModel.layer(
-      (index, request) =>
-        request.prompt.content.filter((message) => message.role === "assistant").length >= replies
-          ? { reasoning: "Weighing the next step.", text: "Thinking it over", hang: true }
-          : script(index, request),
-      { record: false }
-    ),
-    toolsLayer([])
-  )
+  Layer.merge(ScriptedModel.layer(hangingScript(replies), { record: false }), toolsLayer([]))
 
 /** A sub-agent of the server's sessions: it reads `research <topic>`, with the test tools and the server's model. */
 export const researcher = Agent.define({

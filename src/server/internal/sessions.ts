@@ -1,7 +1,8 @@
 /**
- * The server's sessions: starting them as durable sessions, following their
- * events into their logs, applying control commands, describing them, and
- * resuming the unfinished ones when the server starts.
+ * The server's sessions: starting them as durable sessions (a `Session`, or
+ * a `SupervisedSession` under one of the server's supervisors), following
+ * their events into their logs, applying control commands, describing them,
+ * and resuming the unfinished ones when the server starts.
  *
  * A session's run is a fiber in the server's scope. When the server stops,
  * the runs are interrupted: each saves its checkpoint and its record still
@@ -10,20 +11,27 @@
  *
  * @internal
  */
-import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Scope, Semaphore, type Stream } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Schema, Scope, Semaphore, type Stream } from "effect"
 import type { HttpApiError } from "effect/http-api"
 import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
-import type { AgentError } from "../../AgentError.ts"
+import { type AgentError, ConfigError } from "../../AgentError.ts"
+import type * as AgentEvent from "../../AgentEvent.ts"
 import * as Approvals from "../../Approvals.ts"
 import type * as Control from "../../protocol/Control.ts"
 import * as UntrustedConfig from "../../protocol/UntrustedConfig.ts"
 import type * as Hooks from "../../Hooks.ts"
 import * as Message from "../../Message.ts"
-import type * as RunState from "../../RunState.ts"
+import type * as Outcome from "../../Outcome.ts"
+import type * as Output from "../../Output.ts"
 import * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as Session from "../../session/Session.ts"
 import * as Steering from "../../Steering.ts"
+import * as SupervisedSession from "../../supervisor/SupervisedSession.ts"
+import type * as Supervisor from "../../supervisor/Supervisor.ts"
+import * as SupervisorEvent from "../../supervisor/SupervisorEvent.ts"
+import * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
+import type * as Worker from "../../supervisor/Worker.ts"
 import * as EventLog from "./eventLog.ts"
 import {
   badRequest,
@@ -46,10 +54,26 @@ export interface PendingApproval {
   readonly reason?: string
 }
 
+/** A supervised session's plan waiting for a decision. */
+export interface PendingPlan {
+  readonly iteration: number
+  readonly plan: string
+}
+
+/** A supervised session's feedback waiting for the operator before it goes to the worker. */
+export interface PendingTurn {
+  readonly turn: number
+  readonly feedback: string
+}
+
 /** What the server tells about a session. */
-export interface Info extends Omit<Store.Record, "status"> {
+export interface Info extends Omit<Store.Record, "status" | "config"> {
   readonly status: Store.Record["status"] | "waiting"
   readonly pendingApprovals: ReadonlyArray<PendingApproval>
+  readonly pendingPlan?: PendingPlan
+  readonly pendingTurn?: PendingTurn
+  /** A supervised session's ending in the supervisor's words (`outcome` is its core form). */
+  readonly supervisorOutcome?: SupervisorOutcome.SupervisorOutcome
   readonly agent?: string
 }
 
@@ -66,7 +90,29 @@ export interface ControlResult {
   /** The call a decision answered. */
   readonly toolCallId?: string
   readonly approvalId?: string
+  /** The plan iteration a plan decision answered. */
+  readonly iteration?: number
+  /** The act turn whose feedback a turn decision answered. */
+  readonly turn?: number
 }
+
+/**
+ * What the server's owner sets of a supervised run (a client only names it):
+ * `Supervisor.Options` without what the server gives each session (the task,
+ * the worker's settings, the typed output, events, steering, checkpoints),
+ * and the tools the plan phase may use besides the built-in readers.
+ */
+export interface Supervision<R> extends
+  Omit<
+    Supervisor.Options<R, unknown, unknown>,
+    "task" | "agent" | "runId" | "output" | "onEvent" | "steering" | "checkpoint"
+  >
+{
+  readonly readOnlyTools?: ReadonlyArray<string> | undefined
+}
+
+/** The largest typed answer a session's record keeps, as JSON in UTF-8: a larger one is told by its size. */
+export const maxAnswerBytes = 256 * 1024
 
 
 export interface Options<R> {
@@ -78,6 +124,12 @@ export interface Options<R> {
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /** A policy instead of decisions over HTTP. */
   readonly approvals?: Approvals.Service | undefined
+  /** The supervised runs a client may ask for, by name. */
+  readonly supervisors?: Readonly<Record<string, Supervision<R>>> | undefined
+  /** The typed outputs a client may ask for, by name. */
+  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
+  readonly outputRetries?: number | undefined
+  readonly outputMode?: Output.Mode | undefined
   /** Live events a subscriber may have unread before it is dropped. */
   readonly buffer: number
   /** Resume sessions that were running when the server last stopped. */
@@ -94,6 +146,8 @@ export interface Sessions {
     readonly task: string
     readonly id?: string | undefined
     readonly config?: unknown
+    readonly supervisor?: string | undefined
+    readonly output?: string | undefined
   }) => Effect.Effect<Info, SessionExists | TooManyRuns | HttpApiError.BadRequestProblem | Store.StorageError>
   readonly list: Effect.Effect<ReadonlyArray<Info>>
   readonly get: (id: string) => Effect.Effect<Info, SessionNotFound>
@@ -222,8 +276,62 @@ const sessionConfig = (defaults: AgentConfig.Input | undefined, input: unknown) 
     return yield* AgentConfig.make(capped(merged, yield* AgentConfig.make(defaults)))
   })
 
+/** Why a run could not go on: the run's errors, the store's, a supervised run's worker's. */
+type RunError = AgentError | CheckpointStore.CheckpointError | Worker.WorkerError
+
+/** How a run ended, whatever ran it: what the session's record keeps. */
+interface Ended {
+  readonly outcome: Outcome.Outcome
+  readonly turns: number
+  readonly usage: Message.Usage
+  /** The typed answer in its JSON form, when the session asked for one and the run gave it. */
+  readonly answer: unknown
+}
+
+/** What a run is given by the server: its steering, and where its events go (the log, the record's figures). */
+interface RunInput {
+  readonly steering: Steering.Service
+  readonly observe: (event: AgentEvent.AgentEvent) => void
+}
+
+/** Whether an event is one of a supervised run's own (`SupervisorEvent`). */
+const isSupervisorEvent = (event: AgentEvent.AgentEvent): boolean =>
+  event._tag === "Custom" && event.kind === SupervisorEvent.kind
+
+const encoder = new TextEncoder()
+
+/** A typed answer as the record keeps it: whole when it fits {@link maxAnswerBytes}, else its size. */
+const answerRecord = (answer: unknown): { readonly value?: unknown; readonly bytes?: number } => {
+  if (answer === undefined) return {}
+  const bytes = encoder.encode(JSON.stringify(answer)).length
+  return bytes <= maxAnswerBytes ? { value: answer } : { bytes }
+}
+
+/** A value of a Schema in its JSON form (`undefined` when there is none, or it does not encode). */
+const encoded = (schema: Schema.Codec<unknown, unknown> | undefined, value: unknown) =>
+  schema === undefined || value === undefined
+    ? Effect.succeed(undefined)
+    : Schema.encodeUnknownEffect(Schema.toCodecJson(schema))(value).pipe(
+      Effect.catch(() => Effect.succeed(undefined))
+    )
+
+/** The names a table has, for a message: quoted, in order. */
+const namesOf = (table: Readonly<Record<string, unknown>> | undefined): Array<string> =>
+  Object.keys(table ?? {}).sort().map((name) => JSON.stringify(name))
+
+/**
+ * The ending of a supervised session that a resumed run ends with again at once (`Rejected`: a rejected plan
+ * stays rejected, see `Supervisor.Checkpoint.outcome`), so that a message for it would never be delivered; else
+ * `undefined`. (A session that ended after an act turn goes on with a follow-up: a new act round.)
+ */
+const settled = (record: Store.Record): string | undefined => {
+  if (record.supervisor === undefined || record.status !== "finished" || record.outcome === undefined) return undefined
+  const tag = SupervisorOutcome.fromOutcome(record.outcome)._tag
+  return tag === "Rejected" ? tag : undefined
+}
+
 /** What a failed run failed with, in words. */
-const failureOf = (cause: Cause.Cause<AgentError | CheckpointStore.CheckpointError | Store.StorageError>) => {
+const failureOf = (cause: Cause.Cause<RunError | Store.StorageError>) => {
   const error = Cause.findErrorOption(cause)
   if (Option.isSome(error)) return { _tag: error.value._tag, message: error.value.message }
   const defect = cause.reasons.find(Cause.isDieReason)
@@ -288,50 +396,147 @@ export const make = <R>(
       })
 
     const info = (entry: Entry): Effect.Effect<Info> =>
-      Effect.map(entry.approvals.pending, (pending) => {
+      Effect.gen(function*() {
         const running = entry.run !== undefined && entry.record.status === "running"
+        const pending = running ? yield* entry.approvals.pending : []
+        const plan = running ? yield* entry.approvals.pendingPlan : undefined
+        const turn = running ? yield* entry.approvals.pendingTurn : undefined
+        const { config: _config, ...record } = entry.record
+        const waiting = pending.length > 0 || plan !== undefined || turn !== undefined
         return {
-          ...entry.record,
-          status: running && pending.length > 0 ? "waiting" : entry.record.status,
-          pendingApprovals: running
-            ? pending.map((request) => ({
-              toolCallId: request.toolCallId,
-              approvalId: request.approvalId,
-              toolName: request.toolName,
-              params: request.params,
-              ...(request.reason === undefined ? {} : { reason: request.reason })
-            }))
-            : [],
+          ...record,
+          status: waiting ? "waiting" : record.status,
+          pendingApprovals: pending.map((request) => ({
+            toolCallId: request.toolCallId,
+            approvalId: request.approvalId,
+            toolName: request.toolName,
+            params: request.params,
+            ...(request.reason === undefined ? {} : { reason: request.reason })
+          })),
+          ...(plan === undefined ? {} : { pendingPlan: { iteration: plan.iteration, plan: plan.plan } }),
+          ...(turn === undefined ? {} : { pendingTurn: { turn: turn.turn, feedback: turn.feedback } }),
+          ...(record.supervisor === undefined || record.outcome === undefined
+            ? {}
+            : { supervisorOutcome: SupervisorOutcome.fromOutcome(record.outcome) }),
           ...(options.name === undefined ? {} : { agent: options.name })
         }
       })
 
-    /** The plugin that logs a run's events and keeps the record's figures. */
-    const observer = (entry: Entry, log: EventLog.EventLog, run: Run): Hooks.Plugin => ({
-      name: "agent-server",
-      observe: (event) => {
-        log.append(event)
-        if (event._tag === "BudgetSnapshot") {
-          entry.record = { ...entry.record, turns: event.figures.turns, usage: event.figures.usage }
-        } else if (event._tag === "AgentEnd") {
-          run.ended = true
-          // Described as ended as soon as its stream ends (`finish` saves it); unless the server is stopping it.
-          if (!stopping) {
-            entry.record = event.outcome !== undefined
-              ? { ...entry.record, status: "finished", outcome: event.outcome }
-              : { ...entry.record, status: "failed", error: event.error !== undefined
-                ? { _tag: event.error._tag, message: event.error.message }
-                : { _tag: "Defect", message: event.defect ?? "" } }
-          }
-          log.close()
-        }
+    /**
+     * What sees every event of a run: its log, and the record's figures (a supervised session counts its act
+     * turns, which its own events carry).
+     */
+    const observer = (entry: Entry, log: EventLog.EventLog, run: Run) => (event: AgentEvent.AgentEvent) => {
+      log.append(event)
+      const supervised = entry.record.supervisor !== undefined
+      if (event._tag === "BudgetSnapshot") {
+        const { turns, usage } = event.figures
+        entry.record = supervised ? { ...entry.record, usage } : { ...entry.record, turns, usage }
+      } else if (event._tag === "AgentEnd") {
+        run.ended = true
+      } else if (supervised && isSupervisorEvent(event)) {
+        entry.record = { ...entry.record, turns: event.turn }
       }
-    })
+    }
 
-    type Start = (run: {
-      readonly plugins: ReadonlyArray<Hooks.PluginInput<R>>
-      readonly steering: Steering.Service
-    }) => Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Session.Requirements | R>
+    /** Runs the session from the start or from its checkpoint, giving how it ended. */
+    type Start = (run: RunInput) => Effect.Effect<Ended, RunError, SupervisedSession.Requirements | R>
+
+    /** The Schema of the typed output a record names: the server's, or a `ConfigError` when it lists it no more. */
+    const outputOf = (record: Store.Record) =>
+      Effect.suspend(() => {
+        const name = record.output?.name
+        if (name === undefined) return Effect.succeed(undefined)
+        const schema = options.outputs !== undefined && Object.hasOwn(options.outputs, name)
+          ? options.outputs[name]
+          : undefined
+        return schema !== undefined ? Effect.succeed(schema) : Effect.fail(
+          new ConfigError({ field: "output", rule: `the server lists no output ${JSON.stringify(name)} any more` })
+        )
+      })
+
+    /** The supervisor a record names: the server's, or a `ConfigError` when it lists it no more. */
+    const supervisionOf = (record: Store.Record) =>
+      Effect.suspend(() => {
+        const name = record.supervisor ?? ""
+        const supervision = options.supervisors !== undefined && Object.hasOwn(options.supervisors, name)
+          ? options.supervisors[name]
+          : undefined
+        return supervision !== undefined ? Effect.succeed(supervision) : Effect.fail(
+          new ConfigError({ field: "supervisor", rule: `the server lists no supervisor ${JSON.stringify(name)} any more` })
+        )
+      })
+
+    /** A plain session's run: `Session.run` when it is new (`task`, `config`), else `Session.resume`. */
+    const plain = (
+      entry: Entry,
+      fresh?: { readonly task: string; readonly config: AgentConfig.AgentConfig }
+    ): Start =>
+    ({ observe, steering }) =>
+      Effect.gen(function*() {
+        const output = yield* outputOf(entry.record)
+        const plugin: Hooks.Plugin = { name: "agent-server", observe }
+        const given = {
+          plugins: [...(options.plugins ?? []), plugin],
+          steering,
+          name: options.name,
+          output,
+          outputRetries: options.outputRetries,
+          outputMode: options.outputMode
+        }
+        const { outcome, state } = fresh === undefined
+          ? yield* Session.resume<R, unknown>(entry.record.id, given)
+          : yield* Session.run<R, unknown>({
+            ...given,
+            id: entry.record.id,
+            prompt: fresh.task,
+            system: options.system,
+            config: fresh.config
+          })
+        const ended: Ended = { outcome, turns: state.turn, usage: state.usage, answer: state.output?.value }
+        return ended
+      })
+
+    /**
+     * A supervised session's run under the supervisor its record names: `SupervisedSession.run` when it is new
+     * (`task`), else `SupervisedSession.resume`. The worker runs with the server's system prompt, plugins and
+     * name, and the config the session was started with.
+     */
+    const supervised = (entry: Entry, task?: string): Start => ({ observe, steering }) =>
+      Effect.gen(function*() {
+        const { readOnlyTools, ...supervision } = yield* supervisionOf(entry.record)
+        const output = yield* outputOf(entry.record)
+        const given = {
+          ...supervision,
+          id: entry.record.id,
+          agent: {
+            system: options.system,
+            config: entry.record.config,
+            plugins: options.plugins,
+            name: options.name,
+            outputRetries: options.outputRetries,
+            outputMode: options.outputMode,
+            readOnlyTools
+          },
+          output,
+          steering,
+          onEvent: (event: AgentEvent.AgentEvent) => Effect.sync(() => observe(event))
+        }
+        const result = task === undefined
+          ? yield* SupervisedSession.resume<R, unknown, unknown>(given)
+          : yield* SupervisedSession.run<R, unknown, unknown>({ ...given, task })
+        const ended: Ended = {
+          outcome: SupervisorOutcome.toOutcome(result.outcome),
+          turns: result.turns,
+          usage: result.usage,
+          answer: yield* encoded(output, result.output)
+        }
+        return ended
+      })
+
+    /** A session's run from its checkpoint, as its record says it runs. */
+    const resumed = (entry: Entry): Start =>
+      entry.record.supervisor === undefined ? plain(entry) : supervised(entry)
 
     /** Starts a run of the session in the server's scope; the log is open to subscribers at once. */
     const launch = (entry: Entry, start: Start, steering: Steering.Service): Effect.Effect<void, Store.StorageError> =>
@@ -345,9 +550,8 @@ export const make = <R>(
         entry.run = run
         runCount++
         log.open()
-        const plugins = [...(options.plugins ?? []), observer(entry, log, run)]
         const approvals = options.approvals ?? entry.approvals
-        const body = start({ plugins, steering }).pipe(
+        const body = start({ steering, observe: observer(entry, log, run) }).pipe(
           Effect.provideContext(
             Context.add(services, Approvals.Approvals, approvals).pipe(
               Context.add(CheckpointStore.CheckpointStore, store.checkpoints)
@@ -359,17 +563,33 @@ export const make = <R>(
         run.fiber = yield* Effect.forkIn(body, scope, { startImmediately: true })
       })
 
+    /** What the record says of a run that ended: its outcome and figures (with the typed answer), or its error. */
+    const endingOf = (entry: Entry, exit: Exit.Exit<Ended, RunError>): Partial<Store.Record> => {
+      if (Exit.isFailure(exit)) return { status: "failed", error: failureOf(exit.cause) }
+      const { answer, outcome, turns, usage } = exit.value
+      const output = entry.record.output
+      return {
+        status: "finished",
+        outcome,
+        turns,
+        usage,
+        ...(output === undefined ? {} : { output: { name: output.name, ...answerRecord(answer) } })
+      }
+    }
+
     /** Records how a run ended, and starts the next one when messages came while it was ending. */
-    const finish = (
-      entry: Entry,
-      run: Run,
-      exit: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError>
-    ): Effect.Effect<void> =>
+    const finish = (entry: Entry, run: Run, exit: Exit.Exit<Ended, RunError>): Effect.Effect<void> =>
       Effect.gen(function*() {
-        entry.log?.close()
         // Interrupted (the server is stopping): the record keeps `running`, so the next server resumes it.
-        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
-        yield* entry.lock.withPermit(ended(entry, run, exit))
+        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) {
+          entry.log?.close()
+          return
+        }
+        // Described as ended before its events stream ends (a client that reads it then finds it so); saved next.
+        const ending = endingOf(entry, exit)
+        entry.record = { ...entry.record, ...ending }
+        entry.log?.close()
+        yield* entry.lock.withPermit(ended(entry, run, ending))
       }).pipe(
         Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
       )
@@ -378,23 +598,14 @@ export const make = <R>(
      * The end of a run, under the session's lock: no message is queued to the run nor a run started meanwhile,
      * so what its queue holds now is all that came too late for it, and goes to the one next run.
      */
-    const ended = (
-      entry: Entry,
-      run: Run,
-      exit: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError>
-    ) =>
+    const ended = (entry: Entry, run: Run, ending: Partial<Store.Record>) =>
       Effect.gen(function*() {
         entry.run = undefined
         runCount--
         // Its log is opened again when it is read or written: an ended session holds no descriptor.
         entry.log?.release()
         entry.log = undefined
-        if (Exit.isSuccess(exit)) {
-          const { state, outcome } = exit.value
-          yield* save(entry, { status: "finished", outcome, turns: state.turn, usage: state.usage })
-        } else {
-          yield* save(entry, { status: "failed", error: failureOf(exit.cause) })
-        }
+        yield* save(entry, ending)
         // Messages that came while the run was ending are still in its queue: they go to the next run.
         const leftover = [
           ...(yield* run.steering.takeSteering).map((message) => ({ kind: "steer" as const, message })),
@@ -416,14 +627,10 @@ export const make = <R>(
         for (const { kind, message } of messages) {
           yield* kind === "steer" && !finished ? steering.steer(message) : steering.followUp(message)
         }
-        const { error: _error, outcome: _outcome, ...rest } = entry.record
-        entry.record = rest
-        yield* launch(
-          entry,
-          ({ plugins, steering }) =>
-            Session.resume<R>(entry.record.id, { plugins, steering, name: options.name }),
-          steering
-        )
+        // The last run's ending (and answer) no longer describe it.
+        const { error: _error, outcome: _outcome, output, ...rest } = entry.record
+        entry.record = output === undefined ? rest : { ...rest, output: { name: output.name } }
+        yield* launch(entry, resumed(entry), steering)
       })
 
     const notFound = (sessionId: string) => new SessionNotFound({ sessionId, detail: `no session ${sessionId}` })
@@ -456,22 +663,34 @@ export const make = <R>(
     // Starting: the sessions the store holds; those that were running resume.
     // -------------------------------------------------------------------------
 
+    /**
+     * How far a session's checkpoint says its run got: its ending when it had one (saved before the server
+     * could record it), else `undefined` (it goes on); or why it cannot be read.
+     */
+    const progressOf = (record: Store.Record) =>
+      record.supervisor === undefined
+        ? Effect.map(store.checkpoints.load(record.id), ({ finished, state }) =>
+          finished === undefined
+            ? undefined
+            : { outcome: finished.outcome, turns: state.turn, usage: state.usage })
+        : Effect.map(
+          SupervisedSession.load(record.id).pipe(
+            Effect.provideService(CheckpointStore.CheckpointStore, store.checkpoints)
+          ),
+          ({ outcome, turns, usage }) =>
+            outcome === undefined ? undefined : { outcome: SupervisorOutcome.toOutcome(outcome), turns, usage }
+        )
+
     const recover = (entry: Entry) =>
       Effect.gen(function*() {
-        const id = entry.record.id
-        const checkpoint = yield* Effect.result(store.checkpoints.load(id))
-        if (checkpoint._tag === "Failure") {
-          const { _tag, message } = checkpoint.failure
+        const progress = yield* Effect.result(progressOf(entry.record))
+        if (progress._tag === "Failure") {
+          const { _tag, message } = progress.failure
           return yield* save(entry, { status: "failed", error: { _tag, message } })
         }
-        const { finished, state } = checkpoint.success
-        if (finished !== undefined) {
-          const { outcome } = finished
-          return yield* save(entry, { status: "finished", outcome, turns: state.turn, usage: state.usage })
-        }
+        if (progress.success !== undefined) return yield* save(entry, { status: "finished", ...progress.success })
         const steering = yield* Steering.make()
-        yield* entry.lock.withPermit(launch(entry, ({ plugins, steering }) =>
-          Session.resume<R>(id, { plugins, steering, name: options.name }), steering))
+        yield* entry.lock.withPermit(launch(entry, resumed(entry), steering))
       }).pipe(
         Effect.catch((error) =>
           Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`)
@@ -487,12 +706,33 @@ export const make = <R>(
     // The operations
     // -------------------------------------------------------------------------
 
+    /** A name a client gives, checked against the server's own table: a 400 naming the known ones otherwise. */
+    const known = (
+      field: "supervisor" | "output",
+      name: string | undefined,
+      table: Readonly<Record<string, unknown>> | undefined
+    ) =>
+      Effect.suspend(() => {
+        if (name === undefined || (table !== undefined && Object.hasOwn(table, name))) return Effect.void
+        const names = namesOf(table)
+        const what = field === "supervisor" ? "supervisor" : "typed output"
+        return Effect.fail(badRequest(
+          ["payload", field],
+          names.length === 0 ? `this server has no ${what}s` : `must be one of ${names.join(", ")}`,
+          names.length === 0
+            ? `this server has no ${what}s: ${clip(name)} is not one`
+            : `no ${what} is named ${clip(name)}: this server has ${names.join(", ")}`
+        ))
+      })
+
     const create: Sessions["create"] = (input) =>
       Effect.gen(function*() {
         const config = yield* Effect.mapError(
           sessionConfig(options.config, input.config),
           (error) => badRequest(["payload", "config", ...error.field.split(".")], error.rule, error.message)
         )
+        yield* known("supervisor", input.supervisor, options.supervisors)
+        yield* known("output", input.output, options.outputs)
         const id = input.id ?? globalThis.crypto.randomUUID()
         // Taken at once (two requests for one id race): released when this one fails.
         const reserved = yield* Effect.sync(() => {
@@ -501,12 +741,18 @@ export const make = <R>(
           return true
         })
         if (!reserved) return yield* exists(id)
-        return yield* admitted(start(id, input.task, config)).pipe(
+        return yield* admitted(start(id, input.task, config, input.supervisor, input.output)).pipe(
           Effect.ensuring(Effect.sync(() => reserving.delete(id)))
         )
       })
 
-    const start = (id: string, task: string, config: AgentConfig.AgentConfig) =>
+    const start = (
+      id: string,
+      task: string,
+      config: AgentConfig.AgentConfig,
+      supervisor: string | undefined,
+      output: string | undefined
+    ) =>
       Effect.gen(function*() {
         const existing = yield* Effect.result(store.checkpoints.load(id))
         if (existing._tag === "Success" || existing.failure._tag !== "CheckpointMissing") return yield* exists(id)
@@ -520,20 +766,15 @@ export const make = <R>(
           createdAt: now,
           updatedAt: now,
           turns: 0,
-          usage: Message.emptyUsage
+          usage: Message.emptyUsage,
+          // A supervised run's checkpoint keeps no config: the record does, for the run to resume with.
+          ...(supervisor === undefined ? {} : { supervisor, config }),
+          ...(output === undefined ? {} : { output: { name: output } })
         }, false)
         yield* store.save(entry.record)
         const steering = yield* Steering.make()
-        yield* launch(entry, ({ plugins, steering }) =>
-          Session.run<R>({
-            id,
-            prompt: task,
-            system: options.system,
-            config,
-            plugins,
-            steering,
-            name: options.name
-          }), steering).pipe(Effect.ensuring(Effect.sync(() => entries.set(id, entry))))
+        const run = supervisor === undefined ? plain(entry, { task, config }) : supervised(entry, task)
+        yield* launch(entry, run, steering).pipe(Effect.ensuring(Effect.sync(() => entries.set(id, entry))))
         return yield* info(entry)
       })
 
@@ -590,11 +831,68 @@ export const make = <R>(
           yield* run.steering.cancel(command.reason ?? "cancelled over HTTP")
           return result("applied")
         }
-        if (command.type !== "steer" && command.type !== "follow_up") {
-          return yield* rejected(id, `${command.type}: decisions for supervised runs, which are not served`)
-        }
+        if (command.type !== "steer" && command.type !== "follow_up") return yield* decideSupervised(entry, command)
+        const refused = yield* messagesRefused(entry)
+        if (refused !== undefined) return yield* rejected(id, `${command.type}: ${refused}`)
         return yield* entry.lock.withPermit(message(entry, command.type, command.text))
       })
+
+    /** Why a session takes no steering or follow-ups, when it does not: its supervisor's worker is not our loop. */
+    const messagesRefused = (entry: Entry) =>
+      entry.record.supervisor === undefined ? Effect.succeed(undefined) : Effect.map(
+        Effect.option(supervisionOf(entry.record)),
+        (supervision) => {
+          const worker = Option.getOrUndefined(supervision)?.worker
+          return worker === undefined || ("_tag" in worker && worker._tag === "AgentWorker")
+            ? undefined
+            : `the ${worker.name} worker takes no steering or follow-ups, only cancel`
+        }
+      )
+
+    /**
+     * A decision on a supervised session's plan or feedback: it answers the question of its kind waiting now
+     * (`applied`, with the plan iteration or the turn it answered); for none (not asked yet, answered already, a
+     * session that is not supervised or not running) a 409, and nothing is kept. Under the session's lock, so that
+     * the question read is the question answered.
+     */
+    const decideSupervised = (
+      entry: Entry,
+      command: Extract<
+        Control.Command,
+        { readonly type: "approve_plan" | "refine_plan" | "reject_plan" | "approve_turn" | "replace_feedback" }
+      >
+    ) =>
+      entry.lock.withPermit(Effect.gen(function*() {
+        const sessionId = entry.record.id
+        const type = command.type
+        if (entry.record.supervisor === undefined) return yield* rejected(sessionId, `${type}: the session is not supervised`)
+        if (options.approvals !== undefined) {
+          return yield* rejected(sessionId, `${type}: this server decides by its own policy`)
+        }
+        const running = entry.run !== undefined && !entry.run.ended
+        if (type === "approve_plan" || type === "refine_plan" || type === "reject_plan") {
+          const waiting = running ? yield* entry.approvals.pendingPlan : undefined
+          const decision: Approvals.PlanDecision = type === "approve_plan"
+            ? { _tag: "Approve" }
+            : type === "refine_plan"
+            ? { _tag: "Refine", notes: command.notes }
+            : { _tag: "Reject", notes: command.notes ?? "rejected over HTTP" }
+          if (waiting === undefined || !(yield* entry.approvals.decidePlanWith(decision))) {
+            return yield* rejected(sessionId, `${type}: no plan waits for a decision`)
+          }
+          const result: ControlResult = { sessionId, type, status: "applied", iteration: waiting.iteration }
+          return result
+        }
+        const waiting = running ? yield* entry.approvals.pendingTurn : undefined
+        const decision: Approvals.TurnDecision = command.type === "replace_feedback"
+          ? { _tag: "Replace", feedback: command.text }
+          : { _tag: "Approve" }
+        if (waiting === undefined || !(yield* entry.approvals.decideTurnWith(decision))) {
+          return yield* rejected(sessionId, `${type}: no feedback waits for a decision`)
+        }
+        const result: ControlResult = { sessionId, type, status: "applied", turn: waiting.turn }
+        return result
+      }))
 
     /**
      * A message for a session, under its lock: into its run's queue, or a new run with it when none runs (the
@@ -618,6 +916,14 @@ export const make = <R>(
         }
         if (kind === "steer" && entry.record.status === "finished") {
           return yield* rejected(id, "the session has finished: send a follow_up to go on")
+        }
+        const over = settled(entry.record)
+        if (over !== undefined) {
+          return yield* rejected(
+            id,
+            `${type}: the supervised session ended ${over}, and resuming it ends it so again: the message would ` +
+              "never reach its worker (start a new session)"
+          )
         }
         yield* Effect.mapError(admitted(restart(entry, [{ kind, message: Message.user(text) }])), (error) =>
           error._tag === "SteeringFull" ? full(error) : error)

@@ -20,14 +20,30 @@
 import { Effect, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
+import * as AgentConfig from "../../AgentConfig.ts"
 import * as Message from "../../Message.ts"
 import * as Outcome from "../../Outcome.ts"
 import * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as EventLog from "./eventLog.ts"
 
 /**
+ * The typed output a session asked for, by the name the server lists it
+ * under, and its answer once the run gave one (its JSON form), unless it is
+ * larger than the record keeps (then `bytes` says how large it was).
+ */
+export const OutputRecord = Schema.Struct({
+  name: Schema.String,
+  value: Schema.optionalKey(Schema.Unknown),
+  bytes: Schema.optionalKey(Schema.Finite)
+})
+export type OutputRecord = typeof OutputRecord.Type
+
+/**
  * What a session's record says: enough to list it and to know, after a
- * restart, whether its run must be resumed (`running`).
+ * restart, whether its run must be resumed (`running`) and how: a
+ * supervised session names the server's supervisor it runs under, and keeps
+ * the config it was started with (a supervised run's checkpoint does not); a
+ * session with a typed output names it.
  */
 export const Record = Schema.Struct({
   id: Schema.String,
@@ -38,7 +54,10 @@ export const Record = Schema.Struct({
   turns: Schema.Finite,
   usage: Message.Usage,
   outcome: Schema.optionalKey(Outcome.Outcome),
-  error: Schema.optionalKey(Schema.Struct({ _tag: Schema.String, message: Schema.String }))
+  error: Schema.optionalKey(Schema.Struct({ _tag: Schema.String, message: Schema.String })),
+  supervisor: Schema.optionalKey(Schema.String),
+  config: Schema.optionalKey(AgentConfig.AgentConfig),
+  output: Schema.optionalKey(OutputRecord)
 })
 export type Record = typeof Record.Type
 
