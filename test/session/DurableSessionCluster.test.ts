@@ -336,15 +336,27 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
           // A client follows the sessions all along, as `run --pg` does: a poll the database does not answer is
           // a StoreError, asked again.
           const started: Array<string> = []
+          let last: ReadonlyArray<DurableSession.Status> = []
           const following = Effect.suspend(() => Effect.forEach([...started], (sessionId) =>
             Effect.retry(DurableSession.poll(sessionId), ridingOut))).pipe(
+              Effect.tap((statuses) => Effect.sync(() => void (last = statuses))),
               Effect.repeat({
                 until: (statuses) =>
                   statuses.length === ids.length &&
                   statuses.every((status) => status._tag === "Finished" || status._tag === "Failed"),
                 schedule: Schedule.spaced("100 millis")
               }),
-              Effect.timeout("240 seconds")
+              // a failure names the seed that replays it, and where each session was
+              Effect.timeoutOrElse({
+                duration: "240 seconds",
+                orElse: () =>
+                  Effect.fail(
+                    new Error(
+                      `the sessions did not finish in 240 s (seed ${seed}; outages ${JSON.stringify(outages)}): ` +
+                        last.map((status, i) => `${ids[i]} ${status._tag}`).join(", ")
+                    )
+                  )
+              })
             )
           const follower = yield* Effect.forkChild(following)
           for (const wave of waves) {
