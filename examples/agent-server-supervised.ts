@@ -59,7 +59,7 @@ const program = Effect.gen(function*() {
       if (step?._tag === "CheckResult") console.log(`#${id} ${step.check}: ${step.status} (${step.summary})`)
       if (step?._tag === "PlanProposed") {
         console.log(`#${id} plan ${step.iteration}: ${step.plan}`)
-        const decided = yield* client.sessions.control({ params: { id: session.id }, payload: { type: "approve_plan" } })
+        const decided = yield* client.sessions.control({ params: { id: session.id }, payload: { type: "approve_plan", iteration: step.iteration } })
         console.log(`#${id} ${decided.type}: ${decided.status} (iteration ${decided.iteration})`)
       }
     }))

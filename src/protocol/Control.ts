@@ -49,11 +49,21 @@ export const Command = Schema.Union([
   Schema.Struct({ type: Schema.Literal("steer"), text: Schema.String }),
   Schema.Struct({ type: Schema.Literal("follow_up"), text: Schema.String }),
   Schema.Struct({ type: Schema.Literal("cancel"), reason: Schema.optionalKey(Schema.String) }),
-  Schema.Struct({ type: Schema.Literal("approve_plan") }),
-  Schema.Struct({ type: Schema.Literal("refine_plan"), notes: Schema.String }),
-  Schema.Struct({ type: Schema.Literal("reject_plan"), notes: Schema.optionalKey(Schema.String) }),
-  Schema.Struct({ type: Schema.Literal("approve_turn") }),
-  Schema.Struct({ type: Schema.Literal("replace_feedback"), text: Schema.String })
+  // A plan decision may name the plan iteration it answers, a turn decision the act turn: a decision for one
+  // that no longer waits (answered, or revised since its sender read it) is then refused, not applied to the next.
+  Schema.Struct({ type: Schema.Literal("approve_plan"), iteration: Schema.optionalKey(Schema.Int) }),
+  Schema.Struct({
+    type: Schema.Literal("refine_plan"),
+    notes: Schema.String,
+    iteration: Schema.optionalKey(Schema.Int)
+  }),
+  Schema.Struct({
+    type: Schema.Literal("reject_plan"),
+    notes: Schema.optionalKey(Schema.String),
+    iteration: Schema.optionalKey(Schema.Int)
+  }),
+  Schema.Struct({ type: Schema.Literal("approve_turn"), turn: Schema.optionalKey(Schema.Int) }),
+  Schema.Struct({ type: Schema.Literal("replace_feedback"), text: Schema.String, turn: Schema.optionalKey(Schema.Int) })
 ])
 /**
  * @since 0.1.0
@@ -167,27 +177,89 @@ export const apply = (command: Command, target: Target): Effect.Effect<string | 
     case "deny":
       return decide(command, target.approvals)
     case "approve_plan":
-      return decideWith(target.approvals, command.type, (a) => a.decidePlanWith({ _tag: "Approve" }))
     case "refine_plan":
-      return decideWith(
-        target.approvals,
-        command.type,
-        (a) => a.decidePlanWith({ _tag: "Refine", notes: command.notes })
-      )
     case "reject_plan":
-      return decideWith(
-        target.approvals,
-        command.type,
-        (a) => a.decidePlanWith({ _tag: "Reject", notes: command.notes ?? "rejected by the user" })
-      )
     case "approve_turn":
-      return decideWith(target.approvals, command.type, (a) => a.decideTurnWith({ _tag: "Approve" }))
     case "replace_feedback":
-      return decideWith(
-        target.approvals,
-        command.type,
-        (a) => a.decideTurnWith({ _tag: "Replace", feedback: command.text })
-      )
+      return decideWith(target.approvals, command)
+  }
+}
+
+/**
+ * Why a plan or turn decision does not answer the question waiting now, or `undefined` when it does: nothing
+ * waits, or it names another plan iteration or act turn than the one waiting. One rule for every surface that
+ * takes decisions (the command's control lines, the agent server's control route).
+ *
+ * @example
+ * ```ts
+ * import { Control } from "effect-agent/protocol"
+ *
+ * const waiting = { plan: { iteration: 2 }, turn: undefined }
+ * console.log(Control.decisionMismatch({ type: "approve_plan", iteration: 1 }, waiting))
+ * // Output: approve_plan: plan iteration 2 waits for a decision, not iteration 1
+ * console.log(Control.decisionMismatch({ type: "approve_plan", iteration: 2 }, waiting))
+ * // Output: undefined
+ * ```
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const decisionMismatch = (
+  command: Decision,
+  waiting: {
+    readonly plan: { readonly iteration: number } | undefined
+    readonly turn: { readonly turn: number } | undefined
+  }
+): string | undefined => {
+  const type = command.type
+  if (type === "approve_plan" || type === "refine_plan" || type === "reject_plan") {
+    if (waiting.plan === undefined) return `${type}: no plan waits for a decision`
+    const named = command.iteration
+    return named === undefined || named === waiting.plan.iteration
+      ? undefined
+      : `${type}: plan iteration ${waiting.plan.iteration} waits for a decision, not iteration ${named}`
+  }
+  if (waiting.turn === undefined) return `${type}: no feedback waits for a decision`
+  const named = command.turn
+  return named === undefined || named === waiting.turn.turn
+    ? undefined
+    : `${type}: the feedback of turn ${waiting.turn.turn} waits for a decision, not turn ${named}`
+}
+
+/**
+ * A plan or turn decision.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export type Decision = Extract<
+  Command,
+  { readonly type: "approve_plan" | "refine_plan" | "reject_plan" | "approve_turn" | "replace_feedback" }
+>
+
+/**
+ * The answer a plan or turn decision gives.
+ *
+ * @since 0.1.0
+ * @category protocol
+ */
+export const planOrTurnDecision = (
+  command: Decision
+):
+  | { readonly _tag: "plan"; readonly decision: Approvals.PlanDecision }
+  | { readonly _tag: "turn"; readonly decision: Approvals.TurnDecision } =>
+{
+  switch (command.type) {
+    case "approve_plan":
+      return { _tag: "plan", decision: { _tag: "Approve" } }
+    case "refine_plan":
+      return { _tag: "plan", decision: { _tag: "Refine", notes: command.notes } }
+    case "reject_plan":
+      return { _tag: "plan", decision: { _tag: "Reject", notes: command.notes ?? "rejected by the user" } }
+    case "approve_turn":
+      return { _tag: "turn", decision: { _tag: "Approve" } }
+    case "replace_feedback":
+      return { _tag: "turn", decision: { _tag: "Replace", feedback: command.text } }
   }
 }
 
@@ -198,18 +270,27 @@ const queue = (type: string, queued: Effect.Effect<void, Steering.SteeringFull>)
     Effect.catchTag("SteeringFull", (full) => Effect.succeed(`${type}: ${full.message}; dropped`))
   )
 
-/** A plan or turn decision: answers what waits; with nothing waiting, nothing is decided or kept. */
+/**
+ * A plan or turn decision: answers what waits (the plan iteration or the act turn it names, when it names one);
+ * otherwise nothing is decided or kept.
+ */
 const decideWith = (
   approvals: Approvals.Interactive | undefined,
-  type: "approve_plan" | "refine_plan" | "reject_plan" | "approve_turn" | "replace_feedback",
-  answer: (approvals: Approvals.Interactive) => Effect.Effect<boolean>
+  command: Decision
 ): Effect.Effect<string | undefined> =>
-  approvals === undefined
-    ? Effect.succeed(`${type}: decisions are not asked on stdin (run with --approve ask or --approve-turns)`)
-    : Effect.map(answer(approvals), (answered) =>
-      answered
-        ? undefined
-        : `${type}: no ${type.endsWith("_plan") ? "plan" : "feedback"} is waiting for a decision; ignored`)
+  Effect.gen(function*() {
+    const type = command.type
+    if (approvals === undefined) {
+      return `${type}: decisions are not asked on stdin (run with --approve ask or --approve-turns)`
+    }
+    const mismatch = decisionMismatch(command, { plan: yield* approvals.pendingPlan, turn: yield* approvals.pendingTurn })
+    if (mismatch !== undefined) return `${mismatch}; ignored`
+    const answer = planOrTurnDecision(command)
+    const answered = answer._tag === "plan"
+      ? yield* approvals.decidePlanWith(answer.decision)
+      : yield* approvals.decideTurnWith(answer.decision)
+    return answered ? undefined : `${type}: no ${answer._tag === "plan" ? "plan" : "feedback"} waits for a decision; ignored`
+  })
 
 /** An id from a line, quoted, and cut to a length a note can show. */
 const clip = (id: string): string => JSON.stringify(id.length > 48 ? `${id.slice(0, 47)}…` : id)

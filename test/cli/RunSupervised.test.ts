@@ -108,7 +108,7 @@ describe("effect-agent run --check", () => {
         _tag: "Rejected",
         notes: "the control input (stdin) was closed"
       })
-      assert.include(out.stderr, "stdin line 1: approve_plan: no plan is waiting for a decision; ignored")
+      assert.include(out.stderr, "stdin line 1: approve_plan: no plan waits for a decision; ignored")
     }))
 
   live("--plan with --approve ask: refine_plan then approve_plan; the act turn gets the revised plan", () =>

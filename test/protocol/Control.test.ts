@@ -225,7 +225,7 @@ describe("Control: plan and turn decisions", () => {
       // the feedback line comes before any feedback waits: refused, not kept for the next one
       yield* serve(`{"type":"reject_plan","notes":"no"}\n{"type":"replace_feedback","text":"t"}\n`)
       assert.deepStrictEqual(yield* Fiber.join(plan), { _tag: "Reject", notes: "no" })
-      assert.deepStrictEqual(notes, ["stdin line 2: replace_feedback: no feedback is waiting for a decision; ignored"])
+      assert.deepStrictEqual(notes, ["stdin line 2: replace_feedback: no feedback waits for a decision; ignored"])
       // stdin is closed now: no one can answer
       assert.deepStrictEqual(yield* approvals.decidePlan!({ runId: "r", plan: "p", iteration: 2 }), {
         _tag: "Reject",
@@ -235,6 +235,41 @@ describe("Control: plan and turn decisions", () => {
         _tag: "Interrupt"
       })
     }))
+})
+
+describe("plan and turn decisions that name what they answer", () => {
+  it.effect("a decision naming another plan iteration or act turn than the one waiting is refused, and the question still waits", () =>
+    Effect.gen(function*() {
+      const { approvals, notes, serve } = yield* setup
+      const plan = yield* Effect.forkChild(approvals.decidePlan!({ runId: "r", plan: "p2", iteration: 2 }))
+      yield* Effect.yieldNow
+      // the sender read plan 1, revised since: its approval is refused; one naming plan 2 answers it
+      yield* serve(`{"type":"approve_plan","iteration":1}\n{"type":"reject_plan","iteration":2,"notes":"no"}\n`)
+      assert.deepStrictEqual(yield* Fiber.join(plan), { _tag: "Reject", notes: "no" })
+      assert.deepStrictEqual(notes, [
+        "stdin line 1: approve_plan: plan iteration 2 waits for a decision, not iteration 1; ignored"
+      ])
+    }))
+
+  it("the rule, for each kind: nothing waiting, another one waiting, the one waiting, none named", () => {
+    const waiting = { plan: { iteration: 3 }, turn: { turn: 4 } }
+    assert.deepStrictEqual(
+      [
+        Control.decisionMismatch({ type: "approve_turn" }, { plan: undefined, turn: undefined }),
+        Control.decisionMismatch({ type: "refine_plan", notes: "n", iteration: 2 }, waiting),
+        Control.decisionMismatch({ type: "replace_feedback", text: "t", turn: 3 }, waiting),
+        Control.decisionMismatch({ type: "approve_turn", turn: 4 }, waiting),
+        Control.decisionMismatch({ type: "reject_plan" }, waiting)
+      ],
+      [
+        "approve_turn: no feedback waits for a decision",
+        "refine_plan: plan iteration 3 waits for a decision, not iteration 2",
+        "replace_feedback: the feedback of turn 4 waits for a decision, not turn 3",
+        undefined,
+        undefined
+      ]
+    )
+  })
 })
 
 describe("Control.lines", () => {

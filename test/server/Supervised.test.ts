@@ -158,10 +158,10 @@ describe("supervised sessions on the server", () => {
       yield* post(`${url}/sessions`, { task: "fix the build", id: "planned", supervisor: "fix" })
       yield* readUntil(url, "planned", ownTag("PlanProposed"))
       const first = (yield* call(`${url}/sessions/planned`)).body
-      const refined = yield* post(`${url}/sessions/planned/control`, { type: "refine_plan", notes: "Smaller steps." })
+      const refined = yield* post(`${url}/sessions/planned/control`, { type: "refine_plan", notes: "Smaller steps.", iteration: 1 })
       yield* readUntil(url, "planned", nth(2, ownTag("PlanProposed")))
       const second = (yield* call(`${url}/sessions/planned`)).body
-      const approved = yield* post(`${url}/sessions/planned/control`, { type: "approve_plan" })
+      const approved = yield* post(`${url}/sessions/planned/control`, { type: "approve_plan", iteration: 2 })
       const events = yield* readUntil(url, "planned")
       const info = (yield* call(`${url}/sessions/planned`)).body
       assert.deepStrictEqual(
@@ -214,24 +214,31 @@ describe("supervised sessions on the server", () => {
       const reject = (response: { status: number; body: any }) => [response.status, response.body.detail]
       yield* post(`${url}/sessions`, { task: "fix the build", id: "gated", supervisor: "gated" })
       yield* Deferred.await(baselineRuns).pipe(Effect.timeout("10 seconds"))
-      const early = yield* post(`${url}/sessions/gated/control`, { type: "approve_plan" })
+      const unnamed = yield* post(`${url}/sessions/gated/control`, { type: "approve_plan" })
+      const early = yield* post(`${url}/sessions/gated/control`, { type: "approve_plan", iteration: 1 })
       yield* Deferred.succeed(goOn, undefined)
       yield* readUntil(url, "gated", ownTag("PlanProposed"))
       const planWaits = (yield* call(`${url}/sessions/gated`)).body
-      const turnForPlan = yield* post(`${url}/sessions/gated/control`, { type: "approve_turn" })
-      const planApproved = yield* post(`${url}/sessions/gated/control`, { type: "approve_plan" })
+      const turnForPlan = yield* post(`${url}/sessions/gated/control`, { type: "approve_turn", turn: 1 })
+      // a sender that read another iteration than the one waiting: refused, the plan still waits
+      const stale = yield* post(`${url}/sessions/gated/control`, { type: "approve_plan", iteration: 2 })
+      const planApproved = yield* post(`${url}/sessions/gated/control`, { type: "approve_plan", iteration: 1 })
       yield* readUntil(url, "gated", ownTag("TurnApprovalRequested"))
       const turnWaits = (yield* call(`${url}/sessions/gated`)).body
-      const planAgain = yield* post(`${url}/sessions/gated/control`, { type: "reject_plan", notes: "late" })
-      const replaced = yield* post(`${url}/sessions/gated/control`, { type: "replace_feedback", text: "Now do step 2." })
+      const planAgain = yield* post(`${url}/sessions/gated/control`, { type: "reject_plan", notes: "late", iteration: 1 })
+      const unnamedTurn = yield* post(`${url}/sessions/gated/control`, { type: "approve_turn" })
+      const replaced = yield* post(`${url}/sessions/gated/control`, { type: "replace_feedback", text: "Now do step 2.", turn: 1 })
       const events = yield* readUntil(url, "gated")
-      const after = yield* post(`${url}/sessions/gated/control`, { type: "approve_turn" })
+      const after = yield* post(`${url}/sessions/gated/control`, { type: "approve_turn", turn: 1 })
       yield* post(`${url}/sessions`, { task: "hello", id: "plain" })
       yield* readUntil(url, "plain")
-      const notSupervised = yield* post(`${url}/sessions/plain/control`, { type: "approve_plan" })
+      const notSupervised = yield* post(`${url}/sessions/plain/control`, { type: "approve_plan", iteration: 1 })
       assert.deepStrictEqual(
         {
+          unnamed: reject(unnamed),
           early: reject(early),
+          stale: reject(stale),
+          unnamedTurn: reject(unnamedTurn),
           planWaits: [planWaits.status, planWaits.pendingPlan?.iteration, planWaits.pendingTurn],
           turnForPlan: reject(turnForPlan),
           planApproved: [planApproved.status, planApproved.body.iteration],
@@ -244,7 +251,16 @@ describe("supervised sessions on the server", () => {
           notSupervised: reject(notSupervised)
         },
         {
+          unnamed: [
+            400,
+            'approve_plan names the plan iteration it answers: give the "iteration" the session\'s description lists (pendingPlan)'
+          ],
           early: [409, "approve_plan: no plan waits for a decision"],
+          stale: [409, "approve_plan: plan iteration 1 waits for a decision, not iteration 2"],
+          unnamedTurn: [
+            400,
+            'approve_turn names the act turn it answers: give the "turn" the session\'s description lists (pendingTurn)'
+          ],
           planWaits: ["waiting", 1, undefined],
           turnForPlan: [409, "approve_turn: no feedback waits for a decision"],
           planApproved: [202, 1],

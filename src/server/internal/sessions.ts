@@ -18,7 +18,7 @@ import * as AgentConfig from "../../AgentConfig.ts"
 import { type AgentError, ConfigError } from "../../AgentError.ts"
 import type * as AgentEvent from "../../AgentEvent.ts"
 import * as Approvals from "../../Approvals.ts"
-import type * as Control from "../../protocol/Control.ts"
+import * as Control from "../../protocol/Control.ts"
 import * as UntrustedConfig from "../../protocol/UntrustedConfig.ts"
 import type * as Hooks from "../../Hooks.ts"
 import * as Message from "../../Message.ts"
@@ -850,47 +850,49 @@ export const make = <R>(
       )
 
     /**
-     * A decision on a supervised session's plan or feedback: it answers the question of its kind waiting now
-     * (`applied`, with the plan iteration or the turn it answered); for none (not asked yet, answered already, a
-     * session that is not supervised or not running) a 409, and nothing is kept. Under the session's lock, so that
-     * the question read is the question answered.
+     * A decision on a supervised session's plan or feedback answers the question it names (the plan `iteration`,
+     * the act `turn`: without one it is a 400, as an approval without its id is, since several clients may decide)
+     * if that question waits now (`applied`); otherwise (not asked yet, answered already, revised since, a session
+     * that is not supervised or not running) a 409, and nothing is kept. Under the session's lock, so that the
+     * question read is the question answered.
      */
-    const decideSupervised = (
-      entry: Entry,
-      command: Extract<
-        Control.Command,
-        { readonly type: "approve_plan" | "refine_plan" | "reject_plan" | "approve_turn" | "replace_feedback" }
-      >
-    ) =>
+    const decideSupervised = (entry: Entry, command: Control.Decision) =>
       entry.lock.withPermit(Effect.gen(function*() {
         const sessionId = entry.record.id
         const type = command.type
+        const answer = Control.planOrTurnDecision(command)
+        const named = answer._tag === "plan"
+          ? "iteration" in command ? command.iteration : undefined
+          : "turn" in command
+          ? command.turn
+          : undefined
+        if (named === undefined) {
+          const field = answer._tag === "plan" ? "iteration" : "turn"
+          return yield* badRequest(
+            ["payload", field],
+            "is required",
+            `${type} names the ${answer._tag === "plan" ? "plan iteration" : "act turn"} it answers: give the ` +
+              `"${field}" the session's description lists (${answer._tag === "plan" ? "pendingPlan" : "pendingTurn"})`
+          )
+        }
         if (entry.record.supervisor === undefined) return yield* rejected(sessionId, `${type}: the session is not supervised`)
         if (options.approvals !== undefined) {
           return yield* rejected(sessionId, `${type}: this server decides by its own policy`)
         }
         const running = entry.run !== undefined && !entry.run.ended
-        if (type === "approve_plan" || type === "refine_plan" || type === "reject_plan") {
-          const waiting = running ? yield* entry.approvals.pendingPlan : undefined
-          const decision: Approvals.PlanDecision = type === "approve_plan"
-            ? { _tag: "Approve" }
-            : type === "refine_plan"
-            ? { _tag: "Refine", notes: command.notes }
-            : { _tag: "Reject", notes: command.notes ?? "rejected over HTTP" }
-          if (waiting === undefined || !(yield* entry.approvals.decidePlanWith(decision))) {
-            return yield* rejected(sessionId, `${type}: no plan waits for a decision`)
-          }
-          const result: ControlResult = { sessionId, type, status: "applied", iteration: waiting.iteration }
-          return result
+        const plan = running ? yield* entry.approvals.pendingPlan : undefined
+        const turn = running ? yield* entry.approvals.pendingTurn : undefined
+        const mismatch = Control.decisionMismatch(command, { plan, turn })
+        if (mismatch !== undefined) return yield* rejected(sessionId, mismatch)
+        const answered = answer._tag === "plan"
+          ? yield* entry.approvals.decidePlanWith(answer.decision)
+          : yield* entry.approvals.decideTurnWith(answer.decision)
+        if (!answered) {
+          return yield* rejected(sessionId, `${type}: no ${answer._tag === "plan" ? "plan" : "feedback"} waits for a decision`)
         }
-        const waiting = running ? yield* entry.approvals.pendingTurn : undefined
-        const decision: Approvals.TurnDecision = command.type === "replace_feedback"
-          ? { _tag: "Replace", feedback: command.text }
-          : { _tag: "Approve" }
-        if (waiting === undefined || !(yield* entry.approvals.decideTurnWith(decision))) {
-          return yield* rejected(sessionId, `${type}: no feedback waits for a decision`)
-        }
-        const result: ControlResult = { sessionId, type, status: "applied", turn: waiting.turn }
+        const result: ControlResult = answer._tag === "plan"
+          ? { sessionId, type, status: "applied", iteration: named }
+          : { sessionId, type, status: "applied", turn: named }
         return result
       }))
 
