@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Schema } from "effect"
 import { Tool } from "effect/ai"
-import { Agent, type AgentConfig, type AgentEvent, Hooks, Message, Output, RunState, ToolRegistry } from "effect-agent"
+import { Agent, type AgentConfig, type AgentEvent, Hooks, Message, Output, RunState, Steering, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, ofTag, recorder, toolsLayer } from "./support.ts"
 
@@ -238,6 +238,65 @@ describe("Agent.run with output", () => {
       assert.strictEqual(none._tag, "OutputSchemaMismatch")
       const resumed = yield* Agent.runContinue(result.state, { output: Answer }).pipe(Effect.provide(layer))
       assert.deepStrictEqual(resumed.output, { sum: 3, explanation: "resumed" })
+    }))
+
+  it.effect("a follow-up after the final answer goes on, as after any natural stop: the next answer is the output", () =>
+    Effect.gen(function*() {
+      const script = [final({ sum: 3, explanation: "1 + 2" }), final({ sum: 4, explanation: "one more" }, "f2")]
+      const first = yield* runTyped(script)
+      assert.deepStrictEqual([first.result.outcome._tag, first.result.output?.sum], ["Completed", 3])
+      // continued with a follow-up queued: delivered, and the model answers again
+      const steering = yield* Steering.make()
+      yield* steering.followUp("Add one.")
+      const { events, plugin } = recorder()
+      const next = yield* Agent.runContinue(first.result.state, { output: Answer, steering, plugins: [plugin] }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer(script.slice(1)), toolsLayer()))
+      )
+      assert.deepStrictEqual(
+        {
+          outcome: next.outcome._tag,
+          output: next.output,
+          saved: next.state.output?.value,
+          undelivered: next.state.followUps.length,
+          added: next.messages.map((message) => `${message.role}:${Message.textOf(message)}`),
+          delivered: ofTag(events, "FollowUpDelivered").length
+        },
+        {
+          outcome: "Completed",
+          output: { sum: 4, explanation: "one more" },
+          saved: { sum: 4, explanation: "one more" },
+          undelivered: 0,
+          added: ["user:Add one.", "assistant:", "toolResult:Final answer received."],
+          delivered: 1
+        }
+      )
+      assertValidTranscript(next.state.messages)
+      // continued with nothing queued: it ends with its answer again, with no model call
+      const again = yield* Agent.runContinue(next.state, { output: Answer }).pipe(
+        Effect.provide(Layer.merge(ScriptedModel.layer([]), toolsLayer()))
+      )
+      assert.deepStrictEqual([again.outcome._tag, again.output?.sum, again.messages.length], ["Completed", 4, 0])
+    }))
+
+  it.effect("a follow-up queued while a typed run works is delivered after its final answer, not returned undelivered", () =>
+    Effect.gen(function*() {
+      const steering = yield* Steering.make()
+      let queued = false
+      const queueing = Hooks.plugin({
+        name: "queueing",
+        // queued once, at the end of the turn that answers
+        afterTurn: () =>
+          queued ? Effect.succeed(Hooks.proceed) : Effect.as(Effect.orDie(steering.followUp("Add one.")), Hooks.proceed).pipe(
+            Effect.tap(() => Effect.sync(() => void (queued = true)))
+          )
+      })
+      const result = yield* Agent.run({ prompt: "Add 1 and 2", output: Answer, steering, plugins: [queueing] }).pipe(
+        Effect.provide(Layer.merge(
+          ScriptedModel.layer([final({ sum: 3, explanation: "1 + 2" }), final({ sum: 4, explanation: "one more" }, "f2")]),
+          toolsLayer()
+        ))
+      )
+      assert.deepStrictEqual([result.outcome._tag, result.output?.sum, result.state.followUps.length], ["Completed", 4, 0])
     }))
 
   it.effect("a run without output offers no final_answer tool and has no output", () =>

@@ -174,14 +174,12 @@ const loop = Effect.fnUntraced(function*<R>(
   // dropped, never resumed by a later call that reuses its id (a provider that numbers calls per response).
   lineage.restored.clear()
   if (finished._tag === "End") return finished.outcome
-  // A continued run that had ended with its final answer (saved after that turn) ends with it again.
-  if (run.output !== undefined && OutputPart.endedWithAnswer(run.output, run.transcript.messages)) {
-    return run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
-  }
   let pending = yield* Control.poll(run, "steering")
   let pendingKind: "steering" | "followUp" = "steering"
-  // A continued run that stopped naturally goes straight to its follow-ups.
-  let hasToolCalls = !(pending.length === 0 && Transcript.endsWithReply(run.transcript.messages))
+  // A continued run that stopped naturally (a reply, or its accepted final answer) goes straight to its follow-ups.
+  const stopped = Transcript.endsWithReply(run.transcript.messages) ||
+    (run.output !== undefined && OutputPart.endedWithAnswer(run.output, run.transcript.messages))
+  let hasToolCalls = !(pending.length === 0 && stopped)
   while (true) {
     while (hasToolCalls || pending.length > 0) {
       // What is pending enters the run before the turn, unless a `beforeDelivery` hook keeps it out.
@@ -285,7 +283,8 @@ function* endTurn<R>(run: LiveRun.LiveRun<R>, done: Hooks.Turn, stoppedReply: St
   const stop = stoppedReply ?? (yield* Stops.reason(run.stops))
   // A stop comes first, then the final answer, the tools' vote, an afterTurn hook's stop.
   if (stop !== undefined) return end(yield* stopped(run, stop))
-  if (output?._tag === "End") return end(output.outcome)
+  // An accepted final answer is the run's natural stop (follow-ups go on from it); past the retries it ends.
+  if (output?._tag === "End") return output.outcome._tag === "OutputInvalid" ? end(output.outcome) : next(false)
   if (done.terminated) return end(Outcome.terminated)
   if (after !== undefined) return end(after)
   return next(output !== undefined || Message.hasToolCalls(message))

@@ -161,7 +161,11 @@ const readOnly = (registry: ToolRegistry.Service, allowed: ReadonlySet<string>):
   return ToolRegistry.make({ tools, invoke: registry.invoke })
 }
 
-/** Each turn asks for its own answer: a typed plan's output state does not carry over to the next turn. */
+/**
+ * Each turn with a message of its own asks for its own answer: a typed plan's output state does not carry over to
+ * the next turn. (A turn that goes on with follow-ups keeps it: the run it continues stopped at that answer, and
+ * goes on from there as `Agent.runContinue` does.)
+ */
 const withoutOutput = (state: RunState.RunState): RunState.RunState => {
   const { output: _, ...rest } = state
   return rest
@@ -219,7 +223,7 @@ const lastText = (messages: ReadonlyArray<Message.Message>): string => {
  * @category constructors
  */
 export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
-  let current = options.state === undefined ? undefined : withoutOutput(options.state)
+  let current = options.state
   const allowed = new Set([...builtinReaders, ...(options.readOnlyTools ?? [])])
   const turn = (request: TypedRequest) =>
     Effect.gen(function*() {
@@ -240,7 +244,8 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
         }
       }
       const plugins = [...(options.plugins ?? []), forward]
-      const prior = current
+      const followUps = request.followUps ?? []
+      const prior = current === undefined || followUps.length > 0 ? current : withoutOutput(current)
       const output = request.output
       const last = prior?.messages.at(-1)
       const ended = request.continue === true && output === undefined && last?.role === "assistant" &&
@@ -263,7 +268,6 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
         steering: options.steering,
         name: options.name
       }
-      const followUps = request.followUps ?? []
       const run = prior === undefined
         ? Agent.run({ ...continued, prompt: request.message, system: options.system, runId: options.runId })
         : Agent.runContinue(
@@ -278,7 +282,7 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
         ? Effect.flatMap(ToolRegistry.ToolRegistry, (registry) =>
           Effect.provideService(run, ToolRegistry.ToolRegistry, readOnly(registry, allowed)))
         : run
-      current = withoutOutput(result.state)
+      current = result.state
       const before = prior?.usage ?? Message.emptyUsage
       const encoded = result.state.output?.value
       // A run that did not end by itself has no answer to give: the reply says how it ended.

@@ -162,7 +162,7 @@ const usage = (cost: number) => ({ input: 10, output: 5, cost })
 const byAgent = (turns: Partial<Record<AgentName, ReadonlyArray<ScriptedModel.Turn | undefined>>>) =>
 (agent: AgentName, replies: number) => turns[agent]?.[replies]
 
-/** The seven scenarios, and an approval at the top, a follow-up after a completed run and a turn limit. */
+/** The seven scenarios, and more found since (an approval at the top, follow-ups after each kind of end, a turn limit). */
 export const scenarios: ReadonlyArray<Scenario> = [
   {
     name: "plain tools",
@@ -283,6 +283,19 @@ export const scenarios: ReadonlyArray<Scenario> = [
       ]
     }),
     steps: []
+  },
+  {
+    name: "typed output, then a follow-up",
+    prompt: "What is six times seven?",
+    output: Schema.Struct({ answer: Schema.Finite }),
+    script: byAgent({
+      main: [
+        { toolCalls: [{ id: "f1", name: "final_answer", params: { answer: 42 } }], usage: usage(0.0001) },
+        // the follow-up's answer: the output now
+        { toolCalls: [{ id: "f2", name: "final_answer", params: { answer: 43 } }], usage: usage(0.0001) }
+      ]
+    }),
+    steps: [{ _tag: "FollowUpAfterEnd", text: "Add one." }]
   },
   {
     name: "a cost budget ends the run",
