@@ -113,6 +113,7 @@ import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as Outcome from "../Outcome.ts"
 import type * as Output from "../Output.ts"
+import type * as SubAgent from "../SubAgent.ts"
 import * as CheckpointStore from "../session/CheckpointStore.ts"
 import type * as Supervisor from "../supervisor/Supervisor.ts"
 import * as SupervisorOutcome from "../supervisor/SupervisorOutcome.ts"
@@ -596,6 +597,12 @@ export interface Options<R = never> {
   readonly outputRetries?: number | undefined
   /** How the final answer is asked for (see `Output.Mode`). */
   readonly outputMode?: Output.Mode | undefined
+  /**
+   * The agents a session may be handed off to (`Agent.handoff` tools among the server's): a session handed off
+   * goes on in the agent that answered, after a follow-up or a restart of the server, as `Session.resume`'s
+   * `agents` (one not listed fails the session's next run with `CheckpointAgentUnknown`).
+   */
+  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
   /** The largest request body, in bytes (default 1 MiB); larger is a `413`. */
   readonly maxBodyBytes?: number | undefined
   /** Events an SSE client may fall behind before it is dropped (default 1,024). */
@@ -810,6 +817,7 @@ const routesWith = <R>(
       outputs: options.outputs,
       outputRetries: options.outputRetries,
       outputMode: options.outputMode,
+      agents: options.agents,
       buffer: options.sseBuffer ?? defaults.sseBuffer,
       resume: options.resume ?? true,
       maxRunning: options.maxRunning ?? defaults.maxRunning,

@@ -218,7 +218,9 @@ const runnerOf = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngin
     // a session whose run ended waits for a follow-up (DurableSession's way to continue a session, as
     // Agent.runContinue and Session.resume do), on durable time
     idle: "1 minute",
-    outputs
+    outputs,
+    // the agents a session may have been handed off to: a follow-up goes on in the one that answered
+    agents: [billing]
   }).pipe(
     Layer.provideMerge(agentLayer),
     Layer.provideMerge(engineAndStore)
@@ -382,6 +384,8 @@ const agentServer = (name: string, supervised: boolean): Backend => ({
         system: systems.main,
         plugins: [guardrail],
         outputs,
+        // the agents a session may have been handed off to: a follow-up goes on in the one that answered
+        agents: [billing],
         supervisors: { matrix: { checks: [], baseline: false } }
       }, agentLayer).pipe(Layer.provide(NodeServices.layer))
     )

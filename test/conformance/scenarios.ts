@@ -298,6 +298,22 @@ export const scenarios: ReadonlyArray<Scenario> = [
     steps: [{ _tag: "FollowUpAfterEnd", text: "Add one." }]
   },
   {
+    name: "handoff, then a follow-up",
+    prompt: "I want a refund.",
+    script: byAgent({
+      main: [
+        { toolCalls: [{ id: "h1", name: "transfer_to_billing", params: { topic: "refund" } }], usage: usage(0.0001) }
+      ],
+      // billing answers, then answers the follow-up: the session goes on in the agent that answered
+      billing: [
+        undefined,
+        { text: "Billing: your refund is on its way.", usage: usage(0.0001) },
+        { text: "Billing: the invoice is attached.", usage: usage(0.0001) }
+      ]
+    }),
+    steps: [{ _tag: "FollowUpAfterEnd", text: "And the invoice?" }]
+  },
+  {
     name: "a cost budget ends the run",
     prompt: "Keep stepping.",
     config: { budgets: { costUsd: 0.003 } },

@@ -24,6 +24,7 @@ import type * as Hooks from "../../Hooks.ts"
 import * as Message from "../../Message.ts"
 import type * as Outcome from "../../Outcome.ts"
 import type * as Output from "../../Output.ts"
+import type * as SubAgent from "../../SubAgent.ts"
 import * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as Session from "../../session/Session.ts"
 import * as Steering from "../../Steering.ts"
@@ -130,6 +131,8 @@ export interface Options<R> {
   readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
   readonly outputRetries?: number | undefined
   readonly outputMode?: Output.Mode | undefined
+  /** The agents a session may have been handed off to. */
+  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
   /** Live events a subscriber may have unread before it is dropped. */
   readonly buffer: number
   /** Resume sessions that were running when the server last stopped. */
@@ -485,7 +488,7 @@ export const make = <R>(
           outputMode: options.outputMode
         }
         const { outcome, state } = fresh === undefined
-          ? yield* Session.resume<R, unknown>(entry.record.id, given)
+          ? yield* Session.resume<R, unknown>(entry.record.id, { ...given, agents: options.agents })
           : yield* Session.run<R, unknown>({
             ...given,
             id: entry.record.id,
