@@ -141,6 +141,14 @@ export const Checkpoint = Schema.Struct({
    * sending the message again.
    */
   inTurn: Schema.optionalKey(Schema.Boolean),
+  /**
+   * The agent a handoff (`Agent.handoff`) passed the agent worker's run to,
+   * when it did: its name, and the run id of the state it answered in (the
+   * agent's state is that run's, not the supervised run's). A resumed run
+   * goes on in that agent (give its definition in the agent worker's
+   * `agents`).
+   */
+  handedOff: Schema.optionalKey(Schema.Struct({ agent: Schema.String, runId: Schema.String })),
   /** The agent worker's transcript (absent for external workers). */
   agentState: Schema.optionalKey(RunState.RunState)
 })
@@ -439,7 +447,10 @@ export const run: {
       AgentWorker.make<R>({
         ...options.agent,
         runId,
-        state: resume?.agentState ?? options.agent?.state,
+        // A resumed run goes on in the agent its transcript was handed off to, if it was.
+        ...(resume?.agentState === undefined
+          ? {}
+          : { state: resume.agentState, handedOffTo: resume.handedOff?.agent }),
         ...(steering === undefined ? {} : { steering })
       })
     const live = yield* start(options, runId, worker, steering, options.worker === undefined)
@@ -454,6 +465,8 @@ interface AnyWorker<R> {
     request: AgentWorker.TypedRequest
   ) => Effect.Effect<AgentWorker.TypedReply, AgentError | Worker.WorkerError, R>
   readonly state?: Effect.Effect<RunState.RunState | undefined>
+  /** The agent a handoff passed the worker's transcript to (our loop's). */
+  readonly agent?: Effect.Effect<string | undefined>
 }
 
 /** A typed value: decoded, and in its JSON form. */
@@ -1127,6 +1140,7 @@ const save = <R, RW, P, A>(
     progress.phase = phase
     progress.pending = pending
     const agentState = worker.state === undefined ? undefined : yield* worker.state
+    const handedOff = agentState === undefined || worker.agent === undefined ? undefined : yield* worker.agent
     yield* saving.save({
       version: 2,
       runId: settings.runId,
@@ -1147,6 +1161,9 @@ const save = <R, RW, P, A>(
       ...(progress.continueTurn ? { inTurn: true } : {}),
       ...(progress.awaitingApproval ? { awaitingApproval: true } : {}),
       ...(progress.followUps === undefined ? {} : { pendingFollowUps: progress.followUps }),
+      ...(agentState === undefined || handedOff === undefined
+        ? {}
+        : { handedOff: { agent: handedOff, runId: agentState.runId } }),
       ...(agentState === undefined ? {} : { agentState })
     })
   })
