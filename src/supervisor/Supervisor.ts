@@ -122,6 +122,12 @@ export const Checkpoint = Schema.Struct({
   elapsedMs: Schema.Finite,
   /** The baseline round (absent: it had not run yet, and a resumed run runs it). */
   baseline: Schema.optionalKey(Schema.Array(Check.CheckResult)),
+  /**
+   * The last round of checks after an act turn (absent before the first): a
+   * resumed run that ends before another round (a budget already spent)
+   * reports these, the checks still failing among them, as the run did.
+   */
+  checks: Schema.optionalKey(Schema.Array(Check.CheckResult)),
   resumeToken: Schema.optionalKey(Schema.String),
   /**
    * How the run ended, once it has (not when it was interrupted). A run
@@ -638,7 +644,7 @@ const start = <R, RW, P, A>(
       usage: resume?.usage ?? Message.emptyUsage,
       resumeToken: resume?.resumeToken,
       baseline: resume?.baseline,
-      last: [],
+      last: resume?.checks ?? [],
       reply: "",
       transcript: [Message.user(task)],
       checksKey: "",
@@ -1152,6 +1158,7 @@ const save = <R, RW, P, A>(
       usage: progress.usage,
       elapsedMs: yield* elapsed(live),
       ...(progress.baseline === undefined ? {} : { baseline: progress.baseline }),
+      ...(progress.last.length === 0 ? {} : { checks: progress.last }),
       ...(progress.plan === undefined ? {} : { approvedPlan: progress.plan }),
       ...(settings.planSchema === undefined ? {} : { planSchema: settings.planSchema }),
       ...(progress.planValue === undefined ? {} : { approvedPlanValue: progress.planValue.encoded }),

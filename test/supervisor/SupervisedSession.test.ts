@@ -604,6 +604,24 @@ describe("SupervisedSession: a finished session given a follow-up (issue 30)", (
       assert.isUndefined((yield* SupervisedSession.load("f").pipe(inStore(store))).pendingFollowUps)
     }))
 
+  it.effect("ended by a budget, resumed with nothing queued under the same limits: the same ending, its failing checks named", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      let turns = 0
+      const worker = Worker.make("w", () =>
+        Effect.sync(() => (turns++, { text: `turn ${turns}`, usage: { inputTokens: 60, outputTokens: 0 }, resumeToken: undefined })))
+      const fails = Check.make("f", Effect.succeed({ status: "fail", summary: "no" } as const))
+      const options = { id: "b", worker, checks: [fails], baseline: false, maxTokens: 100 }
+      const first = yield* SupervisedSession.run({ ...options, task }).pipe(inStore(store))
+      assert.deepStrictEqual(first.outcome, { _tag: "Unverified", budget: "tokens", limit: 100, used: 120, failing: ["f"] })
+      const again = yield* SupervisedSession.resume(options).pipe(inStore(store))
+      // no act turn, no round of checks: the ending and the last round are the run's
+      assert.strictEqual(turns, 2)
+      assert.deepStrictEqual(again.outcome, first.outcome)
+      assert.deepStrictEqual(again.checks, first.checks)
+      assert.deepStrictEqual((yield* SupervisedSession.load("b").pipe(inStore(store))).outcome, first.outcome)
+    }))
+
   it.effect("a rejected plan stays rejected: a follow-up does not start the act phase, and comes back undelivered", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
