@@ -134,9 +134,12 @@ export const Checkpoint = Schema.Struct({
    * resumed from a checkpoint that `Converged` or was `Rejected` ends so
    * again without a turn; one that ended otherwise (a budget, the watchdog,
    * the plan-iteration cap, the worker's own run) goes on from where it was,
-   * with the limits it is given now. Resumed with a follow-up queued on its
-   * `steering`, a run that ended after an act turn (but `Rejected`) goes on
-   * with it instead: a new act round whose message is the follow-up.
+   * with the limits it is given now. With follow-ups pending (queued on its
+   * `steering`, or saved undelivered in `pendingFollowUps`), a run that
+   * ended after an act turn (but `Rejected`) goes on with them instead: a
+   * new act round whose message is the follow-ups; a converged run with no
+   * room left for that round ends `Converged` again, the follow-ups returned
+   * undelivered.
    */
   outcome: Schema.optionalKey(SupervisorOutcome.SupervisorOutcome),
   /**
@@ -696,7 +699,12 @@ const phases = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<SupervisedO
       if (baseline._tag === "End") return baseline.outcome
       progress.baseline = baseline.value
     }
-    if (followUp !== undefined) return yield* actPhase(live, followUp, true)
+    if (followUp !== undefined) {
+      // No room left for the follow-ups' round: a run whose checks passed has converged, as it had (they are
+      // returned undelivered, and saved so).
+      if (ended?._tag === "Converged" && (yield* exhausted(live, true)) !== undefined) return ended
+      return yield* actPhase(live, followUp, true)
+    }
     if (phase === "act") return yield* actPhase(live, message)
     const spent = yield* exhausted(live, false)
     if (spent !== undefined) return spent
@@ -784,8 +792,12 @@ const actPhase = <R, RW, P, A>(
       const verdict = yield* verify(live)
       if (verdict._tag === "End") return verdict.outcome
       if (verdict.value) {
+        const converged: SupervisedOutcome = { _tag: "Converged", turns: progress.turns }
         const followUp = yield* takeFollowUps(live)
-        if (followUp === undefined) return { _tag: "Converged", turns: progress.turns }
+        if (followUp === undefined) return converged
+        // The checks passed: a limit that leaves no turn for the follow-ups does not make the run unverified
+        // (they come back undelivered, and are saved so).
+        if ((yield* exhausted(live, true)) !== undefined) return converged
         message = followUp
         continue
       }
@@ -1116,14 +1128,15 @@ const followUpText = (messages: ReadonlyArray<Message.Message>): string => messa
 /**
  * Follow-ups queued on the run's steering, taken as the next act turn's message (in place of what was pending:
  * unapproved feedback is not sent, a turn cut short is not continued) and saved as it, in one step: a follow-up
- * is delivered, returned or saved, never dropped. `undefined` when none is queued.
+ * is delivered, returned or saved, never dropped. With those a resumed run saved undelivered before them.
+ * `undefined` when there are none.
  */
 const takeFollowUps = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<string | undefined, RunError> =>
   Effect.uninterruptible(Effect.gen(function*() {
     const { progress, steering } = live
     const taken = steering === undefined ? [] : yield* steering.takeFollowUps
-    if (taken.length === 0) return undefined
     const followUps = [...progress.followUps ?? [], ...taken]
+    if (followUps.length === 0) return undefined
     progress.followUps = followUps
     progress.awaitingApproval = false
     progress.continueTurn = false
