@@ -19,12 +19,17 @@
  * handed off (`HandedOff`) and the `AgentStart` of the agent handed off to,
  * as `Agent.run`'s observers see them.
  *
+ * A turn whose run hands off (`Agent.handoff`) ends in the agent handed off
+ * to, and the worker's next turns go on in it (its tools, model and plugins),
+ * as `Agent.runContinue` does with its `agent`: give its definition in
+ * `agents`.
+ *
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Option } from "effect"
 import * as Agent from "../Agent.ts"
 import type * as AgentConfig from "../AgentConfig.ts"
-import type { AgentError } from "../AgentError.ts"
+import { type AgentError, ConfigError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
@@ -32,6 +37,7 @@ import type * as Outcome from "../Outcome.ts"
 import type * as Output from "../Output.ts"
 import type * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
+import type * as SubAgent from "../SubAgent.ts"
 import * as ToolRegistry from "../ToolRegistry.ts"
 import * as SupervisorOutcome from "./SupervisorOutcome.ts"
 import { type TurnReply, type TurnRequest, WorkerError } from "./Worker.ts"
@@ -67,6 +73,14 @@ export interface Options<R = never> {
   /** The transcript to go on from (a resumed session). */
   readonly state?: RunState.RunState | undefined
   /**
+   * The agents the worker's run may hand off to (`Agent.handoff`): after a handoff, the next turns go on in the
+   * agent that answered, as `Agent.runContinue` does with its `agent`. A turn to go on in an agent this list
+   * lacks fails with `ConfigError` (field `agents`).
+   */
+  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
+  /** The agent `state` is in, when a handoff passed it on (its name; its definition in `agents`). */
+  readonly handedOffTo?: string | undefined
+  /**
    * The steering of the inner runs: `steer` reaches the model before its next call, `followUp` restarts a turn's
    * run when it would stop, `cancel` ends the turn's run (`Cancelled`). A supervised run gives its own.
    */
@@ -87,6 +101,8 @@ export interface AgentWorker<R = never> {
   readonly turn: (request: TypedRequest) => Effect.Effect<TypedReply, AgentError | WorkerError, Agent.Requirements | R>
   /** The transcript and counters after the last turn (`undefined` before the first). */
   readonly state: Effect.Effect<RunState.RunState | undefined>
+  /** The agent the transcript is in, when a handoff passed it on (its name); `undefined` in the worker's own. */
+  readonly agent: Effect.Effect<string | undefined>
 }
 
 /**
@@ -224,6 +240,7 @@ const lastText = (messages: ReadonlyArray<Message.Message>): string => {
  */
 export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
   let current = options.state
+  let handedOffTo = current === undefined ? undefined : options.handedOffTo
   const allowed = new Set([...builtinReaders, ...(options.readOnlyTools ?? [])])
   const turn = (request: TypedRequest) =>
     Effect.gen(function*() {
@@ -259,6 +276,18 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
         }
         return reply
       }
+      // After a handoff the transcript is the agent's that answered: the turn goes on in it.
+      const agent = prior === undefined || handedOffTo === undefined
+        ? undefined
+        : options.agents?.find((definition) => definition.name === handedOffTo)
+      if (prior !== undefined && handedOffTo !== undefined && agent === undefined) {
+        const known = (options.agents ?? []).map((definition) => definition.name)
+        return yield* new ConfigError({
+          field: "agents",
+          rule: `the worker's run was handed off to the agent ${handedOffTo}, and goes on in it: give its ` +
+            `definition in agents (given: ${known.length === 0 ? "none" : known.join(", ")})`
+        })
+      }
       const continued: Agent.ContinueOptions<R | Agent.Requirements, unknown> = {
         config: withRoom(options.config, request.budgets, prior),
         plugins,
@@ -266,7 +295,8 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
         outputRetries: options.outputRetries,
         outputMode: options.outputMode,
         steering: options.steering,
-        name: options.name
+        name: options.name,
+        agent
       }
       const run = prior === undefined
         ? Agent.run({ ...continued, prompt: request.message, system: options.system, runId: options.runId })
@@ -283,6 +313,7 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
           Effect.provideService(run, ToolRegistry.ToolRegistry, readOnly(registry, allowed)))
         : run
       current = result.state
+      handedOffTo = result.agent
       const before = prior?.usage ?? Message.emptyUsage
       const encoded = result.state.output?.value
       // A run that did not end by itself has no answer to give: the reply says how it ended.
@@ -310,5 +341,11 @@ export const make = <R = never>(options: Options<R> = {}): AgentWorker<R> => {
       }
       return reply
     })
-  return { _tag: "AgentWorker", name: "agent", turn, state: Effect.sync(() => current) }
+  return {
+    _tag: "AgentWorker",
+    name: "agent",
+    turn,
+    state: Effect.sync(() => current),
+    agent: Effect.sync(() => handedOffTo)
+  }
 }

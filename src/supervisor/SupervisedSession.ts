@@ -145,11 +145,15 @@ export const fromStore = (
         })
       )
     )
-    if (rest.runId !== checkpoint.state.runId) {
+    // The agent's state is the supervised run's, or, after a handoff, the run of the agent handed off to.
+    const runId = rest.handedOff?.runId ?? rest.runId
+    if (runId !== checkpoint.state.runId) {
       return yield* new CheckpointStore.CheckpointCorrupt({
         sessionId,
         file,
-        problem: `its supervised run ${JSON.stringify(rest.runId)} is not the run its state is for`
+        problem: rest.handedOff === undefined
+          ? `its supervised run ${JSON.stringify(rest.runId)} is not the run its state is for`
+          : `the run ${JSON.stringify(runId)} its supervised run was handed off to is not the run its state is for`
       })
     }
     return state === "agent" ? { ...rest, agentState: { ...checkpoint.state, pluginState } } : rest
@@ -168,6 +172,8 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
   const lock = Semaphore.makeUnsafe(1)
   /** The supervisor's last checkpoint (between turns): what a mid-turn save goes with. */
   let last: Supervisor.Checkpoint | undefined
+  /** The agent the last handoff in a turn passed the run to (its run's `AgentEnd` names it). */
+  let handedTo: string | undefined
   const save = (checkpoint: Supervisor.Checkpoint): Effect.Effect<void, CheckpointStore.CheckpointError> =>
     lock.withPermit(Effect.suspend((): Effect.Effect<void, CheckpointStore.CheckpointError> => {
       const stored = toStore(checkpoint, transcript.length === 0 ? [Message.user(checkpoint.task)] : transcript)
@@ -193,6 +199,10 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
         const checkpoint = last
         if (checkpoint === undefined) return
         const state = yield* ctx.snapshot
+        // Handed off in this turn: the state is the run of the agent handed off to, and the checkpoint says so.
+        const handedOff = state.runId === (checkpoint.handedOff?.runId ?? checkpoint.runId) || handedTo === undefined
+          ? checkpoint.handedOff
+          : { agent: handedTo, runId: state.runId }
         // The supervisor's usage with the part of the turn done (a resumed turn counts only the rest).
         const base = checkpoint.agentState?.usage ?? Message.emptyUsage
         const usage = Message.addUsage(checkpoint.usage, {
@@ -203,7 +213,9 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
           reasoning: state.usage.reasoning - base.reasoning,
           ...(state.usage.cost === undefined ? {} : { cost: state.usage.cost - (base.cost ?? 0) })
         })
-        yield* store.save(id, toStore({ ...checkpoint, usage, inTurn: true, agentState: state }, transcript))
+        const { handedOff: _, ...rest } = checkpoint
+        const mid = { ...rest, usage, inTurn: true, agentState: state, ...(handedOff === undefined ? {} : { handedOff }) }
+        yield* store.save(id, toStore(mid, transcript))
         saved = state.messages.length
       })).pipe(Effect.catch((error) => Effect.logWarning(`a mid-turn checkpoint was not saved: ${error.message}`)))
     const plugin: Hooks.Plugin = {
@@ -211,6 +223,9 @@ const saver = (id: string, store: CheckpointStore.Service, created: boolean) => 
       afterTurn: (_turn, ctx) => Effect.as(checkpoint(ctx), Hooks.proceed),
       onEvent: (event, ctx) => {
         switch (event._tag) {
+          case "AgentEnd":
+            if (event.outcome?._tag === "HandedOff") handedTo = event.outcome.to
+            return Effect.void
           case "TurnStart":
             return ctx.messages.length === saved ? Effect.void : checkpoint(ctx)
           case "ApprovalRequested":
@@ -325,6 +340,11 @@ export const run: {
  * after it, within the limits given now; its outcome is that round's ending.
  * With nothing queued it ends as it ended (`Converged`) or goes on from
  * where it was (see `Supervisor.Checkpoint`'s `outcome`).
+ *
+ * A session whose worker's run was handed off (`Agent.handoff`) goes on in
+ * the agent handed off to: give its definition in `agent.agents` (a turn
+ * without it fails with `ConfigError`; a session that ends without a turn
+ * needs none).
  *
  * @since 0.1.0
  * @category running

@@ -122,15 +122,24 @@ export const Checkpoint = Schema.Struct({
   elapsedMs: Schema.Finite,
   /** The baseline round (absent: it had not run yet, and a resumed run runs it). */
   baseline: Schema.optionalKey(Schema.Array(Check.CheckResult)),
+  /**
+   * The last round of checks after an act turn (absent before the first): a
+   * resumed run that ends before another round (a budget already spent)
+   * reports these, the checks still failing among them, as the run did.
+   */
+  checks: Schema.optionalKey(Schema.Array(Check.CheckResult)),
   resumeToken: Schema.optionalKey(Schema.String),
   /**
    * How the run ended, once it has (not when it was interrupted). A run
    * resumed from a checkpoint that `Converged` or was `Rejected` ends so
    * again without a turn; one that ended otherwise (a budget, the watchdog,
    * the plan-iteration cap, the worker's own run) goes on from where it was,
-   * with the limits it is given now. Resumed with a follow-up queued on its
-   * `steering`, a run that ended after an act turn (but `Rejected`) goes on
-   * with it instead: a new act round whose message is the follow-up.
+   * with the limits it is given now. With follow-ups pending (queued on its
+   * `steering`, or saved undelivered in `pendingFollowUps`), a run that
+   * ended after an act turn (but `Rejected`) goes on with them instead: a
+   * new act round whose message is the follow-ups; a converged run with no
+   * room left for that round ends `Converged` again, the follow-ups returned
+   * undelivered.
    */
   outcome: Schema.optionalKey(SupervisorOutcome.SupervisorOutcome),
   /**
@@ -141,6 +150,14 @@ export const Checkpoint = Schema.Struct({
    * sending the message again.
    */
   inTurn: Schema.optionalKey(Schema.Boolean),
+  /**
+   * The agent a handoff (`Agent.handoff`) passed the agent worker's run to,
+   * when it did: its name, and the run id of the state it answered in (the
+   * agent's state is that run's, not the supervised run's). A resumed run
+   * goes on in that agent (give its definition in the agent worker's
+   * `agents`).
+   */
+  handedOff: Schema.optionalKey(Schema.Struct({ agent: Schema.String, runId: Schema.String })),
   /** The agent worker's transcript (absent for external workers). */
   agentState: Schema.optionalKey(RunState.RunState)
 })
@@ -439,7 +456,10 @@ export const run: {
       AgentWorker.make<R>({
         ...options.agent,
         runId,
-        state: resume?.agentState ?? options.agent?.state,
+        // A resumed run goes on in the agent its transcript was handed off to, if it was.
+        ...(resume?.agentState === undefined
+          ? {}
+          : { state: resume.agentState, handedOffTo: resume.handedOff?.agent }),
         ...(steering === undefined ? {} : { steering })
       })
     const live = yield* start(options, runId, worker, steering, options.worker === undefined)
@@ -454,6 +474,8 @@ interface AnyWorker<R> {
     request: AgentWorker.TypedRequest
   ) => Effect.Effect<AgentWorker.TypedReply, AgentError | Worker.WorkerError, R>
   readonly state?: Effect.Effect<RunState.RunState | undefined>
+  /** The agent a handoff passed the worker's transcript to (our loop's). */
+  readonly agent?: Effect.Effect<string | undefined>
 }
 
 /** A typed value: decoded, and in its JSON form. */
@@ -625,7 +647,7 @@ const start = <R, RW, P, A>(
       usage: resume?.usage ?? Message.emptyUsage,
       resumeToken: resume?.resumeToken,
       baseline: resume?.baseline,
-      last: [],
+      last: resume?.checks ?? [],
       reply: "",
       transcript: [Message.user(task)],
       checksKey: "",
@@ -677,7 +699,12 @@ const phases = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<SupervisedO
       if (baseline._tag === "End") return baseline.outcome
       progress.baseline = baseline.value
     }
-    if (followUp !== undefined) return yield* actPhase(live, followUp, true)
+    if (followUp !== undefined) {
+      // No room left for the follow-ups' round: a run whose checks passed has converged, as it had (they are
+      // returned undelivered, and saved so).
+      if (ended?._tag === "Converged" && (yield* exhausted(live, true)) !== undefined) return ended
+      return yield* actPhase(live, followUp, true)
+    }
     if (phase === "act") return yield* actPhase(live, message)
     const spent = yield* exhausted(live, false)
     if (spent !== undefined) return spent
@@ -765,8 +792,12 @@ const actPhase = <R, RW, P, A>(
       const verdict = yield* verify(live)
       if (verdict._tag === "End") return verdict.outcome
       if (verdict.value) {
+        const converged: SupervisedOutcome = { _tag: "Converged", turns: progress.turns }
         const followUp = yield* takeFollowUps(live)
-        if (followUp === undefined) return { _tag: "Converged", turns: progress.turns }
+        if (followUp === undefined) return converged
+        // The checks passed: a limit that leaves no turn for the follow-ups does not make the run unverified
+        // (they come back undelivered, and are saved so).
+        if ((yield* exhausted(live, true)) !== undefined) return converged
         message = followUp
         continue
       }
@@ -1097,14 +1128,15 @@ const followUpText = (messages: ReadonlyArray<Message.Message>): string => messa
 /**
  * Follow-ups queued on the run's steering, taken as the next act turn's message (in place of what was pending:
  * unapproved feedback is not sent, a turn cut short is not continued) and saved as it, in one step: a follow-up
- * is delivered, returned or saved, never dropped. `undefined` when none is queued.
+ * is delivered, returned or saved, never dropped. With those a resumed run saved undelivered before them.
+ * `undefined` when there are none.
  */
 const takeFollowUps = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<string | undefined, RunError> =>
   Effect.uninterruptible(Effect.gen(function*() {
     const { progress, steering } = live
     const taken = steering === undefined ? [] : yield* steering.takeFollowUps
-    if (taken.length === 0) return undefined
     const followUps = [...progress.followUps ?? [], ...taken]
+    if (followUps.length === 0) return undefined
     progress.followUps = followUps
     progress.awaitingApproval = false
     progress.continueTurn = false
@@ -1127,6 +1159,7 @@ const save = <R, RW, P, A>(
     progress.phase = phase
     progress.pending = pending
     const agentState = worker.state === undefined ? undefined : yield* worker.state
+    const handedOff = agentState === undefined || worker.agent === undefined ? undefined : yield* worker.agent
     yield* saving.save({
       version: 2,
       runId: settings.runId,
@@ -1138,6 +1171,7 @@ const save = <R, RW, P, A>(
       usage: progress.usage,
       elapsedMs: yield* elapsed(live),
       ...(progress.baseline === undefined ? {} : { baseline: progress.baseline }),
+      ...(progress.last.length === 0 ? {} : { checks: progress.last }),
       ...(progress.plan === undefined ? {} : { approvedPlan: progress.plan }),
       ...(settings.planSchema === undefined ? {} : { planSchema: settings.planSchema }),
       ...(progress.planValue === undefined ? {} : { approvedPlanValue: progress.planValue.encoded }),
@@ -1147,6 +1181,9 @@ const save = <R, RW, P, A>(
       ...(progress.continueTurn ? { inTurn: true } : {}),
       ...(progress.awaitingApproval ? { awaitingApproval: true } : {}),
       ...(progress.followUps === undefined ? {} : { pendingFollowUps: progress.followUps }),
+      ...(agentState === undefined || handedOff === undefined
+        ? {}
+        : { handedOff: { agent: handedOff, runId: agentState.runId } }),
       ...(agentState === undefined ? {} : { agentState })
     })
   })

@@ -35,13 +35,7 @@ type Cell = `${string} × ${string}`
  * is observed. Only remove entries (when the gap is fixed); never add one to
  * make a new difference pass.
  */
-const gaps: Partial<Record<Cell, string>> = {
-  // found by the adversarial pass of stop 39: a supervised session whose worker handed off refuses its own checkpoint
-  "Supervisor × handoff, then a follow-up":
-    "SupervisedSession.resume fails with CheckpointCorrupt (its supervised run is not the run its state is for): the follow-up never runs",
-  "AgentServer (supervised) × handoff, then a follow-up":
-    "SupervisedSession.resume fails with CheckpointCorrupt (its supervised run is not the run its state is for): the follow-up never runs"
-}
+const gaps: Partial<Record<Cell, string>> = {}
 
 /**
  * Gaps seen on some runs and not others (a race in the backend): such a cell

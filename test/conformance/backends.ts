@@ -323,7 +323,8 @@ export const supervised: Backend = {
         checks: [],
         baseline: false,
         output: scenario.output,
-        agent: { system: systems.main, config: scenario.config, plugins: [guardrail, plugin] }
+        // the agents its worker may hand off to: a follow-up goes on in the one that answered
+        agent: { system: systems.main, config: scenario.config, plugins: [guardrail, plugin], agents: [billing] }
       }
       let steering = yield* Steering.make()
       let last = yield* Effect.forkScoped(

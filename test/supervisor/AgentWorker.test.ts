@@ -336,7 +336,7 @@ describe("Supervisor.run: steering (issue 29, item 10)", () => {
       assert.deepStrictEqual(SupervisorEvent.ofTag(events, "WorkerTurnStart").map((e) => e.message), ["look x up", "Now the summary."])
     }))
 
-  it.effect("a follow-up the turn cap leaves no turn for comes back undelivered in the result's state, never dropped", () =>
+  it.effect("a follow-up the turn cap leaves no turn for comes back undelivered in the result's state; the checks passed: Converged", () =>
     Effect.gen(function*() {
       const steering = yield* Steering.make()
       const check = Check.make(
@@ -345,7 +345,7 @@ describe("Supervisor.run: steering (issue 29, item 10)", () => {
       )
       const result = yield* Supervisor.run({ task: "t", steering, checks: [check], baseline: false, maxTurns: 1 })
         .pipe(Effect.provide(Layer.merge(ScriptedModel.layer([{ text: "done" }]), tools)))
-      assert.deepStrictEqual(result.outcome, { _tag: "Unverified", budget: "turns", limit: 1, used: 1, failing: [] })
+      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
       assert.deepStrictEqual(result.state.followUps.map(Message.textOf), ["One more thing."])
     }))
 })

@@ -604,6 +604,63 @@ describe("SupervisedSession: a finished session given a follow-up (issue 30)", (
       assert.isUndefined((yield* SupervisedSession.load("f").pipe(inStore(store))).pendingFollowUps)
     }))
 
+  it.effect("ended by a budget, resumed with nothing queued under the same limits: the same ending, its failing checks named", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      let turns = 0
+      const worker = Worker.make("w", () =>
+        Effect.sync(() => (turns++, { text: `turn ${turns}`, usage: { inputTokens: 60, outputTokens: 0 }, resumeToken: undefined })))
+      const fails = Check.make("f", Effect.succeed({ status: "fail", summary: "no" } as const))
+      const options = { id: "b", worker, checks: [fails], baseline: false, maxTokens: 100 }
+      const first = yield* SupervisedSession.run({ ...options, task }).pipe(inStore(store))
+      assert.deepStrictEqual(first.outcome, { _tag: "Unverified", budget: "tokens", limit: 100, used: 120, failing: ["f"] })
+      const again = yield* SupervisedSession.resume(options).pipe(inStore(store))
+      // no act turn, no round of checks: the ending and the last round are the run's
+      assert.strictEqual(turns, 2)
+      assert.deepStrictEqual(again.outcome, first.outcome)
+      assert.deepStrictEqual(again.checks, first.checks)
+      assert.deepStrictEqual((yield* SupervisedSession.load("b").pipe(inStore(store))).outcome, first.outcome)
+    }))
+
+  it.effect("the checks pass with a follow-up queued and no turn left: Converged, the follow-up saved undelivered, delivered once later", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const asked: Array<string> = []
+      const worker = Worker.make("w", (request) =>
+        Effect.sync(() => {
+          asked.push(request.message)
+          return { text: `turn ${asked.length}`, usage: { inputTokens: 1, outputTokens: 1 }, resumeToken: undefined }
+        }))
+      const steering = yield* Steering.make()
+      let rounds = 0
+      // the first round queues a follow-up while it runs, and passes
+      const check = Check.make("passes", Effect.suspend(() =>
+        Effect.andThen(
+          rounds++ === 0 ? steering.followUp("One more thing.") : Effect.void,
+          Effect.succeed({ status: "pass", summary: "ok" } as const)
+        )))
+      const options = { id: "cap", worker, checks: [check], baseline: false }
+      const first = yield* SupervisedSession.run({ ...options, task, maxTurns: 1, steering }).pipe(inStore(store))
+      assert.deepStrictEqual(first.outcome, { _tag: "Converged", turns: 1 })
+      assert.deepStrictEqual(first.state.followUps.map(Message.textOf), ["One more thing."])
+      const saved = yield* SupervisedSession.load("cap").pipe(inStore(store))
+      assert.deepStrictEqual(saved.outcome, { _tag: "Converged", turns: 1 })
+      assert.deepStrictEqual(saved.pendingFollowUps?.map(Message.textOf), ["One more thing."])
+
+      // resumed under the same cap: still no turn for it, the same ending, the follow-up still returned
+      const same = yield* SupervisedSession.resume({ ...options, maxTurns: 1 }).pipe(inStore(store))
+      assert.deepStrictEqual(same.outcome, { _tag: "Converged", turns: 1 })
+      assert.deepStrictEqual(same.state.followUps.map(Message.textOf), ["One more thing."])
+      assert.deepStrictEqual(asked, [task])
+
+      // resumed with room: the saved follow-up is the next act round's message, delivered once
+      const later = yield* SupervisedSession.resume({ ...options, maxTurns: 5 }).pipe(inStore(store))
+      assert.deepStrictEqual(later.outcome, { _tag: "Converged", turns: 2 })
+      assert.deepStrictEqual(asked, [task, "One more thing."])
+      assert.deepStrictEqual(later.state.followUps, [])
+      assert.isUndefined((yield* SupervisedSession.load("cap").pipe(inStore(store))).pendingFollowUps)
+    }))
+
   it.effect("a rejected plan stays rejected: a follow-up does not start the act phase, and comes back undelivered", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()

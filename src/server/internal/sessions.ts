@@ -519,6 +519,7 @@ export const make = <R>(
             name: options.name,
             outputRetries: options.outputRetries,
             outputMode: options.outputMode,
+            agents: options.agents,
             readOnlyTools
           },
           output,
