@@ -95,6 +95,15 @@ export const StoreError = StoreModule.StoreError
 export type StoreError = StoreModule.StoreError
 
 /**
+ * What `Store.claimDecision` answers: whether this decision was kept (the
+ * first for its call), and the decision kept.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type Claimed = StoreModule.Claimed
+
+/**
  * A store in memory, to use or to wrap.
  *
  * @since 0.1.0
@@ -436,8 +445,16 @@ export const followUp = (
  * the run, `c2/c1` for a sub-agent's). The call is found among the session's
  * published events, so a call id the model (or a sub-agent's model, in its
  * next turn) used again answers only the call waiting now. Succeeds with
- * `false`, answering nothing and keeping nothing, when no call of that id
- * waits (not yet asked, or already decided).
+ * `true` when this decision answered that call, and with `false`, answering
+ * nothing and keeping nothing, when no call of that id waits (not yet asked,
+ * or already decided: of two decisions for one call, sent at once or one
+ * after the other, the first is kept and the second returns `false`).
+ *
+ * The store keeps the decision (`Store.claimDecision`) before it is
+ * delivered: an `approve` that finds a decision kept for the call delivers
+ * that one again, so a decision whose delivery failed (a `StoreError`: the
+ * database went away) reaches the call with the next `approve` of it, which
+ * returns `false`.
  *
  * @since 0.1.0
  * @category control
@@ -450,13 +467,16 @@ export const approve = (
   Effect.gen(function*() {
     const key = waitingKey(yield* events(sessionId), approvalId)
     if (key === undefined) return false
+    const store = yield* Store
+    const kept = yield* store.claimDecision(sessionId, key, decision)
     const executionId = yield* executionIdOf(sessionId)
     const deferred = Body.approvalOf(key)
+    // The first completion of a deferred is the one it keeps: delivering the kept decision again changes nothing.
     yield* storageFailure("approve")(DurableDeferred.succeed(deferred, {
       token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
-      value: decision
+      value: kept.decision
     }))
-    return true
+    return kept.claimed
   })
 
 /**

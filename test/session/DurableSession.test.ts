@@ -379,6 +379,102 @@ describe("DurableSession", () => {
       assert.deepStrictEqual(waited, ["deploy"])
     }))
 
+  // Before, approve found the call waiting in the published events and completed its deferred: until the call's
+  // ApprovalResolved was published, a second decision for it returned true too, answering nothing (the deferred keeps
+  // its first completion). A client that retried until true took a duplicate for an answer, and waited forever.
+  for (const engine of ["memory", "cluster"] as const) {
+    const deploys: Turns = [
+      { toolCalls: [{ id: "d1", name: "deploy", params: { env: "staging" } }], usage },
+      { text: "done", usage }
+    ]
+    const results = (result: RunState.RunResult) =>
+      result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, textOf(m)]] : [])
+
+    it.live(`a decision sent twice: the first answers the call (true), the second answers nothing (false) (${engine})`, () =>
+      Effect.gen(function*() {
+        const ran: Array<string> = []
+        const result = yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "twice", prompt: "ship it" }))
+          yield* waitFor("twice", "ApprovalRequested")
+          assert.isTrue(yield* DurableSession.approve("twice", "d1", { approved: true }))
+          assert.isFalse(yield* DurableSession.approve("twice", "d1", { approved: false, reason: "too late" }))
+          return yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        }).pipe(Effect.provide(runner(engine, deploys, ran)))
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(results(result), [["d1", "deployed to staging"]])
+        assert.deepStrictEqual(ran, ["deploy"])
+      }))
+
+    it.live(`two decisions sent at once for one waiting call: exactly one returns true, and the call gets it (${engine})`, () =>
+      Effect.gen(function*() {
+        const ran: Array<string> = []
+        const { answered, result } = yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "at-once", prompt: "ship it" }))
+          yield* waitFor("at-once", "ApprovalRequested")
+          const answered = yield* Effect.all([
+            DurableSession.approve("at-once", "d1", { approved: true }),
+            DurableSession.approve("at-once", "d1", { approved: false, reason: "not today" })
+          ], { concurrency: "unbounded" })
+          return { answered, result: yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds")) }
+        }).pipe(Effect.provide(runner(engine, deploys, ran)))
+        assert.strictEqual(answered.filter((kept) => kept).length, 1, JSON.stringify(answered))
+        assert.deepStrictEqual(
+          results(result),
+          [["d1", answered[0] ? "deployed to staging" : "Tool call denied: not today"]]
+        )
+        assert.deepStrictEqual(ran, answered[0] ? ["deploy"] : [])
+      }))
+
+    it.live(`a call id reused across turns, each approved as it asks (approve retried until it answers), completes (${engine})`, () =>
+      Effect.gen(function*() {
+        const turns: Turns = [
+          { toolCalls: [{ id: "d1", name: "deploy", params: { env: "staging" } }], usage },
+          { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+          { text: "both deployed", usage }
+        ]
+        const ran: Array<string> = []
+        const result = yield* Effect.gen(function*() {
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "reused", prompt: "ship it" }))
+          // A client that answers whatever asks under d1: it tries until an approve answers (bounded).
+          for (let asked = 0; asked < 2; asked++) {
+            const answered = yield* DurableSession.approve("reused", "d1", { approved: true }).pipe(
+              Effect.repeat({ until: (answered) => answered, schedule: Schedule.spaced("10 millis"), times: 1000 })
+            )
+            assert.isTrue(answered, `the call asked ${asked + 1}. under d1`)
+          }
+          return yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        }).pipe(Effect.provide(runner(engine, turns, ran)))
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(results(result), [["d1", "deployed to staging"], ["d1", "deployed to prod"]])
+        assert.deepStrictEqual(ran, ["deploy", "deploy"])
+      }))
+  }
+
+  it.live("a decision kept but not delivered (its approve failed after the store kept it) reaches the call with the next approve", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "staging" } }], usage },
+        { text: "done", usage }
+      ]
+      const ran: Array<string> = []
+      const result = yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "kept", prompt: "ship it" }))
+        yield* waitFor("kept", "ApprovalRequested")
+        // What an approve whose delivery met a database that went away leaves: the decision kept, the call waiting.
+        const store = yield* DurableSession.Store
+        const key = Body.approvalKey(Body.turnKey(0, 1), { approvalId: "d1", turn: 1, toolName: "deploy", params: {} })
+        assert.isTrue((yield* store.claimDecision("kept", key, { approved: false, reason: "kept first" })).claimed)
+        // The retry answers nothing of its own (false), and delivers the decision kept.
+        assert.isFalse(yield* DurableSession.approve("kept", "d1", { approved: true }))
+        return yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+      }).pipe(Effect.provide(runner("memory", turns, ran)))
+      assert.deepStrictEqual(
+        result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, textOf(m)]] : []),
+        [["d1", "Tool call denied: kept first"]]
+      )
+      assert.deepStrictEqual(ran, [])
+    }))
+
   // Before, the body ran the loop itself: DurableSession had no typed output.
   it.live("through the front door: a typed output, read typed by Agent.typedResult, as Agent.run gives it", () =>
     Effect.gen(function*() {

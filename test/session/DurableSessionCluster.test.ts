@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Fiber, Layer, Option, Random, Schedule, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import { SqlClient } from "effect/sql"
+import { WorkflowEngine } from "effect/workflow"
 import { Agent, type Message } from "effect-agent"
 import { DurableSession } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
@@ -19,6 +20,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { assertValidTranscript, recorder } from "../support.ts"
 import { database, node, script, streamedText, textOf, tools, turnsOf } from "./cluster-fixture.ts"
+import { followTranscript, toolsLayer, usage } from "./fixture.ts"
 import * as Postgres from "./postgres.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
@@ -263,6 +265,67 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
     { timeout: 300_000 }
+  )
+
+  // Before, a decision for a call whose ApprovalResolved was not published yet returned true however many came: a
+  // client that retried until true took a duplicate for the answer to the next call under the same id.
+  it.live(
+    "the store on PostgreSQL: of decisions sent at once exactly one is kept; a call id reused across turns, each " +
+      "approved as it asks, completes",
+    () =>
+      Effect.gen(function*() {
+        const pg = yield* Postgres.scoped
+        yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+        const turns: ReadonlyArray<ScriptedModel.Turn> = [
+          { toolCalls: [{ id: "d1", name: "deploy", params: { env: "staging" } }], usage },
+          { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+          { text: "both deployed", usage }
+        ]
+        const ran: Array<string> = []
+        const layer = DurableSession.layer().pipe(
+          Layer.provideMerge(Layer.mergeAll(
+            ScriptedModel.layer(followTranscript(turns)),
+            toolsLayer(ran),
+            DurableSession.layerSqlStore
+          )),
+          // The engine in this process: what is PostgreSQL's here is the store, which keeps the decisions. (With a
+          // cluster runner in the test process instead, the next cluster test of the file timed out; not understood.)
+          Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, database(pg.url)))
+        )
+        yield* Effect.gen(function*() {
+          // The store alone: of claims of one key made at once, one keeps its decision, and all answer it.
+          const store = yield* DurableSession.Store
+          const claims = yield* Effect.forEach(
+            Array.from({ length: 8 }, (_, i) => i),
+            (i) => store.claimDecision("claims", "1/d1", { approved: false, reason: `reviewer ${i}` }),
+            { concurrency: "unbounded" }
+          )
+          assert.strictEqual(claims.filter((claim) => claim.claimed).length, 1)
+          const kept = claims.find((claim) => claim.claimed)!.decision
+          for (const claim of claims) assert.deepStrictEqual(claim.decision, kept)
+
+          const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "reused-pg", prompt: "ship it" }))
+          yield* waitForEvent("reused-pg", "ApprovalRequested")
+          const answered = yield* Effect.all([
+            DurableSession.approve("reused-pg", "d1", { approved: true }),
+            DurableSession.approve("reused-pg", "d1", { approved: true })
+          ], { concurrency: "unbounded" })
+          assert.strictEqual(answered.filter((kept) => kept).length, 1, JSON.stringify(answered))
+          // The call asked next under d1 (turn 2): a client that tries until an approve answers (bounded).
+          const next = yield* DurableSession.approve("reused-pg", "d1", { approved: true }).pipe(
+            Effect.repeat({ until: (answered) => answered, schedule: Schedule.spaced("20 millis"), times: 3000 })
+          )
+          assert.isTrue(next)
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("60 seconds"))
+          assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+          assert.deepStrictEqual(
+            result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, textOf(m)]] : []),
+            [["d1", "deployed to staging"], ["d1", "deployed to prod"]]
+          )
+        }).pipe(Effect.provide(layer))
+        assert.deepStrictEqual(ran, ["deploy", "deploy"])
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 180_000 }
   )
 
   it.live(

@@ -49,7 +49,7 @@ import { outcomeUnknown, type Output as ToolRegistryOutput, ToolRegistry } from 
 import * as SessionId from "../sessionId.ts"
 import * as Outbox from "./outbox.ts"
 import * as StorageFailure from "./storageFailure.ts"
-import { type InboxKind, Store } from "./store.ts"
+import { Decision as StoreDecision, type InboxKind, Store } from "./store.ts"
 
 // -----------------------------------------------------------------------------
 // The payload and the result
@@ -145,10 +145,7 @@ type Output = typeof Output.Type
  *
  * @internal
  */
-export const Decision = Schema.Union([
-  Schema.Struct({ approved: Schema.Literal(true) }),
-  Schema.Struct({ approved: Schema.Literal(false), reason: Schema.String })
-])
+export const Decision = StoreDecision
 
 /**
  * What names a call's approval in a session (its activities and its

@@ -11,7 +11,15 @@ import { Duration, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as AgentEvent from "../../../AgentEvent.ts"
 import * as Message from "../../../Message.ts"
-import { type InboxKind, type Published, type Service, type SessionRecord, StoreError } from "./store.ts"
+import {
+  type Claimed,
+  Decision,
+  type InboxKind,
+  type Published,
+  type Service,
+  type SessionRecord,
+  StoreError
+} from "./store.ts"
 
 const MessageText = Schema.fromJsonString(Schema.toCodecJson(Message.Message))
 const EventText = Schema.fromJsonString(AgentEvent.AgentEventJson)
@@ -19,6 +27,9 @@ const encodeMessage = Schema.encodeEffect(MessageText)
 const decodeMessage = Schema.decodeUnknownEffect(MessageText)
 const encodeEvent = Schema.encodeEffect(EventText)
 const decodeEvent = Schema.decodeUnknownEffect(EventText)
+const DecisionText = Schema.fromJsonString(Decision)
+const encodeDecision = Schema.encodeEffect(DecisionText)
+const decodeDecision = Schema.decodeUnknownEffect(DecisionText)
 
 const failed = (operation: string) => (error: { readonly message: string }) =>
   new StoreError({ operation, detail: error.message })
@@ -52,6 +63,8 @@ export const migrate: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Eff
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_waits (session_id text PRIMARY KEY, wait integer NOT NULL)`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_intents (
     session_id text NOT NULL, key text NOT NULL, PRIMARY KEY (session_id, key))`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_decisions (
+    session_id text NOT NULL, key text NOT NULL, decision text NOT NULL, PRIMARY KEY (session_id, key))`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_events (
     session_id text NOT NULL, seq integer NOT NULL, id text NOT NULL, event text NOT NULL,
     PRIMARY KEY (session_id, seq), UNIQUE (session_id, id))`
@@ -133,6 +146,20 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         Effect.map((rows) => rows.length === 1),
         Effect.mapError(failed("claimIntent")), bounded("claimIntent")
       ),
+    claimDecision: (sessionId, key, decision) =>
+      Effect.gen(function*() {
+        const text = yield* encodeDecision(decision)
+        // The primary key makes the first insert of a key the one kept; a later claim reads what it kept. (A
+        // row is never deleted but with its session, so the select finds the row the insert met.)
+        const inserted = yield* sql<{ key: string }>`
+          INSERT INTO effect_agent_decisions (session_id, key, decision) VALUES (${sessionId}, ${key}, ${text})
+          ON CONFLICT DO NOTHING RETURNING key`
+        if (inserted.length === 1) return { claimed: true, decision } satisfies Claimed
+        const rows = yield* sql<{ decision: string }>`
+          SELECT decision FROM effect_agent_decisions WHERE session_id = ${sessionId} AND key = ${key}`
+        if (rows.length === 0) return yield* Effect.fail({ message: "the session was forgotten meanwhile" })
+        return { claimed: false, decision: yield* decodeDecision(rows[0]!.decision) } satisfies Claimed
+      }).pipe(Effect.mapError(failed("claimDecision")), bounded("claimDecision")),
     publish: (sessionId, entries) =>
       Effect.gen(function*() {
         const encoded = yield* Effect.forEach(entries, (entry) =>
@@ -162,6 +189,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         yield* sql`DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_waits WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_intents WHERE session_id = ${sessionId}`
+        yield* sql`DELETE FROM effect_agent_decisions WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_events WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_sessions WHERE session_id = ${sessionId}`
       })).pipe(Effect.mapError(failed("forget")), bounded("forget"))

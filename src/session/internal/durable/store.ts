@@ -1,13 +1,15 @@
 /**
  * What a durable session keeps beside the workflow engine's own storage: the
  * inbox (steering and follow-ups), the intent records of calls that must not
- * run twice, the published events, what each idle session waits on, and the
- * sessions there are (for the supervisor and the reaper).
+ * run twice, the decision kept for each approval, the published events, what
+ * each idle session waits on, and the sessions there are (for the supervisor
+ * and the reaper).
  *
  * @internal
  */
 import { Context, Effect, Schema } from "effect"
 import type * as AgentEvent from "../../../AgentEvent.ts"
+import type * as Approvals from "../../../Approvals.ts"
 import type * as Message from "../../../Message.ts"
 import type { InvalidSessionId } from "../errors.ts"
 import * as SessionId from "../sessionId.ts"
@@ -26,6 +28,28 @@ export class StoreError extends Schema.TaggedError<StoreError>()("DurableStoreEr
   override get message(): string {
     return `durable session store: ${this.operation} failed: ${this.detail}`
   }
+}
+
+/**
+ * An approver's decision, as the store keeps it and the deferred of a call carries it.
+ *
+ * @internal
+ */
+export const Decision = Schema.Union([
+  Schema.Struct({ approved: Schema.Literal(true) }),
+  Schema.Struct({ approved: Schema.Literal(false), reason: Schema.String })
+])
+
+/**
+ * What {@link Service.claimDecision} answers: whether this decision was kept
+ * (the first for its approval), and the decision kept (this one, or the first).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Claimed {
+  readonly claimed: boolean
+  readonly decision: Approvals.Decision
 }
 
 /**
@@ -112,6 +136,15 @@ export interface Service {
   readonly waiting: (sessionId: string) => Effect.Effect<number | undefined, StoreError | InvalidSessionId>
   /** Writes an intent record: `true` when this call wrote it, `false` when it was there already. */
   readonly claimIntent: (sessionId: string, key: string) => Effect.Effect<boolean, StoreError | InvalidSessionId>
+  /**
+   * Keeps the first decision for an approval (by its key, `Body.approvalKey`): answers whether this call kept
+   * `decision`, and the decision kept. Atomic: of two claims of one key, exactly one keeps its decision.
+   */
+  readonly claimDecision: (
+    sessionId: string,
+    key: string,
+    decision: Approvals.Decision
+  ) => Effect.Effect<Claimed, StoreError | InvalidSessionId>
   /** Stores published events, in order; an event whose id is stored already is kept as it was. */
   readonly publish: (sessionId: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void, StoreError | InvalidSessionId>
   /** The published events whose `seq` is after `after` (`0`: all), in order. */
@@ -147,6 +180,7 @@ export const validated = (store: Service): Service => {
     setWaiting: (sessionId, wait) => check(sessionId, () => store.setWaiting(sessionId, wait)),
     waiting: (sessionId) => check(sessionId, () => store.waiting(sessionId)),
     claimIntent: (sessionId, key) => check(sessionId, () => store.claimIntent(sessionId, key)),
+    claimDecision: (sessionId, key, decision) => check(sessionId, () => store.claimDecision(sessionId, key, decision)),
     publish: (sessionId, entries) => check(sessionId, () => store.publish(sessionId, entries)),
     events: (sessionId, after) => check(sessionId, () => store.events(sessionId, after)),
     forget: (sessionId) => check(sessionId, () => store.forget(sessionId))
@@ -163,6 +197,7 @@ export const makeMemory = (): Service => {
   const inbox = new Map<string, Array<InboxEntry & { readonly kind: InboxKind }>>()
   const waits = new Map<string, number>()
   const intents = new Map<string, Set<string>>()
+  const decisions = new Map<string, Map<string, Approvals.Decision>>()
   const events = new Map<string, { readonly ids: Set<string>; readonly list: Array<Published> }>()
   return {
     register: (sessionId, at) =>
@@ -199,6 +234,15 @@ export const makeMemory = (): Service => {
         keys.add(key)
         return true
       }),
+    claimDecision: (sessionId, key, decision) =>
+      Effect.sync((): Claimed => {
+        const kept = decisions.get(sessionId) ?? new Map<string, Approvals.Decision>()
+        decisions.set(sessionId, kept)
+        const first = kept.get(key)
+        if (first !== undefined) return { claimed: false, decision: first }
+        kept.set(key, decision)
+        return { claimed: true, decision }
+      }),
     publish: (sessionId, entries) =>
       Effect.sync(() => {
         const stored = events.get(sessionId) ?? { ids: new Set<string>(), list: [] }
@@ -219,6 +263,7 @@ export const makeMemory = (): Service => {
         inbox.delete(sessionId)
         waits.delete(sessionId)
         intents.delete(sessionId)
+        decisions.delete(sessionId)
         events.delete(sessionId)
       })
   }
