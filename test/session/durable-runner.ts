@@ -18,6 +18,13 @@ if (url === undefined || port === undefined || logDir === undefined) {
   process.exit(2)
 }
 
+// A runner outlives its test when the test's worker is killed (a timeout, Ctrl-C): orphaned, it held on to its
+// cluster and made later cluster tests on the machine hang. It exits once its parent is gone.
+const parent = process.ppid
+setInterval(() => {
+  if (process.ppid !== parent) process.exit(3)
+}, 1000).unref()
+
 NodeRuntime.runMain(
   Effect.scoped(Effect.gen(function*() {
     const context = yield* Layer.build(node(url, Number(port), logDir))
