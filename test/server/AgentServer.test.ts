@@ -11,19 +11,19 @@ import { AgentServer } from "effect-agent/server"
 import * as Http from "node:http"
 import * as Sessions from "../../src/server/internal/sessions.ts"
 import * as Store from "../../src/server/internal/store.ts"
-import { agentLayer, baseUrl, gatedAgent, readSse, serverLayer, type SseMessage, tagOf } from "./support.ts"
+import {
+  agentLayer,
+  baseUrl,
+  call,
+  gatedAgent,
+  post,
+  readSse,
+  serverLayer,
+  type SseMessage,
+  tagOf
+} from "./support.ts"
 
 const json = { "content-type": "application/json" }
-
-const call = (url: string, init: RequestInit = {}) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, init)
-    const text = await response.text()
-    return { status: response.status, headers: response.headers, body: text === "" ? undefined : JSON.parse(text) }
-  })
-
-const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-  call(url, { method: "POST", headers: { ...json, ...headers }, body: JSON.stringify(body) })
 
 /** Starts a session and returns its id. */
 const start = (url: string, task: string, extra: object = {}) =>

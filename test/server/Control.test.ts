@@ -12,24 +12,15 @@ import { followTranscript, toolsLayer } from "../session/fixture.ts"
 import {
   agentLayer,
   baseUrl,
+  call,
   delegatingAgent,
   hangingFrom,
+  post,
   readSse,
   serverLayer,
   type SseMessage
 } from "./support.ts"
 
-const json = { "content-type": "application/json" }
-
-const call = (url: string, init: RequestInit = {}) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, init)
-    const text = await response.text()
-    return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
-  })
-
-const post = (url: string, body: unknown) =>
-  call(url, { method: "POST", headers: json, body: JSON.stringify(body) })
 
 const eventOf = (message: SseMessage) => JSON.parse(message.data)
 

@@ -13,9 +13,11 @@ import { Check } from "effect-agent/supervisor"
 import {
   Answer,
   baseUrl,
+  call,
   fixedCheck,
   hangingScript,
   memoryWorkspace,
+  post,
   readSse,
   serverLayer,
   type SseMessage,
@@ -23,16 +25,6 @@ import {
   type Workspace
 } from "./support.ts"
 
-const json = { "content-type": "application/json" }
-
-const call = (url: string, init: RequestInit = {}) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, init)
-    const text = await response.text()
-    return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
-  })
-
-const post = (url: string, body: unknown) => call(url, { method: "POST", headers: json, body: JSON.stringify(body) })
 
 const eventOf = (message: SseMessage) => JSON.parse(message.data)
 

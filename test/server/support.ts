@@ -302,6 +302,18 @@ export const serverLayer = (options: AgentServer.Options = {}, agent: typeof age
   )
 
 /** The server's base URL. */
+/** A request to the server: its status, headers and JSON body (none when empty). */
+export const call = (url: string, init: RequestInit = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, init)
+    const text = await response.text()
+    return { status: response.status, headers: response.headers, body: text === "" ? undefined : JSON.parse(text) }
+  })
+
+/** A JSON POST (`content-type: application/json`, and `headers`). */
+export const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  call(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) })
+
 export const baseUrl = HttpServer.addressFormattedWith((address) => Effect.succeed(address))
 
 /** One SSE message as sent: its id and its data (an event's JSON). */
