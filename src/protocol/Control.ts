@@ -240,6 +240,14 @@ export type Decision = Extract<
 /**
  * The answer a plan or turn decision gives.
  *
+ * @example
+ * ```ts
+ * import { Control } from "effect-agent/protocol"
+ *
+ * console.log(Control.planOrTurnDecision({ type: "refine_plan", notes: "Smaller steps.", iteration: 2 }))
+ * // Output: { _tag: 'plan', decision: { _tag: 'Refine', notes: 'Smaller steps.' } }
+ * ```
+ *
  * @since 0.1.0
  * @category protocol
  */
