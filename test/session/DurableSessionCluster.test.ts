@@ -82,7 +82,9 @@ const checkCharge = (
 const allFinished = (ids: ReadonlyArray<string>, within: Duration.Input) =>
   Effect.forEach(ids, (sessionId) => Effect.retry(DurableSession.poll(sessionId), ridingOut)).pipe(
     Effect.repeat({
-      until: (statuses) => statuses.every((status) => status._tag === "Finished" || status._tag === "Failed"),
+      // a session that died ends too: its assertion then shows the defect, rather than the wait running out
+      until: (statuses) =>
+        statuses.every((status) => status._tag === "Finished" || status._tag === "Failed" || status._tag === "Died"),
       schedule: Schedule.spaced("250 millis")
     }),
     Effect.timeout(within)
@@ -173,7 +175,10 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         let extraModelCalls = 0
         for (const [i, status] of statuses.entries()) {
           const sessionId = ids[i]!
-          assert(status._tag === "Finished", `${sessionId}: ${status._tag}`)
+          assert(
+            status._tag === "Finished",
+            `${sessionId}: ${status._tag}${status._tag === "Died" ? `: ${status.defect}` : ""}`
+          )
           const { messages, outcome } = status.result
           assert.deepStrictEqual(outcome, { _tag: "Completed" })
           assertValidTranscript(messages)
