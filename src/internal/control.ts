@@ -186,7 +186,8 @@ const pollNow = Effect.fnUntraced(function*<R>(run: InboxRun<R>, kind: Kind, que
  * Moves what the `Steering` handle gives into the inbox as one uninterruptible step: a message the handle gave
  * up is in the inbox, and a run stopped then returns it (invariant 3: a message given to `steer` or `followUp`
  * is delivered, returned or saved, never dropped). A handle's take is quick (the library's is synchronous);
- * a plugin's `steering` hook, which may take its time, stays interruptible.
+ * a plugin's `steering` hook, which may take its time, stays interruptible. A handle whose take may wait (the
+ * durable session's is an activity) makes it interruptible itself, when interrupting it loses nothing.
  */
 const into = (
   queue: Array<Message.Message>,

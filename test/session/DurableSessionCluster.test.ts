@@ -384,6 +384,54 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
   )
 
   it.live(
+    "a runner that joins takes half the shards while their sessions run: each session moves, finishes once, " +
+      "with the transcript and the events Agent.run gives",
+    () =>
+      Effect.gen(function*() {
+        const pg = yield* Postgres.scoped
+        const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
+        yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+        const first = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
+        // Ten sessions long enough to be mid-run when the shards move (on 15 of 30 shards, most move).
+        const ids = Array.from({ length: 10 }, (_, i) => `jn${i}-t16`)
+        const { published, statuses } = yield* Effect.gen(function*() {
+          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          yield* Effect.forEach(ids, (sessionId) => waitForEvent(sessionId, "TurnEnd"), { discard: true })
+          // The second runner joins: the first hands it half its shards, and their sessions, as they run.
+          const second = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
+          const statuses = yield* allFinished(ids, "150 seconds")
+          yield* Effect.ignore(second.kill({ killSignal: "SIGKILL" }))
+          const published = yield* Effect.forEach(ids, (sessionId) => DurableSession.events(sessionId))
+          return { published, statuses }
+        }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
+        yield* Effect.ignore(first.kill({ killSignal: "SIGKILL" }))
+        const tools = counts(lines(path.join(logDir, "tools.log")))
+        for (const [i, status] of statuses.entries()) {
+          const sessionId = ids[i]!
+          assert(status._tag === "Finished", `${sessionId}: ${status._tag}${"defect" in status ? status.defect : ""}`)
+          const expected = yield* inProcess(sessionId)
+          assert.deepStrictEqual(status.result.outcome, { _tag: "Completed" })
+          assert.deepStrictEqual(status.result.messages, expected.messages, sessionId)
+          for (let turn = 0; turn < turnsOf(sessionId); turn++) checkCharge(sessionId, turn, status.result.messages, tools)
+          const events = published[i]!
+          assert.deepStrictEqual(events.map((entry) => entry.seq), events.map((_, j) => j + 1))
+          assert.deepStrictEqual(events.map((entry) => entry.event._tag), expected.events, sessionId)
+        }
+        // The sessions that moved: their model calls were made by both runners.
+        const byRunner = new Map<string, Set<string>>()
+        for (const line of lines(path.join(logDir, "model.log"))) {
+          const [sessionId, , , pid] = line.split(" ")
+          byRunner.set(sessionId!, (byRunner.get(sessionId!) ?? new Set()).add(pid!))
+        }
+        const moved = ids.filter((sessionId) => (byRunner.get(sessionId)?.size ?? 0) > 1)
+        console.log(`a runner joined: ${moved.length} of ${ids.length} sessions moved mid-run`)
+        assert.isAbove(moved.length, 0, "no session moved while it ran: the test did not test a handover")
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 300_000 }
+  )
+
+  it.live(
     `attack: PostgreSQL restarted ${restarts} times at seeded random moments under a lone runner: the runner lives on, ` +
       "every session finishes with the transcript Agent.run gives, no charge twice, each event once",
     () =>

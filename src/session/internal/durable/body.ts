@@ -415,7 +415,19 @@ const takeInbox = (session: Session, kind: InboxKind, name: string, before?: Eff
     }
   )
 
-/** The inbox as the loop's `Steering` handle: each take is an activity. */
+/**
+ * The inbox as the loop's `Steering` handle: each take is an activity.
+ *
+ * The loop moves what a take gives into its inbox in one uninterruptible step
+ * (a message a handle gave up is never dropped). This take is an activity, and
+ * an activity can wait for as long as its shard moves: its request goes to the
+ * shard's next owner, which takes the shard only once this runner has released
+ * it, and this runner releases it only once this run has ended. Uninterruptible,
+ * the run never ended (the runner's abandon waited on it), the shard was never
+ * released, and every session on it stalled for good. So the take is
+ * interruptible: interrupting it loses nothing, as its activity is replayed
+ * by its name and the inbox is read from the watermark it leaves.
+ */
 const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Steering.Service => {
   const instance = Context.get(session.engine, WorkflowEngine.WorkflowInstance)
   const poll = (kind: InboxKind) =>
@@ -423,7 +435,7 @@ const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Ste
       // A run that suspends ends its loop, which drains the inbox: that is no poll (the replay makes it).
       if (session.stopping || instance.suspended || instance.interrupted) return Effect.succeed([])
       const n = session.polls[kind]++
-      return Effect.provideContext(takeInbox(session, kind, `${kind}/${n}`), session.engine)
+      return Effect.interruptible(Effect.provideContext(takeInbox(session, kind, `${kind}/${n}`), session.engine))
     })
   const append = (kind: InboxKind) => (message: string | Message.Message) =>
     Effect.asVoid(orDie(session.store.appendInbox(
