@@ -67,6 +67,7 @@ import * as StorageFailure from "./internal/durable/storageFailure.ts"
 import * as StoreModule from "./internal/durable/store.ts"
 import type { InvalidSessionId } from "./internal/errors.ts"
 import * as SessionIdRule from "./internal/sessionId.ts"
+import * as Sessions from "./Sessions.ts"
 
 /**
  * The store beside the engine's: inbox, intent records, events, sessions.
@@ -243,17 +244,70 @@ export const layerClient: Layer.Layer<never, never, WorkflowEngine.WorkflowEngin
  * @since 0.1.0
  * @category models
  */
-export interface StartOptions {
-  /** The session's id: starting it again joins the session that has it. */
-  readonly sessionId: string
-  /** The task: text or messages. */
-  readonly prompt: string | ReadonlyArray<Message.Message>
-  readonly system?: string | undefined
-  /** Settings (validated here: a bad config is a `ConfigError` before anything starts). */
-  readonly config?: AgentConfig.Input | undefined
-  /** The typed output the session asks for: the name of one of the runners' `outputs`. */
-  readonly output?: string | undefined
-}
+export interface StartOptions extends Sessions.StartOptions {}
+
+/**
+ * How often {@link layerSessions}'s `result` reads a session's events while
+ * it waits for its run to end.
+ */
+const resultPollInterval = Duration.millis(100)
+
+/**
+ * The `Sessions` service over this module: sessions run as workflows on the
+ * engine (a runner in this process, `layer`, or the cluster's runners, for a
+ * client: `layerClient`), kept in the durable `Store`. `result` reads the
+ * session's published events until its run's ending is among them (every
+ * 100 ms). A follow-up continues a session whose run has ended when the
+ * runners keep sessions `idle`.
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { WorkflowEngine } from "effect/workflow"
+ * import { DurableSession } from "effect-agent/session"
+ *
+ * // a runner in this process, on the in-memory engine and store (the model and the tools are the app's)
+ * const sessions = DurableSession.layerSessions.pipe(
+ *   Layer.provideMerge(DurableSession.layer({ idle: "10 minutes" })),
+ *   Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine.WorkflowEngine | Store> = Layer
+  .effect(
+    Sessions.Sessions,
+    Effect.map(Effect.context<WorkflowEngine.WorkflowEngine | Store>(), (context) => {
+      const provided = Effect.provideContext(context)
+      const result = (sessionId: string, after = 0): Effect.Effect<RunState.RunResult, Sessions.SessionsError | AgentError> =>
+        Effect.gen(function*() {
+          while (true) {
+            for (const { event } of yield* events(sessionId, after)) {
+              if (Sessions.isEnding(event)) return yield* Sessions.resultOf(event)
+            }
+            // A run that ended without publishing its ending (it failed before it began): the status says how.
+            const status = yield* poll(sessionId)
+            if (status._tag === "Failed") return yield* Effect.fail(status.error)
+            if (status._tag === "Died") return yield* Effect.die(status.defect)
+            if (status._tag === "Finished" && (yield* events(sessionId, after)).every(({ event }) => !Sessions.isEnding(event))) {
+              return status.result
+            }
+            yield* Effect.sleep(resultPollInterval)
+          }
+        }).pipe(provided)
+      return Sessions.Sessions.of({
+        start: (options) => Effect.asVoid(start(options)).pipe(provided),
+        steer: (sessionId, message) => steer(sessionId, message).pipe(provided),
+        followUp: (sessionId, message) => followUp(sessionId, message).pipe(provided),
+        approve: (sessionId, approvalId, decision) => approve(sessionId, approvalId, decision).pipe(provided),
+        interrupt: (sessionId) => interrupt(sessionId).pipe(provided),
+        events: (sessionId, after) => events(sessionId, after).pipe(provided),
+        result
+      })
+    })
+  )
 
 const payloadOf = Effect.fnUntraced(function*(options: StartOptions) {
   yield* SessionIdRule.validate(options.sessionId)

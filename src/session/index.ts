@@ -1,7 +1,8 @@
 /**
  * Durable runs: sessions that save a checkpoint as they go and resume after
  * a crash (`Session`), the stores that keep the checkpoints
- * (`CheckpointStore`), and the trajectory of every event as JSON lines
+ * (`CheckpointStore`), one session API whatever keeps the sessions
+ * (`Sessions`: in this process or as durable workflows, `DurableSession`), and the trajectory of every event as JSON lines
  * (`Trajectory`).
  *
  * @since 0.1.0
@@ -22,6 +23,11 @@ export * as DurableSession from "./DurableSession.ts"
  * @category modules
  */
 export * as Session from "./Session.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as Sessions from "./Sessions.ts"
 /**
  * @since 0.1.0
  * @category modules

@@ -12,7 +12,7 @@
  * the one the last `AgentEnd` carries.
  */
 import { NodeServices } from "@effect/platform-node"
-import { type Context, type Duration, Effect, Fiber, Layer, Schedule, Schema, type Scope } from "effect"
+import { Context, type Duration, Effect, Fiber, Layer, Schedule, Schema, type Scope } from "effect"
 import { WorkflowEngine } from "effect/workflow"
 import {
   Agent,
@@ -24,7 +24,7 @@ import {
   Steering
 } from "effect-agent"
 import { AgentServer } from "effect-agent/server"
-import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
+import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
 import { SupervisedSession, SupervisorOutcome } from "effect-agent/supervisor"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -142,49 +142,53 @@ export const reference: Backend = {
 }
 
 // -----------------------------------------------------------------------------
-// Session, on a CheckpointStore layer
+// The Sessions service, on each of its layers: one adapter
 // -----------------------------------------------------------------------------
 
-let sessions = 0
+/** Each scenario's typed output, by its name: a session asks for its own (a layer's, a server's `outputs`). */
+const outputs = Object.fromEntries(
+  scenarios.flatMap((scenario) => scenario.output === undefined ? [] : [[scenario.name, scenario.output]])
+)
+
+/** What every layer of `Sessions` runs sessions with: the guardrail, the typed outputs, the agent handed off to. */
+const sessionOptions = { plugins: [guardrail], outputs, agents: [billing] }
 
 /**
- * `Session.run`, and `Session.resume` with the follow-up queued once it has
- * ended: one adapter, the store a Layer (built in the scenario's scope).
+ * A scenario through the `Sessions` service: started, steered, approved and
+ * followed up by the session's id; its events and its result as the service
+ * answers them. The layer is built once for the matrix.
  */
-const session = (name: string, store: Layer.Layer<CheckpointStore.CheckpointStore, unknown, Scope.Scope>): Backend => ({
-  name,
-  own: ["CheckpointSaved", "SessionResumed"],
-  make: Effect.succeed<Start>((scenario) =>
-    Effect.gen(function*() {
-      const { plugin, read } = recording()
-      const scope = yield* Effect.scope
-      const approvals = yield* Approvals.interactive()
-      const checkpoints = yield* Layer.build(store)
-      const provide = Effect.provide(
-        Layer.mergeAll(agentLayer, Approvals.layer(approvals), Layer.succeedContext(checkpoints))
-      )
-      const options = runOptions(scenario, plugin)
-      const id = `conformance-${++sessions}`
-      let steering = yield* Steering.make()
-      let last = yield* Effect.forkScoped(Session.run({ id, prompt: scenario.prompt, ...options, steering }).pipe(provide))
-      return handle({
-        events: read,
-        steer: (text) => steering.steer(text),
-        approve: approvals.approve,
-        followUp: (text) =>
-          Effect.gen(function*() {
-            yield* Fiber.join(last)
-            steering = yield* Steering.make()
-            yield* steering.followUp(text)
-            last = yield* Effect.forkIn(
-              Session.resume(id, { ...options, steering, agents: [billing] }).pipe(provide),
-              scope
-            )
-          })
-      })
+const sessionsStart = (context: Context.Context<Sessions.Sessions>): Start => (scenario) =>
+  Effect.gen(function*() {
+    const sessions = Context.get(context, Sessions.Sessions)
+    const sessionId = `conformance-${globalThis.crypto.randomUUID()}`
+    yield* sessions.start({
+      sessionId,
+      prompt: scenario.prompt,
+      system: systems.main,
+      config: scenario.config,
+      output: scenario.output === undefined ? undefined : scenario.name
     })
-  )
-})
+    yield* Effect.addFinalizer(() => Effect.ignore(sessions.interrupt(sessionId)))
+    // the number of the last event published before each follow-up: the next run's ending comes after it
+    const marks = [0]
+    const events = Effect.map(sessions.events(sessionId), (published) => published.map((entry) => entry.event))
+    return handle({
+      events,
+      steer: (text) => sessions.steer(sessionId, text),
+      approve: (approvalId) => sessions.approve(sessionId, approvalId, Approvals.approved),
+      followUp: (text) =>
+        Effect.gen(function*() {
+          marks.push((yield* sessions.events(sessionId)).at(-1)?.seq ?? 0)
+          yield* sessions.followUp(sessionId, text)
+        }),
+      final: (runs) =>
+        Effect.map(
+          sessions.result(sessionId, marks[runs - 1] ?? 0).pipe(Effect.timeout("10 seconds")),
+          (result): Final => ({ messages: result.state.messages, outcome: result.outcome, output: result.state.output?.value })
+        )
+    })
+  })
 
 /** A temporary directory for the scope. */
 const temporary = (prefix: string) =>
@@ -193,75 +197,49 @@ const temporary = (prefix: string) =>
     (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
   )
 
-export const sessionMemory = session("Session (memory)", CheckpointStore.layerMemory)
+/** A backend of the `Sessions` service on `layer` (built once, in the matrix's scope). */
+const sessionsBackend = (
+  name: string,
+  own: ReadonlyArray<string>,
+  layer: Layer.Layer<Sessions.Sessions, unknown, Scope.Scope>
+): Backend => ({
+  name,
+  own,
+  make: Effect.map(Layer.build(layer), sessionsStart)
+})
 
-export const sessionFile = session(
+/** In this process: each session a `Session`, its checkpoints on the `CheckpointStore` layer. */
+const inProcess = (store: Layer.Layer<CheckpointStore.CheckpointStore, unknown, Scope.Scope>) =>
+  Sessions.layer(sessionOptions).pipe(Layer.provide(Layer.merge(agentLayer, store)))
+
+export const sessionMemory = sessionsBackend(
+  "Session (memory)",
+  ["CheckpointSaved", "SessionResumed"],
+  inProcess(CheckpointStore.layerMemory)
+)
+
+export const sessionFile = sessionsBackend(
   "Session (files)",
-  Layer.unwrap(Effect.map(temporary("conformance-store-"), CheckpointStore.layerFileSystem))
+  ["CheckpointSaved", "SessionResumed"],
+  inProcess(Layer.unwrap(Effect.map(temporary("conformance-store-"), CheckpointStore.layerFileSystem)))
 )
 
-// -----------------------------------------------------------------------------
-// DurableSession, on a workflow engine
-// -----------------------------------------------------------------------------
-
-type Runner = Context.Context<WorkflowEngine.WorkflowEngine | DurableSession.Store>
-
-/** Each scenario's typed output, by its name: a session asks for its own (a runner's, a server's `outputs`). */
-const outputs = Object.fromEntries(
-  scenarios.flatMap((scenario) => scenario.output === undefined ? [] : [[scenario.name, scenario.output]])
-)
-
-/** The session workflow registered on an engine, with the model, the tools and the guardrail. */
-const runnerOf = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, E, R>) =>
-  DurableSession.layer({
-    plugins: [guardrail],
-    // a session whose run ended waits for a follow-up (DurableSession's way to continue a session, as
-    // Agent.runContinue and Session.resume do), on durable time
-    idle: "1 minute",
-    outputs,
-    // the agents a session may have been handed off to: a follow-up goes on in the one that answered
-    agents: [billing]
-  }).pipe(
-    Layer.provideMerge(agentLayer),
+/** As workflows: a runner on the engine and store given, its sessions kept idle for a follow-up. */
+const durable = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, E, R>) =>
+  DurableSession.layerSessions.pipe(
+    Layer.provideMerge(
+      // a session whose run ended waits for a follow-up (DurableSession's way to continue a session, as
+      // Agent.runContinue and Session.resume do), on durable time
+      DurableSession.layer({ ...sessionOptions, idle: "1 minute" }).pipe(Layer.provideMerge(agentLayer))
+    ),
     Layer.provideMerge(engineAndStore)
   )
 
-/** `DurableSession.run`; steering, approvals and follow-ups through its store and engine. */
-const durableStart = (runner: Runner): Start => (scenario) =>
-  Effect.gen(function*() {
-    const sessionId = `conformance-${globalThis.crypto.randomUUID()}`
-    const inRunner = Effect.provideContext(runner)
-    yield* Effect.forkScoped(
-      DurableSession.run({
-        sessionId,
-        prompt: scenario.prompt,
-        system: systems.main,
-        config: scenario.config,
-        output: scenario.output === undefined ? undefined : scenario.name
-      }).pipe(
-        inRunner
-      )
-    )
-    return {
-      events: Effect.map(DurableSession.events(sessionId), (published) => published.map((entry) => entry.event)).pipe(
-        inRunner
-      ),
-      steer: (text) => DurableSession.steer(sessionId, text).pipe(inRunner),
-      approve: (approvalId) => DurableSession.approve(sessionId, approvalId, Approvals.approved).pipe(inRunner),
-      followUp: (text) => DurableSession.followUp(sessionId, text).pipe(inRunner)
-    }
-  })
-
-export const durableMemory: Backend = {
-  name: "DurableSession (memory)",
-  own: [],
-  make: Effect.succeed<Start>((scenario, gate) =>
-    Effect.flatMap(
-      Layer.build(runnerOf(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))),
-      (runner) => durableStart(runner)(scenario, gate)
-    )
-  )
-}
+export const durableMemory = sessionsBackend(
+  "DurableSession (memory)",
+  [],
+  durable(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+)
 
 /** One runner in this process on a real PostgreSQL, for every scenario (skipped when PostgreSQL cannot start). */
 export const durablePostgres: Backend = {
@@ -273,8 +251,7 @@ export const durablePostgres: Backend = {
     const pg = yield* Postgres.scoped
     yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
     const port = yield* Effect.promise(Postgres.freePort)
-    const runner = yield* Layer.build(runnerOf(DurableSession.layerSqlStore.pipe(Layer.provideMerge(engine(pg.url, port)))))
-    return durableStart(runner)
+    return sessionsStart(yield* Layer.build(durable(DurableSession.layerSqlStore.pipe(Layer.provideMerge(engine(pg.url, port))))))
   })
 }
 

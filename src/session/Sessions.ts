@@ -1,0 +1,437 @@
+/**
+ * One session API, whatever keeps the sessions: start one, steer it, answer
+ * its approvals, send it a follow-up (a session whose run ended goes on with
+ * it), interrupt it, read its events and wait for how its run ended. Choosing
+ * where sessions live is choosing a Layer:
+ *
+ * - {@link layer}: sessions run in this process, each a `Session` (its
+ *   checkpoints in the `CheckpointStore` service: `CheckpointStore.layerMemory`
+ *   for tests, `CheckpointStore.layerFileSystem(dir)` to outlive the
+ *   process). A session the store holds from an earlier process is resumed
+ *   by starting it again.
+ * - `DurableSession.layerSessions`: sessions run as workflows on an
+ *   `effect/workflow` engine (in memory, or on `effect/cluster` with
+ *   PostgreSQL and several runners).
+ *
+ * Everything a caller gives is data (a prompt, a config, the name of a typed
+ * output): the agent itself (the model, the tools, the plugins, the outputs,
+ * the agents a session may be handed off to) is the layer's. So the same
+ * program runs against either layer, and the conformance matrix runs one
+ * catalogue of scenarios through both.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Sessions } from "effect-agent/session"
+ *
+ * const program = Effect.gen(function*() {
+ *   const sessions = yield* Sessions.Sessions
+ *   yield* sessions.start({ sessionId: "task-42", prompt: "Tidy up the repository" })
+ *   const first = yield* sessions.result("task-42")
+ *   // the session goes on with a follow-up: wait for the ending after the events seen so far
+ *   const seen = (yield* sessions.events("task-42")).length
+ *   yield* sessions.followUp("task-42", "Now write the changelog")
+ *   const second = yield* sessions.result("task-42", seen)
+ *   return [first.outcome, second.outcome]
+ * })
+ * ```
+ *
+ * @since 0.1.0
+ */
+import type { Schema } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Semaphore } from "effect"
+import { type AgentError, ConfigError } from "../AgentError.ts"
+import type * as AgentConfig from "../AgentConfig.ts"
+import type * as AgentEvent from "../AgentEvent.ts"
+import * as Approvals from "../Approvals.ts"
+import * as Hooks from "../Hooks.ts"
+import type * as Message from "../Message.ts"
+import type * as Output from "../Output.ts"
+import type * as RunState from "../RunState.ts"
+import * as Steering from "../Steering.ts"
+import type * as SubAgent from "../SubAgent.ts"
+import * as CheckpointStore from "./CheckpointStore.ts"
+import type { StoreError } from "./internal/durable/store.ts"
+import * as SessionIdRule from "./internal/sessionId.ts"
+import * as Session from "./Session.ts"
+
+// -----------------------------------------------------------------------------
+// Models
+// -----------------------------------------------------------------------------
+
+/**
+ * A session to start: data alone, so that it can be sent to a runner.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface StartOptions {
+  /** The session's id (`CheckpointStore.SessionId`): starting it again joins (or resumes) the session that has it. */
+  readonly sessionId: string
+  /** The task: text or messages. */
+  readonly prompt: string | ReadonlyArray<Message.Message>
+  readonly system?: string | undefined
+  /** Settings (validated: a bad config is a `ConfigError` before anything starts). */
+  readonly config?: AgentConfig.Input | undefined
+  /** The typed output the session asks for: the name of one of the layer's `outputs`. */
+  readonly output?: string | undefined
+}
+
+/**
+ * An event a session published, numbered from 1 in the order it was published.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Published {
+  readonly seq: number
+  readonly event: AgentEvent.AgentEvent
+}
+
+/**
+ * What a call fails with: the session id breaks the rule, the session is not
+ * known (`CheckpointMissing`), its checkpoint cannot be used (the other
+ * `CheckpointStore` errors), the durable store failed (`DurableStoreError`:
+ * retry), the config or output asked for is refused (`ConfigError`), or a
+ * message does not fit the session's queue (`SteeringFull`: nothing queued).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export type SessionsError = CheckpointStore.CheckpointError | StoreError | ConfigError | Steering.SteeringFull
+
+/**
+ * The session API.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Service {
+  /**
+   * Starts a session, or joins it when it runs already, or resumes it when
+   * its store holds it unfinished (a process stopped under it). Returns once
+   * it is started, not when it ends: see `result`.
+   */
+  readonly start: (options: StartOptions) => Effect.Effect<void, SessionsError>
+  /** Queues a steering message, delivered before the session's next model call. */
+  readonly steer: (sessionId: string, message: string | Message.Message) => Effect.Effect<void, SessionsError>
+  /** Queues a follow-up: delivered when the run would end; a session whose run has ended goes on with it. */
+  readonly followUp: (sessionId: string, message: string | Message.Message) => Effect.Effect<void, SessionsError>
+  /**
+   * Answers the call waiting under `approvalId` (the id its `ApprovalRequested` carries). Returns whether a
+   * call waited under it and took this decision; when none did, nothing is decided or kept.
+   */
+  readonly approve: (
+    sessionId: string,
+    approvalId: string,
+    decision: Approvals.Decision
+  ) => Effect.Effect<boolean, SessionsError>
+  /** Interrupts the session's run where it is; starting the session again resumes it. */
+  readonly interrupt: (sessionId: string) => Effect.Effect<void, SessionsError>
+  /** The events published after `after` (all by default), in order. */
+  readonly events: (sessionId: string, after?: number) => Effect.Effect<ReadonlyArray<Published>, SessionsError>
+  /**
+   * Waits for the first ending of a run published after the event numbered `after` (0: the session's first
+   * run), and answers its result, or fails with the run's error. A handoff is no ending: the agent handed off
+   * to ends the run. After a follow-up, pass the number of the last event seen before it.
+   */
+  readonly result: (
+    sessionId: string,
+    after?: number
+  ) => Effect.Effect<RunState.RunResult, AgentError | SessionsError>
+}
+
+/**
+ * The sessions service.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class Sessions extends Context.Service<Sessions, Service>()("effect-agent/session/Sessions") {}
+
+/**
+ * The ending a run published, if `event` is one: an `AgentEnd` at the top
+ * (not a sub-agent's, which is nested) that is not a handoff. Every layer's
+ * `result` reads endings this way.
+ *
+ * @example
+ * ```ts
+ * import { Sessions } from "effect-agent/session"
+ *
+ * console.log(Sessions.isEnding({ _tag: "TurnStart", runId: "r", turn: 1, timestamp: 0 })) // Output: false
+ * ```
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export const isEnding = (event: AgentEvent.AgentEvent): event is AgentEvent.Of<"AgentEnd"> =>
+  event._tag === "AgentEnd" && event.outcome?._tag !== "HandedOff"
+
+/**
+ * The result an ending carries, or the run's error. A run that died of a
+ * defect dies with it.
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export const resultOf = (end: AgentEvent.Of<"AgentEnd">): Effect.Effect<RunState.RunResult, AgentError> => {
+  if (end.result !== undefined) return Effect.succeed(end.result)
+  if (end.error !== undefined) return Effect.fail(end.error)
+  return Effect.die(end.defect ?? "effect-agent: a run ended with neither a result nor an error")
+}
+
+// -----------------------------------------------------------------------------
+// In this process
+// -----------------------------------------------------------------------------
+
+/**
+ * What the in-process layer runs sessions with: the agent's parts that are
+ * not data.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export interface Options<R = never> {
+  /** Plugins every session runs with, after the guards its config installs. */
+  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+  /**
+   * The typed outputs a session may ask for, by name (`StartOptions.output`); a session that names one this
+   * layer lacks is refused with `ConfigError`.
+   */
+  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
+  /** How many invalid final answers the model may correct (default 2). */
+  readonly outputRetries?: number | undefined
+  /** How the final answer is asked for (see `Output.Mode`). */
+  readonly outputMode?: Output.Mode | undefined
+  /** The agents a session may be handed off to (`Agent.handoff`): a resumed session goes on in the one that answered. */
+  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
+  /**
+   * How many events each session keeps in memory (default 10,000): past it the oldest are dropped (their
+   * numbers are not reused). The checkpoints, not the events, are what a session resumes from.
+   */
+  readonly maxEvents?: number | undefined
+}
+
+/** A session this process knows. */
+interface Entry {
+  readonly sessionId: string
+  readonly start: StartOptions
+  readonly approvals: Approvals.Interactive
+  /** Held while the session's run is looked at and changed (started, queued to, ended). */
+  readonly lock: Semaphore.Semaphore
+  readonly log: Array<Published>
+  seq: number
+  /** Completed when an event is published or a run ends (and replaced then): what `result` waits on. */
+  changed: Deferred.Deferred<void>
+  steering: Steering.Service
+  run: Fiber.Fiber<void> | undefined
+  /** How the last run ended, when it published no ending (it answered a stored result, or failed first). */
+  silent: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError> | undefined
+}
+
+/** Wakes what waits on the entry. */
+const wake = (entry: Entry): void => {
+  const changed = entry.changed
+  entry.changed = Deferred.makeUnsafe<void>()
+  Deferred.doneUnsafe(changed, Exit.void)
+}
+
+/**
+ * Sessions in this process, each a `Session` (checkpoints in the
+ * `CheckpointStore` service), with the run's requirements. Sessions run in
+ * the layer's scope: closing it interrupts them (their checkpoints keep them
+ * for a later start). A session's events are kept in memory: a session
+ * resumed by a new process publishes from its resume on.
+ *
+ * @example
+ * ```ts
+ * import { Layer } from "effect"
+ * import { CheckpointStore, Sessions } from "effect-agent/session"
+ *
+ * // the model and the tools are the app's layers, as for Agent.run
+ * const sessions = Sessions.layer().pipe(Layer.provide(CheckpointStore.layerFileSystem(".sessions")))
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layer = <R = never>(
+  options: Options<R> = {}
+): Layer.Layer<Sessions, never, Session.Requirements | R> =>
+  Layer.effect(
+    Sessions,
+    Effect.gen(function*() {
+      const scope = yield* Effect.scope
+      const services = yield* Effect.context<Session.Requirements | R>()
+      const entries = new Map<string, Entry>()
+      const maxEvents = Math.max(1, Math.floor(options.maxEvents ?? 10_000))
+
+      const publish = (entry: Entry) => (event: AgentEvent.AgentEvent) =>
+        Effect.sync(() => {
+          entry.log.push({ seq: ++entry.seq, event })
+          if (entry.log.length > maxEvents) entry.log.splice(0, entry.log.length - maxEvents)
+          wake(entry)
+        })
+
+      const outputOf = (start: StartOptions) =>
+        Effect.suspend(() => {
+          if (start.output === undefined) return Effect.succeed(undefined)
+          const schema = options.outputs?.[start.output]
+          return schema === undefined
+            ? Effect.fail(
+              new ConfigError({
+                field: "output",
+                rule: `names a typed output this layer does not know (${JSON.stringify(start.output)}); it knows ${
+                  JSON.stringify(Object.keys(options.outputs ?? {}))
+                }`
+              })
+            )
+            : Effect.succeed(schema)
+        })
+
+      /** Runs the session with `steering`: opened (started, resumed or its stored result) or resumed. Locked. */
+      const launch = (entry: Entry, steering: Steering.Service, resume: boolean) =>
+        Effect.gen(function*() {
+          const output = yield* outputOf(entry.start)
+          const plugins = [...(options.plugins ?? []), Hooks.plugin({ name: "sessions", onEvent: publish(entry) })]
+          const common = {
+            plugins,
+            steering,
+            output,
+            outputRetries: options.outputRetries,
+            outputMode: options.outputMode,
+            agents: options.agents
+          }
+          const run = resume
+            ? Session.resume(entry.sessionId, common)
+            : Session.open(entry.sessionId, {
+              ...common,
+              prompt: entry.start.prompt,
+              system: entry.start.system,
+              config: entry.start.config
+            })
+          const since = entry.seq
+          entry.steering = steering
+          entry.silent = undefined
+          entry.run = yield* run.pipe(
+            Effect.provideContext(services),
+            Effect.provideService(Approvals.Approvals, entry.approvals),
+            // however it ends, interrupted too
+            Effect.onExit((exit) => entry.lock.withPermit(ended(entry, steering, since, exit))),
+            // its ending is published (or kept as `silent`): that is where `result` reads it
+            Effect.ignore,
+            Effect.forkIn(scope, { startImmediately: true })
+          )
+        })
+
+      /**
+       * The end of a run, under the session's lock: nothing was queued to it nor a run started meanwhile, so
+       * what its handle still holds came too late for it, and goes to the next run (as follow-ups).
+       */
+      const ended = (
+        entry: Entry,
+        steering: Steering.Service,
+        since: number,
+        exit: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError>
+      ): Effect.Effect<void> =>
+        Effect.gen(function*() {
+          entry.run = undefined
+          const publishedEnding = entry.log.some((published) => published.seq > since && isEnding(published.event))
+          if (!publishedEnding && !(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause))) entry.silent = exit
+          wake(entry)
+          if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
+          const leftover = [...yield* steering.takeSteering, ...yield* steering.takeFollowUps]
+          if (leftover.length === 0) return
+          const next = yield* Steering.make()
+          // They fit: they came from a queue of the same bounds.
+          for (const message of leftover) yield* Effect.orDie(next.followUp(message))
+          yield* Effect.ignore(launch(entry, next, true))
+        })
+
+      const make = (start: StartOptions) =>
+        Effect.gen(function*() {
+          const entry: Entry = {
+            sessionId: start.sessionId,
+            start,
+            approvals: yield* Approvals.interactive(),
+            lock: Semaphore.makeUnsafe(1),
+            log: [],
+            seq: 0,
+            changed: Deferred.makeUnsafe<void>(),
+            steering: yield* Steering.make(),
+            run: undefined,
+            silent: undefined
+          }
+          entries.set(start.sessionId, entry)
+          return entry
+        })
+
+      /** The session's entry: started here, or held by the store from an earlier process (else `CheckpointMissing`). */
+      const entryOf = (sessionId: string) =>
+        Effect.gen(function*() {
+          yield* SessionIdRule.validate(sessionId)
+          const known = entries.get(sessionId)
+          if (known !== undefined) return known
+          yield* Context.get(services, CheckpointStore.CheckpointStore).load(sessionId)
+          return entries.get(sessionId) ?? (yield* make({ sessionId, prompt: [] }))
+        })
+
+      const start = (start: StartOptions): Effect.Effect<void, SessionsError> =>
+        Effect.gen(function*() {
+          yield* SessionIdRule.validate(start.sessionId)
+          yield* outputOf(start)
+          const entry = entries.get(start.sessionId) ?? (yield* make(start))
+          yield* entry.lock.withPermit(
+            entry.run !== undefined ? Effect.void : Effect.flatMap(Steering.make(), (steering) =>
+              launch(entry, steering, false))
+          )
+        })
+
+      /** Queues a message to the run in flight, or starts the next run with it (as a follow-up). */
+      const send = (kind: "steer" | "followUp") => (sessionId: string, message: string | Message.Message) =>
+        Effect.flatMap(entryOf(sessionId), (entry) =>
+          entry.lock.withPermit(Effect.gen(function*() {
+            if (entry.run !== undefined) {
+              return yield* kind === "steer" ? entry.steering.steer(message) : entry.steering.followUp(message)
+            }
+            const next = yield* Steering.make()
+            yield* next.followUp(message)
+            yield* launch(entry, next, true)
+          })))
+
+      const approve = (sessionId: string, approvalId: string, decision: Approvals.Decision) =>
+        Effect.flatMap(entryOf(sessionId), (entry) =>
+          decision.approved
+            ? entry.approvals.approve(approvalId)
+            : entry.approvals.deny(approvalId, decision.reason))
+
+      const interrupt = (sessionId: string) =>
+        Effect.flatMap(entryOf(sessionId), (entry) => entry.run === undefined ? Effect.void : Fiber.interrupt(entry.run))
+
+      const events = (sessionId: string, after = 0) =>
+        Effect.map(entryOf(sessionId), (entry) => entry.log.filter((published) => published.seq > after))
+
+      const result = (sessionId: string, after = 0): Effect.Effect<RunState.RunResult, AgentError | SessionsError> =>
+        Effect.flatMap(entryOf(sessionId), (entry) =>
+          Effect.gen(function*() {
+            while (true) {
+              const changed = entry.changed
+              for (const { event, seq } of entry.log) {
+                if (seq > after && isEnding(event)) return yield* resultOf(event)
+              }
+              if (entry.run === undefined && entry.silent !== undefined) return yield* entry.silent
+              yield* Deferred.await(changed)
+            }
+          }))
+
+      return Sessions.of({
+        start,
+        steer: send("steer"),
+        followUp: send("followUp"),
+        approve,
+        interrupt,
+        events,
+        result
+      })
+    })
+  )

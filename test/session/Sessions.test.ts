@@ -1,0 +1,198 @@
+/**
+ * The `Sessions` service beyond what the conformance matrix compares
+ * (test/conformance: one catalogue of scenarios on each of its layers): joining,
+ * resuming after a process, a stored result, interruption, refusals with their
+ * tags, the bound on kept events, and a runner that refuses what the client asked.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Latch, Layer, Schema } from "effect"
+import { WorkflowEngine } from "effect/workflow"
+import { Agent, Approvals, Message } from "effect-agent"
+import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
+import { ScriptedModel } from "effect-agent/testing"
+import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+
+type Turns = ReadonlyArray<ScriptedModel.Turn>
+
+/** The in-process layer on `store`, with a scripted model and the fixture's tools (`ran`: the handlers run). */
+const inProcess = (
+  store: CheckpointStore.Service,
+  turns: Turns,
+  ran: Array<string>,
+  options: Sessions.Options = {},
+  onStart?: (name: string) => void
+) =>
+  Sessions.layer(options).pipe(
+    Layer.provide(Layer.mergeAll(
+      ScriptedModel.layer(followTranscript(turns)),
+      toolsLayer(ran, onStart),
+      Layer.succeed(CheckpointStore.CheckpointStore, store)
+    ))
+  )
+
+const sessions = Effect.service(Sessions.Sessions)
+
+const texts = (messages: ReadonlyArray<Message.Message>) => messages.map((message) => Message.textOf(message))
+
+describe("Sessions, in this process", () => {
+  const ran: Array<string> = []
+  it.live("starting a session again joins it: one run, one set of events, one result", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "join", prompt: "go" })
+      yield* service.start({ sessionId: "join", prompt: "go" })
+      const result = yield* service.result("join")
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(ran, ["step", "slow"])
+      const events = yield* service.events("join")
+      assert.strictEqual(events.filter(({ event }) => event._tag === "AgentStart").length, 1)
+      assert.deepStrictEqual(events.map(({ seq }) => seq), events.map((_, i) => i + 1))
+      assert.deepStrictEqual((yield* service.events("join", events.length - 1)).map(({ event }) => event._tag), [
+        "AgentEnd"
+      ])
+    }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), ran))))
+
+  it.live("a later process: a finished session answers its stored result, and a follow-up goes on with it", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const turns: Turns = [...threeTurns("slow", 5), { text: "and the changelog", usage }]
+      const first: Array<string> = []
+      const done = yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "later", prompt: "go" })
+        return yield* service.result("later")
+      }).pipe(Effect.provide(inProcess(store, turns, first)))
+      const again: Array<string> = []
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        // started again: the store holds it finished, so its stored result, and nothing runs
+        yield* service.start({ sessionId: "later", prompt: "go" })
+        const stored = yield* service.result("later")
+        assert.deepStrictEqual(stored.state.messages, done.state.messages)
+        assert.deepStrictEqual(again, [])
+        // a follow-up: the session goes on, in this process, from its checkpoint
+        const seen = (yield* service.events("later")).at(-1)?.seq ?? 0
+        yield* service.followUp("later", "now the changelog")
+        const next = yield* service.result("later", seen)
+        assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["now the changelog", "and the changelog"])
+        assert.deepStrictEqual(next.state.messages.slice(0, done.state.messages.length), done.state.messages)
+      }).pipe(Effect.provide(inProcess(store, turns, again)))
+      assert.deepStrictEqual(first, ["step", "slow"])
+    }))
+
+  it.live("interrupted mid-call, the session ends Cancelled; started again, it resumes and completes", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const started = Latch.makeUnsafe()
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "cut", prompt: "go" })
+        yield* started.await
+        yield* service.interrupt("cut")
+        const cut = yield* service.result("cut")
+        assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "interrupted" })
+        const seen = (yield* service.events("cut")).at(-1)?.seq ?? 0
+        yield* service.start({ sessionId: "cut", prompt: "go" })
+        const result = yield* service.result("cut", seen)
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(texts(result.state.messages).at(-1), "all done")
+      }).pipe(
+        Effect.provide(inProcess(store, threeTurns("slow", 200), ran, {}, (name) => void (name === "slow" && started.openUnsafe())))
+      )
+      assert.deepStrictEqual(ran, ["step", "slow", "slow"])
+    }))
+
+  it.effect("refusals are typed: a bad id, an unknown session, an output the layer lacks; nothing starts", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        const badId = yield* Effect.flip(service.start({ sessionId: "../etc", prompt: "go" }))
+        assert.strictEqual(badId._tag, "InvalidSessionId")
+        const missing = yield* Effect.flip(service.steer("nobody", "hello"))
+        assert.strictEqual(missing._tag, "CheckpointMissing")
+        assert.strictEqual((yield* Effect.flip(service.approve("nobody", "c1", Approvals.approved)))._tag, "CheckpointMissing")
+        assert.strictEqual((yield* Effect.flip(service.result("nobody")))._tag, "CheckpointMissing")
+        const output = yield* Effect.flip(service.start({ sessionId: "typed", prompt: "go", output: "Invoice" }))
+        assert(output._tag === "ConfigError")
+        assert.strictEqual(output.field, "output")
+        assert.include(output.rule, `"Invoice"`)
+        assert.strictEqual((yield* Effect.flip(service.events("typed")))._tag, "CheckpointMissing")
+      }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), ran)))
+      assert.deepStrictEqual(ran, [])
+    }))
+
+  it.live("a denial answers the call that waits, by its id; the model reads the reason", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "not deployed", usage }
+      ]
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "deny", prompt: "deploy" })
+        const asked = yield* service.events("deny").pipe(
+          Effect.map((events) => events.find(({ event }) => event._tag === "ApprovalRequested")),
+          Effect.repeat({ until: (found) => found !== undefined, times: 200 })
+        )
+        assert(asked !== undefined && asked.event._tag === "ApprovalRequested")
+        const id = asked.event.approvalId ?? asked.event.toolCallId
+        assert.isFalse(yield* service.approve("deny", "not-that-one", Approvals.approved))
+        assert.isTrue(yield* service.approve("deny", id, Approvals.denied("not on a Friday")))
+        const result = yield* service.result("deny")
+        const answer = result.state.messages.find((message) => message.role === "toolResult")
+        assert(answer !== undefined && answer.role === "toolResult")
+        assert.isTrue(answer.isError)
+        assert.include(Message.textOf(answer), "not on a Friday")
+      }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), turns, ran)))
+      assert.deepStrictEqual(ran, [])
+    }))
+
+  it.live("the events kept are bounded (maxEvents): the oldest go, the numbers go on", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "bounded", prompt: "go" })
+      yield* service.result("bounded")
+      const kept = yield* service.events("bounded")
+      assert.strictEqual(kept.length, 5)
+      assert.strictEqual(kept.at(-1)?.event._tag, "AgentEnd")
+      assert.isAbove(kept[0]!.seq, 1)
+      assert.deepStrictEqual(kept.map(({ seq }) => seq - kept[0]!.seq), [0, 1, 2, 3, 4])
+    }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), [], { maxEvents: 5 }))))
+})
+
+describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => {
+  const Invoice = Schema.Struct({ total: Schema.Finite })
+
+  /** A runner in this process on the in-memory engine, with `outputs`, and the sessions service over it. */
+  const durable = (turns: Turns, outputs: DurableSession.Options["outputs"]) =>
+    DurableSession.layerSessions.pipe(
+      Layer.provideMerge(DurableSession.layer({ outputs })),
+      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]))),
+      Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+    )
+
+  it.live("a typed output: the result's state holds the answer, read typed", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "invoice", prompt: "bill it", output: "Invoice" })
+      const result = yield* service.result("invoice")
+      assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual((yield* Agent.typedResult(Invoice, result)).output, { total: 12 })
+    }).pipe(Effect.provide(durable([
+      { toolCalls: [{ id: "f1", name: "final_answer", params: { total: 12 } }], usage }
+    ], { Invoice }))))
+
+  it.live("a runner that does not know the output asked for: the result fails with its ConfigError", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "unknown-output", prompt: "bill it", output: "Receipt" })
+      const error = yield* Effect.flip(service.result("unknown-output"))
+      assert(error._tag === "ConfigError")
+      assert.strictEqual(error.field, "output")
+      assert.include(error.rule, `"Receipt"`)
+    }).pipe(Effect.provide(durable(threeTurns("slow", 5), { Invoice }))))
+})
