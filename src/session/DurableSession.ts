@@ -250,14 +250,14 @@ export interface StartOptions extends Sessions.StartOptions {}
  * How often {@link layerSessions}'s `result` reads a session's events while
  * it waits for its run to end.
  */
-const resultPollInterval = Duration.millis(100)
+const resultPollInterval = Duration.millis(200)
 
 /**
  * The `Sessions` service over this module: sessions run as workflows on the
  * engine (a runner in this process, `layer`, or the cluster's runners, for a
  * client: `layerClient`), kept in the durable `Store`. `result` reads the
  * session's published events until its run's ending is among them (every
- * 100 ms). A follow-up continues a session whose run has ended when the
+ * 200 ms). A follow-up continues a session whose run has ended when the
  * runners keep sessions `idle`.
  *
  * @example
@@ -283,17 +283,18 @@ export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine
       const provided = Effect.provideContext(context)
       const result = (sessionId: string, after = 0): Effect.Effect<RunState.RunResult, Sessions.SessionsError | AgentError> =>
         Effect.gen(function*() {
+          let read = after
           while (true) {
-            for (const { event } of yield* events(sessionId, after)) {
+            for (const { event, seq } of yield* events(sessionId, read)) {
+              read = seq
               if (Sessions.isEnding(event)) return yield* Sessions.resultOf(event)
             }
-            // A run that ended without publishing its ending (it failed before it began): the status says how.
+            // A session that ended without publishing an ending after `after` (it failed before its run began,
+            // or its last ending came before `after` and it takes no follow-up): its status says how.
             const status = yield* poll(sessionId)
             if (status._tag === "Failed") return yield* Effect.fail(status.error)
             if (status._tag === "Died") return yield* Effect.die(status.defect)
-            if (status._tag === "Finished" && (yield* events(sessionId, after)).every(({ event }) => !Sessions.isEnding(event))) {
-              return status.result
-            }
+            if (status._tag === "Finished") return status.result
             yield* Effect.sleep(resultPollInterval)
           }
         }).pipe(provided)

@@ -12,15 +12,17 @@
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { ConfigProvider, Context, Duration, Effect, Exit, Layer, Option, Path, Redacted, Result, Schedule, Schema, Scope } from "effect"
+import { ConfigProvider, Context, Duration, Effect, Exit, Fiber, Layer, Option, Path, Redacted, Result, Schedule, Schema, Scope } from "effect"
 import { LanguageModel } from "effect/ai"
 import { Flag } from "effect/cli"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
 import * as Approvals from "../../Approvals.ts"
 import * as Message from "../../Message.ts"
 import * as Provider from "../../providers/Provider.ts"
+import type * as RunState from "../../RunState.ts"
 import * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as DurableSession from "../../session/DurableSession.ts"
+import * as Sessions from "../../session/Sessions.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import { codes, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
 import { configError, Failure } from "./Failure.ts"
@@ -302,47 +304,75 @@ export const submit = (flags: Flags.Flags, url: string) =>
     yield* Schema.decodeUnknownEffect(CheckpointStore.SessionId)(sessionId).pipe(
       Effect.mapError((error) => configError(`--session-id ${JSON.stringify(sessionId)}: ${error.message}`))
     )
-    const progress = (text: string) => flags.quiet ? undefined : io.stderr.write(text)
     const system = Option.getOrUndefined(flags.system)
-    const client = DurableSession.layerClient.pipe(
+    // The session API over the cluster: a client submits and follows; the runners run the session.
+    const client = DurableSession.layerSessions.pipe(
+      Layer.provideMerge(DurableSession.layerClient),
       Layer.provideMerge(DurableSession.layerSqlStore),
       Layer.provideMerge(ClusterWorkflowEngine.layer),
       Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding() })),
       Layer.provideMerge(database(url))
     )
-    const waiting = waitingForTheDatabase((text) => io.stderr.write(`effect-agent: ${text}\n`))
+    // said once a command: the follower and the wait for the result ride the same outage out together
+    let told = false
+    const waiting = waitingForTheDatabase((text) => told ? undefined : (told = true, io.stderr.write(`effect-agent: ${text}\n`)))
     const context = yield* waiting(building(client))
-    return yield* Effect.gen(function*() {
-      // Starting a session again joins it, so a start the database did not answer is made again.
-      yield* waiting(DurableSession.start({ sessionId, prompt: task, system, config }))
-      progress(`effect-agent: session ${sessionId} submitted\n`)
-      let seen = 0
-      const follow = Effect.gen(function*() {
-        for (const { event, seq } of yield* DurableSession.events(sessionId, seen)) {
-          seen = seq
-          if (event._tag === "TurnStart") progress(`── turn ${event.turn}\n`)
-          else if (event._tag === "ToolExecutionStart") progress(`⚙ ${event.toolName}\n`)
-          else if (event._tag === "ApprovalRequested") {
-            progress(`? ${event.toolName} waits for approval (call ${event.toolCallId})\n`)
-          }
-        }
-        return yield* DurableSession.poll(sessionId)
-      }).pipe(waiting)
-      const status = yield* follow.pipe(
-        Effect.repeat({
-          until: (status) => status._tag === "Finished" || status._tag === "Failed" || status._tag === "Died",
-          schedule: Schedule.spaced("500 millis")
-        })
-      )
-      if (status._tag !== "Finished") {
-        const why = status._tag === "Failed" ? status.error.message : status._tag
-        io.stderr.write(`effect-agent: session ${sessionId}: ${why}\n`)
-        return yield* Effect.fail(new ExitWith({ code: codes.unexpected }))
-      }
-      const last = status.result.messages.at(-1)
-      const answer = last === undefined ? "" : Message.textOf(last)
-      if (answer !== "") io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
-      const code = fromOutcome(status.result.outcome)
-      if (code !== codes.ok) return yield* Effect.fail(new ExitWith({ code }))
-    }).pipe(Effect.provideContext(context))
+    return yield* follow({ sessionId, prompt: task, system, config }, flags.quiet, waiting).pipe(
+      Effect.provideContext(context)
+    )
   }).pipe(Effect.scoped, Effect.mapError(asFailure("--pg")))
+
+/**
+ * Starts a session on the `Sessions` service (whichever layer keeps it) and
+ * follows it: a line per turn, call and approval asked on stderr (none when
+ * `quiet`), the answer on stdout; exits as `run` does for its outcome.
+ */
+const follow = (
+  start: Sessions.StartOptions,
+  quiet: boolean,
+  waiting: ReturnType<typeof waitingForTheDatabase>
+) =>
+  Effect.gen(function*() {
+    const io = yield* Io
+    const sessions = yield* Sessions.Sessions
+    const { sessionId } = start
+    const progress = (text: string) => quiet ? undefined : io.stderr.write(text)
+    // Starting a session again joins it, so a start the database did not answer is made again.
+    yield* waiting(sessions.start(start))
+    progress(`effect-agent: session ${sessionId} submitted\n`)
+    let seen = 0
+    const shown = Effect.gen(function*() {
+      for (const { event, seq } of yield* sessions.events(sessionId, seen)) {
+        seen = seq
+        if (event._tag === "TurnStart") progress(`── turn ${event.turn}\n`)
+        else if (event._tag === "ToolExecutionStart") progress(`⚙ ${event.toolName}\n`)
+        else if (event._tag === "ApprovalRequested") {
+          progress(`? ${event.toolName} waits for approval (call ${event.toolCallId})\n`)
+        }
+      }
+    }).pipe(waiting)
+    const follower = yield* Effect.forkChild(Effect.repeat(shown, Schedule.spaced("500 millis")))
+    type Ended =
+      | { readonly _tag: "Finished"; readonly result: RunState.RunResult }
+      | { readonly _tag: "Failed"; readonly why: string }
+    const ended = yield* waiting(sessions.result(sessionId)).pipe(
+      Effect.map((result): Ended => ({ _tag: "Finished", result })),
+      // the database given up on is the command's failure; the run's error (or defect) is the session's
+      Effect.catch((error) =>
+        error instanceof Failure ? Effect.fail(error) : Effect.succeed<Ended>({ _tag: "Failed", why: error.message })
+      ),
+      Effect.catchDefect((defect) => Effect.succeed<Ended>({ _tag: "Failed", why: `died: ${String(defect)}` }))
+    )
+    yield* Fiber.interrupt(follower)
+    // what was published before the ending, shown in order
+    yield* Effect.ignore(shown)
+    if (ended._tag === "Failed") {
+      io.stderr.write(`effect-agent: session ${sessionId}: ${ended.why}\n`)
+      return yield* Effect.fail(new ExitWith({ code: codes.unexpected }))
+    }
+    const last = ended.result.messages.at(-1)
+    const answer = last === undefined ? "" : Message.textOf(last)
+    if (answer !== "") io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
+    const code = fromOutcome(ended.result.outcome)
+    if (code !== codes.ok) return yield* Effect.fail(new ExitWith({ code }))
+  })
