@@ -327,15 +327,21 @@ const payloadOf = Effect.fnUntraced(function*(options: StartOptions) {
 const executionIdOf = (sessionId: string): Effect.Effect<string> =>
   SessionWorkflow.executionId({ sessionId, version: Body.version, request: { prompt: "" } })
 
+/** The workflow's payload as the store keeps it until the workflow begins (JSON). */
+const PayloadJson = Schema.fromJsonString(Schema.toCodecJson(Body.Payload))
+
 /**
- * Records the session in the store before its workflow is submitted: a
- * session that suspends before its first activity has stored anything (the
- * database went away) is then still one {@link supervise} finds and resumes.
+ * Records the session in the store, with its payload, before its workflow
+ * is submitted: a session that suspends before its first activity has
+ * stored anything (the database went away), or whose submit is lost (the
+ * client dies, the database goes away between the two), is then still one
+ * {@link supervise} finds, and resumes or submits again.
  */
 const submitted = (payload: Body.Payload) =>
   Effect.gen(function*() {
     const store = yield* Store
-    yield* store.register(payload.sessionId, yield* Effect.clockWith((clock) => clock.currentTimeMillis))
+    const json = yield* Schema.encodeEffect(PayloadJson)(payload).pipe(Effect.orDie)
+    yield* store.submit(payload.sessionId, yield* Effect.clockWith((clock) => clock.currentTimeMillis), json)
     return payload
   })
 
@@ -605,7 +611,7 @@ export const suspended: Effect.Effect<
   const found: Array<{ readonly sessionId: string; readonly failed: boolean }> = []
   for (const session of yield* store.sessions) {
     // (an id that breaks the rule was never run: a store of an older version may hold one)
-    if (session.status !== "running" || !SessionIdRule.isValid(session.sessionId)) continue
+    if (session.status === "finished" || !SessionIdRule.isValid(session.sessionId)) continue
     const status = yield* statusOf(session.sessionId)
     if (status._tag === "Suspended") found.push({ sessionId: session.sessionId, failed: status.failed })
   }
@@ -647,8 +653,41 @@ export const waitingForTheDatabase = <E2>(options: {
   })
 
 /**
- * Resumes the sessions that suspended on a failure, once: answers the ids it
- * resumed. {@link supervise} runs it on a schedule.
+ * How long a session may stay `submitted` (recorded by its client, its
+ * workflow not begun) before the supervisor takes its submit for lost and
+ * makes it again (submitting again joins a workflow that did begin).
+ */
+const lostSubmitAfter = Duration.seconds(10)
+
+/**
+ * Submits again, once, the sessions whose submit was lost: recorded by a
+ * client (with their payload) longer ago than {@link lostSubmitAfter}, their
+ * workflow unknown to the engine. Answers their ids.
+ */
+const resubmitLost = Effect.gen(function*() {
+  const store = yield* Store
+  const now = yield* Effect.clockWith((clock) => clock.currentTimeMillis)
+  const submitted: Array<string> = []
+  for (const session of yield* store.sessions) {
+    if (session.status !== "submitted" || session.payload === undefined) continue
+    if (now - session.updatedAt < Duration.toMillis(lostSubmitAfter) || !SessionIdRule.isValid(session.sessionId)) {
+      continue
+    }
+    if ((yield* statusOf(session.sessionId))._tag !== "Unknown") continue
+    const payload = yield* Schema.decodeEffect(PayloadJson)(session.payload).pipe(Effect.option)
+    // A payload that does not decode (written by another version) is left for the operator: it is not guessed at.
+    if (Option.isNone(payload) || payload.value.sessionId !== session.sessionId) continue
+    yield* storageFailure("resubmit")(SessionWorkflow.execute(payload.value, { discard: true }))
+    submitted.push(session.sessionId)
+  }
+  return submitted
+})
+
+/**
+ * Resumes the sessions that suspended on a failure, and submits again those
+ * whose submit was lost (their client died or the database went away
+ * between recording a session and submitting it), once: answers the ids it
+ * resumed or submitted. {@link supervise} runs it on a schedule.
  *
  * @since 0.1.0
  * @category supervision
@@ -664,11 +703,13 @@ export const resumeSuspended: Effect.Effect<
     yield* resumeValid(sessionId)
     resumed.push(sessionId)
   }
+  resumed.push(...yield* resubmitLost)
   return resumed
 })
 
 /**
- * Resumes suspended sessions every `every` (5 seconds by default) until
+ * Resumes suspended sessions, and submits again those whose submit was lost
+ * (see {@link resumeSuspended}), every `every` (5 seconds by default) until
  * interrupted. A pass that fails, or dies (the database restarts under it:
  * the engine dies on a storage failure), is logged and retried with
  * exponential backoff (200 ms, up to 30 s between tries): the supervisor,

@@ -1096,6 +1096,44 @@ describe("DurableSession", () => {
   )
 
   it.live(
+    "attack: a submit lost after the session was recorded (its client died, the database went away) is made again " +
+      "by the supervisor, once it is older than 10 s, and the session finishes",
+    () =>
+      Effect.gen(function*() {
+        const store = DurableSession.makeMemoryStore()
+        const layer = DurableSession.layer().pipe(
+          Layer.provideMerge(Layer.mergeAll(
+            ScriptedModel.layer(followTranscript(threeTurns("slow", 1))),
+            toolsLayer([]),
+            Layer.succeed(DurableSession.Store, store)
+          )),
+          Layer.provideMerge(engines.cluster)
+        )
+        // What DurableSession.start records before it submits: the session and its payload. The submit never came.
+        const json = Schema.encodeSync(Schema.fromJsonString(Schema.toCodecJson(DurableSession.Payload)))
+        const now = Date.now()
+        yield* store.submit("lost1", now - 60_000, json({ sessionId: "lost1", version: 1, request: { prompt: "go" } }))
+        yield* store.submit("fresh1", now, json({ sessionId: "fresh1", version: 1, request: { prompt: "go" } }))
+        yield* Effect.gen(function*() {
+          assert.deepStrictEqual(yield* DurableSession.poll("lost1"), { _tag: "Unknown" })
+          // the lost one is submitted again; the fresh one may still be on its way, and is left alone
+          assert.deepStrictEqual(yield* DurableSession.resumeSuspended, ["lost1"])
+          const finished = yield* untilStatus("lost1", (status) => status._tag === "Finished")
+          assert(finished._tag === "Finished")
+          assert.deepStrictEqual(finished.result.outcome, { _tag: "Completed" })
+          assert.deepStrictEqual(Message.textOf(finished.result.messages.at(-1)!), "all done")
+          assertValidTranscript(finished.result.messages)
+          // its workflow began: it is no longer waiting for a submit, and nothing is submitted twice
+          assert.deepStrictEqual(
+            (yield* store.sessions).map(({ sessionId, status }) => [sessionId, status]),
+            [["lost1", "finished"], ["fresh1", "submitted"]]
+          )
+          assert.deepStrictEqual(yield* DurableSession.resumeSuspended, [])
+        }).pipe(Effect.provide(layer))
+      })
+  )
+
+  it.live(
     "attack (PostgreSQL restarted): supervise outlives a pass that dies as the engine does when its database goes away, and resumes on",
     () =>
       Effect.gen(function*() {

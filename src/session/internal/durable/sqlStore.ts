@@ -57,6 +57,8 @@ export const migrate: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Eff
   const sql = yield* SqlClient.SqlClient
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_sessions (
     session_id text PRIMARY KEY, status text NOT NULL, updated_at bigint NOT NULL)`
+  // (added later: a store made by an older version gains it)
+  yield* sql`ALTER TABLE effect_agent_sessions ADD COLUMN IF NOT EXISTS payload text`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox (
     session_id text NOT NULL, seq integer NOT NULL, kind text NOT NULL, message text NOT NULL,
     PRIMARY KEY (session_id, seq))`
@@ -80,26 +82,36 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
   /** Serializes the appends of one session until the transaction ends. */
   const lockSession = (sessionId: string) => sql`SELECT pg_advisory_xact_lock(hashtext(${sessionId}))`
   const service: Service = {
+    submit: (sessionId, at, payload) =>
+      sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at, payload)
+          VALUES (${sessionId}, 'submitted', ${at}, ${payload})
+          ON CONFLICT (session_id) DO NOTHING`.pipe(
+        Effect.asVoid,
+        Effect.mapError(failed("submit")),
+        bounded("submit")
+      ),
     register: (sessionId, at) =>
       sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at) VALUES (${sessionId}, 'running', ${at})
-          ON CONFLICT (session_id) DO NOTHING`.pipe(
+          ON CONFLICT (session_id) DO UPDATE SET status = 'running', updated_at = ${at}, payload = NULL
+          WHERE effect_agent_sessions.status = 'submitted'`.pipe(
         Effect.asVoid,
         Effect.mapError(failed("register")),
         bounded("register")
       ),
     finish: (sessionId, at) =>
       sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at) VALUES (${sessionId}, 'finished', ${at})
-          ON CONFLICT (session_id) DO UPDATE SET status = 'finished', updated_at = ${at}`.pipe(
+          ON CONFLICT (session_id) DO UPDATE SET status = 'finished', updated_at = ${at}, payload = NULL`.pipe(
         Effect.asVoid,
         Effect.mapError(failed("finish")), bounded("finish")
       ),
-    sessions: sql<{ session_id: string; status: string; updated_at: string | number }>`
-      SELECT session_id, status, updated_at FROM effect_agent_sessions ORDER BY session_id`.pipe(
+    sessions: sql<{ session_id: string; status: string; updated_at: string | number; payload: string | null }>`
+      SELECT session_id, status, updated_at, payload FROM effect_agent_sessions ORDER BY session_id`.pipe(
       Effect.map((rows) =>
         rows.map((row): SessionRecord => ({
           sessionId: row.session_id,
-          status: row.status === "finished" ? "finished" : "running",
-          updatedAt: Number(row.updated_at)
+          status: row.status === "finished" ? "finished" : row.status === "submitted" ? "submitted" : "running",
+          updatedAt: Number(row.updated_at),
+          ...(row.status === "submitted" && row.payload !== null ? { payload: row.payload } : {})
         }))
       ),
       Effect.mapError(failed("sessions")), bounded("sessions")

@@ -91,7 +91,7 @@ export interface Published {
  * @since 0.1.0
  * @category models
  */
-export type Status = "running" | "finished"
+export type Status = "submitted" | "running" | "finished"
 
 /**
  * A session the store knows.
@@ -101,9 +101,15 @@ export type Status = "running" | "finished"
  */
 export interface SessionRecord {
   readonly sessionId: string
+  /**
+   * `submitted`: a client recorded it before it submitted its workflow, which has not begun (or whose submit was
+   * lost: the client died, the database went away); `running`: its workflow began; `finished`.
+   */
   readonly status: Status
   /** When it was registered or last changed status, in ms since the epoch. */
   readonly updatedAt: number
+  /** While `submitted`: the workflow's payload as JSON (`DurableSession.Payload`), to submit it again. */
+  readonly payload?: string | undefined
 }
 
 /**
@@ -114,7 +120,12 @@ export interface SessionRecord {
  * @category models
  */
 export interface Service {
-  /** Records a session as running (again); a finished one stays finished. */
+  /**
+   * Records a session a client is about to submit, with its payload (JSON), unless the store knows it already:
+   * a submit that is lost leaves it `submitted`, and the supervisor submits it again.
+   */
+  readonly submit: (sessionId: string, at: number, payload: string) => Effect.Effect<void, StoreError | InvalidSessionId>
+  /** Records a session as running (its workflow began); a finished one stays finished. */
   readonly register: (sessionId: string, at: number) => Effect.Effect<void, StoreError | InvalidSessionId>
   /** Records a session as finished. */
   readonly finish: (sessionId: string, at: number) => Effect.Effect<void, StoreError | InvalidSessionId>
@@ -172,6 +183,7 @@ export const validated = (store: Service): Service => {
   const check = <A, E>(sessionId: string, effect: () => Effect.Effect<A, E>) =>
     Effect.flatMap(SessionId.validate(sessionId), effect)
   return {
+    submit: (sessionId, at, payload) => check(sessionId, () => store.submit(sessionId, at, payload)),
     register: (sessionId, at) => check(sessionId, () => store.register(sessionId, at)),
     finish: (sessionId, at) => check(sessionId, () => store.finish(sessionId, at)),
     sessions: store.sessions,
@@ -200,9 +212,14 @@ export const makeMemory = (): Service => {
   const decisions = new Map<string, Map<string, Approvals.Decision>>()
   const events = new Map<string, { readonly ids: Set<string>; readonly list: Array<Published> }>()
   return {
+    submit: (sessionId, at, payload) =>
+      Effect.sync(() => {
+        if (!sessions.has(sessionId)) sessions.set(sessionId, { sessionId, status: "submitted", updatedAt: at, payload })
+      }),
     register: (sessionId, at) =>
       Effect.sync(() => {
-        if (sessions.get(sessionId)?.status !== "finished") {
+        const known = sessions.get(sessionId)
+        if (known === undefined || known.status === "submitted") {
           sessions.set(sessionId, { sessionId, status: "running", updatedAt: at })
         }
       }),
