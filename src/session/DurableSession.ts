@@ -65,7 +65,7 @@ import * as Body from "./internal/durable/body.ts"
 import * as SqlStore from "./internal/durable/sqlStore.ts"
 import * as StorageFailure from "./internal/durable/storageFailure.ts"
 import * as StoreModule from "./internal/durable/store.ts"
-import type { InvalidSessionId } from "./internal/errors.ts"
+import { CheckpointMissing, type InvalidSessionId } from "./internal/errors.ts"
 import * as SessionIdRule from "./internal/sessionId.ts"
 import * as Sessions from "./Sessions.ts"
 
@@ -281,18 +281,35 @@ export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine
     Sessions.Sessions,
     Effect.map(Effect.context<WorkflowEngine.WorkflowEngine | Store>(), (context) => {
       const provided = Effect.provideContext(context)
-      const result = (sessionId: string, after = 0): Effect.Effect<RunState.RunResult, Sessions.SessionsError | AgentError> =>
+      /** The session the store knows (else `CheckpointMissing`, as the in-process layer answers). */
+      const known = (sessionId: string) =>
         Effect.gen(function*() {
-          let read = after
+          yield* SessionIdRule.validate(sessionId)
+          const store = yield* Store
+          if ((yield* store.session(sessionId)) === undefined) {
+            return yield* Effect.fail(new CheckpointMissing({ sessionId }))
+          }
+        })
+      const result = (
+        sessionId: string,
+        after?: number
+      ): Effect.Effect<RunState.RunResult, Sessions.SessionsError | AgentError> =>
+        Effect.gen(function*() {
+          yield* known(sessionId)
+          let read = Sessions.position(after)
           while (true) {
             for (const { event, seq } of yield* events(sessionId, read)) {
               read = seq
               if (Sessions.isEnding(event)) return yield* Sessions.resultOf(event)
             }
             // A session that ended without publishing an ending after `after` (it failed before its run began,
-            // or its last ending came before `after` and it takes no follow-up): its status says how.
+            // was interrupted, or its last ending came before `after` and it takes no follow-up): its status says
+            // how. One that suspended (a model or storage error) waits for `supervise` to resume it.
             const status = yield* poll(sessionId)
             if (status._tag === "Failed") return yield* Effect.fail(status.error)
+            if (status._tag === "Interrupted") {
+              return yield* Effect.fail(new Sessions.SessionEnded({ sessionId, reason: "interrupted" }))
+            }
             if (status._tag === "Died") return yield* Effect.die(status.defect)
             if (status._tag === "Finished") return status.result
             yield* Effect.sleep(resultPollInterval)
@@ -302,13 +319,16 @@ export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine
         start: (options) => Effect.asVoid(start(options)).pipe(provided),
         steer: (sessionId, message) => steer(sessionId, message).pipe(provided),
         followUp: (sessionId, message) => followUp(sessionId, message).pipe(provided),
-        approve: (sessionId, approvalId, decision) => approve(sessionId, approvalId, decision).pipe(provided),
-        interrupt: (sessionId) => interrupt(sessionId).pipe(provided),
-        events: (sessionId, after) => events(sessionId, after).pipe(provided),
+        approve: (sessionId, approvalId, decision) =>
+          Effect.andThen(known(sessionId), approve(sessionId, approvalId, decision)).pipe(provided),
+        interrupt: (sessionId) => Effect.andThen(known(sessionId), interrupt(sessionId)).pipe(provided),
+        events: (sessionId, after) =>
+          Effect.andThen(known(sessionId), events(sessionId, Sessions.position(after))).pipe(provided),
         result
       })
     })
   )
+
 
 const payloadOf = Effect.fnUntraced(function*(options: StartOptions) {
   yield* SessionIdRule.validate(options.sessionId)
@@ -395,6 +415,8 @@ export type Status =
   | { readonly _tag: "Finished"; readonly result: RunState.RunResult }
   | { readonly _tag: "Failed"; readonly error: AgentError }
   | { readonly _tag: "Died"; readonly defect: string }
+  /** Interrupted (`interrupt`): it ended for good. */
+  | { readonly _tag: "Interrupted" }
 
 /** {@link poll} of an id known to be valid. */
 const statusOf = (sessionId: string): Effect.Effect<Status, StoreError, WorkflowEngine.WorkflowEngine> =>
@@ -409,7 +431,7 @@ const statusOf = (sessionId: string): Effect.Effect<Status, StoreError, Workflow
           ? { _tag: "Finished", result: exit.value.result }
           : { _tag: "Failed", error: exit.value.error }
       }
-      return { _tag: "Died", defect: String(exit.cause) }
+      return Cause.hasInterruptsOnly(exit.cause) ? { _tag: "Interrupted" } : { _tag: "Died", defect: String(exit.cause) }
     }))
 
 /**
@@ -466,11 +488,47 @@ const toMessage = (message: string | Message.Message): Message.Message =>
 export const steer = (
   sessionId: string,
   message: string | Message.Message
-): Effect.Effect<void, StoreError | InvalidSessionId, Store> =>
+): Effect.Effect<
+  void,
+  StoreError | InvalidSessionId | CheckpointMissing | Sessions.SessionEnded,
+  Store | WorkflowEngine.WorkflowEngine
+> =>
+  Effect.gen(function*() {
+    yield* open(sessionId)
+    const store = yield* Store
+    yield* store.appendInbox(sessionId, "steering", toMessage(message))
+  })
+
+/**
+ * Checks that a session takes messages: the store knows it (else
+ * `CheckpointMissing`: a message sent to an id no session has yet would be
+ * read by whoever starts it), and it has not ended for good (`SessionEnded`:
+ * interrupted, or finished with no idle wait, it would never read it).
+ */
+const open = (
+  sessionId: string
+): Effect.Effect<
+  void,
+  StoreError | InvalidSessionId | CheckpointMissing | Sessions.SessionEnded,
+  Store | WorkflowEngine.WorkflowEngine
+> =>
   Effect.gen(function*() {
     yield* SessionIdRule.validate(sessionId)
     const store = yield* Store
-    yield* store.appendInbox(sessionId, "steering", toMessage(message))
+    const record = yield* store.session(sessionId)
+    if (record === undefined) return yield* Effect.fail(new CheckpointMissing({ sessionId }))
+    if (record.status === "finished") {
+      return yield* Effect.fail(new Sessions.SessionEnded({ sessionId, reason: "finished" }))
+    }
+    const status = yield* statusOf(sessionId)
+    if (status._tag === "Interrupted") {
+      return yield* Effect.fail(new Sessions.SessionEnded({ sessionId, reason: "interrupted" }))
+    }
+    if (status._tag === "Finished" || status._tag === "Failed" || status._tag === "Died") {
+      return yield* Effect.fail(
+        new Sessions.SessionEnded({ sessionId, reason: status._tag === "Finished" ? "finished" : "failed" })
+      )
+    }
   })
 
 /**
@@ -483,9 +541,13 @@ export const steer = (
 export const followUp = (
   sessionId: string,
   message: string | Message.Message
-): Effect.Effect<void, StoreError | InvalidSessionId, Store | WorkflowEngine.WorkflowEngine> =>
+): Effect.Effect<
+  void,
+  StoreError | InvalidSessionId | CheckpointMissing | Sessions.SessionEnded,
+  Store | WorkflowEngine.WorkflowEngine
+> =>
   Effect.gen(function*() {
-    yield* SessionIdRule.validate(sessionId)
+    yield* open(sessionId)
     const store = yield* Store
     yield* store.appendInbox(sessionId, "followUp", toMessage(message))
     // The session records its wait before it reads the inbox, and this reads the wait after the append:
@@ -528,6 +590,9 @@ export const approve = (
   Effect.gen(function*() {
     const key = waitingKey(yield* events(sessionId), approvalId)
     if (key === undefined) return false
+    // A session that ended (interrupted, finished) has no call waiting: a decision would answer nothing.
+    const status = yield* statusOf(sessionId)
+    if (status._tag !== "Unknown" && status._tag !== "Suspended") return false
     const store = yield* Store
     const kept = yield* store.claimDecision(sessionId, key, decision)
     const executionId = yield* executionIdOf(sessionId)

@@ -38,8 +38,7 @@
  *
  * @since 0.1.0
  */
-import type { Schema } from "effect"
-import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Semaphore } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Semaphore } from "effect"
 import { type AgentError, ConfigError } from "../AgentError.ts"
 import type * as AgentConfig from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
@@ -92,13 +91,37 @@ export interface Published {
  * What a call fails with: the session id breaks the rule, the session is not
  * known (`CheckpointMissing`), its checkpoint cannot be used (the other
  * `CheckpointStore` errors), the durable store failed (`DurableStoreError`:
- * retry), the config or output asked for is refused (`ConfigError`), or a
- * message does not fit the session's queue (`SteeringFull`: nothing queued).
+ * retry), the config or output asked for is refused (`ConfigError`), a
+ * message does not fit the session's queue (`SteeringFull`: nothing queued),
+ * or the session ended for good (`SessionEnded`, the durable layer).
  *
  * @since 0.1.0
  * @category errors
  */
-export type SessionsError = CheckpointStore.CheckpointError | StoreError | ConfigError | Steering.SteeringFull
+export type SessionsError =
+  | CheckpointStore.CheckpointError
+  | StoreError
+  | ConfigError
+  | Steering.SteeringFull
+  | SessionEnded
+
+/**
+ * The session has ended for good and takes no more messages, nor answers a
+ * result: on the durable layer, a session that was interrupted, or that
+ * finished where its runners keep no session idle for a follow-up.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
+export class SessionEnded extends Schema.TaggedError<SessionEnded>()("SessionEnded", {
+  sessionId: Schema.String,
+  /** `interrupted`, `finished` or `failed`. */
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `session ${this.sessionId} has ended for good (${this.reason}) and takes no more messages`
+  }
+}
 
 /**
  * The session API.
@@ -113,9 +136,16 @@ export interface Service {
    * it is started, not when it ends: see `result`.
    */
   readonly start: (options: StartOptions) => Effect.Effect<void, SessionsError>
-  /** Queues a steering message, delivered before the session's next model call. */
+  /**
+   * Queues a steering message, delivered before the session's next model call. To a session whose run has
+   * ended: in this process it starts the next run (as a follow-up); on the durable layer it waits for the
+   * session's next run (send a follow-up to start one).
+   */
   readonly steer: (sessionId: string, message: string | Message.Message) => Effect.Effect<void, SessionsError>
-  /** Queues a follow-up: delivered when the run would end; a session whose run has ended goes on with it. */
+  /**
+   * Queues a follow-up: delivered when the run would end; a session whose run has ended goes on with it (on the
+   * durable layer, while its runners keep it idle: after that it has ended, `SessionEnded`).
+   */
   readonly followUp: (sessionId: string, message: string | Message.Message) => Effect.Effect<void, SessionsError>
   /**
    * Answers the call waiting under `approvalId` (the id its `ApprovalRequested` carries). Returns whether a
@@ -126,14 +156,18 @@ export interface Service {
     approvalId: string,
     decision: Approvals.Decision
   ) => Effect.Effect<boolean, SessionsError>
-  /** Interrupts the session's run where it is; starting the session again resumes it. */
+  /**
+   * Interrupts the session's run where it is. In this process the run ends `Cancelled` and starting the session
+   * again resumes it from its checkpoint; on the durable layer the session ends for good (`SessionEnded`).
+   */
   readonly interrupt: (sessionId: string) => Effect.Effect<void, SessionsError>
-  /** The events published after `after` (all by default), in order. */
+  /** The events published after `after` (all by default; see {@link position}), in order. */
   readonly events: (sessionId: string, after?: number) => Effect.Effect<ReadonlyArray<Published>, SessionsError>
   /**
    * Waits for the first ending of a run published after the event numbered `after` (0: the session's first
    * run), and answers its result, or fails with the run's error. A handoff is no ending: the agent handed off
-   * to ends the run. After a follow-up, pass the number of the last event seen before it.
+   * to ends the run. After a follow-up, pass the number of the last event seen before it. On the durable
+   * layer a run that meets a model or storage error suspends, and this waits for `supervise` to resume it.
    */
   readonly result: (
     sessionId: string,
@@ -166,6 +200,25 @@ export class Sessions extends Context.Service<Sessions, Service>()("effect-agent
  */
 export const isEnding = (event: AgentEvent.AgentEvent): event is AgentEvent.Of<"AgentEnd"> =>
   event._tag === "AgentEnd" && event.outcome?._tag !== "HandedOff"
+
+/**
+ * An event number as `events` and `result` read their `after`: a
+ * non-negative whole number; anything else (negative, fractional, not
+ * finite) is read as 0 (from the first event), rounded down.
+ *
+ * @example
+ * ```ts
+ * import { Sessions } from "effect-agent/session"
+ *
+ * console.log([Sessions.position(12), Sessions.position(-1), Sessions.position(2.5), Sessions.position(NaN)])
+ * // Output: [ 12, 0, 2, 0 ]
+ * ```
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export const position = (after: number | undefined): number =>
+  after === undefined || !Number.isFinite(after) || after <= 0 ? 0 : Math.floor(after)
 
 /**
  * The result an ending carries, or the run's error. A run that died of a
@@ -220,6 +273,8 @@ interface Entry {
   /** Held while the session's run is looked at and changed (started, queued to, ended). */
   readonly lock: Semaphore.Semaphore
   readonly log: Array<Published>
+  /** The endings published (kept apart from the log, whose oldest events go past `maxEvents`; at most 1,000). */
+  readonly endings: Array<{ readonly seq: number; readonly event: AgentEvent.Of<"AgentEnd"> }>
   seq: number
   /** Completed when an event is published or a run ends (and replaced then): what `result` waits on. */
   changed: Deferred.Deferred<void>
@@ -265,11 +320,16 @@ export const layer = <R = never>(
       const services = yield* Effect.context<Session.Requirements | R>()
       const entries = new Map<string, Entry>()
       const maxEvents = Math.max(1, Math.floor(options.maxEvents ?? 10_000))
+      const maxEndings = 1_000
 
       const publish = (entry: Entry) => (event: AgentEvent.AgentEvent) =>
         Effect.sync(() => {
           entry.log.push({ seq: ++entry.seq, event })
           if (entry.log.length > maxEvents) entry.log.splice(0, entry.log.length - maxEvents)
+          if (isEnding(event)) {
+            entry.endings.push({ seq: entry.seq, event })
+            if (entry.endings.length > maxEndings) entry.endings.splice(0, entry.endings.length - maxEndings)
+          }
           wake(entry)
         })
 
@@ -336,7 +396,7 @@ export const layer = <R = never>(
       ): Effect.Effect<void> =>
         Effect.gen(function*() {
           entry.run = undefined
-          const publishedEnding = entry.log.some((published) => published.seq > since && isEnding(published.event))
+          const publishedEnding = entry.endings.some((ending) => ending.seq > since)
           if (!publishedEnding && !(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause))) entry.silent = exit
           wake(entry)
           if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
@@ -356,6 +416,7 @@ export const layer = <R = never>(
             approvals: yield* Approvals.interactive(),
             lock: Semaphore.makeUnsafe(1),
             log: [],
+            endings: [],
             seq: 0,
             changed: Deferred.makeUnsafe<void>(),
             steering: yield* Steering.make(),
@@ -408,17 +469,20 @@ export const layer = <R = never>(
       const interrupt = (sessionId: string) =>
         Effect.flatMap(entryOf(sessionId), (entry) => entry.run === undefined ? Effect.void : Fiber.interrupt(entry.run))
 
-      const events = (sessionId: string, after = 0) =>
-        Effect.map(entryOf(sessionId), (entry) => entry.log.filter((published) => published.seq > after))
+      const events = (sessionId: string, after?: number) =>
+        Effect.map(entryOf(sessionId), (entry) => {
+          const from = position(after)
+          return entry.log.filter((published) => published.seq > from)
+        })
 
-      const result = (sessionId: string, after = 0): Effect.Effect<RunState.RunResult, AgentError | SessionsError> =>
+      const result = (sessionId: string, after?: number): Effect.Effect<RunState.RunResult, AgentError | SessionsError> =>
         Effect.flatMap(entryOf(sessionId), (entry) =>
           Effect.gen(function*() {
+            const from = position(after)
             while (true) {
               const changed = entry.changed
-              for (const { event, seq } of entry.log) {
-                if (seq > after && isEnding(event)) return yield* resultOf(event)
-              }
+              const ending = entry.endings.find(({ seq }) => seq > from)
+              if (ending !== undefined) return yield* resultOf(ending.event)
               if (entry.run === undefined && entry.silent !== undefined) return yield* entry.silent
               yield* Deferred.await(changed)
             }

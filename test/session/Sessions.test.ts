@@ -5,7 +5,7 @@
  * tags, the bound on kept events, and a runner that refuses what the client asked.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Latch, Layer, Schema } from "effect"
+import { Effect, Latch, Layer, Schedule, Schema } from "effect"
 import { WorkflowEngine } from "effect/workflow"
 import { Agent, Approvals, Message } from "effect-agent"
 import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
@@ -162,6 +162,26 @@ describe("Sessions, in this process", () => {
       assert.isAbove(kept[0]!.seq, 1)
       assert.deepStrictEqual(kept.map(({ seq }) => seq - kept[0]!.seq), [0, 1, 2, 3, 4])
     }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), [], { maxEvents: 5 }))))
+
+  it.live("result(id, 0) is the first run's ending though its events were dropped; an `after` that is no position reads from 0", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "firsts", prompt: "go" })
+      const first = yield* service.result("firsts")
+      const seen = (yield* service.events("firsts")).at(-1)!.seq
+      yield* service.followUp("firsts", "now the changelog")
+      const second = yield* service.result("firsts", seen)
+      assert.isAbove(second.state.messages.length, first.state.messages.length)
+      assert.deepStrictEqual((yield* service.result("firsts", 0)).state.messages, first.state.messages)
+      for (const after of [Number.NaN, -1, Number.POSITIVE_INFINITY]) {
+        assert.deepStrictEqual((yield* service.result("firsts", after)).state.messages, first.state.messages)
+      }
+    }).pipe(Effect.provide(inProcess(
+      CheckpointStore.memory(),
+      [...threeTurns("slow", 5), { text: "and the changelog", usage }],
+      [],
+      { maxEvents: 3 }
+    ))))
 })
 
 describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => {
@@ -185,6 +205,60 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
     }).pipe(Effect.provide(durable([
       { toolCalls: [{ id: "f1", name: "final_answer", params: { total: 12 } }], usage }
     ], { Invoice }))))
+
+  const deployTurns: Turns = [
+    { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+    { text: "deployed", usage }
+  ]
+
+  it.live("an id no session has is refused as in this process (CheckpointMissing): nothing is planted for a later session", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      for (const refused of [
+        service.steer("later", "planted steering"),
+        service.followUp("later", "planted follow-up"),
+        service.approve("later", "d1", Approvals.approved),
+        service.interrupt("later"),
+        service.events("later"),
+        service.result("later")
+      ]) {
+        const error = yield* Effect.flip(refused)
+        assert(error._tag === "CheckpointMissing")
+        assert.strictEqual(error.sessionId, "later")
+      }
+      yield* service.start({ sessionId: "later", prompt: "go" })
+      const result = yield* service.result("later")
+      assert.deepStrictEqual(texts(result.state.messages), ["go", "", "step 1 done", "", "slept 5 ms", "all done"])
+    }).pipe(Effect.provide(durable(threeTurns("slow", 5), {}))))
+
+  it.live("interrupted, a durable session ends for good: its result and a follow-up say so (SessionEnded), its waiting call takes no decision", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "halt", prompt: "deploy" })
+      const asked = yield* service.events("halt").pipe(
+        Effect.map((events) => events.find(({ event }) => event._tag === "ApprovalRequested")),
+        Effect.repeat({ until: (found) => found !== undefined, schedule: Schedule.spaced("20 millis"), times: 250 })
+      )
+      assert(asked !== undefined && asked.event._tag === "ApprovalRequested")
+      yield* service.interrupt("halt")
+      const ended = yield* Effect.flip(service.result("halt")).pipe(Effect.timeout("10 seconds"))
+      assert(ended._tag === "SessionEnded")
+      assert.deepStrictEqual([ended.sessionId, ended.reason], ["halt", "interrupted"])
+      assert.isFalse(yield* service.approve("halt", asked.event.approvalId ?? asked.event.toolCallId, Approvals.approved))
+      const late = yield* Effect.flip(service.followUp("halt", "and then?"))
+      assert(late._tag === "SessionEnded")
+      assert.strictEqual(late.reason, "interrupted")
+    }).pipe(Effect.provide(durable(deployTurns, {}))))
+
+  it.live("where runners keep no session idle, a follow-up to a finished session is refused (SessionEnded), not kept unread", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "done", prompt: "go" })
+      yield* service.result("done")
+      const refused = yield* Effect.flip(service.followUp("done", "one more thing"))
+      assert(refused._tag === "SessionEnded")
+      assert.deepStrictEqual([refused.sessionId, refused.reason], ["done", "finished"])
+    }).pipe(Effect.provide(durable(threeTurns("slow", 5), {}))))
 
   it.live("a runner that does not know the output asked for: the result fails with its ConfigError", () =>
     Effect.gen(function*() {

@@ -72,6 +72,16 @@ export const migrate: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Eff
     PRIMARY KEY (session_id, seq), UNIQUE (session_id, id))`
 }).pipe(Effect.mapError(failed("migrate")))
 
+/** A row of `effect_agent_sessions` as the store's record. */
+const recordOf = (
+  row: { readonly session_id: string; readonly status: string; readonly updated_at: string | number; readonly payload: string | null }
+): SessionRecord => ({
+  sessionId: row.session_id,
+  status: row.status === "finished" ? "finished" : row.status === "submitted" ? "submitted" : "running",
+  updatedAt: Number(row.updated_at),
+  ...(row.status === "submitted" && row.payload !== null ? { payload: row.payload } : {})
+})
+
 /**
  * The store on a `SqlClient` (PostgreSQL).
  *
@@ -106,16 +116,16 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
       ),
     sessions: sql<{ session_id: string; status: string; updated_at: string | number; payload: string | null }>`
       SELECT session_id, status, updated_at, payload FROM effect_agent_sessions ORDER BY session_id`.pipe(
-      Effect.map((rows) =>
-        rows.map((row): SessionRecord => ({
-          sessionId: row.session_id,
-          status: row.status === "finished" ? "finished" : row.status === "submitted" ? "submitted" : "running",
-          updatedAt: Number(row.updated_at),
-          ...(row.status === "submitted" && row.payload !== null ? { payload: row.payload } : {})
-        }))
-      ),
+      Effect.map((rows) => rows.map(recordOf)),
       Effect.mapError(failed("sessions")), bounded("sessions")
     ),
+    session: (sessionId) =>
+      sql<{ session_id: string; status: string; updated_at: string | number; payload: string | null }>`
+        SELECT session_id, status, updated_at, payload FROM effect_agent_sessions WHERE session_id = ${sessionId}`.pipe(
+        Effect.map((rows) => rows.length === 0 ? undefined : recordOf(rows[0]!)),
+        Effect.mapError(failed("session")),
+        bounded("session")
+      ),
     appendInbox: (sessionId, kind, message) =>
       Effect.gen(function*() {
         const text = yield* encodeMessage(message)

@@ -130,6 +130,8 @@ export interface Service {
   /** Records a session as finished. */
   readonly finish: (sessionId: string, at: number) => Effect.Effect<void, StoreError | InvalidSessionId>
   readonly sessions: Effect.Effect<ReadonlyArray<SessionRecord>, StoreError>
+  /** The session the store knows under this id, if any. */
+  readonly session: (sessionId: string) => Effect.Effect<SessionRecord | undefined, StoreError | InvalidSessionId>
   /** Appends to a session's inbox; answers the message's place. */
   readonly appendInbox: (
     sessionId: string,
@@ -187,6 +189,7 @@ export const validated = (store: Service): Service => {
     register: (sessionId, at) => check(sessionId, () => store.register(sessionId, at)),
     finish: (sessionId, at) => check(sessionId, () => store.finish(sessionId, at)),
     sessions: store.sessions,
+    session: (sessionId) => check(sessionId, () => store.session(sessionId)),
     appendInbox: (sessionId, kind, message) => check(sessionId, () => store.appendInbox(sessionId, kind, message)),
     readInbox: (sessionId, kind, after) => check(sessionId, () => store.readInbox(sessionId, kind, after)),
     setWaiting: (sessionId, wait) => check(sessionId, () => store.setWaiting(sessionId, wait)),
@@ -226,6 +229,7 @@ export const makeMemory = (): Service => {
     finish: (sessionId, at) =>
       Effect.sync(() => void sessions.set(sessionId, { sessionId, status: "finished", updatedAt: at })),
     sessions: Effect.sync(() => Array.from(sessions.values())),
+    session: (sessionId) => Effect.sync(() => sessions.get(sessionId)),
     appendInbox: (sessionId, kind, message) =>
       Effect.sync(() => {
         const entries = inbox.get(sessionId) ?? []
