@@ -59,6 +59,7 @@ import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import type * as Output from "../Output.ts"
 import type * as RunState from "../RunState.ts"
+import type * as Steering from "../Steering.ts"
 import type * as SubAgent from "../SubAgent.ts"
 import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Body from "./internal/durable/body.ts"
@@ -490,7 +491,7 @@ export const steer = (
   message: string | Message.Message
 ): Effect.Effect<
   void,
-  StoreError | InvalidSessionId | CheckpointMissing | Sessions.SessionEnded,
+  StoreError | InvalidSessionId | CheckpointMissing | Sessions.SessionEnded | Steering.SteeringFull,
   Store | WorkflowEngine.WorkflowEngine
 > =>
   Effect.gen(function*() {
@@ -543,7 +544,7 @@ export const followUp = (
   message: string | Message.Message
 ): Effect.Effect<
   void,
-  StoreError | InvalidSessionId | CheckpointMissing | Sessions.SessionEnded,
+  StoreError | InvalidSessionId | CheckpointMissing | Sessions.SessionEnded | Steering.SteeringFull,
   Store | WorkflowEngine.WorkflowEngine
 > =>
   Effect.gen(function*() {

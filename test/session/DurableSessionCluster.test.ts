@@ -11,7 +11,7 @@ import { Duration, Effect, Fiber, Layer, Option, Random, Schedule, Stream } from
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import { SqlClient } from "effect/sql"
 import { WorkflowEngine } from "effect/workflow"
-import { Agent, type Message } from "effect-agent"
+import { Agent, Message } from "effect-agent"
 import { DurableSession } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import * as fs from "node:fs"
@@ -308,6 +308,18 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
           assert.strictEqual(claims.filter((claim) => claim.claimed).length, 1)
           const kept = claims.find((claim) => claim.claimed)!.decision
           for (const claim of claims) assert.deepStrictEqual(claim.decision, kept)
+          // The inbox is bounded (100 waiting): past it, SteeringFull and nothing kept; what was read leaves it.
+          for (let i = 1; i <= 100; i++) {
+            assert.strictEqual(yield* store.appendInbox("inbox-pg", i % 2 === 0 ? "steering" : "followUp", Message.user(`m${i}`)), i)
+          }
+          const full = yield* Effect.flip(store.appendInbox("inbox-pg", "steering", Message.user("m101")))
+          assert(full._tag === "SteeringFull")
+          assert.deepStrictEqual([full.kind, full.queued], ["steer", 100])
+          assert.strictEqual((yield* store.readInbox("inbox-pg", "steering", 0)).length, 50)
+          // read up to 60: the steering messages 2..60 leave; the place of the next one goes on after 100
+          assert.strictEqual((yield* store.readInbox("inbox-pg", "steering", 60)).length, 20)
+          assert.strictEqual(yield* store.appendInbox("inbox-pg", "steering", Message.user("m101")), 101)
+          assert.strictEqual((yield* store.readInbox("inbox-pg", "followUp", 0)).length, 50)
 
           const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "reused-pg", prompt: "ship it" }))
           yield* waitForEvent("reused-pg", "ApprovalRequested")

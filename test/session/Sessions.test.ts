@@ -250,6 +250,27 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
       assert.strictEqual(late.reason, "interrupted")
     }).pipe(Effect.provide(durable(deployTurns, {}))))
 
+  it.live("the durable inbox is bounded as a run's steering is: past 100 waiting, SteeringFull and nothing kept; none of the 100 is lost", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "full", prompt: "deploy" })
+      const asked = yield* service.events("full").pipe(
+        Effect.map((events) => events.find(({ event }) => event._tag === "ApprovalRequested")),
+        Effect.repeat({ until: (found) => found !== undefined, schedule: Schedule.spaced("20 millis"), times: 250 })
+      )
+      assert(asked !== undefined && asked.event._tag === "ApprovalRequested")
+      // the run waits for the approval: nothing reads the inbox meanwhile
+      for (let i = 0; i < 100; i++) yield* service.steer("full", `note ${i}`)
+      const refused = yield* Effect.flip(service.steer("full", "one too many"))
+      assert(refused._tag === "SteeringFull")
+      assert.deepStrictEqual([refused.kind, refused.queued, refused.limits.messages], ["steer", 100, 100])
+      assert.isTrue(yield* service.approve("full", asked.event.approvalId ?? asked.event.toolCallId, Approvals.approved))
+      const result = yield* service.result("full")
+      const said = texts(result.state.messages)
+      assert.deepStrictEqual(said.filter((text) => text.startsWith("note ")), Array.from({ length: 100 }, (_, i) => `note ${i}`))
+      assert.notInclude(said, "one too many")
+    }).pipe(Effect.provide(durable(deployTurns, {}))))
+
   it.live("where runners keep no session idle, a follow-up to a finished session is refused (SessionEnded), not kept unread", () =>
     Effect.gen(function*() {
       const service = yield* sessions

@@ -438,11 +438,12 @@ const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Ste
       return Effect.interruptible(Effect.provideContext(takeInbox(session, kind, `${kind}/${n}`), session.engine))
     })
   const append = (kind: InboxKind) => (message: string | Message.Message) =>
-    Effect.asVoid(orDie(session.store.appendInbox(
-      session.sessionId,
-      kind,
-      typeof message === "string" ? Message.user(message) : message
-    )))
+    session.store.appendInbox(session.sessionId, kind, typeof message === "string" ? Message.user(message) : message)
+      .pipe(
+        Effect.asVoid,
+        // a full inbox is the handle's own refusal; the store failing is the engine's (see `orDie`)
+        Effect.catchTags({ DurableStoreError: Effect.die, InvalidSessionId: Effect.die })
+      )
   return {
     steer: append("steering"),
     followUp: append("followUp"),

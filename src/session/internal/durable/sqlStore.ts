@@ -14,10 +14,12 @@ import * as Message from "../../../Message.ts"
 import {
   type Claimed,
   Decision,
+  inboxFull,
   type InboxKind,
   type Published,
   type Service,
   type SessionRecord,
+  sizeOf,
   StoreError
 } from "./store.ts"
 
@@ -62,6 +64,13 @@ export const migrate: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Eff
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox (
     session_id text NOT NULL, seq integer NOT NULL, kind text NOT NULL, message text NOT NULL,
     PRIMARY KEY (session_id, seq))`
+  yield* sql`ALTER TABLE effect_agent_inbox ADD COLUMN IF NOT EXISTS size integer NOT NULL DEFAULT 0`
+  // The next place in each session's inbox (its read messages are dropped, so MAX(seq) no longer says it). A
+  // store made by an older version starts it after what its inbox holds.
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox_next (session_id text PRIMARY KEY, seq integer NOT NULL)`
+  yield* sql`INSERT INTO effect_agent_inbox_next (session_id, seq)
+    SELECT session_id, MAX(seq) FROM effect_agent_inbox GROUP BY session_id
+    ON CONFLICT (session_id) DO NOTHING`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_waits (session_id text PRIMARY KEY, wait integer NOT NULL)`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_intents (
     session_id text NOT NULL, key text NOT NULL, PRIMARY KEY (session_id, key))`
@@ -129,20 +138,37 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
     appendInbox: (sessionId, kind, message) =>
       Effect.gen(function*() {
         const text = yield* encodeMessage(message)
+        const size = sizeOf(message)
         return yield* sql.withTransaction(Effect.gen(function*() {
           yield* lockSession(sessionId)
-          const rows = yield* sql<{ seq: number }>`
-            INSERT INTO effect_agent_inbox (session_id, seq, kind, message)
-            SELECT ${sessionId}, COALESCE(MAX(seq), 0) + 1, ${kind}, ${text}
-            FROM effect_agent_inbox WHERE session_id = ${sessionId}
+          // What waits unread, and the next place (kept in `effect_agent_inbox_next`: read messages are dropped).
+          const [waiting] = yield* sql<{ queued: string | number; bytes: string | number | null }>`
+            SELECT count(*) AS queued, sum(size) AS bytes FROM effect_agent_inbox WHERE session_id = ${sessionId}`
+          const full = inboxFull(kind, Number(waiting?.queued ?? 0), Number(waiting?.bytes ?? 0), size)
+          if (full !== undefined) return full
+          const [next] = yield* sql<{ seq: string | number }>`
+            INSERT INTO effect_agent_inbox_next (session_id, seq) VALUES (${sessionId}, 1)
+            ON CONFLICT (session_id) DO UPDATE SET seq = effect_agent_inbox_next.seq + 1
             RETURNING seq`
-          return Number(rows[0]!.seq)
+          const seq = Number(next!.seq)
+          yield* sql`INSERT INTO effect_agent_inbox (session_id, seq, kind, message, size)
+            VALUES (${sessionId}, ${seq}, ${kind}, ${text}, ${size})`
+          return seq
         }))
-      }).pipe(Effect.mapError(failed("appendInbox")), bounded("appendInbox")),
+      }).pipe(
+        Effect.mapError(failed("appendInbox")),
+        bounded("appendInbox"),
+        // refused: nothing was kept (the transaction wrote nothing)
+        Effect.flatMap((seq) => typeof seq === "number" ? Effect.succeed(seq) : Effect.fail(seq))
+      ),
     readInbox: (sessionId, kind: InboxKind, after) =>
-      sql<{ seq: number; message: string }>`
-        SELECT seq, message FROM effect_agent_inbox
-        WHERE session_id = ${sessionId} AND kind = ${kind} AND seq > ${after} ORDER BY seq`.pipe(
+      sql.withTransaction(Effect.gen(function*() {
+        // what the session has read of this kind (recorded by the activities that read it) leaves the inbox
+        yield* sql`DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId} AND kind = ${kind} AND seq <= ${after}`
+        return yield* sql<{ seq: number; message: string }>`
+          SELECT seq, message FROM effect_agent_inbox
+          WHERE session_id = ${sessionId} AND kind = ${kind} AND seq > ${after} ORDER BY seq`
+      })).pipe(
         Effect.flatMap((rows) =>
           Effect.forEach(rows, (row) =>
             Effect.map(decodeMessage(row.message), (message) => ({ seq: Number(row.seq), message })))
@@ -209,6 +235,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
     forget: (sessionId) =>
       sql.withTransaction(Effect.gen(function*() {
         yield* sql`DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId}`
+        yield* sql`DELETE FROM effect_agent_inbox_next WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_waits WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_intents WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_decisions WHERE session_id = ${sessionId}`

@@ -11,6 +11,7 @@ import { Context, Effect, Schema } from "effect"
 import type * as AgentEvent from "../../../AgentEvent.ts"
 import type * as Approvals from "../../../Approvals.ts"
 import type * as Message from "../../../Message.ts"
+import * as Steering from "../../../Steering.ts"
 import type { InvalidSessionId } from "../errors.ts"
 import * as SessionId from "../sessionId.ts"
 import type { Entry } from "./outbox.ts"
@@ -132,13 +133,19 @@ export interface Service {
   readonly sessions: Effect.Effect<ReadonlyArray<SessionRecord>, StoreError>
   /** The session the store knows under this id, if any. */
   readonly session: (sessionId: string) => Effect.Effect<SessionRecord | undefined, StoreError | InvalidSessionId>
-  /** Appends to a session's inbox; answers the message's place. */
+  /**
+   * Appends to a session's inbox; answers the message's place. What waits unread is bounded as a run's
+   * `Steering` is (`Steering.defaultLimits`: both kinds together): past it, `SteeringFull` and nothing kept.
+   */
   readonly appendInbox: (
     sessionId: string,
     kind: InboxKind,
     message: Message.Message
-  ) => Effect.Effect<number, StoreError | InvalidSessionId>
-  /** The messages of a kind after `after`, in order. */
+  ) => Effect.Effect<number, StoreError | InvalidSessionId | Steering.SteeringFull>
+  /**
+   * The messages of a kind after `after`, in order. `after` is what the session has read of that kind (the
+   * reads before it were activities, whose results are recorded): those are dropped from the inbox.
+   */
   readonly readInbox: (
     sessionId: string,
     kind: InboxKind,
@@ -202,6 +209,33 @@ export const validated = (store: Service): Service => {
   }
 }
 
+const encoder = new TextEncoder()
+
+/**
+ * A message's size as the inbox bounds it (its JSON, in bytes).
+ *
+ * @internal
+ */
+export const sizeOf = (message: Message.Message): number => encoder.encode(JSON.stringify(message)).byteLength
+
+/**
+ * The refusal of a message that would put what waits in a session's inbox
+ * past `Steering.defaultLimits`, if it would.
+ *
+ * @internal
+ */
+export const inboxFull = (
+  kind: InboxKind,
+  queued: number,
+  bytes: number,
+  size: number
+): Steering.SteeringFull | undefined => {
+  const limits = Steering.defaultLimits
+  return queued + 1 > limits.messages || bytes + size > limits.bytes
+    ? new Steering.SteeringFull({ kind: kind === "steering" ? "steer" : "followUp", queued, bytes, size, limits })
+    : undefined
+}
+
 /**
  * A store in memory: for tests and one-process engines.
  *
@@ -209,7 +243,10 @@ export const validated = (store: Service): Service => {
  */
 export const makeMemory = (): Service => {
   const sessions = new Map<string, SessionRecord>()
-  const inbox = new Map<string, Array<InboxEntry & { readonly kind: InboxKind }>>()
+  const inbox = new Map<string, {
+    next: number
+    entries: Array<InboxEntry & { readonly kind: InboxKind; readonly size: number }>
+  }>()
   const waits = new Map<string, number>()
   const intents = new Map<string, Set<string>>()
   const decisions = new Map<string, Map<string, Approvals.Decision>>()
@@ -231,19 +268,23 @@ export const makeMemory = (): Service => {
     sessions: Effect.sync(() => Array.from(sessions.values())),
     session: (sessionId) => Effect.sync(() => sessions.get(sessionId)),
     appendInbox: (sessionId, kind, message) =>
-      Effect.sync(() => {
-        const entries = inbox.get(sessionId) ?? []
-        inbox.set(sessionId, entries)
-        const seq = entries.length + 1
-        entries.push({ seq, kind, message })
-        return seq
+      Effect.suspend(() => {
+        const box = inbox.get(sessionId) ?? { next: 1, entries: [] }
+        inbox.set(sessionId, box)
+        const size = sizeOf(message)
+        const full = inboxFull(kind, box.entries.length, box.entries.reduce((sum, entry) => sum + entry.size, 0), size)
+        if (full !== undefined) return Effect.fail(full)
+        const seq = box.next++
+        box.entries.push({ seq, kind, message, size })
+        return Effect.succeed(seq)
       }),
     readInbox: (sessionId, kind, after) =>
-      Effect.sync(() =>
-        (inbox.get(sessionId) ?? [])
-          .filter((entry) => entry.kind === kind && entry.seq > after)
-          .map(({ message, seq }) => ({ seq, message }))
-      ),
+      Effect.sync(() => {
+        const box = inbox.get(sessionId)
+        if (box === undefined) return []
+        box.entries = box.entries.filter((entry) => entry.kind !== kind || entry.seq > after)
+        return box.entries.filter((entry) => entry.kind === kind).map(({ message, seq }) => ({ seq, message }))
+      }),
     setWaiting: (sessionId, wait) =>
       Effect.sync(() => void (wait === undefined ? waits.delete(sessionId) : waits.set(sessionId, wait))),
     waiting: (sessionId) => Effect.sync(() => waits.get(sessionId)),
