@@ -475,8 +475,10 @@ describe("guardrails in a durable session", () => {
       for (const kind of ["steer", "followUp"] as const) {
         const sessionId = `d-${kind}`
         const { requests, result } = yield* Effect.gen(function*() {
-          // queued before the session starts: taken at its first poll of that kind
-          yield* DurableSession[kind](sessionId, `my password is ${secret}`)
+          // in its inbox before the session starts (the public calls refuse an id no session has yet): taken at
+          // its first poll of that kind
+          const store = yield* DurableSession.Store
+          yield* store.appendInbox(sessionId, kind === "steer" ? "steering" : "followUp", Message.user(`my password is ${secret}`))
           const result = yield* DurableSession.run({ sessionId, prompt: "say hello" })
           const requests = yield* ScriptedModel.ScriptedModel.use((model) => model.requests)
           const published = (yield* DurableSession.events(sessionId)).map((entry) => entry.event)

@@ -38,7 +38,7 @@ const platform: Record<string, ReadonlyArray<string>> = {
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Pricing", "Provider", "Redaction"],
   "effect-agent/sandbox": ["BuiltinTools", "HostProcess", "Sandbox"],
   "effect-agent/server": ["AgentServer", "Inspector"],
-  "effect-agent/session": ["CheckpointStore", "DurableSession", "Session", "Trajectory"],
+  "effect-agent/session": ["CheckpointStore", "DurableSession", "Session", "Sessions", "Trajectory"],
   "effect-agent/supervisor": [
     "AgentWorker",
     "Check",
