@@ -296,7 +296,10 @@ const wake = (entry: Entry): void => {
  * `CheckpointStore` service), with the run's requirements. Sessions run in
  * the layer's scope: closing it interrupts them (their checkpoints keep them
  * for a later start). A session's events are kept in memory: a session
- * resumed by a new process publishes from its resume on.
+ * resumed by a new process publishes from its resume on. As on the durable
+ * layer, an `Approvals` policy provided to the layer decides the calls that
+ * need approval; without one (or with an interactive handle) they wait for
+ * `approve`.
  *
  * @example
  * ```ts
@@ -318,6 +321,9 @@ export const layer = <R = never>(
     Effect.gen(function*() {
       const scope = yield* Effect.scope
       const services = yield* Effect.context<Session.Requirements | R>()
+      // the app's policy, if it gave one: it decides every session's calls (nothing waits for `approve`)
+      const provided = yield* Effect.serviceOption(Approvals.Approvals)
+      const policy = provided._tag === "Some" && !Approvals.isInteractive(provided.value) ? provided.value : undefined
       const entries = new Map<string, Entry>()
       const maxEvents = Math.max(1, Math.floor(options.maxEvents ?? 10_000))
       const maxEndings = 1_000
@@ -374,8 +380,9 @@ export const layer = <R = never>(
           entry.steering = steering
           entry.silent = undefined
           entry.run = yield* run.pipe(
+            // inside the layer's context: an interactive handle the app gave does not hide the session's own
+            Effect.provideService(Approvals.Approvals, policy ?? entry.approvals),
             Effect.provideContext(services),
-            Effect.provideService(Approvals.Approvals, entry.approvals),
             // however it ends, interrupted too
             Effect.onExit((exit) => entry.lock.withPermit(ended(entry, steering, since, exit))),
             // its ending is published (or kept as `silent`): that is where `result` reads it

@@ -184,6 +184,68 @@ describe("Sessions, in this process", () => {
     ))))
 })
 
+describe("Sessions: an Approvals policy given to the layer decides the calls, on both layers", () => {
+  const turns: Turns = [
+    { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+    { text: "done", usage }
+  ]
+  const denied = Approvals.layer(Approvals.denyAll("deploys are frozen"))
+  const layers = {
+    "in this process": Sessions.layer().pipe(
+      Layer.provide(Layer.mergeAll(
+        ScriptedModel.layer(followTranscript(turns)),
+        toolsLayer([]),
+        CheckpointStore.layerMemory,
+        denied
+      ))
+    ),
+    "as workflows": DurableSession.layerSessions.pipe(
+      Layer.provideMerge(DurableSession.layer()),
+      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]), denied)),
+      Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+    )
+  }
+  it.live("in this process: an interactive handle the app gave does not take the session's calls from approve", () =>
+    Effect.gen(function*() {
+      const handle = yield* Approvals.interactive()
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "mine", prompt: "deploy" })
+        const asked = yield* service.events("mine").pipe(
+          Effect.map((events) => events.find(({ event }) => event._tag === "ApprovalRequested")),
+          Effect.repeat({ until: (found) => found !== undefined, schedule: Schedule.spaced("20 millis"), times: 250 })
+        )
+        assert(asked !== undefined && asked.event._tag === "ApprovalRequested")
+        assert.isTrue(yield* service.approve("mine", asked.event.approvalId ?? asked.event.toolCallId, Approvals.approved))
+        const result = yield* service.result("mine").pipe(Effect.timeout("10 seconds"))
+        assert.include(texts(result.state.messages), "deployed to prod")
+        assert.deepStrictEqual(yield* handle.pending, [])
+      }).pipe(Effect.provide(Sessions.layer().pipe(
+        Layer.provide(Layer.mergeAll(
+          ScriptedModel.layer(followTranscript(turns)),
+          toolsLayer([]),
+          CheckpointStore.layerMemory,
+          Approvals.layer(handle)
+        ))
+      )))
+    }))
+
+  for (const [name, layer] of Object.entries(layers)) {
+    it.live(`${name}: a denial by the policy, with nothing waiting for approve`, () =>
+      Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "frozen", prompt: "deploy" })
+        const result = yield* service.result("frozen").pipe(Effect.timeout("10 seconds"))
+        const answer = result.state.messages.find((message) => message.role === "toolResult")
+        assert(answer !== undefined && answer.role === "toolResult")
+        assert.isTrue(answer.isError)
+        assert.include(Message.textOf(answer), "deploys are frozen")
+        assert.deepStrictEqual(texts(result.state.messages).at(-1), "done")
+        assert.isFalse(yield* service.approve("frozen", "d1", Approvals.approved))
+      }).pipe(Effect.provide(layer)))
+  }
+})
+
 describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => {
   const Invoice = Schema.Struct({ total: Schema.Finite })
 
