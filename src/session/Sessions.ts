@@ -166,8 +166,10 @@ export interface Service {
   /**
    * Waits for the first ending of a run published after the event numbered `after` (0: the session's first
    * run), and answers its result, or fails with the run's error. A handoff is no ending: the agent handed off
-   * to ends the run. After a follow-up, pass the number of the last event seen before it. On the durable
-   * layer a run that meets a model or storage error suspends, and this waits for `supervise` to resume it.
+   * to ends the run. After a follow-up, pass the number of the last event seen before it. In this process, a
+   * session known only from the store (an earlier process ran it) answers its stored result if it finished,
+   * and waits for a `start` if not. On the durable layer a run that meets a model or storage error suspends,
+   * and this waits for `supervise` to resume it.
    */
   readonly result: (
     sessionId: string,
@@ -263,6 +265,12 @@ export interface Options<R = never> {
    * numbers are not reused). The checkpoints, not the events, are what a session resumes from.
    */
   readonly maxEvents?: number | undefined
+  /**
+   * How many sessions the layer keeps in memory (default 1,000): past it, the session least recently started
+   * whose run has ended is forgotten here (its events go; its checkpoint stays in the store, and a later call
+   * on its id takes it up again from there). A session whose run is in flight is never forgotten.
+   */
+  readonly maxSessions?: number | undefined
 }
 
 /** A session this process knows. */
@@ -327,6 +335,7 @@ export const layer = <R = never>(
       const entries = new Map<string, Entry>()
       const maxEvents = Math.max(1, Math.floor(options.maxEvents ?? 10_000))
       const maxEndings = 1_000
+      const maxSessions = Math.max(1, Math.floor(options.maxSessions ?? 1_000))
 
       const publish = (entry: Entry) => (event: AgentEvent.AgentEvent) =>
         Effect.sync(() => {
@@ -431,6 +440,15 @@ export const layer = <R = never>(
             silent: undefined
           }
           entries.set(start.sessionId, entry)
+          // the oldest one whose run has ended goes, past the bound (one in flight never does)
+          if (entries.size > maxSessions) {
+            for (const [sessionId, known] of entries) {
+              if (known.run === undefined && known !== entry) {
+                entries.delete(sessionId)
+                break
+              }
+            }
+          }
           return entry
         })
 
@@ -486,6 +504,17 @@ export const layer = <R = never>(
         Effect.flatMap(entryOf(sessionId), (entry) =>
           Effect.gen(function*() {
             const from = position(after)
+            // Known here from the store alone (an earlier process, or forgotten past `maxSessions`): a finished
+            // session answers its stored result (opening it runs nothing); an unfinished one waits for a start.
+            if (entry.run === undefined && entry.silent === undefined && !entry.endings.some(({ seq }) => seq > from)) {
+              const checkpoint = yield* Context.get(services, CheckpointStore.CheckpointStore).load(sessionId)
+              if (checkpoint.finished !== undefined) {
+                yield* entry.lock.withPermit(Effect.suspend(() =>
+                  entry.run === undefined ? Effect.flatMap(Steering.make(), (steering) =>
+                    launch(entry, steering, false)) : Effect.void
+                ))
+              }
+            }
             while (true) {
               const changed = entry.changed
               const ending = entry.endings.find(({ seq }) => seq > from)

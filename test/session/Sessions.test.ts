@@ -163,6 +163,19 @@ describe("Sessions, in this process", () => {
       assert.deepStrictEqual(kept.map(({ seq }) => seq - kept[0]!.seq), [0, 1, 2, 3, 4])
     }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), [], { maxEvents: 5 }))))
 
+  it.live("the sessions kept are bounded (maxSessions): one whose run ended is forgotten here and taken up again from the store", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      for (const sessionId of ["s1", "s2", "s3"]) {
+        yield* service.start({ sessionId, prompt: "go" })
+        yield* service.result(sessionId)
+      }
+      // s1 is forgotten here (its events went with it), and its checkpoint answers its result
+      assert.deepStrictEqual(yield* service.events("s1"), [])
+      assert.deepStrictEqual((yield* service.result("s1")).outcome, { _tag: "Completed" })
+      assert.isAbove((yield* service.events("s3")).length, 0)
+    }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), [], { maxSessions: 2 }))))
+
   it.live("result(id, 0) is the first run's ending though its events were dropped; an `after` that is no position reads from 0", () =>
     Effect.gen(function*() {
       const service = yield* sessions
