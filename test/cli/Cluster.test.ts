@@ -115,6 +115,24 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
       assert.strictEqual(again.code, 0, again.stderr)
       assert.strictEqual(again.stdout, "a.txt says hello world.\n")
       assert.strictEqual(again.stderr, "")
+      // --emit-jsonl -: the session's events, a JSON line each, in the order published (and no answer as text)
+      const lines = yield* (yield* submit(pg, "cli-1", "x", ["--quiet", "--emit-jsonl", "-"])).exit
+      assert.strictEqual(lines.code, 0, lines.stderr)
+      const events = lines.stdout.trim().split("\n").map((line) => JSON.parse(line) as { readonly _tag: string })
+      assert.strictEqual(events[0]!._tag, "AgentStart")
+      assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
+      assert.strictEqual(events.filter((event) => event._tag === "ToolExecutionStart").length, 1)
+      // --json: the report, as run gives it
+      const json = yield* (yield* submit(pg, "cli-1", "x", ["--quiet", "--json"])).exit
+      assert.strictEqual(json.code, 0, json.stderr)
+      const report = JSON.parse(json.stdout)
+      assert.deepStrictEqual(
+        [report.exitCode, report.outcome, report.answer, report.turns, report.error],
+        [0, { _tag: "Completed" }, "a.txt says hello world.", 2, null]
+      )
+      assert.strictEqual(report.summary.split(":")[0], "Completed")
+      assert.isString(report.runId)
+      assert.deepStrictEqual(Object.keys(report.usage).sort(), ["cacheRead", "cacheWrite", "input", "output", "reasoning"])
       // the runner is killed with the scope: a session never depends on its runner stopping cleanly
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 180_000)
 
@@ -284,8 +302,7 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
         ["--approve", "all"],
         ["--resume", "/tmp/s"],
         ["--session-dir", "/tmp/s"],
-        ["--emit-jsonl", "-"],
-        ["--json"],
+        ["--emit-jsonl", "events.jsonl"],
         ["--otlp", "http://127.0.0.1:1"],
         ["--stdin-eof", "cancel"],
         ["--check", "true"],

@@ -268,8 +268,11 @@ const ignoredWithPg = (flags: Flags.Flags): ReadonlyArray<string> => {
     ],
     ["--resume", Option.isSome(flags.resume), inTheDatabase],
     ["--session-dir", Option.isSome(flags.sessionDir), inTheDatabase],
-    ["--emit-jsonl", Option.isSome(flags.emitJsonl), "the session's events are kept in PostgreSQL (DurableSession.events)"],
-    ["--json", flags.json, "run --pg prints the answer as text"],
+    [
+      "--emit-jsonl",
+      Option.isSome(flags.emitJsonl) && flags.emitJsonl.value !== "-",
+      "run --pg writes the session's events on stdout only (--emit-jsonl -); they are kept in PostgreSQL"
+    ],
     ["--otlp", Option.isSome(flags.otlp), "the session runs on the runners: run --pg has no spans to export"],
     ["--stdin-eof", flags.stdinEof !== "ignore", "run --pg reads no stdin"],
     ["--check", flags.check.length > 0, supervised],
@@ -317,7 +320,8 @@ export const submit = (flags: Flags.Flags, url: string) =>
     let told = false
     const waiting = waitingForTheDatabase((text) => told ? undefined : (told = true, io.stderr.write(`effect-agent: ${text}\n`)))
     const context = yield* waiting(building(client))
-    return yield* follow({ sessionId, prompt: task, system, config }, flags.quiet, waiting).pipe(
+    const output = { quiet: flags.quiet, json: flags.json, jsonl: Option.isSome(flags.emitJsonl) }
+    return yield* follow({ sessionId, prompt: task, system, config }, output, waiting).pipe(
       Effect.provideContext(context)
     )
   }).pipe(Effect.scoped, Effect.mapError(asFailure("--pg")))
@@ -329,14 +333,20 @@ export const submit = (flags: Flags.Flags, url: string) =>
  */
 const follow = (
   start: Sessions.StartOptions,
-  quiet: boolean,
+  output: {
+    readonly quiet: boolean
+    /** `--json`: the report, one object on stdout, at the end. */
+    readonly json: boolean
+    /** `--emit-jsonl -`: each event, a JSON line on stdout, as it is published. */
+    readonly jsonl: boolean
+  },
   waiting: ReturnType<typeof waitingForTheDatabase>
 ) =>
   Effect.gen(function*() {
     const io = yield* Io
     const sessions = yield* Sessions.Sessions
     const { sessionId } = start
-    const progress = (text: string) => quiet ? undefined : io.stderr.write(text)
+    const progress = (text: string) => output.quiet ? undefined : io.stderr.write(text)
     // Starting a session again joins it, so a start the database did not answer is made again.
     yield* waiting(sessions.start(start))
     progress(`effect-agent: session ${sessionId} submitted\n`)
@@ -344,6 +354,7 @@ const follow = (
     const shown = Effect.gen(function*() {
       for (const { event, seq } of yield* sessions.events(sessionId, seen)) {
         seen = seq
+        if (output.jsonl) io.stdout.write(Runner.eventLine(event))
         if (event._tag === "TurnStart") progress(`── turn ${event.turn}\n`)
         else if (event._tag === "ToolExecutionStart") progress(`⚙ ${event.toolName}\n`)
         else if (event._tag === "ApprovalRequested") {
@@ -354,25 +365,53 @@ const follow = (
     const follower = yield* Effect.forkChild(Effect.repeat(shown, Schedule.spaced("500 millis")))
     type Ended =
       | { readonly _tag: "Finished"; readonly result: RunState.RunResult }
-      | { readonly _tag: "Failed"; readonly why: string }
+      | { readonly _tag: "Failed"; readonly tag: string; readonly why: string }
     const ended = yield* waiting(sessions.result(sessionId)).pipe(
       Effect.map((result): Ended => ({ _tag: "Finished", result })),
       // the database given up on is the command's failure; the run's error (or defect) is the session's
       Effect.catch((error) =>
-        error instanceof Failure ? Effect.fail(error) : Effect.succeed<Ended>({ _tag: "Failed", why: error.message })
+        error instanceof Failure
+          ? Effect.fail(error)
+          : Effect.succeed<Ended>({ _tag: "Failed", tag: error._tag, why: error.message })
       ),
-      Effect.catchDefect((defect) => Effect.succeed<Ended>({ _tag: "Failed", why: `died: ${String(defect)}` }))
+      Effect.catchDefect((defect) => Effect.succeed<Ended>({ _tag: "Failed", tag: "Defect", why: `died: ${String(defect)}` }))
     )
     yield* Fiber.interrupt(follower)
     // what was published before the ending, shown in order
     yield* Effect.ignore(shown)
+    const report = (report: Runner.Report) => output.json ? io.stdout.write(`${JSON.stringify(report)}\n`) : undefined
     if (ended._tag === "Failed") {
       io.stderr.write(`effect-agent: session ${sessionId}: ${ended.why}\n`)
+      report({
+        exitCode: codes.unexpected,
+        outcome: null,
+        summary: ended.why,
+        answer: null,
+        error: { _tag: ended.tag, message: ended.why },
+        runId: null,
+        turns: 0,
+        usage: Message.emptyUsage,
+        elapsedMs: 0,
+        session: null
+      })
       return yield* Effect.fail(new ExitWith({ code: codes.unexpected }))
     }
+    const { outcome, state } = ended.result
     const last = ended.result.messages.at(-1)
     const answer = last === undefined ? "" : Message.textOf(last)
-    if (answer !== "") io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
-    const code = fromOutcome(ended.result.outcome)
+    if (answer !== "" && !output.json && !output.jsonl) io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
+    const code = fromOutcome(outcome)
+    report({
+      exitCode: code,
+      outcome,
+      summary: `${outcome._tag}: ${View.describe(outcome)}`,
+      answer: answer === "" ? null : answer,
+      error: null,
+      runId: state.runId,
+      turns: state.turn,
+      usage: state.usage,
+      elapsedMs: state.elapsedMs,
+      session: null
+    })
     if (code !== codes.ok) return yield* Effect.fail(new ExitWith({ code }))
   })

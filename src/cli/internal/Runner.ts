@@ -343,7 +343,8 @@ export const tools = (target: Target.Target, note: (text: string) => void, hide:
 // Outputs
 // -----------------------------------------------------------------------------
 
-const eventLine = (event: AgentEvent.AgentEvent) => JSON.stringify(AgentEvent.encodeJson(event)) + "\n"
+/** An event as a line of `--emit-jsonl`. */
+export const eventLine = (event: AgentEvent.AgentEvent) => JSON.stringify(AgentEvent.encodeJson(event)) + "\n"
 
 /** Events as JSON lines on stdout. */
 const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
