@@ -38,7 +38,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Semaphore } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, type Scope, Semaphore } from "effect"
 import { type AgentError, ConfigError } from "../AgentError.ts"
 import type * as AgentConfig from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
@@ -292,12 +292,208 @@ interface Entry {
   silent: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError> | undefined
 }
 
+/** The in-process layer's state: what it runs sessions with, and the sessions it knows. */
+interface Registry<R> {
+  readonly options: Options<R>
+  /** Where the runs are forked: the layer's scope. */
+  readonly scope: Scope.Scope
+  readonly services: Context.Context<Session.Requirements | R>
+  /** The app's policy, if it gave one: it decides every session's calls (nothing waits for `approve`). */
+  readonly policy: Approvals.Service | undefined
+  readonly entries: Map<string, Entry>
+  readonly maxEvents: number
+  readonly maxSessions: number
+}
+
+/** How many endings a session keeps (for `result`), apart from its events. */
+const maxEndings = 1_000
+
 /** Wakes what waits on the entry. */
 const wake = (entry: Entry): void => {
   const changed = entry.changed
   entry.changed = Deferred.makeUnsafe<void>()
   Deferred.doneUnsafe(changed, Exit.void)
 }
+
+/** Keeps an event a session's run published, numbered (and its ending apart). */
+const record = <R>(registry: Registry<R>, entry: Entry) => (event: AgentEvent.AgentEvent) =>
+  Effect.sync(() => {
+    entry.log.push({ seq: ++entry.seq, event })
+    if (entry.log.length > registry.maxEvents) entry.log.splice(0, entry.log.length - registry.maxEvents)
+    if (isEnding(event)) {
+      entry.endings.push({ seq: entry.seq, event })
+      if (entry.endings.length > maxEndings) entry.endings.splice(0, entry.endings.length - maxEndings)
+    }
+    wake(entry)
+  })
+
+/** The typed output a session asks for, among the layer's (else `ConfigError`). */
+const outputOf = <R>(registry: Registry<R>, start: StartOptions) =>
+  Effect.suspend(() => {
+    if (start.output === undefined) return Effect.succeed(undefined)
+    const outputs = registry.options.outputs
+    const schema = outputs?.[start.output]
+    return schema === undefined
+      ? Effect.fail(
+        new ConfigError({
+          field: "output",
+          rule: `names a typed output this layer does not know (${JSON.stringify(start.output)}); it knows ${
+            JSON.stringify(Object.keys(outputs ?? {}))
+          }`
+        })
+      )
+      : Effect.succeed(schema)
+  })
+
+/**
+ * Runs the session with `steering`, in the layer's scope: opened (started, resumed, or its stored result) or
+ * resumed. Called with the session's lock held.
+ */
+const launch = <R>(registry: Registry<R>, entry: Entry, steering: Steering.Service, resume: boolean) =>
+  Effect.gen(function*() {
+    const { options } = registry
+    const common = {
+      plugins: [...(options.plugins ?? []), Hooks.plugin({ name: "sessions", onEvent: record(registry, entry) })],
+      steering,
+      output: yield* outputOf(registry, entry.start),
+      outputRetries: options.outputRetries,
+      outputMode: options.outputMode,
+      agents: options.agents
+    }
+    const run = resume
+      ? Session.resume(entry.sessionId, common)
+      : Session.open(entry.sessionId, {
+        ...common,
+        prompt: entry.start.prompt,
+        system: entry.start.system,
+        config: entry.start.config
+      })
+    const since = entry.seq
+    entry.steering = steering
+    entry.silent = undefined
+    entry.run = yield* run.pipe(
+      // inside the layer's context: an interactive handle the app gave does not hide the session's own
+      Effect.provideService(Approvals.Approvals, registry.policy ?? entry.approvals),
+      Effect.provideContext(registry.services),
+      // however it ends, interrupted too
+      Effect.onExit((exit) => entry.lock.withPermit(ended(registry, entry, steering, since, exit))),
+      // its ending is published (or kept as `silent`): that is where `result` reads it
+      Effect.ignore,
+      Effect.forkIn(registry.scope, { startImmediately: true })
+    )
+  })
+
+/**
+ * The end of a run, under the session's lock: nothing was queued to it nor a run started meanwhile, so what
+ * its handle still holds came too late for it, and goes to the next run (as follow-ups).
+ */
+const ended = <R>(
+  registry: Registry<R>,
+  entry: Entry,
+  steering: Steering.Service,
+  since: number,
+  exit: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError>
+): Effect.Effect<void> =>
+  Effect.gen(function*() {
+    entry.run = undefined
+    const interrupted = Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)
+    if (!interrupted && !entry.endings.some((ending) => ending.seq > since)) entry.silent = exit
+    wake(entry)
+    if (interrupted) return
+    const leftover = [...yield* steering.takeSteering, ...yield* steering.takeFollowUps]
+    if (leftover.length === 0) return
+    const next = yield* Steering.make()
+    // They fit: they came from a queue of the same bounds.
+    for (const message of leftover) yield* Effect.orDie(next.followUp(message))
+    yield* Effect.ignore(launch(registry, entry, next, true))
+  })
+
+/** A new entry, known from now on; past `maxSessions`, the oldest whose run has ended is forgotten. */
+const remember = <R>(registry: Registry<R>, start: StartOptions) =>
+  Effect.gen(function*() {
+    const entry: Entry = {
+      sessionId: start.sessionId,
+      start,
+      approvals: yield* Approvals.interactive(),
+      lock: Semaphore.makeUnsafe(1),
+      log: [],
+      endings: [],
+      seq: 0,
+      changed: Deferred.makeUnsafe<void>(),
+      steering: yield* Steering.make(),
+      run: undefined,
+      silent: undefined
+    }
+    const { entries } = registry
+    entries.set(start.sessionId, entry)
+    if (entries.size > registry.maxSessions) {
+      for (const [sessionId, known] of entries) {
+        if (known.run === undefined && known !== entry) {
+          entries.delete(sessionId)
+          break
+        }
+      }
+    }
+    return entry
+  })
+
+/** The session's entry: started here, or held by the store from an earlier process (else `CheckpointMissing`). */
+const entryOf = <R>(registry: Registry<R>, sessionId: string) =>
+  Effect.gen(function*() {
+    yield* SessionIdRule.validate(sessionId)
+    const known = registry.entries.get(sessionId)
+    if (known !== undefined) return known
+    yield* Context.get(registry.services, CheckpointStore.CheckpointStore).load(sessionId)
+    return registry.entries.get(sessionId) ?? (yield* remember(registry, { sessionId, prompt: [] }))
+  })
+
+/** Opens the session unless a run of it is in flight. Called with its lock held. */
+const open = <R>(registry: Registry<R>, entry: Entry) =>
+  Effect.suspend(() =>
+    entry.run !== undefined ? Effect.void : Effect.flatMap(Steering.make(), (steering) =>
+      launch(registry, entry, steering, false))
+  )
+
+const start = <R>(registry: Registry<R>) => (options: StartOptions): Effect.Effect<void, SessionsError> =>
+  Effect.gen(function*() {
+    yield* SessionIdRule.validate(options.sessionId)
+    yield* outputOf(registry, options)
+    const entry = registry.entries.get(options.sessionId) ?? (yield* remember(registry, options))
+    yield* entry.lock.withPermit(open(registry, entry))
+  })
+
+/** Queues a message to the run in flight, or starts the next run with it (as a follow-up). */
+const send = <R>(registry: Registry<R>, kind: "steer" | "followUp") =>
+(sessionId: string, message: string | Message.Message) =>
+  Effect.flatMap(entryOf(registry, sessionId), (entry) =>
+    entry.lock.withPermit(Effect.gen(function*() {
+      if (entry.run !== undefined) {
+        return yield* kind === "steer" ? entry.steering.steer(message) : entry.steering.followUp(message)
+      }
+      const next = yield* Steering.make()
+      yield* next.followUp(message)
+      yield* launch(registry, entry, next, true)
+    })))
+
+const result = <R>(registry: Registry<R>) =>
+(sessionId: string, after?: number): Effect.Effect<RunState.RunResult, AgentError | SessionsError> =>
+  Effect.flatMap(entryOf(registry, sessionId), (entry) =>
+    Effect.gen(function*() {
+      const from = position(after)
+      // Known here from the store alone (an earlier process, or forgotten past `maxSessions`): a finished
+      // session answers its stored result (opening it runs nothing); an unfinished one waits for a start.
+      if (entry.run === undefined && entry.silent === undefined && !entry.endings.some(({ seq }) => seq > from)) {
+        const checkpoint = yield* Context.get(registry.services, CheckpointStore.CheckpointStore).load(sessionId)
+        if (checkpoint.finished !== undefined) yield* entry.lock.withPermit(open(registry, entry))
+      }
+      while (true) {
+        const changed = entry.changed
+        const ending = entry.endings.find(({ seq }) => seq > from)
+        if (ending !== undefined) return yield* resultOf(ending.event)
+        if (entry.run === undefined && entry.silent !== undefined) return yield* entry.silent
+        yield* Deferred.await(changed)
+      }
+    }))
 
 /**
  * Sessions in this process, each a `Session` (checkpoints in the
@@ -327,211 +523,32 @@ export const layer = <R = never>(
   Layer.effect(
     Sessions,
     Effect.gen(function*() {
-      const scope = yield* Effect.scope
-      const services = yield* Effect.context<Session.Requirements | R>()
-      // the app's policy, if it gave one: it decides every session's calls (nothing waits for `approve`)
       const provided = yield* Effect.serviceOption(Approvals.Approvals)
-      const policy = provided._tag === "Some" && !Approvals.isInteractive(provided.value) ? provided.value : undefined
-      const entries = new Map<string, Entry>()
-      const maxEvents = Math.max(1, Math.floor(options.maxEvents ?? 10_000))
-      const maxEndings = 1_000
-      const maxSessions = Math.max(1, Math.floor(options.maxSessions ?? 1_000))
-
-      const publish = (entry: Entry) => (event: AgentEvent.AgentEvent) =>
-        Effect.sync(() => {
-          entry.log.push({ seq: ++entry.seq, event })
-          if (entry.log.length > maxEvents) entry.log.splice(0, entry.log.length - maxEvents)
-          if (isEnding(event)) {
-            entry.endings.push({ seq: entry.seq, event })
-            if (entry.endings.length > maxEndings) entry.endings.splice(0, entry.endings.length - maxEndings)
-          }
-          wake(entry)
-        })
-
-      const outputOf = (start: StartOptions) =>
-        Effect.suspend(() => {
-          if (start.output === undefined) return Effect.succeed(undefined)
-          const schema = options.outputs?.[start.output]
-          return schema === undefined
-            ? Effect.fail(
-              new ConfigError({
-                field: "output",
-                rule: `names a typed output this layer does not know (${JSON.stringify(start.output)}); it knows ${
-                  JSON.stringify(Object.keys(options.outputs ?? {}))
-                }`
-              })
-            )
-            : Effect.succeed(schema)
-        })
-
-      /** Runs the session with `steering`: opened (started, resumed or its stored result) or resumed. Locked. */
-      const launch = (entry: Entry, steering: Steering.Service, resume: boolean) =>
-        Effect.gen(function*() {
-          const output = yield* outputOf(entry.start)
-          const plugins = [...(options.plugins ?? []), Hooks.plugin({ name: "sessions", onEvent: publish(entry) })]
-          const common = {
-            plugins,
-            steering,
-            output,
-            outputRetries: options.outputRetries,
-            outputMode: options.outputMode,
-            agents: options.agents
-          }
-          const run = resume
-            ? Session.resume(entry.sessionId, common)
-            : Session.open(entry.sessionId, {
-              ...common,
-              prompt: entry.start.prompt,
-              system: entry.start.system,
-              config: entry.start.config
-            })
-          const since = entry.seq
-          entry.steering = steering
-          entry.silent = undefined
-          entry.run = yield* run.pipe(
-            // inside the layer's context: an interactive handle the app gave does not hide the session's own
-            Effect.provideService(Approvals.Approvals, policy ?? entry.approvals),
-            Effect.provideContext(services),
-            // however it ends, interrupted too
-            Effect.onExit((exit) => entry.lock.withPermit(ended(entry, steering, since, exit))),
-            // its ending is published (or kept as `silent`): that is where `result` reads it
-            Effect.ignore,
-            Effect.forkIn(scope, { startImmediately: true })
-          )
-        })
-
-      /**
-       * The end of a run, under the session's lock: nothing was queued to it nor a run started meanwhile, so
-       * what its handle still holds came too late for it, and goes to the next run (as follow-ups).
-       */
-      const ended = (
-        entry: Entry,
-        steering: Steering.Service,
-        since: number,
-        exit: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError>
-      ): Effect.Effect<void> =>
-        Effect.gen(function*() {
-          entry.run = undefined
-          const publishedEnding = entry.endings.some((ending) => ending.seq > since)
-          if (!publishedEnding && !(Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause))) entry.silent = exit
-          wake(entry)
-          if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
-          const leftover = [...yield* steering.takeSteering, ...yield* steering.takeFollowUps]
-          if (leftover.length === 0) return
-          const next = yield* Steering.make()
-          // They fit: they came from a queue of the same bounds.
-          for (const message of leftover) yield* Effect.orDie(next.followUp(message))
-          yield* Effect.ignore(launch(entry, next, true))
-        })
-
-      const make = (start: StartOptions) =>
-        Effect.gen(function*() {
-          const entry: Entry = {
-            sessionId: start.sessionId,
-            start,
-            approvals: yield* Approvals.interactive(),
-            lock: Semaphore.makeUnsafe(1),
-            log: [],
-            endings: [],
-            seq: 0,
-            changed: Deferred.makeUnsafe<void>(),
-            steering: yield* Steering.make(),
-            run: undefined,
-            silent: undefined
-          }
-          entries.set(start.sessionId, entry)
-          // the oldest one whose run has ended goes, past the bound (one in flight never does)
-          if (entries.size > maxSessions) {
-            for (const [sessionId, known] of entries) {
-              if (known.run === undefined && known !== entry) {
-                entries.delete(sessionId)
-                break
-              }
-            }
-          }
-          return entry
-        })
-
-      /** The session's entry: started here, or held by the store from an earlier process (else `CheckpointMissing`). */
-      const entryOf = (sessionId: string) =>
-        Effect.gen(function*() {
-          yield* SessionIdRule.validate(sessionId)
-          const known = entries.get(sessionId)
-          if (known !== undefined) return known
-          yield* Context.get(services, CheckpointStore.CheckpointStore).load(sessionId)
-          return entries.get(sessionId) ?? (yield* make({ sessionId, prompt: [] }))
-        })
-
-      const start = (start: StartOptions): Effect.Effect<void, SessionsError> =>
-        Effect.gen(function*() {
-          yield* SessionIdRule.validate(start.sessionId)
-          yield* outputOf(start)
-          const entry = entries.get(start.sessionId) ?? (yield* make(start))
-          yield* entry.lock.withPermit(
-            entry.run !== undefined ? Effect.void : Effect.flatMap(Steering.make(), (steering) =>
-              launch(entry, steering, false))
-          )
-        })
-
-      /** Queues a message to the run in flight, or starts the next run with it (as a follow-up). */
-      const send = (kind: "steer" | "followUp") => (sessionId: string, message: string | Message.Message) =>
-        Effect.flatMap(entryOf(sessionId), (entry) =>
-          entry.lock.withPermit(Effect.gen(function*() {
-            if (entry.run !== undefined) {
-              return yield* kind === "steer" ? entry.steering.steer(message) : entry.steering.followUp(message)
-            }
-            const next = yield* Steering.make()
-            yield* next.followUp(message)
-            yield* launch(entry, next, true)
-          })))
-
-      const approve = (sessionId: string, approvalId: string, decision: Approvals.Decision) =>
-        Effect.flatMap(entryOf(sessionId), (entry) =>
-          decision.approved
-            ? entry.approvals.approve(approvalId)
-            : entry.approvals.deny(approvalId, decision.reason))
-
-      const interrupt = (sessionId: string) =>
-        Effect.flatMap(entryOf(sessionId), (entry) => entry.run === undefined ? Effect.void : Fiber.interrupt(entry.run))
-
-      const events = (sessionId: string, after?: number) =>
-        Effect.map(entryOf(sessionId), (entry) => {
-          const from = position(after)
-          return entry.log.filter((published) => published.seq > from)
-        })
-
-      const result = (sessionId: string, after?: number): Effect.Effect<RunState.RunResult, AgentError | SessionsError> =>
-        Effect.flatMap(entryOf(sessionId), (entry) =>
-          Effect.gen(function*() {
-            const from = position(after)
-            // Known here from the store alone (an earlier process, or forgotten past `maxSessions`): a finished
-            // session answers its stored result (opening it runs nothing); an unfinished one waits for a start.
-            if (entry.run === undefined && entry.silent === undefined && !entry.endings.some(({ seq }) => seq > from)) {
-              const checkpoint = yield* Context.get(services, CheckpointStore.CheckpointStore).load(sessionId)
-              if (checkpoint.finished !== undefined) {
-                yield* entry.lock.withPermit(Effect.suspend(() =>
-                  entry.run === undefined ? Effect.flatMap(Steering.make(), (steering) =>
-                    launch(entry, steering, false)) : Effect.void
-                ))
-              }
-            }
-            while (true) {
-              const changed = entry.changed
-              const ending = entry.endings.find(({ seq }) => seq > from)
-              if (ending !== undefined) return yield* resultOf(ending.event)
-              if (entry.run === undefined && entry.silent !== undefined) return yield* entry.silent
-              yield* Deferred.await(changed)
-            }
-          }))
-
+      const registry: Registry<R> = {
+        options,
+        scope: yield* Effect.scope,
+        services: yield* Effect.context<Session.Requirements | R>(),
+        policy: Option.isSome(provided) && !Approvals.isInteractive(provided.value) ? provided.value : undefined,
+        entries: new Map(),
+        maxEvents: Math.max(1, Math.floor(options.maxEvents ?? 10_000)),
+        maxSessions: Math.max(1, Math.floor(options.maxSessions ?? 1_000))
+      }
+      const entry = (sessionId: string) => entryOf(registry, sessionId)
       return Sessions.of({
-        start,
-        steer: send("steer"),
-        followUp: send("followUp"),
-        approve,
-        interrupt,
-        events,
-        result
+        start: start(registry),
+        steer: send(registry, "steer"),
+        followUp: send(registry, "followUp"),
+        approve: (sessionId, approvalId, decision) =>
+          Effect.flatMap(entry(sessionId), ({ approvals }) =>
+            decision.approved ? approvals.approve(approvalId) : approvals.deny(approvalId, decision.reason)),
+        interrupt: (sessionId) =>
+          Effect.flatMap(entry(sessionId), ({ run }) => run === undefined ? Effect.void : Fiber.interrupt(run)),
+        events: (sessionId, after) =>
+          Effect.map(entry(sessionId), ({ log }) => {
+            const from = position(after)
+            return log.filter((published) => published.seq > from)
+          }),
+        result: result(registry)
       })
     })
   )
