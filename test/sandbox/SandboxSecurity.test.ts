@@ -425,7 +425,7 @@ describe("issue 29, attack 3: an agent sees its workspace, the system and what i
         Effect.service(Sandbox.Sandbox),
         bubblewrapLayer(workspace, { allowRead: ["/"], hide: [mine] })
       )
-      const result = yield* sandbox.exec({
+      const exec = sandbox.exec({
         command: [
           "bash",
           "-c",
@@ -435,6 +435,13 @@ describe("issue 29, attack 3: an agent sees its workspace, the system and what i
             `echo x > ${home}/planted 2>/dev/null || echo read-only`
         ]
       })
+      // With all of / shown, every host socket is covered; one that another process (a browser test beside this
+      // one) removes between the lookup and bwrap's start fails bwrap's setup before the command runs: the
+      // narrow window bubblewrap.ts documents. Such a start is made again (at most twice); nothing else is.
+      const result = yield* exec.pipe(Effect.repeat({
+        while: (result) => result.stdout === "" && /^bwrap: Can't (create file|mkdir parents)/.test(result.stderr),
+        times: 2
+      }))
       assert.strictEqual(result.stdout, "sk-KEY-FILE-SECRET\n-\n-\nown /proc\nread-only\n", result.stderr)
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
