@@ -471,10 +471,18 @@ export const resume = (
  */
 export const interrupt = (
   sessionId: string
-): Effect.Effect<void, StoreError | InvalidSessionId, WorkflowEngine.WorkflowEngine> =>
+): Effect.Effect<void, StoreError | InvalidSessionId, WorkflowEngine.WorkflowEngine | Store> =>
   Effect.flatMap(SessionIdRule.validate(sessionId), () =>
-    Effect.flatMap(executionIdOf(sessionId), (executionId) =>
-      storageFailure("interrupt")(SessionWorkflow.interrupt(executionId))))
+    Effect.gen(function*() {
+      const executionId = yield* executionIdOf(sessionId)
+      yield* storageFailure("interrupt")(SessionWorkflow.interrupt(executionId))
+      // It has ended for good: the store says so, so that the supervisor neither submits again one whose submit
+      // was lost nor polls it for ever, messages to it are refused, and `reap` forgets it in time.
+      const store = yield* Store
+      if ((yield* store.session(sessionId)) !== undefined) {
+        yield* store.finish(sessionId, yield* Effect.clockWith((clock) => clock.currentTimeMillis))
+      }
+    }))
 
 const toMessage = (message: string | Message.Message): Message.Message =>
   typeof message === "string" ? Message.user(message) : message
@@ -497,6 +505,9 @@ export const steer = (
   Effect.gen(function*() {
     yield* open(sessionId)
     const store = yield* Store
+    // A session whose run ended waits idle for a follow-up and reads no steering: a steer to it is the
+    // follow-up that continues it (as the in-process layer takes one to a run that has ended).
+    if ((yield* store.waiting(sessionId)) !== undefined) return yield* followUp(sessionId, message)
     yield* store.appendInbox(sessionId, "steering", toMessage(message))
   })
 
@@ -518,16 +529,17 @@ const open = (
     const store = yield* Store
     const record = yield* store.session(sessionId)
     if (record === undefined) return yield* Effect.fail(new CheckpointMissing({ sessionId }))
-    if (record.status === "finished") {
-      return yield* Effect.fail(new Sessions.SessionEnded({ sessionId, reason: "finished" }))
-    }
     const status = yield* statusOf(sessionId)
     if (status._tag === "Interrupted") {
       return yield* Effect.fail(new Sessions.SessionEnded({ sessionId, reason: "interrupted" }))
     }
-    if (status._tag === "Finished" || status._tag === "Failed" || status._tag === "Died") {
+    if (status._tag === "Failed" || status._tag === "Died") {
+      return yield* Effect.fail(new Sessions.SessionEnded({ sessionId, reason: "failed" }))
+    }
+    if (status._tag === "Finished" || record.status === "finished") {
+      // (finished in the store alone: interrupted before its workflow began)
       return yield* Effect.fail(
-        new Sessions.SessionEnded({ sessionId, reason: status._tag === "Finished" ? "finished" : "failed" })
+        new Sessions.SessionEnded({ sessionId, reason: status._tag === "Finished" ? "finished" : "interrupted" })
       )
     }
   })

@@ -77,7 +77,10 @@ export interface StartOptions {
 }
 
 /**
- * An event a session published, numbered from 1 in the order it was published.
+ * An event a session published, with its number: later events have higher
+ * numbers. On the durable layer a session's events are numbered from 1; in
+ * this process numbers increase across the layer, so a session taken up
+ * again (after `maxSessions` forgot it) goes on above the numbers it had.
  *
  * @since 0.1.0
  * @category models
@@ -288,6 +291,8 @@ interface Entry {
   changed: Deferred.Deferred<void>
   steering: Steering.Service
   run: Fiber.Fiber<void> | undefined
+  /** While its run's end is being handled (and the next run may start): not to be forgotten then. */
+  ending: boolean
   /** How the last run ended, when it published no ending (it answered a stored result, or failed first). */
   silent: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError> | undefined
 }
@@ -303,6 +308,8 @@ interface Registry<R> {
   readonly entries: Map<string, Entry>
   readonly maxEvents: number
   readonly maxSessions: number
+  /** The last event number given, across the layer's sessions. */
+  issued: number
 }
 
 /** How many endings a session keeps (for `result`), apart from its events. */
@@ -318,7 +325,8 @@ const wake = (entry: Entry): void => {
 /** Keeps an event a session's run published, numbered (and its ending apart). */
 const record = <R>(registry: Registry<R>, entry: Entry) => (event: AgentEvent.AgentEvent) =>
   Effect.sync(() => {
-    entry.log.push({ seq: ++entry.seq, event })
+    entry.seq = ++registry.issued
+    entry.log.push({ seq: entry.seq, event })
     if (entry.log.length > registry.maxEvents) entry.log.splice(0, entry.log.length - registry.maxEvents)
     if (isEnding(event)) {
       entry.endings.push({ seq: entry.seq, event })
@@ -396,6 +404,7 @@ const ended = <R>(
 ): Effect.Effect<void> =>
   Effect.gen(function*() {
     entry.run = undefined
+    entry.ending = true
     const interrupted = Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)
     if (!interrupted && !entry.endings.some((ending) => ending.seq > since)) entry.silent = exit
     wake(entry)
@@ -406,7 +415,9 @@ const ended = <R>(
     // They fit: they came from a queue of the same bounds.
     for (const message of leftover) yield* Effect.orDie(next.followUp(message))
     yield* Effect.ignore(launch(registry, entry, next, true))
-  })
+  }).pipe(Effect.ensuring(Effect.sync(() => {
+    entry.ending = false
+  })))
 
 /** A new entry, known from now on; past `maxSessions`, the oldest whose run has ended is forgotten. */
 const remember = <R>(registry: Registry<R>, start: StartOptions) =>
@@ -418,17 +429,18 @@ const remember = <R>(registry: Registry<R>, start: StartOptions) =>
       lock: Semaphore.makeUnsafe(1),
       log: [],
       endings: [],
-      seq: 0,
+      seq: registry.issued,
       changed: Deferred.makeUnsafe<void>(),
       steering: yield* Steering.make(),
       run: undefined,
+      ending: false,
       silent: undefined
     }
     const { entries } = registry
     entries.set(start.sessionId, entry)
     if (entries.size > registry.maxSessions) {
       for (const [sessionId, known] of entries) {
-        if (known.run === undefined && known !== entry) {
+        if (known.run === undefined && !known.ending && known !== entry) {
           entries.delete(sessionId)
           break
         }
@@ -531,7 +543,8 @@ export const layer = <R = never>(
         policy: Option.isSome(provided) && !Approvals.isInteractive(provided.value) ? provided.value : undefined,
         entries: new Map(),
         maxEvents: Math.max(1, Math.floor(options.maxEvents ?? 10_000)),
-        maxSessions: Math.max(1, Math.floor(options.maxSessions ?? 1_000))
+        maxSessions: Math.max(1, Math.floor(options.maxSessions ?? 1_000)),
+        issued: 0
       }
       const entry = (sessionId: string) => entryOf(registry, sessionId)
       return Sessions.of({

@@ -1114,7 +1114,10 @@ describe("DurableSession", () => {
         const now = Date.now()
         yield* store.submit("lost1", now - 60_000, json({ sessionId: "lost1", version: 1, request: { prompt: "go" } }))
         yield* store.submit("fresh1", now, json({ sessionId: "fresh1", version: 1, request: { prompt: "go" } }))
+        yield* store.submit("halted1", now - 60_000, json({ sessionId: "halted1", version: 1, request: { prompt: "go" } }))
         yield* Effect.gen(function*() {
+          // interrupted before its workflow began: it has ended for good, and is never submitted again
+          yield* DurableSession.interrupt("halted1")
           assert.deepStrictEqual(yield* DurableSession.poll("lost1"), { _tag: "Unknown" })
           // the lost one is submitted again; the fresh one may still be on its way, and is left alone
           assert.deepStrictEqual(yield* DurableSession.resumeSuspended, ["lost1"])
@@ -1126,7 +1129,7 @@ describe("DurableSession", () => {
           // its workflow began: it is no longer waiting for a submit, and nothing is submitted twice
           assert.deepStrictEqual(
             (yield* store.sessions).map(({ sessionId, status }) => [sessionId, status]),
-            [["lost1", "finished"], ["fresh1", "submitted"]]
+            [["lost1", "finished"], ["fresh1", "submitted"], ["halted1", "finished"]]
           )
           assert.deepStrictEqual(yield* DurableSession.resumeSuspended, [])
         }).pipe(Effect.provide(layer))

@@ -176,6 +176,28 @@ describe("Sessions, in this process", () => {
       assert.isAbove((yield* service.events("s3")).length, 0)
     }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), [], { maxSessions: 2 }))))
 
+  it.live("a session taken up again after maxSessions forgot it numbers its events on: result(id, seen) finds the next run", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "first", prompt: "go" })
+      yield* service.result("first")
+      const seen = (yield* service.events("first")).at(-1)!.seq
+      for (const sessionId of ["second", "third"]) {
+        yield* service.start({ sessionId, prompt: "go" })
+        yield* service.result(sessionId)
+      }
+      // "first" is forgotten here; a follow-up takes it up from its checkpoint, numbered above what it had
+      yield* service.followUp("first", "now the changelog")
+      const next = yield* service.result("first", seen).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["now the changelog", "and the changelog"])
+      assert.isTrue((yield* service.events("first", seen)).every(({ seq }) => seq > seen))
+    }).pipe(Effect.provide(inProcess(
+      CheckpointStore.memory(),
+      [...threeTurns("slow", 5), { text: "and the changelog", usage }],
+      [],
+      { maxSessions: 1 }
+    ))))
+
   it.live("result(id, 0) is the first run's ending though its events were dropped; an `after` that is no position reads from 0", () =>
     Effect.gen(function*() {
       const service = yield* sessions
@@ -345,6 +367,62 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
       assert.deepStrictEqual(said.filter((text) => text.startsWith("note ")), Array.from({ length: 100 }, (_, i) => `note ${i}`))
       assert.notInclude(said, "one too many")
     }).pipe(Effect.provide(durable(deployTurns, {}))))
+
+  it.live("a steer to a session waiting idle continues it, as in this process: it is delivered, never dropped", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "idler", prompt: "go" })
+      yield* service.result("idler")
+      const seen = (yield* service.events("idler")).at(-1)!.seq
+      // the session waits idle now (its wait is recorded before it reads the inbox): the steer wakes it
+      yield* Effect.gen(function*() {
+        const store = yield* DurableSession.Store
+        yield* Effect.repeat(store.waiting("idler"), {
+          until: (wait) => wait !== undefined,
+          schedule: Schedule.spaced("20 millis"),
+          times: 250
+        })
+      })
+      yield* service.steer("idler", "and the changelog too")
+      const next = yield* service.result("idler", seen).pipe(Effect.timeout("10 seconds"))
+      assert.include(texts(next.state.messages), "and the changelog too")
+    }).pipe(Effect.provide(
+      DurableSession.layerSessions.pipe(
+        Layer.provideMerge(DurableSession.layer({ idle: "1 minute" })),
+        Layer.provideMerge(Layer.mergeAll(
+          ScriptedModel.layer(followTranscript([...threeTurns("slow", 5), { text: "changelog written", usage }])),
+          toolsLayer([])
+        )),
+        Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+      )
+    )))
+
+  it.live("messages the session has read no longer count against the bound, though it has not read on yet", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      const askedFor = (id: string) =>
+        service.events("reread").pipe(
+          Effect.map((events) =>
+            events.some(({ event }) => event._tag === "ApprovalRequested" && event.toolCallId === id)
+          ),
+          Effect.repeat({ until: (asked) => asked, schedule: Schedule.spaced("20 millis"), times: 250 })
+        )
+      yield* service.start({ sessionId: "reread", prompt: "deploy twice" })
+      yield* askedFor("d1")
+      for (let i = 0; i < 100; i++) yield* service.steer("reread", `note ${i}`)
+      assert.isTrue(yield* service.approve("reread", "d1", Approvals.approved))
+      // the 100 are read before the next model call, which asks for d2: the inbox takes more while it waits
+      yield* askedFor("d2")
+      yield* service.steer("reread", "one more")
+      assert.isTrue(yield* service.approve("reread", "d2", Approvals.approved))
+      const said = texts((yield* service.result("reread")).state.messages)
+      assert.strictEqual(said.filter((text) => text.startsWith("note ")).length, 100)
+      assert.include(said, "one more")
+    }).pipe(Effect.provide(durable([
+      { toolCalls: [{ id: "d1", name: "deploy", params: { env: "staging" } }], usage },
+      { toolCalls: [{ id: "d2", name: "deploy", params: { env: "prod" } }], usage },
+      { text: "deployed twice", usage }
+    ], {}))))
 
   it.live("where runners keep no session idle, a follow-up to a finished session is refused (SessionEnded), not kept unread", () =>
     Effect.gen(function*() {

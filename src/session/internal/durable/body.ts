@@ -798,6 +798,7 @@ export const make = <R>(options: Options<R>) =>
     }
     const messages: Array<Message.Message> = []
     let continued: RunState.RunResult | undefined
+    let pendingTried = false
     while (true) {
       const exit = yield* Effect.exit(provided(
         continued === undefined
@@ -819,6 +820,15 @@ export const make = <R>(options: Options<R>) =>
       const goesOn = result.agent === undefined || agentOf(options, result.agent) !== undefined
       if (idle === undefined || !goesOn) return yield* finish(finished())
       session.segment++
+      // Follow-ups the run took but did not deliver (it ended abnormally: a guardrail, a budget) continue it at
+      // once, as `Agent.runContinue` would with them; otherwise the session waits idle for one. Once: a run
+      // that again leaves them undelivered (its budget is spent) waits, rather than go round for ever.
+      if (result.state.followUps.length > 0 && !pendingTried) {
+        pendingTried = true
+        continued = result
+        continue
+      }
+      pendingTried = false
       const followUps = yield* awaitFollowUp(session, idle)
       if (followUps.length === 0) return yield* finish(finished())
       continued = { ...result, state: { ...result.state, followUps: [...result.state.followUps, ...followUps] } }

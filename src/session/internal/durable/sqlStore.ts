@@ -68,6 +68,8 @@ export const migrate: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Eff
   // The next place in each session's inbox (its read messages are dropped, so MAX(seq) no longer says it). A
   // store made by an older version starts it after what its inbox holds.
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_inbox_next (session_id text PRIMARY KEY, seq integer NOT NULL)`
+  yield* sql`ALTER TABLE effect_agent_inbox_next ADD COLUMN IF NOT EXISTS read_steering integer NOT NULL DEFAULT 0`
+  yield* sql`ALTER TABLE effect_agent_inbox_next ADD COLUMN IF NOT EXISTS read_followup integer NOT NULL DEFAULT 0`
   yield* sql`INSERT INTO effect_agent_inbox_next (session_id, seq)
     SELECT session_id, MAX(seq) FROM effect_agent_inbox GROUP BY session_id
     ON CONFLICT (session_id) DO NOTHING`
@@ -141,9 +143,13 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         const size = sizeOf(message)
         return yield* sql.withTransaction(Effect.gen(function*() {
           yield* lockSession(sessionId)
-          // What waits unread, and the next place (kept in `effect_agent_inbox_next`: read messages are dropped).
+          // What waits unread (after the last place read of its kind), and the next place (kept in
+          // `effect_agent_inbox_next`: read messages are dropped at the next read of their kind).
           const [waiting] = yield* sql<{ queued: string | number; bytes: string | number | null }>`
-            SELECT count(*) AS queued, sum(size) AS bytes FROM effect_agent_inbox WHERE session_id = ${sessionId}`
+            SELECT count(*) AS queued, sum(i.size) AS bytes FROM effect_agent_inbox i
+            LEFT JOIN effect_agent_inbox_next n ON n.session_id = i.session_id
+            WHERE i.session_id = ${sessionId}
+              AND i.seq > COALESCE(CASE WHEN i.kind = 'steering' THEN n.read_steering ELSE n.read_followup END, 0)`
           const full = inboxFull(kind, Number(waiting?.queued ?? 0), Number(waiting?.bytes ?? 0), size)
           if (full !== undefined) return full
           const [next] = yield* sql<{ seq: string | number }>`
@@ -165,9 +171,19 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
       sql.withTransaction(Effect.gen(function*() {
         // what the session has read of this kind (recorded by the activities that read it) leaves the inbox
         yield* sql`DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId} AND kind = ${kind} AND seq <= ${after}`
-        return yield* sql<{ seq: number; message: string }>`
+        const rows = yield* sql<{ seq: number; message: string }>`
           SELECT seq, message FROM effect_agent_inbox
           WHERE session_id = ${sessionId} AND kind = ${kind} AND seq > ${after} ORDER BY seq`
+        // what was read no longer waits (for the bound), though it stays until the next read
+        const last = rows.length === 0 ? undefined : Number(rows[rows.length - 1]!.seq)
+        if (last !== undefined) {
+          yield* kind === "steering"
+            ? sql`UPDATE effect_agent_inbox_next SET read_steering = GREATEST(read_steering, ${last})
+                WHERE session_id = ${sessionId}`
+            : sql`UPDATE effect_agent_inbox_next SET read_followup = GREATEST(read_followup, ${last})
+                WHERE session_id = ${sessionId}`
+        }
+        return rows
       })).pipe(
         Effect.flatMap((rows) =>
           Effect.forEach(rows, (row) =>

@@ -246,6 +246,8 @@ export const makeMemory = (): Service => {
   const inbox = new Map<string, {
     next: number
     entries: Array<InboxEntry & { readonly kind: InboxKind; readonly size: number }>
+    /** The last place read of each kind: what is at or before it no longer waits (it is dropped at the next read). */
+    read: Record<InboxKind, number>
   }>()
   const waits = new Map<string, number>()
   const intents = new Map<string, Set<string>>()
@@ -269,10 +271,11 @@ export const makeMemory = (): Service => {
     session: (sessionId) => Effect.sync(() => sessions.get(sessionId)),
     appendInbox: (sessionId, kind, message) =>
       Effect.suspend(() => {
-        const box = inbox.get(sessionId) ?? { next: 1, entries: [] }
+        const box = inbox.get(sessionId) ?? { next: 1, entries: [], read: { steering: 0, followUp: 0 } }
         inbox.set(sessionId, box)
         const size = sizeOf(message)
-        const full = inboxFull(kind, box.entries.length, box.entries.reduce((sum, entry) => sum + entry.size, 0), size)
+        const waiting = box.entries.filter((entry) => entry.seq > box.read[entry.kind])
+        const full = inboxFull(kind, waiting.length, waiting.reduce((sum, entry) => sum + entry.size, 0), size)
         if (full !== undefined) return Effect.fail(full)
         const seq = box.next++
         box.entries.push({ seq, kind, message, size })
@@ -283,7 +286,9 @@ export const makeMemory = (): Service => {
         const box = inbox.get(sessionId)
         if (box === undefined) return []
         box.entries = box.entries.filter((entry) => entry.kind !== kind || entry.seq > after)
-        return box.entries.filter((entry) => entry.kind === kind).map(({ message, seq }) => ({ seq, message }))
+        const read = box.entries.filter((entry) => entry.kind === kind).map(({ message, seq }) => ({ seq, message }))
+        box.read[kind] = Math.max(box.read[kind], read.at(-1)?.seq ?? 0)
+        return read
       }),
     setWaiting: (sessionId, wait) =>
       Effect.sync(() => void (wait === undefined ? waits.delete(sessionId) : waits.set(sessionId, wait))),
