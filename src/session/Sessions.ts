@@ -141,8 +141,7 @@ export interface Service {
   readonly start: (options: StartOptions) => Effect.Effect<void, SessionsError>
   /**
    * Queues a steering message, delivered before the session's next model call. To a session whose run has
-   * ended: in this process it starts the next run (as a follow-up); on the durable layer it waits for the
-   * session's next run (send a follow-up to start one).
+   * ended it is the follow-up that starts the next run (on the durable layer, while its runners keep it idle).
    */
   readonly steer: (sessionId: string, message: string | Message.Message) => Effect.Effect<void, SessionsError>
   /**
