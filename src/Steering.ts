@@ -129,8 +129,22 @@ const encoder = new TextEncoder()
 const bound = (given: number | undefined, otherwise: number): number =>
   given === undefined || Number.isNaN(given) ? otherwise : Math.max(0, given)
 
-/** A message's size in the queue: the UTF-8 bytes of its JSON. */
-const sizeOf = (message: Message.Message): number => encoder.encode(JSON.stringify(message)).byteLength
+/**
+ * A message's size as the {@link Limits} count it: the UTF-8 bytes of its
+ * JSON. Every queue of steering and follow-ups measures with it (a run's, a
+ * durable session's inbox).
+ *
+ * @example
+ * ```ts
+ * import { Message, Steering } from "effect-agent"
+ *
+ * console.log(Steering.sizeOf(Message.user("hi"))) // Output: 55
+ * ```
+ *
+ * @since 0.1.0
+ * @category limits
+ */
+export const sizeOf = (message: Message.Message): number => encoder.encode(JSON.stringify(message)).byteLength
 
 /**
  * A new steering handle. `limits` bound what may wait for delivery (see

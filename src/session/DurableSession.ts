@@ -55,12 +55,9 @@ import { AgentError as AgentErrorSchema, type ConfigError } from "../AgentError.
 import type { AgentError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Approvals from "../Approvals.ts"
-import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
-import type * as Output from "../Output.ts"
 import type * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
-import type * as SubAgent from "../SubAgent.ts"
 import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Body from "./internal/durable/body.ts"
 import * as SqlStore from "./internal/durable/sqlStore.ts"
@@ -174,39 +171,22 @@ export const SessionWorkflow = Workflow.make("effect-agent/DurableSession", {
 }).annotate(Workflow.SuspendOnFailure, true)
 
 /**
- * What the runners of sessions are given besides the model and the tools.
+ * What the runners of sessions are given besides the model and the tools:
+ * the agent's parts every layer of `Sessions` takes (their plugins' hooks run
+ * again when a session replays; a session handed off to an agent not listed
+ * finishes rather than wait for a follow-up), and how long a session waits
+ * idle.
  *
  * @since 0.1.0
  * @category models
  */
-export interface Options<R = never> {
-  /** Plugins, after the guards the config installs (their hooks run again when a session replays). */
-  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
+export interface Options<R = never> extends Sessions.AgentOptions<R> {
   /**
    * How long a session whose run ended waits for a follow-up (on durable time), whatever ended it (it
    * completed, a guardrail tripped, a budget ran out, it was cancelled): a follow-up continues it as
    * `Agent.runContinue` would. Without it, the session finishes when its run ends.
    */
   readonly idle?: Duration.Input | undefined
-  /**
-   * The typed outputs a session may ask for, by name (`StartOptions.output`;
-   * see `Agent.run`'s `output`): the model is offered `final_answer`, and
-   * the result's state keeps the answer. A client reads it typed with
-   * `Agent.typedResult(schema, result)`. A session that names an output the
-   * runner does not know fails with `ConfigError`.
-   */
-  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
-  /** How many invalid final answers the model may correct (default 2). */
-  readonly outputRetries?: number | undefined
-  /** How the final answer is asked for (see `Output.Mode`). */
-  readonly outputMode?: Output.Mode | undefined
-  /**
-   * The agents a session may be handed off to (`Agent.handoff` tools among
-   * the runner's): a follow-up to a session that was handed off goes on in
-   * the agent that answered. A session handed off to an agent not listed
-   * finishes rather than wait for a follow-up.
-   */
-  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
 }
 
 /**
@@ -507,7 +487,7 @@ export const steer = (
     const store = yield* Store
     // A session whose run ended waits idle for a follow-up and reads no steering: a steer to it is the
     // follow-up that continues it (as the in-process layer takes one to a run that has ended).
-    if ((yield* store.waiting(sessionId)) !== undefined) return yield* followUp(sessionId, message)
+    if ((yield* store.waiting(sessionId)) !== undefined) return yield* deliverFollowUp(sessionId, message)
     yield* store.appendInbox(sessionId, "steering", toMessage(message))
   })
 
@@ -559,8 +539,11 @@ export const followUp = (
   StoreError | InvalidSessionId | CheckpointMissing | Sessions.SessionEnded | Steering.SteeringFull,
   Store | WorkflowEngine.WorkflowEngine
 > =>
+  Effect.andThen(open(sessionId), deliverFollowUp(sessionId, message))
+
+/** Queues a follow-up to a session known to take it, and wakes it if it waits idle. */
+const deliverFollowUp = (sessionId: string, message: string | Message.Message) =>
   Effect.gen(function*() {
-    yield* open(sessionId)
     const store = yield* Store
     yield* store.appendInbox(sessionId, "followUp", toMessage(message))
     // The session records its wait before it reads the inbox, and this reads the wait after the append:

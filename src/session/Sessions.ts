@@ -242,29 +242,42 @@ export const resultOf = (end: AgentEvent.Of<"AgentEnd">): Effect.Effect<RunState
 // -----------------------------------------------------------------------------
 
 /**
- * What the in-process layer runs sessions with: the agent's parts that are
- * not data.
+ * The agent's parts a layer of sessions runs them with, besides the model
+ * and the tools (which are its requirements): what a session cannot carry
+ * as data. Every layer takes them (`layer` here, `DurableSession.layer` on
+ * the runners).
  *
  * @since 0.1.0
  * @category options
  */
-export interface Options<R = never> {
+export interface AgentOptions<R = never> {
   /** Plugins every session runs with, after the guards its config installs. */
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /**
-   * The typed outputs a session may ask for, by name (`StartOptions.output`); a session that names one this
-   * layer lacks is refused with `ConfigError`.
+   * The typed outputs a session may ask for, by name (`StartOptions.output`; see `Agent.run`'s `output`): the
+   * model is offered `final_answer`, and the result's state keeps the answer (read it typed with
+   * `Agent.typedResult`). A session that names one the layer lacks is refused with `ConfigError`.
    */
   readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
   /** How many invalid final answers the model may correct (default 2). */
   readonly outputRetries?: number | undefined
   /** How the final answer is asked for (see `Output.Mode`). */
   readonly outputMode?: Output.Mode | undefined
-  /** The agents a session may be handed off to (`Agent.handoff`): a resumed session goes on in the one that answered. */
+  /** The agents a session may be handed off to (`Agent.handoff`): a session goes on in the one that answered. */
   readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
+}
+
+/**
+ * What the in-process layer runs sessions with: the agent's parts, and its bounds.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export interface Options<R = never> extends AgentOptions<R> {
   /**
-   * How many events each session keeps in memory (default 10,000): past it the oldest are dropped (their
-   * numbers are not reused). The checkpoints, not the events, are what a session resumes from.
+   * How many of a session's latest events `events` answers (default 10,000): the older are dropped, in batches
+   * (a session holds at most twice as many), and their numbers are not reused. The checkpoints, not the events,
+   * are what a session resumes from.
    */
   readonly maxEvents?: number | undefined
   /**
@@ -286,8 +299,8 @@ interface Entry {
   /** The endings published (kept apart from the log, whose oldest events go past `maxEvents`; at most 1,000). */
   readonly endings: Array<{ readonly seq: number; readonly event: AgentEvent.Of<"AgentEnd"> }>
   seq: number
-  /** Completed when an event is published or a run ends (and replaced then): what `result` waits on. */
-  changed: Deferred.Deferred<void>
+  /** Made by a `result` that waits; completed (and dropped) when an event is published or a run ends. */
+  changed: Deferred.Deferred<void> | undefined
   steering: Steering.Service
   run: Fiber.Fiber<void> | undefined
   /** While its run's end is being handled (and the next run may start): not to be forgotten then. */
@@ -314,10 +327,11 @@ interface Registry<R> {
 /** How many endings a session keeps (for `result`), apart from its events. */
 const maxEndings = 1_000
 
-/** Wakes what waits on the entry. */
+/** Wakes what waits on the entry, if anything does (an event costs no allocation otherwise). */
 const wake = (entry: Entry): void => {
   const changed = entry.changed
-  entry.changed = Deferred.makeUnsafe<void>()
+  if (changed === undefined) return
+  entry.changed = undefined
   Deferred.doneUnsafe(changed, Exit.void)
 }
 
@@ -326,7 +340,8 @@ const record = <R>(registry: Registry<R>, entry: Entry) => (event: AgentEvent.Ag
   Effect.sync(() => {
     entry.seq = ++registry.issued
     entry.log.push({ seq: entry.seq, event })
-    if (entry.log.length > registry.maxEvents) entry.log.splice(0, entry.log.length - registry.maxEvents)
+    // dropped in batches (one splice per maxEvents events, not one per event); `events` answers the last maxEvents
+    if (entry.log.length >= 2 * registry.maxEvents) entry.log.splice(0, entry.log.length - registry.maxEvents)
     if (isEnding(event)) {
       entry.endings.push({ seq: entry.seq, event })
       if (entry.endings.length > maxEndings) entry.endings.splice(0, entry.endings.length - maxEndings)
@@ -429,7 +444,7 @@ const remember = <R>(registry: Registry<R>, start: StartOptions) =>
       log: [],
       endings: [],
       seq: registry.issued,
-      changed: Deferred.makeUnsafe<void>(),
+      changed: undefined,
       steering: yield* Steering.make(),
       run: undefined,
       ending: false,
@@ -498,7 +513,7 @@ const result = <R>(registry: Registry<R>) =>
         if (checkpoint.finished !== undefined) yield* entry.lock.withPermit(open(registry, entry))
       }
       while (true) {
-        const changed = entry.changed
+        const changed = entry.changed ??= Deferred.makeUnsafe<void>()
         const ending = entry.endings.find(({ seq }) => seq > from)
         if (ending !== undefined) return yield* resultOf(ending.event)
         if (entry.run === undefined && entry.silent !== undefined) return yield* entry.silent
@@ -558,7 +573,8 @@ export const layer = <R = never>(
         events: (sessionId, after) =>
           Effect.map(entry(sessionId), ({ log }) => {
             const from = position(after)
-            return log.filter((published) => published.seq > from)
+            const kept = log.length > registry.maxEvents ? log.slice(log.length - registry.maxEvents) : log
+            return kept.filter((published) => published.seq > from)
           }),
         result: result(registry)
       })

@@ -355,10 +355,12 @@ const follow = (
       for (const { event, seq } of yield* sessions.events(sessionId, seen)) {
         seen = seq
         if (output.jsonl) io.stdout.write(Runner.eventLine(event))
+        // the model names the tools and calls: shown printable, never as escapes the terminal would follow
         if (event._tag === "TurnStart") progress(`── turn ${event.turn}\n`)
-        else if (event._tag === "ToolExecutionStart") progress(`⚙ ${event.toolName}\n`)
+        else if (event._tag === "ToolExecutionStart") progress(`⚙ ${View.printable(event.toolName)}\n`)
         else if (event._tag === "ApprovalRequested") {
-          progress(`? ${event.toolName} waits for approval (call ${event.toolCallId})\n`)
+          const call = View.printable(event.toolCallId)
+          progress(`? ${View.printable(event.toolName)} waits for approval (call ${call})\n`)
         }
       }
     }).pipe(waiting)
@@ -381,7 +383,7 @@ const follow = (
     yield* Effect.ignore(shown)
     const report = (report: Runner.Report) => output.json ? io.stdout.write(`${JSON.stringify(report)}\n`) : undefined
     if (ended._tag === "Failed") {
-      io.stderr.write(`effect-agent: session ${sessionId}: ${ended.why}\n`)
+      io.stderr.write(`effect-agent: session ${sessionId}: ${View.printable(View.errorText(ended.why))}\n`)
       report({
         exitCode: codes.unexpected,
         outcome: null,

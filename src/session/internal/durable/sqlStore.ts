@@ -11,6 +11,7 @@ import { Duration, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as AgentEvent from "../../../AgentEvent.ts"
 import * as Message from "../../../Message.ts"
+import * as Steering from "../../../Steering.ts"
 import {
   type Claimed,
   Decision,
@@ -19,7 +20,6 @@ import {
   type Published,
   type Service,
   type SessionRecord,
-  sizeOf,
   StoreError
 } from "./store.ts"
 
@@ -140,7 +140,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
     appendInbox: (sessionId, kind, message) =>
       Effect.gen(function*() {
         const text = yield* encodeMessage(message)
-        const size = sizeOf(message)
+        const size = Steering.sizeOf(message)
         return yield* sql.withTransaction(Effect.gen(function*() {
           yield* lockSession(sessionId)
           // What waits unread (after the last place read of its kind), and the next place (kept in

@@ -209,15 +209,6 @@ export const validated = (store: Service): Service => {
   }
 }
 
-const encoder = new TextEncoder()
-
-/**
- * A message's size as the inbox bounds it (its JSON, in bytes).
- *
- * @internal
- */
-export const sizeOf = (message: Message.Message): number => encoder.encode(JSON.stringify(message)).byteLength
-
 /**
  * The refusal of a message that would put what waits in a session's inbox
  * past `Steering.defaultLimits`, if it would.
@@ -273,7 +264,7 @@ export const makeMemory = (): Service => {
       Effect.suspend(() => {
         const box = inbox.get(sessionId) ?? { next: 1, entries: [], read: { steering: 0, followUp: 0 } }
         inbox.set(sessionId, box)
-        const size = sizeOf(message)
+        const size = Steering.sizeOf(message)
         const waiting = box.entries.filter((entry) => entry.seq > box.read[entry.kind])
         const full = inboxFull(kind, waiting.length, waiting.reduce((sum, entry) => sum + entry.size, 0), size)
         if (full !== undefined) return Effect.fail(full)
