@@ -119,11 +119,17 @@ const stallAfter = (up: number, modelLog: string): number | undefined => {
 }
 
 /** A database, two runners, a log directory: for the scope. */
-const cluster = Effect.gen(function*() {
+/** A PostgreSQL of the test's own with the tables made, and a directory for the runners' logs (both gone after). */
+const scratch = Effect.gen(function*() {
   const pg = yield* Postgres.scoped
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
   yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
   yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+  return { pg, logDir }
+})
+
+const cluster = Effect.gen(function*() {
+  const { logDir, pg } = yield* scratch
   const ports = [yield* Effect.promise(Postgres.freePort), yield* Effect.promise(Postgres.freePort)]
   const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
   return { pg, logDir, ports, runners }
@@ -150,10 +156,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
     `runners SIGKILLed at random moments (${kills} kills): every session completes, no model call or charge twice`,
     () =>
       Effect.gen(function*() {
-        const pg = yield* Postgres.scoped
-        const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
-        yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+        const { logDir, pg } = yield* scratch
         const ports = [yield* Effect.promise(Postgres.freePort), yield* Effect.promise(Postgres.freePort)]
         const runners = [yield* startRunner(pg.url, ports[0]!, logDir), yield* startRunner(pg.url, ports[1]!, logDir)]
         // the longer variant has longer sessions, so that every kill lands while they run
@@ -400,10 +403,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
       "with the transcript and the events Agent.run gives",
     () =>
       Effect.gen(function*() {
-        const pg = yield* Postgres.scoped
-        const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
-        yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+        const { logDir, pg } = yield* scratch
         const first = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
         // Ten sessions long enough to be mid-run when the shards move (on 15 of 30 shards, most move).
         const ids = Array.from({ length: 10 }, (_, i) => `jn${i}-t16`)
@@ -449,10 +449,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
     () =>
       Effect.gen(function*() {
         const seed = process.env.EFFECT_AGENT_PG_SEED ?? String(Date.now())
-        const pg = yield* Postgres.scoped
-        const logDir = fs.mkdtempSync(path.join(os.tmpdir(), "effect-agent-cluster-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(logDir, { recursive: true, force: true })))
-        yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+        const { logDir, pg } = yield* scratch
         // One runner: nothing else could take its sessions over if it stopped.
         const runner = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
         // Sessions are started in waves, one before each restart, so that some are at their first activities

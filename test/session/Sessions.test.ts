@@ -34,6 +34,25 @@ const sessions = Effect.service(Sessions.Sessions)
 
 const texts = (messages: ReadonlyArray<Message.Message>) => messages.map((message) => Message.textOf(message))
 
+/**
+ * The approval id a call of the session (the first, or `toolCallId`'s) was listed with, once it asks: read from
+ * its events every 20 ms, at most 250 times.
+ */
+const asked = (sessionId: string, toolCallId?: string) =>
+  Effect.gen(function*() {
+    const service = yield* sessions
+    const found = yield* service.events(sessionId).pipe(
+      Effect.map((events) =>
+        events.find(({ event }) =>
+          event._tag === "ApprovalRequested" && (toolCallId === undefined || event.toolCallId === toolCallId)
+        )
+      ),
+      Effect.repeat({ until: (found) => found !== undefined, schedule: Schedule.spaced("20 millis"), times: 250 })
+    )
+    assert(found !== undefined && found.event._tag === "ApprovalRequested", `${sessionId}: no call asked`)
+    return found.event.approvalId ?? found.event.toolCallId
+  })
+
 describe("Sessions, in this process", () => {
   const ran: Array<string> = []
   it.live("starting a session again joins it: one run, one set of events, one result", () =>
@@ -134,12 +153,7 @@ describe("Sessions, in this process", () => {
       yield* Effect.gen(function*() {
         const service = yield* sessions
         yield* service.start({ sessionId: "deny", prompt: "deploy" })
-        const asked = yield* service.events("deny").pipe(
-          Effect.map((events) => events.find(({ event }) => event._tag === "ApprovalRequested")),
-          Effect.repeat({ until: (found) => found !== undefined, times: 200 })
-        )
-        assert(asked !== undefined && asked.event._tag === "ApprovalRequested")
-        const id = asked.event.approvalId ?? asked.event.toolCallId
+        const id = yield* asked("deny")
         assert.isFalse(yield* service.approve("deny", "not-that-one", Approvals.approved))
         assert.isTrue(yield* service.approve("deny", id, Approvals.denied("not on a Friday")))
         const result = yield* service.result("deny")
@@ -246,12 +260,8 @@ describe("Sessions: an Approvals policy given to the layer decides the calls, on
       yield* Effect.gen(function*() {
         const service = yield* sessions
         yield* service.start({ sessionId: "mine", prompt: "deploy" })
-        const asked = yield* service.events("mine").pipe(
-          Effect.map((events) => events.find(({ event }) => event._tag === "ApprovalRequested")),
-          Effect.repeat({ until: (found) => found !== undefined, schedule: Schedule.spaced("20 millis"), times: 250 })
-        )
-        assert(asked !== undefined && asked.event._tag === "ApprovalRequested")
-        assert.isTrue(yield* service.approve("mine", asked.event.approvalId ?? asked.event.toolCallId, Approvals.approved))
+        const id = yield* asked("mine")
+        assert.isTrue(yield* service.approve("mine", id, Approvals.approved))
         const result = yield* service.result("mine").pipe(Effect.timeout("10 seconds"))
         assert.include(texts(result.state.messages), "deployed to prod")
         assert.deepStrictEqual(yield* handle.pending, [])
@@ -332,16 +342,12 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
     Effect.gen(function*() {
       const service = yield* sessions
       yield* service.start({ sessionId: "halt", prompt: "deploy" })
-      const asked = yield* service.events("halt").pipe(
-        Effect.map((events) => events.find(({ event }) => event._tag === "ApprovalRequested")),
-        Effect.repeat({ until: (found) => found !== undefined, schedule: Schedule.spaced("20 millis"), times: 250 })
-      )
-      assert(asked !== undefined && asked.event._tag === "ApprovalRequested")
+      const id = yield* asked("halt")
       yield* service.interrupt("halt")
       const ended = yield* Effect.flip(service.result("halt")).pipe(Effect.timeout("10 seconds"))
       assert(ended._tag === "SessionEnded")
       assert.deepStrictEqual([ended.sessionId, ended.reason], ["halt", "interrupted"])
-      assert.isFalse(yield* service.approve("halt", asked.event.approvalId ?? asked.event.toolCallId, Approvals.approved))
+      assert.isFalse(yield* service.approve("halt", id, Approvals.approved))
       const late = yield* Effect.flip(service.followUp("halt", "and then?"))
       assert(late._tag === "SessionEnded")
       assert.strictEqual(late.reason, "interrupted")
@@ -351,17 +357,13 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
     Effect.gen(function*() {
       const service = yield* sessions
       yield* service.start({ sessionId: "full", prompt: "deploy" })
-      const asked = yield* service.events("full").pipe(
-        Effect.map((events) => events.find(({ event }) => event._tag === "ApprovalRequested")),
-        Effect.repeat({ until: (found) => found !== undefined, schedule: Schedule.spaced("20 millis"), times: 250 })
-      )
-      assert(asked !== undefined && asked.event._tag === "ApprovalRequested")
+      const id = yield* asked("full")
       // the run waits for the approval: nothing reads the inbox meanwhile
       for (let i = 0; i < 100; i++) yield* service.steer("full", `note ${i}`)
       const refused = yield* Effect.flip(service.steer("full", "one too many"))
       assert(refused._tag === "SteeringFull")
       assert.deepStrictEqual([refused.kind, refused.queued, refused.limits.messages], ["steer", 100, 100])
-      assert.isTrue(yield* service.approve("full", asked.event.approvalId ?? asked.event.toolCallId, Approvals.approved))
+      assert.isTrue(yield* service.approve("full", id, Approvals.approved))
       const result = yield* service.result("full")
       const said = texts(result.state.messages)
       assert.deepStrictEqual(said.filter((text) => text.startsWith("note ")), Array.from({ length: 100 }, (_, i) => `note ${i}`))
@@ -400,19 +402,12 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
   it.live("messages the session has read no longer count against the bound, though it has not read on yet", () =>
     Effect.gen(function*() {
       const service = yield* sessions
-      const askedFor = (id: string) =>
-        service.events("reread").pipe(
-          Effect.map((events) =>
-            events.some(({ event }) => event._tag === "ApprovalRequested" && event.toolCallId === id)
-          ),
-          Effect.repeat({ until: (asked) => asked, schedule: Schedule.spaced("20 millis"), times: 250 })
-        )
       yield* service.start({ sessionId: "reread", prompt: "deploy twice" })
-      yield* askedFor("d1")
+      yield* asked("reread", "d1")
       for (let i = 0; i < 100; i++) yield* service.steer("reread", `note ${i}`)
       assert.isTrue(yield* service.approve("reread", "d1", Approvals.approved))
       // the 100 are read before the next model call, which asks for d2: the inbox takes more while it waits
-      yield* askedFor("d2")
+      yield* asked("reread", "d2")
       yield* service.steer("reread", "one more")
       assert.isTrue(yield* service.approve("reread", "d2", Approvals.approved))
       const said = texts((yield* service.result("reread")).state.messages)
