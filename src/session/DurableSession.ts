@@ -38,7 +38,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Cause, Context, Duration, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
 import type { LanguageModel } from "effect/ai"
 import {
   ClusterSchema,
@@ -228,8 +228,8 @@ export const layerClient: Layer.Layer<never, never, WorkflowEngine.WorkflowEngin
 export interface StartOptions extends Sessions.StartOptions {}
 
 /**
- * How often {@link layerSessions}'s `result` reads a session's events while
- * it waits for its run to end.
+ * How often {@link layerSessions}'s `result` and `watch` read a session's
+ * events while they wait for more.
  */
 const resultPollInterval = Duration.millis(200)
 
@@ -303,8 +303,19 @@ export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine
         approve: (sessionId, approvalId, decision) =>
           Effect.andThen(known(sessionId), approve(sessionId, approvalId, decision)).pipe(provided),
         interrupt: (sessionId) => Effect.andThen(known(sessionId), interrupt(sessionId)).pipe(provided),
+        // the engine has no cancel of its own: the session ends for good, as an interrupt ends it
+        cancel: (sessionId) => Effect.andThen(known(sessionId), interrupt(sessionId)).pipe(provided),
         events: (sessionId, after) =>
           Effect.andThen(known(sessionId), events(sessionId, Sessions.position(after))).pipe(provided),
+        watch: (sessionId, after) =>
+          Stream.unwrap(Effect.as(known(sessionId), Stream.paginate(Sessions.position(after), (read) =>
+            Effect.gen(function*() {
+              while (true) {
+                const fresh = yield* events(sessionId, read)
+                if (fresh.length > 0) return [fresh, Option.some(fresh[fresh.length - 1]!.seq)] as const
+                yield* Effect.sleep(resultPollInterval)
+              }
+            })))).pipe(Stream.provideContext(context)),
         result
       })
     })

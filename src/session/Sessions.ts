@@ -38,7 +38,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, type Scope, Semaphore } from "effect"
+import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Schema, type Scope, Semaphore, Stream } from "effect"
 import { type AgentError, ConfigError } from "../AgentError.ts"
 import type * as AgentConfig from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
@@ -163,8 +163,22 @@ export interface Service {
    * again resumes it from its checkpoint; on the durable layer the session ends for good (`SessionEnded`).
    */
   readonly interrupt: (sessionId: string) => Effect.Effect<void, SessionsError>
+  /**
+   * Cancels the session's run in flight at once: it ends `Cancelled` with `reason` (the calls it was making
+   * answered "cancelled", so the transcript stays whole), and what was queued to it and not delivered is dropped.
+   * The session stays: a follow-up goes on with it. A session with no run in flight is left as it is. On the
+   * durable layer a cancel is an interrupt: the session ends for good.
+   */
+  readonly cancel: (sessionId: string, reason?: string) => Effect.Effect<void, SessionsError>
   /** The events published after `after` (all by default; see {@link position}), in order. */
   readonly events: (sessionId: string, after?: number) => Effect.Effect<ReadonlyArray<Published>, SessionsError>
+  /**
+   * The events published after `after`, as they are published: the stream goes on through the session's later
+   * runs (follow-ups) and does not end by itself (take from it until `isEnding`, or interrupt it). A reader
+   * slower than the session sees what `events` would (past `maxEvents`, the oldest are gone). In this process
+   * it is woken by each event; on the durable layer it reads the store every 200 ms.
+   */
+  readonly watch: (sessionId: string, after?: number) => Stream.Stream<Published, SessionsError>
   /**
    * Waits for the first ending of a run published after the event numbered `after` (0: the session's first
    * run), and answers its result, or fails with the run's error. A handoff is no ending: the agent handed off
@@ -251,6 +265,8 @@ export const resultOf = (end: AgentEvent.Of<"AgentEnd">): Effect.Effect<RunState
  * @category options
  */
 export interface AgentOptions<R = never> {
+  /** The agent's name, in its runs' spans and events (see `Agent.run`'s `name`). */
+  readonly name?: string | undefined
   /** Plugins every session runs with, after the guards its config installs. */
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /**
@@ -377,19 +393,17 @@ const launch = <R>(registry: Registry<R>, entry: Entry, steering: Steering.Servi
     const common = {
       plugins: [...(options.plugins ?? []), Hooks.plugin({ name: "sessions", onEvent: record(registry, entry) })],
       steering,
+      name: options.name,
       output: yield* outputOf(registry, entry.start),
       outputRetries: options.outputRetries,
       outputMode: options.outputMode,
-      agents: options.agents
+      agents: options.agents,
+      // on resume, over the saved config (a session known from the store alone gives none: the saved one)
+      config: entry.start.config
     }
     const run = resume
       ? Session.resume(entry.sessionId, common)
-      : Session.open(entry.sessionId, {
-        ...common,
-        prompt: entry.start.prompt,
-        system: entry.start.system,
-        config: entry.start.config
-      })
+      : Session.open(entry.sessionId, { ...common, prompt: entry.start.prompt, system: entry.start.system })
     const since = entry.seq
     entry.steering = steering
     entry.silent = undefined
@@ -422,7 +436,8 @@ const ended = <R>(
     const interrupted = Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)
     if (!interrupted && !entry.endings.some((ending) => ending.seq > since)) entry.silent = exit
     wake(entry)
-    if (interrupted) return
+    // a cancelled run's queue goes with it
+    if (interrupted || Deferred.isDoneUnsafe(steering.cancelled)) return
     const leftover = [...yield* steering.takeSteering, ...yield* steering.takeFollowUps]
     if (leftover.length === 0) return
     const next = yield* Steering.make()
@@ -501,6 +516,30 @@ const send = <R>(registry: Registry<R>, kind: "steer" | "followUp") =>
       yield* launch(registry, entry, next, true)
     })))
 
+/** The events of `log` numbered above `after` (the log is in order: the newest are read from its end). */
+const newer = (log: ReadonlyArray<Published>, after: number): ReadonlyArray<Published> => {
+  let first = log.length
+  while (first > 0 && log[first - 1]!.seq > after) first--
+  return first === log.length ? [] : log.slice(first)
+}
+
+const watch = <R>(registry: Registry<R>) => (sessionId: string, after?: number): Stream.Stream<Published, SessionsError> =>
+  Stream.unwrap(Effect.map(entryOf(registry, sessionId), (first) => {
+    /** The session's events after `read`, once there are any. */
+    const next = (read: number) =>
+      Effect.gen(function*() {
+        while (true) {
+          // forgotten past `maxSessions` and taken up again: the new entry goes on with higher numbers
+          const entry = registry.entries.get(sessionId) ?? first
+          const changed = entry.changed ??= Deferred.makeUnsafe<void>()
+          const fresh = newer(entry.log, read)
+          if (fresh.length > 0) return [fresh, Option.some(fresh[fresh.length - 1]!.seq)] as const
+          yield* Deferred.await(changed)
+        }
+      })
+    return Stream.paginate(position(after), next)
+  }))
+
 const result = <R>(registry: Registry<R>) =>
 (sessionId: string, after?: number): Effect.Effect<RunState.RunResult, AgentError | SessionsError> =>
   Effect.flatMap(entryOf(registry, sessionId), (entry) =>
@@ -570,12 +609,17 @@ export const layer = <R = never>(
             decision.approved ? approvals.approve(approvalId) : approvals.deny(approvalId, decision.reason)),
         interrupt: (sessionId) =>
           Effect.flatMap(entry(sessionId), ({ run }) => run === undefined ? Effect.void : Fiber.interrupt(run)),
+        cancel: (sessionId, reason) =>
+          Effect.flatMap(entry(sessionId), (known) =>
+            known.lock.withPermit(Effect.suspend(() =>
+              known.run === undefined ? Effect.void : known.steering.cancel(reason ?? "cancelled")
+            ))),
         events: (sessionId, after) =>
           Effect.map(entry(sessionId), ({ log }) => {
-            const from = position(after)
             const kept = log.length > registry.maxEvents ? log.slice(log.length - registry.maxEvents) : log
-            return kept.filter((published) => published.seq > from)
+            return newer(kept, position(after))
           }),
+        watch: watch(registry),
         result: result(registry)
       })
     })

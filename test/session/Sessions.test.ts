@@ -5,7 +5,7 @@
  * tags, the bound on kept events, and a runner that refuses what the client asked.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Latch, Layer, Schedule, Schema } from "effect"
+import { Effect, Fiber, Latch, Layer, Schedule, Schema, Stream } from "effect"
 import { WorkflowEngine } from "effect/workflow"
 import { Agent, Approvals, Message } from "effect-agent"
 import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
@@ -289,6 +289,84 @@ describe("Sessions: an Approvals policy given to the layer decides the calls, on
         assert.isFalse(yield* service.approve("frozen", "d1", Approvals.approved))
       }).pipe(Effect.provide(layer)))
   }
+})
+
+describe("Sessions.watch: the events as they are published, on both layers", () => {
+  const turns: Turns = [...threeTurns("slow", 50), { text: "and the changelog", usage }]
+  const layers = {
+    "in this process": inProcess(CheckpointStore.memory(), turns, []),
+    "as workflows": DurableSession.layerSessions.pipe(
+      Layer.provideMerge(DurableSession.layer({ idle: "10 seconds" })),
+      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]))),
+      Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+    )
+  }
+  for (const [name, layer] of Object.entries(layers)) {
+    it.live(`${name}: each event once, in order, as events answers them, through a follow-up's run`, () =>
+      Effect.gen(function*() {
+        const service = yield* sessions
+        // watched before it starts: the stream waits for the first event
+        const until = (endings: number) =>
+          service.watch("watched").pipe(
+            Stream.takeUntil(({ event }) => Sessions.isEnding(event) && --endings === 0),
+            Stream.runCollect,
+            Effect.timeout("20 seconds")
+          )
+        const both = yield* Effect.forkChild(until(2))
+        yield* service.start({ sessionId: "watched", prompt: "go" })
+        yield* service.result("watched")
+        const seen = (yield* service.events("watched")).at(-1)?.seq ?? 0
+        yield* service.followUp("watched", "now the changelog")
+        yield* service.result("watched", seen)
+        const watched = yield* Fiber.join(both)
+        assert.deepStrictEqual(watched, yield* service.events("watched"))
+        assert.deepStrictEqual(watched.filter(({ event }) => Sessions.isEnding(event)).length, 2)
+        // from a position: what follows it, and the same events
+        const tail = yield* service.watch("watched", seen).pipe(
+          Stream.takeUntil(({ event }) => Sessions.isEnding(event)),
+          Stream.runCollect,
+          Effect.timeout("20 seconds")
+        )
+        assert.deepStrictEqual(tail, watched.filter((published) => published.seq > seen))
+        // an unknown session: refused as events refuses it
+        const missing = yield* Effect.flip(Stream.runCollect(service.watch("nobody")))
+        assert.strictEqual(missing._tag, "CheckpointMissing")
+      }).pipe(Effect.provide(layer)))
+  }
+})
+
+describe("Sessions.cancel, in this process", () => {
+  it.live("ends the run in flight Cancelled with the reason, drops what was queued, and a follow-up goes on", () =>
+    Effect.gen(function*() {
+      const started = Latch.makeUnsafe()
+      const ran: Array<string> = []
+      const turns: Turns = [...threeTurns("slow", 5_000), { text: "and the changelog", usage }]
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "stop", prompt: "go" })
+        yield* started.await
+        yield* service.steer("stop", "this goes with the cancel")
+        yield* service.cancel("stop", "enough")
+        const cut = yield* service.result("stop").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "enough" })
+        // the call in flight is answered, so the transcript stays whole
+        const answer = cut.state.messages.at(-1)
+        assert(answer !== undefined && answer.role === "toolResult")
+        assert.isFalse(texts(cut.state.messages).includes("this goes with the cancel"))
+        const seen = (yield* service.events("stop")).at(-1)?.seq ?? 0
+        // nothing started after it: the queued steer went with the run
+        yield* Effect.sleep("100 millis")
+        assert.strictEqual((yield* service.events("stop")).at(-1)?.seq, seen)
+        // a cancel with no run in flight leaves the session as it is
+        yield* service.cancel("stop", "again")
+        yield* service.followUp("stop", "now the changelog")
+        const next = yield* service.result("stop", seen).pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["now the changelog", "and the changelog"])
+      }).pipe(
+        Effect.provide(inProcess(CheckpointStore.memory(), turns, ran, {}, (name) => void (name === "slow" && started.openUnsafe())))
+      )
+    }))
 })
 
 describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => {

@@ -213,6 +213,8 @@ export const wakeOf = (k: number) => DurableDeferred.make(`wake/${k}`)
  * @internal
  */
 export interface Options<R> {
+  /** The agent's name, in its runs' spans and events. */
+  readonly name?: string | undefined
   readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
   /** The typed outputs a session may ask for, by name. */
   readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
@@ -751,6 +753,7 @@ export const make = <R>(options: Options<R>) =>
     const output = request.output === undefined ? undefined : options.outputs?.[request.output]
     const runOptions: Agent.ContinueOptions<R, unknown> = {
       config: request.config,
+      name: options.name,
       plugins: options.plugins,
       steering: steeringOf(session, cancelled),
       output,
