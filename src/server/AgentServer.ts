@@ -115,7 +115,7 @@ import * as Outcome from "../Outcome.ts"
 import type * as Output from "../Output.ts"
 import type * as SubAgent from "../SubAgent.ts"
 import * as CheckpointStore from "../session/CheckpointStore.ts"
-import type * as Supervisor from "../supervisor/Supervisor.ts"
+import type * as SupervisedSession from "../supervisor/SupervisedSession.ts"
 import * as SupervisorOutcome from "../supervisor/SupervisorOutcome.ts"
 import * as Access from "./internal/access.ts"
 import type * as EventLog from "./internal/eventLog.ts"
@@ -529,15 +529,7 @@ export const Api = HttpApi.make("AgentServer")
  * @category options
  * @since 0.1.0
  */
-export interface Supervision<R = never> extends
-  Omit<
-    Supervisor.Options<R, unknown, unknown>,
-    "task" | "agent" | "runId" | "output" | "onEvent" | "steering" | "checkpoint"
-  >
-{
-  /** The tools (besides the built-in readers) the worker may use in the plan phase. */
-  readonly readOnlyTools?: ReadonlyArray<string> | undefined
-}
+export interface Supervision<R = never> extends SupervisedSession.Supervision<R> {}
 
 /**
  * What the server runs sessions with. The model and the tools are the

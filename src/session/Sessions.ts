@@ -74,6 +74,11 @@ export interface StartOptions {
   readonly config?: AgentConfig.Input | undefined
   /** The typed output the session asks for: the name of one of the layer's `outputs`. */
   readonly output?: string | undefined
+  /**
+   * The supervisor the session runs under, by name (one of the layer's `supervisors`): its task is worked in
+   * turns checked in between (`effect-agent/supervisor`), and its prompt must be text. None: the plain loop.
+   */
+  readonly supervisor?: string | undefined
 }
 
 /**
@@ -302,6 +307,56 @@ export interface Options<R = never> extends AgentOptions<R> {
    * on its id takes it up again from there). A session whose run is in flight is never forgotten.
    */
   readonly maxSessions?: number | undefined
+  /**
+   * The supervisors a session may run under, by name (`StartOptions.supervisor`): each made by
+   * `SupervisedSession.supervisor`. A session that names one the layer lacks is refused with `ConfigError`.
+   */
+  readonly supervisors?: Readonly<Record<string, Supervisor<R>>> | undefined
+}
+
+/**
+ * A way of running a session under supervision, for a layer's `supervisors`:
+ * made by `SupervisedSession.supervisor` (`effect-agent/supervisor`) from the
+ * checks, the worker and the limits. The layer gives it everything else.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export interface Supervisor<R = never> {
+  /**
+   * Runs the session: opened with its task (new, unless the store holds it: then from its checkpoint), or,
+   * with no task, resumed from its checkpoint with what `steering` holds (a finished session goes on with a
+   * follow-up). Every event, the worker's and the supervisor's, goes to `onEvent`; the last is `AgentEnd`.
+   */
+  readonly run: (
+    session: SupervisedRun<R>
+  ) => Effect.Effect<RunState.RunResult, AgentError | CheckpointStore.CheckpointError, Session.Requirements | R>
+  /** Whether a stored checkpoint is a run of this kind (the plain loop does not resume it). */
+  readonly owns: (checkpoint: CheckpointStore.Checkpoint) => boolean
+}
+
+/**
+ * What a layer gives a {@link Supervisor} to run a session with.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export interface SupervisedRun<R = never> {
+  readonly sessionId: string
+  /** The task, when the session is opened; none when it is resumed. */
+  readonly task: string | undefined
+  readonly system: string | undefined
+  /** The worker's settings: the session's config. */
+  readonly config: AgentConfig.Input | undefined
+  readonly name: string | undefined
+  readonly output: Schema.Codec<unknown, unknown> | undefined
+  readonly outputRetries: number | undefined
+  readonly outputMode: Output.Mode | undefined
+  readonly agents: AgentOptions["agents"]
+  /** The layer's plugins, for the worker's runs. */
+  readonly plugins: ReadonlyArray<Hooks.PluginInput<R>>
+  readonly steering: Steering.Service
+  readonly onEvent: (event: AgentEvent.AgentEvent) => Effect.Effect<void>
 }
 
 /** A session this process knows. */
@@ -383,6 +438,53 @@ const outputOf = <R>(registry: Registry<R>, start: StartOptions) =>
       : Effect.succeed(schema)
   })
 
+/** The supervisor a session asks for, among the layer's (else `ConfigError`), and its task, which must be text. */
+const supervisorOf = <R>(registry: Registry<R>, start: StartOptions) =>
+  Effect.suspend(() => {
+    if (start.supervisor === undefined) return Effect.succeed(undefined)
+    const supervisors = registry.options.supervisors
+    const supervisor = supervisors !== undefined && Object.hasOwn(supervisors, start.supervisor)
+      ? supervisors[start.supervisor]
+      : undefined
+    if (supervisor === undefined) {
+      return Effect.fail(
+        new ConfigError({
+          field: "supervisor",
+          rule: `names a supervisor this layer does not know (${JSON.stringify(start.supervisor)}); it knows ${
+            JSON.stringify(Object.keys(supervisors ?? {}))
+          }`
+        })
+      )
+    }
+    return Effect.succeed(supervisor)
+  })
+
+/** A supervised session's task: its prompt, which is text (an entry known from the store alone has none). */
+const taskOf = (start: StartOptions): Effect.Effect<string | undefined, ConfigError> =>
+  typeof start.prompt === "string"
+    ? Effect.succeed(start.prompt)
+    : start.prompt.length === 0
+    ? Effect.succeed(undefined)
+    : Effect.fail(new ConfigError({ field: "prompt", rule: "a supervised session's task is text, not messages" }))
+
+/**
+ * A checkpoint one of the layer's supervisors runs, which a session started without it must not resume in the
+ * plain loop: `ConfigError`, to start it again with its supervisor.
+ */
+const plainOnly = <R>(registry: Registry<R>, sessionId: string) =>
+  Effect.gen(function*() {
+    const supervisors = Object.values(registry.options.supervisors ?? {})
+    if (supervisors.length === 0) return
+    const store = Context.get(registry.services, CheckpointStore.CheckpointStore)
+    const checkpoint = yield* Effect.option(store.load(sessionId))
+    if (Option.isSome(checkpoint) && supervisors.some((supervisor) => supervisor.owns(checkpoint.value))) {
+      return yield* new ConfigError({
+        field: "supervisor",
+        rule: `session ${sessionId} is a supervised run's: start it again with its supervisor`
+      })
+    }
+  })
+
 /**
  * Runs the session with `steering`, in the layer's scope: opened (started, resumed, or its stored result) or
  * resumed. Called with the session's lock held.
@@ -401,9 +503,22 @@ const launch = <R>(registry: Registry<R>, entry: Entry, steering: Steering.Servi
       // on resume, over the saved config (a session known from the store alone gives none: the saved one)
       config: entry.start.config
     }
-    const run = resume
-      ? Session.resume(entry.sessionId, common)
-      : Session.open(entry.sessionId, { ...common, prompt: entry.start.prompt, system: entry.start.system })
+    const supervisor = yield* supervisorOf(registry, entry.start)
+    const run = supervisor !== undefined
+      ? supervisor.run({
+        ...common,
+        sessionId: entry.sessionId,
+        task: resume ? undefined : yield* taskOf(entry.start),
+        system: entry.start.system,
+        plugins: options.plugins ?? [],
+        onEvent: record(registry, entry)
+      })
+      : Effect.andThen(
+        plainOnly(registry, entry.sessionId),
+        resume
+          ? Session.resume(entry.sessionId, common)
+          : Session.open(entry.sessionId, { ...common, prompt: entry.start.prompt, system: entry.start.system })
+      )
     const since = entry.seq
     entry.steering = steering
     entry.silent = undefined
@@ -499,6 +614,7 @@ const start = <R>(registry: Registry<R>) => (options: StartOptions): Effect.Effe
   Effect.gen(function*() {
     yield* SessionIdRule.validate(options.sessionId)
     yield* outputOf(registry, options)
+    if ((yield* supervisorOf(registry, options)) !== undefined) yield* taskOf(options)
     const entry = registry.entries.get(options.sessionId) ?? (yield* remember(registry, options))
     yield* entry.lock.withPermit(open(registry, entry))
   })

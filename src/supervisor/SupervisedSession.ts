@@ -41,6 +41,7 @@ import * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import * as RunState from "../RunState.ts"
 import * as CheckpointStore from "../session/CheckpointStore.ts"
+import type * as Sessions from "../session/Sessions.ts"
 import * as ToolRegistry from "../ToolRegistry.ts"
 import type * as AgentWorker from "./AgentWorker.ts"
 import * as Supervisor from "./Supervisor.ts"
@@ -405,3 +406,85 @@ export const load = (
     const store = yield* CheckpointStore.CheckpointStore
     return yield* fromStore(id, store.headFile(id), yield* store.load(id))
   })
+
+/**
+ * What a `Sessions` layer's supervisor is made of: `Supervisor.Options`
+ * without what the layer gives each session (the task, the worker's
+ * settings, the typed output, events, steering, checkpoints), and the tools
+ * the plan phase may use besides the built-in readers.
+ *
+ * @since 0.1.0
+ * @category sessions
+ */
+export interface Supervision<R = never> extends
+  Omit<
+    Supervisor.Options<R, unknown, unknown>,
+    "task" | "agent" | "runId" | "output" | "onEvent" | "steering" | "checkpoint"
+  >
+{
+  /** The tools (besides the built-in readers) the worker may use in the plan phase. */
+  readonly readOnlyTools?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * A supervisor for a `Sessions` layer (`Sessions.layer({ supervisors })`): a
+ * session started under its name runs as a supervised session, its
+ * checkpoints in the layer's `CheckpointStore`. The worker (our own loop
+ * unless `worker` says otherwise) runs with the layer's plugins, name and
+ * agents, and the session's system prompt, config and typed output; the
+ * checks, the worker and the limits are the supervisor's. A worker's failure
+ * ends the run with `WorkerFailed` and an `AgentEnd` that says so.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { CheckpointStore, Sessions } from "effect-agent/session"
+ * import { Check, SupervisedSession } from "effect-agent/supervisor"
+ *
+ * const tests = SupervisedSession.supervisor({
+ *   checks: [Check.make("tests", Effect.succeed({ status: "pass" as const, summary: "ok" }))],
+ *   maxTurns: 5
+ * })
+ * // sessions.start({ sessionId: "fix-1", prompt: "Make the tests pass", supervisor: "tests" })
+ * const sessions = Sessions.layer({ supervisors: { tests } }).pipe(Layer.provide(CheckpointStore.layerMemory))
+ * ```
+ *
+ * @since 0.1.0
+ * @category sessions
+ */
+export const supervisor = <R = never>(supervision: Supervision<R>): Sessions.Supervisor<R> => ({
+  owns: (checkpoint) => Object.hasOwn(checkpoint.state.pluginState, key),
+  run: (session) =>
+    Effect.gen(function*() {
+      const { readOnlyTools, ...limits } = supervision
+      const given = {
+        ...limits,
+        id: session.sessionId,
+        agent: {
+          system: session.system,
+          config: session.config,
+          plugins: session.plugins,
+          name: session.name,
+          outputRetries: session.outputRetries,
+          outputMode: session.outputMode,
+          agents: session.agents,
+          readOnlyTools
+        },
+        output: session.output,
+        steering: session.steering,
+        onEvent: session.onEvent
+      }
+      const { task } = session
+      const store = yield* CheckpointStore.CheckpointStore
+      const stored = yield* store.load(session.sessionId).pipe(
+        Effect.as(true),
+        Effect.catchTag("CheckpointMissing", () => Effect.succeed(false))
+      )
+      const fresh = task !== undefined && !stored
+      const result = fresh ? yield* run<R, unknown, unknown>({ ...given, task }) : yield* resume<R, unknown, unknown>(given)
+      return Supervisor.runResult(result)
+    }).pipe(
+      // announced already (`WorkerFailed`, then an `AgentEnd` that says so): its ending is the published one
+      Effect.catchTag("WorkerError", (error) => Effect.die(error))
+    )
+})

@@ -1251,7 +1251,14 @@ const result = <R, RW, P, A>(live: Live<R, RW, P, A>, outcome: SupervisedOutcome
     }
   })
 
-const runResult = <P, A>(done: Result<P, A>): RunState.RunResult => ({
+/**
+ * A supervised run's result as a run's (`RunState.RunResult`): its transcript, its usage, and its outcome as
+ * the core's open union carries it (`SupervisorOutcome.toOutcome`). It is the result its `AgentEnd` carries.
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const runResult = <P, A>(done: Result<P, A>): RunState.RunResult => ({
   messages: done.state.messages,
   state: done.state,
   outcome: SupervisorOutcome.toOutcome(done.outcome),

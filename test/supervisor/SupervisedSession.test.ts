@@ -12,7 +12,7 @@ import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { Tool, Toolkit } from "effect/ai"
 import { Agent, AgentTool, Approvals, type AgentEvent, Guardrail, Message, Outcome, RunState, Steering, ToolRegistry } from "effect-agent"
-import { CheckpointStore } from "effect-agent/session"
+import { CheckpointStore, Sessions } from "effect-agent/session"
 import { Check, SupervisedSession, Supervisor, SupervisorEvent, SupervisorOutcome, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
 
@@ -683,4 +683,70 @@ describe("SupervisedSession: a finished session given a follow-up (issue 30)", (
       assert.strictEqual(turns, 1)
       assert.deepStrictEqual(again.state.followUps.map(Message.textOf), ["Act anyway."])
     }))
+})
+
+describe("SupervisedSession.supervisor: supervised sessions through the Sessions service", () => {
+  const turns: ReadonlyArray<ScriptedModel.Turn> = [
+    { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "no" } }], usage: { input: 10 } },
+    { text: "wrote no", usage: { input: 20 } },
+    { toolCalls: [{ id: "w2", name: "write_file", params: { path: "ok.txt", content: "yes" } }], usage: { input: 30 } },
+    { text: "wrote yes", usage: { input: 40 } },
+    { text: "and the notes", usage: { input: 50 } }
+  ]
+  const sessionsOn = (store: CheckpointStore.Service, files: Map<string, string>) =>
+    Sessions.layer({ supervisors: { ok: SupervisedSession.supervisor({ checks: [okCheck(files)], maxTurns: 3 }) } }).pipe(
+      Layer.provide(Layer.mergeAll(
+        ScriptedModel.layer(turns),
+        toolsOn(files),
+        Layer.succeed(CheckpointStore.CheckpointStore, store)
+      ))
+    )
+
+  it.live("a session under a supervisor: checked turns, its events, its outcome; a follow-up is a new act round", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const files = new Map<string, string>()
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions.Sessions
+        yield* sessions.start({ sessionId: "fix", prompt: task, supervisor: "ok" })
+        const result = yield* sessions.result("fix").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 2 })
+        assert.strictEqual(files.get("ok.txt"), "yes")
+        const events = yield* sessions.events("fix")
+        const tags = events.map(({ event }) => SupervisorEvent.tagOf(event) ?? event._tag)
+        assert.deepStrictEqual(tags.filter((tag) => tag === "WorkerTurnStart").length, 2)
+        // one ending, the supervisor's, and last: the worker's runs are inside it
+        assert.deepStrictEqual(tags.filter((tag) => tag === "AgentEnd").length, 1)
+        assert.deepStrictEqual(tags.at(-1), "AgentEnd")
+        // the checkpoint is the supervisor's: the store holds a supervised run
+        const saved = yield* SupervisedSession.load("fix").pipe(Effect.provideService(CheckpointStore.CheckpointStore, store))
+        assert.strictEqual(saved.turns, 2)
+        // a follow-up: one more act round, checked, whose ending is the next result
+        const seen = events.at(-1)?.seq ?? 0
+        yield* sessions.followUp("fix", "write the notes too")
+        const next = yield* sessions.result("fix", seen).pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(SupervisorOutcome.fromOutcome(next.outcome), { _tag: "Converged", turns: 3 })
+        assert.deepStrictEqual(Message.textOf(next.state.messages.at(-1)!), "and the notes")
+      }).pipe(Effect.provide(sessionsOn(store, files)))
+      // a later process: started without its supervisor, the plain loop does not take the checkpoint up
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions.Sessions
+        yield* sessions.start({ sessionId: "fix", prompt: task })
+        const refused = yield* Effect.flip(sessions.result("fix").pipe(Effect.timeout("10 seconds")))
+        assert.strictEqual(refused._tag, "ConfigError")
+        assert.include(refused.message, "start it again with its supervisor")
+      }).pipe(Effect.provide(sessionsOn(store, new Map())))
+    }))
+
+  it.effect("refusals are typed: a supervisor the layer lacks, a task that is not text; nothing starts", () =>
+    Effect.gen(function*() {
+      const sessions = yield* Sessions.Sessions
+      const unknown = yield* Effect.flip(sessions.start({ sessionId: "a", prompt: task, supervisor: "nope" }))
+      assert.strictEqual(unknown._tag, "ConfigError")
+      assert.include(unknown.message, `it knows ["ok"]`)
+      const messages = yield* Effect.flip(sessions.start({ sessionId: "b", prompt: [Message.user(task)], supervisor: "ok" }))
+      assert.strictEqual(messages._tag, "ConfigError")
+      assert.include(messages.message, "task is text")
+      assert.strictEqual((yield* Effect.flip(sessions.events("a")))._tag, "CheckpointMissing")
+    }).pipe(Effect.provide(sessionsOn(CheckpointStore.memory(), new Map()))))
 })

@@ -29,7 +29,6 @@ import * as CheckpointStore from "../../session/CheckpointStore.ts"
 import * as Session from "../../session/Session.ts"
 import * as Steering from "../../Steering.ts"
 import * as SupervisedSession from "../../supervisor/SupervisedSession.ts"
-import type * as Supervisor from "../../supervisor/Supervisor.ts"
 import * as SupervisorEvent from "../../supervisor/SupervisorEvent.ts"
 import * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
 import type * as Worker from "../../supervisor/Worker.ts"
@@ -103,14 +102,7 @@ export interface ControlResult {
  * the worker's settings, the typed output, events, steering, checkpoints),
  * and the tools the plan phase may use besides the built-in readers.
  */
-export interface Supervision<R> extends
-  Omit<
-    Supervisor.Options<R, unknown, unknown>,
-    "task" | "agent" | "runId" | "output" | "onEvent" | "steering" | "checkpoint"
-  >
-{
-  readonly readOnlyTools?: ReadonlyArray<string> | undefined
-}
+export interface Supervision<R> extends SupervisedSession.Supervision<R> {}
 
 /** The largest typed answer a session's record keeps, as JSON in UTF-8: a larger one is told by its size. */
 export const maxAnswerBytes = 256 * 1024
