@@ -79,6 +79,13 @@ export interface StartOptions {
    * turns checked in between (`effect-agent/supervisor`), and its prompt must be text. None: the plain loop.
    */
   readonly supervisor?: string | undefined
+  /**
+   * A message the session goes on with, as a follow-up, queued before its run starts: a session the store
+   * holds unfinished takes it when its resumed run would end, a finished one goes on with it, one in flight
+   * (a join) gets it queued. Starting a session and then calling `followUp` could see its run end in between.
+   * On the durable layer it is the `followUp` made right after the start.
+   */
+  readonly followUp?: string | Message.Message | undefined
 }
 
 /**
@@ -550,7 +557,6 @@ const ended = <R>(
     entry.ending = true
     const interrupted = Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)
     if (!interrupted && !entry.endings.some((ending) => ending.seq > since)) entry.silent = exit
-    wake(entry)
     // a cancelled run's queue goes with it
     if (interrupted || Deferred.isDoneUnsafe(steering.cancelled)) return
     const leftover = [...yield* steering.takeSteering, ...yield* steering.takeFollowUps]
@@ -561,6 +567,8 @@ const ended = <R>(
     yield* Effect.ignore(launch(registry, entry, next, true))
   }).pipe(Effect.ensuring(Effect.sync(() => {
     entry.ending = false
+    // woken once the next run (if any) is launched: a waiting `result` never sees the gap between the two
+    wake(entry)
   })))
 
 /** A new entry, known from now on; past `maxSessions`, the oldest whose run has ended is forgotten. */
@@ -603,12 +611,17 @@ const entryOf = <R>(registry: Registry<R>, sessionId: string) =>
     return registry.entries.get(sessionId) ?? (yield* remember(registry, { sessionId, prompt: [] }))
   })
 
-/** Opens the session unless a run of it is in flight. Called with its lock held. */
-const open = <R>(registry: Registry<R>, entry: Entry) =>
-  Effect.suspend(() =>
-    entry.run !== undefined ? Effect.void : Effect.flatMap(Steering.make(), (steering) =>
-      launch(registry, entry, steering, false))
-  )
+/** Opens the session unless a run of it is in flight (then queues `followUp` to it). Called with its lock held. */
+const open = <R>(registry: Registry<R>, entry: Entry, followUp?: string | Message.Message) =>
+  Effect.gen(function*() {
+    if (entry.run !== undefined) {
+      if (followUp !== undefined) yield* entry.steering.followUp(followUp)
+      return
+    }
+    const steering = yield* Steering.make()
+    if (followUp !== undefined) yield* steering.followUp(followUp)
+    yield* launch(registry, entry, steering, false)
+  })
 
 const start = <R>(registry: Registry<R>) => (options: StartOptions): Effect.Effect<void, SessionsError> =>
   Effect.gen(function*() {
@@ -616,7 +629,7 @@ const start = <R>(registry: Registry<R>) => (options: StartOptions): Effect.Effe
     yield* outputOf(registry, options)
     if ((yield* supervisorOf(registry, options)) !== undefined) yield* taskOf(options)
     const entry = registry.entries.get(options.sessionId) ?? (yield* remember(registry, options))
-    yield* entry.lock.withPermit(open(registry, entry))
+    yield* entry.lock.withPermit(open(registry, entry, options.followUp))
   })
 
 /** Queues a message to the run in flight, or starts the next run with it (as a follow-up). */
@@ -671,7 +684,8 @@ const result = <R>(registry: Registry<R>) =>
         const changed = entry.changed ??= Deferred.makeUnsafe<void>()
         const ending = entry.endings.find(({ seq }) => seq > from)
         if (ending !== undefined) return yield* resultOf(ending.event)
-        if (entry.run === undefined && entry.silent !== undefined) return yield* entry.silent
+        // not while a run's end is handled: the next run may be launched with what was left queued
+        if (entry.run === undefined && !entry.ending && entry.silent !== undefined) return yield* entry.silent
         yield* Deferred.await(changed)
       }
     }))

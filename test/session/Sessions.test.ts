@@ -123,6 +123,36 @@ describe("Sessions, in this process", () => {
       assert.deepStrictEqual(ran, ["step", "slow", "slow"])
     }))
 
+  it.live("started again with a follow-up: an interrupted session takes it when its resumed run would end, a finished one goes on with it; one result each", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const started = Latch.makeUnsafe()
+      const turns: Turns = [...threeTurns("slow", 200), { text: "and the changelog", usage }, { text: "and the notes", usage }]
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "again", prompt: "go" })
+        yield* started.await
+        yield* service.interrupt("again")
+        yield* service.result("again")
+      }).pipe(Effect.provide(inProcess(store, turns, [], {}, (name) => void (name === "slow" && started.openUnsafe()))))
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        // a later process: resumed with a follow-up and a wider limit, one run ends it all
+        yield* service.start({ sessionId: "again", prompt: [], config: { maxTurns: 9 }, followUp: "now the changelog" })
+        const resumed = yield* service.result("again").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(resumed.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(texts(resumed.state.messages).slice(-3), ["all done", "now the changelog", "and the changelog"])
+        assert.strictEqual((yield* service.events("again")).filter(({ event }) => Sessions.isEnding(event)).length, 1)
+      }).pipe(Effect.provide(inProcess(store, turns, [])))
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        // finished: started again with a follow-up, it goes on with it (its stored result is no answer here)
+        yield* service.start({ sessionId: "again", prompt: [], followUp: "now the notes" })
+        const next = yield* service.result("again").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["now the notes", "and the notes"])
+      }).pipe(Effect.provide(inProcess(store, turns, [])))
+    }))
+
   it.effect("refusals are typed: a bad id, an unknown session, an output the layer lacks; nothing starts", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []
