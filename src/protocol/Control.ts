@@ -31,7 +31,6 @@
  */
 import { Deferred, Effect, Result, Schema, Stream } from "effect"
 import * as Approvals from "../Approvals.ts"
-import type * as Steering from "../Steering.ts"
 
 /**
  * One control line.
@@ -138,14 +137,29 @@ const expected = "approve, deny, steer, follow_up, cancel, approve_plan, refine_
   "or replace_feedback"
 
 /**
- * What control lines act on: the run's steering handle, and its approvals
- * when they are asked on stdin (`--approve ask`).
+ * Where `steer`, `follow_up` and `cancel` go: a run's steering handle
+ * (`Steering.Service` is one), or a session's, by its id (`Sessions`). A
+ * message refused (a full queue, a session that has ended) is told, not
+ * queued.
+ *
+ * @since 0.1.0
+ * @category serving
+ */
+export interface Messages {
+  readonly steer: (text: string) => Effect.Effect<void, { readonly message: string }>
+  readonly followUp: (text: string) => Effect.Effect<void, { readonly message: string }>
+  readonly cancel: (reason: string) => Effect.Effect<void, { readonly message: string }>
+}
+
+/**
+ * What control lines act on: where the messages go, and the approvals when
+ * they are asked on stdin (`--approve ask`).
  *
  * @since 0.1.0
  * @category serving
  */
 export interface Target {
-  readonly steering: Steering.Service
+  readonly messages: Messages
   readonly approvals: Approvals.Interactive | undefined
   /**
    * Why `steer` and `follow_up` cannot reach the run, when they cannot (a
@@ -166,13 +180,13 @@ export const apply = (command: Command, target: Target): Effect.Effect<string | 
     case "steer":
       return target.messagesRefused !== undefined
         ? Effect.succeed(`steer: ${target.messagesRefused}; ignored`)
-        : queue(command.type, target.steering.steer(command.text))
+        : queue(command.type, target.messages.steer(command.text))
     case "follow_up":
       return target.messagesRefused !== undefined
         ? Effect.succeed(`follow_up: ${target.messagesRefused}; ignored`)
-        : queue(command.type, target.steering.followUp(command.text))
+        : queue(command.type, target.messages.followUp(command.text))
     case "cancel":
-      return Effect.as(target.steering.cancel(command.reason ?? "cancelled by the user"), undefined)
+      return queue(command.type, target.messages.cancel(command.reason ?? "cancelled by the user"))
     case "approve":
     case "deny":
       return decide(command, target.approvals)
@@ -272,10 +286,10 @@ export const planOrTurnDecision = (
 }
 
 /** A message queued for the run; past the queue's bound it is dropped, and the note says so. */
-const queue = (type: string, queued: Effect.Effect<void, Steering.SteeringFull>): Effect.Effect<string | undefined> =>
+const queue = (type: string, queued: Effect.Effect<void, { readonly message: string }>): Effect.Effect<string | undefined> =>
   queued.pipe(
     Effect.as(undefined),
-    Effect.catchTag("SteeringFull", (full) => Effect.succeed(`${type}: ${full.message}; dropped`))
+    Effect.catch((refused) => Effect.succeed(`${type}: ${refused.message}; dropped`))
   )
 
 /**
@@ -439,7 +453,10 @@ export const serve = <E>(options: {
       Effect.catch(() => options.report("stdin could not be read; treating it as closed"))
     )
     yield* Deferred.succeed(options.eof, undefined)
-    if (options.onEof === "cancel") yield* options.target.steering.cancel("stdin was closed")
+    if (options.onEof === "cancel") {
+      const refused = yield* Effect.flip(options.target.messages.cancel("stdin was closed")).pipe(Effect.option)
+      if (refused._tag === "Some") yield* options.report(`end of stdin: cannot cancel: ${refused.value.message}`)
+    }
   })
 
 /**

@@ -117,12 +117,18 @@ export const decodeLine = (text: string): Effect.Effect<Line, Schema.SchemaError
  * A plugin writing the run's events to `path` (see the module
  * documentation). Give it in a run's `plugins`; it is built afresh for each
  * run. A file it creates is readable by its owner alone (`0600`): it holds
- * the transcript.
+ * the transcript. With `append`, every run appends to the file, one started
+ * from a prompt too: for events that reach it from outside the run (a
+ * session's, read from `Sessions.watch`), where it cannot tell a fresh run
+ * from a continued one.
  *
  * @since 0.1.0
  * @category codecs
  */
-export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSystem.FileSystem> =>
+export const ndjson = (
+  path: string,
+  options?: { readonly append?: boolean | undefined }
+): Effect.Effect<Hooks.Plugin, never, FileSystem.FileSystem> =>
   Effect.map(Effect.service(FileSystem.FileSystem), (fs) => {
     let scope: Scope.Closeable | undefined
     let file: FileSystem.File | undefined
@@ -199,7 +205,10 @@ export const ndjson = (path: string): Effect.Effect<Hooks.Plugin, never, FileSys
           case "AgentStart":
             // A fresh run reports its whole transcript as its own; a continued run reports none of it.
             return Effect.andThen(
-              Effect.catch(Effect.andThen(close, open(event.messages.length === ctx.messages.length)), stop),
+              Effect.catch(
+                Effect.andThen(close, open(options?.append !== true && event.messages.length === ctx.messages.length)),
+                stop
+              ),
               Effect.suspend(() => write(event))
             )
           case "AgentEnd":

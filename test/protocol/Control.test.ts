@@ -29,7 +29,7 @@ const setup = Effect.gen(function*() {
   const serve = (text: string, onEof: Control.OnEof = "ignore") =>
     Control.serve({
       lines: Control.lines(input(text)),
-      target: { steering, approvals: interactive },
+      target: { messages: steering, approvals: interactive },
       onEof,
       eof,
       report: (note) => Effect.sync(() => void notes.push(note))
@@ -175,7 +175,7 @@ describe("Control.serve", () => {
       const notes: Array<string> = []
       yield* Control.serve({
         lines: Control.lines(input(`{"type":"steer","text":"a"}\n{"type":"follow_up","text":"b"}\n{"type":"steer","text":"c"}\n`)),
-        target: { steering, approvals: undefined },
+        target: { messages: steering, approvals: undefined },
         onEof: "ignore",
         eof: yield* Deferred.make<void>(),
         report: (note) => Effect.sync(() => void notes.push(note))
@@ -192,7 +192,7 @@ describe("Control.serve", () => {
       const notes: Array<string> = []
       yield* Control.serve({
         lines: Control.lines(input(`{"type":"approve","id":"c1"}\n`)),
-        target: { steering, approvals: undefined },
+        target: { messages: steering, approvals: undefined },
         onEof: "ignore",
         eof: yield* Deferred.make<void>(),
         report: (note) => Effect.sync(() => void notes.push(note))
@@ -284,7 +284,7 @@ describe("Control.lines", () => {
         lines: Control.lines(Stream.fromQueue(bytes)).pipe(
           Stream.tap((line) => Effect.sync(() => void (longest = Math.max(longest, line.length))))
         ),
-        target: { steering, approvals: undefined },
+        target: { messages: steering, approvals: undefined },
         onEof: "ignore",
         eof: yield* Deferred.make<void>(),
         report: (note) => Effect.sync(() => void notes.push(note)).pipe(Effect.andThen(Deferred.succeed(reported, note)))

@@ -12,6 +12,7 @@
  * @since 0.1.0
  */
 import {
+  Cause,
   Clock,
   type Config,
   ConfigProvider,
@@ -19,6 +20,7 @@ import {
   Deferred,
   Duration,
   Effect,
+  Exit,
   Fiber,
   FileSystem,
   Layer,
@@ -53,7 +55,7 @@ import type * as RunState from "../../RunState.ts"
 import * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
 import * as Sandbox from "../../sandbox/Sandbox.ts"
 import * as CheckpointStore from "../../session/CheckpointStore.ts"
-import * as Session from "../../session/Session.ts"
+import * as Sessions from "../../session/Sessions.ts"
 import * as Trajectory from "../../session/Trajectory.ts"
 import * as Steering from "../../Steering.ts"
 import * as ScriptedModel from "../../testing/ScriptedModel.ts"
@@ -62,8 +64,9 @@ import * as Check from "../../supervisor/Check.ts"
 import * as Supervisor from "../../supervisor/Supervisor.ts"
 import * as ExternalWorker from "../../supervisor/ExternalWorker.ts"
 import * as SupervisedSession from "../../supervisor/SupervisedSession.ts"
-import type * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
-import type * as Worker from "../../supervisor/Worker.ts"
+import * as SupervisorEvent from "../../supervisor/SupervisorEvent.ts"
+import * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
+import * as Worker from "../../supervisor/Worker.ts"
 import * as Control from "../../protocol/Control.ts"
 import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
 import { configError, resumeFailure } from "./Failure.ts"
@@ -517,8 +520,13 @@ const externalWorker = (
 }
 
 /** A failure's exit code. */
-const failureCode = (error: Supervisor.RunError): ExitCode => {
+const failureCode = (error: Supervisor.RunError | Sessions.SessionsError): ExitCode => {
   switch (error._tag) {
+    case "SteeringFull":
+      return codes.configError
+    case "SessionEnded":
+    case "DurableStoreError":
+      return codes.unexpected
     case "ModelError":
     case "WorkerError":
       return codes.modelFailure
@@ -540,6 +548,56 @@ const failureCode = (error: Supervisor.RunError): ExitCode => {
     case "CheckpointTooLarge":
       return codes.unexpected
   }
+}
+
+/** The name the command's supervisor has in its `Sessions` layer. */
+const supervisorName = "run"
+
+/**
+ * Follows a session the command started: its events go to `deliver` as they
+ * are published, each once and in order. `follow` goes up to its run's
+ * ending and answers its result (a session that answers a stored result
+ * publishes nothing, and nothing is delivered); a supervised session's worker
+ * failure (`WorkerFailed`, then an ending that says so in words) is the
+ * `WorkerError` it was. `drain` delivers what was published and not yet
+ * delivered: an interrupted session's last events.
+ */
+const follower = (
+  sessions: Sessions.Service,
+  sessionId: string,
+  deliver: (event: AgentEvent.AgentEvent) => Effect.Effect<void>
+) => {
+  let delivered = 0
+  let workerFailed: SupervisorEvent.Of<"WorkerFailed"> | undefined
+  // whole or not at all: an interrupted follow leaves nothing half-delivered for `drain`
+  const send = ({ seq, event }: Sessions.Published) =>
+    Effect.uninterruptible(Effect.suspend(() => {
+      if (seq <= delivered) return Effect.void
+      delivered = seq
+      const own = SupervisorEvent.of(event)
+      if (own?._tag === "WorkerFailed") workerFailed = own
+      return deliver(event)
+    }))
+  const follow = Effect.gen(function*() {
+    const delivering = yield* Effect.forkChild(sessions.watch(sessionId).pipe(
+      Stream.takeUntil(({ event }) => Sessions.isEnding(event)),
+      Stream.runForEach(send)
+    ))
+    const exit = yield* Effect.exit(sessions.result(sessionId))
+    // An ending was published: delivered when the watch reaches it. None (a stored result): nothing more comes.
+    const published = (yield* sessions.events(sessionId)).some(({ event }) => Sessions.isEnding(event))
+    yield* published ? Fiber.join(delivering) : Fiber.interrupt(delivering)
+    if (Exit.isFailure(exit) && workerFailed !== undefined && Cause.hasDies(exit.cause)) {
+      const { worker, reason, message, exitCode } = workerFailed
+      return yield* new Worker.WorkerError({ worker, reason, message, ...(exitCode === undefined ? {} : { exitCode }) })
+    }
+    return yield* exit
+  })
+  const drain = Effect.flatMap(
+    Effect.orElseSucceed(sessions.events(sessionId, delivered), () => []),
+    (rest) => Effect.forEach(rest, send, { discard: true })
+  )
+  return { follow, drain }
 }
 
 const maxTaskLength = 10_000_000
@@ -681,24 +739,27 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         decideTurn: approveTurns ? untilEof?.decideTurn : undefined,
         openTurn: approveTurns ? untilEof?.openTurn : undefined
       }
-      if (controlled) {
-        const lines = stdinIsTerminal && "typing" in shown
-          ? yield* TerminalInput.lines(shown.typing)
-          : Control.lines(stdio.stdin)
-        yield* Effect.forkScoped(Control.serve({
-          lines,
-          target: {
-            steering,
-            approvals: interactive,
-            messagesRefused: settings.supervision === undefined || settings.supervision.worker === "agent"
-              ? undefined
-              : `the ${settings.supervision.worker} worker (a CLI run) takes no steering or follow-ups, only cancel`
-          },
-          onEof: settings.stdinEof,
-          eof,
-          report: (text) => Effect.sync(() => shown.note(text))
-        }))
-      }
+      /** The control lines on stdin (when it does not carry the task), to `messages`: the run's or the session's. */
+      const serveControl = (messages: Control.Messages) =>
+        Effect.gen(function*() {
+          if (!controlled) return
+          const lines = stdinIsTerminal && "typing" in shown
+            ? yield* TerminalInput.lines(shown.typing)
+            : Control.lines(stdio.stdin)
+          yield* Effect.forkScoped(Control.serve({
+            lines,
+            target: {
+              messages,
+              approvals: interactive,
+              messagesRefused: settings.supervision === undefined || settings.supervision.worker === "agent"
+                ? undefined
+                : `the ${settings.supervision.worker} worker (a CLI run) takes no steering or follow-ups, only cancel`
+            },
+            onEof: settings.stdinEof,
+            eof,
+            report: (text) => Effect.sync(() => shown.note(text))
+          }))
+        })
 
       // What the agent runs on
       const languageModel = yield* model(settings, io.env, shown)
@@ -748,78 +809,108 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         }
       })
 
-      // A supervised run: the worker's turns, checked in between
-      if (supervision !== undefined) {
+      // A supervised run's checks and worker, and its limits (the worker's own config has none of them)
+      const supervisionOptions = (): SupervisedSession.Supervision<Sandbox.Sandbox | ChildProcessSpawner.ChildProcessSpawner> | undefined => {
+        if (supervision === undefined) return undefined
         const worker = supervision.worker === "agent"
           ? undefined
           : externalWorker(supervision.worker, settings.target, settings.target.apiKeyEnv)
-        const checks = [
-          ...supervision.checks.map((command) => Check.command(command, command)),
-          ...(supervision.verifier === undefined
-            ? []
-            : [Check.command(supervision.verifier, supervision.verifier, { role: "verifier" as const })])
-        ]
-        const { maxTurns: _maxTurns, budgets: _budgets, ...inner } = settings.config
-        const checkSandbox = yield* Layer.build(sandboxLayer(settings.target, hidden)).pipe(
-          Effect.mapError((error) => sandboxFailure(settings.target, error))
-        )
-        const startSupervised = Effect.gen(function*() {
-          if (session !== undefined) {
-            plugins.push(Trajectory.ndjson(SessionFiles.sessionPaths(path, session.dir).trajectory))
-          }
-          const options: Omit<Supervisor.Options<Sandbox.Sandbox | ChildProcessSpawner.ChildProcessSpawner>, "task"> = {
-            checks,
-            plan: supervision.plan,
-            maxPlanIterations: supervision.maxPlanIterations,
-            approveTurns: supervision.approveTurns,
-            maxTurns: supervision.maxTurns,
-            maxTokens: supervision.maxTokens,
-            maxCostUsd: supervision.maxCostUsd,
-            maxWallClock: supervision.maxWallMs,
-            agent: { system: settings.system, config: inner, readOnlyTools: [] },
-            onEvent: yield* PluginEvents.deliverTo(plugins),
-            // cancel ends the supervised run; steer and follow_up reach our loop (an external worker refuses them)
-            steering,
-            ...(worker === undefined ? {} : { worker })
-          }
-          if (session === undefined) return yield* Supervisor.run({ ...options, task: task ?? "" })
-          const id = SessionFiles.sessionId
-          const supervisedSession = Effect.gen(function*() {
-            if (session.resume) {
-              yield* Effect.mapError(
-                SupervisedSession.load(id),
-                (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
-              )
-              resumable(session.dir)
-              return yield* SupervisedSession.resume({ ...options, id })
-            }
-            yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env, supervision)
-            resumable(session.dir)
-            return yield* SupervisedSession.run({ ...options, task: task ?? "", id })
-          })
-          // the session's checkpoints: a store on files in its directory
-          return yield* supervisedSession.pipe(
-            Effect.provide(CheckpointStore.layerFileSystem(SessionFiles.sessionPaths(path, session.dir).store))
-          )
-        })
-        const supervised = yield* startSupervised.pipe(
-          Effect.provideContext(Context.merge(services, checkSandbox)),
-          Effect.onInterrupt(() => interrupted)
-        )
-        const code = fromOutcome(supervised.outcome)
-        const summary = `${supervised.outcome._tag}: ${View.describe(supervised.outcome)}`
-        shown.close()
-        const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
-        if (!settings.json && settings.emitJsonl !== "-" && supervised.reply !== "" && !streamedHere) {
-          const reply = View.answer(supervised.reply, io.stdout.isTerminal)
-          io.stdout.write(reply.endsWith("\n") ? reply : `${reply}\n`)
+        return {
+          checks: [
+            ...supervision.checks.map((command) => Check.command(command, command)),
+            ...(supervision.verifier === undefined
+              ? []
+              : [Check.command(supervision.verifier, supervision.verifier, { role: "verifier" as const })])
+          ],
+          plan: supervision.plan,
+          maxPlanIterations: supervision.maxPlanIterations,
+          approveTurns: supervision.approveTurns,
+          maxTurns: supervision.maxTurns,
+          maxTokens: supervision.maxTokens,
+          maxCostUsd: supervision.maxCostUsd,
+          maxWallClock: supervision.maxWallMs,
+          readOnlyTools: [],
+          ...(worker === undefined ? {} : { worker })
         }
-        if (settings.quiet && code !== codes.ok) io.stderr.write(`effect-agent: ${summary}\n`)
-        return yield* finish(code, { outcome: supervised.outcome, summary, answer: supervised.reply, error: null })
       }
+      const supervised = supervisionOptions()
+      const { maxTurns: _maxTurns, budgets: _budgets, ...workerConfig } = settings.config
+      // The checks' commands run in the target's sandbox
+      const checkSandbox = Layer.build(sandboxLayer(settings.target, hidden)).pipe(
+        Effect.mapError((error) => sandboxFailure(settings.target, error))
+      )
 
+      /** The sessions of the command's session directory: the `Sessions` layer on its files, and its supervisor. */
+      const sessionsOn = (store: Context.Context<CheckpointStore.CheckpointStore>) =>
+        Effect.gen(function*() {
+          const given = Context.merge(services, store)
+          const layer = supervised === undefined
+            ? Sessions.layer({ name: agentName }).pipe(Layer.provide(Layer.succeedContext(given)))
+            : Sessions.layer({ name: agentName, supervisors: { [supervisorName]: SupervisedSession.supervisor(supervised) } })
+              .pipe(Layer.provide(Layer.succeedContext(Context.merge(given, yield* checkSandbox))))
+          return Context.get(yield* Layer.build(layer), Sessions.Sessions)
+        })
+
+      /**
+       * A session (`--session-dir`, `--resume`): the `Sessions` service on the files of its directory (`run
+       * --pg` follows one on the cluster's layer). Its events come to the outputs as they are published, and the
+       * control lines reach it by its id.
+       */
+      const sessionRun = (session: { readonly dir: string; readonly resume: boolean }) =>
+        Effect.gen(function*() {
+          const paths = SessionFiles.sessionPaths(path, session.dir)
+          const store = yield* Layer.build(CheckpointStore.layerFileSystem(paths.store))
+          const sessionId = SessionFiles.sessionId
+          if (session.resume) {
+            // Said before anything starts: nothing to resume, or not the kind of run its run.json says.
+            const cannot = (error: { readonly message: string }) =>
+              resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
+            const saved = yield* Effect.mapError(Context.get(store, CheckpointStore.CheckpointStore).load(sessionId), cannot)
+            if (supervised !== undefined) {
+              yield* Effect.mapError(Effect.provideContext(SupervisedSession.load(sessionId), store), cannot)
+            } else if (SupervisedSession.key in saved.state.pluginState) {
+              return yield* resumeFailure(
+                `cannot resume ${session.dir}: its checkpoint is a supervised run's, and its run.json says it is not`
+              )
+            }
+          } else {
+            yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env, supervision)
+          }
+          const sessions = yield* sessionsOn(store)
+          // the session's trajectory goes on in its file, run after run
+          const outputs = yield* PluginEvents.deliverTo([
+            ...plugins,
+            Trajectory.ndjson(paths.trajectory, { append: true })
+          ])
+          const followed = follower(sessions, sessionId, outputs)
+          // Stopped (SIGINT, SIGTERM, stdout closed): the run is interrupted, and its last events (the calls it
+          // cancelled, its ending) still reach the outputs, before the layer's scope ends.
+          yield* Effect.addFinalizer((exit) =>
+            Exit.isSuccess(exit) ? Effect.void : Effect.andThen(Effect.ignore(sessions.interrupt(sessionId)), followed.drain)
+          )
+          resumable(session.dir)
+          yield* sessions.start({
+            sessionId,
+            prompt: session.resume ? [] : task ?? "",
+            system: settings.system,
+            config: supervised === undefined ? settings.config : workerConfig,
+            supervisor: supervised === undefined ? undefined : supervisorName,
+            followUp: session.resume ? task : undefined
+          }).pipe(Effect.catchTag("SteeringFull", (full) => configError(`--task: ${full.message}`)))
+          yield* serveControl({
+            steer: (text) => sessions.steer(sessionId, text),
+            followUp: (text) => sessions.followUp(sessionId, text),
+            cancel: (reason) => sessions.cancel(sessionId, reason)
+          })
+          return yield* followed.follow
+        }).pipe(Effect.scoped)
+
+      // A run of the command's own: through the front door of a run (`Agent.run`) or of a supervised run
       const start = Effect.gen(function*() {
-        if (session === undefined) {
+        if (session !== undefined) return yield* sessionRun(session)
+        // cancel ends the run; steer and follow_up reach our loop (an external worker refuses them)
+        yield* serveControl(steering)
+        if (supervised === undefined) {
           return yield* Agent.run({
             prompt: task ?? "",
             system: settings.system,
@@ -829,48 +920,16 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
             name: agentName
           })
         }
-        const paths = SessionFiles.sessionPaths(path, session.dir)
-        plugins.push(Trajectory.ndjson(paths.trajectory))
-        return yield* sessionRun(session).pipe(Effect.provide(CheckpointStore.layerFileSystem(paths.store)))
+        const { readOnlyTools: _readOnly, ...limits } = supervised
+        const done = yield* Supervisor.run({
+          ...limits,
+          task: task ?? "",
+          agent: { system: settings.system, config: workerConfig, readOnlyTools: [] },
+          onEvent: yield* PluginEvents.deliverTo(plugins),
+          steering
+        }).pipe(Effect.provideContext(yield* checkSandbox))
+        return Supervisor.runResult(done)
       })
-
-      /** A run of the command's session, its checkpoints in the store given as a layer. */
-      const sessionRun = (session: { readonly dir: string; readonly resume: boolean }) =>
-        Effect.gen(function*() {
-          if (session.resume) {
-            const store = yield* CheckpointStore.CheckpointStore
-            const saved = yield* Effect.mapError(
-              store.load(SessionFiles.sessionId),
-              (error) => resumeFailure(`cannot resume ${session.dir}: ${error.message}`)
-            )
-            if (SupervisedSession.key in saved.state.pluginState) {
-              return yield* resumeFailure(
-                `cannot resume ${session.dir}: its checkpoint is a supervised run's, and its run.json says it is not`
-              )
-            }
-            if (task !== undefined) {
-              yield* Effect.mapError(steering.followUp(task), (full) => configError(`--task: ${full.message}`))
-            }
-            resumable(session.dir)
-            return yield* Session.resume(SessionFiles.sessionId, {
-              config: settings.config,
-              plugins,
-              steering,
-              name: agentName
-            })
-          }
-          yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env)
-          resumable(session.dir)
-          return yield* Session.run({
-            id: SessionFiles.sessionId,
-            prompt: task ?? "",
-            system: settings.system,
-            config: settings.config,
-            plugins,
-            steering,
-            name: agentName
-          })
-        })
 
       const result = yield* start.pipe(
         Effect.provideContext(services),
@@ -879,8 +938,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         Effect.onInterrupt(() => interrupted)
       )
 
-      const code = fromOutcome(result.outcome)
-      const summary = `${result.outcome._tag}: ${View.describe(result.outcome)}`
+      const outcome = SupervisorOutcome.fromOutcome(result.outcome)
+      const code = fromOutcome(outcome)
+      const summary = `${outcome._tag}: ${View.describe(outcome)}`
       const answer = answerOf(result.state.messages)
       shown.close()
       const streamedHere = io.stderr.isTerminal && io.stdout.isTerminal && !settings.quiet
@@ -888,10 +948,10 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         const shownAnswer = View.answer(answer, io.stdout.isTerminal)
         io.stdout.write(shownAnswer.endsWith("\n") ? shownAnswer : `${shownAnswer}\n`)
       }
-      if (settings.quiet && (code !== codes.ok || result.outcome._tag === "WrappedUp")) {
+      if (settings.quiet && (code !== codes.ok || outcome._tag === "WrappedUp")) {
         io.stderr.write(`effect-agent: ${summary}\n`)
       }
-      return yield* finish(code, { outcome: result.outcome, summary, answer: answer ?? null, error: null })
+      return yield* finish(code, { outcome, summary, answer: answer ?? null, error: null })
     })
 
     const running = yield* Effect.forkChild(program.pipe(
