@@ -12,7 +12,7 @@
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { ConfigProvider, Context, Duration, Effect, Exit, Fiber, Layer, Option, Path, Redacted, Result, Schedule, Schema, Scope } from "effect"
+import { ConfigProvider, Context, Duration, Effect, Exit, Layer, Option, Path, Redacted, Result, Schema, Scope } from "effect"
 import { LanguageModel } from "effect/ai"
 import { Flag } from "effect/cli"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
@@ -28,6 +28,7 @@ import { codes, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
 import { configError, Failure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
 import { Io } from "./Io.ts"
+import * as PluginEvents from "./PluginEvents.ts"
 import * as Runner from "./Runner.ts"
 import * as Settings from "./Settings.ts"
 import { Approve } from "./Target.ts"
@@ -350,25 +351,14 @@ const follow = (
     // Starting a session again joins it, so a start the database did not answer is made again.
     yield* waiting(sessions.start(start))
     progress(`effect-agent: session ${sessionId} submitted\n`)
-    let seen = 0
-    const shown = Effect.gen(function*() {
-      for (const { event, seq } of yield* sessions.events(sessionId, seen)) {
-        seen = seq
-        if (output.jsonl) io.stdout.write(Runner.eventLine(event))
-        // the model names the tools and calls: shown printable, never as escapes the terminal would follow
-        if (event._tag === "TurnStart") progress(`── turn ${event.turn}\n`)
-        else if (event._tag === "ToolExecutionStart") progress(`⚙ ${View.printable(event.toolName)}\n`)
-        else if (event._tag === "ApprovalRequested") {
-          const call = View.printable(event.toolCallId)
-          progress(`? ${View.printable(event.toolName)} waits for approval (call ${call})\n`)
-        }
-      }
-    }).pipe(waiting)
-    const follower = yield* Effect.forkChild(Effect.repeat(shown, Schedule.spaced("500 millis")))
+    // the session's events, as run shows its own: the view on stderr, and the JSON lines on stdout
+    const view = output.quiet ? View.quiet(io.stderr.write) : View.log(io.stderr.write, {})
+    const deliver = yield* PluginEvents.deliverTo(output.jsonl ? [view.plugin, Runner.jsonLines(io.stdout.write)] : [view.plugin])
+    const followed = Runner.follower(sessions, sessionId, deliver)
     type Ended =
       | { readonly _tag: "Finished"; readonly result: RunState.RunResult }
       | { readonly _tag: "Failed"; readonly tag: string; readonly why: string }
-    const ended = yield* waiting(sessions.result(sessionId)).pipe(
+    const ended = yield* waiting(followed.follow).pipe(
       Effect.map((result): Ended => ({ _tag: "Finished", result })),
       // the database given up on is the command's failure; the run's error (or defect) is the session's
       Effect.catch((error) =>
@@ -378,9 +368,7 @@ const follow = (
       ),
       Effect.catchDefect((defect) => Effect.succeed<Ended>({ _tag: "Failed", tag: "Defect", why: `died: ${String(defect)}` }))
     )
-    yield* Fiber.interrupt(follower)
-    // what was published before the ending, shown in order
-    yield* Effect.ignore(shown)
+    view.close()
     const report = (report: Runner.Report) => output.json ? io.stdout.write(`${JSON.stringify(report)}\n`) : undefined
     if (ended._tag === "Failed") {
       io.stderr.write(`effect-agent: session ${sessionId}: ${View.printable(View.errorText(ended.why))}\n`)

@@ -349,8 +349,12 @@ export const tools = (target: Target.Target, note: (text: string) => void, hide:
 /** An event as a line of `--emit-jsonl`. */
 export const eventLine = (event: AgentEvent.AgentEvent) => JSON.stringify(AgentEvent.encodeJson(event)) + "\n"
 
-/** Events as JSON lines on stdout. */
-const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
+/**
+ * Events as JSON lines on stdout.
+ *
+ * @since 0.1.0
+ */
+export const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
   name: "jsonl",
   observe: (event) => write(eventLine(event))
 })
@@ -560,9 +564,12 @@ const supervisorName = "run"
  * publishes nothing, and nothing is delivered); a supervised session's worker
  * failure (`WorkerFailed`, then an ending that says so in words) is the
  * `WorkerError` it was. `drain` delivers what was published and not yet
- * delivered: an interrupted session's last events.
+ * delivered: an interrupted session's last events. The command follows its
+ * sessions with it, on whichever layer they are (`run --pg`: the cluster's).
+ *
+ * @since 0.1.0
  */
-const follower = (
+export const follower = (
   sessions: Sessions.Service,
   sessionId: string,
   deliver: (event: AgentEvent.AgentEvent) => Effect.Effect<void>
@@ -579,7 +586,8 @@ const follower = (
       return deliver(event)
     }))
   const follow = Effect.gen(function*() {
-    const delivering = yield* Effect.forkChild(sessions.watch(sessionId).pipe(
+    // from what was delivered: a follow made again (the database came back) shows nothing twice
+    const delivering = yield* Effect.forkChild(sessions.watch(sessionId, delivered).pipe(
       Stream.takeUntil(({ event }) => Sessions.isEnding(event)),
       Stream.runForEach(send)
     ))
