@@ -307,6 +307,18 @@ export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine
         approve: (sessionId, approvalId, decision) =>
           Effect.andThen(known(sessionId), approve(sessionId, approvalId, decision)).pipe(provided),
         interrupt: (sessionId) => Effect.andThen(known(sessionId), interrupt(sessionId)).pipe(provided),
+        pending: (sessionId) =>
+          Effect.gen(function*() {
+            yield* known(sessionId)
+            // an ended session has no call waiting, whatever its events say
+            const status = yield* statusOf(sessionId)
+            if (status._tag !== "Unknown" && status._tag !== "Suspended") return { approvals: [] }
+            const published = yield* events(sessionId)
+            return { approvals: Sessions.waitingApprovals(published.map(({ event }) => event)) }
+          }).pipe(provided),
+        // the runners run no supervised sessions: no plan or feedback ever waits
+        decidePlan: (sessionId) => Effect.as(known(sessionId), false).pipe(provided),
+        decideTurn: (sessionId) => Effect.as(known(sessionId), false).pipe(provided),
         // the engine has no cancel of its own: the session ends for good, as an interrupt ends it
         cancel: (sessionId) => Effect.andThen(known(sessionId), interrupt(sessionId)).pipe(provided),
         events: (sessionId, after) =>

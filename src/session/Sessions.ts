@@ -182,6 +182,26 @@ export interface Service {
    * durable layer a cancel is an interrupt: the session ends for good.
    */
   readonly cancel: (sessionId: string, reason?: string) => Effect.Effect<void, SessionsError>
+  /**
+   * What waits for a decision now: the calls (each by the `approvalId` `approve` takes), and a supervised
+   * session's plan or feedback. Nothing when the layer's `Approvals` policy decides, or no run is in flight.
+   */
+  readonly pending: (sessionId: string) => Effect.Effect<Pending, SessionsError>
+  /**
+   * Decides the plan waiting, if it is plan `iteration` (a supervised session's, see `Supervisor.Options.plan`):
+   * returns whether it was, and took this decision; otherwise nothing is decided or kept.
+   */
+  readonly decidePlan: (
+    sessionId: string,
+    iteration: number,
+    decision: Approvals.PlanDecision
+  ) => Effect.Effect<boolean, SessionsError>
+  /** Decides the feedback of act turn `turn` waiting for the operator (`approveTurns`), as `decidePlan` does. */
+  readonly decideTurn: (
+    sessionId: string,
+    turn: number,
+    decision: Approvals.TurnDecision
+  ) => Effect.Effect<boolean, SessionsError>
   /** The events published after `after` (all by default; see {@link position}), in order. */
   readonly events: (sessionId: string, after?: number) => Effect.Effect<ReadonlyArray<Published>, SessionsError>
   /**
@@ -203,6 +223,67 @@ export interface Service {
     sessionId: string,
     after?: number
   ) => Effect.Effect<RunState.RunResult, AgentError | SessionsError>
+}
+
+/**
+ * What waits for a decision in a session (`pending`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Pending {
+  /** The calls waiting for approval, oldest first. */
+  readonly approvals: ReadonlyArray<Approvals.Request>
+  /** A supervised session's plan waiting for a decision (`decidePlan`). */
+  readonly plan?: Approvals.PlanRequest | undefined
+  /** A supervised session's feedback waiting for the operator (`decideTurn`). */
+  readonly turn?: Approvals.TurnRequest | undefined
+}
+
+/**
+ * The calls still waiting for approval after `events` (a session's, in
+ * order): each `ApprovalRequested` (a sub-agent's inside its `Nested`
+ * events) not yet answered by its `ApprovalResolved`; none once the run has
+ * ended. The durable layer lists its waiting calls so.
+ *
+ * @example
+ * ```ts
+ * import { Sessions } from "effect-agent/session"
+ *
+ * const asked = { runId: "r", turn: 1, timestamp: 0, toolCallId: "c1", approvalId: "c1", toolName: "deploy", params: {} }
+ * console.log(Sessions.waitingApprovals([{ _tag: "ApprovalRequested", ...asked }]).map((request) => request.approvalId))
+ * // Output: [ 'c1' ]
+ * ```
+ *
+ * @since 0.1.0
+ * @category events
+ */
+export const waitingApprovals = (events: ReadonlyArray<AgentEvent.AgentEvent>): Array<Approvals.Request> => {
+  const waiting = new Map<string, Approvals.Request>()
+  for (const outer of events) {
+    if (isEnding(outer)) {
+      waiting.clear()
+      continue
+    }
+    let event: AgentEvent.AgentEvent = outer
+    while (event._tag === "Nested") event = event.event
+    if (event._tag !== "ApprovalRequested" && event._tag !== "ApprovalResolved") continue
+    const approvalId = event.approvalId ?? event.toolCallId
+    if (event._tag === "ApprovalResolved") {
+      waiting.delete(approvalId)
+      continue
+    }
+    waiting.set(approvalId, {
+      runId: event.runId,
+      turn: event.turn,
+      toolCallId: event.toolCallId,
+      approvalId,
+      toolName: event.toolName,
+      params: event.params,
+      ...(event.reason === undefined ? {} : { reason: event.reason })
+    })
+  }
+  return Array.from(waiting.values())
 }
 
 /**
@@ -739,6 +820,30 @@ export const layer = <R = never>(
             decision.approved ? approvals.approve(approvalId) : approvals.deny(approvalId, decision.reason)),
         interrupt: (sessionId) =>
           Effect.flatMap(entry(sessionId), ({ run }) => run === undefined ? Effect.void : Fiber.interrupt(run)),
+        pending: (sessionId) =>
+          Effect.flatMap(entry(sessionId), (known) =>
+            Effect.gen(function*() {
+              if (known.run === undefined) return { approvals: [] }
+              const { approvals } = known
+              const [plan, turn] = [yield* approvals.pendingPlan, yield* approvals.pendingTurn]
+              return {
+                approvals: yield* approvals.pending,
+                ...(plan === undefined ? {} : { plan }),
+                ...(turn === undefined ? {} : { turn })
+              }
+            })),
+        decidePlan: (sessionId, iteration, decision) =>
+          Effect.flatMap(entry(sessionId), ({ approvals, run }) =>
+            Effect.gen(function*() {
+              const plan = run === undefined ? undefined : yield* approvals.pendingPlan
+              return plan !== undefined && plan.iteration === iteration && (yield* approvals.decidePlanWith(decision))
+            })),
+        decideTurn: (sessionId, turn, decision) =>
+          Effect.flatMap(entry(sessionId), ({ approvals, run }) =>
+            Effect.gen(function*() {
+              const waiting = run === undefined ? undefined : yield* approvals.pendingTurn
+              return waiting !== undefined && waiting.turn === turn && (yield* approvals.decideTurnWith(decision))
+            })),
         cancel: (sessionId, reason) =>
           Effect.flatMap(entry(sessionId), (known) =>
             known.lock.withPermit(Effect.suspend(() =>

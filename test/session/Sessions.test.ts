@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Latch, Layer, Schedule, Schema, Stream } from "effect"
 import { WorkflowEngine } from "effect/workflow"
-import { Agent, Approvals, Message } from "effect-agent"
+import { Agent, AgentError, type AgentEvent, Approvals, Message } from "effect-agent"
 import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
@@ -363,6 +363,59 @@ describe("Sessions.watch: the events as they are published, on both layers", () 
         assert.strictEqual(missing._tag, "CheckpointMissing")
       }).pipe(Effect.provide(layer)))
   }
+})
+
+describe("Sessions.pending: what waits for a decision, on both layers", () => {
+  const turns: Turns = [
+    { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+    { text: "done", usage }
+  ]
+  const layers = {
+    "in this process": inProcess(CheckpointStore.memory(), turns, []),
+    "as workflows": DurableSession.layerSessions.pipe(
+      Layer.provideMerge(DurableSession.layer()),
+      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]))),
+      Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+    )
+  }
+  for (const [name, layer] of Object.entries(layers)) {
+    it.live(`${name}: the call waiting, by the id approve takes; answered, nothing waits; no plan or feedback`, () =>
+      Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "asks", prompt: "deploy" })
+        const id = yield* asked("asks")
+        const waiting = yield* service.pending("asks")
+        assert.deepStrictEqual(
+          waiting.approvals.map(({ approvalId, toolCallId, toolName, params }) => ({ approvalId, toolCallId, toolName, params })),
+          [{ approvalId: id, toolCallId: "d1", toolName: "deploy", params: { env: "prod" } }]
+        )
+        assert.deepStrictEqual([waiting.plan, waiting.turn], [undefined, undefined])
+        assert.isFalse(yield* service.decidePlan("asks", 1, { _tag: "Approve" }))
+        assert.isTrue(yield* service.approve("asks", id, Approvals.approved))
+        const result = yield* service.result("asks").pipe(Effect.timeout("10 seconds"))
+        assert.include(texts(result.state.messages), "deployed to prod")
+        assert.deepStrictEqual((yield* service.pending("asks")).approvals, [])
+        assert.strictEqual((yield* Effect.flip(service.pending("nobody")))._tag, "CheckpointMissing")
+      }).pipe(Effect.provide(layer)))
+  }
+
+  it("waitingApprovals: a sub-agent's call inside its Nested event; answered, or its run ended, it no longer waits", () => {
+    const base = { runId: "r", turn: 1, timestamp: 0 }
+    const ask = (toolCallId: string, approvalId: string): AgentEvent.AgentEvent => ({
+      _tag: "ApprovalRequested", ...base, toolCallId, approvalId, toolName: "deploy", params: {}
+    })
+    const nested = (event: AgentEvent.AgentEvent): AgentEvent.AgentEvent => ({
+      _tag: "Nested", ...base, path: ["helper"], calls: ["c7"], event
+    })
+    const events: Array<AgentEvent.AgentEvent> = [
+      ask("c1", "c1"),
+      nested(ask("c1", "c7/c1")),
+      { _tag: "ApprovalResolved", ...base, toolCallId: "c1", approvalId: "c1", toolName: "deploy", approved: true }
+    ]
+    assert.deepStrictEqual(Sessions.waitingApprovals(events).map(({ approvalId }) => approvalId), ["c7/c1"])
+    const end: AgentEvent.AgentEvent = { _tag: "AgentEnd", ...base, error: new AgentError.ConfigError({ field: "x", rule: "y" }) }
+    assert.deepStrictEqual(Sessions.waitingApprovals([...events, end]), [])
+  })
 })
 
 describe("Sessions.cancel, in this process", () => {

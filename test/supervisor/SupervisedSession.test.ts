@@ -8,7 +8,7 @@
  * and stays as it was.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Schedule, Schema } from "effect"
 import { TestClock } from "effect/testing"
 import { Tool, Toolkit } from "effect/ai"
 import { Agent, AgentTool, Approvals, type AgentEvent, Guardrail, Message, Outcome, RunState, Steering, ToolRegistry } from "effect-agent"
@@ -736,6 +736,34 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
         assert.strictEqual(refused._tag, "ConfigError")
         assert.include(refused.message, "start it again with its supervisor")
       }).pipe(Effect.provide(sessionsOn(store, new Map())))
+    }))
+
+  it.live("its plan waits for a decision by its iteration (pending, decidePlan); approved, the act phase runs", () =>
+    Effect.gen(function*() {
+      const files = new Map<string, string>()
+      const planned: ReadonlyArray<ScriptedModel.Turn> = [
+        { text: "1. write yes to ok.txt", usage: { input: 5 } },
+        { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "yes" } }], usage: { input: 10 } },
+        { text: "wrote yes", usage: { input: 20 } }
+      ]
+      const layer = Sessions.layer({
+        supervisors: { planned: SupervisedSession.supervisor({ checks: [okCheck(files)], plan: true, maxTurns: 2 }) }
+      }).pipe(Layer.provide(Layer.mergeAll(ScriptedModel.layer(planned), toolsOn(files), CheckpointStore.layerMemory)))
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions.Sessions
+        yield* sessions.start({ sessionId: "plan", prompt: task, supervisor: "planned" })
+        const waiting = yield* sessions.pending("plan").pipe(
+          Effect.repeat({ until: (pending) => pending.plan !== undefined, schedule: Schedule.spaced("10 millis"), times: 500 })
+        )
+        assert.deepStrictEqual([waiting.plan?.iteration, waiting.plan?.plan], [1, "1. write yes to ok.txt"])
+        // a decision for another iteration answers nothing
+        assert.isFalse(yield* sessions.decidePlan("plan", 2, { _tag: "Approve" }))
+        assert.isFalse(yield* sessions.decideTurn("plan", 1, { _tag: "Approve" }))
+        assert.isTrue(yield* sessions.decidePlan("plan", 1, { _tag: "Approve" }))
+        const result = yield* sessions.result("plan").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 1 })
+        assert.strictEqual((yield* sessions.pending("plan")).plan, undefined)
+      }).pipe(Effect.provide(layer))
     }))
 
   it.effect("refusals are typed: a supervisor the layer lacks, a task that is not text; nothing starts", () =>
