@@ -450,7 +450,8 @@ export interface SupervisedRun<R = never> {
 /** A session this process knows. */
 interface Entry {
   readonly sessionId: string
-  readonly start: StartOptions
+  /** What it was started with: the last `start` made while no run of it was in flight (a join takes none). */
+  start: StartOptions
   readonly approvals: Approvals.Interactive
   /** Held while the session's run is looked at and changed (started, queued to, ended). */
   readonly lock: Semaphore.Semaphore
@@ -710,7 +711,12 @@ const start = <R>(registry: Registry<R>) => (options: StartOptions): Effect.Effe
     yield* outputOf(registry, options)
     if ((yield* supervisorOf(registry, options)) !== undefined) yield* taskOf(options)
     const entry = registry.entries.get(options.sessionId) ?? (yield* remember(registry, options))
-    yield* entry.lock.withPermit(open(registry, entry, options.followUp))
+    yield* entry.lock.withPermit(Effect.suspend(() => {
+      // Known already (read before its start, or ended): the session goes on as this start says (its output,
+      // its supervisor, its config); a start that joins a run in flight changes nothing of it.
+      if (entry.run === undefined) entry.start = options
+      return open(registry, entry, options.followUp)
+    }))
   })
 
 /** Queues a message to the run in flight, or starts the next run with it (as a follow-up). */

@@ -736,6 +736,14 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
         assert.strictEqual(refused._tag, "ConfigError")
         assert.include(refused.message, "start it again with its supervisor")
       }).pipe(Effect.provide(sessionsOn(store, new Map())))
+      // another: read before it is started (known from the store alone), then started under its supervisor
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions.Sessions
+        assert.deepStrictEqual(yield* sessions.events("fix"), [])
+        yield* sessions.start({ sessionId: "fix", prompt: [], supervisor: "ok" })
+        const again = yield* sessions.result("fix").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(SupervisorOutcome.fromOutcome(again.outcome), { _tag: "Converged", turns: 3 })
+      }).pipe(Effect.provide(sessionsOn(store, new Map([["ok.txt", "yes"]]))))
     }))
 
   it.live("its plan waits for a decision by its iteration (pending, decidePlan); approved, the act phase runs", () =>
