@@ -159,7 +159,7 @@ layer(
       const followUp = (text: string, after: string) =>
         Effect.gen(function*() {
           const sent = yield* post(`${url}/sessions/${done}/control`, { type: "follow_up", text })
-          assert.strictEqual(sent.status, 202)
+          assert.strictEqual(sent.status, 202, JSON.stringify(sent.body))
           assert.include(["restarted", "queued"], sent.body.status)
           assert.strictEqual(yield* Queue.take(resumed), done)
           return (yield* events(url, done, undefined, after)).messages

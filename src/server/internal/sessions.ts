@@ -1,37 +1,35 @@
 /**
- * The server's sessions: starting them as durable sessions (a `Session`, or
- * a `SupervisedSession` under one of the server's supervisors), following
- * their events into their logs, applying control commands, describing them,
- * and resuming the unfinished ones when the server starts.
+ * The server's sessions, on the `Sessions` service (`Sessions.layer` in the
+ * server's scope, its checkpoints in the server's store, a supervised session
+ * under one of the server's supervisors): the service runs them; the server
+ * keeps their records and event logs (fed from `Sessions.watch`), applies
+ * control commands, describes them, bounds them, and resumes the unfinished
+ * ones when it starts.
  *
- * A session's run is a fiber in the server's scope. When the server stops,
- * the runs are interrupted: each saves its checkpoint and its record still
- * says `running`, so the next server on the same store resumes it (as it
- * does after a crash, from the last checkpoint).
+ * When the server stops, the runs are interrupted: each saves its checkpoint
+ * and its record still says `running`, so the next server on the same store
+ * resumes it (as it does after a crash, from the last checkpoint).
  *
  * @internal
  */
-import { Cause, Clock, Context, Effect, Exit, Fiber, Option, Schema, Scope, Semaphore, type Stream } from "effect"
+import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Option, type Schema, Scope, Semaphore, Stream } from "effect"
 import type { HttpApiError } from "effect/http-api"
 import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
-import { type AgentError, ConfigError } from "../../AgentError.ts"
 import type * as AgentEvent from "../../AgentEvent.ts"
 import * as Approvals from "../../Approvals.ts"
 import * as Control from "../../protocol/Control.ts"
 import * as UntrustedConfig from "../../protocol/UntrustedConfig.ts"
 import type * as Hooks from "../../Hooks.ts"
 import * as Message from "../../Message.ts"
-import type * as Outcome from "../../Outcome.ts"
 import type * as Output from "../../Output.ts"
 import type * as SubAgent from "../../SubAgent.ts"
 import * as CheckpointStore from "../../session/CheckpointStore.ts"
-import * as Session from "../../session/Session.ts"
+import * as SessionApi from "../../session/Sessions.ts"
 import * as Steering from "../../Steering.ts"
 import * as SupervisedSession from "../../supervisor/SupervisedSession.ts"
 import * as SupervisorEvent from "../../supervisor/SupervisorEvent.ts"
 import * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
-import type * as Worker from "../../supervisor/Worker.ts"
 import * as EventLog from "./eventLog.ts"
 import {
   badRequest,
@@ -177,33 +175,24 @@ export interface Sessions {
   readonly isStopping: () => boolean
 }
 
-interface Run {
-  readonly steering: Steering.Service
-  fiber: Fiber.Fiber<void> | undefined
-  /** Its `AgentEnd` has been seen: messages given now go to the next run. */
-  ended: boolean
-  cancelled: boolean
-}
-
 interface Entry {
   record: Store.Record
   log: EventLog.EventLog | undefined
-  readonly approvals: Approvals.Interactive
-  run: Run | undefined
+  /** A run of it is in flight: started by the server, or by messages left over at the end of the last run. */
+  active: boolean
+  /** The number (in the `Sessions` service) of the last of its events the server has handled. */
+  seen: number
+  /** Reads its events from the `Sessions` service into its log and record, from its first run on. */
+  follower: Fiber.Fiber<void> | undefined
+  /** The worker failure the run in flight announced (`WorkerFailed`): its ending says it only in words. */
+  workerFailed: string | undefined
   /**
-   * Held while the session's run is looked at and changed (started, queued to, ended): one run at a time,
-   * whatever the interleaving of requests and of a run's end. A check of `run` and the start of a new one with
-   * a wait between them (opening the log, saving the record) would otherwise let two requests both find no run.
+   * Held while the session's run is looked at and started: a check of `active` and the start of a new run with
+   * a wait between them (opening the log, saving the record) would otherwise let two requests both find none.
    */
   readonly lock: Semaphore.Semaphore
   /** Its events streams now. */
   streams: number
-}
-
-/** A message for a run, of its kind. */
-interface Queued {
-  readonly kind: "steer" | "followUp"
-  readonly message: Message.Message
 }
 
 const titleOf = (task: string): string => {
@@ -271,23 +260,8 @@ const sessionConfig = (defaults: AgentConfig.Input | undefined, input: unknown) 
     return yield* AgentConfig.make(capped(merged, yield* AgentConfig.make(defaults)))
   })
 
-/** Why a run could not go on: the run's errors, the store's, a supervised run's worker's. */
-type RunError = AgentError | CheckpointStore.CheckpointError | Worker.WorkerError
-
-/** How a run ended, whatever ran it: what the session's record keeps. */
-interface Ended {
-  readonly outcome: Outcome.Outcome
-  readonly turns: number
-  readonly usage: Message.Usage
-  /** The typed answer in its JSON form, when the session asked for one and the run gave it. */
-  readonly answer: unknown
-}
-
-/** What a run is given by the server: its steering, and where its events go (the log, the record's figures). */
-interface RunInput {
-  readonly steering: Steering.Service
-  readonly observe: (event: AgentEvent.AgentEvent) => void
-}
+/** How a run ended, as the session's record keeps it. */
+type Ending = Partial<Store.Record>
 
 /** Whether an event is one of a supervised run's own (`SupervisorEvent`). */
 const isSupervisorEvent = (event: AgentEvent.AgentEvent): boolean =>
@@ -301,14 +275,6 @@ const answerRecord = (answer: unknown): { readonly value?: unknown; readonly byt
   const bytes = encoder.encode(JSON.stringify(answer)).length
   return bytes <= maxAnswerBytes ? { value: answer } : { bytes }
 }
-
-/** A value of a Schema in its JSON form (`undefined` when there is none, or it does not encode). */
-const encoded = (schema: Schema.Codec<unknown, unknown> | undefined, value: unknown) =>
-  schema === undefined || value === undefined
-    ? Effect.succeed(undefined)
-    : Schema.encodeUnknownEffect(Schema.toCodecJson(schema))(value).pipe(
-      Effect.catch(() => Effect.succeed(undefined))
-    )
 
 /** The names a table has, for a message: quoted, in order. */
 const namesOf = (table: Readonly<Record<string, unknown>> | undefined): Array<string> =>
@@ -326,19 +292,24 @@ const settled = (record: Store.Record): string | undefined => {
 }
 
 /** What a failed run failed with, in words. */
-const failureOf = (cause: Cause.Cause<RunError | Store.StorageError>) => {
+const failureOf = (cause: Cause.Cause<{ readonly _tag: string; readonly message: string }>) => {
   const error = Cause.findErrorOption(cause)
   if (Option.isSome(error)) return { _tag: error.value._tag, message: error.value.message }
   const defect = cause.reasons.find(Cause.isDieReason)
   return { _tag: "Defect", message: defect === undefined ? Cause.pretty(cause) : String(defect.defect) }
 }
 
+/**
+ * The server's sessions, on the `Sessions` service (`Sessions.layer`, in the server's scope, its checkpoints
+ * in the server's store): the service runs them (their steering, their approvals, a supervised session under
+ * the server's supervisor, the run that messages left over at a run's end start); the server keeps their
+ * records and event logs, fed from `Sessions.watch`, and its own bounds.
+ */
 export const make = <R>(
   options: Options<R>
 ): Effect.Effect<Sessions, Store.StorageError, Scope.Scope | Agent.Requirements | R> =>
   Effect.gen(function*() {
     const scope = yield* Scope.Scope
-    const services = yield* Effect.context<Agent.Requirements | R>()
     const { store } = options
     const entries = new Map<string, Entry>()
     const reserving = new Set<string>()
@@ -347,6 +318,32 @@ export const make = <R>(
     let runCount = 0
     let startCount = 0
     let streamCount = 0
+
+    // The runs: the one session API in this process, on the server's checkpoints. The server's policy decides
+    // the calls when it has one; else each session's calls wait for a decision over HTTP (an `Approvals` the
+    // application's layers give is not the server's: it is left out, as before).
+    const services = Context.omit(Approvals.Approvals)(yield* Effect.context<Agent.Requirements | R>())
+    const given = Context.add(services, CheckpointStore.CheckpointStore, store.checkpoints)
+    const withPolicy = options.approvals === undefined ? given : Context.add(given, Approvals.Approvals, options.approvals)
+    const supervisors: Record<string, SessionApi.Supervisor<R>> = {}
+    for (const [name, supervision] of Object.entries(options.supervisors ?? {})) {
+      supervisors[name] = SupervisedSession.supervisor(supervision)
+    }
+    const layer = SessionApi.layer<R>({
+      name: options.name,
+      plugins: options.plugins,
+      outputs: options.outputs,
+      outputRetries: options.outputRetries,
+      outputMode: options.outputMode,
+      agents: options.agents,
+      supervisors,
+      // read at once into the session's own log: the service keeps only what the server has yet to read
+      maxEvents: Math.max(1_000, options.buffer)
+    })
+    const api = Context.get(
+      yield* Layer.buildWithScope(Layer.provide(layer, Layer.succeedContext(withPolicy)), scope),
+      SessionApi.Sessions
+    )
 
     /**
      * Runs `start` (which starts a run) if one more run fits under `maxRunning`, counting it as starting
@@ -390,12 +387,19 @@ export const make = <R>(
         return store.save(entry.record)
       })
 
+    const saved = (entry: Entry, changes: Partial<Store.Record>) =>
+      Effect.catch(save(entry, changes), (error) =>
+        Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
+
+    /** What waits for a decision in a session whose run is in flight (nothing when it is not). */
+    const pendingOf = (entry: Entry) =>
+      entry.active && entry.record.status === "running"
+        ? Effect.orElseSucceed(api.pending(entry.record.id), (): SessionApi.Pending => ({ approvals: [] }))
+        : Effect.succeed<SessionApi.Pending>({ approvals: [] })
+
     const info = (entry: Entry): Effect.Effect<Info> =>
       Effect.gen(function*() {
-        const running = entry.run !== undefined && entry.record.status === "running"
-        const pending = running ? yield* entry.approvals.pending : []
-        const plan = running ? yield* entry.approvals.pendingPlan : undefined
-        const turn = running ? yield* entry.approvals.pendingTurn : undefined
+        const { approvals: pending, plan, turn } = yield* pendingOf(entry)
         const { config: _config, ...record } = entry.record
         const waiting = pending.length > 0 || plan !== undefined || turn !== undefined
         return {
@@ -417,217 +421,158 @@ export const make = <R>(
         }
       })
 
-    /**
-     * What sees every event of a run: its log, and the record's figures (a supervised session counts its act
-     * turns, which its own events carry).
-     */
-    const observer = (entry: Entry, log: EventLog.EventLog, run: Run) => (event: AgentEvent.AgentEvent) => {
-      log.append(event)
+    /** The record of a run that ended as `end` says (its result, or its error or defect in words). */
+    const endingOf = (entry: Entry, end: AgentEvent.Of<"AgentEnd">): Ending => {
       const supervised = entry.record.supervisor !== undefined
-      if (event._tag === "BudgetSnapshot") {
-        const { turns, usage } = event.figures
-        entry.record = supervised ? { ...entry.record, usage } : { ...entry.record, turns, usage }
-      } else if (event._tag === "AgentEnd") {
-        run.ended = true
-      } else if (supervised && isSupervisorEvent(event)) {
-        entry.record = { ...entry.record, turns: event.turn }
+      if (end.result !== undefined) {
+        const { outcome, state } = end.result
+        const output = entry.record.output
+        return {
+          status: "finished",
+          outcome,
+          // a supervised session counts its act turns (its own events carry them), not its worker's
+          ...(supervised ? {} : { turns: state.turn }),
+          usage: end.result.usage,
+          ...(output === undefined ? {} : { output: { name: output.name, ...answerRecord(state.output?.value) } })
+        }
       }
+      if (end.error !== undefined) return { status: "failed", error: { _tag: end.error._tag, message: end.error.message } }
+      if (entry.workerFailed !== undefined) {
+        return { status: "failed", error: { _tag: "WorkerError", message: entry.workerFailed } }
+      }
+      return { status: "failed", error: { _tag: "Defect", message: end.defect ?? "the run died" } }
     }
 
-    /** Runs the session from the start or from its checkpoint, giving how it ended. */
-    type Start = (run: RunInput) => Effect.Effect<Ended, RunError, SupervisedSession.Requirements | R>
-
-    /** The Schema of the typed output a record names: the server's, or a `ConfigError` when it lists it no more. */
-    const outputOf = (record: Store.Record) =>
-      Effect.suspend(() => {
-        const name = record.output?.name
-        if (name === undefined) return Effect.succeed(undefined)
-        const schema = options.outputs !== undefined && Object.hasOwn(options.outputs, name)
-          ? options.outputs[name]
-          : undefined
-        return schema !== undefined ? Effect.succeed(schema) : Effect.fail(
-          new ConfigError({ field: "output", rule: `the server lists no output ${JSON.stringify(name)} any more` })
-        )
-      })
-
-    /** The supervisor a record names: the server's, or a `ConfigError` when it lists it no more. */
-    const supervisionOf = (record: Store.Record) =>
-      Effect.suspend(() => {
-        const name = record.supervisor ?? ""
-        const supervision = options.supervisors !== undefined && Object.hasOwn(options.supervisors, name)
-          ? options.supervisors[name]
-          : undefined
-        return supervision !== undefined ? Effect.succeed(supervision) : Effect.fail(
-          new ConfigError({ field: "supervisor", rule: `the server lists no supervisor ${JSON.stringify(name)} any more` })
-        )
-      })
-
-    /** A plain session's run: `Session.run` when it is new (`task`, `config`), else `Session.resume`. */
-    const plain = (
-      entry: Entry,
-      fresh?: { readonly task: string; readonly config: AgentConfig.AgentConfig }
-    ): Start =>
-    ({ observe, steering }) =>
+    /** A run has ended (its ending handled, or none came): the server's count, its log, its record. */
+    const ended = (entry: Entry, ending: Ending | undefined) =>
       Effect.gen(function*() {
-        const output = yield* outputOf(entry.record)
-        const plugin: Hooks.Plugin = { name: "agent-server", observe }
-        const given = {
-          plugins: [...(options.plugins ?? []), plugin],
-          steering,
-          name: options.name,
-          output,
-          outputRetries: options.outputRetries,
-          outputMode: options.outputMode
+        if (!entry.active) return
+        entry.active = false
+        runCount--
+        entry.workerFailed = undefined
+        // Described as ended before its events stream ends (a client that reads it then finds it so); saved next.
+        if (ending !== undefined) entry.record = { ...entry.record, ...ending }
+        entry.log?.close()
+        // Its log is opened again when it is read or written: an ended session holds no descriptor.
+        entry.log?.release()
+        entry.log = undefined
+        if (ending !== undefined) yield* saved(entry, ending)
+      })
+
+    /** One of the session's events: into its log and its record's figures; a run's start and its ending. */
+    const handle = (entry: Entry) => ({ seq, event }: SessionApi.Published) =>
+      Effect.gen(function*() {
+        entry.seen = seq
+        if (event._tag === "AgentStart" && !entry.active) {
+          // started by messages left over at the end of the last run: not admitted, it takes that run's place
+          entry.active = true
+          runCount++
+          const { error: _error, outcome: _outcome, output, ...rest } = entry.record
+          entry.record = output === undefined ? rest : { ...rest, output: { name: output.name } }
+          if (entry.record.status !== "running") yield* saved(entry, { status: "running" })
         }
-        const { outcome, state } = fresh === undefined
-          ? yield* Session.resume<R, unknown>(entry.record.id, { ...given, agents: options.agents })
-          : yield* Session.run<R, unknown>({
-            ...given,
-            id: entry.record.id,
-            prompt: fresh.task,
-            system: options.system,
-            config: fresh.config
-          })
-        const ended: Ended = { outcome, turns: state.turn, usage: state.usage, answer: state.output?.value }
-        return ended
+        const log = yield* Effect.orElseSucceed(logOf(entry), () => undefined)
+        if (event._tag === "AgentStart") log?.open()
+        log?.append(event)
+        const supervised = entry.record.supervisor !== undefined
+        if (event._tag === "BudgetSnapshot") {
+          const { turns, usage } = event.figures
+          entry.record = supervised ? { ...entry.record, usage } : { ...entry.record, turns, usage }
+        } else if (supervised && isSupervisorEvent(event)) {
+          entry.record = { ...entry.record, turns: event.turn }
+          const own = SupervisorEvent.of(event)
+          if (own?._tag === "WorkerFailed") entry.workerFailed = own.message
+        }
+        if (!SessionApi.isEnding(event)) return
+        // Interrupted as the server stops: the record keeps `running`, so the next server resumes it.
+        if (stopping) {
+          log?.close()
+          return
+        }
+        yield* ended(entry, endingOf(entry, event))
       })
 
     /**
-     * A supervised session's run under the supervisor its record names: `SupervisedSession.run` when it is new
-     * (`task`), else `SupervisedSession.resume`. The worker runs with the server's system prompt, plugins and
-     * name, and the config the session was started with.
+     * The events that change the record (a run's start by leftover messages, an ending) are handled under the
+     * session's lock, as a message's start of a run is: two saves of a record at once would race in the store.
      */
-    const supervised = (entry: Entry, task?: string): Start => ({ observe, steering }) =>
-      Effect.gen(function*() {
-        const { readOnlyTools, ...supervision } = yield* supervisionOf(entry.record)
-        const output = yield* outputOf(entry.record)
-        const given = {
-          ...supervision,
-          id: entry.record.id,
-          agent: {
-            system: options.system,
-            config: entry.record.config,
-            plugins: options.plugins,
-            name: options.name,
-            outputRetries: options.outputRetries,
-            outputMode: options.outputMode,
-            agents: options.agents,
-            readOnlyTools
-          },
-          output,
-          steering,
-          onEvent: (event: AgentEvent.AgentEvent) => Effect.sync(() => observe(event))
-        }
-        const result = task === undefined
-          ? yield* SupervisedSession.resume<R, unknown, unknown>(given)
-          : yield* SupervisedSession.run<R, unknown, unknown>({ ...given, task })
-        const ended: Ended = {
-          outcome: SupervisorOutcome.toOutcome(result.outcome),
-          turns: result.turns,
-          usage: result.usage,
-          answer: yield* encoded(output, result.output)
-        }
-        return ended
+    const handleLocked = (entry: Entry) => (published: SessionApi.Published) => {
+      const { event } = published
+      const changes = SessionApi.isEnding(event) || (event._tag === "AgentStart" && !entry.active)
+      return changes ? entry.lock.withPermit(handle(entry)(published)) : handle(entry)(published)
+    }
+
+    /** Follows the session's events from the service into the server's log and record, once started. */
+    const follow = (entry: Entry) =>
+      Effect.suspend(() => {
+        if (entry.follower !== undefined) return Effect.void
+        return Effect.map(
+          Effect.forkIn(
+            api.watch(entry.record.id, entry.seen).pipe(
+              Stream.runForEach(handleLocked(entry)),
+              Effect.catch((error) =>
+                Effect.logWarning(`agent server: session ${entry.record.id}: its events stopped: ${error.message}`)
+              )
+            ),
+            scope
+          ),
+          (fiber) => void (entry.follower = fiber)
+        )
       })
 
-    /** A session's run from its checkpoint, as its record says it runs. */
-    const resumed = (entry: Entry): Start =>
-      entry.record.supervisor === undefined ? plain(entry) : supervised(entry)
-
-    /** Starts a run of the session in the server's scope; the log is open to subscribers at once. */
-    const launch = (entry: Entry, start: Start, steering: Steering.Service): Effect.Effect<void, Store.StorageError> =>
+    /**
+     * Starts a run of the session with `begin` (`start` on the service, with what it goes on with) in the
+     * server's scope, its log open to subscribers at once. A run that publishes no ending (it failed before it
+     * began, or answered a stored result) is recorded as it ended. Called with the session's lock held.
+     */
+    const launch = (entry: Entry, begin: SessionApi.StartOptions) =>
       Effect.gen(function*() {
         if (stopping) return
         const log = yield* logOf(entry)
         // Saved before the run is the session's: a store that fails leaves it without a run, not with one that
         // never started.
         if (entry.record.status !== "running") yield* save(entry, { status: "running" })
-        const run: Run = { steering, fiber: undefined, ended: false, cancelled: false }
-        entry.run = run
+        entry.active = true
         runCount++
         log.open()
-        const approvals = options.approvals ?? entry.approvals
-        const body = start({ steering, observe: observer(entry, log, run) }).pipe(
-          Effect.provideContext(
-            Context.add(services, Approvals.Approvals, approvals).pipe(
-              Context.add(CheckpointStore.CheckpointStore, store.checkpoints)
-            )
-          ),
-          Effect.exit,
-          Effect.flatMap((exit) => finish(entry, run, exit))
+        const id = entry.record.id
+        const mark = yield* Effect.orElseSucceed(Effect.map(api.events(id), (events) => events.at(-1)?.seq ?? 0), () => 0)
+        const started = yield* Effect.exit(api.start(begin))
+        if (Exit.isFailure(started)) return yield* ended(entry, { status: "failed", error: failureOf(started.cause) })
+        yield* follow(entry)
+        yield* Effect.forkIn(
+          Effect.gen(function*() {
+            const exit = yield* Effect.exit(api.result(id, mark))
+            if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) return
+            // an ending was published: the follower records it
+            const published = yield* Effect.orElseSucceed(api.events(id, mark), () => [])
+            if (published.some(({ event }) => SessionApi.isEnding(event))) return
+            yield* entry.lock.withPermit(ended(
+              entry,
+              Exit.isSuccess(exit)
+                ? { status: "finished", outcome: exit.value.outcome, usage: exit.value.usage }
+                : { status: "failed", error: failureOf(exit.cause) }
+            ))
+          }),
+          scope
         )
-        run.fiber = yield* Effect.forkIn(body, scope, { startImmediately: true })
       })
 
-    /** What the record says of a run that ended: its outcome and figures (with the typed answer), or its error. */
-    const endingOf = (entry: Entry, exit: Exit.Exit<Ended, RunError>): Partial<Store.Record> => {
-      if (Exit.isFailure(exit)) return { status: "failed", error: failureOf(exit.cause) }
-      const { answer, outcome, turns, usage } = exit.value
-      const output = entry.record.output
-      return {
-        status: "finished",
-        outcome,
-        turns,
-        usage,
-        ...(output === undefined ? {} : { output: { name: output.name, ...answerRecord(answer) } })
-      }
-    }
-
-    /** Records how a run ended, and starts the next one when messages came while it was ending. */
-    const finish = (entry: Entry, run: Run, exit: Exit.Exit<Ended, RunError>): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        // Interrupted (the server is stopping): the record keeps `running`, so the next server resumes it.
-        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)) {
-          entry.log?.close()
-          return
-        }
-        // Described as ended before its events stream ends (a client that reads it then finds it so); saved next.
-        const ending = endingOf(entry, exit)
-        entry.record = { ...entry.record, ...ending }
-        entry.log?.close()
-        yield* entry.lock.withPermit(ended(entry, run, ending))
-      }).pipe(
-        Effect.catch((error) => Effect.logWarning(`agent server: session ${entry.record.id}: ${error.message}`))
-      )
-
-    /**
-     * The end of a run, under the session's lock: no message is queued to the run nor a run started meanwhile,
-     * so what its queue holds now is all that came too late for it, and goes to the one next run.
-     */
-    const ended = (entry: Entry, run: Run, ending: Partial<Store.Record>) =>
-      Effect.gen(function*() {
-        entry.run = undefined
-        runCount--
-        // Its log is opened again when it is read or written: an ended session holds no descriptor.
-        entry.log?.release()
-        entry.log = undefined
-        yield* save(entry, ending)
-        // Messages that came while the run was ending are still in its queue: they go to the next run.
-        const leftover = [
-          ...(yield* run.steering.takeSteering).map((message) => ({ kind: "steer" as const, message })),
-          ...(yield* run.steering.takeFollowUps).map((message) => ({ kind: "followUp" as const, message }))
-        ]
-        if (leftover.length === 0 || run.cancelled) return
-        yield* restart(entry, leftover)
-      })
-
-    /**
-     * A new run of a session that is not running, with messages for it (each becomes a follow-up when finished).
-     * Fails with `SteeringFull` (nothing started) when the messages do not fit a run's queue. Called with the
-     * session's lock held.
-     */
-    const restart = (entry: Entry, messages: ReadonlyArray<Queued>) =>
-      Effect.gen(function*() {
-        const steering = yield* Steering.make()
-        const finished = entry.record.status === "finished"
-        for (const { kind, message } of messages) {
-          yield* kind === "steer" && !finished ? steering.steer(message) : steering.followUp(message)
-        }
-        // The last run's ending (and answer) no longer describe it.
-        const { error: _error, outcome: _outcome, output, ...rest } = entry.record
-        entry.record = output === undefined ? rest : { ...rest, output: { name: output.name } }
-        yield* launch(entry, resumed(entry), steering)
-      })
+    /** What the service starts a session with: its record's, and what it goes on with. */
+    const startOf = (
+      record: Store.Record,
+      prompt: SessionApi.StartOptions["prompt"],
+      more: Partial<SessionApi.StartOptions> = {}
+    ): SessionApi.StartOptions => ({
+      sessionId: record.id,
+      prompt,
+      system: options.system,
+      // A supervised run's checkpoint keeps no config: the record does, for the run to resume with.
+      config: record.config,
+      output: record.output?.name,
+      supervisor: record.supervisor,
+      ...more
+    })
 
     const notFound = (sessionId: string) => new SessionNotFound({ sessionId, detail: `no session ${sessionId}` })
     const rejected = (sessionId: string, detail: string) => new ControlRejected({ sessionId, detail })
@@ -642,12 +587,14 @@ export const make = <R>(
 
     /** A session's entry; listed (in `entries`) at once unless `listed` is false. */
     const newEntry = (record: Store.Record, listed = true) =>
-      Effect.map(Approvals.interactive(), (approvals) => {
+      Effect.sync(() => {
         const entry: Entry = {
           record,
           log: undefined,
-          approvals,
-          run: undefined,
+          active: false,
+          seen: 0,
+          follower: undefined,
+          workerFailed: undefined,
           lock: Semaphore.makeUnsafe(1),
           streams: 0
         }
@@ -685,8 +632,7 @@ export const make = <R>(
           return yield* save(entry, { status: "failed", error: { _tag, message } })
         }
         if (progress.success !== undefined) return yield* save(entry, { status: "finished", ...progress.success })
-        const steering = yield* Steering.make()
-        yield* entry.lock.withPermit(launch(entry, resumed(entry), steering))
+        yield* entry.lock.withPermit(launch(entry, startOf(entry.record, [])))
       }).pipe(
         Effect.catch((error) =>
           Effect.logWarning(`agent server: session ${entry.record.id} not resumed: ${error.message}`)
@@ -763,14 +709,13 @@ export const make = <R>(
           updatedAt: now,
           turns: 0,
           usage: Message.emptyUsage,
-          // A supervised run's checkpoint keeps no config: the record does, for the run to resume with.
           ...(supervisor === undefined ? {} : { supervisor, config }),
           ...(output === undefined ? {} : { output: { name: output } })
         }, false)
         yield* store.save(entry.record)
-        const steering = yield* Steering.make()
-        const run = supervisor === undefined ? plain(entry, { task, config }) : supervised(entry, task)
-        yield* launch(entry, run, steering).pipe(Effect.ensuring(Effect.sync(() => entries.set(id, entry))))
+        yield* entry.lock.withPermit(launch(entry, startOf(entry.record, task, { config }))).pipe(
+          Effect.ensuring(Effect.sync(() => entries.set(id, entry)))
+        )
         return yield* info(entry)
       })
 
@@ -793,11 +738,12 @@ export const make = <R>(
             `${command.type} names the call it answers: give the "approvalId" the session's description lists`
           )
         }
-        const waiting = entry.run === undefined ? undefined : (yield* entry.approvals.pending)
-          .find((request) => request.approvalId === id)
-        const answered = waiting !== undefined && (command.type === "approve"
-          ? yield* entry.approvals.approve(id)
-          : yield* entry.approvals.deny(id, command.reason ?? "denied over HTTP"))
+        const waiting = (yield* pendingOf(entry)).approvals.find((request) => request.approvalId === id)
+        const decision = command.type === "approve"
+          ? Approvals.approved
+          : Approvals.denied(command.reason ?? "denied over HTTP")
+        const answered = waiting !== undefined &&
+          (yield* Effect.orElseSucceed(api.approve(sessionId, id, decision), () => false))
         if (waiting === undefined || !answered) {
           return yield* rejected(sessionId, `no call waits for approval as ${clip(id)}`)
         }
@@ -820,37 +766,37 @@ export const make = <R>(
           status
         })
         if (command.type === "approve" || command.type === "deny") return yield* decide(entry, command)
-        const run = entry.run
         if (command.type === "cancel") {
-          if (run === undefined || run.ended) return yield* rejected(id, "the session is not running")
-          run.cancelled = true
-          yield* run.steering.cancel(command.reason ?? "cancelled over HTTP")
+          if (!entry.active) return yield* rejected(id, "the session is not running")
+          yield* Effect.mapError(
+            api.cancel(id, command.reason ?? "cancelled over HTTP"),
+            (error) => rejected(id, `cancel: ${error.message}`)
+          )
           return result("applied")
         }
         if (command.type !== "steer" && command.type !== "follow_up") return yield* decideSupervised(entry, command)
-        const refused = yield* messagesRefused(entry)
+        const refused = messagesRefused(entry)
         if (refused !== undefined) return yield* rejected(id, `${command.type}: ${refused}`)
         return yield* entry.lock.withPermit(message(entry, command.type, command.text))
       })
 
     /** Why a session takes no steering or follow-ups, when it does not: its supervisor's worker is not our loop. */
-    const messagesRefused = (entry: Entry) =>
-      entry.record.supervisor === undefined ? Effect.succeed(undefined) : Effect.map(
-        Effect.option(supervisionOf(entry.record)),
-        (supervision) => {
-          const worker = Option.getOrUndefined(supervision)?.worker
-          return worker === undefined || ("_tag" in worker && worker._tag === "AgentWorker")
-            ? undefined
-            : `the ${worker.name} worker takes no steering or follow-ups, only cancel`
-        }
-      )
+    const messagesRefused = (entry: Entry): string | undefined => {
+      const name = entry.record.supervisor
+      if (name === undefined) return undefined
+      const worker = options.supervisors !== undefined && Object.hasOwn(options.supervisors, name)
+        ? options.supervisors[name]?.worker
+        : undefined
+      return worker === undefined || ("_tag" in worker && worker._tag === "AgentWorker")
+        ? undefined
+        : `the ${worker.name} worker takes no steering or follow-ups, only cancel`
+    }
 
     /**
      * A decision on a supervised session's plan or feedback answers the question it names (the plan `iteration`,
      * the act `turn`: without one it is a 400, as an approval without its id is, since several clients may decide)
      * if that question waits now (`applied`); otherwise (not asked yet, answered already, revised since, a session
-     * that is not supervised or not running) a 409, and nothing is kept. Under the session's lock, so that the
-     * question read is the question answered.
+     * that is not supervised or not running) a 409, and nothing is kept.
      */
     const decideSupervised = (entry: Entry, command: Control.Decision) =>
       entry.lock.withPermit(Effect.gen(function*() {
@@ -875,14 +821,15 @@ export const make = <R>(
         if (options.approvals !== undefined) {
           return yield* rejected(sessionId, `${type}: this server decides by its own policy`)
         }
-        const running = entry.run !== undefined && !entry.run.ended
-        const plan = running ? yield* entry.approvals.pendingPlan : undefined
-        const turn = running ? yield* entry.approvals.pendingTurn : undefined
+        const { plan, turn } = yield* pendingOf(entry)
         const mismatch = Control.decisionMismatch(command, { plan, turn })
         if (mismatch !== undefined) return yield* rejected(sessionId, mismatch)
-        const answered = answer._tag === "plan"
-          ? yield* entry.approvals.decidePlanWith(answer.decision)
-          : yield* entry.approvals.decideTurnWith(answer.decision)
+        const answered = yield* Effect.orElseSucceed(
+          answer._tag === "plan"
+            ? api.decidePlan(sessionId, named, answer.decision)
+            : api.decideTurn(sessionId, named, answer.decision),
+          () => false
+        )
         if (!answered) {
           return yield* rejected(sessionId, `${type}: no ${answer._tag === "plan" ? "plan" : "feedback"} waits for a decision`)
         }
@@ -899,20 +846,19 @@ export const make = <R>(
     const message = (entry: Entry, type: "steer" | "follow_up", text: string) =>
       Effect.gen(function*() {
         const id = entry.record.id
-        const run = entry.run
         const result = (status: ControlResult["status"]): ControlResult => ({ sessionId: id, type, status })
-        const kind = type === "steer" ? "steer" as const : "followUp" as const
         const full = (error: Steering.SteeringFull) =>
           new QueueFull({ sessionId: id, queued: error.queued, bytes: error.bytes, detail: error.message })
-        if (run !== undefined) {
+        const refusedBy = (error: Exclude<SessionApi.SessionsError, Steering.SteeringFull>) =>
+          rejected(id, `${type}: ${error.message}`)
+        if (entry.active) {
           // Into the run's queue, bounded; a run that is ending leaves it to the next run, which its end starts.
-          yield* Effect.mapError(
-            kind === "steer" ? run.steering.steer(text) : run.steering.followUp(text),
-            full
+          yield* (type === "steer" ? api.steer(id, text) : api.followUp(id, text)).pipe(
+            Effect.mapError((error) => error._tag === "SteeringFull" ? full(error) : refusedBy(error))
           )
           return result("queued")
         }
-        if (kind === "steer" && entry.record.status === "finished") {
+        if (type === "steer" && entry.record.status === "finished") {
           return yield* rejected(id, "the session has finished: send a follow_up to go on")
         }
         const over = settled(entry.record)
@@ -923,13 +869,17 @@ export const make = <R>(
               "never reach its worker (start a new session)"
           )
         }
-        yield* Effect.mapError(admitted(restart(entry, [{ kind, message: Message.user(text) }])), (error) =>
-          error._tag === "SteeringFull" ? full(error) : error)
+        // a message that does not fit a run's queue starts nothing
+        yield* Effect.mapError(Effect.flatMap(Steering.make(), (probe) => probe.followUp(text)), full)
+        // The last run's ending (and answer) no longer describe it.
+        const { error: _error, outcome: _outcome, output, ...rest } = entry.record
+        entry.record = output === undefined ? rest : { ...rest, output: { name: output.name } }
+        yield* admitted(launch(entry, startOf(entry.record, [], { followUp: text })))
         return result("restarted")
       })
 
     /** Counts a client of the session's events until the scope closes, if one more fits; else `TooManyStreams`. */
-    const follow = (entry: Entry) =>
+    const watching = (entry: Entry) =>
       Effect.acquireRelease(
         Effect.suspend(() => {
           const perSession = entry.streams >= options.maxStreamsPerSession
@@ -959,7 +909,7 @@ export const make = <R>(
     const events: Sessions["events"] = (id, after, idleMs) =>
       Effect.gen(function*() {
         const entry = yield* find(id)
-        yield* follow(entry)
+        yield* watching(entry)
         const log = yield* logOf(entry)
         return yield* Effect.mapError(log.subscribe(after, idleMs), (count) =>
           badRequest(
@@ -969,12 +919,22 @@ export const make = <R>(
           ))
       })
 
+    /** Interrupts every run (each saves its checkpoint; the record stays `running`), then the followers. */
     const stop = Effect.suspend(() => {
       stopping = true
-      const fibers: Array<Fiber.Fiber<void>> = []
-      for (const entry of entries.values()) if (entry.run?.fiber !== undefined) fibers.push(entry.run.fiber)
-      return Fiber.interruptAll(fibers)
-    }).pipe(Effect.andThen(Effect.sync(() => entries.forEach((entry) => entry.log?.release()))))
+      const running = Array.from(entries.values()).filter((entry) => entry.active)
+      return Effect.forEach(running, (entry) => Effect.ignore(api.interrupt(entry.record.id)), {
+        concurrency: "unbounded",
+        discard: true
+      })
+    }).pipe(
+      Effect.andThen(Effect.suspend(() => {
+        const followers: Array<Fiber.Fiber<void>> = []
+        for (const entry of entries.values()) if (entry.follower !== undefined) followers.push(entry.follower)
+        return Fiber.interruptAll(followers)
+      })),
+      Effect.andThen(Effect.sync(() => entries.forEach((entry) => entry.log?.release())))
+    )
     yield* Effect.addFinalizer(() => stop)
 
     return {
