@@ -298,10 +298,11 @@ export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine
         }).pipe(provided)
       return Sessions.Sessions.of({
         start: (options) =>
-          Effect.andThen(
-            start(options),
-            options.followUp === undefined ? Effect.void : followUp(options.sessionId, options.followUp)
-          ).pipe(provided),
+          Effect.gen(function*() {
+            yield* start(options)
+            if (options.steer !== undefined) yield* steer(options.sessionId, options.steer)
+            if (options.followUp !== undefined) yield* followUp(options.sessionId, options.followUp)
+          }).pipe(provided),
         steer: (sessionId, message) => steer(sessionId, message).pipe(provided),
         followUp: (sessionId, message) => followUp(sessionId, message).pipe(provided),
         approve: (sessionId, approvalId, decision) =>

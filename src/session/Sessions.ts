@@ -86,6 +86,12 @@ export interface StartOptions {
    * On the durable layer it is the `followUp` made right after the start.
    */
   readonly followUp?: string | Message.Message | undefined
+  /**
+   * A steering message queued before the run starts: a session resumed unfinished takes it before its next
+   * model call (a finished one goes on with it as a follow-up). On the durable layer it is the `steer` made
+   * right after the start.
+   */
+  readonly steer?: string | Message.Message | undefined
 }
 
 /**
@@ -693,15 +699,20 @@ const entryOf = <R>(registry: Registry<R>, sessionId: string) =>
     return registry.entries.get(sessionId) ?? (yield* remember(registry, { sessionId, prompt: [] }))
   })
 
-/** Opens the session unless a run of it is in flight (then queues `followUp` to it). Called with its lock held. */
-const open = <R>(registry: Registry<R>, entry: Entry, followUp?: string | Message.Message) =>
+/**
+ * Opens the session unless a run of it is in flight (then queues what the start gives to it). Called with its
+ * lock held.
+ */
+const open = <R>(registry: Registry<R>, entry: Entry, given?: Pick<StartOptions, "steer" | "followUp">) =>
   Effect.gen(function*() {
-    if (entry.run !== undefined) {
-      if (followUp !== undefined) yield* entry.steering.followUp(followUp)
-      return
-    }
+    const queue = (steering: Steering.Service) =>
+      Effect.gen(function*() {
+        if (given?.steer !== undefined) yield* steering.steer(given.steer)
+        if (given?.followUp !== undefined) yield* steering.followUp(given.followUp)
+      })
+    if (entry.run !== undefined) return yield* queue(entry.steering)
     const steering = yield* Steering.make()
-    if (followUp !== undefined) yield* steering.followUp(followUp)
+    yield* queue(steering)
     yield* launch(registry, entry, steering, false)
   })
 
@@ -715,7 +726,7 @@ const start = <R>(registry: Registry<R>) => (options: StartOptions): Effect.Effe
       // Known already (read before its start, or ended): the session goes on as this start says (its output,
       // its supervisor, its config); a start that joins a run in flight changes nothing of it.
       if (entry.run === undefined) entry.start = options
-      return open(registry, entry, options.followUp)
+      return open(registry, entry, options)
     }))
   })
 

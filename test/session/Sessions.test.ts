@@ -153,6 +153,29 @@ describe("Sessions, in this process", () => {
       }).pipe(Effect.provide(inProcess(store, turns, [])))
     }))
 
+  it.live("started again with a steer: an interrupted session takes it before its next model call", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const started = Latch.makeUnsafe()
+      const turns: Turns = threeTurns("slow", 200)
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "steered", prompt: "go" })
+        yield* started.await
+        yield* service.interrupt("steered")
+        yield* service.result("steered")
+      }).pipe(Effect.provide(inProcess(store, turns, [], {}, (name) => void (name === "slow" && started.openUnsafe()))))
+      yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "steered", prompt: [], steer: "use the fast path" })
+        const resumed = yield* service.result("steered").pipe(Effect.timeout("10 seconds"))
+        // the turn that was cut short is redone, its model call after the steer
+        assert.deepStrictEqual(texts(resumed.state.messages), [
+          "go", "", "step 1 done", "use the fast path", "", "slept 200 ms", "all done"
+        ])
+      }).pipe(Effect.provide(inProcess(store, turns, [])))
+    }))
+
   it.effect("refusals are typed: a bad id, an unknown session, an output the layer lacks; nothing starts", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []
