@@ -874,7 +874,10 @@ export const make = <R>(
         // The last run's ending (and answer) no longer describe it.
         const { error: _error, outcome: _outcome, output, ...rest } = entry.record
         entry.record = output === undefined ? rest : { ...rest, output: { name: output.name } }
-        yield* admitted(launch(entry, startOf(entry.record, [], { followUp: text })))
+        // A steer to a session that has not finished (it failed, or was never resumed) reaches the resumed run
+        // before its next model call; anything else goes on as a follow-up.
+        const finished = entry.record.status === "finished"
+        yield* admitted(launch(entry, startOf(entry.record, [], type === "steer" && !finished ? { steer: text } : { followUp: text })))
         return result("restarted")
       })
 
