@@ -232,6 +232,26 @@ layer(serverLayer({}, gatedAgent(slowGate)), { excludeTestServices: true })("the
       assert.strictEqual((yield* call(`${url}/sessions/${done}`)).body.status, "finished")
     }))
 
+  it.effect("a steer to a session that failed resumes it with the steer before its next model call", () =>
+    Effect.gen(function*() {
+      const url = yield* baseUrl
+      const id = yield* start(url, "flaky")
+      const first = yield* events(url, id)
+      assert.strictEqual(eventOf(first.messages.at(-1)!).error?._tag, "ModelError")
+      assert.strictEqual((yield* call(`${url}/sessions/${id}`)).body.status, "failed")
+      const steered = yield* post(`${url}/sessions/${id}/control`, { type: "steer", text: "use the cache" })
+      assert.deepStrictEqual([steered.status, steered.body.status], [202, "restarted"])
+      const second = yield* events(url, id, { lastId: first.messages.at(-1)!.id! })
+      const end = eventOf(second.messages.at(-1)!)
+      assert.strictEqual(end.outcome._tag, "Completed")
+      // delivered as steering, before the model call that answers (not as a follow-up after a run)
+      const tags = second.messages.map(tagOf)
+      assert.isBelow(tags.indexOf("SteeringDelivered"), tags.indexOf("MessageEnd"))
+      assert.notInclude(tags, "FollowUpDelivered")
+      assert.strictEqual(answerOf(end), "Answered after: use the cache.")
+      assert.strictEqual((yield* call(`${url}/sessions/${id}`)).body.status, "finished")
+    }))
+
   it.effect("the typed client: starts a session and streams its decoded events", () =>
     Effect.gen(function*() {
       const url = yield* baseUrl

@@ -8,7 +8,7 @@ import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, type Latch, Layer, Logger, Schema } from "effect"
 import * as NodeFs from "node:fs"
 import { HttpServer } from "effect/http"
-import { type Prompt, Toolkit } from "effect/ai"
+import { AiError, type Prompt, Toolkit } from "effect/ai"
 import { Agent, SubAgent, ToolRegistry } from "effect-agent"
 import { AgentServer } from "effect-agent/server"
 import { Check, Supervisor } from "effect-agent/supervisor"
@@ -171,6 +171,16 @@ const isFix = (task: string) => task.startsWith("fix") || task.includes("\n\nTas
 export const script = (_index: number, request: ScriptedModel.Request): ScriptedModel.Turn | undefined => {
   const task = taskOf(request.prompt)
   if (isFix(task)) return fixTurn(request)
+  // `flaky`: the provider fails until a user message after the task says how to go on; then it answers that
+  if (task === "flaky") {
+    const users = request.prompt.content.filter((message) => message.role === "user")
+    const last = users.length > 1 ? users.at(-1) : undefined
+    if (last === undefined) return { fail: new AiError.InternalProviderError({ description: "down" }) }
+    const text = typeof last.content === "string"
+      ? last.content
+      : last.content.flatMap((part) => part.type === "text" ? [part.text] : []).join("")
+    return { text: `Answered after: ${text}.`, usage: { input: 10, output: 5 } }
+  }
   return turnsFor(task)[request.prompt.content.filter((message) => message.role === "assistant").length]
 }
 
