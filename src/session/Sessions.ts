@@ -92,6 +92,13 @@ export interface StartOptions {
    * right after the start.
    */
   readonly steer?: string | Message.Message | undefined
+  /**
+   * Resume the session from its checkpoint even if it finished: a run that ended on a limit goes on under the
+   * config given now (a larger `maxTurns`, a larger budget), one that completed goes on from where it ended and
+   * publishes its events. Without it, starting a finished session answers its stored result. (The durable layer
+   * resumes its sessions by itself, and takes none.)
+   */
+  readonly resume?: boolean | undefined
 }
 
 /**
@@ -473,6 +480,10 @@ interface Entry {
   ending: boolean
   /** How the last run ended, when it published no ending (it answered a stored result, or failed first). */
   silent: Exit.Exit<RunState.RunResult, AgentError | CheckpointStore.CheckpointError> | undefined
+  /** The `watch` streams reading it, each at the number it has read to: what they have not read is kept. */
+  readonly watchers: Set<{ read: number }>
+  /** Made by a run that waits for its watchers to read on (they lag too far); completed when one reads. */
+  drained: Deferred.Deferred<void> | undefined
 }
 
 /** The in-process layer's state: what it runs sessions with, and the sessions it knows. */
@@ -501,19 +512,57 @@ const wake = (entry: Entry): void => {
   Deferred.doneUnsafe(changed, Exit.void)
 }
 
-/** Keeps an event a session's run published, numbered (and its ending apart). */
-const record = <R>(registry: Registry<R>, entry: Entry) => (event: AgentEvent.AgentEvent) =>
-  Effect.sync(() => {
+/**
+ * Drops the oldest events in a batch (one splice per `maxEvents` events, not one per event; `events` answers the
+ * last `maxEvents`), but none a watcher has yet to read. Returns whether the watchers keep more than
+ * {@link watchedLag} times `maxEvents`: then the run waits for them.
+ */
+const trim = <R>(registry: Registry<R>, entry: Entry): boolean => {
+  const { log } = entry
+  if (log.length < 2 * registry.maxEvents) return false
+  let keepAfter = log[log.length - registry.maxEvents - 1]!.seq
+  for (const watcher of entry.watchers) keepAfter = Math.min(keepAfter, watcher.read)
+  let drop = 0
+  while (drop < log.length && log[drop]!.seq <= keepAfter) drop++
+  if (drop > 0) log.splice(0, drop)
+  return log.length > watchedLag * registry.maxEvents
+}
+
+/** How far (in `maxEvents`) a session's watchers may lag before its run waits for them to read on. */
+const watchedLag = 4
+
+/**
+ * Keeps an event a session's run published, numbered (and its ending apart). A watcher is never skipped past:
+ * when the watchers lag too far, the run waits for them, as it waits for a plugin's `onEvent`.
+ */
+const record = <R>(registry: Registry<R>, entry: Entry) => (event: AgentEvent.AgentEvent): Effect.Effect<void> =>
+  Effect.suspend(() => {
     entry.seq = ++registry.issued
     entry.log.push({ seq: entry.seq, event })
-    // dropped in batches (one splice per maxEvents events, not one per event); `events` answers the last maxEvents
-    if (entry.log.length >= 2 * registry.maxEvents) entry.log.splice(0, entry.log.length - registry.maxEvents)
     if (isEnding(event)) {
       entry.endings.push({ seq: entry.seq, event })
       if (entry.endings.length > maxEndings) entry.endings.splice(0, entry.endings.length - maxEndings)
     }
+    const lagging = trim(registry, entry)
     wake(entry)
+    return lagging ? drained(registry, entry) : Effect.void
   })
+
+/** Waits until the watchers have read enough for the log to be trimmed under the lag (or none watches). */
+const drained = <R>(registry: Registry<R>, entry: Entry): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    if (!trim(registry, entry)) return Effect.void
+    const signal = entry.drained ??= Deferred.makeUnsafe<void>()
+    return Effect.andThen(Deferred.await(signal), drained(registry, entry))
+  })
+
+/** Tells a run waiting for its watchers that one has read on. */
+const readOn = (entry: Entry): void => {
+  const signal = entry.drained
+  if (signal === undefined) return
+  entry.drained = undefined
+  Deferred.doneUnsafe(signal, Exit.void)
+}
 
 /** The typed output a session asks for, among the layer's (else `ConfigError`). */
 const outputOf = <R>(registry: Registry<R>, start: StartOptions) =>
@@ -674,13 +723,16 @@ const remember = <R>(registry: Registry<R>, start: StartOptions) =>
       steering: yield* Steering.make(),
       run: undefined,
       ending: false,
-      silent: undefined
+      silent: undefined,
+      watchers: new Set(),
+      drained: undefined
     }
     const { entries } = registry
     entries.set(start.sessionId, entry)
     if (entries.size > registry.maxSessions) {
       for (const [sessionId, known] of entries) {
-        if (known.run === undefined && !known.ending && known !== entry) {
+        // one that is watched stays: its watchers read its log
+        if (known.run === undefined && !known.ending && known.watchers.size === 0 && known !== entry) {
           entries.delete(sessionId)
           break
         }
@@ -703,7 +755,7 @@ const entryOf = <R>(registry: Registry<R>, sessionId: string) =>
  * Opens the session unless a run of it is in flight (then queues what the start gives to it). Called with its
  * lock held.
  */
-const open = <R>(registry: Registry<R>, entry: Entry, given?: Pick<StartOptions, "steer" | "followUp">) =>
+const open = <R>(registry: Registry<R>, entry: Entry, given?: Pick<StartOptions, "steer" | "followUp" | "resume">) =>
   Effect.gen(function*() {
     const queue = (steering: Steering.Service) =>
       Effect.gen(function*() {
@@ -713,7 +765,7 @@ const open = <R>(registry: Registry<R>, entry: Entry, given?: Pick<StartOptions,
     if (entry.run !== undefined) return yield* queue(entry.steering)
     const steering = yield* Steering.make()
     yield* queue(steering)
-    yield* launch(registry, entry, steering, false)
+    yield* launch(registry, entry, steering, given?.resume === true)
   })
 
 const start = <R>(registry: Registry<R>) => (options: StartOptions): Effect.Effect<void, SessionsError> =>
@@ -750,21 +802,35 @@ const newer = (log: ReadonlyArray<Published>, after: number): ReadonlyArray<Publ
   return first === log.length ? [] : log.slice(first)
 }
 
+/**
+ * A session's events as they come. The watcher is registered with the session while the stream runs: what it
+ * has not read is kept for it (the run waits when it lags too far), and a watched session is never forgotten.
+ */
 const watch = <R>(registry: Registry<R>) => (sessionId: string, after?: number): Stream.Stream<Published, SessionsError> =>
-  Stream.unwrap(Effect.map(entryOf(registry, sessionId), (first) => {
+  Stream.unwrap(Effect.gen(function*() {
+    const entry = yield* entryOf(registry, sessionId)
+    const watcher = { read: position(after) }
+    yield* Effect.acquireRelease(
+      Effect.sync(() => entry.watchers.add(watcher)),
+      () =>
+        Effect.sync(() => {
+          entry.watchers.delete(watcher)
+          readOn(entry)
+        })
+    )
     /** The session's events after `read`, once there are any. */
     const next = (read: number) =>
       Effect.gen(function*() {
+        watcher.read = read
+        readOn(entry)
         while (true) {
-          // forgotten past `maxSessions` and taken up again: the new entry goes on with higher numbers
-          const entry = registry.entries.get(sessionId) ?? first
           const changed = entry.changed ??= Deferred.makeUnsafe<void>()
           const fresh = newer(entry.log, read)
           if (fresh.length > 0) return [fresh, Option.some(fresh[fresh.length - 1]!.seq)] as const
           yield* Deferred.await(changed)
         }
       })
-    return Stream.paginate(position(after), next)
+    return Stream.paginate(watcher.read, next)
   }))
 
 const result = <R>(registry: Registry<R>) =>

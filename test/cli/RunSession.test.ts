@@ -94,6 +94,43 @@ describe.concurrent("sessions", () => {
       assert.include(more.stderr, "↪ follow-up delivered: And in French?")
     }))
 
+  live("a session ended by --max-turns goes on when resumed with a larger --max-turns, and completes", () =>
+    Effect.gen(function*() {
+      const step = (n: number) => ({ text: `step ${n}`, toolCalls: [{ id: `c${n}`, name: "read_file", params: { path: "a.txt" } }] })
+      const dir = yield* scripted([step(1), step(2), step(3), { text: "All done." }])
+      const session = `${yield* tempDir}/session`
+      const first = yield* run(cli, scriptedArgs(dir, "--max-turns", "2", "--session-dir", session, "--json"), { cwd: dir })
+      assert.strictEqual(first.code, 10, first.stderr)
+      const more = yield* run(
+        cli,
+        ["run", "--resume", session, "--sandbox", "local", "--max-turns", "10", "--json"],
+        { cwd: dir }
+      )
+      assert.strictEqual(more.code, 0, more.stderr)
+      const report = JSON.parse(more.stdout)
+      assert.deepStrictEqual([report.outcome, report.turns, report.answer], [{ _tag: "Completed" }, 4, "All done."])
+      // the resumed run's events are the session's trajectory's, after the first run's
+      const tags = tagsOf(yield* readEvents(`${session}/trajectory.ndjson`))
+      assert.deepStrictEqual(tags.filter((tag) => tag === "AgentStart" || tag === "SessionResumed" || tag === "AgentEnd"), [
+        "AgentStart", "AgentEnd", "AgentStart", "SessionResumed", "AgentEnd"
+      ])
+    }))
+
+  live("a directory that holds a session's checkpoints but no run.json takes no new session (exit 22): it would resume the old one", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([{ text: "The first answer." }, { text: "The second answer." }])
+      const session = `${yield* tempDir}/session`
+      const first = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
+      assert.strictEqual(first.code, 0, first.stderr)
+      const fs = yield* FileSystem.FileSystem
+      yield* fs.remove(`${session}/run.json`)
+      const again = yield* run(cli, [...scriptedArgs(dir, "--session-dir", session)], { cwd: dir })
+      assert.strictEqual(again.code, 22, again.stderr)
+      assert.include(again.stderr, `${session} already holds a session's checkpoints: resume it with --resume ${session}`)
+      assert.strictEqual(again.stdout, "")
+      assert.isFalse(yield* fs.exists(`${session}/run.json`))
+    }))
+
   live("21: nothing to resume, a corrupt checkpoint, a checkpoint from another version", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem

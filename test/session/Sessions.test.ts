@@ -153,6 +153,22 @@ describe("Sessions, in this process", () => {
       }).pipe(Effect.provide(inProcess(store, turns, [])))
     }))
 
+  it.live("started again with resume: a session ended by its turn limit goes on under the larger one given now", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "limited", prompt: "go", config: { maxTurns: 1 } })
+      const cut = yield* service.result("limited")
+      assert.deepStrictEqual(cut.outcome, { _tag: "MaxTurns", limit: 1 })
+      const seen = (yield* service.events("limited")).at(-1)?.seq ?? 0
+      // started again without resume: its stored result
+      yield* service.start({ sessionId: "limited", prompt: [], config: { maxTurns: 5 } })
+      assert.deepStrictEqual((yield* service.result("limited", seen)).outcome, { _tag: "MaxTurns", limit: 1 })
+      yield* service.start({ sessionId: "limited", prompt: [], config: { maxTurns: 5 }, resume: true })
+      const done = yield* service.result("limited", seen).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(done.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(texts(done.state.messages).at(-1), "all done")
+    }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), []))))
+
   it.live("started again with a steer: an interrupted session takes it before its next model call", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
@@ -439,6 +455,72 @@ describe("Sessions.pending: what waits for a decision, on both layers", () => {
     const end: AgentEvent.AgentEvent = { _tag: "AgentEnd", ...base, error: new AgentError.ConfigError({ field: "x", rule: "y" }) }
     assert.deepStrictEqual(Sessions.waitingApprovals([...events, end]), [])
   })
+})
+
+describe("Sessions.watch in this process: nothing skipped, nothing forgotten", () => {
+  it.live("a watcher slower than the run reads every event: the log keeps what it has not read, and the run waits for it", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      // the run waits at its first call's approval: the watcher is reading by then
+      yield* service.start({ sessionId: "many", prompt: "deploy, then talk" })
+      const id = yield* asked("many")
+      const watched = yield* Effect.forkChild(service.watch("many").pipe(
+        // a slow reader: a pause every 20 events
+        Stream.mapEffect((published) =>
+          published.seq % 20 === 0 ? Effect.as(Effect.sleep("2 millis"), published) : Effect.succeed(published)
+        ),
+        Stream.takeUntil(({ event }) => Sessions.isEnding(event)),
+        Stream.runCollect,
+        Effect.timeout("30 seconds")
+      ))
+      yield* Effect.sleep("20 millis")
+      yield* service.approve("many", id, Approvals.approved)
+      yield* service.result("many").pipe(Effect.timeout("30 seconds"))
+      const all = yield* Fiber.join(watched)
+      // 1,000 words streamed, an event each, with a log of 10 kept: every number once, in order, from the first
+      assert.strictEqual(all[0]?.event._tag, "AgentStart")
+      assert.deepStrictEqual(all.map(({ seq }) => seq), all.map((_, i) => all[0]!.seq + i))
+      assert.strictEqual(all.filter(({ event }) => event._tag === "MessageUpdate").length >= 1_000, true)
+      // the log is bounded again once nobody reads behind it
+      assert.isAtMost((yield* service.events("many")).length, 10)
+    }).pipe(Effect.provide(Sessions.layer({ maxEvents: 10 }).pipe(
+      Layer.provide(Layer.mergeAll(
+        ScriptedModel.layer([
+          { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+          { text: Array.from({ length: 1_000 }, (_, i) => `w${i} `), usage }
+        ]),
+        toolsLayer([]),
+        CheckpointStore.layerMemory
+      ))
+    ))))
+
+  it.live("a watched session is not forgotten past maxSessions: its watcher sees the follow-up's run", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "a", prompt: "go" })
+      yield* service.result("a")
+      const seen = (yield* service.events("a")).at(-1)!.seq
+      const watcher = yield* Effect.forkChild(service.watch("a", seen).pipe(
+        Stream.takeUntil(({ event }) => Sessions.isEnding(event)),
+        Stream.runCollect,
+        Effect.timeout("10 seconds")
+      ))
+      yield* Effect.yieldNow
+      // another session, past maxSessions 1: "a" is watched, and stays
+      yield* service.start({ sessionId: "b", prompt: "go" })
+      yield* service.result("b")
+      yield* service.followUp("a", "more")
+      yield* service.result("a", seen).pipe(Effect.timeout("10 seconds"))
+      const watched = yield* Fiber.join(watcher)
+      assert.deepStrictEqual(watched, yield* service.events("a", seen))
+      assert.strictEqual(watched.at(-1)?.event._tag, "AgentEnd")
+    }).pipe(Effect.provide(Sessions.layer({ maxSessions: 1 }).pipe(
+      Layer.provide(Layer.mergeAll(
+        ScriptedModel.layer(followTranscript([{ text: "first done", usage }, { text: "second done", usage }])),
+        toolsLayer([]),
+        CheckpointStore.layerMemory
+      ))
+    ))))
 })
 
 describe("Sessions.cancel, in this process", () => {

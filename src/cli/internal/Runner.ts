@@ -882,6 +882,21 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
               )
             }
           } else {
+            // A directory that holds checkpoints (its run.json gone) is no place for a new session: it would
+            // resume them. (One with its run.json is refused as it is written, with its own words.)
+            const fs = yield* FileSystem.FileSystem
+            const held = !(yield* fs.exists(paths.settings).pipe(Effect.orElseSucceed(() => false))) &&
+              (yield* Context.get(store, CheckpointStore.CheckpointStore).load(sessionId).pipe(
+                Effect.as(true),
+                Effect.catchTag("CheckpointMissing", () => Effect.succeed(false)),
+                Effect.orElseSucceed(() => true)
+              ))
+            if (held) {
+              return yield* configError(
+                `--session-dir: ${session.dir} already holds a session's checkpoints: resume it with --resume ` +
+                  `${session.dir}, or choose another directory`
+              )
+            }
             yield* SessionFiles.writeSessionFile(session.dir, settings.target, io.env, supervision)
           }
           const sessions = yield* sessionsOn(store)
@@ -903,7 +918,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
             system: settings.system,
             config: supervised === undefined ? settings.config : workerConfig,
             supervisor: supervised === undefined ? undefined : supervisorName,
-            followUp: session.resume ? task : undefined
+            followUp: session.resume ? task : undefined,
+            // a finished session resumed goes on under the limits given now, as --resume promises
+            resume: session.resume
           }).pipe(Effect.catchTag("SteeringFull", (full) => configError(`--task: ${full.message}`)))
           yield* serveControl({
             steer: (text) => sessions.steer(sessionId, text),
