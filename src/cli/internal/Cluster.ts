@@ -288,8 +288,8 @@ const ignoredWithPg = (flags: Flags.Flags): ReadonlyArray<string> => {
 
 /**
  * `effect-agent run --pg URL`: submits the session and follows its events
- * (a line per turn, call and message on stderr, none with `--quiet`; the
- * answer on stdout) until it ends; exits as `run` does for its outcome.
+ * (in `run`'s log view on stderr, none with `--quiet`; the answer on
+ * stdout) until it ends; exits as `run` does for its outcome.
  *
  * @since 0.1.0
  */
@@ -329,8 +329,9 @@ export const submit = (flags: Flags.Flags, url: string) =>
 
 /**
  * Starts a session on the `Sessions` service (whichever layer keeps it) and
- * follows it: a line per turn, call and approval asked on stderr (none when
- * `quiet`), the answer on stdout; exits as `run` does for its outcome.
+ * follows it with `run`'s follower: its events in the log view on stderr
+ * (none when `quiet`), the answer on stdout; exits as `run` does for its
+ * outcome.
  */
 const follow = (
   start: Sessions.StartOptions,
