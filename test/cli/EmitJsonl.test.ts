@@ -6,12 +6,12 @@
  * pipe).
  */
 import { assert, beforeAll, describe } from "@effect/vitest"
-import { Effect, FileSystem } from "effect"
+import { Effect, FileSystem, Schedule } from "effect"
 import type { AgentEvent } from "effect-agent"
 import { spawn } from "node:child_process"
 import { builtCommand } from "./build.ts"
 import { runCommand } from "./inProcess.ts"
-import { environment, events, live, readEvents, scripted, tempDir } from "./support.ts"
+import { environment, events, live, readEvents, scripted, spawn as spawnCommand, tempDir } from "./support.ts"
 
 let cli = ""
 beforeAll(async () => {
@@ -168,6 +168,35 @@ const readThenClose = (args: ReadonlyArray<string>, cwd: string, bytes: number) 
     })
     return Effect.sync(() => child.kill("SIGKILL"))
   })
+
+describe.concurrent("--emit-jsonl FILE when the run is stopped", () => {
+  live("SIGINT while a tool runs: the file ends with the run's ending, written while it was open", () =>
+    Effect.gen(function*() {
+      const fs = yield* FileSystem.FileSystem
+      const dir = yield* scripted([
+        { toolCalls: [{ id: "b1", name: "bash", params: { command: "touch started && sleep 30" } }] },
+        { text: "never" }
+      ])
+      const file = `${yield* tempDir}/events.jsonl`
+      const proc = yield* spawnCommand(cli, [...runArgs(dir, "--emit-jsonl", file)].filter((arg) => arg !== "--quiet"), {
+        cwd: dir
+      })
+      // the call has started (bounded: 30 s)
+      yield* fs.exists(`${dir}/started`).pipe(
+        Effect.repeat({ until: (started) => started, schedule: Schedule.spaced("50 millis"), times: 600 })
+      )
+      yield* proc.signal("SIGINT")
+      const stopped = yield* proc.exit
+      assert.strictEqual(stopped.code, 30, stopped.stderr)
+      // before, the run's last events came after the command had closed the file: "stopped writing", and no ending
+      assert.notInclude(stopped.stderr, "stopped writing")
+      const written = yield* readEvents(file)
+      const end = written.at(-1)
+      assert(end?._tag === "AgentEnd", `the file ends with ${end?._tag}`)
+      assert.deepStrictEqual(end.outcome, { _tag: "Cancelled", reason: "interrupted" })
+      assert.deepStrictEqual(written.filter((event) => event._tag === "ToolExecutionStart").length, 1)
+    }))
+})
 
 describe.concurrent("--emit-jsonl - into a pipe closed early", () => {
   /**

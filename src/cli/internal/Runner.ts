@@ -401,7 +401,9 @@ const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (
     const lock = yield* Semaphore.make(1)
     let open = true
     let queued: Array<string> = []
-    const flush = lock.withPermits(1)(Effect.suspend(() => {
+    // Taken from the queue and written as one step: the fiber that flushes may be one being interrupted (a call
+    // cancelled with the run), and lines taken and not written would be lost.
+    const flush = lock.withPermits(1)(Effect.uninterruptible(Effect.suspend(() => {
       if (queued.length === 0) return Effect.void
       const text = queued.join("")
       queued = []
@@ -411,7 +413,7 @@ const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (
           queued = []
           note(`--emit-jsonl ${file}: stopped writing: ${error.message}`)
         }))
-    }))
+    })))
     // Released before the handle is closed (it was opened first).
     yield* Effect.addFinalizer(() => flush)
     const plugin: Hooks.Plugin = {
@@ -997,5 +999,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         })
       ))
     }
-    return yield* Fiber.join(running)
+    // Stopped (SIGINT, SIGTERM): the run is interrupted and waited for before the command's scope closes, so its
+    // last events (the calls it cancelled, its ending) reach the outputs while they are open. A child fiber is
+    // interrupted only after its parent's scope has closed: the JSON lines file would be closed under it, and
+    // its last writes made to a descriptor closed (or, reused, to another file).
+    return yield* Fiber.join(running).pipe(Effect.onInterrupt(() => Fiber.interrupt(running)))
   }).pipe(Effect.scoped)
