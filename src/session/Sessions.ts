@@ -499,6 +499,8 @@ interface Registry<R> {
   readonly maxSessions: number
   /** The last event number given, across the layer's sessions. */
   issued: number
+  /** Made by a watcher whose session was forgotten; completed when an entry is made (it may be its session's). */
+  arrival: Deferred.Deferred<void> | undefined
 }
 
 /** How many endings a session keeps (for `result`), apart from its events. */
@@ -708,6 +710,12 @@ const ended = <R>(
     wake(entry)
   })))
 
+/** Whether a watcher of the entry has yet to read its last event. */
+const unread = (entry: Entry): boolean => {
+  for (const watcher of entry.watchers) if (watcher.read < entry.seq) return true
+  return false
+}
+
 /** A new entry, known from now on; past `maxSessions`, the oldest whose run has ended is forgotten. */
 const remember = <R>(registry: Registry<R>, start: StartOptions) =>
   Effect.gen(function*() {
@@ -729,11 +737,19 @@ const remember = <R>(registry: Registry<R>, start: StartOptions) =>
     }
     const { entries } = registry
     entries.set(start.sessionId, entry)
+    // a watcher of a forgotten session looks whether this is it
+    const arrival = registry.arrival
+    if (arrival !== undefined) {
+      registry.arrival = undefined
+      Deferred.doneUnsafe(arrival, Exit.void)
+    }
     if (entries.size > registry.maxSessions) {
       for (const [sessionId, known] of entries) {
-        // one that is watched stays: its watchers read its log
-        if (known.run === undefined && !known.ending && known.watchers.size === 0 && known !== entry) {
+        // one whose watchers have yet to read its last events stays: they read its log
+        if (known.run === undefined && !known.ending && !unread(known) && known !== entry) {
           entries.delete(sessionId)
+          // its watchers wait for the entry that takes it up again
+          wake(known)
           break
         }
       }
@@ -804,11 +820,13 @@ const newer = (log: ReadonlyArray<Published>, after: number): ReadonlyArray<Publ
 
 /**
  * A session's events as they come. The watcher is registered with the session while the stream runs: what it
- * has not read is kept for it (the run waits when it lags too far), and a watched session is never forgotten.
+ * has not read is kept for it (the run waits when it lags too far), and the session is not forgotten while it
+ * has events the watcher has yet to read. Forgotten once it has read them all (past `maxSessions`), the watcher
+ * waits for the session to be taken up again, and goes on with it.
  */
 const watch = <R>(registry: Registry<R>) => (sessionId: string, after?: number): Stream.Stream<Published, SessionsError> =>
   Stream.unwrap(Effect.gen(function*() {
-    const entry = yield* entryOf(registry, sessionId)
+    let entry = yield* entryOf(registry, sessionId)
     const watcher = { read: position(after) }
     yield* Effect.acquireRelease(
       Effect.sync(() => entry.watchers.add(watcher)),
@@ -824,6 +842,17 @@ const watch = <R>(registry: Registry<R>) => (sessionId: string, after?: number):
         watcher.read = read
         readOn(entry)
         while (true) {
+          const current = registry.entries.get(sessionId)
+          if (current === undefined) {
+            // forgotten: until an entry is made again (events go on above the numbers it had)
+            yield* Deferred.await(registry.arrival ??= Deferred.makeUnsafe<void>())
+            continue
+          }
+          if (current !== entry) {
+            entry.watchers.delete(watcher)
+            entry = current
+            entry.watchers.add(watcher)
+          }
           const changed = entry.changed ??= Deferred.makeUnsafe<void>()
           const fresh = newer(entry.log, read)
           if (fresh.length > 0) return [fresh, Option.some(fresh[fresh.length - 1]!.seq)] as const
@@ -891,7 +920,8 @@ export const layer = <R = never>(
         entries: new Map(),
         maxEvents: Math.max(1, Math.floor(options.maxEvents ?? 10_000)),
         maxSessions: Math.max(1, Math.floor(options.maxSessions ?? 1_000)),
-        issued: 0
+        issued: 0,
+        arrival: undefined
       }
       const entry = (sessionId: string) => entryOf(registry, sessionId)
       return Sessions.of({

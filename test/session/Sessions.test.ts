@@ -494,7 +494,7 @@ describe("Sessions.watch in this process: nothing skipped, nothing forgotten", (
       ))
     ))))
 
-  it.live("a watched session is not forgotten past maxSessions: its watcher sees the follow-up's run", () =>
+  it.live("a watcher goes on through maxSessions forgetting its session: it sees the run that takes it up again", () =>
     Effect.gen(function*() {
       const service = yield* sessions
       yield* service.start({ sessionId: "a", prompt: "go" })
@@ -506,9 +506,11 @@ describe("Sessions.watch in this process: nothing skipped, nothing forgotten", (
         Effect.timeout("10 seconds")
       ))
       yield* Effect.yieldNow
-      // another session, past maxSessions 1: "a" is watched, and stays
+      // another session, past maxSessions 1: "a" has nothing its watcher has yet to read, and is forgotten
       yield* service.start({ sessionId: "b", prompt: "go" })
       yield* service.result("b")
+      yield* service.start({ sessionId: "c", prompt: "go" })
+      yield* service.result("c")
       yield* service.followUp("a", "more")
       yield* service.result("a", seen).pipe(Effect.timeout("10 seconds"))
       const watched = yield* Fiber.join(watcher)

@@ -337,8 +337,11 @@ export const make = <R>(
       outputMode: options.outputMode,
       agents: options.agents,
       supervisors,
-      // read at once into the session's own log: the service keeps only what the server has yet to read
-      maxEvents: Math.max(1_000, options.buffer)
+      // The server reads every event at once into the session's own log (its follower, which the service waits
+      // for when it lags): the service keeps little beside it, and forgets the sessions whose runs have ended
+      // (the server's records and logs are what describe them; a message takes one up again from its checkpoint).
+      maxEvents: 128,
+      maxSessions: Math.max(8, options.maxRunning)
     })
     const api = Context.get(
       yield* Layer.buildWithScope(Layer.provide(layer, Layer.succeedContext(withPolicy)), scope),
