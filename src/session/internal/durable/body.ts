@@ -38,14 +38,13 @@ import { AgentError, ConfigError, ModelError, ToolFatalError } from "../../../Ag
 import * as AgentTool from "../../../AgentTool.ts"
 import * as Approvals from "../../../Approvals.ts"
 import * as Backend from "../../../Backend.ts"
-import type * as Hooks from "../../../Hooks.ts"
 import * as Message from "../../../Message.ts"
 import * as Outcome from "../../../Outcome.ts"
-import type * as OutputModule from "../../../Output.ts"
 import * as RunState from "../../../RunState.ts"
 import type * as Steering from "../../../Steering.ts"
 import * as SubAgent from "../../../SubAgent.ts"
 import { outcomeUnknown, type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
+import type * as Sessions from "../../Sessions.ts"
 import * as SessionId from "../sessionId.ts"
 import * as Outbox from "./outbox.ts"
 import * as StorageFailure from "./storageFailure.ts"
@@ -212,16 +211,7 @@ export const wakeOf = (k: number) => DurableDeferred.make(`wake/${k}`)
  *
  * @internal
  */
-export interface Options<R> {
-  /** The agent's name, in its runs' spans and events. */
-  readonly name?: string | undefined
-  readonly plugins?: ReadonlyArray<Hooks.PluginInput<R>> | undefined
-  /** The typed outputs a session may ask for, by name. */
-  readonly outputs?: Readonly<Record<string, Schema.Codec<unknown, unknown>>> | undefined
-  readonly outputRetries?: number | undefined
-  readonly outputMode?: OutputModule.Mode | undefined
-  /** The agents a session may be handed off to: a follow-up goes on in the one that answered. */
-  readonly agents?: ReadonlyArray<SubAgent.Definition<string, SubAgent.InputSchema, unknown>> | undefined
+export interface Options<R> extends Sessions.AgentOptions<R> {
   /** How long a session whose run ended waits for a follow-up (durable time); none: it finishes. */
   readonly idle?: Duration.Input | undefined
 }
