@@ -30,7 +30,35 @@ const inProcess = (
     ))
   )
 
+/**
+ * A runner in this process on the in-memory engine and store, with a scripted model, the fixture's tools and
+ * `more` (an `Approvals` policy), and the sessions service over it.
+ */
+const durable = (
+  turns: Turns,
+  options: DurableSession.Options = {},
+  more: Layer.Layer<never> | Layer.Layer<Approvals.Approvals> = Layer.empty
+) =>
+  DurableSession.layerSessions.pipe(
+    Layer.provideMerge(DurableSession.layer(options)),
+    Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]), more)),
+    Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+  )
+
 const sessions = Effect.service(Sessions.Sessions)
+
+/** A first process: the session `sessionId` started on `store`, interrupted once its `slow` call runs. */
+const interruptedIn = (store: CheckpointStore.Service, turns: Turns, sessionId: string) =>
+  Effect.gen(function*() {
+    const started = Latch.makeUnsafe()
+    yield* Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId, prompt: "go" })
+      yield* started.await
+      yield* service.interrupt(sessionId)
+      yield* service.result(sessionId)
+    }).pipe(Effect.provide(inProcess(store, turns, [], {}, (name) => void (name === "slow" && started.openUnsafe()))))
+  })
 
 const texts = (messages: ReadonlyArray<Message.Message>) => messages.map((message) => Message.textOf(message))
 
@@ -126,15 +154,8 @@ describe("Sessions, in this process", () => {
   it.live("started again with a follow-up: an interrupted session takes it when its resumed run would end, a finished one goes on with it; one result each", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
-      const started = Latch.makeUnsafe()
       const turns: Turns = [...threeTurns("slow", 200), { text: "and the changelog", usage }, { text: "and the notes", usage }]
-      yield* Effect.gen(function*() {
-        const service = yield* sessions
-        yield* service.start({ sessionId: "again", prompt: "go" })
-        yield* started.await
-        yield* service.interrupt("again")
-        yield* service.result("again")
-      }).pipe(Effect.provide(inProcess(store, turns, [], {}, (name) => void (name === "slow" && started.openUnsafe()))))
+      yield* interruptedIn(store, turns, "again")
       yield* Effect.gen(function*() {
         const service = yield* sessions
         // a later process: resumed with a follow-up and a wider limit, one run ends it all
@@ -172,15 +193,8 @@ describe("Sessions, in this process", () => {
   it.live("started again with a steer: an interrupted session takes it before its next model call", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()
-      const started = Latch.makeUnsafe()
       const turns: Turns = threeTurns("slow", 200)
-      yield* Effect.gen(function*() {
-        const service = yield* sessions
-        yield* service.start({ sessionId: "steered", prompt: "go" })
-        yield* started.await
-        yield* service.interrupt("steered")
-        yield* service.result("steered")
-      }).pipe(Effect.provide(inProcess(store, turns, [], {}, (name) => void (name === "slow" && started.openUnsafe()))))
+      yield* interruptedIn(store, turns, "steered")
       yield* Effect.gen(function*() {
         const service = yield* sessions
         yield* service.start({ sessionId: "steered", prompt: [], steer: "use the fast path" })
@@ -317,11 +331,7 @@ describe("Sessions: an Approvals policy given to the layer decides the calls, on
         denied
       ))
     ),
-    "as workflows": DurableSession.layerSessions.pipe(
-      Layer.provideMerge(DurableSession.layer()),
-      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]), denied)),
-      Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
-    )
+    "as workflows": durable(turns, {}, denied)
   }
   it.live("in this process: an interactive handle the app gave does not take the session's calls from approve", () =>
     Effect.gen(function*() {
@@ -364,11 +374,7 @@ describe("Sessions.watch: the events as they are published, on both layers", () 
   const turns: Turns = [...threeTurns("slow", 50), { text: "and the changelog", usage }]
   const layers = {
     "in this process": inProcess(CheckpointStore.memory(), turns, []),
-    "as workflows": DurableSession.layerSessions.pipe(
-      Layer.provideMerge(DurableSession.layer({ idle: "10 seconds" })),
-      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]))),
-      Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
-    )
+    "as workflows": durable(turns, { idle: "10 seconds" })
   }
   for (const [name, layer] of Object.entries(layers)) {
     it.live(`${name}: each event once, in order, as events answers them, through a follow-up's run`, () =>
@@ -411,11 +417,7 @@ describe("Sessions.pending: what waits for a decision, on both layers", () => {
   ]
   const layers = {
     "in this process": inProcess(CheckpointStore.memory(), turns, []),
-    "as workflows": DurableSession.layerSessions.pipe(
-      Layer.provideMerge(DurableSession.layer()),
-      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]))),
-      Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
-    )
+    "as workflows": durable(turns)
   }
   for (const [name, layer] of Object.entries(layers)) {
     it.live(`${name}: the call waiting, by the id approve takes; answered, nothing waits; no plan or feedback`, () =>
@@ -562,14 +564,6 @@ describe("Sessions.cancel, in this process", () => {
 describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => {
   const Invoice = Schema.Struct({ total: Schema.Finite })
 
-  /** A runner in this process on the in-memory engine, with `outputs`, and the sessions service over it. */
-  const durable = (turns: Turns, outputs: DurableSession.Options["outputs"]) =>
-    DurableSession.layerSessions.pipe(
-      Layer.provideMerge(DurableSession.layer({ outputs })),
-      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]))),
-      Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
-    )
-
   it.live("a typed output: the result's state holds the answer, read typed", () =>
     Effect.gen(function*() {
       const service = yield* sessions
@@ -579,7 +573,7 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
       assert.deepStrictEqual((yield* Agent.typedResult(Invoice, result)).output, { total: 12 })
     }).pipe(Effect.provide(durable([
       { toolCalls: [{ id: "f1", name: "final_answer", params: { total: 12 } }], usage }
-    ], { Invoice }))))
+    ], { outputs: { Invoice } }))))
 
   const deployTurns: Turns = [
     { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
@@ -656,16 +650,7 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
       yield* service.steer("idler", "and the changelog too")
       const next = yield* service.result("idler", seen).pipe(Effect.timeout("10 seconds"))
       assert.include(texts(next.state.messages), "and the changelog too")
-    }).pipe(Effect.provide(
-      DurableSession.layerSessions.pipe(
-        Layer.provideMerge(DurableSession.layer({ idle: "1 minute" })),
-        Layer.provideMerge(Layer.mergeAll(
-          ScriptedModel.layer(followTranscript([...threeTurns("slow", 5), { text: "changelog written", usage }])),
-          toolsLayer([])
-        )),
-        Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
-      )
-    )))
+    }).pipe(Effect.provide(durable([...threeTurns("slow", 5), { text: "changelog written", usage }], { idle: "1 minute" }))))
 
   it.live("messages the session has read no longer count against the bound, though it has not read on yet", () =>
     Effect.gen(function*() {
@@ -705,5 +690,5 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
       assert(error._tag === "ConfigError")
       assert.strictEqual(error.field, "output")
       assert.include(error.rule, `"Receipt"`)
-    }).pipe(Effect.provide(durable(threeTurns("slow", 5), { Invoice }))))
+    }).pipe(Effect.provide(durable(threeTurns("slow", 5), { outputs: { Invoice } }))))
 })
