@@ -51,7 +51,7 @@ import {
 import type { SqlClient } from "effect/sql"
 import { DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../AgentConfig.ts"
-import { AgentError as AgentErrorSchema, type ConfigError } from "../AgentError.ts"
+import { AgentError as AgentErrorSchema, ConfigError } from "../AgentError.ts"
 import type { AgentError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Approvals from "../Approvals.ts"
@@ -187,6 +187,15 @@ export interface Options<R = never> extends Sessions.AgentOptions<R> {
    * `Agent.runContinue` would. Without it, the session finishes when its run ends.
    */
   readonly idle?: Duration.Input | undefined
+  /**
+   * The supervisors a session may run under, by name (`Sessions.StartOptions.supervisor`), each made by
+   * `SupervisedSession.supervisor`: a session that names one the runner lacks ends failed with `ConfigError`.
+   * Its worker's model and tool calls are activities as a plain session's are, and so is each check's run
+   * (`checks/<turn>/<i>`): a replay runs no check again. A plan or a turn's feedback waiting for the operator
+   * waits durably, answered by `decidePlan` / `decideTurn` from any process (unless an `Approvals` policy
+   * given to the runner answers it). Its checkpoints are its workflow's records (no `CheckpointSaved` event).
+   */
+  readonly supervisors?: Readonly<Record<string, Sessions.Supervisor<R>>> | undefined
 }
 
 /**
@@ -315,11 +324,23 @@ export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine
             const status = yield* statusOf(sessionId)
             if (status._tag !== "Unknown" && status._tag !== "Suspended") return { approvals: [] }
             const published = yield* events(sessionId)
-            return { approvals: Sessions.waitingApprovals(published.map(({ event }) => event)) }
+            const store = yield* Store
+            let plan: Approvals.PlanRequest | undefined
+            let turn: Approvals.TurnRequest | undefined
+            for (const { question } of yield* store.questions(sessionId)) {
+              if ("plan" in question) plan = question.plan
+              else turn = question.turn
+            }
+            return {
+              approvals: Sessions.waitingApprovals(published.map(({ event }) => event)),
+              ...(plan === undefined ? {} : { plan }),
+              ...(turn === undefined ? {} : { turn })
+            }
           }).pipe(provided),
-        // the runners run no supervised sessions: no plan or feedback ever waits
-        decidePlan: (sessionId) => Effect.as(known(sessionId), false).pipe(provided),
-        decideTurn: (sessionId) => Effect.as(known(sessionId), false).pipe(provided),
+        decidePlan: (sessionId, iteration, decision) =>
+          Effect.andThen(known(sessionId), decidePlan(sessionId, iteration, decision)).pipe(provided),
+        decideTurn: (sessionId, turn, decision) =>
+          Effect.andThen(known(sessionId), decideTurn(sessionId, turn, decision)).pipe(provided),
         // the engine has no cancel of its own: the session ends for good, as an interrupt ends it
         cancel: (sessionId) => Effect.andThen(known(sessionId), interrupt(sessionId)).pipe(provided),
         events: (sessionId, after) =>
@@ -346,7 +367,11 @@ const payloadOf = Effect.fnUntraced(function*(options: StartOptions) {
     prompt: options.prompt,
     config,
     ...(options.system === undefined ? {} : { system: options.system }),
-    ...(options.output === undefined ? {} : { output: options.output })
+    ...(options.output === undefined ? {} : { output: options.output }),
+    ...(options.supervisor === undefined ? {} : { supervisor: options.supervisor })
+  }
+  if (options.supervisor !== undefined && typeof options.prompt !== "string") {
+    return yield* new ConfigError({ field: "prompt", rule: "a supervised session's task is text" })
   }
   const payload: Body.Payload = { sessionId: options.sessionId, version: Body.version, request }
   return payload
@@ -625,6 +650,59 @@ export const approve = (
     yield* storageFailure("approve")(DurableDeferred.succeed(deferred, {
       token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
       value: kept.decision
+    }))
+    return kept.claimed
+  })
+
+/**
+ * Decides a supervised session's plan waiting for the operator, from any
+ * process, if it is plan `iteration`: succeeds with `true` when this decision
+ * answered it, and with `false`, answering nothing, when no such plan waits
+ * (not proposed yet, decided already: of two decisions the first is kept, or
+ * its run ended). As `approve`, the store keeps the decision before it is
+ * delivered.
+ *
+ * @since 0.1.0
+ * @category control
+ */
+export const decidePlan = (
+  sessionId: string,
+  iteration: number,
+  decision: Approvals.PlanDecision
+): Effect.Effect<boolean, StoreError | InvalidSessionId, Store | WorkflowEngine.WorkflowEngine> =>
+  answer(sessionId, `plan/${iteration}`, { plan: decision })
+
+/**
+ * Decides the feedback of a supervised session's act turn `turn` waiting for
+ * the operator (`approveTurns`), as {@link decidePlan} does. `Interrupt` ends
+ * the session for good, as {@link interrupt} does (in process, a session so
+ * interrupted can be resumed).
+ *
+ * @since 0.1.0
+ * @category control
+ */
+export const decideTurn = (
+  sessionId: string,
+  turn: number,
+  decision: Approvals.TurnDecision
+): Effect.Effect<boolean, StoreError | InvalidSessionId, Store | WorkflowEngine.WorkflowEngine> =>
+  answer(sessionId, `gate/${turn}`, { turn: decision })
+
+const answer = (sessionId: string, key: string, given: StoreModule.Answer) =>
+  Effect.gen(function*() {
+    yield* SessionIdRule.validate(sessionId)
+    // A session that ended (interrupted, finished) has no question waiting: an answer would answer nothing.
+    const status = yield* statusOf(sessionId)
+    if (status._tag !== "Unknown" && status._tag !== "Suspended") return false
+    const store = yield* Store
+    const kept = yield* store.answer(sessionId, key, given)
+    if (kept === undefined) return false
+    const executionId = yield* executionIdOf(sessionId)
+    const deferred = Body.answerOf(key)
+    // The first completion of a deferred is the one it keeps: delivering the kept answer again changes nothing.
+    yield* storageFailure("answer")(DurableDeferred.succeed(deferred, {
+      token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
+      value: kept.answer
     }))
     return kept.claimed
   })

@@ -75,8 +75,9 @@ export interface StartOptions {
   /** The typed output the session asks for: the name of one of the layer's `outputs`. */
   readonly output?: string | undefined
   /**
-   * The supervisor the session runs under, by name (one of the layer's `supervisors`): its task is worked in
-   * turns checked in between (`effect-agent/supervisor`), and its prompt must be text. None: the plain loop.
+   * The supervisor the session runs under, by name (one of the layer's `supervisors`; on the durable layer, the
+   * runners'): its task is worked in turns checked in between (`effect-agent/supervisor`), and its prompt must be
+   * text. None: the plain loop.
    */
   readonly supervisor?: string | undefined
   /**
@@ -444,6 +445,13 @@ export interface Supervisor<R = never> {
  */
 export interface SupervisedRun<R = never> {
   readonly sessionId: string
+  /** The supervised run's id, when the layer fixes it (the durable layer: the same in every replay). */
+  readonly runId?: string | undefined
+  /**
+   * How the layer keeps a step of the supervisor's own whose result a replay must not make anew (a check's
+   * run): none in this process (the step runs); the durable layer records it as an activity named `name`.
+   */
+  readonly record?: Recorder | undefined
   /** The task, when the session is opened; none when it is resumed. */
   readonly task: string | undefined
   readonly system: string | undefined
@@ -458,6 +466,17 @@ export interface SupervisedRun<R = never> {
   readonly plugins: ReadonlyArray<Hooks.PluginInput<R>>
   readonly steering: Steering.Service
   readonly onEvent: (event: AgentEvent.AgentEvent) => Effect.Effect<void>
+}
+
+/**
+ * Keeps a step's result under `name` (see {@link SupervisedRun.record}): the step runs once per session, and a
+ * replay of the session answers it from what was kept, as `schema` encodes it. Names are unique in a session.
+ *
+ * @since 0.1.0
+ * @category options
+ */
+export interface Recorder {
+  <A, R>(name: string, schema: Schema.Codec<A, unknown>, step: Effect.Effect<A, never, R>): Effect.Effect<A, never, R>
 }
 
 /** A session this process knows. */

@@ -472,7 +472,9 @@ export const supervisor = <R = never>(supervision: Supervision<R>): Sessions.Sup
         },
         output: session.output,
         steering: session.steering,
-        onEvent: session.onEvent
+        onEvent: session.onEvent,
+        runId: session.runId,
+        record: session.record
       }
       const { task } = session
       const store = yield* CheckpointStore.CheckpointStore

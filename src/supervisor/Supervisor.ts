@@ -58,6 +58,7 @@ import * as Outcome from "../Outcome.ts"
 import * as Output from "../Output.ts"
 import * as RunState from "../RunState.ts"
 import type * as CheckpointStore from "../session/CheckpointStore.ts"
+import type * as Sessions from "../session/Sessions.ts"
 import * as Steering from "../Steering.ts"
 import * as AgentWorker from "./AgentWorker.ts"
 import * as Check from "./Check.ts"
@@ -331,6 +332,12 @@ export interface Options<R = never, P = never, A = never> {
    * what is not delivered when the run ends comes back in the result's state, as `Agent.run` returns it.
    */
   readonly steering?: Steering.Service | undefined
+  /**
+   * How each check's run is kept, so that a replay does not run it again (`Sessions.SupervisedRun.record`: the
+   * durable layer's activities); by default it runs. A check is named `checks/<turn>/<i>` (the baseline's turn is
+   * 0) or `verifier/<turn>/<i>`, its `CheckStarted` and `CheckResult` events inside it.
+   */
+  readonly record?: Sessions.Recorder | undefined
   /** Durable runs: the checkpoint to resume from, and where to save one. */
   readonly checkpoint?: {
     readonly resume?: Checkpoint | undefined
@@ -906,15 +913,19 @@ const checkRound = <R, RW, P, A>(
       if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary))
     }
   }
+  const record = live.options.record
+  const kind = round.length > 0 && round[0]!.role === "verifier" ? "verifier" : "checks"
   return cancellable(
     live,
-    Effect.forEach(round, (check) =>
-      Effect.gen(function*() {
+    Effect.forEach(round, (check, i) => {
+      const step = Effect.gen(function*() {
         yield* emitOwn(live, { _tag: "CheckStarted", check: check.name, role: check.role, baseline })
         const result = yield* Check.run(check, known.get(check.name))
         yield* emitOwn(live, { _tag: "CheckResult", ...result, baseline })
         return result
-      }), { concurrency: live.settings.concurrency })
+      })
+      return record === undefined ? step : record(`${kind}/${live.progress.turns}/${i}`, Check.CheckResult, step)
+    }, { concurrency: live.settings.concurrency })
   )
 }
 

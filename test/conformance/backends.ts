@@ -158,7 +158,7 @@ const sessionOptions = { plugins: [guardrail], outputs, agents: [billing] }
  * followed up by the session's id; its events and its result as the service
  * answers them. The layer is built once for the matrix.
  */
-const sessionsStart = (context: Context.Context<Sessions.Sessions>): Start => (scenario) =>
+const sessionsStart = (context: Context.Context<Sessions.Sessions>, supervised = false): Start => (scenario) =>
   Effect.gen(function*() {
     const sessions = Context.get(context, Sessions.Sessions)
     const sessionId = `conformance-${globalThis.crypto.randomUUID()}`
@@ -167,7 +167,8 @@ const sessionsStart = (context: Context.Context<Sessions.Sessions>): Start => (s
       prompt: scenario.prompt,
       system: systems.main,
       config: scenario.config,
-      output: scenario.output === undefined ? undefined : scenario.name
+      output: scenario.output === undefined ? undefined : scenario.name,
+      ...(supervised ? { supervisor: "matrix" } : {})
     })
     yield* Effect.addFinalizer(() => Effect.ignore(sessions.interrupt(sessionId)))
     // the number of the last event published before each follow-up: the next run's ending comes after it
@@ -185,7 +186,12 @@ const sessionsStart = (context: Context.Context<Sessions.Sessions>): Start => (s
       final: (runs) =>
         Effect.map(
           sessions.result(sessionId, marks[runs - 1] ?? 0).pipe(Effect.timeout("10 seconds")),
-          (result): Final => ({ messages: result.state.messages, outcome: result.outcome, output: result.state.output?.value })
+          (result): Final => ({
+            messages: result.state.messages,
+            // a supervised session's ending, as a run's (see `innerOutcome`)
+            outcome: supervised ? innerOutcome(SupervisorOutcome.fromOutcome(result.outcome)) : result.outcome,
+            output: result.state.output?.value
+          })
         )
     })
   })
@@ -224,36 +230,53 @@ export const sessionFile = sessionsBackend(
   inProcess(Layer.unwrap(Effect.map(temporary("conformance-store-"), CheckpointStore.layerFileSystem)))
 )
 
+/** The supervisor a supervised session names: no checks, so a run that ends by itself converges. */
+const supervisors = { matrix: SupervisedSession.supervisor({ checks: [], baseline: false }) }
+
 /** As workflows: a runner on the engine and store given, its sessions kept idle for a follow-up. */
 const durable = <E, R>(engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, E, R>) =>
   DurableSession.layerSessions.pipe(
     Layer.provideMerge(
       // a session whose run ended waits for a follow-up (DurableSession's way to continue a session, as
       // Agent.runContinue and Session.resume do), on durable time
-      DurableSession.layer({ ...sessionOptions, idle: "1 minute" }).pipe(Layer.provideMerge(agentLayer))
+      DurableSession.layer({ ...sessionOptions, supervisors, idle: "1 minute" }).pipe(Layer.provideMerge(agentLayer))
     ),
     Layer.provideMerge(engineAndStore)
   )
 
-export const durableMemory = sessionsBackend(
-  "DurableSession (memory)",
-  [],
-  durable(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
-)
+const durableMemoryLayer = durable(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+
+export const durableMemory = sessionsBackend("DurableSession (memory)", [], durableMemoryLayer)
+
+/** The supervisor's own events: its `Custom` ones, and the `SessionResumed` of a session it resumes. */
+const supervisedOwn = ["CheckpointSaved", "SessionResumed", "Custom"]
+
+export const durableMemorySupervised: Backend = {
+  name: "DurableSession (memory, supervised)",
+  own: supervisedOwn,
+  make: Effect.map(Layer.build(durableMemoryLayer), (context) => sessionsStart(context, true))
+}
 
 /** One runner in this process on a real PostgreSQL, for every scenario (skipped when PostgreSQL cannot start). */
-export const durablePostgres: Backend = {
-  name: "DurableSession (PostgreSQL)",
-  own: [],
+const durablePostgresBackend = (name: string, supervised: boolean): Backend => ({
+  name,
+  own: supervised ? supervisedOwn : [],
   make: Effect.gen(function*(): Effect.fn.Return<Start | { readonly skip: string }, unknown, Scope.Scope> {
     const available = Postgres.availability()
     if ("unavailable" in available) return { skip: available.unavailable }
     const pg = yield* Postgres.scoped
     yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
     const port = yield* Effect.promise(Postgres.freePort)
-    return sessionsStart(yield* Layer.build(durable(DurableSession.layerSqlStore.pipe(Layer.provideMerge(engine(pg.url, port))))))
+    const context = yield* Layer.build(
+      durable(DurableSession.layerSqlStore.pipe(Layer.provideMerge(engine(pg.url, port))))
+    )
+    return sessionsStart(context, supervised)
   })
-}
+})
+
+export const durablePostgres = durablePostgresBackend("DurableSession (PostgreSQL)", false)
+
+export const durablePostgresSupervised = durablePostgresBackend("DurableSession (PostgreSQL, supervised)", true)
 
 // -----------------------------------------------------------------------------
 // A supervised session, with no checks and our own worker
@@ -442,6 +465,8 @@ export const backends: ReadonlyArray<Backend> = [
   sessionFile,
   durableMemory,
   durablePostgres,
+  durableMemorySupervised,
+  durablePostgresSupervised,
   supervised,
   server,
   serverSupervised

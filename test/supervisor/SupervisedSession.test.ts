@@ -10,11 +10,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schedule, Schema } from "effect"
 import { TestClock } from "effect/testing"
+import { WorkflowEngine } from "effect/workflow"
 import { Tool, Toolkit } from "effect/ai"
 import { Agent, AgentTool, Approvals, type AgentEvent, Guardrail, Message, Outcome, RunState, Steering, ToolRegistry } from "effect-agent"
-import { CheckpointStore, Sessions } from "effect-agent/session"
+import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
 import { Check, SupervisedSession, Supervisor, SupervisorEvent, SupervisorOutcome, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
+import { database, engine } from "../session/cluster-fixture.ts"
+import * as Postgres from "../session/postgres.ts"
 
 const WriteFile = Tool.make("write_file", {
   parameters: Schema.Struct({ path: Schema.String, content: Schema.String }),
@@ -785,4 +788,131 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
       assert.include(messages.message, "task is text")
       assert.strictEqual((yield* Effect.flip(sessions.events("a")))._tag, "CheckpointMissing")
     }).pipe(Effect.provide(sessionsOn(CheckpointStore.memory(), new Map()))))
+})
+
+describe("SupervisedSession.supervisor on the durable layer: supervised sessions as workflows", () => {
+  /** A runner in this process on the in-memory engine (which replays a body that waited), and the sessions over it. */
+  const inMemory = Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore)
+  const durableOn = (
+    turns: ReadonlyArray<ScriptedModel.Turn>,
+    files: Map<string, string>,
+    supervision: SupervisedSession.Supervision,
+    checked: { runs: number },
+    engineAndStore: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, unknown> = inMemory
+  ) => {
+    const counted = Check.make("ok.txt says yes", Effect.suspend(() => {
+      checked.runs++
+      return okCheck(files).run
+    }))
+    return DurableSession.layerSessions.pipe(
+      Layer.provideMerge(DurableSession.layer({
+        supervisors: { ok: SupervisedSession.supervisor({ ...supervision, checks: [counted] }) },
+        idle: "10 seconds"
+      })),
+      Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(turns), toolsOn(files))),
+      Layer.provideMerge(engineAndStore)
+    )
+  }
+  const waitFor = <A>(effect: Effect.Effect<A, unknown>, until: (value: A) => boolean) =>
+    effect.pipe(Effect.repeat({ until, schedule: Schedule.spaced("10 millis"), times: 500 }))
+
+  const planned = (engineAndStore?: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, unknown>) =>
+    Effect.gen(function*() {
+      const files = new Map<string, string>()
+      const checked = { runs: 0 }
+      const turns: ReadonlyArray<ScriptedModel.Turn> = [
+        { text: "1. write yes to ok.txt", usage: { input: 5 } },
+        { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "yes" } }], usage: { input: 10 } },
+        { text: "wrote yes", usage: { input: 20 } },
+        { text: "and the notes", usage: { input: 30 } }
+      ]
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions.Sessions
+        yield* sessions.start({ sessionId: "plan", prompt: task, supervisor: "ok" })
+        const waiting = yield* waitFor(sessions.pending("plan"), (pending) => pending.plan !== undefined)
+        assert.deepStrictEqual([waiting.plan?.iteration, waiting.plan?.plan], [1, "1. write yes to ok.txt"])
+        assert.strictEqual(checked.runs, 1, "the baseline ran before the plan")
+        // a decision for another iteration, or for a turn, answers nothing
+        assert.isFalse(yield* sessions.decidePlan("plan", 2, { _tag: "Approve" }))
+        assert.isFalse(yield* sessions.decideTurn("plan", 1, { _tag: "Approve" }))
+        assert.isTrue(yield* sessions.decidePlan("plan", 1, { _tag: "Approve" }))
+        // the second decision of the same plan is not kept
+        assert.isFalse(yield* sessions.decidePlan("plan", 1, { _tag: "Reject", notes: "late" }))
+        const result = yield* sessions.result("plan").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 1 })
+        assert.strictEqual(files.get("ok.txt"), "yes")
+        // the body waited, then ran again from its start: the baseline and the plan turn came from its records
+        assert.strictEqual(checked.runs, 2)
+        const events = yield* sessions.events("plan")
+        const tags = events.map(({ event }) => SupervisorEvent.tagOf(event) ?? event._tag)
+        const count = (tag: string) => tags.filter((seen) => seen === tag).length
+        assert.deepStrictEqual(
+          [count("PlanProposed"), count("PlanApproved"), count("CheckResult"), count("WorkerTurnStart"), count("AgentEnd")],
+          [1, 1, 2, 2, 1]
+        )
+        assert.strictEqual(new Set(events.map(({ seq }) => seq)).size, events.length)
+        assert.deepStrictEqual((yield* sessions.pending("plan")).plan, undefined)
+        // a follow-up: one more act round, checked, whose ending is the next result
+        yield* sessions.followUp("plan", "write the notes too")
+        const next = yield* sessions.result("plan", events.at(-1)?.seq ?? 0).pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(SupervisorOutcome.fromOutcome(next.outcome), { _tag: "Converged", turns: 2 })
+        assert.deepStrictEqual(Message.textOf(next.state.messages.at(-1)!), "and the notes")
+        assert.strictEqual(checked.runs, 3)
+      }).pipe(Effect.provide(durableOn(turns, files, { plan: true, maxTurns: 3 }, checked, engineAndStore)))
+    })
+
+  it.live("its plan waits durably (pending, decidePlan by iteration); the body replays: no check and no model call is made again; a follow-up is a new act round", () =>
+    planned())
+
+  it.live("the same on PostgreSQL, a runner in this process (skipped when PostgreSQL cannot start)", (context) =>
+    Effect.gen(function*() {
+      const available = Postgres.availability()
+      if ("unavailable" in available) {
+        console.log(`skipped: ${available.unavailable}`)
+        return context.skip()
+      }
+      const pg = yield* Postgres.scoped
+      yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+      const port = yield* Effect.promise(Postgres.freePort)
+      yield* planned(DurableSession.layerSqlStore.pipe(Layer.provideMerge(engine(pg.url, port))))
+    }).pipe(Effect.scoped), 120_000)
+
+  it.live("a turn's feedback waits durably for the operator (approveTurns): decideTurn replaces it, by its turn", () =>
+    Effect.gen(function*() {
+      const files = new Map<string, string>()
+      const checked = { runs: 0 }
+      const turns: ReadonlyArray<ScriptedModel.Turn> = [
+        { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "no" } }], usage: { input: 10 } },
+        { text: "wrote no", usage: { input: 20 } },
+        { toolCalls: [{ id: "w2", name: "write_file", params: { path: "ok.txt", content: "yes" } }], usage: { input: 30 } },
+        { text: "wrote yes", usage: { input: 40 } }
+      ]
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions.Sessions
+        yield* sessions.start({ sessionId: "gated", prompt: task, supervisor: "ok" })
+        const waiting = yield* waitFor(sessions.pending("gated"), (pending) => pending.turn !== undefined)
+        assert.strictEqual(waiting.turn?.turn, 1)
+        assert.include(waiting.turn?.feedback, "got no")
+        assert.isFalse(yield* sessions.decideTurn("gated", 2, { _tag: "Approve" }))
+        assert.isTrue(yield* sessions.decideTurn("gated", 1, { _tag: "Replace", feedback: "Write yes, not no." }))
+        const result = yield* sessions.result("gated").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 2 })
+        // the worker's second act turn was given the operator's text
+        const texts = result.state.messages.filter((message) => message.role === "user").map(Message.textOf)
+        assert.include(texts, "Write yes, not no.")
+        assert.strictEqual(checked.runs, 3)
+      }).pipe(Effect.provide(durableOn(turns, files, { approveTurns: true, maxTurns: 3 }, checked)))
+    }))
+
+  it.live("refusals: a supervisor the runner lacks ends the session with ConfigError; a task that is not text is refused at start", () =>
+    Effect.gen(function*() {
+      const sessions = yield* Sessions.Sessions
+      yield* sessions.start({ sessionId: "nope", prompt: task, supervisor: "nope" })
+      const unknown = yield* Effect.flip(sessions.result("nope").pipe(Effect.timeout("10 seconds")))
+      assert.strictEqual(unknown._tag, "ConfigError")
+      assert.include(unknown.message, `it knows ["ok"]`)
+      const messages = yield* Effect.flip(sessions.start({ sessionId: "b", prompt: [Message.user(task)], supervisor: "ok" }))
+      assert.strictEqual(messages._tag, "ConfigError")
+      assert.include(messages.message, "task is text")
+    }).pipe(Effect.provide(durableOn([], new Map(), {}, { runs: 0 }))))
 })

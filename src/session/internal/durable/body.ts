@@ -42,13 +42,14 @@ import * as Message from "../../../Message.ts"
 import * as Outcome from "../../../Outcome.ts"
 import * as RunState from "../../../RunState.ts"
 import type * as Steering from "../../../Steering.ts"
+import * as CheckpointStore from "../../CheckpointStore.ts"
 import * as SubAgent from "../../../SubAgent.ts"
 import { outcomeUnknown, type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
 import type * as Sessions from "../../Sessions.ts"
 import * as SessionId from "../sessionId.ts"
 import * as Outbox from "./outbox.ts"
 import * as StorageFailure from "./storageFailure.ts"
-import { Decision as StoreDecision, type InboxKind, Store } from "./store.ts"
+import { Answer as StoreAnswer, Decision as StoreDecision, type InboxKind, type Question, Store } from "./store.ts"
 
 // -----------------------------------------------------------------------------
 // The payload and the result
@@ -64,7 +65,9 @@ export const Request = Schema.Struct({
   system: Schema.optionalKey(Schema.String),
   config: Schema.optionalKey(AgentConfig.AgentConfig),
   /** The name of the runner's typed output the session asks for. */
-  output: Schema.optionalKey(Schema.String)
+  output: Schema.optionalKey(Schema.String),
+  /** The name of the runner's supervisor the session runs under (its prompt is then text). */
+  supervisor: Schema.optionalKey(Schema.String)
 })
 
 /** @internal */
@@ -196,6 +199,13 @@ export const turnKey = (hop: number, turn: number): string => hop === 0 ? `${tur
 export const approvalOf = (key: string) => DurableDeferred.make(`approval/${key}`, { success: Decision })
 
 /**
+ * The deferred a supervised run's question waits on, by its key (`plan/<iteration>`, `gate/<turn>`).
+ *
+ * @internal
+ */
+export const answerOf = (key: string) => DurableDeferred.make(`question/${key}`, { success: StoreAnswer })
+
+/**
  * The deferred that wakes a session in its `k`-th idle wait.
  *
  * @internal
@@ -214,6 +224,8 @@ export const wakeOf = (k: number) => DurableDeferred.make(`wake/${k}`)
 export interface Options<R> extends Sessions.AgentOptions<R> {
   /** How long a session whose run ended waits for a follow-up (durable time); none: it finishes. */
   readonly idle?: Duration.Input | undefined
+  /** The supervisors a session may run under, by name (`Sessions.StartOptions.supervisor`). */
+  readonly supervisors?: Readonly<Record<string, Sessions.Supervisor<R>>> | undefined
 }
 
 type Engine = WorkflowEngine.WorkflowEngine | WorkflowEngine.WorkflowInstance
@@ -605,6 +617,7 @@ const decidesDurably = (service: Approvals.Service | undefined): service is Appr
  * next part answers it with the decision.
  */
 const approvalsOf = (session: Session, app: Approvals.Service | undefined): Approvals.Service => ({
+  ...questionsOf(session, app),
   decide: (request) =>
     Effect.suspend(() => {
       const key = approvalKey(session.turn, request)
@@ -632,6 +645,106 @@ const approvalsOf = (session: Session, app: Approvals.Service | undefined): Appr
     })
 })
 
+/**
+ * A supervised run's questions in a durable session (`Approvals.decidePlan`,
+ * `decideTurn`). With the application's policy: its answer, as the activity
+ * `answer/<key>`, and none when the policy has none (the plan is approved as
+ * proposed, the feedback is not gated: as in process). Without one: the
+ * activity `ask/<key>` records the question in the store (and publishes the
+ * `PlanProposed` or `TurnApprovalRequested` event before it), then the body
+ * waits on the question's durable deferred, answered by
+ * `DurableSession.decidePlan` / `decideTurn` from any process. The key is
+ * `plan/<iteration>` or `gate/<turn>`: a session's plan iterations and act
+ * turns only grow, follow-ups included.
+ */
+const questionsOf = (
+  session: Session,
+  app: Approvals.Service | undefined
+): Pick<Approvals.Service, "decidePlan" | "decideTurn"> => {
+  const ask = (key: string, question: Question) =>
+    Effect.provideContext(
+      Effect.andThen(
+        activity(session, `ask/${key}`, Schema.Void, Schema.Never, orDie(session.store.ask(session.sessionId, key, question))),
+        stopsOnAbnormalExit(session, DurableDeferred.await(answerOf(key)))
+      ),
+      session.engine
+    )
+  const answered = <A>(key: string, schema: Schema.Codec<A, unknown>, decide: Effect.Effect<A>) =>
+    Effect.provideContext(activity(session, `answer/${key}`, schema, Schema.Never, decide), session.engine)
+  if (decidesDurably(app)) {
+    const { decidePlan, decideTurn } = app
+    return {
+      decidePlan: decidePlan === undefined ? undefined : (request) =>
+        answered(`plan/${request.iteration}`, PlanAnswer, decidePlan(request)),
+      decideTurn: decideTurn === undefined ? undefined : (request) =>
+        answered(`gate/${request.turn}`, TurnAnswer, decideTurn(request))
+    }
+  }
+  return {
+    decidePlan: (request) =>
+      Effect.map(
+        ask(`plan/${request.iteration}`, { plan: { runId: request.runId, plan: request.plan, iteration: request.iteration } }),
+        (answer): Approvals.PlanDecision =>
+          "plan" in answer ? answer.plan : { _tag: "Reject", notes: "the plan was answered as a turn" }
+      ),
+    decideTurn: (request) =>
+      Effect.map(
+        ask(`gate/${request.turn}`, { turn: { runId: request.runId, turn: request.turn, feedback: request.feedback } }),
+        (answer): Approvals.TurnDecision => "turn" in answer ? answer.turn : { _tag: "Interrupt" }
+      )
+  }
+}
+
+const PlanAnswer = StoreAnswer.members[0].fields.plan
+const TurnAnswer = StoreAnswer.members[1].fields.turn
+
+/** The supervisor the session names, among the runner's. */
+const supervisorOf = <R>(options: Options<R>, name: string) =>
+  options.supervisors !== undefined && Object.hasOwn(options.supervisors, name) ? options.supervisors[name] : undefined
+
+/**
+ * A supervised session's runs under `supervisor`: opened with the task, then each resumed (no task) with the
+ * follow-ups it goes on with. Its checkpoints live in memory as long as this run of the body (a replay rebuilds
+ * them from the activities' records, as it rebuilds the runs); its events are the supervisor's, the worker's
+ * runs' among them.
+ */
+const supervisedRun = <R>(
+  supervisor: Sessions.Supervisor<R>,
+  session: Omit<Sessions.SupervisedRun<R>, "task">
+) => {
+  const checkpoints = CheckpointStore.memory()
+  return (task: string | undefined, followUps: ReadonlyArray<Message.Message>) =>
+    supervisor.run({ ...session, task, steering: queued(session.steering, followUps) }).pipe(
+      Effect.provideService(CheckpointStore.CheckpointStore, checkpoints),
+      // kept in memory: a checkpoint that cannot be kept is a bug, not the session's ending
+      Effect.catch((error) => isAgentError(error) ? Effect.fail(error) : Effect.die(error))
+    )
+}
+
+const isAgentError = Schema.is(AgentError)
+
+/** A supervised session's steps kept as activities (see `Sessions.SupervisedRun.record`). */
+const recorderOf = (session: Session): Sessions.Recorder => (name, schema, step) =>
+  Effect.provideContext(activity(session, name, schema, Schema.Never, step), session.engine)
+
+/**
+ * The session's steering, with follow-ups taken already (an idle wait's, or what the last run left undelivered)
+ * given first: a resumed supervised run takes them as its next round's message.
+ */
+const queued = (steering: Steering.Service, followUps: ReadonlyArray<Message.Message>): Steering.Service => {
+  if (followUps.length === 0) return steering
+  let waiting = followUps
+  return {
+    ...steering,
+    takeFollowUps: Effect.suspend(() => {
+      if (waiting.length === 0) return steering.takeFollowUps
+      const taken = waiting
+      waiting = []
+      return Effect.succeed(taken)
+    })
+  }
+}
+
 /** The agent a session was handed off to, among those the runner knows. */
 const agentOf = <R>(options: Options<R>, name: string | undefined) =>
   name === undefined ? undefined : options.agents?.find((agent) => agent.name === name)
@@ -641,7 +754,10 @@ const agentOf = <R>(options: Options<R>, name: string | undefined) =>
  */
 const awaitFollowUp = Effect.fnUntraced(function*(session: Session, idle: Duration.Duration) {
   const k = session.idle++
-  const setWaiting = orDie(session.store.setWaiting(session.sessionId, k))
+  // the run ended: a question of its left unanswered answers nothing any more
+  const setWaiting = orDie(
+    Effect.andThen(session.store.closeQuestions(session.sessionId), session.store.setWaiting(session.sessionId, k))
+  )
   const arrived = yield* takeInbox(session, "followUp", `idle/${k}`, setWaiting)
   if (arrived.length > 0) return arrived
   const woke = yield* DurableDeferred.raceAll({
@@ -741,20 +857,23 @@ export const make = <R>(options: Options<R>) =>
     const { request } = payload
     const cancelled = yield* Deferred.make<string>()
     const output = request.output === undefined ? undefined : options.outputs?.[request.output]
+    const steering = steeringOf(session, cancelled)
     const runOptions: Agent.ContinueOptions<R, unknown> = {
       config: request.config,
       name: options.name,
       plugins: options.plugins,
-      steering: steeringOf(session, cancelled),
+      steering,
       output,
       outputRetries: options.outputRetries,
       outputMode: options.outputMode
     }
     // Through the front door: the model calls are activities, every event goes to the outbox, and a handoff
     // numbers the turns of the agent it starts apart (their activities' names).
+    const sink = sinkOf(session)
     const execution: Backend.Service = {
       modelCall: modelCallOf(session),
-      sinks: [sinkOf(session)],
+      // a supervised session's events are its supervisor's (the worker's runs' come through it)
+      sinks: request.supervisor === undefined ? [sink] : [],
       // The wall-clock budget counts from the durable start: a replay has the time already spent.
       elapsedBefore: Math.max(0, now - started.startedAt),
       handedOff: () => Effect.sync(() => void session.hop++),
@@ -774,7 +893,10 @@ export const make = <R>(options: Options<R>) =>
           `end/${session.segment}`,
           Schema.Void,
           Schema.Never,
-          Effect.flatMap(Clock.currentTimeMillis, (at) => orDie(store.finish(payload.sessionId, at)))
+          Effect.flatMap(
+            Clock.currentTimeMillis,
+            (at) => orDie(Effect.andThen(store.closeQuestions(payload.sessionId), store.finish(payload.sessionId, at)))
+          )
         ),
         result
       )
@@ -789,12 +911,48 @@ export const make = <R>(options: Options<R>) =>
         })
       })
     }
+    const supervisor = request.supervisor === undefined ? undefined : supervisorOf(options, request.supervisor)
+    if (request.supervisor !== undefined && supervisor === undefined) {
+      return yield* finish({
+        _tag: "Failed",
+        error: new ConfigError({
+          field: "supervisor",
+          rule: `names a supervisor this runner does not know (${JSON.stringify(request.supervisor)}); it knows ${
+            JSON.stringify(Object.keys(options.supervisors ?? {}))
+          }`
+        })
+      })
+    }
+    const task = typeof request.prompt === "string" ? request.prompt : undefined
+    if (supervisor !== undefined && task === undefined) {
+      return yield* finish({
+        _tag: "Failed",
+        error: new ConfigError({ field: "prompt", rule: "a supervised session's task is text" })
+      })
+    }
+    const supervised = supervisor === undefined ? undefined : supervisedRun(supervisor, {
+      sessionId: payload.sessionId,
+      runId: started.runId,
+      system: request.system,
+      config: request.config,
+      name: options.name,
+      output,
+      outputRetries: options.outputRetries,
+      outputMode: options.outputMode,
+      agents: options.agents,
+      plugins: options.plugins ?? [],
+      steering,
+      onEvent: (event) => event._tag === "CheckpointSaved" ? Effect.void : Effect.sync(() => sink(event)),
+      record: recorderOf(session)
+    })
     const messages: Array<Message.Message> = []
     let continued: RunState.RunResult | undefined
     let pendingTried = false
     while (true) {
       const exit = yield* Effect.exit(provided(
-        continued === undefined
+        supervised !== undefined
+          ? supervised(continued === undefined ? task : undefined, continued?.state.followUps ?? [])
+          : continued === undefined
           ? Agent.run({ ...runOptions, prompt: request.prompt, system: request.system, runId: started.runId })
           : Agent.runContinue(continued.state, { ...runOptions, agent: agentOf(options, continued.agent) })
       ))

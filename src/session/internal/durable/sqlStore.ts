@@ -13,11 +13,13 @@ import * as AgentEvent from "../../../AgentEvent.ts"
 import * as Message from "../../../Message.ts"
 import * as Steering from "../../../Steering.ts"
 import {
+  Answer,
   type Claimed,
   Decision,
   inboxFull,
   type InboxKind,
   type Published,
+  Question,
   type Service,
   type SessionRecord,
   StoreError
@@ -32,6 +34,13 @@ const decodeEvent = Schema.decodeUnknownEffect(EventText)
 const DecisionText = Schema.fromJsonString(Decision)
 const encodeDecision = Schema.encodeEffect(DecisionText)
 const decodeDecision = Schema.decodeUnknownEffect(DecisionText)
+
+const QuestionText = Schema.fromJsonString(Question)
+const encodeQuestion = Schema.encodeEffect(QuestionText)
+const decodeQuestion = Schema.decodeUnknownEffect(QuestionText)
+const AnswerText = Schema.fromJsonString(Answer)
+const encodeAnswer = Schema.encodeEffect(AnswerText)
+const decodeAnswer = Schema.decodeUnknownEffect(AnswerText)
 
 const failed = (operation: string) => (error: { readonly message: string }) =>
   new StoreError({ operation, detail: error.message })
@@ -78,6 +87,10 @@ export const migrate: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Eff
     session_id text NOT NULL, key text NOT NULL, PRIMARY KEY (session_id, key))`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_decisions (
     session_id text NOT NULL, key text NOT NULL, decision text NOT NULL, PRIMARY KEY (session_id, key))`
+  // A supervised run's questions: `answer` is null while one waits, `closed` once its run ended unanswered.
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_questions (
+    session_id text NOT NULL, key text NOT NULL, n bigserial, question text NOT NULL, answer text,
+    closed boolean NOT NULL DEFAULT false, PRIMARY KEY (session_id, key))`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_events (
     session_id text NOT NULL, seq integer NOT NULL, id text NOT NULL, event text NOT NULL,
     PRIMARY KEY (session_id, seq), UNIQUE (session_id, id))`
@@ -224,6 +237,34 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         if (rows.length === 0) return yield* Effect.fail({ message: "the session was forgotten meanwhile" })
         return { claimed: false, decision: yield* decodeDecision(rows[0]!.decision) } satisfies Claimed
       }).pipe(Effect.mapError(failed("claimDecision")), bounded("claimDecision")),
+    ask: (sessionId, key, question) =>
+      Effect.flatMap(encodeQuestion(question), (text) =>
+        sql`INSERT INTO effect_agent_questions (session_id, key, question) VALUES (${sessionId}, ${key}, ${text})
+          ON CONFLICT DO NOTHING`).pipe(Effect.asVoid, Effect.mapError(failed("ask")), bounded("ask")),
+    questions: (sessionId) =>
+      sql<{ key: string; question: string }>`SELECT key, question FROM effect_agent_questions
+          WHERE session_id = ${sessionId} AND answer IS NULL AND NOT closed ORDER BY n`.pipe(
+        Effect.flatMap((rows) =>
+          Effect.forEach(rows, (row) => Effect.map(decodeQuestion(row.question), (question) => ({ key: row.key, question })))
+        ),
+        Effect.mapError(failed("questions")), bounded("questions")
+      ),
+    answer: (sessionId, key, answer) =>
+      Effect.gen(function*() {
+        const text = yield* encodeAnswer(answer)
+        // One statement: of two answers at once, the row lock lets one set it and the other find it set.
+        const updated = yield* sql<{ key: string }>`UPDATE effect_agent_questions SET answer = ${text}
+          WHERE session_id = ${sessionId} AND key = ${key} AND answer IS NULL AND NOT closed RETURNING key`
+        if (updated.length === 1) return { claimed: true, answer }
+        const rows = yield* sql<{ answer: string | null }>`SELECT answer FROM effect_agent_questions
+          WHERE session_id = ${sessionId} AND key = ${key}`
+        const kept = rows[0]?.answer
+        if (kept === undefined || kept === null) return undefined
+        return { claimed: false, answer: yield* decodeAnswer(kept) }
+      }).pipe(Effect.mapError(failed("answer")), bounded("answer")),
+    closeQuestions: (sessionId) =>
+      sql`UPDATE effect_agent_questions SET closed = true WHERE session_id = ${sessionId} AND answer IS NULL
+          AND NOT closed`.pipe(Effect.asVoid, Effect.mapError(failed("closeQuestions")), bounded("closeQuestions")),
     publish: (sessionId, entries) =>
       Effect.gen(function*() {
         const encoded = yield* Effect.forEach(entries, (entry) =>
@@ -255,6 +296,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         yield* sql`DELETE FROM effect_agent_waits WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_intents WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_decisions WHERE session_id = ${sessionId}`
+        yield* sql`DELETE FROM effect_agent_questions WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_events WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_sessions WHERE session_id = ${sessionId}`
       })).pipe(Effect.mapError(failed("forget")), bounded("forget"))

@@ -42,6 +42,47 @@ export const Decision = Schema.Union([
 ])
 
 /**
+ * A supervised run's question waiting for the operator (`Approvals.PlanRequest`, `Approvals.TurnRequest`), as
+ * the store keeps it (a typed plan's text: its value is in its `PlanProposed` event).
+ *
+ * @internal
+ */
+export const Question = Schema.Union([
+  Schema.Struct({
+    plan: Schema.Struct({ runId: Schema.String, plan: Schema.String, iteration: Schema.Int })
+  }),
+  Schema.Struct({ turn: Schema.Struct({ runId: Schema.String, turn: Schema.Int, feedback: Schema.String }) })
+])
+
+/** @internal */
+export type Question = typeof Question.Type
+
+/**
+ * The operator's answer to a {@link Question} (`Approvals.PlanDecision`, `Approvals.TurnDecision`).
+ *
+ * @internal
+ */
+export const Answer = Schema.Union([
+  Schema.Struct({
+    plan: Schema.Union([
+      Schema.Struct({ _tag: Schema.Literal("Approve") }),
+      Schema.Struct({ _tag: Schema.Literal("Refine"), notes: Schema.String }),
+      Schema.Struct({ _tag: Schema.Literal("Reject"), notes: Schema.String })
+    ])
+  }),
+  Schema.Struct({
+    turn: Schema.Union([
+      Schema.Struct({ _tag: Schema.Literal("Approve") }),
+      Schema.Struct({ _tag: Schema.Literal("Replace"), feedback: Schema.String }),
+      Schema.Struct({ _tag: Schema.Literal("Interrupt") })
+    ])
+  })
+])
+
+/** @internal */
+export type Answer = typeof Answer.Type
+
+/**
  * What {@link Service.claimDecision} answers: whether this decision was kept
  * (the first for its approval), and the decision kept (this one, or the first).
  *
@@ -165,6 +206,23 @@ export interface Service {
     key: string,
     decision: Approvals.Decision
   ) => Effect.Effect<Claimed, StoreError | InvalidSessionId>
+  /** Records a question asked under `key` (once: asking it again changes nothing). */
+  readonly ask: (sessionId: string, key: string, question: Question) => Effect.Effect<void, StoreError | InvalidSessionId>
+  /** The questions asked and not answered (nor closed), in the order they were asked. */
+  readonly questions: (
+    sessionId: string
+  ) => Effect.Effect<ReadonlyArray<{ readonly key: string; readonly question: Question }>, StoreError | InvalidSessionId>
+  /**
+   * Keeps the first answer to the question asked under `key`: whether this call kept `answer`, and the answer
+   * kept; `undefined` when no such question was asked (or it was closed unanswered). Atomic, as `claimDecision`.
+   */
+  readonly answer: (
+    sessionId: string,
+    key: string,
+    answer: Answer
+  ) => Effect.Effect<{ readonly claimed: boolean; readonly answer: Answer } | undefined, StoreError | InvalidSessionId>
+  /** Closes the questions not answered (their run ended): none is answered any more. */
+  readonly closeQuestions: (sessionId: string) => Effect.Effect<void, StoreError | InvalidSessionId>
   /** Stores published events, in order; an event whose id is stored already is kept as it was. */
   readonly publish: (sessionId: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void, StoreError | InvalidSessionId>
   /** The published events whose `seq` is after `after` (`0`: all), in order. */
@@ -203,6 +261,10 @@ export const validated = (store: Service): Service => {
     waiting: (sessionId) => check(sessionId, () => store.waiting(sessionId)),
     claimIntent: (sessionId, key) => check(sessionId, () => store.claimIntent(sessionId, key)),
     claimDecision: (sessionId, key, decision) => check(sessionId, () => store.claimDecision(sessionId, key, decision)),
+    ask: (sessionId, key, question) => check(sessionId, () => store.ask(sessionId, key, question)),
+    questions: (sessionId) => check(sessionId, () => store.questions(sessionId)),
+    answer: (sessionId, key, answer) => check(sessionId, () => store.answer(sessionId, key, answer)),
+    closeQuestions: (sessionId) => check(sessionId, () => store.closeQuestions(sessionId)),
     publish: (sessionId, entries) => check(sessionId, () => store.publish(sessionId, entries)),
     events: (sessionId, after) => check(sessionId, () => store.events(sessionId, after)),
     forget: (sessionId) => check(sessionId, () => store.forget(sessionId))
@@ -244,6 +306,8 @@ export const makeMemory = (): Service => {
   const intents = new Map<string, Set<string>>()
   const decisions = new Map<string, Map<string, Approvals.Decision>>()
   const events = new Map<string, { readonly ids: Set<string>; readonly list: Array<Published> }>()
+  /** By session, in the order asked: a question's answer, `null` while it waits, `undefined` once closed. */
+  const asked = new Map<string, Map<string, { readonly question: Question; answer: Answer | null | undefined }>>()
   return {
     submit: (sessionId, at, payload) =>
       Effect.sync(() => {
@@ -301,6 +365,32 @@ export const makeMemory = (): Service => {
         kept.set(key, decision)
         return { claimed: true, decision }
       }),
+    ask: (sessionId, key, question) =>
+      Effect.sync(() => {
+        const questions = asked.get(sessionId) ?? new Map()
+        asked.set(sessionId, questions)
+        if (!questions.has(key)) questions.set(key, { question, answer: null })
+      }),
+    questions: (sessionId) =>
+      Effect.sync(() =>
+        Array.from(asked.get(sessionId) ?? [], ([key, { answer, question }]) => ({ key, question, answer }))
+          .filter((entry) => entry.answer === null)
+          .map(({ key, question }) => ({ key, question }))
+      ),
+    answer: (sessionId, key, answer) =>
+      Effect.sync(() => {
+        const question = asked.get(sessionId)?.get(key)
+        if (question === undefined || question.answer === undefined) return undefined
+        if (question.answer !== null) return { claimed: false, answer: question.answer }
+        question.answer = answer
+        return { claimed: true, answer }
+      }),
+    closeQuestions: (sessionId) =>
+      Effect.sync(() => {
+        for (const question of asked.get(sessionId)?.values() ?? []) {
+          if (question.answer === null) question.answer = undefined
+        }
+      }),
     publish: (sessionId, entries) =>
       Effect.sync(() => {
         const stored = events.get(sessionId) ?? { ids: new Set<string>(), list: [] }
@@ -322,6 +412,7 @@ export const makeMemory = (): Service => {
         waits.delete(sessionId)
         intents.delete(sessionId)
         decisions.delete(sessionId)
+        asked.delete(sessionId)
         events.delete(sessionId)
       })
   }
