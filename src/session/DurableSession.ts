@@ -675,8 +675,9 @@ export const decidePlan = (
 /**
  * Decides the feedback of a supervised session's act turn `turn` waiting for
  * the operator (`approveTurns`), as {@link decidePlan} does. `Interrupt` ends
- * the session for good, as {@link interrupt} does (in process, a session so
- * interrupted can be resumed).
+ * the run `Cancelled` ("interrupted by the operator"), as a cancel does: the
+ * session stays (in process the run is interrupted, and starting the session
+ * again resumes it).
  *
  * @since 0.1.0
  * @category control

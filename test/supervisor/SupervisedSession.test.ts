@@ -885,7 +885,10 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
         { toolCalls: [{ id: "w1", name: "write_file", params: { path: "ok.txt", content: "no" } }], usage: { input: 10 } },
         { text: "wrote no", usage: { input: 20 } },
         { toolCalls: [{ id: "w2", name: "write_file", params: { path: "ok.txt", content: "yes" } }], usage: { input: 30 } },
-        { text: "wrote yes", usage: { input: 40 } }
+        { text: "wrote yes", usage: { input: 40 } },
+        // the second session's
+        { toolCalls: [{ id: "w3", name: "write_file", params: { path: "ok.txt", content: "no" } }], usage: { input: 10 } },
+        { text: "wrote no", usage: { input: 20 } }
       ]
       yield* Effect.gen(function*() {
         const sessions = yield* Sessions.Sessions
@@ -901,6 +904,15 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
         const texts = result.state.messages.filter((message) => message.role === "user").map(Message.textOf)
         assert.include(texts, "Write yes, not no.")
         assert.strictEqual(checked.runs, 3)
+        // answered Interrupt, the run ends Cancelled, as a cancel ends it (the workflow does not end for good)
+        files.delete("ok.txt")
+        yield* sessions.start({ sessionId: "stopped", prompt: task, supervisor: "ok" })
+        const asked = yield* waitFor(sessions.pending("stopped"), (pending) => pending.turn !== undefined)
+        assert.isTrue(yield* sessions.decideTurn("stopped", asked.turn!.turn, { _tag: "Interrupt" }))
+        const ended = yield* sessions.result("stopped").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(ended.outcome, { _tag: "Cancelled", reason: "interrupted by the operator" })
+        assert.deepStrictEqual((yield* sessions.pending("stopped")).turn, undefined)
+        assert.strictEqual(checked.runs, 5)
       }).pipe(Effect.provide(durableOn(turns, files, { approveTurns: true, maxTurns: 3 }, checked)))
     }))
 

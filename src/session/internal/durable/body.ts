@@ -616,8 +616,12 @@ const decidesDurably = (service: Approvals.Service | undefined): service is Appr
  * stops that part of the call, and the body waits (see `registryOf`); the
  * next part answers it with the decision.
  */
-const approvalsOf = (session: Session, app: Approvals.Service | undefined): Approvals.Service => ({
-  ...questionsOf(session, app),
+const approvalsOf = (
+  session: Session,
+  app: Approvals.Service | undefined,
+  cancelled: Deferred.Deferred<string>
+): Approvals.Service => ({
+  ...questionsOf(session, app, cancelled),
   decide: (request) =>
     Effect.suspend(() => {
       const key = approvalKey(session.turn, request)
@@ -659,8 +663,15 @@ const approvalsOf = (session: Session, app: Approvals.Service | undefined): Appr
  */
 const questionsOf = (
   session: Session,
-  app: Approvals.Service | undefined
+  app: Approvals.Service | undefined,
+  cancelled: Deferred.Deferred<string>
 ): Pick<Approvals.Service, "decidePlan" | "decideTurn"> => {
+  // A turn's feedback answered `Interrupt` ends the run as a cancel does: in process the run is interrupted (its
+  // session resumed later); a workflow interrupted by its own body would end for good, its session with it.
+  const interrupting = (decision: Approvals.TurnDecision): Effect.Effect<Approvals.TurnDecision> =>
+    decision._tag === "Interrupt"
+      ? Effect.andThen(Deferred.succeed(cancelled, "interrupted by the operator"), Effect.never)
+      : Effect.succeed(decision)
   const ask = (key: string, question: Question) =>
     Effect.provideContext(
       Effect.andThen(
@@ -677,7 +688,7 @@ const questionsOf = (
       decidePlan: decidePlan === undefined ? undefined : (request) =>
         answered(`plan/${request.iteration}`, PlanAnswer, decidePlan(request)),
       decideTurn: decideTurn === undefined ? undefined : (request) =>
-        answered(`gate/${request.turn}`, TurnAnswer, decideTurn(request))
+        Effect.flatMap(answered(`gate/${request.turn}`, TurnAnswer, decideTurn(request)), interrupting)
     }
   }
   return {
@@ -688,9 +699,9 @@ const questionsOf = (
           "plan" in answer ? answer.plan : { _tag: "Reject", notes: "the plan was answered as a turn" }
       ),
     decideTurn: (request) =>
-      Effect.map(
+      Effect.flatMap(
         ask(`gate/${request.turn}`, { turn: { runId: request.runId, turn: request.turn, feedback: request.feedback } }),
-        (answer): Approvals.TurnDecision => "turn" in answer ? answer.turn : { _tag: "Interrupt" }
+        (answer) => interrupting("turn" in answer ? answer.turn : { _tag: "Interrupt" })
       )
   }
 }
@@ -884,7 +895,7 @@ export const make = <R>(options: Options<R>) =>
     const provided = <A, E>(effect: Effect.Effect<A, E, R | ToolRegistry | LanguageModel.LanguageModel>) =>
       effect.pipe(
         Effect.provideService(Backend.Backend, execution),
-        Effect.provideService(Approvals.Approvals, approvalsOf(session, approvals))
+        Effect.provideService(Approvals.Approvals, approvalsOf(session, approvals, cancelled))
       )
     const finish = (result: Result) =>
       Effect.as(
