@@ -670,7 +670,7 @@ export const decidePlan = (
   iteration: number,
   decision: Approvals.PlanDecision
 ): Effect.Effect<boolean, StoreError | InvalidSessionId, Store | WorkflowEngine.WorkflowEngine> =>
-  answer(sessionId, `plan/${iteration}`, { plan: decision })
+  answer(sessionId, (question) => "plan" in question && question.plan.iteration === iteration, { plan: decision })
 
 /**
  * Decides the feedback of a supervised session's act turn `turn` waiting for
@@ -687,15 +687,19 @@ export const decideTurn = (
   turn: number,
   decision: Approvals.TurnDecision
 ): Effect.Effect<boolean, StoreError | InvalidSessionId, Store | WorkflowEngine.WorkflowEngine> =>
-  answer(sessionId, `gate/${turn}`, { turn: decision })
+  answer(sessionId, (question) => "turn" in question && question.turn.turn === turn, { turn: decision })
 
-const answer = (sessionId: string, key: string, given: StoreModule.Answer) =>
+/** Answers the question waiting that `asked` finds (the latest such), if any. */
+const answer = (sessionId: string, asked: (question: StoreModule.Question) => boolean, given: StoreModule.Answer) =>
   Effect.gen(function*() {
     yield* SessionIdRule.validate(sessionId)
     // A session that ended (interrupted, finished) has no question waiting: an answer would answer nothing.
     const status = yield* statusOf(sessionId)
     if (status._tag !== "Unknown" && status._tag !== "Suspended") return false
     const store = yield* Store
+    let key: string | undefined
+    for (const waiting of yield* store.questions(sessionId)) if (asked(waiting.question)) key = waiting.key
+    if (key === undefined) return false
     const kept = yield* store.answer(sessionId, key, given)
     if (kept === undefined) return false
     const executionId = yield* executionIdOf(sessionId)

@@ -248,6 +248,8 @@ interface Session {
   readonly watermark: { steering: number; followUp: number }
   idle: number
   segment: number
+  /** How many questions for the operator the session asked (see `questionsOf`). */
+  questions: number
   /** Set when this run of the body is interrupted (see `stopsOnAbnormalExit`). */
   stopping: boolean
 }
@@ -652,59 +654,75 @@ const approvalsOf = (
 /**
  * A supervised run's questions in a durable session (`Approvals.decidePlan`,
  * `decideTurn`). With the application's policy: its answer, as the activity
- * `answer/<key>`, and none when the policy has none (the plan is approved as
- * proposed, the feedback is not gated: as in process). Without one: the
- * activity `ask/<key>` records the question in the store (and publishes the
- * `PlanProposed` or `TurnApprovalRequested` event before it), then the body
- * waits on the question's durable deferred, answered by
- * `DurableSession.decidePlan` / `decideTurn` from any process. The key is
- * `plan/<iteration>` or `gate/<turn>`: a session's plan iterations and act
- * turns only grow, follow-ups included.
+ * `answer/<n>`, and none when the policy has none (the plan is approved as
+ * proposed, the feedback is not gated: as in process). Without one, the
+ * question is opened before it is announced, as in process: the activity
+ * `ask/<n>` records it in the store, the supervisor then emits its
+ * `PlanProposed` or `TurnApprovalRequested`, which the activity
+ * `announce/<n>` publishes, and the body waits on the question's durable
+ * deferred, answered by `DurableSession.decidePlan` / `decideTurn` from any
+ * process (which find the question by its plan iteration or turn). `n`
+ * counts the session's questions: a question asked again (the gate of a run
+ * resumed after it was interrupted there) is a new one.
  */
 const questionsOf = (
   session: Session,
   app: Approvals.Service | undefined,
   cancelled: Deferred.Deferred<string>
-): Pick<Approvals.Service, "decidePlan" | "decideTurn"> => {
+): Pick<Approvals.Service, "decidePlan" | "decideTurn" | "openPlan" | "openTurn"> => {
   // A turn's feedback answered `Interrupt` ends the run as a cancel does: in process the run is interrupted (its
   // session resumed later); a workflow interrupted by its own body would end for good, its session with it.
   const interrupting = (decision: Approvals.TurnDecision): Effect.Effect<Approvals.TurnDecision> =>
     decision._tag === "Interrupt"
       ? Effect.andThen(Deferred.succeed(cancelled, "interrupted by the operator"), Effect.never)
       : Effect.succeed(decision)
-  const ask = (key: string, question: Question) =>
-    Effect.provideContext(
-      Effect.andThen(
-        activity(session, `ask/${key}`, Schema.Void, Schema.Never, orDie(session.store.ask(session.sessionId, key, question))),
-        stopsOnAbnormalExit(session, DurableDeferred.await(answerOf(key)))
-      ),
-      session.engine
+  const inEngine = <A, E>(effect: Effect.Effect<A, E, Engine>) => Effect.provideContext(effect, session.engine)
+  /** Records the question; answers how to wait for its answer, once it is announced. */
+  const open = (question: Question) =>
+    Effect.suspend(() => {
+      const key = `${session.questions++}`
+      return Effect.as(
+        inEngine(activity(session, `ask/${key}`, Schema.Void, Schema.Never, orDie(session.store.ask(session.sessionId, key, question)))),
+        inEngine(Effect.andThen(
+          activity(session, `announce/${key}`, Schema.Void, Schema.Never, Effect.void),
+          stopsOnAbnormalExit(session, DurableDeferred.await(answerOf(key)))
+        ))
+      )
+    })
+  const answered = <A>(schema: Schema.Codec<A, unknown>, decide: Effect.Effect<A>) =>
+    Effect.suspend(() =>
+      inEngine(activity(session, `answer/${session.questions++}`, schema, Schema.Never, decide))
     )
-  const answered = <A>(key: string, schema: Schema.Codec<A, unknown>, decide: Effect.Effect<A>) =>
-    Effect.provideContext(activity(session, `answer/${key}`, schema, Schema.Never, decide), session.engine)
   if (decidesDurably(app)) {
     const { decidePlan, decideTurn } = app
     return {
-      decidePlan: decidePlan === undefined ? undefined : (request) =>
-        answered(`plan/${request.iteration}`, PlanAnswer, decidePlan(request)),
+      decidePlan: decidePlan === undefined ? undefined : (request) => answered(PlanAnswer, decidePlan(request)),
       decideTurn: decideTurn === undefined ? undefined : (request) =>
-        Effect.flatMap(answered(`gate/${request.turn}`, TurnAnswer, decideTurn(request)), interrupting)
+        Effect.flatMap(answered(TurnAnswer, decideTurn(request)), interrupting)
     }
   }
+  const planQuestion = (request: Approvals.PlanRequest): Question => {
+    const { iteration, plan, runId } = request
+    // its typed value, when it is JSON (what the store keeps)
+    const value = request.value === undefined ? Option.none() : encodeJson(request.value)
+    return { plan: { runId, plan, iteration, ...(Option.isSome(value) ? { value: request.value } : {}) } }
+  }
+  const openPlan = (request: Approvals.PlanRequest) =>
+    Effect.map(open(planQuestion(request)), (answer) =>
+      Effect.map(answer, (answer): Approvals.PlanDecision =>
+        "plan" in answer ? answer.plan : { _tag: "Reject", notes: "the plan was answered as a turn" }))
+  const openTurn = (request: Approvals.TurnRequest) =>
+    Effect.map(open({ turn: { runId: request.runId, turn: request.turn, feedback: request.feedback } }), (answer) =>
+      Effect.flatMap(answer, (answer) => interrupting("turn" in answer ? answer.turn : { _tag: "Interrupt" })))
   return {
-    decidePlan: (request) =>
-      Effect.map(
-        ask(`plan/${request.iteration}`, { plan: { runId: request.runId, plan: request.plan, iteration: request.iteration } }),
-        (answer): Approvals.PlanDecision =>
-          "plan" in answer ? answer.plan : { _tag: "Reject", notes: "the plan was answered as a turn" }
-      ),
-    decideTurn: (request) =>
-      Effect.flatMap(
-        ask(`gate/${request.turn}`, { turn: { runId: request.runId, turn: request.turn, feedback: request.feedback } }),
-        (answer) => interrupting("turn" in answer ? answer.turn : { _tag: "Interrupt" })
-      )
+    openPlan,
+    openTurn,
+    decidePlan: (request) => Effect.flatten(Effect.scoped(openPlan(request))),
+    decideTurn: (request) => Effect.flatten(Effect.scoped(openTurn(request)))
   }
 }
+
+const encodeJson = Schema.encodeUnknownOption(Schema.fromJsonString(Schema.Unknown))
 
 const PlanAnswer = StoreAnswer.members[0].fields.plan
 const TurnAnswer = StoreAnswer.members[1].fields.turn
@@ -850,6 +868,7 @@ export const make = <R>(options: Options<R>) =>
       watermark: { steering: 0, followUp: 0 },
       idle: 0,
       segment: 0,
+      questions: 0,
       stopping: false
     }
     yield* abandonsOnShardLoss(session)

@@ -43,13 +43,18 @@ export const Decision = Schema.Union([
 
 /**
  * A supervised run's question waiting for the operator (`Approvals.PlanRequest`, `Approvals.TurnRequest`), as
- * the store keeps it (a typed plan's text: its value is in its `PlanProposed` event).
+ * the store keeps it (a typed plan's value as JSON: one that is no JSON is left out).
  *
  * @internal
  */
 export const Question = Schema.Union([
   Schema.Struct({
-    plan: Schema.Struct({ runId: Schema.String, plan: Schema.String, iteration: Schema.Int })
+    plan: Schema.Struct({
+      runId: Schema.String,
+      plan: Schema.String,
+      iteration: Schema.Int,
+      value: Schema.optionalKey(Schema.Unknown)
+    })
   }),
   Schema.Struct({ turn: Schema.Struct({ runId: Schema.String, turn: Schema.Int, feedback: Schema.String }) })
 ])
