@@ -18,6 +18,7 @@ import { ScriptedModel } from "effect-agent/testing"
 import * as Body from "../../src/session/internal/durable/body.ts"
 import { assertValidTranscript, recorder } from "../support.ts"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { storeCancels } from "./store-cancels.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -931,6 +932,53 @@ describe("DurableSession", () => {
         const events = (yield* DurableSession.events("st1")).map((entry) => entry.event)
         assert.strictEqual(count(events, "SteeringDelivered"), 1)
       }).pipe(Effect.provide(runner("cluster", turns, [])))
+    }))
+
+  it.effect("the memory store keeps a cancel only while a run may be in flight, one at most, bounded apart from the messages", () =>
+    storeCancels(DurableSession.makeMemoryStore(), "memory"))
+
+  // The take that read the cancel is recorded: the body replayed (the engine resumes a session by running its
+  // body again, as another runner does after a crash) ends the run at the same step, with the same reason.
+  it.live("a cancelled run replayed ends at the same step: each model call and event once, the next run not cancelled", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "nothing deployed", usage },
+        { text: "said so", usage }
+      ]
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        yield* DurableSession.start({ sessionId: "cr1", prompt: "deploy" })
+        yield* waitFor("cr1", "ApprovalRequested")
+        yield* DurableSession.cancel("cr1", "not today")
+        yield* waitFor("cr1", "AgentEnd")
+        // the session waits idle (suspended): the follow-up resumes it, and its body replays the cancelled run
+        yield* DurableSession.followUp("cr1", "then just say so")
+        yield* waitFor("cr1", "AgentEnd", 2)
+        const ends = (yield* DurableSession.events("cr1")).flatMap((entry) =>
+          entry.event._tag === "AgentEnd" && entry.event.result !== undefined ? [entry.event.result] : []
+        )
+        const result = ends.at(-1)!
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(result.state.messages.map(textOf), [
+          "deploy",
+          "",
+          "Tool call denied: the run was cancelled: not today",
+          "nothing deployed",
+          "then just say so",
+          "said so"
+        ])
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual(yield* model.calls, 3)
+        const events = (yield* DurableSession.events("cr1")).map((entry) => entry.event)
+        assert.deepStrictEqual(
+          events.flatMap((event) => event._tag === "AgentEnd" ? [event.outcome] : []),
+          [{ _tag: "Cancelled", reason: "not today" }, { _tag: "Completed" }]
+        )
+        assert.strictEqual(count(events, "ApprovalRequested"), 1)
+        assert.strictEqual(count(events, "TurnStart"), 3)
+      }).pipe(Effect.provide(runner("cluster", turns, ran, { idle: "1 minute" })))
+      assert.deepStrictEqual(ran, [])
     }))
 
   it.live("an idle session waits for a follow-up, then carries on with it", () =>
