@@ -713,6 +713,45 @@ describe("Sessions.cancel, on the durable layer", () => {
     )))
   })
 
+  it.live("a follow-up that lands as the session goes idle starts its next run at once, and a cancel reaches that run", () => {
+    // a store where a follow-up lands in the moment between the run's end and the session's idle wait
+    const base = DurableSession.makeMemoryStore()
+    let landed = false
+    const store: DurableSession.Store["Service"] = {
+      ...base,
+      setWaiting: (sessionId, wait) =>
+        wait === undefined || landed
+          ? base.setWaiting(sessionId, wait)
+          : Effect.andThen(
+            Effect.andThen(Effect.sync(() => void (landed = true)), base.appendInbox(sessionId, "followUp", Message.user("deploy now"))),
+            base.setWaiting(sessionId, wait)
+          ).pipe(Effect.orDie)
+    }
+    return Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "landed", prompt: "go" })
+      // the follow-up's run asks for approval: the session does not wait idle, so the cancel is kept for it
+      yield* asked("landed")
+      yield* service.cancel("landed", "changed my mind")
+      const first = (yield* service.events("landed")).find(({ event }) => Sessions.isEnding(event))!.seq
+      const cut = yield* service.result("landed", first).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "changed my mind" })
+      assert.deepStrictEqual(texts(cut.state.messages), [
+        "go",
+        "first",
+        "deploy now",
+        "",
+        "Tool call denied: the run was cancelled: changed my mind"
+      ])
+    }).pipe(Effect.provide(durable(
+      [{ text: "first", usage }, { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage }],
+      { idle: "1 minute" },
+      Layer.empty,
+      toolsLayer([]),
+      Layer.succeed(DurableSession.Store, store)
+    )))
+  })
+
   it.live("a cancel kept as the run ends, before the session waits idle, is dropped: it never cancels the next run", () => {
     // a store where a cancel lands in the moment between the run's end and the session's idle wait
     const base = DurableSession.makeMemoryStore()
