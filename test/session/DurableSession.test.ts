@@ -676,6 +676,55 @@ describe("DurableSession", () => {
       }))
   }
 
+  it.live("a sub-agent's call waiting for approval, cancelled: it is denied, the sub-agent ends its run, then the session's run ends Cancelled", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const childTurns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "child stopped", usage }
+      ]
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: toolsLayer(ran),
+        model: ScriptedModel.layer(followTranscript(childTurns), { record: false })
+      })
+      const Parent = Toolkit.make(Agent.asTool(deployer))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({ deployer: SubAgent.handler(deployer) })))
+      const turns: Turns = [
+        { toolCalls: [{ id: "c2", name: "deployer", params: { topic: "x" } }], usage },
+        { text: "never reached", usage }
+      ]
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), tools, DurableSession.layerMemoryStore)),
+        Layer.provideMerge(engines.cluster)
+      )
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "sub-cancel", prompt: "ship it" }))
+        yield* Effect.repeat(DurableSession.events("sub-cancel"), {
+          until: (events) => events.some((entry) => innerTag(entry.event) === "ApprovalRequested"),
+          schedule: Schedule.spaced("10 millis"),
+          times: 1000
+        })
+        yield* DurableSession.cancel("sub-cancel", "stop the deploy")
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "stop the deploy" })
+        assertValidTranscript(result.state.messages)
+        // the sub-agent's call was denied with the cancel, and the sub-agent answered its call before the run ended
+        assert.deepStrictEqual(result.messages.map(textOf), ["ship it", "", "child stopped"])
+        const resolved = (yield* DurableSession.events("sub-cancel")).flatMap((entry) => {
+          let event = entry.event
+          while (event._tag === "Nested") event = event.event
+          return event._tag === "ApprovalResolved" ? [[event.approvalId, event.approved, event.reason]] : []
+        })
+        assert.deepStrictEqual(resolved, [["c2/d1", false, "the run was cancelled: stop the deploy"]])
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual(yield* model.calls, 1)
+      }).pipe(Effect.provide(layer))
+      assert.deepStrictEqual(ran, [])
+    }))
+
   it.live("a grandchild's call that the session waited for: both sub-agents go on from where they were, each event once", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []
