@@ -22,10 +22,11 @@
  *   which lives in one process) each call waits on a durable deferred, which
  *   {@link approve} resolves from any process. A sub-agent's call that waits
  *   stops the session's call that runs the sub-agent; the decision continues
- *   it, the sub-agent going on from where it was. Steering and follow-ups go through the store's
- *   inbox ({@link steer}, {@link followUp}); with `idle`, a session whose
- *   run ended (however the loop ended it) waits (on durable time) for a
- *   follow-up instead of finishing.
+ *   it, the sub-agent going on from where it was. Steering, follow-ups and
+ *   cancels go through the store's inbox ({@link steer}, {@link followUp},
+ *   {@link cancel}: the run ends `Cancelled` at its next step); with `idle`, a
+ *   session whose run ended (however the loop ended it) waits (on durable
+ *   time) for a follow-up instead of finishing.
  * - Events are published from inside activities only, each with a sequence
  *   number within its session by which the store dedupes it ({@link events}).
  * - A session suspends on failure (a storage error, a model error): it is
@@ -54,7 +55,7 @@ import * as AgentConfig from "../AgentConfig.ts"
 import { AgentError as AgentErrorSchema, ConfigError } from "../AgentError.ts"
 import type { AgentError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
-import type * as Approvals from "../Approvals.ts"
+import * as Approvals from "../Approvals.ts"
 import * as Message from "../Message.ts"
 import type * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
@@ -341,8 +342,7 @@ export const layerSessions: Layer.Layer<Sessions.Sessions, never, WorkflowEngine
           Effect.andThen(known(sessionId), decidePlan(sessionId, iteration, decision)).pipe(provided),
         decideTurn: (sessionId, turn, decision) =>
           Effect.andThen(known(sessionId), decideTurn(sessionId, turn, decision)).pipe(provided),
-        // the engine has no cancel of its own: the session ends for good, as an interrupt ends it
-        cancel: (sessionId) => Effect.andThen(known(sessionId), interrupt(sessionId)).pipe(provided),
+        cancel: (sessionId, reason) => Effect.andThen(known(sessionId), cancel(sessionId, reason)).pipe(provided),
         events: (sessionId, after) =>
           Effect.andThen(known(sessionId), events(sessionId, Sessions.position(after))).pipe(provided),
         watch: (sessionId, after) =>
@@ -642,12 +642,21 @@ export const approve = (
     // A session that ended (interrupted, finished) has no call waiting: a decision would answer nothing.
     const status = yield* statusOf(sessionId)
     if (status._tag !== "Unknown" && status._tag !== "Suspended") return false
+    return yield* decide(sessionId, key, decision, "approve")
+  })
+
+/**
+ * Keeps `decision` for the call `key` unless one is kept already, and
+ * delivers the kept one to the call's deferred: whether `decision` was kept.
+ */
+const decide = (sessionId: string, key: string, decision: Approvals.Decision, operation: string) =>
+  Effect.gen(function*() {
     const store = yield* Store
     const kept = yield* store.claimDecision(sessionId, key, decision)
     const executionId = yield* executionIdOf(sessionId)
     const deferred = Body.approvalOf(key)
     // The first completion of a deferred is the one it keeps: delivering the kept decision again changes nothing.
-    yield* storageFailure("approve")(DurableDeferred.succeed(deferred, {
+    yield* storageFailure(operation)(DurableDeferred.succeed(deferred, {
       token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
       value: kept.decision
     }))
@@ -700,6 +709,13 @@ const answer = (sessionId: string, asked: (question: StoreModule.Question) => bo
     let key: string | undefined
     for (const waiting of yield* store.questions(sessionId)) if (asked(waiting.question)) key = waiting.key
     if (key === undefined) return false
+    return yield* deliverAnswer(sessionId, key, given)
+  })
+
+/** Keeps the first answer to the question `key` and delivers it: whether it was this one. */
+const deliverAnswer = (sessionId: string, key: string, given: StoreModule.Answer) =>
+  Effect.gen(function*() {
+    const store = yield* Store
     const kept = yield* store.answer(sessionId, key, given)
     if (kept === undefined) return false
     const executionId = yield* executionIdOf(sessionId)
@@ -710,6 +726,62 @@ const answer = (sessionId: string, asked: (question: StoreModule.Question) => bo
       value: kept.answer
     }))
     return kept.claimed
+  })
+
+/**
+ * Cancels the session's run in flight, from any process: it ends `Cancelled`
+ * with `reason` at its next step, before its next model call or tool call
+ * (the run's next steering take reads the cancel from the store's inbox, in
+ * every replay at the same take). A model call or a tool call in flight
+ * finishes first (a sub-agent's run in it too): an activity is not cut short.
+ * A call of the run waiting for approval is cut as in process (answered
+ * "cancelled before it started"), and a supervised run's plan or feedback
+ * waiting for the operator ends there; a sub-agent's call waiting is denied
+ * (`"the run was cancelled: <reason>"`). A decision kept first stands. What was queued to the run and not
+ * delivered waits in its state, and the next follow-up delivers it first; the
+ * session stays, and a follow-up goes on with it (where the runners keep
+ * sessions `idle`).
+ *
+ * A session with no run in flight is left as it is: one that waits idle for a
+ * follow-up, or has ended, keeps nothing, so a cancel never reaches the
+ * session's next run. The store keeps one cancel at most per session (a second
+ * while one is under way changes nothing: the first reason stands), its reason
+ * cut to 4096 characters.
+ *
+ * @example
+ * ```ts
+ * import { DurableSession } from "effect-agent/session"
+ *
+ * // from any process of the cluster (a runner, or a client)
+ * const stop = (sessionId: string) => DurableSession.cancel(sessionId, "the user pressed stop")
+ * ```
+ *
+ * @since 0.1.0
+ * @category control
+ */
+export const cancel = (
+  sessionId: string,
+  reason = "cancelled"
+): Effect.Effect<void, StoreError | InvalidSessionId, Store | WorkflowEngine.WorkflowEngine> =>
+  Effect.gen(function*() {
+    yield* SessionIdRule.validate(sessionId)
+    // A session whose workflow ended has no run to cancel.
+    const status = yield* statusOf(sessionId)
+    if (status._tag !== "Unknown" && status._tag !== "Suspended") return
+    const store = yield* Store
+    // Kept unless the session waits idle or has finished (then it has no run in flight).
+    if (!(yield* store.appendCancel(sessionId, reason))) return
+    // The calls waiting for approval now are denied with it; one that asks later finds the cancel in the inbox.
+    const published = yield* store.events(sessionId, 0)
+    const denial = Body.cancelDenialOf(StoreModule.cancelReason(reason))
+    for (const { approvalId } of Sessions.waitingApprovals(published.map(({ event }) => event))) {
+      const key = waitingKey(published, approvalId)
+      if (key !== undefined) yield* decide(sessionId, key, denial, "cancel")
+    }
+    // a supervised run's plan or feedback waiting for the operator: the run ends `Cancelled` there
+    for (const { key } of yield* store.questions(sessionId)) {
+      yield* deliverAnswer(sessionId, key, { cancelled: StoreModule.cancelReason(reason) })
+    }
   })
 
 /**

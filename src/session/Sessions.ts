@@ -190,10 +190,13 @@ export interface Service {
    */
   readonly interrupt: (sessionId: string) => Effect.Effect<void, SessionsError>
   /**
-   * Cancels the session's run in flight at once: it ends `Cancelled` with `reason` (the calls it was making
-   * answered "cancelled", so the transcript stays whole), and what was queued to it and not delivered is dropped.
-   * The session stays: a follow-up goes on with it. A session with no run in flight is left as it is. On the
-   * durable layer a cancel is an interrupt: the session ends for good.
+   * Cancels the session's run in flight: it ends `Cancelled` with `reason`, and the session stays: a follow-up
+   * goes on with it (on the durable layer, while its runners keep it idle). In this process at once (the calls it was making are answered "cancelled", so the transcript
+   * stays whole). On the durable layer at the run's next step, before its next model call or tool call: the
+   * model call or tool call in flight finishes first (an activity is not cut short); a call waiting for approval
+   * is cut as in this process (a sub-agent's is denied: "the run was cancelled: <reason>"). What was queued to the run and not delivered waits in
+   * its state: the next follow-up delivers it first. A session with no run in flight (waiting for a follow-up, or
+   * ended) is left as it is: a cancel never reaches its next run.
    */
   readonly cancel: (sessionId: string, reason?: string) => Effect.Effect<void, SessionsError>
   /**

@@ -49,10 +49,14 @@ export interface Handle {
   readonly steer: (text: string) => Effect.Effect<void, unknown>
   /** Approves the call waiting under `approvalId`; whether one waited. */
   readonly approve: (approvalId: string) => Effect.Effect<boolean, unknown>
+  /** Cancels the run in flight with `reason` (`Steering.cancel`, `Sessions.cancel`, a `cancel` control). */
+  readonly cancel: (reason: string) => Effect.Effect<void, unknown>
   /** Sends a follow-up to the session whose run has ended. */
   readonly followUp: (text: string) => Effect.Effect<void, unknown>
   /** The result, once `runs` runs have ended (default: from the last `AgentEnd`). */
   readonly final?: ((runs: number) => Effect.Effect<Final, unknown>) | undefined
+  /** A run's outcome as its `AgentEnd` carries it, read as `Agent.run`'s (default: as it is). */
+  readonly outcome?: ((outcome: Outcome.Outcome) => Outcome.Outcome) | undefined
 }
 
 /** Types a handle. */
@@ -129,6 +133,7 @@ export const reference: Backend = {
         events: read,
         steer: (text) => steering.steer(text),
         approve: approvals.approve,
+        cancel: (reason) => steering.cancel(reason),
         followUp: (text) =>
           Effect.gen(function*() {
             const ended = yield* Fiber.join(last)
@@ -178,6 +183,7 @@ const sessionsStart = (context: Context.Context<Sessions.Sessions>, supervised =
       events,
       steer: (text) => sessions.steer(sessionId, text),
       approve: (approvalId) => sessions.approve(sessionId, approvalId, Approvals.approved),
+      cancel: (reason) => sessions.cancel(sessionId, reason),
       followUp: (text) =>
         Effect.gen(function*() {
           marks.push((yield* sessions.events(sessionId)).at(-1)?.seq ?? 0)
@@ -192,7 +198,8 @@ const sessionsStart = (context: Context.Context<Sessions.Sessions>, supervised =
             outcome: supervised ? innerOutcome(SupervisorOutcome.fromOutcome(result.outcome)) : result.outcome,
             output: result.state.output?.value
           })
-        )
+        ),
+      outcome: supervised ? (outcome) => innerOutcome(SupervisorOutcome.fromOutcome(outcome)) : undefined
     })
   })
 
@@ -334,6 +341,7 @@ export const supervised: Backend = {
         events: read,
         steer: (text) => steering.steer(text),
         approve: approvals.approve,
+        cancel: (reason) => steering.cancel(reason),
         followUp: (text) =>
           Effect.gen(function*() {
             yield* Fiber.join(last)
@@ -430,6 +438,8 @@ const agentServer = (name: string, supervised: boolean): Backend => ({
         const read = Effect.sync(() => events.slice())
         const control = (command: unknown) =>
           Effect.map(post(`/sessions/${id}/control`, command), (response) => response.status === 202)
+        // the supervisor's outcome (the AgentEnd of a supervised session carries it), as the Supervisor column reads it
+        const outcome = (outcome: Outcome.Outcome) => innerOutcome(SupervisorOutcome.fromOutcome(outcome))
         const final = (runs: number) =>
           Effect.gen(function*() {
             const end = finalOf(endsOf(yield* waitForEnds(read, runs).pipe(Effect.andThen(read))).at(-1)!)
@@ -438,7 +448,7 @@ const agentServer = (name: string, supervised: boolean): Backend => ({
             )
             return {
               messages: end.messages,
-              outcome: innerOutcome(SupervisorOutcome.fromOutcome(end.outcome)),
+              outcome: outcome(end.outcome),
               output: info.output?.value
             }
           })
@@ -446,8 +456,12 @@ const agentServer = (name: string, supervised: boolean): Backend => ({
           events: read,
           steer: (text) => Effect.asVoid(control({ type: "steer", text })),
           approve: (approvalId) => control({ type: "approve", id: approvalId }),
+          cancel: (reason) =>
+            Effect.flatMap(control({ type: "cancel", reason }), (applied) =>
+              applied ? Effect.void : Effect.fail(new Error("the cancel was refused"))),
           followUp: (text) => Effect.asVoid(control({ type: "follow_up", text })),
-          final: supervised ? final : undefined
+          final: supervised ? final : undefined,
+          outcome: supervised ? outcome : undefined
         })
       })
     return start

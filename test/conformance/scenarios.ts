@@ -21,6 +21,8 @@ export type Step =
   | { readonly _tag: "SteerAtGate"; readonly text: string }
   /** When a call (at any depth) asks for approval: approve it by the approval id the backend lists. */
   | { readonly _tag: "ApproveAsked" }
+  /** When a call (at any depth) asks for approval: cancel the run with `reason` instead. */
+  | { readonly _tag: "CancelAsked"; readonly reason: string }
   /** When the run has ended: send a follow-up; the session goes on with it (a new run). */
   | { readonly _tag: "FollowUpAfterEnd"; readonly text: string }
 
@@ -312,6 +314,19 @@ export const scenarios: ReadonlyArray<Scenario> = [
       ]
     }),
     steps: [{ _tag: "FollowUpAfterEnd", text: "And the invoice?" }]
+  },
+  {
+    name: "a cancel while a call waits for approval, then a follow-up",
+    prompt: "Deploy to staging.",
+    script: byAgent({
+      main: [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "staging" } }], usage: usage(0.0001) },
+        // the follow-up's run first answers the cut call's result, then the follow-up
+        { text: "Nothing was deployed.", usage: usage(0.0001) },
+        { text: "Hello.", usage: usage(0.0001) }
+      ]
+    }),
+    steps: [{ _tag: "CancelAsked", reason: "not today" }, { _tag: "FollowUpAfterEnd", text: "Then just say hello." }]
   },
   {
     name: "a cost budget ends the run",

@@ -18,6 +18,7 @@ import { ScriptedModel } from "effect-agent/testing"
 import * as Body from "../../src/session/internal/durable/body.ts"
 import { assertValidTranscript, recorder } from "../support.ts"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { storeCancels } from "./store-cancels.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -675,6 +676,55 @@ describe("DurableSession", () => {
       }))
   }
 
+  it.live("a sub-agent's call waiting for approval, cancelled: it is denied, the sub-agent ends its run, then the session's run ends Cancelled", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const childTurns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "child stopped", usage }
+      ]
+      const deployer = Agent.define({
+        name: "deployer",
+        description: "deploys",
+        input: Schema.Struct({ topic: Schema.String }),
+        tools: toolsLayer(ran),
+        model: ScriptedModel.layer(followTranscript(childTurns), { record: false })
+      })
+      const Parent = Toolkit.make(Agent.asTool(deployer))
+      const tools = ToolRegistry.layer(Parent).pipe(Layer.provide(Parent.toLayer({ deployer: SubAgent.handler(deployer) })))
+      const turns: Turns = [
+        { toolCalls: [{ id: "c2", name: "deployer", params: { topic: "x" } }], usage },
+        { text: "never reached", usage }
+      ]
+      const layer = DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), tools, DurableSession.layerMemoryStore)),
+        Layer.provideMerge(engines.cluster)
+      )
+      yield* Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "sub-cancel", prompt: "ship it" }))
+        yield* Effect.repeat(DurableSession.events("sub-cancel"), {
+          until: (events) => events.some((entry) => innerTag(entry.event) === "ApprovalRequested"),
+          schedule: Schedule.spaced("10 millis"),
+          times: 1000
+        })
+        yield* DurableSession.cancel("sub-cancel", "stop the deploy")
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "stop the deploy" })
+        assertValidTranscript(result.state.messages)
+        // the sub-agent's call was denied with the cancel, and the sub-agent answered its call before the run ended
+        assert.deepStrictEqual(result.messages.map(textOf), ["ship it", "", "child stopped"])
+        const resolved = (yield* DurableSession.events("sub-cancel")).flatMap((entry) => {
+          let event = entry.event
+          while (event._tag === "Nested") event = event.event
+          return event._tag === "ApprovalResolved" ? [[event.approvalId, event.approved, event.reason]] : []
+        })
+        assert.deepStrictEqual(resolved, [["c2/d1", false, "the run was cancelled: stop the deploy"]])
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual(yield* model.calls, 1)
+      }).pipe(Effect.provide(layer))
+      assert.deepStrictEqual(ran, [])
+    }))
+
   it.live("a grandchild's call that the session waited for: both sub-agents go on from where they were, each event once", () =>
     Effect.gen(function*() {
       const ran: Array<string> = []
@@ -931,6 +981,53 @@ describe("DurableSession", () => {
         const events = (yield* DurableSession.events("st1")).map((entry) => entry.event)
         assert.strictEqual(count(events, "SteeringDelivered"), 1)
       }).pipe(Effect.provide(runner("cluster", turns, [])))
+    }))
+
+  it.effect("the memory store keeps a cancel only while a run may be in flight, one at most, bounded apart from the messages", () =>
+    storeCancels(DurableSession.makeMemoryStore(), "memory"))
+
+  // The take that read the cancel is recorded: the body replayed (the engine resumes a session by running its
+  // body again, as another runner does after a crash) ends the run at the same step, with the same reason.
+  it.live("a cancelled run replayed ends at the same step: each model call and event once, the next run not cancelled", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [
+        { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+        { text: "nothing deployed", usage },
+        { text: "said so", usage }
+      ]
+      const ran: Array<string> = []
+      yield* Effect.gen(function*() {
+        yield* DurableSession.start({ sessionId: "cr1", prompt: "deploy" })
+        yield* waitFor("cr1", "ApprovalRequested")
+        yield* DurableSession.cancel("cr1", "not today")
+        yield* waitFor("cr1", "AgentEnd")
+        // the session waits idle (suspended): the follow-up resumes it, and its body replays the cancelled run
+        yield* DurableSession.followUp("cr1", "then just say so")
+        yield* waitFor("cr1", "AgentEnd", 2)
+        const ends = (yield* DurableSession.events("cr1")).flatMap((entry) =>
+          entry.event._tag === "AgentEnd" && entry.event.result !== undefined ? [entry.event.result] : []
+        )
+        const result = ends.at(-1)!
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(result.state.messages.map(textOf), [
+          "deploy",
+          "",
+          "Tool call cancelled before it started: not today. It did not run.",
+          "nothing deployed",
+          "then just say so",
+          "said so"
+        ])
+        const model = yield* ScriptedModel.ScriptedModel
+        assert.strictEqual(yield* model.calls, 3)
+        const events = (yield* DurableSession.events("cr1")).map((entry) => entry.event)
+        assert.deepStrictEqual(
+          events.flatMap((event) => event._tag === "AgentEnd" ? [event.outcome] : []),
+          [{ _tag: "Cancelled", reason: "not today" }, { _tag: "Completed" }]
+        )
+        assert.strictEqual(count(events, "ApprovalRequested"), 1)
+        assert.strictEqual(count(events, "TurnStart"), 3)
+      }).pipe(Effect.provide(runner("cluster", turns, ran, { idle: "1 minute" })))
+      assert.deepStrictEqual(ran, [])
     }))
 
   it.live("an idle session waits for a follow-up, then carries on with it", () =>

@@ -22,6 +22,7 @@ import { assertValidTranscript, recorder } from "../support.ts"
 import { database, node, script, streamedText, textOf, tools, turnsOf } from "./cluster-fixture.ts"
 import { followTranscript, toolsLayer, usage } from "./fixture.ts"
 import * as Postgres from "./postgres.ts"
+import { storeCancels } from "./store-cancels.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 const available = Postgres.availability()
@@ -346,6 +347,20 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         assert.deepStrictEqual(ran, ["deploy", "deploy"])
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
     { timeout: 180_000 }
+  )
+
+  // The store alone: a cancel's append and an idle wait's record are serialized by the session's lock.
+  it.live(
+    "the store on PostgreSQL keeps a cancel only while a run may be in flight, one at most, atomic with the idle wait",
+    () =>
+      Effect.gen(function*() {
+        const pg = yield* Postgres.scoped
+        yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+        yield* Effect.flatMap(Effect.service(DurableSession.Store), (store) => storeCancels(store, "pg")).pipe(
+          Effect.provide(DurableSession.layerSqlStore.pipe(Layer.provide(database(pg.url))))
+        )
+      }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
+    { timeout: 120_000 }
   )
 
   it.live(

@@ -6,11 +6,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Latch, Layer, Schedule, Schema, Stream } from "effect"
+import { Tool, Toolkit } from "effect/ai"
 import { WorkflowEngine } from "effect/workflow"
-import { Agent, AgentError, type AgentEvent, Approvals, Message } from "effect-agent"
+import { Agent, AgentError, type AgentEvent, Approvals, Message, ToolRegistry } from "effect-agent"
 import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
-import { followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -37,12 +38,14 @@ const inProcess = (
 const durable = (
   turns: Turns,
   options: DurableSession.Options = {},
-  more: Layer.Layer<never> | Layer.Layer<Approvals.Approvals> = Layer.empty
+  more: Layer.Layer<never> | Layer.Layer<Approvals.Approvals> = Layer.empty,
+  tools: Layer.Layer<ToolRegistry.ToolRegistry> = toolsLayer([]),
+  store: Layer.Layer<DurableSession.Store> = DurableSession.layerMemoryStore
 ) =>
   DurableSession.layerSessions.pipe(
     Layer.provideMerge(DurableSession.layer(options)),
-    Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([]), more)),
-    Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, DurableSession.layerMemoryStore))
+    Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), tools, more)),
+    Layer.provideMerge(Layer.merge(WorkflowEngine.layerMemory, store))
   )
 
 const sessions = Effect.service(Sessions.Sessions)
@@ -528,7 +531,7 @@ describe("Sessions.watch in this process: nothing skipped, nothing forgotten", (
 })
 
 describe("Sessions.cancel, in this process", () => {
-  it.live("ends the run in flight Cancelled with the reason, drops what was queued, and a follow-up goes on", () =>
+  it.live("ends the run in flight Cancelled with the reason, delivers nothing queued to it, and a follow-up goes on", () =>
     Effect.gen(function*() {
       const started = Latch.makeUnsafe()
       const ran: Array<string> = []
@@ -559,6 +562,227 @@ describe("Sessions.cancel, in this process", () => {
         Effect.provide(inProcess(CheckpointStore.memory(), turns, ran, {}, (name) => void (name === "slow" && started.openUnsafe())))
       )
     }))
+})
+
+/** A call that holds until the test lets it go: `reached` once it runs, `release` to let it finish. */
+const holding = () => {
+  const reached = Latch.makeUnsafe()
+  const release = Latch.makeUnsafe()
+  const Hold = Tool.make("hold", { parameters: Schema.Struct({}), success: Schema.String })
+  const Kit = Toolkit.make(Hold, Deploy)
+  const tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
+    hold: () => Effect.andThen(reached.open, Effect.as(release.await, "released")),
+    deploy: ({ env }) => Effect.succeed(`deployed to ${env}`)
+  })))
+  return { reached, release, tools }
+}
+
+/** Waits (every 20 ms, at most 250 times) until the durable session records its idle wait. */
+const waitsIdle = (sessionId: string) =>
+  Effect.gen(function*() {
+    const store = yield* DurableSession.Store
+    const wait = yield* Effect.repeat(store.waiting(sessionId), {
+      until: (wait) => wait !== undefined,
+      schedule: Schedule.spaced("20 millis"),
+      times: 250
+    })
+    assert.isDefined(wait, `${sessionId} never waited idle`)
+  })
+
+// Before, a cancel on the durable layer was an interrupt: no reason, and the session ended for good.
+describe("Sessions.cancel, on the durable layer", () => {
+  it.live("the run ends Cancelled with the reason at its next step: the call in flight finishes, what was queued waits in its state, and a follow-up goes on", () => {
+    const held = holding()
+    return Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "stop", prompt: "go" })
+      yield* held.reached.await
+      yield* service.steer("stop", "this goes with the cancel")
+      yield* service.cancel("stop", "enough")
+      yield* held.release.open
+      const cut = yield* service.result("stop").pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "enough" })
+      // the call in flight finished (an activity is not cut short), and the run made no model call after it
+      assert.deepStrictEqual(texts(cut.state.messages), ["go", "", "released"])
+      // the steer queued to it was not delivered: it waits in its state, as in this process
+      assert.deepStrictEqual(texts(cut.state.steering), ["this goes with the cancel"])
+      const seen = (yield* service.events("stop")).at(-1)!.seq
+      yield* service.followUp("stop", "now the changelog")
+      const next = yield* service.result("stop", seen).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
+      // as Agent.runContinue goes on from the cancelled run's state: its steering first, then the follow-up
+      assert.deepStrictEqual(texts(next.state.messages).slice(2), [
+        "released",
+        "this goes with the cancel",
+        "noted",
+        "now the changelog",
+        "changelog written"
+      ])
+    }).pipe(Effect.provide(durable(
+      [
+        { toolCalls: [{ id: "h1", name: "hold", params: {} }], usage },
+        { text: "noted", usage },
+        { text: "changelog written", usage }
+      ],
+      { idle: "1 minute" },
+      Layer.empty,
+      held.tools
+    )))
+  })
+
+  it.live("a call waiting for approval is cut by the cancel, as in this process, and the run ends Cancelled: approving it later answers nothing", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "unapproved", prompt: "deploy" })
+      const id = yield* asked("unapproved")
+      yield* service.cancel("unapproved", "not today")
+      const cut = yield* service.result("unapproved").pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "not today" })
+      assert.deepStrictEqual(texts(cut.state.messages), [
+        "deploy",
+        "",
+        "Tool call cancelled before it started: not today. It did not run."
+      ])
+      const resolved = (yield* service.events("unapproved")).flatMap(({ event }) =>
+        event._tag === "ApprovalResolved" ? [event] : []
+      )
+      assert.deepStrictEqual(resolved.map((event) => [event.approved, event.reason]), [
+        [false, "Tool call cancelled before it started: not today. It did not run."]
+      ])
+      assert.isFalse(yield* service.approve("unapproved", id, Approvals.approved))
+      const seen = (yield* service.events("unapproved")).at(-1)!.seq
+      yield* service.followUp("unapproved", "then just say so")
+      const next = yield* service.result("unapproved", seen).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
+      // as Agent.runContinue goes on from a run cut after its calls: the model answers them, then the follow-up
+      assert.deepStrictEqual(texts(next.state.messages).slice(3), ["nothing deployed", "then just say so", "said so"])
+    }).pipe(Effect.provide(durable([
+      { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage },
+      { text: "nothing deployed", usage },
+      { text: "said so", usage }
+    ], { idle: "1 minute" }))))
+
+  it.live("with no run in flight a cancel changes nothing: a session waiting idle goes on with its next follow-up", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "idle", prompt: "go" })
+      yield* service.result("idle")
+      yield* waitsIdle("idle")
+      yield* service.cancel("idle", "too late")
+      const seen = (yield* service.events("idle")).at(-1)!.seq
+      yield* service.followUp("idle", "and then?")
+      const next = yield* service.result("idle", seen).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["and then?", "second"])
+    }).pipe(Effect.provide(durable([{ text: "first", usage }, { text: "second", usage }], { idle: "1 minute" }))))
+
+  it.live("a cancel of a session that has finished changes nothing: it is not interrupted", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "over", prompt: "go" })
+      const done = yield* service.result("over")
+      yield* service.cancel("over", "too late")
+      assert.deepStrictEqual((yield* service.result("over")).state.messages, done.state.messages)
+      const refused = yield* Effect.flip(service.followUp("over", "one more thing"))
+      assert(refused._tag === "SessionEnded")
+      assert.strictEqual(refused.reason, "finished")
+    }).pipe(Effect.provide(durable([{ text: "first", usage }], {}))))
+
+  it.live("a cancel that lands as a call asks for approval, before the request is published, cuts the call too", () => {
+    // a store where a cancel lands just before the request is published: `cancel` could not have seen the call
+    const base = DurableSession.makeMemoryStore()
+    const store: DurableSession.Store["Service"] = {
+      ...base,
+      publish: (sessionId, entries) =>
+        entries.some(({ event }) => event._tag === "ApprovalRequested")
+          ? Effect.andThen(base.appendCancel(sessionId, "landed early"), base.publish(sessionId, entries))
+          : base.publish(sessionId, entries)
+    }
+    return Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "early", prompt: "deploy" })
+      const cut = yield* service.result("early").pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "landed early" })
+      assert.deepStrictEqual(texts(cut.state.messages).at(-1), "Tool call cancelled before it started: landed early. It did not run.")
+    }).pipe(Effect.provide(durable(
+      [{ toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage }],
+      { idle: "1 minute" },
+      Layer.empty,
+      toolsLayer([]),
+      Layer.succeed(DurableSession.Store, store)
+    )))
+  })
+
+  it.live("a follow-up that lands as the session goes idle starts its next run at once, and a cancel reaches that run", () => {
+    // a store where a follow-up lands in the moment between the run's end and the session's idle wait
+    const base = DurableSession.makeMemoryStore()
+    let landed = false
+    const store: DurableSession.Store["Service"] = {
+      ...base,
+      setWaiting: (sessionId, wait) =>
+        wait === undefined || landed
+          ? base.setWaiting(sessionId, wait)
+          : Effect.andThen(
+            Effect.andThen(Effect.sync(() => void (landed = true)), base.appendInbox(sessionId, "followUp", Message.user("deploy now"))),
+            base.setWaiting(sessionId, wait)
+          ).pipe(Effect.orDie)
+    }
+    return Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "landed", prompt: "go" })
+      // the follow-up's run asks for approval: the session does not wait idle, so the cancel is kept for it
+      yield* asked("landed")
+      yield* service.cancel("landed", "changed my mind")
+      const first = (yield* service.events("landed")).find(({ event }) => Sessions.isEnding(event))!.seq
+      const cut = yield* service.result("landed", first).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "changed my mind" })
+      assert.deepStrictEqual(texts(cut.state.messages), [
+        "go",
+        "first",
+        "deploy now",
+        "",
+        "Tool call cancelled before it started: changed my mind. It did not run."
+      ])
+    }).pipe(Effect.provide(durable(
+      [{ text: "first", usage }, { toolCalls: [{ id: "d1", name: "deploy", params: { env: "prod" } }], usage }],
+      { idle: "1 minute" },
+      Layer.empty,
+      toolsLayer([]),
+      Layer.succeed(DurableSession.Store, store)
+    )))
+  })
+
+  it.live("a cancel kept as the run ends, before the session waits idle, is dropped: it never cancels the next run", () => {
+    // a store where a cancel lands in the moment between the run's end and the session's idle wait
+    const base = DurableSession.makeMemoryStore()
+    const store: DurableSession.Store["Service"] = {
+      ...base,
+      setWaiting: (sessionId, wait) =>
+        wait === undefined
+          ? base.setWaiting(sessionId, wait)
+          : Effect.andThen(
+            Effect.flatMap(base.appendCancel(sessionId, "a stale cancel"), (kept) =>
+              Effect.sync(() => assert.isTrue(kept))),
+            base.setWaiting(sessionId, wait)
+          )
+    }
+    return Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "stale", prompt: "go" })
+      yield* service.result("stale")
+      const seen = (yield* service.events("stale")).at(-1)!.seq
+      yield* service.followUp("stale", "and then?")
+      const next = yield* service.result("stale", seen).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["and then?", "second"])
+    }).pipe(Effect.provide(durable(
+      [{ text: "first", usage }, { text: "second", usage }],
+      { idle: "1 minute" },
+      Layer.empty,
+      toolsLayer([]),
+      Layer.succeed(DurableSession.Store, store)
+    )))
+  })
 })
 
 describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => {

@@ -916,6 +916,18 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
       }).pipe(Effect.provide(durableOn(turns, files, { approveTurns: true, maxTurns: 3 }, checked)))
     }))
 
+  it.live("a cancel while its plan waits for the operator ends the run Cancelled there; the plan takes no decision after", () =>
+    Effect.gen(function*() {
+      const sessions = yield* Sessions.Sessions
+      yield* sessions.start({ sessionId: "halted", prompt: task, supervisor: "ok" })
+      yield* waitFor(sessions.pending("halted"), (pending) => pending.plan !== undefined)
+      yield* sessions.cancel("halted", "not now")
+      const result = yield* sessions.result("halted").pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "not now" })
+      assert.deepStrictEqual((yield* sessions.pending("halted")).plan, undefined)
+      assert.isFalse(yield* sessions.decidePlan("halted", 1, { _tag: "Approve" }))
+    }).pipe(Effect.provide(durableOn([{ text: "1. write yes", usage: { input: 5 } }], new Map(), { plan: true }, { runs: 0 }))))
+
   it.live("refusals: a supervisor the runner lacks ends the session with ConfigError; a task that is not text is refused at start", () =>
     Effect.gen(function*() {
       const sessions = yield* Sessions.Sessions

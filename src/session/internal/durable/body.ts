@@ -5,7 +5,8 @@
  *
  * - `start`: the run id and the start time;
  * - `steering/<n>`, `followUps/<n>`: the n-th poll of the inbox, drained past
- *   a watermark, so a replay sees the same messages;
+ *   a watermark, so a replay sees the same messages; a steering take also
+ *   reads a cancel (`DurableSession.cancel`), which ends the run there;
  * - `model/<turn>`: the turn's model call (the loop's own `Reply.streamReply`,
  *   through the `modelCall` seam): its assistant message;
  * - `tool/<turn>/<callId>`: one tool call; a batch's calls run as concurrent
@@ -13,8 +14,9 @@
  * - `continue/<n>/<turn>/<callId>`: the `n`-th part of a call that stopped
  *   to wait for an approval one of its sub-agents asked (see `registryOf`);
  * - `decision/<key>`: the application's approval policy decides a call;
- * - `approval/<key>`: without a policy, announces an approval request, then
- *   the body waits on the `DurableDeferred` of that call (see {@link approvalKey});
+ * - `approval/<key>`: without a policy, announces an approval request (and
+ *   looks whether a cancel waits), then the body waits on the
+ *   `DurableDeferred` of that call (see {@link approvalKey});
  * - `idle/<k>`, `wake/<k>`: an idle session (its run ended, however) waiting for a follow-up;
  * - `end/<k>`: publishes the last events.
  *
@@ -49,7 +51,15 @@ import type * as Sessions from "../../Sessions.ts"
 import * as SessionId from "../sessionId.ts"
 import * as Outbox from "./outbox.ts"
 import * as StorageFailure from "./storageFailure.ts"
-import { Answer as StoreAnswer, Decision as StoreDecision, type InboxKind, type Question, Store } from "./store.ts"
+import {
+  Answer as StoreAnswer,
+  Decision as StoreDecision,
+  type InboxEntry,
+  type InboxKind,
+  type MessageKind,
+  type Question,
+  Store
+} from "./store.ts"
 
 // -----------------------------------------------------------------------------
 // The payload and the result
@@ -115,7 +125,17 @@ export type Result = typeof Result.Type
 
 const Started = Schema.Struct({ runId: Schema.String, startedAt: Schema.Finite })
 
-const Taken = Schema.Struct({ messages: Schema.Array(Message.Message), last: Schema.Finite })
+/**
+ * What a take of the inbox read: the messages of its kind past their
+ * watermark, and the last one's place; `cancels`, the cancels it read past
+ * theirs: the last one's place, and the first one's reason when the take
+ * cancels the run with it (a steering take; an idle take drops them).
+ */
+const Taken = Schema.Struct({
+  messages: Schema.Array(Message.Message),
+  last: Schema.Finite,
+  cancels: Schema.optionalKey(Schema.Struct({ last: Schema.Finite, reason: Schema.optionalKey(Schema.String) }))
+})
 type Taken = typeof Taken.Type
 
 const Stop = Schema.Union([
@@ -212,6 +232,24 @@ export const answerOf = (key: string) => DurableDeferred.make(`question/${key}`,
  */
 export const wakeOf = (k: number) => DurableDeferred.make(`wake/${k}`)
 
+/**
+ * The reason a call waiting for approval is denied with when its session's
+ * run is cancelled (`DurableSession.cancel`): the run then ends `Cancelled` at
+ * its next step.
+ *
+ * @internal
+ */
+export const cancelDenial = (reason: string): string => `the run was cancelled: ${reason}`
+
+/**
+ * The decision a cancel gives a call it finds waiting for approval: a call of
+ * the session's run ends the run there, `Cancelled` (as in process: the call
+ * is "cancelled before it started"); a sub-agent's call is denied with it.
+ *
+ * @internal
+ */
+export const cancelDenialOf = (reason: string) => ({ approved: false, reason: cancelDenial(reason), cancelled: reason }) as const
+
 // -----------------------------------------------------------------------------
 // The body
 // -----------------------------------------------------------------------------
@@ -245,7 +283,7 @@ interface Session {
   /** How many handoffs the session's runs made (the same in every replay). */
   hop: number
   readonly polls: { steering: number; followUp: number }
-  readonly watermark: { steering: number; followUp: number }
+  readonly watermark: { steering: number; followUp: number; cancel: number }
   idle: number
   segment: number
   /** How many questions for the operator the session asked (see `questionsOf`). */
@@ -397,29 +435,112 @@ const stopsOnAbnormalExit = <A, E, R>(session: Session, effect: Effect.Effect<A,
       }
     }))
 
-const takeInbox = (session: Session, kind: InboxKind, name: string, before?: Effect.Effect<void>) =>
-  Effect.map(
-    activity(
-      session,
-      name,
-      Taken,
-      Schema.Never,
-      Effect.map(
-        Effect.andThen(
-          before ?? Effect.void,
-          orDie(session.store.readInbox(session.sessionId, kind, session.watermark[kind]))
-        ),
-        (entries): Taken => ({
-          messages: entries.map((entry) => entry.message),
-          last: entries.reduce((last, entry) => Math.max(last, entry.seq), session.watermark[kind])
-        })
-      )
-    ),
-    (taken) => {
-      session.watermark[kind] = taken.last
-      return taken.messages
-    }
+/** The messages of a kind in the inbox past the session's watermark of that kind (read in an activity). */
+const readInbox = (session: Session, kind: InboxKind) =>
+  orDie(session.store.readInbox(session.sessionId, kind, session.watermark[kind]))
+
+const lastOf = (entries: ReadonlyArray<InboxEntry>, after: number): number =>
+  entries.reduce((last, entry) => Math.max(last, entry.seq), after)
+
+/** The messages of a kind past its watermark, as a take's result. */
+const messagesOf = (session: Session, kind: MessageKind): Effect.Effect<Taken> =>
+  Effect.map(readInbox(session, kind), (entries) => ({
+    messages: entries.map((entry) => entry.message),
+    last: lastOf(entries, session.watermark[kind])
+  }))
+
+/**
+ * A take of the inbox, as the activity `name` (`read`, its body): moves the
+ * watermarks past what it read, from its record on a replay.
+ */
+const takeInbox = (session: Session, kind: MessageKind, name: string, read: Effect.Effect<Taken>) =>
+  Effect.map(activity(session, name, Taken, Schema.Never, read), (taken) => {
+    session.watermark[kind] = taken.last
+    if (taken.cancels !== undefined) session.watermark.cancel = taken.cancels.last
+    return taken
+  })
+
+/**
+ * A steering take's body: a cancel past the cancel watermark, if any, cancels
+ * the run (`cancelled`, not yet done), and the take gives no steering: what
+ * waits stays in the inbox, and the run's last take (its end drains the inbox)
+ * returns it undelivered in the run's state, as a cancel in this process leaves
+ * it. Otherwise the steering messages past their watermark.
+ */
+const steeringTake = (session: Session, cancelled: Deferred.Deferred<string>): Effect.Effect<Taken> =>
+  Effect.suspend(() => {
+    if (Deferred.isDoneUnsafe(cancelled)) return messagesOf(session, "steering")
+    return Effect.flatMap(readInbox(session, "cancel"), (cancels) =>
+      cancels.length === 0
+        ? messagesOf(session, "steering")
+        : Effect.succeed({
+          messages: [],
+          last: session.watermark.steering,
+          cancels: { last: lastOf(cancels, session.watermark.cancel), reason: Message.textOf(cancels[0]!.message) }
+        }))
+  })
+
+/**
+ * The `k`-th idle take's body: records the session's idle wait, then drops the
+ * cancels kept before it (they came when no run was in flight to take them,
+ * or too late for the run that ended: a cancel never reaches the session's
+ * next run, and none is kept once the wait is recorded, see
+ * `Store.appendCancel`), and reads the follow-ups. When there are some, the
+ * session goes on at once: it no longer waits.
+ */
+const idleTake = (session: Session, k: number): Effect.Effect<Taken> =>
+  Effect.gen(function*() {
+    // the run ended: a question of its left unanswered answers nothing any more
+    yield* orDie(session.store.closeQuestions(session.sessionId))
+    yield* orDie(session.store.setWaiting(session.sessionId, k))
+    const cancels = yield* readInbox(session, "cancel")
+    const taken = yield* messagesOf(session, "followUp")
+    if (taken.messages.length > 0) yield* orDie(session.store.setWaiting(session.sessionId, undefined))
+    return cancels.length === 0 ? taken : { ...taken, cancels: { last: lastOf(cancels, session.watermark.cancel) } }
+  })
+
+/**
+ * The reason of a cancel that waits in the inbox, if any: it stays there (the
+ * run's next steering take reads it).
+ */
+const cancelWaiting = (session: Session): Effect.Effect<string | undefined> =>
+  Effect.map(readInbox(session, "cancel"), (cancels) => {
+    const first = cancels[0]
+    return first === undefined ? undefined : Message.textOf(first.message)
+  })
+
+/**
+ * The decision on a call that waits for approval (by its key): the activity
+ * `approval/<key>` publishes what was emitted before it (the request), then
+ * looks whether a cancel waits; if one does, the call is denied with it at
+ * once. Otherwise the body waits on the call's deferred, which
+ * `DurableSession.approve` completes, or `DurableSession.cancel` with a denial
+ * (a cancel that came before the request was published is the one this
+ * activity sees). Either way the run then ends `Cancelled` at its next
+ * steering take, which reads the cancel.
+ */
+const awaitDecision = (session: Session, key: string, call: string) =>
+  Effect.flatMap(
+    activity(session, `approval/${key}`, Schema.UndefinedOr(Schema.String), Schema.Never, cancelWaiting(session), {
+      call
+    }),
+    (cancel) =>
+      cancel === undefined
+        ? stopsOnAbnormalExit(session, DurableDeferred.await(approvalOf(key)))
+        : Effect.succeed(cancelDenialOf(cancel))
   )
+
+/**
+ * A decision as the loop takes it: a cancel's, on a call of the session's run, ends the run there (`cancelled`
+ * completed, the wait given up: the loop's stops answer the call), as the run's cancel does in process.
+ */
+const stopsOnCancel = (
+  decision: typeof Decision.Type,
+  cancelled: Deferred.Deferred<string>
+): Effect.Effect<Approvals.Decision> =>
+  "cancelled" in decision && decision.cancelled !== undefined
+    ? Effect.andThen(Deferred.succeed(cancelled, decision.cancelled), Effect.never)
+    : Effect.succeed(decision)
 
 /**
  * The inbox as the loop's `Steering` handle: each take is an activity.
@@ -433,17 +554,34 @@ const takeInbox = (session: Session, kind: InboxKind, name: string, before?: Eff
  * released, and every session on it stalled for good. So the take is
  * interruptible: interrupting it loses nothing, as its activity is replayed
  * by its name and the inbox is read from the watermark it leaves.
+ *
+ * `cancelled` is the run's own (each run of the session has one): a steering
+ * take that reads a cancel completes it, so the loop ends the run `Cancelled`
+ * with its reason at its next step (before the next model call or tool call),
+ * in every replay at the same take.
  */
 const steeringOf = (session: Session, cancelled: Deferred.Deferred<string>): Steering.Service => {
   const instance = Context.get(session.engine, WorkflowEngine.WorkflowInstance)
-  const poll = (kind: InboxKind) =>
+  const poll = (kind: MessageKind) =>
     Effect.suspend(() => {
       // A run that suspends ends its loop, which drains the inbox: that is no poll (the replay makes it).
       if (session.stopping || instance.suspended || instance.interrupted) return Effect.succeed([])
       const n = session.polls[kind]++
-      return Effect.interruptible(Effect.provideContext(takeInbox(session, kind, `${kind}/${n}`), session.engine))
+      const take = takeInbox(
+        session,
+        kind,
+        `${kind}/${n}`,
+        kind === "steering" ? steeringTake(session, cancelled) : messagesOf(session, kind)
+      )
+      return Effect.interruptible(Effect.provideContext(
+        Effect.flatMap(take, (taken) =>
+          taken.cancels?.reason === undefined
+            ? Effect.succeed(taken.messages)
+            : Effect.as(Deferred.succeed(cancelled, taken.cancels.reason), taken.messages)),
+        session.engine
+      ))
     })
-  const append = (kind: InboxKind) => (message: string | Message.Message) =>
+  const append = (kind: MessageKind) => (message: string | Message.Message) =>
     session.store.appendInbox(session.sessionId, kind, typeof message === "string" ? Message.user(message) : message)
       .pipe(
         Effect.asVoid,
@@ -584,7 +722,7 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
       const waits = output.waits
       if (waits === undefined) return Effect.succeed({ content: output.content, isError: output.isError })
       return Effect.flatMap(
-        stopsOnAbnormalExit(session, Effect.provideContext(DurableDeferred.await(approvalOf(waits.key)), session.engine)),
+        Effect.provideContext(awaitDecision(session, waits.key, toolCallId), session.engine),
         (decision) =>
           Effect.flatMap(
             part(n + 1, { key: waits.key, decision }, waits.saved),
@@ -642,10 +780,8 @@ const approvalsOf = (
           ? activity(session, `decision/${key}`, Decision, Schema.Never, app.decide(request), {
             call: request.toolCallId
           })
-          : Effect.andThen(
-            activity(session, `approval/${key}`, Schema.Void, Schema.Never, Effect.void, { call: request.toolCallId }),
-            stopsOnAbnormalExit(session, DurableDeferred.await(approvalOf(key)))
-          ),
+          : Effect.flatMap(awaitDecision(session, key, request.toolCallId), (decision) =>
+            stopsOnCancel(decision, cancelled)),
         session.engine
       )
     })
@@ -672,10 +808,9 @@ const questionsOf = (
 ): Pick<Approvals.Service, "decidePlan" | "decideTurn" | "openPlan" | "openTurn"> => {
   // A turn's feedback answered `Interrupt` ends the run as a cancel does: in process the run is interrupted (its
   // session resumed later); a workflow interrupted by its own body would end for good, its session with it.
+  const cancelling = (reason: string) => Effect.andThen(Deferred.succeed(cancelled, reason), Effect.never)
   const interrupting = (decision: Approvals.TurnDecision): Effect.Effect<Approvals.TurnDecision> =>
-    decision._tag === "Interrupt"
-      ? Effect.andThen(Deferred.succeed(cancelled, "interrupted by the operator"), Effect.never)
-      : Effect.succeed(decision)
+    decision._tag === "Interrupt" ? cancelling("interrupted by the operator") : Effect.succeed(decision)
   const inEngine = <A, E>(effect: Effect.Effect<A, E, Engine>) => Effect.provideContext(effect, session.engine)
   /** Records the question; answers how to wait for its answer, once it is announced. */
   const open = (question: Question) =>
@@ -709,11 +844,16 @@ const questionsOf = (
   }
   const openPlan = (request: Approvals.PlanRequest) =>
     Effect.map(open(planQuestion(request)), (answer) =>
-      Effect.map(answer, (answer): Approvals.PlanDecision =>
-        "plan" in answer ? answer.plan : { _tag: "Reject", notes: "the plan was answered as a turn" }))
+      Effect.flatMap(answer, (answer): Effect.Effect<Approvals.PlanDecision> =>
+        "plan" in answer
+          ? Effect.succeed(answer.plan)
+          : cancelling("cancelled" in answer ? answer.cancelled : "the plan was answered as a turn")))
   const openTurn = (request: Approvals.TurnRequest) =>
     Effect.map(open({ turn: { runId: request.runId, turn: request.turn, feedback: request.feedback } }), (answer) =>
-      Effect.flatMap(answer, (answer) => interrupting("turn" in answer ? answer.turn : { _tag: "Interrupt" })))
+      Effect.flatMap(answer, (answer) =>
+        "turn" in answer
+          ? interrupting(answer.turn)
+          : cancelling("cancelled" in answer ? answer.cancelled : "the feedback was answered as a plan")))
   return {
     openPlan,
     openTurn,
@@ -739,11 +879,11 @@ const supervisorOf = <R>(options: Options<R>, name: string) =>
  */
 const supervisedRun = <R>(
   supervisor: Sessions.Supervisor<R>,
-  session: Omit<Sessions.SupervisedRun<R>, "task">
+  session: Omit<Sessions.SupervisedRun<R>, "task" | "steering">
 ) => {
   const checkpoints = CheckpointStore.memory()
-  return (task: string | undefined, followUps: ReadonlyArray<Message.Message>) =>
-    supervisor.run({ ...session, task, steering: queued(session.steering, followUps) }).pipe(
+  return (task: string | undefined, followUps: ReadonlyArray<Message.Message>, steering: Steering.Service) =>
+    supervisor.run({ ...session, task, steering: queued(steering, followUps) }).pipe(
       Effect.provideService(CheckpointStore.CheckpointStore, checkpoints),
       // kept in memory: a checkpoint that cannot be kept is a bug, not the session's ending
       Effect.catch((error) => isAgentError(error) ? Effect.fail(error) : Effect.die(error))
@@ -783,11 +923,7 @@ const agentOf = <R>(options: Options<R>, name: string | undefined) =>
  */
 const awaitFollowUp = Effect.fnUntraced(function*(session: Session, idle: Duration.Duration) {
   const k = session.idle++
-  // the run ended: a question of its left unanswered answers nothing any more
-  const setWaiting = orDie(
-    Effect.andThen(session.store.closeQuestions(session.sessionId), session.store.setWaiting(session.sessionId, k))
-  )
-  const arrived = yield* takeInbox(session, "followUp", `idle/${k}`, setWaiting)
+  const arrived = (yield* takeInbox(session, "followUp", `idle/${k}`, idleTake(session, k))).messages
   if (arrived.length > 0) return arrived
   const woke = yield* DurableDeferred.raceAll({
     name: `idle/${k}`,
@@ -799,12 +935,13 @@ const awaitFollowUp = Effect.fnUntraced(function*(session: Session, idle: Durati
     ]
   })
   if (!woke) return []
-  return yield* takeInbox(
+  const taken = yield* takeInbox(
     session,
     "followUp",
     `wake/${k}`,
-    orDie(session.store.setWaiting(session.sessionId, undefined))
+    Effect.andThen(orDie(session.store.setWaiting(session.sessionId, undefined)), messagesOf(session, "followUp"))
   )
+  return taken.messages
 })
 
 /**
@@ -865,7 +1002,7 @@ export const make = <R>(options: Options<R>) =>
       turn: "0",
       hop: 0,
       polls: { steering: 0, followUp: 0 },
-      watermark: { steering: 0, followUp: 0 },
+      watermark: { steering: 0, followUp: 0, cancel: 0 },
       idle: 0,
       segment: 0,
       questions: 0,
@@ -885,14 +1022,11 @@ export const make = <R>(options: Options<R>) =>
     )
     const now = yield* Clock.currentTimeMillis
     const { request } = payload
-    const cancelled = yield* Deferred.make<string>()
     const output = request.output === undefined ? undefined : options.outputs?.[request.output]
-    const steering = steeringOf(session, cancelled)
     const runOptions: Agent.ContinueOptions<R, unknown> = {
       config: request.config,
       name: options.name,
       plugins: options.plugins,
-      steering,
       output,
       outputRetries: options.outputRetries,
       outputMode: options.outputMode
@@ -911,7 +1045,10 @@ export const make = <R>(options: Options<R>) =>
       tools: (registry) => registryOf(session, registry)
     }
     const idle = options.idle === undefined ? undefined : Duration.fromInputUnsafe(options.idle)
-    const provided = <A, E>(effect: Effect.Effect<A, E, R | ToolRegistry | LanguageModel.LanguageModel>) =>
+    const provided = <A, E>(
+      effect: Effect.Effect<A, E, R | ToolRegistry | LanguageModel.LanguageModel>,
+      cancelled: Deferred.Deferred<string>
+    ) =>
       effect.pipe(
         Effect.provideService(Backend.Backend, execution),
         Effect.provideService(Approvals.Approvals, approvalsOf(session, approvals, cancelled))
@@ -971,7 +1108,6 @@ export const make = <R>(options: Options<R>) =>
       outputMode: options.outputMode,
       agents: options.agents,
       plugins: options.plugins ?? [],
-      steering,
       onEvent: (event) => event._tag === "CheckpointSaved" ? Effect.void : Effect.sync(() => sink(event)),
       record: recorderOf(session)
     })
@@ -979,12 +1115,16 @@ export const make = <R>(options: Options<R>) =>
     let continued: RunState.RunResult | undefined
     let pendingTried = false
     while (true) {
+      // each run its own cancel: one that cancelled a run never ends the next
+      const cancelled = yield* Deferred.make<string>()
+      const steering = steeringOf(session, cancelled)
       const exit = yield* Effect.exit(provided(
         supervised !== undefined
-          ? supervised(continued === undefined ? task : undefined, continued?.state.followUps ?? [])
+          ? supervised(continued === undefined ? task : undefined, continued?.state.followUps ?? [], steering)
           : continued === undefined
-          ? Agent.run({ ...runOptions, prompt: request.prompt, system: request.system, runId: started.runId })
-          : Agent.runContinue(continued.state, { ...runOptions, agent: agentOf(options, continued.agent) })
+          ? Agent.run({ ...runOptions, steering, prompt: request.prompt, system: request.system, runId: started.runId })
+          : Agent.runContinue(continued.state, { ...runOptions, steering, agent: agentOf(options, continued.agent) }),
+        cancelled
       ))
       if (exit._tag === "Failure") {
         const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
@@ -1003,8 +1143,9 @@ export const make = <R>(options: Options<R>) =>
       session.segment++
       // Follow-ups the run took but did not deliver (it ended abnormally: a guardrail, a budget) continue it at
       // once, as `Agent.runContinue` would with them; otherwise the session waits idle for one. Once: a run
-      // that again leaves them undelivered (its budget is spent) waits, rather than go round for ever.
-      if (result.state.followUps.length > 0 && !pendingTried) {
+      // that again leaves them undelivered (its budget is spent) waits, rather than go round for ever. Not a
+      // cancelled run's: they wait in its state for the next follow-up, as in this process.
+      if (result.state.followUps.length > 0 && !pendingTried && !Deferred.isDoneUnsafe(cancelled)) {
         pendingTried = true
         continued = result
         continue

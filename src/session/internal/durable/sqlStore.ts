@@ -3,7 +3,9 @@
  * `SqlClient`, e.g. `@effect/sql-pg`): the same database as the cluster's
  * message storage. Appends of one session are serialized by a transaction
  * lock on the session (so `seq` grows in commit order: a reader past a
- * watermark never misses a row committed late).
+ * watermark never misses a row committed late); so are a cancel's append and
+ * the record of an idle wait (a cancel never lands after a session recorded
+ * its wait, where its idle take would not drop it).
  *
  * @internal
  */
@@ -14,6 +16,7 @@ import * as Message from "../../../Message.ts"
 import * as Steering from "../../../Steering.ts"
 import {
   Answer,
+  cancelMessage,
   type Claimed,
   Decision,
   inboxFull,
@@ -115,6 +118,18 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
   const sql = yield* SqlClient.SqlClient
   /** Serializes the appends of one session until the transaction ends. */
   const lockSession = (sessionId: string) => sql`SELECT pg_advisory_xact_lock(hashtext(${sessionId}))`
+  /** Inserts a message at the session's next place in the inbox (under its lock): answers the place. */
+  const insertInbox = (sessionId: string, kind: InboxKind, text: string, size: number) =>
+    Effect.gen(function*() {
+      const [next] = yield* sql<{ seq: string | number }>`
+        INSERT INTO effect_agent_inbox_next (session_id, seq) VALUES (${sessionId}, 1)
+        ON CONFLICT (session_id) DO UPDATE SET seq = effect_agent_inbox_next.seq + 1
+        RETURNING seq`
+      const seq = Number(next!.seq)
+      yield* sql`INSERT INTO effect_agent_inbox (session_id, seq, kind, message, size)
+        VALUES (${sessionId}, ${seq}, ${kind}, ${text}, ${size})`
+      return seq
+    })
   const service: Service = {
     submit: (sessionId, at, payload) =>
       sql`INSERT INTO effect_agent_sessions (session_id, status, updated_at, payload)
@@ -157,22 +172,16 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         return yield* sql.withTransaction(Effect.gen(function*() {
           yield* lockSession(sessionId)
           // What waits unread (after the last place read of its kind), and the next place (kept in
-          // `effect_agent_inbox_next`: read messages are dropped at the next read of their kind).
+          // `effect_agent_inbox_next`: read messages are dropped at the next read of their kind). A cancel is
+          // bounded apart (one at most).
           const [waiting] = yield* sql<{ queued: string | number; bytes: string | number | null }>`
             SELECT count(*) AS queued, sum(i.size) AS bytes FROM effect_agent_inbox i
             LEFT JOIN effect_agent_inbox_next n ON n.session_id = i.session_id
-            WHERE i.session_id = ${sessionId}
+            WHERE i.session_id = ${sessionId} AND i.kind <> 'cancel'
               AND i.seq > COALESCE(CASE WHEN i.kind = 'steering' THEN n.read_steering ELSE n.read_followup END, 0)`
           const full = inboxFull(kind, Number(waiting?.queued ?? 0), Number(waiting?.bytes ?? 0), size)
           if (full !== undefined) return full
-          const [next] = yield* sql<{ seq: string | number }>`
-            INSERT INTO effect_agent_inbox_next (session_id, seq) VALUES (${sessionId}, 1)
-            ON CONFLICT (session_id) DO UPDATE SET seq = effect_agent_inbox_next.seq + 1
-            RETURNING seq`
-          const seq = Number(next!.seq)
-          yield* sql`INSERT INTO effect_agent_inbox (session_id, seq, kind, message, size)
-            VALUES (${sessionId}, ${seq}, ${kind}, ${text}, ${size})`
-          return seq
+          return yield* insertInbox(sessionId, kind, text, size)
         }))
       }).pipe(
         Effect.mapError(failed("appendInbox")),
@@ -180,6 +189,25 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         // refused: nothing was kept (the transaction wrote nothing)
         Effect.flatMap((seq) => typeof seq === "number" ? Effect.succeed(seq) : Effect.fail(seq))
       ),
+    appendCancel: (sessionId, reason) =>
+      Effect.gen(function*() {
+        const message = cancelMessage(reason)
+        const text = yield* encodeMessage(message)
+        return yield* sql.withTransaction(Effect.gen(function*() {
+          // Under the session's lock, which `setWaiting` takes too: read after it, the wait and the status are
+          // those committed before this append, and no wait is recorded until it commits.
+          yield* lockSession(sessionId)
+          const [session] = yield* sql<{ status: string }>`
+            SELECT status FROM effect_agent_sessions WHERE session_id = ${sessionId}`
+          if (session === undefined || session.status === "finished") return false
+          const waits = yield* sql`SELECT 1 FROM effect_agent_waits WHERE session_id = ${sessionId}`
+          if (waits.length > 0) return false
+          const held = yield* sql`SELECT 1 FROM effect_agent_inbox WHERE session_id = ${sessionId} AND kind = 'cancel'`
+          if (held.length > 0) return true
+          yield* insertInbox(sessionId, "cancel", text, Steering.sizeOf(message))
+          return true
+        }))
+      }).pipe(Effect.mapError(failed("appendCancel")), bounded("appendCancel")),
     readInbox: (sessionId, kind: InboxKind, after) =>
       sql.withTransaction(Effect.gen(function*() {
         // what the session has read of this kind (recorded by the activities that read it) leaves the inbox
@@ -189,7 +217,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
           WHERE session_id = ${sessionId} AND kind = ${kind} AND seq > ${after} ORDER BY seq`
         // what was read no longer waits (for the bound), though it stays until the next read
         const last = rows.length === 0 ? undefined : Number(rows[rows.length - 1]!.seq)
-        if (last !== undefined) {
+        if (last !== undefined && kind !== "cancel") {
           yield* kind === "steering"
             ? sql`UPDATE effect_agent_inbox_next SET read_steering = GREATEST(read_steering, ${last})
                 WHERE session_id = ${sessionId}`
@@ -207,8 +235,12 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
     setWaiting: (sessionId, wait) =>
       (wait === undefined
         ? sql`DELETE FROM effect_agent_waits WHERE session_id = ${sessionId}`
-        : sql`INSERT INTO effect_agent_waits (session_id, wait) VALUES (${sessionId}, ${wait})
-              ON CONFLICT (session_id) DO UPDATE SET wait = ${wait}`).pipe(
+        // under the session's lock: a cancel being appended commits first (the idle take then reads it)
+        : sql.withTransaction(Effect.andThen(
+          lockSession(sessionId),
+          sql`INSERT INTO effect_agent_waits (session_id, wait) VALUES (${sessionId}, ${wait})
+              ON CONFLICT (session_id) DO UPDATE SET wait = ${wait}`
+        ))).pipe(
           Effect.asVoid,
           Effect.mapError(failed("setWaiting")), bounded("setWaiting")
         ),

@@ -1,6 +1,6 @@
 /**
  * What a durable session keeps beside the workflow engine's own storage: the
- * inbox (steering and follow-ups), the intent records of calls that must not
+ * inbox (steering, follow-ups and cancels), the intent records of calls that must not
  * run twice, the decision kept for each approval, the published events, what
  * each idle session waits on, and the sessions there are (for the supervisor
  * and the reaper).
@@ -10,7 +10,7 @@
 import { Context, Effect, Schema } from "effect"
 import type * as AgentEvent from "../../../AgentEvent.ts"
 import type * as Approvals from "../../../Approvals.ts"
-import type * as Message from "../../../Message.ts"
+import * as Message from "../../../Message.ts"
 import * as Steering from "../../../Steering.ts"
 import type { InvalidSessionId } from "../errors.ts"
 import * as SessionId from "../sessionId.ts"
@@ -38,7 +38,12 @@ export class StoreError extends Schema.TaggedError<StoreError>()("DurableStoreEr
  */
 export const Decision = Schema.Union([
   Schema.Struct({ approved: Schema.Literal(true) }),
-  Schema.Struct({ approved: Schema.Literal(false), reason: Schema.String })
+  // `cancelled`: the denial of a call the session's cancel found waiting, with the cancel's reason
+  Schema.Struct({
+    approved: Schema.Literal(false),
+    reason: Schema.String,
+    cancelled: Schema.optionalKey(Schema.String)
+  })
 ])
 
 /**
@@ -81,7 +86,9 @@ export const Answer = Schema.Union([
       Schema.Struct({ _tag: Schema.Literal("Replace"), feedback: Schema.String }),
       Schema.Struct({ _tag: Schema.Literal("Interrupt") })
     ])
-  })
+  }),
+  // the session's run was cancelled while the question waited: it ends `Cancelled` with the reason
+  Schema.Struct({ cancelled: Schema.String })
 ])
 
 /** @internal */
@@ -100,12 +107,43 @@ export interface Claimed {
 }
 
 /**
- * The two kinds of message the inbox holds.
+ * The kinds of message the inbox holds: steering, follow-ups, and cancels
+ * (a cancel's reason as the text of a user message, see {@link Service.appendCancel}).
  *
  * @since 0.1.0
  * @category models
  */
-export type InboxKind = "steering" | "followUp"
+export type InboxKind = "steering" | "followUp" | "cancel"
+
+/**
+ * The kinds of message a client queues with {@link Service.appendInbox}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export type MessageKind = Exclude<InboxKind, "cancel">
+
+/**
+ * The longest reason a cancel keeps, in characters: a longer one is cut to it.
+ *
+ * @internal
+ */
+export const maxCancelReason = 4_096
+
+/**
+ * A cancel's reason as the store keeps it: cut to {@link maxCancelReason}.
+ *
+ * @internal
+ */
+export const cancelReason = (reason: string): string =>
+  reason.length > maxCancelReason ? `${reason.slice(0, maxCancelReason - 1)}…` : reason
+
+/**
+ * A cancel as the inbox keeps it: its reason ({@link cancelReason}) as a user message's text.
+ *
+ * @internal
+ */
+export const cancelMessage = (reason: string): Message.Message => Message.user(cancelReason(reason))
 
 /**
  * A message in the inbox, with its place in the session's inbox.
@@ -185,9 +223,18 @@ export interface Service {
    */
   readonly appendInbox: (
     sessionId: string,
-    kind: InboxKind,
+    kind: MessageKind,
     message: Message.Message
   ) => Effect.Effect<number, StoreError | InvalidSessionId | Steering.SteeringFull>
+  /**
+   * Appends a cancel of the session's run in flight (its reason cut to {@link maxCancelReason}), read by the
+   * run's next steering take. Answers `false`, keeping nothing, when the session has no run a cancel could
+   * reach: the store does not know it, it finished, or it waits idle for a follow-up (see {@link setWaiting}):
+   * a cancel kept then would cancel the session's next run. Atomic with `setWaiting`: a cancel kept before a
+   * session records its idle wait is one the session's idle take reads (and drops). A session holds one cancel
+   * at most (until its idle take drops it): a cancel while one is held keeps nothing and answers `true`.
+   */
+  readonly appendCancel: (sessionId: string, reason: string) => Effect.Effect<boolean, StoreError | InvalidSessionId>
   /**
    * The messages of a kind after `after`, in order. `after` is what the session has read of that kind (the
    * reads before it were activities, whose results are recorded): those are dropped from the inbox.
@@ -197,7 +244,7 @@ export interface Service {
     kind: InboxKind,
     after: number
   ) => Effect.Effect<ReadonlyArray<InboxEntry>, StoreError | InvalidSessionId>
-  /** Records the idle wait a session is in (`undefined`: none). */
+  /** Records the idle wait a session is in (`undefined`: none); atomic with {@link appendCancel}. */
   readonly setWaiting: (sessionId: string, wait: number | undefined) => Effect.Effect<void, StoreError | InvalidSessionId>
   readonly waiting: (sessionId: string) => Effect.Effect<number | undefined, StoreError | InvalidSessionId>
   /** Writes an intent record: `true` when this call wrote it, `false` when it was there already. */
@@ -261,6 +308,7 @@ export const validated = (store: Service): Service => {
     sessions: store.sessions,
     session: (sessionId) => check(sessionId, () => store.session(sessionId)),
     appendInbox: (sessionId, kind, message) => check(sessionId, () => store.appendInbox(sessionId, kind, message)),
+    appendCancel: (sessionId, reason) => check(sessionId, () => store.appendCancel(sessionId, reason)),
     readInbox: (sessionId, kind, after) => check(sessionId, () => store.readInbox(sessionId, kind, after)),
     setWaiting: (sessionId, wait) => check(sessionId, () => store.setWaiting(sessionId, wait)),
     waiting: (sessionId) => check(sessionId, () => store.waiting(sessionId)),
@@ -283,7 +331,7 @@ export const validated = (store: Service): Service => {
  * @internal
  */
 export const inboxFull = (
-  kind: InboxKind,
+  kind: MessageKind,
   queued: number,
   bytes: number,
   size: number
@@ -304,8 +352,11 @@ export const makeMemory = (): Service => {
   const inbox = new Map<string, {
     next: number
     entries: Array<InboxEntry & { readonly kind: InboxKind; readonly size: number }>
-    /** The last place read of each kind: what is at or before it no longer waits (it is dropped at the next read). */
-    read: Record<InboxKind, number>
+    /**
+     * The last place read of each kind a client queues: what is at or before it no longer waits (it is dropped at
+     * the next read). A cancel is bounded apart: one at most.
+     */
+    read: Record<MessageKind, number>
   }>()
   const waits = new Map<string, number>()
   const intents = new Map<string, Set<string>>()
@@ -334,12 +385,23 @@ export const makeMemory = (): Service => {
         const box = inbox.get(sessionId) ?? { next: 1, entries: [], read: { steering: 0, followUp: 0 } }
         inbox.set(sessionId, box)
         const size = Steering.sizeOf(message)
-        const waiting = box.entries.filter((entry) => entry.seq > box.read[entry.kind])
+        const waiting = box.entries.filter((entry) => entry.kind !== "cancel" && entry.seq > box.read[entry.kind])
         const full = inboxFull(kind, waiting.length, waiting.reduce((sum, entry) => sum + entry.size, 0), size)
         if (full !== undefined) return Effect.fail(full)
         const seq = box.next++
         box.entries.push({ seq, kind, message, size })
         return Effect.succeed(seq)
+      }),
+    appendCancel: (sessionId, reason) =>
+      Effect.sync(() => {
+        const known = sessions.get(sessionId)
+        if (known === undefined || known.status === "finished" || waits.has(sessionId)) return false
+        const box = inbox.get(sessionId) ?? { next: 1, entries: [], read: { steering: 0, followUp: 0 } }
+        inbox.set(sessionId, box)
+        if (box.entries.some((entry) => entry.kind === "cancel")) return true
+        const message = cancelMessage(reason)
+        box.entries.push({ seq: box.next++, kind: "cancel", message, size: Steering.sizeOf(message) })
+        return true
       }),
     readInbox: (sessionId, kind, after) =>
       Effect.sync(() => {
@@ -347,7 +409,7 @@ export const makeMemory = (): Service => {
         if (box === undefined) return []
         box.entries = box.entries.filter((entry) => entry.kind !== kind || entry.seq > after)
         const read = box.entries.filter((entry) => entry.kind === kind).map(({ message, seq }) => ({ seq, message }))
-        box.read[kind] = Math.max(box.read[kind], read.at(-1)?.seq ?? 0)
+        if (kind !== "cancel") box.read[kind] = Math.max(box.read[kind], read.at(-1)?.seq ?? 0)
         return read
       }),
     setWaiting: (sessionId, wait) =>
