@@ -417,7 +417,11 @@ export const run = (
 > =>
   Effect.flatMap(Effect.flatMap(payloadOf(options), submitted), (payload) =>
     Effect.flatMap(storageFailure("run")(SessionWorkflow.execute(payload)), (result) =>
-      result._tag === "Finished" ? Effect.succeed(result.result) : Effect.fail(result.error)))
+      result._tag === "Finished"
+        ? Effect.succeed(result.result)
+        : result._tag === "Failed"
+        ? Effect.fail(result.error)
+        : Effect.die(result.defect)))
 
 /**
  * Starts a session and answers its execution id at once. It records the
@@ -461,9 +465,11 @@ const statusOf = (sessionId: string): Effect.Effect<Status, StoreError, Workflow
       if (value._tag === "Suspended") return { _tag: "Suspended", failed: value.failed === true }
       const exit = value.exit
       if (exit._tag === "Success") {
-        return exit.value._tag === "Finished"
-          ? { _tag: "Finished", result: exit.value.result }
-          : { _tag: "Failed", error: exit.value.error }
+        const ended = exit.value
+        if (ended._tag === "Died") return { _tag: "Died", defect: ended.defect }
+        return ended._tag === "Finished"
+          ? { _tag: "Finished", result: ended.result }
+          : { _tag: "Failed", error: ended.error }
       }
       return Cause.hasInterruptsOnly(exit.cause) ? { _tag: "Interrupted" } : { _tag: "Died", defect: String(exit.cause) }
     }))

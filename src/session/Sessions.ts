@@ -473,7 +473,8 @@ export interface SupervisedRun<R = never> {
 
 /**
  * Keeps a step's result under `name` (see {@link SupervisedRun.record}): the step runs once per session, and a
- * replay of the session answers it from what was kept, as `schema` encodes it. Names are unique in a session.
+ * replay of the session answers it from what was kept, as `schema` encodes it. A name given again in the session
+ * (a later run of it counting its steps anew) is a step of its own.
  *
  * @since 0.1.0
  * @category options
@@ -718,8 +719,9 @@ const ended = <R>(
     entry.ending = true
     const interrupted = Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause)
     if (!interrupted && !entry.endings.some((ending) => ending.seq > since)) entry.silent = exit
-    // a cancelled run's queue goes with it
-    if (interrupted || Deferred.isDoneUnsafe(steering.cancelled)) return
+    // An interrupted run's queue goes with it. What a cancelled run left in its handle came after its last take
+    // (what it took waits in its state): a follow-up sent as it was ending, which the next run takes.
+    if (interrupted) return
     const leftover = [...yield* steering.takeSteering, ...yield* steering.takeFollowUps]
     if (leftover.length === 0) return
     const next = yield* Steering.make()

@@ -559,6 +559,8 @@ interface Live<R, RW, P, A> {
   readonly steering: Steering.Service | undefined
   readonly approvals: Approvals.Service | undefined
   readonly startedAt: number
+  /** The time by which the run decides (its wall clock): see `timeOf`. */
+  readonly now: Effect.Effect<number>
   readonly progress: Progress<P, A>
 }
 
@@ -665,8 +667,9 @@ const start = <R, RW, P, A>(
       awaitingApproval: resume?.awaitingApproval === true,
       followUps: resume?.pendingFollowUps
     }
-    const startedAt = (yield* Clock.currentTimeMillis) - (resume?.elapsedMs ?? 0)
-    return { options, settings, worker, workerStops, steering, approvals, startedAt, progress }
+    const now = timeOf(options, settings.limits.wallClock !== null)
+    const startedAt = (yield* now) - (resume?.elapsedMs ?? 0)
+    return { options, settings, worker, workerStops, steering, approvals, startedAt, now, progress }
   })
 
 /**
@@ -858,9 +861,35 @@ const workerTurn = <R, RW, P, A>(
     }
     progress.continueTurn = false
     progress.followUps = undefined
-    const working = worker.turn(request).pipe(
+    const asked = worker.turn(request).pipe(
       Effect.provideService(AgentWorker.Events, (event) => forward(live, event))
     )
+    // A worker of its own (a CLI agent) is kept as one step a turn where the run is kept (a durable session): a
+    // replay does not ask it again. Our own loop's model and tool calls are kept one by one, by the layer.
+    const record = live.options.record
+    const working = record === undefined || worker._tag === "AgentWorker"
+      ? asked
+      : Effect.flatMap(
+        record(
+          `worker/${phase}/${phase === "plan" ? progress.planIteration : progress.turns}`,
+          ExternalTurn,
+          Effect.catch(
+            Effect.map(asked, (reply): ExternalTurn => ({
+              reply: {
+                text: reply.text,
+                usage: reply.usage,
+                resumeToken: reply.resumeToken ?? null,
+                ...(reply.costUsd === undefined ? {} : { costUsd: reply.costUsd })
+              }
+            })),
+            (error) => error._tag === "WorkerError" ? Effect.succeed({ failed: error }) : Effect.die(error)
+          )
+        ),
+        (kept): Effect.Effect<AgentWorker.TypedReply, Worker.WorkerError> =>
+          "failed" in kept
+            ? Effect.fail(kept.failed)
+            : Effect.succeed({ ...kept.reply, resumeToken: kept.reply.resumeToken ?? undefined })
+      )
     const turn = live.workerStops ? Effect.map(working, next) : yield* cutShort(live, working)
     const step = yield* turn
     if (step._tag === "End") return step
@@ -886,6 +915,20 @@ const workerTurn = <R, RW, P, A>(
     const spent = inner._tag === "Unverified" ? yield* exhausted(live, false) : undefined
     return end(spent ?? inner)
   })
+
+/** A turn of a worker of its own as a durable session keeps it: its reply, or how it failed. */
+const ExternalTurn = Schema.Union([
+  Schema.Struct({
+    reply: Schema.Struct({
+      text: Schema.String,
+      usage: Schema.Struct({ inputTokens: Schema.Finite, outputTokens: Schema.Finite }),
+      resumeToken: Schema.NullOr(Schema.String),
+      costUsd: Schema.optionalKey(Schema.Finite)
+    })
+  }),
+  Schema.Struct({ failed: Worker.WorkerError })
+])
+type ExternalTurn = typeof ExternalTurn.Type
 
 /** A worker that does not stop itself: its turn gives way to a cancel at once, and to the wall clock. */
 const cutShort = <R, RW, P, A, B, E, R2>(
@@ -1052,7 +1095,19 @@ const gate = <R, RW, P, A>(
 // -----------------------------------------------------------------------------
 
 const elapsed = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<number> =>
-  Effect.map(Clock.currentTimeMillis, (now) => now - live.startedAt)
+  Effect.map(live.now, (now) => now - live.startedAt)
+
+/**
+ * The clock the run decides by. With a wall-clock limit and a `record` (a durable session), each reading is kept
+ * (`clock/<n>`): a replay decides as the first run did, at the times it read then, and what it reads past them is
+ * the time now (a wait for the operator counts, as in process). Otherwise the clock itself.
+ */
+const timeOf = (options: { readonly record?: Sessions.Recorder | undefined }, limited: boolean): Effect.Effect<number> => {
+  const record = options.record
+  if (record === undefined || !limited) return Clock.currentTimeMillis
+  let reads = 0
+  return Effect.suspend(() => record(`clock/${reads++}`, Schema.Finite, Clock.currentTimeMillis))
+}
 
 /** The blocking checks still failing. */
 const failing = <R, RW, P, A>(live: Live<R, RW, P, A>): Array<string> =>

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Latch, Layer, Schedule, Schema, Stream } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { WorkflowEngine } from "effect/workflow"
-import { Agent, AgentError, type AgentEvent, Approvals, Message, ToolRegistry } from "effect-agent"
+import { Agent, AgentError, type AgentEvent, Approvals, Hooks, Message, ToolRegistry } from "effect-agent"
 import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
@@ -560,6 +560,38 @@ describe("Sessions.cancel, in this process", () => {
         assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["now the changelog", "and the changelog"])
       }).pipe(
         Effect.provide(inProcess(CheckpointStore.memory(), turns, ran, {}, (name) => void (name === "slow" && started.openUnsafe())))
+      )
+    }))
+
+  it.live("a follow-up sent as the cancelled run ends (on its AgentEnd) is not lost: the next run takes it", () =>
+    Effect.gen(function*() {
+      const started = Latch.makeUnsafe()
+      const turns: Turns = [...threeTurns("slow", 5_000), { text: "said hello", usage }]
+      // the application's plugin answers the cancelled run's ending with a follow-up, as a UI would the moment it
+      // shows the ending: the run has not finished yet
+      const service: { current: Sessions.Sessions["Service"] | undefined } = { current: undefined }
+      const plugin = Hooks.plugin({
+        name: "eager",
+        onEvent: (event) =>
+          event._tag === "AgentEnd" && event.outcome?._tag === "Cancelled" && service.current !== undefined
+            ? Effect.ignore(service.current.followUp("eager", "then just say hello"))
+            : Effect.void
+      })
+      yield* Effect.gen(function*() {
+        service.current = yield* sessions
+        yield* service.current.start({ sessionId: "eager", prompt: "go" })
+        yield* started.await
+        yield* service.current.cancel("eager", "enough")
+        const cut = yield* service.current.result("eager").pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "enough" })
+        const first = (yield* service.current.events("eager")).find(({ event }) => Sessions.isEnding(event))!.seq
+        const next = yield* service.current.result("eager", first).pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
+        assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["then just say hello", "said hello"])
+      }).pipe(
+        Effect.provide(
+          inProcess(CheckpointStore.memory(), turns, [], { plugins: [plugin] }, (name) => void (name === "slow" && started.openUnsafe()))
+        )
       )
     }))
 })

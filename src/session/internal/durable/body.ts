@@ -113,7 +113,9 @@ export const version = 1
  */
 export const Result = Schema.Union([
   Schema.TaggedStruct("Finished", { result: RunState.RunResult }),
-  Schema.TaggedStruct("Failed", { error: AgentError })
+  Schema.TaggedStruct("Failed", { error: AgentError }),
+  // a supervised run ended by a defect it announced (its worker failed: `WorkerFailed`, then an `AgentEnd`)
+  Schema.TaggedStruct("Died", { defect: Schema.String })
 ])
 
 /** @internal */
@@ -892,9 +894,30 @@ const supervisedRun = <R>(
 
 const isAgentError = Schema.is(AgentError)
 
+/**
+ * Whether a run that died announced its ending: its last event is a top-level `AgentEnd` carrying the defect,
+ * and this run of the body is not being stopped (a suspension, a storage failure: the replay goes on).
+ */
+const announcedDefect = (session: Session, cause: Cause.Cause<unknown>): boolean => {
+  if (isStopping(session) || Cause.hasInterrupts(cause) || !Cause.hasDies(cause)) return false
+  const last = session.outbox.emitted.at(-1)?.entry.event
+  return last !== undefined && last._tag === "AgentEnd" && last.defect !== undefined
+}
+
 /** A supervised session's steps kept as activities (see `Sessions.SupervisedRun.record`). */
-const recorderOf = (session: Session): Sessions.Recorder => (name, schema, step) =>
-  Effect.provideContext(activity(session, name, schema, Schema.Never, step), session.engine)
+const recorderOf = (session: Session): Sessions.Recorder => {
+  // a name given again (a run resumed by a follow-up counts its own steps from 0) is its own step: `name#n`
+  const seen = new Map<string, number>()
+  return (name, schema, step) =>
+    Effect.suspend(() => {
+      const n = seen.get(name) ?? 0
+      seen.set(name, n + 1)
+      return Effect.provideContext(
+        activity(session, n === 0 ? name : `${name}#${n}`, schema, Schema.Never, step),
+        session.engine
+      )
+    })
+}
 
 /**
  * The session's steering, with follow-ups taken already (an idle wait's, or what the last run left undelivered)
@@ -1038,8 +1061,9 @@ export const make = <R>(options: Options<R>) =>
       modelCall: modelCallOf(session),
       // a supervised session's events are its supervisor's (the worker's runs' come through it)
       sinks: request.supervisor === undefined ? [sink] : [],
-      // The wall-clock budget counts from the durable start: a replay has the time already spent.
-      elapsedBefore: Math.max(0, now - started.startedAt),
+      // The wall-clock budget counts from the durable start: a replay has the time already spent. (A supervised
+      // session's worker is given what is left of the supervisor's, whose clock is kept: see `Supervisor`.)
+      elapsedBefore: request.supervisor === undefined ? Math.max(0, now - started.startedAt) : 0,
       handedOff: () => Effect.sync(() => void session.hop++),
       // every agent's calls are activities, an agent's own tools after a handoff too
       tools: (registry) => registryOf(session, registry)
@@ -1113,6 +1137,8 @@ export const make = <R>(options: Options<R>) =>
     })
     const messages: Array<Message.Message> = []
     let continued: RunState.RunResult | undefined
+    /** The follow-ups the last idle wait took (a supervised run resumed takes them besides its checkpoint's). */
+    let arrived: ReadonlyArray<Message.Message> = []
     let pendingTried = false
     while (true) {
       // each run its own cancel: one that cancelled a run never ends the next
@@ -1120,7 +1146,7 @@ export const make = <R>(options: Options<R>) =>
       const steering = steeringOf(session, cancelled)
       const exit = yield* Effect.exit(provided(
         supervised !== undefined
-          ? supervised(continued === undefined ? task : undefined, continued?.state.followUps ?? [], steering)
+          ? supervised(continued === undefined ? task : undefined, arrived, steering)
           : continued === undefined
           ? Agent.run({ ...runOptions, steering, prompt: request.prompt, system: request.system, runId: started.runId })
           : Agent.runContinue(continued.state, { ...runOptions, steering, agent: agentOf(options, continued.agent) }),
@@ -1128,6 +1154,11 @@ export const make = <R>(options: Options<R>) =>
       ))
       if (exit._tag === "Failure") {
         const error = exit.cause.reasons.find((reason) => reason._tag === "Fail")
+        // A supervised run whose worker failed announced it (`WorkerFailed`, then an `AgentEnd` that says so) and
+        // died with the worker's error: the session ends there, that ending published (in this process too).
+        if (error === undefined && supervised !== undefined && announcedDefect(session, exit.cause)) {
+          return yield* finish({ _tag: "Died", defect: String(Cause.squash(exit.cause)) })
+        }
         // A model error suspends the session (the supervisor resumes it); other errors end it.
         if (error === undefined || error.error._tag === "ModelError") return yield* Effect.failCause(exit.cause)
         return yield* finish({ _tag: "Failed", error: error.error })
@@ -1145,7 +1176,11 @@ export const make = <R>(options: Options<R>) =>
       // once, as `Agent.runContinue` would with them; otherwise the session waits idle for one. Once: a run
       // that again leaves them undelivered (its budget is spent) waits, rather than go round for ever. Not a
       // cancelled run's: they wait in its state for the next follow-up, as in this process.
-      if (result.state.followUps.length > 0 && !pendingTried && !Deferred.isDoneUnsafe(cancelled)) {
+      // (A supervised run's checkpoint keeps them: the next follow-up's run takes them, as in this process.)
+      if (
+        supervised === undefined && result.state.followUps.length > 0 && !pendingTried &&
+        !Deferred.isDoneUnsafe(cancelled)
+      ) {
         pendingTried = true
         continued = result
         continue
@@ -1153,6 +1188,7 @@ export const make = <R>(options: Options<R>) =>
       pendingTried = false
       const followUps = yield* awaitFollowUp(session, idle)
       if (followUps.length === 0) return yield* finish(finished())
+      arrived = followUps
       continued = { ...result, state: { ...result.state, followUps: [...result.state.followUps, ...followUps] } }
     }
   })
