@@ -192,9 +192,14 @@ const loop = Effect.fnUntraced(function*<R>(
       hasToolCalls = step.hasToolCalls
       pending = yield* Control.poll(run, "steering")
     }
-    // A natural stop: follow-ups restart the run; without any, it is done.
+    // A natural stop: follow-ups restart the run; without any, it is done, unless a cancel came meanwhile (a
+    // durable session's is read by the take after the last reply: it ends the run, as it would cut the reply).
     pending = yield* Control.poll(run, "followUp")
-    if (pending.length === 0) return run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
+    if (pending.length === 0) {
+      const cancel = yield* Stops.cancelled(run.stops)
+      if (cancel !== undefined) return Outcome.cancelled(cancel)
+      return run.progress.wrapUpRequested ? Outcome.wrappedUp : Outcome.completed
+    }
     pendingKind = "followUp"
     hasToolCalls = true
   }

@@ -95,6 +95,16 @@ export const reason = (stops: Stops): Step.Step<Stop | undefined> => {
 }
 
 /**
+ * The reason of the run's cancel, if it was cancelled.
+ *
+ * @internal
+ */
+export const cancelled = (stops: Stops): Effect.Effect<string | undefined> =>
+  stops.cancelled !== undefined && Deferred.isDoneUnsafe(stops.cancelled)
+    ? Deferred.await(stops.cancelled)
+    : Effect.undefined
+
+/**
  * Races an effect with the run's cancel and its deadline: when either comes
  * first, the effect is interrupted (its finalizers run) and `onStop` gives the
  * value. Nothing is raced when the run can be neither cancelled nor run out

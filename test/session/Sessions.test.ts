@@ -623,6 +623,24 @@ const waitsIdle = (sessionId: string) =>
 
 // Before, a cancel on the durable layer was an interrupt: no reason, and the session ended for good.
 describe("Sessions.cancel, on the durable layer", () => {
+  it.live("a cancel that comes while the run's last reply streams ends the run Cancelled, not Completed", () =>
+    Effect.gen(function*() {
+      const service = yield* sessions
+      yield* service.start({ sessionId: "last", prompt: "go" })
+      yield* service.events("last").pipe(
+        Effect.repeat({
+          until: (events) => events.some(({ event }) => event._tag === "TurnStart"),
+          schedule: Schedule.spaced("10 millis"),
+          times: 300
+        })
+      )
+      yield* service.cancel("last", "too slow")
+      const cut = yield* service.result("last").pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "too slow" })
+      // the model call in flight finished (an activity is not cut short): its reply is in the transcript
+      assert.deepStrictEqual(texts(cut.state.messages), ["go", "a slow answer"])
+    }).pipe(Effect.provide(durable([{ text: "a slow answer", delay: "500 millis", usage }], { idle: "1 minute" }))))
+
   it.live("the run ends Cancelled with the reason at its next step: the call in flight finishes, what was queued waits in its state, and a follow-up goes on", () => {
     const held = holding()
     return Effect.gen(function*() {
