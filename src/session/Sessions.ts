@@ -589,6 +589,24 @@ const readOn = (entry: Entry): void => {
   Deferred.doneUnsafe(signal, Exit.void)
 }
 
+/** The key of the layer's own part of a session's checkpoint: the names it was started with. */
+const sessionsKey = "sessions"
+
+/** The names a session was started with (its typed output, its supervisor), as its checkpoints keep them. */
+const Names = Schema.Struct({ output: Schema.optionalKey(Schema.String), supervisor: Schema.optionalKey(Schema.String) })
+
+/** What a checkpoint keeps of a session's names: none when it holds none (an older checkpoint) or they do not decode. */
+const decodeNames = (saved: unknown): typeof Names.Type => Option.getOrElse(Schema.decodeUnknownOption(Names)(saved), () => ({}))
+
+/** The state that keeps a session's names in its checkpoints (restored as they are read: `entryOf`). */
+const named = (start: StartOptions): Hooks.State => ({
+  save: Effect.succeed({
+    ...(start.output === undefined ? {} : { output: start.output }),
+    ...(start.supervisor === undefined ? {} : { supervisor: start.supervisor })
+  }),
+  restore: () => Effect.void
+})
+
 /** The typed output a session asks for, among the layer's (else `ConfigError`). */
 const outputOf = <R>(registry: Registry<R>, start: StartOptions) =>
   Effect.suspend(() => {
@@ -661,8 +679,9 @@ const plainOnly = <R>(registry: Registry<R>, sessionId: string) =>
 const launch = <R>(registry: Registry<R>, entry: Entry, steering: Steering.Service, resume: boolean) =>
   Effect.gen(function*() {
     const { options } = registry
+    const state = named(entry.start)
     const common = {
-      plugins: [...(options.plugins ?? []), Hooks.plugin({ name: "sessions", onEvent: record(registry, entry) })],
+      plugins: [...(options.plugins ?? []), Hooks.plugin({ name: sessionsKey, onEvent: record(registry, entry), state })],
       steering,
       name: options.name,
       output: yield* outputOf(registry, entry.start),
@@ -679,7 +698,8 @@ const launch = <R>(registry: Registry<R>, entry: Entry, steering: Steering.Servi
         sessionId: entry.sessionId,
         task: resume ? undefined : yield* taskOf(entry.start),
         system: entry.start.system,
-        plugins: options.plugins ?? [],
+        // the names the session was started with, in its worker's checkpoints too
+        plugins: [...(options.plugins ?? []), Hooks.plugin({ name: sessionsKey, state })],
         onEvent: record(registry, entry)
       })
       : Effect.andThen(
@@ -787,8 +807,10 @@ const entryOf = <R>(registry: Registry<R>, sessionId: string) =>
     yield* SessionIdRule.validate(sessionId)
     const known = registry.entries.get(sessionId)
     if (known !== undefined) return known
-    yield* Context.get(registry.services, CheckpointStore.CheckpointStore).load(sessionId)
-    return registry.entries.get(sessionId) ?? (yield* remember(registry, { sessionId, prompt: [] }))
+    const stored = yield* Context.get(registry.services, CheckpointStore.CheckpointStore).load(sessionId)
+    // the typed output and the supervisor it was started with, as its checkpoint keeps their names
+    const names = decodeNames(stored.state.pluginState[sessionsKey])
+    return registry.entries.get(sessionId) ?? (yield* remember(registry, { sessionId, prompt: [], ...names }))
   })
 
 /**

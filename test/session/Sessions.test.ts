@@ -131,6 +131,32 @@ describe("Sessions, in this process", () => {
       assert.deepStrictEqual(first, ["step", "slow"])
     }))
 
+  it.live("a later process: a session known from the store alone goes on with the typed output it was started with", () =>
+    Effect.gen(function*() {
+      const store = CheckpointStore.memory()
+      const Answer = Schema.Struct({ answer: Schema.Finite })
+      const turns: Turns = [
+        { toolCalls: [{ id: "f1", name: "final_answer", params: { answer: 41 } }], usage },
+        { toolCalls: [{ id: "f2", name: "final_answer", params: { answer: 42 } }], usage }
+      ]
+      const options = { outputs: { answer: Answer } }
+      const first = yield* Effect.gen(function*() {
+        const service = yield* sessions
+        yield* service.start({ sessionId: "typed-later", prompt: "the answer?", output: "answer" })
+        return yield* service.result("typed-later")
+      }).pipe(Effect.provide(inProcess(store, turns, [], options)))
+      assert.deepStrictEqual((yield* Agent.typedResult(Answer, first)).output, { answer: 41 })
+      // another process follows the session up by its id alone: it goes on asking for the same output
+      const next = yield* Effect.gen(function*() {
+        const service = yield* sessions
+        const seen = (yield* service.events("typed-later")).at(-1)?.seq ?? 0
+        yield* service.followUp("typed-later", "check it again")
+        return yield* service.result("typed-later", seen).pipe(Effect.timeout("10 seconds"))
+      }).pipe(Effect.provide(inProcess(store, turns, [], options)))
+      assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
+      assert.deepStrictEqual((yield* Agent.typedResult(Answer, next)).output, { answer: 42 })
+    }))
+
   it.live("interrupted mid-call, the session ends Cancelled; started again, it resumes and completes", () =>
     Effect.gen(function*() {
       const store = CheckpointStore.memory()

@@ -747,6 +747,16 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
         const again = yield* sessions.result("fix").pipe(Effect.timeout("10 seconds"))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(again.outcome), { _tag: "Converged", turns: 3 })
       }).pipe(Effect.provide(sessionsOn(store, new Map([["ok.txt", "yes"]]))))
+      // and another: followed up by its id alone, it goes on under the supervisor its checkpoint names
+      yield* Effect.gen(function*() {
+        const sessions = yield* Sessions.Sessions
+        const seen = (yield* sessions.events("fix")).at(-1)?.seq ?? 0
+        yield* sessions.followUp("fix", "write the notes too")
+        const next = yield* sessions.result("fix", seen).pipe(Effect.timeout("10 seconds"))
+        // its supervisor's turn cap (3) leaves no round for it: converged as it was, the follow-up returned
+        assert.deepStrictEqual(SupervisorOutcome.fromOutcome(next.outcome), { _tag: "Converged", turns: 3 })
+        assert.deepStrictEqual(next.state.followUps.map(Message.textOf), ["write the notes too"])
+      }).pipe(Effect.provide(sessionsOn(store, new Map([["ok.txt", "yes"]]))))
     }))
 
   it.live("its plan waits for a decision by its iteration (pending, decidePlan); approved, the act phase runs", () =>
