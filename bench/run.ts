@@ -29,6 +29,9 @@ import { turns } from "./workload.ts"
 // The markers of the full-stack section of RESULTS.md (bench/fullstack/run.ts writes between them).
 const FULLSTACK_START = "<!-- fullstack:start -->"
 const FULLSTACK_END = "<!-- fullstack:end -->"
+// The markers of the section of figures other scripts measured (the agent server, the cluster), kept by hand.
+const MEASURED_START = "<!-- measured:start -->"
+const MEASURED_END = "<!-- measured:end -->"
 
 const benchDir = path.dirname(fileURLToPath(import.meta.url))
 const rootDir = path.dirname(benchDir)
@@ -575,12 +578,14 @@ const main = () => {
   for (const t of all) console.log(`\n${t.title}\n${textTable(t.header, t.rows)}`)
   if (write) {
     const out = path.join(benchDir, "RESULTS.md")
-    // The full-stack section, written by `--fullstack`, is kept.
+    // The full-stack section, written by `--fullstack`, and the figures of other scripts are kept.
     const previous = existsSync(out) ? readFileSync(out, "utf8") : ""
-    const start = previous.indexOf(FULLSTACK_START)
-    const end = previous.indexOf(FULLSTACK_END)
-    const kept = start >= 0 && end > start ? `\n${previous.slice(start, end + FULLSTACK_END.length)}\n` : ""
-    writeFileSync(out, report(all, adapters) + kept)
+    const keep = (startMarker: string, endMarker: string) => {
+      const start = previous.indexOf(startMarker)
+      const end = previous.indexOf(endMarker)
+      return start >= 0 && end > start ? `\n${previous.slice(start, end + endMarker.length)}\n` : ""
+    }
+    writeFileSync(out, report(all, adapters) + keep(FULLSTACK_START, FULLSTACK_END) + keep(MEASURED_START, MEASURED_END))
     console.log(`\nwritten ${path.relative(process.cwd(), out)}`)
   }
 }

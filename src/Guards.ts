@@ -187,7 +187,7 @@ const usedOf = (budget: Outcome.Budget, info: Hooks.RunInfo): number =>
  * the token and cost budgets of the run and of every run above it (a
  * sub-agent's), and a call that does not fit beside what is spent and
  * reserved waits for room or, when none can come, ends the run
- * `BudgetExceeded` (see the README's Budgets).
+ * `BudgetExceeded` (see docs/concepts.md, Guards: Budgets).
  *
  * The wall clock is also a deadline the loop itself keeps, whatever the
  * plugins: when the config's `budgets.wallClock` runs out (counting the time

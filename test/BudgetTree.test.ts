@@ -194,7 +194,7 @@ const random = (seed: number) => {
 }
 
 /**
- * The bound the README states, for the run at `path`: its limit, plus, for
+ * The bound docs/concepts.md states (Guards: Budgets), for the run at `path`: its limit, plus, for
  * each agent at or below it, the most any of its calls cost beyond its
  * estimate. A call is estimated at its agent's last call; an agent's first
  * call at the largest first call of the tree so far, which is at least the

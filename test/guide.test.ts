@@ -1,25 +1,26 @@
 /**
- * The README's sections on plugins, steering and approvals: each code block
- * is a file in `examples/` (which the typecheck compiles), and each file,
- * run as a user would run it, prints what the README says it prints.
+ * docs/plugins-and-steering.md and docs/typed-output.md: each example's code
+ * block is a file in `examples/` (which the typecheck compiles), and each
+ * file, run as a user would run it, prints what the page says it prints.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { checkExample, readme } from "./readmeExample.ts"
+import { checkExample, read } from "./pages.ts"
 
 const cases = [
-  ["Plugins: block, rewrite, observe", "plugins"],
-  ["Steering and follow-ups", "steering"],
-  ["Approvals", "approvals"],
-  ["Typed final output", "typed-output"],
-  ["Plugins' own outcomes and events", "plugin-outcomes"]
+  ["plugins-and-steering", "Plugins: block, rewrite, observe", "examples/plugins.ts"],
+  ["plugins-and-steering", "Steering and follow-ups", "examples/steering.ts"],
+  ["plugins-and-steering", "Approvals", "examples/approvals.ts"],
+  ["plugins-and-steering", "Plugins' own outcomes and events", "examples/plugin-outcomes.ts"],
+  ["typed-output", "Example: choosing a flight", "examples/typed-output.ts"]
 ] as const
 
-describe.concurrent("README: plugins, steering and approvals", () => {
+describe.concurrent("docs: plugins, steering, approvals and typed output", () => {
   it("says how messages and events are told apart", () => {
-    assert.match(readme, /Messages are told apart by their `role`[^.]*,\s+events\s+by\s+their\s+`_tag`/)
+    assert.match(read("plugins-and-steering"), /Messages are told apart by their `role`[^.]*,\s+events\s+by\s+their\s+`_tag`/)
   })
 
-  for (const [title, name] of cases) {
-    it(`${title}: the block is examples/${name}.ts, and it prints what the README shows`, () => checkExample(title, name))
+  for (const [page, title, example] of cases) {
+    it(`${page}, ${title}: the block is ${example}, and it prints what the page shows`, () =>
+      checkExample(page, title, example))
   }
 })

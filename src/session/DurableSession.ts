@@ -35,7 +35,7 @@
  * Which engine runs it is the application's choice of layers: the in-memory
  * `WorkflowEngine.layerMemory` for tests, `ClusterWorkflowEngine` on a
  * `SingleRunner` for one process, or on socket runners with `@effect/sql-pg`
- * for several (see the README).
+ * for several (see docs/sessions.md).
  *
  * @since 0.1.0
  */

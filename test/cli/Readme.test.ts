@@ -1,8 +1,8 @@
 /**
- * The README's examples of the command, each run as written by bash, with
- * `effect-agent` on the PATH (the built package's bin) and the providers'
- * base URLs pointing at a local server that answers with recorded or
- * scripted streams.
+ * docs/command.md's examples of the command, each run as written by bash,
+ * with `effect-agent` on the PATH (the built package's bin) and the
+ * providers' base URLs pointing at a local server that answers with recorded
+ * or scripted streams.
  */
 import { assert, beforeAll, describe } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
@@ -10,20 +10,15 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import * as TestServer from "../providers/TestServer.ts"
 import { bubblewrap } from "../bubblewrap.ts"
+import { blocks, section } from "../pages.ts"
 import { builtCommand, root } from "./build.ts"
 import { chatAnswer, chatToolCall, live, replaying, runProgram, tempDir } from "./support.ts"
 
-const readme = Fs.readFileSync(Path.join(root, "README.md"), "utf8")
-
-/** The bash blocks of a `###` section of the README. */
+/** The bash block of a section of docs/command.md. */
 const example = (title: string): string => {
-  const start = readme.indexOf(`### ${title}\n`)
-  if (start === -1) throw new Error(`README has no "### ${title}" section`)
-  const next = readme.slice(start + 4).search(/\n#{2,3} /)
-  const text = readme.slice(start, next === -1 ? undefined : start + 4 + next)
-  const blocks = Array.from(text.matchAll(/```bash\n([\s\S]*?)```/g), (match) => match[1]!)
-  if (blocks.length !== 1) throw new Error(`"### ${title}" has ${blocks.length} bash blocks`)
-  return blocks[0]!
+  const found = blocks(section("command", title), "bash")
+  if (found.length !== 1) throw new Error(`docs/command.md's "${title}" has ${found.length} bash blocks`)
+  return found[0]!
 }
 
 /** `bin/effect-agent`: the built package's bin, as npm links it. */
@@ -35,7 +30,7 @@ beforeAll(async () => {
   return () => Fs.rmSync(bin, { recursive: true, force: true })
 }, 240_000)
 
-/** Runs a README block with bash in `cwd`. */
+/** Runs a block of the page with bash in `cwd`. */
 const bash = (script: string, cwd: string, env: Record<string, string> = {}) =>
   runProgram("bash", ["-c", script], { cwd, env: { ...env, PATH: `${bin}:${process.env.PATH}` } })
 
@@ -81,7 +76,7 @@ const refusedWithoutBubblewrap = (
 const toolMessages = (body: { readonly messages: ReadonlyArray<{ readonly role: string; readonly content: string }> }) =>
   body.messages.filter((message) => message.role === "tool").map((message) => message.content)
 
-describe.concurrent("README: the effect-agent command", () => {
+describe.concurrent("docs: the effect-agent command", () => {
   live("Run with OpenAI", () =>
     Effect.gen(function*() {
       const server = yield* replaying(chatToolCall, chatAnswer)

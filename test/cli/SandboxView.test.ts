@@ -21,8 +21,8 @@ const live = (name: string, test: () => Effect.Effect<void, unknown, Services>) 
 const main = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url))
 
 /**
- * A host as the README leaves it, under /var/tmp (the sandbox's /tmp is private): a home directory holding the
- * workspace, another session's directory (`~/.agent-sessions/other`, as the README suggests) with a secret in its
+ * A host as the docs leave it, under /var/tmp (the sandbox's /tmp is private): a home directory holding the
+ * workspace, another session's directory (`~/.agent-sessions/other`, as docs/command.md suggests) with a secret in its
  * prompt, a key file, and a script whose one `bash` call prints what it can read of `paths`.
  */
 const host = (paths: (place: { readonly base: string; readonly home: string }) => ReadonlyArray<string>) =>

@@ -1,22 +1,22 @@
 /**
- * The README's sections on sub-agents, handoffs and guardrails: each code
- * block is a file in `examples/` (which the typecheck compiles), and each
- * file, run as a user would run it, prints what the README says it prints.
+ * docs/sub-agents-and-guardrails.md: each code block is a file in
+ * `examples/` (which the typecheck compiles), and each file, run as a user
+ * would run it, prints what the page says it prints.
  */
 import { describe, it } from "@effect/vitest"
-import { checkExample } from "../readmeExample.ts"
+import { checkExample } from "../pages.ts"
 
 const cases = [
-  ["Sub-agents", "sub-agents"],
-  ["Handoffs", "handoff"],
-  ["Guardrails", "guardrails"]
+  ["Sub-agents", "examples/sub-agents.ts"],
+  ["Handoffs", "examples/handoff.ts"],
+  ["Guardrails", "examples/guardrails.ts"]
 ] as const
 
-describe.concurrent("README: sub-agents, handoffs and guardrails", () => {
-  for (const [title, name] of cases) {
+describe.concurrent("docs: sub-agents, handoffs and guardrails", () => {
+  for (const [title, example] of cases) {
     it(
-      `${title}: the block is examples/${name}.ts, and it prints what the README shows`,
-      () => checkExample(title, name),
+      `${title}: the block is ${example}, and it prints what the page shows`,
+      () => checkExample("sub-agents-and-guardrails", title, example),
       30_000
     )
   }

@@ -2,13 +2,11 @@ import { assert, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { execFile } from "node:child_process"
 import { readFileSync } from "node:fs"
-import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { Message } from "effect-agent"
 import { ask, models } from "../../examples/models.ts"
+import { blocks, root, section } from "../pages.ts"
 import * as TestServer from "../providers/TestServer.ts"
-
-const root = fileURLToPath(new URL("../..", import.meta.url))
 
 /** A local OpenAI-compatible server that streams a recorded tool call, then a recorded answer. */
 const localServer = TestServer.start((_, index) =>
@@ -51,10 +49,8 @@ it.live("examples/models.ts runs from the command line", () =>
     )
   }))
 
-it("the README's Models block is the one in examples/models.ts", () => {
-  const readme = readFileSync(`${root}/README.md`, "utf8")
-  const section = readme.slice(readme.indexOf("## Models\n"), readme.indexOf("\n## ", readme.indexOf("## Models\n") + 1))
-  const block = /```ts\n([\s\S]*?)```/.exec(section)?.[1]
+it("docs/providers.md's block is part of examples/models.ts", () => {
+  const [block] = blocks(section("providers", "The layers"), "ts")
   assert.isDefined(block)
-  assert.include(readFileSync(`${root}/examples/models.ts`, "utf8"), block!)
+  assert.include(readFileSync(`${root}examples/models.ts`, "utf8"), block!)
 })

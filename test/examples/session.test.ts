@@ -3,20 +3,11 @@ import { execFileSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { blocks, root, section } from "../pages.ts"
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
-
-const durableSessions = (): string => {
-  const readme = readFileSync(join(root, "README.md"), "utf8")
-  const start = readme.indexOf("## Durable sessions\n")
-  const match = /```ts\n([\s\S]*?)```/.exec(readme.slice(start, readme.indexOf("\n## ", start + 1)))
-  if (start === -1 || match === null) throw new Error("README has no Durable sessions section with a ts block")
-  return match[1]!
-}
-
-it("the README's durable session is examples/session.ts, compiled by the typecheck, and safe to run again", () => {
-  assert.strictEqual(durableSessions(), readFileSync(join(root, "examples/session.ts"), "utf8"))
+it("docs/sessions.md's session is examples/session.ts, compiled by the typecheck, and safe to run again", () => {
+  const [block] = blocks(section("sessions", "Sessions in one process"), "ts")
+  assert.strictEqual(block, readFileSync(join(root, "examples/session.ts"), "utf8"))
   const cwd = mkdtempSync(join(tmpdir(), "session-example-"))
   try {
     const run = () =>

@@ -320,8 +320,8 @@ describe("issue 29, attack 3: an agent sees its workspace, the system and what i
     )
 
   /**
-   * A host as the README leaves it: a home directory with the command's sessions (`~/.agent-sessions`, as the
-   * README suggests), a key file, and the workspace; a server's store beside it, and a directory to grant.
+   * A host as the docs leave it: a home directory with the command's sessions (`~/.agent-sessions`, as the
+   * command's page suggests), a key file, and the workspace; a server's store beside it, and a directory to grant.
    * Under /var/tmp, not /tmp: the sandbox's private /tmp would hide it all before the fix too.
    */
   const host = Effect.gen(function*() {

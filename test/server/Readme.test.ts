@@ -1,47 +1,26 @@
 /**
- * The README's section on the agent server: its code block is
- * `examples/agent-server.ts` (which the typecheck compiles), and the file,
- * run as a user runs it, prints what the README shows; so is its
- * subsection on supervised sessions and typed output's, with
- * `examples/agent-server-supervised.ts`; the screenshot it shows is in the
- * repository.
+ * docs/server-and-inspector.md: its example is `examples/agent-server.ts`
+ * (which the typecheck compiles), and the file, run as a user runs it, prints
+ * what the page shows; so is its section on supervised sessions and typed
+ * output, with `examples/agent-server-supervised.ts`; the screenshot it shows
+ * is in the repository.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { execFile } from "node:child_process"
-import { existsSync, readFileSync } from "node:fs"
-import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
-import { checkExample } from "../readmeExample.ts"
+import { existsSync } from "node:fs"
+import { checkExample, root, section } from "../pages.ts"
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
-const readme = readFileSync(`${root}/README.md`, "utf8")
+const page = "server-and-inspector"
 
-const section = (() => {
-  const start = readme.indexOf("## The agent server\n")
-  const end = readme.indexOf("\n## ", start + 1)
-  return readme.slice(start, end)
-})()
+describe("docs: the agent server", () => {
+  it("its example is examples/agent-server.ts, which prints what the page shows", () =>
+    checkExample(page, "Example: a deploy approved over HTTP", "examples/agent-server.ts"))
 
-const blocks = (lang: string) =>
-  Array.from(section.matchAll(new RegExp("```" + lang + "\\n([\\s\\S]*?)```", "g")), (match) => match[1]!)
-
-describe("README: the agent server", () => {
-  it("its block is examples/agent-server.ts, which prints what the README shows", async () => {
-    assert.strictEqual(blocks("ts")[0], readFileSync(`${root}/examples/agent-server.ts`, "utf8"))
-    const { stdout } = await promisify(execFile)(
-      process.execPath,
-      ["--conditions=effect-agent-source", "examples/agent-server.ts"],
-      { cwd: root }
-    )
-    assert.strictEqual(stdout, blocks("text")[0])
-  })
-
-  it("its subsection on supervised sessions is examples/agent-server-supervised.ts, which prints what it shows", () =>
-    checkExample("Supervised sessions and typed output on the server", "agent-server-supervised"))
+  it("its section on supervised sessions is examples/agent-server-supervised.ts, which prints what it shows", () =>
+    checkExample(page, "Supervised sessions and typed output on the server", "examples/agent-server-supervised.ts"))
 
   it("shows the inspector's screenshot, which is in docs/", () => {
-    const image = /!\[[^\]]+\]\((docs\/[^)]+\.png)\)/.exec(section)
+    const image = /!\[[^\]]+\]\(([^)]+\.png)\)/.exec(section(page, "The inspector"))
     assert.isNotNull(image)
-    assert.isTrue(existsSync(`${root}/${image![1]}`))
+    assert.isTrue(existsSync(`${root}docs/${image![1]}`))
   })
 })

@@ -1,6 +1,6 @@
 /**
  * Durable supervised sessions (DurableSession.layer({ supervisors })) where they once broke (an adversarial
- * review): each test states what a user relies on (README "How it runs", DurableSession.decidePlan / decideTurn /
+ * review): each test states what a user relies on (docs/sessions.md "How it runs", DurableSession.decidePlan / decideTurn /
  * pending): answers, replays, follow-ups, a wall clock spent in a wait, a worker of its own, a worker that fails.
  */
 import { assert, describe, it } from "@effect/vitest"

@@ -2,7 +2,7 @@
  * The same supervised session in this process (`Sessions.layer`) and as a workflow on the
  * in-memory engine, which replays the body from its start each time a durable wait it made completes
  * (`DurableSession.layer({ supervisors })`). The CHANGELOG's promise: "the same events and endings as in this
- * process"; README: "a replay runs no check again". Each scenario compares what a user sees: the events (but the
+ * process"; docs/sessions.md: "a replay runs no check again". Each scenario compares what a user sees: the events (but the
  * supervisor's checkpoints, which the durable layer keeps as its records), the ending, how many model calls and
  * check runs were made.
  */
