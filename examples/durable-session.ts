@@ -10,9 +10,10 @@
  *   its outcome is unknown.
  *
  * Checkpoints and the trajectory (every event, one JSON line each) go to the
- * directory given (`.sessions` by default); once the session has finished,
- * running it again prints its outcome; delete the directory to start over.
- * The model is `ScriptedModel`, so it runs offline.
+ * directory given, by default `effect-agent-durable-session` in the OS's
+ * temporary directory (an example leaves nothing in your clone); once the
+ * session has finished, running it again prints its outcome; delete the
+ * directory to start over. The model is `ScriptedModel`, so it runs offline.
  *
  * Run it: `node --conditions=effect-agent-source examples/durable-session.ts [dir]`
  */
@@ -22,6 +23,8 @@ import { Tool, Toolkit } from "effect/ai"
 import { type AgentEvent, AgentTool, Message, ToolRegistry } from "effect-agent"
 import { CheckpointStore, Session, Trajectory } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
+import * as Os from "node:os"
+import * as NodePath from "node:path"
 import { fileURLToPath } from "node:url"
 
 const FetchPage = Tool.make("fetch_page", {
@@ -104,8 +107,12 @@ export const durableSession = (
     })
   }).pipe(Effect.provide(Layer.mergeAll(model, tools(delay), CheckpointStore.layerFileSystem(dir))))
 
-const dir = process.argv[2] ?? ".sessions"
-const main = durableSession(dir, Console.log).pipe(
+/** Where the session is kept when no directory is given: under the OS's temporary directory, not here. */
+export const defaultDirectory = (): string => NodePath.join(Os.tmpdir(), "effect-agent-durable-session")
+
+const dir = process.argv[2] ?? defaultDirectory()
+const main = Console.log(`session in ${dir}`).pipe(
+  Effect.andThen(durableSession(dir, Console.log)),
   Effect.flatMap((result) => Console.log(`outcome: ${result.outcome._tag} (delete ${dir} to start over)`)),
   Effect.provide(NodeServices.layer)
 )

@@ -87,6 +87,19 @@ export {
   handoff
 } from "./SubAgent.ts"
 
+export {
+  /**
+   * What a run returns (`run`, `runContinue`, a session's `result`): the
+   * messages the run added, the state to continue from, the outcome, the
+   * usage, and, for a run with an output Schema, the decoded `output`. The
+   * Schema and the type of `RunState.RunResult`, here where a run is made.
+   *
+   * @since 0.1.0
+   * @category models
+   */
+  RunResult
+} from "./RunState.ts"
+
 /**
  * What starts a run.
  *

@@ -43,7 +43,7 @@ export type Budgets = typeof Budgets.Type
  * | field | default | meaning |
  * |---|---|---|
  * | `maxTurns` | 50 | model calls per run (`null`: no cap) |
- * | `graceTurns` | 3 | turns before the cap to ask for a wrap-up (0: never); under `maxTurns` |
+ * | `graceTurns` | 3, or a quarter of `maxTurns` | turns before the cap to ask for a wrap-up (0: never); under `maxTurns` |
  * | `maxParallelTools` | 8 | tool calls running at once |
  * | `maxToolCallsPerTurn` | 32 | counted calls executed per turn; the rest are answered "not executed" |
  * | `toolTimeout` | 120000 | ms a tool call may run (a tool's `AgentTool.Timeout` wins) |
@@ -55,6 +55,12 @@ export type Budgets = typeof Budgets.Type
  * | `pruneKeepTail` | 24 | newest messages kept when pruning hard |
  * | `budgets` | all null | token, cost and wall-clock budgets |
  * | `wrapUpAt` | 0.9 | fraction of a budget at which the model is asked to wrap up |
+ *
+ * Without `graceTurns`, the grace window is a quarter of the turn cap
+ * (rounded down), at most 3 turns: the wrap-up request comes in the run's
+ * last quarter. A cap of 4–7 turns gets 1 (with `maxTurns: 5`, the request
+ * comes after turn 4), 8–11 get 2, 12 or more (and no cap) get 3; a cap of
+ * 3 or less gets no wrap-up request. See {@link defaultGraceTurns}.
  *
  * @since 0.1.0
  * @category schemas
@@ -185,22 +191,50 @@ const fromDuration = (field: string, input: Nullable<Duration.Input>): Result.Re
 }
 
 /**
- * The grace window a config gets for a turn cap when it sets none: the
- * default's 3 turns, or none when the cap leaves no room for it (a cap of 3
- * or less, which then gets no wrap-up request).
+ * The grace window a config gets for a turn cap when it sets none: a
+ * quarter of the cap, rounded down, and at most the default's 3 turns, so
+ * that the wrap-up request comes in the run's last quarter (a cap of 5 asks
+ * after turn 4, not after turn 2). A cap of 3 or less gets none (no wrap-up
+ * request); no cap gets 3.
  *
  * @example
  * ```ts
  * import { AgentConfig } from "effect-agent"
  *
- * console.log(AgentConfig.defaultGraceTurns(50), AgentConfig.defaultGraceTurns(2)) // Output: 3 0
+ * console.log([50, 10, 5, 3, null].map(AgentConfig.defaultGraceTurns).join(" ")) // Output: 3 2 1 0 3
  * ```
  *
  * @since 0.1.0
  * @category defaults
  */
 export const defaultGraceTurns = (maxTurns: number | null): number =>
-  maxTurns !== null && defaults.graceTurns >= maxTurns ? 0 : defaults.graceTurns
+  maxTurns === null ? defaults.graceTurns : Math.min(defaults.graceTurns, Math.floor(maxTurns / 4))
+
+/**
+ * Whether a config's grace window carries over to another turn cap (a
+ * session resumed with a new `maxTurns`, a server's cap over a request's):
+ * it does when it fits under the new cap and is not its own cap's default.
+ * Otherwise the new cap's default applies ({@link defaultGraceTurns}): a
+ * run saved with the defaults and resumed with `maxTurns: 5` is asked to
+ * wrap up after turn 4, not after turn 2.
+ *
+ * @example
+ * ```ts
+ * import { AgentConfig } from "effect-agent"
+ *
+ * const saved = AgentConfig.makeUnsafe({ maxTurns: 50 }) // the default grace window: 3
+ * const chosen = AgentConfig.makeUnsafe({ maxTurns: 50, graceTurns: 2 })
+ * console.log(AgentConfig.graceCarriesOver(saved, 5), AgentConfig.graceCarriesOver(chosen, 5)) // Output: false true
+ * ```
+ *
+ * @since 0.1.0
+ * @category defaults
+ */
+export const graceCarriesOver = (
+  config: Pick<AgentConfig, "maxTurns" | "graceTurns">,
+  maxTurns: number | null
+): boolean =>
+  config.graceTurns !== defaultGraceTurns(config.maxTurns) && (maxTurns === null || config.graceTurns < maxTurns)
 
 /** The defaults with the given settings on top, durations in milliseconds; not yet checked. */
 const fill = (input: Input): Result.Result<Record<string, unknown>, ConfigError> =>
@@ -230,8 +264,9 @@ const fill = (input: Input): Result.Result<Record<string, unknown>, ConfigError>
 /**
  * A config from the defaults and the given settings (a setting given as
  * `undefined` keeps its default), validated: fails with a `ConfigError`
- * naming the field and what it must be. Without `graceTurns`, a cap of 3
- * turns or less gets no wrap-up request.
+ * naming the field and what it must be. Without `graceTurns`, the grace
+ * window is the cap's default ({@link defaultGraceTurns}: a quarter of the
+ * cap, at most 3; a cap of 3 turns or less gets no wrap-up request).
  *
  * @example
  * ```ts

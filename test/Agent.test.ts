@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Schema, Stream } from "effect"
 import { AiError, LanguageModel, type Response } from "effect/ai"
-import { Agent, type AgentEvent, Hooks, Message, RunState, Steering } from "effect-agent"
+import { Agent, type AgentError, type AgentEvent, Hooks, Message, RunState, Steering } from "effect-agent"
+import { expectTypeOf } from "vitest"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, ofTag, recorder, runOk, runScript, tags, toolResultTexts, toolsLayer } from "./support.ts"
 
@@ -371,4 +372,24 @@ describe("Agent.runContinue", () => {
       assert.deepStrictEqual(result.messages.map(Message.textOf), ["one more thing", "sure"])
       assert.deepStrictEqual(result.state.followUps, [])
     }))
+})
+
+describe("Agent's types", () => {
+  it.effect("RunResult is exported from Agent: the Schema and the type of what a run returns", () =>
+    Effect.gen(function*() {
+      const { result } = yield* runOk([{ text: "hi" }])
+      const typed: Agent.RunResult = result
+      assert.strictEqual(Agent.RunResult, RunState.RunResult)
+      assert.isTrue(Schema.is(Agent.RunResult)(typed))
+      expectTypeOf<Agent.RunResult<string>>().toEqualTypeOf<RunState.RunResult<string>>()
+      expectTypeOf<Effect.Success<ReturnType<typeof Agent.run<never, string>>>>().toEqualTypeOf<Agent.RunResult<string>>()
+    }))
+
+  it("a run fails only with the core's errors: no WorkerError (the supervisor's) to handle after Agent.run", () => {
+    type Tags = "ModelError" | "ToolFatalError" | "ConfigError" | "InvalidContinuation" | "InvalidPluginState" | "OutputSchemaMismatch"
+    expectTypeOf<Effect.Error<ReturnType<typeof Agent.run>>>().toEqualTypeOf<AgentError.AgentError>()
+    expectTypeOf<Effect.Error<ReturnType<typeof Agent.runContinue>>>().toEqualTypeOf<AgentError.AgentError>()
+    expectTypeOf<Stream.Error<ReturnType<typeof Agent.runStream>>>().toEqualTypeOf<AgentError.AgentError>()
+    expectTypeOf<AgentError.AgentError["_tag"]>().toEqualTypeOf<Tags>()
+  })
 })

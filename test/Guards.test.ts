@@ -81,6 +81,17 @@ describe("graceful turn limit", () => {
       assert.strictEqual(uncapped.result.outcome._tag, "Completed")
     }))
 
+  it.effect("the default window is a quarter of a small cap: cap 5 asks for the wrap-up after turn 4, not turn 2", () =>
+    Effect.gen(function*() {
+      // [cap, the turn after which the wrap-up is asked]: the run's last quarter, at most 3 turns before the cap
+      for (const [maxTurns, asked] of [[4, 3], [5, 4], [7, 6], [8, 6], [10, 8], [12, 9], [50, 47]] as const) {
+        const { events, requests, result } = yield* runOk(addCall, { config: { maxTurns } })
+        assert.deepStrictEqual(result.outcome, { _tag: "MaxTurns", limit: maxTurns })
+        assert.deepStrictEqual(ofTag(events, "WrapUpRequested").map((e) => [e.source, e.turn]), [["turns", asked]])
+        assert.match(systemTexts(requests[asked]!)[0]!, new RegExp(`^You have used ${asked} of your ${maxTurns} turns\\.`))
+      }
+    }))
+
   it("constructed with (50, 5): soft limit 45", () => {
     assert.strictEqual(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 5 }).softLimit, 45)
     assert.strictEqual(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 80 }).softLimit, 1)

@@ -214,4 +214,20 @@ describe("resuming a session with a new turn cap", () => {
       const { config } = yield* store.load("s")
       assert.deepStrictEqual([config?.maxTurns, config?.graceTurns], [2, 0])
     }))
+
+  it.effect("a smaller cap takes its own default grace window: saved with the defaults and resumed with maxTurns 5, a window of 1", () =>
+    Effect.gen(function*() {
+      for (const [saved, graceTurns] of [[AgentConfig.makeUnsafe(), 1], [AgentConfig.makeUnsafe({ graceTurns: 2 }), 2]] as const) {
+        const store = CheckpointStore.memory()
+        yield* store.create("s", { state: RunState.make({ runId: "r", messages: [Message.user("go")] }), config: saved })
+        const result = yield* Session.resume("s", { config: { maxTurns: 5 } }).pipe(
+          Effect.provideService(CheckpointStore.CheckpointStore, store),
+          Effect.provide(Layer.merge(makeTools([]), ScriptedModel.layer([{ text: "done" }])))
+        )
+        assert.strictEqual(result.outcome._tag, "Completed")
+        // the default window of a cap of 50 (3) is not kept under a cap of 5; a window chosen (2) that fits is
+        const { config } = yield* store.load("s")
+        assert.deepStrictEqual([config?.maxTurns, config?.graceTurns], [5, graceTurns])
+      }
+    }))
 })

@@ -2,7 +2,9 @@
  * The package as npm ships it: what `npm pack` puts in the tarball, and the
  * tarball installed into a new project (offline, beside its peers from this
  * clone's node_modules) where the README's quick start runs and typechecks
- * and the command runs.
+ * and the command runs. Its Effect packages are peers, so that an app has
+ * one copy of each; `@effect/sql-pg` is optional (only the cluster needs
+ * it), and the project here has none.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Inspector } from "effect-agent/server"
@@ -135,12 +137,25 @@ describe.concurrent("the package", () => {
     assert.match(license, /^MIT License\n\nCopyright \(c\) 2026 the effect-agent authors\n/)
   })
 
+  it("depends on nothing of its own: effect and @effect/platform-node are peers, @effect/sql-pg an optional one", () => {
+    assert.isUndefined(pkg.dependencies)
+    assert.deepStrictEqual(pkg.peerDependencies, {
+      "@effect/platform-node": "^4.1.0",
+      "@effect/sql-pg": "^4.0.5",
+      effect: "^4.1.0"
+    })
+    assert.deepStrictEqual(pkg.peerDependenciesMeta, { "@effect/sql-pg": { optional: true } })
+    // the clone's own tests and examples use them
+    for (const name of Object.keys(pkg.peerDependencies)) assert.property(pkg.devDependencies, name)
+  })
+
   it("installed from its tarball offline: the quick start and each entry point run and typecheck; the bin runs", async () => {
     const project = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-install-"))
     try {
       Fs.writeFileSync(Path.join(project, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }))
-      // The peers from this clone (linked, as file: directories): no registry is needed.
-      const linked = ["effect", "@effect/platform-node", "@effect/sql-pg", "@types/node"].map((name) => `file:${Path.join(root, "node_modules", name)}`)
+      // The peers from this clone (linked, as file: directories): no registry is needed. No @effect/sql-pg: it is
+      // an optional peer, which only the cluster needs.
+      const linked = ["effect", "@effect/platform-node", "@types/node"].map((name) => `file:${Path.join(root, "node_modules", name)}`)
       await npm(["install", "--offline", "--no-audit", "--no-fund", "--ignore-scripts", tarball, ...linked], project)
       Fs.copyFileSync(Path.join(root, "examples/quickstart.ts"), Path.join(project, "quickstart.ts"))
       Fs.writeFileSync(Path.join(project, "entries.ts"), entries)
@@ -164,12 +179,25 @@ describe.concurrent("the package", () => {
       )
       // the three at once: they only read the installed project
       const tsc = Path.join(root, "node_modules/typescript/bin/tsc")
-      const [quickstart, , version, entryModules] = await Promise.all([
+      const bin = Path.join(project, "node_modules/.bin/effect-agent")
+      const [quickstart, , version, entryModules, runner] = await Promise.all([
         run(process.execPath, ["quickstart.ts"], { cwd: project }),
         run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project }),
-        run(Path.join(project, "node_modules/.bin/effect-agent"), ["version"], { cwd: project }),
-        run(process.execPath, ["entries.ts"], { cwd: project })
+        run(bin, ["version"], { cwd: project }),
+        run(process.execPath, ["entries.ts"], { cwd: project }),
+        // a command of the cluster, without @effect/sql-pg: a config error that says what to install
+        run(bin, ["runner", "--pg", "postgres://127.0.0.1:1/none"], { cwd: project }).then(
+          () => ({ code: 0, stderr: "" }),
+          (error: { readonly code: number; readonly stderr: string }) => ({ code: error.code, stderr: error.stderr })
+        )
       ])
+      // one copy of each peer: the package has no node_modules of its own
+      assert.isFalse(Fs.existsSync(Path.join(project, "node_modules/effect-agent/node_modules")))
+      assert.isFalse(Fs.existsSync(Path.join(project, "node_modules/@effect/sql-pg")))
+      assert.deepStrictEqual(runner, {
+        code: 22,
+        stderr: "effect-agent: the cluster keeps its sessions in PostgreSQL through @effect/sql-pg: npm install @effect/sql-pg\n"
+      })
       assert.strictEqual(quickstart.stdout, "Completed - It is 4°C in Oslo: bring a coat.\n")
       // every entry point resolves from the installed package, with the modules it promises
       const printed = JSON.parse(entryModules.stdout)

@@ -8,9 +8,11 @@
  * - One session as a timeline of turns, live: the model's text and reasoning
  *   as they stream, each tool call with its arguments, status, duration and
  *   result, approvals (with Approve and Deny buttons), steering and
- *   follow-ups as they are delivered, guards, checkpoints, a resume after a
- *   restart, the outcome; the budget figures (turns, tokens, cost, time)
- *   as they change. A sub-agent's run (its `Nested` events) in a collapsible
+ *   follow-ups as they are delivered, guards, a resume after a restart, the
+ *   outcome; the budget figures (turns, tokens, cost, time) and the
+ *   checkpoints saved (counted, not a row each) as they change. A call's
+ *   duration is its own run time; a wait for a human's approval is shown
+ *   apart. A sub-agent's run (its `Nested` events) in a collapsible
  *   box inside the card of the call that runs it, shown the same way (its
  *   own calls, approvals and sub-agents too). A supervised run's stages:
  *   the baseline checks, each plan iteration (the plan, the notes of a
@@ -25,7 +27,8 @@
  *   `⟨1900 × U+2800⟩`); past 2,000 characters, cut with a plain mark saying
  *   so. The buttons come below all the bar shows of the call (the bar
  *   scrolls past half the window), never beside a part of it out of sight.
- * - A box to steer the run, follow up a finished one, or cancel it.
+ * - A box to steer the run, follow up a finished one, or cancel it (Cancel
+ *   is disabled once the run has ended).
  * - It follows the session's SSE stream and, when the connection drops (or
  *   the server restarts), reconnects with `Last-Event-ID`: nothing shown
  *   twice, nothing missed.
@@ -70,8 +73,10 @@ button { font: inherit; white-space: nowrap; padding: 4px 10px; border-radius: 6
   border: 1px solid var(--line); background: var(--bg);
   color: var(--text); cursor: pointer; }
 button:hover { border-color: var(--accent); }
+button:disabled { opacity: 0.45; cursor: default; border-color: var(--line); }
 button.approve { border-color: var(--ok); color: var(--ok); }
 button.deny, #cancel-button { border-color: var(--bad); color: var(--bad); }
+#cancel-button:disabled { border-color: var(--line); color: var(--muted); }
 ul#sessions { list-style: none; margin: 0; padding: 0; }
 li.session { padding: 8px 10px; border-bottom: 1px solid var(--line); cursor: pointer; display: grid; gap: 2px;
   grid-template-columns: auto 1fr; }
@@ -122,7 +127,8 @@ section.turn h3 { margin: 0 0 6px; font-size: 12px; color: var(--muted); font-we
 .call.done { border-left: 3px solid var(--ok); } .call.failed { border-left: 3px solid var(--bad); }
 .call-head { display: flex; gap: 10px; align-items: baseline; }
 .call-name { font-family: ui-monospace, monospace; font-weight: 600; }
-.call-status, .call-duration { font-size: 12px; color: var(--muted); }
+.call-status, .call-duration, .call-wait { font-size: 12px; color: var(--muted); }
+.call-wait { color: var(--warn); } .call-wait:empty { display: none; }
 pre { margin: 4px 0 0; padding: 6px; background: var(--code); border-radius: 4px; overflow: auto; max-height: 240px;
   font: 12px/1.4 ui-monospace, monospace; white-space: pre-wrap; word-break: break-word; }
 .call-approval { margin-top: 6px; display: flex; gap: 8px; align-items: center; }

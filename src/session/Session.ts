@@ -140,10 +140,11 @@ const resumeConfig = (
   if (saved === undefined) return given ?? {}
   if (given === undefined) return saved
   const cap = given.maxTurns
-  const graceFits = given.graceTurns !== undefined || cap === undefined || cap === null || saved.graceTurns < cap
+  // A new cap takes its own default grace window, unless the saved one was chosen and fits under it.
+  const graceKept = given.graceTurns !== undefined || cap === undefined || AgentConfig.graceCarriesOver(saved, cap)
   return {
     ...saved,
-    ...(graceFits ? {} : { graceTurns: undefined }),
+    ...(graceKept ? {} : { graceTurns: undefined }),
     ...given,
     budgets: { ...saved.budgets, ...given.budgets }
   }

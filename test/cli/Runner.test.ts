@@ -202,7 +202,8 @@ describe.concurrent("exit codes, each from a real run (in the test process, but 
     ["0: completed", [toolTurn(), { text: "It says hello world." }], [], 0, "Completed"],
     [
       "0: wrapped up (asked to finish before the cap, and did)",
-      [toolTurn(), toolTurn(), { text: "Done early." }],
+      // a cap of 5 asks for the wrap-up after turn 4 (its grace window is a quarter of it)
+      [toolTurn(), toolTurn(), { toolCalls: [{ name: "list_files", params: {} }] }, toolTurn(), { text: "Done early." }],
       ["--max-turns", "5"],
       0,
       "WrappedUp"

@@ -1,7 +1,14 @@
 import { NodeServices } from "@effect/platform-node"
 import { assert, it } from "@effect/vitest"
 import { Effect, Fiber, FileSystem, Latch } from "effect"
+import { execFileSync } from "node:child_process"
+import { mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { durableSession } from "../../examples/durable-session.ts"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
 
 it.live("examples/durable-session.ts: stopped while it publishes, the next run resumes and does not publish again", () =>
   Effect.gen(function*() {
@@ -44,3 +51,23 @@ it.live("examples/durable-session.ts: stopped while it publishes, the next run r
     const again = yield* durableSession(dir, (line) => Effect.sync(() => void third.push(line)), "20 millis")
     assert.deepStrictEqual([again, third], [result, []])
   }).pipe(Effect.provide(NodeServices.layer)))
+
+it("examples/durable-session.ts run without a directory keeps its session in the OS's temporary directory, nothing where it runs", () => {
+  const cwd = mkdtempSync(join(tmpdir(), "durable-session-cwd-"))
+  const temp = mkdtempSync(join(tmpdir(), "durable-session-tmp-"))
+  try {
+    const out = execFileSync(
+      process.execPath,
+      ["--conditions=effect-agent-source", join(root, "examples/durable-session.ts")],
+      { cwd, encoding: "utf8", env: { ...process.env, TMPDIR: temp } }
+    )
+    const dir = join(temp, "effect-agent-durable-session")
+    assert.strictEqual(out.split("\n")[0], `session in ${dir}`)
+    assert.include(out, `outcome: Completed (delete ${dir} to start over)`)
+    assert.deepStrictEqual(readdirSync(cwd), [])
+    assert.include(readdirSync(dir), "research.ndjson")
+  } finally {
+    rmSync(cwd, { recursive: true, force: true })
+    rmSync(temp, { recursive: true, force: true })
+  }
+}, 60_000)

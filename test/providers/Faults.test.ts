@@ -290,17 +290,39 @@ describe("provider faults", () => {
           assert.deepStrictEqual(yield* partsOf(crlf.slice(0, -2)), whole)
         }))
 
-      it.effect("a body whose last line has no line break is cut, even when that line is the terminal event", () =>
+      it.effect("a recorded stream whose terminal event ends the body without its line break is accepted, with LF or CRLF", () =>
         Effect.gen(function*() {
-          const error = yield* failureOf(provider, TestServer.fixture(provider.fixture).trimEnd())
-          assert(error.reason._tag === "InvalidOutputError")
-          assert.include(error.reason.description, "the stream ended before its terminal event")
+          // as the Anthropic SDK's own recording ends: `data: {"type":"message_stop"}`, then nothing
+          const text = TestServer.fixture(provider.fixture)
+          const partsOf = (body: string) =>
+            Effect.flatMap(TestServer.start(() => Effect.succeed(TestServer.sse(body))), (server) =>
+              ProviderTest.streamParts("hi").pipe(
+                Effect.provide(provider.layer({ baseUrl: server.baseUrl })),
+                Effect.map(ProviderTest.plain)
+              ))
+          const whole = yield* partsOf(text)
+          assert.strictEqual(whole.at(-1) && Reflect.get(Object(whole.at(-1)), "type"), "finish")
+          assert.isTrue(text.trimEnd().endsWith(provider.name === "OpenAiChat" ? "data: [DONE]" : "}"))
+          assert.deepStrictEqual(yield* partsOf(text.trimEnd()), whole)
+          assert.deepStrictEqual(yield* partsOf(text.replaceAll("\n", "\r\n").trimEnd()), whole)
+        }))
+
+      it.effect("a body cut inside its terminal event's data (its JSON, or [DONE]) fails, saying it ended before it", () =>
+        Effect.gen(function*() {
+          const text = TestServer.fixture(provider.fixture).trimEnd()
+          const value = text.lastIndexOf("data: ") + "data: ".length
+          // one character short, in the middle of the value, and right after `data: `
+          for (const cut of [text.length - 1, Math.floor((value + text.length) / 2), value]) {
+            const error = yield* failureOf(provider, text.slice(0, cut))
+            assert(error.reason._tag === "InvalidOutputError")
+            assert.include(error.reason.description, "the stream ended before its terminal event")
+          }
         }))
 
       it.effect("a body ending after a complete non-terminal event, without its blank line, is cut", () =>
         Effect.gen(function*() {
           const text = prefix(TestServer.fixture(provider.fixture), 0.5)
-          for (const body of [text.slice(0, -1), text.slice(0, text.lastIndexOf("data:"))]) {
+          for (const body of [text.slice(0, -1), text.slice(0, -2), text.slice(0, text.lastIndexOf("data:"))]) {
             const error = yield* failureOf(provider, body)
             assert(error.reason._tag === "InvalidOutputError")
             assert.include(error.reason.description, "the stream ended before its terminal event")

@@ -473,6 +473,16 @@ layer(serverLayer({ config: { maxTurns: 4, budgets: { costUsd: 1 } } }), { exclu
         const raised = yield* start(url, "hello", { config: { maxTurns: 5000, budgets: { costUsd: 2 } } })
         assert.include(yield* limitsOf(raised), { turns: 4, costUsd: 1 })
       }))
+
+    it.effect("a request's cap lowered to the server's takes the lowered cap's grace window: asked to wrap up after turn 3 of 4", () =>
+      Effect.gen(function*() {
+        const url = yield* baseUrl
+        // a cap of 200 (5000 clamped) has a window of 3; the server's cap of 4 has 1
+        const raised = yield* start(url, "steps 6 0", { config: { maxTurns: 5000 } })
+        const read = yield* events(url, raised)
+        const wrapUps = read.messages.map(eventOf).filter((event) => event._tag === "WrapUpRequested")
+        assert.deepStrictEqual(wrapUps.map((event) => [event.source, event.turn]), [["turns", 3]])
+      }))
   }
 )
 

@@ -121,13 +121,23 @@ layer(serverLayer({}, delegatingAgent), { excludeTestServices: true })("decision
 })
 
 describe("decisions for a finished session", () => {
-  it.effect("are refused (409): nothing waits", () =>
+  it.effect("are refused (409, a JSON problem saying why), never 202 queued; one for no session is a 404", () =>
     Effect.gen(function*() {
       const url = yield* baseUrl
       yield* post(`${url}/sessions`, { task: "hello", id: "done" })
       yield* readUntil(url, "done")
-      const late = yield* post(`${url}/sessions/done/control`, { type: "approve", id: "call_1_1" })
-      assert.strictEqual(late.status, 409)
+      const sent = yield* Effect.forEach([
+        ["done", { type: "approve", id: "call_1_1" }],
+        ["done", { type: "deny", id: "call_1_1", reason: "late" }],
+        ["done", { type: "cancel" }],
+        ["gone", { type: "approve", id: "call_1_1" }]
+      ] as const, ([id, body]) => post(`${url}/sessions/${id}/control`, body))
+      assert.deepStrictEqual(sent.map((response) => [response.status, response.body.type, response.body.detail]), [
+        [409, "urn:effect-agent:problem:control-rejected", "no call waits for approval as \"call_1_1\""],
+        [409, "urn:effect-agent:problem:control-rejected", "no call waits for approval as \"call_1_1\""],
+        [409, "urn:effect-agent:problem:control-rejected", "the session is not running"],
+        [404, "urn:effect-agent:problem:session-not-found", "no session gone"]
+      ])
     }).pipe(Effect.provide(serverLayer({}, delegatingAgent))))
 })
 

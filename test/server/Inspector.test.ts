@@ -389,6 +389,55 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.deepStrictEqual(errors, [])
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
+  it.live("reads at a glance: a call's time apart from its wait for approval, checkpoints counted, 1 turn, no Cancel once ended", () =>
+    Effect.gen(function*() {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))
+      const context = yield* Layer.buildWithScope(serverOn(0, dir), yield* Effect.scope)
+      const url = yield* Effect.provideContext(baseUrl, context)
+      yield* post(`${url}/sessions`, { task: "hello", id: "short" })
+      yield* post(`${url}/sessions`, { task: "deploy", id: "approved" })
+      const { page, errors } = yield* openPage(yield* browser, `${url}/#approved`)
+
+      // the deploy waits for a human: the run is in flight, and Cancel is live
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=approve]", { timeout: 10_000 }))
+      assert.isFalse(yield* Effect.promise(() => page.isDisabled("#cancel-button")))
+      // the human takes a while to decide (the wait the page must count apart)
+      yield* Effect.sleep("700 millis")
+      yield* Effect.promise(() => page.click("[data-testid=approve]"))
+      yield* Effect.promise(() => page.waitForSelector(completed, { timeout: 10_000 }))
+      // the run has ended: nothing to cancel
+      yield* Effect.promise(() => page.waitForSelector("#cancel-button:disabled", { timeout: 5_000 }))
+
+      // the call's own time, and its wait for approval apart
+      const card = "[data-testid=tool-call]:has(.call-name:text-is('deploy'))"
+      const ran = (yield* texts(page, `${card} .call-duration`))[0]!
+      const waited = (yield* texts(page, `${card} .call-wait`))[0]!
+      assert.match(ran, /^\d+ ms$/)
+      assert.match(waited, /^waited \d+\.\d s for approval$/)
+      assert.isBelow(Number.parseInt(ran, 10), 700)
+      assert.isAtLeast(Number.parseFloat(waited.slice("waited ".length)), 0.7)
+
+      // a checkpoint after every turn: counted in the figures, no row of its own in the timeline
+      const whole = yield* Effect.promise(async () => readSse(await fetch(`${url}/sessions/approved/events`)))
+      const saved = whole.messages.filter((message) => JSON.parse(message.data)._tag === "CheckpointSaved").length
+      assert.isAbove(saved, 1)
+      assert.strictEqual(
+        yield* Effect.promise(() => page.getAttribute("[data-testid=checkpoints]", "data-count")),
+        String(saved)
+      )
+      const rows = yield* texts(page, "#timeline .row")
+      assert.deepStrictEqual(rows.filter((text) => /checkpoint|bytes/i.test(text)), [])
+
+      // the list counts turns in words that agree with the number
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=session-item][data-id=short][data-status=finished]"))
+      const figures = (id: string) => Effect.map(texts(page, `[data-testid=session-item][data-id=${id}] .figures`), (all) => all[0])
+      assert.strictEqual(yield* figures("short"), "1 turn")
+      assert.strictEqual(yield* figures("approved"), "2 turns")
+      Fs.mkdirSync(artifacts, { recursive: true })
+      yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-approval-wait.png") }))
+      assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
   it.live("follows a session across a server restart, reconnecting with Last-Event-ID", () =>
     Effect.gen(function*() {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))

@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import { NodeClusterSocket } from "@effect/platform-node"
-import { PgClient } from "@effect/sql-pg"
+import type * as PgClient from "@effect/sql-pg/PgClient"
 import { ConfigProvider, Context, Duration, Effect, Exit, Layer, Option, Path, Redacted, Result, Schema, Scope } from "effect"
 import { LanguageModel } from "effect/ai"
 import { Flag } from "effect/cli"
@@ -124,7 +124,18 @@ const sharding = (address?: { readonly host: string; readonly port: number }) =>
 const stopWithin = Duration.toMillis(settings.entityTerminationTimeout) +
   Duration.toMillis(settings.shardLockRefreshInterval) + 10_000
 
-const database = (url: string) => PgClient.layer({ url: Redacted.make(url) })
+/**
+ * `@effect/sql-pg`'s client, loaded when a command of the cluster runs: an
+ * optional peer dependency of the package (only the cluster needs it), so
+ * that the command, and any other use of the package, loads without it.
+ * Missing, it is a config error that says how to install it.
+ */
+const pgClient: Effect.Effect<typeof PgClient, Failure> = Effect.tryPromise({
+  try: () => import("@effect/sql-pg/PgClient"),
+  catch: () => configError("the cluster keeps its sessions in PostgreSQL through @effect/sql-pg: npm install @effect/sql-pg")
+})
+
+const database = (pg: typeof PgClient, url: string) => pg.layer({ url: Redacted.make(url) })
 
 /**
  * Builds `layer` in a scope of its own under the current one: a build that
@@ -176,6 +187,7 @@ export const runner = (flags: RunnerFlags) =>
       code: codes.unexpected,
       note: "its sessions move to the other runners once their health check finds it gone"
     }
+    const pg = yield* pgClient
     const approve = Option.orElse(flags.approve, () => Option.some("ask" as const))
     const path = yield* Path.Path
     const target = yield* Settings.target({ ...flags, approve }, undefined, { cwd: io.cwd, env: io.env }, path)
@@ -211,7 +223,7 @@ export const runner = (flags: RunnerFlags) =>
       Layer.provideMerge(
         NodeClusterSocket.layer({ storage: "sql", shardingConfig: sharding({ host: flags.host, port: flags.port }) })
       ),
-      Layer.provideMerge(Layer.effectDiscard(DurableSession.migrateSql).pipe(Layer.provideMerge(database(flags.pg))))
+      Layer.provideMerge(Layer.effectDiscard(DurableSession.migrateSql).pipe(Layer.provideMerge(database(pg, flags.pg))))
     )
     // The database may be away when the runner starts (it restarts): the runner waits for it.
     const context = yield* waitingForTheDatabase(note)(building(nodeLayer))
@@ -304,6 +316,7 @@ export const submit = (flags: Flags.Flags, url: string) =>
     for (const warning of warnings) io.stderr.write(`effect-agent: ${warning}\n`)
     const task = Option.getOrUndefined(flags.task)
     if (task === undefined) return yield* configError("--pg needs --task: the task of the session to submit")
+    const pg = yield* pgClient
     const sessionId = Option.getOrElse(flags.sessionId, () => globalThis.crypto.randomUUID())
     yield* Schema.decodeUnknownEffect(CheckpointStore.SessionId)(sessionId).pipe(
       Effect.mapError((error) => configError(`--session-id ${JSON.stringify(sessionId)}: ${error.message}`))
@@ -315,7 +328,7 @@ export const submit = (flags: Flags.Flags, url: string) =>
       Layer.provideMerge(DurableSession.layerSqlStore),
       Layer.provideMerge(ClusterWorkflowEngine.layer),
       Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding() })),
-      Layer.provideMerge(database(url))
+      Layer.provideMerge(database(pg, url))
     )
     // said once a command: the follower and the wait for the result ride the same outage out together
     let told = false

@@ -50,6 +50,12 @@ export const run = Command.make(
     {
       command: "effect-agent run --pg postgres://db/agents --task \"…\"",
       description: "On the runners of a cluster (effect-agent runner --pg …)"
+    },
+    {
+      command: "effect-agent run --provider scripted --script replies.json --tools read_file --task \"…\"",
+      description: "Offline, the model's replies from a file (CI, tests): " +
+        "{\"turns\": [{\"text\": \"Let me look.\", \"toolCalls\": [{\"name\": \"read_file\", " +
+        "\"params\": {\"path\": \"a.txt\"}}]}, {\"text\": \"Done.\", \"delay\": 200}]}"
     }
   ])
 )

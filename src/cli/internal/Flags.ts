@@ -39,7 +39,9 @@ export const flags = {
   ),
   script: describe(
     Flag.optional(Flag.String("script")),
-    "The script file of --provider scripted (replies as JSON; see the README)"
+    "The model's replies for --provider scripted, a JSON file {\"turns\": [turn, …]}, one turn a model call; a turn " +
+      "has text, reasoning, toolCalls [{name, params, id}], usage {input, output, cacheRead, cacheWrite, reasoning, " +
+      "cost}, delay (ms), fail (a provider failure) or hang (see EXAMPLES; examples/scripted-run.json in the repository)"
   ),
   workspace: describe(Flag.optional(Flag.String("workspace")), "The directory the tools work in (default: here)"),
   sandbox: describe(

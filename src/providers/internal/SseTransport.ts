@@ -11,9 +11,10 @@
  *   fails with a `NetworkError`, and a body larger than the size limit with an
  *   `InvalidResponseError`, each naming its option;
  * - a body that ends before the provider's terminal event fails with an
- *   `InvalidOutputError` (never a silently short answer); a last event whose
- *   lines all ended with a line break counts even without the blank line
- *   that should follow it, but a body cut inside a line is cut short;
+ *   `InvalidOutputError` (never a silently short answer); a complete last
+ *   event counts without the blank line that should follow it, and without
+ *   its last line break (a recording may end `data: {"type":"message_stop"}`),
+ *   but a body cut inside the event (its JSON, or `[DONE]`) is cut short;
  * - after the terminal event the parts end at once; the rest of the body (the
  *   end of the chunked response, which a server sends with or right after the
  *   terminal event) is read to its end for at most {@link drainMillis}, so the
@@ -345,13 +346,14 @@ const done = Exit.fail(Cause.Done())
 // meanwhile, it fails the call and interrupts the reader. A timeout raced
 // around each read would cost two fibers and a timer per read.
 //
-// A body may end without the blank line that dispatches its last event (some
-// proxies and recordings strip it). When the body's last line was complete
-// (it ended with a line break), the end of the body is read as that blank
-// line, so a complete last event still counts; a body cut inside a line is
-// cut short, whatever the partial line holds. If the event dispatched this way
-// is not the provider's terminal event, or does not parse (it may be the head
-// of a longer event), the body still ended too early; an error the provider
+// A body may end without the blank line that dispatches its last event, or
+// even without its last line break (some proxies and recordings strip them:
+// the Anthropic SDK's own recording ends `data: {"type":"message_stop"}`).
+// The end of the body is read as the end of its last line and that blank
+// line, so a complete last event still counts. If the event dispatched this
+// way is not the provider's terminal event, or does not parse (a body cut
+// inside a line holds the head of a longer event: its JSON is not closed, a
+// `[DONE]` not whole), the body ended too early; an error the provider
 // reported in it is kept.
 //
 // After the terminal event the caller's stream ends at once; the reader reads
@@ -373,8 +375,7 @@ const readBody = <P>(
     let out: Array<P> = []
     let fault: AiError.AiErrorReason | undefined
     let bytes = 0
-    // Whether the text so far ends inside a line, and whether the body has ended.
-    let lineOpen = false
+    // Whether the body has ended.
     let ending = false
     // When the last event completed (or the body started), in the clock's milliseconds.
     let lastEvent = clock.currentTimeMillisUnsafe()
@@ -409,8 +410,6 @@ const readBody = <P>(
         else failWith(fault)
         return false
       }
-      const last = chunk.charCodeAt(chunk.length - 1)
-      lineOpen = last !== LF && last !== CR
       return true
     }
     const deliver = () => {
@@ -428,7 +427,6 @@ const readBody = <P>(
     // The body ended: its last event may still be pending.
     const end = () => {
       if (!feed(text.decode())) return
-      if (lineOpen) return truncated()
       ending = true
       if (!feed(endOfBody)) return
       if (decoder.finished) finish()
@@ -549,11 +547,10 @@ const drain = (rest: Effect.Effect<void, HttpClientError.HttpClientError>) =>
     return Effect.ensuring(rest, Effect.sync(() => clearTimeout(timer)))
   })
 
-// Fed at the end of a body whose last line is complete: a blank line after a
-// line feed, or after the LF the parser skips following a CR.
+// Fed at the end of a body: it ends the body's last line when the body ended
+// inside one, then dispatches the last event (after a line feed, or after the
+// LF the parser skips following a CR, a blank line).
 const endOfBody = "\n\n"
-const LF = 10
-const CR = 13
 
 const isNonEmpty = <A>(array: Array<A>): array is [A, ...Array<A>] => array.length > 0
 

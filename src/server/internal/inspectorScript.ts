@@ -56,6 +56,8 @@ export const script = String.raw`
   var dict = function () { return Object.create(null); };
   var money = function (usd) { return usd === undefined || usd === null ? "" : "$" + Number(usd).toFixed(4); };
   var seconds = function (ms) { return (ms / 1000).toFixed(1) + " s"; };
+  /** A count with its noun: "1 turn", "3 turns". */
+  var counted = function (n, noun) { return n + " " + noun + (Number(n) === 1 ? "" : "s"); };
 
   // The server's token: from the fragment of the URL the server printed, kept for this tab.
   var tokenKey = "effect-agent-token";
@@ -146,7 +148,7 @@ export const script = String.raw`
       item.dataset.status = s.status;
       item.appendChild(el("span", "badge " + s.status, s.status));
       item.appendChild(el("span", "title", s.title || s.id));
-      var figures = (s.agent ? s.agent + " · " : "") + s.turns + " turns" +
+      var figures = (s.agent ? s.agent + " · " : "") + counted(s.turns, "turn") +
         (s.usage && s.usage.cost !== undefined ? " · " + money(s.usage.cost) : "");
       item.appendChild(el("span", "figures", figures));
       item.addEventListener("click", function () { select(s.id); });
@@ -187,7 +189,7 @@ export const script = String.raw`
       title: title, offline: offline, lastId: -1, info: null,
       figures: null, outcome: null, running: false, root: timeline, path: [], depth: 0,
       turn: null, assistant: null, stage: null, calls: dict(), lastCall: dict(), approvals: dict(),
-      delivered: dict(), plans: dict(), planIteration: 1
+      delivered: dict(), plans: dict(), planIteration: 1, checkpoints: null
     };
     view.top = view;
     return view;
@@ -205,6 +207,9 @@ export const script = String.raw`
     badge.textContent = status;
     badge.className = "badge " + status;
     $("controls").className = view.offline ? "controls hidden" : "controls";
+    // Cancel is for a run in flight: by the events shown once there are some (the list's status lags them).
+    var live = view.lastId >= 0 ? view.running : info !== null && (info.status === "running" || info.status === "waiting");
+    $("cancel-button").disabled = view.offline || !live;
     var f = view.figures;
     var figures = $("figures");
     figures.textContent = "";
@@ -222,6 +227,17 @@ export const script = String.raw`
         add("cost", money(f.usage.cost) + (f.limits.costUsd !== null ? " / " + money(f.limits.costUsd) : ""));
       }
       add("time", seconds(f.elapsedMs));
+    }
+    // The checkpoints saved (one after each turn, and before the first): counted here, not a row each.
+    var saved = view.checkpoints;
+    if (saved) {
+      var item = el("span", "figure");
+      item.dataset.testid = "checkpoints";
+      item.dataset.count = String(saved.count);
+      item.title = "the last one: " + saved.bytes + " bytes";
+      item.appendChild(el("b", null, "checkpoints"));
+      item.appendChild(document.createTextNode(" " + saved.count));
+      figures.appendChild(item);
     }
   };
 
@@ -260,9 +276,11 @@ export const script = String.raw`
     var title = el("span", "call-name", name);
     var status = el("span", "call-status", "preparing");
     var duration = el("span", "call-duration", "");
+    var wait = el("span", "call-wait", "");
     head.appendChild(title);
     head.appendChild(status);
     head.appendChild(duration);
+    head.appendChild(wait);
     card.appendChild(head);
     var args = el("pre", "call-args", "");
     card.appendChild(args);
@@ -274,8 +292,8 @@ export const script = String.raw`
     card.appendChild(result);
     place(view).appendChild(card);
     call = {
-      card: card, status: status, duration: duration, args: args, approval: approval, progress: progress,
-      result: result, raw: "", child: null
+      card: card, status: status, duration: duration, wait: wait, args: args, approval: approval, progress: progress,
+      result: result, raw: "", child: null, startedAt: undefined, requestedAt: undefined, waitedMs: undefined
     };
     view.calls[id] = call;
     view.lastCall[name] = call;
@@ -420,6 +438,7 @@ export const script = String.raw`
       if (view.top === view) {
         var node = row(view, "run-start", "run", e.messages.length > 0 ? "started" : "continued");
         node.dataset.testid = "run-start";
+        renderHeader(view);
       } else setChildStatus(view, "running", "running");
       e.messages.forEach(function (m) {
         if (m.role === "user") bubble(view, "user", textOf(m));
@@ -514,6 +533,7 @@ export const script = String.raw`
       var call = callCard(view, e.toolCallId, e.toolName);
       showArgs(call.args, json(e.params));
       setStatus(call, "running", "running");
+      call.startedAt = e.timestamp;
     },
     ToolExecutionUpdate: function (view, e) {
       var call = callCard(view, e.toolCallId, e.toolName);
@@ -525,7 +545,12 @@ export const script = String.raw`
       var error = e.result.isError;
       // a denied call ends with its denial as an error result: it stays "denied"
       setStatus(call, call.denied ? "denied" : error ? "error" : "done", error ? "failed" : "done");
-      call.duration.textContent = e.durationMs + " ms";
+      // The call's own time, from its start (its end's durationMs counts from before a wait for approval); the
+      // wait for a human's decision apart.
+      var waited = call.waitedMs;
+      var ran = call.startedAt !== undefined ? e.timestamp - call.startedAt : Math.max(0, e.durationMs - (waited || 0));
+      call.duration.textContent = ran + " ms";
+      if (waited !== undefined) call.wait.textContent = "waited " + seconds(waited) + " for approval";
       call.result.classList.remove("hidden");
       call.result.textContent = textOf(e.result);
       call.approval.querySelectorAll("button").forEach(function (b) { b.remove(); });
@@ -534,6 +559,7 @@ export const script = String.raw`
       var call = callCard(view, e.toolCallId, e.toolName);
       showArgs(call.args, json(e.params));
       setStatus(call, "waiting for approval", "waiting");
+      call.requestedAt = e.timestamp;
       call.approval.classList.remove("hidden");
       call.approval.textContent = "";
       call.approval.appendChild(el("span", "label", e.reason ? "needs approval: " + e.reason : "needs approval"));
@@ -544,6 +570,7 @@ export const script = String.raw`
     },
     ApprovalResolved: function (view, e) {
       var call = callCard(view, e.toolCallId, e.toolName);
+      if (call.requestedAt !== undefined) call.waitedMs = e.timestamp - call.requestedAt;
       call.approval.textContent = "";
       var said = e.approved ? "approved" : "denied" + (e.reason ? ": " + e.reason : "");
       var verdict = el("span", e.approved ? "label ok" : "label bad", said);
@@ -573,13 +600,14 @@ export const script = String.raw`
       view.figures = e.figures;
       if (view.top === view) return renderHeader(view);
       var f = e.figures;
-      var figures = f.turns + " turns · " + (f.usage.input + f.usage.output) + " tokens";
+      var figures = counted(f.turns, "turn") + " · " + counted(f.usage.input + f.usage.output, "token");
       view.figuresText.textContent = figures + (f.usage.cost !== undefined ? " · " + money(f.usage.cost) : "");
     },
     TurnEnd: function (view) { endTurn(view); },
     CheckpointSaved: function (view, e) {
-      var node = row(view, "quiet checkpoint", "checkpoint", e.bytes + " bytes");
-      node.title = "session " + e.sessionId;
+      var saved = view.top.checkpoints || { count: 0, bytes: 0 };
+      view.top.checkpoints = { count: saved.count + 1, bytes: e.bytes };
+      renderHeader(view.top);
     },
     AgentEnd: function (view, e) {
       endTurn(view);
@@ -601,6 +629,7 @@ export const script = String.raw`
       node.dataset.testid = "outcome";
       node.dataset.outcome = outcome ? outcome._tag : e.error ? "Failed" : "Died";
       if (top !== view) setChildStatus(view, node.dataset.outcome, ok ? "done" : "failed");
+      else renderHeader(view);
     }
   };
 

@@ -228,9 +228,9 @@ const capped = (config: AgentConfig.AgentConfig, server: AgentConfig.AgentConfig
     budgetCeilings.map((key) => [key, lower(config.budgets[key], server.budgets[key])])
   )
   const maxTurns = lower(config.maxTurns, server.maxTurns)
-  // A lowered turn cap may leave no room for the grace window: the cap's own default window applies then.
-  const graceFits = maxTurns === null || config.graceTurns < maxTurns
-  return { ...config, ...limits, ...(graceFits ? {} : { graceTurns: undefined }), budgets }
+  // A lowered turn cap takes its own default grace window, unless the config's was chosen and fits under it.
+  const graceKept = maxTurns === config.maxTurns || AgentConfig.graceCarriesOver(config, maxTurns)
+  return { ...config, ...limits, ...(graceKept ? {} : { graceTurns: undefined }), budgets }
 }
 
 /**
