@@ -159,6 +159,8 @@ const ReplyResult = Schema.Struct({ message: Message.AssistantMessage, stopped: 
 const Output = Schema.Struct({
   content: Schema.Array(Message.UserContent),
   isError: Schema.Boolean,
+  /** The tool's defect, when the call ended in one (`ToolRegistry.Output`): a replay marks it as the run did. */
+  defect: Schema.optionalKey(Schema.String),
   usage: Schema.optionalKey(Message.Usage),
   waits: Schema.optionalKey(Schema.Struct({ key: Schema.String, saved: Schema.optionalKey(SubAgent.Saved) }))
 })
@@ -743,7 +745,13 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
       )
     const from = (n: number, output: Output): Effect.Effect<ToolRegistryOutput, ToolFatalError> => {
       const waits = output.waits
-      if (waits === undefined) return Effect.succeed({ content: output.content, isError: output.isError })
+      if (waits === undefined) {
+        return Effect.succeed(
+          output.defect === undefined
+            ? { content: output.content, isError: output.isError }
+            : { content: output.content, isError: output.isError, defect: output.defect }
+        )
+      }
       return Effect.flatMap(
         Effect.provideContext(awaitDecision(session, waits.key, toolCallId), session.engine),
         (decision) =>
