@@ -12,7 +12,10 @@
  * Schema, so the model reads the structured failure; a defect (`Effect.die`,
  * a throw), a timeout and invalid arguments are error results too. A failure
  * ends the run (`ToolFatalError`) only when asked for: the tool is annotated
- * `fatal: true`, or the handler fails or dies with {@link FatalFailure}.
+ * `fatal: true`, or the handler fails or dies with {@link FatalFailure}
+ * (or, in tests, a defect with `ToolRegistry.FailOnDefect` on). The typed
+ * failure comes back after the run: {@link fatalError} reads it from the
+ * `ToolFatalError`, {@link unwrapFatal} puts it in the error channel.
  *
  * @example
  * ```ts
@@ -139,7 +142,9 @@ export const HandsOff = Context.Reference<boolean>("effect-agent/AgentTool/Hands
  * Whether a typed failure of this tool's handler ends the run with
  * `ToolFatalError`; `false` by default, when the failure is an error result
  * the model reads (whatever the tool's `failureMode`). Defects and timeouts
- * stay results either way.
+ * stay results either way (a defect ends the run with
+ * `ToolRegistry.FailOnDefect` on). After the run, {@link fatalError} and
+ * {@link unwrapFatal} give the failure back with its type.
  *
  * @since 0.1.0
  * @category annotations

@@ -139,9 +139,10 @@ export const FailOnDefect = Context.Reference<boolean>("effect-agent/ToolRegistr
 
 /**
  * Invokes one call of a tool by its name. Every failure is an error
- * {@link Output} the model reads, except a fatal one (the tool is
- * `AgentTool.Fatal`, or its handler failed or died with
- * `AgentTool.FatalFailure`), which fails with `ToolFatalError` and ends the run.
+ * {@link Output} the model reads (a defect of the tool marked with its
+ * `defect`), except a fatal one (the tool is `AgentTool.Fatal`, or its
+ * handler failed or died with `AgentTool.FatalFailure`), which fails with
+ * `ToolFatalError` and ends the run.
  *
  * @since 0.1.0
  * @category models
