@@ -43,9 +43,15 @@ export class ModelError extends Schema.TaggedError<ModelError>()("ModelError", {
 /**
  * A tool failed in a way declared fatal: its handler failed and the tool is
  * annotated `fatal: true` (`AgentTool.annotate`), or the handler failed or
- * died with `AgentTool.FatalFailure`. Every other failure of a tool is an
- * error result the model reads, whatever the tool's `failureMode`. `error`
- * holds the failure, encoded with the tool's failure Schema when it can be.
+ * died with `AgentTool.FatalFailure`; or, with `ToolRegistry.FailOnDefect`
+ * on (in tests), the tool had a defect (`defect` says what it was). Every
+ * other failure of a tool is an error result the model reads, whatever the
+ * tool's `failureMode`.
+ *
+ * `error` holds the failure as JSON, encoded with the tool's failure Schema
+ * when it can be (the failure in words otherwise): `AgentTool.fatalError`
+ * decodes it back to the tool's typed failure, and `AgentTool.unwrapFatal`
+ * puts that failure in the error channel, where `Effect.catchTag` finds it.
  * Like {@link ModelError}, it carries the run's `state` when a run fails
  * with it (the fatal call answered with its failure).
  *
@@ -57,10 +63,13 @@ export class ToolFatalError extends Schema.TaggedError<ToolFatalError>()("ToolFa
   toolCallId: Schema.String,
   description: Schema.String,
   error: Schema.optionalKey(Schema.Unknown),
+  defect: Schema.optionalKey(Schema.String),
   state: Schema.optionalKey(RunState)
 }) {
   override get message(): string {
-    return `tool ${this.toolName} (${this.toolCallId}) failed fatally: ${this.description}`
+    return this.defect === undefined
+      ? `tool ${this.toolName} (${this.toolCallId}) failed fatally: ${this.description}`
+      : `tool ${this.toolName} (${this.toolCallId}) had a defect: ${this.defect}`
   }
 }
 

@@ -160,7 +160,12 @@ const members = [
     toolName: Schema.String,
     result: Message.ToolResultMessage,
     durationMs: Schema.Finite,
-    terminate: Schema.Boolean
+    terminate: Schema.Boolean,
+    /**
+     * Set when the call ended in a defect of its tool rather than a typed
+     * failure (see `ToolRegistry.Output`'s `defect`): what it was.
+     */
+    defect: Schema.optionalKey(Schema.String)
   }),
   Schema.TaggedStruct("ApprovalRequested", {
     ...base,

@@ -12,7 +12,10 @@
  * Schema, so the model reads the structured failure; a defect (`Effect.die`,
  * a throw), a timeout and invalid arguments are error results too. A failure
  * ends the run (`ToolFatalError`) only when asked for: the tool is annotated
- * `fatal: true`, or the handler fails or dies with {@link FatalFailure}.
+ * `fatal: true`, or the handler fails or dies with {@link FatalFailure}
+ * (or, in tests, a defect with `ToolRegistry.FailOnDefect` on). The typed
+ * failure comes back after the run: {@link fatalError} reads it from the
+ * `ToolFatalError`, {@link unwrapFatal} puts it in the error channel.
  *
  * @example
  * ```ts
@@ -28,9 +31,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Schema } from "effect"
+import { Context, Duration, Effect, Option, Schema } from "effect"
 import type { Tool } from "effect/ai"
 import { dual } from "effect/Function"
+import { ToolFatalError } from "./AgentError.ts"
 
 /**
  * How a call runs beside the other calls of its batch: `parallel` calls run
@@ -138,7 +142,9 @@ export const HandsOff = Context.Reference<boolean>("effect-agent/AgentTool/Hands
  * Whether a typed failure of this tool's handler ends the run with
  * `ToolFatalError`; `false` by default, when the failure is an error result
  * the model reads (whatever the tool's `failureMode`). Defects and timeouts
- * stay results either way.
+ * stay results either way (a defect ends the run with
+ * `ToolRegistry.FailOnDefect` on). After the run, {@link fatalError} and
+ * {@link unwrapFatal} give the failure back with its type.
  *
  * @since 0.1.0
  * @category annotations
@@ -322,3 +328,99 @@ export const settings = (tool: Tool.Any): Settings => {
   }
   return cached
 }
+
+// -----------------------------------------------------------------------------
+// Typed fatal failures
+// -----------------------------------------------------------------------------
+
+/**
+ * The typed failure a fatal failure of `tool` ended a run with: the
+ * `ToolFatalError`'s `error` decoded with the tool's failure Schema (it is
+ * kept as JSON, so it survives a durable session's store). `None` when
+ * `error` is not a `ToolFatalError` of this tool, or holds no failure its
+ * Schema decodes (a defect, a failure the Schema does not describe).
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer, Option, Schema } from "effect"
+ * import { Tool, Toolkit } from "effect/ai"
+ * import { Agent, AgentTool, ToolRegistry } from "effect-agent"
+ * import { ScriptedModel } from "effect-agent/testing"
+ *
+ * class DatabaseDown extends Schema.TaggedError<DatabaseDown>()("DatabaseDown", { host: Schema.String }) {}
+ * const Query = AgentTool.annotate(
+ *   Tool.make("query", { parameters: Schema.Struct({ sql: Schema.String }), success: Schema.String, failure: DatabaseDown }),
+ *   { fatal: true }
+ * )
+ * const kit = Toolkit.make(Query)
+ * const Tools = ToolRegistry.layer(kit).pipe(
+ *   Layer.provide(kit.toLayer({ query: () => Effect.fail(new DatabaseDown({ host: "db-1" })) }))
+ * )
+ * const program = Effect.gen(function*() {
+ *   const error = yield* Effect.flip(Agent.run({ prompt: "count the users" }))
+ *   const down = yield* AgentTool.fatalError(Query, error)
+ *   return Option.map(down, (down) => down.host)
+ * }).pipe(Effect.provide(Layer.merge(Tools, ScriptedModel.layer([{ toolCalls: [{ name: "query", params: { sql: "" } }] }]))))
+ * Effect.runPromise(program).then(console.log)
+ * // Output: { _id: 'Option', _tag: 'Some', value: 'db-1' }
+ * ```
+ *
+ * @since 0.1.0
+ * @category fatal failures
+ */
+export const fatalError = <Name extends string, Config extends AnyConfig, R>(
+  tool: Tool.Tool<Name, Config, R>,
+  error: unknown
+): Effect.Effect<Option.Option<Config["failure"]["Type"]>, never, Config["failure"]["DecodingServices"]> =>
+  error instanceof ToolFatalError && error.toolName === tool.name && error.defect === undefined &&
+    error.error !== undefined
+    ? Effect.option(Schema.decodeUnknownEffect(Schema.toCodecJson(tool.failureSchema))(error.error))
+    : Effect.succeedNone
+
+/**
+ * Puts the typed failure of `tool` in the error channel: a `ToolFatalError`
+ * of that tool becomes the failure it holds (decoded by {@link fatalError}),
+ * which `Effect.catchTag` then finds by its tag. Any other error goes on as
+ * it is (so does a `ToolFatalError` of that tool with no failure its Schema
+ * decodes). The typed failure does not carry the run's `state`: to continue
+ * the run, read the `ToolFatalError` with {@link fatalError} instead.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer, Schema } from "effect"
+ * import { Tool, Toolkit } from "effect/ai"
+ * import { Agent, AgentTool, ToolRegistry } from "effect-agent"
+ * import { ScriptedModel } from "effect-agent/testing"
+ *
+ * class DatabaseDown extends Schema.TaggedError<DatabaseDown>()("DatabaseDown", { host: Schema.String }) {}
+ * const Query = AgentTool.annotate(
+ *   Tool.make("query", { parameters: Schema.Struct({ sql: Schema.String }), success: Schema.String, failure: DatabaseDown }),
+ *   { fatal: true }
+ * )
+ * const kit = Toolkit.make(Query)
+ * const Tools = ToolRegistry.layer(kit).pipe(
+ *   Layer.provide(kit.toLayer({ query: () => Effect.fail(new DatabaseDown({ host: "db-1" })) }))
+ * )
+ * const program = Agent.run({ prompt: "count the users" }).pipe(
+ *   AgentTool.unwrapFatal(Query),
+ *   Effect.map((result) => result.outcome._tag),
+ *   Effect.catchTag("DatabaseDown", (down) => Effect.succeed(`the database at ${down.host} is down`)),
+ *   Effect.provide(Layer.merge(Tools, ScriptedModel.layer([{ toolCalls: [{ name: "query", params: { sql: "" } }] }])))
+ * )
+ * Effect.runPromise(program).then(console.log)
+ * // Output: the database at db-1 is down
+ * ```
+ *
+ * @since 0.1.0
+ * @category fatal failures
+ */
+export const unwrapFatal = <Name extends string, Config extends AnyConfig, RT>(tool: Tool.Tool<Name, Config, RT>) =>
+<A, E, R>(
+  self: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | Config["failure"]["Type"], R | Config["failure"]["DecodingServices"]> =>
+  Effect.catch(self, (error) =>
+    Effect.flatMap(
+      fatalError(tool, error),
+      (failure): Effect.Effect<never, E | Config["failure"]["Type"]> =>
+        Option.isSome(failure) ? Effect.fail(failure.value) : Effect.fail(error)
+    ))

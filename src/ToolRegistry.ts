@@ -67,6 +67,15 @@ export interface Output {
   readonly isError: boolean
   /** Kept beside the result, never sent to the model (the result message's `details`). */
   readonly details?: unknown
+  /**
+   * Set when the call ended in a defect of its tool, not a typed failure: the
+   * handler threw or died, returned a result (or reported a preliminary
+   * result) its success Schema rejects, failed with a value its failure
+   * Schema does not describe, its `toModelOutput` threw, or it has no
+   * handler. The defect in words (`Error: boom`, `invalid result: Expected
+   * number, got "3"`). With {@link FailOnDefect} on, such a call ends the run.
+   */
+  readonly defect?: string
 }
 
 /**
@@ -90,10 +99,50 @@ export const errorOutput = (text: string, details?: unknown): Output =>
     : { content: [Message.text(text)], isError: true, details }
 
 /**
+ * Whether a defect of a tool (see {@link Output}'s `defect`) ends the run, as
+ * a `ToolFatalError` whose `defect` says what it was, rather than become an
+ * error result the model reads. Off by default: in production a model can
+ * often work around a broken tool, and the run goes on. Turn it on in tests,
+ * where a tool that throws, or returns what its Schema rejects, is a bug the
+ * test must catch rather than a run that ends `Completed`. A reference the
+ * application sets (like `Telemetry.RecordContent`), not a config field: a
+ * config from outside cannot turn it on. A sub-agent's run sees it too; its
+ * defect ends the sub-agent's run, and the run that called it.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer, Schema } from "effect"
+ * import { Tool, Toolkit } from "effect/ai"
+ * import { Agent, ToolRegistry } from "effect-agent"
+ * import { ScriptedModel } from "effect-agent/testing"
+ *
+ * const Half = Tool.make("half", { parameters: Schema.Struct({ n: Schema.Finite }), success: Schema.Finite })
+ * const kit = Toolkit.make(Half)
+ * const Tools = ToolRegistry.layer(kit).pipe(
+ *   Layer.provide(kit.toLayer({ half: ({ n }) => Effect.sync(() => { if (n % 2 !== 0) throw new Error(`${n} is odd`); return n / 2 }) }))
+ * )
+ * const program = Agent.run({ prompt: "half of 3?" }).pipe(
+ *   Effect.provide(Layer.merge(Tools, ScriptedModel.layer([{ toolCalls: [{ name: "half", params: { n: 3 } }] }, { text: "1.5" }]))),
+ *   Effect.provideService(ToolRegistry.FailOnDefect, true),
+ *   Effect.flip
+ * )
+ * Effect.runPromise(program).then((error) => console.log(error.message))
+ * // Output: tool half (call_1_1) had a defect: Error: 3 is odd
+ * ```
+ *
+ * @since 0.1.0
+ * @category references
+ */
+export const FailOnDefect = Context.Reference<boolean>("effect-agent/ToolRegistry/FailOnDefect", {
+  defaultValue: () => false
+})
+
+/**
  * Invokes one call of a tool by its name. Every failure is an error
- * {@link Output} the model reads, except a fatal one (the tool is
- * `AgentTool.Fatal`, or its handler failed or died with
- * `AgentTool.FatalFailure`), which fails with `ToolFatalError` and ends the run.
+ * {@link Output} the model reads (a defect of the tool marked with its
+ * `defect`), except a fatal one (the tool is `AgentTool.Fatal`, or its
+ * handler failed or died with `AgentTool.FatalFailure`), which fails with
+ * `ToolFatalError` and ends the run.
  *
  * @since 0.1.0
  * @category models
@@ -313,10 +362,11 @@ const unexpected = (toolName: string, cause: Cause.Cause<unknown>): Effect.Effec
   if (Option.isSome(failure)) {
     return failure.value instanceof ToolFatalError
       ? Effect.fail(failure.value)
-      : Effect.succeed(errorOutput(failed(toolName, failure.value)))
+      // a failure the `Invoke` type does not allow: the registry's defect
+      : Effect.succeed(defectOutput(failed(toolName, failure.value), describeDefect(failure.value)))
   }
   const defect = Cause.findDefect(cause)
-  if (Result.isSuccess(defect)) return Effect.succeed(errorOutput(crashed(toolName, defect.success)))
+  if (Result.isSuccess(defect)) return Effect.succeed(crashed(toolName, defect.success))
   return Effect.succeed(errorOutput(interrupted(toolName)))
 }
 
@@ -340,7 +390,7 @@ type InvokeOne = (invocation: Invocation) => Effect.Effect<Output, ToolFatalErro
 
 // The types promise a handler for every tool; a context built by hand may still lack one.
 const noHandler = (tool: Tool.Any): InvokeOne => () =>
-  Effect.succeed(errorOutput(crashed(tool.name, new Error(`no handler is registered for ${tool.name}`))))
+  Effect.succeed(crashed(tool.name, new Error(`no handler is registered for ${tool.name}`)))
 
 type Encode = (value: unknown) => Effect.Effect<unknown, Schema.SchemaError>
 
@@ -350,6 +400,11 @@ const encoderOf = (schema: Schema.Top): Encode => Schema.encodeUnknownEffect(sch
 interface Encoders {
   readonly success: Encode
   readonly failure: Encode
+  /**
+   * A fatal failure as `ToolFatalError.error` holds it: JSON (`Schema.toCodecJson`), so that it survives
+   * the stores that keep the error (a durable session), and `AgentTool.fatalError` decodes it back.
+   */
+  readonly fatal: Encode
 }
 
 const encoders = new WeakMap<Tool.Any, Encoders>()
@@ -362,21 +417,27 @@ const encoders = new WeakMap<Tool.Any, Encoders>()
 const encodersFor = (tool: Tool.Any): Encoders => {
   let cached = encoders.get(tool)
   if (cached === undefined) {
-    cached = { success: encoderOf(tool.successSchema), failure: encoderOf(Tool.failureResultSchema(tool)) }
+    const failure = Tool.failureResultSchema(tool)
+    cached = {
+      success: encoderOf(tool.successSchema),
+      failure: encoderOf(failure),
+      fatal: encoderOf(Schema.toCodecJson(failure))
+    }
     encoders.set(tool, cached)
   }
   return cached
 }
 
-const invalidResult = (tool: Tool.Any, error: Schema.SchemaError) =>
-  AiError.make({
-    module: "Toolkit",
-    method: `${tool.name}.handle`,
-    reason: new AiError.InvalidToolResultError({
-      toolName: tool.name,
-      description: `Tool handler returned invalid result: ${error.message}`
-    })
-  })
+/**
+ * A preliminary result the success Schema rejects: the handler dies with it
+ * (as `Toolkit.handle` makes it die), and the call's output says so.
+ */
+class InvalidPreliminary {
+  readonly error: Schema.SchemaError
+  constructor(error: Schema.SchemaError) {
+    this.error = error
+  }
+}
 
 /**
  * Invokes a handler in the caller's fiber. A failure ends the run
@@ -386,7 +447,7 @@ const invalidResult = (tool: Tool.Any, error: Schema.SchemaError) =>
  */
 const invoker = (tool: Tool.Any, record: Tool.Handler<string>): InvokeOne => {
   const settings = AgentTool.settings(tool)
-  const { failure: encodeFailure, success: encodeSuccess } = encodersFor(tool)
+  const { failure: encodeFailure, fatal: encodeFatal, success: encodeSuccess } = encodersFor(tool)
   // The caller's context is the same object call after call in a run: merge it once.
   const merged = new WeakMap<Context.Context<never>, Context.Context<never>>()
   const withContext = (input: Context.Context<never>) => {
@@ -399,25 +460,24 @@ const invoker = (tool: Tool.Any, record: Tool.Handler<string>): InvokeOne => {
   }
   // A preliminary result its Schema cannot encode is a defect of the handler (`Toolkit.handle` does the same).
   const encodePreliminary = (value: unknown): Effect.Effect<unknown> =>
-    Effect.orDie(Effect.mapError(encodeSuccess(value), (error) => invalidResult(tool, error)))
+    Effect.catch(encodeSuccess(value), (error) => Effect.die(new InvalidPreliminary(error)))
   const isFatal = (error: unknown): boolean => settings.fatal || error instanceof AgentTool.FatalFailure
-  const fatal = (toolCallId: string, error: unknown, encoded: Option.Option<unknown>) => {
+  /** The run's end: the failure, as JSON its Schema decodes back when it is one the Schema describes. */
+  const fatal = (toolCallId: string, error: unknown): Effect.Effect<never, ToolFatalError> => {
     const description = describeError(error)
-    return Effect.fail(
-      new ToolFatalError({
-        toolName: tool.name,
-        toolCallId,
-        description,
-        error: Option.isSome(encoded) ? encoded.value : Schema.is(Schema.Json)(error) ? error : description
-      })
-    )
+    const failWith = (json: unknown) =>
+      Effect.fail(new ToolFatalError({ toolName: tool.name, toolCallId, description, error: json }))
+    return Effect.matchEffect(encodeFatal(error), {
+      onSuccess: failWith,
+      onFailure: () => failWith(Schema.is(Schema.Json)(error) ? error : description)
+    })
   }
   const resultOutput = (result: unknown, encoded: unknown): Output => {
     let modelOutput: ReadonlyArray<Prompt.ToolModelOutputPart> | undefined
     try {
       modelOutput = tool.toModelOutput?.(result)
     } catch (defect) {
-      return errorOutput(crashed(tool.name, defect))
+      return crashed(tool.name, defect)
     }
     return {
       content: modelOutput !== undefined && modelOutput.length > 0
@@ -433,34 +493,31 @@ const invoker = (tool: Tool.Any, record: Tool.Handler<string>): InvokeOne => {
     if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return Effect.succeed(resultOutput(result, encoded.value))
     return Effect.match(encoded, {
       onSuccess: (value) => resultOutput(result, value),
-      onFailure: (error) => errorOutput(failed(tool.name, invalidResult(tool, error)))
+      onFailure: (error) => invalidResult(tool.name, "result", error)
     })
   }
   /**
    * A typed failure of the handler: an error output holding the failure
    * encoded with the tool's failure Schema, or the run's end when it is
-   * fatal. A failure the Schema cannot encode is described in words.
+   * fatal. A failure the Schema cannot encode is described in words, and is
+   * a defect of the tool (its handler failed with what its type does not
+   * allow), whatever its `failureMode`.
    */
   const handlerFailed = (toolCallId: string, error: unknown): Effect.Effect<Output, ToolFatalError> => {
     const normalized = AiError.isAiErrorReason(error)
       ? AiError.make({ module: "Toolkit", method: `${tool.name}.handle`, reason: error })
       : error
-    const onEncoded = (encoded: unknown): Effect.Effect<Output, ToolFatalError> =>
-      isFatal(normalized)
-        ? fatal(toolCallId, normalized, Option.some(encoded))
-        : Effect.succeed(errorOutput(resultText(encoded)))
+    if (isFatal(normalized)) return fatal(toolCallId, normalized)
     const encoded = encodeFailure(normalized)
-    if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return onEncoded(encoded.value)
+    if (Exit.isExit(encoded) && Exit.isSuccess(encoded)) return Effect.succeed(errorOutput(resultText(encoded.value)))
     return Effect.matchEffect(encoded, {
-      onSuccess: onEncoded,
-      onFailure: (schemaError) =>
-        isFatal(normalized)
-          ? fatal(toolCallId, normalized, Option.none())
-          : Effect.succeed(errorOutput(failed(
-            tool.name,
-            // `failureMode: "return"` reports a failure it cannot encode as an invalid result
-            tool.failureMode === "return" ? invalidResult(tool, schemaError) : normalized
-          )))
+      onSuccess: (value) => Effect.succeed(errorOutput(resultText(value))),
+      // what the tool's own failure Schema says of it (not the union with `AiError` it was encoded with)
+      onFailure: (unionError) =>
+        Effect.match(encoderOf(tool.failureSchema)(normalized), {
+          onSuccess: () => issueText(unionError),
+          onFailure: issueText
+        }).pipe(Effect.map((issue) => defectOutput(failed(tool.name, normalized), `invalid failure: ${issue}`)))
     })
   }
   const ended = (toolCallId: string, cause: Cause.Cause<unknown>): Effect.Effect<Output, ToolFatalError> => {
@@ -469,8 +526,10 @@ const invoker = (tool: Tool.Any, record: Tool.Handler<string>): InvokeOne => {
     const defect = Cause.findDefect(cause)
     if (Result.isSuccess(defect)) {
       return defect.success instanceof AgentTool.FatalFailure
-        ? fatal(toolCallId, defect.success, Option.none())
-        : Effect.succeed(errorOutput(crashed(tool.name, defect.success)))
+        ? fatal(toolCallId, defect.success)
+        : defect.success instanceof InvalidPreliminary
+        ? Effect.succeed(invalidResult(tool.name, "preliminary result", defect.success.error))
+        : Effect.succeed(crashed(tool.name, defect.success))
     }
     return Effect.succeed(errorOutput(interrupted(tool.name)))
   }
@@ -540,6 +599,22 @@ const describeDefect = (defect: unknown): string =>
 /** A failure the tool's failure Schema could not encode, or one that did not come from its handler. */
 const failed = (toolName: string, error: unknown): string => `Tool ${toolName} failed: ${describeError(error)}`
 
-const crashed = (toolName: string, defect: unknown): string => `Tool ${toolName} crashed: ${describeDefect(defect)}`
+/** An error output for a defect of the tool: `text` for the model, `defect` for the host (see {@link Output}). */
+const defectOutput = (text: string, defect: string): Output => ({ content: [Message.text(text)], isError: true, defect })
+
+/** A handler that threw or died (or another defect with no words of its own). */
+const crashed = (toolName: string, defect: unknown): Output => {
+  const described = describeDefect(defect)
+  return defectOutput(`Tool ${toolName} crashed: ${described}`, described)
+}
+
+/** What a Schema says of a value it rejects, on one line (`Expected number at ["count"]`). */
+const issueText = (error: Schema.SchemaError): string => error.message.replace(/\s*\n\s*/g, " ")
+
+/** A result (or a preliminary result) its success Schema rejects: said once, with what the Schema says. */
+const invalidResult = (toolName: string, what: "result" | "preliminary result", error: Schema.SchemaError): Output => {
+  const issue = issueText(error)
+  return defectOutput(`Tool ${toolName} returned an invalid ${what}: ${issue}`, `invalid ${what}: ${issue}`)
+}
 
 const interrupted = (toolName: string): string => `Tool ${toolName} was interrupted.`

@@ -176,12 +176,15 @@ describe("handlers", () => {
         // a handler written without types fails with something its Schema does not describe
         Layer.provide(kit.toLayer({ odd: () => Effect.fail(JSON.parse("{\"code\":\"x\"}")) }))
       )
-      const result = yield* Agent.run({ prompt: "go" }).pipe(
+      const { events, plugin } = recorder()
+      const result = yield* Agent.run({ prompt: "go", plugins: [plugin] }).pipe(
         Effect.provide(Layer.merge(layer, ScriptedModel.layer([{ toolCalls: [call("odd", {}, "o")] }, { text: "ok" }])))
       )
       const answer = resultOf(result.messages, "o")
       assert.isTrue(answer.isError)
       assert.strictEqual(Message.textOf(answer), "Tool odd failed: {\"code\":\"x\"}")
+      // a failure its type does not allow is a defect of the tool
+      assert.strictEqual(ofTag(events, "ToolExecutionEnd")[0]!.defect, "invalid failure: Expected number at [\"code\"]")
     }))
 
   it.effect("a defect in a handler is an error result naming it, never a crashed loop", () =>
@@ -248,7 +251,8 @@ describe("handlers", () => {
           }
         })
       )))
-      const result = yield* Agent.run({ prompt: "go" }).pipe(
+      const { events, plugin } = recorder()
+      const result = yield* Agent.run({ prompt: "go", plugins: [plugin] }).pipe(
         Effect.provide(Layer.merge(
           registry,
           ScriptedModel.layer([{
@@ -257,6 +261,14 @@ describe("handlers", () => {
         ))
       )
       assert.strictEqual(result.outcome._tag, "Completed")
+      // each is a defect of its tool, and its ToolExecutionEnd says which
+      assert.deepStrictEqual(Object.fromEntries(ofTag(events, "ToolExecutionEnd").map((e) => [e.toolCallId, e.defect])), {
+        sync: "Error: in sync",
+        shown: "Error: cannot render",
+        partial: "invalid preliminary result: Expected number",
+        handled: "Error: thrown via handle",
+        broken: "Error: no handle"
+      })
       assertValidTranscript(result.messages)
       const texts = Object.fromEntries(
         ["sync", "shown", "partial", "handled", "broken"].map((id) => {
@@ -265,14 +277,13 @@ describe("handlers", () => {
           return [id, Message.textOf(answer)]
         })
       )
-      const { partial, ...others } = texts
-      assert.deepStrictEqual(others, {
+      assert.deepStrictEqual(texts, {
         sync: "Tool sync crashed: Error: in sync",
         shown: "Tool shown crashed: Error: cannot render",
+        partial: "Tool partial returned an invalid preliminary result: Expected number",
         handled: "Tool handled crashed: Error: thrown via handle",
         broken: "Tool broken crashed: Error: no handle"
       })
-      assert.match(partial!, /^Tool partial crashed: .*Expected number/s)
     }))
 
   it.effect("a timeout interrupts the handler (its finalizer runs) and says after how long", () =>

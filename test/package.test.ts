@@ -108,7 +108,7 @@ console.log(JSON.stringify({ inspector: Server.Inspector.html, modules: {
 `
 
 describe.concurrent("the package", () => {
-  it("ships dist (built by prepack), src for the source maps, the README, LICENSE and CHANGELOG; no tests or fixtures", async () => {
+  it("ships dist (built by prepack), src for the source maps, the README and the docs it links, LICENSE and CHANGELOG; no tests or fixtures", async () => {
     assert.match(pkg.scripts.prepack, /npm run build$/)
     const { stdout } = await npm(["pack", "--dry-run", "--json", "--ignore-scripts"], root)
     const listed: ReadonlyArray<string> = JSON.parse(stdout.slice(stdout.indexOf("[")))[0].files.map(
@@ -117,6 +117,10 @@ describe.concurrent("the package", () => {
     assert.deepStrictEqual(listed.filter((file) => notShipped.test(file)), [])
     for (const file of ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "src/index.ts", "src/cli/main.ts"]) {
       assert.include(listed, file)
+    }
+    // every page the README links to, so its links hold on the registry too
+    for (const [, page] of Fs.readFileSync(Path.join(root, "README.md"), "utf8").matchAll(/\]\((docs\/[^)#]+)/g)) {
+      assert.include(listed, page)
     }
     // the tarball itself, as prepack built it
     const { stdout: entries } = await run("tar", ["-tzf", tarball])

@@ -168,11 +168,12 @@ export const toolEnded = <R>(
   sink: EventSink<R>,
   result: Message.ToolResultMessage,
   startedAt: number,
-  terminate: boolean
+  terminate: boolean,
+  defect: string | undefined
 ): Step.Step<void, never, R> => {
   if (!sink.observed) return Step.done
   const endedAt = now(sink)
-  return Step.ofVoid(publish(sink, {
+  const event: AgentEvent.Of<"ToolExecutionEnd"> = {
     _tag: "ToolExecutionEnd",
     toolCallId: result.toolCallId,
     toolName: result.toolName,
@@ -182,7 +183,8 @@ export const toolEnded = <R>(
     runId: sink.runId,
     turn: sink.turn,
     timestamp: endedAt
-  }))
+  }
+  return Step.ofVoid(publish(sink, defect === undefined ? event : { ...event, defect }))
 }
 
 /**

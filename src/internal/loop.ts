@@ -22,7 +22,7 @@
  *
  * @internal
  */
-import { Cause, Duration, Effect, Schema, Semaphore } from "effect"
+import { Cause, Context, Duration, Effect, Schema, Semaphore } from "effect"
 import type { LanguageModel, Prompt, Tool } from "effect/ai"
 import type * as AgentConfig from "../AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError, ToolFatalError } from "../AgentError.ts"
@@ -402,11 +402,14 @@ const withState = (error: AgentError, state: RunState.RunState): AgentError => {
       return new ModelError({ reason: error.reason, turn: error.turn, state })
     case "ToolFatalError": {
       const { description, toolCallId, toolName } = error
-      return new ToolFatalError(
-        error.error === undefined
-          ? { toolName, toolCallId, description, state }
-          : { toolName, toolCallId, description, error: error.error, state }
-      )
+      return new ToolFatalError({
+        toolName,
+        toolCallId,
+        description,
+        ...(error.error === undefined ? {} : { error: error.error }),
+        ...(error.defect === undefined ? {} : { defect: error.defect }),
+        state
+      })
     }
     default:
       return error
@@ -887,7 +890,9 @@ const invoke = <R>(
 /**
  * A call's output as its result message; then the `afterToolCall` hooks, in
  * order, each seeing the result as the hooks before it left it; then the cap
- * on the text the model reads; then the result is recorded and reported.
+ * on the text the model reads; then the result is recorded and reported. A
+ * defect of the tool with `ToolRegistry.FailOnDefect` on ends the run
+ * instead, as a fatal failure does (the call answered with it in the journal).
  */
 function* finalize<R>(
   run: ToolsRun<R>,
@@ -898,6 +903,11 @@ function* finalize<R>(
 ) {
   const settings = planned._tag === "Run" ? planned.settings : undefined
   const { call } = planned
+  const { defect } = output
+  if (defect !== undefined && Context.get(run.env.services, ToolRegistry.FailOnDefect)) {
+    Transcript.recordResult(run.journal, resultOf(call, { ...output, details: { kind: "fatal" } }))
+    return yield* new ToolFatalError({ toolName: call.name, toolCallId: call.id, description: defect, defect })
+  }
   let current: Hooks.ToolCallResult = {
     result: resultOf(call, output),
     terminate: executed && settings !== undefined && settings.terminating && !output.isError,
@@ -923,7 +933,7 @@ function* finalize<R>(
   const result = truncate(current.result, settings?.maxResultChars ?? run.env.config.maxResultChars)
   if (result !== current.result) current = { ...current, result }
   Transcript.recordResult(run.journal, result)
-  yield* Events.toolEnded(run.events, result, startedAt, current.terminate)
+  yield* Events.toolEnded(run.events, result, startedAt, current.terminate, defect)
   return current
 }
 

@@ -224,7 +224,13 @@ export const runChild = <Out>(
       Effect.ensuring(Effect.sync(() => {
         if (parent !== undefined && toolCallId !== undefined) parent.children.delete(toolCallId)
       })),
-      Effect.catch((error: AgentError) => failed(agent, `${agent} failed: ${error.message}`))
+      Effect.catch((error: AgentError) =>
+        // A defect of one of its tools, with `ToolRegistry.FailOnDefect` on: a defect of this call too, so
+        // that it ends the calling run as well (the calling model does not work around it).
+        error._tag === "ToolFatalError" && error.defect !== undefined
+          ? Effect.die(error)
+          : failed(agent, `${agent} failed: ${error.message}`)
+      )
     )
     return yield* answer(definition, { ...result, messages: result.state.messages })
   })

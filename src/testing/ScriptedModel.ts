@@ -3,7 +3,9 @@
  * streamed as deltas the way a real provider streams them. It records every
  * request it receives, can delay, fail or hang on cue, and fails clearly when
  * the run calls it more often than the script allows. Every loop test in this
- * project runs on it, and applications use it to test their own agents.
+ * project runs on it, and applications use it to test their own agents: the
+ * repository's `docs/testing.md` shows how, with `@effect/vitest`, a mocked
+ * service Layer behind the tools, the recorder and the `TestClock`.
  *
  * @example
  * ```ts

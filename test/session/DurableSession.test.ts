@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Latch, Layer, Option, Schedule, Schema, Stream } from "effect"
-import { LanguageModel, Toolkit } from "effect/ai"
+import { LanguageModel, Tool, Toolkit } from "effect/ai"
 import {
   ClusterError,
   ClusterWorkflowEngine,
@@ -12,7 +12,18 @@ import {
   ShardingConfig
 } from "effect/cluster"
 import { Activity, WorkflowEngine } from "effect/workflow"
-import { Agent, type AgentEvent, Approvals, Guardrail, Message, type RunState, Steering, SubAgent, ToolRegistry } from "effect-agent"
+import {
+  Agent,
+  type AgentEvent,
+  AgentTool,
+  Approvals,
+  Guardrail,
+  Message,
+  type RunState,
+  Steering,
+  SubAgent,
+  ToolRegistry
+} from "effect-agent"
 import { CheckpointStore, DurableSession, Session } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import * as Body from "../../src/session/internal/durable/body.ts"
@@ -1376,6 +1387,76 @@ const untilStatus = (sessionId: string, done: (status: DurableSession.Status) =>
     schedule: Schedule.spaced("20 millis"),
     times: 500
   })
+
+/** A domain error with a Date: a durable session keeps it as JSON, and it comes back as it was. */
+class DatabaseDown extends Schema.TaggedError<DatabaseDown>()("DatabaseDown", { host: Schema.String, since: Schema.Date }) {}
+
+const Query = AgentTool.annotate(
+  Tool.make("query", { parameters: Schema.Struct({ sql: Schema.String }), success: Schema.String, failure: DatabaseDown }),
+  { fatal: true }
+)
+const Crash = Tool.make("crash", { success: Schema.String })
+const BrokenKit = Toolkit.make(Query, Crash)
+const brokenTools = ToolRegistry.layer(BrokenKit).pipe(Layer.provide(BrokenKit.toLayer({
+  query: () => Effect.fail(new DatabaseDown({ host: "db-1", since: new Date("2026-01-02T03:04:05.000Z") })),
+  crash: () => Effect.die(new Error("boom"))
+})))
+
+/** A runner on the cluster engine (activity results and endings stored encoded) over the broken tools. */
+const brokenRunner = (turns: Turns, strict: boolean) =>
+  DurableSession.layer().pipe(
+    Layer.provideMerge(Layer.mergeAll(
+      ScriptedModel.layer(followTranscript(turns)),
+      brokenTools,
+      DurableSession.layerMemoryStore,
+      Layer.succeed(ToolRegistry.FailOnDefect, strict)
+    )),
+    Layer.provideMerge(engines.cluster)
+  )
+
+describe("DurableSession: tool defects and typed fatal errors (issue 31)", () => {
+  const crashing: Turns = [{ toolCalls: [{ id: "c1", name: "crash", params: {} }], usage }, { text: "done", usage }]
+
+  it.live("a defect is marked on the published ToolExecutionEnd; with FailOnDefect the session fails with it", () =>
+    Effect.gen(function*() {
+      const lenient = yield* Effect.gen(function*() {
+        const result = yield* DurableSession.run({ sessionId: "defect1", prompt: "go" })
+        const ends = (yield* DurableSession.events("defect1")).flatMap(({ event }) =>
+          event._tag === "ToolExecutionEnd" ? [event.defect] : []
+        )
+        return { outcome: result.outcome._tag, ends }
+      }).pipe(Effect.provide(brokenRunner(crashing, false)))
+      assert.deepStrictEqual(lenient, { outcome: "Completed", ends: ["Error: boom"] })
+      const strict = yield* Effect.flip(DurableSession.run({ sessionId: "defect2", prompt: "go" })).pipe(
+        Effect.provide(brokenRunner(crashing, true))
+      )
+      assert.deepStrictEqual(
+        strict._tag === "ToolFatalError" && [strict.toolName, strict.toolCallId, strict.defect],
+        ["crash", "c1", "Error: boom"]
+      )
+    }))
+
+  // Before, the tool call's activity failed with the error, and the engine suspended the session (failed) for
+  // the supervisor to resume, where it failed again: the session never ended.
+  it.live("a fatal domain error ends the session failed, and comes back typed: AgentTool.unwrapFatal, Effect.catchTag", () =>
+    Effect.gen(function*() {
+      const turns: Turns = [{ toolCalls: [{ id: "q1", name: "query", params: { sql: "select" } }], usage }]
+      yield* Effect.gen(function*() {
+        const caught = yield* DurableSession.run({ sessionId: "fatal1", prompt: "go" }).pipe(
+          AgentTool.unwrapFatal(Query),
+          Effect.map(() => "completed"),
+          Effect.catchTag("DatabaseDown", (down) => Effect.succeed(`${down.host} since ${down.since.toISOString()}`)),
+          Effect.timeout("10 seconds")
+        )
+        assert.strictEqual(caught, "db-1 since 2026-01-02T03:04:05.000Z")
+        const status = yield* DurableSession.poll("fatal1")
+        assert.deepStrictEqual(
+          status._tag === "Failed" && status.error._tag === "ToolFatalError" && [status.error.toolCallId, status.error.error],
+          ["q1", { _tag: "DatabaseDown", host: "db-1", since: "2026-01-02T03:04:05.000Z" }]
+        )
+      }).pipe(Effect.provide(brokenRunner(turns, false)))
+    }))
+})
 
 /** Waits (a bounded while) until the session has published `n` events of `tag` (one by default). */
 const waitFor = (sessionId: string, tag: AgentEvent.Tag, n = 1) => {

@@ -159,10 +159,21 @@ const ReplyResult = Schema.Struct({ message: Message.AssistantMessage, stopped: 
 const Output = Schema.Struct({
   content: Schema.Array(Message.UserContent),
   isError: Schema.Boolean,
+  /** The tool's defect, when the call ended in one (`ToolRegistry.Output`): a replay marks it as the run did. */
+  defect: Schema.optionalKey(Schema.String),
   usage: Schema.optionalKey(Message.Usage),
   waits: Schema.optionalKey(Schema.Struct({ key: Schema.String, saved: Schema.optionalKey(SubAgent.Saved) }))
 })
 type Output = typeof Output.Type
+
+/**
+ * What a part of a tool call records: its {@link Output}, or the fatal
+ * failure of its tool. A fatal failure is a result of the activity, not its
+ * failure: the engine suspends a session whose activity fails (as for a
+ * model error, which the supervisor resumes), where a fatal failure ends the
+ * session for good, failed with it, and a replay fails it again.
+ */
+const PartResult = Schema.Union([Output, Schema.Struct({ fatal: ToolFatalError })])
 
 /**
  * An approver's decision, as the deferred of a call carries it.
@@ -696,33 +707,51 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
               (claimed) => claimed ? call : Effect.succeed(unknownOutcome(name))
             )
         )
-    const part = (n: number, resumes: Stop["resumes"], saved: SubAgent.Saved | undefined) =>
-      Effect.provideContext(
-        activity(
-          session,
-          n === 0 ? first : `continue/${n}/${turn}/${toolCallId}`,
-          Output,
-          ToolFatalError,
-          stoppable(
-            toolCallId,
-            resumes,
-            once(
-              saved === undefined
-                ? base.invoke(name, invocation)
-                : SubAgent.continuing(toolCallId, saved)(base.invoke(name, invocation))
-            )
+    const part = (
+      n: number,
+      resumes: Stop["resumes"],
+      saved: SubAgent.Saved | undefined
+    ): Effect.Effect<Output, ToolFatalError> =>
+      Effect.flatMap(
+        Effect.provideContext(
+          activity(
+            session,
+            n === 0 ? first : `continue/${n}/${turn}/${toolCallId}`,
+            PartResult,
+            Schema.Never,
+            Effect.catchTag(
+              stoppable(
+                toolCallId,
+                resumes,
+                once(
+                  saved === undefined
+                    ? base.invoke(name, invocation)
+                    : SubAgent.continuing(toolCallId, saved)(base.invoke(name, invocation))
+                )
+              ),
+              "ToolFatalError",
+              (fatal) => Effect.succeed({ fatal })
+            ),
+            {
+              call: toolCallId,
+              partOf: first,
+              replayed: (output) =>
+                "fatal" in output || output.usage === undefined ? Effect.void : SubAgent.countSpent(output.usage)
+            }
           ),
-          {
-            call: toolCallId,
-            partOf: first,
-            replayed: (output) => output.usage === undefined ? Effect.void : SubAgent.countSpent(output.usage)
-          }
+          session.engine
         ),
-        session.engine
+        (result) => "fatal" in result ? Effect.fail(result.fatal) : Effect.succeed(result)
       )
     const from = (n: number, output: Output): Effect.Effect<ToolRegistryOutput, ToolFatalError> => {
       const waits = output.waits
-      if (waits === undefined) return Effect.succeed({ content: output.content, isError: output.isError })
+      if (waits === undefined) {
+        return Effect.succeed(
+          output.defect === undefined
+            ? { content: output.content, isError: output.isError }
+            : { content: output.content, isError: output.isError, defect: output.defect }
+        )
+      }
       return Effect.flatMap(
         Effect.provideContext(awaitDecision(session, waits.key, toolCallId), session.engine),
         (decision) =>
