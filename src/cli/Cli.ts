@@ -28,13 +28,19 @@
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
-import { Context, Effect, type FileSystem, Layer, type Path, type Runtime, type Stdio, Terminal } from "effect"
+// effect's modules one by one, not `from "effect"` (which loads all of them): the command's start loads what
+// the command tree and the platform use, and each subcommand the rest (see internal/Commands.ts).
+import type { FileSystem, Path, Runtime, Stdio } from "effect"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import * as HttpClient from "effect/http/HttpClient"
 import type * as HttpClientError from "effect/http/HttpClientError"
+import * as Layer from "effect/Layer"
 import type { ChildProcessSpawner } from "effect/process"
-import { codes, type ExitCode, type ExitWith, fromExit, OnInterrupt } from "./ExitCode.ts"
+import * as Terminal from "effect/Terminal"
 import * as Commands from "./internal/Commands.ts"
+import { codes, type ExitCode, type ExitWith, fromExit, OnInterrupt } from "./internal/exitCodes.ts"
 import * as Io from "./internal/Io.ts"
 
 /**

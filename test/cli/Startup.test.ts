@@ -2,7 +2,8 @@
  * What the built command loads to start: its tree (names, flags, help) and
  * the platform, and each subcommand's modules only when it runs, so that
  * `--help`, `--version` and `version` answer without loading a run (the
- * providers, the sandbox, the server, the cluster, undici). Checked by the
+ * providers, the sandbox, the server, the cluster, undici), nor all of
+ * `effect`. Checked by the
  * modules Node loads (a load hook), not by a clock; `bench/cli-start.ts`
  * measures the time.
  */
@@ -74,6 +75,8 @@ describe.concurrent("the command's start", () => {
         assert.strictEqual(out.code, 0, `${args.join(" ")}: ${out.stderr}`)
         assert.isTrue(out.loaded.some((url) => url.endsWith("/dist/cli/internal/Commands.js")), "the trace works")
         assert.deepStrictEqual(loadedOf(out.loaded, everything), [], args.join(" "))
+        // Nor all of effect: `from "effect"` loads every module of it; the tree imports those it uses.
+        assert.deepStrictEqual(out.loaded.filter((url) => /\/node_modules\/effect\/dist\/index\.js$/.test(url)), [])
       }
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })

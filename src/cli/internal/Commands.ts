@@ -8,14 +8,19 @@
  * - `effect-agent version [--json]`: the version, and with `--json` the
  *   capabilities a script can check and the exit codes.
  *
- * The tree loads `effect/cli` and the flags (`Flags`) only; each handler
- * loads its module when its subcommand runs.
+ * The tree loads `effect/cli` and the flags (`Flags`) only, and of
+ * `effect` the modules it uses (not `from "effect"`, which loads them all);
+ * each handler loads its module when its subcommand runs.
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Option, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
-import { codes, ExitWith } from "../ExitCode.ts"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import * as Schema from "effect/Schema"
+import { codes, ExitWith } from "./exitCodes.ts"
 import type { Failure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
 import * as Io from "./Io.ts"

@@ -7,14 +7,28 @@
  *
  * @since 0.1.0
  */
-import { Result } from "effect"
+// effect's modules one by one: the command's start loads this (see Commands).
 import { type Command, Flag } from "effect/cli"
-import { CommandLine } from "effect/process"
-import * as Control from "../../protocol/Control.ts"
+import * as CommandLine from "effect/process/CommandLine"
+import * as Result from "effect/Result"
+import type * as Control from "../../protocol/Control.ts"
 import type * as AgentServer from "../../server/AgentServer.ts"
 import { Approve, builtinTools, defaultModels, Provider, SandboxKind } from "./Target.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
+
+/** A value of `Control.OnEof` missing from the list (`never`: none). */
+type OnEofUnlisted = Exclude<Control.OnEof, "ignore" | "cancel">
+
+/**
+ * The values of `--stdin-eof`: `Control.OnEof`'s, written out so that the
+ * help does not load the control protocol (the compiler checks the list
+ * against it both ways).
+ */
+const onEof: readonly ["ignore", "cancel"] & ([OnEofUnlisted] extends [never] ? unknown : { readonly unlisted: OnEofUnlisted }) = [
+  "ignore",
+  "cancel"
+] as const satisfies ReadonlyArray<Control.OnEof>
 
 /**
  * The flags of `effect-agent run`.
@@ -115,7 +129,7 @@ export const flags = {
     "Who does the work of a supervised run: agent (this loop, the default), claude or codex"
   ),
   stdinEof: describe(
-    Flag.withDefault(Flag.Literals("stdin-eof", Control.OnEof.literals), "ignore"),
+    Flag.withDefault(Flag.Literals("stdin-eof", onEof), "ignore"),
     "What the end of stdin does to the run (default ignore)"
   )
 }

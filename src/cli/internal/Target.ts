@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+// effect's Schema alone: the command's start loads this (see Commands).
+import * as Schema from "effect/Schema"
 import type * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
 
 /**
