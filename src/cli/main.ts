@@ -2,12 +2,12 @@
 /**
  * The `effect-agent` command (the package's `bin`).
  *
- * Built, it is plain JavaScript that any Node since 14 parses, and loads
- * only Node's own modules until it has checked the Node it runs on: on one
- * older than the package's `engines.node`, it says which Node it needs and
- * which one is running, and exits 22, rather than fail somewhere inside a
- * dependency. The command itself is loaded after (see `Cli`), and each
- * subcommand's modules when it runs.
+ * Built, it is plain JavaScript that an old Node parses (Node 20 is
+ * tested), and loads only Node's own modules until it has checked the Node
+ * it runs on: on one older than the package's `engines.node`, it says which
+ * Node it needs and which one is running, and exits 22, rather than fail
+ * somewhere inside a dependency. The command itself is loaded after (see
+ * `Cli`), and each subcommand's modules when it runs.
  *
  * @since 0.1.0
  */
