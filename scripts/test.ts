@@ -7,6 +7,9 @@
  *
  * With arguments (`npm test -- test/Agent.test.ts`) the command is built by
  * the first test that needs it, as under `npx vitest`, not ahead.
+ *
+ * `npm test` runs `scripts/check-node.js` first (`node --import`): on a Node
+ * too old for this TypeScript file, it says so instead.
  */
 import { spawn } from "node:child_process"
 import * as Os from "node:os"

@@ -25,16 +25,22 @@
  *
  * @since 0.1.0
  */
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
-import { type Context, Effect, type FileSystem, Layer, type Path, type Runtime, type Stdio, Terminal } from "effect"
+// effect's modules one by one, not `from "effect"` (which loads all of them): the command's start loads what
+// the command tree and the platform use, and each subcommand the rest (see internal/Commands.ts).
+import type { FileSystem, Path, Runtime, Stdio } from "effect"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
-import type { HttpClient } from "effect/http"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as HttpClient from "effect/http/HttpClient"
+import type * as HttpClientError from "effect/http/HttpClientError"
+import * as Layer from "effect/Layer"
 import type { ChildProcessSpawner } from "effect/process"
-import { codes, type ExitCode, type ExitWith, fromExit, OnInterrupt } from "./ExitCode.ts"
+import * as Terminal from "effect/Terminal"
 import * as Commands from "./internal/Commands.ts"
+import { codes, type ExitCode, type ExitWith, fromExit, OnInterrupt } from "./internal/exitCodes.ts"
 import * as Io from "./internal/Io.ts"
 
 /**
@@ -90,6 +96,33 @@ export const command = Effect.gen(function*() {
 )
 
 /**
+ * Node's HTTP client (`NodeHttpClient.layerUndici`), loaded and built at the
+ * first request: a command that sends none (`--help`, `version`, `demo`)
+ * does not load undici. It is built as the layer would have been, in the
+ * layer's scope (its connections are closed with it) and context (not the
+ * first request's).
+ */
+const layerHttpClient: Layer.Layer<HttpClient.HttpClient> = Layer.effect(
+  HttpClient.HttpClient,
+  Effect.gen(function*() {
+    const scope = yield* Effect.scope
+    const context = yield* Effect.context<never>()
+    const client = yield* Effect.cached(
+      Effect.promise(() => import("@effect/platform-node/NodeHttpClient")).pipe(
+        Effect.flatMap((NodeHttpClient) => Layer.buildWithScope(NodeHttpClient.layerUndici, scope)),
+        Effect.map(Context.get(HttpClient.HttpClient)),
+        Effect.provideContext(context)
+      )
+    )
+    // The request as undici's client takes it: its `execute` is `postprocess` after `Effect.succeed`.
+    return HttpClient.makeWith<HttpClientError.HttpClientError, never, HttpClientError.HttpClientError, never>(
+      (request) => Effect.flatMap(client, (client) => client.postprocess(request)),
+      Effect.succeed
+    )
+  })
+)
+
+/**
  * The command on the process: its arguments, streams, terminal and
  * environment.
  *
@@ -99,7 +132,7 @@ export const command = Effect.gen(function*() {
 export const program = command.pipe(
   // Keys typed on the terminal are the run's to read (Ctrl-C, Ctrl-D and Escape included): see TerminalInput.
   Effect.provide(Layer.effect(Terminal.Terminal, NodeTerminal.make(() => false))),
-  Effect.provide(Layer.mergeAll(Io.layerProcess, NodeServices.layer, NodeHttpClient.layerUndici))
+  Effect.provide(Layer.mergeAll(Io.layerProcess, NodeServices.layer, layerHttpClient))
 )
 
 /**

@@ -14,7 +14,6 @@ import { NodeClusterSocket } from "@effect/platform-node"
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import { ConfigProvider, Context, Duration, Effect, Exit, Layer, Option, Path, Redacted, Result, Schema, Scope } from "effect"
 import { LanguageModel } from "effect/ai"
-import { Flag } from "effect/cli"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
 import * as Approvals from "../../Approvals.ts"
 import * as Message from "../../Message.ts"
@@ -31,67 +30,7 @@ import { Io } from "./Io.ts"
 import * as PluginEvents from "./PluginEvents.ts"
 import * as Runner from "./Runner.ts"
 import * as Settings from "./Settings.ts"
-import { Approve } from "./Target.ts"
 import * as View from "./View.ts"
-
-const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
-
-// `run`'s flags that choose the model and the tools (a session's task, prompt and limits are the client's). Not
-// those of a supervised run (a runner runs none), nor --quiet (it shows no progress) or --otlp (it exports no
-// traces): a flag a runner would ignore is not taken, so that giving it is an error (exit 22), not a silent no-op.
-const {
-  task: _task,
-  system: _system,
-  resume: _resume,
-  sessionDir: _sessionDir,
-  emitJsonl: _emitJsonl,
-  json: _json,
-  stdinEof: _stdinEof,
-  maxTurns: _maxTurns,
-  maxTokens: _maxTokens,
-  maxCost: _maxCost,
-  maxWall: _maxWall,
-  pg: _pg,
-  sessionId: _sessionId,
-  quiet: _quiet,
-  otlp: _otlp,
-  check: _check,
-  verifier: _verifier,
-  plan: _plan,
-  maxPlanIterations: _maxPlanIterations,
-  approveTurns: _approveTurns,
-  worker: _worker,
-  approve: _approve,
-  ...modelFlags
-} = Flags.flags
-
-/**
- * The flags of `effect-agent runner`.
- *
- * @since 0.1.0
- */
-export const runnerFlags = {
-  ...modelFlags,
-  approve: describe(
-    Flag.optional(Flag.Literals("approve", Approve.literals)),
-    "Calls that need approval: ask (default: each waits for DurableSession.approve, from any process), all, none"
-  ),
-  pg: describe(Flag.String("pg"), "The PostgreSQL URL the cluster keeps its sessions in"),
-  port: describe(Flag.withDefault(Flag.Int("port"), 34431), "The port runners reach this one on (default 34431)"),
-  host: describe(
-    Flag.withDefault(Flag.String("host"), "127.0.0.1"),
-    "The address other runners reach this one at (default 127.0.0.1)"
-  )
-}
-
-/**
- * The flags of `effect-agent runner`, as parsed.
- *
- * @since 0.1.0
- */
-export type RunnerFlags = {
-  readonly [K in keyof typeof runnerFlags]: typeof runnerFlags[K] extends Flag.Flag<infer A> ? A : never
-}
 
 /**
  * Failover settings: a dead runner's sessions move once a health check
@@ -176,7 +115,7 @@ const asFailure = <E extends { readonly message: string }>(what: string) => (err
  *
  * @since 0.1.0
  */
-export const runner = (flags: RunnerFlags) =>
+export const runner = (flags: Flags.RunnerFlags) =>
   Effect.gen(function*() {
     const io = yield* Io
     const note = (text: string) => io.stderr.write(`effect-agent runner: ${text}\n`)

@@ -1,26 +1,40 @@
 /**
  * The subcommands of `effect-agent`, on `effect/cli` (the tree is `Cli.root`):
  *
- * - `effect-agent run`: run an agent (see `Runner`).
- * - `effect-agent demo`: the offline demo.
+ * - `effect-agent run`: run an agent (see `Runner`; with `--pg`, `Cluster`).
+ * - `effect-agent runner`: a runner of a cluster's durable sessions (see `Cluster`).
+ * - `effect-agent serve`: the agent server (see `Serve`).
+ * - `effect-agent demo`: the offline demo (see `Demo`).
  * - `effect-agent version [--json]`: the version, and with `--json` the
  *   capabilities a script can check and the exit codes.
  *
+ * The tree loads `effect/cli` and the flags (`Flags`) only, and of
+ * `effect` the modules it uses (not `from "effect"`, which loads them all);
+ * each handler loads its module when its subcommand runs.
+ *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Option, Path, Schema } from "effect"
 import { CliOutput, Command, Flag } from "effect/cli"
-import * as Message from "../../Message.ts"
-import { codes, ExitWith, fromOutcome } from "../ExitCode.ts"
-import * as Cluster from "./Cluster.ts"
-import * as Demo from "./Demo.ts"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import * as Schema from "effect/Schema"
+import { codes, ExitWith } from "./exitCodes.ts"
 import type { Failure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
 import * as Io from "./Io.ts"
-import * as Runner from "./Runner.ts"
-import * as Serve from "./Serve.ts"
-import * as SupervisedDemo from "./SupervisedDemo.ts"
-import * as View from "./View.ts"
+
+/**
+ * A subcommand's handler, in a module loaded when the subcommand runs: the
+ * tree (names, flags, help) loads only `effect/cli` and the flags, so that
+ * `--help`, `--version` and `version` answer without loading what a run
+ * needs (the providers, the sandbox, the server, the cluster).
+ */
+const loaded = <M, A, E, R>(
+  load: () => Promise<M>,
+  handler: (module: M) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> => Effect.flatMap(Effect.promise(load), handler)
 
 // -----------------------------------------------------------------------------
 // run
@@ -34,7 +48,11 @@ import * as View from "./View.ts"
 export const run = Command.make(
   "run",
   Flags.flags,
-  (flags) => Option.isSome(flags.pg) ? reported(Cluster.submit(flags, flags.pg.value)) : Runner.run(flags)
+  (flags) =>
+    Option.match(flags.pg, {
+      onNone: () => loaded(() => import("./Runner.ts"), (Runner) => Runner.run(flags)),
+      onSome: (url) => loaded(() => import("./Cluster.ts"), (Cluster) => reported(Cluster.submit(flags, url)))
+    })
 ).pipe(
   Command.withDescription("Run an agent on a task, with live progress, approvals and steering on stdin, and resume"),
   Command.withExamples([
@@ -79,7 +97,11 @@ const reported = <A, R>(
  *
  * @since 0.1.0
  */
-export const runner = Command.make("runner", Cluster.runnerFlags, (flags) => reported(Cluster.runner(flags))).pipe(
+export const runner = Command.make(
+  "runner",
+  Flags.runnerFlags,
+  (flags) => loaded(() => import("./Cluster.ts"), (Cluster) => reported(Cluster.runner(flags)))
+).pipe(
   Command.withDescription(
     "Run durable sessions on a cluster on PostgreSQL, with the model and tools the flags choose (see run --pg)"
   ),
@@ -100,15 +122,16 @@ export const runner = Command.make("runner", Cluster.runnerFlags, (flags) => rep
  *
  * @since 0.1.0
  */
-export const serve = Command.make("serve", Serve.flags, (flags) =>
-  Serve.serve(flags).pipe(
-    Effect.catch((error) =>
-      Effect.andThen(
-        Effect.flatMap(Io.Io, (io) => Effect.sync(() => io.stderr.write(`effect-agent: ${error.message}\n`))),
-        Effect.fail(new ExitWith({ code: error.code }))
+export const serve = Command.make("serve", Flags.serveFlags, (flags) =>
+  loaded(() => import("./Serve.ts"), (Serve) =>
+    Serve.serve(flags).pipe(
+      Effect.catch((error) =>
+        Effect.andThen(
+          Effect.flatMap(Io.Io, (io) => Effect.sync(() => io.stderr.write(`effect-agent: ${error.message}\n`))),
+          Effect.fail(new ExitWith({ code: error.code }))
+        )
       )
-    )
-  )).pipe(
+    ))).pipe(
     Command.withDescription(
       "Serve agents over HTTP: sessions, their events as SSE, approvals and steering, and the inspector page"
     ),
@@ -141,37 +164,7 @@ export const demo = Command.make("demo", {
     Flag.withDefault(Flag.Boolean("supervised"), false),
     "The supervised demo: a worker fixes a failing check in a temporary workspace (red, feedback, green)"
   )
-}, ({ supervised }) =>
-  Effect.gen(function*() {
-    const io = yield* Io.Io
-    const view = io.stderr.isTerminal
-      ? yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color })
-      : View.log(io.stderr.write)
-    const failed = (error: { readonly message: string }) =>
-      Effect.andThen(
-        Effect.sync(() => io.stderr.write(`effect-agent: ${View.errorText(error.message)}\n`)),
-        Effect.fail(new ExitWith({ code: codes.unexpected }))
-      )
-    const answer = supervised
-      ? yield* SupervisedDemo.run({ view }).pipe(
-        Effect.flatMap((result) =>
-          result.outcome._tag === "Converged"
-            ? Effect.succeed(result.reply)
-            : Effect.fail(new ExitWith({ code: fromOutcome(result.outcome) }))
-        ),
-        Effect.catch((error) => error._tag === "ExitWith" ? Effect.fail(error) : failed(error))
-      )
-      : yield* Demo.run({ view }).pipe(
-        Effect.map((result) => {
-          const last = result.messages.at(-1)
-          return last === undefined ? "" : Message.textOf(last)
-        }),
-        Effect.catch(failed)
-      )
-    if (answer !== "" && !(io.stderr.isTerminal && io.stdout.isTerminal)) {
-      io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
-    }
-  }).pipe(Effect.scoped)).pipe(
+}, ({ supervised }) => loaded(() => import("./Demo.ts"), (Demo) => Demo.command({ supervised }))).pipe(
     Command.withDescription(
       "Run the offline demo: a trip-planning agent on a scripted model (no keys, no network); " +
         "--supervised: checks between turns"

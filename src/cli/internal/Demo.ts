@@ -14,6 +14,9 @@ import * as Message from "../../Message.ts"
 import * as Steering from "../../Steering.ts"
 import * as ToolRegistry from "../../ToolRegistry.ts"
 import * as ScriptedModel from "../../testing/ScriptedModel.ts"
+import { codes, ExitWith, fromOutcome } from "../ExitCode.ts"
+import { Io } from "./Io.ts"
+import * as SupervisedDemo from "./SupervisedDemo.ts"
 import * as View from "./View.ts"
 
 // ---------------------------------------------------------------------------
@@ -139,3 +142,46 @@ export const run = (options: {
     }
     return result
   }).pipe(Effect.scoped, Effect.provide(Layer.merge(TripToolsLive, ScriptedModel.layer(script))))
+
+// ---------------------------------------------------------------------------
+// The command
+// ---------------------------------------------------------------------------
+
+/**
+ * `effect-agent demo [--supervised]`, with the rule of `run`: the progress on
+ * stderr (the live view on a terminal, the event log elsewhere), the answer
+ * on stdout (unless the live view already showed it on the same terminal).
+ *
+ * @since 0.1.0
+ */
+export const command = ({ supervised }: { readonly supervised: boolean }) =>
+  Effect.gen(function*() {
+    const io = yield* Io
+    const view = io.stderr.isTerminal
+      ? yield* View.live({ write: io.stderr.write, columns: io.stderr.columns, color: io.color })
+      : View.log(io.stderr.write)
+    const failed = (error: { readonly message: string }) =>
+      Effect.andThen(
+        Effect.sync(() => io.stderr.write(`effect-agent: ${View.errorText(error.message)}\n`)),
+        Effect.fail(new ExitWith({ code: codes.unexpected }))
+      )
+    const answer = supervised
+      ? yield* SupervisedDemo.run({ view }).pipe(
+        Effect.flatMap((result) =>
+          result.outcome._tag === "Converged"
+            ? Effect.succeed(result.reply)
+            : Effect.fail(new ExitWith({ code: fromOutcome(result.outcome) }))
+        ),
+        Effect.catch((error) => error._tag === "ExitWith" ? Effect.fail(error) : failed(error))
+      )
+      : yield* run({ view }).pipe(
+        Effect.map((result) => {
+          const last = result.messages.at(-1)
+          return last === undefined ? "" : Message.textOf(last)
+        }),
+        Effect.catch(failed)
+      )
+    if (answer !== "" && !(io.stderr.isTerminal && io.stdout.isTerminal)) {
+      io.stdout.write(`${View.answer(answer, io.stdout.isTerminal)}\n`)
+    }
+  }).pipe(Effect.scoped)

@@ -1,17 +1,34 @@
 /**
- * The flags of `effect-agent run`, on `effect/cli`, and the parsers of the
- * values they take that `effect/cli` does not parse: durations, MCP command
- * lines and tool lists. What the flags mean together is `Settings`'s.
+ * The flags of `effect-agent run`, `serve` and `runner`, on `effect/cli`,
+ * and the parsers of the values they take that `effect/cli` does not parse:
+ * durations, MCP command lines and tool lists. What the flags mean together
+ * is `Settings`'s. It loads no more than `effect/cli` and the names the flags
+ * take (see `Target`), so that the help is shown without loading a run.
  *
  * @since 0.1.0
  */
-import { Result } from "effect"
+// effect's modules one by one: the command's start loads this (see Commands).
 import { type Command, Flag } from "effect/cli"
-import { CommandLine } from "effect/process"
-import * as Control from "../../protocol/Control.ts"
+import * as CommandLine from "effect/process/CommandLine"
+import * as Result from "effect/Result"
+import type * as Control from "../../protocol/Control.ts"
+import type * as AgentServer from "../../server/AgentServer.ts"
 import { Approve, builtinTools, defaultModels, Provider, SandboxKind } from "./Target.ts"
 
 const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
+
+/** A value of `Control.OnEof` missing from the list (`never`: none). */
+type OnEofUnlisted = Exclude<Control.OnEof, "ignore" | "cancel">
+
+/**
+ * The values of `--stdin-eof`: `Control.OnEof`'s, written out so that the
+ * help does not load the control protocol (the compiler checks the list
+ * against it both ways).
+ */
+const onEof: readonly ["ignore", "cancel"] & ([OnEofUnlisted] extends [never] ? unknown : { readonly unlisted: OnEofUnlisted }) = [
+  "ignore",
+  "cancel"
+] as const satisfies ReadonlyArray<Control.OnEof>
 
 /**
  * The flags of `effect-agent run`.
@@ -114,7 +131,7 @@ export const flags = {
     "Who does the work of a supervised run: agent (this loop, the default), claude or codex"
   ),
   stdinEof: describe(
-    Flag.withDefault(Flag.Literals("stdin-eof", Control.OnEof.literals), "ignore"),
+    Flag.withDefault(Flag.Literals("stdin-eof", onEof), "ignore"),
     "What the end of stdin does to the run (default ignore)"
   )
 }
@@ -125,6 +142,156 @@ export const flags = {
  * @since 0.1.0
  */
 export type Flags = Command.Command.Config.Infer<typeof flags>
+
+// -----------------------------------------------------------------------------
+// serve
+// -----------------------------------------------------------------------------
+
+/**
+ * The server's defaults that `serve`'s flags show: `AgentServer.defaults`
+ * (the compiler checks they are the same), written out so that the help
+ * does not load the server.
+ */
+const serverDefaults = { maxRunning: 32, maxStreams: 256, maxStreamsPerSession: 16 } as const satisfies Pick<
+  typeof AgentServer.defaults,
+  "maxRunning" | "maxStreams" | "maxStreamsPerSession"
+>
+
+// `run`'s flags but those about one run (its task, session, outputs and stdin), those of a supervised run (the
+// server runs none: given, they would be ignored, so they are not taken), and --quiet (it shows no progress).
+const serveTaken = ({
+  task: _task,
+  resume: _resume,
+  sessionDir: _sessionDir,
+  emitJsonl: _emitJsonl,
+  json: _json,
+  stdinEof: _stdinEof,
+  pg: _pg,
+  sessionId: _sessionId,
+  quiet: _quiet,
+  check: _check,
+  verifier: _verifier,
+  plan: _plan,
+  maxPlanIterations: _maxPlanIterations,
+  approveTurns: _approveTurns,
+  worker: _worker,
+  ...runFlags
+}: typeof flags) => runFlags
+
+/**
+ * The flags of `effect-agent serve`: where it listens, its token and store,
+ * and those of `run` that choose the model, the tools and the limits.
+ *
+ * @since 0.1.0
+ */
+export const serveFlags = {
+  ...serveTaken(flags),
+  approve: describe(
+    Flag.optional(Flag.Literals("approve", Approve.literals)),
+    "Calls that need approval: ask (default: decided over HTTP, POST /sessions/:id/control), all, none"
+  ),
+  port: describe(Flag.withDefault(Flag.Int("port"), 8080), "The port to listen on (default 8080; 0: any free port)"),
+  host: describe(Flag.withDefault(Flag.String("host"), "127.0.0.1"), "The address to listen on (default 127.0.0.1)"),
+  tokenEnv: describe(
+    Flag.optional(Flag.String("token-env")),
+    "The environment variable holding the token every request must carry (default: a random one, printed once)"
+  ),
+  withoutToken: describe(
+    Flag.withDefault(Flag.Boolean("without-token"), false),
+    "Serve without a token (loopback only): any program on this machine can then run agents and approve their calls"
+  ),
+  allowOrigin: describe(
+    Flag.atLeast(Flag.String("allow-origin"), 0),
+    "An origin whose web pages may call the server, e.g. http://localhost:3000 (repeatable; with CORS)"
+  ),
+  store: describe(
+    Flag.optional(Flag.String("store")),
+    "Where sessions are kept (default ~/.local/state/effect-agent/server; outside the workspace)"
+  ),
+  maxRunning: describe(
+    Flag.withDefault(Flag.Int("max-running"), serverDefaults.maxRunning),
+    `Sessions running at once (default ${serverDefaults.maxRunning}): starting one more is a 429`
+  ),
+  maxStreams: describe(
+    Flag.withDefault(Flag.Int("max-streams"), serverDefaults.maxStreams),
+    `Events streams open at once (default ${serverDefaults.maxStreams}, ` +
+      `${serverDefaults.maxStreamsPerSession} to a session): one more is a 429`
+  )
+}
+
+/**
+ * The flags of `effect-agent serve`, as parsed.
+ *
+ * @since 0.1.0
+ */
+export type ServeFlags = {
+  readonly [K in keyof typeof serveFlags]: typeof serveFlags[K] extends Flag.Flag<infer A> ? A : never
+}
+
+// -----------------------------------------------------------------------------
+// runner
+// -----------------------------------------------------------------------------
+
+// `run`'s flags that choose the model and the tools (a session's task, prompt and limits are the client's). Not
+// those of a supervised run (a runner runs none), nor --quiet (it shows no progress) or --otlp (it exports no
+// traces): a flag a runner would ignore is not taken, so that giving it is an error (exit 22), not a silent no-op.
+const runnerTaken = ({
+  task: _task,
+  system: _system,
+  resume: _resume,
+  sessionDir: _sessionDir,
+  emitJsonl: _emitJsonl,
+  json: _json,
+  stdinEof: _stdinEof,
+  maxTurns: _maxTurns,
+  maxTokens: _maxTokens,
+  maxCost: _maxCost,
+  maxWall: _maxWall,
+  pg: _pg,
+  sessionId: _sessionId,
+  quiet: _quiet,
+  otlp: _otlp,
+  check: _check,
+  verifier: _verifier,
+  plan: _plan,
+  maxPlanIterations: _maxPlanIterations,
+  approveTurns: _approveTurns,
+  worker: _worker,
+  approve: _approve,
+  ...modelFlags
+}: typeof flags) => modelFlags
+
+/**
+ * The flags of `effect-agent runner`.
+ *
+ * @since 0.1.0
+ */
+export const runnerFlags = {
+  ...runnerTaken(flags),
+  approve: describe(
+    Flag.optional(Flag.Literals("approve", Approve.literals)),
+    "Calls that need approval: ask (default: each waits for DurableSession.approve, from any process), all, none"
+  ),
+  pg: describe(Flag.String("pg"), "The PostgreSQL URL the cluster keeps its sessions in"),
+  port: describe(Flag.withDefault(Flag.Int("port"), 34431), "The port runners reach this one on (default 34431)"),
+  host: describe(
+    Flag.withDefault(Flag.String("host"), "127.0.0.1"),
+    "The address other runners reach this one at (default 127.0.0.1)"
+  )
+}
+
+/**
+ * The flags of `effect-agent runner`, as parsed.
+ *
+ * @since 0.1.0
+ */
+export type RunnerFlags = {
+  readonly [K in keyof typeof runnerFlags]: typeof runnerFlags[K] extends Flag.Flag<infer A> ? A : never
+}
+
+// -----------------------------------------------------------------------------
+// Values
+// -----------------------------------------------------------------------------
 
 const units: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
 

@@ -12,7 +12,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Layer } from "effect"
+// effect's modules one by one: the command's start loads this (see Commands).
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Fs from "node:fs"
 
 /**

@@ -27,7 +27,6 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result } from "effect"
 import { LanguageModel } from "effect/ai"
-import { Flag } from "effect/cli"
 import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
 import * as Approvals from "../../Approvals.ts"
@@ -43,78 +42,6 @@ import * as Runner from "./Runner.ts"
 import { checkPlacement, checkUnreadable } from "./SessionFiles.ts"
 import * as Settings from "./Settings.ts"
 
-const describe = <A>(flag: Flag.Flag<A>, text: string) => Flag.withDescription(flag, text)
-
-// `run`'s flags but those about one run (its task, session, outputs and stdin), those of a supervised run (the
-// server runs none: given, they would be ignored, so they are not taken), and --quiet (it shows no progress).
-const {
-  task: _task,
-  resume: _resume,
-  sessionDir: _sessionDir,
-  emitJsonl: _emitJsonl,
-  json: _json,
-  stdinEof: _stdinEof,
-  pg: _pg,
-  sessionId: _sessionId,
-  quiet: _quiet,
-  check: _check,
-  verifier: _verifier,
-  plan: _plan,
-  maxPlanIterations: _maxPlanIterations,
-  approveTurns: _approveTurns,
-  worker: _worker,
-  ...runFlags
-} = Flags.flags
-
-/**
- * The flags of `effect-agent serve`: where it listens, its token and store,
- * and those of `run` that choose the model, the tools and the limits.
- *
- * @since 0.1.0
- */
-export const flags = {
-  ...runFlags,
-  approve: describe(
-    Flag.optional(Flag.Literals("approve", ["all", "none", "ask"])),
-    "Calls that need approval: ask (default: decided over HTTP, POST /sessions/:id/control), all, none"
-  ),
-  port: describe(Flag.withDefault(Flag.Int("port"), 8080), "The port to listen on (default 8080; 0: any free port)"),
-  host: describe(Flag.withDefault(Flag.String("host"), "127.0.0.1"), "The address to listen on (default 127.0.0.1)"),
-  tokenEnv: describe(
-    Flag.optional(Flag.String("token-env")),
-    "The environment variable holding the token every request must carry (default: a random one, printed once)"
-  ),
-  withoutToken: describe(
-    Flag.withDefault(Flag.Boolean("without-token"), false),
-    "Serve without a token (loopback only): any program on this machine can then run agents and approve their calls"
-  ),
-  allowOrigin: describe(
-    Flag.atLeast(Flag.String("allow-origin"), 0),
-    "An origin whose web pages may call the server, e.g. http://localhost:3000 (repeatable; with CORS)"
-  ),
-  store: describe(
-    Flag.optional(Flag.String("store")),
-    "Where sessions are kept (default ~/.local/state/effect-agent/server; outside the workspace)"
-  ),
-  maxRunning: describe(
-    Flag.withDefault(Flag.Int("max-running"), AgentServer.defaults.maxRunning),
-    `Sessions running at once (default ${AgentServer.defaults.maxRunning}): starting one more is a 429`
-  ),
-  maxStreams: describe(
-    Flag.withDefault(Flag.Int("max-streams"), AgentServer.defaults.maxStreams),
-    `Events streams open at once (default ${AgentServer.defaults.maxStreams}, ` +
-      `${AgentServer.defaults.maxStreamsPerSession} to a session): one more is a 429`
-  )
-}
-
-/**
- * The flags of `effect-agent serve`, as parsed.
- *
- * @since 0.1.0
- */
-export type ServeFlags = {
-  readonly [K in keyof typeof flags]: typeof flags[K] extends Flag.Flag<infer A> ? A : never
-}
 
 /**
  * Whether an address is a loopback address (reachable from this machine only).
@@ -127,7 +54,7 @@ export const isLoopback = (host: string): boolean => {
 }
 
 /** The server's token: from `--token-env`'s variable, none with `--without-token`, or a random one (`generated`). */
-const tokenOf = (flags: ServeFlags, env: Readonly<Record<string, string | undefined>>) =>
+const tokenOf = (flags: Flags.ServeFlags, env: Readonly<Record<string, string | undefined>>) =>
   Effect.gen(function*() {
     const name = Option.getOrUndefined(flags.tokenEnv)
     if (flags.withoutToken) {
@@ -171,7 +98,7 @@ const originsOf = (values: ReadonlyArray<string>) =>
  *
  * @since 0.1.0
  */
-export const serve = (flags: ServeFlags) =>
+export const serve = (flags: Flags.ServeFlags) =>
   Effect.gen(function*() {
     const io = yield* Io
     const path = yield* Path.Path

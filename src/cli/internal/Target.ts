@@ -7,8 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
-import * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
+// effect's Schema alone: the command's start loads this (see Commands).
+import * as Schema from "effect/Schema"
+import type * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
 
 /**
  * The providers: `openai` (Chat Completions, and any compatible server),
@@ -102,12 +103,25 @@ export const apiKeyEnv: Record<Provider, string | undefined> = {
   scripted: undefined
 }
 
+/** A built-in tool's name. */
+type BuiltinTool = keyof typeof BuiltinTools.toolkit.tools
+
+const builtinToolNames = ["bash", "read_file", "write_file", "edit_file", "list_files", "grep"] as const satisfies
+  ReadonlyArray<BuiltinTool>
+
+/** A tool of the toolkit missing from the list (`never`: none). */
+type Unlisted = Exclude<BuiltinTool, typeof builtinToolNames[number]>
+
 /**
- * The names of the built-in tools.
+ * The names of the built-in tools, in the toolkit's order: written out, so
+ * that the command's help names them without loading the tools. The
+ * compiler checks the list against the toolkit both ways: a name that is no
+ * tool, or a tool left out ("Property 'unlisted' is missing"), is an error.
  *
  * @since 0.1.0
  */
-export const builtinTools: ReadonlyArray<string> = Object.keys(BuiltinTools.toolkit.tools)
+export const builtinTools: ReadonlyArray<string> & ([Unlisted] extends [never] ? unknown : { readonly unlisted: Unlisted }) =
+  builtinToolNames
 
 /**
  * Who does the work of a supervised run: `agent` (this loop), or an external
