@@ -25,7 +25,8 @@ beforeAll(async () => {
 const pkg = JSON.parse(Fs.readFileSync(Path.join(root, "package.json"), "utf8"))
 
 /** Paths that are for working on the package, never for its users. */
-const notShipped = /^(test|bench|examples|\.ci|node_modules|coverage)\/|\.test\.ts$|fixtures/
+// (bench's code and its packages stay out; its two pages, which the docs link, go in)
+const notShipped = /^(test|examples|\.ci|node_modules|coverage)\/|^bench\/(?!README\.md$|RESULTS\.md$)|\.test\.ts$|fixtures/
 
 /** `effect-agent/providers` for the export `./providers`. */
 const entryName = (exportPath: string) => exportPath === "." ? "effect-agent" : `effect-agent/${exportPath.slice(2)}`
@@ -118,9 +119,13 @@ describe.concurrent("the package", () => {
     for (const file of ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "src/index.ts", "src/cli/main.ts"]) {
       assert.include(listed, file)
     }
-    // every page the README links to, so its links hold on the registry too
-    for (const [, page] of Fs.readFileSync(Path.join(root, "README.md"), "utf8").matchAll(/\]\((docs\/[^)#]+)/g)) {
-      assert.include(listed, page)
+    // every file the README and the docs pages link to, so their links hold in the package too
+    const pages = ["README.md", ...Fs.readdirSync(Path.join(root, "docs")).filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)]
+    for (const page of pages) {
+      for (const [, target] of Fs.readFileSync(Path.join(root, page), "utf8").matchAll(/\]\(([^)#:\s]+)(#[^)]*)?\)/g)) {
+        const file = Path.posix.normalize(Path.posix.join(Path.posix.dirname(page), target!))
+        if (!file.startsWith("examples/") && !file.startsWith("src/")) assert.include(listed, file, `${page} links ${target}`)
+      }
     }
     // the tarball itself, as prepack built it
     const { stdout: entries } = await run("tar", ["-tzf", tarball])

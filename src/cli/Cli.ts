@@ -37,6 +37,7 @@ import * as Effect from "effect/Effect"
 import * as HttpClient from "effect/http/HttpClient"
 import type * as HttpClientError from "effect/http/HttpClientError"
 import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import type { ChildProcessSpawner } from "effect/process"
 import * as Terminal from "effect/Terminal"
 import * as Commands from "./internal/Commands.ts"
@@ -164,7 +165,10 @@ export const runMain = (): void => {
   }
   process.on("SIGINT", onSignal)
   process.on("SIGTERM", onSignal)
-  NodeRuntime.runMain(Effect.provideService(program, OnInterrupt, onInterrupt), {
+  // stdout is the command's data (an answer, `--json`, `serve`'s and `runner`'s first line): what is logged goes to
+  // stderr, whichever command logs it (the sandbox's choice, a warning)
+  const main = program.pipe(Effect.provideService(OnInterrupt, onInterrupt), Effect.provideService(Logger.LogToStderr, true))
+  NodeRuntime.runMain(main, {
     disableErrorReporting: true,
     teardown: teardown(onInterrupt)
   })

@@ -252,7 +252,10 @@ const exhausted = (method: string, calls: number) =>
     module: "ScriptedModel",
     method,
     reason: new AiError.UnknownError({
-      description: `the script has no turn for model call ${calls + 1}: the run called the model more often than scripted`
+      // `calls` counts this model's calls in this process; a script that picks its turn from the conversation (the
+      // command's `--script`, `followTranscript`) had none for what the conversation holds either
+      description: `the script has no turn for this request (call ${calls + 1} to this model): ` +
+        "the run called the model more often than scripted"
     })
   })
 

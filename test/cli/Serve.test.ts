@@ -26,6 +26,31 @@ const turns = [
 const started = (line: string) => line.startsWith("{\"url\"")
 
 describe("effect-agent serve", () => {
+  live("its stdout is its JSON line alone: what it logs (the sandbox it chose, a warning) goes to stderr", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted(turns)
+      // the sandbox left to `auto`, which logs the one it chose
+      const proc = yield* serve(dir, [
+        "--provider",
+        "scripted",
+        "--script",
+        `${dir}/script.json`,
+        "--tools",
+        "read_file",
+        "--port",
+        "0",
+        "--without-token",
+        "--store",
+        `${dir}/../${dir.split("/").at(-1)}-store`
+      ])
+      const first = yield* proc.waitFor(() => true)
+      assert.isTrue(started(first), `stdout's first line: ${first}`)
+      yield* proc.signal("SIGTERM")
+      const exited = yield* proc.exit
+      assert.strictEqual(exited.stdout, `${first}\n`)
+      assert.include(exited.stderr, "Sandbox.auto")
+    }))
+
   live("serves sessions on the flags' model and tools, the inspector at /, and stops cleanly on SIGTERM", () =>
     Effect.gen(function*() {
       const dir = yield* scripted(turns)

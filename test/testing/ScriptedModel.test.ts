@@ -75,7 +75,7 @@ describe("ScriptedModel", () => {
       assert.strictEqual(recorded.requests.length, 2)
       assert.strictEqual(recorded.calls, 2)
       assert.strictEqual(recorded.error.reason._tag, "UnknownError")
-      assert.match(recorded.error.message, /no turn for model call 2/)
+      assert.match(recorded.error.message, /no turn for this request \(call 2 to this model\)/)
       const quiet = yield* Effect.gen(function*() {
         yield* LanguageModel.generateText({ prompt: "one" })
         const recorder = yield* ScriptedModel.ScriptedModel
