@@ -223,7 +223,7 @@ describe("Agent.run", () => {
       const error = Exit.isFailure(exit) ? Cause.findErrorOption(exit.cause) : undefined
       assert.strictEqual(error?._tag, "Some")
       if (error?._tag === "Some" && error.value._tag === "ModelError") {
-        assert.match(error.value.reason.message, /no turn for model call 2/)
+        assert.match(error.value.reason.message, /no turn for this request \(call 2 to this model\)/)
       } else assert.fail("expected a ModelError")
     }))
 
