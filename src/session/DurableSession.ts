@@ -609,13 +609,24 @@ const deliverFollowUp = (sessionId: string, message: string | Message.Message) =
     // either the session sees the message, or this sees the wait.
     const wait = yield* store.waiting(sessionId)
     if (wait === undefined) return
-    const executionId = yield* executionIdOf(sessionId)
-    const deferred = Body.wakeOf(wait)
-    yield* storageFailure("followUp")(DurableDeferred.succeed(deferred, {
-      token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
-      value: undefined
-    }))
+    yield* complete(sessionId, Body.wakeOf(wait), undefined, "followUp")
   })
+
+/**
+ * Completes one of a session's durable deferreds, from any process. The first completion of a deferred is the
+ * one it keeps: delivering a kept value again changes nothing.
+ */
+const complete = <A, E>(
+  sessionId: string,
+  deferred: DurableDeferred.DurableDeferred<Schema.Codec<A, unknown>, Schema.Codec<E, unknown>>,
+  value: A,
+  operation: string
+) =>
+  Effect.flatMap(executionIdOf(sessionId), (executionId) =>
+    storageFailure(operation)(DurableDeferred.succeed(deferred, {
+      token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
+      value
+    })))
 
 /**
  * Answers a call waiting for approval, from any process: `approvalId` is the
@@ -659,13 +670,7 @@ const decide = (sessionId: string, key: string, decision: Approvals.Decision, op
   Effect.gen(function*() {
     const store = yield* Store
     const kept = yield* store.claimDecision(sessionId, key, decision)
-    const executionId = yield* executionIdOf(sessionId)
-    const deferred = Body.approvalOf(key)
-    // The first completion of a deferred is the one it keeps: delivering the kept decision again changes nothing.
-    yield* storageFailure(operation)(DurableDeferred.succeed(deferred, {
-      token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
-      value: kept.decision
-    }))
+    yield* complete(sessionId, Body.approvalOf(key), kept.decision, operation)
     return kept.claimed
   })
 
@@ -724,13 +729,7 @@ const deliverAnswer = (sessionId: string, key: string, given: StoreModule.Answer
     const store = yield* Store
     const kept = yield* store.answer(sessionId, key, given)
     if (kept === undefined) return false
-    const executionId = yield* executionIdOf(sessionId)
-    const deferred = Body.answerOf(key)
-    // The first completion of a deferred is the one it keeps: delivering the kept answer again changes nothing.
-    yield* storageFailure("answer")(DurableDeferred.succeed(deferred, {
-      token: DurableDeferred.tokenFromExecutionId(deferred, { workflow: SessionWorkflow, executionId }),
-      value: kept.answer
-    }))
+    yield* complete(sessionId, Body.answerOf(key), kept.answer, "answer")
     return kept.claimed
   })
 

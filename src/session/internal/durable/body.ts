@@ -57,8 +57,10 @@ import {
   type InboxEntry,
   type InboxKind,
   type MessageKind,
+  PlanDecision,
   type Question,
-  Store
+  Store,
+  TurnDecision
 } from "./store.ts"
 
 // -----------------------------------------------------------------------------
@@ -552,8 +554,15 @@ const stopsOnCancel = (
   cancelled: Deferred.Deferred<string>
 ): Effect.Effect<Approvals.Decision> =>
   "cancelled" in decision && decision.cancelled !== undefined
-    ? Effect.andThen(Deferred.succeed(cancelled, decision.cancelled), Effect.never)
+    ? endsByCancel(cancelled, decision.cancelled)
     : Effect.succeed(decision)
+
+/**
+ * Ends the run where it waits, as its cancel does: `cancelled` completed, the wait given up (the race the loop
+ * or the supervisor makes with the run's cancel answers instead).
+ */
+const endsByCancel = (cancelled: Deferred.Deferred<string>, reason: string): Effect.Effect<never> =>
+  Effect.andThen(Deferred.succeed(cancelled, reason), Effect.never)
 
 /**
  * The inbox as the loop's `Steering` handle: each take is an activity.
@@ -839,7 +848,7 @@ const questionsOf = (
 ): Pick<Approvals.Service, "decidePlan" | "decideTurn" | "openPlan" | "openTurn"> => {
   // A turn's feedback answered `Interrupt` ends the run as a cancel does: in process the run is interrupted (its
   // session resumed later); a workflow interrupted by its own body would end for good, its session with it.
-  const cancelling = (reason: string) => Effect.andThen(Deferred.succeed(cancelled, reason), Effect.never)
+  const cancelling = (reason: string) => endsByCancel(cancelled, reason)
   const interrupting = (decision: Approvals.TurnDecision): Effect.Effect<Approvals.TurnDecision> =>
     decision._tag === "Interrupt" ? cancelling("interrupted by the operator") : Effect.succeed(decision)
   const inEngine = <A, E>(effect: Effect.Effect<A, E, Engine>) => Effect.provideContext(effect, session.engine)
@@ -862,9 +871,9 @@ const questionsOf = (
   if (decidesDurably(app)) {
     const { decidePlan, decideTurn } = app
     return {
-      decidePlan: decidePlan === undefined ? undefined : (request) => answered(PlanAnswer, decidePlan(request)),
+      decidePlan: decidePlan === undefined ? undefined : (request) => answered(PlanDecision, decidePlan(request)),
       decideTurn: decideTurn === undefined ? undefined : (request) =>
-        Effect.flatMap(answered(TurnAnswer, decideTurn(request)), interrupting)
+        Effect.flatMap(answered(TurnDecision, decideTurn(request)), interrupting)
     }
   }
   const planQuestion = (request: Approvals.PlanRequest): Question => {
@@ -895,8 +904,6 @@ const questionsOf = (
 
 const encodeJson = Schema.encodeUnknownOption(Schema.fromJsonString(Schema.Unknown))
 
-const PlanAnswer = StoreAnswer.members[0].fields.plan
-const TurnAnswer = StoreAnswer.members[1].fields.turn
 
 /** The supervisor the session names, among the runner's. */
 const supervisorOf = <R>(options: Options<R>, name: string) =>

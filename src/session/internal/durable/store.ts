@@ -68,25 +68,35 @@ export const Question = Schema.Union([
 export type Question = typeof Question.Type
 
 /**
+ * A decision on a plan (`Approvals.PlanDecision`), as the store keeps it.
+ *
+ * @internal
+ */
+export const PlanDecision = Schema.Union([
+  Schema.Struct({ _tag: Schema.Literal("Approve") }),
+  Schema.Struct({ _tag: Schema.Literal("Refine"), notes: Schema.String }),
+  Schema.Struct({ _tag: Schema.Literal("Reject"), notes: Schema.String })
+])
+
+/**
+ * A decision on a turn's feedback (`Approvals.TurnDecision`), as the store keeps it.
+ *
+ * @internal
+ */
+export const TurnDecision = Schema.Union([
+  Schema.Struct({ _tag: Schema.Literal("Approve") }),
+  Schema.Struct({ _tag: Schema.Literal("Replace"), feedback: Schema.String }),
+  Schema.Struct({ _tag: Schema.Literal("Interrupt") })
+])
+
+/**
  * The operator's answer to a {@link Question} (`Approvals.PlanDecision`, `Approvals.TurnDecision`).
  *
  * @internal
  */
 export const Answer = Schema.Union([
-  Schema.Struct({
-    plan: Schema.Union([
-      Schema.Struct({ _tag: Schema.Literal("Approve") }),
-      Schema.Struct({ _tag: Schema.Literal("Refine"), notes: Schema.String }),
-      Schema.Struct({ _tag: Schema.Literal("Reject"), notes: Schema.String })
-    ])
-  }),
-  Schema.Struct({
-    turn: Schema.Union([
-      Schema.Struct({ _tag: Schema.Literal("Approve") }),
-      Schema.Struct({ _tag: Schema.Literal("Replace"), feedback: Schema.String }),
-      Schema.Struct({ _tag: Schema.Literal("Interrupt") })
-    ])
-  }),
+  Schema.Struct({ plan: PlanDecision }),
+  Schema.Struct({ turn: TurnDecision }),
   // the session's run was cancelled while the question waited: it ends `Cancelled` with the reason
   Schema.Struct({ cancelled: Schema.String })
 ])
