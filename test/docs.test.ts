@@ -147,28 +147,23 @@ describe("API docs", () => {
     it("runs, printing what its // Output: comments say", async () => {
       const cwd = mkdtempSync(Path.join(tmpdir(), "effect-agent-docs-"))
       try {
-        const run = (example: Example) =>
-          promisify(execFile)(process.execPath, ["--conditions=effect-agent-source", fileOf(example)], {
-            cwd,
-            env: { ...process.env, OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" }
-          }).then(
-            ({ stdout }) => ({ example, stdout, error: "" }),
-            (error: { readonly stdout?: string; readonly stderr?: string }) => ({
-              example,
-              stdout: error.stdout ?? "",
-              error: error.stderr ?? String(error)
-            })
-          )
-        const results: Array<Awaited<ReturnType<typeof run>>> = []
-        // A few at a time: each is a Node process loading the library.
-        for (let i = 0; i < examples.length; i += 4) {
-          results.push(...(await Promise.all(examples.slice(i, i + 4).map(run))))
-        }
-        const wrong = results
-          .filter(({ example, stdout, error }) => error !== "" || stdout !== example.expected)
-          .map(({ example, stdout, error }) =>
-            `${example.module} example ${example.index}: ${error || `printed ${JSON.stringify(stdout)}`}`
-          )
+        // All in one process, one after another (test/run-examples.ts): a process each loaded Node, effect and
+        // the library 87 times over.
+        const resultFile = Path.join(cwd, "results.json")
+        await promisify(execFile)(
+          process.execPath,
+          ["--conditions=effect-agent-source", Path.join(root, "test/run-examples.ts"), resultFile, ...examples.map(fileOf)],
+          { cwd, env: { ...process.env, OPENAI_API_KEY: "", ANTHROPIC_API_KEY: "" }, timeout: 240_000 }
+        )
+        const results: ReadonlyArray<{ readonly file: string; readonly stdout: string; readonly error: string }> = JSON
+          .parse(readFileSync(resultFile, "utf8"))
+        assert.deepStrictEqual(results.map((result) => result.file), examples.map(fileOf))
+        const wrong = results.flatMap(({ error, stdout }, i) => {
+          const example = examples[i]!
+          return error !== "" || stdout !== example.expected
+            ? [`${example.module} example ${example.index}: ${error || `printed ${JSON.stringify(stdout)}`}`]
+            : []
+        })
         assert.deepStrictEqual(wrong, [])
       } finally {
         rmSync(cwd, { recursive: true, force: true })
