@@ -2,11 +2,14 @@
  * `effect-agent runner --pg URL` and `effect-agent run --pg URL` as real
  * processes, on a local PostgreSQL (skipped, saying why, where there is none).
  */
-import { NodeServices } from "@effect/platform-node"
+import { NodeClusterSocket, NodeServices } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Clock, Duration, Effect, FileSystem, Option, Redacted, Schedule } from "effect"
+import { Clock, Duration, Effect, FileSystem, Layer, Option, Redacted, Schedule } from "effect"
+import { ClusterWorkflowEngine } from "effect/cluster"
 import { SqlClient } from "effect/sql"
+import { Message } from "effect-agent"
+import { DurableSession } from "effect-agent/session"
 import { fileURLToPath } from "node:url"
 import * as Postgres from "../session/postgres.ts"
 import { live, scripted, spawnProgram, tempDir } from "./support.ts"
@@ -15,8 +18,21 @@ const main = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url))
 const available = Postgres.availability()
 if ("unavailable" in available) console.log(`skipping the runner command's tests: ${available.unavailable}`)
 
-const cli = (dir: string, args: ReadonlyArray<string>) =>
-  spawnProgram(process.execPath, ["--conditions=effect-agent-source", main, ...args], { cwd: dir })
+/**
+ * Failover as on a fast local network, through the settings the commands take from the environment: a lock
+ * refresh every 3 s (a restart of the database is found that much sooner), assignments read every second, the
+ * stored messages of a session that moved read every 300 ms. (The expiration stays long: a loaded machine may
+ * take seconds for a refresh, and a dead runner's locks go with its connection.)
+ */
+const fast = {
+  EFFECT_AGENT_CLUSTER_SHARD_LOCK_REFRESH_INTERVAL: "3 seconds",
+  EFFECT_AGENT_CLUSTER_REFRESH_ASSIGNMENTS_INTERVAL: "1 second",
+  EFFECT_AGENT_CLUSTER_ENTITY_MESSAGE_POLL_INTERVAL: "300 millis",
+  EFFECT_AGENT_CLUSTER_RUNNER_HEALTH_CHECK_INTERVAL: "2 seconds"
+}
+
+const cli = (dir: string, args: ReadonlyArray<string>, env: Record<string, string> = fast) =>
+  spawnProgram(process.execPath, ["--conditions=effect-agent-source", main, ...args], { cwd: dir, env })
 
 /** A runner on `pg` with the scripted model of `dir` and `--tools tools`, once it says it is ready (its first line). */
 const runner = (pg: Postgres.Postgres, dir: string, tools: string, extra: ReadonlyArray<string> = []) =>
@@ -50,6 +66,17 @@ const turns = [
   { toolCalls: [{ name: "read_file", params: { path: "a.txt" } }] },
   { text: "a.txt says hello world." }
 ]
+
+/**
+ * A client of the cluster in this process, as `run --pg` is one (the command's settings: 300 shards), for the
+ * sessions a test starts and polls without following each in a process of its own.
+ */
+const clientOf = (pg: Postgres.Postgres) =>
+  DurableSession.layerSqlStore.pipe(
+    Layer.provideMerge(ClusterWorkflowEngine.layer),
+    Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql" })),
+    Layer.provideMerge(PgClient.layer({ url: Redacted.make(pg.url) }))
+  )
 
 /** The cluster as PostgreSQL sees it: the runners registered, and the shard locks each database session holds. */
 interface ClusterState {
@@ -191,6 +218,7 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
       Effect.gen(function*() {
         const pg = yield* Postgres.scoped
         const fs = yield* FileSystem.FileSystem
+        const client = yield* Layer.build(clientOf(pg))
         yield* runner(pg, yield* scripted(marking(3)), "bash", ["--approve", "all"])
         const cases = [
           { signal: "SIGTERM", restart: false },
@@ -206,11 +234,14 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
             // each runner finds its locks gone at its next refresh, and takes its shards again
             yield* until(pg, "settled again after the restart", settled(2), "90 seconds")
           }
-          // Sessions, until one runs on the runner to stop: its call is in flight when the signal comes.
-          const clients = []
+          // Sessions, until one runs on the runner to stop: its call is in flight when the signal comes. (Submitted
+          // from this process: run --pg as their client is the other tests'.)
+          const ids: Array<string> = []
           for (let batch = 0; batch < 5 && !(yield* fs.exists(`${dir}/ran.txt`)); batch++) {
             for (let i = 0; i < 4; i++) {
-              clients.push({ id: `sig-${round}-${batch}-${i}`, process: yield* submit(pg, `sig-${round}-${batch}-${i}`, "go") })
+              const sessionId = `sig-${round}-${batch}-${i}`
+              yield* DurableSession.start({ sessionId, prompt: "go" }).pipe(Effect.provide(client))
+              ids.push(sessionId)
             }
             yield* fs.exists(`${dir}/ran.txt`).pipe(
               Effect.repeat({ until: (ran) => ran, schedule: Schedule.spaced("100 millis") }),
@@ -235,10 +266,19 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
             (state) => !state.runners.includes(`127.0.0.1:${stopping.port}`) && state.locks.length === 1 && state.locks[0] === 300,
             "60 seconds"
           )
-          for (const client of clients) {
-            const done = yield* client.process.exit
-            assert.strictEqual(done.code, 0, `${client.id}: ${done.stderr}`)
-            assert.strictEqual(done.stdout, "done.\n", client.id)
+          // every session finished, on the runner left
+          const statuses = yield* Effect.forEach(ids, (sessionId) => DurableSession.poll(sessionId)).pipe(
+            Effect.repeat({
+              until: (statuses) => statuses.every((status) => status._tag !== "Unknown" && status._tag !== "Suspended"),
+              schedule: Schedule.spaced("250 millis")
+            }),
+            Effect.timeout("60 seconds"),
+            Effect.provide(client)
+          )
+          for (const [i, status] of statuses.entries()) {
+            assert(status._tag === "Finished", `${ids[i]}: ${status._tag}`)
+            assert.deepStrictEqual(status.result.outcome, { _tag: "Completed" })
+            assert.strictEqual(Message.textOf(status.result.messages.at(-1)!), "done.", ids[i])
           }
         }
       }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)),
@@ -320,7 +360,7 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
   live("attack: run --pg refuses a --session-id the rule refuses (exit 22), before reaching the database", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
-      for (const id of ["../x", ".hidden", "a b", "x".repeat(129)]) {
+      yield* Effect.forEach(["../x", ".hidden", "a b", "x".repeat(129)], (id) => Effect.gen(function*() {
         const refused = yield* (yield* cli(dir, [
           "run",
           "--pg",
@@ -332,7 +372,29 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
         ])).exit
         assert.strictEqual(refused.code, 22, refused.stderr)
         assert.include(refused.stderr, `--session-id ${JSON.stringify(id)}: Expected a session id`)
-      }
+      }), { concurrency: "unbounded" })
+    }))
+
+  live("a cluster setting in the environment that is not a positive duration: exit 22 naming it, before reaching the database", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const url = "postgres://postgres@127.0.0.1:1/x"
+      const [runnerExit, clientExit] = yield* Effect.all([
+        Effect.flatMap(
+          cli(dir, ["runner", "--pg", url, "--provider", "scripted", "--script", "s.json"], {
+            EFFECT_AGENT_CLUSTER_SHARD_LOCK_REFRESH_INTERVAL: "soon"
+          }),
+          (process) => process.exit
+        ),
+        Effect.flatMap(
+          cli(dir, ["run", "--pg", url, "--task", "t"], { EFFECT_AGENT_CLUSTER_ENTITY_TERMINATION_TIMEOUT: "0 seconds" }),
+          (process) => process.exit
+        )
+      ], { concurrency: "unbounded" })
+      assert.strictEqual(runnerExit.code, 22, runnerExit.stderr)
+      assert.include(runnerExit.stderr, 'EFFECT_AGENT_CLUSTER_SHARD_LOCK_REFRESH_INTERVAL: expected a duration, such as "5 seconds"')
+      assert.strictEqual(clientExit.code, 22, clientExit.stderr)
+      assert.include(clientExit.stderr, "EFFECT_AGENT_CLUSTER_ENTITY_TERMINATION_TIMEOUT: expected a duration above zero")
     }))
 
   live("run --pg without --task exits 22 saying why", () =>

@@ -12,7 +12,7 @@
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import type * as PgClient from "@effect/sql-pg/PgClient"
-import { ConfigProvider, Context, Duration, Effect, Exit, Layer, Option, Path, Redacted, Result, Schema, Scope } from "effect"
+import { Config, ConfigProvider, Context, Duration, Effect, Exit, Layer, Option, Path, Redacted, Result, Schema, Scope } from "effect"
 import { LanguageModel } from "effect/ai"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
 import * as Approvals from "../../Approvals.ts"
@@ -39,15 +39,53 @@ import * as View from "./View.ts"
  * refresh slower than its interval gives up all of a runner's shards (their
  * calls in flight are made again): 10 s copes with a loaded database.
  */
-const settings = {
+const defaults = {
   shardLockExpiration: Duration.seconds(35),
   shardLockRefreshInterval: Duration.seconds(10),
   runnerHealthCheckInterval: Duration.seconds(5),
-  entityTerminationTimeout: Duration.minutes(2)
+  entityTerminationTimeout: Duration.minutes(2),
+  entityMessagePollInterval: Duration.seconds(10),
+  refreshAssignmentsInterval: Duration.seconds(3)
 }
 
-const sharding = (address?: { readonly host: string; readonly port: number }) => {
-  const config: Partial<ShardingConfig.ShardingConfig["Service"]> = settings
+/** The settings an operator may tune, by the name effect/cluster gives each. */
+type Tuning = { readonly [K in keyof typeof defaults]: Duration.Duration }
+
+/**
+ * The failover settings, each of which the environment may change, under
+ * effect/cluster's name for it in constant case after `EFFECT_AGENT_CLUSTER_`
+ * (`EFFECT_AGENT_CLUSTER_SHARD_LOCK_REFRESH_INTERVAL="5 seconds"`): a
+ * cluster on a fast local network fails over sooner, one on a loaded
+ * database keeps its locks longer. The same variables reach the runners and
+ * `run --pg`. A value that is not a duration is a config error naming it.
+ */
+const tuning = (env: Readonly<Record<string, string | undefined>>): Effect.Effect<Tuning, Failure> => {
+  const provider = ConfigProvider.fromEnvRecord({ ...env }).pipe(
+    ConfigProvider.constantCase,
+    ConfigProvider.nested("EFFECT_AGENT_CLUSTER")
+  )
+  const setting = (key: keyof Tuning) => {
+    const variable = `EFFECT_AGENT_CLUSTER_${key.replace(/[A-Z]/g, (letter) => `_${letter}`).toUpperCase()}`
+    return Config.Duration(key).pipe(Config.withDefault(defaults[key])).parse(provider).pipe(
+      Effect.mapError(() => configError(`${variable}: expected a duration, such as "5 seconds"`)),
+      Effect.filterOrFail(
+        (duration) => Duration.isGreaterThan(duration, Duration.zero),
+        () => configError(`${variable}: expected a duration above zero`)
+      )
+    )
+  }
+  return Effect.all({
+    shardLockExpiration: setting("shardLockExpiration"),
+    shardLockRefreshInterval: setting("shardLockRefreshInterval"),
+    runnerHealthCheckInterval: setting("runnerHealthCheckInterval"),
+    entityTerminationTimeout: setting("entityTerminationTimeout"),
+    entityMessagePollInterval: setting("entityMessagePollInterval"),
+    refreshAssignmentsInterval: setting("refreshAssignmentsInterval")
+  })
+}
+
+const sharding = (tuned: Tuning, address?: { readonly host: string; readonly port: number }) => {
+  const config: Partial<ShardingConfig.ShardingConfig["Service"]> = tuned
   if (address === undefined) return config
   const runner = RunnerAddress.make(address.host, address.port)
   return { ...config, runnerAddress: Option.some(runner), runnerListenAddress: Option.some(runner) }
@@ -60,8 +98,8 @@ const sharding = (address?: { readonly host: string; readonly port: number }) =>
  * refresh interval), and 10 s more. A stop takes a few seconds: its
  * sessions give their runs up within a second of it.
  */
-const stopWithin = Duration.toMillis(settings.entityTerminationTimeout) +
-  Duration.toMillis(settings.shardLockRefreshInterval) + 10_000
+const stopWithin = (tuned: Tuning) =>
+  Duration.toMillis(tuned.entityTerminationTimeout) + Duration.toMillis(tuned.shardLockRefreshInterval) + 10_000
 
 /**
  * `@effect/sql-pg`'s client, loaded when a command of the cluster runs: an
@@ -119,10 +157,11 @@ export const runner = (flags: Flags.RunnerFlags) =>
   Effect.gen(function*() {
     const io = yield* Io
     const note = (text: string) => io.stderr.write(`effect-agent runner: ${text}\n`)
+    const tuned = yield* tuning(io.env)
     const onInterrupt = yield* OnInterrupt
     onInterrupt.code = codes.ok
     onInterrupt.forced = {
-      within: stopWithin,
+      within: stopWithin(tuned),
       code: codes.unexpected,
       note: "its sessions move to the other runners once their health check finds it gone"
     }
@@ -160,7 +199,7 @@ export const runner = (flags: Flags.RunnerFlags) =>
       Layer.provideMerge(Layer.merge(Layer.succeedContext(services), DurableSession.layerSqlStore)),
       Layer.provideMerge(ClusterWorkflowEngine.layer),
       Layer.provideMerge(
-        NodeClusterSocket.layer({ storage: "sql", shardingConfig: sharding({ host: flags.host, port: flags.port }) })
+        NodeClusterSocket.layer({ storage: "sql", shardingConfig: sharding(tuned, { host: flags.host, port: flags.port }) })
       ),
       Layer.provideMerge(Layer.effectDiscard(DurableSession.migrateSql).pipe(Layer.provideMerge(database(pg, flags.pg))))
     )
@@ -175,7 +214,7 @@ export const runner = (flags: Flags.RunnerFlags) =>
       Effect.onInterrupt(() =>
         Effect.sync(() =>
           note(
-            `stopping: handing its sessions to the other runners (within ${stopWithin / 1000} s; ` +
+            `stopping: handing its sessions to the other runners (within ${stopWithin(tuned) / 1000} s; ` +
               "a second signal exits at once)"
           )
         )
@@ -266,7 +305,7 @@ export const submit = (flags: Flags.Flags, url: string) =>
       Layer.provideMerge(DurableSession.layerClient),
       Layer.provideMerge(DurableSession.layerSqlStore),
       Layer.provideMerge(ClusterWorkflowEngine.layer),
-      Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding() })),
+      Layer.provideMerge(NodeClusterSocket.layer({ clientOnly: true, storage: "sql", shardingConfig: sharding(yield* tuning(io.env)) })),
       Layer.provideMerge(database(pg, url))
     )
     // said once a command: the follower and the wait for the result ride the same outage out together
