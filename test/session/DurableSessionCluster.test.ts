@@ -29,18 +29,25 @@ const available = Postgres.availability()
 if ("unavailable" in available) console.log(`skipping the cluster tests: ${available.unavailable}`)
 const kills = Number(process.env.EFFECT_AGENT_DURABLE_KILLS ?? "3")
 
-const runnerProcess = (url: string, port: number, logDir: string) =>
+/** A runner's process, with `sharding` over the fixture's settings (`EFFECT_AGENT_SHARDING`). */
+const runnerProcess = (url: string, port: number, logDir: string, sharding: Record<string, string>) =>
   ChildProcess.make(
     process.execPath,
     ["--conditions=effect-agent-source", "test/session/durable-runner.ts", url, String(port), logDir],
-    { cwd: root, forceKillAfter: "2 seconds", stderr: "inherit" }
+    {
+      cwd: root,
+      forceKillAfter: "2 seconds",
+      stderr: "inherit",
+      extendEnv: true,
+      env: { EFFECT_AGENT_SHARDING: JSON.stringify({ ...JSON.parse(process.env.EFFECT_AGENT_SHARDING ?? "{}"), ...sharding }) }
+    }
   )
 
 /** Starts a runner and waits until it says `ready`; answers its handle. */
-const startRunner = (url: string, port: number, logDir: string) =>
+const startRunner = (url: string, port: number, logDir: string, sharding: Record<string, string> = {}) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-    const handle = yield* spawner.spawn(runnerProcess(url, port, logDir))
+    const handle = yield* spawner.spawn(runnerProcess(url, port, logDir, sharding))
     const ready = yield* handle.stdout.pipe(
       Stream.decodeText(),
       Stream.splitLines,
@@ -220,7 +227,10 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
           for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
           yield* DurableSession.steer(sessionId, "mind the gap")
           yield* DurableSession.approve(sessionId, "d0", { approved: true })
+          // The runners come back, each on its address. (One alone on a new address waits, now and then, some
+          // 30 s for the cluster to give up the two that are gone.)
           runners[0] = yield* startRunner(pg.url, ports[0]!, logDir)
+          runners[1] = yield* startRunner(pg.url, ports[1]!, logDir)
           const [status] = yield* allFinished([sessionId], "120 seconds")
           assert(status !== undefined && status._tag === "Finished", status?._tag)
           const { messages, outcome } = status.result
@@ -258,6 +268,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
           assert.isFalse(during.some((entry) => entry.event._tag === "TurnEnd"))
           for (const runner of runners) yield* Effect.ignore(runner.kill({ killSignal: "SIGKILL" }))
           runners[0] = yield* startRunner(pg.url, ports[0]!, logDir)
+          runners[1] = yield* startRunner(pg.url, ports[1]!, logDir)
           const [status] = yield* allFinished([sessionId], "120 seconds")
           assert(status !== undefined && status._tag === "Finished", status?._tag)
           assertValidTranscript(status.result.messages)
@@ -465,8 +476,12 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
       Effect.gen(function*() {
         const seed = process.env.EFFECT_AGENT_PG_SEED ?? String(Date.now())
         const { logDir, pg } = yield* scratch
-        // One runner: nothing else could take its sessions over if it stopped.
-        const runner = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
+        // One runner: nothing else could take its sessions over if it stopped. It refreshes its shard locks every
+        // 3 s, so it finds them gone that much sooner after a restart (a refresh that a loaded machine makes late
+        // gives the shards up, as a restart does: what this test is about).
+        const runner = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir, {
+          shardLockRefreshInterval: "3 seconds"
+        })
         // Sessions are started in waves, one before each restart, so that some are at their first activities
         // when the database goes away.
         const waves = Array.from({ length: restarts }, (_, k) => [`pr${k}a-t10`, `pr${k}b-t10`])
