@@ -37,19 +37,14 @@ import {
 } from "effect"
 import { LanguageModel, type McpClientError, Model } from "effect/ai"
 import { identity } from "effect/Function"
-import { OtlpSerialization, OtlpTracer } from "effect/observability"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import * as Agent from "../../Agent.ts"
 import * as AgentEvent from "../../AgentEvent.ts"
 import * as Approvals from "../../Approvals.ts"
 import type * as Hooks from "../../Hooks.ts"
-import * as McpTools from "../../McpTools.ts"
 import * as Message from "../../Message.ts"
 import type { Outcome } from "../../Outcome.ts"
-import * as Anthropic from "../../providers/Anthropic.ts"
-import * as OpenAiChat from "../../providers/OpenAiChat.ts"
-import * as OpenAiResponses from "../../providers/OpenAiResponses.ts"
 import * as Provider from "../../providers/Provider.ts"
 import type * as RunState from "../../RunState.ts"
 import * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
@@ -113,13 +108,17 @@ export const providerLayer = (
   HttpClient.HttpClient | FileSystem.FileSystem
 > => {
   const options = { model: target.model, baseUrl: target.baseUrl, apiKey, retry }
+  // Each provider's module is loaded when a run uses it (with effect's HTTP client and codecs): a run on a
+  // script loads none of them.
   switch (target.provider) {
     case "openai":
-      return OpenAiChat.layer(options)
+      return Layer.unwrap(Effect.map(Effect.promise(() => import("../../providers/OpenAiChat.ts")), (_) => _.layer(options)))
     case "openai-responses":
-      return OpenAiResponses.layer(options)
+      return Layer.unwrap(
+        Effect.map(Effect.promise(() => import("../../providers/OpenAiResponses.ts")), (_) => _.layer(options))
+      )
     case "anthropic":
-      return Anthropic.layer(options)
+      return Layer.unwrap(Effect.map(Effect.promise(() => import("../../providers/Anthropic.ts")), (_) => _.layer(options)))
     case "scripted":
       return Layer.unwrap(Effect.map(ScriptFile.load(target.script ?? ""), (script) => ScriptedModel.layer(script)))
   }
@@ -306,6 +305,8 @@ const mcpEntry = (target: Target.Target, command: string) =>
     if (Result.isFailure(argv)) return yield* configError(`--mcp ${JSON.stringify(command)}: ${argv.failure}`)
     const [program, ...args] = argv.success
     const watched = watchingSpawner(yield* ChildProcessSpawner.ChildProcessSpawner)
+    // loaded when a run has --mcp (with effect's RPC and MCP client)
+    const McpTools = yield* Effect.promise(() => import("../../McpTools.ts"))
     return yield* McpTools.stdio(ChildProcess.make(program, args, { cwd: target.workspace }), {
       needsApproval: target.approve !== "all"
     }).pipe(
@@ -669,7 +670,12 @@ export const agentName = "effect-agent"
  * @since 0.1.0
  */
 export const tracing = (url: string) =>
-  OtlpTracer.layer({ url, resource: { serviceName: "effect-agent" } }).pipe(Layer.provide(OtlpSerialization.layerJson))
+  // loaded when a run exports its spans
+  Layer.unwrap(Effect.map(
+    Effect.promise(() => Promise.all([import("effect/observability/OtlpTracer"), import("effect/observability/OtlpSerialization")])),
+    ([OtlpTracer, OtlpSerialization]) =>
+      OtlpTracer.layer({ url, resource: { serviceName: "effect-agent" } }).pipe(Layer.provide(OtlpSerialization.layerJson))
+  ))
 
 /**
  * Runs `effect-agent run` with its parsed flags. Ends with the run's exit
