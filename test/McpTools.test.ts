@@ -170,18 +170,21 @@ describe.concurrent("McpTools", () => {
         "-c",
         `echo $$ > ${pidFile}; exec "${process.execPath}" ${everything} stdio`
       ])
-      // Kill the server 300 ms into the long operation.
+      // Kill the server 300 ms into the long operation (20 s).
+      let killedAt = 0
       const killer = Hooks.plugin({
         name: "killer",
         onEvent: (event) =>
           event._tag === "ToolExecutionStart" && event.toolName === "ev_trigger-long-running-operation"
             ? Effect.forkDetach(Effect.delay(
-              Effect.sync(() => process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL")),
+              Effect.sync(() => {
+                killedAt = Date.now()
+                process.kill(Number(readFileSync(pidFile, "utf8")), "SIGKILL")
+              }),
               "300 millis"
             )).pipe(Effect.asVoid)
             : Effect.void
       })
-      const started = Date.now()
       const result = yield* Agent.run({ prompt: "Run the long operation.", plugins: [killer] }).pipe(
         Effect.provide(everythingRegistry(command)),
         Effect.provide(ScriptedModel.layer([
@@ -190,7 +193,9 @@ describe.concurrent("McpTools", () => {
           { text: "The server is gone." }
         ]))
       )
-      assert.isBelow(Date.now() - started, 10_000, "the run waited for the dead server")
+      // the run went on once the server was gone, well before its 20 s operation would have ended
+      assert.isAbove(killedAt, 0)
+      assert.isBelow(Date.now() - killedAt, 15_000, "the run waited for the dead server")
       assert.strictEqual(result.outcome._tag, "Completed")
       const results = toolResults(result.messages)
       assert.deepStrictEqual(results.map((r) => [r.tool, r.isError]), [
@@ -198,9 +203,12 @@ describe.concurrent("McpTools", () => {
         ["ev_echo", true]
       ])
       for (const r of results) assert.match(r.text, /^MCP server mcp-servers\/everything is unavailable: /)
-      // a warning for each call that failed
-      const warning = "Warn: MCP server mcp-servers/everything is unavailable: MCP server closed stdout"
-      assert.deepStrictEqual(logs.lines, [warning, warning])
+      // a warning for each call that failed, with what the client noticed first: the server's stdout closing, or
+      // its stdin refusing the next request (a race the machine's load decides)
+      assert.strictEqual(logs.lines.length, 2, logs.lines.join("\n"))
+      for (const line of logs.lines) {
+        assert.match(line, /^Warn: MCP server mcp-servers\/everything is unavailable: MCP (server closed stdout|stdin failed)$/)
+      }
     }).pipe(Effect.provide([NodeServices.layer, logs.layer]))
   })
 

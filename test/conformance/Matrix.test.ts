@@ -17,11 +17,11 @@
  * this process on a local server; it is skipped, saying why, where
  * PostgreSQL cannot start.
  */
-import { Deferred, Effect, Exit, Fiber, Schedule, Scope } from "effect"
+import { Deferred, Duration, Effect, Exit, Fiber, Schedule, Scope } from "effect"
 import type { AgentEvent } from "effect-agent"
 import { isDeepStrictEqual } from "node:util"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
-import { type Backend, backends, endsOf, type Final, type Handle, reference, type Start, waitForEnds } from "./backends.ts"
+import { type Backend, backends, endsOf, type Final, type Handle, patience, reference, type Start, waitForEnds } from "./backends.ts"
 import { type Scenario, scenarios, withCurrent } from "./scenarios.ts"
 
 /** What a backend showed of a scenario. */
@@ -112,7 +112,7 @@ const drive = (scenario: Scenario, handle: Handle, gate: { readonly reached: Def
       switch (step._tag) {
         case "SteerAtGate": {
           yield* Deferred.await(gate.reached).pipe(
-            Effect.timeoutOrElse({ duration: "5 seconds", orElse: failure("the gate call never started") })
+            Effect.timeoutOrElse({ duration: patience, orElse: failure("the gate call never started") })
           )
           yield* handle.steer(step.text)
           yield* Deferred.succeed(gate.open, undefined)
@@ -122,7 +122,7 @@ const drive = (scenario: Scenario, handle: Handle, gate: { readonly reached: Def
           // once a call asks (at any depth), as the backend lists it
           yield* handle.events.pipe(
             Effect.repeat({ until: (events) => askedFor(events) !== undefined, schedule: Schedule.spaced("20 millis") }),
-            Effect.timeoutOrElse({ duration: "5 seconds", orElse: failure("no call asked for approval") })
+            Effect.timeoutOrElse({ duration: patience, orElse: failure("no call asked for approval") })
           )
           yield* handle.cancel(step.reason)
           break
@@ -134,12 +134,12 @@ const drive = (scenario: Scenario, handle: Handle, gate: { readonly reached: Def
             Effect.map((events) => (asked = askedFor(events))),
             Effect.flatMap((id) =>
               id === undefined ? Effect.succeed(false) : handle.approve(id).pipe(
-                Effect.timeoutOrElse({ duration: "2 seconds", orElse: failure(`approving ${id} did not answer in 2 s`) })
+                Effect.timeoutOrElse({ duration: patience, orElse: failure(`approving ${id} did not answer`) })
               )
             ),
             Effect.repeat({ until: (done) => done, schedule: Schedule.spaced("20 millis") }),
             Effect.timeoutOrElse({
-              duration: "5 seconds",
+              duration: patience,
               orElse: () =>
                 Effect.fail(
                   new Error(
@@ -166,7 +166,7 @@ const drive = (scenario: Scenario, handle: Handle, gate: { readonly reached: Def
 
 /**
  * `Effect.scoped`, but a scope whose closing (stopping the backend's run)
- * takes more than 5 seconds is left behind, and the cell fails saying so.
+ * takes longer than the cells' patience is left behind, and the cell fails saying so.
  */
 const bounded = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) =>
   Effect.gen(function*() {
@@ -175,11 +175,11 @@ const bounded = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) =>
     const closed = yield* Effect.forkDetach(Scope.close(scope, Exit.void))
     const stopped = yield* Fiber.await(closed).pipe(
       Effect.as(true),
-      Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.succeed(false) })
+      Effect.timeoutOrElse({ duration: patience, orElse: () => Effect.succeed(false) })
     )
     if (stopped) return yield* exit
     const first = Exit.isFailure(exit) ? `${String(exit.cause).split("\n")[0]}; then ` : ""
-    return yield* Effect.fail(new Error(`${first}stopping the session took more than 5 s`))
+    return yield* Effect.fail(new Error(`${first}stopping the session took more than ${Duration.format(Duration.fromInputUnsafe(patience))}`))
   })
 
 /** Runs a scenario on a backend: what it showed, or why it showed nothing. */
@@ -283,7 +283,7 @@ describe("the catalogue on Agent.run (the reference)", () => {
       assert.notProperty(observed, "failed", "failed" in observed ? observed.failed : "")
       assert(!("failed" in observed))
       expected.set(scenario.name, observed)
-    }, 20_000)
+    }, 120_000)
   }
 })
 
@@ -323,7 +323,7 @@ for (const backend of backends.filter((backend) => backend !== reference)) {
           assert.isDefined(differs, `${key} agrees with Agent.run now: take it out of the gaps table ("${gap}")`)
           console.log(`${key}: ${differs}`)
         }
-      }, 30_000)
+      }, 120_000)
     }
   })
 }

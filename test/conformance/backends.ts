@@ -87,8 +87,15 @@ export const finalOf = (end: AgentEvent.Of<"AgentEnd">): Final => {
   return { messages: result.state.messages, outcome: result.outcome, output: result.state.output?.value }
 }
 
+/**
+ * How long a cell waits for what it expects (a run's end, a call's request, a stop) before it fails saying so:
+ * a bound, not a measure of speed. A loaded machine (a whole suite beside two others on two cores) takes seconds
+ * for what takes milliseconds when idle.
+ */
+export const patience: Duration.Input = "60 seconds"
+
 /** Polls (every 20 ms, for at most `within`) until `events` holds `runs` ends. */
-export const waitForEnds = (events: Handle["events"], runs: number, within: Duration.Input = "3 seconds") =>
+export const waitForEnds = (events: Handle["events"], runs: number, within: Duration.Input = patience) =>
   events.pipe(
     Effect.repeat({ until: (all) => endsOf(all).length >= runs, schedule: Schedule.spaced("20 millis") }),
     Effect.timeoutOrElse({
@@ -191,7 +198,7 @@ const sessionsStart = (context: Context.Context<Sessions.Sessions>, supervised =
         }),
       final: (runs) =>
         Effect.map(
-          sessions.result(sessionId, marks[runs - 1] ?? 0).pipe(Effect.timeout("10 seconds")),
+          sessions.result(sessionId, marks[runs - 1] ?? 0).pipe(Effect.timeout(patience)),
           (result): Final => ({
             messages: result.state.messages,
             // a supervised session's ending, as a run's (see `innerOutcome`)

@@ -121,14 +121,14 @@ export const billing = Agent.define({
 
 const Kit = Toolkit.make(Step, GateTool, Deploy, Agent.asTool(researcher), Agent.handoff(billing))
 
-/** The tools of every run: `gate` waits (at most 10 s) for the driver to act. */
+/** The tools of every run: `gate` waits (at most 60 s, the cells' patience) for the driver to act. */
 export const tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
   step: ({ n }) => Effect.succeed(`step ${n} done`),
   gate: () =>
     Effect.gen(function*() {
       const { gate } = current()
       yield* Deferred.succeed(gate.reached, undefined)
-      yield* Deferred.await(gate.open).pipe(Effect.timeout("10 seconds"), Effect.ignore)
+      yield* Deferred.await(gate.open).pipe(Effect.timeout("60 seconds"), Effect.ignore)
       return "the gate opened"
     }),
   deploy: ({ env }) => Effect.succeed(`deployed to ${env}`),
