@@ -50,7 +50,7 @@
  * @since 0.1.0
  */
 import { Effect, Queue, type Schema, Stream } from "effect"
-import type { LanguageModel } from "effect/ai"
+import type * as LanguageModel from "effect/ai/LanguageModel"
 import * as AgentConfig from "./AgentConfig.ts"
 import type { AgentError, ConfigError, OutputSchemaMismatch } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { AiError } from "effect/ai"
+import * as AiError from "effect/ai/AiError"
 import { RunState } from "./RunState.ts"
 
 /**

@@ -32,7 +32,7 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Option, Schema } from "effect"
-import type { Tool } from "effect/ai"
+import type * as Tool from "effect/ai/Tool"
 import { dual } from "effect/Function"
 import { ToolFatalError } from "./AgentError.ts"
 

@@ -23,7 +23,7 @@
  * @since 0.1.0
  */
 import { Effect, Option } from "effect"
-import { Tokenizer } from "effect/ai"
+import * as Tokenizer from "effect/ai/Tokenizer"
 import * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"
 

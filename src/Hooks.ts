@@ -46,7 +46,7 @@
  * @since 0.1.0
  */
 import type { Effect } from "effect"
-import type { Tool } from "effect/ai"
+import type * as Tool from "effect/ai/Tool"
 import type { AgentConfig } from "./AgentConfig.ts"
 import type { InvalidPluginState } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"

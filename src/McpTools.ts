@@ -31,10 +31,17 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Schema, type Scope } from "effect"
-import { McpClient, McpClientError, McpProtocol, type McpSchema, Prompt, Tool, Toolkit } from "effect/ai"
-import { Base64 } from "effect/encoding"
-import type { HttpClient } from "effect/http"
-import type { ChildProcess, ChildProcessSpawner } from "effect/process"
+import * as McpClient from "effect/ai/McpClient"
+import * as McpClientError from "effect/ai/McpClientError"
+import * as McpProtocol from "effect/ai/McpProtocol"
+import type * as McpSchema from "effect/ai/McpSchema"
+import * as Prompt from "effect/ai/Prompt"
+import * as Tool from "effect/ai/Tool"
+import * as Toolkit from "effect/ai/Toolkit"
+import * as Base64 from "effect/encoding/Base64"
+import type * as HttpClient from "effect/http/HttpClient"
+import type * as ChildProcess from "effect/process/ChildProcess"
+import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as AgentTool from "./AgentTool.ts"
 import * as ToolRegistry from "./ToolRegistry.ts"
 

@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { Prompt } from "effect/ai"
+import * as Prompt from "effect/ai/Prompt"
 import * as Compat from "./compat.ts"
 
 // -----------------------------------------------------------------------------

@@ -36,7 +36,7 @@
  * @since 0.1.0
  */
 import { Context, Hash, type JsonSchema, Schema } from "effect"
-import { Tool } from "effect/ai"
+import * as Tool from "effect/ai/Tool"
 import * as AgentTool from "./AgentTool.ts"
 
 /**

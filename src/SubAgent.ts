@@ -36,7 +36,9 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
-import { LanguageModel, Tool, type Toolkit } from "effect/ai"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import * as Tool from "effect/ai/Tool"
+import type * as Toolkit from "effect/ai/Toolkit"
 import * as AgentTool from "./AgentTool.ts"
 import * as Message from "./Message.ts"
 import * as RunState from "./RunState.ts"

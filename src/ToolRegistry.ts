@@ -23,7 +23,10 @@
  * @since 0.1.0
  */
 import { Cause, Context, Effect, Exit, Layer, Option, Result, Schema } from "effect"
-import { AiError, Prompt, Tool, Toolkit } from "effect/ai"
+import * as AiError from "effect/ai/AiError"
+import * as Prompt from "effect/ai/Prompt"
+import * as Tool from "effect/ai/Tool"
+import * as Toolkit from "effect/ai/Toolkit"
 import { ToolFatalError } from "./AgentError.ts"
 import * as AgentTool from "./AgentTool.ts"
 import * as Compat from "./compat.ts"

@@ -13,7 +13,8 @@
  * @internal
  */
 import { type Context, Predicate } from "effect"
-import type { Prompt, Tool } from "effect/ai"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Tool from "effect/ai/Tool"
 
 // -----------------------------------------------------------------------------
 // Tool handlers: toolkit.toLayer's records

@@ -16,7 +16,9 @@
  * @internal
  */
 import { Clock, type Context, Effect, Option } from "effect"
-import { AiError, LanguageModel, type Toolkit } from "effect/ai"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Toolkit from "effect/ai/Toolkit"
 import * as AgentConfig from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Approvals from "../Approvals.ts"

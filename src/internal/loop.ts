@@ -23,7 +23,9 @@
  * @internal
  */
 import { Cause, Context, Duration, Effect, Schema, Semaphore } from "effect"
-import type { LanguageModel, Prompt, Tool } from "effect/ai"
+import type * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Tool from "effect/ai/Tool"
 import type * as AgentConfig from "../AgentConfig.ts"
 import { type AgentError, InvalidContinuation, ModelError, ToolFatalError } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"

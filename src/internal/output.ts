@@ -10,7 +10,7 @@
  * @internal
  */
 import { Cause, Effect, Exit, Predicate, Schema } from "effect"
-import { Tool } from "effect/ai"
+import * as Tool from "effect/ai/Tool"
 import { ConfigError, OutputSchemaMismatch } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Message from "../Message.ts"

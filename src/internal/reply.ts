@@ -12,7 +12,9 @@
  * @internal
  */
 import { Effect, Stream } from "effect"
-import type { AiError, Prompt, Response } from "effect/ai"
+import type * as AiError from "effect/ai/AiError"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
 import type * as AgentEvent from "../AgentEvent.ts"
 import { ModelError } from "../AgentError.ts"
 import type * as Message from "../Message.ts"

@@ -15,7 +15,7 @@
  * @internal
  */
 import { Clock, Effect, Layer, Schema } from "effect"
-import type { LanguageModel } from "effect/ai"
+import type * as LanguageModel from "effect/ai/LanguageModel"
 import * as AgentConfig from "../AgentConfig.ts"
 import type { AgentError } from "../AgentError.ts"
 import type * as Backend from "../Backend.ts"

@@ -8,7 +8,8 @@
  * @internal
  */
 import { type Cause, Clock, Context, Data, Effect, Exit, Metric, References, Tracer } from "effect"
-import { Model, type Prompt } from "effect/ai"
+import * as Model from "effect/ai/Model"
+import type * as Prompt from "effect/ai/Prompt"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import type * as RunState from "../RunState.ts"

@@ -11,7 +11,7 @@
  *
  * @internal
  */
-import { Prompt } from "effect/ai"
+import * as Prompt from "effect/ai/Prompt"
 import * as Message from "../Message.ts"
 import type * as RunState from "../RunState.ts"
 

@@ -33,9 +33,13 @@
  * @since 0.1.0
  */
 import { Effect, Layer, Redacted, Result, Schema } from "effect"
-import { AiError, LanguageModel, type Prompt, type Response, Tool } from "effect/ai"
-import type { Sse } from "effect/encoding"
-import { HttpClientRequest } from "effect/http"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
+import * as Tool from "effect/ai/Tool"
+import type * as Sse from "effect/encoding/Sse"
+import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as ToolArguments from "./internal/ToolArguments.ts"
 import * as PromptEncoding from "./internal/PromptEncoding.ts"
 import * as ProviderError from "./internal/ProviderError.ts"

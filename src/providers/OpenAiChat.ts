@@ -28,7 +28,10 @@
  * @since 0.1.0
  */
 import { Effect, Layer } from "effect"
-import { LanguageModel, OpenAiStructuredOutput, type Prompt, Tool } from "effect/ai"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import * as OpenAiStructuredOutput from "effect/ai/OpenAiStructuredOutput"
+import type * as Prompt from "effect/ai/Prompt"
+import * as Tool from "effect/ai/Tool"
 import * as ToolArguments from "./internal/ToolArguments.ts"
 import * as OpenAiChatStream from "./internal/OpenAiChatStream.ts"
 import * as PromptEncoding from "./internal/PromptEncoding.ts"

@@ -29,8 +29,13 @@
  * @since 0.1.0
  */
 import { Effect, Layer, Result, Schema } from "effect"
-import { type AiError, LanguageModel, OpenAiStructuredOutput, type Prompt, type Response, Tool } from "effect/ai"
-import type { Sse } from "effect/encoding"
+import type * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import * as OpenAiStructuredOutput from "effect/ai/OpenAiStructuredOutput"
+import type * as Prompt from "effect/ai/Prompt"
+import type * as Response from "effect/ai/Response"
+import * as Tool from "effect/ai/Tool"
+import type * as Sse from "effect/encoding/Sse"
 import * as ToolArguments from "./internal/ToolArguments.ts"
 import * as PromptEncoding from "./internal/PromptEncoding.ts"
 import * as ProviderError from "./internal/ProviderError.ts"

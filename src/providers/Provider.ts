@@ -21,7 +21,7 @@
  * @since 0.1.0
  */
 import { type Config, Duration, type Effect, type Redacted, Schema } from "effect"
-import type { AiError } from "effect/ai"
+import type * as AiError from "effect/ai/AiError"
 import type * as Pricing from "./Pricing.ts"
 
 // -----------------------------------------------------------------------------

@@ -49,7 +49,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { AiError } from "effect/ai"
+import * as AiError from "effect/ai/AiError"
 
 /**
  * What a redactor puts in place of a key.

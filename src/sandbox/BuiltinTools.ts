@@ -26,7 +26,8 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
-import { Tool, Toolkit } from "effect/ai"
+import * as Tool from "effect/ai/Tool"
+import * as Toolkit from "effect/ai/Toolkit"
 import * as AgentTool from "../AgentTool.ts"
 import { bash } from "./internal/tools/bash.ts"
 import { editFile } from "./internal/tools/editFile.ts"

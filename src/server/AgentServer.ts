@@ -84,15 +84,13 @@
  * @since 0.1.0
  */
 import { Effect, type FileSystem, Layer, type Path, Redacted, Schema, Stream } from "effect"
-import {
-  type Etag,
-  HttpClient,
-  HttpClientRequest,
-  type HttpPlatform,
-  HttpRouter,
-  HttpServer,
-  HttpServerResponse
-} from "effect/http"
+import type * as Etag from "effect/http/Etag"
+import * as HttpClient from "effect/http/HttpClient"
+import * as HttpClientRequest from "effect/http/HttpClientRequest"
+import type * as HttpPlatform from "effect/http/HttpPlatform"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServer from "effect/http/HttpServer"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import {
   HttpApi,
   HttpApiBuilder,

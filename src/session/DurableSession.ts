@@ -40,7 +40,7 @@
  * @since 0.1.0
  */
 import { Cause, Context, Duration, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
-import type { LanguageModel } from "effect/ai"
+import type * as LanguageModel from "effect/ai/LanguageModel"
 import {
   ClusterSchema,
   EntityAddress,

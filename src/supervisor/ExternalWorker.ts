@@ -20,7 +20,7 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Option } from "effect"
-import type { ChildProcessSpawner } from "effect/process"
+import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Claude from "./internal/claude.ts"
 import { run, type Settings } from "./internal/cliTurn.ts"
 import * as Codex from "./internal/codex.ts"

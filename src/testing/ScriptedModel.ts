@@ -20,7 +20,10 @@
  * @since 0.1.0
  */
 import { type Array as Arr, Cause, Channel, Context, Duration, Effect, Layer, type Pull, Stream } from "effect"
-import { AiError, LanguageModel, Prompt, Response } from "effect/ai"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import * as Prompt from "effect/ai/Prompt"
+import * as Response from "effect/ai/Response"
 import type * as Message from "../Message.ts"
 import * as ToolArguments from "../ToolArguments.ts"
 

@@ -13,7 +13,7 @@
 import { NodeClusterSocket } from "@effect/platform-node"
 import type * as PgClient from "@effect/sql-pg/PgClient"
 import { Config, ConfigProvider, Context, Duration, Effect, Exit, Layer, Option, Path, Redacted, Result, Schema, Scope } from "effect"
-import { LanguageModel } from "effect/ai"
+import * as LanguageModel from "effect/ai/LanguageModel"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
 import * as Approvals from "../../Approvals.ts"
 import * as Message from "../../Message.ts"

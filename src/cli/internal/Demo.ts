@@ -8,7 +8,8 @@
  * @since 0.1.0
  */
 import { Effect, Layer, Schema } from "effect"
-import { Tool, Toolkit } from "effect/ai"
+import * as Tool from "effect/ai/Tool"
+import * as Toolkit from "effect/ai/Toolkit"
 import * as Agent from "../../Agent.ts"
 import * as Message from "../../Message.ts"
 import * as Steering from "../../Steering.ts"

@@ -35,10 +35,13 @@ import {
   Stream,
   type Terminal
 } from "effect"
-import { LanguageModel, type McpClientError, Model } from "effect/ai"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as McpClientError from "effect/ai/McpClientError"
+import * as Model from "effect/ai/Model"
 import { identity } from "effect/Function"
-import type { HttpClient } from "effect/http"
-import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import type * as HttpClient from "effect/http/HttpClient"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Agent from "../../Agent.ts"
 import * as AgentEvent from "../../AgentEvent.ts"
 import * as Approvals from "../../Approvals.ts"

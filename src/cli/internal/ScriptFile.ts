@@ -29,7 +29,7 @@
  * @since 0.1.0
  */
 import { Effect, FileSystem, Schema } from "effect"
-import { AiError } from "effect/ai"
+import * as AiError from "effect/ai/AiError"
 import type * as ScriptedModel from "../../testing/ScriptedModel.ts"
 
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))

@@ -26,8 +26,8 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result } from "effect"
-import { LanguageModel } from "effect/ai"
-import { HttpServer } from "effect/http"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import * as HttpServer from "effect/http/HttpServer"
 import { createServer } from "node:http"
 import * as Approvals from "../../Approvals.ts"
 import { stateDirectory } from "./stateDirectory.ts"

@@ -10,7 +10,7 @@
  * @internal
  */
 import { type Schema, SchemaIssue } from "effect"
-import { Tool } from "effect/ai"
+import * as Tool from "effect/ai/Tool"
 import * as ToolArguments from "../../ToolArguments.ts"
 import { errorOutput as note, outcomeUnknown as outcomeUnknownOf, type Output } from "../../ToolRegistry.ts"
 import type { Stop } from "../stops.ts"

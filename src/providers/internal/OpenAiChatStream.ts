@@ -7,8 +7,9 @@
  * @since 0.1.0
  */
 import { Result, Schema } from "effect"
-import type { AiError, Response } from "effect/ai"
-import type { Sse } from "effect/encoding"
+import type * as AiError from "effect/ai/AiError"
+import type * as Response from "effect/ai/Response"
+import type * as Sse from "effect/encoding/Sse"
 import * as ToolArguments from "./ToolArguments.ts"
 import * as ProviderError from "./ProviderError.ts"
 import type * as ResponseParts from "./ResponseParts.ts"

@@ -8,8 +8,12 @@
  * @since 0.1.0
  */
 import { Effect, type JsonSchema } from "effect"
-import { AiError, type LanguageModel, OpenAiStructuredOutput, Prompt, Tool } from "effect/ai"
-import { Base64 } from "effect/encoding"
+import * as AiError from "effect/ai/AiError"
+import type * as LanguageModel from "effect/ai/LanguageModel"
+import * as OpenAiStructuredOutput from "effect/ai/OpenAiStructuredOutput"
+import * as Prompt from "effect/ai/Prompt"
+import * as Tool from "effect/ai/Tool"
+import * as Base64 from "effect/encoding/Base64"
 
 const schemas = new WeakMap<Tool.Any, JsonSchema.JsonSchema>()
 

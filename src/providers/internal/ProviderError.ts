@@ -12,8 +12,9 @@
  * @since 0.1.0
  */
 import { Duration } from "effect"
-import { AiError } from "effect/ai"
-import { Headers, type HttpClientError } from "effect/http"
+import * as AiError from "effect/ai/AiError"
+import * as Headers from "effect/http/Headers"
+import type * as HttpClientError from "effect/http/HttpClientError"
 import * as RetrySchedule from "./RetrySchedule.ts"
 
 const maxBodyChars = 2000

@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Effect, Stream, type Types } from "effect"
-import { Response } from "effect/ai"
+import * as Response from "effect/ai/Response"
 import * as Pricing from "../Pricing.ts"
 
 /**

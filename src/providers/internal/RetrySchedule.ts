@@ -8,8 +8,8 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Schedule } from "effect"
-import type { AiError } from "effect/ai"
-import { Headers } from "effect/http"
+import type * as AiError from "effect/ai/AiError"
+import * as Headers from "effect/http/Headers"
 import * as Provider from "../Provider.ts"
 
 /**

@@ -7,8 +7,8 @@
  * @since 0.1.0
  */
 import { Config, Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
-import { Model } from "effect/ai"
-import { HttpClientRequest } from "effect/http"
+import * as Model from "effect/ai/Model"
+import * as HttpClientRequest from "effect/http/HttpClientRequest"
 import * as Pricing from "../Pricing.ts"
 import * as Provider from "../Provider.ts"
 import * as Redaction from "../Redaction.ts"

@@ -24,7 +24,7 @@
  *
  * @since 0.1.0
  */
-import type { Sse } from "effect/encoding"
+import type * as Sse from "effect/encoding/Sse"
 
 /**
  * The most characters an event's pending lines may hold (`Sse.makeParser`'s

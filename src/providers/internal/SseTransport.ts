@@ -58,9 +58,13 @@ import {
   Stream,
   Tracer
 } from "effect"
-import { AiError, LanguageModel } from "effect/ai"
-import type { Sse } from "effect/encoding"
-import { HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import * as AiError from "effect/ai/AiError"
+import * as LanguageModel from "effect/ai/LanguageModel"
+import type * as Sse from "effect/encoding/Sse"
+import * as HttpClient from "effect/http/HttpClient"
+import * as HttpClientError from "effect/http/HttpClientError"
+import * as HttpClientRequest from "effect/http/HttpClientRequest"
+import type * as HttpClientResponse from "effect/http/HttpClientResponse"
 import * as Compat from "./compat.ts"
 import * as Output from "./Output.ts"
 import * as PromptEncoding from "./PromptEncoding.ts"

@@ -29,15 +29,13 @@
  * @since 0.1.0
  */
 import { Context, DateTime, Effect, Option, type Scope, Stream, Tracer } from "effect"
-import {
-  type AiError,
-  type LanguageModel,
-  Prompt,
-  Response,
-  ResponseIdTracker,
-  Telemetry,
-  type Tool
-} from "effect/ai"
+import type * as AiError from "effect/ai/AiError"
+import type * as LanguageModel from "effect/ai/LanguageModel"
+import * as Prompt from "effect/ai/Prompt"
+import * as Response from "effect/ai/Response"
+import * as ResponseIdTracker from "effect/ai/ResponseIdTracker"
+import * as Telemetry from "effect/ai/Telemetry"
+import type * as Tool from "effect/ai/Tool"
 import * as ResponseParts from "./ResponseParts.ts"
 
 // -----------------------------------------------------------------------------

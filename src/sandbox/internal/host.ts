@@ -6,7 +6,7 @@
  * @internal
  */
 import { Duration, Effect, FileSystem, Path } from "effect"
-import { ChildProcessSpawner } from "effect/process"
+import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Descriptors from "./descriptors.ts"
 import {
   CommandError,

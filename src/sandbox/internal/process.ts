@@ -7,7 +7,8 @@
  * @internal
  */
 import { Clock, Duration, Effect, Fiber, type PlatformError, Stream } from "effect"
-import { ChildProcess, type ChildProcessSpawner } from "effect/process"
+import * as ChildProcess from "effect/process/ChildProcess"
+import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import { CappedOutput } from "./capture.ts"
 import { CommandError, describe } from "./errors.ts"
 import type { CommandResult } from "./model.ts"

@@ -7,14 +7,12 @@
  * @internal
  */
 import { ByteSize, Cause, Effect, Redacted } from "effect"
-import {
-  HttpIncomingMessage,
-  HttpMiddleware,
-  HttpRouter,
-  HttpServerRequest,
-  HttpServerRespondable,
-  HttpServerResponse
-} from "effect/http"
+import * as HttpIncomingMessage from "effect/http/HttpIncomingMessage"
+import * as HttpMiddleware from "effect/http/HttpMiddleware"
+import * as HttpRouter from "effect/http/HttpRouter"
+import * as HttpServerRequest from "effect/http/HttpServerRequest"
+import * as HttpServerRespondable from "effect/http/HttpServerRespondable"
+import * as HttpServerResponse from "effect/http/HttpServerResponse"
 import * as NodeCrypto from "node:crypto"
 import {
   ForbiddenOrigin,

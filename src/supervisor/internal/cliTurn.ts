@@ -8,7 +8,8 @@
  * @internal
  */
 import { Duration, Effect, Fiber, type PlatformError, Stream } from "effect"
-import { ChildProcess, ChildProcessSpawner } from "effect/process"
+import * as ChildProcess from "effect/process/ChildProcess"
+import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import { redactor } from "../../providers/Redaction.ts"
 import * as HostProcess from "../../sandbox/HostProcess.ts"
 import { type TurnReply, type TurnRequest, WorkerError } from "../Worker.ts"

@@ -30,7 +30,7 @@
  */
 import { Cause, Clock, Context, Deferred, Duration, Effect, Fiber, Option, Schedule, Schema } from "effect"
 import { createHash } from "node:crypto"
-import type { LanguageModel } from "effect/ai"
+import type * as LanguageModel from "effect/ai/LanguageModel"
 import { ClusterSchema, Entity, Sharding } from "effect/cluster"
 import { Activity, DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
 import * as Agent from "../../../Agent.ts"
