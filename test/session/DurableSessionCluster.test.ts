@@ -508,7 +508,9 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
                   Effect.fail(
                     new Error(
                       `the sessions did not finish in 240 s (seed ${seed}; outages ${JSON.stringify(outages)}): ` +
-                        last.map((status, i) => `${ids[i]} ${status._tag}`).join(", ")
+                        last.map((status, i) =>
+                          `${ids[i]} ${status._tag}${status._tag === "Suspended" ? ` (failed: ${status.failed})` : ""}`
+                        ).join(", ")
                     )
                   )
               })
