@@ -49,7 +49,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Queue, type Schema, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Queue from "effect/Queue"
+import type * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import * as AgentConfig from "./AgentConfig.ts"
 import type { AgentError, ConfigError, OutputSchemaMismatch } from "./AgentError.ts"

@@ -10,7 +10,11 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Result, Schema, SchemaIssue } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import { ConfigError } from "./AgentError.ts"
 
 const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))

@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Exit, Option, Schema } from "effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { AgentError } from "./AgentError.ts"
 import * as Message from "./Message.ts"
 import * as Outcome from "./Outcome.ts"

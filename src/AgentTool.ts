@@ -31,7 +31,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Option, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import type * as Tool from "effect/ai/Tool"
 import { dual } from "effect/Function"
 import { ToolFatalError } from "./AgentError.ts"

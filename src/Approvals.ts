@@ -27,7 +27,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Layer, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 
 /**
  * A call waiting for a decision.

@@ -41,7 +41,8 @@
  *
  * @since 0.1.0
  */
-import { Context, type Effect } from "effect"
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
 import type * as AgentConfig from "./AgentConfig.ts"
 import type { ModelError } from "./AgentError.ts"
 import type * as AgentEvent from "./AgentEvent.ts"

@@ -22,7 +22,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Tokenizer from "effect/ai/Tokenizer"
 import * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"

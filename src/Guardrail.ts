@@ -60,7 +60,8 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
 import { InvalidPluginState } from "./AgentError.ts"
 import * as Hooks from "./Hooks.ts"
 import * as Message from "./Message.ts"

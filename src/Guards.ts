@@ -19,7 +19,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type { AgentConfig } from "./AgentConfig.ts"
 import { InvalidPluginState } from "./AgentError.ts"
 import * as ContextWindow from "./ContextWindow.ts"

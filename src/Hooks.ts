@@ -45,7 +45,7 @@
  *
  * @since 0.1.0
  */
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import type * as Tool from "effect/ai/Tool"
 import type { AgentConfig } from "./AgentConfig.ts"
 import type { InvalidPluginState } from "./AgentError.ts"

@@ -30,7 +30,10 @@
  *
  * @since 0.1.0
  */
-import { type Duration, Effect, Schema, type Scope } from "effect"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as McpClient from "effect/ai/McpClient"
 import * as McpClientError from "effect/ai/McpClientError"
 import * as McpProtocol from "effect/ai/McpProtocol"

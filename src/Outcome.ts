@@ -5,7 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Exit, Option, Schema } from "effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 
 /**
  * The budgets a run can exhaust (the turn cap has its own outcome, `MaxTurns`).

@@ -35,7 +35,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Hash, type JsonSchema, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Hash from "effect/Hash"
+import type * as JsonSchema from "effect/JsonSchema"
+import * as Schema from "effect/Schema"
 import * as Tool from "effect/ai/Tool"
 import * as AgentTool from "./AgentTool.ts"
 

@@ -32,7 +32,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Deferred, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Message from "./Message.ts"
 
 /**

@@ -35,7 +35,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import * as Tool from "effect/ai/Tool"
 import type * as Toolkit from "effect/ai/Toolkit"

@@ -51,7 +51,8 @@
  *
  * @since 0.1.0
  */
-import { Context, Metric } from "effect"
+import * as Context from "effect/Context"
+import * as Metric from "effect/Metric"
 
 /**
  * Whether runs record spans and metrics: `"auto"` (the default) when a

@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Predicate, Schema } from "effect"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
 
 /**
  * Arguments that were not valid JSON: the raw text and the parser's complaint.

@@ -22,7 +22,14 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Effect, Exit, Layer, Option, Result, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import * as AiError from "effect/ai/AiError"
 import * as Prompt from "effect/ai/Prompt"
 import * as Tool from "effect/ai/Tool"

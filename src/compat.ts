@@ -12,7 +12,8 @@
  *
  * @internal
  */
-import { type Context, Predicate } from "effect"
+import type * as Context from "effect/Context"
+import * as Predicate from "effect/Predicate"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Tool from "effect/ai/Tool"
 

@@ -30,7 +30,10 @@ import * as NodeServices from "@effect/platform-node/NodeServices"
 import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 // effect's modules one by one, not `from "effect"` (which loads all of them): the command's start loads what
 // the command tree and the platform use, and each subcommand the rest (see internal/Commands.ts).
-import type { FileSystem, Path, Runtime, Stdio } from "effect"
+import type * as FileSystem from "effect/FileSystem"
+import type * as Path from "effect/Path"
+import type * as Runtime from "effect/Runtime"
+import type * as Stdio from "effect/Stdio"
 import { CliConfig, CliOutput, Command, GlobalFlag } from "effect/cli"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

@@ -20,7 +20,8 @@
  *
  * @internal
  */
-import { Effect, Exit } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"

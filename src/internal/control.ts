@@ -6,7 +6,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type * as Hooks from "../Hooks.ts"
 import * as Message from "../Message.ts"
 import type * as Outcome from "../Outcome.ts"

@@ -12,7 +12,8 @@
  *
  * @internal
  */
-import { type Clock, Effect } from "effect"
+import type * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
 import { constVoid } from "effect/Function"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Message from "../Message.ts"

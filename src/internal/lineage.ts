@@ -9,7 +9,9 @@
  *
  * @internal
  */
-import { Context, Effect, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type * as AgentConfig from "../AgentConfig.ts"
 import { InvalidPluginState } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"

@@ -15,7 +15,10 @@
  *
  * @internal
  */
-import { Clock, type Context, Effect, Option } from "effect"
+import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Toolkit from "effect/ai/Toolkit"

@@ -9,7 +9,11 @@
  *
  * @internal
  */
-import { Cause, Effect, Exit, Predicate, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
 import * as Tool from "effect/ai/Tool"
 import { ConfigError, OutputSchemaMismatch } from "../AgentError.ts"
 import type * as AgentEvent from "../AgentEvent.ts"

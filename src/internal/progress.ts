@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import type { Clock } from "effect"
+import type * as Clock from "effect/Clock"
 import type { AgentConfig } from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import type * as Message from "../Message.ts"

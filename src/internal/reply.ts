@@ -11,7 +11,8 @@
  *
  * @internal
  */
-import { Effect, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import type * as AiError from "effect/ai/AiError"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Response from "effect/ai/Response"

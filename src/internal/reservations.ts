@@ -42,7 +42,9 @@
  *
  * @internal
  */
-import { Deferred, Effect, Exit } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type * as AgentConfig from "../AgentConfig.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as Message from "../Message.ts"

@@ -17,7 +17,8 @@
  *
  * @internal
  */
-import { Effect, Exit } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 
 /**
  * An answer already known: an iterable that yields nothing and returns the value.

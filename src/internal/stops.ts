@@ -6,7 +6,10 @@
  *
  * @internal
  */
-import { Deferred, Effect, Exit, Fiber } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import type * as Backend from "../Backend.ts"
 import type * as Outcome from "../Outcome.ts"
 import * as Step from "./step.ts"

@@ -14,7 +14,10 @@
  *
  * @internal
  */
-import { Clock, Effect, Layer, Schema } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import * as AgentConfig from "../AgentConfig.ts"
 import type { AgentError } from "../AgentError.ts"

@@ -7,7 +7,15 @@
  *
  * @internal
  */
-import { type Cause, Clock, Context, Data, Effect, Exit, Metric, References, Tracer } from "effect"
+import type * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
+import * as References from "effect/References"
+import * as Tracer from "effect/Tracer"
 import * as Model from "effect/ai/Model"
 import type * as Prompt from "effect/ai/Prompt"
 import type * as Hooks from "../Hooks.ts"

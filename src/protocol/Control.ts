@@ -29,7 +29,11 @@
  *
  * @since 0.1.0
  */
-import { Deferred, Effect, Result, Schema, Stream } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Approvals from "../Approvals.ts"
 
 /**

@@ -11,7 +11,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Result, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import * as AgentConfig from "../AgentConfig.ts"
 import { ConfigError } from "../AgentError.ts"
 

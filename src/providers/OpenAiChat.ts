@@ -27,7 +27,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import * as OpenAiStructuredOutput from "effect/ai/OpenAiStructuredOutput"
 import type * as Prompt from "effect/ai/Prompt"

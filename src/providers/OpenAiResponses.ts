@@ -28,7 +28,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Result, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import type * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import * as OpenAiStructuredOutput from "effect/ai/OpenAiStructuredOutput"

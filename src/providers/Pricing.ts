@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 const Rate = Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
 

@@ -20,7 +20,11 @@
  *
  * @since 0.1.0
  */
-import { type Config, Duration, type Effect, type Redacted, Schema } from "effect"
+import type * as Config from "effect/Config"
+import * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import type * as AiError from "effect/ai/AiError"
 import type * as Pricing from "./Pricing.ts"
 

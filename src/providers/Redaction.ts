@@ -48,7 +48,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import * as AiError from "effect/ai/AiError"
 
 /**

@@ -20,7 +20,7 @@
  *
  * @since 0.1.0
  */
-import type { PlatformError } from "effect"
+import type * as PlatformError from "effect/PlatformError"
 import * as Descriptors from "./internal/descriptors.ts"
 import * as Errors from "./internal/errors.ts"
 import * as Process from "./internal/process.ts"

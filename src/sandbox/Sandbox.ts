@@ -48,7 +48,11 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Path } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Path from "effect/Path"
 import * as Bubblewrap from "./internal/bubblewrap.ts"
 import { IsolationUnavailableError, type NotSupportedError, type SandboxError } from "./internal/errors.ts"
 import * as Host from "./internal/host.ts"

@@ -83,7 +83,13 @@
  *
  * @since 0.1.0
  */
-import { Effect, type FileSystem, Layer, type Path, Redacted, Schema, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import type * as FileSystem from "effect/FileSystem"
+import * as Layer from "effect/Layer"
+import type * as Path from "effect/Path"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type * as Etag from "effect/http/Etag"
 import * as HttpClient from "effect/http/HttpClient"
 import * as HttpClientRequest from "effect/http/HttpClientRequest"

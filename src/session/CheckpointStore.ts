@@ -54,7 +54,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as FileDisk from "./internal/fileDisk.ts"
 import * as Journal from "./internal/journal.ts"
 import * as MemoryDisk from "./internal/memoryDisk.ts"

@@ -39,7 +39,15 @@
  *
  * @since 0.1.0
  */
-import { Cause, Context, Duration, Effect, Layer, Option, Schedule, Schema, Stream } from "effect"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import {
   ClusterSchema,

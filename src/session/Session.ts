@@ -54,7 +54,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Agent from "../Agent.ts"
 import * as AgentConfig from "../AgentConfig.ts"
 import type { AgentError } from "../AgentError.ts"

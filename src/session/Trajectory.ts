@@ -29,7 +29,14 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Exit, FileSystem, PlatformError, Schema, Scope, Tracer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FileSystem from "effect/FileSystem"
+import * as PlatformError from "effect/PlatformError"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import * as AgentEvent from "../AgentEvent.ts"
 import type * as Hooks from "../Hooks.ts"
 

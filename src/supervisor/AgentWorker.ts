@@ -26,7 +26,10 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Agent from "../Agent.ts"
 import type * as AgentConfig from "../AgentConfig.ts"
 import { type AgentError, ConfigError } from "../AgentError.ts"

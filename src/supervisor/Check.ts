@@ -26,7 +26,11 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Duration, Effect, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { Sandbox } from "../sandbox/Sandbox.ts"
 
 /**

@@ -19,7 +19,9 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Option } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Claude from "./internal/claude.ts"
 import { run, type Settings } from "./internal/cliTurn.ts"

@@ -33,7 +33,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Schema, Semaphore, Struct } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Semaphore from "effect/Semaphore"
+import * as Struct from "effect/Struct"
 import type * as Agent from "../Agent.ts"
 import type * as AgentEvent from "../AgentEvent.ts"
 import * as AgentTool from "../AgentTool.ts"

@@ -47,7 +47,15 @@
  *
  * @since 0.1.0
  */
-import { Cause, Clock, Deferred, Duration, Effect, Exit, Option, Schema, type SchemaAST } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type * as SchemaAST from "effect/SchemaAST"
 import type * as Agent from "../Agent.ts"
 import { type AgentError, ConfigError, OutputSchemaMismatch } from "../AgentError.ts"
 import { AgentError as AgentErrorSchema } from "../AgentError.ts"

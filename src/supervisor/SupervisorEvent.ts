@@ -36,7 +36,8 @@
  *
  * @since 0.1.0
  */
-import { Option, Schema } from "effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as AgentEvent from "../AgentEvent.ts"
 import * as Message from "../Message.ts"
 import * as Check from "./Check.ts"

@@ -33,7 +33,8 @@
  *
  * @since 0.1.0
  */
-import { Option, Schema } from "effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Outcome from "../Outcome.ts"
 
 /**

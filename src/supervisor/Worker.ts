@@ -8,7 +8,8 @@
  *
  * @since 0.1.0
  */
-import { type Effect, Schema } from "effect"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 
 /**
  * One turn asked of a worker.

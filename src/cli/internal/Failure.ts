@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Data } from "effect"
+import * as Data from "effect/Data"
 import { codes, type ExitCode } from "../ExitCode.ts"
 
 /**

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as AgentConfig from "../../AgentConfig.ts"
 import type * as AgentEvent from "../../AgentEvent.ts"
 import type * as Hooks from "../../Hooks.ts"

@@ -11,30 +11,28 @@
  *
  * @since 0.1.0
  */
-import {
-  Cause,
-  Clock,
-  type Config,
-  ConfigProvider,
-  Context,
-  Deferred,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  FileSystem,
-  Layer,
-  Logger,
-  Option,
-  Path,
-  type Redacted,
-  Result,
-  type Scope,
-  Semaphore,
-  Stdio,
-  Stream,
-  type Terminal
-} from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import type * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FileSystem from "effect/FileSystem"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import type * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
+import type * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
+import * as Stdio from "effect/Stdio"
+import * as Stream from "effect/Stream"
+import type * as Terminal from "effect/Terminal"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as McpClientError from "effect/ai/McpClientError"
 import * as Model from "effect/ai/Model"

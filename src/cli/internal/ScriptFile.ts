@@ -28,7 +28,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Schema from "effect/Schema"
 import * as AiError from "effect/ai/AiError"
 import type * as ScriptedModel from "../../testing/ScriptedModel.ts"
 

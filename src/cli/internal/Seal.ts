@@ -17,7 +17,12 @@
  *
  * @since 0.1.0
  */
-import { Data, Effect, FileSystem, Option, Path, type PlatformError } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import type * as PlatformError from "effect/PlatformError"
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { stateDirectory } from "./stateDirectory.ts"
 

@@ -25,7 +25,14 @@
  * @since 0.1.0
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { ConfigProvider, Context, Effect, Layer, Option, Path, Redacted, Result } from "effect"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import * as HttpServer from "effect/http/HttpServer"
 import { createServer } from "node:http"

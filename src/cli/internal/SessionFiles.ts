@@ -14,7 +14,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Option, Path, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import * as Schema from "effect/Schema"
 import { configError, type Failure, resumeFailure } from "./Failure.ts"
 import * as Seal from "./Seal.ts"
 import { baseUrlEnv, Supervision, Target } from "./Target.ts"

@@ -9,7 +9,11 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option, Path, Redacted, Result } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Path from "effect/Path"
+import * as Redacted from "effect/Redacted"
+import * as Result from "effect/Result"
 import * as AgentConfig from "../../AgentConfig.ts"
 import type * as Control from "../../protocol/Control.ts"
 import * as UntrustedConfig from "../../protocol/UntrustedConfig.ts"

@@ -8,7 +8,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Layer, Path } from "effect"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Layer from "effect/Layer"
+import * as Path from "effect/Path"
 import * as BuiltinTools from "../../sandbox/BuiltinTools.ts"
 import * as Sandbox from "../../sandbox/Sandbox.ts"
 import * as Check from "../../supervisor/Check.ts"

@@ -11,7 +11,13 @@
  *
  * @since 0.1.0
  */
-import { type Cause, Effect, Option, Queue, type Scope, Stream, Terminal } from "effect"
+import type * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Terminal from "effect/Terminal"
 import * as Control from "../../protocol/Control.ts"
 
 /**

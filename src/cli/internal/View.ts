@@ -16,7 +16,10 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Schedule, type Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import { CliOutput } from "effect/cli"
 import type * as AgentEvent from "../../AgentEvent.ts"
 import type * as Hooks from "../../Hooks.ts"

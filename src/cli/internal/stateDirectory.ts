@@ -7,7 +7,7 @@
  *
  * @internal
  */
-import type { Path } from "effect"
+import type * as Path from "effect/Path"
 
 /** The state directory, from the environment; `undefined` when neither variable is an absolute path. */
 export const stateDirectory = (

@@ -9,7 +9,8 @@
  *
  * @internal
  */
-import { type Schema, SchemaIssue } from "effect"
+import type * as Schema from "effect/Schema"
+import * as SchemaIssue from "effect/SchemaIssue"
 import * as Tool from "effect/ai/Tool"
 import * as ToolArguments from "../../ToolArguments.ts"
 import { errorOutput as note, outcomeUnknown as outcomeUnknownOf, type Output } from "../../ToolRegistry.ts"

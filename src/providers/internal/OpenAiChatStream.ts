@@ -6,7 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Result, Schema } from "effect"
+import * as Result from "effect/Result"
+import * as Schema from "effect/Schema"
 import type * as AiError from "effect/ai/AiError"
 import type * as Response from "effect/ai/Response"
 import type * as Sse from "effect/encoding/Sse"

@@ -10,7 +10,8 @@
  *
  * @internal
  */
-import { Context, type Schema } from "effect"
+import * as Context from "effect/Context"
+import type * as Schema from "effect/Schema"
 
 /** The structured output a model call is asked for natively, if any. */
 export const NativeFormat = Context.Reference<

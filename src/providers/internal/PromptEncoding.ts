@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, type JsonSchema } from "effect"
+import * as Effect from "effect/Effect"
+import type * as JsonSchema from "effect/JsonSchema"
 import * as AiError from "effect/ai/AiError"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import * as OpenAiStructuredOutput from "effect/ai/OpenAiStructuredOutput"

@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Duration } from "effect"
+import * as Duration from "effect/Duration"
 import * as AiError from "effect/ai/AiError"
 import * as Headers from "effect/http/Headers"
 import type * as HttpClientError from "effect/http/HttpClientError"

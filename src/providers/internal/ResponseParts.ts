@@ -11,7 +11,9 @@
  *
  * @since 0.1.0
  */
-import { Effect, Stream, type Types } from "effect"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import type * as Types from "effect/Types"
 import * as Response from "effect/ai/Response"
 import * as Pricing from "../Pricing.ts"
 

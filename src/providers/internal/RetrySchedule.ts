@@ -7,7 +7,9 @@
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Schedule } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import type * as AiError from "effect/ai/AiError"
 import * as Headers from "effect/http/Headers"
 import * as Provider from "../Provider.ts"

@@ -41,23 +41,21 @@
  *
  * @since 0.1.0
  */
-import {
-  Cause,
-  Channel,
-  Clock,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  Option,
-  Pull,
-  Result,
-  type Schedule,
-  Schema,
-  Scope,
-  Stream,
-  Tracer
-} from "effect"
+import * as Cause from "effect/Cause"
+import * as Channel from "effect/Channel"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Pull from "effect/Pull"
+import * as Result from "effect/Result"
+import type * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import * as AiError from "effect/ai/AiError"
 import * as LanguageModel from "effect/ai/LanguageModel"
 import type * as Sse from "effect/encoding/Sse"

@@ -10,7 +10,8 @@
  *
  * @internal
  */
-import { Predicate, Schema } from "effect"
+import * as Predicate from "effect/Predicate"
+import * as Schema from "effect/Schema"
 
 /** Arguments that were not valid JSON: the raw text and the parser's complaint. */
 const Malformed = Schema.Struct({

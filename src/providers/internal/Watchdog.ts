@@ -10,7 +10,10 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 
 /**
  * Decides at a wake-up: the next time (the clock's milliseconds) to wake at,

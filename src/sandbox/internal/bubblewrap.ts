@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { Effect, FileSystem, Path } from "effect"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Path from "effect/Path"
 import { type FileNotFoundError, type FileSystemError, NotSupportedError } from "./errors.ts"
 import * as Host from "./host.ts"
 import * as HostSockets from "./hostSockets.ts"

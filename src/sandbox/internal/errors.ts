@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { type PlatformError, Schema } from "effect"
+import type * as PlatformError from "effect/PlatformError"
+import * as Schema from "effect/Schema"
 
 /**
  * A path leads outside the workspace: through `..`, as an absolute path, or

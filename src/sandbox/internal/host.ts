@@ -5,7 +5,10 @@
  *
  * @internal
  */
-import { Duration, Effect, FileSystem, Path } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FileSystem from "effect/FileSystem"
+import * as Path from "effect/Path"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Descriptors from "./descriptors.ts"
 import {

@@ -5,7 +5,9 @@
  *
  * @internal
  */
-import { Effect, type FileSystem, type Path } from "effect"
+import * as Effect from "effect/Effect"
+import type * as FileSystem from "effect/FileSystem"
+import type * as Path from "effect/Path"
 import { isWithin } from "./workspace.ts"
 
 /** Where host services keep their Unix sockets, walked for them before every command. */

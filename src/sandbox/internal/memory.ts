@@ -4,7 +4,9 @@
  *
  * @internal
  */
-import { Clock, Effect, Path } from "effect"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Path from "effect/Path"
 import {
   errnoReasons,
   FileNotFoundError,

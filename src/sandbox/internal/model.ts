@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { type Duration, Effect, Schema } from "effect"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type { CommandError, FileNotFoundError, FileSystemError, NotSupportedError, PathEscapeError } from "./errors.ts"
 
 /**

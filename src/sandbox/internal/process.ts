@@ -6,7 +6,12 @@
  *
  * @internal
  */
-import { Clock, Duration, Effect, Fiber, type PlatformError, Stream } from "effect"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type * as PlatformError from "effect/PlatformError"
+import * as Stream from "effect/Stream"
 import * as ChildProcess from "effect/process/ChildProcess"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import { CappedOutput } from "./capture.ts"

@@ -23,7 +23,9 @@
  *
  * @internal
  */
-import { Clock, Duration, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Fs from "node:fs"
 
 /** The environment variable that marks a command's processes: `EFFECT_AGENT_COMMAND=<random id>`. */

@@ -4,7 +4,8 @@
  *
  * @internal
  */
-import { Effect, type Path } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Path from "effect/Path"
 import { type FileSystemError, fsError, PathEscapeError } from "./errors.ts"
 
 /** Whether `absolute` is `root` or lies under it. */

@@ -6,7 +6,10 @@
  *
  * @internal
  */
-import { ByteSize, Cause, Effect, Redacted } from "effect"
+import * as ByteSize from "effect/ByteSize"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
 import * as HttpIncomingMessage from "effect/http/HttpIncomingMessage"
 import * as HttpMiddleware from "effect/http/HttpMiddleware"
 import * as HttpRouter from "effect/http/HttpRouter"

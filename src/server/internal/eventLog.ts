@@ -23,7 +23,12 @@
  *
  * @internal
  */
-import { type Array as Arr, type Cause, Effect, Option, Queue, Stream } from "effect"
+import type * as Arr from "effect/Array"
+import type * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Stream from "effect/Stream"
 import * as NodeFs from "node:fs"
 import * as AgentEvent from "../../AgentEvent.ts"
 

@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { HttpApiError } from "effect/http-api"
 
 /**

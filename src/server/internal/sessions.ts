@@ -12,7 +12,18 @@
  *
  * @internal
  */
-import { Cause, Clock, Context, Effect, Exit, Fiber, Layer, Option, type Schema, Scope, Semaphore, Stream } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import * as Semaphore from "effect/Semaphore"
+import * as Stream from "effect/Stream"
 import type { HttpApiError } from "effect/http-api"
 import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"

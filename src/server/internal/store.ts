@@ -17,7 +17,8 @@
  *
  * @internal
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import * as NodeFs from "node:fs"
 import * as NodePath from "node:path"
 import * as AgentConfig from "../../AgentConfig.ts"

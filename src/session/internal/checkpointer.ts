@@ -5,7 +5,10 @@
  *
  * @internal
  */
-import { Deferred, Effect, Option, Semaphore } from "effect"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Semaphore from "effect/Semaphore"
 import type * as Agent from "../../Agent.ts"
 import * as AgentConfig from "../../AgentConfig.ts"
 import type { AgentError } from "../../AgentError.ts"

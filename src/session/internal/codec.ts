@@ -6,7 +6,10 @@
  *
  * @internal
  */
-import { Effect, Exit, Schema, Struct } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Schema from "effect/Schema"
+import * as Struct from "effect/Struct"
 import { crc32 } from "node:zlib"
 import * as AgentConfig from "../../AgentConfig.ts"
 import * as Message from "../../Message.ts"

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import type { Effect } from "effect"
+import type * as Effect from "effect/Effect"
 import type { CheckpointCorrupt, CheckpointIoError } from "./errors.ts"
 
 /**

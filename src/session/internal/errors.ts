@@ -5,7 +5,7 @@
  *
  * @internal
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * No checkpoint is saved under this session id.

@@ -9,7 +9,9 @@
  *
  * @internal
  */
-import { Effect, Exit, Semaphore } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Semaphore from "effect/Semaphore"
 import type * as Message from "../../Message.ts"
 import type * as RunState from "../../RunState.ts"
 import * as Codec from "./codec.ts"

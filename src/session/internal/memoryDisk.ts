@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Disk } from "./disk.ts"
 
 /** A new, empty disk in memory. */

@@ -6,7 +6,8 @@
  *
  * @internal
  */
-import { type Effect, Schema } from "effect"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type * as AgentConfig from "../../AgentConfig.ts"
 import * as Outcome from "../../Outcome.ts"
 import type * as RunState from "../../RunState.ts"

@@ -12,7 +12,8 @@
  *
  * @internal
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { InvalidSessionId } from "./errors.ts"
 
 const pattern = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/

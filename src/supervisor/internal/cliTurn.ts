@@ -7,7 +7,11 @@
  *
  * @internal
  */
-import { Duration, Effect, Fiber, type PlatformError, Stream } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import type * as PlatformError from "effect/PlatformError"
+import * as Stream from "effect/Stream"
 import * as ChildProcess from "effect/process/ChildProcess"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import { redactor } from "../../providers/Redaction.ts"

@@ -21,7 +21,7 @@
  *
  * @internal
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import type { TurnReply } from "../Worker.ts"
 import { Count, type Ending, on, type Protocol, readLine } from "./protocol.ts"
 

@@ -12,7 +12,8 @@
  *
  * @internal
  */
-import { Exit, Schema } from "effect"
+import * as Exit from "effect/Exit"
+import * as Schema from "effect/Schema"
 import type { TurnReply, TurnRequest } from "../Worker.ts"
 
 /** How a turn's events ended. */

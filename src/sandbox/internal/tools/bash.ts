@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { CommandResult, Operations } from "../model.ts"
 import { limits } from "./limits.ts"
 import { describeError } from "./text.ts"

@@ -4,7 +4,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Operations } from "../model.ts"
 import { describeError, lineAt, plural, readText } from "./text.ts"
 

@@ -5,7 +5,8 @@
  *
  * @internal
  */
-import { Effect, Glob } from "effect"
+import * as Effect from "effect/Effect"
+import * as Glob from "effect/Glob"
 import type { Operations } from "../model.ts"
 import { limits } from "./limits.ts"
 import type * as LineMatcher from "./lineMatcher.ts"

@@ -20,7 +20,11 @@
  *
  * @internal
  */
-import { Effect, Exit, Pool, Schema, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Pool from "effect/Pool"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import { availableParallelism } from "node:os"
 import { Worker } from "node:worker_threads"
 

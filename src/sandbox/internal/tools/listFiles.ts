@@ -4,7 +4,8 @@
  *
  * @internal
  */
-import { Effect, Glob } from "effect"
+import * as Effect from "effect/Effect"
+import * as Glob from "effect/Glob"
 import type { Operations } from "../model.ts"
 import { limits } from "./limits.ts"
 import { describeError } from "./text.ts"

@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { SandboxError } from "../errors.ts"
 import type { Operations } from "../model.ts"
 import { limits } from "./limits.ts"

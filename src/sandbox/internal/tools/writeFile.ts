@@ -3,7 +3,7 @@
  *
  * @internal
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Operations } from "../model.ts"
 import { describeError, plural, splitLines } from "./text.ts"
 

@@ -28,7 +28,16 @@
  *
  * @internal
  */
-import { Cause, Clock, Context, Deferred, Duration, Effect, Fiber, Option, Schedule, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import { ClusterSchema, Entity, Sharding } from "effect/cluster"

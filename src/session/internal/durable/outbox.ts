@@ -46,7 +46,9 @@
  *
  * @internal
  */
-import { Effect, Fiber, Latch } from "effect"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Latch from "effect/Latch"
 import type * as AgentEvent from "../../../AgentEvent.ts"
 
 /**

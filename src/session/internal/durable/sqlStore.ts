@@ -9,7 +9,9 @@
  *
  * @internal
  */
-import { Duration, Effect, Schema } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
 import * as AgentEvent from "../../../AgentEvent.ts"
 import * as Message from "../../../Message.ts"

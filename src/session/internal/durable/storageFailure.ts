@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { Cause, Effect, Schedule } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import { ClusterError } from "effect/cluster"
 import { SqlError } from "effect/sql"
 

@@ -7,7 +7,9 @@
  *
  * @internal
  */
-import { Context, Effect, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type * as AgentEvent from "../../../AgentEvent.ts"
 import type * as Approvals from "../../../Approvals.ts"
 import * as Message from "../../../Message.ts"
