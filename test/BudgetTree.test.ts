@@ -342,7 +342,7 @@ describe("the same bound on every backend", () => {
         Layer.provideMerge(WorkflowEngine.layerMemory)
       )
       const poll = (done: (status: DurableSession.Status) => boolean) =>
-        Effect.repeat(DurableSession.poll("r"), { until: done, schedule: Schedule.spaced("10 millis"), times: 1_000 })
+        Effect.repeat(DurableSession.poll("r"), { until: done, schedule: Schedule.spaced("20 millis"), times: 3000 })
       const finished = yield* Effect.gen(function*() {
         yield* DurableSession.start({ sessionId: "r", prompt: "go", config: { budgets: { costUsd: 1.25 } } })
         assert.strictEqual((yield* poll((status) => status._tag === "Suspended"))._tag, "Suspended")

@@ -144,7 +144,7 @@ describe.concurrent("the package", () => {
     assert.strictEqual(pkg.license, "MIT")
     const license = Fs.readFileSync(Path.join(root, "LICENSE"), "utf8")
     assert.match(license, /^MIT License\n\nCopyright \(c\) 2026 the effect-agent authors\n/)
-  })
+  }, 240_000)
 
   it("depends on nothing of its own: effect and @effect/platform-node are peers, @effect/sql-pg an optional one", () => {
     assert.isUndefined(pkg.dependencies)
@@ -225,5 +225,5 @@ describe.concurrent("the package", () => {
     } finally {
       Fs.rmSync(project, { recursive: true, force: true })
     }
-  }, 60_000)
+  }, 240_000)
 })

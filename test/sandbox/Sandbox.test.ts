@@ -202,8 +202,9 @@ describe("Sandbox.bubblewrap commands", () => {
       Effect.gen(function*() {
         // A marker in the command line finds the sandbox's processes from the host, whatever their PID namespace.
         const marker = `${(process.pid % 1000) + 1}.${Date.now() % 100000}`
+        // (the timeout leaves the sleepers time to start on a loaded machine: bubblewrap takes a while to set up)
         const fiber1 = yield* Effect.forkChild(
-          sandbox.exec({ command: `sleep ${marker} & sleep ${marker}; wait`, timeout: "1 second" })
+          sandbox.exec({ command: `sleep ${marker} & sleep ${marker}; wait`, timeout: "5 seconds" })
         )
         const running = (seconds: string) => processesRunning(["sleep", seconds]).length
         assert.isTrue(yield* eventually(() => running(marker) === 2), "the sleepers did not start")

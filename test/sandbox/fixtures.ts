@@ -84,7 +84,7 @@ export const processesRunning = (argv: ReadonlyArray<string>): Array<number> => 
 }
 
 /** Polls until `check` holds or `millis` pass; returns the last value of `check`. */
-export const eventually = (check: () => boolean, millis = 3000) =>
+export const eventually = (check: () => boolean, millis = 20_000) =>
   Effect.gen(function*() {
     const deadline = Date.now() + millis
     while (!check() && Date.now() < deadline) yield* Effect.sleep("20 millis")

@@ -450,7 +450,7 @@ describe("DurableSession", () => {
           // A client that answers whatever asks under d1: it tries until an approve answers (bounded).
           for (let asked = 0; asked < 2; asked++) {
             const answered = yield* DurableSession.approve("reused", "d1", { approved: true }).pipe(
-              Effect.repeat({ until: (answered) => answered, schedule: Schedule.spaced("10 millis"), times: 1000 })
+              Effect.repeat({ until: (answered) => answered, schedule: Schedule.spaced("20 millis"), times: 3000 })
             )
             assert.isTrue(answered, `the call asked ${asked + 1}. under d1`)
           }

@@ -54,7 +54,7 @@ const durableOn = (
   )
 
 const waitFor = <A, E, R>(effect: Effect.Effect<A, E, R>, until: (value: A) => boolean) =>
-  effect.pipe(Effect.repeat({ until, schedule: Schedule.spaced("10 millis"), times: 500 }))
+  effect.pipe(Effect.repeat({ until, schedule: Schedule.spaced("20 millis"), times: 3000 }))
 
 const tagsOf = (events: ReadonlyArray<{ readonly event: AgentEvent.AgentEvent }>) =>
   events.map(({ event }) => SupervisorEvent.tagOf(event) ?? event._tag)
@@ -76,7 +76,7 @@ describe("durable supervised sessions: the operator's answers", () => {
         yield* sessions.start({ sessionId: "stopped", prompt: task, supervisor: "ok" })
         const asked = yield* waitFor(sessions.pending("stopped"), (pending) => pending.turn !== undefined)
         assert.isTrue(yield* sessions.decideTurn("stopped", asked.turn!.turn, { _tag: "Interrupt" }))
-        const ended = yield* sessions.result("stopped").pipe(Effect.timeout("10 seconds"))
+        const ended = yield* sessions.result("stopped").pipe(Effect.timeout("60 seconds"))
         assert.deepStrictEqual(ended.outcome, { _tag: "Cancelled", reason: "interrupted by the operator" })
         // "the session stays": a follow-up goes on with it, as after any other ending
         const seen = (yield* sessions.events("stopped")).at(-1)?.seq ?? 0
@@ -85,7 +85,7 @@ describe("durable supervised sessions: the operator's answers", () => {
         const next = yield* Effect.raceFirst(
           Effect.map(sessions.result("stopped", seen), (result) => ({ result })),
           Effect.map(waitFor(sessions.pending("stopped"), (pending) => pending.turn !== undefined), (pending) => ({ pending }))
-        ).pipe(Effect.timeout("10 seconds"))
+        ).pipe(Effect.timeout("60 seconds"))
         if ("result" in next) {
           const events = tagsOf(yield* sessions.events("stopped", seen))
           assert.notDeepEqual(
@@ -119,7 +119,7 @@ describe("durable supervised sessions: the operator's answers", () => {
         const proposed = yield* waitFor(
           sessions.events("plan"),
           (events) => tagsOf(events).includes("PlanProposed")
-        ).pipe(Effect.timeout("10 seconds"))
+        ).pipe(Effect.timeout("60 seconds"))
         const plan = SupervisorEvent.ofTag(proposed.map(({ event }) => event), "PlanProposed")[0]!
         assert.strictEqual(plan.iteration, 1)
         // the operator answers the plan the event announced
@@ -129,7 +129,7 @@ describe("durable supervised sessions: the operator's answers", () => {
           kept,
           `decidePlan answered false for the plan its PlanProposed announced; pending then: ${JSON.stringify(pending.plan)}`
         )
-        const result = yield* sessions.result("plan").pipe(Effect.timeout("10 seconds"))
+        const result = yield* sessions.result("plan").pipe(Effect.timeout("60 seconds"))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 1 })
       }).pipe(Effect.provide(durableOn(turns, files, { checks: [countedCheck(files, checked)], plan: true, maxTurns: 3 },
         Layer.merge(WorkflowEngine.layerMemory, slowAsk))))
@@ -148,11 +148,11 @@ describe("durable supervised sessions: replays and follow-ups", () => {
       yield* Effect.gen(function*() {
         const sessions = yield* Sessions.Sessions
         yield* sessions.start({ sessionId: "capped", prompt: task, supervisor: "ok" })
-        const first = yield* sessions.result("capped").pipe(Effect.timeout("10 seconds"))
+        const first = yield* sessions.result("capped").pipe(Effect.timeout("60 seconds"))
         assert.strictEqual(SupervisorOutcome.fromOutcome(first.outcome)?._tag, "Unverified")
         const seen = (yield* sessions.events("capped")).at(-1)?.seq ?? 0
         yield* sessions.followUp("capped", "try again")
-        yield* sessions.result("capped", seen).pipe(Effect.timeout("10 seconds"))
+        yield* sessions.result("capped", seen).pipe(Effect.timeout("60 seconds"))
         // the session then waits idle: every event of the follow-up's run is published by now
         const after = yield* waitFor(
           Effect.flatMap(DurableSession.Store, (store) => store.waiting("capped")),
@@ -186,13 +186,13 @@ describe("durable supervised sessions: replays and follow-ups", () => {
         assert.isTrue(yield* sessions.decideTurn("clock", 1, { _tag: "Approve" }))
         // in this process (Sessions.layer) the run ends Unverified by its wall clock once the feedback is answered
         const ended = yield* sessions.result("clock").pipe(
-          Effect.timeout("10 seconds"),
+          Effect.timeout("60 seconds"),
           Effect.catchTag("TimeoutError", () =>
             Effect.gen(function*() {
               const events = yield* sessions.events("clock")
               const waiting = yield* Effect.orDie(Effect.flatMap(DurableSession.Store, (store) => store.waiting("clock")))
               return yield* Effect.die(
-                `no ending published within 10 s of the decision; the session waits idle (${waiting}), ` +
+                `no ending published within 60 s of the decision; the session waits idle (${waiting}), ` +
                   `its last event: ${tagsOf(events).at(-1)}`
               )
             }))
@@ -233,7 +233,7 @@ describe("durable supervised sessions: a worker of its own (Supervisor.Options.w
         const waiting = yield* waitFor(sessions.pending("ext"), (pending) => pending.plan !== undefined)
         assert.strictEqual(waiting.plan?.plan, "1. the plan the operator reads")
         assert.isTrue(yield* sessions.decidePlan("ext", 1, { _tag: "Approve" }))
-        const result = yield* sessions.result("ext").pipe(Effect.timeout("10 seconds"))
+        const result = yield* sessions.result("ext").pipe(Effect.timeout("60 seconds"))
         assert.strictEqual(SupervisorOutcome.fromOutcome(result.outcome)?._tag, "Converged")
         const approved = SupervisorEvent.ofTag((yield* sessions.events("ext")).map(({ event }) => event), "PlanApproved")
         // in this process: one plan turn, then one act turn given the plan the operator approved
@@ -256,7 +256,7 @@ describe("durable supervised sessions: a worker of its own (Supervisor.Options.w
       yield* Effect.gen(function*() {
         const sessions = yield* Sessions.Sessions
         yield* sessions.start({ sessionId: "fails", prompt: task, supervisor: "ok" })
-        const ended = yield* Effect.exit(sessions.result("fails").pipe(Effect.timeout("10 seconds")))
+        const ended = yield* Effect.exit(sessions.result("fails").pipe(Effect.timeout("60 seconds")))
         const events = tagsOf(yield* sessions.events("fails"))
         const status = yield* DurableSession.poll("fails")
         // in this process (Sessions.layer): WorkerFailed, then an AgentEnd that says so; result fails with it
@@ -298,7 +298,7 @@ describe("durable supervised sessions on PostgreSQL (skipped when PostgreSQL can
           sessions.decidePlan("twice", 1, { _tag: "Reject", notes: "no" })
         ], { concurrency: 2 })
         assert.strictEqual(Number(approve) + Number(reject), 1)
-        const result = yield* sessions.result("twice").pipe(Effect.timeout("20 seconds"))
+        const result = yield* sessions.result("twice").pipe(Effect.timeout("60 seconds"))
         assert.strictEqual(SupervisorOutcome.fromOutcome(result.outcome)?._tag, approve ? "Converged" : "Rejected")
         assert.deepStrictEqual((yield* sessions.pending("twice")).plan, undefined)
       }).pipe(Effect.provide(durableOn(turns, files, { checks: [countedCheck(files, checked)], plan: true, maxTurns: 3 },

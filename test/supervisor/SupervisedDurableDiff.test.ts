@@ -201,7 +201,7 @@ const layers = (scenario: Scenario) => {
 
 const waitFor = <A, E, R>(effect: Effect.Effect<A, E, R>, until: (value: A) => boolean) =>
   effect.pipe(
-    Effect.repeat({ until, schedule: Schedule.spaced("10 millis"), times: 500 }),
+    Effect.repeat({ until, schedule: Schedule.spaced("20 millis"), times: 3000 }),
     Effect.tap((value) => until(value) ? Effect.void : Effect.die(`waited 5 s in vain; last seen ${JSON.stringify(value)}`))
   )
 

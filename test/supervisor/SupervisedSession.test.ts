@@ -774,7 +774,7 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
         const sessions = yield* Sessions.Sessions
         yield* sessions.start({ sessionId: "plan", prompt: task, supervisor: "planned" })
         const waiting = yield* sessions.pending("plan").pipe(
-          Effect.repeat({ until: (pending) => pending.plan !== undefined, schedule: Schedule.spaced("10 millis"), times: 500 })
+          Effect.repeat({ until: (pending) => pending.plan !== undefined, schedule: Schedule.spaced("20 millis"), times: 3000 })
         )
         assert.deepStrictEqual([waiting.plan?.iteration, waiting.plan?.plan], [1, "1. write yes to ok.txt"])
         // a decision for another iteration answers nothing
@@ -824,7 +824,7 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
     )
   }
   const waitFor = <A>(effect: Effect.Effect<A, unknown>, until: (value: A) => boolean) =>
-    effect.pipe(Effect.repeat({ until, schedule: Schedule.spaced("10 millis"), times: 500 }))
+    effect.pipe(Effect.repeat({ until, schedule: Schedule.spaced("20 millis"), times: 3000 }))
 
   const planned = (engineAndStore?: Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store, unknown>) =>
     Effect.gen(function*() {
