@@ -5,8 +5,9 @@
  */
 import { Effect } from "effect"
 import * as Fs from "node:fs"
+import * as Os from "node:os"
 import * as Path from "node:path"
-import { type Browser, type BrowserContext, chromium } from "playwright-core"
+import { type BrowserContext, chromium } from "playwright-core"
 
 /** The names a system Chromium goes by, looked up on `PATH`. */
 const names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
@@ -46,35 +47,25 @@ export const executablePath = "path" in found ? found.path : undefined
 /** Why there is no browser, when there is none. */
 export const missing = "reason" in found ? found.reason : undefined
 
-/**
- * One headless Chromium for the test process, launched when a test first needs it (a launch costs a second or
- * two of CPU, more than most tests it serves); playwright stops it when the process exits.
- */
-let launched: Promise<Browser> | undefined
-const shared = (): Promise<Browser> => {
-  launched ??= chromium.launch({
-    executablePath: executablePath!,
-    headless: true,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync"
-    ]
-  })
-  return launched
-}
-
-/**
- * A browser of the test's own: a fresh context of the shared Chromium (its own cookies, storage and cache, as a
- * new profile has), never touching the network beyond the loopback; closed with the scope.
- */
+/** A fresh headless Chromium with a profile of its own, never touching the network beyond the loopback. */
 export const browser = Effect.acquireRelease(
-  Effect.promise(async () => (await shared()).newContext({ viewport: { width: 1180, height: 820 } })),
+  Effect.promise(() =>
+    chromium.launchPersistentContext(Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-chromium-")), {
+      executablePath: executablePath!,
+      headless: true,
+      args: [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync"
+      ],
+      viewport: { width: 1180, height: 820 }
+    })
+  ),
   (context: BrowserContext) => Effect.promise(() => context.close())
 )
 
