@@ -375,14 +375,16 @@ describe("grep and a pattern that backtracks exponentially", () => {
         [timedOut!.toolCallId, timedOut!.result.isError, Message.textOf(timedOut!.result)],
         ["evil", true, "Tool grep timed out after 1000 ms."]
       )
+      // Bounds a loaded machine keeps (it fires timers late), far below what a search on the event loop would take
+      // (its ten seconds of backtracking, blocking the timeout and the ticker alike).
       assert.isAtLeast(timedOut!.durationMs, 1000)
-      assert.isBelow(timedOut!.durationMs, 1500, "the call outlived its timeout")
+      assert.isBelow(timedOut!.durationMs, 5000, "the call outlived its timeout")
       assert.deepStrictEqual(
         [plain!.toolCallId, plain!.result.isError, Message.textOf(plain!.result)],
         ["plain", false, `evil.txt:1:${"a".repeat(28)}!`]
       )
       assert.isAtLeast(lateness.length, 5)
-      assert.isBelow(Math.max(...lateness), 250, `timers fired late: ${lateness.join(", ")} ms`)
+      assert.isBelow(Math.max(...lateness), 3000, `timers fired late: ${lateness.join(", ")} ms`)
     }))
 
   it.live("interrupted, the search stops burning CPU: its worker thread is terminated", () =>

@@ -436,8 +436,21 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         const { published, statuses } = yield* Effect.gen(function*() {
           for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
           yield* Effect.forEach(ids, (sessionId) => waitForEvent(sessionId, "TurnEnd"), { discard: true })
+          // Held at their next step until the join is done, however long a loaded machine takes to start a runner.
+          fs.writeFileSync(path.join(logDir, "hold"), "")
           // The second runner joins: the first hands it half its shards, and their sessions, as they run.
           const second = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
+          // once both hold shards (each runner's shard locks are advisory locks of its own database session)
+          const sql = yield* SqlClient.SqlClient
+          yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM pg_locks WHERE locktype = 'advisory' GROUP BY pid`.pipe(
+            Effect.repeat({
+              until: (rows) => rows.filter((row) => Number(row.n) > 0).length >= 2,
+              schedule: Schedule.spaced("200 millis")
+            }),
+            Effect.timeout("60 seconds")
+          )
+          yield* Effect.sleep("1 second")
+          fs.rmSync(path.join(logDir, "hold"))
           const statuses = yield* allFinished(ids, "150 seconds")
           yield* Effect.ignore(second.kill({ killSignal: "SIGKILL" }))
           const published = yield* Effect.forEach(ids, (sessionId) => DurableSession.events(sessionId))

@@ -10,7 +10,7 @@
  */
 import { NodeClusterSocket } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { ClusterWorkflowEngine, RunnerAddress, type ShardingConfig } from "effect/cluster"
 import { AgentTool, Message, ToolRegistry } from "effect-agent"
@@ -63,12 +63,22 @@ const Kit = Toolkit.make(Step, Charge, Deploy)
 
 const append = (logDir: string, file: string, line: string) => fs.appendFileSync(path.join(logDir, file), `${line}\n`)
 
+/**
+ * While `hold` is in the log directory, a step waits (up to 60 s) before it ends: a test holds its sessions
+ * mid-run for as long as it needs, however slowly a loaded machine starts what it waits for.
+ */
+const held = (logDir: string) =>
+  Effect.sync(() => fs.existsSync(path.join(logDir, "hold"))).pipe(
+    Effect.repeat({ until: (holding) => !holding, schedule: Schedule.spaced("50 millis"), times: 1200 })
+  )
+
 /** The tools; each start of a handler is logged as `<tool> <key>`. */
 export const tools = (logDir: string) =>
   ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
     step: ({ key, ms }) =>
       Effect.sync(() => append(logDir, "tools.log", `step ${key}`)).pipe(
         Effect.andThen(Effect.sleep(`${ms} millis`)),
+        Effect.andThen(held(logDir)),
         Effect.as(`step ${key} done`)
       ),
     charge: ({ key, ms }) =>
