@@ -334,16 +334,17 @@ describe("Guardrail.output: a blocked answer reaches no consumer", () => {
   it.effect("attack: a typed final answer that trips streamed its arguments (OutputDelta, ToolExecutionStart) first", () =>
     Effect.gen(function*() {
       const limit = Guardrail.output(({ output }) =>
-        Effect.succeed(JSON.stringify(output).includes("250") ? Guardrail.trip("over the refund limit") : Guardrail.pass))
+        Effect.succeed(JSON.stringify(output).includes("31337.75") ? Guardrail.trip("over the refund limit") : Guardrail.pass))
       const events = yield* Stream.runCollect(Agent.runStream({
         prompt: "refund",
         plugins: [limit],
         output: Schema.Struct({ amount: Schema.Finite })
       })).pipe(
-        Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "final_answer", params: { amount: 250 } }] }])),
+        // (an amount no timestamp or duration of an event could spell: "250" was one now and then)
+        Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "final_answer", params: { amount: 31337.75 } }] }])),
         Effect.provideService(ToolRegistry.ToolRegistry, ToolRegistry.empty)
       )
-      for (const event of events) assert.notInclude(JSON.stringify(event), "250")
+      for (const event of events) assert.notInclude(JSON.stringify(event), "31337.75")
       assert.strictEqual(ofTag(events, "ToolExecutionStart").length, 0)
       const end = events.at(-1)!
       assert.strictEqual(end._tag === "AgentEnd" ? end.outcome?._tag : undefined, "GuardrailTripped")
