@@ -87,8 +87,10 @@ describe("supervised sessions", () => {
           : ["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--emit-jsonl", "-"]
         const before = attempt === 0 ? undefined : yield* readSaved
         const proc = yield* spawn(cli, args, { cwd: dir })
-        // The first process has saved its first checkpoint when the baseline starts; a resumed one had one.
-        yield* proc.waitFor(attempt === 0 ? isEvent("CheckStarted") : isEvent("AgentStart"))
+        // The first process has saved its first checkpoint when the baseline starts; a resumed one had one, and
+        // says so before it is killed (a kill right after its AgentStart left its SessionResumed unwritten, seed
+        // 500946, and the check below had nothing to check).
+        yield* proc.waitFor(attempt === 0 ? isEvent("CheckStarted") : isEvent("SessionResumed"))
         if (attempt < kills) {
           yield* Effect.sleep(Math.floor(next() * 900))
           yield* proc.signal("SIGKILL")
