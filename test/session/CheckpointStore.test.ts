@@ -498,7 +498,7 @@ describe("a corrupt checkpoint", () => {
         yield* store.save("s1", { state: stateOf(transcript(4), 4), config })
         assert.deepStrictEqual((yield* store.load("s1")).state.turn, 4)
       }
-    }).pipe(Effect.provide(NodeServices.layer)), { timeout: 60_000 })
+    }).pipe(Effect.provide(NodeServices.layer)), { timeout: 240_000 })
 
   it.effect("a save whose journal would pass what a store reads fails with CheckpointTooLarge before it appends", () =>
     Effect.gen(function*() {
@@ -568,7 +568,7 @@ describe("a corrupt checkpoint", () => {
         assert.strictEqual(exit.value.state.messages.length, state.messages.length)
       }
       assert.deepStrictEqual(yield* fs.readFile(file(damage.file)), changed)
-    }).pipe(Effect.provide(NodeServices.layer)), { timeout: 60_000, arbitrary: { runs: 150 } })
+    }).pipe(Effect.provide(NodeServices.layer)), { timeout: 240_000, arbitrary: { runs: 150 } })
 })
 
 describe("links planted in a session directory", () => {
