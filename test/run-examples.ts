@@ -27,10 +27,9 @@ interface Ran {
   readonly error: string
 }
 
-/** Resource kinds an example may leave behind only while it is still running. */
+/** What an example has still running: every active resource but this process's own stdio. */
 const pending = (): number =>
-  process.getActiveResourcesInfo().filter((kind) => kind !== "PipeWrap" && kind !== "TTYWrap" && kind !== "FSReqCallback")
-    .length
+  process.getActiveResourcesInfo().filter((kind) => kind !== "PipeWrap" && kind !== "TTYWrap").length
 
 const write = process.stdout.write.bind(process.stdout)
 let captured = ""
