@@ -5,7 +5,8 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
-import ts from "typescript"
+// The parser of TypeScript 5 (the compiler is 7, whose JS API is not stable yet)
+import ts from "typescript-5"
 
 /** The absolute path of `src/`. */
 export const src = fileURLToPath(new URL("../src", import.meta.url))

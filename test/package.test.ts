@@ -186,12 +186,15 @@ describe.concurrent("the package", () => {
           files: ["quickstart.ts", "entries.ts"]
         })
       )
-      // the three at once: they only read the installed project
+      // at once: they only read the installed project. The types are checked by the compiler this clone builds
+      // them with (TypeScript 7) and by TypeScript 5, which many apps still use.
       const tsc = Path.join(root, "node_modules/typescript/bin/tsc")
+      const tsc5 = Path.join(root, "node_modules/typescript-5/bin/tsc")
       const bin = Path.join(project, "node_modules/.bin/effect-agent")
-      const [quickstart, , version, entryModules, runner] = await Promise.all([
+      const [quickstart, , , version, entryModules, runner] = await Promise.all([
         run(process.execPath, ["quickstart.ts"], { cwd: project }),
         run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project }),
+        run(process.execPath, [tsc5, "-p", "tsconfig.json"], { cwd: project }),
         run(bin, ["version"], { cwd: project }),
         run(process.execPath, ["entries.ts"], { cwd: project }),
         // a command of the cluster, without @effect/sql-pg: a config error that says what to install
