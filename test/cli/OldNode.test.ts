@@ -5,12 +5,14 @@
  * command, before it loads anything that Node cannot run; none of them dies
  * inside a dependency or on ERR_UNKNOWN_FILE_EXTENSION ".ts".
  *
- * The old Node is Node 20, installed from the npm registry (as `.ci/run`
+ * The old Node is one already on the PATH with npm beside it (a CI machine's
+ * Node 20), or else Node 20 installed from the npm registry (as `.ci/run`
  * installs Node 24) into node_modules/.cache/old-node the first time. Where
- * it cannot be installed (no registry), these tests are skipped, saying why.
+ * there is none and it cannot be installed (no registry), these tests are
+ * skipped, saying why.
  */
 import { assert, beforeAll, describe, it } from "@effect/vitest"
-import { execFile } from "node:child_process"
+import { execFile, execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -23,6 +25,33 @@ const needed = /^>=(\d+\.\d+(?:\.\d+)?)$/.exec(pkg.engines.node)?.[1]
 
 const oldNodeDir = Path.join(root, "node_modules/.cache/old-node")
 const oldNodeBin = Path.join(oldNodeDir, "node_modules/node/bin/node")
+
+/** Whether version `a` (`20.19.2`) is older than `b` (`22.19`). */
+const older = (a: string, b: string): boolean => {
+  const [x, y] = [a, b].map((version) => version.split(".").map(Number))
+  for (let i = 0; i < 3; i++) {
+    const d = (x![i] ?? 0) - (y![i] ?? 0)
+    if (d !== 0) return d < 0
+  }
+  return false
+}
+
+/** A Node on the PATH older than engines.node (18 at least, which the npm beside it runs on), or undefined. */
+const oldNodeOnPath = (): { readonly node: string; readonly version: string } | undefined => {
+  for (const dir of (process.env.PATH ?? "").split(Path.delimiter)) {
+    const node = Path.join(dir, "node")
+    if (dir === "" || !Fs.existsSync(node) || !Fs.existsSync(Path.join(dir, "npm"))) continue
+    try {
+      const version = execFileSync(node, ["--version"], { encoding: "utf8", timeout: 10_000 }).trim().replace(/^v/, "")
+      if (needed !== undefined && older(version, needed) && !older(version, "18")) {
+        return { node: Fs.realpathSync(node), version }
+      }
+    } catch {
+      // not a Node that runs here
+    }
+  }
+  return undefined
+}
 
 /** Node 20, installed once (into a directory of its own, renamed into place: another run may install it too). */
 const installOldNode = async (): Promise<{ readonly node: string; readonly version: string } | { readonly why: string }> => {
@@ -48,7 +77,7 @@ const installOldNode = async (): Promise<{ readonly node: string; readonly versi
 
 let old: Awaited<ReturnType<typeof installOldNode>> = { why: "not installed yet" }
 beforeAll(async () => {
-  old = await installOldNode()
+  old = oldNodeOnPath() ?? await installOldNode()
   if ("why" in old) console.warn(`SKIPPING the tests on an old Node: ${old.why}`)
 }, 300_000)
 

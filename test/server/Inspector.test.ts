@@ -9,7 +9,7 @@
  * Without a browser these tests are skipped, and say so.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Latch, Layer, Redacted, Scope } from "effect"
 import { Agent, AgentEvent, Approvals } from "effect-agent"
 import { AgentServer, Inspector } from "effect-agent/server"
@@ -24,10 +24,11 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Page } from "playwright-core"
 import { toolsLayer } from "../session/fixture.ts"
-import { browser, executablePath, missing, openPage } from "./chromium.ts"
+import { browser, closeBrowser, executablePath, missing, openPage } from "./chromium.ts"
 import { agentLayer, baseUrl, delegatingAgent, gatedAgent, hangingFrom, readSse } from "./support.ts"
 
 if (missing !== undefined) console.warn(`SKIPPING the inspector's browser tests: ${missing}`)
+afterAll(closeBrowser)
 
 const artifacts = fileURLToPath(new URL("../../test-artifacts", import.meta.url))
 

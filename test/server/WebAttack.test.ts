@@ -10,16 +10,17 @@
  * Without a browser these tests are skipped, and say so.
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
 import { AgentServer } from "effect-agent/server"
 import { createServer } from "node:http"
 import { captureLogs } from "../support.ts"
 import { attackUrl, serveAttackPage } from "./attackPage.ts"
-import { browser, executablePath, missing, openPage } from "./chromium.ts"
+import { browser, closeBrowser, executablePath, missing, openPage } from "./chromium.ts"
 import { agentLayer, baseUrl, readSse, serverLayer, tagOf } from "./support.ts"
 
 if (missing !== undefined) console.warn(`SKIPPING the web page attack's browser tests: ${missing}`)
+afterAll(closeBrowser)
 
 const json = { "content-type": "application/json" }
 

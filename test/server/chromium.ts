@@ -5,9 +5,8 @@
  */
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import * as Os from "node:os"
 import * as Path from "node:path"
-import { type BrowserContext, chromium } from "playwright-core"
+import { type Browser, type BrowserContext, chromium } from "playwright-core"
 
 /** The names a system Chromium goes by, looked up on `PATH`. */
 const names = ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
@@ -47,25 +46,42 @@ export const executablePath = "path" in found ? found.path : undefined
 /** Why there is no browser, when there is none. */
 export const missing = "reason" in found ? found.reason : undefined
 
-/** A fresh headless Chromium with a profile of its own, never touching the network beyond the loopback. */
+/**
+ * The headless Chromium of this test file, launched by the first test that asks for it and closed by
+ * {@link closeBrowser} (each file's `afterAll`): one launch a file, not one a test (a launch costs more CPU
+ * than most of the tests).
+ */
+let launched: Promise<Browser> | undefined
+
+const launch = () =>
+  launched ??= chromium.launch({
+    executablePath: executablePath!,
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync"
+    ]
+  })
+
+/** Closes the file's Chromium, if it was launched (for `afterAll`). */
+export const closeBrowser = async (): Promise<void> => {
+  const browser = launched
+  launched = undefined
+  if (browser !== undefined) await browser.then((b) => b.close(), () => undefined)
+}
+
+/**
+ * A fresh context of the file's Chromium for one test: its own cookies, storage, cache and connections, as
+ * a new profile would have, never touching the network beyond the loopback.
+ */
 export const browser = Effect.acquireRelease(
-  Effect.promise(() =>
-    chromium.launchPersistentContext(Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-chromium-")), {
-      executablePath: executablePath!,
-      headless: true,
-      args: [
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync"
-      ],
-      viewport: { width: 1180, height: 820 }
-    })
-  ),
+  Effect.promise(() => launch().then((b) => b.newContext({ viewport: { width: 1180, height: 820 } }))),
   (context: BrowserContext) => Effect.promise(() => context.close())
 )
 
