@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { availableParallelism } from "node:os"
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
@@ -16,14 +16,26 @@ const runsTheBuild = (spec: TestSpecification) =>
   /\bbuilt(Command|Package|Tarball)\b/.test(readFileSync(spec.moduleId, "utf8"))
 
 /**
- * vitest's order (the longest files first), but while the command is still to be built (`npm test` builds
- * it beside the tests) the files that run it go last: the others run in the meantime.
+ * The files that run a cluster of processes on PostgreSQL for a minute or more, mostly waiting on its timers
+ * (failover, lock refresh): started first, the others run beside them instead of after.
  */
-class BuildLast extends BaseSequencer {
+const longest = ["test/session/DurableSessionCluster.test.ts", "test/cli/Cluster.test.ts"]
+for (const file of longest) {
+  if (!existsSync(fileURLToPath(new URL(file, import.meta.url)))) throw new Error(`vitest.config.ts: no ${file}`)
+}
+const isLongest = (spec: TestSpecification) => longest.some((file) => spec.moduleId.endsWith(`/${file}`))
+
+/**
+ * vitest's order (the longest files first, as measured by an earlier run; else the largest), with the cluster
+ * files above first; while the command is still to be built (`npm test` builds it beside the tests) the files
+ * that run it go last: the others run in the meantime.
+ */
+class Sequencer extends BaseSequencer {
   override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
     const sorted = await super.sort(files)
-    if (isBuilt()) return sorted
-    return [...sorted.filter((spec) => !runsTheBuild(spec)), ...sorted.filter(runsTheBuild)]
+    const first = [...sorted.filter(isLongest), ...sorted.filter((spec) => !isLongest(spec))]
+    if (isBuilt()) return first
+    return [...first.filter((spec) => !runsTheBuild(spec)), ...first.filter(runsTheBuild)]
   }
 }
 
@@ -55,6 +67,6 @@ export default defineConfig({
     // Files run one after another in a worker, sharing its loaded modules: a test that changes global state
     // (process.env, a spied method) restores it.
     isolate: false,
-    sequence: { sequencer: BuildLast }
+    sequence: { sequencer: Sequencer }
   }
 })
