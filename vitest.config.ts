@@ -1,19 +1,14 @@
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync } from "node:fs"
 import { availableParallelism } from "node:os"
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 import { BaseSequencer, type TestSpecification } from "vitest/node"
-import { isBuilt } from "./test/cli/build.ts"
 
 const src = (path: string) => fileURLToPath(new URL(`./src/${path}`, import.meta.url))
 
 // Node's on-disk compile cache, for the processes the tests start (the CLI, the crash tests' children): they
 // load the same modules again and again, most of them TypeScript that Node strips.
 process.env.NODE_COMPILE_CACHE ??= fileURLToPath(new URL("./node_modules/.cache/node-compile-cache", import.meta.url))
-
-/** Whether a test file runs the built command or its tarball (from test/cli/build.ts). */
-const runsTheBuild = (spec: TestSpecification) =>
-  /\bbuilt(Command|Package|Tarball)\b/.test(readFileSync(spec.moduleId, "utf8"))
 
 /**
  * The files that run a cluster of processes on PostgreSQL for a minute or more, mostly waiting on its timers
@@ -27,15 +22,13 @@ const isLongest = (spec: TestSpecification) => longest.some((file) => spec.modul
 
 /**
  * vitest's order (the longest files first, as measured by an earlier run; else the largest), with the cluster
- * files above first; while the command is still to be built (`npm test` builds it beside the tests) the files
- * that run it go last: the others run in the meantime.
+ * files above first. (The files that run the built command wait for its build, which `npm test` starts beside
+ * the tests: about ten seconds.)
  */
 class Sequencer extends BaseSequencer {
   override async sort(files: Array<TestSpecification>): Promise<Array<TestSpecification>> {
     const sorted = await super.sort(files)
-    const first = [...sorted.filter(isLongest), ...sorted.filter((spec) => !isLongest(spec))]
-    if (isBuilt()) return first
-    return [...first.filter((spec) => !runsTheBuild(spec)), ...first.filter(runsTheBuild)]
+    return [...sorted.filter(isLongest), ...sorted.filter((spec) => !isLongest(spec))]
   }
 }
 

@@ -96,9 +96,6 @@ const lockAbandoned = (lock: string): boolean => {
 
 const buildDir = () => Path.join(root, "node_modules/.cache/effect-agent-cli", hashOfSources())
 
-/** Whether the command is built from the sources as they are now. */
-export const isBuilt = (): boolean => Fs.existsSync(Path.join(buildDir(), "ready"))
-
 /** The directory of the packed tarball and the package unpacked from it (building them if needed). */
 const built = async (): Promise<string> => {
   const dir = buildDir()
