@@ -450,6 +450,13 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       yield* post(`${url}/sessions`, { task: "steps 6 0", id: "restarted" })
       // a link to the session opens it at once
       const { page, errors } = yield* openPage(yield* browser, `${url}/#restarted`)
+      // what the page asked and how each request ended, to say on a failure
+      const t0 = Date.now()
+      const requests: Array<string> = []
+      const note = (what: string) => requests.push(`${((Date.now() - t0) / 1000).toFixed(1)}s ${what}`)
+      page.on("request", (request) => note(`-> ${request.method()} ${request.url().replace(url, "")}`))
+      page.on("requestfailed", (request) => note(`x ${request.url().replace(url, "")}: ${request.failure()?.errorText}`))
+      page.on("response", (response) => note(`<- ${response.status()} ${response.url().replace(url, "")}`))
       // the third reply streams in, and never ends: what the page shows of it came from the deltas alone
       const third = "[data-testid=turn][data-turn='3']"
       yield* Effect.promise(() =>
@@ -462,9 +469,12 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.strictEqual(before.status, "running")
 
       // the server stops under the page (its run saved), and another takes its place on the same address
+      note("closing the first server")
       yield* Scope.close(first, Exit.void)
+      note("first server closed")
       const second = yield* Scope.make()
       yield* Layer.buildWithScope(serverOn(port, dir), second)
+      note("second server listening")
 
       yield* Effect.tryPromise(() => page.waitForSelector(completed, { timeout: 20_000 })).pipe(
         // say what the page showed
@@ -475,7 +485,10 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
               texts(page, "#connection"),
               texts(page, "[data-testid=session-item]")
             ]),
-            (shown) => Effect.sync(() => console.error("the page showed:", JSON.stringify(shown), errors))
+            (shown) =>
+              Effect.sync(() =>
+                console.error("the page showed:", JSON.stringify(shown), errors, "\nits requests:\n" + requests.join("\n"))
+              )
           )
         ),
         Effect.orDie
@@ -665,6 +678,36 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.include((yield* texts(page, `${card(1)} .call-args`))[0], "\"n\": 1")
       assert.include((yield* texts(page, `${card(2)} .call-args`))[0], "\"n\": 2")
       assert.deepStrictEqual(errors, [])
+    }).pipe(Effect.scoped), { timeout: 60_000 })
+
+  it.live("gives up a poll its server never answers, and lists the sessions from the next", () =>
+    Effect.gen(function*() {
+      // A server that holds the page's first poll open without a word (as a stopped server's leftover
+      // connection did), and answers the others. Before, the page waited on that poll forever.
+      let polls = 0
+      let gaveUp = false
+      const server = createServer((request, response) => {
+        if (request.url !== "/sessions") {
+          response.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(Inspector.html)
+        } else if (++polls === 1) {
+          response.on("close", () => (gaveUp = !response.writableEnded))
+        } else {
+          const session = { id: "held", title: "held", status: "finished", turns: 1, createdAt: 0, updatedAt: 0 }
+          response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify([session]))
+        }
+      })
+      yield* Effect.acquireRelease(
+        Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
+        () => Effect.sync(() => server.close()).pipe(Effect.andThen(Effect.sync(() => server.closeAllConnections())))
+      )
+      const address = server.address()
+      assert.isTrue(typeof address === "object" && address !== null)
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const { page, errors } = yield* openPage(yield* browser, `http://127.0.0.1:${port}/`)
+      yield* Effect.promise(() => page.waitForSelector("[data-testid=session-item][data-id=held]", { timeout: 30_000 }))
+      assert.isTrue(gaveUp, "the page closed the poll it gave up")
+      assert.isAbove(polls, 1)
+      assert.deepStrictEqual(errors.filter((error) => !error.includes("Failed to load resource")), [])
     }).pipe(Effect.scoped), { timeout: 60_000 })
 
   it.live("opens a trajectory file dropped on it, without a server", () =>

@@ -104,8 +104,14 @@ export const script = String.raw`
     toast.timer = setTimeout(function () { box.className = "toast hidden"; }, 4000);
   };
 
+  // A read that takes longer is given up, and its connection with it: the next poll asks again on a fresh one.
+  // (After a server restart, a poll sent on a connection the stopped server had left open waited forever, and
+  // every later poll queued behind it: the page froze.)
+  var readTimeoutMs = 5000;
+
   var api = function (method, path, body) {
     var init = { method: method, headers: authorize({}) };
+    if (method === "GET" && typeof AbortSignal.timeout === "function") init.signal = AbortSignal.timeout(readTimeoutMs);
     if (body !== undefined) {
       init.headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
@@ -156,9 +162,12 @@ export const script = String.raw`
     });
   };
 
+  var refreshing = null;   // the poll in flight: one at a time
+
   var refresh = function () {
     if (state.offline) return Promise.resolve();
-    return api("GET", "/sessions").then(function (sessions) {
+    if (refreshing) return refreshing;
+    refreshing = api("GET", "/sessions").then(function (sessions) {
       state.sessions = sessions;
       renderList();
       var current = sessions.find(function (s) { return s.id === state.selected; });
@@ -174,7 +183,10 @@ export const script = String.raw`
           follow(current.id, view.lastId, false);
         }
       }
-    }, function (error) { if (!state.follow) setConnection("unreachable: " + error.message); });
+    }, function (error) { if (!state.follow) setConnection("unreachable: " + error.message); }).then(function () {
+      refreshing = null;
+    });
+    return refreshing;
   };
 
   // ---------------------------------------------------------------------------
