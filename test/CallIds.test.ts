@@ -9,6 +9,7 @@ import { Deferred, Effect, Fiber, Layer } from "effect"
 import { Agent, Approvals, Hooks, Message } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import { assertValidTranscript, makeTrace, ofTag, recorder, runOk, toolsLayer } from "./support.ts"
+import { patience } from "./patience.ts"
 
 const callIds = (message: Message.Message | undefined): Array<string> =>
   message?.role === "assistant" ? Message.toolCalls(message).map((call) => call.id) : []
@@ -60,7 +61,7 @@ describe("tool call ids", () => {
           ))
         )
       )
-      yield* Deferred.await(bothAsked).pipe(Effect.timeout("10 seconds"))
+      yield* Deferred.await(bothAsked).pipe(Effect.timeout(patience))
       // Both wait, each under its own id, with its own arguments.
       assert.deepStrictEqual(
         (yield* approvals.pending).map((request) => [request.approvalId, request.params]),

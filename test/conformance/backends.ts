@@ -33,6 +33,7 @@ import { baseUrl, readSse, serverLayer } from "../server/support.ts"
 import { database, engine } from "../session/cluster-fixture.ts"
 import * as Postgres from "../session/postgres.ts"
 import { agentLayer, billing, type Gate, guardrail, type Scenario, scenarios, systems } from "./scenarios.ts"
+import { patience } from "../patience.ts"
 
 /** How a run ended, as the backend tells it. */
 export interface Final {
@@ -87,12 +88,7 @@ export const finalOf = (end: AgentEvent.Of<"AgentEnd">): Final => {
   return { messages: result.state.messages, outcome: result.outcome, output: result.state.output?.value }
 }
 
-/**
- * How long a cell waits for what it expects (a run's end, a call's request, a stop) before it fails saying so:
- * a bound, not a measure of speed. A loaded machine (a whole suite beside two others on two cores) takes seconds
- * for what takes milliseconds when idle.
- */
-export const patience: Duration.Input = "60 seconds"
+export { patience }
 
 /** Polls (every 20 ms, for at most `within`) until `events` holds `runs` ends. */
 export const waitForEnds = (events: Handle["events"], runs: number, within: Duration.Input = patience) =>

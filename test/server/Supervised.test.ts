@@ -24,6 +24,7 @@ import {
   workingAgent,
   type Workspace
 } from "./support.ts"
+import { patience } from "../patience.ts"
 
 
 const eventOf = (message: SseMessage) => JSON.parse(message.data)
@@ -205,7 +206,7 @@ describe("supervised sessions on the server", () => {
       )
       const reject = (response: { status: number; body: any }) => [response.status, response.body.detail]
       yield* post(`${url}/sessions`, { task: "fix the build", id: "gated", supervisor: "gated" })
-      yield* Deferred.await(baselineRuns).pipe(Effect.timeout("10 seconds"))
+      yield* Deferred.await(baselineRuns).pipe(Effect.timeout(patience))
       const unnamed = yield* post(`${url}/sessions/gated/control`, { type: "approve_plan" })
       const early = yield* post(`${url}/sessions/gated/control`, { type: "approve_plan", iteration: 1 })
       yield* Deferred.succeed(goOn, undefined)
@@ -288,7 +289,7 @@ describe("supervised sessions on the server", () => {
       )
       const url = yield* serve(serverLayer({ supervisors: { fix: { checks: [held] } } }, workingAgent(workspace)))
       yield* post(`${url}/sessions`, { task: "fix the build", id: "steered", supervisor: "fix" })
-      yield* Deferred.await(checking).pipe(Effect.timeout("10 seconds"))
+      yield* Deferred.await(checking).pipe(Effect.timeout(patience))
       const steered = yield* post(`${url}/sessions/steered/control`, { type: "steer", text: "Use step 2." })
       const followed = yield* post(`${url}/sessions/steered/control`, { type: "follow_up", text: "Then step 3." })
       yield* Deferred.succeed(goOn, undefined)

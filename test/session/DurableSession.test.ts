@@ -30,6 +30,7 @@ import * as Body from "../../src/session/internal/durable/body.ts"
 import { assertValidTranscript, recorder } from "../support.ts"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 import { storeCancels } from "./store-cancels.ts"
+import { patience } from "../patience.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -253,7 +254,7 @@ describe("DurableSession", () => {
         // The same decision again answers nothing: x was decided, and the production deploy is x_2.
         assert.isFalse(yield* DurableSession.approve("dup", "x", { approved: true }))
         assert.isTrue(yield* DurableSession.approve("dup", "x_2", { approved: false, reason: "not production" }))
-        return yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        return yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
       }).pipe(Effect.provide(runner("cluster", turns, ran)))
       assert.deepStrictEqual(ran, ["deploy"])
       assertValidTranscript(result.messages)
@@ -335,7 +336,7 @@ describe("DurableSession", () => {
       })
       const ran: Array<string> = []
       const result = yield* DurableSession.run({ sessionId: "p1", prompt: "ship it" }).pipe(
-        Effect.timeout("20 seconds"),
+        Effect.timeout(patience),
         Effect.provide(runner("cluster", turns, ran).pipe(Layer.provide(Layer.succeed(Approvals.Approvals, policy))))
       )
       assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
@@ -364,7 +365,7 @@ describe("DurableSession", () => {
       })
       const ran: Array<string> = []
       const viaPolicy = yield* DurableSession.run({ sessionId: "r1", prompt: "ship it" }).pipe(
-        Effect.timeout("20 seconds"),
+        Effect.timeout(patience),
         Effect.provide(runner("cluster", turns, ran).pipe(Layer.provide(Layer.succeed(Approvals.Approvals, policy))))
       )
       assert.deepStrictEqual(asked, [{ env: "staging" }, { env: "prod" }])
@@ -410,7 +411,7 @@ describe("DurableSession", () => {
           yield* waitFor("twice", "ApprovalRequested")
           assert.isTrue(yield* DurableSession.approve("twice", "d1", { approved: true }))
           assert.isFalse(yield* DurableSession.approve("twice", "d1", { approved: false, reason: "too late" }))
-          return yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          return yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
         }).pipe(Effect.provide(runner(engine, deploys, ran)))
         assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
         assert.deepStrictEqual(results(result), [["d1", "deployed to staging"]])
@@ -427,7 +428,7 @@ describe("DurableSession", () => {
             DurableSession.approve("at-once", "d1", { approved: true }),
             DurableSession.approve("at-once", "d1", { approved: false, reason: "not today" })
           ], { concurrency: "unbounded" })
-          return { answered, result: yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds")) }
+          return { answered, result: yield* Fiber.join(fiber).pipe(Effect.timeout(patience)) }
         }).pipe(Effect.provide(runner(engine, deploys, ran)))
         assert.strictEqual(answered.filter((kept) => kept).length, 1, JSON.stringify(answered))
         assert.deepStrictEqual(
@@ -454,7 +455,7 @@ describe("DurableSession", () => {
             )
             assert.isTrue(answered, `the call asked ${asked + 1}. under d1`)
           }
-          return yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          return yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
         }).pipe(Effect.provide(runner(engine, turns, ran)))
         assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
         assert.deepStrictEqual(results(result), [["d1", "deployed to staging"], ["d1", "deployed to prod"]])
@@ -478,7 +479,7 @@ describe("DurableSession", () => {
         assert.isTrue((yield* store.claimDecision("kept", key, { approved: false, reason: "kept first" })).claimed)
         // The retry answers nothing of its own (false), and delivers the decision kept.
         assert.isFalse(yield* DurableSession.approve("kept", "d1", { approved: true }))
-        return yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        return yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
       }).pipe(Effect.provide(runner("memory", turns, ran)))
       assert.deepStrictEqual(
         result.messages.flatMap((m) => m.role === "toolResult" ? [[m.toolCallId, textOf(m)]] : []),
@@ -552,7 +553,7 @@ describe("DurableSession", () => {
         const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "handoff-1", prompt: "ship it" }))
         yield* waitFor("handoff-1", "ApprovalRequested")
         assert.isTrue(yield* DurableSession.approve("handoff-1", "c1", { approved: true }))
-        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
         assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
         assert.strictEqual(result.agent, "deployer")
         assert.strictEqual(textOf(result.messages.at(-1)!), "deployed by deployer")
@@ -618,7 +619,7 @@ describe("DurableSession", () => {
           assert.strictEqual(request.event.approvalId, "c2/c1")
           assert.isFalse(yield* DurableSession.approve("sub1", "c1", { approved: true }), "the child's own call id")
           assert.isTrue(yield* DurableSession.approve("sub1", "c2/c1", { approved: true }))
-          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
           assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
         }).pipe(Effect.provide(layer))
         assert.deepStrictEqual(ran, ["deploy"])
@@ -674,7 +675,7 @@ describe("DurableSession", () => {
           // the session waits (suspended) before it is approved: it is resumed, and replays
           assert.strictEqual((yield* untilStatus("goes-on", (status) => status._tag === "Suspended"))._tag, "Suspended")
           assert.isTrue(yield* DurableSession.approve("goes-on", "c2/d1", { approved: true }))
-          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
           assertValidTranscript(result.state.messages)
           assert.deepStrictEqual(result.messages, reference.messages)
           assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
@@ -719,7 +720,7 @@ describe("DurableSession", () => {
           times: 1000
         })
         yield* DurableSession.cancel("sub-cancel", "stop the deploy")
-        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
         assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "stop the deploy" })
         assertValidTranscript(result.state.messages)
         // the sub-agent's call was denied with the cancel, and the sub-agent answered its call before the run ended
@@ -794,7 +795,7 @@ describe("DurableSession", () => {
         })
         assert.strictEqual((yield* untilStatus("deep", (status) => status._tag === "Suspended"))._tag, "Suspended")
         assert.isTrue(yield* DurableSession.approve("deep", "c2/q1/d1", { approved: true }))
-        const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+        const result = yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
         assert.deepStrictEqual(result.messages, reference.messages)
         assert.deepStrictEqual(result.usage, reference.usage)
         const published = yield* DurableSession.events("deep")
@@ -849,7 +850,7 @@ describe("DurableSession", () => {
         })
         const { layer, ran } = setup(policy)
         const result = yield* DurableSession.run({ sessionId: "again1", prompt: "ship it" }).pipe(
-          Effect.timeout("20 seconds"),
+          Effect.timeout(patience),
           Effect.provide(layer)
         )
         assert.deepStrictEqual(asked, [["c2/call_0", { env: "staging" }], ["c2/call_0", { env: "production" }]])
@@ -906,7 +907,7 @@ describe("DurableSession", () => {
           assert.deepStrictEqual(requests(first).map((request) => request.params), [{ env: "staging" }])
           assert.strictEqual((yield* untilStatus("replayed", (status) => status._tag === "Suspended"))._tag, "Suspended")
           assert.isTrue(yield* DurableSession.approve("replayed", "c2/call_0", { approved: true }))
-          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
           assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
           assert.deepStrictEqual(
             requests(yield* DurableSession.events("replayed")).map((request) => request.params),
@@ -944,7 +945,7 @@ describe("DurableSession", () => {
             { env: "production" }
           )
           assert.isTrue(yield* DurableSession.approve("again2", "c2/call_0", { approved: false, reason: "not prod" }))
-          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
           assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
           assert.deepStrictEqual(childResults(result), ["child done"])
         }).pipe(Effect.provide(layer))
@@ -1078,7 +1079,7 @@ describe("DurableSession", () => {
           )
           assert.deepStrictEqual(ended, ["GuardrailTripped"])
           yield* DurableSession.followUp("trip1", "Then say what you can.")
-          const result = yield* Fiber.join(fiber).pipe(Effect.timeout("20 seconds"))
+          const result = yield* Fiber.join(fiber).pipe(Effect.timeout(patience))
           assert.deepStrictEqual(result.state.messages, reference.state.messages)
           assert.deepStrictEqual(result.outcome, reference.outcome)
           assert.deepStrictEqual(result.messages.map(textOf), [
@@ -1446,7 +1447,7 @@ describe("DurableSession: tool defects and typed fatal errors (issue 31)", () =>
           AgentTool.unwrapFatal(Query),
           Effect.map(() => "completed"),
           Effect.catchTag("DatabaseDown", (down) => Effect.succeed(`${down.host} since ${down.since.toISOString()}`)),
-          Effect.timeout("10 seconds")
+          Effect.timeout(patience)
         )
         assert.strictEqual(caught, "db-1 since 2026-01-02T03:04:05.000Z")
         const status = yield* DurableSession.poll("fatal1")

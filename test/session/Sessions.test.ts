@@ -12,6 +12,7 @@ import { Agent, AgentError, type AgentEvent, Approvals, Hooks, Message, ToolRegi
 import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
 import { ScriptedModel } from "effect-agent/testing"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
+import { patience } from "../patience.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -151,7 +152,7 @@ describe("Sessions, in this process", () => {
         const service = yield* sessions
         const seen = (yield* service.events("typed-later")).at(-1)?.seq ?? 0
         yield* service.followUp("typed-later", "check it again")
-        return yield* service.result("typed-later", seen).pipe(Effect.timeout("10 seconds"))
+        return yield* service.result("typed-later", seen).pipe(Effect.timeout(patience))
       }).pipe(Effect.provide(inProcess(store, turns, [], options)))
       assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
       assert.deepStrictEqual((yield* Agent.typedResult(Answer, next)).output, { answer: 42 })
@@ -189,7 +190,7 @@ describe("Sessions, in this process", () => {
         const service = yield* sessions
         // a later process: resumed with a follow-up and a wider limit, one run ends it all
         yield* service.start({ sessionId: "again", prompt: [], config: { maxTurns: 9 }, followUp: "now the changelog" })
-        const resumed = yield* service.result("again").pipe(Effect.timeout("10 seconds"))
+        const resumed = yield* service.result("again").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(resumed.outcome, { _tag: "Completed" })
         assert.deepStrictEqual(texts(resumed.state.messages).slice(-3), ["all done", "now the changelog", "and the changelog"])
         assert.strictEqual((yield* service.events("again")).filter(({ event }) => Sessions.isEnding(event)).length, 1)
@@ -198,7 +199,7 @@ describe("Sessions, in this process", () => {
         const service = yield* sessions
         // finished: started again with a follow-up, it goes on with it (its stored result is no answer here)
         yield* service.start({ sessionId: "again", prompt: [], followUp: "now the notes" })
-        const next = yield* service.result("again").pipe(Effect.timeout("10 seconds"))
+        const next = yield* service.result("again").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["now the notes", "and the notes"])
       }).pipe(Effect.provide(inProcess(store, turns, [])))
     }))
@@ -214,7 +215,7 @@ describe("Sessions, in this process", () => {
       yield* service.start({ sessionId: "limited", prompt: [], config: { maxTurns: 5 } })
       assert.deepStrictEqual((yield* service.result("limited", seen)).outcome, { _tag: "MaxTurns", limit: 1 })
       yield* service.start({ sessionId: "limited", prompt: [], config: { maxTurns: 5 }, resume: true })
-      const done = yield* service.result("limited", seen).pipe(Effect.timeout("10 seconds"))
+      const done = yield* service.result("limited", seen).pipe(Effect.timeout(patience))
       assert.deepStrictEqual(done.outcome, { _tag: "Completed" })
       assert.deepStrictEqual(texts(done.state.messages).at(-1), "all done")
     }).pipe(Effect.provide(inProcess(CheckpointStore.memory(), threeTurns("slow", 5), []))))
@@ -227,7 +228,7 @@ describe("Sessions, in this process", () => {
       yield* Effect.gen(function*() {
         const service = yield* sessions
         yield* service.start({ sessionId: "steered", prompt: [], steer: "use the fast path" })
-        const resumed = yield* service.result("steered").pipe(Effect.timeout("10 seconds"))
+        const resumed = yield* service.result("steered").pipe(Effect.timeout(patience))
         // the turn that was cut short is redone, its model call after the steer
         assert.deepStrictEqual(texts(resumed.state.messages), [
           "go", "", "step 1 done", "use the fast path", "", "slept 200 ms", "all done"
@@ -314,7 +315,7 @@ describe("Sessions, in this process", () => {
       }
       // "first" is forgotten here; a follow-up takes it up from its checkpoint, numbered above what it had
       yield* service.followUp("first", "now the changelog")
-      const next = yield* service.result("first", seen).pipe(Effect.timeout("10 seconds"))
+      const next = yield* service.result("first", seen).pipe(Effect.timeout(patience))
       assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["now the changelog", "and the changelog"])
       assert.isTrue((yield* service.events("first", seen)).every(({ seq }) => seq > seen))
     }).pipe(Effect.provide(inProcess(
@@ -370,7 +371,7 @@ describe("Sessions: an Approvals policy given to the layer decides the calls, on
         yield* service.start({ sessionId: "mine", prompt: "deploy" })
         const id = yield* asked("mine")
         assert.isTrue(yield* service.approve("mine", id, Approvals.approved))
-        const result = yield* service.result("mine").pipe(Effect.timeout("10 seconds"))
+        const result = yield* service.result("mine").pipe(Effect.timeout(patience))
         assert.include(texts(result.state.messages), "deployed to prod")
         assert.deepStrictEqual(yield* handle.pending, [])
       }).pipe(Effect.provide(Sessions.layer().pipe(
@@ -388,7 +389,7 @@ describe("Sessions: an Approvals policy given to the layer decides the calls, on
       Effect.gen(function*() {
         const service = yield* sessions
         yield* service.start({ sessionId: "frozen", prompt: "deploy" })
-        const result = yield* service.result("frozen").pipe(Effect.timeout("10 seconds"))
+        const result = yield* service.result("frozen").pipe(Effect.timeout(patience))
         const answer = result.state.messages.find((message) => message.role === "toolResult")
         assert(answer !== undefined && answer.role === "toolResult")
         assert.isTrue(answer.isError)
@@ -414,7 +415,7 @@ describe("Sessions.watch: the events as they are published, on both layers", () 
           service.watch("watched").pipe(
             Stream.takeUntil(({ event }) => Sessions.isEnding(event) && --endings === 0),
             Stream.runCollect,
-            Effect.timeout("20 seconds")
+            Effect.timeout(patience)
           )
         const both = yield* Effect.forkChild(until(2))
         yield* service.start({ sessionId: "watched", prompt: "go" })
@@ -429,7 +430,7 @@ describe("Sessions.watch: the events as they are published, on both layers", () 
         const tail = yield* service.watch("watched", seen).pipe(
           Stream.takeUntil(({ event }) => Sessions.isEnding(event)),
           Stream.runCollect,
-          Effect.timeout("20 seconds")
+          Effect.timeout(patience)
         )
         assert.deepStrictEqual(tail, watched.filter((published) => published.seq > seen))
         // an unknown session: refused as events refuses it
@@ -462,7 +463,7 @@ describe("Sessions.pending: what waits for a decision, on both layers", () => {
         assert.deepStrictEqual([waiting.plan, waiting.turn], [undefined, undefined])
         assert.isFalse(yield* service.decidePlan("asks", 1, { _tag: "Approve" }))
         assert.isTrue(yield* service.approve("asks", id, Approvals.approved))
-        const result = yield* service.result("asks").pipe(Effect.timeout("10 seconds"))
+        const result = yield* service.result("asks").pipe(Effect.timeout(patience))
         assert.include(texts(result.state.messages), "deployed to prod")
         assert.deepStrictEqual((yield* service.pending("asks")).approvals, [])
         assert.strictEqual((yield* Effect.flip(service.pending("nobody")))._tag, "CheckpointMissing")
@@ -534,7 +535,7 @@ describe("Sessions.watch in this process: nothing skipped, nothing forgotten", (
       const watcher = yield* Effect.forkChild(service.watch("a", seen).pipe(
         Stream.takeUntil(({ event }) => Sessions.isEnding(event)),
         Stream.runCollect,
-        Effect.timeout("10 seconds")
+        Effect.timeout(patience)
       ))
       yield* Effect.yieldNow
       // another session, past maxSessions 1: "a" has nothing its watcher has yet to read, and is forgotten
@@ -543,7 +544,7 @@ describe("Sessions.watch in this process: nothing skipped, nothing forgotten", (
       yield* service.start({ sessionId: "c", prompt: "go" })
       yield* service.result("c")
       yield* service.followUp("a", "more")
-      yield* service.result("a", seen).pipe(Effect.timeout("10 seconds"))
+      yield* service.result("a", seen).pipe(Effect.timeout(patience))
       const watched = yield* Fiber.join(watcher)
       assert.deepStrictEqual(watched, yield* service.events("a", seen))
       assert.strictEqual(watched.at(-1)?.event._tag, "AgentEnd")
@@ -568,7 +569,7 @@ describe("Sessions.cancel, in this process", () => {
         yield* started.await
         yield* service.steer("stop", "this goes with the cancel")
         yield* service.cancel("stop", "enough")
-        const cut = yield* service.result("stop").pipe(Effect.timeout("10 seconds"))
+        const cut = yield* service.result("stop").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "enough" })
         // the call in flight is answered, so the transcript stays whole
         const answer = cut.state.messages.at(-1)
@@ -581,7 +582,7 @@ describe("Sessions.cancel, in this process", () => {
         // a cancel with no run in flight leaves the session as it is
         yield* service.cancel("stop", "again")
         yield* service.followUp("stop", "now the changelog")
-        const next = yield* service.result("stop", seen).pipe(Effect.timeout("10 seconds"))
+        const next = yield* service.result("stop", seen).pipe(Effect.timeout(patience))
         assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
         assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["now the changelog", "and the changelog"])
       }).pipe(
@@ -608,10 +609,10 @@ describe("Sessions.cancel, in this process", () => {
         yield* service.current.start({ sessionId: "eager", prompt: "go" })
         yield* started.await
         yield* service.current.cancel("eager", "enough")
-        const cut = yield* service.current.result("eager").pipe(Effect.timeout("10 seconds"))
+        const cut = yield* service.current.result("eager").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "enough" })
         const first = (yield* service.current.events("eager")).find(({ event }) => Sessions.isEnding(event))!.seq
-        const next = yield* service.current.result("eager", first).pipe(Effect.timeout("10 seconds"))
+        const next = yield* service.current.result("eager", first).pipe(Effect.timeout(patience))
         assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
         assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["then just say hello", "said hello"])
       }).pipe(
@@ -661,7 +662,7 @@ describe("Sessions.cancel, on the durable layer", () => {
         })
       )
       yield* service.cancel("last", "too slow")
-      const cut = yield* service.result("last").pipe(Effect.timeout("10 seconds"))
+      const cut = yield* service.result("last").pipe(Effect.timeout(patience))
       assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "too slow" })
       // the model call in flight finished (an activity is not cut short): its reply is in the transcript
       assert.deepStrictEqual(texts(cut.state.messages), ["go", "a slow answer"])
@@ -676,7 +677,7 @@ describe("Sessions.cancel, on the durable layer", () => {
       yield* service.steer("stop", "this goes with the cancel")
       yield* service.cancel("stop", "enough")
       yield* held.release.open
-      const cut = yield* service.result("stop").pipe(Effect.timeout("10 seconds"))
+      const cut = yield* service.result("stop").pipe(Effect.timeout(patience))
       assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "enough" })
       // the call in flight finished (an activity is not cut short), and the run made no model call after it
       assert.deepStrictEqual(texts(cut.state.messages), ["go", "", "released"])
@@ -684,7 +685,7 @@ describe("Sessions.cancel, on the durable layer", () => {
       assert.deepStrictEqual(texts(cut.state.steering), ["this goes with the cancel"])
       const seen = (yield* service.events("stop")).at(-1)!.seq
       yield* service.followUp("stop", "now the changelog")
-      const next = yield* service.result("stop", seen).pipe(Effect.timeout("10 seconds"))
+      const next = yield* service.result("stop", seen).pipe(Effect.timeout(patience))
       assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
       // as Agent.runContinue goes on from the cancelled run's state: its steering first, then the follow-up
       assert.deepStrictEqual(texts(next.state.messages).slice(2), [
@@ -712,7 +713,7 @@ describe("Sessions.cancel, on the durable layer", () => {
       yield* service.start({ sessionId: "unapproved", prompt: "deploy" })
       const id = yield* asked("unapproved")
       yield* service.cancel("unapproved", "not today")
-      const cut = yield* service.result("unapproved").pipe(Effect.timeout("10 seconds"))
+      const cut = yield* service.result("unapproved").pipe(Effect.timeout(patience))
       assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "not today" })
       assert.deepStrictEqual(texts(cut.state.messages), [
         "deploy",
@@ -728,7 +729,7 @@ describe("Sessions.cancel, on the durable layer", () => {
       assert.isFalse(yield* service.approve("unapproved", id, Approvals.approved))
       const seen = (yield* service.events("unapproved")).at(-1)!.seq
       yield* service.followUp("unapproved", "then just say so")
-      const next = yield* service.result("unapproved", seen).pipe(Effect.timeout("10 seconds"))
+      const next = yield* service.result("unapproved", seen).pipe(Effect.timeout(patience))
       assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
       // as Agent.runContinue goes on from a run cut after its calls: the model answers them, then the follow-up
       assert.deepStrictEqual(texts(next.state.messages).slice(3), ["nothing deployed", "then just say so", "said so"])
@@ -747,7 +748,7 @@ describe("Sessions.cancel, on the durable layer", () => {
       yield* service.cancel("idle", "too late")
       const seen = (yield* service.events("idle")).at(-1)!.seq
       yield* service.followUp("idle", "and then?")
-      const next = yield* service.result("idle", seen).pipe(Effect.timeout("10 seconds"))
+      const next = yield* service.result("idle", seen).pipe(Effect.timeout(patience))
       assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
       assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["and then?", "second"])
     }).pipe(Effect.provide(durable([{ text: "first", usage }, { text: "second", usage }], { idle: "1 minute" }))))
@@ -777,7 +778,7 @@ describe("Sessions.cancel, on the durable layer", () => {
     return Effect.gen(function*() {
       const service = yield* sessions
       yield* service.start({ sessionId: "early", prompt: "deploy" })
-      const cut = yield* service.result("early").pipe(Effect.timeout("10 seconds"))
+      const cut = yield* service.result("early").pipe(Effect.timeout(patience))
       assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "landed early" })
       assert.deepStrictEqual(texts(cut.state.messages).at(-1), "Tool call cancelled before it started: landed early. It did not run.")
     }).pipe(Effect.provide(durable(
@@ -810,7 +811,7 @@ describe("Sessions.cancel, on the durable layer", () => {
       yield* asked("landed")
       yield* service.cancel("landed", "changed my mind")
       const first = (yield* service.events("landed")).find(({ event }) => Sessions.isEnding(event))!.seq
-      const cut = yield* service.result("landed", first).pipe(Effect.timeout("10 seconds"))
+      const cut = yield* service.result("landed", first).pipe(Effect.timeout(patience))
       assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "changed my mind" })
       assert.deepStrictEqual(texts(cut.state.messages), [
         "go",
@@ -848,7 +849,7 @@ describe("Sessions.cancel, on the durable layer", () => {
       yield* service.result("stale")
       const seen = (yield* service.events("stale")).at(-1)!.seq
       yield* service.followUp("stale", "and then?")
-      const next = yield* service.result("stale", seen).pipe(Effect.timeout("10 seconds"))
+      const next = yield* service.result("stale", seen).pipe(Effect.timeout(patience))
       assert.deepStrictEqual(next.outcome, { _tag: "Completed" })
       assert.deepStrictEqual(texts(next.state.messages).slice(-2), ["and then?", "second"])
     }).pipe(Effect.provide(durable(
@@ -906,7 +907,7 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
       yield* service.start({ sessionId: "halt", prompt: "deploy" })
       const id = yield* asked("halt")
       yield* service.interrupt("halt")
-      const ended = yield* Effect.flip(service.result("halt")).pipe(Effect.timeout("10 seconds"))
+      const ended = yield* Effect.flip(service.result("halt")).pipe(Effect.timeout(patience))
       assert(ended._tag === "SessionEnded")
       assert.deepStrictEqual([ended.sessionId, ended.reason], ["halt", "interrupted"])
       assert.isFalse(yield* service.approve("halt", id, Approvals.approved))
@@ -948,7 +949,7 @@ describe("Sessions, as durable workflows (DurableSession.layerSessions)", () => 
         })
       })
       yield* service.steer("idler", "and the changelog too")
-      const next = yield* service.result("idler", seen).pipe(Effect.timeout("10 seconds"))
+      const next = yield* service.result("idler", seen).pipe(Effect.timeout(patience))
       assert.include(texts(next.state.messages), "and the changelog too")
     }).pipe(Effect.provide(durable([...threeTurns("slow", 5), { text: "changelog written", usage }], { idle: "1 minute" }))))
 

@@ -8,6 +8,7 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import { captureLogs, recorder } from "../support.ts"
 import { followTranscript, threeTurns, toolsLayer } from "./fixture.ts"
+import { patience } from "../patience.ts"
 
 const layers = (turns: ReadonlyArray<ScriptedModel.Turn>, onStart?: (name: string) => void) =>
   Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), toolsLayer([], onStart, 60_000), NodeServices.layer)
@@ -125,7 +126,7 @@ describe("Trajectory.ndjson", () => {
       yield* Effect.addFinalizer(() =>
         Effect.sync(() => Fs.closeSync(Fs.openSync(path, Fs.constants.O_RDONLY | Fs.constants.O_NONBLOCK)))
       )
-      const fifo = yield* runWith(path).pipe(Effect.timeout("10 seconds"))
+      const fifo = yield* runWith(path).pipe(Effect.timeout(patience))
       assert.deepStrictEqual(fifo.outcome, { _tag: "Completed" })
       assert.match(fifo.warnings.join("\n"), /stopped writing: .* is a FIFO, not a regular file/)
       Fs.mkdirSync(`${dir}/directory.ndjson`)

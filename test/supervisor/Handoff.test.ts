@@ -12,6 +12,7 @@ import { Agent, type AgentEvent, Message, Steering, SubAgent, ToolRegistry } fro
 import { CheckpointStore } from "effect-agent/session"
 import { Check, SupervisedSession, Supervisor } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
+import { patience } from "../patience.ts"
 
 const systems = { main: "You are the main agent.", billing: "You are billing." } as const
 
@@ -184,7 +185,7 @@ describe("Supervised runs after a handoff", () => {
             event._tag === "TurnStart" && event.runId !== "supervised" ? Deferred.succeed(started, undefined) : Effect.void
         }).pipe(inStore(store), Effect.provide(Layer.merge(hanging, tools)))
       )
-      yield* Deferred.await(started).pipe(Effect.timeout("10 seconds"))
+      yield* Deferred.await(started).pipe(Effect.timeout(patience))
       yield* Fiber.interrupt(fiber)
       const loaded = yield* SupervisedSession.load("h4").pipe(inStore(store))
       assert.strictEqual(loaded.inTurn, true)

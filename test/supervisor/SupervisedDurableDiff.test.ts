@@ -14,6 +14,7 @@ import { Agent, Approvals, Message, SubAgent, ToolRegistry } from "effect-agent"
 import { CheckpointStore, DurableSession, Sessions } from "effect-agent/session"
 import { Check, SupervisedSession, SupervisorEvent, SupervisorOutcome, Worker } from "effect-agent/supervisor"
 import { ScriptedModel } from "effect-agent/testing"
+import { patience } from "../patience.ts"
 
 type AgentName = "main" | "billing" | "researcher"
 const systems: Record<AgentName, string> = {
@@ -157,7 +158,7 @@ const observe = (scenario: Scenario, layer: Layer.Layer<Sessions.Sessions, unkno
             return own === undefined ? event._tag : `${own._tag}${"feedback" in own ? `(${own.feedback.slice(0, 60)})` : ""}`
           }))
         )))
-      const exit = yield* Effect.exit(sessions.result("s", after ?? 0).pipe(Effect.timeout("10 seconds")))
+      const exit = yield* Effect.exit(sessions.result("s", after ?? 0).pipe(Effect.timeout(patience)))
       if (exit._tag === "Failure" && Cause.hasInterrupts(exit.cause)) return yield* Effect.failCause(exit.cause)
       // a result that fails: what it fails with, as a user sees it
       const failed = exit._tag === "Failure" ? Cause.pretty(exit.cause).split("\n")[0] : undefined
@@ -333,7 +334,7 @@ describe("durable supervised sessions behave as in this process", () => {
   /** Waits for the session's first result, sends a follow-up: the seq the next result comes after. */
   const followUpAfterEnd = (sessions: Sessions.Sessions["Service"], id: string, text: string) =>
     Effect.gen(function*() {
-      yield* sessions.result(id).pipe(Effect.timeout("10 seconds"))
+      yield* sessions.result(id).pipe(Effect.timeout(patience))
       const seen = (yield* sessions.events(id)).at(-1)?.seq ?? 0
       yield* sessions.followUp(id, text)
       return seen
@@ -464,7 +465,7 @@ describe("durable supervised sessions behave as in this process", () => {
             const waiting = yield* waitFor(sessions.pending("s"), (pending) => pending.plan !== undefined)
             const plan = waiting.plan!
             assert.isTrue(yield* sessions.decidePlan("s", 1, { _tag: "Approve" }))
-            yield* sessions.result("s").pipe(Effect.timeout("10 seconds"))
+            yield* sessions.result("s").pipe(Effect.timeout(patience))
             return { iteration: plan.iteration, value: plan.value }
           }).pipe(Effect.provide(layer))
         }).pipe(Effect.ensuring(Effect.sync(() => void (current = undefined))))

@@ -18,6 +18,7 @@ import { Check, SupervisedSession, Supervisor, SupervisorEvent, SupervisorOutcom
 import { ScriptedModel } from "effect-agent/testing"
 import { database, engine } from "../session/cluster-fixture.ts"
 import * as Postgres from "../session/postgres.ts"
+import { patience } from "../patience.ts"
 
 const WriteFile = Tool.make("write_file", {
   parameters: Schema.Struct({ path: Schema.String, content: Schema.String }),
@@ -712,7 +713,7 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
       yield* Effect.gen(function*() {
         const sessions = yield* Sessions.Sessions
         yield* sessions.start({ sessionId: "fix", prompt: task, supervisor: "ok" })
-        const result = yield* sessions.result("fix").pipe(Effect.timeout("10 seconds"))
+        const result = yield* sessions.result("fix").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 2 })
         assert.strictEqual(files.get("ok.txt"), "yes")
         const events = yield* sessions.events("fix")
@@ -727,7 +728,7 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
         // a follow-up: one more act round, checked, whose ending is the next result
         const seen = events.at(-1)?.seq ?? 0
         yield* sessions.followUp("fix", "write the notes too")
-        const next = yield* sessions.result("fix", seen).pipe(Effect.timeout("10 seconds"))
+        const next = yield* sessions.result("fix", seen).pipe(Effect.timeout(patience))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(next.outcome), { _tag: "Converged", turns: 3 })
         assert.deepStrictEqual(Message.textOf(next.state.messages.at(-1)!), "and the notes")
       }).pipe(Effect.provide(sessionsOn(store, files)))
@@ -735,7 +736,7 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
       yield* Effect.gen(function*() {
         const sessions = yield* Sessions.Sessions
         yield* sessions.start({ sessionId: "fix", prompt: task })
-        const refused = yield* Effect.flip(sessions.result("fix").pipe(Effect.timeout("10 seconds")))
+        const refused = yield* Effect.flip(sessions.result("fix").pipe(Effect.timeout(patience)))
         assert.strictEqual(refused._tag, "ConfigError")
         assert.include(refused.message, "start it again with its supervisor")
       }).pipe(Effect.provide(sessionsOn(store, new Map())))
@@ -744,7 +745,7 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
         const sessions = yield* Sessions.Sessions
         assert.deepStrictEqual(yield* sessions.events("fix"), [])
         yield* sessions.start({ sessionId: "fix", prompt: [], supervisor: "ok" })
-        const again = yield* sessions.result("fix").pipe(Effect.timeout("10 seconds"))
+        const again = yield* sessions.result("fix").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(again.outcome), { _tag: "Converged", turns: 3 })
       }).pipe(Effect.provide(sessionsOn(store, new Map([["ok.txt", "yes"]]))))
       // and another: followed up by its id alone, it goes on under the supervisor its checkpoint names
@@ -752,7 +753,7 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
         const sessions = yield* Sessions.Sessions
         const seen = (yield* sessions.events("fix")).at(-1)?.seq ?? 0
         yield* sessions.followUp("fix", "write the notes too")
-        const next = yield* sessions.result("fix", seen).pipe(Effect.timeout("10 seconds"))
+        const next = yield* sessions.result("fix", seen).pipe(Effect.timeout(patience))
         // its supervisor's turn cap (3) leaves no round for it: converged as it was, the follow-up returned
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(next.outcome), { _tag: "Converged", turns: 3 })
         assert.deepStrictEqual(next.state.followUps.map(Message.textOf), ["write the notes too"])
@@ -781,7 +782,7 @@ describe("SupervisedSession.supervisor: supervised sessions through the Sessions
         assert.isFalse(yield* sessions.decidePlan("plan", 2, { _tag: "Approve" }))
         assert.isFalse(yield* sessions.decideTurn("plan", 1, { _tag: "Approve" }))
         assert.isTrue(yield* sessions.decidePlan("plan", 1, { _tag: "Approve" }))
-        const result = yield* sessions.result("plan").pipe(Effect.timeout("10 seconds"))
+        const result = yield* sessions.result("plan").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 1 })
         assert.strictEqual((yield* sessions.pending("plan")).plan, undefined)
       }).pipe(Effect.provide(layer))
@@ -848,7 +849,7 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
         assert.isTrue(yield* sessions.decidePlan("plan", 1, { _tag: "Approve" }))
         // the second decision of the same plan is not kept
         assert.isFalse(yield* sessions.decidePlan("plan", 1, { _tag: "Reject", notes: "late" }))
-        const result = yield* sessions.result("plan").pipe(Effect.timeout("10 seconds"))
+        const result = yield* sessions.result("plan").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 1 })
         assert.strictEqual(files.get("ok.txt"), "yes")
         // the body waited, then ran again from its start: the baseline and the plan turn came from its records
@@ -864,7 +865,7 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
         assert.deepStrictEqual((yield* sessions.pending("plan")).plan, undefined)
         // a follow-up: one more act round, checked, whose ending is the next result
         yield* sessions.followUp("plan", "write the notes too")
-        const next = yield* sessions.result("plan", events.at(-1)?.seq ?? 0).pipe(Effect.timeout("10 seconds"))
+        const next = yield* sessions.result("plan", events.at(-1)?.seq ?? 0).pipe(Effect.timeout(patience))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(next.outcome), { _tag: "Converged", turns: 2 })
         assert.deepStrictEqual(Message.textOf(next.state.messages.at(-1)!), "and the notes")
         assert.strictEqual(checked.runs, 3)
@@ -908,7 +909,7 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
         assert.include(waiting.turn?.feedback, "got no")
         assert.isFalse(yield* sessions.decideTurn("gated", 2, { _tag: "Approve" }))
         assert.isTrue(yield* sessions.decideTurn("gated", 1, { _tag: "Replace", feedback: "Write yes, not no." }))
-        const result = yield* sessions.result("gated").pipe(Effect.timeout("10 seconds"))
+        const result = yield* sessions.result("gated").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(SupervisorOutcome.fromOutcome(result.outcome), { _tag: "Converged", turns: 2 })
         // the worker's second act turn was given the operator's text
         const texts = result.state.messages.filter((message) => message.role === "user").map(Message.textOf)
@@ -919,7 +920,7 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
         yield* sessions.start({ sessionId: "stopped", prompt: task, supervisor: "ok" })
         const asked = yield* waitFor(sessions.pending("stopped"), (pending) => pending.turn !== undefined)
         assert.isTrue(yield* sessions.decideTurn("stopped", asked.turn!.turn, { _tag: "Interrupt" }))
-        const ended = yield* sessions.result("stopped").pipe(Effect.timeout("10 seconds"))
+        const ended = yield* sessions.result("stopped").pipe(Effect.timeout(patience))
         assert.deepStrictEqual(ended.outcome, { _tag: "Cancelled", reason: "interrupted by the operator" })
         assert.deepStrictEqual((yield* sessions.pending("stopped")).turn, undefined)
         assert.strictEqual(checked.runs, 5)
@@ -932,7 +933,7 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
       yield* sessions.start({ sessionId: "halted", prompt: task, supervisor: "ok" })
       yield* waitFor(sessions.pending("halted"), (pending) => pending.plan !== undefined)
       yield* sessions.cancel("halted", "not now")
-      const result = yield* sessions.result("halted").pipe(Effect.timeout("10 seconds"))
+      const result = yield* sessions.result("halted").pipe(Effect.timeout(patience))
       assert.deepStrictEqual(result.outcome, { _tag: "Cancelled", reason: "not now" })
       assert.deepStrictEqual((yield* sessions.pending("halted")).plan, undefined)
       assert.isFalse(yield* sessions.decidePlan("halted", 1, { _tag: "Approve" }))
@@ -942,7 +943,7 @@ describe("SupervisedSession.supervisor on the durable layer: supervised sessions
     Effect.gen(function*() {
       const sessions = yield* Sessions.Sessions
       yield* sessions.start({ sessionId: "nope", prompt: task, supervisor: "nope" })
-      const unknown = yield* Effect.flip(sessions.result("nope").pipe(Effect.timeout("10 seconds")))
+      const unknown = yield* Effect.flip(sessions.result("nope").pipe(Effect.timeout(patience)))
       assert.strictEqual(unknown._tag, "ConfigError")
       assert.include(unknown.message, `it knows ["ok"]`)
       const messages = yield* Effect.flip(sessions.start({ sessionId: "b", prompt: [Message.user(task)], supervisor: "ok" }))
