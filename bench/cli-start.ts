@@ -2,14 +2,17 @@
  * How long the `effect-agent` command takes to start: `--version`, `--help`,
  * `version`, and `run` to its first model request (a Chat Completions server
  * on 127.0.0.1 that notes when the request arrives, then answers "ok"), with
- * the default tools and sandbox and with none. Each figure is the median
- * (min–max) of `--runs` runs, the cases taken in turn within each round so
- * that a change in the machine's load falls on all of them; the load is
- * printed before and after. Run from the repository root:
+ * the default tools and sandbox and with none; and the CPU time each start
+ * takes (user and system, to its exit: a run's, after its one turn). Each
+ * figure is the median (min–max) of `--runs` runs, the cases taken in turn
+ * within each round so that a change in the machine's load falls on all of
+ * them; the load is printed before and after. With more than one command,
+ * each after the first is compared with the first (the ratio of medians).
+ * Run from the repository root:
  *
  *   node bench/cli-start.ts                     # the command built from the sources (as the tests build it)
  *   node bench/cli-start.ts --runs 21
- *   node bench/cli-start.ts --command old/dist/cli/main.js --command dist/cli/main.js   # side by side
+ *   node bench/cli-start.ts --command old/dist/bin/main.js --command dist/bin/main.js   # side by side
  *
  * Warm: with Node's compile cache (the command turns it on; here in a fresh
  * directory, warmed by one run of each case first), as every start after the
@@ -22,7 +25,7 @@ import * as Http from "node:http"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { builtCommand } from "../test/cli/build.ts"
-import { fmt, stat } from "./stats.ts"
+import { fmt, num, stat } from "./stats.ts"
 
 const argv = process.argv.slice(2)
 const option = (name: string): Array<string> =>
@@ -77,8 +80,27 @@ const cases: ReadonlyArray<Case> = [
   }
 ]
 
-/** One start of the command: milliseconds to its exit, or to its first model request; fails on a bad exit. */
-const once = (command: string, c: Case, warm: boolean): Promise<number> =>
+/** Writes the process's CPU time (user and system, microseconds) at its exit to $EFFECT_AGENT_BENCH_CPU. */
+const cpuProbe = `data:text/javascript,${
+  encodeURIComponent(`
+import { writeFileSync } from "node:fs"
+process.on("exit", () => {
+  const { user, system } = process.cpuUsage()
+  writeFileSync(process.env.EFFECT_AGENT_BENCH_CPU, String(user + system))
+})
+`)
+}`
+const cpuFile = Path.join(scratch, "cpu")
+
+interface Times {
+  /** Milliseconds to the exit, or to the first model request. */
+  readonly wall: number
+  /** Milliseconds of CPU time to the exit. */
+  readonly cpu: number
+}
+
+/** One start of the command: its wall and CPU times; fails on a bad exit. */
+const once = (command: string, c: Case, warm: boolean): Promise<Times> =>
   new Promise((resolve, reject) => {
     const env: Record<string, string | undefined> = {
       ...process.env,
@@ -86,12 +108,18 @@ const once = (command: string, c: Case, warm: boolean): Promise<number> =>
       NODE_COMPILE_CACHE: compileCache,
       NODE_DISABLE_COMPILE_CACHE: warm ? undefined : "1",
       OPENAI_API_KEY: undefined,
-      OPENAI_BASE_URL: undefined
+      OPENAI_BASE_URL: undefined,
+      EFFECT_AGENT_BENCH_CPU: cpuFile
     }
+    Fs.rmSync(cpuFile, { force: true })
     let requestAt: number | undefined
     if (c.toRequest === true) arrived = (at) => void (requestAt = at)
     const start = performance.now()
-    const child = spawn(process.execPath, [command, ...c.args], { cwd: workspace, env, stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, ["--import", cpuProbe, command, ...c.args], {
+      cwd: workspace,
+      env,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
     let output = ""
     child.stdout.on("data", (chunk) => void (output += chunk))
     child.stderr.on("data", (chunk) => void (output += chunk))
@@ -102,7 +130,8 @@ const once = (command: string, c: Case, warm: boolean): Promise<number> =>
       arrived = undefined
       if (code !== 0) return reject(new Error(`${c.name}: exit ${code ?? signal}\n${output}`))
       if (c.toRequest === true && requestAt === undefined) return reject(new Error(`${c.name}: no model request`))
-      resolve((requestAt ?? end) - start)
+      if (!Fs.existsSync(cpuFile)) return reject(new Error(`${c.name}: no CPU time written at the exit`))
+      resolve({ wall: (requestAt ?? end) - start, cpu: Number(Fs.readFileSync(cpuFile, "utf8")) / 1000 })
     })
   })
 
@@ -114,7 +143,7 @@ console.log(
 console.log(`load average (1, 5, 15 min) before: ${load()}`)
 
 const modes = cold ? [true, false] : [true]
-const times = new Map<string, Array<number>>()
+const times = new Map<string, Array<Times>>()
 const key = (command: string, c: Case, warm: boolean) => `${command}\0${c.name}\0${warm}`
 try {
   // Fills the compile cache, and checks every case works, before anything is timed.
@@ -123,9 +152,9 @@ try {
     for (const warm of modes) {
       for (const c of cases) {
         for (const command of commands) {
-          const ms = await once(command, c, warm)
+          const measured = await once(command, c, warm)
           const list = times.get(key(command, c, warm)) ?? []
-          list.push(ms)
+          list.push(measured)
           times.set(key(command, c, warm), list)
         }
       }
@@ -137,12 +166,35 @@ try {
 }
 console.log(`load average (1, 5, 15 min) after: ${load()}\n`)
 
+const figures = (command: string, c: Case, warm: boolean) => {
+  const list = times.get(key(command, c, warm)) ?? []
+  return { wall: stat(list.map((t) => t.wall)), cpu: stat(list.map((t) => t.cpu)) }
+}
+const header = modes.flatMap((warm) => (warm ? ["warm (ms)", "warm CPU (ms)"] : ["cold (ms)", "cold CPU (ms)"]))
 for (const command of commands) {
   console.log(commands.length > 1 ? `${command}:` : `${command}`)
-  console.log(`| case | ${modes.map((warm) => (warm ? "warm (ms)" : "cold (ms)")).join(" | ")} |`)
-  console.log(`|---|${modes.map(() => "---:").join("|")}|`)
+  console.log(`| case | ${header.join(" | ")} |`)
+  console.log(`|---|${header.map(() => "---:").join("|")}|`)
   for (const c of cases) {
-    console.log(`| ${c.name} | ${modes.map((warm) => fmt(stat(times.get(key(command, c, warm)) ?? []), 0)).join(" | ")} |`)
+    const cells = modes.flatMap((warm) => {
+      const { wall, cpu } = figures(command, c, warm)
+      return [fmt(wall, 0), fmt(cpu, 0)]
+    })
+    console.log(`| ${c.name} | ${cells.join(" | ")} |`)
+  }
+  console.log()
+}
+// Each command after the first against the first: the ratio of the medians.
+for (const command of commands.slice(1)) {
+  console.log(`${command} / ${commands[0]}, medians:`)
+  console.log(`| case | ${header.join(" | ")} |`)
+  console.log(`|---|${header.map(() => "---:").join("|")}|`)
+  for (const c of cases) {
+    const cells = modes.flatMap((warm) => {
+      const [after, before] = [figures(command, c, warm), figures(commands[0]!, c, warm)]
+      return [`${num(after.wall.median / before.wall.median)}×`, `${num(after.cpu.median / before.cpu.median)}×`]
+    })
+    console.log(`| ${c.name} | ${cells.join(" | ")} |`)
   }
   console.log()
 }
