@@ -1,14 +1,15 @@
 /**
  * How long the `effect-agent` command takes to start: `--version`, `--help`,
- * `version`, and `run` to its first model request (a Chat Completions server
- * on 127.0.0.1 that notes when the request arrives, then answers "ok"), with
- * the default tools and sandbox and with none; and the CPU time each start
- * takes (user and system, to its exit: a run's, after its one turn). Each
- * figure is the median (min–max) of `--runs` runs, the cases taken in turn
- * within each round so that a change in the machine's load falls on all of
- * them; the load is printed before and after. With more than one command,
- * each after the first is compared with the first (the ratio of medians).
- * Run from the repository root:
+ * `version`, `run` to its first model request (a Chat Completions server on
+ * 127.0.0.1 that notes when the request arrives, then answers "ok") with the
+ * default tools and sandbox and with none, and a one-turn `run` on a scripted
+ * model to its exit; and the CPU time each start takes (user and system, to
+ * its exit: a run's after its one turn). Each figure is the median (min–max)
+ * of `--runs` runs, the cases taken in turn within each round so that a
+ * change in the machine's load falls on all of them; the load is printed
+ * before and after. With more than one command, each after the first is
+ * compared with the first (the ratio of the medians). Run from the
+ * repository root:
  *
  *   node bench/cli-start.ts                     # the command built from the sources (as the tests build it)
  *   node bench/cli-start.ts --runs 21
@@ -59,6 +60,9 @@ const baseUrl = `http://127.0.0.1:${address.port}/v1`
 const scratch = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-cli-start-"))
 const workspace = Path.join(scratch, "workspace")
 Fs.mkdirSync(workspace)
+// A one-turn run on a scripted model (as most of the tests that run the command): no HTTP client is loaded.
+const script = Path.join(scratch, "script.json")
+Fs.writeFileSync(script, JSON.stringify({ turns: [{ text: "Done." }] }))
 const compileCache = Path.join(scratch, "compile-cache")
 
 interface Case {
@@ -77,7 +81,8 @@ const cases: ReadonlyArray<Case> = [
     name: "run --sandbox none --tools none: first request",
     args: ["run", "--base-url", baseUrl, "--sandbox", "none", "--tools", "none", "--task", "hi", "--quiet"],
     toRequest: true
-  }
+  },
+  { name: "run --provider scripted: one turn", args: ["run", "--provider", "scripted", "--script", script, "--task", "hi", "--quiet"] }
 ]
 
 /** Writes the process's CPU time (user and system, microseconds) at its exit to $EFFECT_AGENT_BENCH_CPU. */
