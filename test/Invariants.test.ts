@@ -160,7 +160,7 @@ describe("invariants on random runs", () => {
         wallClockSeconds: null
       })
       assert.strictEqual(events.at(-1)!._tag, "AgentEnd")
-    }), { timeout: 60_000 })
+    }))
 
   it.effect("a cancel from a hook as a queued call starts: that call runs once and AgentEnd is last", () =>
     Effect.gen(function*() {

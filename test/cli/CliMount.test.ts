@@ -45,5 +45,5 @@ describe("Cli.root", () => {
     const refused = await runHost(["agent", "effect-agent", "run", "--max-turns", "0", "--task", "hi"])
     assert.strictEqual(refused.stdout, "code 22\n")
     assert.include(refused.stderr, "--max-turns: 0 is not a limit a run can have")
-  }, 60_000)
+  })
 })

@@ -124,7 +124,7 @@ describe("on Node 20", () => {
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 60_000)
+  })
 
   it("npm test and npm run demo exit 22 with a sentence naming both Nodes", async ({ skip }) => {
     const { node, version } = oldNode(skip)

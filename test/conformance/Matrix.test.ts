@@ -265,7 +265,7 @@ afterAll(async () => {
     `${"".padEnd(width)} | ${others.map((backend) => backend.name).join(" | ")}`,
     ...rows
   ].join("\n"))
-}, 60_000)
+})
 
 describe("the gaps table", () => {
   it("names only cells of the matrix", () => {

@@ -70,4 +70,4 @@ it("examples/durable-session.ts run without a directory keeps its session in the
     rmSync(cwd, { recursive: true, force: true })
     rmSync(temp, { recursive: true, force: true })
   }
-}, 60_000)
+})

@@ -57,4 +57,4 @@ it("examples/external-worker.ts: two turns of claude in the workspace, the secon
     Fs.rmSync(workspace, { recursive: true, force: true })
     Fs.rmSync(bin, { recursive: true, force: true })
   }
-}, 30_000)
+})

@@ -25,4 +25,4 @@ it("docs/sessions.md's session is examples/session.ts, compiled by the typecheck
   } finally {
     rmSync(cwd, { recursive: true, force: true })
   }
-}, 60_000)
+})

@@ -174,7 +174,7 @@ describe("steering floods", () => {
       const large = yield* flood(url, "large", bigSteer, 80)
       assert.deepStrictEqual(large.statuses, [202, 202, 202, 202, 429])
       assert.match(large.refused.detail, /^the run's queue is full: 4 messages \(4192212 bytes\) wait for delivery, and it holds at most 100 messages or 4194304 bytes/)
-    }).pipe(Effect.provide(serverLayer({}, hangingFrom(1)))), { timeout: 60_000 })
+    }).pipe(Effect.provide(serverLayer({}, hangingFrom(1)))))
 
   it.live("a server restarted after a near-limit flood resumes the session (not CheckpointCorrupt) and delivers it", () =>
     Effect.gen(function*() {
@@ -449,5 +449,5 @@ describe("duplicate call ids", () => {
         ["x", "Tool call denied: not now"],
         ["x_2", "deployed to production"]
       ])
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 60_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })

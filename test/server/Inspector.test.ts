@@ -244,7 +244,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       Fs.mkdirSync(artifacts, { recursive: true })
       yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector.png") }))
       assert.deepStrictEqual(errors, [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("shows a sub-agent inside the call that runs it: its text, its calls, its approval clicked there", () =>
     Effect.gen(function*() {
@@ -307,7 +307,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       Fs.mkdirSync(artifacts, { recursive: true })
       yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-sub-agent.png") }))
       assert.deepStrictEqual(errors, [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("opens a supervised run's trajectory: its stages, each turn's checks, the plan's iterations", () =>
     Effect.gen(function*() {
@@ -388,7 +388,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       Fs.mkdirSync(artifacts, { recursive: true })
       yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-supervised.png") }))
       assert.deepStrictEqual(errors, [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("reads at a glance: a call's time apart from its wait for approval, checkpoints counted, 1 turn, no Cancel once ended", () =>
     Effect.gen(function*() {
@@ -437,7 +437,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       Fs.mkdirSync(artifacts, { recursive: true })
       yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-approval-wait.png") }))
       assert.deepStrictEqual(errors, [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("follows a session across a server restart, reconnecting with Last-Event-ID", () =>
     Effect.gen(function*() {
@@ -508,7 +508,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       )
       yield* Scope.close(second, Exit.void)
       assert.deepStrictEqual(errors.filter((error) => !error.includes("Failed to load resource")), [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("denies a call by clicking, with the reason typed in the box", () =>
     Effect.gen(function*() {
@@ -533,7 +533,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       const resolved = whole.messages.map((m) => JSON.parse(m.data)).find((e) => e._tag === "ApprovalResolved")
       assert.include(resolved, { approved: false, reason: "not on a Friday" })
       assert.deepStrictEqual(errors, [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("the approval bar does not hide a command's tail behind whitespace: what is approved is shown whole, or cut plainly", () =>
     Effect.gen(function*() {
@@ -588,7 +588,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       Fs.mkdirSync(artifacts, { recursive: true })
       yield* Effect.promise(() => page.screenshot({ path: Path.join(artifacts, "inspector-approval-bar.png") }))
       assert.deepStrictEqual(errors, [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live(
     "blank-glyph attack: characters that draw nothing (U+2800, Hangul fillers, tags, variation selectors, any " +
@@ -678,7 +678,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.include((yield* texts(page, `${card(1)} .call-args`))[0], "\"n\": 1")
       assert.include((yield* texts(page, `${card(2)} .call-args`))[0], "\"n\": 2")
       assert.deepStrictEqual(errors, [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("gives up a poll its server never answers, and lists the sessions from the next", () =>
     Effect.gen(function*() {
@@ -708,7 +708,7 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.isTrue(gaveUp, "the page closed the poll it gave up")
       assert.isAbove(polls, 1)
       assert.deepStrictEqual(errors.filter((error) => !error.includes("Failed to load resource")), [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("opens a trajectory file dropped on it, without a server", () =>
     Effect.gen(function*() {
@@ -758,5 +758,5 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.include((yield* texts(page, "#connection"))[0], "offline: trajectory.jsonl (1 lines skipped)")
       assert.isTrue(yield* Effect.promise(() => page.locator("#controls").isHidden()))
       assert.deepStrictEqual(errors, [])
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 })

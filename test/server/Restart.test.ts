@@ -109,7 +109,7 @@ describe("a server restarted mid-run", () => {
       check(result)
       // killed outright: its run left no AgentEnd before the resumed one
       assert.strictEqual(result.whole.map(tagOf).filter((tag) => tag === "AgentEnd").length, 1)
-    }), { timeout: 60_000 })
+    }))
 
   it.live("after SIGTERM, resumes the session it had stopped cleanly", () =>
     Effect.map(restartMidRun("SIGTERM"), (result) => {
@@ -118,7 +118,7 @@ describe("a server restarted mid-run", () => {
       const ends = result.whole.map(eventOf).filter((event) => event._tag === "AgentEnd")
       assert.strictEqual(ends.length, 2)
       assert.strictEqual(ends[0].outcome._tag, "Cancelled")
-    }), { timeout: 60_000 })
+    }))
 })
 
 /** A supervisor's own event's payload (`SupervisorEvent`, carried as `Custom`), else undefined. */
@@ -183,5 +183,5 @@ describe("a supervised session on a server killed mid-run", () => {
           steps: "1\n2\n"
         }
       )
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 60_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })

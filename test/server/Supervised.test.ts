@@ -142,7 +142,7 @@ describe("supervised sessions on the server", () => {
           lastUserText: "And step 3."
         }
       )
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
   it.live("the plan waits for a decision through the control route: refined, then approved", () =>
     Effect.gen(function*() {
@@ -181,7 +181,7 @@ describe("supervised sessions on the server", () => {
       const users = userTexts(events.at(-1))
       assert.include(users[1], "Smaller steps.")
       assert.isTrue(users[2]!.startsWith("Plan approved:\n\nPlan 2:"))
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
   it.live("a decision answers only the question of its kind waiting now: otherwise a 409, and nothing is kept", () =>
     Effect.gen(function*() {
@@ -268,7 +268,7 @@ describe("supervised sessions on the server", () => {
       )
       assert.strictEqual(turnWaits.pendingTurn.feedback.split("\n")[0], "The checks after turn 1 did not pass:")
       assert.include(userTexts(events.at(-1)), "Now do step 2.")
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
   it.live("steering and a follow-up reach the worker: queued while the checks run, delivered in its next turn", () =>
     Effect.gen(function*() {
@@ -310,7 +310,7 @@ describe("supervised sessions on the server", () => {
           outcome: { _tag: "Converged", turns: 2 }
         }
       )
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
   it.live("a client cannot give a check or a command: only a supervisor's name, and an unknown one is a 400", () =>
     Effect.gen(function*() {
@@ -347,7 +347,7 @@ describe("supervised sessions on the server", () => {
       const bare = yield* serve(serverLayer({}, workingAgent(memoryWorkspace())))
       const none = yield* post(`${bare}/sessions`, { task: "fix", supervisor: "fix" })
       assert.deepStrictEqual([none.status, none.body.detail], [400, `this server has no supervisors: "fix" is not one`])
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
   it.live("a server stopped mid-run, and a new one on its directory, resume the supervised session", () =>
     Effect.gen(function*() {
@@ -383,7 +383,7 @@ describe("supervised sessions on the server", () => {
         }
       )
       assert.deepStrictEqual(resumed[0].outcome, { _tag: "Cancelled", reason: "interrupted" })
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })
 
 describe("typed output on the server", () => {
@@ -408,7 +408,7 @@ describe("typed output on the server", () => {
           unknown: [400, ["payload", "output"], `no typed output is named "Answer": this server has "answer"`]
         }
       )
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
   it.live("a typed session stopped mid-run is resumed by the next server with its output", () =>
     Effect.gen(function*() {
@@ -429,5 +429,5 @@ describe("typed output on the server", () => {
         [events.map((event) => event._tag).includes("SessionResumed"), info.status, info.output],
         [true, "finished", { name: "answer", value: { answer: 7 } }]
       )
-    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)), { timeout: 30_000 })
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 })

@@ -67,7 +67,7 @@ describe.skipIf(executablePath === undefined)("a web page on another origin, in 
     Effect.gen(function*() {
       const context = yield* Layer.buildWithScope(serverLayer({ token: "none" }), yield* Effect.scope)
       yield* attack(yield* Effect.provideContext(baseUrl, context), {})
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 
   it.live("cannot start a session or approve a call on a server with the default access (a token it made)", () =>
     Effect.gen(function*() {
@@ -84,5 +84,5 @@ describe.skipIf(executablePath === undefined)("a web page on another origin, in 
       const token = decodeURIComponent(told[0]!.split(`${url}/#token=`)[1]!)
       assert.strictEqual(AgentServer.inspectorUrl(url, Redacted.make(token)), `${url}/#token=${token}`)
       yield* attack(url, { authorization: `Bearer ${token}` })
-    }).pipe(Effect.scoped), { timeout: 60_000 })
+    }).pipe(Effect.scoped))
 })

@@ -358,7 +358,7 @@ describe("ExternalWorker.codex", () => {
   it.live("a turn past its timeout is a timeout WorkerError and its process is killed", () =>
     Effect.gen(function*() {
       const cwd = workspace()
-      const error = yield* failure(turn(codex(cwd, { timeout: "1 second" }), "scenario:hang"))
+      const error = yield* failure(turn(codex(cwd, { timeout: "5 seconds" }), "scenario:hang"))
       assert.strictEqual(error.reason, "timeout")
       const pid = calls(cwd)[0]?.pid ?? 0
       assert.isAbove(pid, 0)
