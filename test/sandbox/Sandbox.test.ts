@@ -174,7 +174,8 @@ describe("Sandbox.local kills the whole process tree", () => {
       assert.isTrue(result.timedOut)
       const sleeper = yield* pidFrom(workspace.root, "sleeper.pid")
       assert.isFalse(isAlive(sleeper), `grandchild ${sleeper} ignored SIGTERM and survived`)
-      assert.isBelow(Date.now() - started, 5000)
+      // not the sleep's 60 s: half a second, which a loaded machine stretches, never to 30
+      assert.isBelow(Date.now() - started, 30_000)
     }).pipe(Effect.provide(NodeServices.layer)))
 
   it.live("kills what a finished command left running in the background", () =>
