@@ -98,7 +98,10 @@ const requestWrapUp = (source: string, text: string): Effect.Effect<Hooks.Contro
  */
 export interface GracefulTurnLimitOptions {
   readonly maxTurns: number
-  /** Turns before the cap at which the model is asked to wrap up. */
+  /**
+   * Turns before the cap at which the model is asked to wrap up. Without `grace`, 0 or a window as wide as the
+   * cap asks nothing (as the config's `graceTurns: 0` installs nothing, and as clark's constructor gives no plugin).
+   */
   readonly graceTurns: number
   /** Gives the grace window at each poll (clamped to 1 … maxTurns − 1), e.g. to widen it as work in flight grows. */
   readonly grace?: ((info: Hooks.RunInfo) => number) | undefined
@@ -108,7 +111,8 @@ export interface GracefulTurnLimitOptions {
 
 /**
  * The graceful turn limit, with its soft limit (the completed turns at which
- * the wrap-up request is delivered, for the static grace window).
+ * the wrap-up request is delivered, for the static grace window; `maxTurns`
+ * when it asks nothing).
  *
  * @since 0.1.0
  * @category models
@@ -132,12 +136,17 @@ const clamp = (value: number, min: number, max: number) => Math.min(max, Math.ma
  * import { Guards } from "effect-agent"
  *
  * console.log(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 5 }).softLimit) // Output: 45
+ * // a grace of 0 (or of the whole cap) asks nothing
+ * console.log(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 0 }).softLimit) // Output: 50
  * ```
  *
  * @since 0.1.0
  * @category plugins
  */
 export const gracefulTurnLimit = (options: GracefulTurnLimitOptions): GracefulTurnLimit => {
+  if (options.grace === undefined && (options.graceTurns < 1 || options.graceTurns >= options.maxTurns)) {
+    return { name: "gracefulTurnLimit", maxTurns: options.maxTurns, softLimit: options.maxTurns }
+  }
   const window = (info: Hooks.RunInfo) =>
     clamp(options.grace === undefined ? options.graceTurns : options.grace(info), 1, options.maxTurns - 1)
   const text = options.message ?? wrapUpMessage

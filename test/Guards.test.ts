@@ -92,10 +92,25 @@ describe("graceful turn limit", () => {
       }
     }))
 
-  it("constructed with (50, 5): soft limit 45", () => {
+  it("constructed with (50, 5): soft limit 45; with a grace of 0 or of the whole cap, none", () => {
     assert.strictEqual(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 5 }).softLimit, 45)
-    assert.strictEqual(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 80 }).softLimit, 1)
+    assert.strictEqual(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns: 49 }).softLimit, 1)
+    for (const graceTurns of [0, 50, 80]) {
+      assert.strictEqual(Guards.gracefulTurnLimit({ maxTurns: 50, graceTurns }).softLimit, 50)
+    }
   })
+
+  it.effect("as a plugin, a grace of 0 asks for no wrap-up, as clark's constructor installs none", () =>
+    Effect.gen(function*() {
+      for (const graceTurns of [0, 5, 9]) {
+        const { events, result } = yield* runOk(addCall, {
+          config: { maxTurns: 5, graceTurns: 0 },
+          plugins: [Guards.gracefulTurnLimit({ maxTurns: 5, graceTurns })]
+        })
+        assert.deepStrictEqual(ofTag(events, "WrapUpRequested"), [], `graceTurns ${graceTurns}`)
+        assert.deepStrictEqual(result.outcome, { _tag: "MaxTurns", limit: 5 })
+      }
+    }))
 
   it.effect("the wording and the grace window come from providers; the window is clamped to [1, cap - 1]", () =>
     Effect.gen(function*() {
