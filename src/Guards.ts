@@ -383,10 +383,34 @@ export const loopWarning = (repeats: number): string =>
  * world changed) starts a new streak; a turn without tool calls or a new user
  * message resets it.
  *
+ * The warning is this project's choice: gglib's detector stops at the first
+ * trip (with 2, the third identical batch ends the run). `warnFirst: false`
+ * counts as gglib does (use it with the config's `maxRepeatedBatches: null`,
+ * so that the default detector is not installed beside it).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, Guards } from "effect-agent"
+ *
+ * // gglib's counting: the third identical batch in a row ends the run, with no warning before
+ * const run = Effect.gen(function*() {
+ *   const plugin = yield* Guards.loopDetector(2, { warnFirst: false })
+ *   return Agent.run({ prompt: "go", config: { maxRepeatedBatches: null }, plugins: [plugin] })
+ * })
+ * console.log(Effect.isEffect(run)) // Output: true
+ * ```
+ *
  * @since 0.1.0
  * @category plugins
  */
-export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Plugin> =>
+export const loopDetector = (
+  maxRepeatedBatches: number,
+  options: {
+    /** Warn the model once at the first trip and stop at the next (default); `false`: stop at the first. */
+    readonly warnFirst?: boolean | undefined
+  } = {}
+): Effect.Effect<Hooks.Plugin> =>
   Effect.sync(() => {
     const fresh = { signature: null, results: null, repeats: 0, warned: false }
     let state: Omit<typeof LoopState.Type, "seen"> = fresh
@@ -426,7 +450,7 @@ export const loopDetector = (maxRepeatedBatches: number): Effect.Effect<Hooks.Pl
         state = { signature, results, repeats, warned: state.warned }
         if (repeats <= maxRepeatedBatches) return proceeding
         const figures = { repeats, limit: maxRepeatedBatches }
-        if (!state.warned) {
+        if (!state.warned && options.warnFirst !== false) {
           state = { ...state, warned: true }
           const text = loopWarning(repeats)
           return Effect.as(

@@ -542,6 +542,24 @@ describe("loop detection", () => {
       assertValidTranscript(result.state.messages)
     }))
 
+  it.effect("with warnFirst: false, gglib's counting: the third identical batch ends the run, with no warning", () =>
+    Effect.gen(function*() {
+      const plugin = yield* Guards.loopDetector(2, { warnFirst: false })
+      const { events, requests, result } = yield* runOk([same, reordered, same, { text: "never" }], {
+        config: { maxRepeatedBatches: null },
+        plugins: [plugin]
+      })
+      assert.deepStrictEqual(result.outcome, {
+        _tag: "LoopDetected",
+        repeats: 3,
+        signature: "add{\"a\":1,\"b\":2}|big{\"chars\":3}"
+      })
+      assert.strictEqual(requests.length, 3)
+      const tripped = ofTag(events, "GuardTripped").map((e) => [e.guard, e.action, e.turn])
+      assert.deepStrictEqual(tripped, [["loopDetector", "stop", 3]])
+      assertValidTranscript(result.state.messages)
+    }))
+
   it.effect("a repeat whose results differ does not count; a text turn or a user message resets the streak", () =>
     Effect.gen(function*() {
       // `sleep` answers with its label; the same call gives the same result, so vary the world with `progress`
