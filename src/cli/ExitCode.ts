@@ -9,12 +9,12 @@
  * | 10 | the turn cap was reached (a supervised run: `Unverified` by its turn cap) |
  * | 11 | a token budget ran out (a supervised run: `Unverified` by tokens) |
  * | 12 | the wall-clock budget ran out (a supervised run: `Unverified` by wall clock) |
- * | 13 | the cost budget ran out (a supervised run: `Unverified` by cost) |
- * | 14 | stuck: the loop or stagnation detector, or a supervised run's no-progress watchdog, stopped the run |
+ * | 13 | stuck: the loop or stagnation detector, or a supervised run's no-progress watchdog, stopped the run (as ynh's 13) |
  * | 15 | a supervised run's plan was refined `--max-plan-iterations` times and still not approved |
  * | 16 | no valid typed output: the model never gave a final answer its Schema accepts |
  * | 17 | a plugin ended the run with an outcome of its own (`Outcome.custom`) |
  * | 18 | a guardrail tripped on the prompt or the final answer |
+ * | 19 | the cost budget ran out (a supervised run: `Unverified` by cost) |
  * | 20 | the model or provider failed |
  * | 21 | the run could not be resumed (missing, corrupt or incompatible checkpoint) |
  * | 22 | config error, including invalid flags |

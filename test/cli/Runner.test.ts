@@ -211,8 +211,8 @@ describe.concurrent("exit codes, each from a real run (in the test process, but 
     ["10: the turn cap", [toolTurn(), toolTurn()], ["--max-turns", "1"], 10, "MaxTurns"],
     ["11: the token budget", [toolTurn({ input: 900, output: 200 }), toolTurn()], ["--max-tokens", "1000"], 11, "BudgetExceeded"],
     ["12: the wall-clock budget", [toolTurn({}, 1200), toolTurn()], ["--max-wall", "1s"], 12, "BudgetExceeded"],
-    ["13: the cost budget", [toolTurn({ cost: 0.02 }), toolTurn()], ["--max-cost", "0.01"], 13, "BudgetExceeded"],
-    ["14: stuck in a loop", [toolTurn(), toolTurn(), toolTurn(), toolTurn(), toolTurn()], [], 14, "LoopDetected"],
+    ["19: the cost budget", [toolTurn({ cost: 0.02 }), toolTurn()], ["--max-cost", "0.01"], 19, "BudgetExceeded"],
+    ["13: stuck in a loop", [toolTurn(), toolTurn(), toolTurn(), toolTurn(), toolTurn()], [], 13, "LoopDetected"],
     ["20: the model fails", [toolTurn({ input: 40, output: 5 }), { fail: "the model is down" }], [], 20, "failed"]
   ]
   for (const [name, turns, flags, code, outcome] of cases) {
