@@ -10,6 +10,12 @@
  * | `{"type":"steer","text":"Use metric units."}` | delivered before the next model call |
  * | `{"type":"follow_up","text":"Now write the tests."}` | restarts the run when it would stop |
  * | `{"type":"cancel","reason":"enough"}` | ends the run at once (`Cancelled`, exit 30) |
+ * | `{"type":"interrupt"}` | stops the command as SIGINT does: its session is left to resume (exit 31) |
+ *
+ * ynh's spelling is taken too: `{"action":"approve_plan"}` for `type`, and
+ * `feedback` for the text of `replace_feedback` and the notes of
+ * `reject_plan`; a `replace_feedback` while a plan waits refines it, as in
+ * ynh (our `refine_plan`).
  *
  * In a supervised run `steer` and `follow_up` reach the worker when it is
  * our own loop; an external CLI worker takes neither (the line is refused
@@ -52,6 +58,7 @@ export const Command = Schema.Union([
   Schema.Struct({ type: Schema.Literal("steer"), text: Schema.String }),
   Schema.Struct({ type: Schema.Literal("follow_up"), text: Schema.String }),
   Schema.Struct({ type: Schema.Literal("cancel"), reason: Schema.optionalKey(Schema.String) }),
+  Schema.Struct({ type: Schema.Literal("interrupt") }),
   // A plan decision may name the plan iteration it answers, a turn decision the act turn: a decision for one
   // that no longer waits (answered, or revised since its sender read it) is then refused, not applied to the next.
   Schema.Struct({ type: Schema.Literal("approve_plan"), iteration: Schema.optionalKey(Schema.Int) }),
@@ -86,6 +93,7 @@ export const types: ReadonlyArray<Command["type"]> = [
   "steer",
   "follow_up",
   "cancel",
+  "interrupt",
   "approve_plan",
   "refine_plan",
   "reject_plan",
@@ -128,17 +136,34 @@ export const parse = (line: string): Result.Result<Command, string> => {
   if (Result.isFailure(json)) return Result.fail("not a JSON object")
   const value = json.success
   if (typeof value !== "object" || value === null || Array.isArray(value)) return Result.fail("not a JSON object")
-  const type = "type" in value ? value.type : undefined
+  const given = fromYnh(value)
+  const type = "type" in given ? given.type : undefined
   if (typeof type !== "string") return Result.fail(`no "type" (expected ${expected})`)
   if (!types.some((known) => known === type)) return Result.fail(`unknown type ${JSON.stringify(type)} (expected ${expected})`)
-  const command = decodeCommand(value)
+  const command = decodeCommand(given)
   return Result.isFailure(command)
     ? Result.fail(`${type}: ${command.failure.message.replace(/\n\s*/g, " ")}`)
     : Result.succeed(command.success)
 }
 
-const expected = "approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn " +
-  "or replace_feedback"
+const expected = "approve, deny, steer, follow_up, cancel, interrupt, approve_plan, refine_plan, reject_plan, " +
+  "approve_turn or replace_feedback"
+
+/**
+ * A line in ynh's spelling (`action` for `type`; `feedback` for the text of `replace_feedback` and the notes of
+ * `reject_plan`) in ours; any other line as it is. A line with both `type` and `action` is ours.
+ */
+const fromYnh = (value: object): object => {
+  if ("type" in value || !("action" in value)) return value
+  const field = value.action === "replace_feedback" ? "text" : value.action === "reject_plan" ? "notes" : undefined
+  const line: Record<string, unknown> = { type: value.action }
+  for (const [key, item] of Object.entries(value)) {
+    if (key === "action") continue
+    if (key === "feedback" && field !== undefined && !(field in value)) line[field] = item
+    else line[key] = item
+  }
+  return line
+}
 
 /**
  * Where `steer`, `follow_up` and `cancel` go: a run's steering handle
@@ -171,6 +196,11 @@ export interface Target {
    * with this note and not queued; `cancel` still applies.
    */
   readonly messagesRefused?: string | undefined
+  /**
+   * Stops the run as SIGINT does, leaving its session to resume (the command's); without it, `interrupt` is
+   * refused with a note.
+   */
+  readonly interrupt?: Effect.Effect<void> | undefined
 }
 
 /**
@@ -191,6 +221,10 @@ export const apply = (command: Command, target: Target): Effect.Effect<string | 
         : queue(command.type, target.messages.followUp(command.text))
     case "cancel":
       return queue(command.type, target.messages.cancel(command.reason ?? "cancelled by the user"))
+    case "interrupt":
+      return target.interrupt === undefined
+        ? Effect.succeed("interrupt: not taken here (cancel ends the run); ignored")
+        : Effect.as(target.interrupt, undefined)
     case "approve":
     case "deny":
       return decide(command, target.approvals)
@@ -309,7 +343,13 @@ const decideWith = (
     if (approvals === undefined) {
       return `${type}: decisions are not asked on stdin (run with --approve ask or --approve-turns)`
     }
-    const mismatch = decisionMismatch(command, { plan: yield* approvals.pendingPlan, turn: yield* approvals.pendingTurn })
+    const plan = yield* approvals.pendingPlan
+    const turn = yield* approvals.pendingTurn
+    // ynh's replace_feedback at a plan gate is a refine
+    if (command.type === "replace_feedback" && plan !== undefined && turn === undefined) {
+      return yield* decideWith(approvals, { type: "refine_plan", notes: command.text })
+    }
+    const mismatch = decisionMismatch(command, { plan, turn })
     if (mismatch !== undefined) return `${mismatch}; ignored`
     const answer = planOrTurnDecision(command)
     const answered = answer._tag === "plan"

@@ -78,6 +78,32 @@ describe.concurrent("sessions", () => {
       assert.strictEqual(tags.at(-1), "AgentEnd")
     }))
 
+  live("ynh's interrupt line, {\"action\":\"interrupt\"}, stops the run as SIGINT does: exit 31, and --resume finishes it", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([
+        { text: "Running the slow job.", toolCalls: [{ id: "b1", name: "bash", params: { command: "sleep 30; echo done" } }] },
+        { text: "Resumed." }
+      ])
+      const session = `${yield* tempDir}/session`
+      const first = yield* spawn(
+        cli,
+        scriptedArgs(dir, "--approve", "all", "--session-dir", session, "--emit-jsonl", "-"),
+        { cwd: dir }
+      )
+      yield* first.waitFor((line, index, lines) =>
+        isEvent("CheckpointSaved")(line) && lines.slice(0, index).some(isEvent("ToolExecutionStart"))
+      )
+      yield* first.send(`{"action":"interrupt"}`)
+      const stopped = yield* first.exit
+      assert.strictEqual(stopped.code, 31, stopped.stderr)
+      assert.include(stopped.stderr, `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}`)
+      const resumed = yield* run(cli, ["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--json"], {
+        cwd: dir
+      })
+      assert.strictEqual(resumed.code, 0, resumed.stderr)
+      assert.strictEqual(JSON.parse(resumed.stdout).answer, "Resumed.")
+    }))
+
   live("a finished session resumed with --task continues with it as a follow-up", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "It says hello world." }, { text: "In French: bonjour le monde." }])

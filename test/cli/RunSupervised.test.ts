@@ -140,6 +140,31 @@ describe("effect-agent run --check", () => {
       assert.strictEqual(tags.at(-1), "AgentEnd")
     }))
 
+  live("ynh's spelling: {\"action\": …} lines; replace_feedback at the plan gate refines it, with its feedback", () =>
+    Effect.gen(function*() {
+      const decisions = [`{"action":"replace_feedback","feedback":"use B"}`, `{"action":"approve_plan"}`]
+      const { stdin, onStdout } = yield* answering((event) =>
+        SupervisorEvent.tagOf(event) === "PlanProposed"
+          ? decisions.shift()
+          : event._tag === "ApprovalRequested"
+          ? JSON.stringify({ action: "approve", id: event.approvalId })
+          : undefined
+      )
+      const dir = yield* scripted([{ text: "plan A" }, { text: "plan B" }, write("done.txt", "yes"), { text: "done" }])
+      const out = yield* runCommand(
+        scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "test -f done.txt", "--emit-jsonl", "-"),
+        { cwd: dir, stdin, onStdout }
+      )
+      assert.strictEqual(out.code, 0, out.stderr)
+      assert.notInclude(out.stderr, "ignored")
+      const lines = out.stdout.trim().split("\n").map((l) => JSON.parse(l))
+      assert.deepStrictEqual(
+        SupervisorEvent.ofTag(lines, "PlanRevised").map((e) => e.notes),
+        ["use B"]
+      )
+      assert.include(SupervisorEvent.ofTag(lines, "WorkerTurnStart").find((e) => e.phase === "act")?.message, "plan B")
+    }))
+
   live("--worker claude and codex drive ExternalWorker: with no such CLI on PATH, a spawn WorkerError, exit 20", () =>
     Effect.gen(function*() {
       for (const worker of ["claude", "codex"]) {

@@ -352,7 +352,7 @@ describe.concurrent("bad input (flags and script files in the test process, stdi
       assert.include(out.stderr, "! stdin line 1: not a JSON object; ignored\n")
       assert.include(
         out.stderr,
-        "! stdin line 2: unknown type \"pause\" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback); ignored\n"
+        "! stdin line 2: unknown type \"pause\" (expected approve, deny, steer, follow_up, cancel, interrupt, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback); ignored\n"
       )
       assert.include(out.stderr, "! stdin line 4: not a JSON object; ignored\n")
       assert.include(out.stderr, "! stdin line 5: steer: Missing key at [\"text\"]; ignored\n")

@@ -51,15 +51,38 @@ describe("Control.parse", () => {
       Result.succeed({ type: "follow_up", text: "tests" })
     )
     assert.deepStrictEqual(Control.parse(`{"type":"cancel"}`), Result.succeed({ type: "cancel" }))
+    assert.deepStrictEqual(Control.parse(`{"type":"interrupt"}`), Result.succeed({ type: "interrupt" }))
+  })
+
+  it("reads ynh's spelling: action for type, feedback for replace_feedback's text and reject_plan's notes", () => {
+    assert.deepStrictEqual(Control.parse(`{"action":"approve_plan"}`), Result.succeed({ type: "approve_plan" }))
+    assert.deepStrictEqual(Control.parse(`{"action":"interrupt"}`), Result.succeed({ type: "interrupt" }))
+    assert.deepStrictEqual(Control.parse(`{"action":"approve_turn"}`), Result.succeed({ type: "approve_turn" }))
+    assert.deepStrictEqual(
+      Control.parse(`{"action":"replace_feedback","feedback":"run the tests first"}`),
+      Result.succeed({ type: "replace_feedback", text: "run the tests first" })
+    )
+    assert.deepStrictEqual(
+      Control.parse(`{"action":"reject_plan","feedback":"too risky"}`),
+      Result.succeed({ type: "reject_plan", notes: "too risky" })
+    )
+    assert.deepStrictEqual(Control.parse(`{"action":"reject_plan"}`), Result.succeed({ type: "reject_plan" }))
+    // ours where both are given; an unknown action as an unknown type
+    assert.deepStrictEqual(Control.parse(`{"type":"cancel","action":"interrupt"}`), Result.succeed({ type: "cancel" }))
+    assert.isTrue(Result.isFailure(Control.parse(`{"action":"pause"}`)))
+    assert.deepStrictEqual(
+      Control.parse(`{"action":"replace_feedback"}`),
+      Result.fail(`replace_feedback: Missing key at ["text"]`)
+    )
   })
 
   it("says what is wrong with a bad line", () => {
     assert.deepStrictEqual(Control.parse("garbage"), Result.fail("not a JSON object"))
     assert.deepStrictEqual(Control.parse("[1,2]"), Result.fail("not a JSON object"))
-    assert.deepStrictEqual(Control.parse(`{"text":"x"}`), Result.fail(`no "type" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback)`))
+    assert.deepStrictEqual(Control.parse(`{"text":"x"}`), Result.fail(`no "type" (expected approve, deny, steer, follow_up, cancel, interrupt, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback)`))
     assert.deepStrictEqual(
       Control.parse(`{"type":"pause"}`),
-      Result.fail(`unknown type "pause" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback)`)
+      Result.fail(`unknown type "pause" (expected approve, deny, steer, follow_up, cancel, interrupt, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback)`)
     )
     assert.deepStrictEqual(Control.parse(`{"type":"steer"}`), Result.fail(`steer: Missing key at ["text"]`))
     assert.deepStrictEqual(Control.parse(`{"type":"deny","id":7}`), Result.fail(`deny: Expected string at ["id"]`))
@@ -86,7 +109,7 @@ describe("Control.serve", () => {
       assert.deepStrictEqual(yield* steering.takeFollowUps, [Message.user("now the tests")])
       assert.deepStrictEqual(notes, [
         "stdin line 2: not a JSON object; ignored",
-        "stdin line 4: unknown type \"pause\" (expected approve, deny, steer, follow_up, cancel, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback); ignored",
+        "stdin line 4: unknown type \"pause\" (expected approve, deny, steer, follow_up, cancel, interrupt, approve_plan, refine_plan, reject_plan, approve_turn or replace_feedback); ignored",
         "stdin line 6: steer: Missing key at [\"text\"]; ignored"
       ])
       // the end of input is recorded, and is not a cancel

@@ -103,6 +103,12 @@ layer(serverLayer({}, delegatingAgent), { excludeTestServices: true })("decision
           [409, "urn:effect-agent:problem:control-rejected", "no call waits for approval as \"call_1\""]
         ]
       )
+      // interrupt is the command's (it stops its own process): over HTTP it is refused, saying what ends a run
+      const interrupt = yield* post(`${url}/sessions/ahead/control`, { type: "interrupt" })
+      assert.deepStrictEqual(
+        [interrupt.status, interrupt.body.detail],
+        [409, "interrupt: not taken over HTTP (cancel ends a run)"]
+      )
       // Without an id, a decision names no call: refused, whatever waits.
       const unnamed = yield* post(`${url}/sessions/ahead/control`, { type: "approve" })
       assert.strictEqual(unnamed.status, 400)

@@ -770,7 +770,10 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
               approvals: interactive,
               messagesRefused: settings.supervision === undefined || settings.supervision.worker === "agent"
                 ? undefined
-                : `the ${settings.supervision.worker} worker (a CLI run) takes no steering or follow-ups, only cancel`
+                : `the ${settings.supervision.worker} worker (a CLI run) takes no steering or follow-ups, only cancel`,
+              // What SIGINT does, by the same path (as Ctrl-C on the live view): the run stops, its session is
+              // left to resume (exit 31; 30 without one)
+              interrupt: Effect.sync(() => void process.kill(process.pid, "SIGINT"))
             },
             onEof: settings.stdinEof,
             eof,

@@ -788,6 +788,11 @@ export const make = <R>(
           )
           return result("applied")
         }
+        if (command.type === "interrupt") {
+          // The command's: it stops its own process, leaving the session to resume. A server leaves its runs to
+          // resume when it stops; over HTTP a run is ended by cancel.
+          return yield* rejected(id, "interrupt: not taken over HTTP (cancel ends a run)")
+        }
         if (command.type !== "steer" && command.type !== "follow_up") return yield* decideSupervised(entry, command)
         const refused = messagesRefused(entry)
         if (refused !== undefined) return yield* rejected(id, `${command.type}: ${refused}`)
