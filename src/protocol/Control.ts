@@ -506,7 +506,9 @@ export const serve = <E>(options: {
 /**
  * Approvals asked on stdin: the interactive handle's decisions, and once
  * `eof` completes (nobody is left to answer), a denial for every call that
- * waits (a plan waiting is rejected, a feedback waiting interrupts the run).
+ * waits; a feedback waiting interrupts the run, and so does a plan waiting
+ * with `interruptPlan` (the command's SIGINT, as ynh does at the end of its
+ * input: the session is left to resume), else it is rejected.
  * Questions are opened through the handle (`open`), so they wait before
  * they are announced.
  *
@@ -515,18 +517,27 @@ export const serve = <E>(options: {
  */
 export const approvalsUntilEof = (
   interactive: Approvals.Interactive,
-  eof: Deferred.Deferred<void>
+  eof: Deferred.Deferred<void>,
+  options: {
+    /** Stops the run, leaving it to resume (it does not return: the run is interrupted meanwhile). */
+    readonly interruptPlan?: Effect.Effect<void> | undefined
+  } = {}
 ): Approvals.Service => {
   const gone = "the control input (stdin) was closed"
   const call = Approvals.denied(`no one can approve this call: ${gone}`)
   const plan: Approvals.PlanDecision = { _tag: "Reject", notes: gone }
   const turn: Approvals.TurnDecision = { _tag: "Interrupt" }
   const untilEof = <D>(wait: Effect.Effect<D>, closed: D) => Effect.raceFirst(wait, Effect.as(Deferred.await(eof), closed))
+  const interruptPlan = options.interruptPlan
+  const untilEofPlan = (wait: Effect.Effect<Approvals.PlanDecision>): Effect.Effect<Approvals.PlanDecision> =>
+    interruptPlan === undefined
+      ? untilEof(wait, plan)
+      : Effect.raceFirst(wait, Effect.andThen(Deferred.await(eof), Effect.andThen(interruptPlan, Effect.never)))
   return {
     decide: (request) => untilEof(interactive.decide(request), call),
     open: (request) => Effect.map(interactive.open(request), (wait) => untilEof(wait, call)),
-    decidePlan: (request) => untilEof(interactive.decidePlan(request), plan),
-    openPlan: (request) => Effect.map(interactive.openPlan(request), (wait) => untilEof(wait, plan)),
+    decidePlan: (request) => untilEofPlan(interactive.decidePlan(request)),
+    openPlan: (request) => Effect.map(interactive.openPlan(request), untilEofPlan),
     decideTurn: (request) => untilEof(interactive.decideTurn(request), turn),
     openTurn: (request) => Effect.map(interactive.openTurn(request), (wait) => untilEof(wait, turn))
   }

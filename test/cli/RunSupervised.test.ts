@@ -102,13 +102,25 @@ describe("effect-agent run --check", () => {
         scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "true", "--json"),
         { cwd: dir, stdin: `{"type":"approve_plan"}\n` }
       )
-      // nothing waited when the line came; stdin then ended, so the plan is rejected: nobody can approve it
+      // nothing waited when the line came; stdin then ended, so the run is interrupted at the plan, as ynh does
+      // (nobody can approve it): without a session to resume, exit 30
       assert.strictEqual(out.code, 30, out.stderr)
-      assert.deepStrictEqual(JSON.parse(out.stdout).outcome, {
-        _tag: "Rejected",
-        notes: "the control input (stdin) was closed"
-      })
+      assert.deepStrictEqual(JSON.parse(out.stdout).outcome, { _tag: "Cancelled", reason: "interrupted" })
       assert.include(out.stderr, "stdin line 1: approve_plan: no plan waits for a decision; ignored")
+    }))
+
+  live("the end of stdin at the plan gate interrupts the run, as in ynh: exit 31, and the session resumes", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([{ text: "1. write done.txt" }, { text: "1. write done.txt" }, write("done.txt", "yes"), {
+        text: "done"
+      }])
+      const session = `${yield* tempDirOf}/session`
+      const out = yield* runCommand(
+        scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "test -f done.txt", "--session-dir", session, "--json"),
+        { cwd: dir, stdin: "" }
+      )
+      assert.strictEqual(out.code, 31, out.stderr)
+      assert.include(out.stderr, `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}`)
     }))
 
   live("--plan with --approve ask: refine_plan then approve_plan; the act turn gets the revised plan", () =>

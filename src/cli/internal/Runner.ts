@@ -694,6 +694,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
     let json = flags.json
     let sessionDir: string | undefined
     let stdoutClosed = false
+    // An interrupt line, or the end of input at the plan gate (as in ynh): the run stops as SIGINT stops it.
+    const interruptAsked = yield* Deferred.make<void>()
+    const interrupt = Effect.asVoid(Deferred.succeed(interruptAsked, undefined))
     const runTally = tally()
     // Notes before the view exists (and logs) go to stderr as they are.
     const note = (text: string) => (view ?? View.quiet(io.stderr.write)).note(text)
@@ -743,7 +746,9 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       // A resumed supervised session keeps its turn gate (its run.json's), with or without --approve-turns now.
       const approveTurns = settings.supervision?.approveTurns === true
       const interactive = asks || approveTurns ? yield* Approvals.interactive() : undefined
-      const untilEof = interactive === undefined ? undefined : Control.approvalsUntilEof(interactive, eof)
+      const untilEof = interactive === undefined
+        ? undefined
+        : Control.approvalsUntilEof(interactive, eof, { interruptPlan: interrupt })
       const policy = settings.target.approve === "all"
         ? Approvals.allowAll
         : Approvals.denyAll("this call needs approval, and the run was started with --approve none")
@@ -771,9 +776,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
               messagesRefused: settings.supervision === undefined || settings.supervision.worker === "agent"
                 ? undefined
                 : `the ${settings.supervision.worker} worker (a CLI run) takes no steering or follow-ups, only cancel`,
-              // What SIGINT does, by the same path (as Ctrl-C on the live view): the run stops, its session is
-              // left to resume (exit 31; 30 without one)
-              interrupt: Effect.sync(() => void process.kill(process.pid, "SIGINT"))
+              interrupt
             },
             onEof: settings.stdinEof,
             eof,
@@ -999,6 +1002,8 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       ),
       Effect.provide(Logger.layer([logger(note)]))
     ))
+    // Asked on stdin: the run stops as SIGINT stops it, its session left to resume (exit 31; 30 without one).
+    yield* Effect.forkChild(Effect.andThen(Deferred.await(interruptAsked), Fiber.interrupt(running)))
     // Stdout's reader gone (`| head`): the run stops as SIGTERM stops it, there being no one to read what it does.
     if (io.stdout.closed !== undefined) {
       yield* Effect.forkChild(Effect.andThen(
