@@ -191,8 +191,12 @@ export class FatalFailure extends Schema.TaggedError<FatalFailure>()("FatalFailu
 }
 
 /**
- * Limits on how often this tool may be called: per run and per turn. Calls
- * over a quota get an error result and never run.
+ * Limits on this tool's use: calls per run and per turn, and its time in all
+ * (`maxDurationMs`, the sum of its calls' durations in the run, as agnt's
+ * `max_duration_us`: a call is refused once the tool has used it up, so the
+ * batch that passes it runs whole and the next call is refused). Calls over
+ * a quota get an error result and never run. A resumed run keeps what was
+ * used before. A field that is none of these is a defect at `annotate`.
  *
  * @since 0.1.0
  * @category models
@@ -200,7 +204,10 @@ export class FatalFailure extends Schema.TaggedError<FatalFailure>()("FatalFailu
 export interface Quota {
   readonly perRun?: number | undefined
   readonly perTurn?: number | undefined
+  readonly maxDurationMs?: number | undefined
 }
+
+const quotaFields: ReadonlySet<string> = new Set(["perRun", "perTurn", "maxDurationMs"])
 
 /**
  * The tool's {@link Quota}; none by default.
@@ -251,7 +258,17 @@ const annotateOptions = <Name extends string, Config extends AnyConfig, R>(
   }
   if (options.maxResultChars !== undefined) out = out.annotate(MaxResultChars, options.maxResultChars)
   if (options.replaySafe !== undefined) out = out.annotate(ReplaySafe, options.replaySafe)
-  if (options.quota !== undefined) out = out.annotate(Quota, options.quota)
+  if (options.quota !== undefined) {
+    // A misspelt or unknown limit would be no limit at all: refused here, where it is written.
+    const unknown = Object.keys(options.quota).filter((key) => !quotaFields.has(key))
+    if (unknown.length > 0) {
+      throw new Error(
+        `AgentTool.annotate(${tool.name}): unknown quota field ${unknown.map((key) => JSON.stringify(key)).join(", ")} ` +
+          "(perRun, perTurn and maxDurationMs are)"
+      )
+    }
+    out = out.annotate(Quota, options.quota)
+  }
   if (options.fatal !== undefined) out = out.annotate(Fatal, options.fatal)
   return out
 }

@@ -102,6 +102,14 @@ export const RunState = Schema.Struct({
   startedCalls: Schema.Array(Schema.String),
   wrapUpRequested: Schema.Boolean,
   pluginState: Schema.Record(Schema.String, Schema.Unknown),
+  /**
+   * Each tool's use so far, for its per-run quotas: calls, and the time its calls took (kept for a tool with a
+   * `maxDurationMs` quota); absent in states saved before it was kept, and when no tool was called.
+   */
+  toolUse: Schema.optionalKey(Schema.Record(Schema.String, Schema.Struct({
+    calls: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+    durationMs: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))
+  }))),
   /** The trace context of the run that saved the state, when it was traced (absent in older states). */
   trace: Schema.optionalKey(TraceContext),
   /** Absent for a run without a typed output (and in states saved before there were any). */

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
-import { Agent, AgentTool, Message, ToolRegistry } from "effect-agent"
+import { Agent, AgentTool, Message, RunState, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 import {
   assertValidTranscript,
@@ -544,6 +544,65 @@ describe("limits", () => {
       )
       assert.strictEqual(runs, 2)
     }))
+})
+
+describe("per-tool quotas: time, kept across a resume, no unknown field", () => {
+  const searchLayer = (quota: AgentTool.Quota, handler: () => Effect.Effect<string>) => {
+    const Search = AgentTool.annotate(Tool.make("search", { success: Schema.String }), { quota })
+    const kit = Toolkit.make(Search)
+    return ToolRegistry.layer(kit).pipe(Layer.provide(kit.toLayer({ search: handler })))
+  }
+
+  it.live("maxDurationMs (agnt's max_duration_us): a tool that has used its time is refused the next call", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const result = yield* Agent.run({ prompt: "go" }).pipe(
+        Effect.provide(Layer.merge(
+          searchLayer({ maxDurationMs: 50 }, () => Effect.as(Effect.sleep("80 millis"), `hit ${++runs}`)),
+          ScriptedModel.layer([
+            { toolCalls: [call("search", {}, "a")] },
+            { toolCalls: [call("search", {}, "b")] },
+            { text: "ok" }
+          ])
+        ))
+      )
+      assert.strictEqual(Message.textOf(resultOf(result.messages, "a")), "hit 1")
+      assert.match(
+        Message.textOf(resultOf(result.messages, "b")),
+        /^Quota exceeded: search may take at most 50 ms in all, and has taken \d+ ms\.$/
+      )
+      assert.strictEqual(runs, 1)
+      assert.isAtLeast(result.state.toolUse?.["search"]?.durationMs ?? 0, 75)
+    }))
+
+  it.effect("a resumed run keeps the calls its tools made before: a per-run quota of 1 is not given back", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const tools = searchLayer({ perRun: 1 }, () => Effect.sync(() => `hit ${++runs}`))
+      const first = yield* Agent.run({ prompt: "go", config: { maxTurns: 1 } }).pipe(
+        Effect.provide(Layer.merge(tools, ScriptedModel.layer([{ toolCalls: [call("search", {}, "a")] }])))
+      )
+      assert.deepStrictEqual(first.outcome, { _tag: "MaxTurns", limit: 1 })
+      assert.deepStrictEqual(first.state.toolUse, { search: { calls: 1, durationMs: 0 } })
+      // through its JSON form, as a checkpoint keeps it
+      const saved = yield* Schema.decodeUnknownEffect(RunState.RunState)(JSON.parse(JSON.stringify(first.state)))
+      const second = yield* Agent.runContinue(saved, { config: { maxTurns: 3 } }).pipe(
+        Effect.provide(Layer.merge(tools, ScriptedModel.layer([{ toolCalls: [call("search", {}, "b")] }, { text: "ok" }])))
+      )
+      assert.strictEqual(
+        Message.textOf(resultOf(second.messages, "b")),
+        "Quota exceeded: search may be called at most 1 times per run."
+      )
+      assert.strictEqual(runs, 1)
+    }))
+
+  it("a quota field that is none of perRun, perTurn and maxDurationMs is refused where it is written", () => {
+    const quota: AgentTool.Quota = JSON.parse(`{"maxDuration": 50}`)
+    assert.throws(
+      () => AgentTool.annotate(Tool.make("search", { success: Schema.String }), { quota }),
+      `AgentTool.annotate(search): unknown quota field "maxDuration" (perRun, perTurn and maxDurationMs are)`
+    )
+  })
 })
 
 describe("termination vote", () => {

@@ -327,8 +327,10 @@ export const snapshot = <R>(
         wrapUpRequested: progress.wrapUpRequested,
         pluginState: Object.fromEntries(saved.filter((entry) => entry !== undefined))
       }
+      const use = Progress.toolUse(progress)
+      const used = use === undefined ? state : { ...state, toolUse: use }
       const { trace } = run.env
-      const traced = trace === undefined ? state : { ...state, trace }
+      const traced = trace === undefined ? used : { ...used, trace }
       const withOutput = run.output === undefined ? traced : { ...traced, output: Output.snapshot(run.output) }
       return transcript.system === undefined ? withOutput : { ...withOutput, system: transcript.system }
     }

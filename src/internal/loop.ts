@@ -613,6 +613,10 @@ function* plan<R>(
     if (quota.perRun !== undefined && inRun > quota.perRun) {
       return answered(index, call, counted, Feedback.quotaExceeded(tool.name, "run", quota.perRun))
     }
+    const took = run.progress.durationPerTool.get(tool.name) ?? 0
+    if (quota.maxDurationMs !== undefined && took >= quota.maxDurationMs) {
+      return answered(index, call, counted, Feedback.durationQuotaExceeded(tool.name, quota.maxDurationMs, took))
+    }
     perTurn.set(tool.name, inTurn)
   }
   run.progress.callsPerTool.set(tool.name, (run.progress.callsPerTool.get(tool.name) ?? 0) + 1)
@@ -794,6 +798,11 @@ function* runCall<R>(run: ToolsRun<R>, planned: Exclude<Planned, { readonly _tag
     invoke(run, planned),
     (stop) => Feedback.stopped(stop, run.stops.wallClock, true)
   )
+  // a duration quota counts the call's own time, from its start after any approval
+  if (planned.settings.quota?.maxDurationMs !== undefined) {
+    const took = Events.now(run.events) - at
+    run.progress.durationPerTool.set(call.name, (run.progress.durationPerTool.get(call.name) ?? 0) + took)
+  }
   return yield* finalize(run, planned, output, true, startedAt)
 }
 

@@ -37,8 +37,10 @@ export interface Progress {
   usage: Message.Usage
   /** Whether the model has been asked to wrap up (a one-shot request). */
   wrapUpRequested: boolean
-  /** Calls per tool name so far (per-run quotas). */
+  /** Calls per tool name so far (per-run quotas), across continuations. */
   readonly callsPerTool: Map<string, number>
+  /** Time the calls of each tool took so far (`maxDurationMs` quotas), across continuations. */
+  readonly durationPerTool: Map<string, number>
   readonly clock: Clock.Clock
   /** When this run (this continuation) started, by `clock`. */
   readonly startedAt: number
@@ -76,7 +78,8 @@ export const make = (state: RunState.RunState, config: AgentConfig, clock: Clock
   turn: state.turn,
   usage: state.usage,
   wrapUpRequested: state.wrapUpRequested,
-  callsPerTool: new Map(),
+  callsPerTool: new Map(Object.entries(state.toolUse ?? {}).map(([name, use]) => [name, use.calls])),
+  durationPerTool: new Map(Object.entries(state.toolUse ?? {}).map(([name, use]) => [name, use.durationMs])),
   clock,
   startedAt: clock.currentTimeMillisUnsafe(),
   elapsedBefore: state.elapsedMs,
@@ -85,6 +88,20 @@ export const make = (state: RunState.RunState, config: AgentConfig, clock: Clock
   reserved: noAmounts(),
   inFlight: 0
 })
+
+/**
+ * Each tool's use so far, as `RunState.toolUse` keeps it (undefined when no tool was called).
+ *
+ * @internal
+ */
+export const toolUse = (progress: Progress): RunState.RunState["toolUse"] => {
+  if (progress.callsPerTool.size === 0 && progress.durationPerTool.size === 0) return undefined
+  const use: Record<string, { calls: number; durationMs: number }> = {}
+  for (const name of new Set([...progress.callsPerTool.keys(), ...progress.durationPerTool.keys()])) {
+    use[name] = { calls: progress.callsPerTool.get(name) ?? 0, durationMs: progress.durationPerTool.get(name) ?? 0 }
+  }
+  return use
+}
 
 /**
  * Wall time used by the run so far (at `at`), across continuations.

@@ -105,6 +105,14 @@ export const quotaExceeded = (toolName: string, scope: "turn" | "run", limit: nu
     limit
   })
 
+/** @internal */
+export const durationQuotaExceeded = (toolName: string, limitMs: number, usedMs: number): Output =>
+  note(`Quota exceeded: ${toolName} may take at most ${limitMs} ms in all, and has taken ${Math.round(usedMs)} ms.`, {
+    kind: "quota",
+    scope: "duration",
+    limit: limitMs
+  })
+
 /** The reason a call that needs approval is denied when the run has no `Approvals` service. @internal */
 export const noApprover = "this call needs approval and no approver is configured"
 
