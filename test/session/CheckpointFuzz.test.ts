@@ -269,5 +269,5 @@ describe("a corrupt-checkpoint fuzz", () => {
         console.log(`checkpoint fuzz (seed ${seed}): ${cases.length} cases`, Object.fromEntries(tally))
       }
       assert.deepStrictEqual(problems, [], `seed ${seed}`)
-    }).pipe(Effect.provide(NodeServices.layer), Random.withSeed(seed)), 60_000 + randomCases * 100)
+    }).pipe(Effect.provide(NodeServices.layer), Random.withSeed(seed)), 240_000 + randomCases * 100)
 })
