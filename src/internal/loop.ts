@@ -613,9 +613,11 @@ function* plan<R>(
     if (quota.perRun !== undefined && inRun > quota.perRun) {
       return answered(index, call, counted, Feedback.quotaExceeded(tool.name, "run", quota.perRun))
     }
-    const took = run.progress.durationPerTool.get(tool.name) ?? 0
-    if (quota.maxDurationMs !== undefined && took >= quota.maxDurationMs) {
-      return answered(index, call, counted, Feedback.durationQuotaExceeded(tool.name, quota.maxDurationMs, took))
+    if (quota.maxDurationMs !== undefined) {
+      const took = run.progress.durationPerTool.get(tool.name) ?? 0
+      if (took >= quota.maxDurationMs) {
+        return answered(index, call, counted, Feedback.durationQuotaExceeded(tool.name, quota.maxDurationMs, took))
+      }
     }
     perTurn.set(tool.name, inTurn)
   }

@@ -95,11 +95,10 @@ export const make = (state: RunState.RunState, config: AgentConfig, clock: Clock
  * @internal
  */
 export const toolUse = (progress: Progress): RunState.RunState["toolUse"] => {
-  if (progress.callsPerTool.size === 0 && progress.durationPerTool.size === 0) return undefined
+  // a tool with a duration has calls: every name is in callsPerTool
+  if (progress.callsPerTool.size === 0) return undefined
   const use: Record<string, { calls: number; durationMs: number }> = {}
-  for (const name of new Set([...progress.callsPerTool.keys(), ...progress.durationPerTool.keys()])) {
-    use[name] = { calls: progress.callsPerTool.get(name) ?? 0, durationMs: progress.durationPerTool.get(name) ?? 0 }
-  }
+  for (const [name, calls] of progress.callsPerTool) use[name] = { calls, durationMs: progress.durationPerTool.get(name) ?? 0 }
   return use
 }
 
