@@ -17,25 +17,34 @@ beforeAll(async () => {
 
 const tagsOf = (events: ReadonlyArray<AgentEvent.AgentEvent>) => events.map((event) => event._tag)
 
+/**
+ * A run with a session (outside the workspace, the scripted run's directory, where the agent cannot write) in
+ * the middle of a call to bash that is not safe to replay: its checkpoint is saved as the call starts. The
+ * script's second turn, `after`, is what a resumed run answers.
+ */
+const midCall = (after: string) =>
+  Effect.gen(function*() {
+    const dir = yield* scripted([
+      { text: "Running the slow job.", toolCalls: [{ id: "b1", name: "bash", params: { command: "sleep 30; echo done" } }] },
+      { text: after }
+    ])
+    const session = `${yield* tempDir}/session`
+    const proc = yield* spawn(
+      cli,
+      scriptedArgs(dir, "--approve", "all", "--session-dir", session, "--emit-jsonl", "-"),
+      { cwd: dir }
+    )
+    yield* proc.waitFor((line, index, lines) =>
+      isEvent("CheckpointSaved")(line) && lines.slice(0, index).some(isEvent("ToolExecutionStart"))
+    )
+    return { dir, session, proc }
+  })
+
 describe.concurrent("sessions", () => {
   live("SIGINT while a tool runs exits 31; --resume finishes the run without running the call again", () =>
     Effect.gen(function*() {
-      const dir = yield* scripted([
-        { text: "Running the slow job.", toolCalls: [{ id: "b1", name: "bash", params: { command: "sleep 30; echo done" } }] },
-        { text: "The job was interrupted; I did not run it again." }
-      ])
-      // outside the workspace (the scripted run's directory), where the agent cannot write
-      const session = `${yield* tempDir}/session`
       const started = Date.now()
-      const first = yield* spawn(
-        cli,
-        scriptedArgs(dir, "--approve", "all", "--session-dir", session, "--emit-jsonl", "-"),
-        { cwd: dir }
-      )
-      // the checkpoint saved as the call (not safe to replay) starts
-      yield* first.waitFor((line, index, lines) =>
-        isEvent("CheckpointSaved")(line) && lines.slice(0, index).some(isEvent("ToolExecutionStart"))
-      )
+      const { dir, proc: first, session } = yield* midCall("The job was interrupted; I did not run it again.")
       yield* first.signal("SIGINT")
       const stopped = yield* first.exit
       assert.strictEqual(stopped.code, 31, stopped.stderr)
@@ -80,19 +89,7 @@ describe.concurrent("sessions", () => {
 
   live("ynh's interrupt line, {\"action\":\"interrupt\"}, stops the run as SIGINT does: exit 31, and --resume finishes it", () =>
     Effect.gen(function*() {
-      const dir = yield* scripted([
-        { text: "Running the slow job.", toolCalls: [{ id: "b1", name: "bash", params: { command: "sleep 30; echo done" } }] },
-        { text: "Resumed." }
-      ])
-      const session = `${yield* tempDir}/session`
-      const first = yield* spawn(
-        cli,
-        scriptedArgs(dir, "--approve", "all", "--session-dir", session, "--emit-jsonl", "-"),
-        { cwd: dir }
-      )
-      yield* first.waitFor((line, index, lines) =>
-        isEvent("CheckpointSaved")(line) && lines.slice(0, index).some(isEvent("ToolExecutionStart"))
-      )
+      const { dir, proc: first, session } = yield* midCall("Resumed.")
       yield* first.send(`{"action":"interrupt"}`)
       const stopped = yield* first.exit
       assert.strictEqual(stopped.code, 31, stopped.stderr)

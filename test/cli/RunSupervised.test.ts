@@ -123,14 +123,17 @@ describe("effect-agent run --check", () => {
       assert.include(out.stderr, `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}`)
     }))
 
-  live("--plan with --approve ask: refine_plan then approve_plan; the act turn gets the revised plan", () =>
+  /**
+   * A `--plan` run answered on stdin: each plan proposed by the next of `decisions`, each call approved by
+   * `approve`; the worker proposes "plan A", then "plan B", then writes done.txt. Its output, and its events.
+   */
+  const planAnswered = (decisions: Array<string>, approve: (id: string) => string) =>
     Effect.gen(function*() {
-      const decisions = [`{"type":"refine_plan","notes":"use B"}`, `{"type":"approve_plan"}`]
       const { stdin, onStdout } = yield* answering((event) =>
         SupervisorEvent.tagOf(event) === "PlanProposed"
           ? decisions.shift()
           : event._tag === "ApprovalRequested"
-          ? JSON.stringify({ type: "approve", id: event.approvalId })
+          ? approve(event.approvalId)
           : undefined
       )
       const dir = yield* scripted([{ text: "plan A" }, { text: "plan B" }, write("done.txt", "yes"), { text: "done" }])
@@ -138,8 +141,16 @@ describe("effect-agent run --check", () => {
         scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "test -f done.txt", "--emit-jsonl", "-"),
         { cwd: dir, stdin, onStdout }
       )
+      return { out, lines: out.stdout.trim().split("\n").map((l) => JSON.parse(l)) }
+    })
+
+  live("--plan with --approve ask: refine_plan then approve_plan; the act turn gets the revised plan", () =>
+    Effect.gen(function*() {
+      const { lines, out } = yield* planAnswered(
+        [`{"type":"refine_plan","notes":"use B"}`, `{"type":"approve_plan"}`],
+        (id) => JSON.stringify({ type: "approve", id })
+      )
       assert.strictEqual(out.code, 0, out.stderr)
-      const lines = out.stdout.trim().split("\n").map((l) => JSON.parse(l))
       const tags = lines.map(SupervisorEvent.tagOf)
       assert.deepStrictEqual(tags.filter((t) => t.startsWith("Plan")), [
         "PlanProposed",
@@ -154,22 +165,12 @@ describe("effect-agent run --check", () => {
 
   live("ynh's spelling: {\"action\": …} lines; replace_feedback at the plan gate refines it, with its feedback", () =>
     Effect.gen(function*() {
-      const decisions = [`{"action":"replace_feedback","feedback":"use B"}`, `{"action":"approve_plan"}`]
-      const { stdin, onStdout } = yield* answering((event) =>
-        SupervisorEvent.tagOf(event) === "PlanProposed"
-          ? decisions.shift()
-          : event._tag === "ApprovalRequested"
-          ? JSON.stringify({ action: "approve", id: event.approvalId })
-          : undefined
-      )
-      const dir = yield* scripted([{ text: "plan A" }, { text: "plan B" }, write("done.txt", "yes"), { text: "done" }])
-      const out = yield* runCommand(
-        scriptedArgs(dir, "--approve", "ask", "--plan", "--check", "test -f done.txt", "--emit-jsonl", "-"),
-        { cwd: dir, stdin, onStdout }
+      const { lines, out } = yield* planAnswered(
+        [`{"action":"replace_feedback","feedback":"use B"}`, `{"action":"approve_plan"}`],
+        (id) => JSON.stringify({ action: "approve", id })
       )
       assert.strictEqual(out.code, 0, out.stderr)
       assert.notInclude(out.stderr, "ignored")
-      const lines = out.stdout.trim().split("\n").map((l) => JSON.parse(l))
       assert.deepStrictEqual(
         SupervisorEvent.ofTag(lines, "PlanRevised").map((e) => e.notes),
         ["use B"]
