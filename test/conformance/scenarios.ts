@@ -12,7 +12,7 @@
  */
 import { Deferred, Effect, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
-import { Agent, type AgentConfig, Guardrail, Message, SubAgent, ToolRegistry } from "effect-agent"
+import { Agent, type AgentConfig, AgentTool, Guardrail, Message, SubAgent, ToolRegistry } from "effect-agent"
 import { ScriptedModel } from "effect-agent/testing"
 
 /** What is sent to a run from outside, in order (the driver waits for each moment, bounded). */
@@ -91,6 +91,9 @@ const Deploy = Tool.make("deploy", {
   needsApproval: true
 })
 
+/** A tool that may be called once a run: a session that goes on keeps that it was called. */
+const Limited = AgentTool.annotate(Tool.make("limited", { success: Schema.String }), { quota: { perRun: 1 } })
+
 const BasicKit = Toolkit.make(Step, Deploy)
 const basicTools = ToolRegistry.layer(BasicKit).pipe(Layer.provide(BasicKit.toLayer({
   step: ({ n }) => Effect.succeed(`step ${n} done`),
@@ -119,7 +122,7 @@ export const billing = Agent.define({
   tools: basicTools
 })
 
-const Kit = Toolkit.make(Step, GateTool, Deploy, Agent.asTool(researcher), Agent.handoff(billing))
+const Kit = Toolkit.make(Step, GateTool, Deploy, Limited, Agent.asTool(researcher), Agent.handoff(billing))
 
 /** The tools of every run: `gate` waits (at most 60 s, the cells' patience) for the driver to act. */
 export const tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
@@ -132,6 +135,7 @@ export const tools = ToolRegistry.layer(Kit).pipe(Layer.provide(Kit.toLayer({
       return "the gate opened"
     }),
   deploy: ({ env }) => Effect.succeed(`deployed to ${env}`),
+  limited: () => Effect.succeed("used"),
   researcher: SubAgent.handler(researcher),
   transfer_to_billing: SubAgent.handoffHandler(billing)
 })))
@@ -327,6 +331,20 @@ export const scenarios: ReadonlyArray<Scenario> = [
       ]
     }),
     steps: [{ _tag: "CancelAsked", reason: "not today" }, { _tag: "FollowUpAfterEnd", text: "Then just say hello." }]
+  },
+  {
+    name: "a per-run quota holds across a follow-up",
+    prompt: "Use the limited tool.",
+    script: byAgent({
+      main: [
+        { toolCalls: [{ id: "q1", name: "limited", params: {} }], usage: usage(0.0001) },
+        { text: "Used it.", usage: usage(0.0001) },
+        // the follow-up's call: refused, the run having used its one call before
+        { toolCalls: [{ id: "q2", name: "limited", params: {} }], usage: usage(0.0001) },
+        { text: "The limit held.", usage: usage(0.0001) }
+      ]
+    }),
+    steps: [{ _tag: "FollowUpAfterEnd", text: "Use it again." }]
   },
   {
     name: "a cost budget ends the run",
