@@ -4,7 +4,7 @@
  *
  * | code | meaning |
  * |---|---|
- * | 0 | completed, terminated by its tools, wrapped up, or handed off; a supervised run converged |
+ * | 0 | completed, terminated by its tools, wrapped up, or handed off; a supervised run converged (or `Tolerated`: only failures already there before the task remain, with `--tolerate-known-failures`) |
  * | 1 | an unexpected failure (a tool failed fatally, a checkpoint could not be written, a bug); a runner whose stop was cut short |
  * | 10 | the turn cap was reached (a supervised run: `Unverified` by its turn cap) |
  * | 11 | a token budget ran out (a supervised run: `Unverified` by tokens) |
@@ -67,6 +67,7 @@ export const fromOutcome = (given: Outcome | SupervisorOutcome.SupervisorOutcome
     case "GuardrailTripped":
       return codes.guardrail
     case "Converged":
+    case "Tolerated":
       return codes.ok
     case "Unverified":
       return outcome.budget === "turns"

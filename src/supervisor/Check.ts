@@ -48,8 +48,10 @@ export type Role = typeof Role.Type
 
 /**
  * A check's status in a result: `known` is a failure that was already there
- * in the baseline (before the first turn); it is reported, but does not hold
- * the run.
+ * in the baseline (before the first turn), failing the same way. It is
+ * reported apart from new failures (listed last in feedback) and holds the
+ * run like any failure, unless the run tolerates known failures
+ * (`Supervisor.Options.tolerateKnownFailures`).
  *
  * @since 0.1.0
  * @category models
@@ -254,10 +256,27 @@ const durations = /\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds|m|min)\b/g
 export const failureKey = (summary: string): string => summary.replace(durations, "#")
 
 /**
- * Whether a result holds the run: a failure that is not known. (Advisory
- * checks never hold it.)
+ * Whether a result holds the run: a failure of a blocking check (or the
+ * verifier), a known one included, unless `tolerateKnown` is set, when only
+ * a new failure does. (Advisory checks never hold it.)
+ *
+ * @example
+ * ```ts
+ * import { Check } from "effect-agent/supervisor"
+ *
+ * const known: Check.CheckResult = {
+ *   check: "tests", role: "blocking", status: "known", summary: "exit 1", details: "", durationMs: 3
+ * }
+ * console.log(Check.blocks(known), Check.blocks(known, { tolerateKnown: true }))
+ * // Output: true false
+ * ```
  *
  * @since 0.1.0
  * @category running
  */
-export const blocks = (result: CheckResult): boolean => result.status === "fail" && result.role !== "advisory"
+export const blocks = (
+  result: CheckResult,
+  options?: { readonly tolerateKnown?: boolean | undefined }
+): boolean =>
+  result.role !== "advisory" &&
+  (result.status === "fail" || (result.status === "known" && options?.tolerateKnown !== true))

@@ -322,8 +322,17 @@ export interface Options<R = never, P = never, A = never> {
   readonly checkConcurrency?: number | undefined
   /** Lines of a failing check's output in feedback (default 20). */
   readonly feedbackLines?: number | undefined
-  /** Run the checks once before the first turn; failures there are known (default true). */
+  /**
+   * Run the checks once before the first turn (default true). A check that fails after a turn the way it failed
+   * there is `known`: listed apart in feedback, after the new failures, and still failing the run.
+   */
   readonly baseline?: boolean | undefined
+  /**
+   * Tolerate failures that were already there (default false: the run converges only when every blocking check
+   * passes). With it, known failures do not hold the run, and a run whose only failures are known ends
+   * `Tolerated`, naming them, not `Converged`.
+   */
+  readonly tolerateKnownFailures?: boolean | undefined
   /** Stuck when the checks' results repeat this many more times after a first sighting (default 5; 0 disables). */
   readonly stuckAfterIdenticalChecks?: number | undefined
   /** Stuck on this many identical replies in a row (default 3; 0 disables). */
@@ -522,6 +531,8 @@ interface Settings<R, P, A> {
   readonly lines: number
   readonly stuckChecks: number
   readonly stuckReplies: number
+  /** Known failures do not hold the run (`tolerateKnownFailures`). */
+  readonly tolerateKnown: boolean
   /** The operator approves each feedback (`approveTurns` and an `Approvals` service that has `decideTurn`). */
   readonly gated: boolean
 }
@@ -651,6 +662,7 @@ const start = <R, RW, P, A>(
       lines: nonNegative(options.feedbackLines, defaults.feedbackLines),
       stuckChecks: nonNegative(options.stuckAfterIdenticalChecks, defaults.stuckAfterIdenticalChecks),
       stuckReplies: nonNegative(options.stuckAfterIdenticalReplies, defaults.stuckAfterIdenticalReplies),
+      tolerateKnown: options.tolerateKnownFailures === true,
       gated: options.approveTurns === true && approvals?.decideTurn !== undefined
     }
     const progress: Progress<P, A> = {
@@ -705,7 +717,7 @@ const phases = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<SupervisedO
     const followUp = ended !== undefined && ended._tag !== "Rejected" && resume?.phase === "act" && resume.turns > 0
       ? yield* takeFollowUps(live)
       : undefined
-    if (followUp === undefined && (ended?._tag === "Converged" || ended?._tag === "Rejected")) return ended
+    if (followUp === undefined && (passed(ended) || ended?._tag === "Rejected")) return ended
     const phase = resume?.phase ?? (options.plan === true ? "plan" : "act")
     const message = resume?.pendingMessage ?? (phase === "plan" ? planRequest(settings.task) : settings.task)
     if (progress.baseline === undefined) {
@@ -720,7 +732,7 @@ const phases = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<SupervisedO
     if (followUp !== undefined) {
       // No room left for the follow-ups' round: a run whose checks passed has converged, as it had (they are
       // returned undelivered, and saved so).
-      if (ended?._tag === "Converged" && (yield* exhausted(live, true)) !== undefined) return ended
+      if (passed(ended) && (yield* exhausted(live, true)) !== undefined) return ended
       return yield* actPhase(live, followUp, true)
     }
     if (phase === "act") return yield* actPhase(live, message)
@@ -810,7 +822,7 @@ const actPhase = <R, RW, P, A>(
       const verdict = yield* verify(live)
       if (verdict._tag === "End") return verdict.outcome
       if (verdict.value) {
-        const converged: SupervisedOutcome = { _tag: "Converged", turns: progress.turns }
+        const converged = convergence(live)
         const followUp = yield* takeFollowUps(live)
         if (followUp === undefined) return converged
         // The checks passed: a limit that leaves no turn for the follow-ups does not make the run unverified
@@ -987,11 +999,11 @@ const verify = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<Step<boolea
     const results = yield* checkRound(live, settings.checks, false)
     if (results._tag === "End") return results
     progress.last = results.value
-    if (results.value.some(Check.blocks)) return next(false)
+    if (results.value.some((result) => blocking(live, result))) return next(false)
     const verdict = yield* checkRound(live, settings.verifiers, false)
     if (verdict._tag === "End") return verdict
     progress.last = [...results.value, ...verdict.value]
-    return next(!verdict.value.some(Check.blocks))
+    return next(!verdict.value.some((result) => blocking(live, result)))
   })
 
 /** The typed plan of a plan turn's reply, when the run asked for one (the Schema's guard, not a cast). */
@@ -1119,7 +1131,24 @@ const timeOf = (options: { readonly record?: Sessions.Recorder | undefined }, li
 
 /** The blocking checks still failing. */
 const failing = <R, RW, P, A>(live: Live<R, RW, P, A>): Array<string> =>
-  live.progress.last.filter(Check.blocks).map((result) => result.check)
+  live.progress.last.filter((result) => blocking(live, result)).map((result) => result.check)
+
+const blocking = <R, RW, P, A>(live: Live<R, RW, P, A>, result: Check.CheckResult): boolean =>
+  Check.blocks(result, { tolerateKnown: live.settings.tolerateKnown })
+
+/** A run whose checks passed: `Converged`, or `Tolerated` when failures already there were tolerated. */
+const convergence = <R, RW, P, A>(live: Live<R, RW, P, A>): SupervisedOutcome => {
+  const known = live.progress.last.filter((result) => Check.blocks(result)).map((result) => result.check)
+  return known.length === 0
+    ? { _tag: "Converged", turns: live.progress.turns }
+    : { _tag: "Tolerated", turns: live.progress.turns, known }
+}
+
+/** Whether a saved ending is one whose checks passed (a resumed run with nothing to do ends so again). */
+const passed = (
+  outcome: SupervisedOutcome | undefined
+): outcome is Extract<SupervisedOutcome, { readonly _tag: "Converged" | "Tolerated" }> =>
+  outcome?._tag === "Converged" || outcome?._tag === "Tolerated"
 
 const unverified = <R, RW, P, A>(
   live: Live<R, RW, P, A>,

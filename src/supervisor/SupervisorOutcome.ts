@@ -5,6 +5,9 @@
  * `Custom` outcome of kind {@link kind} (see `Outcome.custom`):
  *
  * - `Converged`: every blocking check passed (then the verifier), after `turns` act turns.
+ * - `Tolerated`: the run tolerates known failures (`tolerateKnownFailures`)
+ *   and the only checks still failing (`known`) fail as they did before the
+ *   task started; the rest passed, after `turns` act turns.
  * - `Unverified`: a budget or the turn cap ended the run before the checks
  *   passed (`failing` names the checks still failing); never `Completed`.
  *   The supervised run's budgets (`maxTokens`, `maxCostUsd`, `maxWallClock`)
@@ -59,6 +62,7 @@ export type Budget = typeof Budget.Type
  */
 export const Own = Schema.TaggedUnion({
   Converged: { turns: Schema.Finite },
+  Tolerated: { turns: Schema.Finite, known: Schema.Array(Schema.String) },
   Unverified: { budget: Budget, limit: Schema.Finite, used: Schema.Finite, failing: Schema.Array(Schema.String) },
   Stuck: { reason: Schema.Literals(["checks", "replies"]), repeats: Schema.Finite },
   Rejected: { notes: Schema.String },

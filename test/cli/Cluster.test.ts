@@ -350,6 +350,7 @@ describe.skipIf("unavailable" in available)("effect-agent runner and run --pg", 
         ["--plan"],
         ["--max-plan-iterations", "2"],
         ["--approve-turns"],
+        ["--tolerate-known-failures"],
         ["--worker", "claude"]
       ]
       const all = yield* (yield* cli(dir, [...pgArgs, ...ignored.flat()])).exit

@@ -80,6 +80,24 @@ describe("effect-agent run --check", () => {
       assert.notInclude(out.stderr, "feedback sent")
     }))
 
+  live("a check that fails as it did before the run still fails it; --tolerate-known-failures ends it Tolerated, exit 0", () =>
+    Effect.gen(function*() {
+      const strict = yield* run([{ text: "looked" }, { text: "looked again" }], ["--check", "exit 1", "--max-turns", "2"])
+      assert.strictEqual(strict.code, 10, strict.stderr)
+      assert.deepStrictEqual(strict.result.outcome, {
+        _tag: "Unverified",
+        budget: "turns",
+        limit: 2,
+        used: 2,
+        failing: ["exit 1"]
+      })
+      assert.include(strict.stderr, "feedback sent")
+      const tolerant = yield* run([{ text: "looked" }], ["--check", "exit 1", "--tolerate-known-failures"])
+      assert.strictEqual(tolerant.code, 0, tolerant.stderr)
+      assert.deepStrictEqual(tolerant.result.outcome, { _tag: "Tolerated", turns: 1, known: ["exit 1"] })
+      assert.include(tolerant.stderr, "tolerated: exit 1")
+    }))
+
   live("--plan with --approve ask: reject_plan on stdin ends the run Rejected, exit 30", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "1. write done.txt" }])

@@ -41,6 +41,7 @@ const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   plan: false,
   maxPlanIterations: none,
   approveTurns: false,
+  tolerateKnownFailures: false,
   worker: none,
   stdinEof: "ignore",
   ...given

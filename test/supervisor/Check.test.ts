@@ -67,12 +67,14 @@ describe("Check.make", () => {
       assert.strictEqual(long.durationMs, 42)
     }))
 
-  it.effect("a failure as in the baseline (durations aside) is known, and does not block; another is new", () =>
+  it.effect("a failure as in the baseline (durations aside) is known, and blocks unless tolerated; another is new", () =>
     Effect.gen(function*() {
       const failing = Check.make("tests", Effect.succeed({ status: "fail", summary: "3 failed in 1.5s" }))
       const known = yield* Check.run(failing, Check.failureKey("3 failed in 2.25s"))
       assert.strictEqual(known.status, "known")
-      assert.isFalse(Check.blocks(known))
+      assert.isTrue(Check.blocks(known))
+      assert.isFalse(Check.blocks(known, { tolerateKnown: true }))
+      assert.isTrue(Check.blocks(yield* Check.run(failing), { tolerateKnown: true }))
       assert.strictEqual((yield* Check.run(failing, Check.failureKey("2 failed in 1.5s"))).status, "fail")
       assert.isTrue(Check.blocks(yield* Check.run(failing)))
       const failed: Check.Verdict = { status: "fail", summary: "no" }

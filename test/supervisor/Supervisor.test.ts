@@ -177,17 +177,66 @@ describe("Supervisor.run: options", () => {
 })
 
 describe("Supervisor.run: baseline", () => {
-  it.effect("a check failing before the first turn and still failing is known: reported, not holding the run", () =>
+  it.effect("a check failing before the first turn and still failing is known: reported, and it holds the run", () =>
     Effect.gen(function*() {
-      const { worker } = scripted(["did the task"])
+      const { requests, worker } = scripted(["did the task", "tried again"])
       const old = scriptedCheck("legacy", [fail("3 failed")])
       const tests = scriptedCheck("tests", [pass()])
       const { events, onEvent } = collect()
-      const result = yield* Supervisor.run({ task: "t", worker, checks: [old.check, tests.check], onEvent })
-      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 1 })
+      const result = yield* Supervisor.run({ task: "t", worker, checks: [old.check, tests.check], onEvent, maxTurns: 2 })
+      assert.deepStrictEqual(result.outcome, {
+        _tag: "Unverified",
+        budget: "turns",
+        limit: 2,
+        used: 2,
+        failing: ["legacy"]
+      })
+      assert.strictEqual(requests.length, 2)
       assert.deepStrictEqual(result.baseline.map((r) => [r.check, r.status]), [["legacy", "fail"], ["tests", "pass"]])
       assert.deepStrictEqual(result.checks.map((r) => [r.check, r.status]), [["legacy", "known"], ["tests", "pass"]])
+      const [sent] = ofTag(events, "FeedbackSent")
+      assert.deepStrictEqual(sent!.failing, ["legacy"])
+      assert.include(sent!.feedback, "- legacy [known")
+      assert.strictEqual(ExitCode.fromOutcome(result.outcome), ExitCode.codes.maxTurns)
+    }))
+
+  it.effect("tolerateKnownFailures: known failures do not hold the run, which ends Tolerated naming them", () =>
+    Effect.gen(function*() {
+      const { requests, worker } = scripted(["did the task"])
+      const old = scriptedCheck("legacy", [fail("3 failed")])
+      const tests = scriptedCheck("tests", [pass()])
+      const { events, onEvent } = collect()
+      const result = yield* Supervisor.run({
+        task: "t",
+        worker,
+        checks: [old.check, tests.check],
+        onEvent,
+        tolerateKnownFailures: true
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "Tolerated", turns: 1, known: ["legacy"] })
+      assert.strictEqual(requests.length, 1)
       assert.strictEqual(ofTag(events, "FeedbackSent").length, 0)
+      assert.strictEqual(ExitCode.fromOutcome(result.outcome), ExitCode.codes.ok)
+      const end = ofTag(events, "AgentEnd").at(-1)
+      assert.deepStrictEqual(end?.outcome && SupervisorOutcome.fromOutcome(end.outcome), result.outcome)
+      // a new failure still holds it
+      const again = scripted(["broke it", "fixed it"])
+      const fresh = scriptedCheck("tests", [pass(), fail("new failure"), pass()])
+      const held = yield* Supervisor.run({
+        task: "t",
+        worker: again.worker,
+        checks: [scriptedCheck("legacy", [fail("3 failed")]).check, fresh.check],
+        tolerateKnownFailures: true
+      })
+      assert.deepStrictEqual(held.outcome, { _tag: "Tolerated", turns: 2, known: ["legacy"] })
+      // with every check passing, a tolerant run converges
+      const clean = yield* Supervisor.run({
+        task: "t",
+        worker: scripted(["done"]).worker,
+        checks: [scriptedCheck("tests", [fail("red"), pass()]).check],
+        tolerateKnownFailures: true
+      })
+      assert.deepStrictEqual(clean.outcome, { _tag: "Converged", turns: 1 })
     }))
 
   it.effect("a new failure is listed before a known one", () =>
@@ -196,8 +245,14 @@ describe("Supervisor.run: baseline", () => {
       const old = scriptedCheck("a-legacy", [fail("old failure")])
       const fresh = scriptedCheck("b-tests", [pass(), fail("new failure"), pass()])
       const { events, onEvent } = collect()
-      const result = yield* Supervisor.run({ task: "t", worker, checks: [old.check, fresh.check], onEvent })
-      assert.deepStrictEqual(result.outcome, { _tag: "Converged", turns: 2 })
+      const result = yield* Supervisor.run({
+        task: "t",
+        worker,
+        checks: [old.check, fresh.check],
+        onEvent,
+        tolerateKnownFailures: true
+      })
+      assert.deepStrictEqual(result.outcome, { _tag: "Tolerated", turns: 2, known: ["a-legacy"] })
       const [sent] = ofTag(events, "FeedbackSent")
       const feedback = sent!.feedback
       assert.isBelow(feedback.indexOf("- b-tests [new"), feedback.indexOf("- a-legacy [known"))

@@ -11,6 +11,7 @@ import { roundTrip } from "../support.ts"
 
 const own: ReadonlyArray<SupervisorOutcome.Own> = [
   { _tag: "Converged", turns: 2 },
+  { _tag: "Tolerated", turns: 2, known: ["legacy"] },
   { _tag: "Unverified", budget: "turns", limit: 3, used: 3, failing: ["tests"] },
   { _tag: "Stuck", reason: "checks", repeats: 5 },
   { _tag: "Rejected", notes: "no" },

@@ -283,6 +283,7 @@ const ignoredWithPg = (flags: Flags.Flags): ReadonlyArray<string> => {
     ["--plan", flags.plan, supervised],
     ["--max-plan-iterations", Option.isSome(flags.maxPlanIterations), supervised],
     ["--approve-turns", flags.approveTurns, supervised],
+    ["--tolerate-known-failures", flags.tolerateKnownFailures, supervised],
     ["--worker", Option.isSome(flags.worker), supervised]
   ]
   return flagged.filter(([, given]) => given).map(([flag, , why]) => `${flag}: ${why}`)

@@ -122,6 +122,10 @@ export const flags = {
     Flag.optional(Flag.Int("max-plan-iterations")),
     "Plans proposed at most before the run ends (default 5)"
   ),
+  tolerateKnownFailures: describe(
+    Flag.withDefault(Flag.Boolean("tolerate-known-failures"), false),
+    "Converge when the only failing checks fail as they did before the run (ends Tolerated, exit 0)"
+  ),
   approveTurns: describe(
     Flag.withDefault(Flag.Boolean("approve-turns"), false),
     "Ask on stdin before each feedback goes to the worker (approve_turn, replace_feedback)"
@@ -174,6 +178,7 @@ const serveTaken = ({
   plan: _plan,
   maxPlanIterations: _maxPlanIterations,
   approveTurns: _approveTurns,
+  tolerateKnownFailures: _tolerateKnownFailures,
   worker: _worker,
   ...runFlags
 }: typeof flags) => runFlags
@@ -256,6 +261,7 @@ const runnerTaken = ({
   plan: _plan,
   maxPlanIterations: _maxPlanIterations,
   approveTurns: _approveTurns,
+  tolerateKnownFailures: _tolerateKnownFailures,
   worker: _worker,
   approve: _approve,
   ...modelFlags

@@ -848,6 +848,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
           plan: supervision.plan,
           maxPlanIterations: supervision.maxPlanIterations,
           approveTurns: supervision.approveTurns,
+          tolerateKnownFailures: supervision.tolerateKnownFailures === true,
           maxTurns: supervision.maxTurns,
           maxTokens: supervision.maxTokens,
           maxCostUsd: supervision.maxCostUsd,

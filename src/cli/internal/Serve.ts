@@ -18,7 +18,7 @@
  *
  * It takes `run`'s flags that choose the model, the tools and the limits,
  * not those of one run or of a supervised run (`--check`, `--verifier`,
- * `--plan`, `--max-plan-iterations`, `--approve-turns`, `--worker`): the
+ * `--plan`, `--max-plan-iterations`, `--approve-turns`, `--tolerate-known-failures`, `--worker`): the
  * server does not run supervised sessions, and refuses them (exit 22) rather
  * than ignore them; nor `--quiet` (it shows no progress).
  *

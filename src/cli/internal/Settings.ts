@@ -461,7 +461,7 @@ export const resolve = (flags: Flags, options: Environment) =>
  */
 export type SupervisionFlags = Pick<
   Flags,
-  "check" | "verifier" | "plan" | "maxPlanIterations" | "approveTurns" | "worker"
+  "check" | "verifier" | "plan" | "maxPlanIterations" | "approveTurns" | "worker" | "tolerateKnownFailures"
 >
 
 /** The limits of a supervised run: the config's (checked by `limits`), the act turn cap being its `maxTurns`. */
@@ -497,7 +497,8 @@ export const supervision = (
       ...(flags.check.length > 0 ? ["--check"] : []),
       ...(Option.isSome(flags.verifier) ? ["--verifier"] : []),
       ...(flags.plan ? ["--plan"] : []),
-      ...(Option.isSome(flags.maxPlanIterations) ? ["--max-plan-iterations"] : [])
+      ...(Option.isSome(flags.maxPlanIterations) ? ["--max-plan-iterations"] : []),
+      ...(flags.tolerateKnownFailures ? ["--tolerate-known-failures"] : [])
     ]
     if (resumed !== undefined) {
       const saved = resumed.file.supervision
@@ -541,6 +542,7 @@ export const supervision = (
       plan: flags.plan,
       ...(Option.isSome(flags.maxPlanIterations) ? { maxPlanIterations: flags.maxPlanIterations.value } : {}),
       approveTurns: flags.approveTurns,
+      ...(flags.tolerateKnownFailures ? { tolerateKnownFailures: true } : {}),
       worker: Option.getOrElse(flags.worker, () => "agent" as const),
       ...limits
     }

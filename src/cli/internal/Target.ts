@@ -148,6 +148,8 @@ export const Supervision = Schema.Struct({
   plan: Schema.Boolean,
   maxPlanIterations: Schema.optionalKey(Schema.Int),
   approveTurns: Schema.Boolean,
+  /** `--tolerate-known-failures` (absent in sessions saved before it: false). */
+  tolerateKnownFailures: Schema.optionalKey(Schema.Boolean),
   worker: WorkerKind,
   maxTurns: Schema.optionalKey(Limit),
   maxTokens: Schema.optionalKey(Limit),

@@ -213,6 +213,9 @@ export const describe = (given: Outcome | SupervisorOutcome.SupervisorOutcome): 
       return `the ${outcome.phase} guardrail ${outcome.guardrail} tripped: ${outcome.reason}`
     case "Converged":
       return `every check passed after ${count(outcome.turns, "turn")}`
+    case "Tolerated":
+      return `the checks passed after ${count(outcome.turns, "turn")} but for failures already there before the ` +
+        `task, tolerated: ${outcome.known.join(", ")}`
     case "Unverified":
       return `the ${outcome.budget === "turns" ? "turn cap" : `${outcome.budget} budget`} ended the run before the ` +
         `checks passed (${budgetAmount(outcome.budget, outcome.used)} used of ${
@@ -236,7 +239,7 @@ const shown = (outcome: Outcome | SupervisorOutcome.SupervisorOutcome): Supervis
 const isSuccess = (given: Outcome) => {
   const outcome = shown(given)
   return outcome._tag === "Completed" || outcome._tag === "Terminated" || outcome._tag === "WrappedUp" ||
-    outcome._tag === "Converged"
+    outcome._tag === "Converged" || outcome._tag === "Tolerated"
 }
 
 /** What the control lines answer a call with: its approval id (the call id in events recorded before there was one). */

@@ -646,7 +646,7 @@ export const script = String.raw`
   };
 
   /** The endings that went as asked (the rest are shown as bad). */
-  var succeeded = { Completed: true, Terminated: true, WrappedUp: true, HandedOff: true, Converged: true };
+  var succeeded = { Completed: true, Terminated: true, WrappedUp: true, HandedOff: true, Converged: true, Tolerated: true };
 
   /** How deep sub-agents are shown inside each other; deeper events are shown with their fields. */
   var maxDepth = 12;
