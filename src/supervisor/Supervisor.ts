@@ -912,7 +912,10 @@ const workerTurn = <R, RW, P, A>(
       )
     const turn = live.workerStops ? Effect.map(working, next) : yield* cutShort(live, working)
     const step = yield* turn
-    if (step._tag === "End") return step
+    if (step._tag === "End") {
+      yield* snapshot(live, phase)
+      return step
+    }
     const reply = step.value
     const usage = usageOf(reply)
     progress.usage = Message.addUsage(progress.usage, usage)
@@ -927,6 +930,7 @@ const workerTurn = <R, RW, P, A>(
       usage
     })
     yield* emitOwn(live, { _tag: "WorkerTurnEnd", worker: worker.name, phase, text: reply.text, usage })
+    yield* snapshot(live, phase)
     const after = yield* cancelledNow(live)
     if (after !== undefined) return end(after)
     const inner = reply.outcome === undefined ? undefined : SupervisorOutcome.fromInner(reply.outcome, failing(live))
@@ -1167,6 +1171,23 @@ const used = <R, RW, P, A>(live: Live<R, RW, P, A>): Effect.Effect<Record<keyof 
   }))
 
 const budgets = ["tokens", "costUsd", "wallClock"] as const
+
+/**
+ * The run's totals after a worker turn (`SupervisedBudget`). Its time is read from the clock, not through the run's
+ * kept clock (`timeOf`): nothing is decided by it, and a durable session's kept readings stay as they were
+ * (a replay publishes the event its first run published).
+ */
+const snapshot = <R, RW, P, A>(live: Live<R, RW, P, A>, phase: "plan" | "act"): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    emitOwn(live, {
+      _tag: "SupervisedBudget",
+      phase,
+      turns: live.progress.turns,
+      planIterations: live.progress.planIteration,
+      usage: live.progress.usage,
+      elapsedMs: Math.max(0, now - live.startedAt),
+      limits: live.settings.limits
+    }))
 
 /** The first limit the run has spent (the turn cap too, with `turns`): the run's ending, `Unverified` by it. */
 const exhausted = <R, RW, P, A>(

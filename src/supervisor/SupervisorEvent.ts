@@ -7,6 +7,13 @@
  *
  * - `WorkerTurnStart` / `WorkerTurnEnd`: one worker turn, plan or act (the
  *   end with the turn's `usage`).
+ * - `SupervisedBudget`: after each worker turn, plan or act (also one a cancel
+ *   or the wall clock cut short), the supervised run's running totals (act
+ *   turns, plan iterations, usage, time) and its own limits; plan turns
+ *   report the act turns so far (0 before the act phase). The last one holds
+ *   the totals the run ends with (`Supervisor.Result`'s `turns` and
+ *   `usage`). Our own loop's runs still emit their own `BudgetSnapshot`
+ *   (the core's, with the inner limits) within the turn.
  * - `CheckStarted` / `CheckResult`: a check of the baseline or after a turn.
  * - `PlanProposed` / `PlanRevised` / `PlanApproved` / `PlanRejected`: the plan
  *   phase; `PlanProposed` carries the typed plan's JSON form as `value` when
@@ -54,6 +61,24 @@ const Phase = Schema.Literals(["plan", "act"])
 export const SupervisorEvent = Schema.TaggedUnion({
   WorkerTurnStart: { worker: Schema.String, phase: Phase, message: Schema.String },
   WorkerTurnEnd: { worker: Schema.String, phase: Phase, text: Schema.String, usage: Message.Usage },
+  SupervisedBudget: {
+    phase: Phase,
+    /** Act turns started so far (the one just run included). */
+    turns: Schema.Finite,
+    /** Plans proposed so far. */
+    planIterations: Schema.Finite,
+    /** What the run has used, plan and act turns alike. */
+    usage: Message.Usage,
+    /** Time since the run started (a resumed run's included). */
+    elapsedMs: Schema.Finite,
+    /** The supervised run's limits (`null`: none): the act turn cap, tokens, US dollars, wall clock in ms. */
+    limits: Schema.Struct({
+      turns: Schema.Finite,
+      tokens: Schema.NullOr(Schema.Finite),
+      costUsd: Schema.NullOr(Schema.Finite),
+      wallClock: Schema.NullOr(Schema.Finite)
+    })
+  },
   WorkerFailed: {
     worker: Schema.String,
     reason: Schema.Literals(["exit", "eof", "decode", "spawn", "timeout"]),

@@ -101,10 +101,12 @@ describe("supervised sessions on the server", () => {
             "CheckResult:baseline:fail",
             "WorkerTurnStart",
             "WorkerTurnEnd",
+            "SupervisedBudget",
             "CheckResult:fail",
             "FeedbackSent",
             "WorkerTurnStart",
             "WorkerTurnEnd",
+            "SupervisedBudget",
             "CheckResult:pass"
           ],
           end: ["AgentEnd", {

@@ -82,6 +82,19 @@ describe("AgentWorker", () => {
         "fixed"
       ]])
       assert.deepStrictEqual(ends[1]!.usage, { ...Message.emptyUsage, input: 12, output: 3 })
+      // one supervised snapshot per worker turn, plan and act, with the supervised caps (the default 10 act turns),
+      // beside the inner runs' own; the last holds the totals the run ends with
+      const snapshots = SupervisorEvent.ofTag(events, "SupervisedBudget")
+      assert.deepStrictEqual(snapshots.map((e) => [e.phase, e.turns, e.planIterations]), [
+        ["plan", 0, 1],
+        ["act", 1, 1],
+        ["act", 2, 1]
+      ])
+      assert.deepStrictEqual(snapshots[0]!.limits, { turns: 10, tokens: null, costUsd: null, wallClock: null })
+      assert.deepStrictEqual([snapshots.at(-1)!.turns, snapshots.at(-1)!.usage], [result.turns, result.usage])
+      // each right after its turn's WorkerTurnEnd
+      const ordered = tags.filter((t) => t === "WorkerTurnEnd" || t === "SupervisedBudget")
+      assert.deepStrictEqual(ordered, ["WorkerTurnEnd", "SupervisedBudget", "WorkerTurnEnd", "SupervisedBudget", "WorkerTurnEnd", "SupervisedBudget"])
     }).pipe(Effect.provide(planThenAct)))
 
   it.effect("a worker made alone keeps its transcript across turns", () =>

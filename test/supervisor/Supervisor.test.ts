@@ -198,6 +198,10 @@ describe("Supervisor.run: baseline", () => {
       assert.deepStrictEqual(sent!.failing, ["legacy"])
       assert.include(sent!.feedback, "- legacy [known")
       assert.strictEqual(ExitCode.fromOutcome(result.outcome), ExitCode.codes.maxTurns)
+      // one supervised snapshot per act turn; the last holds the totals the run ended with
+      const snapshots = ofTag(events, "SupervisedBudget")
+      assert.deepStrictEqual(snapshots.map((e) => [e.phase, e.turns, e.limits.turns]), [["act", 1, 2], ["act", 2, 2]])
+      assert.deepStrictEqual([snapshots.at(-1)!.turns, snapshots.at(-1)!.usage], [result.turns, result.usage])
     }))
 
   it.effect("tolerateKnownFailures: known failures do not hold the run, which ends Tolerated naming them", () =>
@@ -431,20 +435,30 @@ describe("Supervisor.run: plan, then act", () => {
   it.effect("tokens spent during refinement end the run Unverified by tokens (exit 11); plan turns are not turns", () =>
     Effect.gen(function*() {
       const { worker, requests } = scripted(["plan"], 30)
-      const result = yield* Supervisor.run({ task: "t", worker, plan: true, maxTokens: 100, maxTurns: 1 }).pipe(
+      const { events, onEvent } = collect()
+      const result = yield* Supervisor.run({ task: "t", worker, plan: true, maxTokens: 100, maxTurns: 1, onEvent }).pipe(
         Effect.provide(withDecisions([{ _tag: "Refine", notes: "again" }]))
       )
       assert.strictEqual(result.outcome._tag === "Unverified" && result.outcome.budget, "tokens")
       assert.strictEqual(ExitCode.fromOutcome(result.outcome), 11)
       assert.strictEqual(requests.length, 2)
       assert.strictEqual(result.turns, 0)
+      // a supervised snapshot per plan turn: 0 act turns, the running tokens, the supervised caps
+      const snapshots = ofTag(events, "SupervisedBudget")
+      assert.deepStrictEqual(
+        snapshots.map((e) => [e.phase, e.turns, e.planIterations, Message.totalTokens(e.usage), e.limits.tokens]),
+        [["plan", 0, 1, 60, 100], ["plan", 0, 2, 120, 100]]
+      )
+      assert.deepStrictEqual(snapshots.at(-1)!.usage, result.usage)
+      assert.deepStrictEqual(snapshots[0]!.limits, { turns: 1, tokens: 100, costUsd: null, wallClock: null })
     }))
 
   it.effect("wall clock spent during refinement ends the run Unverified by wall clock (exit 12)", () =>
     Effect.gen(function*() {
       const { worker, requests } = scripted([(r) => Effect.as(Effect.sleep("10 seconds"), `plan for ${r.phase}`)])
+      const { events, onEvent } = collect()
       const fiber = yield* Effect.forkChild(
-        Supervisor.run({ task: "t", worker, plan: true, maxWallClock: "15 seconds" }).pipe(
+        Supervisor.run({ task: "t", worker, plan: true, maxWallClock: "15 seconds", onEvent }).pipe(
           Effect.provide(withDecisions([{ _tag: "Refine", notes: "again" }]))
         )
       )
@@ -460,6 +474,13 @@ describe("Supervisor.run: plan, then act", () => {
       })
       assert.strictEqual(ExitCode.fromOutcome(result.outcome), 12)
       assert.strictEqual(requests.length, 2) // the second plan turn was cut at the limit
+      // the cut turn has its snapshot too: the last is the run's end, at the limit
+      const snapshots = ofTag(events, "SupervisedBudget")
+      assert.deepStrictEqual(snapshots.map((e) => [e.phase, e.planIterations, e.elapsedMs, e.limits.wallClock]), [
+        ["plan", 1, 10_000, 15_000],
+        ["plan", 2, 15_000, 15_000]
+      ])
+      assert.deepStrictEqual(snapshots.at(-1)!.usage, result.usage)
     }))
 
   it.effect("a worker error during refinement fails the run with it, PlanRevised emitted, AgentEnd last", () =>

@@ -15,6 +15,15 @@ const every: ReadonlyArray<SupervisorEvent.SupervisorEvent> = [
   { _tag: "WorkerTurnStart", worker: "agent", phase: "plan", message: "plan it" },
   { _tag: "WorkerTurnEnd", worker: "agent", phase: "act", text: "done", usage: { ...Message.emptyUsage, input: 1, output: 2 } },
   { _tag: "WorkerFailed", worker: "codex", reason: "eof", message: "stream ended mid-turn" },
+  {
+    _tag: "SupervisedBudget",
+    phase: "act",
+    turns: 2,
+    planIterations: 1,
+    usage: { ...Message.emptyUsage, input: 10, output: 4, cost: 0.01 },
+    elapsedMs: 1500,
+    limits: { turns: 10, tokens: 1000, costUsd: null, wallClock: null }
+  },
   { _tag: "CheckStarted", check: "tests", role: "blocking", baseline: true },
   {
     _tag: "CheckResult",

@@ -386,6 +386,11 @@ export const supervisedText = (given: AgentEvent.AgentEvent, s: Style): string |
       return s.yellow(`↪ feedback sent (failing: ${event.failing.join(", ") || "none"})`)
     case "WorkerFailed":
       return s.red(`✗ worker ${event.worker} failed (${event.reason}): ${compact(event.message, 400)}`)
+    case "SupervisedBudget":
+      return s.dim(
+        `  supervised: ${count(event.turns, "act turn")} of ${event.limits.turns} · tokens ${event.usage.input} in / ` +
+          `${event.usage.output} out · ${dollars(event.usage.cost)} · ${(event.elapsedMs / 1000).toFixed(1)}s`
+      )
   }
 }
 

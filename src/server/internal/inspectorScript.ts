@@ -609,9 +609,13 @@ export const script = String.raw`
       row(view, "quiet", "context", e.plugin + ": " + e.messagesBefore + " → " + e.messagesAfter + " messages");
     },
     BudgetSnapshot: function (view, e) {
-      view.figures = e.figures;
+      // A supervised run's own figures (SupervisedBudget: its totals and limits) win over its worker's runs'.
+      var own = e._tag === "SupervisedBudget";
+      if (own) view.ownFigures = true;
+      else if (view.ownFigures) return;
+      view.figures = own ? e : e.figures;
       if (view.top === view) return renderHeader(view);
-      var f = e.figures;
+      var f = view.figures;
       var figures = counted(f.turns, "turn") + " · " + counted(f.usage.input + f.usage.output, "token");
       view.figuresText.textContent = figures + (f.usage.cost !== undefined ? " · " + money(f.usage.cost) : "");
     },
@@ -777,6 +781,8 @@ export const script = String.raw`
     newStage(view, e.phase, plan ? "Plan · iteration " + view.planIteration : "Act · turn " + e.turn);
     bubble(view, "worker", e.message, "to " + e.worker);
   };
+
+  handlers.SupervisedBudget = handlers.BudgetSnapshot;
 
   handlers.WorkerTurnEnd = function (view, e) {
     if (!view.stage) newStage(view, e.phase, e.phase);
