@@ -58,7 +58,7 @@
  * import { YnhTrajectory } from "effect-agent/cli"
  *
  * const events: ReadonlyArray<AgentEvent.AgentEvent> = [
- *   { _tag: "AgentStart", runId: "r1", turn: 0, timestamp: 0, messages: [{ role: "user", content: "Say hi" }] },
+ *   { _tag: "AgentStart", runId: "r1", turn: 0, timestamp: 0, messages: [{ role: "user", content: [{ type: "text", text: "Say hi" }] }] },
  *   { _tag: "TurnStart", runId: "r1", turn: 1, timestamp: 1 }
  * ]
  * let state = YnhTrajectory.initial({ backend: "agent", model: "gpt-4o" })
@@ -67,9 +67,8 @@
  *   state = next
  *   for (const line of lines) console.log(line.type, line.turn ?? 0)
  * }
- * // Output:
- * // session_start 0
- * // turn_start 1
+ * // Output: session_start 0
+ * // Output: turn_start 1
  * ```
  *
  * @since 0.1.0

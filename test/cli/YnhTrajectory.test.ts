@@ -236,7 +236,7 @@ describe("run --jsonl-format ynh", () => {
       const dir = yield* scripted([{ text: "hello" }])
       const out = yield* runCommand(scriptedArgs(dir, "--jsonl-format", "ynh"), { cwd: dir })
       assert.strictEqual(out.code, 22)
-      assert.include(out.stderr, "--jsonl-format")
+      assert.include(out.stderr, "--jsonl-format: it is the format of --emit-jsonl")
     }))
 })
 
