@@ -24,6 +24,8 @@
  * @since 0.1.0
  */
 import type { Outcome } from "../Outcome.ts"
+import type * as Sessions from "../session/Sessions.ts"
+import type * as Supervisor from "../supervisor/Supervisor.ts"
 import * as SupervisorOutcome from "../supervisor/SupervisorOutcome.ts"
 import { codes, type ExitCode } from "./internal/exitCodes.ts"
 
@@ -81,5 +83,44 @@ export const fromOutcome = (given: Outcome | SupervisorOutcome.SupervisorOutcome
       return codes.stuck
     case "PlanIterationCap":
       return codes.planIterationCap
+  }
+}
+
+/**
+ * The exit code of a run that failed, by its error's tag (a run's, a
+ * supervised run's, or its session's): a provider's or a worker's failure is
+ * 20, a session that cannot be resumed 21, a config error 22, anything else
+ * (a tool's fatal failure, a checkpoint that cannot be written) 1.
+ *
+ * @since 0.1.0
+ * @category conversions
+ */
+export const fromError = (tag: Supervisor.RunError["_tag"] | Sessions.SessionsError["_tag"]): ExitCode => {
+  switch (tag) {
+    case "SteeringFull":
+      return codes.configError
+    case "SessionEnded":
+    case "DurableStoreError":
+      return codes.unexpected
+    case "ModelError":
+    case "WorkerError":
+      return codes.modelFailure
+    case "ConfigError":
+      return codes.configError
+    case "InvalidContinuation":
+    case "InvalidPluginState":
+    case "OutputSchemaMismatch":
+    case "CheckpointMissing":
+    case "CheckpointCorrupt":
+    case "CheckpointVersionMismatch":
+    case "CheckpointAgentUnknown":
+    case "InvalidSessionId":
+      return codes.resumeFailure
+    case "CheckpointExists":
+      return codes.configError
+    case "ToolFatalError":
+    case "CheckpointIoError":
+    case "CheckpointTooLarge":
+      return codes.unexpected
   }
 }

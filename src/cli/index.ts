@@ -17,3 +17,8 @@ export * as Cli from "./Cli.ts"
  * @category modules
  */
 export * as ExitCode from "./ExitCode.ts"
+/**
+ * @since 0.1.0
+ * @category modules
+ */
+export * as YnhTrajectory from "./YnhTrajectory.ts"

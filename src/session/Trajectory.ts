@@ -65,12 +65,12 @@ const errnoCode = (error: PlatformError.PlatformError): string | undefined => {
  * span the event happened in when there is one (see {@link Line}). Written
  * by hand: one event per write, without a stream to feed.
  */
-const line = (event: AgentEvent.AgentEvent, span: Tracer.AnySpan | undefined): Uint8Array => {
+const lineText = (event: AgentEvent.AgentEvent, span: Tracer.AnySpan | undefined): string => {
   const encoded = AgentEvent.encodeJson(event)
   const traced = span === undefined || typeof encoded !== "object" || encoded === null || Array.isArray(encoded)
     ? encoded
     : { ...encoded, traceId: span.traceId, spanId: span.spanId }
-  return encoder.encode(JSON.stringify(traced) + "\n")
+  return JSON.stringify(traced) + "\n"
 }
 
 /**
@@ -121,24 +121,52 @@ export const decodeLine = (text: string): Effect.Effect<Line, Schema.SchemaError
     ))
 
 /**
+ * How events are written: `make` gives, for each run (at its `AgentStart`),
+ * what writes its events, each as the lines it becomes (each ending in a
+ * newline; none to write nothing), given the span it happened in. The
+ * default, {@link events}, writes each event's JSON encoding; another (ynh's
+ * format: `YnhTrajectory.format` of `effect-agent/cli`) maps them to its own
+ * lines, keeping what it needs across a run's events.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface Format {
+  readonly make: () => (event: AgentEvent.AgentEvent, span: Tracer.AnySpan | undefined) => ReadonlyArray<string>
+}
+
+/**
+ * The default format: each event's JSON encoding, with its span's ids (see
+ * {@link Line}).
+ *
+ * @since 0.1.0
+ * @category codecs
+ */
+export const events: Format = {
+  make: () => (event, span) => [lineText(event, span)]
+}
+
+/**
  * A plugin writing the run's events to `path` (see the module
- * documentation). Give it in a run's `plugins`; it is built afresh for each
- * run. A file it creates is readable by its owner alone (`0600`): it holds
- * the transcript. With `append`, every run appends to the file, one started
- * from a prompt too: for events that reach it from outside the run (a
- * session's, read from `Sessions.watch`), where it cannot tell a fresh run
- * from a continued one.
+ * documentation), in `format` ({@link events} unless given). Give it in a
+ * run's `plugins`; it is built afresh for each run. A file it creates is
+ * readable by its owner alone (`0600`): it holds the transcript. With
+ * `append`, every run appends to the file, one started from a prompt too:
+ * for events that reach it from outside the run (a session's, read from
+ * `Sessions.watch`), where it cannot tell a fresh run from a continued one.
  *
  * @since 0.1.0
  * @category codecs
  */
 export const ndjson = (
   path: string,
-  options?: { readonly append?: boolean | undefined }
+  options?: { readonly append?: boolean | undefined; readonly format?: Format | undefined }
 ): Effect.Effect<Hooks.Plugin, never, FileSystem.FileSystem> =>
   Effect.map(Effect.service(FileSystem.FileSystem), (fs) => {
     let scope: Scope.Closeable | undefined
     let file: FileSystem.File | undefined
+    const format = options?.format ?? events
+    let lines = format.make()
 
     const stop = (error: PlatformError.PlatformError) =>
       Effect.andThen(close, Effect.logWarning(`trajectory ${path}: stopped writing: ${error.message}`))
@@ -196,11 +224,11 @@ export const ndjson = (
       const handle = file
       if (handle === undefined) return Effect.void
       const encoded = (span: Tracer.AnySpan | undefined) =>
-        Effect.try({ try: () => line(event, span), catch: (cause) => cause })
+        Effect.try({ try: () => lines(event, span).join(""), catch: (cause) => cause })
       return Effect.flatMap(currentSpan, encoded).pipe(
         Effect.matchEffect({
           onFailure: (cause) => Effect.logWarning(`trajectory ${path}: an ${event._tag} event does not encode:`, cause),
-          onSuccess: (bytes) => Effect.catch(handle.writeAll(bytes), stop)
+          onSuccess: (text) => text === "" ? Effect.void : Effect.catch(handle.writeAll(encoder.encode(text)), stop)
         })
       )
     }
@@ -210,6 +238,7 @@ export const ndjson = (
       onEvent: (event, ctx) => {
         switch (event._tag) {
           case "AgentStart":
+            lines = format.make()
             // A fresh run reports its whole transcript as its own; a continued run reports none of it.
             return Effect.andThen(
               Effect.catch(

@@ -75,6 +75,8 @@ export interface Verdict {
   readonly summary: string
   readonly details?: string | undefined
   readonly durationMs?: number | undefined
+  /** A command's exit code, when the check ran one that exited. */
+  readonly exitCode?: number | undefined
 }
 
 /**
@@ -89,7 +91,9 @@ export const CheckResult = Schema.Struct({
   status: Status,
   summary: Schema.String,
   details: Schema.String,
-  durationMs: Schema.Finite
+  durationMs: Schema.Finite,
+  /** A command check's exit code (absent when the command timed out or was killed, and for other checks). */
+  exitCode: Schema.optionalKey(Schema.Finite)
 })
 /**
  * @since 0.1.0
@@ -207,7 +211,8 @@ export const command = (name: string, command: string, options?: CommandOptions)
         status: passed ? "pass" : "fail",
         summary: last === "" ? status : `${status}: ${last}`,
         details: output,
-        durationMs: result.durationMs
+        durationMs: result.durationMs,
+        ...(result.timedOut || result.exitCode === null ? {} : { exitCode: result.exitCode })
       } satisfies Verdict
     }),
     options
@@ -237,7 +242,8 @@ export const run = <R>(check: Check<R>, known?: string | undefined): Effect.Effe
         : "fail",
       summary,
       details: capTail(clean(verdict.details ?? ""), maxDetailsChars),
-      durationMs: verdict.durationMs ?? ended - started
+      durationMs: verdict.durationMs ?? ended - started,
+      ...(verdict.exitCode === undefined ? {} : { exitCode: verdict.exitCode })
     }
   })
 

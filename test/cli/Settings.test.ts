@@ -33,6 +33,7 @@ const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   sessionDir: none,
   resume: none,
   emitJsonl: none,
+  jsonlFormat: "events",
   otlp: none,
   quiet: false,
   json: false,

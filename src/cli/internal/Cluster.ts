@@ -276,6 +276,11 @@ const ignoredWithPg = (flags: Flags.Flags): ReadonlyArray<string> => {
       Option.isSome(flags.emitJsonl) && flags.emitJsonl.value !== "-",
       "run --pg writes the session's events on stdout only (--emit-jsonl -); they are kept in PostgreSQL"
     ],
+    [
+      "--jsonl-format",
+      flags.jsonlFormat !== "events",
+      "run --pg writes the session's events as they are kept in PostgreSQL (--jsonl-format events)"
+    ],
     ["--otlp", Option.isSome(flags.otlp), "the session runs on the runners: run --pg has no spans to export"],
     ["--stdin-eof", flags.stdinEof !== "ignore", "run --pg reads no stdin"],
     ["--check", flags.check.length > 0, supervised],

@@ -189,6 +189,7 @@ export const capabilities: ReadonlyArray<string> = [
   "steering",
   "json-result",
   "emit-jsonl",
+  "jsonl-format-ynh",
   "mcp",
   "sandbox-local",
   "sandbox-bubblewrap",
@@ -271,6 +272,7 @@ const notTaken: Readonly<Record<string, Readonly<Record<string, string>>>> = {
     "--resume": "it resumes its sessions itself, from --store",
     "--session-dir": "its sessions are kept in --store",
     "--emit-jsonl": "each session's events are served as SSE (GET /sessions/:id/events) and kept in --store",
+    "--jsonl-format": "each session's events are served as SSE (GET /sessions/:id/events) and kept in --store",
     "--json": oneRun,
     "--stdin-eof": oneRun,
     "--session-id": oneRun,
@@ -295,6 +297,7 @@ const notTaken: Readonly<Record<string, Readonly<Record<string, string>>>> = {
     "--resume": oneRun,
     "--session-dir": oneRun,
     "--emit-jsonl": oneRun,
+    "--jsonl-format": oneRun,
     "--json": oneRun,
     "--stdin-eof": oneRun,
     "--session-id": oneRun

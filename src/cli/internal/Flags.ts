@@ -103,6 +103,10 @@ export const flags = {
     Flag.optional(Flag.String("emit-jsonl")),
     "Write every event as a JSON line to this file, or - for stdout"
   ),
+  jsonlFormat: describe(
+    Flag.withDefault(Flag.Literals("jsonl-format", ["events", "ynh"]), "events"),
+    "The lines of --emit-jsonl: events (ours, the default) or ynh ({timestamp, type, turn, data}, as ynh agent run)"
+  ),
   otlp: describe(
     Flag.optional(Flag.String("otlp")),
     "Export the run's traces over OTLP/HTTP (JSON) to this collector: http://host:4318 or its /v1/traces URL"
@@ -168,6 +172,7 @@ const serveTaken = ({
   resume: _resume,
   sessionDir: _sessionDir,
   emitJsonl: _emitJsonl,
+  jsonlFormat: _jsonlFormat,
   json: _json,
   stdinEof: _stdinEof,
   pg: _pg,
@@ -246,6 +251,7 @@ const runnerTaken = ({
   resume: _resume,
   sessionDir: _sessionDir,
   emitJsonl: _emitJsonl,
+  jsonlFormat: _jsonlFormat,
   json: _json,
   stdinEof: _stdinEof,
   maxTurns: _maxTurns,

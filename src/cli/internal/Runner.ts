@@ -41,6 +41,7 @@ import type * as HttpClient from "effect/http/HttpClient"
 import * as ChildProcess from "effect/process/ChildProcess"
 import * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
 import * as Agent from "../../Agent.ts"
+import * as AgentConfig from "../../AgentConfig.ts"
 import * as AgentEvent from "../../AgentEvent.ts"
 import * as Approvals from "../../Approvals.ts"
 import type * as Hooks from "../../Hooks.ts"
@@ -64,7 +65,8 @@ import * as SupervisorEvent from "../../supervisor/SupervisorEvent.ts"
 import * as SupervisorOutcome from "../../supervisor/SupervisorOutcome.ts"
 import * as Worker from "../../supervisor/Worker.ts"
 import * as Control from "../../protocol/Control.ts"
-import { codes, type ExitCode, ExitWith, fromOutcome, OnInterrupt } from "../ExitCode.ts"
+import { codes, type ExitCode, ExitWith, fromError, fromOutcome, OnInterrupt } from "../ExitCode.ts"
+import * as YnhTrajectory from "../YnhTrajectory.ts"
 import { configError, resumeFailure } from "./Failure.ts"
 import * as Flags from "./Flags.ts"
 import * as PluginEvents from "./PluginEvents.ts"
@@ -352,13 +354,20 @@ export const tools = (target: Target.Target, note: (text: string) => void, hide:
 export const eventLine = (event: AgentEvent.AgentEvent) => JSON.stringify(AgentEvent.encodeJson(event)) + "\n"
 
 /**
- * Events as JSON lines on stdout.
+ * Events as JSON lines on stdout: each as `lines` writes it (its JSON line,
+ * unless given; none when it writes nothing).
  *
  * @since 0.1.0
  */
-export const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
+export const jsonLines = (
+  write: (text: string) => void,
+  lines: (event: AgentEvent.AgentEvent) => string = eventLine
+): Hooks.Plugin => ({
   name: "jsonl",
-  observe: (event) => write(eventLine(event))
+  observe: (event) => {
+    const text = lines(event)
+    if (text !== "") write(text)
+  }
 })
 
 /**
@@ -373,9 +382,16 @@ export const jsonLines = (write: (text: string) => void): Hooks.Plugin => ({
  * time (`onEvent`, which the emitting fiber waits for). A file handle's
  * writes are not ordered by themselves: two at once both write where the file
  * ended before either (the handle keeps its position), and one overwrites the
- * other. What is queued when the command ends is written then.
+ * other. What is queued when the command ends is written then (`write`
+ * queues more: the last line of a trajectory, written as the command ends).
  */
-const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (text: string) => void) =>
+const jsonLinesFile = (
+  file: string,
+  append: boolean,
+  workspace: string,
+  note: (text: string) => void,
+  lines: (event: AgentEvent.AgentEvent) => string
+) =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const path = yield* Path.Path
@@ -418,15 +434,49 @@ const jsonLinesFile = (file: string, append: boolean, workspace: string, note: (
     })))
     // Released before the handle is closed (it was opened first).
     yield* Effect.addFinalizer(() => flush)
+    const write = (text: string) => {
+      if (open && text !== "") queued.push(text)
+    }
     const plugin: Hooks.Plugin = {
       name: "jsonl",
-      observe: (event) => {
-        if (open) queued.push(eventLine(event))
-      },
+      observe: (event) => write(lines(event)),
       onEvent: () => flush
     }
-    return plugin
+    return { plugin, write }
   })
+
+/**
+ * What `session_start` of a ynh trajectory says of the run (`YnhTrajectory.Session`): its worker, model and the
+ * caps in force, each from its flag or the default (a resumed session's own: it writes `session_resumed`).
+ */
+const ynhSession = (settings: Settings.Settings, flags: Flags.Flags, planApproval: boolean): YnhTrajectory.Session => {
+  const supervision = settings.supervision
+  const source = (given: Option.Option<unknown>): YnhTrajectory.Source =>
+    Option.isSome(given) ? "flag" : settings.session?.resume === true ? "session" : "default"
+  const { config } = settings
+  const budgets = supervision === undefined
+    ? {
+      maxTurns: config.maxTurns === undefined ? AgentConfig.defaults.maxTurns : config.maxTurns,
+      maxTokens: config.budgets?.tokens ?? null,
+      // as the limit flags give it: milliseconds
+      maxWallMs: typeof config.budgets?.wallClock === "number" ? config.budgets.wallClock : null,
+      maxCostUsd: config.budgets?.costUsd ?? null
+    }
+    : {
+      maxTurns: supervision.maxTurns ?? Supervisor.defaults.maxTurns,
+      maxTokens: supervision.maxTokens ?? null,
+      maxWallMs: supervision.maxWallMs ?? null,
+      maxCostUsd: supervision.maxCostUsd ?? null
+    }
+  return {
+    backend: supervision?.worker ?? "agent",
+    provider: settings.target.provider,
+    model: settings.target.model,
+    budgets,
+    budgetSources: { turns: source(flags.maxTurns), tokens: source(flags.maxTokens), wall: source(flags.maxWall) },
+    planApproval
+  }
+}
 
 /**
  * Keeps what the result reports of a run that ended without an outcome
@@ -527,36 +577,16 @@ const externalWorker = (
   return kind === "claude" ? ExternalWorker.claude(options) : ExternalWorker.codex(options)
 }
 
-/** A failure's exit code. */
-const failureCode = (error: Supervisor.RunError | Sessions.SessionsError): ExitCode => {
-  switch (error._tag) {
-    case "SteeringFull":
-      return codes.configError
-    case "SessionEnded":
-    case "DurableStoreError":
-      return codes.unexpected
-    case "ModelError":
-    case "WorkerError":
-      return codes.modelFailure
-    case "ConfigError":
-      return codes.configError
-    case "InvalidContinuation":
-    case "InvalidPluginState":
-    case "OutputSchemaMismatch":
-    case "CheckpointMissing":
-    case "CheckpointCorrupt":
-    case "CheckpointVersionMismatch":
-    case "CheckpointAgentUnknown":
-    case "InvalidSessionId":
-      return codes.resumeFailure
-    case "CheckpointExists":
-      return codes.configError
-    case "ToolFatalError":
-    case "CheckpointIoError":
-    case "CheckpointTooLarge":
-      return codes.unexpected
-  }
+/** The code the command exits with, from how its run ended (see `ExitCode.fromExit`). */
+const exitCodeOf = (exit: Exit.Exit<void, ExitWith>, onInterrupt: ExitCode): ExitCode => {
+  if (Exit.isSuccess(exit)) return codes.ok
+  const error = Cause.findErrorOption(exit.cause)
+  if (Option.isSome(error)) return error.value.code
+  return Cause.hasInterruptsOnly(exit.cause) ? onInterrupt : codes.unexpected
 }
+
+/** A failure's exit code. */
+const failureCode = (error: Supervisor.RunError | Sessions.SessionsError): ExitCode => fromError(error._tag)
 
 /** The name the command's supervisor has in its `Sessions` layer. */
 const supervisorName = "run"
@@ -698,6 +728,10 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
     const interruptAsked = yield* Deferred.make<void>()
     const interrupt = Effect.asVoid(Deferred.succeed(interruptAsked, undefined))
     const runTally = tally()
+    // A ynh trajectory's last line, written as the command exits (with its code and why it ends).
+    let endTrajectory: ((timestamp: number, code: ExitCode) => void) | undefined
+    let endReason: string | undefined
+    const onInterrupted = yield* OnInterrupt
     // Notes before the view exists (and logs) go to stderr as they are.
     const note = (text: string) => (view ?? View.quiet(io.stderr.write)).note(text)
 
@@ -708,6 +742,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
 
     const finish = (code: ExitCode, report: Parameters<typeof printJson>[1]) =>
       Effect.suspend(() => {
+        endReason = report.summary
         view?.close()
         if (json) printJson(code, report)
         return code === codes.ok ? Effect.void : Effect.fail(new ExitWith({ code }))
@@ -794,12 +829,26 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         Context.add(Approvals.Approvals, approvals)
       )
 
-      // Outputs
+      // Outputs: the events as JSON lines are ours, or ynh's trajectory, whose session_end the command writes as
+      // it exits (with its exit code)
       const plugins: Array<Hooks.PluginInput<FileSystem.FileSystem>> = [shown.plugin, runTally.plugin]
-      if (settings.emitJsonl === "-") plugins.push(jsonLines(io.stdout.write))
-      else if (settings.emitJsonl !== undefined) {
+      const ynh = settings.jsonlFormat === "ynh" ? YnhTrajectory.encoder(ynhSession(settings, flags, asks)) : undefined
+      const lineOf = ynh === undefined
+        ? eventLine
+        : (event: AgentEvent.AgentEvent) => ynh.lines(event).map(YnhTrajectory.encode).join("")
+      const endOf = (timestamp: number, code: ExitCode, reason: string | undefined) =>
+        ynh === undefined ? "" : ynh.end(timestamp, { exitCode: code, reason }).map(YnhTrajectory.encode).join("")
+      if (settings.emitJsonl === "-") {
+        plugins.push(jsonLines(io.stdout.write, lineOf))
+        endTrajectory = (timestamp, code) => {
+          const text = endOf(timestamp, code, endReason)
+          if (text !== "") io.stdout.write(text)
+        }
+      } else if (settings.emitJsonl !== undefined) {
         const append = settings.session?.resume === true
-        plugins.push(yield* jsonLinesFile(settings.emitJsonl, append, settings.target.workspace, shown.note))
+        const output = yield* jsonLinesFile(settings.emitJsonl, append, settings.target.workspace, shown.note, lineOf)
+        plugins.push(output.plugin)
+        endTrajectory = (timestamp, code) => output.write(endOf(timestamp, code, endReason))
       }
 
       // The run: plain or supervised; a new session, or a resumed one
@@ -817,6 +866,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       const interrupted = Effect.sync(() => {
         shown.close()
         const why = stdoutClosed ? "stdout was closed" : "interrupted"
+        endReason = why
         io.stderr.write(
           sessionDir !== undefined
             ? `effect-agent: ${why}; the session is saved: resume it with ${resumeHint}\n`
@@ -1000,6 +1050,11 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         error._tag === "ExitWith"
           ? Effect.fail(error)
           : fail(error._tag === "CliFailure" ? error.code : failureCode(error), error)
+      ),
+      // however the command ends (an interrupt too), with the code it exits with
+      Effect.onExit((exit) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.sync(() => endTrajectory?.(now, exitCodeOf(exit, onInterrupted.code))))
       ),
       Effect.provide(Logger.layer([logger(note)]))
     ))

@@ -51,6 +51,8 @@ export interface Settings {
   readonly session: { readonly dir: string; readonly resume: boolean } | undefined
   /** Where the events go as JSON lines: a file, `-` for stdout, or nowhere. */
   readonly emitJsonl: string | undefined
+  /** The lines of `--emit-jsonl`: our events, or ynh's trajectory (`YnhTrajectory`). */
+  readonly jsonlFormat: "events" | "ynh"
   /** The OTLP/HTTP traces endpoint the run's spans are exported to (`.../v1/traces`), or none. */
   readonly otlp: string | undefined
   readonly quiet: boolean
@@ -417,6 +419,9 @@ export const resolve = (flags: Flags, options: Environment) =>
     if (emitJsonlFlag === "-" && flags.json) {
       return yield* configError("--emit-jsonl - and --json both want stdout: give --emit-jsonl a file")
     }
+    if (flags.jsonlFormat !== "events" && emitJsonlFlag === undefined) {
+      return yield* configError("--jsonl-format: it is the format of --emit-jsonl: give --emit-jsonl FILE (or -) too")
+    }
     const emitJsonl = emitJsonlFlag === undefined || emitJsonlFlag === "-"
       ? emitJsonlFlag
       : path.resolve(options.cwd, emitJsonlFlag)
@@ -444,6 +449,7 @@ export const resolve = (flags: Flags, options: Environment) =>
       supervision: supervised,
       session: Option.isSome(dir) ? { dir: dir.value, resume } : undefined,
       emitJsonl,
+      jsonlFormat: flags.jsonlFormat,
       otlp: otlp.success,
       quiet: flags.quiet,
       json: flags.json,
