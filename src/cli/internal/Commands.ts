@@ -206,7 +206,8 @@ export const capabilities: ReadonlyArray<string> = [
   "turn-approval",
   "worker-agent",
   "worker-claude",
-  "worker-codex"
+  "worker-codex",
+  "worker-cursor"
 ]
 
 const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, version: Schema.String }))

@@ -127,8 +127,8 @@ export const flags = {
     "Ask on stdin before each feedback goes to the worker (approve_turn, replace_feedback)"
   ),
   worker: describe(
-    Flag.optional(Flag.Literals("worker", ["agent", "claude", "codex"])),
-    "Who does the work of a supervised run: agent (this loop, the default), claude or codex"
+    Flag.optional(Flag.Literals("worker", ["agent", "claude", "codex", "cursor"])),
+    "Who does the work of a supervised run: agent (this loop, the default), claude, codex or cursor"
   ),
   stdinEof: describe(
     Flag.withDefault(Flag.Literals("stdin-eof", onEof), "ignore"),

@@ -511,21 +511,28 @@ const stateFigures = (state: RunState.RunState): Figures => ({
 // -----------------------------------------------------------------------------
 
 /**
- * The external workers of `--worker claude|codex` (`ExternalWorker`), in the workspace. The CLI gets the
- * allowlisted environment and its API key's variable: `--api-key-env`, else `ANTHROPIC_API_KEY` for claude
- * and `OPENAI_API_KEY` for codex.
+ * The external workers of `--worker claude|codex|cursor` (`ExternalWorker`), in the workspace. The CLI gets
+ * the allowlisted environment and its API key's variable: `--api-key-env`, else `ANTHROPIC_API_KEY` for
+ * claude, `OPENAI_API_KEY` for codex and `CURSOR_API_KEY` for cursor.
  */
 const externalWorker = (
-  kind: "claude" | "codex",
+  kind: "claude" | "codex" | "cursor",
   target: Target.Target,
   apiKeyEnv: string | undefined
 ): Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> => {
-  const options = {
-    cwd: target.workspace,
-    env: [apiKeyEnv ?? (kind === "claude" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY")]
+  const options = { cwd: target.workspace, env: [apiKeyEnv ?? externalKeys[kind]] }
+  switch (kind) {
+    case "claude":
+      return ExternalWorker.claude(options)
+    case "codex":
+      return ExternalWorker.codex(options)
+    case "cursor":
+      return ExternalWorker.cursor(options)
   }
-  return kind === "claude" ? ExternalWorker.claude(options) : ExternalWorker.codex(options)
 }
+
+/** The variable each external worker's API key is read from by default. */
+const externalKeys = { claude: "ANTHROPIC_API_KEY", codex: "OPENAI_API_KEY", cursor: "CURSOR_API_KEY" } as const
 
 /** A failure's exit code. */
 const failureCode = (error: Supervisor.RunError | Sessions.SessionsError): ExitCode => {

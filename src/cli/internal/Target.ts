@@ -125,11 +125,11 @@ export const builtinTools: ReadonlyArray<string> & ([Unlisted] extends [never] ?
 
 /**
  * Who does the work of a supervised run: `agent` (this loop), or an external
- * coding-agent CLI, `claude` or `codex`.
+ * coding-agent CLI, `claude`, `codex` or `cursor`.
  *
  * @since 0.1.0
  */
-export const WorkerKind = Schema.Literals(["agent", "claude", "codex"])
+export const WorkerKind = Schema.Literals(["agent", "claude", "codex", "cursor"])
 /** @since 0.1.0 */
 export type WorkerKind = typeof WorkerKind.Type
 
