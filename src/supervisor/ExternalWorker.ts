@@ -25,6 +25,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
+import * as Acp from "./internal/acp.ts"
 import * as Claude from "./internal/claude.ts"
 import { run, type Settings } from "./internal/cliTurn.ts"
 import * as Codex from "./internal/codex.ts"
@@ -163,6 +164,73 @@ export const cursor = (options: Options): Worker<ChildProcessSpawner.ChildProces
     act: ["--force"]
   }, "cursor-agent")
 
+/**
+ * The options of an ACP worker ({@link acp}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AcpOptions {
+  /** The agent's program: a path, or a name looked up on the allowlisted `PATH`. */
+  readonly command: string
+  /** Its arguments (`["--acp"]`, say). */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** The workspace: the agent's working directory and its session's `cwd`. */
+  readonly cwd: string
+  /**
+   * How the agent's permission requests are answered in act turns, nobody being there to ask: `none` (the
+   * default) rejects them, `all` allows them. Plan turns reject them whatever this says.
+   */
+  readonly approve?: "all" | "none" | undefined
+  /** Variables of this process's environment passed to the agent besides {@link defaultEnv}: its API key. */
+  readonly env?: ReadonlyArray<string> | undefined
+  /** How long one turn may run before its process is killed (default 30 minutes, at most 24 hours). */
+  readonly timeout?: Duration.Input | undefined
+  /** The bytes of output one turn may produce (default 64 MiB, between 1 KiB and 1 GiB). */
+  readonly maxTurnBytes?: number | undefined
+  /** The bytes of one message of its output (default 8 MiB, between 1 KiB and `maxTurnBytes`). */
+  readonly maxLineBytes?: number | undefined
+}
+
+/**
+ * A worker that drives any agent speaking the Agent Client Protocol over
+ * stdio (agentclientprotocol.com, v1), one process per turn: `initialize`
+ * (advertising no `fs` or `terminal` capability: the agent works in the
+ * workspace with its own tools), `session/load` of the resume token when the
+ * agent advertises `loadSession` (else `session/new` in the workspace: an
+ * agent that cannot load sessions starts a new one each turn, seeing the
+ * workspace but not the conversation), then `session/prompt` with the
+ * message. The reply is the agent's message chunks of the prompt; the resume
+ * token is the session id; the usage is the prompt response's `usage` when
+ * the agent reports one (input including cache reads and writes), the cost
+ * the growth of the session's USD cost. Permission requests are rejected in
+ * plan turns, and in act turns unless `approve` is `all`. A cancel of the run
+ * sends `session/cancel` and ends the turn. It needs the optional package
+ * `@agentclientprotocol/sdk`, loaded when a turn starts.
+ *
+ * @example
+ * ```ts
+ * import { ExternalWorker } from "effect-agent/supervisor"
+ *
+ * const worker = ExternalWorker.acp({ command: "gemini", args: ["--experimental-acp"], cwd: "/work/repo" })
+ * console.log(worker.name)
+ * // Output: acp
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const acp = (options: AcpOptions): Worker<ChildProcessSpawner.ChildProcessSpawner> => {
+  const name = "acp"
+  const settings = resolve(name, options.command, options)
+  if (typeof settings === "string") {
+    const error = new WorkerError({ worker: name, reason: "spawn", message: settings })
+    return { name, turn: () => Effect.fail(error) }
+  }
+  const acpSettings = { ...settings, args: options.args ?? [], approve: options.approve ?? "none" }
+  return { name, turn: (request) => Acp.run(acpSettings, request) }
+}
+
 interface PhaseArgs {
   readonly plan: ReadonlyArray<string>
   readonly act: ReadonlyArray<string>
@@ -193,7 +261,11 @@ const maxTimeout = Duration.hours(24)
 const envName = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /** The settings of a worker, or why its options are refused. */
-const resolve = (worker: string, executable: string, options: Options): Settings | string => {
+const resolve = (
+  worker: string,
+  executable: string,
+  options: Pick<Options, "executable" | "cwd" | "model" | "env" | "timeout" | "maxTurnBytes" | "maxLineBytes">
+): Settings | string => {
   const timeout = options.timeout === undefined
     ? Option.some(Duration.minutes(30))
     : Duration.fromInput(options.timeout)
