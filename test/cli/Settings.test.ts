@@ -42,6 +42,7 @@ const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   maxPlanIterations: none,
   approveTurns: false,
   worker: none,
+  workerCommand: none,
   stdinEof: "ignore",
   ...given
 })

@@ -283,7 +283,8 @@ const ignoredWithPg = (flags: Flags.Flags): ReadonlyArray<string> => {
     ["--plan", flags.plan, supervised],
     ["--max-plan-iterations", Option.isSome(flags.maxPlanIterations), supervised],
     ["--approve-turns", flags.approveTurns, supervised],
-    ["--worker", Option.isSome(flags.worker), supervised]
+    ["--worker", Option.isSome(flags.worker), supervised],
+    ["--worker-command", Option.isSome(flags.workerCommand), supervised]
   ]
   return flagged.filter(([, given]) => given).map(([flag, , why]) => `${flag}: ${why}`)
 }

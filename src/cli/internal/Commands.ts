@@ -207,7 +207,8 @@ export const capabilities: ReadonlyArray<string> = [
   "worker-agent",
   "worker-claude",
   "worker-codex",
-  "worker-cursor"
+  "worker-cursor",
+  "worker-acp"
 ]
 
 const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, version: Schema.String }))

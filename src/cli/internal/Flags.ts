@@ -127,8 +127,12 @@ export const flags = {
     "Ask on stdin before each feedback goes to the worker (approve_turn, replace_feedback)"
   ),
   worker: describe(
-    Flag.optional(Flag.Literals("worker", ["agent", "claude", "codex", "cursor"])),
-    "Who does the work of a supervised run: agent (this loop, the default), claude, codex or cursor"
+    Flag.optional(Flag.Literals("worker", ["agent", "claude", "codex", "cursor", "acp"])),
+    "Who does the work of a supervised run: agent (this loop, the default), claude, codex, cursor, or acp (an agent that speaks the Agent Client Protocol: --worker-command)"
+  ),
+  workerCommand: describe(
+    Flag.optional(Flag.String("worker-command")),
+    "With --worker acp: the agent to run, its program and arguments (split at spaces; quotes group), given again on --resume"
   ),
   stdinEof: describe(
     Flag.withDefault(Flag.Literals("stdin-eof", onEof), "ignore"),
@@ -175,6 +179,7 @@ const serveTaken = ({
   maxPlanIterations: _maxPlanIterations,
   approveTurns: _approveTurns,
   worker: _worker,
+  workerCommand: _workerCommand,
   ...runFlags
 }: typeof flags) => runFlags
 

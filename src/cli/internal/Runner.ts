@@ -531,6 +531,25 @@ const externalWorker = (
   }
 }
 
+/**
+ * The worker of `--worker acp`: the agent of `--worker-command` in the workspace, with the allowlisted
+ * environment and `--api-key-env`'s variable when given. Its permission requests are allowed in act turns
+ * only with `--approve all`: `ask` has nobody to ask over ACP here, so it rejects them as `none` does.
+ */
+const acpWorker = (
+  command: ReadonlyArray<string>,
+  target: Target.Target
+): Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> => {
+  const [program = "", ...args] = command
+  return ExternalWorker.acp({
+    command: program,
+    args,
+    cwd: target.workspace,
+    approve: target.approve === "all" ? "all" : "none",
+    env: target.apiKeyEnv === undefined ? [] : [target.apiKeyEnv]
+  })
+}
+
 /** The variable each external worker's API key is read from by default. */
 const externalKeys = { claude: "ANTHROPIC_API_KEY", codex: "OPENAI_API_KEY", cursor: "CURSOR_API_KEY" } as const
 
@@ -844,6 +863,8 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         if (supervision === undefined) return undefined
         const worker = supervision.worker === "agent"
           ? undefined
+          : supervision.worker === "acp"
+          ? acpWorker(settings.workerCommand ?? [], settings.target)
           : externalWorker(supervision.worker, settings.target, settings.target.apiKeyEnv)
         return {
           checks: [
