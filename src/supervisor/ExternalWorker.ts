@@ -2,8 +2,10 @@
  * Workers that drive an external coding-agent CLI, one process per turn, the
  * way ynh drives them: Claude Code (`claude -p --output-format stream-json
  * --verbose`, with a session id this worker chooses and `--resume` on later
- * turns) and Codex (`codex exec --json`, with the thread id its stream
- * reports and `codex exec resume` on later turns). The session id comes back
+ * turns), Codex (`codex exec --json`, with the thread id its stream
+ * reports and `codex exec resume` on later turns) and Cursor (`cursor-agent
+ * -p --output-format stream-json`, with the chat id its stream reports and
+ * `--resume <chat id>` on later turns). The session id comes back
  * as the reply's `resumeToken`; hand it to the next turn (the supervisor keeps
  * it in the checkpoint) to continue the conversation.
  *
@@ -23,9 +25,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as ChildProcessSpawner from "effect/process/ChildProcessSpawner"
+import * as Acp from "./internal/acp.ts"
 import * as Claude from "./internal/claude.ts"
 import { run, type Settings } from "./internal/cliTurn.ts"
 import * as Codex from "./internal/codex.ts"
+import * as Cursor from "./internal/cursor.ts"
 import type { Protocol } from "./internal/protocol.ts"
 import { type Worker, WorkerError } from "./Worker.ts"
 
@@ -36,7 +40,10 @@ import { type Worker, WorkerError } from "./Worker.ts"
  * @category models
  */
 export interface Options {
-  /** The CLI: a path, or a name looked up on the allowlisted `PATH`. Defaults to `claude` or `codex`. */
+  /**
+   * The CLI: a path, or a name looked up on the allowlisted `PATH`. Defaults to `claude`, `codex` or
+   * `cursor-agent`.
+   */
   readonly executable?: string | undefined
   /** The workspace: the CLI's working directory. */
   readonly cwd: string
@@ -44,7 +51,10 @@ export interface Options {
   readonly model?: string | undefined
   /** Arguments added to every turn (before the resume arguments). */
   readonly args?: ReadonlyArray<string> | undefined
-  /** Arguments added to plan turns; the default keeps the CLI read-only (see {@link claude}, {@link codex}). */
+  /**
+   * Arguments added to plan turns; the default keeps the CLI read-only (see {@link claude}, {@link codex},
+   * {@link cursor}).
+   */
   readonly planArgs?: ReadonlyArray<string> | undefined
   /** Arguments added to act turns; the default lets the CLI write in the workspace. */
   readonly actArgs?: ReadonlyArray<string> | undefined
@@ -123,6 +133,104 @@ export const codex = (options: Options): Worker<ChildProcessSpawner.ChildProcess
   })
 }
 
+/**
+ * A worker that drives Cursor's CLI: `cursor-agent -p --output-format
+ * stream-json` (the message on stdin), `--resume <chat id>` once a turn has
+ * reported its chat (the first turn omits it); the resume token is that chat
+ * id (the `session_id` of its events). Plan turns add `--mode=plan` (Cursor's
+ * read-only planning mode) and act turns `--force` (without it a headless
+ * Cursor only proposes its edits) unless `planArgs` / `actArgs` say
+ * otherwise. Pass `args: ["--trust"]` for a workspace Cursor has not been
+ * told to trust (it would ask, and nobody can answer). The usage is the
+ * `result` event's (input tokens including cache reads and writes), zero
+ * when a version reports none; Cursor reports no cost. Name its key
+ * (`CURSOR_API_KEY`) in `env` unless it is logged in under `HOME`.
+ *
+ * @example
+ * ```ts
+ * import { ExternalWorker } from "effect-agent/supervisor"
+ *
+ * const worker = ExternalWorker.cursor({ cwd: "/work/repo", env: ["CURSOR_API_KEY"], args: ["--trust"] })
+ * console.log(worker.name)
+ * // Output: cursor
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const cursor = (options: Options): Worker<ChildProcessSpawner.ChildProcessSpawner> =>
+  make("cursor", options, (model, args, phaseArgs) => Cursor.protocol({ model, args, phaseArgs }), {
+    plan: ["--mode=plan"],
+    act: ["--force"]
+  }, "cursor-agent")
+
+/**
+ * The options of an ACP worker ({@link acp}).
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface AcpOptions {
+  /** The agent's program: a path, or a name looked up on the allowlisted `PATH`. */
+  readonly command: string
+  /** Its arguments (`["--acp"]`, say). */
+  readonly args?: ReadonlyArray<string> | undefined
+  /** The workspace: the agent's working directory and its session's `cwd`. */
+  readonly cwd: string
+  /**
+   * How the agent's permission requests are answered in act turns, nobody being there to ask: `none` (the
+   * default) rejects them, `all` allows them. Plan turns reject them whatever this says.
+   */
+  readonly approve?: "all" | "none" | undefined
+  /** Variables of this process's environment passed to the agent besides {@link defaultEnv}: its API key. */
+  readonly env?: ReadonlyArray<string> | undefined
+  /** How long one turn may run before its process is killed (default 30 minutes, at most 24 hours). */
+  readonly timeout?: Duration.Input | undefined
+  /** The bytes of output one turn may produce (default 64 MiB, between 1 KiB and 1 GiB). */
+  readonly maxTurnBytes?: number | undefined
+  /** The bytes of one message of its output (default 8 MiB, between 1 KiB and `maxTurnBytes`). */
+  readonly maxLineBytes?: number | undefined
+}
+
+/**
+ * A worker that drives any agent speaking the Agent Client Protocol over
+ * stdio (agentclientprotocol.com, v1), one process per turn: `initialize`
+ * (advertising no `fs` or `terminal` capability: the agent works in the
+ * workspace with its own tools), `session/load` of the resume token when the
+ * agent advertises `loadSession` (else `session/new` in the workspace: an
+ * agent that cannot load sessions starts a new one each turn, seeing the
+ * workspace but not the conversation), then `session/prompt` with the
+ * message. The reply is the agent's message chunks of the prompt; the resume
+ * token is the session id; the usage is the prompt response's `usage` when
+ * the agent reports one (input including cache reads and writes), the cost
+ * the growth of the session's USD cost. Permission requests are rejected in
+ * plan turns, and in act turns unless `approve` is `all`. A cancel of the run
+ * sends `session/cancel` and ends the turn. It needs the optional package
+ * `@agentclientprotocol/sdk`, loaded when a turn starts.
+ *
+ * @example
+ * ```ts
+ * import { ExternalWorker } from "effect-agent/supervisor"
+ *
+ * const worker = ExternalWorker.acp({ command: "gemini", args: ["--experimental-acp"], cwd: "/work/repo" })
+ * console.log(worker.name)
+ * // Output: acp
+ * ```
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const acp = (options: AcpOptions): Worker<ChildProcessSpawner.ChildProcessSpawner> => {
+  const name = "acp"
+  const settings = resolve(name, options.command, options)
+  if (typeof settings === "string") {
+    const error = new WorkerError({ worker: name, reason: "spawn", message: settings })
+    return { name, turn: () => Effect.fail(error) }
+  }
+  const acpSettings = { ...settings, args: options.args ?? [], approve: options.approve ?? "none" }
+  return { name, turn: (request) => Acp.run(acpSettings, request) }
+}
+
 interface PhaseArgs {
   readonly plan: ReadonlyArray<string>
   readonly act: ReadonlyArray<string>
@@ -132,9 +240,10 @@ const make = (
   name: string,
   options: Options,
   protocol: (model: string | undefined, args: ReadonlyArray<string>, phaseArgs: PhaseArgs) => Protocol,
-  defaults: PhaseArgs
+  defaults: PhaseArgs,
+  executable: string = name
 ): Worker<ChildProcessSpawner.ChildProcessSpawner> => {
-  const settings = resolve(name, options)
+  const settings = resolve(name, executable, options)
   if (typeof settings === "string") {
     const error = new WorkerError({ worker: name, reason: "spawn", message: settings })
     return { name, turn: () => Effect.fail(error) }
@@ -152,7 +261,11 @@ const maxTimeout = Duration.hours(24)
 const envName = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 /** The settings of a worker, or why its options are refused. */
-const resolve = (worker: string, options: Options): Settings | string => {
+const resolve = (
+  worker: string,
+  executable: string,
+  options: Pick<Options, "executable" | "cwd" | "model" | "env" | "timeout" | "maxTurnBytes" | "maxLineBytes">
+): Settings | string => {
   const timeout = options.timeout === undefined
     ? Option.some(Duration.minutes(30))
     : Duration.fromInput(options.timeout)
@@ -168,7 +281,7 @@ const resolve = (worker: string, options: Options): Settings | string => {
   const maxTurnBytes = clamp(options.maxTurnBytes, 64 * mib, kib, 1024 * mib)
   return {
     worker,
-    executable: options.executable ?? worker,
+    executable: options.executable ?? executable,
     cwd: options.cwd,
     env: [...new Set([...defaultEnv, ...names])],
     secrets: names.filter((name) => !defaultEnv.includes(name)),

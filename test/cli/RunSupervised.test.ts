@@ -223,7 +223,7 @@ describe("effect-agent run --check", () => {
         "turn-approval",
         "demo-supervised"
       ]
-      for (const capability of [...supervised, "worker-agent", "worker-claude", "worker-codex"]) {
+      for (const capability of [...supervised, "worker-agent", "worker-claude", "worker-codex", "worker-cursor", "worker-acp"]) {
         assert.include(info.capabilities, capability)
       }
       assert.strictEqual(info.exitCodes.planIterationCap, 15)

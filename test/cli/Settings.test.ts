@@ -44,6 +44,7 @@ const flags = (given: Partial<Flags.Flags> = {}): Flags.Flags => ({
   approveTurns: false,
   tolerateKnownFailures: false,
   worker: none,
+  workerCommand: none,
   stdinEof: "ignore",
   ...given
 })

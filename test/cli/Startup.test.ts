@@ -51,7 +51,9 @@ const runModules: ReadonlyArray<readonly [string, RegExp]> = [
   ["the server", /\/dist\/server\//],
   ["sessions", /\/dist\/session\//],
   ["undici", /\/node_modules\/undici\/|\/platform-node\/dist\/(Undici|NodeHttpClient)\.js$/],
-  ["the cluster and PostgreSQL", /\/node_modules\/(@effect\/sql-pg|@redis|pg)\/|\/effect\/dist\/cluster\//]
+  ["the cluster and PostgreSQL", /\/node_modules\/(@effect\/sql-pg|@redis|pg)\/|\/effect\/dist\/cluster\//],
+  // the ACP worker's SDK (and the zod it validates with): loaded by an ACP turn only
+  ["the ACP SDK", /\/node_modules\/(@agentclientprotocol\/sdk|zod)\//]
 ]
 
 const loadedOf = (loaded: ReadonlyArray<string>, what: ReadonlyArray<string>) =>
@@ -88,13 +90,16 @@ describe.concurrent("the command's start", () => {
     try {
       const demo = await start(["demo"], dir)
       assert.strictEqual(demo.code, 0, demo.stderr)
-      assert.deepStrictEqual(loadedOf(demo.loaded, ["the server", "undici", "the cluster and PostgreSQL"]), [])
+      assert.deepStrictEqual(loadedOf(demo.loaded, ["the server", "undici", "the cluster and PostgreSQL", "the ACP SDK"]), [])
       // An offline run on a script file: the loop, the sandbox and the tools, but no HTTP client.
       Fs.writeFileSync(Path.join(dir, "script.json"), JSON.stringify({ turns: [{ text: "Done." }] }))
       const run = await start(["run", "--provider", "scripted", "--script", "script.json", "--task", "hi", "--quiet"], dir)
       assert.strictEqual(run.code, 0, run.stderr)
       assert.isTrue(run.loaded.some((url) => url.endsWith("/dist/cli/internal/Runner.js")))
-      assert.deepStrictEqual(loadedOf(run.loaded, ["the server", "undici", "the cluster and PostgreSQL"]), [])
+      assert.deepStrictEqual(
+        loadedOf(run.loaded, ["the server", "undici", "the cluster and PostgreSQL", "the ACP SDK"]),
+        []
+      )
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })
     }

@@ -1,5 +1,5 @@
 /**
- * ExternalWorker: the Claude Code and Codex workers against fake CLIs
+ * ExternalWorker: the Claude Code, Codex and Cursor workers against fake CLIs
  * (test/fixtures/workers) that emit the documented event shapes and record
  * each call's argv, environment and message: session reuse across turns,
  * unknown events skipped, text accumulated and usage summed, EOF, exits and
@@ -20,11 +20,12 @@ import { isAlive } from "../sandbox/fixtures.ts"
 const fixtures = fileURLToPath(new URL("../fixtures/workers/", import.meta.url))
 const fakeClaude = Path.join(fixtures, "fake-claude.mjs")
 const fakeCodex = Path.join(fixtures, "fake-codex.mjs")
+const fakeCursor = Path.join(fixtures, "fake-cursor.mjs")
 
 const workspaces: Array<string> = []
 beforeAll(() => {
   // git keeps the mode, but a copy or an archive may not.
-  for (const fake of [fakeClaude, fakeCodex]) Fs.chmodSync(fake, 0o755)
+  for (const fake of [fakeClaude, fakeCodex, fakeCursor]) Fs.chmodSync(fake, 0o755)
 })
 afterAll(() => {
   for (const dir of workspaces) Fs.rmSync(dir, { recursive: true, force: true })
@@ -359,6 +360,140 @@ describe("ExternalWorker.codex", () => {
     Effect.gen(function*() {
       const cwd = workspace()
       const error = yield* failure(turn(codex(cwd, { timeout: "5 seconds" }), "scenario:hang"))
+      assert.strictEqual(error.reason, "timeout")
+      const pid = calls(cwd)[0]?.pid ?? 0
+      assert.isAbove(pid, 0)
+      assert.isFalse(isAlive(pid))
+    }))
+})
+
+describe("ExternalWorker.cursor", () => {
+  const cursor = (cwd: string, options?: Partial<ExternalWorker.Options>) =>
+    ExternalWorker.cursor({ executable: fakeCursor, cwd, model: "sonnet-4", ...options })
+  const chat = "6164d06a-2b1f-4c8e-9d3a-5e7f80a1b2c3"
+
+  it.live("the first turn omits --resume and keeps the chat id the stream reports; the next resumes it", () =>
+    Effect.gen(function*() {
+      const cwd = workspace()
+      const worker = cursor(cwd)
+      assert.strictEqual(worker.name, "cursor")
+      const first = yield* turn(worker, "Fix the parser")
+      assert.strictEqual(first.resumeToken, chat)
+      // the result's whole reply: the deltas and their repeat are not summed into it
+      assert.strictEqual(first.text, "Running the tests.Done: the tests pass.")
+      // input includes the cache reads and writes: 1000 + 300 + 20; no cost is reported
+      assert.deepStrictEqual(first.usage, { inputTokens: 1320, outputTokens: 50 })
+      assert.isUndefined(first.costUsd)
+      const second = yield* turn(worker, "Two checks fail: fix them", first.resumeToken)
+      assert.strictEqual(second.resumeToken, chat)
+      const [one, two] = calls(cwd)
+      assert.deepStrictEqual(one?.argv, ["-p", "--output-format", "stream-json", "--model=sonnet-4", "--force"])
+      assert.deepStrictEqual(two?.argv, [
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--resume",
+        chat,
+        "--model=sonnet-4",
+        "--force"
+      ])
+      // the message goes on stdin, never on the command line
+      assert.deepStrictEqual([one?.message, two?.message], ["Fix the parser", "Two checks fail: fix them"])
+    }))
+
+  it.live("plan turns run in Cursor's read-only plan mode; extra args on every turn", () =>
+    Effect.gen(function*() {
+      const cwd = workspace()
+      yield* turn(cursor(cwd, { args: ["--trust"] }), "Plan it", undefined, "plan")
+      assert.deepStrictEqual(calls(cwd)[0]?.argv, [
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--model=sonnet-4",
+        "--trust",
+        "--mode=plan"
+      ])
+    }))
+
+  it.live("a result without usage counts zero tokens rather than failing the turn", () =>
+    Effect.gen(function*() {
+      const reply = yield* turn(cursor(workspace()), "scenario:no-usage")
+      assert.deepStrictEqual(reply.usage, { inputTokens: 0, outputTokens: 0 })
+      assert.strictEqual(reply.resumeToken, chat)
+    }))
+
+  it.live("output that ends before the result event is an eof WorkerError", () =>
+    Effect.gen(function*() {
+      const error = yield* failure(turn(cursor(workspace()), "scenario:eof"))
+      assert.strictEqual(error._tag, "WorkerError")
+      assert.strictEqual(error.worker, "cursor")
+      assert.strictEqual(error.reason, "eof")
+      assert.strictEqual(error.exitCode, 0)
+    }))
+
+  it.live("a non-zero exit is an exit WorkerError with the code and stderr; a result in error is one too", () =>
+    Effect.gen(function*() {
+      const error = yield* failure(turn(cursor(workspace()), "scenario:exit"))
+      assert.strictEqual(error.reason, "exit")
+      assert.strictEqual(error.exitCode, 1)
+      assert.include(error.message, "exited with code 1")
+      assert.include(error.message, "Authentication required")
+      const failed = yield* failure(turn(cursor(workspace()), "scenario:error-result"))
+      assert.strictEqual(failed.reason, "exit")
+      assert.include(failed.message, "The model refused the request.")
+    }))
+
+  it.live("a line that is not JSON, or a known event without its documented shape, is a decode WorkerError", () =>
+    Effect.gen(function*() {
+      const notJson = yield* failure(turn(cursor(workspace()), "scenario:not-json"))
+      assert.strictEqual(notJson.reason, "decode")
+      assert.include(notJson.message, "Cursor Agent is starting")
+      const badUsage = yield* failure(turn(cursor(workspace()), "scenario:bad-usage"))
+      assert.strictEqual(badUsage.reason, "decode")
+      assert.include(badUsage.message, `"result" event`)
+      // a chat id that would read as an option or a relative index (`--resume -1`) is refused as it arrives
+      const badSession = yield* failure(turn(cursor(workspace()), "scenario:bad-session"))
+      assert.strictEqual(badSession.reason, "decode")
+      assert.include(badSession.message, `"system" event`)
+    }))
+
+  it.live("the CLI gets only the allowlisted environment; a named key reaches it", () =>
+    Effect.gen(function*() {
+      process.env.EFFECT_AGENT_TEST_SECRET = "do-not-pass"
+      process.env.CURSOR_API_KEY = "key-for-cursor-0123456789"
+      try {
+        const cwd = workspace()
+        yield* turn(cursor(cwd, { env: ["CURSOR_API_KEY"] }), "Fix it")
+        const env = calls(cwd)[0]?.env ?? {}
+        assert.isUndefined(env.EFFECT_AGENT_TEST_SECRET)
+        assert.strictEqual(env.CURSOR_API_KEY, "key-for-cursor-0123456789")
+        const allowed = new Set([...ExternalWorker.defaultEnv, "CURSOR_API_KEY"])
+        assert.deepStrictEqual(Object.keys(env).filter((name) => !allowed.has(name)), [])
+      } finally {
+        delete process.env.EFFECT_AGENT_TEST_SECRET
+        delete process.env.CURSOR_API_KEY
+      }
+    }))
+
+  it.live("a resume token that could be an option or an index never reaches the command line", () =>
+    Effect.gen(function*() {
+      const cwd = workspace()
+      for (const token of ["--force", "-1"]) {
+        const error = yield* failure(turn(cursor(cwd), "Fix it", token))
+        assert.strictEqual(error.reason, "spawn")
+        assert.include(error.message, "not a Cursor chat id")
+      }
+      assert.deepStrictEqual(calls(cwd), [])
+    }))
+
+  it.live("the default executable is cursor-agent; a turn past its timeout is killed with its group", () =>
+    Effect.gen(function*() {
+      const missing = yield* failure(turn(ExternalWorker.cursor({ cwd: workspace() }), "Fix it"))
+      assert.strictEqual(missing.reason, "spawn")
+      // the test process's PATH has no cursor-agent
+      assert.include(missing.message, "program not found: cursor-agent")
+      const cwd = workspace()
+      const error = yield* failure(turn(cursor(cwd, { timeout: "1 second" }), "scenario:hang"))
       assert.strictEqual(error.reason, "timeout")
       const pid = calls(cwd)[0]?.pid ?? 0
       assert.isAbove(pid, 0)

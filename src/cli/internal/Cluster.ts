@@ -289,7 +289,8 @@ const ignoredWithPg = (flags: Flags.Flags): ReadonlyArray<string> => {
     ["--max-plan-iterations", Option.isSome(flags.maxPlanIterations), supervised],
     ["--approve-turns", flags.approveTurns, supervised],
     ["--tolerate-known-failures", flags.tolerateKnownFailures, supervised],
-    ["--worker", Option.isSome(flags.worker), supervised]
+    ["--worker", Option.isSome(flags.worker), supervised],
+    ["--worker-command", Option.isSome(flags.workerCommand), supervised]
   ]
   return flagged.filter(([, given]) => given).map(([flag, , why]) => `${flag}: ${why}`)
 }

@@ -207,7 +207,9 @@ export const capabilities: ReadonlyArray<string> = [
   "turn-approval",
   "worker-agent",
   "worker-claude",
-  "worker-codex"
+  "worker-codex",
+  "worker-cursor",
+  "worker-acp"
 ]
 
 const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, version: Schema.String }))
@@ -266,6 +268,7 @@ const notTaken: Readonly<Record<string, Readonly<Record<string, string>>>> = {
     "--max-plan-iterations": supervisedOnly,
     "--approve-turns": supervisedOnly,
     "--tolerate-known-failures": supervisedOnly,
+    "--worker-command": supervisedOnly,
     "--worker": supervisedOnly,
     "--quiet": "it shows no progress",
     "--task": "a session's task comes in POST /sessions",
@@ -285,6 +288,7 @@ const notTaken: Readonly<Record<string, Readonly<Record<string, string>>>> = {
     "--max-plan-iterations": supervisedOnly,
     "--approve-turns": supervisedOnly,
     "--tolerate-known-failures": supervisedOnly,
+    "--worker-command": supervisedOnly,
     "--worker": supervisedOnly,
     "--quiet": "it shows no progress",
     "--otlp": "a runner exports no traces",

@@ -135,8 +135,12 @@ export const flags = {
     "Ask on stdin before each feedback goes to the worker (approve_turn, replace_feedback)"
   ),
   worker: describe(
-    Flag.optional(Flag.Literals("worker", ["agent", "claude", "codex"])),
-    "Who does the work of a supervised run: agent (this loop, the default), claude or codex"
+    Flag.optional(Flag.Literals("worker", ["agent", "claude", "codex", "cursor", "acp"])),
+    "Who does the work of a supervised run: agent (this loop, the default), claude, codex, cursor, or acp (an agent that speaks the Agent Client Protocol: --worker-command)"
+  ),
+  workerCommand: describe(
+    Flag.optional(Flag.String("worker-command")),
+    "With --worker acp: the agent to run, its program and arguments (split at spaces; quotes group), given again on --resume"
   ),
   stdinEof: describe(
     Flag.withDefault(Flag.Literals("stdin-eof", onEof), "ignore"),
@@ -185,6 +189,7 @@ const serveTaken = ({
   approveTurns: _approveTurns,
   tolerateKnownFailures: _tolerateKnownFailures,
   worker: _worker,
+  workerCommand: _workerCommand,
   ...runFlags
 }: typeof flags) => runFlags
 
@@ -269,6 +274,7 @@ const runnerTaken = ({
   approveTurns: _approveTurns,
   tolerateKnownFailures: _tolerateKnownFailures,
   worker: _worker,
+  workerCommand: _workerCommand,
   approve: _approve,
   ...modelFlags
 }: typeof flags) => modelFlags

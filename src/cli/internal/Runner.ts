@@ -561,20 +561,24 @@ const stateFigures = (state: RunState.RunState): Figures => ({
 // -----------------------------------------------------------------------------
 
 /**
- * The external workers of `--worker claude|codex` (`ExternalWorker`), in the workspace. The CLI gets the
- * allowlisted environment and its API key's variable: `--api-key-env`, else `ANTHROPIC_API_KEY` for claude
- * and `OPENAI_API_KEY` for codex.
+ * The external workers of `--worker claude|codex|cursor` (`ExternalWorker`), in the workspace. The CLI gets
+ * the allowlisted environment and its API key's variable: `--api-key-env`, else `ANTHROPIC_API_KEY` for
+ * claude, `OPENAI_API_KEY` for codex and `CURSOR_API_KEY` for cursor.
  */
 const externalWorker = (
-  kind: "claude" | "codex",
+  kind: "claude" | "codex" | "cursor",
   target: Target.Target,
   apiKeyEnv: string | undefined
 ): Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> => {
-  const options = {
-    cwd: target.workspace,
-    env: [apiKeyEnv ?? (kind === "claude" ? "ANTHROPIC_API_KEY" : "OPENAI_API_KEY")]
+  const options = { cwd: target.workspace, env: [apiKeyEnv ?? externalKeys[kind]] }
+  switch (kind) {
+    case "claude":
+      return ExternalWorker.claude(options)
+    case "codex":
+      return ExternalWorker.codex(options)
+    case "cursor":
+      return ExternalWorker.cursor(options)
   }
-  return kind === "claude" ? ExternalWorker.claude(options) : ExternalWorker.codex(options)
 }
 
 /** The code the command exits with, from how its run ended (see `ExitCode.fromExit`). */
@@ -584,6 +588,28 @@ const exitCodeOf = (exit: Exit.Exit<void, ExitWith>, onInterrupt: ExitCode): Exi
   if (Option.isSome(error)) return error.value.code
   return Cause.hasInterruptsOnly(exit.cause) ? onInterrupt : codes.unexpected
 }
+
+/**
+ * The worker of `--worker acp`: the agent of `--worker-command` in the workspace, with the allowlisted
+ * environment and `--api-key-env`'s variable when given. Its permission requests are allowed in act turns
+ * only with `--approve all`: `ask` has nobody to ask over ACP here, so it rejects them as `none` does.
+ */
+const acpWorker = (
+  command: ReadonlyArray<string>,
+  target: Target.Target
+): Worker.Worker<ChildProcessSpawner.ChildProcessSpawner> => {
+  const [program = "", ...args] = command
+  return ExternalWorker.acp({
+    command: program,
+    args,
+    cwd: target.workspace,
+    approve: target.approve === "all" ? "all" : "none",
+    env: target.apiKeyEnv === undefined ? [] : [target.apiKeyEnv]
+  })
+}
+
+/** The variable each external worker's API key is read from by default. */
+const externalKeys = { claude: "ANTHROPIC_API_KEY", codex: "OPENAI_API_KEY", cursor: "CURSOR_API_KEY" } as const
 
 /** A failure's exit code. */
 const failureCode = (error: Supervisor.RunError | Sessions.SessionsError): ExitCode => fromError(error._tag)
@@ -887,6 +913,8 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
         if (supervision === undefined) return undefined
         const worker = supervision.worker === "agent"
           ? undefined
+          : supervision.worker === "acp"
+          ? acpWorker(settings.workerCommand ?? [], settings.target)
           : externalWorker(supervision.worker, settings.target, settings.target.apiKeyEnv)
         return {
           checks: [

@@ -389,7 +389,9 @@ export const widening = (
   }
   if (target.apiKeyEnv !== undefined) out.push({ flag: "apiKeyEnv", text: `--api-key-env ${target.apiKeyEnv}` })
   if (supervision !== undefined && supervision.worker !== "agent") {
-    out.push({ flag: "worker", text: `--worker ${supervision.worker}` })
+    // The agent an ACP worker runs is not kept in the session: it is named again, as the worker is.
+    const text = supervision.worker === "acp" ? `--worker acp --worker-command "<the agent>"` : `--worker ${supervision.worker}`
+    out.push({ flag: "worker", text })
   }
   return out
 }

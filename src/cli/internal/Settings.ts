@@ -47,6 +47,8 @@ export interface Settings {
   readonly config: AgentConfig.Input
   /** A supervised run's checks, plan, worker and limits; `undefined` for a plain run. */
   readonly supervision: Supervision | undefined
+  /** The agent `--worker acp` runs (`--worker-command`, split): its program and arguments. */
+  readonly workerCommand: ReadonlyArray<string> | undefined
   /** The session directory (absolute), and whether it is resumed. */
   readonly session: { readonly dir: string; readonly resume: boolean } | undefined
   /** Where the events go as JSON lines: a file, `-` for stdout, or nowhere. */
@@ -434,6 +436,7 @@ export const resolve = (flags: Flags, options: Environment) =>
     // A supervised run's limits are those given (a new run's defaults are the supervisor's: 10 act turns).
     const given = resume ? config : (yield* limits(flags, true)).config
     const supervised = yield* supervision(flags, given, resumed)
+    const workerCommand = yield* agentCommand(orUndefined(flags.workerCommand), supervised?.worker)
     if (resume && supervised !== undefined && task !== undefined) {
       return yield* configError("--task: a resumed supervised session keeps its task (it has no follow-ups)")
     }
@@ -447,6 +450,7 @@ export const resolve = (flags: Flags, options: Environment) =>
       system: orUndefined(flags.system),
       config,
       supervision: supervised,
+      workerCommand,
       session: Option.isSome(dir) ? { dir: dir.value, resume } : undefined,
       emitJsonl,
       jsonlFormat: flags.jsonlFormat,
@@ -554,6 +558,52 @@ export const supervision = (
     }
     return result
   })
+
+/**
+ * The agent of `--worker acp`, from `--worker-command`: its words, split at
+ * whitespace, quotes (`"…"` or `'…'`) grouping. Required by that worker, and
+ * refused with any other (it would be ignored).
+ */
+const agentCommand = (text: string | undefined, worker: Supervision["worker"] | undefined) =>
+  Effect.gen(function*() {
+    if (worker !== "acp") {
+      if (text !== undefined) return yield* configError("--worker-command: only --worker acp runs an agent command")
+      return undefined
+    }
+    if (text === undefined) {
+      return yield* configError(
+        `--worker acp needs --worker-command "<program> <args>": the agent that speaks ACP on stdio (named again on --resume)`
+      )
+    }
+    const words = splitWords(text)
+    if (words === undefined) return yield* configError("--worker-command: a quote is not closed")
+    if (words.length === 0) return yield* configError("--worker-command is empty")
+    return words
+  })
+
+/** Words split at whitespace, quotes grouping; `undefined` when a quote is left open. */
+const splitWords = (text: string): ReadonlyArray<string> | undefined => {
+  const words: Array<string> = []
+  let word: string | undefined
+  let quote: string | undefined
+  for (const char of text) {
+    if (quote !== undefined) {
+      if (char === quote) quote = undefined
+      else word = (word ?? "") + char
+    } else if (char === `"` || char === "'") {
+      quote = char
+      word = word ?? ""
+    } else if (/\s/.test(char)) {
+      if (word !== undefined) words.push(word)
+      word = undefined
+    } else {
+      word = (word ?? "") + char
+    }
+  }
+  if (quote !== undefined) return undefined
+  if (word !== undefined) words.push(word)
+  return words
+}
 
 /**
  * The traces endpoint of `--otlp`: an http(s) URL, the collector's base

@@ -125,11 +125,12 @@ export const builtinTools: ReadonlyArray<string> & ([Unlisted] extends [never] ?
 
 /**
  * Who does the work of a supervised run: `agent` (this loop), or an external
- * coding-agent CLI, `claude` or `codex`.
+ * coding-agent CLI, `claude`, `codex` or `cursor`, or `acp`: an agent that speaks
+ * the Agent Client Protocol (`--worker-command`).
  *
  * @since 0.1.0
  */
-export const WorkerKind = Schema.Literals(["agent", "claude", "codex"])
+export const WorkerKind = Schema.Literals(["agent", "claude", "codex", "cursor", "acp"])
 /** @since 0.1.0 */
 export type WorkerKind = typeof WorkerKind.Type
 
