@@ -36,7 +36,7 @@ const core = ["Agent", "AgentConfig", "AgentEvent", "Hooks", "Message", "Steerin
 
 /** The modules of each other entry point, exactly. */
 const platform: Record<string, ReadonlyArray<string>> = {
-  "effect-agent/cli": ["Cli", "ExitCode"],
+  "effect-agent/cli": ["Cli", "ExitCode", "YnhTrajectory"],
   "effect-agent/protocol": ["Control", "UntrustedConfig"],
   "effect-agent/providers": ["Anthropic", "OpenAiChat", "OpenAiResponses", "Pricing", "Provider", "Redaction"],
   "effect-agent/sandbox": ["BuiltinTools", "HostProcess", "Sandbox"],
@@ -146,14 +146,18 @@ describe.concurrent("the package", () => {
     assert.match(license, /^MIT License\n\nCopyright \(c\) 2026 the effect-agent authors\n/)
   }, 240_000)
 
-  it("depends on nothing of its own: effect and @effect/platform-node are peers, @effect/sql-pg an optional one", () => {
+  it("depends on nothing of its own: effect and @effect/platform-node are peers; @effect/sql-pg and the ACP SDK optional ones", () => {
     assert.isUndefined(pkg.dependencies)
     assert.deepStrictEqual(pkg.peerDependencies, {
+      "@agentclientprotocol/sdk": "^2.4.0",
       "@effect/platform-node": "^4.1.0",
       "@effect/sql-pg": "^4.0.5",
       effect: "^4.1.0"
     })
-    assert.deepStrictEqual(pkg.peerDependenciesMeta, { "@effect/sql-pg": { optional: true } })
+    assert.deepStrictEqual(pkg.peerDependenciesMeta, {
+      "@agentclientprotocol/sdk": { optional: true },
+      "@effect/sql-pg": { optional: true }
+    })
     // the clone's own tests and examples use them
     for (const name of Object.keys(pkg.peerDependencies)) assert.property(pkg.devDependencies, name)
   })
