@@ -121,6 +121,34 @@ describe("ExternalWorker.acp", () => {
       assert.strictEqual(allowed.text, "permission: yes")
     }))
 
+  it.live("allowing is once at most: with only allow_always offered, approve all still does not allow it", () =>
+    Effect.gen(function*() {
+      const reply = yield* turn(worker(workspace(), { approve: "all" }), "scenario:always-only")
+      assert.strictEqual(reply.text, "permission: cancelled")
+    }))
+
+  it.live("a session the agent can no longer load is started anew, not failed on every resume", () =>
+    Effect.gen(function*() {
+      const cwd = workspace()
+      const first = yield* turn(worker(cwd), "Fix it")
+      assert.strictEqual(first.resumeToken, "sess-1")
+      Fs.rmSync(Path.join(cwd, "fake-sessions.json"))
+      const second = yield* turn(worker(cwd), "Go on", first.resumeToken)
+      assert.strictEqual(second.text, "Done: Go on")
+      assert.strictEqual(second.resumeToken, "sess-1")
+      assert.deepStrictEqual(methods(cwd).slice(-4), ["initialize", "session/load", "session/new", "session/prompt"])
+    }))
+
+  it.live("attack: an answer to no request we sent, or a method that is not a name, is a decode WorkerError before the SDK prints it", () =>
+    Effect.gen(function*() {
+      const stray = yield* Effect.flip(turn(worker(workspace()), "scenario:stray-answer"))
+      assert.strictEqual(stray.reason, "decode")
+      assert.include(stray.message, "an answer to no request this worker sent")
+      const odd = yield* Effect.flip(turn(worker(workspace()), "scenario:odd-method"))
+      assert.strictEqual(odd.reason, "decode")
+      assert.include(odd.message, "a message whose method is not a method name")
+    }))
+
   it.live("the agent's fs requests are refused: the client offers no file system", () =>
     Effect.gen(function*() {
       const reply = yield* turn(worker(workspace()), "scenario:read-file")

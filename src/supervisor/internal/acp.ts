@@ -217,20 +217,36 @@ const attempt = (
     // The agent's messages, framed and checked here, then handed to the SDK.
     let deliver: ReadableStreamDefaultController<Message> | undefined
     const readable = new ReadableStream<Message>({ start: (controller) => void (deliver = controller) })
+    // The ids of our requests still unanswered: an answer to any other id is refused here, before the SDK
+    // (which would print the agent's id, raw, on our stderr) sees it.
+    const asked = new Set<string>()
     const writable = new WritableStream<AnyMessage>({
-      write: (message) => void Queue.offerUnsafe(input, encoder.encode(`${JSON.stringify(message)}\n`))
+      write: (message) => {
+        if ("method" in message && "id" in message) asked.add(JSON.stringify(message.id))
+        Queue.offerUnsafe(input, encoder.encode(`${JSON.stringify(message)}\n`))
+      }
     })
+    const accept = (message: Message): string | undefined => {
+      if ("method" in message) {
+        return printableMethod.test(message.method)
+          ? undefined
+          : `a message whose method is not a method name: ${preview(JSON.stringify(message.method))}`
+      }
+      const id = JSON.stringify(message.id)
+      if (!asked.delete(id)) return `an answer to no request this worker sent (id ${preview(id)})`
+      return undefined
+    }
     const splitter = new LineSplitter(settings.maxLineBytes, settings.maxTurnBytes)
     const broken = yield* Deferred.make<never, WorkerError>()
     const read = Stream.runForEach(handle.stdout, (chunk) => {
-      const problem = readChunk(splitter, chunk, (message) => deliver?.enqueue(message))
+      const problem = readChunk(splitter, chunk, accept, (message) => deliver?.enqueue(message))
       return problem === undefined ? Effect.void : Effect.fail(error("decode", problem))
     }).pipe(
       Effect.catchTag("PlatformError", (cause) =>
         Effect.fail(error("eof", `its output could not be read: ${HostProcess.describeFailure(cause)}`))),
       Effect.andThen(Effect.suspend(() => {
         const last = splitter.end()
-        const problem = last === undefined ? undefined : readLine(last, (message) => deliver?.enqueue(message))
+        const problem = last === undefined ? undefined : readLine(last, accept, (message) => deliver?.enqueue(message))
         return problem === undefined ? Effect.void : Effect.fail(error("decode", problem))
       })),
       // A protocol error is recorded before the output is closed, so the conversation's failure finds it.
@@ -304,7 +320,8 @@ const converse = async (
   let costAfter: number | undefined
   const app = sdk.client({ name: "effect-agent" })
     .onRequest(methods.client.session.requestPermission, ({ params }) => {
-      const kinds = allow ? ["allow_once", "allow_always"] : ["reject_once", "reject_always"]
+      // Allowed once at most: an `allow_always` would widen what the run allowed beyond this call.
+      const kinds = allow ? ["allow_once"] : ["reject_once", "reject_always"]
       const option = kinds.map((kind) => params.options.find((option) => option.kind === kind)).find((o) => o !== undefined)
       return option === undefined
         ? { outcome: { outcome: "cancelled" } }
@@ -337,10 +354,22 @@ const converse = async (
       throw new Stop("decode", `the agent speaks ACP version ${init.protocolVersion}, this worker ${sdk.PROTOCOL_VERSION}`)
     }
     const resumed = request.resumeToken
+    // A session the agent can no longer load (another machine, a cleanup) is started anew, as with an agent that
+    // loads none: the resume token would otherwise fail every resume the same way.
     if (resumed !== undefined && init.agentCapabilities?.loadSession === true) {
+      // its replayed history is not this turn's text (nothing is taken before the prompt), its cost so far is
       sessionId = resumed
-      await agent.request(methods.agent.session.load, { sessionId: resumed, cwd: settings.cwd, mcpServers: [] })
-    } else {
+      const loaded = await agent.request(methods.agent.session.load, {
+        sessionId: resumed,
+        cwd: settings.cwd,
+        mcpServers: []
+      }).then(() => true, () => false)
+      if (!loaded) {
+        sessionId = undefined
+        costBefore = undefined
+      }
+    }
+    if (sessionId === undefined) {
       // A new session: nothing before it cost anything.
       costBefore = 0
       sessionId = decodeNewSession(await agent.request(methods.agent.session.new, { cwd: settings.cwd, mcpServers: [] }))
@@ -375,25 +404,35 @@ const converse = async (
 const readChunk = (
   splitter: LineSplitter,
   chunk: Uint8Array,
+  accept: (message: Message) => string | undefined,
   deliver: (message: Message) => void
 ): string | undefined => {
   const lines = splitter.push(chunk)
   if (isExceeded(lines)) return lines.message
   for (const line of lines) {
-    const problem = readLine(line, deliver)
+    const problem = readLine(line, accept, deliver)
     if (problem !== undefined) return problem
   }
   return undefined
 }
 
 /** One line: a JSON-RPC message handed on, or why it is not one. */
-const readLine = (line: string, deliver: (message: Message) => void): string | undefined => {
+const readLine = (
+  line: string,
+  accept: (message: Message) => string | undefined,
+  deliver: (message: Message) => void
+): string | undefined => {
   if (line.trim() === "") return undefined
   const message = decodeMessage(line)
   if (Exit.isFailure(message)) return `a line that is not a JSON-RPC message: ${preview(line)}`
+  const refused = accept(message.value)
+  if (refused !== undefined) return refused
   deliver(message.value)
   return undefined
 }
+
+/** A method name as ACP's are (`session/update`, `_vendor/x`): printable ASCII, bounded. */
+const printableMethod = /^[\x21-\x7e]{1,128}$/
 
 const isExceeded = (lines: ReadonlyArray<string> | Exceeded): lines is Exceeded => "_tag" in lines
 
