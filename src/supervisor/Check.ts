@@ -221,7 +221,7 @@ export const command = (name: string, command: string, options?: CommandOptions)
 /**
  * Runs one check: times it (unless it timed itself), cleans and caps its
  * text, and marks a failure `known` when it fails the way it failed in the
- * baseline: `known` is the {@link failureKey} of the baseline's summary.
+ * baseline: `known` is the {@link failureKey} of the baseline's result (its summary and details).
  *
  * @since 0.1.0
  * @category running
@@ -232,34 +232,43 @@ export const run = <R>(check: Check<R>, known?: string | undefined): Effect.Effe
     const verdict = yield* check.run
     const ended = yield* Clock.currentTimeMillis
     const summary = capHead(clean(verdict.summary).replace(/\s+/g, " ").trim(), maxSummaryChars)
+    const details = capTail(clean(verdict.details ?? ""), maxDetailsChars)
     return {
       check: check.name,
       role: check.role,
       status: verdict.status === "pass"
         ? "pass"
-        : known !== undefined && failureKey(summary) === known
+        : known !== undefined && failureKey(summary, details) === known
         ? "known"
         : "fail",
       summary,
-      details: capTail(clean(verdict.details ?? ""), maxDetailsChars),
+      details,
       durationMs: verdict.durationMs ?? ended - started,
       ...(verdict.exitCode === undefined ? {} : { exitCode: verdict.exitCode })
     }
   })
 
-// A duration in a summary ("Duration 1.2s", "in 340ms") changes from run to run; it does not make a failure new.
+// A duration ("Duration 1.2s", "in 340ms") or a time of day ("Start at 02:41:18") changes from run to run; it does
+// not make a failure new.
 const durations = /\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds|m|min)\b/g
+const clockTimes = /\b\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?\b/g
+
+const normalized = (text: string): string => text.replace(durations, "#").replace(clockTimes, "#")
 
 /**
- * What makes two failures of a check the same failure: the summary, without
- * the durations in it. A check failing in the baseline and again after a
- * turn with the same key is `known` (already failing before the task); with
- * another key, the failure is new.
+ * What makes two failures of a check the same failure: its summary and its
+ * details (the output's tail, as results keep it), without the durations
+ * and times of day in them. A check failing in the baseline and again after
+ * a turn with the same key is `known` (already failing before the task);
+ * with another key the failure is new. The details count: a last line alone
+ * ("exit 1: ⎯⎯⎯[1/1]⎯") is the same for a suite with one failing test and
+ * one with three, and another test failing is not the failure that was there.
  *
  * @since 0.1.0
  * @category running
  */
-export const failureKey = (summary: string): string => summary.replace(durations, "#")
+export const failureKey = (summary: string, details = ""): string =>
+  `${normalized(summary)}\n${normalized(details)}`
 
 /**
  * Whether a result holds the run: a failure of a blocking check (or the

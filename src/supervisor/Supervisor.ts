@@ -977,7 +977,7 @@ const checkRound = <R, RW, P, A>(
   const known = new Map<string, string>()
   if (!baseline) {
     for (const result of live.progress.baseline ?? []) {
-      if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary))
+      if (result.status !== "pass") known.set(result.check, Check.failureKey(result.summary, result.details))
     }
   }
   const record = live.options.record

@@ -82,4 +82,23 @@ describe("Check.make", () => {
       assert.isFalse(Check.blocks(yield* Check.run(advisory)))
       assert.isTrue(Check.blocks(yield* Check.run(Check.make("v", Effect.succeed(failed), { role: "verifier" }))))
     }))
+
+  it.effect("the output counts, not the last line alone: another test failing, or more of them, is a new failure", () =>
+    Effect.gen(function*() {
+      // vitest ends every run with a failure on the same separator line; what failed is above it
+      const suite = (failing: string, at: string) =>
+        Check.make("tests", Effect.succeed({
+          status: "fail",
+          summary: "exit 1: ⎯⎯⎯⎯[1/1]⎯",
+          details: ` FAIL  test/a.test.ts > ${failing}\n Tests  1 failed | 3 passed (4)\n Start at  ${at}\n Duration  1.${
+            at.length
+          }2s\n⎯⎯⎯⎯[1/1]⎯`
+        }))
+      const baseline = yield* Check.run(suite("adds", "02:41:18"))
+      const key = Check.failureKey(baseline.summary, baseline.details)
+      // the same failure, another day and duration: known
+      assert.strictEqual((yield* Check.run(suite("adds", "14:03:59"), key)).status, "known")
+      // another test failing behind the same last line: new
+      assert.strictEqual((yield* Check.run(suite("subtracts", "02:41:18"), key)).status, "fail")
+    }))
 })
