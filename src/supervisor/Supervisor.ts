@@ -254,7 +254,7 @@ export interface Result<P = never, A = never> {
   readonly outcome: SupervisedOutcome
   /** Act turns run. */
   readonly turns: number
-  /** Plans proposed. */
+  /** Plans proposed (0 in a run without a plan phase). */
   readonly planIterations: number
   /** The approved plan, if the run had a plan phase and it was approved. */
   readonly plan: string | undefined
@@ -533,6 +533,8 @@ interface Settings<R, P, A> {
   readonly stuckReplies: number
   /** Known failures do not hold the run (`tolerateKnownFailures`). */
   readonly tolerateKnown: boolean
+  /** The run has a plan phase (asked for, or resumed with one): else it proposes no plans. */
+  readonly planned: boolean
   /** The operator approves each feedback (`approveTurns` and an `Approvals` service that has `decideTurn`). */
   readonly gated: boolean
 }
@@ -663,6 +665,7 @@ const start = <R, RW, P, A>(
       stuckChecks: nonNegative(options.stuckAfterIdenticalChecks, defaults.stuckAfterIdenticalChecks),
       stuckReplies: nonNegative(options.stuckAfterIdenticalReplies, defaults.stuckAfterIdenticalReplies),
       tolerateKnown: options.tolerateKnownFailures === true,
+      planned: options.plan === true || resume?.phase === "plan" || resume?.approvedPlan !== undefined,
       gated: options.approveTurns === true && approvals?.decideTurn !== undefined
     }
     const progress: Progress<P, A> = {
@@ -1148,6 +1151,10 @@ const convergence = <R, RW, P, A>(live: Live<R, RW, P, A>): SupervisedOutcome =>
     : { _tag: "Tolerated", turns: live.progress.turns, known }
 }
 
+/** Plans proposed: the plan iteration, or none in a run without a plan phase. */
+const plansProposed = <R, RW, P, A>(live: Live<R, RW, P, A>): number =>
+  live.settings.planned ? live.progress.planIteration : 0
+
 /** Whether a saved ending is one whose checks passed (a resumed run with nothing to do ends so again). */
 const passed = (
   outcome: SupervisedOutcome | undefined
@@ -1183,7 +1190,7 @@ const snapshot = <R, RW, P, A>(live: Live<R, RW, P, A>, phase: "plan" | "act"): 
       _tag: "SupervisedBudget",
       phase,
       turns: live.progress.turns,
-      planIterations: live.progress.planIteration,
+      planIterations: plansProposed(live),
       usage: live.progress.usage,
       elapsedMs: Math.max(0, now - live.startedAt),
       limits: live.settings.limits
@@ -1363,7 +1370,7 @@ const result = <R, RW, P, A>(live: Live<R, RW, P, A>, outcome: SupervisedOutcome
     return {
       outcome,
       turns: progress.turns,
-      planIterations: progress.planIteration,
+      planIterations: plansProposed(live),
       plan: progress.plan,
       planValue: progress.planValue?.value,
       output: progress.output,

@@ -65,7 +65,7 @@ export const SupervisorEvent = Schema.TaggedUnion({
     phase: Phase,
     /** Act turns started so far (the one just run included). */
     turns: Schema.Finite,
-    /** Plans proposed so far. */
+    /** Plans proposed so far (0 in a run without a plan phase). */
     planIterations: Schema.Finite,
     /** What the run has used, plan and act turns alike. */
     usage: Message.Usage,

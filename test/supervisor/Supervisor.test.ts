@@ -200,7 +200,11 @@ describe("Supervisor.run: baseline", () => {
       assert.strictEqual(ExitCode.fromOutcome(result.outcome), ExitCode.codes.maxTurns)
       // one supervised snapshot per act turn; the last holds the totals the run ended with
       const snapshots = ofTag(events, "SupervisedBudget")
-      assert.deepStrictEqual(snapshots.map((e) => [e.phase, e.turns, e.limits.turns]), [["act", 1, 2], ["act", 2, 2]])
+      assert.deepStrictEqual(snapshots.map((e) => [e.phase, e.turns, e.limits.turns, e.planIterations]), [
+        ["act", 1, 2, 0],
+        ["act", 2, 2, 0]
+      ])
+      assert.strictEqual(result.planIterations, 0) // no plan phase, no plans proposed
       assert.deepStrictEqual([snapshots.at(-1)!.turns, snapshots.at(-1)!.usage], [result.turns, result.usage])
     }))
 
