@@ -506,11 +506,11 @@ export const serve = <E>(options: {
 /**
  * Approvals asked on stdin: the interactive handle's decisions, and once
  * `eof` completes (nobody is left to answer), a denial for every call that
- * waits; a feedback waiting interrupts the run, and so does a plan waiting
- * with `interruptPlan` (the command's SIGINT, as ynh does at the end of its
- * input: the session is left to resume), else it is rejected.
- * Questions are opened through the handle (`open`), so they wait before
- * they are announced.
+ * waits; a plan or a feedback waiting stops the run with `interrupt` (the
+ * command's SIGINT, as ynh does at the end of its input: the session is
+ * left to resume); without it a plan is rejected and a feedback interrupts
+ * the run. Questions are opened through the handle (`open`), so they wait
+ * before they are announced.
  *
  * @since 0.1.0
  * @category serving
@@ -520,7 +520,7 @@ export const approvalsUntilEof = (
   eof: Deferred.Deferred<void>,
   options: {
     /** Stops the run, leaving it to resume (it does not return: the run is interrupted meanwhile). */
-    readonly interruptPlan?: Effect.Effect<void> | undefined
+    readonly interrupt?: Effect.Effect<void> | undefined
   } = {}
 ): Approvals.Service => {
   const gone = "the control input (stdin) was closed"
@@ -528,17 +528,18 @@ export const approvalsUntilEof = (
   const plan: Approvals.PlanDecision = { _tag: "Reject", notes: gone }
   const turn: Approvals.TurnDecision = { _tag: "Interrupt" }
   const untilEof = <D>(wait: Effect.Effect<D>, closed: D) => Effect.raceFirst(wait, Effect.as(Deferred.await(eof), closed))
-  const interruptPlan = options.interruptPlan
-  const untilEofPlan = (wait: Effect.Effect<Approvals.PlanDecision>): Effect.Effect<Approvals.PlanDecision> =>
-    interruptPlan === undefined
-      ? untilEof(wait, plan)
-      : Effect.raceFirst(wait, Effect.andThen(Deferred.await(eof), Effect.andThen(interruptPlan, Effect.never)))
+  const interrupt = options.interrupt
+  /** A plan or a feedback waiting: at the end of input, the run is stopped to resume when it can be. */
+  const untilEofGate = <D>(wait: Effect.Effect<D>, closed: D): Effect.Effect<D> =>
+    interrupt === undefined
+      ? untilEof(wait, closed)
+      : Effect.raceFirst(wait, Effect.andThen(Deferred.await(eof), Effect.andThen(interrupt, Effect.never)))
   return {
     decide: (request) => untilEof(interactive.decide(request), call),
     open: (request) => Effect.map(interactive.open(request), (wait) => untilEof(wait, call)),
-    decidePlan: (request) => untilEofPlan(interactive.decidePlan(request)),
-    openPlan: (request) => Effect.map(interactive.openPlan(request), untilEofPlan),
-    decideTurn: (request) => untilEof(interactive.decideTurn(request), turn),
-    openTurn: (request) => Effect.map(interactive.openTurn(request), (wait) => untilEof(wait, turn))
+    decidePlan: (request) => untilEofGate(interactive.decidePlan(request), plan),
+    openPlan: (request) => Effect.map(interactive.openPlan(request), (wait) => untilEofGate(wait, plan)),
+    decideTurn: (request) => untilEofGate(interactive.decideTurn(request), turn),
+    openTurn: (request) => Effect.map(interactive.openTurn(request), (wait) => untilEofGate(wait, turn))
   }
 }

@@ -141,6 +141,28 @@ describe("effect-agent run --check", () => {
       assert.include(out.stderr, `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}`)
     }))
 
+  live("the end of stdin while a feedback waits (--approve-turns) interrupts the run too: exit 31, and the session resumes to ask again", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([{ text: "tried" }, write("done.txt", "yes"), { text: "done" }])
+      const session = `${yield* tempDirOf}/session`
+      const out = yield* runCommand(
+        scriptedArgs(dir, "--approve", "all", "--approve-turns", "--check", "test -f done.txt", "--session-dir", session, "--json"),
+        { cwd: dir, stdin: "" }
+      )
+      assert.strictEqual(out.code, 31, out.stderr)
+      assert.include(out.stderr, `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}`)
+      // resumed, the gate asks again before the worker gets anything
+      const { events, stdin, onStdout } = yield* answering((event) =>
+        SupervisorEvent.tagOf(event) === "TurnApprovalRequested" ? `{"type":"approve_turn"}` : undefined
+      )
+      const resumed = yield* runCommand(
+        scriptedArgs(dir, "--resume", session, "--approve", "all", "--emit-jsonl", "-").filter((arg) => arg !== "--task" && arg !== "What is in a.txt?"),
+        { cwd: dir, stdin, onStdout }
+      )
+      assert.strictEqual(resumed.code, 0, resumed.stderr)
+      assert.deepStrictEqual(SupervisorOutcome.fromOutcome(events().at(-1).outcome), { _tag: "Converged", turns: 2 })
+    }))
+
   /**
    * A `--plan` run answered on stdin: each plan proposed by the next of `decisions`, each call approved by
    * `approve`; the worker proposes "plan A", then "plan B", then writes done.txt. Its output, and its events.

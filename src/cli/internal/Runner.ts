@@ -809,7 +809,7 @@ export const run = (flags: Flags.Flags): Effect.Effect<void, ExitWith, Requireme
       const interactive = asks || approveTurns ? yield* Approvals.interactive() : undefined
       const untilEof = interactive === undefined
         ? undefined
-        : Control.approvalsUntilEof(interactive, eof, { interruptPlan: interrupt })
+        : Control.approvalsUntilEof(interactive, eof, { interrupt })
       const policy = settings.target.approve === "all"
         ? Approvals.allowAll
         : Approvals.denyAll("this call needs approval, and the run was started with --approve none")
