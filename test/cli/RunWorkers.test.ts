@@ -175,6 +175,23 @@ describe("effect-agent run --worker acp", () => {
       assert.strictEqual(calls(dir)[4]?.params.sessionId, "sess-1")
     }))
 
+  live("--jsonl-format ynh: session_start names the worker as backend, and no model of ours (the agent runs its own)", () =>
+    Effect.gen(function*() {
+      const dir = yield* scripted([])
+      const out = yield* runCommand(
+        scriptedArgs(dir, "--check", "true", "--worker", "acp", "--worker-command", agentCommand, "--jsonl-format", "ynh", "--emit-jsonl", "-"),
+        { cwd: dir }
+      )
+      assert.strictEqual(out.code, 0, out.stderr)
+      const lines = out.stdout.trim().split("\n").map((line) => JSON.parse(line))
+      const start = lines[0]
+      assert.strictEqual(start.type, "session_start")
+      assert.strictEqual(start.data.backend, "acp")
+      assert.notProperty(start.data, "model")
+      assert.notProperty(start.data, "provider")
+      assert.strictEqual(lines.at(-1).type, "session_end")
+    }))
+
   live("--worker acp without --worker-command, or --worker-command without --worker acp, is refused (22)", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([])

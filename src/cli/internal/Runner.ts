@@ -468,10 +468,11 @@ const ynhSession = (settings: Settings.Settings, flags: Flags.Flags, planApprova
       maxWallMs: supervision.maxWallMs ?? null,
       maxCostUsd: supervision.maxCostUsd ?? null
     }
+  const backend = supervision?.worker ?? "agent"
   return {
-    backend: supervision?.worker ?? "agent",
-    provider: settings.target.provider,
-    model: settings.target.model,
+    backend,
+    // an external worker runs the model its CLI chooses: ours is not it
+    ...(backend === "agent" ? { provider: settings.target.provider, model: settings.target.model } : {}),
     budgets,
     budgetSources: { turns: source(flags.maxTurns), tokens: source(flags.maxTokens), wall: source(flags.maxWall) },
     planApproval
