@@ -156,6 +156,10 @@ describe("Settings.resolve", () => {
       assert.notInclude(JSON.stringify(named), "sk-mine")
       // the scripted model needs none
       assert.strictEqual((yield* resolve({ provider: some("scripted"), script: some("s.json") }, false, {})).apiKey, undefined)
+      // nor an external worker: it runs its own model, so our provider's key is neither required nor read
+      const external = yield* resolve({ worker: some("claude"), check: ["true"] }, false, {})
+      assert.strictEqual(external.apiKey, undefined)
+      assert.strictEqual(external.supervision?.worker, "claude")
     }))
 
   it("durations: seconds by default, or ms, s, m, h", () => {

@@ -440,7 +440,9 @@ export const resolve = (flags: Flags, options: Environment) =>
     if (resume && supervised !== undefined && task !== undefined) {
       return yield* configError("--task: a resumed supervised session keeps its task (it has no follow-ups)")
     }
-    const key = apiKey(resolved, options.env)
+    // An external worker calls no model of ours: our provider's key is not needed (its own, if any, is passed to it).
+    const external = supervised !== undefined && supervised.worker !== "agent"
+    const key = external ? Result.succeed(undefined) : apiKey(resolved, options.env)
     if (Result.isFailure(key)) return yield* configError(key.failure)
     const dir = Option.isSome(resumeDir) ? resumeDir : sessionDir
     const settings: Settings = {
