@@ -352,6 +352,28 @@ describe("View.log", () => {
       )
     }))
 
+  it.effect("a call that ended in a defect of its tool says what the defect was, apart from the result the model read", () =>
+    Effect.gen(function*() {
+      let out = ""
+      const view = View.log((text) => void (out += text))
+      yield* play(view, { _tag: "AgentStart", messages: [] }, 0)
+      yield* play(view, { _tag: "ToolExecutionStart", toolCallId: "c1", toolName: "lookup", params: {} })
+      yield* play(view, {
+        _tag: "ToolExecutionEnd",
+        toolCallId: "c1",
+        toolName: "lookup",
+        result: Message.toolResult({ toolCallId: "c1", toolName: "lookup", text: "Tool lookup failed", isError: true }),
+        durationMs: 0,
+        terminate: false,
+        defect: "TypeError: cannot read properties of undefined (reading 'rows')\u001b[2J"
+      })
+      assert.notInclude(out, "\x1b")
+      assert.include(
+        out,
+        "✗ lookup 0 ms → Tool lookup failed [defect: TypeError: cannot read properties of undefined (reading 'rows')"
+      )
+    }))
+
   it.effect("a resumed run's header names the session; waits for approval and cancelled calls are shown; 1 turn", () =>
     Effect.gen(function*() {
       let out = ""

@@ -333,6 +333,13 @@ const resumedText = (event: AgentEvent.Of<"SessionResumed">, session: string | u
     count(event.restored.messages, "message")
   } restored)`
 
+/** A call that ended in a defect of its tool (a bug, not a typed failure): what it was, said apart from the result. */
+const defectText = (event: AgentEvent.Of<"ToolExecutionEnd">, s: Style): string =>
+  event.defect === undefined ? "" : s.red(` [defect: ${compact(event.defect, 200)}]`)
+
+const defectLine = (event: AgentEvent.Of<"ToolExecutionEnd">, s: Style): string =>
+  `    ${s.red(`defect: ${compact(event.defect ?? "", 400)}`)}`
+
 const usageLine = (usage: Message.Usage, turns: number) =>
   `tokens ${usage.input} in / ${usage.output} out · ${dollars(usage.cost)} · ${count(turns, "turn")}`
 
@@ -453,7 +460,7 @@ export const log = (
         const { ranMs, waitMs } = tracked.ended(event)
         const mark = event.result.isError ? s.red("✗") : s.green("✓")
         const time = s.dim(`${ranMs} ms${waitedText(waitMs)}`)
-        return line(event, `${mark} ${printable(event.toolName)} ${time} → ${compact(Message.textOf(event.result))}`)
+        return line(event, `${mark} ${printable(event.toolName)} ${time} → ${compact(Message.textOf(event.result))}${defectText(event, s)}`)
       }
       case "SteeringDelivered":
         return line(event, s.yellow(`↪ steering delivered: ${said(event.messages)}`))
@@ -785,13 +792,15 @@ export const live = (terminal: Terminal): Effect.Effect<LiveView, never, Scope.S
           const call = running.get(event.toolCallId)
           running.delete(event.toolCallId)
           const { ranMs, waitMs } = tracked.ended(event)
-          return printCall(
+          printCall(
             event.result.isError ? s.red("✗") : s.green("✓"),
             printable(event.toolName),
             call === undefined ? "" : compact(call.params, 40),
             `${seconds(ranMs)}${waitedText(waitMs)}`,
             Message.textOf(event.result)
           )
+          if (event.defect !== undefined) print(defectLine(event, s))
+          return
         }
         case "ApprovalRequested":
           flushPartial()
