@@ -710,6 +710,40 @@ describe.skipIf(executablePath === undefined)("the inspector, in headless Chromi
       assert.deepStrictEqual(errors.filter((error) => !error.includes("Failed to load resource")), [])
     }).pipe(Effect.scoped))
 
+  it.live("gives up a start its server never answers, and says it may still have been applied", () =>
+    Effect.gen(function*() {
+      // A server that lists no session and holds every POST open without a word. Before, the page's start (and
+      // its controls) waited forever, saying nothing.
+      let held = 0
+      let gaveUp = false
+      const server = createServer((request, response) => {
+        if (request.method === "POST") {
+          held++
+          response.on("close", () => (gaveUp = !response.writableEnded))
+        } else if (request.url === "/sessions") {
+          response.writeHead(200, { "content-type": "application/json" }).end("[]")
+        } else {
+          response.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(Inspector.html)
+        }
+      })
+      yield* Effect.acquireRelease(
+        Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))),
+        () => Effect.sync(() => server.close()).pipe(Effect.andThen(Effect.sync(() => server.closeAllConnections())))
+      )
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const { page } = yield* openPage(yield* browser, `http://127.0.0.1:${port}/`)
+      yield* Effect.promise(async () => {
+        await page.fill("#task", "say hi")
+        await page.click("#start-button")
+        await page.waitForSelector("#toast.bad", { timeout: 30_000 })
+      })
+      const toast = yield* Effect.promise(() => page.textContent("#toast"))
+      assert.strictEqual(toast, "start: no answer in 10 s; it may still have been applied")
+      assert.strictEqual(held, 1)
+      assert.isTrue(gaveUp, "the page closed the request it gave up")
+    }).pipe(Effect.scoped))
+
   it.live("opens a trajectory file dropped on it, without a server", () =>
     Effect.gen(function*() {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-inspector-"))

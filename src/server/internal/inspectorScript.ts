@@ -108,15 +108,23 @@ export const script = String.raw`
   // (After a server restart, a poll sent on a connection the stopped server had left open waited forever, and
   // every later poll queued behind it: the page froze.)
   var readTimeoutMs = 5000;
+  // A write (start, control) is given up later: the server may have applied it, which the events then show.
+  var writeTimeoutMs = 10000;
 
   var api = function (method, path, body) {
     var init = { method: method, headers: authorize({}) };
-    if (method === "GET" && typeof AbortSignal.timeout === "function") init.signal = AbortSignal.timeout(readTimeoutMs);
+    var timeoutMs = method === "GET" ? readTimeoutMs : writeTimeoutMs;
+    if (typeof AbortSignal.timeout === "function") init.signal = AbortSignal.timeout(timeoutMs);
     if (body !== undefined) {
       init.headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);
     }
-    return fetch(path, init).then(function (response) {
+    return fetch(path, init).catch(function (error) {
+      if (error && (error.name === "TimeoutError" || error.name === "AbortError")) {
+        throw new Error("no answer in " + timeoutMs / 1000 + " s" + (method === "GET" ? "" : "; it may still have been applied"));
+      }
+      throw error;
+    }).then(function (response) {
       return response.text().then(function (text) {
         var data = text === "" ? undefined : JSON.parse(text);
         if (!response.ok) {
