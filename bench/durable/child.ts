@@ -15,7 +15,7 @@
  * Usage: node child.ts <row> <json options>
  */
 import { performance } from "node:perf_hooks"
-import { type Counters, counters, serverCpuUs } from "./postgres.ts"
+import { type Counters, counters, loggedStatements, logOffset, serverCpuUs } from "./postgres.ts"
 import { type Row, type RowOptions, Scripts, verifyTranscript } from "./workload.ts"
 
 export const ROWS = ["agent-run", "session-files", "durable-pg", "langgraph-pg", "langgraph-pg-sync"] as const
@@ -27,6 +27,8 @@ export interface ChildOptions {
   /** The row's own database (fresh). */
   readonly database: string
   readonly postmasterPid: number
+  /** The server's log, where the row's database's statements are lines. */
+  readonly logFile: string
   /** A directory of the row's own. */
   readonly dir: string
   readonly turns: number
@@ -46,7 +48,13 @@ export interface ChildResult {
   readonly wallMs: number
   /** Transaction ids assigned during the timed run: the transactions that wrote. */
   readonly writingTransactions: number
+  /** Statements executed in the row's database, counted in the server's log (`log_statement = all`). */
   readonly statements: number
+  /**
+   * The same, as `pg_stat_statements` counts them: it misses transaction control (BEGIN, COMMIT) that a driver
+   * prepares once and executes again (`@effect/sql-pg` does; `pg`, LangGraph's, sends it as simple queries).
+   */
+  readonly statementsSeen: number
   /** The row's most frequent statements in the timed run (`pg_stat_statements`' normalized text). */
   readonly topStatements: ReadonlyArray<{ readonly calls: number; readonly query: string }>
   /** Events the sessions published (DurableSession's store), read back after the clock. */
@@ -109,6 +117,7 @@ const main = async (): Promise<void> => {
   await db.resetStatements()
   const toolRunsBefore = scripts.toolRuns
   const xid = await db.nextXid()
+  const logFrom = logOffset(options.logFile)
   const pgCpu = serverCpuUs(options.postmasterPid)
   const cpu = process.cpuUsage()
   const start = performance.now()
@@ -120,11 +129,13 @@ const main = async (): Promise<void> => {
   const used = process.cpuUsage(cpu)
   const pgCpuUs = serverCpuUs(options.postmasterPid) - pgCpu
   const writingTransactions = await db.nextXid() - xid
-  const statements = await db.statements(options.database)
+  const logTo = logOffset(options.logFile)
+  const statementsSeen = await db.statements(options.database)
   const topStatements = await db.topStatements(options.database, 12)
   // The clock has stopped: every transcript is read back and checked.
   const turns = options.rounds * options.sessions * options.turns
   const events = await verify(row, scripts, timed, options.turns)
+  const statements = loggedStatements(options.logFile, options.database, logFrom, logTo)
   if (scripts.toolRuns - toolRunsBefore !== turns) {
     throw new Error(`${row.name}: the tool ran ${scripts.toolRuns - toolRunsBefore} times in the timed run, expected ${turns}`)
   }
@@ -138,6 +149,7 @@ const main = async (): Promise<void> => {
     wallMs,
     writingTransactions,
     statements,
+    statementsSeen,
     topStatements,
     events
   }

@@ -23,6 +23,8 @@ import pg from "pg"
 export interface Server {
   /** `postgres://postgres@127.0.0.1:<port>/` (append a database name). */
   readonly baseUrl: string
+  /** The server's log: each statement of a row's database is a line (`log_statement = all` on it). */
+  readonly logFile: string
   /** The postmaster's process id: its CPU and its children's are the server's. */
   readonly postmasterPid: number
   readonly version: string
@@ -117,9 +119,13 @@ export const start = async (): Promise<Server & { readonly stop: () => void; rea
   await client.connect()
   try {
     await client.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    // Each log line starts with its database's name, so a row's statements can be counted in the log.
+    await client.query(`ALTER SYSTEM SET log_line_prefix = '${LOG_PREFIX}'`)
+    await client.query("SELECT pg_reload_conf()")
     const version = (await client.query<{ server_version: string }>("SHOW server_version")).rows[0]!.server_version
     return {
       baseUrl,
+      logFile: path.join(dir, "log"),
       postmasterPid,
       version,
       dir,
@@ -133,18 +139,25 @@ export const start = async (): Promise<Server & { readonly stop: () => void; rea
   }
 }
 
-/** Creates a fresh database for one child (each row starts on empty tables), or drops it. */
-export const createDatabase = async (server: Server, name: string): Promise<void> => {
+/** `log_line_prefix`: the database's name, then `|`. */
+const LOG_PREFIX = "%d|"
+
+/**
+ * Creates a fresh database for one child (each row starts on empty tables), its statements logged
+ * (`log_statement = all`), or drops it.
+ */
+export const createDatabase = async (server: Pick<Server, "baseUrl">, name: string): Promise<void> => {
   const client = new pg.Client({ connectionString: `${server.baseUrl}postgres` })
   await client.connect()
   try {
     await client.query(`CREATE DATABASE ${name}`)
+    await client.query(`ALTER DATABASE ${name} SET log_statement = 'all'`)
   } finally {
     await client.end()
   }
 }
 
-export const dropDatabase = async (server: Server, name: string): Promise<void> => {
+export const dropDatabase = async (server: Pick<Server, "baseUrl">, name: string): Promise<void> => {
   const client = new pg.Client({ connectionString: `${server.baseUrl}postgres` })
   await client.connect()
   try {
@@ -227,5 +240,28 @@ export const counters = async (baseUrl: string): Promise<Counters> => {
       await client.query("SELECT pg_stat_statements_reset()")
     },
     close: () => client.end()
+  }
+}
+
+/** Where the log ends now. */
+export const logOffset = (logFile: string): number => fs.statSync(logFile).size
+
+/**
+ * The statements of a database logged between two offsets (`log_statement = all`): each is one line
+ * `<database>|… LOG:  statement: …` (simple protocol) or `… LOG:  execute <name>: …` (extended protocol, prepared
+ * statements included), continuation lines of a statement not counted.
+ */
+export const loggedStatements = (logFile: string, database: string, from: number, to: number): number => {
+  const fd = fs.openSync(logFile, "r")
+  try {
+    const buffer = Buffer.alloc(to - from)
+    const read = fs.readSync(fd, buffer, 0, buffer.length, from)
+    let count = 0
+    for (const line of buffer.subarray(0, read).toString("utf8").split("\n")) {
+      if (line.startsWith(`${database}|`) && /LOG: {2}(statement|execute [^:]*):/.test(line)) count++
+    }
+    return count
+  } finally {
+    fs.closeSync(fd)
   }
 }

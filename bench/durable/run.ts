@@ -110,6 +110,7 @@ const runChild = async (row: RowId, spec: PhaseSpec, server: Server): Promise<Ch
       baseUrl: server.baseUrl,
       database,
       postmasterPid: server.postmasterPid,
+      logFile: server.logFile,
       dir,
       turns: spec.turns,
       sessions: spec.sessions,
@@ -240,8 +241,9 @@ const statementTables = (results: Results, rows: ReadonlyArray<RowId>): Array<Ta
     const first = results.get(spec.id)?.get(r)?.[0]
     if (first === undefined || first.topStatements.length === 0) return []
     return [{
-      title: `${first.name}: its most frequent statements, ${spec.title} (run 1)`,
-      header: ["statement (normalized)", "per turn"],
+      title: `${first.name}: its most frequent statements, ${spec.title} (run 1; \`pg_stat_statements\` saw ` +
+        `${num(first.statementsSeen / first.turns, 1)} a turn of the ${num(first.statements / first.turns, 1)} logged)`,
+      header: ["statement (normalized; `pg_stat_statements`)", "per turn"],
       rows: first.topStatements.map((s) => [
         `\`${s.query.replace(/\s+/g, " ").replace(/\|/g, "\\|").replace(/`/g, "'").slice(0, 140)}\``,
         num(s.calls / first.turns, 2)
@@ -334,8 +336,11 @@ const report = (all: ReadonlyArray<Table>, server: Server, loadStart: string, lo
     "the timed run (`pg_snapshot_xmax(pg_current_snapshot())` before and after): PostgreSQL gives a transaction an",
     "id only when it first writes, so read-only transactions are not counted, and the readings assign none",
     "(`pg_stat_database.xact_commit` counts every commit, reads included, and is flushed up to a second late; a",
-    "subtransaction that writes gets an id of its own, and would count). *Statements*: `pg_stat_statements` calls",
-    "in the row's database (top-level statements, BEGIN and COMMIT included).",
+    "subtransaction that writes gets an id of its own, and would count). *Statements*: the lines the server logged",
+    "for the row's database (`log_statement = all` on it, for every row alike; each simple query and each execute of",
+    "a prepared one, BEGIN and COMMIT included). `pg_stat_statements`, whose counts the tables of the most frequent",
+    "statements show, misses the BEGIN and COMMIT that `@effect/sql-pg` prepares once and executes again (`pg`,",
+    "LangGraph's driver, sends them as simple queries, which it counts).",
     "",
     ...all.flatMap((t) => [`### ${t.title}`, "", markdownTable(t), ""]),
     END
