@@ -7,10 +7,14 @@
  * own dependencies are installed).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { existsSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
+import os from "node:os"
+import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { adapter as bare } from "./adapters/bare.ts"
 import { adapter, fetchAdapter, partsAdapter } from "./adapters/effect-agent.ts"
+import { agentRun, sessionFiles } from "./durable/effect-agent.ts"
+import { expected, Scripts, verifyTranscript } from "./durable/workload.ts"
 import { lastMessage, MemoryServer, route, SESSION_HEADER } from "./memory-fetch.ts"
 import { bodyOf } from "./sse.ts"
 import {
@@ -193,5 +197,42 @@ describe.skipIf(!piInstalled)("bench pi-agent-core over pi-ai's provider on an i
     assert.strictEqual(globalThis.fetch, original)
     const spec = { calls: 7, ms: 5, maxParallel: 3 }
     verifyBatch(adapter.name, spec, await adapter.batch(spec))
+  })
+})
+
+// The durable rows (bench/durable/, `npm run bench -- --durable`) need a PostgreSQL server and are not run here:
+// only their check, and the two rows that need no database, on a tiny workload.
+describe("bench durable rows' check", () => {
+  it("expects the prompt, each turn's text and call and its result, then the final answer; any other transcript fails", () => {
+    const want = expected("s-1", 2)
+    assert.deepStrictEqual(want.map((e) => e.role), ["user", "assistant", "tool", "assistant", "tool", "assistant"])
+    assert.deepStrictEqual(want[1]!.calls, ["call_0 noop {\"i\":0}"])
+    assert.deepStrictEqual(want[4], { role: "tool", text: noopResult(1), calls: [], toolCallId: "call_1" })
+    assert.strictEqual(want[5]!.text, finalText(2))
+    verifyTranscript("x", "s-1", 2, want)
+    assert.throws(() => verifyTranscript("x", "s-1", 2, want.slice(0, 5)), /has 5 messages, expected 6/)
+    const swapped = [...want.slice(0, 4), { ...want[4]!, text: noopResult(0) }, want[5]!]
+    assert.throws(() => verifyTranscript("x", "s-1", 2, swapped), /session s-1, message 4/)
+  })
+
+  it("Agent.run and Session on files run sessions whose transcripts, read back, are the script's", async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), "bench-durable-"))
+    try {
+      for (const make of [agentRun, sessionFiles]) {
+        const scripts = new Scripts()
+        const row = await make({ url: "", dir, scripts })
+        scripts.open("a-1", 3)
+        scripts.open("a-2", 3)
+        await Promise.all([row.session("a-1", 3), row.session("a-2", 3)])
+        for (const id of ["a-1", "a-2"]) {
+          verifyTranscript(row.name, id, 3, (await row.readBack(id)).transcript)
+          scripts.check(id, 3)
+        }
+        assert.strictEqual(scripts.toolRuns, 6)
+        await row.close()
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -15,6 +15,8 @@
  *   --phases p,q   phases to run (single200, single1000, concurrent, setup, batch)
  *   --no-write     print only
  *   --fullstack    the full-stack benchmark instead (bench/fullstack/run.ts; `--fullstack --help` lists its options)
+ *   --durable      the durable rows instead, on a PostgreSQL it starts (bench/durable/run.ts; `--durable --help`);
+ *                  `--phases durable` is the same
  */
 import { spawnSync } from "node:child_process"
 import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs"
@@ -29,6 +31,9 @@ import { turns } from "./workload.ts"
 // The markers of the full-stack section of RESULTS.md (bench/fullstack/run.ts writes between them).
 const FULLSTACK_START = "<!-- fullstack:start -->"
 const FULLSTACK_END = "<!-- fullstack:end -->"
+// The markers of the durable rows' section of RESULTS.md (bench/durable/run.ts writes between them).
+const DURABLE_START = "<!-- durable:start -->"
+const DURABLE_END = "<!-- durable:end -->"
 // The markers of the section of figures other scripts measured (the agent server, the cluster), kept by hand.
 const MEASURED_START = "<!-- measured:start -->"
 const MEASURED_END = "<!-- measured:end -->"
@@ -121,10 +126,12 @@ const pick = <A extends string>(name: string, all: ReadonlyArray<A>): ReadonlyAr
   return all.filter((a) => wanted.includes(a))
 }
 
-// With --fullstack, the options are the full-stack benchmark's (bench/fullstack/run.ts).
+// With --fullstack, the options are the full-stack benchmark's (bench/fullstack/run.ts); with --durable (or
+// `--phases durable`), the durable rows' (bench/durable/run.ts).
 const fullstack = flag("fullstack")
+const durable = flag("durable") || value("phases") === "durable"
 
-const phases = fullstack ? [] : (() => {
+const phases = fullstack || durable ? [] : (() => {
   const ids = pick("phases", ALL_PHASES.map((p) => p.id))
   return ALL_PHASES.filter((p) => ids.includes(p.id))
 })()
@@ -578,14 +585,19 @@ const main = () => {
   for (const t of all) console.log(`\n${t.title}\n${textTable(t.header, t.rows)}`)
   if (write) {
     const out = path.join(benchDir, "RESULTS.md")
-    // The full-stack section, written by `--fullstack`, and the figures of other scripts are kept.
+    // The full-stack and durable sections, written by `--fullstack` and `--durable`, and the figures of other
+    // scripts are kept.
     const previous = existsSync(out) ? readFileSync(out, "utf8") : ""
     const keep = (startMarker: string, endMarker: string) => {
       const start = previous.indexOf(startMarker)
       const end = previous.indexOf(endMarker)
       return start >= 0 && end > start ? `\n${previous.slice(start, end + endMarker.length)}\n` : ""
     }
-    writeFileSync(out, report(all, adapters) + keep(FULLSTACK_START, FULLSTACK_END) + keep(MEASURED_START, MEASURED_END))
+    writeFileSync(
+      out,
+      report(all, adapters) + keep(FULLSTACK_START, FULLSTACK_END) + keep(DURABLE_START, DURABLE_END) +
+        keep(MEASURED_START, MEASURED_END)
+    )
     console.log(`\nwritten ${path.relative(process.cwd(), out)}`)
   }
 }
@@ -593,6 +605,9 @@ const main = () => {
 if (fullstack) {
   ensureDependencies()
   await (await import("./fullstack/run.ts")).main()
+} else if (durable) {
+  ensureDependencies()
+  await (await import("./durable/run.ts")).main()
 } else {
   main()
 }
