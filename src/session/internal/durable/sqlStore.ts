@@ -303,15 +303,22 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
       Effect.gen(function*() {
         const encoded = yield* Effect.forEach(entries, (entry) =>
           Effect.map(encodeEvent(entry.event), (event) => ({ id: entry.id, event })))
-        yield* sql.withTransaction(Effect.gen(function*() {
-          yield* lockSession(sessionId)
-          for (const { event, id } of encoded) {
-            yield* sql`INSERT INTO effect_agent_events (session_id, seq, id, event)
-              SELECT ${sessionId}, COALESCE(MAX(seq), 0) + 1, ${id}, ${event}
-              FROM effect_agent_events WHERE session_id = ${sessionId}
-              ON CONFLICT (session_id, id) DO NOTHING`
-          }
-        }))
+        if (encoded.length === 0) return
+        // One statement for the batch, committed alone (one round trip, no lock): the events not kept yet, by
+        // id, numbered after the session's last in the batch's order. Two publishers of one session that read
+        // the same last place collide on (session_id, seq): the later one tries again, reading the other's.
+        // (The batch goes as one JSON parameter, [[id, event], …]: one value whatever its length.)
+        const batch = JSON.stringify(encoded.map(({ event, id }) => [id, event]))
+        const insert = sql`INSERT INTO effect_agent_events (session_id, seq, id, event)
+          SELECT ${sessionId}, last.seq + row_number() OVER (ORDER BY batch.n), batch.entry->>0, batch.entry->>1
+          FROM jsonb_array_elements(${batch}::jsonb) WITH ORDINALITY AS batch(entry, n)
+          CROSS JOIN (SELECT COALESCE(MAX(seq), 0) AS seq FROM effect_agent_events WHERE session_id = ${sessionId}) last
+          WHERE NOT EXISTS (
+            SELECT 1 FROM effect_agent_events kept WHERE kept.session_id = ${sessionId} AND kept.id = batch.entry->>0)
+          ON CONFLICT (session_id, id) DO NOTHING`
+        yield* insert.pipe(
+          Effect.retry({ times: 50, while: (error) => error.reason._tag === "UniqueViolation" })
+        )
       }).pipe(Effect.mapError(failed("publish")), bounded("publish")),
     events: (sessionId, after) =>
       sql<{ seq: number; id: string; event: string }>`
