@@ -50,10 +50,14 @@ const hashOfSources = (): string => {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const build = async (dir: string) => {
-  // Builds of older sources are not needed any more.
+  // Builds of older sources are not needed any more, once nobody can be using them: another suite on other
+  // sources (a worktree sharing node_modules, sources changed mid-run) builds and reads its own within minutes.
   const cache = Path.dirname(dir)
+  const hourAgo = Date.now() - 3_600_000
   for (const old of Fs.readdirSync(cache)) {
-    if (old !== Path.basename(dir) && !old.endsWith(".lock")) Fs.rmSync(Path.join(cache, old), { recursive: true, force: true })
+    if (old === Path.basename(dir) || old.endsWith(".lock") || Fs.existsSync(Path.join(cache, `${old}.lock`))) continue
+    const used = Fs.statSync(Path.join(cache, old), { throwIfNoEntry: false })?.mtimeMs ?? 0
+    if (used < hourAgo) Fs.rmSync(Path.join(cache, old), { recursive: true, force: true })
   }
   Fs.rmSync(dir, { recursive: true, force: true })
   const stage = Path.join(dir, "stage")
