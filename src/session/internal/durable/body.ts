@@ -401,7 +401,9 @@ const sinkOf = (session: Session) => (event: AgentEvent.AgentEvent): void => {
  * The engine means to make an activity aborted so again, but in a workflow
  * annotated `SuspendOnFailure` (as this one is) the abort reaches it as a plain
  * `Suspended`, which it passes on: the run suspended as waiting, and nothing
- * ever woke it.
+ * ever woke it. (A replay under a pending `interrupt` is answered `Suspended`
+ * too, on purpose: the engine then ends the run interrupted, whatever
+ * `failed` says.)
  */
 const executed = <Success extends Schema.Top, Error extends Schema.Top, R>(
   activity: Activity.Activity<Success, Error, R>
@@ -464,7 +466,10 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     // The call itself dies when the engine cannot store the request (the database is away): the loop would
     // take that for the tool's own crash, so it is made again until the storage is back (or the run is given up).
     return Effect.tap(
-      stopsOnAbnormalExit(session, StorageFailure.ridingOut(executed(Activity.make({ name, success, error, execute: body })))),
+      stopsOnAbnormalExit(
+        session,
+        StorageFailure.ridingOut(executed(Activity.make({ name, success, error, execute: body })))
+      ),
       (value) =>
         Effect.suspend(() => {
           if (ran) return Effect.void
