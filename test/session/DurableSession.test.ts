@@ -4,6 +4,10 @@ import { LanguageModel, Tool, Toolkit } from "effect/ai"
 import {
   ClusterError,
   ClusterWorkflowEngine,
+  EntityAddress,
+  EntityId,
+  EntityType,
+  Message as ClusterMessage,
   MessageStorage,
   RunnerHealth,
   Runners,
@@ -1161,6 +1165,49 @@ describe("DurableSession", () => {
       }).pipe(Effect.provide(layer))
     }))
 
+  // What DurableSessionCluster's "PostgreSQL restarted" test met (1 run in 10 to 20): a run given up while it waits
+  // for an activity (its runner lost the shard's lock) leaves behind the interrupt its entity client sends for that
+  // activity's request, and the replay's activity, the same request, is aborted by it. Effect 4.1 answers such an
+  // activity Suspended (not failed), and the session stayed suspended as if it waited on something, for good.
+  it.live(
+    "attack (PostgreSQL restarted): an activity aborted by the interrupt a given-up run left behind suspends the " +
+      "session as failed; the supervisor resumes it, the call is made again, and it completes",
+    () =>
+      Effect.gen(function*() {
+        const ran: Array<string> = []
+        const slowStarted = yield* Latch.make()
+        const layer = DurableSession.layer().pipe(
+          Layer.provideMerge(Layer.mergeAll(
+            ScriptedModel.layer(followTranscript(threeTurns("slow", 2000))),
+            toolsLayer(ran, (name) => name === "slow" && slowStarted.openUnsafe()),
+            DurableSession.layerMemoryStore
+          )),
+          Layer.provideMerge(engines.cluster)
+        )
+        yield* Effect.gen(function*() {
+          yield* DurableSession.start({ sessionId: "abort1", prompt: "go" })
+          yield* slowStarted.await.pipe(Effect.timeout("20 seconds"))
+          yield* interruptActivity("abort1", "tool/2/c2")
+          assert.deepStrictEqual(yield* untilStatus("abort1", (status) => status._tag === "Suspended"), {
+            _tag: "Suspended",
+            failed: true
+          })
+          assert.deepStrictEqual(yield* DurableSession.resumeSuspended, ["abort1"])
+          const finished = yield* untilStatus("abort1", (status) => status._tag === "Finished")
+          assert(finished._tag === "Finished")
+          assert.deepStrictEqual(finished.result.outcome, { _tag: "Completed" })
+          assertValidTranscript(finished.result.messages)
+          const answer = finished.result.messages.find((m) => m.role === "toolResult" && m.toolCallId === "c2")
+          assert(answer !== undefined && answer.role === "toolResult" && !answer.isError)
+          assert.strictEqual(Message.textOf(answer), "slept 2000 ms")
+          // the aborted call was made again; no turn was
+          assert.deepStrictEqual(ran, ["step", "slow", "slow"])
+          const model = yield* ScriptedModel.ScriptedModel
+          assert.strictEqual(yield* model.calls, 3)
+        }).pipe(Effect.provide(layer))
+      })
+  )
+
   it.live(
     "attack (PostgreSQL restarted): a session whose first activity cannot reach the store is still found by the supervisor and resumed",
     () =>
@@ -1382,6 +1429,30 @@ describe("DurableSession", () => {
 })
 
 /** Polls (a bounded while) until the session's status passes `done`. */
+/**
+ * Sends the interrupt an entity client sends for the request of the activity `name` (attempt 1) of a session's
+ * run when the run is interrupted while it waits for it (on the in-memory cluster engine).
+ */
+const interruptActivity = (sessionId: string, name: string) =>
+  Effect.gen(function*() {
+    const sharding = yield* Sharding.Sharding
+    const storage = yield* MessageStorage.MessageStorage
+    const entityId = EntityId.make(
+      yield* DurableSession.SessionWorkflow.executionId({ sessionId, version: 1, request: { prompt: "" } })
+    )
+    const address = EntityAddress.make({
+      entityType: EntityType.make(`Workflow/${DurableSession.SessionWorkflow._tag}`),
+      entityId,
+      shardId: sharding.getShardId(entityId, "default")
+    })
+    const requestId = yield* storage.requestIdForPrimaryKey({ address, tag: "activity", id: `${name}/1` })
+    assert(Option.isSome(requestId), `the request of ${name}`)
+    yield* sharding.sendOutgoing(
+      ClusterMessage.OutgoingEnvelope.interrupt({ address, id: yield* sharding.getSnowflake, requestId: requestId.value }),
+      false
+    )
+  })
+
 const untilStatus = (sessionId: string, done: (status: DurableSession.Status) => boolean) =>
   Effect.repeat(DurableSession.poll(sessionId), {
     until: done,

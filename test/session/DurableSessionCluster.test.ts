@@ -108,6 +108,14 @@ const ridingOut = {
 /** How many times the database is restarted under the lone runner (`EFFECT_AGENT_PG_RESTARTS`). */
 const restarts = Number(process.env.EFFECT_AGENT_PG_RESTARTS ?? "3")
 
+/**
+ * How many sessions start before each restart (`EFFECT_AGENT_PG_SESSIONS`, up to 10), and their turns
+ * (`EFFECT_AGENT_PG_TURNS`). More, and longer, catch more calls in flight: 5 sessions of 20 turns and 6 restarts
+ * left sessions `Suspended` in 1 run of 3 before the fix of an activity aborted by a given-up run's interrupt.
+ */
+const perWave = Math.min(10, Number(process.env.EFFECT_AGENT_PG_SESSIONS ?? "2"))
+const waveTurns = Number(process.env.EFFECT_AGENT_PG_TURNS ?? "10")
+
 /** The session run in this process by `Agent.run`, with the same script and tools: its transcript and events. */
 const inProcess = (sessionId: string) =>
   Effect.gen(function*() {
@@ -497,7 +505,10 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
         })
         // Sessions are started in waves, one before each restart, so that some are at their first activities
         // when the database goes away.
-        const waves = Array.from({ length: restarts }, (_, k) => [`pr${k}a-t10`, `pr${k}b-t10`])
+        const waves = Array.from(
+          { length: restarts },
+          (_, k) => Array.from({ length: perWave }, (_, j) => `pr${k}${"abcdefghij"[j]}-t${waveTurns}`)
+        )
         const ids = waves.flat()
         const outages: Array<{ readonly down: number; readonly up: number }> = []
         const { published, statuses } = yield* Effect.gen(function*() {

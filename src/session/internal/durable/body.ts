@@ -41,7 +41,7 @@ import * as Schema from "effect/Schema"
 import { createHash } from "node:crypto"
 import type * as LanguageModel from "effect/ai/LanguageModel"
 import { ClusterSchema, Entity, Sharding } from "effect/cluster"
-import { Activity, DurableClock, DurableDeferred, WorkflowEngine } from "effect/workflow"
+import { Activity, DurableClock, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import * as Agent from "../../../Agent.ts"
 import * as AgentConfig from "../../../AgentConfig.ts"
 import type * as AgentEvent from "../../../AgentEvent.ts"
@@ -387,6 +387,40 @@ const sinkOf = (session: Session) => (event: AgentEvent.AgentEvent): void => {
 }
 
 /**
+ * Runs an activity as `Activity`'s own execution does, except for an
+ * activity the engine answers `Suspended` without a failure: none of the
+ * body's activities waits on anything durable (its waits come between
+ * activities), so that answer means the engine lost the call, and the session
+ * suspends as failed, for `supervise` to resume it (the replay resets the
+ * call and makes it again).
+ *
+ * Effect 4.1's cluster engine loses one so: a run given up while it waits for
+ * an activity (`abandonsOnShardLoss`, before the engine tears the entity down)
+ * leaves a durable `Interrupt` of that activity's request behind, and the
+ * replay, which makes the same request, has that interrupt delivered to it.
+ * The engine means to make an activity aborted so again, but in a workflow
+ * annotated `SuspendOnFailure` (as this one is) the abort reaches it as a plain
+ * `Suspended`, which it passes on: the run suspended as waiting, and nothing
+ * ever woke it. (A replay under a pending `interrupt` is answered `Suspended`
+ * too, on purpose: the engine then ends the run interrupted, whatever
+ * `failed` says.)
+ */
+const executed = <Success extends Schema.Top, Error extends Schema.Top, R>(
+  activity: Activity.Activity<Success, Error, R>
+) =>
+  Effect.withSpan(Effect.gen(function*() {
+    const engine = yield* WorkflowEngine.WorkflowEngine
+    const instance = yield* WorkflowEngine.WorkflowInstance
+    const result = yield* Workflow.wrapActivityResult(
+      engine.activityExecute(activity, yield* Activity.CurrentAttempt),
+      (result) => result._tag === "Suspended"
+    )
+    if (result._tag === "Complete") return yield* result.exit
+    instance.failed = true
+    return yield* Workflow.suspend(instance)
+  }), activity.name, { captureStackTrace: false })
+
+/**
  * An activity whose body publishes the outbox (`live`: as its events arrive,
  * see `Outbox`); when it returns a memoized result instead, what the body
  * emitted before it on its path (`call`: the call it is about; the body's
@@ -432,7 +466,10 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     // The call itself dies when the engine cannot store the request (the database is away): the loop would
     // take that for the tool's own crash, so it is made again until the storage is back (or the run is given up).
     return Effect.tap(
-      stopsOnAbnormalExit(session, StorageFailure.ridingOut(Activity.make({ name, success, error, execute: body }))),
+      stopsOnAbnormalExit(
+        session,
+        StorageFailure.ridingOut(executed(Activity.make({ name, success, error, execute: body })))
+      ),
       (value) =>
         Effect.suspend(() => {
           if (ran) return Effect.void
