@@ -380,16 +380,17 @@ describe("grep and a pattern that backtracks exponentially", () => {
         [timedOut!.toolCallId, timedOut!.result.isError, Message.textOf(timedOut!.result)],
         ["evil", true, "Tool grep timed out after 3000 ms."]
       )
-      // Bounds a loaded machine keeps (it fires timers late), far below what a search on the event loop would take
-      // (its forty seconds of backtracking, blocking the timeout and the ticker alike).
+      // Bounds a loaded machine keeps (it fires timers late: 3.2 s seen beside two other suites at load 24–37), far
+      // below what a search on the event loop would take (its forty seconds of backtracking on an idle machine,
+      // more on a loaded one, blocking the timeout and the ticker alike).
       assert.isAtLeast(timedOut!.durationMs, 3000)
-      assert.isBelow(timedOut!.durationMs, 7000, "the call outlived its timeout")
+      assert.isBelow(timedOut!.durationMs, 15_000, "the call outlived its timeout")
       assert.deepStrictEqual(
         [plain!.toolCallId, plain!.result.isError, Message.textOf(plain!.result)],
         ["plain", false, `evil.txt:1:${"a".repeat(30)}!`]
       )
       assert.isAtLeast(lateness.length, 5)
-      assert.isBelow(Math.max(...lateness), 3000, `timers fired late: ${lateness.join(", ")} ms`)
+      assert.isBelow(Math.max(...lateness), 10_000, `timers fired late: ${lateness.join(", ")} ms`)
     }))
 
   it.live("interrupted, the search stops burning CPU: its worker thread is terminated", () =>
