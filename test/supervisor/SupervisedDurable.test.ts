@@ -204,7 +204,7 @@ describe("durable supervised sessions: replays and follow-ups", () => {
         maxTurns: 3,
         maxWallClock: "1 second"
       })))
-    }), 30_000)
+    }))
 })
 
 describe("durable supervised sessions: a worker of its own (Supervisor.Options.worker)", () => {
