@@ -12,7 +12,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { runCommand } from "./inProcess.ts"
-import { live, scripted, scriptedArgs, tempDir } from "./support.ts"
+import { live, scripted, scriptedArgs, scriptedTask, tempDir } from "./support.ts"
 
 const fakeCursor = fileURLToPath(new URL("../fixtures/workers/fake-cursor.mjs", import.meta.url))
 const chat = "6164d06a-2b1f-4c8e-9d3a-5e7f80a1b2c3"
@@ -90,22 +90,7 @@ describe("effect-agent run --worker cursor", () => {
     withCursorOnPath(Effect.gen(function*() {
       const dir = yield* scripted([])
       const out = yield* runCommand(
-        [
-          "run",
-          "--provider",
-          "scripted",
-          "--script",
-          `${dir}/script.json`,
-          "--sandbox",
-          "local",
-          "--task",
-          "scenario:not-json",
-          "--json",
-          "--check",
-          "true",
-          "--worker",
-          "cursor"
-        ],
+        scriptedTask(dir, "scenario:not-json", "--json", "--check", "true", "--worker", "cursor"),
         { cwd: dir }
       )
       assert.strictEqual(out.code, 20, out.stderr)
@@ -217,18 +202,11 @@ describe("effect-agent run --worker acp", () => {
       for (const [approve, answer] of [["none", "permission: no"], ["all", "permission: yes"]] as const) {
         const dir = yield* scripted([])
         const out = yield* runCommand(
-          [
-            "run",
-            "--provider",
-            "scripted",
-            "--script",
-            `${dir}/script.json`,
-            "--sandbox",
-            "local",
+          scriptedTask(
+            dir,
+            "scenario:permission",
             "--approve",
             approve,
-            "--task",
-            "scenario:permission",
             "--json",
             "--check",
             "true",
@@ -236,7 +214,7 @@ describe("effect-agent run --worker acp", () => {
             "acp",
             "--worker-command",
             agentCommand
-          ],
+          ),
           { cwd: dir }
         )
         assert.strictEqual(out.code, 0, out.stderr)
@@ -244,24 +222,7 @@ describe("effect-agent run --worker acp", () => {
       }
       const dir = yield* scripted([])
       const exited = yield* runCommand(
-        [
-          "run",
-          "--provider",
-          "scripted",
-          "--script",
-          `${dir}/script.json`,
-          "--sandbox",
-          "local",
-          "--task",
-          "scenario:exit",
-          "--json",
-          "--check",
-          "true",
-          "--worker",
-          "acp",
-          "--worker-command",
-          agentCommand
-        ],
+        scriptedTask(dir, "scenario:exit", "--json", "--check", "true", "--worker", "acp", "--worker-command", agentCommand),
         { cwd: dir }
       )
       assert.strictEqual(exited.code, 20, exited.stderr)

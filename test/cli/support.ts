@@ -193,7 +193,11 @@ export const scripted = (turns: ReadonlyArray<unknown>) =>
   })
 
 /** `run` on the scripted model of `dir`, in the local sandbox, with a task. */
-export const scriptedArgs = (dir: string, ...more: ReadonlyArray<string>) => [
+export const scriptedArgs = (dir: string, ...more: ReadonlyArray<string>) =>
+  scriptedTask(dir, "What is in a.txt?", ...more)
+
+/** `scriptedArgs` with a task of its own. */
+export const scriptedTask = (dir: string, task: string, ...more: ReadonlyArray<string>) => [
   "run",
   "--provider",
   "scripted",
@@ -202,7 +206,7 @@ export const scriptedArgs = (dir: string, ...more: ReadonlyArray<string>) => [
   "--sandbox",
   "local",
   "--task",
-  "What is in a.txt?",
+  task,
   ...more
 ]
 
