@@ -14,7 +14,12 @@ process.env.NODE_COMPILE_CACHE ??= fileURLToPath(new URL("./node_modules/.cache/
  * The files that run a cluster of processes on PostgreSQL for a minute or more, mostly waiting on its timers
  * (failover, lock refresh): started first, the others run beside them instead of after.
  */
-const longest = ["test/session/DurableSessionCluster.test.ts", "test/cli/Cluster.test.ts"]
+const longest = [
+  "test/cli/ClusterSignals.test.ts",
+  "test/session/DurableSessionFailover.test.ts",
+  "test/session/DurableSessionCluster.test.ts",
+  "test/cli/Cluster.test.ts"
+]
 for (const file of longest) {
   if (!existsSync(fileURLToPath(new URL(file, import.meta.url)))) throw new Error(`vitest.config.ts: no ${file}`)
 }

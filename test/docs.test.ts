@@ -142,7 +142,7 @@ describe("API docs", () => {
         })
       )
       const tsc = Path.join(root, "node_modules/typescript/bin/tsc")
-      const output = await promisify(execFile)(process.execPath, [tsc, "-p", dir, "--pretty", "false"], {
+      const output = await promisify(execFile)(process.execPath, [tsc, "-p", dir, "--pretty", "false", "--singleThreaded"], {
         cwd: root,
         timeout: 240_000
       }).then(({ stdout }) => stdout, (error: { readonly stdout?: string; readonly message: string }) =>

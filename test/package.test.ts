@@ -197,7 +197,7 @@ describe.concurrent("the package", () => {
       const bin = Path.join(project, "node_modules/.bin/effect-agent")
       const [quickstart, , , version, entryModules, runner] = await Promise.all([
         run(process.execPath, ["quickstart.ts"], { cwd: project }),
-        run(process.execPath, [tsc, "-p", "tsconfig.json"], { cwd: project }),
+        run(process.execPath, [tsc, "-p", "tsconfig.json", "--singleThreaded"], { cwd: project }),
         run(process.execPath, [tsc5, "-p", "tsconfig.json"], { cwd: project }),
         run(bin, ["version"], { cwd: project }),
         run(process.execPath, ["entries.ts"], { cwd: project }),

@@ -8,6 +8,7 @@ import { Effect, FileSystem } from "effect"
 import { Message } from "effect-agent"
 import { createRequire } from "node:module"
 import { builtCommand } from "./build.ts"
+import { runCommand } from "./inProcess.ts"
 import { events, isEvent, live, run, scripted, scriptedArgs, spawn } from "./support.ts"
 
 let cli = ""
@@ -88,7 +89,7 @@ describe.concurrent("approvals and steering on stdin", () => {
   live("no decision and stdin closed: nobody can approve, so the call is denied", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([writeNotes, { text: "Could not write." }])
-      const out = yield* run(cli, scriptedArgs(dir, "--approve", "ask", "--emit-jsonl", "-"), { cwd: dir, stdin: "" })
+      const out = yield* runCommand(scriptedArgs(dir, "--approve", "ask", "--emit-jsonl", "-"), { cwd: dir, stdin: "" })
       assert.strictEqual(out.code, 0, out.stderr)
       assert.strictEqual(
         resultOf(yield* events(out.stdout), "w1"),
@@ -105,7 +106,7 @@ describe.concurrent("approvals and steering on stdin", () => {
       ])
       yield* fs.makeDirectory(`${dir}/project`)
       yield* fs.writeFileString(`${dir}/project/b.txt`, "in the project\n")
-      const out = yield* run(cli, scriptedArgs(dir, "--workspace", "project", "--emit-jsonl", "-"), { cwd: dir })
+      const out = yield* runCommand(scriptedArgs(dir, "--workspace", "project", "--emit-jsonl", "-"), { cwd: dir })
       assert.strictEqual(out.code, 0, out.stderr)
       const trajectory = yield* events(out.stdout)
       assert.strictEqual(resultOf(trajectory, "r1"), "1\tin the project")
@@ -119,7 +120,7 @@ describe.concurrent("approvals and steering on stdin", () => {
   live("a follow-up on stdin restarts the run when it would stop", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "First answer.", delay: 1000 }, { text: "Second answer: tests written." }])
-      const out = yield* run(cli, scriptedArgs(dir, "--json"), {
+      const out = yield* runCommand(scriptedArgs(dir, "--json"), {
         cwd: dir,
         stdin: `{"type":"follow_up","text":"Now write the tests."}\n`
       })

@@ -7,6 +7,7 @@ import { assert, beforeAll, describe } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
 import { type AgentEvent, Message } from "effect-agent"
 import { builtCommand } from "./build.ts"
+import { runCommand } from "./inProcess.ts"
 import { isEvent, live, readEvents, run, scripted, scriptedArgs, spawn, tempDir } from "./support.ts"
 import { crc32 } from "node:zlib"
 
@@ -58,7 +59,7 @@ describe.concurrent("sessions", () => {
       assert.match(stopped.stderr, /✗ bash \d+ ms → cancelled: interrupted\n/)
 
       // the resumed run needs the directory, and what widens the agent's reach again (the rest is in run.json)
-      const resumed = yield* run(cli, ["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--json"], {
+      const resumed = yield* runCommand(["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--json"], {
         cwd: dir
       })
       assert.strictEqual(resumed.code, 0, resumed.stderr)
@@ -94,7 +95,7 @@ describe.concurrent("sessions", () => {
       const stopped = yield* first.exit
       assert.strictEqual(stopped.code, 31, stopped.stderr)
       assert.include(stopped.stderr, `effect-agent: interrupted; the session is saved: resume it with effect-agent run --resume ${session}`)
-      const resumed = yield* run(cli, ["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--json"], {
+      const resumed = yield* runCommand(["run", "--resume", session, "--sandbox", "local", "--approve", "all", "--json"], {
         cwd: dir
       })
       assert.strictEqual(resumed.code, 0, resumed.stderr)
@@ -105,13 +106,13 @@ describe.concurrent("sessions", () => {
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "It says hello world." }, { text: "In French: bonjour le monde." }])
       const session = `${yield* tempDir}/session`
-      const first = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
+      const first = yield* runCommand(scriptedArgs(dir, "--session-dir", session), { cwd: dir })
       assert.strictEqual(first.code, 0, first.stderr)
       assert.strictEqual(first.stdout, "It says hello world.\n")
-      const again = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
+      const again = yield* runCommand(scriptedArgs(dir, "--session-dir", session), { cwd: dir })
       assert.strictEqual(again.code, 22)
       assert.include(again.stderr, `${session} already holds a session: resume it with --resume ${session}`)
-      const more = yield* run(cli, ["run", "--resume", session, "--sandbox", "local", "--task", "And in French?"], { cwd: dir })
+      const more = yield* runCommand(["run", "--resume", session, "--sandbox", "local", "--task", "And in French?"], { cwd: dir })
       assert.strictEqual(more.code, 0, more.stderr)
       assert.strictEqual(more.stdout, "In French: bonjour le monde.\n")
       assert.include(more.stderr, "↪ follow-up delivered: And in French?")
@@ -122,7 +123,7 @@ describe.concurrent("sessions", () => {
       const step = (n: number) => ({ text: `step ${n}`, toolCalls: [{ id: `c${n}`, name: "read_file", params: { path: "a.txt" } }] })
       const dir = yield* scripted([step(1), step(2), step(3), { text: "All done." }])
       const session = `${yield* tempDir}/session`
-      const first = yield* run(cli, scriptedArgs(dir, "--max-turns", "2", "--session-dir", session, "--json"), { cwd: dir })
+      const first = yield* runCommand(scriptedArgs(dir, "--max-turns", "2", "--session-dir", session, "--json"), { cwd: dir })
       assert.strictEqual(first.code, 10, first.stderr)
       const more = yield* run(
         cli,
@@ -143,11 +144,11 @@ describe.concurrent("sessions", () => {
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "The first answer." }, { text: "The second answer." }])
       const session = `${yield* tempDir}/session`
-      const first = yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })
+      const first = yield* runCommand(scriptedArgs(dir, "--session-dir", session), { cwd: dir })
       assert.strictEqual(first.code, 0, first.stderr)
       const fs = yield* FileSystem.FileSystem
       yield* fs.remove(`${session}/run.json`)
-      const again = yield* run(cli, [...scriptedArgs(dir, "--session-dir", session)], { cwd: dir })
+      const again = yield* runCommand([...scriptedArgs(dir, "--session-dir", session)], { cwd: dir })
       assert.strictEqual(again.code, 22, again.stderr)
       assert.include(again.stderr, `${session} already holds a session's checkpoints: resume it with --resume ${session}`)
       assert.strictEqual(again.stdout, "")
@@ -157,18 +158,18 @@ describe.concurrent("sessions", () => {
   live("21: nothing to resume, a corrupt checkpoint, a checkpoint from another version", () =>
     Effect.gen(function*() {
       const fs = yield* FileSystem.FileSystem
-      const missing = yield* run(cli, ["run", "--resume", "nowhere"], { cwd: yield* tempDir })
+      const missing = yield* runCommand(["run", "--resume", "nowhere"], { cwd: yield* tempDir })
       assert.strictEqual(missing.code, 21, missing.stderr)
       assert.match(missing.stderr, /effect-agent: \/.*\/nowhere holds no session to resume \(no run\.json\)\n/)
 
       const dir = yield* scripted([{ text: "Done." }])
       const session = `${yield* tempDir}/session`
-      assert.strictEqual((yield* run(cli, scriptedArgs(dir, "--session-dir", session), { cwd: dir })).code, 0)
+      assert.strictEqual((yield* runCommand(scriptedArgs(dir, "--session-dir", session), { cwd: dir })).code, 0)
       const head = `${session}/checkpoint/head.json`
       const saved = yield* fs.readFileString(head)
 
       yield* fs.writeFileString(head, saved.slice(0, 40))
-      const corrupt = yield* run(cli, ["run", "--resume", session, "--sandbox", "local", "--json"], { cwd: dir })
+      const corrupt = yield* runCommand(["run", "--resume", session, "--sandbox", "local", "--json"], { cwd: dir })
       assert.strictEqual(corrupt.code, 21, corrupt.stderr)
       assert.match(
         JSON.parse(corrupt.stdout).error.message,
@@ -179,7 +180,7 @@ describe.concurrent("sessions", () => {
       const newerHead = saved.replace(/"version":\s*2/, "\"version\":99")
       const json = `${newerHead.slice(0, newerHead.lastIndexOf(",\"checksum\":"))}}`
       yield* fs.writeFileString(head, `${json.slice(0, -1)},"checksum":"${crc32(json).toString(16).padStart(8, "0")}"}`)
-      const newer = yield* run(cli, ["run", "--resume", session, "--sandbox", "local"], { cwd: dir })
+      const newer = yield* runCommand(["run", "--resume", session, "--sandbox", "local"], { cwd: dir })
       assert.strictEqual(newer.code, 21, newer.stderr)
       assert.include(newer.stderr, "has checkpoint version 99; this library reads version 2")
     }))

@@ -22,7 +22,6 @@ import {
   noEscapes,
   readEvents,
   replaying,
-  run,
   scripted,
   scriptedArgs,
   spawn,
@@ -46,7 +45,7 @@ describe.concurrent("against a local server replaying recorded provider streams"
       const server = yield* replaying(chatToolCall, chatAnswer)
       const dir = yield* tempDir
       const key = "sk-test-cli-4f9c2a7e"
-      const out = yield* run(cli, [
+      const out = yield* runCommand([
         "run",
         "--provider",
         "openai",
@@ -125,7 +124,7 @@ describe.concurrent("against a local server replaying recorded provider streams"
       Effect.gen(function*() {
         const server = yield* replaying(first, second)
         const dir = yield* tempDir
-        const out = yield* run(cli, [
+        const out = yield* runCommand([
           "run",
           "--provider",
           provider,
@@ -167,7 +166,7 @@ describe.concurrent("against a local server replaying recorded provider streams"
         }))
       )
       const dir = yield* tempDir
-      const out = yield* run(cli, [
+      const out = yield* runCommand([
         "run",
         "--base-url",
         server.baseUrl,
@@ -343,7 +342,7 @@ describe.concurrent("bad input (flags and script files in the test process, stdi
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "Fine.", delay: 300 }])
       // and a limit out of range is clamped, with a warning
-      const out = yield* run(cli, scriptedArgs(dir, "--max-cost", "5000", "--max-turns", "500"), {
+      const out = yield* runCommand(scriptedArgs(dir, "--max-cost", "5000", "--max-turns", "500"), {
         cwd: dir,
         stdin: `not json\n{"type":"pause"}\n\n[1,2]\n{"type":"steer"}\n${"\u0000\u0001binary"}\n`
       })
@@ -365,11 +364,11 @@ describe.concurrent("bad input (flags and script files in the test process, stdi
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "Read it." }])
       const args = scriptedArgs(dir).filter((arg) => arg !== "--task" && arg !== "What is in a.txt?")
-      const out = yield* run(cli, [...args, "--emit-jsonl", "-"], { cwd: dir, stdin: "Summarise a.txt\n" })
+      const out = yield* runCommand([...args, "--emit-jsonl", "-"], { cwd: dir, stdin: "Summarise a.txt\n" })
       assert.strictEqual(out.code, 0, out.stderr)
       const start = (yield* events(out.stdout))[0]
       assert.deepStrictEqual(start?._tag === "AgentStart" && start.messages, [Message.user("Summarise a.txt")])
-      const empty = yield* run(cli, args, { cwd: dir, stdin: "  \n" })
+      const empty = yield* runCommand(args, { cwd: dir, stdin: "  \n" })
       assert.strictEqual(empty.code, 22)
       assert.include(empty.stderr, "the task on stdin is empty")
     }))
