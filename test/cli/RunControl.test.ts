@@ -8,7 +8,7 @@ import { Effect, FileSystem } from "effect"
 import { Message } from "effect-agent"
 import { createRequire } from "node:module"
 import { builtCommand } from "./build.ts"
-import { runCommand } from "./inProcess.ts"
+import { runCommand, startCommand } from "./inProcess.ts"
 import { events, isEvent, live, run, scripted, scriptedArgs, spawn } from "./support.ts"
 
 let cli = ""
@@ -67,7 +67,7 @@ describe.concurrent("approvals and steering on stdin", () => {
         },
         { text: "Done." }
       ])
-      const proc = yield* spawn(cli, scriptedArgs(dir, "--approve", "ask", "--emit-jsonl", "-"), { cwd: dir })
+      const proc = yield* startCommand(scriptedArgs(dir, "--approve", "ask", "--emit-jsonl", "-"), { cwd: dir })
       yield* proc.waitFor((line) => isEvent("ApprovalRequested")(line) && JSON.parse(line).approvalId === "w1")
       // an approval for a call no one has seen yet (call_0 does not wait), then the one for w1
       yield* proc.send(`{"type":"approve","id":"call_0"}`)

@@ -11,6 +11,7 @@ import { Clock, Effect, FileSystem, Schedule } from "effect"
 import { type AgentEvent, Message } from "effect-agent"
 import { SupervisorEvent, SupervisorOutcome } from "effect-agent/supervisor"
 import { builtCommand } from "./build.ts"
+import { startCommand } from "./inProcess.ts"
 import { events, isEvent, live, scripted, scriptedArgs, spawn, tempDir } from "./support.ts"
 
 let cli = ""
@@ -49,7 +50,7 @@ describe.concurrent("effect-agent run supervised: cancel, steer and follow_up on
   live("attack: a cancel line while the worker's model call runs ends the supervised run at once: Cancelled, exit 30", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "Thinking very hard...", hang: true }])
-      const proc = yield* spawn(cli, scriptedArgs(dir, "--check", "true", "--emit-jsonl", "-"), { cwd: dir })
+      const proc = yield* startCommand(scriptedArgs(dir, "--check", "true", "--emit-jsonl", "-"), { cwd: dir })
       yield* proc.waitFor((line) => line.includes(`"delta":"hard..."`))
       const sent = yield* Clock.currentTimeMillis
       yield* proc.send(`{"type":"cancel","reason":"taking too long"}`)
@@ -64,7 +65,7 @@ describe.concurrent("effect-agent run supervised: cancel, steer and follow_up on
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "never asked" }])
       const check = "echo $$ > check.pid; exec sleep 120"
-      const proc = yield* spawn(cli, scriptedArgs(dir, "--check", check, "--emit-jsonl", "-"), { cwd: dir })
+      const proc = yield* startCommand(scriptedArgs(dir, "--check", check, "--emit-jsonl", "-"), { cwd: dir })
       yield* proc.waitFor(isEvent("CheckStarted"))
       const pid = yield* pidIn(`${dir}/check.pid`)
       const sent = yield* Clock.currentTimeMillis
@@ -86,8 +87,7 @@ describe.concurrent("effect-agent run supervised: cancel, steer and follow_up on
         { text: "Wrote the notes." },
         { text: "Added the summary too." }
       ])
-      const proc = yield* spawn(
-        cli,
+      const proc = yield* startCommand(
         scriptedArgs(dir, "--approve", "ask", "--check", "test -f notes.txt", "--emit-jsonl", "-"),
         { cwd: dir }
       )

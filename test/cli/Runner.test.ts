@@ -13,7 +13,7 @@ import { type AgentEvent, Message } from "effect-agent"
 import { HttpServerResponse } from "effect/http"
 import * as TestServer from "../providers/TestServer.ts"
 import { builtCommand } from "./build.ts"
-import { runCommand } from "./inProcess.ts"
+import { runCommand, startCommand } from "./inProcess.ts"
 import {
   chatAnswer,
   chatToolCall,
@@ -239,7 +239,7 @@ describe.concurrent("exit codes, each from a real run (in the test process, but 
   live("30: a cancel line on stdin ends the run at once", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "Thinking very hard...", hang: true }])
-      const proc = yield* spawn(cli, scriptedArgs(dir, "--emit-jsonl", "-"), { cwd: dir })
+      const proc = yield* startCommand(scriptedArgs(dir, "--emit-jsonl", "-"), { cwd: dir })
       yield* proc.waitFor((line) => line.includes(`"delta":"hard..."`))
       yield* proc.send(`{"type":"cancel","reason":"taking too long"}`)
       const out = yield* proc.exit
@@ -276,7 +276,7 @@ describe.concurrent("exit codes, each from a real run (in the test process, but 
   live("--stdin-eof cancel: closing stdin cancels the run (30)", () =>
     Effect.gen(function*() {
       const dir = yield* scripted([{ text: "Thinking...", hang: true }])
-      const proc = yield* spawn(cli, scriptedArgs(dir, "--stdin-eof", "cancel", "--emit-jsonl", "-"), { cwd: dir })
+      const proc = yield* startCommand(scriptedArgs(dir, "--stdin-eof", "cancel", "--emit-jsonl", "-"), { cwd: dir })
       yield* proc.waitFor((line) => line.includes(`"_tag":"MessageUpdate"`))
       yield* proc.closeStdin
       const out = yield* proc.exit

@@ -5,10 +5,10 @@
  * a process, and the only way to see what the command draws on a terminal.
  */
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
-import { Effect, Layer, Queue, Stdio, Stream, Terminal } from "effect"
+import { type Cause, Effect, Fiber, Layer, Queue, Schedule, type Scope, Stdio, Stream, Terminal } from "effect"
 import { Cli, ExitCode } from "effect-agent/cli"
 import * as Io from "../../src/cli/internal/Io.ts"
-import { stateHome } from "./support.ts"
+import { type Proc, stateHome } from "./support.ts"
 
 export interface Options {
   readonly cwd: string
@@ -86,4 +86,46 @@ export const runCommand = (args: ReadonlyArray<string>, options: Options): Effec
     )
     const code = ExitCode.fromExit(exit, onInterrupt, (text) => void (stderr += text))
     return { code, stdout, stderr }
+  })
+
+const encoder = new TextEncoder()
+
+/**
+ * `effect-agent <args>` started in this process, beside the test, as `spawn` starts it as a process: lines sent
+ * to its stdin, its stdout lines waited for, its exit. For the stdin protocol and the run's own ends; signals
+ * are a process's (`spawn`), and ask for one here is a defect.
+ */
+export const startCommand = (
+  args: ReadonlyArray<string>,
+  options: Omit<Options, "stdin" | "onStdout">
+): Effect.Effect<Proc, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const input = yield* Queue.unbounded<Uint8Array, Cause.Done>()
+    const lines: Array<string> = []
+    let partial = ""
+    const onStdout = (text: string) => {
+      const parts = (partial + text).split("\n")
+      partial = parts.pop() ?? ""
+      lines.push(...parts)
+    }
+    const running = yield* Effect.forkScoped(runCommand(args, { ...options, stdin: Stream.fromQueue(input), onStdout }))
+    const proc: Proc = {
+      send: (line) => Effect.asVoid(Queue.offer(input, encoder.encode(`${line}\n`))),
+      closeStdin: Effect.asVoid(Queue.end(input)),
+      waitFor: (matches) =>
+        Effect.sync(() => lines.find(matches)).pipe(
+          Effect.repeat({ until: (line) => line !== undefined, schedule: Schedule.spaced("20 millis") }),
+          Effect.map((line) => line!),
+          Effect.timeoutOrElse({
+            duration: "30 seconds",
+            orElse: () =>
+              Effect.die(new Error(`no such line in 30 s; stdout:\n${lines.join("\n")}`))
+          })
+        ),
+      signal: (signal) => Effect.die(new Error(`${signal}: a command run in the test's process takes no signals (spawn it)`)),
+      exit: Fiber.join(running).pipe(
+        Effect.timeoutOrElse({ duration: "60 seconds", orElse: () => Effect.die(new Error(`${args.join(" ")}: no exit in 60 s`)) })
+      )
+    }
+    return proc
   })
