@@ -16,6 +16,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, ManagedRuntime, Redacted, Schema } from "effect"
 import { Prompt, Tool, Toolkit } from "effect/ai"
 import { ClusterWorkflowEngine, SingleRunner } from "effect/cluster"
+import { WorkflowEngine } from "effect/workflow"
 import { Agent, Message, ToolRegistry } from "../../src/index.ts"
 import { CheckpointStore, DurableSession, Session } from "../../src/session/index.ts"
 import { ScriptedModel } from "../../src/testing/index.ts"
@@ -126,11 +127,15 @@ export const sessionFiles = async ({ scripts, dir }: RowOptions): Promise<Row> =
   }
 }
 
-/** `DurableSession.run` on `ClusterWorkflowEngine` + `SingleRunner` + `PgClient`. */
-export const durableSession = async ({ scripts, url }: RowOptions): Promise<Row> => {
+/**
+ * `DurableSession.run` on `ClusterWorkflowEngine` + `SingleRunner` + `PgClient`; `storeOnly`, on
+ * `WorkflowEngine.layerMemory` instead (activities kept in memory, not durable): what the session's own store
+ * costs (its events, its inbox, its rows), apart from what the engine adds.
+ */
+const durable = (storeOnly: boolean) => async ({ scripts, url }: RowOptions): Promise<Row> => {
   const database = PgClient.layer({ url: Redacted.make(url) })
   await Effect.runPromise(DurableSession.migrateSql.pipe(Effect.provide(database)))
-  const engine = ClusterWorkflowEngine.layer.pipe(
+  const engine = storeOnly ? WorkflowEngine.layerMemory : ClusterWorkflowEngine.layer.pipe(
     Layer.provideMerge(SingleRunner.layer()),
     Layer.provide(NodeCrypto.layerDigest)
   )
@@ -141,7 +146,9 @@ export const durableSession = async ({ scripts, url }: RowOptions): Promise<Row>
     Layer.provideMerge(database)
   )
   const runtime = ManagedRuntime.make(runner)
-  const name = "effect-agent `DurableSession`, cluster + PostgreSQL"
+  const name = storeOnly
+    ? "effect-agent `DurableSession`, its store alone (engine in memory)"
+    : "effect-agent `DurableSession`, cluster + PostgreSQL"
   return {
     name,
     async session(sessionId, toolTurns) {
@@ -156,3 +163,9 @@ export const durableSession = async ({ scripts, url }: RowOptions): Promise<Row>
     close: () => runtime.dispose()
   }
 }
+
+/** `DurableSession.run` on `ClusterWorkflowEngine` + `SingleRunner` + `PgClient`. */
+export const durableSession = durable(false)
+
+/** `DurableSession.run` with its store on `PgClient` and the engine in memory: the store's share. */
+export const durableStore = durable(true)

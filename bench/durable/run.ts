@@ -8,7 +8,7 @@
  *   --runs N       runs per row and phase (default 3)
  *   --quick        one run, shorter warm-ups (a harness check; RESULTS.md says so)
  *   --smoke        tiny workload, one run, nothing written
- *   --only a,b     rows (agent-run, session-files, durable-pg, langgraph-pg, langgraph-pg-sync)
+ *   --only a,b     rows (agent-run, session-files, durable-pg-store, durable-pg, langgraph-pg, langgraph-pg-sync)
  *   --phases p,q   phases (t20, t200, concurrent)
  *   --no-write     print only
  *
@@ -28,7 +28,7 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const benchDir = path.dirname(here)
 const rootDir = path.dirname(benchDir)
 
-const ALL_ROWS: ReadonlyArray<RowId> = ["agent-run", "session-files", "durable-pg", "langgraph-pg", "langgraph-pg-sync"]
+const ALL_ROWS: ReadonlyArray<RowId> = ["agent-run", "session-files", "durable-pg-store", "durable-pg", "langgraph-pg", "langgraph-pg-sync"]
 /** The peer every ratio is to. */
 const PEER: RowId = "langgraph-pg"
 
@@ -237,7 +237,7 @@ const goals = (results: Results): Table | undefined => {
 const statementTables = (results: Results, rows: ReadonlyArray<RowId>): Array<Table> => {
   const spec = phases[0]
   if (spec === undefined) return []
-  return rows.filter((r) => r === "durable-pg" || r === PEER || r === "langgraph-pg-sync").flatMap((r) => {
+  return rows.filter((r) => r === "durable-pg-store" || r === "durable-pg" || r === PEER || r === "langgraph-pg-sync").flatMap((r) => {
     const first = results.get(spec.id)?.get(r)?.[0]
     if (first === undefined || first.topStatements.length === 0) return []
     return [{
@@ -323,7 +323,9 @@ const report = (all: ReadonlyArray<Table>, server: Server, loadStart: string, lo
     "  temporary directory on the same disk (a head and a journal, fsynced, each turn).",
     "- **`DurableSession`**: `DurableSession.run` on `ClusterWorkflowEngine` over a `SingleRunner` (SQL message",
     "  and runner storage) and `@effect/sql-pg`'s `PgClient` (10 connections), `DurableSession.layerSqlStore`;",
-    "  effect's default sharding settings.",
+    "  effect's default sharding settings. **Its store alone**: the same on `WorkflowEngine.layerMemory` (the",
+    "  activities kept in memory, not durable): what the session's events, inbox and rows cost, apart from the",
+    "  engine.",
     "- **LangGraph.js**: `createReactAgent` with `PostgresSaver` (its `pg` pool, 10 connections), one thread per",
     "  session, a `BaseChatModel` playing the script and one `tool()`. Its default is `durability: \"async\"` (a",
     "  step's checkpoint is written while the next step runs; `invoke` returns once all are written): the peer",

@@ -434,6 +434,8 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
   execute: Effect.Effect<S["Type"], E["Type"], R>,
   options?: {
     readonly live?: boolean | undefined
+    /** Its publications linger for what comes next (see `Outbox.publishing`): the model's and the tools' calls. */
+    readonly linger?: boolean | undefined
     /** Made with the recorded result when the activity answers from its record rather than running. */
     readonly replayed?: ((value: S["Type"]) => Effect.Effect<void>) | undefined
     /** The call the activity is for (its events' ids, see `Outbox`). */
@@ -680,7 +682,7 @@ const modelCallOf = (session: Session): Backend.ModelCall => (turn, call) => {
       reply.stopped === undefined
         ? { message: reply.message }
         : { message: reply.message, stopped: reply.stopped }),
-    { live: true }
+    { live: true, linger: true }
   )
   return Effect.map(
     Effect.provideContext(memoized, session.engine),
@@ -790,6 +792,7 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
             {
               call: toolCallId,
               partOf: first,
+              linger: true,
               replayed: (output) =>
                 "fatal" in output || output.usage === undefined ? Effect.void : SubAgent.countSpent(output.usage)
             }

@@ -42,10 +42,14 @@
  * deltas) are published while it runs, as they arrive, not when it ends. A
  * publisher fiber waits for events and publishes what has arrived, one batch
  * a round trip (deltas that arrive during a write go in the next), so the
- * stream never waits for the store.
+ * stream never waits for the store. The model call's and the tool calls'
+ * publications linger a little (see {@link linger}) for what comes next, so
+ * that a turn whose activities end at once costs one statement an activity,
+ * not two.
  *
  * @internal
  */
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Latch from "effect/Latch"
@@ -196,8 +200,26 @@ export const skipTo = (outbox: Outbox, mark: number, path: string): void => {
 }
 
 /**
+ * How long what waits may wait to go with what comes next: events that arrive within it of each other are
+ * published in one batch, one statement and one transaction. An activity that ends within it (a tool that
+ * answers at once, a cached reply) publishes what waited before it and what it emitted together, at its end;
+ * a longer one publishes what waited before it once this has passed. A consumer sees an event this much
+ * later at most: nothing waits on the publication of an event but its consumers.
+ *
+ * @internal
+ */
+export const linger = Duration.millis(20)
+
+/**
  * Wraps an activity's body: it publishes what waits before it runs and what
  * it emits, when it ends (whatever its exit) or, `live`, as it arrives.
+ *
+ * `linger`: what waits before the body is published within {@link linger}
+ * instead of before the body runs, and each batch waits as much for more, so
+ * that an activity that ends at once publishes once. Not for an activity whose
+ * body must come after the publication of what waits: an approval's wait reads
+ * the cancels only once its request is published (a cancel kept before then
+ * finds no request to cut, and the wait must see it).
  *
  * @internal
  */
@@ -205,42 +227,53 @@ export const publishing = <A, E, R, R2>(
   outbox: Outbox,
   publish: (entries: ReadonlyArray<Entry>) => Effect.Effect<void, never, R2>,
   body: Effect.Effect<A, E, R>,
-  options: { readonly live?: boolean | undefined } = {}
+  options: { readonly live?: boolean | undefined; readonly linger?: boolean | undefined } = {}
 ): Effect.Effect<A, E, R | R2> => {
   const flush = Effect.suspend(() => {
     const entries = take(outbox)
     return entries.length === 0 ? Effect.void : publish(entries)
   })
+  if (options.linger === true) return Effect.suspend(() => lingering(outbox, flush, body, options.live === true))
   if (options.live !== true) return Effect.andThen(flush, Effect.ensuring(body, flush))
-  return Effect.andThen(flush, Effect.suspend(() => live(outbox, flush, body)))
+  return Effect.andThen(flush, Effect.suspend(() => lingering(outbox, flush, body, true, Duration.zero)))
 }
 
 /**
- * Runs `body` with a publisher beside it: each time events arrive, `flush`
- * publishes all that arrived; once `body` ends, a last flush, then it returns.
+ * Runs `body` with a publisher beside it: it waits for events (at first,
+ * those that waited before the body), lets more come for `wait` or until the
+ * body ends, publishes all that came, and again; once `body` ends, a last
+ * flush, then it returns. Not `live`, only the events before the body wake
+ * it: what the body emits goes at its end.
  */
-const live = <A, E, R, R2>(
+const lingering = <A, E, R, R2>(
   outbox: Outbox,
   flush: Effect.Effect<void, never, R2>,
-  body: Effect.Effect<A, E, R>
+  body: Effect.Effect<A, E, R>,
+  live: boolean,
+  wait: Duration.Duration = linger
 ): Effect.Effect<A, E, R | R2> => {
-  const arrived = Latch.makeUnsafe(false)
-  let ended = false
-  const follow: Effect.Effect<void, never, R2> = Effect.andThen(
-    arrived.await,
-    Effect.suspend(() => {
+  // open at first: what waited before the body is published, within the linger
+  const arrived = Latch.makeUnsafe(true)
+  const ended = Latch.makeUnsafe(false)
+  let done = false
+  const follow: Effect.Effect<void, never, R2> = Effect.gen(function*() {
+    while (true) {
+      yield* arrived.await
       arrived.closeUnsafe()
-      const last = ended
-      return Effect.andThen(flush, last ? Effect.void : follow)
-    })
-  )
-  outbox.arrived = arrived
+      if (!done && Duration.isGreaterThan(wait, Duration.zero)) yield* Effect.raceFirst(Effect.sleep(wait), ended.await)
+      const last = done
+      yield* flush
+      if (last) return
+    }
+  })
+  if (live) outbox.arrived = arrived
   return Effect.flatMap(Effect.forkChild(follow), (publisher) =>
     Effect.ensuring(
       body,
       Effect.suspend(() => {
-        ended = true
-        outbox.arrived = undefined
+        done = true
+        if (live) outbox.arrived = undefined
+        ended.openUnsafe()
         arrived.openUnsafe()
         return Fiber.join(publisher)
       })

@@ -211,13 +211,18 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         }))
       }).pipe(Effect.mapError(failed("appendCancel")), bounded("appendCancel")),
     readInbox: (sessionId, kind: InboxKind, after) =>
-      sql.withTransaction(Effect.gen(function*() {
-        // what the session has read of this kind (recorded by the activities that read it) leaves the inbox
-        yield* sql`DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId} AND kind = ${kind} AND seq <= ${after}`
+      Effect.gen(function*() {
+        // What the session has read of this kind (recorded by the activities that read it) leaves the inbox, in
+        // the statement that reads the rest: one round trip for a read, which each turn makes (the statement's
+        // two parts see the same rows, and take apart ones).
         const rows = yield* sql<{ seq: number; message: string }>`
+          WITH dropped AS (
+            DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId} AND kind = ${kind} AND seq <= ${after}
+          )
           SELECT seq, message FROM effect_agent_inbox
           WHERE session_id = ${sessionId} AND kind = ${kind} AND seq > ${after} ORDER BY seq`
-        // what was read no longer waits (for the bound), though it stays until the next read
+        // What was read no longer waits (for the bound), though it stays until the next read. Apart from the read
+        // (no transaction around the two): a read is kept by the activity that made it, and the mark only grows.
         const last = rows.length === 0 ? undefined : Number(rows[rows.length - 1]!.seq)
         if (last !== undefined && kind !== "cancel") {
           yield* kind === "steering"
@@ -227,7 +232,7 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
                 WHERE session_id = ${sessionId}`
         }
         return rows
-      })).pipe(
+      }).pipe(
         Effect.flatMap((rows) =>
           Effect.forEach(rows, (row) =>
             Effect.map(decodeMessage(row.message), (message) => ({ seq: Number(row.seq), message })))
