@@ -436,6 +436,12 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     readonly live?: boolean | undefined
     /** Its publications linger for what comes next (see `Outbox.publishing`): the model's and the tools' calls. */
     readonly linger?: boolean | undefined
+    /**
+     * `false`: it publishes nothing, and what waits waits for the next activity (and a replay that answers from
+     * its record marks nothing published): a steering take, which emits nothing and comes right before the
+     * turn's model call or the run's end, each of which publishes.
+     */
+    readonly publishes?: boolean | undefined
     /** Made with the recorded result when the activity answers from its record rather than running. */
     readonly replayed?: ((value: S["Type"]) => Effect.Effect<void>) | undefined
     /** The call the activity is for (its events' ids, see `Outbox`). */
@@ -461,7 +467,7 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
         stop: undefined,
         stopped: false
       }
-      return Outbox.publishing(session.outbox, publish, execute, options).pipe(
+      return (options?.publishes === false ? execute : Outbox.publishing(session.outbox, publish, execute, options)).pipe(
         Effect.provideService(CurrentActivity, execution)
       )
     })
@@ -475,7 +481,7 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
       (value) =>
         Effect.suspend(() => {
           if (ran) return Effect.void
-          Outbox.skipTo(session.outbox, mark, options?.call ?? "-")
+          if (options?.publishes !== false) Outbox.skipTo(session.outbox, mark, options?.call ?? "-")
           return options?.replayed?.(value) ?? Effect.void
         })
     )
@@ -517,7 +523,7 @@ const messagesOf = (session: Session, kind: MessageKind): Effect.Effect<Taken> =
  * watermarks past what it read, from its record on a replay.
  */
 const takeInbox = (session: Session, kind: MessageKind, name: string, read: Effect.Effect<Taken>) =>
-  Effect.map(activity(session, name, Taken, Schema.Never, read), (taken) => {
+  Effect.map(activity(session, name, Taken, Schema.Never, read, { publishes: kind !== "steering" }), (taken) => {
     session.watermark[kind] = taken.last
     if (taken.cancels !== undefined) session.watermark.cancel = taken.cancels.last
     return taken

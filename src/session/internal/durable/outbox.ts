@@ -42,10 +42,9 @@
  * deltas) are published while it runs, as they arrive, not when it ends. A
  * publisher fiber waits for events and publishes what has arrived, one batch
  * a round trip (deltas that arrive during a write go in the next), so the
- * stream never waits for the store. The model call's and the tool calls'
- * publications linger a little (see {@link linger}) for what comes next, so
- * that a turn whose activities end at once costs one statement an activity,
- * not two.
+ * stream never waits for the store. The model call's batches and the tool
+ * calls' publications linger a little (see {@link linger}) for what comes
+ * next, so that a tool call that ends at once publishes once, not twice.
  *
  * @internal
  */
@@ -214,12 +213,14 @@ export const linger = Duration.millis(20)
  * Wraps an activity's body: it publishes what waits before it runs and what
  * it emits, when it ends (whatever its exit) or, `live`, as it arrives.
  *
- * `linger`: what waits before the body is published within {@link linger}
- * instead of before the body runs, and each batch waits as much for more, so
- * that an activity that ends at once publishes once. Not for an activity whose
- * body must come after the publication of what waits: an approval's wait reads
- * the cancels only once its request is published (a cancel kept before then
- * finds no request to cut, and the wait must see it).
+ * `linger`: each batch waits {@link linger} for more, and (not `live`) what
+ * waits before the body is published within it instead of before the body
+ * runs, so that an activity that ends at once publishes once. Not for an
+ * activity whose body must come after the publication of what waits: an
+ * approval's wait reads the cancels only once its request is published (a
+ * cancel kept before then finds no request to cut, and the wait must see it);
+ * and a model call, `live`, is made only once what waited is published (a
+ * store that fails then stops the session before it spends anything).
  *
  * @internal
  */
@@ -233,9 +234,11 @@ export const publishing = <A, E, R, R2>(
     const entries = take(outbox)
     return entries.length === 0 ? Effect.void : publish(entries)
   })
-  if (options.linger === true) return Effect.suspend(() => lingering(outbox, flush, body, options.live === true))
-  if (options.live !== true) return Effect.andThen(flush, Effect.ensuring(body, flush))
-  return Effect.andThen(flush, Effect.suspend(() => lingering(outbox, flush, body, true, Duration.zero)))
+  if (options.live === true) {
+    return Effect.andThen(flush, Effect.suspend(() => lingering(outbox, flush, body, true, options.linger === true ? linger : Duration.zero)))
+  }
+  if (options.linger === true) return Effect.suspend(() => lingering(outbox, flush, body, false))
+  return Effect.andThen(flush, Effect.ensuring(body, flush))
 }
 
 /**
