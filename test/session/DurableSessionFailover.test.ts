@@ -47,6 +47,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster whose r
           yield* Effect.forEach(ids, (sessionId) => waitForEvent(sessionId, "TurnEnd"), { discard: true })
           // Held at their next step until the join is done, however long a loaded machine takes to start a runner.
           fs.writeFileSync(path.join(logDir, "hold"), "")
+          const holding = Date.now()
           // The second runner joins: the first hands it half its shards, and their sessions, as they run.
           const second = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
           // once the second holds a third of the shards or more (each runner's shard locks are advisory locks of its
@@ -62,6 +63,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster whose r
           )
           yield* Effect.sleep("1 second")
           fs.rmSync(path.join(logDir, "hold"))
+          console.log(`the runner that joined held a third of the shards ${Date.now() - holding} ms after the hold`)
           const statuses = yield* allFinished(ids, "150 seconds")
           yield* Effect.ignore(second.kill({ killSignal: "SIGKILL" }))
           const published = yield* Effect.forEach(ids, (sessionId) => DurableSession.events(sessionId))

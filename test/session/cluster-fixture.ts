@@ -64,12 +64,13 @@ const Kit = Toolkit.make(Step, Charge, Deploy)
 const append = (logDir: string, file: string, line: string) => fs.appendFileSync(path.join(logDir, file), `${line}\n`)
 
 /**
- * While `hold` is in the log directory, a step waits (up to 60 s) before it ends: a test holds its sessions
- * mid-run for as long as it needs, however slowly a loaded machine starts what it waits for.
+ * While `hold` is in the log directory, a step waits (up to 180 s) before it ends: a test holds its sessions
+ * mid-run for as long as it needs, however slowly a loaded machine starts what it waits for. (At load 30, a
+ * runner that joined took more than the 60 s this was before to hold a third of the shards.)
  */
 const held = (logDir: string) =>
   Effect.sync(() => fs.existsSync(path.join(logDir, "hold"))).pipe(
-    Effect.repeat({ until: (holding) => !holding, schedule: Schedule.spaced("50 millis"), times: 1200 })
+    Effect.repeat({ until: (holding) => !holding, schedule: Schedule.spaced("50 millis"), times: 3600 })
   )
 
 /** The tools; each start of a handler is logged as `<tool> <key>`. */
