@@ -66,7 +66,7 @@ const append = (logDir: string, file: string, line: string) => fs.appendFileSync
 /**
  * While `hold` is in the log directory, a step waits (up to 180 s) before it ends: a test holds its sessions
  * mid-run for as long as it needs, however slowly a loaded machine starts what it waits for. (At load 30, a
- * runner that joined took more than the 60 s this was before to hold a third of the shards.)
+ * runner that joined took more than the 60 s this was before to hold its share of the shards.)
  */
 const held = (logDir: string) =>
   Effect.sync(() => fs.existsSync(path.join(logDir, "hold"))).pipe(
