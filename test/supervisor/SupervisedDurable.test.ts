@@ -204,7 +204,9 @@ describe("durable supervised sessions: replays and follow-ups", () => {
         maxTurns: 3,
         maxWallClock: "1 second"
       })))
-    }))
+      // above its waits' bounds (60 s for the question, 60 s for the ending), so that they, not the runner, say
+      // what did not come: load round r19 (load 26–36) passed the 120 s of the suite's default
+    }), 240_000)
 })
 
 describe("durable supervised sessions: a worker of its own (Supervisor.Options.worker)", () => {
