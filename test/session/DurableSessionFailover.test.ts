@@ -40,16 +40,17 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster whose r
       Effect.gen(function*() {
         const { logDir, pg } = yield* scratch
         const first = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
-        // Twenty sessions long enough to be mid-run when the shards move. Their ids fix their shards: ten sessions
-        // sat on few enough of them that in load rounds none moved once in six runs (1–6 of 10 did in the others);
-        // twenty of eight turns cost what ten of sixteen did.
+        // Twenty sessions, each held at its first step (its first model call made on the first runner) until the
+        // join is done, however long a loaded machine takes to start a runner. Before, they were held once each
+        // had ended a turn: on a loaded machine the first had run to their end by then, and none moved. Of ten,
+        // 2–6 moved in idle runs (a session moves when its shard does): with twenty, none moving is about one run
+        // in a hundred thousand.
         const ids = Array.from({ length: 20 }, (_, i) => `jn${i}-t8`)
         const { published, statuses } = yield* Effect.gen(function*() {
-          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
-          yield* Effect.forEach(ids, (sessionId) => waitForEvent(sessionId, "TurnEnd"), { discard: true })
-          // Held at their next step until the join is done, however long a loaded machine takes to start a runner.
           fs.writeFileSync(path.join(logDir, "hold"), "")
           const holding = Date.now()
+          for (const sessionId of ids) yield* DurableSession.start({ sessionId, prompt: sessionId })
+          yield* Effect.forEach(ids, (sessionId) => waitForEvent(sessionId, "ToolExecutionStart"), { discard: true })
           // The second runner joins: the first hands it half its shards, and their sessions, as they run.
           const second = yield* startRunner(pg.url, yield* Effect.promise(Postgres.freePort), logDir)
           // once each holds half the shards (each runner's shard locks are advisory locks of its own database
