@@ -666,7 +666,9 @@ describe("Sessions.cancel, on the durable layer", () => {
       assert.deepStrictEqual(cut.outcome, { _tag: "Cancelled", reason: "too slow" })
       // the model call in flight finished (an activity is not cut short): its reply is in the transcript
       assert.deepStrictEqual(texts(cut.state.messages), ["go", "a slow answer"])
-    }).pipe(Effect.provide(durable([{ text: "a slow answer", delay: "500 millis", usage }], { idle: "1 minute" }))))
+      // (3 s: the cancel must come while the call runs; at load 25–31 seeing its TurnStart took more than the
+      // 500 ms it was)
+    }).pipe(Effect.provide(durable([{ text: "a slow answer", delay: "3 seconds", usage }], { idle: "1 minute" }))))
 
   it.live("the run ends Cancelled with the reason at its next step: the call in flight finishes, what was queued waits in its state, and a follow-up goes on", () => {
     const held = holding()
