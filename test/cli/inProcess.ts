@@ -122,9 +122,13 @@ export const startCommand = (
               Effect.die(new Error(`no such line in 30 s; stdout:\n${lines.join("\n")}`))
           })
         ),
-      signal: (signal) => Effect.die(new Error(`${signal}: a command run in the test's process takes no signals (spawn it)`)),
+      signal: (signal) =>
+        Effect.die(new Error(`${signal}: a command run in the test's process takes no signals (spawn it)`)),
       exit: Fiber.join(running).pipe(
-        Effect.timeoutOrElse({ duration: "60 seconds", orElse: () => Effect.die(new Error(`${args.join(" ")}: no exit in 60 s`)) })
+        Effect.timeoutOrElse({
+          duration: "60 seconds",
+          orElse: () => Effect.die(new Error(`${args.join(" ")}: no exit in 60 s`))
+        })
       )
     }
     return proc

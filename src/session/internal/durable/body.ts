@@ -467,9 +467,10 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
         stop: undefined,
         stopped: false
       }
-      return (options?.publishes === false ? execute : Outbox.publishing(session.outbox, publish, execute, options)).pipe(
-        Effect.provideService(CurrentActivity, execution)
-      )
+      const published = options?.publishes === false
+        ? execute
+        : Outbox.publishing(session.outbox, publish, execute, options)
+      return Effect.provideService(published, CurrentActivity, execution)
     })
     // The call itself dies when the engine cannot store the request (the database is away): the loop would
     // take that for the tool's own crash, so it is made again until the storage is back (or the run is given up).

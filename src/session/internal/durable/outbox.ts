@@ -235,7 +235,8 @@ export const publishing = <A, E, R, R2>(
     return entries.length === 0 ? Effect.void : publish(entries)
   })
   if (options.live === true) {
-    return Effect.andThen(flush, Effect.suspend(() => lingering(outbox, flush, body, true, options.linger === true ? linger : Duration.zero)))
+    const wait = options.linger === true ? linger : Duration.zero
+    return Effect.andThen(flush, Effect.suspend(() => lingering(outbox, flush, body, true, wait)))
   }
   if (options.linger === true) return Effect.suspend(() => lingering(outbox, flush, body, false))
   return Effect.andThen(flush, Effect.ensuring(body, flush))
