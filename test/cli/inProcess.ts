@@ -5,10 +5,10 @@
  * a process, and the only way to see what the command draws on a terminal.
  */
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
-import { type Cause, Effect, Fiber, Layer, Queue, Schedule, type Scope, Stdio, Stream, Terminal } from "effect"
+import { type Cause, Effect, Fiber, Layer, Queue, type Scope, Stdio, Stream, Terminal } from "effect"
 import { Cli, ExitCode } from "effect-agent/cli"
 import * as Io from "../../src/cli/internal/Io.ts"
-import { type Proc, stateHome } from "./support.ts"
+import { type Proc, stateHome, waitForLine } from "./support.ts"
 
 export interface Options {
   readonly cwd: string
@@ -112,16 +112,7 @@ export const startCommand = (
     const proc: Proc = {
       send: (line) => Effect.asVoid(Queue.offer(input, encoder.encode(`${line}\n`))),
       closeStdin: Effect.asVoid(Queue.end(input)),
-      waitFor: (matches) =>
-        Effect.sync(() => lines.find(matches)).pipe(
-          Effect.repeat({ until: (line) => line !== undefined, schedule: Schedule.spaced("20 millis") }),
-          Effect.map((line) => line!),
-          Effect.timeoutOrElse({
-            duration: "30 seconds",
-            orElse: () =>
-              Effect.die(new Error(`no such line in 30 s; stdout:\n${lines.join("\n")}`))
-          })
-        ),
+      waitFor: (matches) => waitForLine(Effect.sync(() => lines), matches),
       signal: (signal) =>
         Effect.die(new Error(`${signal}: a command run in the test's process takes no signals (spawn it)`)),
       exit: Fiber.join(running).pipe(

@@ -73,6 +73,22 @@ export const environment = (env: Options["env"]): Record<string, string | undefi
 
 const encoder = new TextEncoder()
 
+/** `Proc.waitFor` over the stdout lines `current` reads: polled every 20 ms, 30 s at most. */
+export const waitForLine = (
+  current: Effect.Effect<ReadonlyArray<string>>,
+  matches: (line: string, index: number, lines: ReadonlyArray<string>) => boolean
+): Effect.Effect<string> =>
+  current.pipe(
+    Effect.map((all) => all.find(matches)),
+    Effect.repeat({ until: (line) => line !== undefined, schedule: Schedule.spaced("20 millis") }),
+    Effect.map((line) => line!),
+    Effect.timeoutOrElse({
+      duration: "30 seconds",
+      orElse: () =>
+        Effect.flatMap(current, (all) => Effect.die(new Error(`no such line in 30 s; stdout:\n${all.join("\n")}`)))
+    })
+  )
+
 /** Starts `node <command> <args>`. */
 export const spawn = (command: string, args: ReadonlyArray<string>, options: Options) =>
   spawnProgram(process.execPath, [command, ...args], options)
@@ -125,17 +141,7 @@ export const spawnProgram = (
     return {
       send: (line) => Effect.asVoid(Queue.offer(input, encoder.encode(`${line}\n`))),
       closeStdin: Effect.asVoid(Queue.end(input)),
-      waitFor: (matches) =>
-        Ref.get(lines).pipe(
-          Effect.map((all) => all.find(matches)),
-          Effect.repeat({ until: (line) => line !== undefined, schedule: Schedule.spaced("20 millis") }),
-          Effect.map((line) => line!),
-          Effect.timeoutOrElse({
-            duration: "30 seconds",
-            orElse: () =>
-              Effect.flatMap(Ref.get(lines), (all) => Effect.die(new Error(`no such line in 30 s; stdout:\n${all.join("\n")}`)))
-          })
-        ),
+      waitFor: (matches) => waitForLine(Ref.get(lines), matches),
       // The kill waits for the exit: it runs beside the test, which awaits `exit`.
       signal: (signal) =>
         Effect.asVoid(Effect.forkIn(Effect.orDie(handle.kill({ killSignal: signal, forceKillAfter: "20 seconds" })), scope)),

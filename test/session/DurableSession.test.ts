@@ -157,6 +157,51 @@ describe("DurableSession", () => {
       assert.deepStrictEqual(published.map((entry) => entry.event._tag), local.map((event) => event._tag))
     }))
 
+  for (const engine of ["memory", "cluster"] as const) {
+    it.live(`a quick model call's events go out in one batch, and a long tool call's start while the call runs (${engine})`, () =>
+      Effect.gen(function*() {
+        const batches: Array<ReadonlyArray<string>> = []
+        const base = DurableSession.makeMemoryStore()
+        const counting: DurableSession.Store["Service"] = {
+          ...base,
+          publish: (sessionId, entries) =>
+            Effect.andThen(
+              Effect.sync(() =>
+                void batches.push(entries.map(({ event }) =>
+                  "toolCallId" in event && typeof event.toolCallId === "string"
+                    ? `${event._tag} ${event.toolCallId}`
+                    : event._tag
+                ))
+              ),
+              base.publish(sessionId, entries)
+            )
+        }
+        // the model answers at once; c2 (slow) takes 300 ms, more than the 20 ms a batch lingers
+        const turns = threeTurns("slow", 300)
+        yield* DurableSession.run({ sessionId: "b1", prompt: "go" }).pipe(
+          Effect.provide(DurableSession.layer().pipe(
+            Layer.provideMerge(Layer.mergeAll(
+              ScriptedModel.layer(followTranscript(turns)),
+              toolsLayer([]),
+              Layer.succeed(DurableSession.Store, counting)
+            )),
+            Layer.provideMerge(engines[engine])
+          ))
+        )
+        const shown = JSON.stringify(batches)
+        // each model call: its start, its deltas and its end together (before, the deltas and the end apart)
+        const calls = batches.filter((batch) => batch.includes("MessageEnd"))
+        assert.strictEqual(calls.length, 3, shown)
+        for (const batch of calls) {
+          assert.includeMembers([...batch], ["MessageStart", "MessageUpdate", "MessageEnd"], shown)
+        }
+        // a long call's start is out before it ends
+        const batchOf = (tag: string) => batches.findIndex((batch) => batch.includes(tag))
+        assert.isAtLeast(batchOf("ToolExecutionStart c2"), 0, shown)
+        assert.isBelow(batchOf("ToolExecutionStart c2"), batchOf("ToolExecutionEnd c2"), shown)
+      }))
+  }
+
   it.live("a model call's deltas are published as they stream, before the call ends, each once", () =>
     Effect.gen(function*() {
       const gate = yield* Latch.make(false)

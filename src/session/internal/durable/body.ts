@@ -434,7 +434,7 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
   execute: Effect.Effect<S["Type"], E["Type"], R>,
   options?: {
     readonly live?: boolean | undefined
-    /** Its publications linger for what comes next (see `Outbox.publishing`): the model's and the tools' calls. */
+    /** Its batches linger for what comes next (see `Outbox.publishing`): the model call's. */
     readonly linger?: boolean | undefined
     /**
      * `false`: it publishes nothing, and what waits waits for the next activity (and a replay that answers from
@@ -799,7 +799,6 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
             {
               call: toolCallId,
               partOf: first,
-              linger: true,
               replayed: (output) =>
                 "fatal" in output || output.usage === undefined ? Effect.void : SubAgent.countSpent(output.usage)
             }

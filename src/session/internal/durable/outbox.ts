@@ -42,9 +42,9 @@
  * deltas) are published while it runs, as they arrive, not when it ends. A
  * publisher fiber waits for events and publishes what has arrived, one batch
  * a round trip (deltas that arrive during a write go in the next), so the
- * stream never waits for the store. The model call's batches and the tool
- * calls' publications linger a little (see {@link linger}) for what comes
- * next, so that a tool call that ends at once publishes once, not twice.
+ * stream never waits for the store. Each batch lingers a little (see
+ * {@link linger}) for what comes next, so that a call that answers at once
+ * publishes its events in one batch, not two.
  *
  * @internal
  */
@@ -199,11 +199,10 @@ export const skipTo = (outbox: Outbox, mark: number, path: string): void => {
 }
 
 /**
- * How long what waits may wait to go with what comes next: events that arrive within it of each other are
- * published in one batch, one statement and one transaction. An activity that ends within it (a tool that
- * answers at once, a cached reply) publishes what waited before it and what it emitted together, at its end;
- * a longer one publishes what waited before it once this has passed. A consumer sees an event this much
- * later at most: nothing waits on the publication of an event but its consumers.
+ * How long a live activity's batch waits for more: the events of a model call that answers at once (its
+ * start, its deltas, its end) go in one statement and one transaction, not one for the deltas and one for the
+ * end. A consumer sees a delta this much later at most: nothing waits on the publication of an event but its
+ * consumers.
  *
  * @internal
  */
@@ -211,16 +210,11 @@ export const linger = Duration.millis(20)
 
 /**
  * Wraps an activity's body: it publishes what waits before it runs and what
- * it emits, when it ends (whatever its exit) or, `live`, as it arrives.
- *
- * `linger`: each batch waits {@link linger} for more, and (not `live`) what
- * waits before the body is published within it instead of before the body
- * runs, so that an activity that ends at once publishes once. Not for an
- * activity whose body must come after the publication of what waits: an
- * approval's wait reads the cancels only once its request is published (a
- * cancel kept before then finds no request to cut, and the wait must see it);
- * and a model call, `live`, is made only once what waited is published (a
- * store that fails then stops the session before it spends anything).
+ * it emits, when it ends (whatever its exit) or, `live`, as it arrives, each
+ * batch waiting {@link linger} for more when `linger` is set. What waits is
+ * published before the body runs, always: a model call is made only once it
+ * is (a store that fails then stops the session before it spends anything),
+ * and an approval's wait reads the cancels only once its request is.
  *
  * @internal
  */
@@ -234,30 +228,23 @@ export const publishing = <A, E, R, R2>(
     const entries = take(outbox)
     return entries.length === 0 ? Effect.void : publish(entries)
   })
-  if (options.live === true) {
-    const wait = options.linger === true ? linger : Duration.zero
-    return Effect.andThen(flush, Effect.suspend(() => lingering(outbox, flush, body, true, wait)))
-  }
-  if (options.linger === true) return Effect.suspend(() => lingering(outbox, flush, body, false))
-  return Effect.andThen(flush, Effect.ensuring(body, flush))
+  if (options.live !== true) return Effect.andThen(flush, Effect.ensuring(body, flush))
+  const wait = options.linger === true ? linger : Duration.zero
+  return Effect.andThen(flush, Effect.suspend(() => live(outbox, flush, body, wait)))
 }
 
 /**
- * Runs `body` with a publisher beside it: it waits for events (at first,
- * those that waited before the body), lets more come for `wait` or until the
- * body ends, publishes all that came, and again; once `body` ends, a last
- * flush, then it returns. Not `live`, only the events before the body wake
- * it: what the body emits goes at its end.
+ * Runs `body` with a publisher beside it: each time events arrive, it lets
+ * more come for `wait` (or until `body` ends), and `flush` publishes all that
+ * came; once `body` ends, a last flush, then it returns.
  */
-const lingering = <A, E, R, R2>(
+const live = <A, E, R, R2>(
   outbox: Outbox,
   flush: Effect.Effect<void, never, R2>,
   body: Effect.Effect<A, E, R>,
-  live: boolean,
-  wait: Duration.Duration = linger
+  wait: Duration.Duration
 ): Effect.Effect<A, E, R | R2> => {
-  // open at first: what waited before the body is published, within the linger
-  const arrived = Latch.makeUnsafe(true)
+  const arrived = Latch.makeUnsafe(false)
   const ended = Latch.makeUnsafe(false)
   let done = false
   const follow: Effect.Effect<void, never, R2> = Effect.gen(function*() {
@@ -270,13 +257,13 @@ const lingering = <A, E, R, R2>(
       if (last) return
     }
   })
-  if (live) outbox.arrived = arrived
+  outbox.arrived = arrived
   return Effect.flatMap(Effect.forkChild(follow), (publisher) =>
     Effect.ensuring(
       body,
       Effect.suspend(() => {
         done = true
-        if (live) outbox.arrived = undefined
+        outbox.arrived = undefined
         ended.openUnsafe()
         arrived.openUnsafe()
         return Fiber.join(publisher)
