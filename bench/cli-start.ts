@@ -13,7 +13,7 @@
  *
  *   node bench/cli-start.ts                     # the command built from the sources (as the tests build it)
  *   node bench/cli-start.ts --runs 21
- *   node bench/cli-start.ts --command old/dist/cli/main.js --command dist/cli/main.js   # side by side
+ *   node bench/cli-start.ts --command old/dist/bin/effect-agent.js --command dist/bin/effect-agent.js   # side by side
  *
  * Warm: with Node's compile cache (the command turns it on; here in a fresh
  * directory, warmed by one run of each case first), as every start after the

@@ -6,19 +6,23 @@
  * command's own session directory or store, even inside a granted path.
  */
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
-import { fileURLToPath } from "node:url"
 import { needsBubblewrap } from "../bubblewrap.ts"
 import { readSse } from "../server/support.ts"
+import { builtCommand } from "./build.ts"
 import { runCommand } from "./inProcess.ts"
 import { type Services, spawnProgram } from "./support.ts"
 
 const live = (name: string, test: () => Effect.Effect<void, unknown, Services>) =>
   needsBubblewrap(it.live)(name, () => test().pipe(Effect.scoped, Effect.provide(NodeServices.layer)), 60_000)
 
-const main = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url))
+/** The built command (the bundle the package installs). */
+let main = ""
+beforeAll(async () => {
+  main = await builtCommand()
+})
 
 /**
  * A host as the docs leave it, under /var/tmp (the sandbox's /tmp is private): a home directory holding the
@@ -169,7 +173,6 @@ describe("issue 29, attack 3: the command's agent reads no other session", () =>
       const { base, home, script, workspace } = yield* host(({ base }) => [`${base}/store/sessions/*/trajectory.ndjson`])
       const store = `${base}/store`
       const proc = yield* spawnProgram(process.execPath, [
-        "--conditions=effect-agent-source",
         main,
         "serve",
         "--provider",

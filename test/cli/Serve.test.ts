@@ -4,19 +4,23 @@
  * prints with the inspector's URL (or one from the environment, or none when
  * asked by name), a clean stop on SIGTERM; and what it refuses.
  */
-import { assert, describe } from "@effect/vitest"
+import { assert, beforeAll, describe } from "@effect/vitest"
 import { Effect, FileSystem } from "effect"
 import * as Fs from "node:fs"
-import { fileURLToPath } from "node:url"
 import { receiver, spansOf } from "../otlpReceiver.ts"
 import { readSse, tagOf } from "../server/support.ts"
+import { builtCommand } from "./build.ts"
 import { runCommand } from "./inProcess.ts"
 import { live, scripted, spawnProgram, tempDir } from "./support.ts"
 
-const main = fileURLToPath(new URL("../../src/cli/main.ts", import.meta.url))
+/** The built command (the bundle the package installs): a process each, started in a fraction of the sources' time. */
+let main = ""
+beforeAll(async () => {
+  main = await builtCommand()
+})
 
 const serve = (dir: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-  spawnProgram(process.execPath, ["--conditions=effect-agent-source", main, "serve", ...args], { cwd: dir, env })
+  spawnProgram(process.execPath, [main, "serve", ...args], { cwd: dir, env })
 
 const turns = [
   { toolCalls: [{ name: "read_file", params: { path: "a.txt" } }] },
@@ -290,7 +294,7 @@ describe("the token serve prints", () => {
         const fs = yield* FileSystem.FileSystem
         const dir = yield* scripted([{ toolCalls: [{ name: "read_file", params: { path: "serve.log" } }] }])
         const store = `${dir}-store`
-        const command = [process.execPath, "--conditions=effect-agent-source", main, "serve", "--provider", "scripted",
+        const command = [process.execPath, main, "serve", "--provider", "scripted",
           "--script", `${dir}/script.json`, "--sandbox", "local", "--tools", "read_file", "--port", "0", "--store", store]
           .map(quote).join(" ")
         // The workspace is the current directory: the logs land in it.

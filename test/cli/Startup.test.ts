@@ -3,16 +3,17 @@
  * the platform, and each subcommand's modules only when it runs, so that
  * `--help`, `--version` and `version` answer without loading a run (the
  * providers, the sandbox, the server, the cluster, undici), nor all of
- * `effect`. Checked by the
- * modules Node loads (a load hook), not by a clock; `bench/cli-start.ts`
- * measures the time.
+ * `effect`. Checked by the modules Node loads (a load hook), not by a clock;
+ * `bench/cli-start.ts` measures the time: first in the package's unbundled
+ * `dist/cli/main.js`, whose modules the bundle's chunks follow, then in the
+ * bundle (`dist/bin/effect-agent.js`, the `bin`), chunk by chunk.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { builtCommand } from "./build.ts"
+import { builtCommand, builtPackage } from "./build.ts"
 import { environment } from "./support.ts"
 
 /** Writes the URL of every module Node loads to the file in $EFFECT_AGENT_TEST_LOADED, at the exit. */
@@ -26,9 +27,15 @@ process.on("exit", () => writeFileSync(process.env.EFFECT_AGENT_TEST_LOADED, loa
 `)
 }`
 
-/** Runs the built command to its exit (60 s at most): its exit code, output, and the modules it loaded. */
-const start = async (args: ReadonlyArray<string>, cwd: string) => {
-  const command = await builtCommand()
+/** The built package's unbundled command, module by module. */
+const unbundled = async () => Path.join(await builtPackage(), "dist/cli/main.js")
+
+/**
+ * Runs the built command (by default the unbundled one) to its exit (60 s at most): its exit code, output, and
+ * the modules it loaded.
+ */
+const start = async (args: ReadonlyArray<string>, cwd: string, command?: string) => {
+  command ??= await unbundled()
   const list = Path.join(cwd, `loaded-${Math.random().toString(36).slice(2)}.txt`)
   const env = { ...environment({ EFFECT_AGENT_TEST_LOADED: list }) }
   return new Promise<{ readonly code: number; readonly stderr: string; readonly loaded: ReadonlyArray<string> }>(
@@ -98,6 +105,35 @@ describe.concurrent("the command's start", () => {
       assert.isTrue(run.loaded.some((url) => url.endsWith("/dist/cli/internal/Runner.js")))
       assert.deepStrictEqual(
         loadedOf(run.loaded, ["the server", "undici", "the cluster and PostgreSQL", "the ACP SDK"]),
+        []
+      )
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
+
+  it("the bundle (the bin) loads the chunks of what runs: none of a run's for --version, none of the server's, the cluster's or undici's for an offline run", async () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "effect-agent-start-"))
+    try {
+      const bin = await builtCommand()
+      assert.match(bin, /\/dist\/bin\/effect-agent\.js$/)
+      // rolldown names a chunk after the first module in it: Runner, Serve, Cluster, PgClient, Undici, …
+      const chunks = (loaded: ReadonlyArray<string>) =>
+        loaded.filter((url) => url.includes("/dist/bin/")).map((url) => Path.basename(url).replace(/-[\w-]{8}\.js$/, ""))
+      const version = await start(["--version"], dir, bin)
+      assert.strictEqual(version.code, 0, version.stderr)
+      assert.include(chunks(version.loaded), "Cli")
+      // all of it in the bundle: no module of its own (dist/cli/), nor any outside it (node_modules/)
+      const outside = (url: string) => url.startsWith("file:") && !url.includes("/package/dist/bin/")
+      assert.deepStrictEqual(version.loaded.filter(outside), [])
+      const run = ["Runner", "Serve", "Cluster", "PgClient", "Undici", "NodeHttpClient", "Demo", "View", "acp"]
+      assert.deepStrictEqual(chunks(version.loaded).filter((name) => run.includes(name)), [])
+      Fs.writeFileSync(Path.join(dir, "script.json"), JSON.stringify({ turns: [{ text: "Done." }] }))
+      const offline = await start(["run", "--provider", "scripted", "--script", "script.json", "--task", "hi", "--quiet"], dir, bin)
+      assert.strictEqual(offline.code, 0, offline.stderr)
+      assert.include(chunks(offline.loaded), "Runner")
+      assert.deepStrictEqual(
+        chunks(offline.loaded).filter((name) => ["Serve", "Cluster", "PgClient", "Undici", "NodeHttpClient", "acp"].includes(name)),
         []
       )
     } finally {

@@ -18,7 +18,15 @@ import { promisify } from "node:util"
 export const root = fileURLToPath(new URL("../..", import.meta.url))
 
 /** The files the pack needs besides `src/`: what the package ships, and the build's configuration. */
-const packageFiles = ["package.json", "README.md", "LICENSE", "CHANGELOG.md", "tsconfig.json", "tsconfig.build.json"]
+const packageFiles = [
+  "package.json",
+  "README.md",
+  "LICENSE",
+  "CHANGELOG.md",
+  "tsconfig.json",
+  "tsconfig.build.json",
+  "scripts/bundle.js"
+]
 
 /** Runs npm: the one running the tests when there is one, else npm on the PATH. */
 export const npm = (args: ReadonlyArray<string>, cwd: string) => {
@@ -62,7 +70,10 @@ const build = async (dir: string) => {
   Fs.rmSync(dir, { recursive: true, force: true })
   const stage = Path.join(dir, "stage")
   Fs.mkdirSync(stage, { recursive: true })
-  for (const file of packageFiles) Fs.copyFileSync(Path.join(root, file), Path.join(stage, file))
+  for (const file of packageFiles) {
+    Fs.mkdirSync(Path.dirname(Path.join(stage, file)), { recursive: true })
+    Fs.copyFileSync(Path.join(root, file), Path.join(stage, file))
+  }
   Fs.cpSync(Path.join(root, "src"), Path.join(stage, "src"), { recursive: true })
   Fs.symlinkSync(Path.join(root, "node_modules"), Path.join(stage, "node_modules"))
   await npm(["pack", "--pack-destination", dir], stage)
@@ -100,8 +111,22 @@ const lockAbandoned = (lock: string): boolean => {
 
 const buildDir = () => Path.join(root, "node_modules/.cache/effect-agent-cli", hashOfSources())
 
+/**
+ * The build this process found or made, once it is ready: a test that starts the command many times (the
+ * runners) hashes the sources once. A failed build is not kept: the next caller tries again.
+ */
+let found: Promise<string> | undefined
+
 /** The directory of the packed tarball and the package unpacked from it (building them if needed). */
-const built = async (): Promise<string> => {
+const built = (): Promise<string> => {
+  found ??= building().catch((error: unknown) => {
+    found = undefined
+    throw error
+  })
+  return found
+}
+
+const building = async (): Promise<string> => {
   const dir = buildDir()
   const lock = `${dir}.lock`
   const ready = Path.join(dir, "ready")
@@ -134,5 +159,5 @@ export const builtTarball = async (): Promise<string> => Path.join(await built()
 /** The directory of the built package, unpacked from its tarball (building it if needed). */
 export const builtPackage = async (): Promise<string> => Path.join(await built(), "package")
 
-/** The built command: `dist/cli/main.js` of the built package. */
-export const builtCommand = async (): Promise<string> => Path.join(await builtPackage(), "dist/cli/main.js")
+/** The built command: the package's `bin`, `dist/bin/effect-agent.js` (the bundle). */
+export const builtCommand = async (): Promise<string> => Path.join(await builtPackage(), "dist/bin/effect-agent.js")

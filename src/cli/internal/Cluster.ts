@@ -115,9 +115,10 @@ const stopWithin = (tuned: Tuning) =>
 
 /**
  * `@effect/sql-pg`'s client, loaded when a command of the cluster runs: an
- * optional peer dependency of the package (only the cluster needs it), so
- * that the command, and any other use of the package, loads without it.
- * Missing, it is a config error that says how to install it.
+ * optional peer dependency of the package, so that an app that builds on
+ * `effect-agent/cli` loads without it, and is told how to install it when a
+ * command of the cluster needs it (a config error). The installed command
+ * is a bundle that has it inside.
  */
 const pgClient: Effect.Effect<typeof PgClient, Failure> = Effect.tryPromise({
   try: () => import("@effect/sql-pg/PgClient"),

@@ -222,8 +222,10 @@ const PackageJson = Schema.fromJsonString(Schema.Struct({ name: Schema.String, v
 export const packageInfo = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
   const path = yield* Path.Path
-  // src/cli/internal/ and dist/cli/internal/ are both three levels below the package root.
-  const file = yield* path.fromFileUrl(new URL("../../../package.json", import.meta.url))
+  // This module is two levels below the package's root in the command's bundle (dist/bin/), and three in
+  // src/cli/internal/ and dist/cli/internal/ (whose parents src/ and dist/ hold no package.json).
+  const near = yield* path.fromFileUrl(new URL("../../package.json", import.meta.url))
+  const file = (yield* fs.exists(near)) ? near : yield* path.fromFileUrl(new URL("../../../package.json", import.meta.url))
   return yield* Schema.decodeUnknownEffect(PackageJson)(yield* fs.readFileString(file))
 }).pipe(Effect.orDie)
 

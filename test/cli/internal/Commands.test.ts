@@ -68,13 +68,13 @@ describe.concurrent("Commands.root", () => {
 })
 
 describe.concurrent("the built bin", () => {
-  live("bin is dist/cli/main.js, runs by its shebang, and version --json lists the capabilities and exit codes", () =>
+  live("bin is the bundle dist/bin/effect-agent.js, runs by its shebang, and version --json lists the capabilities and exit codes", () =>
     Effect.gen(function*() {
       const cli = yield* Effect.promise(builtCommand)
       const fs = yield* FileSystem.FileSystem
       const pkg = yield* Effect.promise(builtPackage)
       const json = JSON.parse(yield* fs.readFileString(`${pkg}/package.json`))
-      assert.deepStrictEqual(json.bin, { "effect-agent": "dist/cli/main.js" })
+      assert.deepStrictEqual(json.bin, { "effect-agent": "dist/bin/effect-agent.js" })
       // the file itself, run by its shebang
       const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
       const bin = `${pkg}/${json.bin["effect-agent"]}`
