@@ -14,13 +14,14 @@
  * to 5 times each); `EFFECT_AGENT_REPLAY_SEED=n` replays a run's seeds.
  */
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Option, Path, Stream } from "effect"
 import { Message } from "effect-agent"
 import { CheckpointStore } from "effect-agent/session"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import { fileURLToPath } from "node:url"
 import { assertValidTranscript } from "./support.ts"
+import { childScript } from "./children.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const kills = Number(process.env.EFFECT_AGENT_REPLAY_KILLS ?? 4)
@@ -28,10 +29,16 @@ const kills = Number(process.env.EFFECT_AGENT_REPLAY_KILLS ?? 4)
 const KILLS_PER_TRIAL = Math.max(1, Math.min(5, Math.ceil(kills / 2)))
 const baseSeed = Number(process.env.EFFECT_AGENT_REPLAY_SEED ?? Date.now() % 1_000_000)
 
+/** The child script, bundled (see test/children.ts): set before the first test. */
+let script = ""
+beforeAll(async () => {
+  script = await childScript("test/replay-safety-child.ts")
+})
+
 const child = (mode: "run" | "resume", dir: string, seed: number) =>
   ChildProcess.make(
     process.execPath,
-    ["--conditions=effect-agent-source", "test/replay-safety-child.ts", mode, dir, String(seed)],
+    [script, mode, dir, String(seed)],
     { cwd: root, forceKillAfter: "2 seconds" }
   )
 

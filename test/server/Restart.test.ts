@@ -6,18 +6,25 @@
  * with no event lost or repeated (ids are lines of the durable trajectory).
  */
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Schema, Stream } from "effect"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import { fileURLToPath } from "node:url"
 import { readSse, type SseMessage, tagOf } from "./support.ts"
+import { childScript } from "../children.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
+
+/** The child script, bundled (see test/children.ts): set before the first test. */
+let script = ""
+beforeAll(async () => {
+  script = await childScript("test/server/server-child.ts")
+})
 
 const server = (dir: string, hangFrom: ReadonlyArray<string>) =>
   ChildProcess.make(
     process.execPath,
-    ["--conditions=effect-agent-source", "test/server/server-child.ts", dir, ...hangFrom],
+    [script, dir, ...hangFrom],
     // whatever happens to the test, the child does not outlive it
     { cwd: root, forceKillAfter: "2 seconds" }
   )

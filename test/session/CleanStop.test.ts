@@ -14,7 +14,7 @@
  * `SESSION_CLEAN_STOPS_SEED` replays a run.
  */
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Cause, Effect, Fiber, FileSystem, Latch, Layer, Random, Stream } from "effect"
 import { Message, type RunState, Steering } from "effect-agent"
 import { CheckpointStore, Session, Trajectory } from "effect-agent/session"
@@ -23,6 +23,13 @@ import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import { fileURLToPath } from "node:url"
 import { assertValidTranscript } from "../support.ts"
 import { endless, toolsLayer } from "./fixture.ts"
+import { childScript } from "../children.ts"
+
+/** The child script, bundled (see test/children.ts): set before the first test. */
+let script = ""
+beforeAll(async () => {
+  script = await childScript("test/session/crash-child.ts")
+})
 
 const stops = Number(process.env.SESSION_CLEAN_STOPS ?? 30)
 const signalStops = Number(process.env.SESSION_SIGNAL_STOPS ?? 2)
@@ -159,7 +166,7 @@ const signalOnce = (
     const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
     const child = yield* spawner.spawn(ChildProcess.make(
       process.execPath,
-      ["--conditions=effect-agent-source", "test/session/crash-child.ts", "run", dir, "steer", "0"],
+      [script, "run", dir, "steer", "0"],
       { cwd: root, forceKillAfter: "2 seconds" }
     ))
     const lines: Array<string> = []

@@ -4,23 +4,30 @@
  * second process resumes it to completion.
  */
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Path, Stream } from "effect"
 import { AgentEvent, Message } from "effect-agent"
 import { CheckpointStore } from "effect-agent/session"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import { fileURLToPath } from "node:url"
 import { assertValidTranscript } from "../support.ts"
+import { childScript } from "../children.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 
 type Scenario = "slow" | "charge" | "deploy"
 type Signal = "SIGKILL" | "SIGTERM" | "SIGINT"
 
+/** The child script, bundled (see test/children.ts): set before the first test. */
+let script = ""
+beforeAll(async () => {
+  script = await childScript("test/session/crash-child.ts")
+})
+
 const child = (mode: "run" | "resume", dir: string, scenario: Scenario, ms: number) =>
   ChildProcess.make(
     process.execPath,
-    ["--conditions=effect-agent-source", "test/session/crash-child.ts", mode, dir, scenario, String(ms)],
+    [script, mode, dir, scenario, String(ms)],
     // whatever happens to the test, the child does not outlive it
     { cwd: root, forceKillAfter: "2 seconds" }
   )

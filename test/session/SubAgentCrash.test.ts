@@ -4,20 +4,27 @@
  * continues from its last checkpoint, not from the start.
  */
 import { NodeServices } from "@effect/platform-node"
-import { assert, describe, it } from "@effect/vitest"
+import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, FileSystem, Path, Stream } from "effect"
 import { AgentEvent, Message } from "effect-agent"
 import { CheckpointStore } from "effect-agent/session"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import { fileURLToPath } from "node:url"
 import { assertValidTranscript } from "../support.ts"
+import { childScript } from "../children.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
+
+/** The child script, bundled (see test/children.ts): set before the first test. */
+let script = ""
+beforeAll(async () => {
+  script = await childScript("test/session/subagent-child.ts")
+})
 
 const child = (mode: "run" | "resume", dir: string, ms: number) =>
   ChildProcess.make(
     process.execPath,
-    ["--conditions=effect-agent-source", "test/session/subagent-child.ts", mode, dir, String(ms)],
+    [script, mode, dir, String(ms)],
     { cwd: root, forceKillAfter: "2 seconds" }
   )
 

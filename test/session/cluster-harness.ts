@@ -16,17 +16,27 @@ import { fileURLToPath } from "node:url"
 import { recorder } from "../support.ts"
 import { database, script, textOf, tools } from "./cluster-fixture.ts"
 import * as Postgres from "./postgres.ts"
+import { childScript } from "../children.ts"
 
 export const root = fileURLToPath(new URL("../..", import.meta.url))
 export const available = Postgres.availability()
 if ("unavailable" in available) console.log(`skipping the cluster tests: ${available.unavailable}`)
 export const kills = Number(process.env.EFFECT_AGENT_DURABLE_KILLS ?? "3")
 
-/** A runner's process, with `sharding` over the fixture's settings (`EFFECT_AGENT_SHARDING`). */
-export const runnerProcess = (url: string, port: number, logDir: string, sharding: Record<string, string>) =>
+/**
+ * A runner's process (`durable-runner.ts`, bundled: see test/children.ts), with `sharding` over the fixture's
+ * settings (`EFFECT_AGENT_SHARDING`).
+ */
+export const runnerProcess = (
+  script: string,
+  url: string,
+  port: number,
+  logDir: string,
+  sharding: Record<string, string>
+) =>
   ChildProcess.make(
     process.execPath,
-    ["--conditions=effect-agent-source", "test/session/durable-runner.ts", url, String(port), logDir],
+    [script, url, String(port), logDir],
     {
       cwd: root,
       forceKillAfter: "2 seconds",
@@ -40,7 +50,8 @@ export const runnerProcess = (url: string, port: number, logDir: string, shardin
 export const startRunner = (url: string, port: number, logDir: string, sharding: Record<string, string> = {}) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
-    const handle = yield* spawner.spawn(runnerProcess(url, port, logDir, sharding))
+    const script = yield* Effect.promise(() => childScript("test/session/durable-runner.ts"))
+    const handle = yield* spawner.spawn(runnerProcess(script, url, port, logDir, sharding))
     const ready = yield* handle.stdout.pipe(
       Stream.decodeText(),
       Stream.splitLines,
