@@ -7,8 +7,8 @@
  * built by rolldown as the command is (`scripts/bundle.js`), once per change
  * of `src/` or `test/` (`buildCache.ts`).
  *
- * A script that finds files by its own `import.meta.url` cannot be moved into
- * a bundle, and is started from its source.
+ * A bundled script cannot find files by its own `import.meta.url` (it is not
+ * where its source is): it is told their paths.
  */
 import * as Path from "node:path"
 import { build } from "rolldown"
@@ -21,7 +21,8 @@ const scripts = {
   "subagent-child": "test/session/subagent-child.ts",
   "durable-runner": "test/session/durable-runner.ts",
   "replay-safety-child": "test/replay-safety-child.ts",
-  "server-child": "test/server/server-child.ts"
+  "server-child": "test/server/server-child.ts",
+  "descriptors-child": "test/sandbox/descriptors-child.ts"
 } as const
 
 /** A script of {@link scripts}. */

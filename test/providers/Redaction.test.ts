@@ -60,9 +60,11 @@ describe("Redaction.redactor", () => {
     const long = Redaction.redactor(`sk-proj-${"aB3dE5fG7hJ9kL1mN2pQ4rS6tU8vW0xY".repeat(5)}`)
     const hostile = [".", "*", "…", "\\u002e", "%2E", "sk-proj-aB3d", "sk-proj-aB3d**", "s k - p r o j - a B 3 d ", "s \u200b"]
     // Linear, not fast: after a warm-up (V8 compiles a regular expression once it has run a while), the best of
-    // two runs on 256 KiB and on 1 MiB of each unit, in CPU time (what other processes take is not counted),
-    // compared with each other (4x the text may take at most 10x the time; a quadratic match takes 16x), so a
-    // loaded machine cannot fail it; the absolute bound only catches a match that does not end.
+    // two runs on a text of each unit long enough to take 10 ms of CPU (from 16 KiB, doubled; at most 1 MiB),
+    // and on 4x that, in CPU time (what other processes take is not counted), compared with each other (4x the
+    // text may take at most 10x the time; a quadratic match takes 16x), so a loaded machine cannot fail it; the
+    // absolute bound only catches a match that does not end. (Sized by time, not fixed: 256 KiB and 1 MiB for
+    // every unit took 6 s of the suite's CPU, and a fixed smaller size leaves the quick units under the floor.)
     const best = (text: string) => {
       let least = Infinity
       for (let i = 0; i < 2; i++) {
@@ -75,9 +77,11 @@ describe("Redaction.redactor", () => {
     }
     for (const unit of hostile) {
       const text = (kib: number) => unit.repeat(Math.ceil(kib * 1024 / unit.length))
-      long(text(64))
-      const small = Math.max(best(text(256)), 5)
-      const large = best(text(1024))
+      long(text(16))
+      let kib = 16
+      while (kib < 1024 && best(text(kib)) < 10) kib *= 2
+      const small = Math.max(best(text(kib)), 5)
+      const large = best(text(kib * 4))
       assert.isBelow(large / small, 10, `${JSON.stringify(unit)} repeated: ${small.toFixed(1)} ms, then ${large.toFixed(1)} ms`)
       assert.isBelow(large, 20_000, `${JSON.stringify(unit)} repeated`)
     }

@@ -7,7 +7,7 @@
  * child runs a bash call in a sandbox (or an external worker's turn), which
  * must see stdin, stdout and stderr only.
  */
-import { assert, describe, it } from "@effect/vitest"
+import { assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn, type StdioOptions } from "node:child_process"
 import * as Fs from "node:fs"
@@ -16,6 +16,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { bashPaths, closingInherited } from "../../src/sandbox/internal/descriptors.ts"
 import { needsBubblewrap } from "../bubblewrap.ts"
+import { childScript } from "../children.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 
@@ -89,12 +90,18 @@ const withInherited = (
       })
   )
 
+/** The child script, bundled (see test/children.ts): set before the first test. */
+let script = ""
+beforeAll(async () => {
+  script = await childScript("test/sandbox/descriptors-child.ts")
+})
+
 const child = (mode: "local" | "bubblewrap" | "worker", workspace: string) => [
   process.execPath,
-  "--conditions=effect-agent-source",
-  Path.join(root, "test/sandbox/descriptors-child.ts"),
+  script,
   mode,
-  workspace
+  workspace,
+  Path.join(root, "test/fixtures/workers/fake-claude.mjs")
 ]
 
 /** A bash call in the sandbox, from a process holding the inherited descriptors. */

@@ -3,7 +3,7 @@
  * opens them for it: a key file, a directory, a writable pipe), running a
  * command in a sandbox, or a turn of an external worker:
  *
- *   node --conditions=effect-agent-source test/sandbox/descriptors-child.ts local|bubblewrap|worker DIR
+ *   node --conditions=effect-agent-source test/sandbox/descriptors-child.ts local|bubblewrap|worker DIR FAKE_CLAUDE
  *
  * A sandbox runs, in the workspace DIR, a bash call that lists its shell's
  * descriptors and tries the inherited ones, and prints its result as one JSON
@@ -14,17 +14,14 @@ import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect } from "effect"
 import { Sandbox } from "effect-agent/sandbox"
 import { ExternalWorker } from "effect-agent/supervisor"
-import { fileURLToPath } from "node:url"
 
-const [mode, dir] = process.argv.slice(2)
-if ((mode !== "local" && mode !== "bubblewrap" && mode !== "worker") || dir === undefined) {
-  throw new Error("usage: descriptors-child.ts local|bubblewrap|worker DIR")
+const [mode, dir, fakeClaude] = process.argv.slice(2)
+if ((mode !== "local" && mode !== "bubblewrap" && mode !== "worker") || dir === undefined || fakeClaude === undefined) {
+  throw new Error("usage: descriptors-child.ts local|bubblewrap|worker DIR FAKE_CLAUDE")
 }
 
 /** The attack: read the key on 100, list and write through the directory on 101; first, the shell's descriptors. */
 const attack = "ls /proc/$$/fd; cat <&100; ls /proc/self/fd/101/; echo planted > /proc/self/fd/101/planted"
-
-const fakeClaude = fileURLToPath(new URL("../fixtures/workers/fake-claude.mjs", import.meta.url))
 
 const worker = Effect.asVoid(
   ExternalWorker.claude({ executable: fakeClaude, cwd: dir, model: "claude-test" }).turn({
