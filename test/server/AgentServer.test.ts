@@ -15,6 +15,7 @@ import {
   agentLayer,
   baseUrl,
   call,
+  fetchIdempotent,
   gatedAgent,
   post,
   readSse,
@@ -40,7 +41,7 @@ const events = (
 ) =>
   Effect.promise(async () => {
     const headers: Record<string, string> = options.lastId === undefined ? {} : { "last-event-id": options.lastId }
-    const response = await fetch(`${url}/sessions/${id}/events`, { headers })
+    const response = await fetchIdempotent(`${url}/sessions/${id}/events`, { headers })
     assert.strictEqual(response.status, 200)
     assert.strictEqual(response.headers.get("content-type"), "text/event-stream")
     return readSse(response, options.stop)

@@ -313,9 +313,29 @@ export const serverLayer = (options: AgentServer.Options = {}, agent: typeof age
 
 /** The server's base URL. */
 /** A request to the server: its status, headers and JSON body (none when empty). */
+/**
+ * `fetch`, sending a GET again (twice at most) when its connection was reset before any response: a pooled
+ * connection the server closed as idle (its keep-alive timeout) just as the client reused it, which a machine
+ * loaded enough to delay the client's own expiry of it sees (seen at load 32: `fetch failed`, `ECONNRESET`). The
+ * request never reached the server, and a GET may be sent again, as an HTTP client may do.
+ */
+export const fetchIdempotent = async (url: string, init: RequestInit = {}): Promise<Response> => {
+  for (let attempt = 0;; attempt++) {
+    try {
+      return await fetch(url, init)
+    } catch (error) {
+      const method = (init.method ?? "GET").toUpperCase()
+      const cause = error instanceof TypeError ? error.cause : undefined
+      const code = typeof cause === "object" && cause !== null && "code" in cause ? cause.code : undefined
+      const reset = code === "ECONNRESET" || code === "UND_ERR_SOCKET"
+      if (attempt >= 2 || !reset || (method !== "GET" && method !== "HEAD")) throw error
+    }
+  }
+}
+
 export const call = (url: string, init: RequestInit = {}) =>
   Effect.promise(async () => {
-    const response = await fetch(url, init)
+    const response = await fetchIdempotent(url, init)
     const text = await response.text()
     return { status: response.status, headers: response.headers, body: text === "" ? undefined : JSON.parse(text) }
   })
