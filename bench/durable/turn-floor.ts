@@ -15,18 +15,21 @@
  *   COMMIT
  *
  * With `--one`, a turn is one transaction (both results and all its events: only an engine that may run the
- * tool again after a crash could do that). It prints per turn: the client's CPU, PostgreSQL's CPU, the wall
- * time, the writing transactions and the statements.
+ * tool again after a crash could do that). With `--pg`, the same statements go through `pg` itself (the
+ * driver `@effect/sql-pg` is built on), to see what the Effect client adds per statement. It prints per turn:
+ * the client's CPU, PostgreSQL's CPU, the wall time, the writing transactions and the statements.
  *
- *   node --conditions=effect-agent-source bench/durable/turn-floor.ts [TURNS] [--one]
+ *   node --conditions=effect-agent-source bench/durable/turn-floor.ts [TURNS] [--one] [--pg]
  */
 import { PgClient } from "@effect/sql-pg"
 import { Array as Arr, Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
+import pg from "pg"
 import * as Postgres from "./postgres.ts"
 
 const turns = Number(process.argv.slice(2).find((arg) => /^\d+$/.test(arg)) ?? "200")
 const one = process.argv.includes("--one")
+const raw = process.argv.includes("--pg")
 
 /** An event as the outbox keeps it: about the size of the workload's (a delta, a tool call, a turn's end). */
 const event = (turn: number, i: number) =>
@@ -64,7 +67,7 @@ try {
 
     /** One fenced write: the activity's result and its events, or a failure when the lease is not ours. */
     const write = (results: Arr.NonEmptyReadonlyArray<readonly [string, string]>, events: Arr.NonEmptyReadonlyArray<string>) =>
-      sql.withTransaction(Effect.gen(function*() {
+      raw ? Effect.promise(() => writeRaw(results, events)) : sql.withTransaction(Effect.gen(function*() {
         const rows = yield* sql<{ seq: string }>`UPDATE session SET seq = seq + ${events.length}
           WHERE id = ${id} AND owner = ${me} AND lease_until > now() RETURNING seq::text AS seq`
         if (rows.length === 0) return yield* Effect.die(new Error("the lease is not ours"))
@@ -72,6 +75,37 @@ try {
         yield* sql`INSERT INTO activity ${sql.insert(Arr.map(results, ([name, result]) => ({ session_id: id, name, result })))}`
         yield* sql`INSERT INTO event ${sql.insert(Arr.map(events, (body, i) => ({ session_id: id, seq: first + i, body })))}`
       }))
+
+    /** The same statements through `pg` (a client of its own, connected before the measure). */
+    const client = new pg.Client({ connectionString: `${server.baseUrl}${database}` })
+    yield* Effect.promise(() => client.connect())
+    yield* Effect.addFinalizer(() => Effect.promise(() => client.end()))
+    const placeholders = (rows: number, columns: number) =>
+      Array.from({ length: rows }, (_, r) => `(${Array.from({ length: columns }, (_, c) => `$${r * columns + c + 1}`).join(", ")})`)
+        .join(", ")
+    const writeRaw = async (results: ReadonlyArray<readonly [string, string]>, events: ReadonlyArray<string>) => {
+      await client.query("BEGIN")
+      try {
+        const { rows } = await client.query<{ seq: string }>(
+          "UPDATE session SET seq = seq + $1 WHERE id = $2 AND owner = $3 AND lease_until > now() RETURNING seq::text AS seq",
+          [events.length, id, me]
+        )
+        if (rows.length === 0) throw new Error("the lease is not ours")
+        const first = Number(rows[0]!.seq) - events.length + 1
+        await client.query(
+          `INSERT INTO activity (session_id, name, result) VALUES ${placeholders(results.length, 3)}`,
+          results.flatMap(([name, result]) => [id, name, result])
+        )
+        await client.query(
+          `INSERT INTO event (session_id, seq, body) VALUES ${placeholders(events.length, 3)}`,
+          events.flatMap((body, i) => [id, first + i, body])
+        )
+        await client.query("COMMIT")
+      } catch (error) {
+        await client.query("ROLLBACK")
+        throw error
+      }
+    }
 
     const turn = (t: number) => {
       const modelEvents = Arr.makeBy(8, (i) => event(t, i))
@@ -97,7 +131,8 @@ try {
     const stored = yield* sql<{ n: string }>`SELECT count(*)::text AS n FROM event
       WHERE session_id = ${id} AND (body->>'turn')::int >= 0`
     const per = (n: number) => (n / turns).toFixed(1)
-    console.log(`${turns} turns, ${one ? "one transaction" : "two transactions"} a turn (${stored[0]!.n} events kept):`)
+    console.log(`${turns} turns, ${one ? "one transaction" : "two transactions"} a turn, through ${raw ? "pg" : "@effect/sql-pg"} ` +
+      `(${stored[0]!.n} events kept):`)
     console.log(`  client CPU ${per(cpu.user + cpu.system)} µs, PostgreSQL CPU ${per(serverCpu)} µs, ` +
       `wall ${(wall / turns).toFixed(2)} ms, ${per(writes)} writing transactions, ${per(statements)} statements a turn`)
   })
