@@ -165,7 +165,48 @@ export const redactor = (key: string | undefined): (text: string) => string => {
     )
   }
   const pattern = new RegExp(forms.join("|"), "g")
-  return (text) => text.replace(pattern, placeholder)
+  return (text) => {
+    if (text.length <= cutAbove) return text.replace(pattern, placeholder)
+    // A run of millions of one mask character overflows the regular expression engine's stack (a RangeError,
+    // seen at 4 MiB of dots): such a text is cut inside its long runs (see `cuts`) and the pieces are redacted
+    // apart. No form of the key is cut: a piece ends, or begins, inside a run, where an elided key's visible
+    // part next to it is matched with the part of the run in its piece.
+    let out = ""
+    let from = 0
+    for (const cut of cuts(text)) {
+      out += text.slice(from, cut).replace(pattern, placeholder)
+      from = cut
+    }
+    return out + text.slice(from).replace(pattern, placeholder)
+  }
+}
+
+/** A text longer than this is cut inside its long runs of one mask character (see {@link redactor}). */
+const cutAbove = 1 << 16
+
+/** How long a run of one mask character must be to cut a text in it. */
+const cutRunLength = 4096
+
+/**
+ * Where to cut each run of {@link cutRunLength} or more of one mask character: 2,048 characters into it, then
+ * every 64 KiB until 2,048 before its end, so that no piece holds more than 64 KiB of a run and each end of the
+ * run stays with 2,048 of its characters. Scanned by hand, in one pass (a regular expression for the run,
+ * `([.*…•])\1{4095,}`, overflows the same way).
+ */
+const cuts = (text: string): Array<number> => {
+  const found: Array<number> = []
+  const margin = cutRunLength / 2
+  let start = 0
+  for (let i = 1; i <= text.length; i++) {
+    if (i < text.length && text.charCodeAt(i) === text.charCodeAt(start)) continue
+    const code = text.charCodeAt(start)
+    const mask = code === 0x2e || code === 0x2a || code === 0x2022 || code === 0x2026
+    if (mask && i - start >= cutRunLength) {
+      for (let cut = start + margin; cut <= i - margin; cut += cutAbove) found.push(cut)
+    }
+    start = i
+  }
+  return found
 }
 
 const redactJson = (value: unknown, redact: (text: string) => string): unknown => {
