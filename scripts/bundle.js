@@ -16,7 +16,8 @@
  * beside the entry, two levels below the package's root as `dist/cli/` is, so `../../package.json` holds.
  * The bundle is not minified, so a stack trace names the functions and the code reads as written; it has no
  * source maps (Node reads them only under `--enable-source-maps`, and they would triple the package's size).
- * License comments are kept.
+ * License comments are kept, and `dist/bin/THIRD-PARTY-LICENSES.md` holds the license of each package the bundle
+ * took code from.
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -34,7 +35,7 @@ if (!Fs.existsSync(input)) {
 }
 Fs.rmSync(out, { recursive: true, force: true })
 
-await build({
+const output = await build({
   input,
   platform: "node",
   plugins: [reexportsOfCommonJs],
@@ -51,3 +52,28 @@ await build({
 
 // npm makes a bin executable when it installs the package; a local build is run as ./dist/bin/effect-agent.js too.
 Fs.chmodSync(Path.join(out, "effect-agent.js"), 0o755)
+
+/**
+ * The packages the bundle took code from, by their directory under node_modules (a scoped package's too), with
+ * their license texts: MIT and Apache-2.0 ask that the notice travels with the code.
+ */
+const packages = new Map()
+for (const chunk of output.output) {
+  for (const id of chunk.type === "chunk" ? chunk.moduleIds : []) {
+    // not node_modules/.cache/…, where the tests build the package
+    const match = /^(.*\/node_modules\/(?:@[^/]+\/)?[^/.][^/]*)\//.exec(id.replaceAll("\\", "/"))
+    if (match !== null) packages.set(match[1], undefined)
+  }
+}
+const sections = [...packages.keys()].map((dir) => {
+  const manifest = JSON.parse(Fs.readFileSync(Path.join(dir, "package.json"), "utf8"))
+  const file = Fs.readdirSync(dir).find((name) => /^(licen[cs]e|copying)(\.(md|txt))?$/i.test(name))
+  const text = file === undefined ? `(no license file; package.json says ${manifest.license ?? "nothing"})` : Fs.readFileSync(Path.join(dir, file), "utf8").trim()
+  return { name: manifest.name, heading: `## ${manifest.name} ${manifest.version} (${manifest.license ?? "no license field"})`, text }
+}).sort((a, b) => a.name.localeCompare(b.name))
+Fs.writeFileSync(
+  Path.join(out, "THIRD-PARTY-LICENSES.md"),
+  `# Third-party licenses\n\nThe command's bundle (\`dist/bin/\`) holds code of these packages, under these licenses.\n\n${
+    sections.map(({ heading, text }) => `${heading}\n\n\`\`\`\n${text}\n\`\`\`\n`).join("\n")
+  }`
+)

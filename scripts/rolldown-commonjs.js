@@ -17,7 +17,7 @@ export const reexportsOfCommonJs = {
   async transform(code, id) {
     if (!id.includes("/node_modules/")) return null
     let out = code
-    for (const [line, specifier] of code.matchAll(/^export \* from "([^".][^"]*)";?$/gm)) {
+    for (const [line, specifier] of code.matchAll(/^export \* from ["']([^"'.][^"']*)["'];?$/gm)) {
       // resolved as an import, as the bundle resolves it (a package may give import its own ESM entry)
       const resolved = (await this.resolve(specifier, id))?.id
       if (resolved === undefined) throw new Error(`scripts/bundle.js: ${id} re-exports ${specifier}, which is not found`)

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Deferred, Duration, Effect, Exit, Fiber, Layer, Schema } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, Layer, Schema } from "effect"
 import { Tool, Toolkit } from "effect/ai"
 import { TestClock } from "effect/testing"
 import { Agent, AgentTool, Message, RunState, ToolRegistry } from "effect-agent"
@@ -349,21 +349,29 @@ describe("scheduling", () => {
       assert.strictEqual(exclusive.endedAt, 200)
     }))
 
-  it.live("in real time too: parallel about one sleep, exclusive about two", () =>
+  it.live("in real time too: parallel sleeps overlap, an exclusive one starts after the other ends", () =>
     Effect.gen(function*() {
-      // The best of two runs of each (the first pays for loading and compiling), with sleeps long enough that a
-      // loaded machine's delays stay small beside them.
-      const time = (toolCalls: ReadonlyArray<ReturnType<typeof sleep>>) =>
-        Effect.map(
-          Effect.replicateEffect(Effect.timed(runOk([{ toolCalls }, { text: "ok" }])), 2),
-          (runs) => Math.min(...runs.map(([duration]) => Duration.toMillis(duration)))
-        )
-      const parallel = yield* time([sleep("a", 250), sleep("b", 250)])
-      const exclusive = yield* time([sleep("a", 250), sleep("b", 250, "sleep_exclusive")])
-      assert.isAtLeast(parallel, 250)
-      assert.isAtLeast(exclusive, 500)
-      // relative, so a loaded machine slowing both cannot fail it: the parallel pair saves a whole sleep
-      assert.isBelow(parallel, exclusive - 125)
+      // Read from the events' real timestamps, not from how long the runs took: a loaded machine delays both
+      // runs (once, at load 30, the parallel pair took 482 ms and the exclusive 538), but it cannot make two
+      // sleeps started together stop overlapping, nor an exclusive call start before the one it waits for ends.
+      const spans = (toolCalls: ReadonlyArray<ReturnType<typeof sleep>>) =>
+        Effect.map(runOk([{ toolCalls }, { text: "ok" }]), ({ events }) => {
+          const at = (tag: string, id: string) => {
+            const event = events.find((e) => e._tag === tag && "toolCallId" in e && e.toolCallId === id)
+            if (event === undefined) throw new Error(`no ${tag} for ${id}`)
+            return event.timestamp
+          }
+          return {
+            a: { start: at("ToolExecutionStart", "a"), end: at("ToolExecutionEnd", "a") },
+            b: { start: at("ToolExecutionStart", "b"), end: at("ToolExecutionEnd", "b") }
+          }
+        })
+      const parallel = yield* spans([sleep("a", 250), sleep("b", 250)])
+      assert.isBelow(parallel.b.start, parallel.a.end, "b starts while a sleeps")
+      assert.isBelow(parallel.a.start, parallel.b.end, "a starts while b sleeps")
+      const exclusive = yield* spans([sleep("a", 250), sleep("b", 250, "sleep_exclusive")])
+      assert.isAtLeast(exclusive.b.start, exclusive.a.end, "the exclusive call waits for the other to end")
+      for (const { start, end } of [parallel.a, parallel.b, exclusive.a, exclusive.b]) assert.isAtLeast(end - start, 250)
     }))
 
   it.effect("event times: a call's end minus its duration is its start; a turn's budget snapshot is at its end", () =>

@@ -13,7 +13,7 @@ import { fileURLToPath } from "node:url"
 
 export const root = fileURLToPath(new URL("..", import.meta.url))
 
-/** The files under `dirs` (relative to the root), walked in order, with `extra`: sorted. */
+/** The files under `dirs` (relative to the root) that `keep` keeps, sorted. */
 export const filesUnder = (dirs: ReadonlyArray<string>, keep: (file: string) => boolean = () => true): Array<string> => {
   const files: Array<string> = []
   const walk = (dir: string) => {
@@ -27,10 +27,10 @@ export const filesUnder = (dirs: ReadonlyArray<string>, keep: (file: string) => 
   return files.sort()
 }
 
-/** A hash of the files' names and contents (relative to the root). */
-export const hashOf = (files: ReadonlyArray<string>): string => {
+/** A hash of the files' names and contents (relative to `from`, the root by default). */
+export const hashOf = (files: ReadonlyArray<string>, from: string = root): string => {
   const hash = createHash("sha256")
-  for (const file of files) hash.update(file).update("\0").update(Fs.readFileSync(Path.join(root, file))).update("\0")
+  for (const file of files) hash.update(file).update("\0").update(Fs.readFileSync(Path.join(from, file))).update("\0")
   return hash.digest("hex").slice(0, 16)
 }
 
@@ -57,19 +57,35 @@ const lockAbandoned = (lock: string): boolean => {
   }
 }
 
+/** Marks a build used now: the cleanup below removes only builds nobody has used for an hour. */
+const used = (dir: string): string => {
+  const now = new Date()
+  Fs.utimesSync(dir, now, now)
+  return dir
+}
+
 /**
- * The directory of the build `name` of inputs hashed `hash`, once `make` has filled it (in this process or
- * another): made here when no other process is making it.
+ * The directory of the build `name` of `files` (paths from the root), once `make` has filled it (in this
+ * process or another): made here when no other process is making it.
+ *
+ * `make` builds from a copy of the files (`stage`, with `node_modules` linked), hashed as copied: the build in
+ * `<hash>/` holds exactly the files of that hash, though they change in the working tree while it runs (an
+ * editor's save, a `git checkout`). A build is first looked up by the working tree's hash.
  */
-export const buildOnce = async (name: string, hash: string, make: (dir: string) => Promise<void>): Promise<string> => {
+export const buildOnce = async (
+  name: string,
+  files: () => ReadonlyArray<string>,
+  make: (stage: string, dir: string) => Promise<void>
+): Promise<string> => {
   const cache = Path.join(root, "node_modules/.cache", name)
-  const dir = Path.join(cache, hash)
-  const lock = `${dir}.lock`
-  const ready = Path.join(dir, "ready")
   const deadline = Date.now() + 240_000
   Fs.mkdirSync(cache, { recursive: true })
-  while (!Fs.existsSync(ready)) {
+  while (true) {
+    const hash = hashOf(files())
+    const dir = Path.join(cache, hash)
+    if (Fs.existsSync(Path.join(dir, "ready"))) return used(dir)
     if (Date.now() > deadline) throw new Error(`the build in ${dir} did not finish`)
+    const lock = `${dir}.lock`
     try {
       Fs.mkdirSync(lock, { recursive: false })
       Fs.writeFileSync(Path.join(lock, "pid"), String(process.pid))
@@ -80,25 +96,35 @@ export const buildOnce = async (name: string, hash: string, make: (dir: string) 
       await sleep(250)
       continue
     }
+    const stage = Fs.mkdtempSync(Path.join(cache, "stage-"))
     try {
       // Builds of other inputs are not needed any more, once nobody can be using them: another suite on other
       // sources (a worktree sharing node_modules, sources changed mid-run) builds and reads its own within
-      // minutes.
+      // minutes, and marks it used each time it finds it.
       const hourAgo = Date.now() - 3_600_000
       for (const old of Fs.readdirSync(cache)) {
         if (old === hash || old.endsWith(".lock") || Fs.existsSync(Path.join(cache, `${old}.lock`))) continue
-        const used = Fs.statSync(Path.join(cache, old), { throwIfNoEntry: false })?.mtimeMs ?? 0
-        if (used < hourAgo) Fs.rmSync(Path.join(cache, old), { recursive: true, force: true })
+        const at = Fs.statSync(Path.join(cache, old), { throwIfNoEntry: false })?.mtimeMs ?? 0
+        if (at < hourAgo) Fs.rmSync(Path.join(cache, old), { recursive: true, force: true })
       }
-      Fs.rmSync(dir, { recursive: true, force: true })
-      Fs.mkdirSync(dir, { recursive: true })
-      await make(dir)
-      Fs.writeFileSync(ready, "")
+      const copied = files()
+      for (const file of copied) {
+        Fs.mkdirSync(Path.dirname(Path.join(stage, file)), { recursive: true })
+        Fs.copyFileSync(Path.join(root, file), Path.join(stage, file))
+      }
+      Fs.symlinkSync(Path.join(root, "node_modules"), Path.join(stage, "node_modules"))
+      const built = Path.join(cache, hashOf(copied, stage))
+      if (Fs.existsSync(Path.join(built, "ready"))) return used(built)
+      Fs.rmSync(built, { recursive: true, force: true })
+      Fs.mkdirSync(built, { recursive: true })
+      await make(stage, built)
+      Fs.writeFileSync(Path.join(built, "ready"), "")
+      return built
     } finally {
+      Fs.rmSync(stage, { recursive: true, force: true })
       Fs.rmSync(lock, { recursive: true, force: true })
     }
   }
-  return dir
 }
 
 /**

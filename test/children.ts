@@ -13,7 +13,7 @@
 import * as Path from "node:path"
 import { build } from "rolldown"
 import { optionalNative, reexportsOfCommonJs } from "../scripts/rolldown-commonjs.js"
-import { buildOnce, filesUnder, hashOf, once, root } from "./buildCache.ts"
+import { buildOnce, filesUnder, once } from "./buildCache.ts"
 
 /** The scripts, by the name of their bundle's entry. */
 const scripts = {
@@ -31,16 +31,17 @@ export type Script = (typeof scripts)[keyof typeof scripts]
 const inputs = () =>
   [
     ...filesUnder(["src", "test"], (file) => file.endsWith(".ts") && !file.includes("/fixtures/")),
+    "package.json",
     "package-lock.json",
     "scripts/rolldown-commonjs.js"
   ].sort()
 
 const bundled = once(() =>
-  buildOnce("effect-agent-children", hashOf(inputs()), async (dir) => {
+  buildOnce("effect-agent-children", inputs, async (stage, dir) => {
     await build({
-      input: Object.fromEntries(Object.entries(scripts).map(([name, file]) => [name, Path.join(root, file)])),
+      input: Object.fromEntries(Object.entries(scripts).map(([name, file]) => [name, Path.join(stage, file)])),
       platform: "node",
-      cwd: root,
+      cwd: stage,
       resolve: { conditionNames: ["effect-agent-source", "import", "node", "default"] },
       plugins: [reexportsOfCommonJs],
       external: optionalNative,

@@ -156,9 +156,25 @@ describe.concurrent("the package", () => {
     const { stdout: entries } = await run("tar", ["-tzf", tarball])
     const files = entries.split("\n").filter((line) => line !== "").map((line) => line.replace(/^package\//, ""))
     assert.deepStrictEqual(files.filter((file) => notShipped.test(file)), [])
-    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/cli/main.js", "dist/bin/effect-agent.js"]) {
+    for (
+      const file of [
+        "dist/index.js",
+        "dist/index.d.ts",
+        "dist/index.js.map",
+        "dist/cli/main.js",
+        "dist/bin/effect-agent.js",
+        "dist/bin/THIRD-PARTY-LICENSES.md"
+      ]
+    ) {
       assert.include(files, file)
     }
+    // the command's bundle carries the license of each package it holds code of, with its text
+    const { stdout: notices } = await run("tar", ["-xzOf", tarball, "package/dist/bin/THIRD-PARTY-LICENSES.md"])
+    for (const name of ["effect", "@effect/platform-node", "undici", "ws", "@agentclientprotocol/sdk"]) {
+      assert.match(notices, new RegExp(`^## ${name.replace("/", "\\/")} \\d`, "m"), name)
+    }
+    assert.include(notices, "Permission is hereby granted, free of charge")
+    assert.include(notices, "Apache License")
     // every entry point package.json exports, built
     for (const entry of Object.values<Record<string, string>>(pkg.exports)) {
       assert.include(files, entry.default!.replace(/^\.\//, ""))

@@ -10,7 +10,7 @@ import { execFile } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { promisify } from "node:util"
-import { buildOnce, filesUnder, hashOf, once, root } from "../buildCache.ts"
+import { buildOnce, filesUnder, once, root } from "../buildCache.ts"
 
 export { root }
 
@@ -34,31 +34,26 @@ export const npm = (args: ReadonlyArray<string>, cwd: string) => {
     : promisify(execFile)("npm", args, { cwd })
 }
 
-/** The build's inputs: the package's files and its sources. */
-const inputs = (): Array<string> => [...packageFiles, ...filesUnder(["src"])].sort()
+/**
+ * The build's inputs: the package's files, its sources, and the lock file (the bundle holds the dependencies
+ * it names).
+ */
+const inputs = (): Array<string> => [...packageFiles, "package-lock.json", ...filesUnder(["src"])].sort()
 
-const build = async (dir: string) => {
-  const stage = Path.join(dir, "stage")
-  Fs.mkdirSync(stage, { recursive: true })
-  for (const file of packageFiles) {
-    Fs.mkdirSync(Path.dirname(Path.join(stage, file)), { recursive: true })
-    Fs.copyFileSync(Path.join(root, file), Path.join(stage, file))
-  }
-  Fs.cpSync(Path.join(root, "src"), Path.join(stage, "src"), { recursive: true })
-  Fs.symlinkSync(Path.join(root, "node_modules"), Path.join(stage, "node_modules"))
+/** Packs the staged package (`prepack` builds `dist/`) into `dir`: the tarball, and the package unpacked. */
+const build = async (stage: string, dir: string) => {
   await npm(["pack", "--pack-destination", dir], stage)
   const tarball = Fs.readdirSync(dir).find((file) => file.endsWith(".tgz"))
   if (tarball === undefined) throw new Error(`npm pack left no tarball in ${dir}`)
   Fs.renameSync(Path.join(dir, tarball), Path.join(dir, "package.tgz"))
   await promisify(execFile)("tar", ["-xzf", "package.tgz"], { cwd: dir })
-  Fs.rmSync(stage, { recursive: true, force: true })
   // npm makes a package's bin executable when it installs it.
   const bin: Record<string, string> = JSON.parse(Fs.readFileSync(Path.join(dir, "package/package.json"), "utf8")).bin
   for (const file of Object.values(bin)) Fs.chmodSync(Path.join(dir, "package", file), 0o755)
 }
 
 /** The directory of the packed tarball and the package unpacked from it (building them if needed). */
-const built = once(() => buildOnce("effect-agent-cli", hashOf(inputs()), build))
+const built = once(() => buildOnce("effect-agent-cli", inputs, build))
 
 /** The tarball `npm pack` made. */
 export const builtTarball = async (): Promise<string> => Path.join(await built(), "package.tgz")

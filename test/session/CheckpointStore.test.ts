@@ -8,6 +8,7 @@ import * as NodeFs from "node:fs"
 import { crc32 } from "node:zlib"
 import * as Journal from "../../src/session/internal/journal.ts"
 import * as MemoryDisk from "../../src/session/internal/memoryDisk.ts"
+import { patience } from "../patience.ts"
 
 const assistant = (id: string): Message.AssistantMessage => ({
   role: "assistant",
@@ -416,7 +417,8 @@ describe("a corrupt checkpoint", () => {
       yield* fs.remove(file(name), { recursive: true })
       make(file(name))
       yield* Effect.addFinalizer(() => Effect.sync(() => releaseFifo(file(name))))
-      const exit = yield* Effect.exit((yield* reopen).load("s1").pipe(Effect.timeout("2 seconds")))
+      // a bound, not a speed: a load that hangs fails the test (2 s can pass on a loaded machine)
+      const exit = yield* Effect.exit((yield* reopen).load("s1").pipe(Effect.timeout(patience)))
       return { exit, path: file(name) }
     }).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
 
