@@ -38,17 +38,34 @@ const binDir = (): string | undefined => {
   return versions.length === 0 ? undefined : path.join(root, versions[0]!, "bin")
 }
 
-/** A free TCP port on 127.0.0.1. */
-export const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
+/** Whether `port` on 127.0.0.1 can be listened on now (0: any); the port listened on, or undefined. */
+const bindable = (port: number): Promise<number | undefined> =>
+  new Promise((resolve) => {
     const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
+    server.once("error", () => resolve(undefined))
+    server.listen(port, "127.0.0.1", () => {
       const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
+      const bound = typeof address === "object" && address !== null ? address.port : undefined
+      server.close(() => resolve(bound))
     })
   })
+
+/**
+ * A free TCP port on 127.0.0.1, for a server started next (PostgreSQL, a runner). Chosen below Linux's
+ * ephemeral range (32768–60999), which the kernel also gives to outgoing connections: a port it handed out for
+ * listening was taken by a connection of another suite before PostgreSQL could bind it (seen at load 28:
+ * "could not bind IPv4 address: Address already in use"). Below it, only another test choosing at random can
+ * take it, and a server started on it may be restarted on the same port.
+ */
+export const freePort = async (): Promise<number> => {
+  for (let tries = 0; tries < 100; tries++) {
+    const port = await bindable(20_000 + Math.floor(Math.random() * 12_000))
+    if (port !== undefined) return port
+  }
+  const any = await bindable(0)
+  if (any === undefined) throw new Error("no free port on 127.0.0.1")
+  return any
+}
 
 const isRoot = (): boolean => process.getuid?.() === 0
 
@@ -118,12 +135,26 @@ export const scoped = Effect.acquireRelease(
     fs.chmodSync(dir, 0o755)
     if (isRoot()) execFileSync("chown", ["-R", "nobody", dir])
     const data = path.join(dir, "data")
-    const port = await freePort()
     const ctl = path.join(found.bin, "pg_ctl")
+    const log = path.join(dir, "log")
     // `cp -a` keeps the modes PostgreSQL checks (0700) and, as root, the owner
     execFileSync("cp", ["-a", template(found.bin, "nobody"), data])
-    const options = `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c max_connections=300 -c fsync=off`
-    run(ctl, ["-D", data, "-l", path.join(dir, "log"), "-o", options, "-w", "-t", "60", "start"])
+    const optionsFor = (port: number) =>
+      `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c max_connections=300 -c fsync=off`
+    // A port taken between its choice and the server's bind is another port's try (three at most).
+    let port = await freePort()
+    for (let tries = 1;; tries++) {
+      try {
+        run(ctl, ["-D", data, "-l", log, "-o", optionsFor(port), "-w", "-t", "60", "start"])
+        break
+      } catch (error) {
+        const taken = fs.existsSync(log) && fs.readFileSync(log, "utf8").includes("Address already in use")
+        if (!taken || tries >= 3) throw error
+        fs.rmSync(log, { force: true })
+        port = await freePort()
+      }
+    }
+    const options = optionsFor(port)
     const stop = () => {
       try {
         run(ctl, ["-D", data, "-m", "immediate", "-w", "stop"])
@@ -135,9 +166,9 @@ export const scoped = Effect.acquireRelease(
     process.once("exit", stop)
     const postgres: Postgres & { readonly stop: () => void } = {
       url: `postgres://postgres@127.0.0.1:${port}/postgres`,
-      restart: () => run(ctl, ["-D", data, "-l", path.join(dir, "log"), "-m", "fast", "-w", "-t", "60", "restart"]),
+      restart: () => run(ctl, ["-D", data, "-l", log, "-m", "fast", "-w", "-t", "60", "restart"]),
       down: () => run(ctl, ["-D", data, "-m", "fast", "-w", "-t", "60", "stop"]),
-      up: () => run(ctl, ["-D", data, "-l", path.join(dir, "log"), "-o", options, "-w", "-t", "60", "start"]),
+      up: () => run(ctl, ["-D", data, "-l", log, "-o", options, "-w", "-t", "60", "start"]),
       stop: () => {
         process.removeListener("exit", stop)
         stop()
