@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Scheduler, Stream } from "effect"
+import { Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Queue, Redacted, Scheduler, Stream } from "effect"
 import { AiError, type LanguageModel } from "effect/ai"
 import { HttpClient, HttpClientRequest, HttpClientResponse, HttpServerResponse } from "effect/http"
 import { TestClock } from "effect/testing"
@@ -529,10 +529,12 @@ describe("provider faults", () => {
 
   it.effect("a response that never starts is retried, then fails after the idle timeout", () =>
     Effect.gen(function*() {
-      // The server answers only after half a second of real time: far past the
-      // client's idle timeout, which runs on the test clock.
+      // The server answers only once the client has failed: the client's idle timeout runs on the test clock.
+      // (It answered after half a second of real time once, and at load 26 that answer came before the test
+      // clock had reached the timeout. It answers at all so that closing it need not wait for its handlers.)
+      const answer = yield* Deferred.make<void>()
       const server = yield* TestServer.start(() =>
-        Effect.as(TestClock.withLive(Effect.sleep("500 millis")), HttpServerResponse.text("too late", { status: 500 }))
+        Effect.as(Deferred.await(answer), HttpServerResponse.text("too late", { status: 500 }))
       )
       const retries: Array<Provider.RetryInfo> = []
       const fiber = yield* ProviderTest.generate("hi").pipe(
@@ -545,6 +547,7 @@ describe("provider faults", () => {
       )
       yield* advanceUntilDone(fiber, "10 seconds")
       const error = yield* failure(Fiber.join(fiber))
+      yield* Deferred.succeed(answer, undefined)
       assert(error.reason._tag === "NetworkError")
       assert.strictEqual(error.reason.description, "no response within the idle timeout (idleTimeout: 10s)")
       assert.deepStrictEqual(retries.map((info) => info.reason), [
