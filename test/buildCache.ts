@@ -80,9 +80,10 @@ export const buildOnce = async (
   const cache = Path.join(root, "node_modules/.cache", name)
   const deadline = Date.now() + 240_000
   Fs.mkdirSync(cache, { recursive: true })
+  // Hashed once: a process waiting for another's build reads the files again only when it builds them itself.
+  const hash = hashOf(files())
+  const dir = Path.join(cache, hash)
   while (true) {
-    const hash = hashOf(files())
-    const dir = Path.join(cache, hash)
     if (Fs.existsSync(Path.join(dir, "ready"))) return used(dir)
     if (Date.now() > deadline) throw new Error(`the build in ${dir} did not finish`)
     const lock = `${dir}.lock`

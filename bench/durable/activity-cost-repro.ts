@@ -38,21 +38,13 @@ const FlowLayer = Flow.toLayer(() =>
   })
 )
 
-const available = Postgres.availability()
-if ("unavailable" in available) {
-  console.log(`no PostgreSQL: ${available.unavailable}`)
-  process.exit(0)
-}
-const server = await Postgres.start()
-const counters = await Postgres.counters(server.baseUrl)
-try {
-  const database = "activity_cost"
-  await Postgres.createDatabase(server, database)
+const database = "activity_cost"
+await Postgres.withDatabase(database, async ({ counters, url }) => {
   const layer = FlowLayer.pipe(
     Layer.provideMerge(ClusterWorkflowEngine.layer),
     Layer.provideMerge(SingleRunner.layer()),
     Layer.provide(NodeCrypto.layerDigest),
-    Layer.provideMerge(PgClient.layer({ url: Redacted.make(`${server.baseUrl}${database}`) }))
+    Layer.provideMerge(PgClient.layer({ url: Redacted.make(url) }))
   )
   await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
     // a first run makes the tables and warms the runner
@@ -69,7 +61,4 @@ try {
       console.log(`${(calls / activities).toFixed(2).padStart(6)}  ${query.replace(/\s+/g, " ").slice(0, 110)}`)
     }
   }).pipe(Effect.provide(layer))))
-} finally {
-  await counters.close()
-  server.stop()
-}
+})

@@ -146,6 +146,30 @@ const LOG_PREFIX = "%d|"
  * Creates a fresh database for one child (each row starts on empty tables), its statements logged
  * (`log_statement = all`), or drops it.
  */
+/**
+ * For a script run by hand: starts a server, creates the database `name` on it, runs `body` with the server, its
+ * counters and the database's URL, and stops the server. Without PostgreSQL it says why and runs nothing.
+ */
+export const withDatabase = async (
+  name: string,
+  body: (context: { readonly server: Server; readonly counters: Counters; readonly url: string }) => Promise<void>
+): Promise<void> => {
+  const found = availability()
+  if ("unavailable" in found) {
+    console.log(`no PostgreSQL: ${found.unavailable}`)
+    return
+  }
+  const server = await start()
+  const counted = await counters(server.baseUrl)
+  try {
+    await createDatabase(server, name)
+    await body({ server, counters: counted, url: `${server.baseUrl}${name}` })
+  } finally {
+    await counted.close()
+    server.stop()
+  }
+}
+
 export const createDatabase = async (server: Pick<Server, "baseUrl">, name: string): Promise<void> => {
   const client = new pg.Client({ connectionString: `${server.baseUrl}postgres` })
   await client.connect()

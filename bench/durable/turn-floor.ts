@@ -43,16 +43,8 @@ const reply = (turn: number) =>
   })
 const toolResult = (turn: number) => JSON.stringify({ _tag: "Success", value: { answer: `result ${turn}`.repeat(8) } })
 
-const available = Postgres.availability()
-if ("unavailable" in available) {
-  console.log(`no PostgreSQL: ${available.unavailable}`)
-  process.exit(0)
-}
-const server = await Postgres.start()
-const counters = await Postgres.counters(server.baseUrl)
-try {
-  const database = "turn_floor"
-  await Postgres.createDatabase(server, database)
+const database = "turn_floor"
+await Postgres.withDatabase(database, async ({ counters, server, url }) => {
   const program = Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* sql`CREATE TABLE session (id text PRIMARY KEY, owner text NOT NULL, lease_until timestamptz NOT NULL,
@@ -77,7 +69,7 @@ try {
       }))
 
     /** The same statements through `pg` (a client of its own, connected before the measure). */
-    const client = new pg.Client({ connectionString: `${server.baseUrl}${database}` })
+    const client = new pg.Client({ connectionString: url })
     yield* Effect.promise(() => client.connect())
     yield* Effect.addFinalizer(() => Effect.promise(() => client.end()))
     const placeholders = (rows: number, columns: number) =>
@@ -136,10 +128,5 @@ try {
     console.log(`  client CPU ${per(cpu.user + cpu.system)} µs, PostgreSQL CPU ${per(serverCpu)} µs, ` +
       `wall ${(wall / turns).toFixed(2)} ms, ${per(writes)} writing transactions, ${per(statements)} statements a turn`)
   })
-  await Effect.runPromise(Effect.scoped(program).pipe(
-    Effect.provide(PgClient.layer({ url: Redacted.make(`${server.baseUrl}${database}`) }))
-  ))
-} finally {
-  await counters.close()
-  server.stop()
-}
+  await Effect.runPromise(Effect.scoped(program).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) }))))
+})
