@@ -58,7 +58,7 @@ import {
   Sharding
 } from "effect/cluster"
 import type { SqlClient } from "effect/sql"
-import { DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
+import { DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import * as AgentConfig from "../AgentConfig.ts"
 import { AgentError as AgentErrorSchema, ConfigError } from "../AgentError.ts"
 import type { AgentError } from "../AgentError.ts"
@@ -69,6 +69,7 @@ import type * as RunState from "../RunState.ts"
 import type * as Steering from "../Steering.ts"
 import type { ToolRegistry } from "../ToolRegistry.ts"
 import * as Body from "./internal/durable/body.ts"
+import * as SqlEngine from "./internal/durable/sqlEngine.ts"
 import * as SqlStore from "./internal/durable/sqlStore.ts"
 import * as StorageFailure from "./internal/durable/storageFailure.ts"
 import * as StoreModule from "./internal/durable/store.ts"
@@ -146,7 +147,64 @@ export const layerSqlStore: Layer.Layer<Store, never, SqlClient.SqlClient> = Lay
  * @since 0.1.0
  * @category layers
  */
-export const migrateSql: Effect.Effect<void, StoreError, SqlClient.SqlClient> = SqlStore.migrate
+export const migrateSql: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Effect.andThen(
+  SqlStore.migrate,
+  SqlEngine.migrate.pipe(Effect.mapError((error) => new StoreError({ operation: "migrate", detail: error.message })))
+)
+
+/**
+ * Options of {@link layerSqlEngine}.
+ *
+ * @since 0.1.0
+ * @category models
+ */
+export interface SqlEngineOptions {
+  /**
+   * Whether this process runs sessions (default `true`). `false`: it only starts, follows and answers them
+   * (a client), and the runners take its sessions up at their next poll.
+   */
+  readonly runner?: boolean | undefined
+  /**
+   * How long a runner's lease lasts without renewal (default 15 seconds; renewed every third of it): the
+   * sessions of a runner that died move to another this long after.
+   */
+  readonly lease?: Duration.Input | undefined
+  /**
+   * How often a runner looks for sessions to take up (woken in another process, or left by a runner that died)
+   * and for durable clocks that are due (default 200 ms).
+   */
+  readonly poll?: Duration.Input | undefined
+}
+
+/**
+ * The sessions' own workflow engine on PostgreSQL (through `effect/sql`'s `SqlClient`, e.g. `PgClient.layer`
+ * from `@effect/sql-pg`), in the store's database: its tables are made by {@link migrateSql}. A turn is two
+ * writes: each activity's result goes with the events it emitted in one statement, fenced by the runner's
+ * ownership of the session. Runners share the database and nothing else: each keeps a lease, and the sessions
+ * of one whose lease ran out are taken up by the next that polls (their completed activities answer from the
+ * database, as on the cluster). Closing the layer hands this runner's sessions back.
+ *
+ * @example
+ * ```ts
+ * import { PgClient } from "@effect/sql-pg"
+ * import { Layer, Redacted } from "effect"
+ * import { DurableSession } from "effect-agent/session"
+ *
+ * const database = PgClient.layer({ url: Redacted.make("postgres://localhost/agents") })
+ * // a runner: the sessions' workflow on the engine and the store, both in one database
+ * const runner = DurableSession.layer().pipe(
+ *   Layer.provideMerge(Layer.merge(DurableSession.layerSqlEngine(), DurableSession.layerSqlStore)),
+ *   Layer.provideMerge(database)
+ * )
+ * ```
+ *
+ * @since 0.1.0
+ * @category layers
+ */
+export const layerSqlEngine = (
+  options: SqlEngineOptions = {}
+): Layer.Layer<WorkflowEngine.WorkflowEngine, never, SqlClient.SqlClient> =>
+  Layer.effect(WorkflowEngine.WorkflowEngine, SqlEngine.make(options))
 
 /**
  * The workflow engine dies when its storage fails (see `StorageFailure`):

@@ -35,6 +35,7 @@ import { assertValidTranscript, recorder } from "../support.ts"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 import { storeCancels } from "./store-cancels.ts"
 import { patience } from "../patience.ts"
+import * as SqlEngine from "./sql-engine.ts"
 
 type Turns = ReadonlyArray<ScriptedModel.Turn>
 
@@ -53,15 +54,22 @@ const engines = {
   cluster: Layer.orDie(clusterEngine)
 } as const
 
+/** The engines a session runs on: effect's two, and the SQL engine (with its store) where PostgreSQL can be had. */
+type Engine = keyof typeof engines | "sql"
+const allEngines: ReadonlyArray<Engine> = "unavailable" in SqlEngine.available
+  ? ["memory", "cluster"]
+  : ["memory", "cluster", "sql"]
+if ("unavailable" in SqlEngine.available) console.log(`the SQL engine's rows skip: ${SqlEngine.available.unavailable}`)
+
+/** The engine of a runner and its store: the memory store, or the SQL engine's (in its database). */
+const backendOf = (engine: Engine): Layer.Layer<WorkflowEngine.WorkflowEngine | DurableSession.Store> =>
+  engine === "sql" ? SqlEngine.backend() : Layer.merge(engines[engine], DurableSession.layerMemoryStore)
+
 /** A runner of sessions: the workflow registered with an engine, a scripted model, the fixture's tools. */
-const runner = (engine: keyof typeof engines, turns: Turns, ran: Array<string>, options: DurableSession.Options = {}) =>
+const runner = (engine: Engine, turns: Turns, ran: Array<string>, options: DurableSession.Options = {}) =>
   DurableSession.layer(options).pipe(
-    Layer.provideMerge(Layer.mergeAll(
-      ScriptedModel.layer(followTranscript(turns)),
-      toolsLayer(ran),
-      DurableSession.layerMemoryStore
-    )),
-    Layer.provideMerge(engines[engine])
+    Layer.provideMerge(Layer.merge(ScriptedModel.layer(followTranscript(turns)), toolsLayer(ran))),
+    Layer.provideMerge(backendOf(engine))
   )
 
 /** Scenarios: each is a prompt, a script and a config, run the three ways. */
@@ -117,7 +125,7 @@ const comparable = (result: RunState.RunResult) => ({
 
 describe("DurableSession", () => {
   for (const scenario of scenarios) {
-    for (const engine of ["memory", "cluster"] as const) {
+    for (const engine of allEngines) {
       it.live(`${scenario.name}: the same transcript and outcome as Agent.run and Session.run (${engine})`, () =>
         Effect.gen(function*() {
           const prompt = "go"
@@ -444,7 +452,7 @@ describe("DurableSession", () => {
   // Before, approve found the call waiting in the published events and completed its deferred: until the call's
   // ApprovalResolved was published, a second decision for it returned true too, answering nothing (the deferred keeps
   // its first completion). A client that retried until true took a duplicate for an answer, and waited forever.
-  for (const engine of ["memory", "cluster"] as const) {
+  for (const engine of allEngines) {
     const deploys: Turns = [
       { toolCalls: [{ id: "d1", name: "deploy", params: { env: "staging" } }], usage },
       { text: "done", usage }
@@ -622,7 +630,7 @@ describe("DurableSession", () => {
   // Before, on WorkflowEngine.layerMemory the sub-agent's wait was made inside its parent call's activity, with the
   // workflow's instance: the memory engine gives an activity an instance of its own, so it took the wait for an
   // interrupt and ran the activity again (the sub-agent, up to 10 times), and approve never answered.
-  for (const engine of ["memory", "cluster"] as const) {
+  for (const engine of allEngines) {
     it.live(`a sub-agent's call waiting for approval is answered by its approval id (${engine})`, () =>
       Effect.gen(function*() {
         const ran: Array<string> = []
@@ -646,12 +654,8 @@ describe("DurableSession", () => {
           { text: "all done", usage }
         ]
         const layer = DurableSession.layer().pipe(
-          Layer.provideMerge(Layer.mergeAll(
-            ScriptedModel.layer(followTranscript(turns)),
-            tools,
-            DurableSession.layerMemoryStore
-          )),
-          Layer.provideMerge(engines[engine])
+          Layer.provideMerge(Layer.merge(ScriptedModel.layer(followTranscript(turns)), tools)),
+          Layer.provideMerge(backendOf(engine))
         )
         yield* Effect.gen(function*() {
           const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "sub1", prompt: "ship it" }))
@@ -711,8 +715,8 @@ describe("DurableSession", () => {
         ran.length = 0
         childCalls = 0
         const layer = DurableSession.layer().pipe(
-          Layer.provideMerge(Layer.mergeAll(ScriptedModel.layer(followTranscript(turns)), tools, DurableSession.layerMemoryStore)),
-          Layer.provideMerge(engines[engine])
+          Layer.provideMerge(Layer.merge(ScriptedModel.layer(followTranscript(turns)), tools)),
+          Layer.provideMerge(backendOf(engine))
         )
         yield* Effect.gen(function*() {
           const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "goes-on", prompt: "ship it" }))
@@ -1106,7 +1110,7 @@ describe("DurableSession", () => {
 
   // Before, only a run that completed waited for a follow-up: one that a guardrail ended finished the session, and
   // the follow-up was never delivered. Every ending the loop decides is continued, as Agent.runContinue does.
-  for (const engine of ["memory", "cluster"] as const) {
+  for (const engine of allEngines) {
     it.live(`an idle session whose run a guardrail ended carries on with a follow-up, as Agent.runContinue (${engine})`, () =>
       Effect.gen(function*() {
         const guardrail = Guardrail.output(({ text }) =>

@@ -13,6 +13,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { SqlClient } from "effect/sql"
+import type { Statement } from "effect/sql"
 import * as AgentEvent from "../../../AgentEvent.ts"
 import * as Message from "../../../Message.ts"
 import * as Steering from "../../../Steering.ts"
@@ -29,6 +30,7 @@ import {
   type SessionRecord,
   StoreError
 } from "./store.ts"
+import type { Entry } from "./outbox.ts"
 
 const MessageText = Schema.fromJsonString(Schema.toCodecJson(Message.Message))
 const EventText = Schema.fromJsonString(AgentEvent.AgentEventJson)
@@ -100,6 +102,37 @@ export const migrate: Effect.Effect<void, StoreError, SqlClient.SqlClient> = Eff
     session_id text NOT NULL, seq integer NOT NULL, id text NOT NULL, event text NOT NULL,
     PRIMARY KEY (session_id, seq), UNIQUE (session_id, id))`
 }).pipe(Effect.mapError(failed("migrate")))
+
+/**
+ * A batch of events as one JSON value, `[[id, event], …]` (one parameter whatever its length), or `undefined`
+ * when there is none.
+ *
+ * @internal
+ */
+export const encodeBatch = (
+  entries: ReadonlyArray<Entry>
+): Effect.Effect<string | undefined, Schema.SchemaError> =>
+  Effect.map(
+    Effect.forEach(entries, (entry) => Effect.map(encodeEvent(entry.event), (event) => [entry.id, event] as const)),
+    (encoded) => encoded.length === 0 ? undefined : JSON.stringify(encoded)
+  )
+
+/**
+ * The insert of a batch (`encodeBatch`): the events not kept yet, by id, numbered after the session's last in the
+ * batch's order. It writes once for each row of `gate` (a relation, e.g. `(SELECT 1) AS gate`, or a fence that
+ * holds one row when the write may go ahead, none when not), so that it can be a part of a larger statement.
+ *
+ * @internal
+ */
+export const insertEvents = (sql: SqlClient.SqlClient, sessionId: string, batch: string, gate: Statement.Fragment) =>
+  sql`INSERT INTO effect_agent_events (session_id, seq, id, event)
+    SELECT ${sessionId}, last.seq + row_number() OVER (ORDER BY batch.n), batch.entry->>0, batch.entry->>1
+    FROM ${gate}
+    CROSS JOIN jsonb_array_elements(${batch}::jsonb) WITH ORDINALITY AS batch(entry, n)
+    CROSS JOIN (SELECT COALESCE(MAX(seq), 0) AS seq FROM effect_agent_events WHERE session_id = ${sessionId}) last
+    WHERE NOT EXISTS (
+      SELECT 1 FROM effect_agent_events kept WHERE kept.session_id = ${sessionId} AND kept.id = batch.entry->>0)
+    ON CONFLICT (session_id, id) DO NOTHING`
 
 /** A row of `effect_agent_sessions` as the store's record. */
 const recordOf = (
@@ -306,22 +339,12 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
           AND NOT closed`.pipe(Effect.asVoid, Effect.mapError(failed("closeQuestions")), bounded("closeQuestions")),
     publish: (sessionId, entries) =>
       Effect.gen(function*() {
-        const encoded = yield* Effect.forEach(entries, (entry) =>
-          Effect.map(encodeEvent(entry.event), (event) => ({ id: entry.id, event })))
-        if (encoded.length === 0) return
-        // One statement for the batch, committed alone (one round trip, no lock): the events not kept yet, by
-        // id, numbered after the session's last in the batch's order. Two publishers of one session that read
-        // the same last place collide on (session_id, seq): the later one tries again, reading the other's.
-        // (The batch goes as one JSON parameter, [[id, event], …]: one value whatever its length.)
-        const batch = JSON.stringify(encoded.map(({ event, id }) => [id, event]))
-        const insert = sql`INSERT INTO effect_agent_events (session_id, seq, id, event)
-          SELECT ${sessionId}, last.seq + row_number() OVER (ORDER BY batch.n), batch.entry->>0, batch.entry->>1
-          FROM jsonb_array_elements(${batch}::jsonb) WITH ORDINALITY AS batch(entry, n)
-          CROSS JOIN (SELECT COALESCE(MAX(seq), 0) AS seq FROM effect_agent_events WHERE session_id = ${sessionId}) last
-          WHERE NOT EXISTS (
-            SELECT 1 FROM effect_agent_events kept WHERE kept.session_id = ${sessionId} AND kept.id = batch.entry->>0)
-          ON CONFLICT (session_id, id) DO NOTHING`
-        yield* insert.pipe(
+        const batch = yield* encodeBatch(entries)
+        if (batch === undefined) return
+        // One statement for the batch, committed alone (one round trip, no lock). Two publishers of one session
+        // that read the same last place collide on (session_id, seq): the later one tries again, reading the
+        // other's.
+        yield* sql`${insertEvents(sql, sessionId, batch, sql.literal("(SELECT 1) AS gate"))}`.pipe(
           Effect.retry({ times: 50, while: (error) => error.reason._tag === "UniqueViolation" })
         )
       }).pipe(Effect.mapError(failed("publish")), bounded("publish")),

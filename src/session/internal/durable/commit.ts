@@ -1,0 +1,38 @@
+/**
+ * Where a durable session's activity and an engine that keeps the session's
+ * events in the activity's own write meet (the SQL engine, `sqlEngine.ts`).
+ *
+ * An engine that offers it provides `Commit` to each activity it executes.
+ * The body then hands the activity's events to it rather than publishing them
+ * apart: those that wait when the activity ends are written in the statement
+ * that records its result, and what the activity emits while it runs for
+ * longer is published through `publish`, in a write fenced as the result's is.
+ * An activity whose result nothing outside the run ever sees before the next
+ * write (an inbox take that publishes nothing) says so with `mayWait`: its
+ * result goes with the execution's next write, or is made again by a replay.
+ * Without `Commit` (effect's engines), the body publishes through the store.
+ *
+ * @internal
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type { Entry } from "./outbox.ts"
+
+/**
+ * The write of the activity being executed.
+ *
+ * @internal
+ */
+export interface Service {
+  /** Writes `entries` now, fenced, with the results of the execution that wait for its next write. */
+  readonly publish: (sessionId: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void>
+  /** Writes `entries` with this activity's result, in its statement. */
+  readonly withResult: (sessionId: string, entries: ReadonlyArray<Entry>) => void
+  /** This activity's result may wait for the execution's next write. */
+  readonly mayWait: () => void
+}
+
+/**
+ * @internal
+ */
+export class Commit extends Context.Service<Commit, Service>()("effect-agent/DurableSession/Commit") {}

@@ -1,0 +1,751 @@
+/**
+ * The durable session's own workflow engine on PostgreSQL, through
+ * `effect/sql`'s `SqlClient`: an `effect/workflow` engine (built with
+ * `WorkflowEngine.makeUnsafe`, on the model of `WorkflowEngine.layerMemory`)
+ * whose executions, activity results, deferreds and clocks are rows, written
+ * in as few statements as the promises allow.
+ *
+ * - **Ownership.** An execution runs on one runner, its `owner`. A runner
+ *   keeps a lease (`effect_agent_wf_runners`), renewed every third of it; one
+ *   whose lease ran out (it died, or lost the database) loses its executions
+ *   to the first runner that polls. Every write of a run is fenced: it is made
+ *   only while its runner owns the execution (a row lock on it, which a claim
+ *   waits for), and a run that finds it does not any more is abandoned, so a
+ *   runner that comes back after its executions moved writes nothing.
+ * - **A turn in two writes.** An activity's result and the events it emitted
+ *   (`Commit`) go in one statement (the fence, the result, the events): one
+ *   writing transaction, one round trip. A result nothing outside the run sees
+ *   before the next write (an inbox take) waits for it. A replay reads the
+ *   execution's results once, in the statement that starts it.
+ * - **Wakes.** A deferred completed (anywhere) sets its execution's `wake`; a
+ *   resume, `resume`; an interrupt, `interrupted`. The owner's poll (every
+ *   `poll`) finds its executions woken, and any runner claims the executions
+ *   that need a run and have no live owner; the process that completes a
+ *   deferred of an execution it owns wakes it at once.
+ * - **Clocks** are rows with their time, fired by the runner that set them (a
+ *   timer) or by any runner's poll once due.
+ *
+ * What it does not do: child workflows wake their parent but are not
+ * interrupted with it, and an activity's or a deferred's encoded value is
+ * kept as JSON (the session's values are).
+ *
+ * @internal
+ */
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberMap from "effect/FiberMap"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Scope from "effect/Scope"
+import { SqlClient, type SqlError } from "effect/sql"
+import { Workflow, WorkflowEngine } from "effect/workflow"
+import { Commit } from "./commit.ts"
+import type { Entry } from "./outbox.ts"
+import * as SqlStore from "./sqlStore.ts"
+
+/**
+ * @internal
+ */
+export interface Options {
+  /** Whether this process runs executions (`false`: it only submits and follows them, a client). */
+  readonly runner?: boolean | undefined
+  /** How long a runner's lease lasts without renewal: its executions move this long after it died. */
+  readonly lease?: Duration.Input | undefined
+  /** How often a runner looks for executions to run (woken, or left by a runner that died), and for clocks. */
+  readonly poll?: Duration.Input | undefined
+}
+
+/**
+ * Creates the engine's tables when missing (safe to run again).
+ *
+ * @internal
+ */
+export const migrate: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_wf_runners (
+    runner_id text PRIMARY KEY, lease_until timestamptz NOT NULL)`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_wf_executions (
+    execution_id text PRIMARY KEY, workflow text NOT NULL, payload text NOT NULL, parent text,
+    owner text, result text, suspended boolean NOT NULL DEFAULT false, failed boolean NOT NULL DEFAULT false,
+    wake boolean NOT NULL DEFAULT false, resume boolean NOT NULL DEFAULT false,
+    interrupted boolean NOT NULL DEFAULT false)`
+  yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_wf_executions_open
+    ON effect_agent_wf_executions (owner) WHERE result IS NULL`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_wf_activities (
+    execution_id text NOT NULL, name text NOT NULL, attempt integer NOT NULL, exit text NOT NULL,
+    PRIMARY KEY (execution_id, name, attempt))`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_wf_deferreds (
+    execution_id text NOT NULL, name text NOT NULL, exit text NOT NULL, PRIMARY KEY (execution_id, name))`
+  yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_wf_clocks (
+    execution_id text NOT NULL, name text NOT NULL, deferred text NOT NULL, wake_at timestamptz NOT NULL,
+    PRIMARY KEY (execution_id, name))`
+})
+
+/** An activity's or a deferred's exit (its values encoded by their own schemas) as JSON text. */
+const ExitText = Schema.fromJsonString(Schema.toCodecJson(Schema.Exit(Schema.Any, Schema.Any, Schema.Defect())))
+const encodeExitText = Schema.encodeEffect(ExitText)
+/** (a void success is kept as `null`, as effect's engines read one back: JSON has no `undefined`) */
+const encodeExit = (exit: Exit.Exit<unknown, unknown>) => encodeExitText(Exit.map(exit, (value) => value ?? null))
+const decodeExit = Schema.decodeUnknownEffect(ExitText)
+
+/**
+ * A codec of a workflow's as JSON text. `Workflow.Any` types its schemas as needing any services, as effect's
+ * engines take them: the AST is read as a codec that needs none (the session's need none; one that did would
+ * fail here, at run time, with a `SchemaError`).
+ */
+const jsonOf = (schema: Schema.Top): Schema.Codec<unknown, string> =>
+  Schema.make<Schema.Codec<unknown, string>>(Schema.fromJsonString(Schema.toCodecJson(schema)).ast)
+
+/** The codecs of a workflow's payload and result, as JSON text. */
+const codecsOf = (workflow: Workflow.Any) => ({
+  payload: jsonOf(workflow.payloadSchema),
+  result: jsonOf(Workflow.Result({ success: workflow.successSchema, error: workflow.errorSchema }))
+})
+
+type WakeMode = "explicit" | "automatic"
+
+const isUnwakeable = (result: Workflow.Result<unknown, unknown>, mode: WakeMode) =>
+  result._tag === "Complete" || (mode === "automatic" && result.failed === true)
+
+/** An activity's result waiting for the execution's next write. */
+interface Waiting {
+  readonly name: string
+  readonly attempt: number
+  readonly exit: string
+}
+
+/** An execution this runner owns. */
+interface Local {
+  readonly executionId: string
+  readonly workflow: Workflow.Any
+  readonly payload: object
+  readonly parent: string | undefined
+  readonly execute: Registered["execute"]
+  instance: WorkflowEngine.WorkflowInstance["Service"]
+  interrupted: boolean
+  interruptedUnsafe: boolean
+  resumeRequested: WakeMode | undefined
+  fiber: Fiber.Fiber<Workflow.Result<unknown, unknown>> | undefined
+  readonly done: Deferred.Deferred<void>
+  readonly scope: Scope.Closeable
+  /** The results of this run's activities (by `name/attempt`), read when it started. */
+  activities: Map<string, Exit.Exit<unknown, unknown>>
+  deferreds: Map<string, Exit.Exit<unknown, unknown>>
+  waiting: Array<Waiting>
+}
+
+interface Registered {
+  readonly workflow: Workflow.Any
+  readonly execute: (
+    payload: object,
+    executionId: string
+  ) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
+  readonly scope: Scope.Scope
+}
+
+/** What `execute` is given. */
+interface ExecuteOptions<Discard extends boolean> {
+  readonly executionId: string
+  readonly payload: object
+  readonly discard: Discard
+  readonly parent?: WorkflowEngine.WorkflowInstance["Service"] | undefined
+  readonly detached?: boolean | undefined
+}
+
+/** A row of `effect_agent_wf_executions`, as read. */
+interface ExecutionRow {
+  readonly execution_id: string
+  readonly workflow: string
+  readonly payload: string
+  readonly parent: string | null
+  readonly owner: string | null
+  readonly result: string | null
+  readonly suspended: boolean
+  readonly failed: boolean
+  readonly interrupted: boolean
+}
+
+/**
+ * The engine: run it in a scope (its poll, its lease and its runs live there; closing it hands its executions
+ * back).
+ *
+ * @internal
+ */
+export const make = (
+  options: Options = {}
+): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], never, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const engineScope = yield* Effect.scope
+    const runnerId = crypto.randomUUID()
+    const runs = options.runner !== false
+    const leaseMs = Duration.toMillis(Duration.fromInputUnsafe(options.lease ?? "15 seconds"))
+    const pollEvery = Duration.fromInputUnsafe(options.poll ?? "200 millis")
+
+    const workflows = new Map<string, Registered>()
+    const locals = new Map<string, Local>()
+    const deferredState = WorkflowEngine.makeDeferredState()
+    const timers = yield* FiberMap.make<string>()
+
+    /** A failure of the database is a defect of the engine (as effect's engines make it: see `StorageFailure`). */
+    const db = <A>(effect: Effect.Effect<A, SqlError.SqlError | Schema.SchemaError>): Effect.Effect<A> =>
+      Effect.orDie(effect)
+
+    const heartbeat = sql`INSERT INTO effect_agent_wf_runners (runner_id, lease_until)
+      VALUES (${runnerId}, now() + ${leaseMs} * interval '1 millisecond')
+      ON CONFLICT (runner_id) DO UPDATE SET lease_until = EXCLUDED.lease_until`
+
+    /** Stops a run that lost its execution to another runner: nothing of it is written any more. */
+    const abandon = (local: Local) =>
+      Effect.suspend(() => {
+        if (locals.get(local.executionId) === local) locals.delete(local.executionId)
+        local.instance.abandoned = true
+        const fiber = local.fiber
+        return fiber === undefined ? Effect.void : Effect.asVoid(Effect.forkIn(Fiber.interrupt(fiber), engineScope))
+      })
+
+    /**
+     * The one write of an activity: the fence (the execution is this runner's: a row lock a claim waits for),
+     * the results given and those that waited, and the session's events, in one statement. Answers whether
+     * the fence held.
+     */
+    const write = (
+      local: Local,
+      results: ReadonlyArray<Waiting>,
+      events: { readonly sessionId: string; readonly entries: ReadonlyArray<Entry> } | undefined
+    ) =>
+      Effect.gen(function*() {
+        const all = [...local.waiting, ...results]
+        local.waiting = []
+        const batch = events === undefined ? undefined : yield* SqlStore.encodeBatch(events.entries)
+        if (all.length === 0 && batch === undefined) return true
+        const rows = JSON.stringify(all.map((result) => [result.name, result.attempt, result.exit]))
+        const insertEvents = batch === undefined || events === undefined
+          ? sql``
+          : sql`, events AS (${SqlStore.insertEvents(sql, events.sessionId, batch, sql.literal("fence AS gate"))})`
+        const statement = sql<{ fenced: number }>`
+          WITH fence AS (
+            SELECT execution_id FROM effect_agent_wf_executions
+            WHERE execution_id = ${local.executionId} AND owner = ${runnerId} FOR SHARE),
+          results AS (
+            INSERT INTO effect_agent_wf_activities (execution_id, name, attempt, exit)
+            SELECT fence.execution_id, r->>0, (r->>1)::integer, r->>2
+            FROM fence CROSS JOIN jsonb_array_elements(${rows}::jsonb) AS r
+            ON CONFLICT DO NOTHING)
+          ${insertEvents}
+          SELECT count(*)::integer AS fenced FROM fence`
+        // Two writers of one session's events that read the same last place collide on (session_id, seq): the
+        // later one writes again (its results are kept once).
+        const [row] = yield* statement.pipe(
+          Effect.retry({ times: 50, while: (error) => error.reason._tag === "UniqueViolation" })
+        )
+        return (row?.fenced ?? 0) > 0
+      })
+
+    /** A fenced write that finds the execution gone to another runner abandons this run. */
+    const fenced = (local: Local, held: boolean): Effect.Effect<void> =>
+      held ? Effect.void : Effect.andThen(abandon(local), Effect.interrupt)
+
+    /**
+     * Starts a run of an execution this runner owns: clears its wakes (this run answers them) and reads its
+     * results and deferreds, in one statement. `undefined` when it is not this runner's any more.
+     */
+    const startRun = (local: Local) =>
+      Effect.gen(function*() {
+        const rows = yield* sql<{ kind: string; key: string; exit: string | null; interrupted: boolean | null }>`
+          WITH started AS (
+            UPDATE effect_agent_wf_executions SET wake = false, resume = false, suspended = false, failed = false
+            WHERE execution_id = ${local.executionId} AND owner = ${runnerId} RETURNING interrupted)
+          SELECT 's' AS kind, '' AS key, NULL AS exit, interrupted FROM started
+          UNION ALL
+          SELECT 'a', name || '/' || attempt, exit, NULL FROM effect_agent_wf_activities
+          WHERE execution_id = ${local.executionId} AND EXISTS (SELECT 1 FROM started)
+          UNION ALL
+          SELECT 'd', name, exit, NULL FROM effect_agent_wf_deferreds
+          WHERE execution_id = ${local.executionId} AND EXISTS (SELECT 1 FROM started)`
+        if (!rows.some((row) => row.kind === "s")) return false
+        const activities = new Map<string, Exit.Exit<unknown, unknown>>()
+        const deferreds = new Map<string, Exit.Exit<unknown, unknown>>()
+        for (const row of rows) {
+          if (row.kind === "s") {
+            if (row.interrupted === true) local.interrupted = true
+            continue
+          }
+          const exit = yield* decodeExit(row.exit ?? "")
+          ;(row.kind === "a" ? activities : deferreds).set(row.key, exit)
+        }
+        local.activities = activities
+        local.deferreds = deferreds
+        local.waiting = []
+        return true
+      })
+
+    /** Records a run's result: its ending (the execution's result), or its suspension. */
+    const record = (local: Local, result: Workflow.Result<unknown, unknown>) =>
+      Effect.gen(function*() {
+        if (result._tag === "Suspended") {
+          const rows = yield* sql`UPDATE effect_agent_wf_executions SET suspended = true, failed = ${result.failed === true}
+            WHERE execution_id = ${local.executionId} AND owner = ${runnerId} RETURNING 1`
+          if (rows.length === 0) yield* abandon(local)
+          return
+        }
+        const text = yield* Schema.encodeUnknownEffect(codecsOf(local.workflow).result)(result)
+        const rows = yield* sql<{ parent: string | null }>`
+          WITH ended AS (
+            UPDATE effect_agent_wf_executions SET result = ${text}, owner = NULL, suspended = false,
+              wake = false, resume = false
+            WHERE execution_id = ${local.executionId} AND owner = ${runnerId} RETURNING parent),
+          clocks AS (DELETE FROM effect_agent_wf_clocks WHERE execution_id = ${local.executionId})
+          SELECT parent FROM ended`
+        if (rows.length === 0) return yield* abandon(local)
+        if (local.parent !== undefined) yield* wake(local.parent, "automatic")
+      })
+
+    /** Runs (again) an execution this runner owns, as `layerMemory`'s `resume` does. */
+    const resume = (executionId: string, mode: WakeMode): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const state = locals.get(executionId)
+        if (state === undefined) return
+        const exit = state.fiber?.pollUnsafe()
+        if (exit && exit._tag === "Success" && isUnwakeable(exit.value, mode)) return
+        if (state.fiber && !exit) {
+          // Queue wakes until the run finishes; explicit wakes take priority.
+          const requested = state.resumeRequested
+          state.resumeRequested = mode === "explicit" ? mode : requested ?? mode
+          if (requested === undefined) {
+            yield* Fiber.await(state.fiber).pipe(
+              Effect.flatMap(() => {
+                const queued = state.resumeRequested ?? mode
+                state.resumeRequested = undefined
+                return resume(executionId, queued)
+              }),
+              Effect.forkIn(engineScope)
+            )
+          }
+          return
+        }
+        const entry = workflows.get(state.workflow._tag)
+        if (entry === undefined) return
+        const instance = WorkflowEngine.WorkflowInstance.initial(state.workflow, executionId, {
+          scope: Scope.forkUnsafe(state.scope)
+        })
+        state.instance = instance
+        const run = Effect.gen(function*() {
+          if (!(yield* db(startRun(state)))) {
+            instance.abandoned = true
+            if (locals.get(executionId) === state) locals.delete(executionId)
+            return yield* Effect.interrupt
+          }
+          return yield* state.execute(state.payload, executionId).pipe(
+            Effect.onExit((exit) => {
+              // Safe interrupts take effect only when the run would suspend; unsafe ones also when it completes.
+              if (
+                !state.interrupted ||
+                (!state.interruptedUnsafe &&
+                  !instance.suspended &&
+                  !instance.abandoned &&
+                  !(Context.get(instance.workflow.annotations, Workflow.SuspendOnFailure) && Exit.isFailure(exit)))
+              ) {
+                return Effect.void
+              }
+              instance.interrupted = true
+              instance.suspended = false
+              return Effect.withFiber((fiber) => Effect.interruptible(Fiber.interrupt(fiber)))
+            }),
+            Workflow.intoResult
+          )
+        })
+        state.fiber = yield* run.pipe(
+          Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
+          (effect) => deferredState.trackRun(instance, effect),
+          Effect.tap((result) => instance.abandoned ? Effect.void : db(record(state, result))),
+          Effect.onExit((exit) => {
+            if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") return Effect.void
+            // A run that died (the database went away) stays, for a resume to run it again.
+            if (Exit.isFailure(exit) && !instance.abandoned) return Effect.void
+            return Effect.andThen(
+              Scope.close(state.scope, Exit.void),
+              Effect.suspend(() => {
+                if (locals.get(executionId) === state && !instance.abandoned) locals.delete(executionId)
+                return Exit.isSuccess(exit) && exit.value._tag === "Complete"
+                  ? Deferred.succeed(state.done, void 0)
+                  : Effect.void
+              })
+            )
+          }),
+          Effect.forkIn(entry.scope)
+        )
+      })
+
+    /** Takes up an execution this runner now owns (it claimed it, or began it). */
+    const adopt = (row: ExecutionRow) =>
+      Effect.gen(function*() {
+        const entry = workflows.get(row.workflow)
+        if (entry === undefined || locals.has(row.execution_id)) return
+        const payload = yield* Schema.decodeUnknownEffect(codecsOf(entry.workflow).payload)(row.payload)
+        if (typeof payload !== "object" || payload === null) return yield* Effect.die("a workflow's payload is no object")
+        const local: Local = {
+          executionId: row.execution_id,
+          workflow: entry.workflow,
+          payload,
+          parent: row.parent ?? undefined,
+          execute: entry.execute,
+          instance: WorkflowEngine.WorkflowInstance.initial(entry.workflow, row.execution_id),
+          interrupted: row.interrupted,
+          interruptedUnsafe: false,
+          resumeRequested: undefined,
+          fiber: undefined,
+          done: Deferred.makeUnsafe(),
+          scope: Scope.makeUnsafe(),
+          activities: new Map(),
+          deferreds: new Map(),
+          waiting: []
+        }
+        locals.set(row.execution_id, local)
+        return local
+      })
+
+    /**
+     * Wakes an execution: marks it (so that its owner, or any runner if it has none, runs it), and runs it here
+     * at once if this runner owns it, or can claim it.
+     */
+    const wake = (executionId: string, mode: WakeMode) =>
+      Effect.gen(function*() {
+        const local = locals.get(executionId)
+        if (local !== undefined) {
+          for (const name of local.instance.awaitedDeferreds.keys()) {
+            yield* deferredState.deferredDone(executionId, name)
+          }
+          return yield* resume(executionId, mode)
+        }
+        if (runs) yield* claimOne(executionId)
+      })
+
+    /** Claims one execution that needs a run and has no live owner, and runs it. */
+    const claimOne = (executionId: string) =>
+      Effect.gen(function*() {
+        const rows = yield* db(sql<ExecutionRow>`
+          UPDATE effect_agent_wf_executions e SET owner = ${runnerId}
+          WHERE e.execution_id = ${executionId} AND e.result IS NULL AND ${claimable}
+          RETURNING e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
+            e.interrupted`)
+        for (const row of rows) yield* takeUp(row)
+      })
+
+    const takeUp = (row: ExecutionRow) =>
+      Effect.gen(function*() {
+        const local = yield* db(adopt(row))
+        if (local !== undefined) yield* resume(row.execution_id, "explicit")
+      })
+
+    /** An execution (`e`) that needs a run and whose owner, if any, is gone. */
+    const claimable = sql`(e.owner IS NULL OR NOT EXISTS (
+        SELECT 1 FROM effect_agent_wf_runners r WHERE r.runner_id = e.owner AND r.lease_until > now()))
+      AND (NOT e.suspended OR e.resume OR (e.wake AND NOT e.failed))`
+
+    /** One poll: claims what needs a run, and wakes this runner's executions that were woken elsewhere. */
+    const poll = Effect.gen(function*() {
+      const names = [...workflows.keys()]
+      if (names.length === 0) return
+      const rows = yield* db(sql<ExecutionRow & { readonly claimed: boolean; readonly resume: boolean; readonly wake: boolean }>`
+        WITH candidates AS (
+          SELECT e.execution_id FROM effect_agent_wf_executions e
+          WHERE e.result IS NULL AND e.workflow IN ${sql.in(names)} AND e.owner IS DISTINCT FROM ${runnerId}
+            AND ${claimable}
+          LIMIT 64 FOR UPDATE SKIP LOCKED),
+        claimed AS (
+          UPDATE effect_agent_wf_executions e SET owner = ${runnerId} FROM candidates c
+          WHERE e.execution_id = c.execution_id
+          RETURNING e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
+            e.interrupted, e.resume, e.wake, true AS claimed)
+        SELECT * FROM claimed
+        UNION ALL
+        SELECT e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
+          e.interrupted, e.resume, e.wake, false AS claimed
+        FROM effect_agent_wf_executions e
+        WHERE e.owner = ${runnerId} AND e.result IS NULL AND (e.wake OR e.resume OR e.interrupted)`)
+      for (const row of rows) {
+        if (row.claimed) {
+          yield* takeUp(row)
+          continue
+        }
+        const local = locals.get(row.execution_id)
+        if (local === undefined) {
+          yield* takeUp(row)
+          continue
+        }
+        if (row.interrupted && !local.interrupted) {
+          local.interrupted = true
+          yield* wake(row.execution_id, "explicit")
+          continue
+        }
+        // (a run going on that waits for nothing: it reads the wake when it next suspends; the flag stays till then)
+        if (!row.resume && local.fiber !== undefined && local.fiber.pollUnsafe() === undefined &&
+          local.instance.awaitedDeferreds.size === 0) continue
+        if (row.resume || row.wake) yield* wake(row.execution_id, row.resume ? "explicit" : "automatic")
+      }
+    })
+
+    /** Fires the clocks that are due (any runner's). */
+    const fireClocks = Effect.gen(function*() {
+      const due = yield* db(sql<{ execution_id: string; deferred: string }>`
+        DELETE FROM effect_agent_wf_clocks WHERE wake_at <= now() RETURNING execution_id, deferred`)
+      for (const clock of due) yield* complete(clock.execution_id, clock.deferred, Exit.void)
+    })
+
+    /** Keeps a deferred's first completion, and wakes its execution. */
+    const complete = (executionId: string, name: string, exit: Exit.Exit<unknown, unknown>) =>
+      Effect.gen(function*() {
+        const text = yield* db(encodeExit(exit))
+        const rows = yield* db(sql`
+          WITH kept AS (
+            INSERT INTO effect_agent_wf_deferreds (execution_id, name, exit) VALUES (${executionId}, ${name}, ${text})
+            ON CONFLICT DO NOTHING RETURNING execution_id)
+          UPDATE effect_agent_wf_executions SET wake = true
+          WHERE execution_id IN (SELECT execution_id FROM kept) AND result IS NULL RETURNING 1`)
+        if (rows.length === 0) return
+        const local = locals.get(executionId)
+        if (local !== undefined) {
+          local.deferreds.set(name, exit)
+          yield* deferredState.deferredDone(executionId, name)
+          return yield* Effect.flatMap(Effect.serviceOption(WorkflowEngine.WorkflowInstance), (instance) =>
+            // A run cannot wait for its own end: the engine's scope owns the wake.
+            Option.isSome(instance) && instance.value.executionId === executionId
+              ? Effect.asVoid(Effect.forkIn(resume(executionId, "automatic"), engineScope))
+              : resume(executionId, "automatic"))
+        }
+        if (runs) yield* claimOne(executionId)
+      })
+
+    const readRow = (executionId: string) =>
+      Effect.map(
+        db(sql<ExecutionRow>`SELECT execution_id, workflow, payload, parent, owner, result, suspended, failed,
+            interrupted FROM effect_agent_wf_executions WHERE execution_id = ${executionId}`),
+        (rows) => rows[0]
+      )
+
+    /** The result of an execution as its row says: `None` while it runs. */
+    const resultOf = (workflow: Workflow.Any, row: ExecutionRow | undefined) =>
+      Effect.gen(function*() {
+        if (row === undefined) return Option.none<Workflow.Result<unknown, unknown>>()
+        if (row.result !== null) {
+          const result = yield* db(Schema.decodeUnknownEffect(codecsOf(workflow).result)(row.result))
+          if (!Workflow.isResult(result)) return yield* Effect.die("a workflow's stored result is no result")
+          return Option.some(result)
+        }
+        if (row.suspended) {
+          return Option.some<Workflow.Result<unknown, unknown>>(
+            new Workflow.Suspended(row.failed ? { failed: true } : {})
+          )
+        }
+        return Option.none<Workflow.Result<unknown, unknown>>()
+      })
+
+    /** `execute`, of the encoded engine: a result, unless `discard`. */
+    function execute<const Discard extends boolean>(
+      workflow: Workflow.Any,
+      opts: ExecuteOptions<Discard>
+    ): Effect.Effect<Discard extends true ? void : Workflow.Result<unknown, unknown>>
+    function execute(
+      workflow: Workflow.Any,
+      opts: ExecuteOptions<boolean>
+    ): Effect.Effect<void | Workflow.Result<unknown, unknown>> {
+      return Effect.gen(function*() {
+        const entry = workflows.get(workflow._tag)
+        if (entry === undefined) {
+          return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
+        }
+        let local = locals.get(opts.executionId)
+        if (local === undefined) {
+          const payload = yield* db(Schema.encodeUnknownEffect(codecsOf(workflow).payload)(opts.payload))
+          const parent = opts.detached === true ? null : opts.parent?.executionId ?? null
+          const inserted = yield* db(sql<ExecutionRow>`
+            INSERT INTO effect_agent_wf_executions (execution_id, workflow, payload, parent, owner)
+            VALUES (${opts.executionId}, ${workflow._tag}, ${payload}, ${parent}, ${runs ? runnerId : null})
+            ON CONFLICT (execution_id) DO NOTHING
+            RETURNING execution_id, workflow, payload, parent, owner, result, suspended, failed, interrupted`)
+          if (inserted[0] !== undefined && runs) {
+            local = yield* db(adopt(inserted[0]))
+            if (local !== undefined) yield* resume(opts.executionId, "explicit")
+          } else if (runs) {
+            // begun before: run it here if it needs a run and its owner is gone (a restart)
+            yield* claimOne(opts.executionId)
+            local = locals.get(opts.executionId)
+          }
+        }
+        if (opts.discard) return
+        if (local === undefined || local.fiber === undefined) {
+          // Another runner's (or none yet): its row says where it is; the caller asks again while it runs.
+          const found = yield* resultOf(workflow, yield* readRow(opts.executionId))
+          return Option.getOrElse(found, () => new Workflow.Suspended({}))
+        }
+        const instance = local.instance
+        const exit = yield* Fiber.await(local.fiber)
+        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && (instance.suspended || instance.abandoned)) {
+          // A completion preempted the run (or it moved to another runner): the caller asks again.
+          return new Workflow.Suspended({})
+        }
+        return yield* exit
+      })
+    }
+
+    const engine = WorkflowEngine.makeUnsafe({
+      register: Effect.fnUntraced(function*(workflow, execute) {
+        workflows.set(workflow._tag, { workflow, execute, scope: yield* Effect.scope })
+      }),
+      execute,
+      awaitComplete: (workflow, executionId) =>
+        Effect.suspend(() => {
+          const local = locals.get(executionId)
+          if (local !== undefined) return Deferred.await(local.done)
+          // Another runner's: its row, read until it has a result.
+          return readRow(executionId).pipe(
+            Effect.repeat({ until: (row) => row === undefined || row.result !== null, schedule: Schedule.spaced(pollEvery) }),
+            Effect.asVoid
+          )
+        }),
+      interrupt: (_workflow, executionId) =>
+        Effect.gen(function*() {
+          yield* db(sql`UPDATE effect_agent_wf_executions SET interrupted = true, resume = true
+            WHERE execution_id = ${executionId} AND result IS NULL`)
+          const local = locals.get(executionId)
+          if (local !== undefined) {
+            local.interrupted = true
+            return yield* resume(executionId, "explicit")
+          }
+          if (runs) yield* claimOne(executionId)
+        }),
+      interruptUnsafe: (_workflow, executionId) =>
+        Effect.gen(function*() {
+          yield* db(sql`UPDATE effect_agent_wf_executions SET interrupted = true, resume = true
+            WHERE execution_id = ${executionId} AND result IS NULL`)
+          const local = locals.get(executionId)
+          if (local !== undefined) {
+            local.interrupted = true
+            local.interruptedUnsafe = true
+            if (local.fiber !== undefined) yield* Fiber.interrupt(local.fiber)
+            return yield* resume(executionId, "explicit")
+          }
+          if (runs) yield* claimOne(executionId)
+        }),
+      resume: (_workflow, executionId) =>
+        Effect.gen(function*() {
+          yield* db(sql`UPDATE effect_agent_wf_executions SET resume = true
+            WHERE execution_id = ${executionId} AND result IS NULL`)
+          if (locals.has(executionId)) return yield* resume(executionId, "explicit")
+          if (runs) yield* claimOne(executionId)
+        }),
+      activityExecute: Effect.fnUntraced(function*(activity, attempt) {
+        const instance = yield* WorkflowEngine.WorkflowInstance
+        const local = locals.get(instance.executionId)
+        // (a run that lost its execution stops at its next step)
+        if (local === undefined) return yield* Effect.interrupt
+        const key = `${activity.name}/${attempt}`
+        const stored = local.activities.get(key)
+        if (stored !== undefined) return new Workflow.Complete({ exit: stored })
+        // A pending interrupt replays only to rebuild compensations: it runs no new activity.
+        if (local.interrupted && !instance.interrupted) return new Workflow.Suspended({})
+        const activityInstance = WorkflowEngine.WorkflowInstance.initial(instance.workflow, instance.executionId)
+        activityInstance.interrupted = instance.interrupted
+        let mayWait = false
+        let events: { sessionId: string; entries: ReadonlyArray<Entry> } | undefined
+        const commit = Commit.of({
+          publish: (sessionId, entries) =>
+            Effect.flatMap(db(write(local, [], { sessionId, entries })), (held) => fenced(local, held)),
+          withResult: (sessionId, entries) => {
+            events = events === undefined ? { sessionId, entries } : { sessionId, entries: [...events.entries, ...entries] }
+          },
+          mayWait: () => {
+            mayWait = true
+          }
+        })
+        const result = yield* activity.executeEncoded.pipe(
+          Workflow.intoResult,
+          Effect.provideService(WorkflowEngine.WorkflowInstance, activityInstance),
+          Effect.provideService(Commit, commit)
+        )
+        if (result._tag === "Suspended") return result
+        const exit = yield* db(encodeExit(result.exit))
+        const done: Waiting = { name: activity.name, attempt, exit }
+        if (mayWait && events === undefined) local.waiting.push(done)
+        else yield* fenced(local, yield* db(write(local, [done], events)))
+        local.activities.set(key, result.exit)
+        return result
+      }),
+      poll: (workflow, executionId) =>
+        Effect.gen(function*() {
+          const local = locals.get(executionId)
+          const exit = local?.fiber?.pollUnsafe()
+          if (exit !== undefined) {
+            if (exit._tag === "Success") return Option.some(exit.value)
+          }
+          if (local !== undefined && local.fiber !== undefined && exit === undefined) return Option.none()
+          return yield* resultOf(workflow, yield* readRow(executionId))
+        }),
+      deferredResult: Effect.fnUntraced(function*(deferred) {
+        const instance = yield* WorkflowEngine.WorkflowInstance
+        const local = locals.get(instance.executionId)
+        return Option.fromNullishOr(local?.deferreds.get(deferred.name))
+      }),
+      deferredDone: (opts) => complete(opts.executionId, opts.deferredName, opts.exit),
+      scheduleClock: (_workflow, opts) =>
+        Effect.gen(function*() {
+          const ms = Duration.toMillis(opts.clock.duration)
+          yield* db(sql`INSERT INTO effect_agent_wf_clocks (execution_id, name, deferred, wake_at)
+            VALUES (${opts.executionId}, ${opts.clock.name}, ${opts.clock.deferred.name},
+              now() + ${ms} * interval '1 millisecond')
+            ON CONFLICT DO NOTHING`)
+          // This runner fires it on time; any runner's poll does once it is due, if this one is gone.
+          yield* Effect.sleep(opts.clock.duration).pipe(
+            Effect.andThen(fireClocks),
+            FiberMap.run(timers, `${opts.executionId}/${opts.clock.name}`, { onlyIfMissing: true })
+          )
+        })
+    })
+
+    yield* db(heartbeat)
+    yield* Effect.forkIn(
+      Effect.repeat(Effect.ignore(db(heartbeat)), Schedule.spaced(Duration.millis(leaseMs / 3))),
+      engineScope
+    )
+    if (runs) {
+      let polls = 0
+      const passes = Effect.gen(function*() {
+        yield* poll
+        // clocks due are looked for every fifth poll: the runner that set one fires it on time
+        if (polls++ % 5 === 0) yield* fireClocks
+      })
+      yield* Effect.forkIn(
+        Effect.repeat(
+          passes.pipe(Effect.catchCause((cause) =>
+            Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("effect-agent: the SQL workflow engine's poll failed", cause)
+          )),
+          Schedule.spaced(pollEvery)
+        ),
+        engineScope
+      )
+    }
+    // Closing: this runner's runs are given up (no finalizer runs), and its executions handed back for another
+    // runner (or its next start) to take up.
+    yield* Scope.addFinalizer(
+      engineScope,
+      Effect.gen(function*() {
+        const owned = [...locals.values()]
+        locals.clear()
+        for (const local of owned) {
+          local.instance.abandoned = true
+          if (local.fiber !== undefined) yield* Fiber.interrupt(local.fiber)
+        }
+        yield* Effect.ignore(sql`UPDATE effect_agent_wf_executions SET owner = NULL
+          WHERE owner = ${runnerId} AND result IS NULL`)
+        yield* Effect.ignore(sql`DELETE FROM effect_agent_wf_runners WHERE runner_id = ${runnerId}`)
+      })
+    )
+    return engine
+  })
