@@ -18,7 +18,7 @@ import { performance } from "node:perf_hooks"
 import { type Counters, counters, loggedStatements, logOffset, serverCpuUs } from "./postgres.ts"
 import { type Row, type RowOptions, Scripts, verifyTranscript } from "./workload.ts"
 
-export const ROWS = ["agent-run", "session-files", "durable-pg-store", "durable-pg", "langgraph-pg", "langgraph-pg-sync"] as const
+export const ROWS = ["agent-run", "session-files", "durable-pg-store", "durable-pg-engine", "durable-pg", "langgraph-pg", "langgraph-pg-sync"] as const
 export type RowId = (typeof ROWS)[number]
 
 export interface ChildOptions {
@@ -65,6 +65,7 @@ const rows: Record<RowId, () => Promise<(options: RowOptions) => Promise<Row>>> 
   "agent-run": async () => (await import("./effect-agent.ts")).agentRun,
   "session-files": async () => (await import("./effect-agent.ts")).sessionFiles,
   "durable-pg-store": async () => (await import("./effect-agent.ts")).durableStore,
+  "durable-pg-engine": async () => (await import("./effect-agent.ts")).durableSqlEngine,
   "durable-pg": async () => (await import("./effect-agent.ts")).durableSession,
   "langgraph-pg": async () => (await import("./langgraph.ts")).langGraph,
   "langgraph-pg-sync": async () => (await import("./langgraph.ts")).langGraphSync

@@ -132,13 +132,17 @@ export const sessionFiles = async ({ scripts, dir }: RowOptions): Promise<Row> =
  * `WorkflowEngine.layerMemory` instead (activities kept in memory, not durable): what the session's own store
  * costs (its events, its inbox, its rows), apart from what the engine adds.
  */
-const durable = (storeOnly: boolean) => async ({ scripts, url }: RowOptions): Promise<Row> => {
+const durable = (mode: "store" | "sqlEngine" | "cluster") => async ({ scripts, url }: RowOptions): Promise<Row> => {
   const database = PgClient.layer({ url: Redacted.make(url) })
   await Effect.runPromise(DurableSession.migrateSql.pipe(Effect.provide(database)))
-  const engine = storeOnly ? WorkflowEngine.layerMemory : ClusterWorkflowEngine.layer.pipe(
-    Layer.provideMerge(SingleRunner.layer()),
-    Layer.provide(NodeCrypto.layerDigest)
-  )
+  const engine = mode === "store"
+    ? WorkflowEngine.layerMemory
+    : mode === "sqlEngine"
+    ? DurableSession.layerSqlEngine()
+    : ClusterWorkflowEngine.layer.pipe(
+      Layer.provideMerge(SingleRunner.layer()),
+      Layer.provide(NodeCrypto.layerDigest)
+    )
   // The database is built first and closed last (the runner's stop hands its shards back through it).
   const runner = DurableSession.layer().pipe(
     Layer.provideMerge(Layer.mergeAll(model(scripts), tools(scripts), DurableSession.layerSqlStore)),
@@ -146,8 +150,10 @@ const durable = (storeOnly: boolean) => async ({ scripts, url }: RowOptions): Pr
     Layer.provideMerge(database)
   )
   const runtime = ManagedRuntime.make(runner)
-  const name = storeOnly
+  const name = mode === "store"
     ? "effect-agent `DurableSession`, its store alone (engine in memory)"
+    : mode === "sqlEngine"
+    ? "effect-agent `DurableSession`, own SQL engine + PostgreSQL"
     : "effect-agent `DurableSession`, cluster + PostgreSQL"
   return {
     name,
@@ -165,7 +171,10 @@ const durable = (storeOnly: boolean) => async ({ scripts, url }: RowOptions): Pr
 }
 
 /** `DurableSession.run` on `ClusterWorkflowEngine` + `SingleRunner` + `PgClient`. */
-export const durableSession = durable(false)
+export const durableSession = durable("cluster")
+
+/** `DurableSession.run` on `DurableSession.layerSqlEngine` + `PgClient`: the engine and the store in one database. */
+export const durableSqlEngine = durable("sqlEngine")
 
 /** `DurableSession.run` with its store on `PgClient` and the engine in memory: the store's share. */
-export const durableStore = durable(true)
+export const durableStore = durable("store")

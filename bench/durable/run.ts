@@ -8,7 +8,7 @@
  *   --runs N       runs per row and phase (default 3)
  *   --quick        one run, shorter warm-ups (a harness check; RESULTS.md says so)
  *   --smoke        tiny workload, one run, nothing written
- *   --only a,b     rows (agent-run, session-files, durable-pg-store, durable-pg, langgraph-pg, langgraph-pg-sync)
+ *   --only a,b     rows (agent-run, session-files, durable-pg-store, durable-pg-engine, durable-pg, langgraph-pg, langgraph-pg-sync)
  *   --phases p,q   phases (t20, t200, concurrent)
  *   --no-write     print only
  *
@@ -28,7 +28,7 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const benchDir = path.dirname(here)
 const rootDir = path.dirname(benchDir)
 
-const ALL_ROWS: ReadonlyArray<RowId> = ["agent-run", "session-files", "durable-pg-store", "durable-pg", "langgraph-pg", "langgraph-pg-sync"]
+const ALL_ROWS: ReadonlyArray<RowId> = ["agent-run", "session-files", "durable-pg-store", "durable-pg-engine", "durable-pg", "langgraph-pg", "langgraph-pg-sync"]
 /** The peer every ratio is to. */
 const PEER: RowId = "langgraph-pg"
 
@@ -215,18 +215,20 @@ const tables = (results: Results, rows: ReadonlyArray<RowId>): Array<Table> =>
 /** Issue 33's goal, on the medians of the per-run ratios: DurableSession at most 0.5× LangGraph, at most 2 writes a turn. */
 const goals = (results: Results): Table | undefined => {
   const out: Array<Array<string>> = []
-  for (const spec of phases) {
-    const mine = results.get(spec.id)?.get("durable-pg")
-    const peer = results.get(spec.id)?.get(PEER)
-    if (mine === undefined) continue
-    const row = (what: string, measured: number, limit: number, unit: string) =>
-      out.push([`${spec.title}: ${what}`, `${num(measured)}${unit}`, `≤ ${limit}${unit}`, measured <= limit ? "met" : "missed"])
-    if (peer !== undefined) {
-      row("CPU (this process), × LangGraph", ratios(mine, peer, cpu).median, 0.5, "×")
-      row("CPU (this process + PostgreSQL), × LangGraph", ratios(mine, peer, both).median, 0.5, "×")
-      row("wall, × LangGraph", ratios(mine, peer, wall).median, 0.5, "×")
+  for (const [id, engine] of [["durable-pg-engine", "own SQL engine"], ["durable-pg", "cluster"]] as const) {
+    for (const spec of phases) {
+      const mine = results.get(spec.id)?.get(id)
+      const peer = results.get(spec.id)?.get(PEER)
+      if (mine === undefined) continue
+      const row = (what: string, measured: number, limit: number, unit: string) =>
+        out.push([`${engine}, ${spec.title}: ${what}`, `${num(measured)}${unit}`, `≤ ${limit}${unit}`, measured <= limit ? "met" : "missed"])
+      if (peer !== undefined) {
+        row("CPU (this process), × LangGraph", ratios(mine, peer, cpu).median, 0.5, "×")
+        row("CPU (this process + PostgreSQL), × LangGraph", ratios(mine, peer, both).median, 0.5, "×")
+        row("wall, × LangGraph", ratios(mine, peer, wall).median, 0.5, "×")
+      }
+      row("writing transactions / turn", stat(mine.map(writes)).median, 2, "")
     }
-    row("writing transactions / turn", stat(mine.map(writes)).median, 2, "")
   }
   return out.length === 0
     ? undefined
@@ -237,7 +239,7 @@ const goals = (results: Results): Table | undefined => {
 const statementTables = (results: Results, rows: ReadonlyArray<RowId>): Array<Table> => {
   const spec = phases[0]
   if (spec === undefined) return []
-  return rows.filter((r) => r === "durable-pg-store" || r === "durable-pg" || r === PEER || r === "langgraph-pg-sync").flatMap((r) => {
+  return rows.filter((r) => r === "durable-pg-store" || r === "durable-pg-engine" || r === "durable-pg" || r === PEER || r === "langgraph-pg-sync").flatMap((r) => {
     const first = results.get(spec.id)?.get(r)?.[0]
     if (first === undefined || first.topStatements.length === 0) return []
     return [{

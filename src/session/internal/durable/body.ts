@@ -58,6 +58,7 @@ import * as SubAgent from "../../../SubAgent.ts"
 import { outcomeUnknown, type Output as ToolRegistryOutput, ToolRegistry } from "../../../ToolRegistry.ts"
 import type * as Sessions from "../../Sessions.ts"
 import * as SessionId from "../sessionId.ts"
+import { Commit } from "./commit.ts"
 import * as Outbox from "./outbox.ts"
 import * as StorageFailure from "./storageFailure.ts"
 import {
@@ -448,6 +449,13 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     readonly call?: string | undefined
     /** The name of the first activity of the call, when this one continues it (its sub-agents' events' ids). */
     readonly partOf?: string | undefined
+    /**
+     * On an engine that writes the events with the result (`Commit`), what waits is not published before the
+     * body runs but with what the body emits: a model call's or a tool call's, which read nothing the events
+     * decide. (An approval's activity reads the cancels only once its request is published: it keeps its first
+     * flush.)
+     */
+    readonly fold?: boolean | undefined
   }
 ) =>
   Effect.suspend(() => {
@@ -457,21 +465,44 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
     const mark = session.outbox.emitted.length
     let ran = false
     const publish = (entries: ReadonlyArray<Outbox.Entry>) => orDie(session.store.publish(session.sessionId, entries))
-    const body = Effect.suspend(() => {
-      ran = true
-      const execution: Execution = {
-        name,
-        call: options?.partOf ?? name,
-        counts: new Map(),
-        spent: Message.emptyUsage,
-        stop: undefined,
-        stopped: false
-      }
-      const published = options?.publishes === false
-        ? execute
-        : Outbox.publishing(session.outbox, publish, execute, options)
-      return Effect.provideService(published, CurrentActivity, execution)
-    })
+    const body = Effect.flatMap(Effect.serviceOption(Commit), (offered) =>
+      Effect.suspend(() => {
+        ran = true
+        const execution: Execution = {
+          name,
+          call: options?.partOf ?? name,
+          counts: new Map(),
+          spent: Message.emptyUsage,
+          stop: undefined,
+          stopped: false
+        }
+        // An engine that writes this store's events with the activity's result (one statement, see `Commit`).
+        const commit = Option.isSome(offered) && offered.value.database !== undefined &&
+            offered.value.database === session.store.database
+          ? offered.value
+          : undefined
+        let published: Effect.Effect<S["Type"], E["Type"], R>
+        if (options?.publishes === false) {
+          commit?.mayWait()
+          published = execute
+        } else if (commit === undefined) {
+          published = Outbox.publishing(session.outbox, publish, execute, options)
+        } else {
+          const fold = options?.fold === true
+          published = Outbox.publishing(
+            session.outbox,
+            (entries) => commit.publish(session.sessionId, entries),
+            execute,
+            {
+              live: options?.live === true || fold,
+              linger: options?.linger === true || fold,
+              first: !fold,
+              last: (entries) => commit.withResult(session.sessionId, entries)
+            }
+          )
+        }
+        return Effect.provideService(published, CurrentActivity, execution)
+      }))
     // The call itself dies when the engine cannot store the request (the database is away): the loop would
     // take that for the tool's own crash, so it is made again until the storage is back (or the run is given up).
     return Effect.tap(
@@ -689,7 +720,7 @@ const modelCallOf = (session: Session): Backend.ModelCall => (turn, call) => {
       reply.stopped === undefined
         ? { message: reply.message }
         : { message: reply.message, stopped: reply.stopped }),
-    { live: true, linger: true }
+    { live: true, linger: true, fold: true }
   )
   return Effect.map(
     Effect.provideContext(memoized, session.engine),
@@ -799,6 +830,7 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
             {
               call: toolCallId,
               partOf: first,
+              fold: true,
               replayed: (output) =>
                 "fatal" in output || output.usage === undefined ? Effect.void : SubAgent.countSpent(output.usage)
             }

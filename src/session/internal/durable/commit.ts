@@ -24,6 +24,8 @@ import type { Entry } from "./outbox.ts"
  * @internal
  */
 export interface Service {
+  /** The client the engine writes through: the body hands it events only for a store on the same (`Store.database`). */
+  readonly database: unknown
   /** Writes `entries` now, fenced, with the results of the execution that wait for its next write. */
   readonly publish: (sessionId: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void>
   /** Writes `entries` with this activity's result, in its statement. */

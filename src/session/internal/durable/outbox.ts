@@ -222,15 +222,28 @@ export const publishing = <A, E, R, R2>(
   outbox: Outbox,
   publish: (entries: ReadonlyArray<Entry>) => Effect.Effect<void, never, R2>,
   body: Effect.Effect<A, E, R>,
-  options: { readonly live?: boolean | undefined; readonly linger?: boolean | undefined } = {}
+  options: {
+    readonly live?: boolean | undefined
+    readonly linger?: boolean | undefined
+    /** `false`: what waits is not published before the body runs, but with what it emits. */
+    readonly first?: boolean | undefined
+    /** Takes what waits when the body ends, rather than publishing it (an engine writes it with the result). */
+    readonly last?: ((entries: ReadonlyArray<Entry>) => void) | undefined
+  } = {}
 ): Effect.Effect<A, E, R | R2> => {
   const flush = Effect.suspend(() => {
     const entries = take(outbox)
     return entries.length === 0 ? Effect.void : publish(entries)
   })
-  if (options.live !== true) return Effect.andThen(flush, Effect.ensuring(body, flush))
+  const last = options.last
+  const end = last === undefined ? flush : Effect.sync(() => {
+    const entries = take(outbox)
+    if (entries.length > 0) last(entries)
+  })
+  const first = options.first === false ? Effect.void : flush
+  if (options.live !== true) return Effect.andThen(first, Effect.ensuring(body, end))
   const wait = options.linger === true ? linger : Duration.zero
-  return Effect.andThen(flush, Effect.suspend(() => live(outbox, flush, body, wait)))
+  return Effect.andThen(first, Effect.suspend(() => live(outbox, flush, end, body, wait)))
 }
 
 /**
@@ -241,6 +254,7 @@ export const publishing = <A, E, R, R2>(
 const live = <A, E, R, R2>(
   outbox: Outbox,
   flush: Effect.Effect<void, never, R2>,
+  end: Effect.Effect<void, never, R2>,
   body: Effect.Effect<A, E, R>,
   wait: Duration.Duration
 ): Effect.Effect<A, E, R | R2> => {
@@ -253,7 +267,7 @@ const live = <A, E, R, R2>(
       arrived.closeUnsafe()
       if (!done && Duration.isGreaterThan(wait, Duration.zero)) yield* Effect.raceFirst(Effect.sleep(wait), ended.await)
       const last = done
-      yield* flush
+      yield* last ? end : flush
       if (last) return
     }
   })

@@ -656,6 +656,7 @@ export const make = (
         let mayWait = false
         let events: { sessionId: string; entries: ReadonlyArray<Entry> } | undefined
         const commit = Commit.of({
+          database: sql,
           publish: (sessionId, entries) =>
             Effect.flatMap(db(write(local, [], { sessionId, entries })), (held) => fenced(local, held)),
           withResult: (sessionId, entries) => {

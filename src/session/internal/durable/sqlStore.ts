@@ -368,7 +368,8 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         yield* sql`DELETE FROM effect_agent_questions WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_events WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_sessions WHERE session_id = ${sessionId}`
-      })).pipe(Effect.mapError(failed("forget")), bounded("forget"))
+      })).pipe(Effect.mapError(failed("forget")), bounded("forget")),
+    database: sql
   }
   return service
 })

@@ -293,6 +293,12 @@ export interface Service {
   readonly events: (sessionId: string, after: number) => Effect.Effect<ReadonlyArray<Published>, StoreError | InvalidSessionId>
   /** Deletes what the store holds for a session. */
   readonly forget: (sessionId: string) => Effect.Effect<void, StoreError | InvalidSessionId>
+  /**
+   * The database client this store writes through (the SQL store's `SqlClient`), if any: an engine on the same
+   * client (`DurableSession.layerSqlEngine`) then writes a session's events in its own statements, with the
+   * results of the activities that emitted them.
+   */
+  readonly database?: unknown
 }
 
 /**
@@ -332,7 +338,8 @@ export const validated = (store: Service): Service => {
     closeQuestions: (sessionId) => check(sessionId, () => store.closeQuestions(sessionId)),
     publish: (sessionId, entries) => check(sessionId, () => store.publish(sessionId, entries)),
     events: (sessionId, after) => check(sessionId, () => store.events(sessionId, after)),
-    forget: (sessionId) => check(sessionId, () => store.forget(sessionId))
+    forget: (sessionId) => check(sessionId, () => store.forget(sessionId)),
+    ...(store.database === undefined ? {} : { database: store.database })
   }
 }
 
