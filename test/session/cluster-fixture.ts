@@ -139,6 +139,9 @@ const modelMs = Number(process.env.EFFECT_AGENT_MODEL_MS ?? "0")
 export const database = (url: string) =>
   PgClient.layer({ url: Redacted.make(url), maxConnections: 20 })
 
+/** Which engine the sessions run on: effect's cluster, or the sessions' own SQL engine. */
+export type EngineKind = "cluster" | "sql"
+
 /** The workflow engine on the cluster: a runner on `port`, or a client when there is none. */
 export const engine = (url: string, port: number | undefined) =>
   ClusterWorkflowEngine.layer.pipe(
@@ -150,16 +153,26 @@ export const engine = (url: string, port: number | undefined) =>
     Layer.provideMerge(database(url))
   )
 
+/**
+ * The sessions' own SQL engine: a runner, or a client (`runner: false`). Its runners need no address (they share
+ * the database alone); a short lease lets the tests see a dead runner's sessions move.
+ */
+export const sqlEngine = (url: string, runner: boolean) =>
+  DurableSession.layerSqlEngine({ runner, lease: "3 seconds", poll: "100 millis" }).pipe(
+    Layer.provideMerge(database(url))
+  )
+
 /** A runner (with `port`) or a client (without): the session workflow registered, on Postgres. */
 export const node = (url: string, port: number | undefined, logDir: string) =>
-  DurableSession.layer().pipe(
-    Layer.provideMerge(Layer.mergeAll(
-      ScriptedModel.layer(script(logDir), { record: false }),
-      tools(logDir),
-      DurableSession.layerSqlStore
-    )),
-    Layer.provideMerge(engine(url, port))
-  )
+  DurableSession.layer().pipe(Layer.provideMerge(parts(logDir)), Layer.provideMerge(engine(url, port)))
+
+/** {@link node} on the SQL engine: a runner, or a client (`runner: false`). */
+export const sqlNode = (url: string, runner: boolean, logDir: string) =>
+  DurableSession.layer().pipe(Layer.provideMerge(parts(logDir)), Layer.provideMerge(sqlEngine(url, runner)))
+
+/** What a node runs sessions with: the script, the tools, the store. */
+const parts = (logDir: string) =>
+  Layer.mergeAll(ScriptedModel.layer(script(logDir), { record: false }), tools(logDir), DurableSession.layerSqlStore)
 
 /** The text of a message (for the tests' checks). */
 export const textOf = (message: Message.Message): string => Message.textOf(message)

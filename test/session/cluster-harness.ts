@@ -14,7 +14,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { recorder } from "../support.ts"
-import { database, script, textOf, tools } from "./cluster-fixture.ts"
+import { database, type EngineKind, script, textOf, tools } from "./cluster-fixture.ts"
 import * as Postgres from "./postgres.ts"
 import { childScript } from "../children.ts"
 
@@ -32,11 +32,12 @@ export const runnerProcess = (
   url: string,
   port: number,
   logDir: string,
-  sharding: Record<string, string>
+  sharding: Record<string, string>,
+  kind: EngineKind = "cluster"
 ) =>
   ChildProcess.make(
     process.execPath,
-    [script, url, String(port), logDir],
+    [script, url, String(port), logDir, kind],
     {
       cwd: root,
       forceKillAfter: "2 seconds",
@@ -47,11 +48,17 @@ export const runnerProcess = (
   )
 
 /** Starts a runner and waits until it says `ready`; answers its handle. */
-export const startRunner = (url: string, port: number, logDir: string, sharding: Record<string, string> = {}) =>
+export const startRunner = (
+  url: string,
+  port: number,
+  logDir: string,
+  sharding: Record<string, string> = {},
+  kind: EngineKind = "cluster"
+) =>
   Effect.gen(function*() {
     const spawner = yield* ChildProcessSpawner.ChildProcessSpawner
     const script = yield* Effect.promise(() => childScript("test/session/durable-runner.ts"))
-    const handle = yield* spawner.spawn(runnerProcess(script, url, port, logDir, sharding))
+    const handle = yield* spawner.spawn(runnerProcess(script, url, port, logDir, sharding, kind))
     const ready = yield* handle.stdout.pipe(
       Stream.decodeText(),
       Stream.splitLines,

@@ -1,17 +1,18 @@
 /**
  * A runner of durable sessions, as its own process (the cluster tests kill
- * it): `durable-runner.ts <postgres url> <port> <log dir>`. Prints `ready`
- * once it has joined the cluster, then `shards <n>` each time the number of
- * shards it holds changes (the benchmark waits for the cluster to settle);
- * resumes suspended sessions.
+ * it): `durable-runner.ts <postgres url> <port> <log dir> [cluster|sql]`.
+ * Prints `ready` once it has joined the cluster, then (on the cluster)
+ * `shards <n>` each time the number of shards it holds changes (the benchmark
+ * waits for the cluster to settle); resumes suspended sessions. `sql`: on the
+ * sessions' own SQL engine (the port is not used).
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Schedule } from "effect"
 import { Sharding, ShardId } from "effect/cluster"
 import { DurableSession } from "effect-agent/session"
-import { node, sharding } from "./cluster-fixture.ts"
+import { node, sharding, sqlNode } from "./cluster-fixture.ts"
 
-const [url, port, logDir] = process.argv.slice(2)
+const [url, port, logDir, kind] = process.argv.slice(2)
 const shardsPerGroup = sharding().shardsPerGroup ?? 300
 if (url === undefined || port === undefined || logDir === undefined) {
   console.error("usage: durable-runner.ts <postgres url> <port> <log dir>")
@@ -27,6 +28,11 @@ setInterval(() => {
 
 NodeRuntime.runMain(
   Effect.scoped(Effect.gen(function*() {
+    if (kind === "sql") {
+      const context = yield* Layer.build(sqlNode(url, true, logDir))
+      console.log("ready")
+      return yield* DurableSession.supervise({ every: "1 second" }).pipe(Effect.provideContext(context))
+    }
     const context = yield* Layer.build(node(url, Number(port), logDir))
     console.log("ready")
     const held = Effect.map(Sharding.Sharding, (service) => {
