@@ -456,6 +456,13 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
      * flush.)
      */
     readonly fold?: boolean | undefined
+    /**
+     * On such an engine, its result (and its events) may wait for the execution's next write: a model call's,
+     * which the next step reads and nothing outside the run sees until then (what publishes its events, or
+     * the intent record of a call that must not run twice, writes it first). A crash before that write loses
+     * the call, and the replay makes it again.
+     */
+    readonly mayWait?: boolean | undefined
   }
 ) =>
   Effect.suspend(() => {
@@ -476,14 +483,10 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
           stop: undefined,
           stopped: false
         }
-        // An engine that writes this store's events with the activity's result (one statement, see `Commit`).
-        const commit = Option.isSome(offered) && offered.value.database !== undefined &&
-            offered.value.database === session.store.database
-          ? offered.value
-          : undefined
+        const commit = committing(session, offered)
         let published: Effect.Effect<S["Type"], E["Type"], R>
+        if (options?.publishes === false || options?.mayWait === true) commit?.mayWait()
         if (options?.publishes === false) {
-          commit?.mayWait()
           published = execute
         } else if (commit === undefined) {
           published = Outbox.publishing(session.outbox, publish, execute, options)
@@ -517,6 +520,25 @@ const activity = <S extends Schema.Top, E extends Schema.Top, R>(
           return options?.replayed?.(value) ?? Effect.void
         })
     )
+  })
+
+/**
+ * The engine's `Commit`, when it writes this session's store (the same database client): the body then hands it
+ * the events of the activity it executes (see `Commit`).
+ */
+const committing = (session: Session, offered: Option.Option<Commit["Service"]>): Commit["Service"] | undefined =>
+  Option.isSome(offered) && offered.value.database !== undefined && offered.value.database === session.store.database
+    ? offered.value
+    : undefined
+
+/**
+ * Writes what waits for the execution's next write (a model call's result and events, see `Commit`), where the
+ * engine keeps one: before an act that must find the turn's decision kept (a call that must not run twice).
+ */
+const settle = (session: Session): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(Commit), (offered) => {
+    const commit = committing(session, offered)
+    return commit === undefined ? Effect.void : commit.publish(session.sessionId, [])
   })
 
 /**
@@ -720,7 +742,7 @@ const modelCallOf = (session: Session): Backend.ModelCall => (turn, call) => {
       reply.stopped === undefined
         ? { message: reply.message }
         : { message: reply.message, stopped: reply.stopped }),
-    { live: true, linger: true, fold: true }
+    { live: true, linger: true, fold: true, mayWait: true }
   )
   return Effect.map(
     Effect.provideContext(memoized, session.engine),
@@ -798,7 +820,7 @@ const registryOf = (session: Session, base: ToolRegistry["Service"]): ToolRegist
           Activity.idempotencyKey(first),
           (key) =>
             Effect.flatMap(
-              orDie(session.store.claimIntent(session.sessionId, key)),
+              Effect.andThen(settle(session), orDie(session.store.claimIntent(session.sessionId, key))),
               (claimed) => claimed ? call : Effect.succeed(unknownOutcome(name))
             )
         )

@@ -7,9 +7,12 @@
  * apart: those that wait when the activity ends are written in the statement
  * that records its result, and what the activity emits while it runs for
  * longer is published through `publish`, in a write fenced as the result's is.
- * An activity whose result nothing outside the run ever sees before the next
- * write (an inbox take that publishes nothing) says so with `mayWait`: its
- * result goes with the execution's next write, or is made again by a replay.
+ * An activity whose result nothing outside the run sees before the next
+ * write (an inbox take; a model call, whose decision the next step acts on)
+ * says so with `mayWait`: its result, and its events, go with the execution's
+ * next write (a `publish`, the next activity's, the suspension's), or the
+ * replay makes it again. A turn whose tool call is safe to run again is then
+ * one write.
  * Without `Commit` (effect's engines), the body publishes through the store.
  *
  * @internal
@@ -30,7 +33,7 @@ export interface Service {
   readonly publish: (sessionId: string, entries: ReadonlyArray<Entry>) => Effect.Effect<void>
   /** Writes `entries` with this activity's result, in its statement. */
   readonly withResult: (sessionId: string, entries: ReadonlyArray<Entry>) => void
-  /** This activity's result may wait for the execution's next write. */
+  /** This activity's result (and the events it hands `withResult`) may wait for the execution's next write. */
   readonly mayWait: () => void
 }
 

@@ -43,7 +43,8 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Scope from "effect/Scope"
-import { SqlClient, type SqlError } from "effect/sql"
+import * as Semaphore from "effect/Semaphore"
+import { SqlClient, type SqlError, type Statement } from "effect/sql"
 import { Workflow, WorkflowEngine } from "effect/workflow"
 import { Commit } from "./commit.ts"
 import type { Entry } from "./outbox.ts"
@@ -120,6 +121,12 @@ interface Waiting {
   readonly exit: string
 }
 
+/** A session's events to write. */
+interface Events {
+  readonly sessionId: string
+  readonly entries: ReadonlyArray<Entry>
+}
+
 /** An execution this runner owns. */
 interface Local {
   readonly executionId: string
@@ -138,6 +145,15 @@ interface Local {
   activities: Map<string, Exit.Exit<unknown, unknown>>
   deferreds: Map<string, Exit.Exit<unknown, unknown>>
   waiting: Array<Waiting>
+  /**
+   * The session's events handed to the engine and not yet written, in the order they were handed over (the
+   * order the body emitted them): each write takes them all.
+   */
+  events: Events | undefined
+  /** One write of the execution at a time: they commit in the order they took what waited. */
+  readonly writing: Semaphore.Semaphore
+  /** Begun here, and not run yet: its first run has nothing to read (and its row was just written). */
+  fresh: boolean
 }
 
 interface Registered {
@@ -148,6 +164,14 @@ interface Registered {
   ) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
   readonly scope: Scope.Scope
 }
+
+/** Two batches of one session's events as one, in order. */
+const joined = (first: Events | undefined, second: Events | undefined): Events | undefined =>
+  first === undefined
+    ? second
+    : second === undefined
+    ? first
+    : { sessionId: first.sessionId, entries: [...first.entries, ...second.entries] }
 
 /** What `execute` is given. */
 interface ExecuteOptions<Discard extends boolean> {
@@ -215,20 +239,18 @@ export const make = (
      * the results given and those that waited, and the session's events, in one statement. Answers whether
      * the fence held.
      */
-    const write = (
-      local: Local,
-      results: ReadonlyArray<Waiting>,
-      events: { readonly sessionId: string; readonly entries: ReadonlyArray<Entry> } | undefined
-    ) =>
-      Effect.gen(function*() {
+    const write = (local: Local, results: ReadonlyArray<Waiting>, then?: Statement.Fragment) =>
+      local.writing.withPermits(1)(Effect.gen(function*() {
         const all = [...local.waiting, ...results]
+        const entries = local.events
         local.waiting = []
-        const batch = events === undefined ? undefined : yield* SqlStore.encodeBatch(events.entries)
-        if (all.length === 0 && batch === undefined) return true
+        local.events = undefined
+        const batch = entries === undefined ? undefined : yield* SqlStore.encodeBatch(entries.entries)
+        if (all.length === 0 && batch === undefined && then === undefined) return true
         const rows = JSON.stringify(all.map((result) => [result.name, result.attempt, result.exit]))
-        const insertEvents = batch === undefined || events === undefined
+        const insertEvents = batch === undefined || entries === undefined
           ? sql``
-          : sql`, events AS (${SqlStore.insertEvents(sql, events.sessionId, batch, sql.literal("fence AS gate"))})`
+          : sql`, events AS (${SqlStore.insertEvents(sql, entries.sessionId, batch, sql.literal("fence AS gate"))})`
         const statement = sql<{ fenced: number }>`
           WITH fence AS (
             SELECT execution_id FROM effect_agent_wf_executions
@@ -239,14 +261,20 @@ export const make = (
             FROM fence CROSS JOIN jsonb_array_elements(${rows}::jsonb) AS r
             ON CONFLICT DO NOTHING)
           ${insertEvents}
+          ${then ?? sql``}
           SELECT count(*)::integer AS fenced FROM fence`
-        // Two writers of one session's events that read the same last place collide on (session_id, seq): the
-        // later one writes again (its results are kept once).
+        // A publisher of the session's events outside this engine (none, on a runner whose store is the
+        // engine's) could collide on (session_id, seq): the statement is made again (its results are kept once).
         const [row] = yield* statement.pipe(
           Effect.retry({ times: 50, while: (error) => error.reason._tag === "UniqueViolation" })
         )
         return (row?.fenced ?? 0) > 0
-      })
+      }))
+
+    /** Hands events over to be written by the execution's next write, after those handed over before. */
+    const handOver = (local: Local, events: Events) => {
+      local.events = joined(local.events, events)
+    }
 
     /** A fenced write that finds the execution gone to another runner abandons this run. */
     const fenced = (local: Local, held: boolean): Effect.Effect<void> =>
@@ -258,6 +286,10 @@ export const make = (
      */
     const startRun = (local: Local) =>
       Effect.gen(function*() {
+        if (local.fresh) {
+          local.fresh = false
+          return true
+        }
         const rows = yield* sql<{ kind: string; key: string; exit: string | null; interrupted: boolean | null }>`
           WITH started AS (
             UPDATE effect_agent_wf_executions SET wake = false, resume = false, suspended = false, failed = false
@@ -283,6 +315,7 @@ export const make = (
         local.activities = activities
         local.deferreds = deferreds
         local.waiting = []
+        local.events = undefined
         return true
       })
 
@@ -290,20 +323,29 @@ export const make = (
     const record = (local: Local, result: Workflow.Result<unknown, unknown>) =>
       Effect.gen(function*() {
         if (result._tag === "Suspended") {
-          const rows = yield* sql`UPDATE effect_agent_wf_executions SET suspended = true, failed = ${result.failed === true}
-            WHERE execution_id = ${local.executionId} AND owner = ${runnerId} RETURNING 1`
-          if (rows.length === 0) yield* abandon(local)
+          // with the results and events that waited: the replay that the wake makes reads them
+          const held = yield* write(
+            local,
+            [],
+            sql`, suspended AS (UPDATE effect_agent_wf_executions SET suspended = true, failed = ${result.failed === true}
+              WHERE execution_id IN (SELECT execution_id FROM fence))`
+          )
+          if (!held) yield* abandon(local)
           return
         }
         const text = yield* Schema.encodeUnknownEffect(codecsOf(local.workflow).result)(result)
-        const rows = yield* sql<{ parent: string | null }>`
-          WITH ended AS (
-            UPDATE effect_agent_wf_executions SET result = ${text}, owner = NULL, suspended = false,
-              wake = false, resume = false
-            WHERE execution_id = ${local.executionId} AND owner = ${runnerId} RETURNING parent),
-          clocks AS (DELETE FROM effect_agent_wf_clocks WHERE execution_id = ${local.executionId})
-          SELECT parent FROM ended`
-        if (rows.length === 0) return yield* abandon(local)
+        // with the events that waited (a last model call's): the results that waited matter no more, but are kept
+        const held = yield* write(
+          local,
+          [],
+          sql`, ended AS (
+            UPDATE effect_agent_wf_executions SET result = ${text}, owner = NULL, suspended = false, wake = false,
+              resume = false
+            WHERE execution_id IN (SELECT execution_id FROM fence)),
+          clocks AS (DELETE FROM effect_agent_wf_clocks
+            WHERE execution_id IN (SELECT execution_id FROM fence))`
+        )
+        if (!held) return yield* abandon(local)
         if (local.parent !== undefined) yield* wake(local.parent, "automatic")
       })
 
@@ -405,7 +447,10 @@ export const make = (
           scope: Scope.makeUnsafe(),
           activities: new Map(),
           deferreds: new Map(),
-          waiting: []
+          waiting: [],
+          events: undefined,
+          writing: Semaphore.makeUnsafe(1),
+          fresh: false
         }
         locals.set(row.execution_id, local)
         return local
@@ -572,7 +617,10 @@ export const make = (
             RETURNING execution_id, workflow, payload, parent, owner, result, suspended, failed, interrupted`)
           if (inserted[0] !== undefined && runs) {
             local = yield* db(adopt(inserted[0]))
-            if (local !== undefined) yield* resume(opts.executionId, "explicit")
+            if (local !== undefined) {
+              local.fresh = true
+              yield* resume(opts.executionId, "explicit")
+            }
           } else if (runs) {
             // begun before: run it here if it needs a run and its owner is gone (a restart)
             yield* claimOne(opts.executionId)
@@ -654,13 +702,14 @@ export const make = (
         const activityInstance = WorkflowEngine.WorkflowInstance.initial(instance.workflow, instance.executionId)
         activityInstance.interrupted = instance.interrupted
         let mayWait = false
-        let events: { sessionId: string; entries: ReadonlyArray<Entry> } | undefined
         const commit = Commit.of({
           database: sql,
-          publish: (sessionId, entries) =>
-            Effect.flatMap(db(write(local, [], { sessionId, entries })), (held) => fenced(local, held)),
+          publish: (sessionId, entries) => {
+            if (entries.length > 0) handOver(local, { sessionId, entries })
+            return Effect.flatMap(db(write(local, [])), (held) => fenced(local, held))
+          },
           withResult: (sessionId, entries) => {
-            events = events === undefined ? { sessionId, entries } : { sessionId, entries: [...events.entries, ...entries] }
+            if (entries.length > 0) handOver(local, { sessionId, entries })
           },
           mayWait: () => {
             mayWait = true
@@ -674,8 +723,8 @@ export const make = (
         if (result._tag === "Suspended") return result
         const exit = yield* db(encodeExit(result.exit))
         const done: Waiting = { name: activity.name, attempt, exit }
-        if (mayWait && events === undefined) local.waiting.push(done)
-        else yield* fenced(local, yield* db(write(local, [done], events)))
+        if (mayWait) local.waiting.push(done)
+        else yield* fenced(local, yield* db(write(local, [done])))
         local.activities.set(key, result.exit)
         return result
       }),
