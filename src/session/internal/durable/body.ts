@@ -593,6 +593,18 @@ const takeInbox = (session: Session, kind: MessageKind, name: string, read: Effe
 const steeringTake = (session: Session, cancelled: Deferred.Deferred<string>): Effect.Effect<Taken> =>
   Effect.suspend(() => {
     if (Deferred.isDoneUnsafe(cancelled)) return messagesOf(session, "steering")
+    const readSteering = session.store.readSteering
+    if (readSteering !== undefined) {
+      const after = { cancel: session.watermark.cancel, steering: session.watermark.steering }
+      return Effect.map(orDie(readSteering(session.sessionId, after)), ({ cancels, steering }): Taken =>
+        cancels.length === 0
+          ? { messages: steering.map((entry) => entry.message), last: lastOf(steering, after.steering) }
+          : {
+            messages: [],
+            last: after.steering,
+            cancels: { last: lastOf(cancels, after.cancel), reason: Message.textOf(cancels[0]!.message) }
+          })
+    }
     return Effect.flatMap(readInbox(session, "cancel"), (cancels) =>
       cancels.length === 0
         ? messagesOf(session, "steering")

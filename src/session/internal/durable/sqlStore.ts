@@ -272,6 +272,31 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         ),
         Effect.mapError(failed("readInbox")), bounded("readInbox")
       ),
+    readSteering: (sessionId, after) =>
+      Effect.gen(function*() {
+        // `readInbox` of the cancels and of the steering, in one statement (one round trip, each turn)
+        const rows = yield* sql<{ seq: number; kind: string; message: string }>`
+          WITH dropped AS (
+            DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId}
+              AND ((kind = 'cancel' AND seq <= ${after.cancel}) OR (kind = 'steering' AND seq <= ${after.steering}))
+          )
+          SELECT seq, kind, message FROM effect_agent_inbox
+          WHERE session_id = ${sessionId}
+            AND ((kind = 'cancel' AND seq > ${after.cancel}) OR (kind = 'steering' AND seq > ${after.steering}))
+          ORDER BY seq`
+        const decode = (kind: string) =>
+          Effect.forEach(rows.filter((row) => row.kind === kind), (row) =>
+            Effect.map(decodeMessage(row.message), (message) => ({ seq: Number(row.seq), message })))
+        const cancels = yield* decode("cancel")
+        if (cancels.length > 0) return { cancels, steering: [] }
+        const steering = yield* decode("steering")
+        const last = steering.at(-1)?.seq
+        if (last !== undefined) {
+          yield* sql`UPDATE effect_agent_inbox_next SET read_steering = GREATEST(read_steering, ${last})
+            WHERE session_id = ${sessionId}`
+        }
+        return { cancels, steering }
+      }).pipe(Effect.mapError(failed("readSteering")), bounded("readSteering")),
     setWaiting: (sessionId, wait) =>
       (wait === undefined
         ? sql`DELETE FROM effect_agent_waits WHERE session_id = ${sessionId}`

@@ -256,6 +256,18 @@ export interface Service {
     kind: InboxKind,
     after: number
   ) => Effect.Effect<ReadonlyArray<InboxEntry>, StoreError | InvalidSessionId>
+  /**
+   * A steering take's read in one round trip, where the store offers it (without it, the take reads the cancels,
+   * then the steering, with `readInbox`): the cancels after `after.cancel` and, when there is none, the steering
+   * messages after `after.steering`, each read as `readInbox` reads it (when a cancel waits, no steering is read).
+   */
+  readonly readSteering?: (
+    sessionId: string,
+    after: { readonly cancel: number; readonly steering: number }
+  ) => Effect.Effect<
+    { readonly cancels: ReadonlyArray<InboxEntry>; readonly steering: ReadonlyArray<InboxEntry> },
+    StoreError | InvalidSessionId
+  >
   /** Records the idle wait a session is in (`undefined`: none); atomic with {@link appendCancel}. */
   readonly setWaiting: (sessionId: string, wait: number | undefined) => Effect.Effect<void, StoreError | InvalidSessionId>
   readonly waiting: (sessionId: string) => Effect.Effect<number | undefined, StoreError | InvalidSessionId>
@@ -319,6 +331,7 @@ export class Store extends Context.Service<Store, Service>()("effect-agent/Durab
 export const validated = (store: Service): Service => {
   const check = <A, E>(sessionId: string, effect: () => Effect.Effect<A, E>) =>
     Effect.flatMap(SessionId.validate(sessionId), effect)
+  const readSteering = store.readSteering
   return {
     submit: (sessionId, at, payload) => check(sessionId, () => store.submit(sessionId, at, payload)),
     register: (sessionId, at) => check(sessionId, () => store.register(sessionId, at)),
@@ -339,7 +352,11 @@ export const validated = (store: Service): Service => {
     publish: (sessionId, entries) => check(sessionId, () => store.publish(sessionId, entries)),
     events: (sessionId, after) => check(sessionId, () => store.events(sessionId, after)),
     forget: (sessionId) => check(sessionId, () => store.forget(sessionId)),
-    ...(store.database === undefined ? {} : { database: store.database })
+    ...(store.database === undefined ? {} : { database: store.database }),
+    ...(readSteering === undefined ? {} : {
+      readSteering: (sessionId: string, after: { readonly cancel: number; readonly steering: number }) =>
+        check(sessionId, () => readSteering(sessionId, after))
+    })
   }
 }
 
@@ -430,6 +447,18 @@ export const makeMemory = (): Service => {
         const read = box.entries.filter((entry) => entry.kind === kind).map(({ message, seq }) => ({ seq, message }))
         if (kind !== "cancel") box.read[kind] = Math.max(box.read[kind], read.at(-1)?.seq ?? 0)
         return read
+      }),
+    readSteering: (sessionId, after) =>
+      Effect.sync(() => {
+        const box = inbox.get(sessionId)
+        if (box === undefined) return { cancels: [], steering: [] }
+        const past = (kind: InboxKind, seq: number) => kind === "cancel" ? seq > after.cancel : kind !== "steering" || seq > after.steering
+        box.entries = box.entries.filter((entry) => past(entry.kind, entry.seq))
+        const cancels = box.entries.filter((entry) => entry.kind === "cancel").map(({ message, seq }) => ({ seq, message }))
+        if (cancels.length > 0) return { cancels, steering: [] }
+        const steering = box.entries.filter((entry) => entry.kind === "steering").map(({ message, seq }) => ({ seq, message }))
+        box.read.steering = Math.max(box.read.steering, steering.at(-1)?.seq ?? 0)
+        return { cancels, steering }
       }),
     setWaiting: (sessionId, wait) =>
       Effect.sync(() => void (wait === undefined ? waits.delete(sessionId) : waits.set(sessionId, wait))),
