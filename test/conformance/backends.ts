@@ -30,7 +30,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { baseUrl, readSse, serverLayer } from "../server/support.ts"
-import { database, engine } from "../session/cluster-fixture.ts"
+import { database, engine, sqlEngine } from "../session/cluster-fixture.ts"
 import * as Postgres from "../session/postgres.ts"
 import { agentLayer, billing, type Gate, guardrail, type Scenario, scenarios, systems } from "./scenarios.ts"
 import { patience } from "../patience.ts"
@@ -267,8 +267,11 @@ export const durableMemorySupervised: Backend = {
   make: Effect.map(Layer.build(durableMemoryLayer), (context) => sessionsStart(context, true))
 }
 
-/** One runner in this process on a real PostgreSQL, for every scenario (skipped when PostgreSQL cannot start). */
-const durablePostgresBackend = (name: string, supervised: boolean): Backend => ({
+/**
+ * One runner in this process on a real PostgreSQL, for every scenario (skipped when PostgreSQL cannot start): on
+ * effect's cluster, or on the sessions' own SQL engine.
+ */
+const durablePostgresBackend = (name: string, supervised: boolean, kind: "cluster" | "sql" = "cluster"): Backend => ({
   name,
   own: supervised ? supervisedOwn : [],
   make: Effect.gen(function*(): Effect.fn.Return<Start | { readonly skip: string }, unknown, Scope.Scope> {
@@ -276,10 +279,11 @@ const durablePostgresBackend = (name: string, supervised: boolean): Backend => (
     if ("unavailable" in available) return { skip: available.unavailable }
     const pg = yield* Postgres.scoped
     yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
-    const port = yield* Effect.promise(Postgres.freePort)
-    const context = yield* Layer.build(
-      durable(DurableSession.layerSqlStore.pipe(Layer.provideMerge(engine(pg.url, port))))
-    )
+    const context = kind === "sql"
+      ? yield* Layer.build(durable(DurableSession.layerSqlStore.pipe(Layer.provideMerge(sqlEngine(pg.url, true)))))
+      : yield* Layer.build(durable(DurableSession.layerSqlStore.pipe(
+        Layer.provideMerge(engine(pg.url, yield* Effect.promise(Postgres.freePort)))
+      )))
     return sessionsStart(context, supervised)
   })
 })
@@ -287,6 +291,14 @@ const durablePostgresBackend = (name: string, supervised: boolean): Backend => (
 export const durablePostgres = durablePostgresBackend("DurableSession (PostgreSQL)", false)
 
 export const durablePostgresSupervised = durablePostgresBackend("DurableSession (PostgreSQL, supervised)", true)
+
+export const durableSqlEngine = durablePostgresBackend("DurableSession (PostgreSQL, own engine)", false, "sql")
+
+export const durableSqlEngineSupervised = durablePostgresBackend(
+  "DurableSession (PostgreSQL, own engine, supervised)",
+  true,
+  "sql"
+)
 
 // -----------------------------------------------------------------------------
 // A supervised session, with no checks and our own worker
@@ -482,8 +494,10 @@ export const backends: ReadonlyArray<Backend> = [
   sessionFile,
   durableMemory,
   durablePostgres,
+  durableSqlEngine,
   durableMemorySupervised,
   durablePostgresSupervised,
+  durableSqlEngineSupervised,
   supervised,
   server,
   serverSupervised

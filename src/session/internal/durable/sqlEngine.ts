@@ -127,11 +127,26 @@ const decodeExit = (text: string): Effect.Effect<Exit.Exit<unknown, unknown>, Sc
 const jsonOf = (schema: Schema.Top): Schema.Codec<unknown, string> =>
   Schema.make<Schema.Codec<unknown, string>>(Schema.fromJsonString(Schema.toCodecJson(schema)).ast)
 
+interface Codecs {
+  readonly payload: Schema.Codec<unknown, string>
+  readonly result: Schema.Codec<unknown, string>
+}
+
+/** The codecs of each workflow, made once (a codec made anew is compiled anew: a session's start paid ~10 ms). */
+const codecs = new WeakMap<Workflow.Any, Codecs>()
+
 /** The codecs of a workflow's payload and result, as JSON text. */
-const codecsOf = (workflow: Workflow.Any) => ({
-  payload: jsonOf(workflow.payloadSchema),
-  result: jsonOf(Workflow.Result({ success: workflow.successSchema, error: workflow.errorSchema }))
-})
+const codecsOf = (workflow: Workflow.Any): Codecs => {
+  let made = codecs.get(workflow)
+  if (made === undefined) {
+    made = {
+      payload: jsonOf(workflow.payloadSchema),
+      result: jsonOf(Workflow.Result({ success: workflow.successSchema, error: workflow.errorSchema }))
+    }
+    codecs.set(workflow, made)
+  }
+  return made
+}
 
 type WakeMode = "explicit" | "automatic"
 
