@@ -33,9 +33,10 @@
  *   never lost; {@link supervise} resumes suspended sessions with backoff.
  *
  * Which engine runs it is the application's choice of layers: the in-memory
- * `WorkflowEngine.layerMemory` for tests, `ClusterWorkflowEngine` on a
- * `SingleRunner` for one process, or on socket runners with `@effect/sql-pg`
- * for several (see docs/sessions.md).
+ * `WorkflowEngine.layerMemory` for tests; {@link layerSqlEngine}, the sessions'
+ * own engine on PostgreSQL, for one process or several (a turn in one or two
+ * writes); or `ClusterWorkflowEngine`, on a `SingleRunner` for one process or
+ * on socket runners with `@effect/sql-pg` for several (see docs/sessions.md).
  *
  * @since 0.1.0
  */
@@ -230,7 +231,7 @@ const storageFailure = (operation: string) => <A, E, R>(
  * @since 0.1.0
  * @category workflow
  */
-export const SessionWorkflow = Workflow.make("effect-agent/DurableSession", {
+export const SessionWorkflow = Workflow.make(StoreModule.workflowName, {
   payload: Body.Payload,
   success: Body.Result,
   error: AgentErrorSchema,

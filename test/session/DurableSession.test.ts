@@ -34,6 +34,7 @@ import * as Body from "../../src/session/internal/durable/body.ts"
 import { assertValidTranscript, recorder } from "../support.ts"
 import { Deploy, followTranscript, threeTurns, toolsLayer, usage } from "./fixture.ts"
 import { storeCancels } from "./store-cancels.ts"
+import { SqlClient } from "effect/sql"
 import { patience } from "../patience.ts"
 import * as SqlEngine from "./sql-engine.ts"
 
@@ -1466,6 +1467,38 @@ describe("DurableSession", () => {
         assert.deepStrictEqual(yield* DurableSession.events("r1"), [])
       }).pipe(Effect.provide(runner("memory", [{ text: "hi", usage }], [])))
     }))
+
+  it.live.skipIf("unavailable" in SqlEngine.available)(
+    "on the SQL engine, reap forgets the session's engine rows too (its execution, results, deferreds), and no " +
+      "other session's; the id starts anew after",
+    () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        const rows = (table: string) =>
+          Effect.map(sql<{ n: number }>`SELECT count(*)::integer AS n FROM ${sql(table)}`, ([row]) => row?.n ?? 0)
+        const counts = Effect.all([
+          rows("effect_agent_wf_executions"),
+          rows("effect_agent_wf_activities"),
+          rows("effect_agent_events")
+        ])
+        yield* DurableSession.run({ sessionId: "rq1", prompt: "go" })
+        const one = yield* counts
+        assert.isTrue(one.every((n) => n > 0), String(one))
+        yield* DurableSession.run({ sessionId: "rq2", prompt: "go" })
+        const two = yield* counts
+        assert.deepStrictEqual(yield* DurableSession.reap("1 hour"), [])
+        // rq1 alone is old enough: the session store's updated_at, set back an hour
+        yield* sql`UPDATE effect_agent_sessions SET updated_at = updated_at - 3600000 WHERE session_id = 'rq1'`
+        assert.deepStrictEqual(yield* DurableSession.reap("30 minutes"), ["rq1"])
+        assert.deepStrictEqual(yield* counts, two.map((n, i) => n - one[i]!))
+        assert.deepStrictEqual(yield* DurableSession.events("rq1"), [])
+        const again = yield* DurableSession.run({ sessionId: "rq1", prompt: "go" })
+        assert.deepStrictEqual(again.outcome, { _tag: "Completed" })
+      }).pipe(Effect.provide(DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.merge(ScriptedModel.layer(followTranscript([{ text: "hi", usage }])), toolsLayer([]))),
+        Layer.provideMerge(SqlEngine.backend())
+      )))
+  )
 
   it.live("a config that does not validate is a ConfigError before anything starts", () =>
     Effect.gen(function*() {

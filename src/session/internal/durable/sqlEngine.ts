@@ -72,12 +72,14 @@ export const migrate: Effect.Effect<void, SqlError.SqlError, SqlClient.SqlClient
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_wf_runners (
     runner_id text PRIMARY KEY, lease_until timestamptz NOT NULL)`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_wf_executions (
-    execution_id text PRIMARY KEY, workflow text NOT NULL, payload text NOT NULL, parent text,
+    execution_id text PRIMARY KEY, workflow text NOT NULL, key text NOT NULL, payload text NOT NULL, parent text,
     owner text, result text, suspended boolean NOT NULL DEFAULT false, failed boolean NOT NULL DEFAULT false,
     wake boolean NOT NULL DEFAULT false, resume boolean NOT NULL DEFAULT false,
     interrupted boolean NOT NULL DEFAULT false)`
   yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_wf_executions_open
     ON effect_agent_wf_executions (owner) WHERE result IS NULL`
+  // an execution by its workflow's idempotency key (a session's id): what forgetting a session deletes
+  yield* sql`CREATE INDEX IF NOT EXISTS effect_agent_wf_executions_key ON effect_agent_wf_executions (workflow, key)`
   yield* sql`CREATE TABLE IF NOT EXISTS effect_agent_wf_activities (
     execution_id text NOT NULL, name text NOT NULL, attempt integer NOT NULL, exit text NOT NULL,
     PRIMARY KEY (execution_id, name, attempt))`
@@ -650,8 +652,9 @@ export const make = (
           const payload = yield* db(Schema.encodeUnknownEffect(codecsOf(workflow).payload)(opts.payload))
           const parent = opts.detached === true ? null : opts.parent?.executionId ?? null
           const inserted = yield* db(sql<ExecutionRow>`
-            INSERT INTO effect_agent_wf_executions (execution_id, workflow, payload, parent, owner)
-            VALUES (${opts.executionId}, ${workflow._tag}, ${payload}, ${parent}, ${runs ? runnerId : null})
+            INSERT INTO effect_agent_wf_executions (execution_id, workflow, key, payload, parent, owner)
+            VALUES (${opts.executionId}, ${workflow._tag}, ${workflow.idempotencyKey(opts.payload)}, ${payload},
+              ${parent}, ${runs ? runnerId : null})
             ON CONFLICT (execution_id) DO NOTHING
             RETURNING execution_id, workflow, payload, parent, owner, result, suspended, failed, interrupted`)
           if (inserted[0] !== undefined && runs) {

@@ -28,7 +28,8 @@ import {
   Question,
   type Service,
   type SessionRecord,
-  StoreError
+  StoreError,
+  workflowName
 } from "./store.ts"
 import type { Entry } from "./outbox.ts"
 
@@ -393,6 +394,13 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
         yield* sql`DELETE FROM effect_agent_questions WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_events WHERE session_id = ${sessionId}`
         yield* sql`DELETE FROM effect_agent_sessions WHERE session_id = ${sessionId}`
+        // the rows of the session's workflow on the SQL engine (`DurableSession.layerSqlEngine`), if it ran there
+        const executions = sql`SELECT execution_id FROM effect_agent_wf_executions
+          WHERE workflow = ${workflowName} AND key = ${sessionId}`
+        yield* sql`DELETE FROM effect_agent_wf_activities WHERE execution_id IN (${executions})`
+        yield* sql`DELETE FROM effect_agent_wf_deferreds WHERE execution_id IN (${executions})`
+        yield* sql`DELETE FROM effect_agent_wf_clocks WHERE execution_id IN (${executions})`
+        yield* sql`DELETE FROM effect_agent_wf_executions WHERE workflow = ${workflowName} AND key = ${sessionId}`
       })).pipe(Effect.mapError(failed("forget")), bounded("forget")),
     database: sql
   }

@@ -19,6 +19,13 @@ import * as SessionId from "../sessionId.ts"
 import type { Entry } from "./outbox.ts"
 
 /**
+ * The name of the sessions' workflow (`DurableSession.SessionWorkflow`), whose idempotency key is the session id.
+ *
+ * @internal
+ */
+export const workflowName = "effect-agent/DurableSession"
+
+/**
  * A storage operation failed.
  *
  * @since 0.1.0
