@@ -1469,6 +1469,30 @@ describe("DurableSession", () => {
     }))
 
   it.live.skipIf("unavailable" in SqlEngine.available)(
+    "on the SQL engine, a long tool call's start is published while it runs, with the model call that asked for it",
+    () =>
+      Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(DurableSession.run({ sessionId: "long1", prompt: "go" }))
+        // c2 (slow) takes 1.5 s: its start, and the model call that asked for it, are out long before it ends
+        const seen = yield* DurableSession.events("long1").pipe(
+          Effect.repeat({
+            until: (events) => events.some((entry) => entry.event._tag === "ToolExecutionStart" && entry.event.toolCallId === "c2"),
+            schedule: Schedule.spaced("20 millis")
+          }),
+          Effect.timeout("30 seconds")
+        )
+        const tags = seen.map((entry) => entry.event._tag === "ToolExecutionStart" || entry.event._tag === "ToolExecutionEnd"
+          ? `${entry.event._tag} ${entry.event.toolCallId}` : entry.event._tag)
+        assert.notInclude(tags, "ToolExecutionEnd c2", JSON.stringify(tags))
+        assert.strictEqual(tags.filter((tag) => tag === "MessageEnd").length, 2, JSON.stringify(tags))
+        const result = yield* Fiber.join(fiber)
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        const published = yield* DurableSession.events("long1")
+        assert.deepStrictEqual(published.map((entry) => entry.seq), published.map((_, i) => i + 1))
+      }).pipe(Effect.provide(runner("sql", threeTurns("slow", 1500), [])))
+  )
+
+  it.live.skipIf("unavailable" in SqlEngine.available)(
     "on the SQL engine, reap forgets the session's engine rows too (its execution, results, deferreds), and no " +
       "other session's; the id starts anew after",
     () =>

@@ -155,6 +155,12 @@ export const add = (outbox: Outbox, event: AgentEvent.AgentEvent, source: Source
   outbox.arrived?.openUnsafe()
 }
 
+/** Whether events wait to be published. */
+const waiting = (outbox: Outbox): boolean => {
+  for (let i = outbox.settled; i < outbox.emitted.length; i++) if (!outbox.emitted[i]!.published) return true
+  return false
+}
+
 /**
  * Takes what is waiting to be published, marking it published.
  *
@@ -258,7 +264,8 @@ const live = <A, E, R, R2>(
   body: Effect.Effect<A, E, R>,
   wait: Duration.Duration
 ): Effect.Effect<A, E, R | R2> => {
-  const arrived = Latch.makeUnsafe(false)
+  // open at once when events wait already (an activity that does not publish first: they go out as the body's do)
+  const arrived = Latch.makeUnsafe(waiting(outbox))
   const ended = Latch.makeUnsafe(false)
   let done = false
   const follow: Effect.Effect<void, never, R2> = Effect.gen(function*() {

@@ -195,6 +195,8 @@ interface Local {
   readonly writing: Semaphore.Semaphore
   /** Begun here, and not run yet: its first run has nothing to read (and its row was just written). */
   fresh: boolean
+  /** Its last run died (the database went away): when, and how many times in a row; the poll runs it again. */
+  died: { readonly at: number; readonly times: number } | undefined
 }
 
 interface Registered {
@@ -280,14 +282,34 @@ export const make = (
      * the results given and those that waited, and the session's events, in one statement. Answers whether
      * the fence held.
      */
-    const write = (local: Local, results: ReadonlyArray<Waiting>, then?: Statement.Fragment) =>
-      local.writing.withPermits(1)(Effect.gen(function*() {
-        const all = [...local.waiting, ...results]
+    const write = (
+      local: Local,
+      results: ReadonlyArray<Waiting>,
+      options: { readonly then?: Statement.Fragment | undefined; readonly fence?: boolean | undefined } = {}
+    ) =>
+      local.writing.withPermits(1)(Effect.suspend(() => {
+        const waited = local.waiting
         const entries = local.events
         local.waiting = []
         local.events = undefined
+        // A statement that fails (the database went away) leaves what waited waiting, for the next write or the
+        // activity made again: nothing handed over is lost, and nothing is written out of its order.
+        return Effect.onError(writeTaken(local, [...waited, ...results], entries, options), () =>
+          Effect.sync(() => {
+            local.waiting = [...waited, ...local.waiting]
+            local.events = joined(entries, local.events)
+          }))
+      }))
+
+    const writeTaken = (
+      local: Local,
+      all: ReadonlyArray<Waiting>,
+      entries: Events | undefined,
+      { fence = false, then }: { readonly then?: Statement.Fragment | undefined; readonly fence?: boolean | undefined }
+    ) =>
+      Effect.gen(function*() {
         const batch = entries === undefined ? undefined : yield* SqlStore.encodeBatch(entries.entries)
-        if (all.length === 0 && batch === undefined && then === undefined) return true
+        if (all.length === 0 && batch === undefined && then === undefined && !fence) return true
         const rows = JSON.stringify(all.map((result) => [result.name, result.attempt, result.exit]))
         const insertEvents = batch === undefined || entries === undefined
           ? sql``
@@ -310,7 +332,7 @@ export const make = (
           Effect.retry({ times: 50, while: (error) => error.reason._tag === "UniqueViolation" })
         )
         return (row?.fenced ?? 0) > 0
-      }))
+      })
 
     /** Hands events over to be written by the execution's next write, after those handed over before. */
     const handOver = (local: Local, events: Events) => {
@@ -323,7 +345,7 @@ export const make = (
 
     /**
      * Starts a run of an execution this runner owns: clears its wakes (this run answers them) and reads its
-     * results and deferreds, in one statement. `undefined` when it is not this runner's any more.
+     * results and deferreds. `false` when it is not this runner's any more.
      */
     const startRun = (local: Local) =>
       Effect.gen(function*() {
@@ -331,32 +353,35 @@ export const make = (
           local.fresh = false
           return true
         }
-        const rows = yield* sql<{ kind: string; key: string; exit: string | null; interrupted: boolean | null }>`
-          WITH started AS (
+        // What a run preempted or dead left waiting is written before the replay reads (it would make it again)
+        if (local.waiting.length > 0 || local.events !== undefined) {
+          if (!(yield* write(local, []))) return false
+        }
+        // The wakes are cleared first, holding the row's lock; the results and deferreds are read after, in the
+        // same transaction but a snapshot of their own: a deferred completed before the lock was taken is read,
+        // one completed after sets its wake again once the lock is let go (its statement waits for it).
+        const read = yield* sql.withTransaction(Effect.gen(function*() {
+          const started = yield* sql<{ interrupted: boolean }>`
             UPDATE effect_agent_wf_executions SET wake = false, resume = false, suspended = false, failed = false
-            WHERE execution_id = ${local.executionId} AND owner = ${runnerId} RETURNING interrupted)
-          SELECT 's' AS kind, '' AS key, NULL AS exit, interrupted FROM started
-          UNION ALL
-          SELECT 'a', name || '/' || attempt, exit, NULL FROM effect_agent_wf_activities
-          WHERE execution_id = ${local.executionId} AND EXISTS (SELECT 1 FROM started)
-          UNION ALL
-          SELECT 'd', name, exit, NULL FROM effect_agent_wf_deferreds
-          WHERE execution_id = ${local.executionId} AND EXISTS (SELECT 1 FROM started)`
-        if (!rows.some((row) => row.kind === "s")) return false
+            WHERE execution_id = ${local.executionId} AND owner = ${runnerId} RETURNING interrupted`
+          if (started.length === 0) return undefined
+          const rows = yield* sql<{ kind: string; key: string; exit: string }>`
+            SELECT 'a' AS kind, name || '/' || attempt AS key, exit FROM effect_agent_wf_activities
+            WHERE execution_id = ${local.executionId}
+            UNION ALL
+            SELECT 'd', name, exit FROM effect_agent_wf_deferreds WHERE execution_id = ${local.executionId}`
+          return { interrupted: started[0]?.interrupted === true, rows }
+        }))
+        if (read === undefined) return false
+        if (read.interrupted) local.interrupted = true
         const activities = new Map<string, Exit.Exit<unknown, unknown>>()
         const deferreds = new Map<string, Exit.Exit<unknown, unknown>>()
-        for (const row of rows) {
-          if (row.kind === "s") {
-            if (row.interrupted === true) local.interrupted = true
-            continue
-          }
-          const exit = yield* decodeExit(row.exit ?? "")
+        for (const row of read.rows) {
+          const exit = yield* decodeExit(row.exit)
           ;(row.kind === "a" ? activities : deferreds).set(row.key, exit)
         }
         local.activities = activities
         local.deferreds = deferreds
-        local.waiting = []
-        local.events = undefined
         return true
       })
 
@@ -365,27 +390,23 @@ export const make = (
       Effect.gen(function*() {
         if (result._tag === "Suspended") {
           // with the results and events that waited: the replay that the wake makes reads them
-          const held = yield* write(
-            local,
-            [],
-            sql`, suspended AS (UPDATE effect_agent_wf_executions SET suspended = true, failed = ${result.failed === true}
-              WHERE execution_id IN (SELECT execution_id FROM fence))`
-          )
+          const held = yield* write(local, [], {
+            then: sql`, suspended AS (UPDATE effect_agent_wf_executions SET suspended = true,
+              failed = ${result.failed === true} WHERE execution_id IN (SELECT execution_id FROM fence))`
+          })
           if (!held) yield* abandon(local)
           return
         }
         const text = yield* Schema.encodeUnknownEffect(codecsOf(local.workflow).result)(result)
         // with the events that waited (a last model call's): the results that waited matter no more, but are kept
-        const held = yield* write(
-          local,
-          [],
-          sql`, ended AS (
+        const held = yield* write(local, [], {
+          then: sql`, ended AS (
             UPDATE effect_agent_wf_executions SET result = ${text}, owner = NULL, suspended = false, wake = false,
               resume = false
             WHERE execution_id IN (SELECT execution_id FROM fence)),
           clocks AS (DELETE FROM effect_agent_wf_clocks
             WHERE execution_id IN (SELECT execution_id FROM fence))`
-        )
+        })
         if (!held) return yield* abandon(local)
         if (local.parent !== undefined) yield* wake(local.parent, "automatic")
       })
@@ -449,9 +470,20 @@ export const make = (
           (effect) => deferredState.trackRun(instance, effect),
           Effect.tap((result) => instance.abandoned ? Effect.void : db(record(state, result))),
           Effect.onExit((exit) => {
-            if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") return Effect.void
-            // A run that died (the database went away) stays, for a resume to run it again.
-            if (Exit.isFailure(exit) && !instance.abandoned) return Effect.void
+            if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") {
+              // a suspended run's results are read again by its next run
+              state.activities = new Map()
+              state.deferreds = new Map()
+              return Effect.void
+            }
+            // A run that died (the database went away) stays, and the poll runs it again (with backoff); one that
+            // a completion preempted is run again by the wake.
+            if (Exit.isFailure(exit) && !instance.abandoned) {
+              if (!(Cause.hasInterruptsOnly(exit.cause) && instance.suspended)) {
+                state.died = { at: Date.now(), times: (state.died?.times ?? 0) + 1 }
+              }
+              return Effect.void
+            }
             return Effect.andThen(
               Scope.close(state.scope, Exit.void),
               Effect.suspend(() => {
@@ -470,7 +502,14 @@ export const make = (
     const adopt = (row: ExecutionRow) =>
       Effect.gen(function*() {
         const entry = workflows.get(row.workflow)
-        if (entry === undefined || locals.has(row.execution_id)) return
+        if (entry === undefined) return
+        const stale = locals.get(row.execution_id)
+        if (stale !== undefined) {
+          // a run of it goes on here: it is that one's
+          if (stale.fiber !== undefined && stale.fiber.pollUnsafe() === undefined) return
+          // one left from before this runner lost it (and now took it back): its state is not the row's
+          stale.instance.abandoned = true
+        }
         const payload = yield* Schema.decodeUnknownEffect(codecsOf(entry.workflow).payload)(row.payload)
         if (typeof payload !== "object" || payload === null) return yield* Effect.die("a workflow's payload is no object")
         const local: Local = {
@@ -491,7 +530,8 @@ export const make = (
           waiting: [],
           events: undefined,
           writing: Semaphore.makeUnsafe(1),
-          fresh: false
+          fresh: false,
+          died: undefined
         }
         locals.set(row.execution_id, local)
         return local
@@ -501,12 +541,13 @@ export const make = (
      * Wakes an execution: marks it (so that its owner, or any runner if it has none, runs it), and runs it here
      * at once if this runner owns it, or can claim it.
      */
-    const wake = (executionId: string, mode: WakeMode) =>
+    const wake = (executionId: string, mode: WakeMode, completed: ReadonlyArray<string> = []) =>
       Effect.gen(function*() {
         const local = locals.get(executionId)
         if (local !== undefined) {
-          for (const name of local.instance.awaitedDeferreds.keys()) {
-            yield* deferredState.deferredDone(executionId, name)
+          // a run that waits (live) on a deferred completed elsewhere is preempted, as `layerMemory` does
+          for (const name of completed) {
+            if (!local.deferreds.has(name)) yield* deferredState.deferredDone(executionId, name)
           }
           return yield* resume(executionId, mode)
         }
@@ -516,9 +557,12 @@ export const make = (
     /** Claims one execution that needs a run and has no live owner, and runs it. */
     const claimOne = (executionId: string) =>
       Effect.gen(function*() {
+        const names = [...workflows.keys()]
+        if (names.length === 0) return
         const rows = yield* db(sql<ExecutionRow>`
           UPDATE effect_agent_wf_executions e SET owner = ${runnerId}
-          WHERE e.execution_id = ${executionId} AND e.result IS NULL AND ${claimable}
+          WHERE e.execution_id = ${executionId} AND e.result IS NULL AND e.workflow IN ${sql.in(names)}
+            AND ${claimable}
           RETURNING e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
             e.interrupted`)
         for (const row of rows) yield* takeUp(row)
@@ -530,16 +574,27 @@ export const make = (
         if (local !== undefined) yield* resume(row.execution_id, "explicit")
       })
 
-    /** An execution (`e`) that needs a run and whose owner, if any, is gone. */
+    /**
+     * An execution (`e`) that needs a run and whose owner, if any, is gone; claimed only while this runner's own
+     * lease holds (one whose lease ran out would take what others take back).
+     */
     const claimable = sql`(e.owner IS NULL OR NOT EXISTS (
         SELECT 1 FROM effect_agent_wf_runners r WHERE r.runner_id = e.owner AND r.lease_until > now()))
-      AND (NOT e.suspended OR e.resume OR (e.wake AND NOT e.failed))`
+      AND (NOT e.suspended OR e.resume OR (e.wake AND NOT e.failed))
+      AND EXISTS (SELECT 1 FROM effect_agent_wf_runners me WHERE me.runner_id = ${runnerId} AND me.lease_until > now())`
 
     /** One poll: claims what needs a run, and wakes this runner's executions that were woken elsewhere. */
     const poll = Effect.gen(function*() {
       const names = [...workflows.keys()]
       if (names.length === 0) return
-      const rows = yield* db(sql<ExecutionRow & { readonly claimed: boolean; readonly resume: boolean; readonly wake: boolean }>`
+      const rows = yield* db(sql<
+        ExecutionRow & {
+          readonly claimed: boolean
+          readonly resume: boolean
+          readonly wake: boolean
+          readonly deferreds: ReadonlyArray<string> | null
+        }
+      >`
         WITH candidates AS (
           SELECT e.execution_id FROM effect_agent_wf_executions e
           WHERE e.result IS NULL AND e.workflow IN ${sql.in(names)} AND e.owner IS DISTINCT FROM ${runnerId}
@@ -549,11 +604,12 @@ export const make = (
           UPDATE effect_agent_wf_executions e SET owner = ${runnerId} FROM candidates c
           WHERE e.execution_id = c.execution_id
           RETURNING e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
-            e.interrupted, e.resume, e.wake, true AS claimed)
+            e.interrupted, e.resume, e.wake, true AS claimed, NULL::text[] AS deferreds)
         SELECT * FROM claimed
         UNION ALL
         SELECT e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
-          e.interrupted, e.resume, e.wake, false AS claimed
+          e.interrupted, e.resume, e.wake, false AS claimed,
+          ARRAY(SELECT d.name FROM effect_agent_wf_deferreds d WHERE d.execution_id = e.execution_id) AS deferreds
         FROM effect_agent_wf_executions e
         WHERE e.owner = ${runnerId} AND e.result IS NULL AND (e.wake OR e.resume OR e.interrupted)`)
       for (const row of rows) {
@@ -574,37 +630,66 @@ export const make = (
         // (a run going on that waits for nothing: it reads the wake when it next suspends; the flag stays till then)
         if (!row.resume && local.fiber !== undefined && local.fiber.pollUnsafe() === undefined &&
           local.instance.awaitedDeferreds.size === 0) continue
-        if (row.resume || row.wake) yield* wake(row.execution_id, row.resume ? "explicit" : "automatic")
+        if (row.resume || row.wake) {
+          yield* wake(row.execution_id, row.resume ? "explicit" : "automatic", row.deferreds ?? [])
+        }
+      }
+      // runs that died are run again, backing off from 200 ms to 30 s
+      const now = Date.now()
+      for (const local of [...locals.values()]) {
+        const died = local.died
+        if (died === undefined || now < died.at + Math.min(30_000, 200 * 2 ** (died.times - 1))) continue
+        local.died = undefined
+        yield* resume(local.executionId, "explicit")
       }
     })
 
     /** Fires the clocks that are due (any runner's). */
     const fireClocks = Effect.gen(function*() {
-      const due = yield* db(sql<{ execution_id: string; deferred: string }>`
-        DELETE FROM effect_agent_wf_clocks WHERE wake_at <= now() RETURNING execution_id, deferred`)
-      for (const clock of due) yield* complete(clock.execution_id, clock.deferred, Exit.void)
+      // the clock, its deferred's completion and the wake in one statement: a clock is never gone unfired
+      const voidExit = yield* db(encodeExit(Exit.void))
+      const woken = yield* db(sql<{ execution_id: string; deferred: string }>`
+        WITH due AS (
+          DELETE FROM effect_agent_wf_clocks WHERE wake_at <= now() RETURNING execution_id, deferred),
+        kept AS (
+          INSERT INTO effect_agent_wf_deferreds (execution_id, name, exit)
+          SELECT execution_id, deferred, ${voidExit} FROM due ON CONFLICT DO NOTHING RETURNING execution_id, name),
+        woken AS (
+          UPDATE effect_agent_wf_executions SET wake = true
+          WHERE execution_id IN (SELECT execution_id FROM kept) AND result IS NULL)
+        SELECT execution_id, name AS deferred FROM kept`)
+      for (const clock of woken) {
+        const local = locals.get(clock.execution_id)
+        if (local !== undefined) local.deferreds.set(clock.deferred, Exit.void)
+        yield* wake(clock.execution_id, "automatic", [clock.deferred])
+      }
     })
 
     /** Keeps a deferred's first completion, and wakes its execution. */
     const complete = (executionId: string, name: string, exit: Exit.Exit<unknown, unknown>) =>
       Effect.gen(function*() {
         const text = yield* db(encodeExit(exit))
-        const rows = yield* db(sql`
-          WITH kept AS (
-            INSERT INTO effect_agent_wf_deferreds (execution_id, name, exit) VALUES (${executionId}, ${name}, ${text})
-            ON CONFLICT DO NOTHING RETURNING execution_id)
-          UPDATE effect_agent_wf_executions SET wake = true
-          WHERE execution_id IN (SELECT execution_id FROM kept) AND result IS NULL RETURNING 1`)
+        const current = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
+        // completed by the execution's own run (it raced waits): that run knows, and its row needs no wake
+        const own = Option.isSome(current) && current.value.executionId === executionId
+        const rows = own
+          ? yield* db(sql`INSERT INTO effect_agent_wf_deferreds (execution_id, name, exit)
+              VALUES (${executionId}, ${name}, ${text}) ON CONFLICT DO NOTHING RETURNING 1`)
+          : yield* db(sql`
+              WITH kept AS (
+                INSERT INTO effect_agent_wf_deferreds (execution_id, name, exit)
+                VALUES (${executionId}, ${name}, ${text}) ON CONFLICT DO NOTHING RETURNING execution_id)
+              UPDATE effect_agent_wf_executions SET wake = true
+              WHERE execution_id IN (SELECT execution_id FROM kept) AND result IS NULL RETURNING 1`)
         if (rows.length === 0) return
         const local = locals.get(executionId)
         if (local !== undefined) {
           local.deferreds.set(name, exit)
           yield* deferredState.deferredDone(executionId, name)
-          return yield* Effect.flatMap(Effect.serviceOption(WorkflowEngine.WorkflowInstance), (instance) =>
-            // A run cannot wait for its own end: the engine's scope owns the wake.
-            Option.isSome(instance) && instance.value.executionId === executionId
-              ? Effect.asVoid(Effect.forkIn(resume(executionId, "automatic"), engineScope))
-              : resume(executionId, "automatic"))
+          // A run cannot wait for its own end: the engine's scope owns the wake.
+          return yield* own
+            ? Effect.asVoid(Effect.forkIn(resume(executionId, "automatic"), engineScope))
+            : resume(executionId, "automatic")
         }
         if (runs) yield* claimOne(executionId)
       })
@@ -744,11 +829,17 @@ export const make = (
         const activityInstance = WorkflowEngine.WorkflowInstance.initial(instance.workflow, instance.executionId)
         activityInstance.interrupted = instance.interrupted
         let mayWait = false
+        // what published while it ran: a result whose events went out may not wait (a replay would make another)
+        let publishedLive = false
         const commit = Commit.of({
           database: sql,
           publish: (sessionId, entries) => {
-            if (entries.length > 0) handOver(local, { sessionId, entries })
-            return Effect.flatMap(db(write(local, [])), (held) => fenced(local, held))
+            if (entries.length > 0) {
+              handOver(local, { sessionId, entries })
+              publishedLive = true
+            }
+            // always fenced (with nothing to write, the fence alone): what follows acts as this runner's
+            return Effect.flatMap(db(write(local, [], { fence: true })), (held) => fenced(local, held))
           },
           withResult: (sessionId, entries) => {
             if (entries.length > 0) handOver(local, { sessionId, entries })
@@ -765,7 +856,7 @@ export const make = (
         if (result._tag === "Suspended") return result
         const exit = yield* db(encodeExit(result.exit))
         const done: Waiting = { name: activity.name, attempt, exit }
-        if (mayWait) local.waiting.push(done)
+        if (mayWait && !publishedLive) local.waiting.push(done)
         else yield* fenced(local, yield* db(write(local, [done])))
         local.activities.set(key, result.exit)
         return result
@@ -774,10 +865,11 @@ export const make = (
         Effect.gen(function*() {
           const local = locals.get(executionId)
           const exit = local?.fiber?.pollUnsafe()
-          if (exit !== undefined) {
-            if (exit._tag === "Success") return Option.some(exit.value)
-          }
+          // a run going on here (its row may say it is suspended a while yet), or ended: else the row says
           if (local !== undefined && local.fiber !== undefined && exit === undefined) return Option.none()
+          if (exit !== undefined && exit._tag === "Success" && exit.value._tag === "Complete") {
+            return Option.some(exit.value)
+          }
           return yield* resultOf(workflow, yield* readRow(executionId))
         }),
       deferredResult: Effect.fnUntraced(function*(deferred) {
@@ -801,30 +893,8 @@ export const make = (
         })
     })
 
-    yield* db(heartbeat)
-    yield* Effect.forkIn(
-      Effect.repeat(Effect.ignore(db(heartbeat)), Schedule.spaced(Duration.millis(leaseMs / 3))),
-      engineScope
-    )
-    if (runs) {
-      let polls = 0
-      const passes = Effect.gen(function*() {
-        yield* poll
-        // clocks due are looked for every fifth poll: the runner that set one fires it on time
-        if (polls++ % 5 === 0) yield* fireClocks
-      })
-      yield* Effect.forkIn(
-        Effect.repeat(
-          passes.pipe(Effect.catchCause((cause) =>
-            Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning("effect-agent: the SQL workflow engine's poll failed", cause)
-          )),
-          Schedule.spaced(pollEvery)
-        ),
-        engineScope
-      )
-    }
     // Closing: this runner's runs are given up (no finalizer runs), and its executions handed back for another
-    // runner (or its next start) to take up.
+    // runner (or its next start) to take up. (Added first, it runs last: after the poll and the lease stop.)
     yield* Scope.addFinalizer(
       engineScope,
       Effect.gen(function*() {
@@ -839,5 +909,26 @@ export const make = (
         yield* Effect.ignore(sql`DELETE FROM effect_agent_wf_runners WHERE runner_id = ${runnerId}`)
       })
     )
+    /** A pass that fails (the database is away) is logged, and the next one is made on time. */
+    const logged = (what: string) => <A>(effect: Effect.Effect<A>) =>
+      effect.pipe(Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.failCause(cause)
+          : Effect.logWarning(`effect-agent: the SQL workflow engine's ${what} failed`, cause)
+      ))
+    yield* db(heartbeat)
+    yield* Effect.forkIn(
+      Effect.repeat(logged("lease renewal")(db(heartbeat)), Schedule.spaced(Duration.millis(leaseMs / 3))),
+      engineScope
+    )
+    if (runs) {
+      let polls = 0
+      const passes = Effect.gen(function*() {
+        yield* poll
+        // clocks due are looked for every fifth poll: the runner that set one fires it on time
+        if (polls++ % 5 === 0) yield* fireClocks
+      })
+      yield* Effect.forkIn(Effect.repeat(logged("poll")(passes), Schedule.spaced(pollEvery)), engineScope)
+    }
     return engine
   })
