@@ -577,11 +577,16 @@ const messagesOf = (session: Session, kind: MessageKind): Effect.Effect<Taken> =
  * watermarks past what it read, from its record on a replay.
  */
 const takeInbox = (session: Session, kind: MessageKind, name: string, read: Effect.Effect<Taken>) =>
-  Effect.map(activity(session, name, Taken, Schema.Never, read, { publishes: kind !== "steering" }), (taken) => {
-    session.watermark[kind] = taken.last
-    if (taken.cancels !== undefined) session.watermark.cancel = taken.cancels.last
-    return taken
-  })
+  Effect.map(
+    // On an engine that writes events with results (see `Commit`), a take's result and the events before it wait
+    // for the execution's next write: it reads, and what it read is read again by a replay that lost it.
+    activity(session, name, Taken, Schema.Never, read, { publishes: kind !== "steering", fold: true, mayWait: true }),
+    (taken) => {
+      session.watermark[kind] = taken.last
+      if (taken.cancels !== undefined) session.watermark.cancel = taken.cancels.last
+      return taken
+    }
+  )
 
 /**
  * A steering take's body: a cancel past the cancel watermark, if any, cancels
@@ -1198,7 +1203,9 @@ export const make = <R>(options: Options<R>) =>
         Effect.as(orDie(store.register(payload.sessionId, startedAt)), {
           runId: globalThis.crypto.randomUUID(),
           startedAt
-        }))
+        })),
+      // (on an engine that writes events with results, it goes with the first write: nothing is out before it)
+      { fold: true, mayWait: true }
     )
     const now = yield* Clock.currentTimeMillis
     const { request } = payload
@@ -1244,7 +1251,9 @@ export const make = <R>(options: Options<R>) =>
           Effect.flatMap(
             Clock.currentTimeMillis,
             (at) => orDie(Effect.andThen(store.closeQuestions(payload.sessionId), store.finish(payload.sessionId, at)))
-          )
+          ),
+          // (on an engine that writes events with results, it and the last events go with the session's end)
+          { fold: true, mayWait: true }
         ),
         result
       )
