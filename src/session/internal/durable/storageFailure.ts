@@ -116,6 +116,11 @@ export const waitingForTheDatabase = <E2>(options: {
   )
 }
 
+/** (made once: every activity of a session rides out with it, and parsing its durations cost a turn ~50 µs) */
+const ridingOutSchedule = Schedule.min([Schedule.exponential("200 millis"), Schedule.spaced("5 seconds")]).pipe(
+  Schedule.upTo({ duration: "1 minute" })
+)
+
 /**
  * Makes again, with backoff (200 ms, up to 5 s between tries, for up to a
  * minute), a call to the engine that died because its storage failed; any
@@ -128,9 +133,7 @@ export const ridingOut = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effec
     Effect.sandbox,
     Effect.retry({
       while: (cause) => storageFailureOf(cause) !== undefined && !Cause.hasInterrupts(cause),
-      schedule: Schedule.min([Schedule.exponential("200 millis"), Schedule.spaced("5 seconds")]).pipe(
-        Schedule.upTo({ duration: "1 minute" })
-      )
+      schedule: ridingOutSchedule
     }),
     Effect.catch((cause) => Effect.failCause(cause))
   )
