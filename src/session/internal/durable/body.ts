@@ -315,6 +315,11 @@ interface Session {
   questions: number
   /** Set when this run of the body is interrupted (see `stopsOnAbnormalExit`). */
   stopping: boolean
+  /**
+   * The last place in the inbox that this run's last steering read saw (`Store.readSteering`'s `head`), when it
+   * found no cancel: a take whose engine's last write saw no later place has nothing new to read.
+   */
+  inboxRead: number | undefined
 }
 
 const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
@@ -601,14 +606,25 @@ const steeringTake = (session: Session, cancelled: Deferred.Deferred<string>): E
     const readSteering = session.store.readSteering
     if (readSteering !== undefined) {
       const after = { cancel: session.watermark.cancel, steering: session.watermark.steering }
-      return Effect.map(orDie(readSteering(session.sessionId, after)), ({ cancels, steering }): Taken =>
-        cancels.length === 0
+      const read = Effect.map(orDie(readSteering(session.sessionId, after)), ({ cancels, head, steering }): Taken => {
+        session.inboxRead = cancels.length === 0 ? head : undefined
+        return cancels.length === 0
           ? { messages: steering.map((entry) => entry.message), last: lastOf(steering, after.steering) }
           : {
             messages: [],
             last: after.steering,
             cancels: { last: lastOf(cancels, after.cancel), reason: Message.textOf(cancels[0]!.message) }
-          })
+          }
+      })
+      // On an engine that reads the inbox's last place with its writes (see `Commit`): when nothing came after
+      // what this run read last, there is nothing to read (a take right after a turn's write, each turn).
+      return Effect.flatMap(Effect.serviceOption(Commit), (offered) => {
+        const head = committing(session, offered)?.inboxHead(session.sessionId)
+        const seen = session.inboxRead
+        return head !== undefined && seen !== undefined && head <= seen
+          ? Effect.succeed({ messages: [], last: after.steering })
+          : read
+      })
     }
     return Effect.flatMap(readInbox(session, "cancel"), (cancels) =>
       cancels.length === 0
@@ -1191,7 +1207,8 @@ export const make = <R>(options: Options<R>) =>
       idle: 0,
       segment: 0,
       questions: 0,
-      stopping: false
+      stopping: false,
+      inboxRead: undefined
     }
     yield* abandonsOnShardLoss(session)
     const started = yield* activity(

@@ -35,6 +35,11 @@ export interface Service {
   readonly withResult: (sessionId: string, entries: ReadonlyArray<Entry>) => void
   /** This activity's result (and the events it hands `withResult`) may wait for the execution's next write. */
   readonly mayWait: () => void
+  /**
+   * The last place in the session's inbox as the execution's last write read it, if it read one: a steering
+   * take that read the inbox up to it before need not read again (nothing came since).
+   */
+  readonly inboxHead: (sessionId: string) => number | undefined
 }
 
 /**

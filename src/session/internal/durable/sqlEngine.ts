@@ -197,6 +197,11 @@ interface Local {
   fresh: boolean
   /** Its last run died (the database went away): when, and how many times in a row; the poll runs it again. */
   died: { readonly at: number; readonly times: number } | undefined
+  /**
+   * The session its events are of (known once it hands some over), and the last place in the session's inbox
+   * as the last write read it.
+   */
+  inbox: { readonly sessionId: string; head: number | undefined } | undefined
 }
 
 interface Registered {
@@ -314,7 +319,12 @@ export const make = (
         const insertEvents = batch === undefined || entries === undefined
           ? sql``
           : sql`, events AS (${SqlStore.insertEvents(sql, entries.sessionId, batch, sql.literal("fence AS gate"))})`
-        const statement = sql<{ fenced: number }>`
+        // (the session's inbox's last place, read with the write: a steering take right after need not read it)
+        const inbox = local.inbox
+        const inboxHead = inbox === undefined
+          ? sql`NULL::integer`
+          : sql`(SELECT COALESCE(MAX(seq), 0) FROM effect_agent_inbox_next WHERE session_id = ${inbox.sessionId})`
+        const statement = sql<{ fenced: number; head: number | null }>`
           WITH fence AS (
             SELECT execution_id FROM effect_agent_wf_executions
             WHERE execution_id = ${local.executionId} AND owner = ${runnerId} FOR SHARE),
@@ -325,18 +335,21 @@ export const make = (
             ON CONFLICT DO NOTHING)
           ${insertEvents}
           ${then ?? sql``}
-          SELECT count(*)::integer AS fenced FROM fence`
+          SELECT count(*)::integer AS fenced, ${inboxHead} AS head FROM fence`
         // A publisher of the session's events outside this engine (none, on a runner whose store is the
         // engine's) could collide on (session_id, seq): the statement is made again (its results are kept once).
         const [row] = yield* statement.pipe(
           Effect.retry({ times: 50, while: (error) => error.reason._tag === "UniqueViolation" })
         )
-        return (row?.fenced ?? 0) > 0
+        const held = (row?.fenced ?? 0) > 0
+        if (held && inbox !== undefined && row !== undefined && row.head !== null) inbox.head = Number(row.head)
+        return held
       })
 
     /** Hands events over to be written by the execution's next write, after those handed over before. */
     const handOver = (local: Local, events: Events) => {
       local.events = joined(local.events, events)
+      if (local.inbox === undefined) local.inbox = { sessionId: events.sessionId, head: undefined }
     }
 
     /** A fenced write that finds the execution gone to another runner abandons this run. */
@@ -531,7 +544,8 @@ export const make = (
           events: undefined,
           writing: Semaphore.makeUnsafe(1),
           fresh: false,
-          died: undefined
+          died: undefined,
+          inbox: undefined
         }
         locals.set(row.execution_id, local)
         return local
@@ -846,7 +860,8 @@ export const make = (
           },
           mayWait: () => {
             mayWait = true
-          }
+          },
+          inboxHead: (sessionId) => local.inbox?.sessionId === sessionId ? local.inbox.head : undefined
         })
         const result = yield* activity.executeEncoded.pipe(
           Workflow.intoResult,

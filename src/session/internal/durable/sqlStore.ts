@@ -275,28 +275,32 @@ export const make: Effect.Effect<Service, never, SqlClient.SqlClient> = Effect.g
       ),
     readSteering: (sessionId, after) =>
       Effect.gen(function*() {
-        // `readInbox` of the cancels and of the steering, in one statement (one round trip, each turn)
+        // `readInbox` of the cancels and of the steering, in one statement (one round trip), with the inbox's head
         const rows = yield* sql<{ seq: number; kind: string; message: string }>`
           WITH dropped AS (
             DELETE FROM effect_agent_inbox WHERE session_id = ${sessionId}
               AND ((kind = 'cancel' AND seq <= ${after.cancel}) OR (kind = 'steering' AND seq <= ${after.steering}))
           )
-          SELECT seq, kind, message FROM effect_agent_inbox
-          WHERE session_id = ${sessionId}
-            AND ((kind = 'cancel' AND seq > ${after.cancel}) OR (kind = 'steering' AND seq > ${after.steering}))
-          ORDER BY seq`
+          SELECT seq, kind, message FROM (
+            SELECT seq, kind, message FROM effect_agent_inbox
+            WHERE session_id = ${sessionId}
+              AND ((kind = 'cancel' AND seq > ${after.cancel}) OR (kind = 'steering' AND seq > ${after.steering}))
+            UNION ALL
+            SELECT COALESCE((SELECT seq FROM effect_agent_inbox_next WHERE session_id = ${sessionId}), 0), 'head', ''
+          ) read ORDER BY seq`
+        const head = Number(rows.find((row) => row.kind === "head")?.seq ?? 0)
         const decode = (kind: string) =>
           Effect.forEach(rows.filter((row) => row.kind === kind), (row) =>
             Effect.map(decodeMessage(row.message), (message) => ({ seq: Number(row.seq), message })))
         const cancels = yield* decode("cancel")
-        if (cancels.length > 0) return { cancels, steering: [] }
+        if (cancels.length > 0) return { cancels, steering: [], head }
         const steering = yield* decode("steering")
         const last = steering.at(-1)?.seq
         if (last !== undefined) {
           yield* sql`UPDATE effect_agent_inbox_next SET read_steering = GREATEST(read_steering, ${last})
             WHERE session_id = ${sessionId}`
         }
-        return { cancels, steering }
+        return { cancels, steering, head }
       }).pipe(Effect.mapError(failed("readSteering")), bounded("readSteering")),
     setWaiting: (sessionId, wait) =>
       (wait === undefined

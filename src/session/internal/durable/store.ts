@@ -266,13 +266,18 @@ export interface Service {
   /**
    * A steering take's read in one round trip, where the store offers it (without it, the take reads the cancels,
    * then the steering, with `readInbox`): the cancels after `after.cancel` and, when there is none, the steering
-   * messages after `after.steering`, each read as `readInbox` reads it (when a cancel waits, no steering is read).
+   * messages after `after.steering`, each read as `readInbox` reads it (when a cancel waits, no steering is read);
+   * and `head`, the last place in the session's inbox when it read (`0`: none yet), if the store keeps one.
    */
   readonly readSteering?: (
     sessionId: string,
     after: { readonly cancel: number; readonly steering: number }
   ) => Effect.Effect<
-    { readonly cancels: ReadonlyArray<InboxEntry>; readonly steering: ReadonlyArray<InboxEntry> },
+    {
+      readonly cancels: ReadonlyArray<InboxEntry>
+      readonly steering: ReadonlyArray<InboxEntry>
+      readonly head?: number | undefined
+    },
     StoreError | InvalidSessionId
   >
   /** Records the idle wait a session is in (`undefined`: none); atomic with {@link appendCancel}. */
@@ -458,14 +463,15 @@ export const makeMemory = (): Service => {
     readSteering: (sessionId, after) =>
       Effect.sync(() => {
         const box = inbox.get(sessionId)
-        if (box === undefined) return { cancels: [], steering: [] }
+        if (box === undefined) return { cancels: [], steering: [], head: 0 }
+        const head = box.next - 1
         const past = (kind: InboxKind, seq: number) => kind === "cancel" ? seq > after.cancel : kind !== "steering" || seq > after.steering
         box.entries = box.entries.filter((entry) => past(entry.kind, entry.seq))
         const cancels = box.entries.filter((entry) => entry.kind === "cancel").map(({ message, seq }) => ({ seq, message }))
-        if (cancels.length > 0) return { cancels, steering: [] }
+        if (cancels.length > 0) return { cancels, steering: [], head }
         const steering = box.entries.filter((entry) => entry.kind === "steering").map(({ message, seq }) => ({ seq, message }))
         box.read.steering = Math.max(box.read.steering, steering.at(-1)?.seq ?? 0)
-        return { cancels, steering }
+        return { cancels, steering, head }
       }),
     setWaiting: (sessionId, wait) =>
       Effect.sync(() => void (wait === undefined ? waits.delete(sessionId) : waits.set(sessionId, wait))),
