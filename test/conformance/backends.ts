@@ -31,6 +31,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { baseUrl, readSse, serverLayer } from "../server/support.ts"
 import { database, engine, sqlEngine } from "../session/cluster-fixture.ts"
+import { SqlClient } from "effect/sql"
 import * as Postgres from "../session/postgres.ts"
 import { agentLayer, billing, type Gate, guardrail, type Scenario, scenarios, systems } from "./scenarios.ts"
 import { patience } from "../patience.ts"
@@ -267,9 +268,24 @@ export const durableMemorySupervised: Backend = {
   make: Effect.map(Layer.build(durableMemoryLayer), (context) => sessionsStart(context, true))
 }
 
+/** The PostgreSQL server of the matrix's backends: one for all four, started by the first (in the matrix's scope). */
+let sharedServer: Postgres.Postgres | undefined
+
+/** A database of its own for a backend, made empty on the shared server: its URL. */
+let databases = 0
+const databaseOnSharedServer: Effect.Effect<string, unknown, Scope.Scope> = Effect.gen(function*() {
+  if (sharedServer === undefined) sharedServer = yield* Postgres.scoped
+  const name = `conformance_${++databases}`
+  yield* Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql.unsafe(`CREATE DATABASE ${name}`)
+  }).pipe(Effect.provide(database(sharedServer.url)))
+  return sharedServer.url.replace(/\/postgres$/, `/${name}`)
+})
+
 /**
  * One runner in this process on a real PostgreSQL, for every scenario (skipped when PostgreSQL cannot start): on
- * effect's cluster, or on the sessions' own SQL engine.
+ * effect's cluster, or on the sessions' own SQL engine; each in a database of its own on one server.
  */
 const durablePostgresBackend = (name: string, supervised: boolean, kind: "cluster" | "sql" = "cluster"): Backend => ({
   name,
@@ -277,12 +293,12 @@ const durablePostgresBackend = (name: string, supervised: boolean, kind: "cluste
   make: Effect.gen(function*(): Effect.fn.Return<Start | { readonly skip: string }, unknown, Scope.Scope> {
     const available = Postgres.availability()
     if ("unavailable" in available) return { skip: available.unavailable }
-    const pg = yield* Postgres.scoped
-    yield* DurableSession.migrateSql.pipe(Effect.provide(database(pg.url)))
+    const url = yield* databaseOnSharedServer
+    yield* DurableSession.migrateSql.pipe(Effect.provide(database(url)))
     const context = kind === "sql"
-      ? yield* Layer.build(durable(DurableSession.layerSqlStore.pipe(Layer.provideMerge(sqlEngine(pg.url, true)))))
+      ? yield* Layer.build(durable(DurableSession.layerSqlStore.pipe(Layer.provideMerge(sqlEngine(url, true)))))
       : yield* Layer.build(durable(DurableSession.layerSqlStore.pipe(
-        Layer.provideMerge(engine(pg.url, yield* Effect.promise(Postgres.freePort)))
+        Layer.provideMerge(engine(url, yield* Effect.promise(Postgres.freePort)))
       )))
     return sessionsStart(context, supervised)
   })
