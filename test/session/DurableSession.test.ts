@@ -1493,6 +1493,39 @@ describe("DurableSession", () => {
   )
 
   it.live.skipIf("unavailable" in SqlEngine.available)(
+    "on the SQL engine, a turn whose tool call is safe to run again is one writing transaction (issue 33)",
+    () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        // transaction ids are given only to transactions that write (this read takes none)
+        const nextXid = Effect.map(
+          sql<{ xid: string }>`SELECT pg_snapshot_xmax(pg_current_snapshot())::text AS xid`,
+          ([row]) => Number(row?.xid)
+        )
+        const before = yield* nextXid
+        const result = yield* DurableSession.run({ sessionId: "w1", prompt: "go", config: { maxTurns: 30 } })
+        const writes = (yield* nextXid) - before
+        assert.deepStrictEqual(result.outcome, { _tag: "Completed" })
+        assert.strictEqual(result.messages.filter((m) => m.role === "toolResult").length, 20)
+        // 20 tool turns: one write each, and a few a session (its record, its start and end, the engine's row);
+        // two a turn or more before (a model call's and a tool call's, each apart from its events)
+        assert.isAtMost(writes, 30, `${writes} writing transactions for 20 turns`)
+      }).pipe(Effect.provide(DurableSession.layer().pipe(
+        Layer.provideMerge(Layer.merge(
+          ScriptedModel.layer(followTranscript([
+            ...Array.from({ length: 20 }, (_, i): ScriptedModel.Turn => ({
+              toolCalls: [{ id: `s${i}`, name: "step", params: { n: i } }],
+              usage
+            })),
+            { text: "done", usage }
+          ])),
+          toolsLayer([])
+        )),
+        Layer.provideMerge(SqlEngine.backend())
+      )))
+  )
+
+  it.live.skipIf("unavailable" in SqlEngine.available)(
     "on the SQL engine, reap forgets the session's engine rows too (its execution, results, deferreds), and no " +
       "other session's; the id starts anew after",
     () =>

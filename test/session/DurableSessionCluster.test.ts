@@ -26,6 +26,7 @@ import {
   cluster,
   counts,
   deltasOf,
+  finishedApprovedAndSteered,
   kills,
   lines,
   scratch,
@@ -105,15 +106,7 @@ describe.skipIf("unavailable" in available)("DurableSession on a cluster of proc
           // 30 s for the cluster to give up the two that are gone.)
           runners[0] = yield* startRunner(pg.url, ports[0]!, logDir)
           runners[1] = yield* startRunner(pg.url, ports[1]!, logDir)
-          const [status] = yield* allFinished([sessionId], "120 seconds")
-          assert(status !== undefined && status._tag === "Finished", status?._tag)
-          const { messages, outcome } = status.result
-          assert.deepStrictEqual(outcome, { _tag: "Completed" })
-          assertValidTranscript(messages)
-          assert.strictEqual(messages.filter((m) => m.role === "user" && textOf(m) === "mind the gap").length, 1)
-          const events = (yield* DurableSession.events(sessionId)).map((entry) => entry.event._tag)
-          assert.strictEqual(events.filter((tag) => tag === "SteeringDelivered").length, 1)
-          assert.strictEqual(events.filter((tag) => tag === "ApprovalRequested").length, 1)
+          yield* finishedApprovedAndSteered(sessionId, "mind the gap")
         }).pipe(Effect.provide(node(pg.url, undefined, logDir)))
         const tools = counts(lines(path.join(logDir, "tools.log")))
         assert.strictEqual(tools.get(`deploy ${sessionId}/0`), 1)

@@ -12,12 +12,13 @@ import { DurableSession } from "effect-agent/session"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { assertValidTranscript } from "../support.ts"
-import { sqlNode, textOf, turnsOf } from "./cluster-fixture.ts"
+import { sqlNode, turnsOf } from "./cluster-fixture.ts"
 import {
   allFinished,
   available,
   checkCharge,
   counts,
+  finishedApprovedAndSteered,
   inProcess,
   kills,
   lines,
@@ -116,15 +117,7 @@ describe.skipIf("unavailable" in available)("DurableSession on the SQL engine, a
           const [row] = yield* sql<{ wake: boolean }>`SELECT wake FROM effect_agent_wf_executions`
           assert.strictEqual(row?.wake, true)
           handle = yield* runner(pg.url, logDir)
-          const [status] = yield* allFinished([sessionId], "120 seconds")
-          assert(status !== undefined && status._tag === "Finished", status?._tag)
-          const { messages, outcome } = status.result
-          assert.deepStrictEqual(outcome, { _tag: "Completed" })
-          assertValidTranscript(messages)
-          assert.strictEqual(messages.filter((m) => m.role === "user" && textOf(m) === "mind the gap").length, 1)
-          const events = (yield* DurableSession.events(sessionId)).map((entry) => entry.event._tag)
-          assert.strictEqual(events.filter((tag) => tag === "SteeringDelivered").length, 1)
-          assert.strictEqual(events.filter((tag) => tag === "ApprovalRequested").length, 1)
+          yield* finishedApprovedAndSteered(sessionId, "mind the gap")
         }).pipe(Effect.provide(sqlNode(pg.url, false, logDir)))
         yield* Effect.ignore(handle.kill({ killSignal: "SIGKILL" }))
         const tools = counts(lines(path.join(logDir, "tools.log")))

@@ -13,7 +13,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { recorder } from "../support.ts"
+import { assertValidTranscript, recorder } from "../support.ts"
 import { database, type EngineKind, script, textOf, tools } from "./cluster-fixture.ts"
 import * as Postgres from "./postgres.ts"
 import { childScript } from "../children.ts"
@@ -108,6 +108,23 @@ export const allFinished = (ids: ReadonlyArray<string>, within: Duration.Input) 
     }),
     Effect.timeout(within)
   )
+
+/**
+ * A session that waited for approval while no runner ran, was approved and steered with `steering` then: it
+ * finishes (bounded) `Completed`, its steering delivered once and its approval asked once.
+ */
+export const finishedApprovedAndSteered = (sessionId: string, steering: string) =>
+  Effect.gen(function*() {
+    const [status] = yield* allFinished([sessionId], "120 seconds")
+    assert(status !== undefined && status._tag === "Finished", status?._tag)
+    const { messages, outcome } = status.result
+    assert.deepStrictEqual(outcome, { _tag: "Completed" })
+    assertValidTranscript(messages)
+    assert.strictEqual(messages.filter((m) => m.role === "user" && textOf(m) === steering).length, 1)
+    const events = (yield* DurableSession.events(sessionId)).map((entry) => entry.event._tag)
+    assert.strictEqual(events.filter((tag) => tag === "SteeringDelivered").length, 1)
+    assert.strictEqual(events.filter((tag) => tag === "ApprovalRequested").length, 1)
+  })
 
 /** Retries what meets the database while it is away (a `StoreError`), for a bounded while. */
 export const ridingOut = {

@@ -230,6 +230,9 @@ interface ExecuteOptions<Discard extends boolean> {
   readonly detached?: boolean | undefined
 }
 
+/** The columns of {@link ExecutionRow}, of `effect_agent_wf_executions e`. */
+const rowColumns = "e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed, e.interrupted"
+
 /** A row of `effect_agent_wf_executions`, as read. */
 interface ExecutionRow {
   readonly execution_id: string
@@ -577,8 +580,7 @@ export const make = (
           UPDATE effect_agent_wf_executions e SET owner = ${runnerId}
           WHERE e.execution_id = ${executionId} AND e.result IS NULL AND e.workflow IN ${sql.in(names)}
             AND ${claimable}
-          RETURNING e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
-            e.interrupted`)
+          RETURNING ${sql.literal(rowColumns)}`)
         for (const row of rows) yield* takeUp(row)
       })
 
@@ -617,12 +619,10 @@ export const make = (
         claimed AS (
           UPDATE effect_agent_wf_executions e SET owner = ${runnerId} FROM candidates c
           WHERE e.execution_id = c.execution_id
-          RETURNING e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
-            e.interrupted, e.resume, e.wake, true AS claimed, NULL::text[] AS deferreds)
+          RETURNING ${sql.literal(rowColumns)}, e.resume, e.wake, true AS claimed, NULL::text[] AS deferreds)
         SELECT * FROM claimed
         UNION ALL
-        SELECT e.execution_id, e.workflow, e.payload, e.parent, e.owner, e.result, e.suspended, e.failed,
-          e.interrupted, e.resume, e.wake, false AS claimed,
+        SELECT ${sql.literal(rowColumns)}, e.resume, e.wake, false AS claimed,
           ARRAY(SELECT d.name FROM effect_agent_wf_deferreds d WHERE d.execution_id = e.execution_id) AS deferreds
         FROM effect_agent_wf_executions e
         WHERE e.owner = ${runnerId} AND e.result IS NULL AND (e.wake OR e.resume OR e.interrupted)`)
@@ -710,8 +710,8 @@ export const make = (
 
     const readRow = (executionId: string) =>
       Effect.map(
-        db(sql<ExecutionRow>`SELECT execution_id, workflow, payload, parent, owner, result, suspended, failed,
-            interrupted FROM effect_agent_wf_executions WHERE execution_id = ${executionId}`),
+        db(sql<ExecutionRow>`SELECT ${sql.literal(rowColumns)} FROM effect_agent_wf_executions e
+          WHERE e.execution_id = ${executionId}`),
         (rows) => rows[0]
       )
 
@@ -730,6 +730,25 @@ export const make = (
           )
         }
         return Option.none<Workflow.Result<unknown, unknown>>()
+      })
+
+    /**
+     * Interrupts an execution, from any process: its owner (this runner, or whichever polls next) runs it again
+     * interrupted. `unsafe`: a run going on here is interrupted at once, and a completing replay ends interrupted
+     * too (`layerMemory`'s `interruptUnsafe`).
+     */
+    const interrupt = (executionId: string, unsafe: boolean) =>
+      Effect.gen(function*() {
+        yield* db(sql`UPDATE effect_agent_wf_executions SET interrupted = true, resume = true
+          WHERE execution_id = ${executionId} AND result IS NULL`)
+        const local = locals.get(executionId)
+        if (local === undefined) return yield* runs ? claimOne(executionId) : Effect.void
+        local.interrupted = true
+        if (unsafe) {
+          local.interruptedUnsafe = true
+          if (local.fiber !== undefined) yield* Fiber.interrupt(local.fiber)
+        }
+        yield* resume(executionId, "explicit")
       })
 
     /** `execute`, of the encoded engine: a result, unless `discard`. */
@@ -751,11 +770,11 @@ export const make = (
           const payload = yield* db(Schema.encodeUnknownEffect(codecsOf(workflow).payload)(opts.payload))
           const parent = opts.detached === true ? null : opts.parent?.executionId ?? null
           const inserted = yield* db(sql<ExecutionRow>`
-            INSERT INTO effect_agent_wf_executions (execution_id, workflow, key, payload, parent, owner)
+            INSERT INTO effect_agent_wf_executions AS e (execution_id, workflow, key, payload, parent, owner)
             VALUES (${opts.executionId}, ${workflow._tag}, ${workflow.idempotencyKey(opts.payload)}, ${payload},
               ${parent}, ${runs ? runnerId : null})
             ON CONFLICT (execution_id) DO NOTHING
-            RETURNING execution_id, workflow, payload, parent, owner, result, suspended, failed, interrupted`)
+            RETURNING ${sql.literal(rowColumns)}`)
           if (inserted[0] !== undefined && runs) {
             local = yield* db(adopt(inserted[0]))
             if (local !== undefined) {
@@ -799,30 +818,8 @@ export const make = (
             Effect.asVoid
           )
         }),
-      interrupt: (_workflow, executionId) =>
-        Effect.gen(function*() {
-          yield* db(sql`UPDATE effect_agent_wf_executions SET interrupted = true, resume = true
-            WHERE execution_id = ${executionId} AND result IS NULL`)
-          const local = locals.get(executionId)
-          if (local !== undefined) {
-            local.interrupted = true
-            return yield* resume(executionId, "explicit")
-          }
-          if (runs) yield* claimOne(executionId)
-        }),
-      interruptUnsafe: (_workflow, executionId) =>
-        Effect.gen(function*() {
-          yield* db(sql`UPDATE effect_agent_wf_executions SET interrupted = true, resume = true
-            WHERE execution_id = ${executionId} AND result IS NULL`)
-          const local = locals.get(executionId)
-          if (local !== undefined) {
-            local.interrupted = true
-            local.interruptedUnsafe = true
-            if (local.fiber !== undefined) yield* Fiber.interrupt(local.fiber)
-            return yield* resume(executionId, "explicit")
-          }
-          if (runs) yield* claimOne(executionId)
-        }),
+      interrupt: (_workflow, executionId) => interrupt(executionId, false),
+      interruptUnsafe: (_workflow, executionId) => interrupt(executionId, true),
       resume: (_workflow, executionId) =>
         Effect.gen(function*() {
           yield* db(sql`UPDATE effect_agent_wf_executions SET resume = true
