@@ -31,8 +31,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { baseUrl, readSse, serverLayer } from "../server/support.ts"
 import { database, engine, sqlEngine } from "../session/cluster-fixture.ts"
-import { SqlClient } from "effect/sql"
 import * as Postgres from "../session/postgres.ts"
+import { databaseOn } from "../session/sql-engine.ts"
 import { agentLayer, billing, type Gate, guardrail, type Scenario, scenarios, systems } from "./scenarios.ts"
 import { patience } from "../patience.ts"
 
@@ -272,15 +272,9 @@ export const durableMemorySupervised: Backend = {
 let sharedServer: Postgres.Postgres | undefined
 
 /** A database of its own for a backend, made empty on the shared server: its URL. */
-let databases = 0
 const databaseOnSharedServer: Effect.Effect<string, unknown, Scope.Scope> = Effect.gen(function*() {
   if (sharedServer === undefined) sharedServer = yield* Postgres.scoped
-  const name = `conformance_${++databases}`
-  yield* Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`CREATE DATABASE ${name}`)
-  }).pipe(Effect.provide(database(sharedServer.url)))
-  return sharedServer.url.replace(/\/postgres$/, `/${name}`)
+  return yield* databaseOn(sharedServer.url)
 })
 
 /**

@@ -26,9 +26,8 @@ export const serverUrl: Effect.Effect<string> = Effect.promise(() => {
 
 let made = 0
 
-/** A database of its own on the file's server, made empty: its URL. */
-export const freshDatabase: Effect.Effect<string> = Effect.gen(function*() {
-  const url = yield* serverUrl
+/** A database of its own on the server at `url` (its `postgres` database's URL), made empty: its URL. */
+export const databaseOn = (url: string): Effect.Effect<string> => Effect.gen(function*() {
   const name = `t${process.pid}_${++made}`
   yield* Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -36,6 +35,9 @@ export const freshDatabase: Effect.Effect<string> = Effect.gen(function*() {
   }).pipe(Effect.provide(database(url)), Effect.orDie)
   return url.replace(/\/postgres$/, `/${name}`)
 })
+
+/** A database of its own on the file's server, made empty: its URL. */
+export const freshDatabase: Effect.Effect<string> = Effect.flatMap(serverUrl, databaseOn)
 
 /**
  * The engine and the store of a runner on the database `url` (the store's tables made), with the database
